@@ -1,0 +1,132 @@
+/* util.c — error messages, allocator hook, hashing (see util.h). */
+#include "util.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static _Thread_local char tls_error[CLPA_ERROR_MAX];
+
+unsigned clpa_version_number(void) { return CLPA_VERSION_NUMBER; }
+
+const char *clpa_version_string(void) {
+#define CLPA_STR2(x) #x
+#define CLPA_STR(x) CLPA_STR2(x)
+  return CLPA_STR(CLPA_VERSION_MAJOR) "." CLPA_STR(CLPA_VERSION_MINOR) "." CLPA_STR(
+      CLPA_VERSION_PATCH);
+}
+
+const char *clpa_status_name(clpa_status status) {
+  switch (status) {
+#define CASE(x) \
+  case x:       \
+    return #x
+    CASE(CLPA_OK);
+    CASE(CLPA_ERR_DEVICE_NOT_FOUND);
+    CASE(CLPA_ERR_DEVICE_MEMORY);
+    CASE(CLPA_ERR_OUT_OF_RESOURCES);
+    CASE(CLPA_ERR_OUT_OF_MEMORY);
+    CASE(CLPA_ERR_BUILD);
+    CASE(CLPA_ERR_INVALID_ARG);
+    CASE(CLPA_ERR_OPENCL);
+    CASE(CLPA_ERR_UNSUPPORTED);
+    CASE(CLPA_ERR_POOL_EXHAUSTED);
+    CASE(CLPA_ERR_BAD_BLOCK);
+    CASE(CLPA_ERR_IO);
+    CASE(CLPA_ERR_STATE);
+#undef CASE
+  }
+  return "CLPA_ERR_UNKNOWN";
+}
+
+const char *clpa_last_error(void) { return tls_error; }
+
+void clpa_err_clear(void) { tls_error[0] = '\0'; }
+
+clpa_status clpa_err_vset(char *ctx_buf, clpa_status status, const char *func,
+                          const char *fmt, va_list ap) {
+  int n = snprintf(tls_error, sizeof tls_error, "%s: ", func);
+  if (n < 0 || (size_t)n >= sizeof tls_error) n = 0;
+  vsnprintf(tls_error + n, sizeof tls_error - (size_t)n, fmt, ap);
+  if (ctx_buf) memcpy(ctx_buf, tls_error, sizeof tls_error);
+  return status;
+}
+
+clpa_status clpa_err_set(char *ctx_buf, clpa_status status, const char *func,
+                         const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  clpa_err_vset(ctx_buf, status, func, fmt, ap);
+  va_end(ap);
+  return status;
+}
+
+void clpa_err_append(char *ctx_buf, const char *text) {
+  size_t n = strlen(tls_error);
+  snprintf(tls_error + n, sizeof tls_error - n, "%s", text);
+  if (ctx_buf) memcpy(ctx_buf, tls_error, sizeof tls_error);
+}
+
+size_t clpa_dtype_size(clpa_dtype dtype) {
+  switch (dtype) {
+    case CLPA_DTYPE_F32: return 4;
+    case CLPA_DTYPE_F16:
+    case CLPA_DTYPE_BF16: return 2;
+    case CLPA_DTYPE_FP8_E4M3:
+    case CLPA_DTYPE_FP8_E5M2: return 1;
+    default: return 0;
+  }
+}
+
+static const char *const dtype_names[CLPA_DTYPE_COUNT_] = {"f32", "f16", "bf16", "fp8_e4m3",
+                                                           "fp8_e5m2"};
+
+const char *clpa_dtype_name(clpa_dtype dtype) {
+  if ((unsigned)dtype >= CLPA_DTYPE_COUNT_) return "invalid";
+  return dtype_names[dtype];
+}
+
+clpa_status clpa_dtype_parse(const char *name, clpa_dtype *out) {
+  CLPA_CHECK(NULL, !name || !out, CLPA_ERR_INVALID_ARG, "name and out must not be NULL");
+  for (int i = 0; i < CLPA_DTYPE_COUNT_; i++) {
+    if (strcmp(name, dtype_names[i]) == 0) {
+      *out = (clpa_dtype)i;
+      return CLPA_OK;
+    }
+  }
+  return CLPA_FAIL(NULL, CLPA_ERR_INVALID_ARG,
+                   "unknown dtype '%s' (expected f32, f16, bf16, fp8_e4m3 or fp8_e5m2)", name);
+}
+
+void *clpa_mem_realloc(const clpa_allocator *a, void *ptr, size_t old_size, size_t new_size) {
+  if (a && a->fn) return a->fn(a->user, ptr, old_size, new_size);
+  if (new_size == 0) {
+    free(ptr);
+    return NULL;
+  }
+  return realloc(ptr, new_size);
+}
+
+void *clpa_mem_alloc(const clpa_allocator *a, size_t size) {
+  return clpa_mem_realloc(a, NULL, 0, size ? size : 1);
+}
+
+void *clpa_mem_calloc(const clpa_allocator *a, size_t count, size_t size) {
+  if (size && count > SIZE_MAX / size) return NULL;
+  void *p = clpa_mem_alloc(a, count * size);
+  if (p && count * size > 0) memset(p, 0, count * size);
+  return p;
+}
+
+void clpa_mem_free(const clpa_allocator *a, void *ptr, size_t size) {
+  if (ptr) clpa_mem_realloc(a, ptr, size ? size : 1, 0);
+}
+
+uint64_t clpa_hash64(uint64_t h, const void *data, size_t len) {
+  const unsigned char *p = data;
+  for (size_t i = 0; i < len; i++) {
+    h ^= p[i];
+    h *= 0x100000001b3ULL;
+  }
+  return h;
+}

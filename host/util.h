@@ -1,0 +1,48 @@
+/*
+ * util.h — internal helpers shared by host/ and lib/: error reporting and
+ * the allocator hook. Not installed.
+ */
+#ifndef CLPA_HOST_UTIL_H
+#define CLPA_HOST_UTIL_H
+
+#include <stdarg.h>
+
+#include "clpa_base.h"
+
+/* Records a failure: formats "<func>: <message>" into this thread's
+ * last-error buffer (and into ctx_buf when it is not NULL, a
+ * CLPA_ERROR_MAX-byte buffer owned by a context). Returns status so it can
+ * end a return statement. */
+#define CLPA_ERROR_MAX 4096
+clpa_status clpa_err_set(char *ctx_buf, clpa_status status, const char *func,
+                         const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 4, 5)))
+#endif
+    ;
+clpa_status clpa_err_vset(char *ctx_buf, clpa_status status, const char *func,
+                          const char *fmt, va_list ap);
+/* Appends text to the last-error message of this thread (and ctx_buf). */
+void clpa_err_append(char *ctx_buf, const char *text);
+/* Clears this thread's last-error message. */
+void clpa_err_clear(void);
+
+/* One line per check, as zstd's RETURN_ERROR_IF: the message says where
+ * and why. For host objects (no context) pass NULL as the buffer. */
+#define CLPA_FAIL(buf, status, ...) clpa_err_set((buf), (status), __func__, __VA_ARGS__)
+#define CLPA_CHECK(buf, cond, status, ...)                    \
+  do {                                                        \
+    if (cond) return clpa_err_set((buf), (status), __func__, __VA_ARGS__); \
+  } while (0)
+
+/* Allocation through the hook; a->fn == NULL means libc. */
+void *clpa_mem_alloc(const clpa_allocator *a, size_t size);
+void *clpa_mem_calloc(const clpa_allocator *a, size_t count, size_t size);
+void *clpa_mem_realloc(const clpa_allocator *a, void *ptr, size_t old_size, size_t new_size);
+void clpa_mem_free(const clpa_allocator *a, void *ptr, size_t size);
+
+/* 64-bit FNV-1a, used for cache keys and source hashes. */
+uint64_t clpa_hash64(uint64_t h, const void *data, size_t len);
+#define CLPA_HASH64_INIT 0xcbf29ce484222325ULL
+
+#endif

@@ -1,0 +1,111 @@
+/*
+ * clpa_base.h — what every part of clpa shares: version, status codes,
+ * storage dtypes, the allocator hook and the last-error message.
+ *
+ * This header needs nothing but the C standard library, so the host-only
+ * parts of clpa (block pool, sequences, radix cache: clpa_kv.h) can be used
+ * and tested without OpenCL. clpa.h includes it.
+ */
+#ifndef CLPA_BASE_H
+#define CLPA_BASE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "clpa_version.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32) && defined(CLPA_BUILDING_DLL)
+#define CLPA_API __declspec(dllexport)
+#elif defined(__GNUC__)
+#define CLPA_API __attribute__((visibility("default")))
+#else
+#define CLPA_API
+#endif
+
+/* ======================================================================
+ * Version
+ * ==================================================================== */
+
+/* Returns CLPA_VERSION_NUMBER of the library actually linked. */
+CLPA_API unsigned clpa_version_number(void);
+/* Returns "MAJOR.MINOR.PATCH" of the library actually linked. */
+CLPA_API const char *clpa_version_string(void);
+
+/* ======================================================================
+ * Status codes
+ *
+ * Every clpa call returns a clpa_status. The values are frozen. Where a
+ * code means what an OpenCL error means, it reuses OpenCL's number (as
+ * CLBlast does); clpa's own codes live at -1000 and below.
+ * ==================================================================== */
+typedef enum clpa_status {
+  CLPA_OK = 0,
+  CLPA_ERR_DEVICE_NOT_FOUND = -1,  /* no device matches the spec (CL_DEVICE_NOT_FOUND) */
+  CLPA_ERR_DEVICE_MEMORY = -4,     /* device allocation failed (CL_MEM_OBJECT_ALLOCATION_FAILURE) */
+  CLPA_ERR_OUT_OF_RESOURCES = -5,  /* device ran out of resources (CL_OUT_OF_RESOURCES) */
+  CLPA_ERR_OUT_OF_MEMORY = -6,     /* host allocation failed (CL_OUT_OF_HOST_MEMORY) */
+  CLPA_ERR_BUILD = -11,            /* kernel build failed; the log is in the message (CL_BUILD_PROGRAM_FAILURE) */
+  CLPA_ERR_INVALID_ARG = -30,      /* an argument is invalid; the message names it (CL_INVALID_VALUE) */
+  CLPA_ERR_OPENCL = -1000,         /* any other OpenCL error; the message names it */
+  CLPA_ERR_UNSUPPORTED = -1001,    /* shape, dtype or feature not supported (message names the value) */
+  CLPA_ERR_POOL_EXHAUSTED = -1002, /* the block pool has too few free blocks; nothing was taken */
+  CLPA_ERR_BAD_BLOCK = -1003,      /* a kernel saw a block id outside the cache and skipped it */
+  CLPA_ERR_IO = -1004,             /* file system error (binary cache) */
+  CLPA_ERR_STATE = -1005           /* the call is not valid in the object's current state */
+} clpa_status;
+
+/* Returns the enumerator's name ("CLPA_ERR_INVALID_ARG"), or
+ * "CLPA_ERR_UNKNOWN" for a value that is not a clpa_status. */
+CLPA_API const char *clpa_status_name(clpa_status status);
+
+/* Returns the message of the last failed clpa call made by this thread
+ * ("" if none failed yet). Calls that take a clpa_context also keep the
+ * message in the context (clpa_context_last_error). The pointer stays valid
+ * until this thread's next clpa call. */
+CLPA_API const char *clpa_last_error(void);
+
+/* ======================================================================
+ * Storage dtypes of the KV cache (and of query/output where allowed)
+ * ==================================================================== */
+typedef enum clpa_dtype {
+  CLPA_DTYPE_F32 = 0,
+  CLPA_DTYPE_F16 = 1,      /* IEEE half, through vload_half/vstore_half */
+  CLPA_DTYPE_BF16 = 2,     /* bfloat16 stored as 16-bit words */
+  CLPA_DTYPE_FP8_E4M3 = 3, /* OCP fp8 e4m3fn (max 448, no inf), with a per-tensor scale */
+  CLPA_DTYPE_FP8_E5M2 = 4, /* OCP fp8 e5m2 (max 57344), with a per-tensor scale */
+  CLPA_DTYPE_COUNT_ = 5
+} clpa_dtype;
+
+/* Returns the size of one element in bytes, or 0 for an invalid dtype. */
+CLPA_API size_t clpa_dtype_size(clpa_dtype dtype);
+/* Returns "f32", "f16", "bf16", "fp8_e4m3", "fp8_e5m2", or "invalid". */
+CLPA_API const char *clpa_dtype_name(clpa_dtype dtype);
+/* Parses a name as printed by clpa_dtype_name. Returns CLPA_OK or
+ * CLPA_ERR_INVALID_ARG. */
+CLPA_API clpa_status clpa_dtype_parse(const char *name, clpa_dtype *out);
+
+/* ======================================================================
+ * Allocator hook
+ *
+ * One function does everything, like Lua's lua_Alloc:
+ *   fn(user, NULL, 0, n)      allocate n bytes
+ *   fn(user, p, old, n)       resize p from old to n bytes (n > 0)
+ *   fn(user, p, old, 0)       free p; returns NULL
+ * Returning NULL for n > 0 is an allocation failure, which every clpa
+ * object survives intact; tests use this to inject out-of-memory.
+ * A NULL fn means the C library's malloc/realloc/free.
+ * ==================================================================== */
+typedef void *(*clpa_alloc_fn)(void *user, void *ptr, size_t old_size, size_t new_size);
+typedef struct clpa_allocator {
+  clpa_alloc_fn fn;
+  void *user;
+} clpa_allocator;
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* CLPA_BASE_H */
