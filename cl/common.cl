@@ -1,18 +1,231 @@
 /*
  * common.cl — shared by every kernel family; the host prepends it to each
- * family's source when it builds a program.
+ * family's source when it builds a program, so a family file may use all
+ * of it. Kernel files hold only kernel code; everything tunable is a -D
+ * define with a default here, so every file compiles alone.
  *
- * Holds: the storage dtype mapping (load one element or a 16-byte vector
- * of the cache dtype as float), and the lane-group primitives that stand
- * in for CUDA warp shuffles.
+ * 1. Storage dtypes: KV_DTYPE picks how the cache stores an element (kv_t)
+ *    and KV_LOAD(n, p) loads n consecutive elements as a float vector.
+ *    All arithmetic is f32.
  *
- * Options (all -D, with defaults so every file compiles alone):
- *   CLPA_LANES   1 emulated (local memory + barriers), 2 subgroups, 3 NVIDIA PTX
+ *      KV_DTYPE  storage     element  X = 16 B / element
+ *      0         f32         float    4
+ *      1         f16         half     8   (vload_half: core OpenCL, no cl_khr_fp16)
+ *      2         bf16        ushort   8   (upper half of an f32)
+ *      3         fp8 e4m3fn  uchar    16  (decoded arithmetically, times a scale)
+ *      4         fp8 e5m2    uchar    16
+ *
+ * 2. Lane groups: the CUDA warp becomes SG consecutive work-items. CLPA_LANES
+ *    picks how lanes exchange values: 1 emulated (local memory + barriers,
+ *    any OpenCL 1.2 device), 2 subgroups with shuffles, 3 NVIDIA inline PTX.
  */
 #ifndef CLPA_LANES
-#define CLPA_LANES 1
+#define CLPA_LANES 1 /* 1 emulated, 2 subgroup, 3 nv_ptx */
+#endif
+#ifndef KV_DTYPE
+#define KV_DTYPE 1
 #endif
 
 #ifdef cl_khr_fp64
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
 #endif
+
+#define CAT_(a, b) a##b
+#define CAT(a, b) CAT_(a, b)
+
+/* Width-1 "vectors", so one macro serves every vector width. */
+typedef float float1;
+typedef int int1;
+typedef uint uint1;
+typedef ushort ushort1;
+typedef uchar uchar1;
+#define vload1(i, p) ((p)[i])
+#define vload_half1(i, p) vload_half(i, p)
+/* Conversions by width: the built-in names have no width-1 form, and
+ * pasting onto them can collide with the compiler's own macros. */
+#define TO_FLOAT1(x) convert_float(x)
+#define TO_FLOAT2(x) convert_float2(x)
+#define TO_FLOAT4(x) convert_float4(x)
+#define TO_FLOAT8(x) convert_float8(x)
+#define TO_FLOAT16(x) convert_float16(x)
+#define TO_UINT1(x) convert_uint(x)
+#define TO_UINT2(x) convert_uint2(x)
+#define TO_UINT4(x) convert_uint4(x)
+#define TO_UINT8(x) convert_uint8(x)
+#define TO_UINT16(x) convert_uint16(x)
+#define AS_FLOAT1(x) as_float(x)
+#define AS_FLOAT2(x) as_float2(x)
+#define AS_FLOAT4(x) as_float4(x)
+#define AS_FLOAT8(x) as_float8(x)
+#define AS_FLOAT16(x) as_float16(x)
+#define AS_UINT1(x) as_uint(x)
+#define AS_UINT2(x) as_uint2(x)
+#define AS_UINT4(x) as_uint4(x)
+#define AS_UINT8(x) as_uint8(x)
+#define AS_UINT16(x) as_uint16(x)
+#define IOTA1 0
+#define IOTA2 (int2)(0, 1)
+#define IOTA4 (int4)(0, 1, 2, 3)
+#define IOTA8 (int8)(0, 1, 2, 3, 4, 5, 6, 7)
+#define IOTA16 (int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)
+
+inline float vsum1(float a) { return a; }
+inline float vsum2(float2 a) { return a.s0 + a.s1; }
+inline float vsum4(float4 a) { return (a.s0 + a.s1) + (a.s2 + a.s3); }
+inline float vsum8(float8 a) { return vsum4(a.lo) + vsum4(a.hi); }
+inline float vsum16(float16 a) { return vsum8(a.lo) + vsum8(a.hi); }
+#define VSUM(n, a) CAT(vsum, n)(a)
+
+/* ---- 1. storage dtypes ---------------------------------------------- */
+
+/* fp8 decoders work on uintN lanes holding one byte each. */
+#define FP8_E4M3_DECODER(n)                                                         \
+  inline CAT(float, n) CAT(fp8e4m3_to_float, n)(CAT(uint, n) b) {                   \
+    CAT(uint, n) s = (b >> 7) << 31, e = (b >> 3) & 15u, m = b & 7u;                \
+    CAT(float, n) normal = CAT(AS_FLOAT, n)(s | ((e + 120u) << 23) | (m << 20));    \
+    CAT(float, n) sub = CAT(AS_FLOAT, n)(s | CAT(AS_UINT, n)(CAT(TO_FLOAT, n)(m) * 0x1p-9f)); \
+    CAT(float, n) r = select(normal, sub, e == 0u);                                  \
+    return select(r, (CAT(float, n))(NAN), (b & 0x7fu) == 0x7fu);                   \
+  }
+#define FP8_E5M2_DECODER(n)                                                         \
+  inline CAT(float, n) CAT(fp8e5m2_to_float, n)(CAT(uint, n) b) {                   \
+    CAT(uint, n) s = (b >> 7) << 31, e = (b >> 2) & 31u, m = b & 3u;                \
+    CAT(float, n) normal = CAT(AS_FLOAT, n)(s | ((e + 112u) << 23) | (m << 21));    \
+    CAT(float, n) special = CAT(AS_FLOAT, n)(s | (255u << 23) | (m << 21));         \
+    CAT(float, n) sub = CAT(AS_FLOAT, n)(s | CAT(AS_UINT, n)(CAT(TO_FLOAT, n)(m) * 0x1p-16f)); \
+    CAT(float, n) r = select(normal, sub, e == 0u);                                  \
+    return select(r, special, e == 31u);                                              \
+  }
+FP8_E4M3_DECODER(1)
+FP8_E4M3_DECODER(2)
+FP8_E4M3_DECODER(4)
+FP8_E4M3_DECODER(8)
+FP8_E4M3_DECODER(16)
+FP8_E5M2_DECODER(1)
+FP8_E5M2_DECODER(2)
+FP8_E5M2_DECODER(4)
+FP8_E5M2_DECODER(8)
+FP8_E5M2_DECODER(16)
+
+#if KV_DTYPE == 0
+typedef float kv_t;
+#define KV_BYTES 4
+#define KV_LOAD(n, p) CAT(vload, n)(0, (p))
+#define KV_IS_FP8 0
+#elif KV_DTYPE == 1
+typedef half kv_t;
+#define KV_BYTES 2
+#define KV_LOAD(n, p) CAT(vload_half, n)(0, (p))
+#define KV_IS_FP8 0
+#elif KV_DTYPE == 2
+typedef ushort kv_t;
+#define KV_BYTES 2
+#define KV_LOAD(n, p) CAT(AS_FLOAT, n)(CAT(TO_UINT, n)(CAT(vload, n)(0, (p))) << 16)
+#define KV_IS_FP8 0
+#elif KV_DTYPE == 3
+typedef uchar kv_t;
+#define KV_BYTES 1
+#define KV_LOAD(n, p) CAT(fp8e4m3_to_float, n)(CAT(TO_UINT, n)(CAT(vload, n)(0, (p))))
+#define KV_IS_FP8 1
+#elif KV_DTYPE == 4
+typedef uchar kv_t;
+#define KV_BYTES 1
+#define KV_LOAD(n, p) CAT(fp8e5m2_to_float, n)(CAT(TO_UINT, n)(CAT(vload, n)(0, (p))))
+#define KV_IS_FP8 1
+#else
+#error "KV_DTYPE must be 0 (f32), 1 (f16), 2 (bf16), 3 (fp8 e4m3) or 4 (fp8 e5m2)"
+#endif
+/* Elements per 16 bytes: the innermost dimension of the key cache. */
+#define X (16 / KV_BYTES)
+
+/* Query and output: f32 (IO_DTYPE 0) or f16 (1), stored through vstore_half_rte. */
+#ifndef IO_DTYPE
+#define IO_DTYPE 0
+#endif
+#if IO_DTYPE == 0
+typedef float io_t;
+#define IO_LOAD(p, i) ((p)[i])
+#define IO_STORE(v, p, i) ((p)[i] = (v))
+#elif IO_DTYPE == 1
+typedef half io_t;
+#define IO_LOAD(p, i) vload_half((i), (p))
+#define IO_STORE(v, p, i) vstore_half_rte((v), (i), (p))
+#else
+#error "IO_DTYPE must be 0 (f32) or 1 (f16)"
+#endif
+
+/* ---- 2. lane groups -------------------------------------------------- */
+
+#if CLPA_LANES == 3
+/* NVIDIA: a warp is 32 lanes; shfl.sync.bfly exchanges registers. */
+inline float lane_xor(float v, int mask) {
+  float r;
+  asm volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=f"(r) : "f"(v), "r"(mask));
+  return r;
+}
+#elif CLPA_LANES == 2
+#if defined(cl_intel_subgroups)
+#pragma OPENCL EXTENSION cl_intel_subgroups : enable
+#define lane_xor(v, mask) intel_sub_group_shuffle_xor((v), (uint)(mask))
+#else
+#pragma OPENCL EXTENSION cl_khr_subgroups : enable
+#pragma OPENCL EXTENSION cl_khr_subgroup_shuffle : enable
+#define lane_xor(v, mask) sub_group_shuffle_xor((v), (uint)(mask))
+#endif
+#endif
+
+/* Sum over aligned groups of `width` lanes (a power of two <= SG); every
+ * lane of the group gets the sum. The emulated form needs every work-item
+ * of the work-group to call it (it has barriers); scratch holds one float
+ * per work-item. */
+inline float lane_group_sum(float v, int width, __local float *scratch) {
+  if (width == 1) return v;
+#if CLPA_LANES == 1
+  int lid = get_local_id(0);
+  scratch[lid] = v;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  int base = lid & ~(width - 1);
+  float s = 0.0f;
+  for (int k = 0; k < width; k++) s += scratch[base + k];
+  barrier(CLK_LOCAL_MEM_FENCE);
+  return s;
+#else
+  (void)scratch;
+  for (int mask = width / 2; mask >= 1; mask /= 2) v += lane_xor(v, mask);
+  return v;
+#endif
+}
+
+/* Max and sum over the whole work-group of nthreads items in lanes of sg;
+ * red holds max(nthreads, 1) floats. Every work-item gets the result. */
+inline float block_reduce(float v, int is_max, int nthreads, int sg, __local float *red) {
+  int lid = get_local_id(0);
+#if CLPA_LANES == 1
+  (void)sg;
+  red[lid] = v;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int s = nthreads / 2; s > 0; s >>= 1) {
+    if (lid < s) red[lid] = is_max ? fmax(red[lid], red[lid + s]) : red[lid] + red[lid + s];
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  float r = red[0];
+  barrier(CLK_LOCAL_MEM_FENCE);
+  return r;
+#else
+  for (int mask = sg / 2; mask >= 1; mask /= 2) {
+    float o = lane_xor(v, mask);
+    v = is_max ? fmax(v, o) : v + o;
+  }
+  if (lid % sg == 0) red[lid / sg] = v;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  float r = red[0];
+  for (int w = 1; w < nthreads / sg; w++) r = is_max ? fmax(r, red[w]) : r + red[w];
+  barrier(CLK_LOCAL_MEM_FENCE);
+  return r;
+#endif
+}
+
+/* Fault bits a kernel ORs into the context's fault word (see clpa.h). */
+#define CLPA_FAULT_BAD_BLOCK 1
+#define CLPA_FAULT_BAD_CONTEXT_LEN 2
+#define CLPA_FAULT_LANES 4

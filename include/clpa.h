@@ -13,6 +13,7 @@
  *   1. Context: pick a device (or wrap the application's), last error
  *   2. Devices: list them and their capabilities
  *   3. Kernels: program cache controls and statistics
+ *   4. Decode: paged attention, one query token per sequence
  *
  * Conventions: every call returns clpa_status (clpa_base.h) and writes
  * results through pointers; a failed call writes nothing and leaves a
@@ -166,6 +167,105 @@ CLPA_API clpa_status clpa_program_get(clpa_context *ctx, const char *family, con
  * the host) to prove the device, the compiler and the queue work.
  * Returns CLPA_OK, or the failing call's status. */
 CLPA_API clpa_status clpa_smoke_test(clpa_context *ctx, size_t n);
+
+/* ======================================================================
+ * 4. Decode: paged attention for one query token per sequence
+ *
+ * The layouts are vLLM's, so an engine can hand over its tensors as they
+ * are (element counts; x = 16 bytes / element size of kv_dtype):
+ *
+ *   query        [num_seqs, q_stride]  (head h at h * head_size; q_stride 0 = num_heads * head_size)
+ *   key_cache    [num_blocks, num_kv_heads, head_size / x, block_size, x]
+ *   value_cache  [num_blocks, num_kv_heads, head_size, block_size]
+ *   block_tables int32 [num_seqs, max_blocks_per_seq]
+ *   context_lens int32 [num_seqs]
+ *   out          [num_seqs, num_heads, head_size]   (dtype of the query)
+ *   lse          float [num_seqs, num_heads], optional
+ *   alibi_slopes, sinks  float [num_heads], optional
+ *
+ * For sequence s, query head h (KV head h / (num_heads / num_kv_heads)),
+ * context length L and key tokens j < L:
+ *   logit_j = scale * q . k_j; then soft_cap * tanh(logit_j / soft_cap) if
+ *   soft_cap > 0; then + alibi_slopes[h] * (j - L + 1); tokens with
+ *   L - 1 - j >= sliding_window take no part when sliding_window > 0.
+ *   A sink logit sinks[h] adds exp(sink - max) to the softmax denominator
+ *   and no value. out = softmax . V; lse = natural log of the denominator
+ *   (sink included); L == 0 gives out = 0 and lse = -inf (or the sink).
+ * fp8 caches store value / k_scale (v_scale); other dtypes ignore scales.
+ * Arithmetic is f32.
+ *
+ * Supported: head_size 32, 64, 80, 96, 112, 120, 128, 192, 256 (head_size a
+ * multiple of x: fp8 excludes 120, as in vLLM); block_size 8, 16, 32;
+ * num_heads % num_kv_heads == 0; query/out f32 or f16.
+ * ==================================================================== */
+
+typedef enum clpa_decode_variant {
+  CLPA_DECODE_AUTO = 0, /* the heuristic below */
+  CLPA_DECODE_V1 = 1,   /* one work-group per (heads, sequence) walks the whole context */
+  CLPA_DECODE_V2 = 2    /* partitions of partition_size tokens, then a reduce kernel */
+} clpa_decode_variant;
+
+typedef struct clpa_decode_params {
+  int32_t num_seqs, num_heads, num_kv_heads, head_size, block_size;
+  int32_t max_blocks_per_seq; /* columns of block_tables */
+  int32_t max_context_len;    /* upper bound of every context_lens entry, <= max_blocks_per_seq * block_size */
+  clpa_dtype kv_dtype;        /* cache storage */
+  clpa_dtype q_dtype;         /* query and output: CLPA_DTYPE_F32 or CLPA_DTYPE_F16 */
+  float scale;                /* softmax scale, usually 1/sqrt(head_size) */
+  float k_scale, v_scale;     /* fp8 per-tensor scales (1 by default) */
+  float soft_cap;             /* 0: off */
+  int32_t sliding_window;     /* 0: off; else the last sliding_window tokens take part */
+  size_t q_stride;            /* elements between sequences of the query; 0 = num_heads * head_size */
+  cl_mem query, key_cache, value_cache, block_tables, context_lens, out;
+  cl_mem lse;                 /* optional */
+  cl_mem alibi_slopes;        /* optional */
+  cl_mem sinks;               /* optional */
+  /* Kernel choice; every field can be forced for tests and benchmarks. */
+  clpa_decode_variant variant;
+  int32_t partition_size;     /* v2 tokens per partition; 0 = 512; a multiple of block_size */
+  int32_t heads_per_group;    /* query heads per work-group (GQA packing); 0 = auto, else divides num_heads / num_kv_heads */
+  /* Events: wait for these before starting; *event (if not NULL) receives
+   * an event that completes with the last kernel. */
+  cl_uint num_wait_events;
+  const cl_event *wait_events;
+  cl_event *event;
+} clpa_decode_params;
+
+/* Fills p with the defaults: zeros and NULLs, kv_dtype f16, q_dtype f32,
+ * k_scale = v_scale = 1, variant AUTO. The caller sets the shapes, scale
+ * and buffers. */
+CLPA_API void clpa_decode_params_init(clpa_decode_params *p);
+
+/* Enqueues decode attention on the context's queue; does not wait.
+ *
+ * Heuristic (CLPA_DECODE_AUTO): v2 when max_context_len > 8192, when v1's
+ * logits would not fit in local memory, or when the context spans several
+ * partitions and num_seqs * num_heads < 512 (too few work-groups to fill a
+ * GPU); v1 otherwise. heads_per_group 0 packs the largest of 8, 4, 2 that
+ * divides num_heads / num_kv_heads while its local memory fits and it still
+ * leaves at least 2 work-groups per compute unit.
+ *
+ * Everything is validated before anything is enqueued (shapes, dtypes,
+ * buffer sizes against what the shapes need). Block ids and context lengths
+ * live on the device, so the kernels check them: a block id outside
+ * [0, num_blocks) is never read (its tokens are masked) and a context
+ * length outside [0, max_context_len] is treated as 0; either sets a bit in
+ * the context's fault word, which clpa_context_check_faults reads.
+ *
+ * Returns CLPA_OK, CLPA_ERR_INVALID_ARG (which field, which value),
+ * CLPA_ERR_UNSUPPORTED (shape or dtype not supported, named),
+ * CLPA_ERR_BUILD, CLPA_ERR_OPENCL or CLPA_ERR_DEVICE_MEMORY. */
+CLPA_API clpa_status clpa_decode(clpa_context *ctx, const clpa_decode_params *p);
+
+/* Fault bits the kernels set (clpa_context_check_faults). */
+#define CLPA_FAULT_BAD_BLOCK 1       /* a block table entry outside the cache */
+#define CLPA_FAULT_BAD_CONTEXT_LEN 2 /* a context length < 0 or > max_context_len */
+#define CLPA_FAULT_LANES 4           /* the device's subgroups did not match the lane groups */
+
+/* Waits for the queue, reads the fault word into *faults (may be NULL)
+ * and clears it. Returns CLPA_OK when no bit was set, CLPA_ERR_BAD_BLOCK
+ * (with the bits named in the message) when one was, or CLPA_ERR_OPENCL. */
+CLPA_API clpa_status clpa_context_check_faults(clpa_context *ctx, int32_t *faults);
 
 #ifdef __cplusplus
 }

@@ -329,6 +329,11 @@ static clpa_status wrap_handles(clpa_context *ctx, const clpa_context_config *cf
   if (err != CL_SUCCESS) return CLPA_CL_FAIL(ctx, err, "clGetCommandQueueInfo(cfg->cl_queue)");
   CLPA_CTX_CHECK(ctx, qctx != cfg->cl_ctx || qdev != cfg->cl_dev, CLPA_ERR_INVALID_ARG,
                  "cfg->cl_queue belongs to another context or device than cfg->cl_ctx/cl_dev");
+  cl_command_queue_properties qprops = 0;
+  err = clGetCommandQueueInfo(cfg->cl_queue, CL_QUEUE_PROPERTIES, sizeof qprops, &qprops, NULL);
+  if (err != CL_SUCCESS) return CLPA_CL_FAIL(ctx, err, "clGetCommandQueueInfo(cfg->cl_queue)");
+  CLPA_CTX_CHECK(ctx, qprops & CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE, CLPA_ERR_UNSUPPORTED,
+                 "cfg->cl_queue is out of order; clpa needs an in-order queue");
   cl_platform_id plat = NULL;
   err = clGetDeviceInfo(cfg->cl_dev, CL_DEVICE_PLATFORM, sizeof plat, &plat, NULL);
   if (err != CL_SUCCESS) return CLPA_CL_FAIL(ctx, err, "clGetDeviceInfo(cfg->cl_dev)");
@@ -434,6 +439,9 @@ void clpa_context_destroy(clpa_context *ctx) {
   if (!ctx) return;
   if (ctx->queue && ctx->owns_queue) clFinish(ctx->queue);
   clpa_programs_release(ctx);
+  if (ctx->faults) clReleaseMemObject(ctx->faults);
+  for (int i = 0; i < 4; i++)
+    if (ctx->scratch[i]) clReleaseMemObject(ctx->scratch[i]);
   if (ctx->queue) clReleaseCommandQueue(ctx->queue);
   if (ctx->cl) clReleaseContext(ctx->cl);
   free(ctx->cache_dir);

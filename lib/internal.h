@@ -26,8 +26,22 @@ struct clpa_context {
   char *cache_dir;
   clpa_program_entry *programs;
   clpa_program_stats stats;
+  cl_mem faults;       /* int32 fault word the kernels OR into; created on first use */
+  cl_mem scratch[4];   /* grow-only temporary buffers (decode v2 partials) */
+  size_t scratch_size[4];
+  int subgroup_size;   /* lanes of a subgroup in our kernels, learnt on first build (0: not yet) */
   char error[CLPA_ERROR_MAX];
 };
+
+/* Checks that buffer `name` holds at least `need` bytes; NULL is refused
+ * unless optional. */
+clpa_status clpa_check_buffer(clpa_context *ctx, cl_mem buf, const char *name, size_t need,
+                              int optional);
+/* The fault word, created and zeroed on first use. */
+clpa_status clpa_faults_buffer(clpa_context *ctx, cl_mem *out);
+/* Temporary buffer number slot (< 4) of at least `size` bytes, contents
+ * undefined. The queue is in order, so a later call may reuse it. */
+clpa_status clpa_scratch(clpa_context *ctx, int slot, size_t size, cl_mem *out);
 
 /* Name of an OpenCL error code ("CL_INVALID_VALUE"), or "CL_UNKNOWN_ERROR". */
 const char *clpa_cl_error_name(cl_int err);

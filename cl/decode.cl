@@ -1,0 +1,299 @@
+/*
+ * decode.cl — paged attention for decode (one query token per sequence),
+ * the OpenCL port of vLLM's paged_attention_kernel
+ * (csrc/attention/attention_kernels.cuh). Checked by tests/test_decode.c
+ * against clpa_ref_decode (host/ref_attention.c).
+ *
+ * Grid:  (num_heads / HEADS_PER_WG * NUM_THREADS, num_seqs, partitions)
+ * Group: NUM_THREADS work-items = NUM_WARPS lane groups of SG lanes.
+ *   v1 (PARTITION_SIZE 0): one work-group walks the whole context.
+ *   v2: one work-group per PARTITION_SIZE tokens; it writes its partial max,
+ *       exp-sum and normalised output, and clpa_decode_reduce (reduce.cl)
+ *       merges the partitions.
+ * A work-group serves HEADS_PER_WG query heads that share one KV head
+ * (GQA packing), so each K/V byte it reads serves all of them.
+ *
+ * Buffers (element counts):
+ *   q            [num_seqs, q_stride]            head h at h * HEAD_SIZE
+ *   k_cache      [num_blocks, num_kv_heads, HEAD_SIZE / X, BLOCK_SIZE, X]
+ *   v_cache      [num_blocks, num_kv_heads, HEAD_SIZE, BLOCK_SIZE]
+ *   block_tables [num_seqs, max_blocks_per_seq]  int32
+ *   context_lens [num_seqs]                      int32
+ *   v1: out [num_seqs, num_heads, HEAD_SIZE] (io_t); stat = lse [num_seqs, num_heads] or NULL
+ *   v2: out [num_seqs, num_heads, max_parts, HEAD_SIZE] (float);
+ *       stat = exp_sums, max_logits [num_seqs, num_heads, max_parts]
+ *
+ * Key cache layout, one block of one KV head (X elements = 16 bytes):
+ *
+ *        token 0   token 1        token B-1
+ *      +---------+---------+ ... +---------+   dims 0 .. X-1
+ *      +---------+---------+ ... +---------+   dims X .. 2X-1
+ *      ...                                     (HEAD_SIZE / X rows)
+ *
+ * A thread group of TGS lanes shares one token; together its lanes fetch
+ * 16 bytes (VEC_SIZE elements each) per step, and adjacent groups read
+ * adjacent tokens, so a lane group reads whole 16-byte rows of the block.
+ */
+#ifndef HEAD_SIZE
+#define HEAD_SIZE 128
+#endif
+#ifndef BLOCK_SIZE
+#define BLOCK_SIZE 16
+#endif
+#ifndef NUM_THREADS
+#define NUM_THREADS 128 /* work-group size */
+#endif
+#ifndef SG
+#define SG 32 /* lanes per lane group (the CUDA warp) */
+#endif
+#ifndef PARTITION_SIZE
+#define PARTITION_SIZE 0 /* 0: v1; else tokens per partition (a multiple of BLOCK_SIZE) */
+#endif
+#ifndef HEADS_PER_WG
+#define HEADS_PER_WG 1 /* query heads of one KV head served by one work-group */
+#endif
+
+/* Derived sizes. Example: f16 cache, SG 32, BLOCK_SIZE 16, HEAD_SIZE 128:
+ * TGS 2 lanes per token, VEC_SIZE 4 halves (8 bytes) per lane per step,
+ * 16 vecs per lane; V_VEC_SIZE 8 tokens, 2 lanes per value row, 16 rows
+ * per lane-group step, 8 rows per lane. */
+#define NUM_WARPS (NUM_THREADS / SG)
+#define TGS ((SG / BLOCK_SIZE) > 1 ? (SG / BLOCK_SIZE) : 1)
+#define NUM_TOKENS_PER_TG ((BLOCK_SIZE + SG - 1) / SG)
+/* Vector widths must be literals (they are pasted into vloadN names). */
+#define VEC_ELEMS_ (16 / (TGS * KV_BYTES))
+#if VEC_ELEMS_ >= 16
+#define VEC_SIZE 16
+#elif VEC_ELEMS_ >= 8
+#define VEC_SIZE 8
+#elif VEC_ELEMS_ >= 4
+#define VEC_SIZE 4
+#elif VEC_ELEMS_ >= 2
+#define VEC_SIZE 2
+#else
+#define VEC_SIZE 1
+#endif
+#define NUM_VECS_PER_THREAD (HEAD_SIZE / (TGS * VEC_SIZE))
+#define V_ELEMS_ (X < BLOCK_SIZE ? X : BLOCK_SIZE)
+#if V_ELEMS_ >= 16
+#define V_VEC_SIZE 16
+#elif V_ELEMS_ >= 8
+#define V_VEC_SIZE 8
+#elif V_ELEMS_ >= 4
+#define V_VEC_SIZE 4
+#elif V_ELEMS_ >= 2
+#define V_VEC_SIZE 2
+#else
+#define V_VEC_SIZE 1
+#endif
+#define NUM_V_VECS_PER_ROW (BLOCK_SIZE / V_VEC_SIZE)
+#define NUM_ROWS_PER_ITER (SG / NUM_V_VECS_PER_ROW)
+#define NUM_ROWS_PER_THREAD ((HEAD_SIZE + NUM_ROWS_PER_ITER - 1) / NUM_ROWS_PER_ITER)
+#define G HEADS_PER_WG
+
+#if HEAD_SIZE % X != 0
+#error "HEAD_SIZE must be a multiple of X (16 bytes of the cache dtype)"
+#endif
+#if HEAD_SIZE % (TGS * VEC_SIZE) != 0
+#error "HEAD_SIZE must be a multiple of TGS * VEC_SIZE"
+#endif
+#if NUM_V_VECS_PER_ROW > SG || NUM_THREADS % SG != 0
+#error "lane group too small for this block size"
+#endif
+#if CLPA_LANES == 1 && TGS != 1
+#error "emulated lanes need SG == BLOCK_SIZE (one lane per key token, no reduction in the key loop)"
+#endif
+
+#define floatV CAT(float, V_VEC_SIZE)
+#define floatK CAT(float, VEC_SIZE)
+
+__kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_decode_paged(
+    __global void *out_, __global float *stat0, __global float *stat1, __global const io_t *q,
+    ulong q_stride, __global const kv_t *k_cache, __global const kv_t *v_cache,
+    ulong kv_block_stride, ulong kv_head_stride, __global const int *block_tables,
+    int max_blocks_per_seq, __global const int *context_lens, int max_context_len,
+    int num_blocks, int num_heads, int num_kv_heads, float scale, float k_scale, float v_scale,
+    __global const float *alibi, float soft_cap, int window, __global const float *sinks,
+    int max_parts, int logits_stride, __global volatile int *faults, __local float *logits) {
+  __local float q_s[G * HEAD_SIZE];
+  __local float out_s[G * HEAD_SIZE];
+  __local float red[NUM_THREADS];
+
+  const int lid = get_local_id(0);
+  const int warp = lid / SG, lane = lid % SG;
+  const int head0 = get_group_id(0) * G;
+  const int seq = get_group_id(1);
+  const int part = get_group_id(2);
+  const int kv_head = head0 / (num_heads / num_kv_heads);
+
+#if CLPA_LANES == 2
+  if (get_sub_group_size() != SG || get_sub_group_local_id() != (uint)lane) {
+    if (lid == 0) atomic_or(faults, CLPA_FAULT_LANES);
+  }
+#endif
+  int L = context_lens[seq];
+  if (L < 0 || L > max_context_len) {
+    if (lid == 0 && part == 0) atomic_or(faults, CLPA_FAULT_BAD_CONTEXT_LEN);
+    L = 0;
+  }
+  const int ctx_blocks = (L + BLOCK_SIZE - 1) / BLOCK_SIZE;
+  /* Tokens before lo are outside the sliding window: their blocks are
+   * neither read nor checked (an engine may already have freed them). */
+  const int lo = window > 0 ? max(L - window, 0) : 0;
+#if PARTITION_SIZE
+  if (part * PARTITION_SIZE >= L) return; /* the reduce kernel skips empty partitions */
+  const int start_block = max(part * (PARTITION_SIZE / BLOCK_SIZE), lo / BLOCK_SIZE);
+  const int end_block = min((part + 1) * (PARTITION_SIZE / BLOCK_SIZE), ctx_blocks);
+  if (start_block >= end_block) { /* the whole partition is outside the window */
+    if (lid < G) {
+      const size_t sh = (size_t)seq * num_heads + head0 + lid;
+      stat0[sh * max_parts + part] = 0.0f;
+      stat1[sh * max_parts + part] = -INFINITY;
+    }
+    return;
+  }
+#else
+  const int start_block = lo / BLOCK_SIZE, end_block = ctx_blocks;
+#endif
+  const int start_token = start_block * BLOCK_SIZE;
+  const int num_tokens = (end_block - start_block) * BLOCK_SIZE; /* padded to whole blocks */
+  __global const int *table = block_tables + (size_t)seq * max_blocks_per_seq;
+
+  /* ---- load the query (G heads) into local memory ---- */
+  __global const io_t *q_ptr = q + seq * q_stride + head0 * HEAD_SIZE;
+  for (int i = lid; i < G * HEAD_SIZE; i += NUM_THREADS) q_s[i] = IO_LOAD(q_ptr, i);
+  barrier(CLK_LOCAL_MEM_FENCE);
+
+  const float kscale = KV_IS_FP8 ? k_scale : 1.0f;
+  const float vscale = KV_IS_FP8 ? v_scale : 1.0f;
+  float slope[G], qk_max[G];
+  for (int g = 0; g < G; g++) {
+    slope[g] = alibi ? alibi[head0 + g] : 0.0f;
+    qk_max[g] = -INFINITY;
+  }
+
+  /* ---- QK: each lane group takes whole blocks; a thread group one token ---- */
+  const int tg_idx = lane / TGS, tg_off = lane % TGS;
+  for (int blk = start_block + warp; blk < end_block; blk += NUM_WARPS) {
+    int phys = table[blk];
+    const int valid = phys >= 0 && phys < num_blocks;
+    if (!valid) {
+      if (lane == 0) atomic_or(faults, CLPA_FAULT_BAD_BLOCK);
+      phys = 0; /* read a real block, mask every token of it */
+    }
+    /* 64-bit offsets: block * stride can pass 2^31 elements. */
+    __global const kv_t *kb = k_cache + (ulong)phys * kv_block_stride + kv_head * kv_head_stride;
+    for (int t = 0; t < NUM_TOKENS_PER_TG; t++) {
+      const int offset = (tg_idx + t * SG) % BLOCK_SIZE;
+      const int token = blk * BLOCK_SIZE + offset;
+      __global const kv_t *kp = kb + offset * X;
+      floatK acc[G];
+      for (int g = 0; g < G; g++) acc[g] = 0.0f;
+      for (int j = 0; j < NUM_VECS_PER_THREAD; j++) {
+        const int e = (tg_off + j * TGS) * VEC_SIZE; /* first dim of this vec */
+        floatK k = KV_LOAD(VEC_SIZE, kp + (e / X) * (BLOCK_SIZE * X) + e % X) * kscale;
+        for (int g = 0; g < G; g++)
+          acc[g] = mad(CAT(vload, VEC_SIZE)(0, q_s + g * HEAD_SIZE + e), k, acc[g]);
+      }
+      const int masked = !valid || token >= L || token < lo;
+      for (int g = 0; g < G; g++) {
+        float qk = VSUM(VEC_SIZE, acc[g]);
+#if TGS > 1
+        qk = lane_group_sum(qk, TGS, red); /* never emulated: see the #error above */
+#endif
+        qk *= scale;
+        if (soft_cap > 0.0f) qk = soft_cap * tanh(qk / soft_cap);
+        qk += slope[g] * (float)(token - L + 1);
+        if (tg_off == 0) logits[g * logits_stride + token - start_token] = masked ? -INFINITY : qk;
+        if (!masked) qk_max[g] = fmax(qk_max[g], qk);
+      }
+    }
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+
+  /* ---- softmax over this work-group's tokens, per head ---- */
+  for (int g = 0; g < G; g++) {
+    float m = block_reduce(qk_max[g], 1, NUM_THREADS, SG, red);
+#if !PARTITION_SIZE
+    if (sinks) m = fmax(m, sinks[head0 + g]);
+#endif
+    float sum = 0.0f;
+    for (int i = lid; i < num_tokens; i += NUM_THREADS) {
+      float l = logits[g * logits_stride + i];
+      float v = (l == -INFINITY) ? 0.0f : exp(l - m);
+      logits[g * logits_stride + i] = v;
+      sum += v;
+    }
+    sum = block_reduce(sum, 0, NUM_THREADS, SG, red);
+#if !PARTITION_SIZE
+    if (sinks) sum += exp(sinks[head0 + g] - m);
+#endif
+    const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+    for (int i = lid; i < num_tokens; i += NUM_THREADS) logits[g * logits_stride + i] *= inv;
+    if (lid == 0) {
+      const size_t sh = (size_t)seq * num_heads + head0 + g;
+#if PARTITION_SIZE
+      stat0[sh * max_parts + part] = sum;
+      stat1[sh * max_parts + part] = m;
+#else
+      if (stat0) stat0[sh] = sum > 0.0f ? m + log(sum) : -INFINITY;
+#endif
+    }
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+
+  /* ---- LV: lanes take V_VEC_SIZE tokens of value rows ---- */
+  float accs[G][NUM_ROWS_PER_THREAD];
+  for (int g = 0; g < G; g++)
+    for (int i = 0; i < NUM_ROWS_PER_THREAD; i++) accs[g][i] = 0.0f;
+  const int vcol = (lane % NUM_V_VECS_PER_ROW) * V_VEC_SIZE;
+  for (int blk = start_block + warp; blk < end_block; blk += NUM_WARPS) {
+    const int phys = table[blk];
+    if (phys < 0 || phys >= num_blocks) continue; /* its logits are 0; never read it */
+    const int tok0 = blk * BLOCK_SIZE + vcol;
+    floatV lv[G];
+    for (int g = 0; g < G; g++)
+      lv[g] = CAT(vload, V_VEC_SIZE)(0, logits + g * logits_stride + tok0 - start_token);
+    __global const kv_t *vb = v_cache + (ulong)phys * kv_block_stride + kv_head * kv_head_stride;
+    for (int i = 0; i < NUM_ROWS_PER_THREAD; i++) {
+      const int row = lane / NUM_V_VECS_PER_ROW + i * NUM_ROWS_PER_ITER;
+      if (row < HEAD_SIZE) {
+        floatV v = KV_LOAD(V_VEC_SIZE, vb + row * BLOCK_SIZE + vcol) * vscale;
+        /* Slots past the context (or before the window) may hold anything,
+         * NaN included: 0 * NaN is NaN, so zero the values, not just the
+         * weights. */
+        if (blk == ctx_blocks - 1 || blk == start_block) {
+          const CAT(int, V_VEC_SIZE) tok = CAT(IOTA, V_VEC_SIZE) + tok0;
+          v = select((floatV)(0.0f), v, tok < L && tok >= lo);
+        }
+        for (int g = 0; g < G; g++) accs[g][i] += VSUM(V_VEC_SIZE, lv[g] * v);
+      }
+    }
+  }
+
+  /* ---- reduce: across the lanes of a row, then across lane groups ---- */
+  for (int g = 0; g < G; g++)
+    for (int i = 0; i < NUM_ROWS_PER_THREAD; i++)
+      accs[g][i] = lane_group_sum(accs[g][i], NUM_V_VECS_PER_ROW, red);
+  for (int w = 0; w < NUM_WARPS; w++) {
+    if (warp == w && lane % NUM_V_VECS_PER_ROW == 0) {
+      for (int g = 0; g < G; g++)
+        for (int i = 0; i < NUM_ROWS_PER_THREAD; i++) {
+          const int row = lane / NUM_V_VECS_PER_ROW + i * NUM_ROWS_PER_ITER;
+          if (row < HEAD_SIZE)
+            out_s[g * HEAD_SIZE + row] = (w == 0 ? 0.0f : out_s[g * HEAD_SIZE + row]) + accs[g][i];
+        }
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+
+  /* ---- write the output ---- */
+  for (int i = lid; i < G * HEAD_SIZE; i += NUM_THREADS) {
+    const size_t sh = (size_t)seq * num_heads + head0 + i / HEAD_SIZE;
+#if PARTITION_SIZE
+    ((__global float *)out_)[(sh * max_parts + part) * HEAD_SIZE + i % HEAD_SIZE] = out_s[i];
+#else
+    IO_STORE(out_s[i], (__global io_t *)out_, sh * HEAD_SIZE + i % HEAD_SIZE);
+#endif
+  }
+}

@@ -1,0 +1,72 @@
+/* buffers.c — buffer checks, the fault word and scratch space. */
+#include <stdio.h>
+
+#include "internal.h"
+
+clpa_status clpa_check_buffer(clpa_context *ctx, cl_mem buf, const char *name, size_t need,
+                              int optional) {
+  if (!buf) {
+    CLPA_CTX_CHECK(ctx, !optional, CLPA_ERR_INVALID_ARG, "%s must not be NULL", name);
+    return CLPA_OK;
+  }
+  size_t size = 0;
+  cl_context owner = NULL;
+  cl_int err = clGetMemObjectInfo(buf, CL_MEM_SIZE, sizeof size, &size, NULL);
+  if (err == CL_SUCCESS) err = clGetMemObjectInfo(buf, CL_MEM_CONTEXT, sizeof owner, &owner, NULL);
+  CLPA_CTX_CHECK(ctx, err != CL_SUCCESS, CLPA_ERR_INVALID_ARG, "%s is not a valid cl_mem (%s)", name,
+                 clpa_cl_error_name(err));
+  CLPA_CTX_CHECK(ctx, owner != ctx->cl, CLPA_ERR_INVALID_ARG,
+                 "%s belongs to another OpenCL context", name);
+  CLPA_CTX_CHECK(ctx, size < need, CLPA_ERR_INVALID_ARG,
+                 "%s holds %zu bytes but the shapes need %zu", name, size, need);
+  return CLPA_OK;
+}
+
+clpa_status clpa_faults_buffer(clpa_context *ctx, cl_mem *out) {
+  if (!ctx->faults) {
+    cl_int zero = 0, err;
+    ctx->faults = clCreateBuffer(ctx->cl, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, sizeof zero,
+                                 &zero, &err);
+    if (err != CL_SUCCESS) {
+      ctx->faults = NULL;
+      return CLPA_CL_FAIL(ctx, err, "clCreateBuffer(fault word)");
+    }
+  }
+  *out = ctx->faults;
+  return CLPA_OK;
+}
+
+clpa_status clpa_scratch(clpa_context *ctx, int slot, size_t size, cl_mem *out) {
+  if (size == 0) size = 4;
+  if (ctx->scratch_size[slot] < size) {
+    size_t grow = ctx->scratch_size[slot] + ctx->scratch_size[slot] / 2;
+    if (grow < size) grow = size;
+    cl_int err;
+    cl_mem m = clCreateBuffer(ctx->cl, CL_MEM_READ_WRITE, grow, NULL, &err);
+    if (err != CL_SUCCESS) return CLPA_CL_FAIL(ctx, err, "clCreateBuffer(scratch)");
+    if (ctx->scratch[slot]) clReleaseMemObject(ctx->scratch[slot]); /* freed once idle */
+    ctx->scratch[slot] = m;
+    ctx->scratch_size[slot] = grow;
+  }
+  *out = ctx->scratch[slot];
+  return CLPA_OK;
+}
+
+clpa_status clpa_context_check_faults(clpa_context *ctx, int32_t *faults) {
+  clpa_err_clear();
+  CLPA_CHECK(NULL, !ctx, CLPA_ERR_INVALID_ARG, "ctx must not be NULL");
+  cl_int word = 0, zero = 0;
+  if (faults) *faults = 0;
+  if (!ctx->faults) return CLPA_OK;
+  CLPA_CL_CHECK(ctx, clEnqueueReadBuffer(ctx->queue, ctx->faults, CL_TRUE, 0, sizeof word, &word, 0,
+                                         NULL, NULL), "clEnqueueReadBuffer(fault word)");
+  if (word == 0) return CLPA_OK;
+  CLPA_CL_CHECK(ctx, clEnqueueWriteBuffer(ctx->queue, ctx->faults, CL_TRUE, 0, sizeof zero, &zero,
+                                          0, NULL, NULL), "clEnqueueWriteBuffer(fault word)");
+  if (faults) *faults = word;
+  return CLPA_FAIL(ctx->error, CLPA_ERR_BAD_BLOCK,
+                   "kernels reported faults 0x%x:%s%s%s", (unsigned)word,
+                   (word & 1) ? " a block table entry outside the cache (its tokens were masked)" : "",
+                   (word & 2) ? " a context length < 0 or > max_context_len (treated as 0)" : "",
+                   (word & 4) ? " subgroups did not match the lane groups (results invalid)" : "");
+}

@@ -1,0 +1,92 @@
+/*
+ * cl_util.h — what the kernel tests share: a context on the default
+ * device, buffers made from host arrays, poisoning, and comparison that
+ * prints the worst element.
+ */
+#ifndef CLPA_TEST_CL_UTIL_H
+#define CLPA_TEST_CL_UTIL_H
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "clpa.h"
+#include "tap.h"
+
+/* A context for tests: the default device (CLPA_DEVICE), lanes forced by
+ * CLPA_TEST_LANES=emulated|subgroup|nv_ptx when set. Exits on failure. */
+static inline clpa_context *test_context(int profiling) {
+  clpa_context_config cfg;
+  clpa_context_config_init(&cfg);
+  cfg.profiling = profiling;
+  const char *lanes = getenv("CLPA_TEST_LANES");
+  if (lanes) {
+    for (int l = CLPA_LANES_EMULATED; l <= CLPA_LANES_NV_PTX; l++)
+      if (strcmp(lanes, clpa_lanes_name((clpa_lanes)l)) == 0) cfg.lanes = (clpa_lanes)l;
+  }
+  clpa_context *ctx = NULL;
+  if (clpa_context_create(&cfg, &ctx) != CLPA_OK) {
+    printf("not ok 1 - context: %s\n1..1\n", clpa_last_error());
+    exit(1);
+  }
+  clpa_device_info info;
+  clpa_context_device_info(ctx, &info);
+  diag("device [%d:%d] %s (%s), lanes %s", info.platform_index, info.device_index, info.name,
+       info.platform_name, clpa_lanes_name(info.lanes));
+  return ctx;
+}
+
+/* A device buffer holding a copy of host bytes (or uninitialised). */
+static inline cl_mem test_buffer(clpa_context *ctx, const void *host, size_t bytes) {
+  cl_int err;
+  cl_mem m = clCreateBuffer(clpa_context_cl_context(ctx),
+                            CL_MEM_READ_WRITE | (host ? CL_MEM_COPY_HOST_PTR : 0),
+                            bytes ? bytes : 4, (void *)host, &err);
+  if (err != CL_SUCCESS) {
+    printf("not ok - clCreateBuffer(%zu bytes) failed: %d\n", bytes, err);
+    exit(1);
+  }
+  return m;
+}
+
+/* Fills a device buffer with 0xFF bytes: NaN as f32, f16 and bf16. */
+static inline void test_poison(clpa_context *ctx, cl_mem m, size_t bytes) {
+  unsigned char *p = malloc(bytes ? bytes : 1);
+  memset(p, 0xFF, bytes);
+  clEnqueueWriteBuffer(clpa_context_cl_queue(ctx), m, CL_TRUE, 0, bytes, p, 0, NULL, NULL);
+  free(p);
+}
+
+static inline void test_read(clpa_context *ctx, cl_mem m, void *host, size_t bytes) {
+  cl_int err =
+      clEnqueueReadBuffer(clpa_context_cl_queue(ctx), m, CL_TRUE, 0, bytes, host, 0, NULL, NULL);
+  if (err != CL_SUCCESS) {
+    printf("not ok - clEnqueueReadBuffer failed: %d\n", err);
+    exit(1);
+  }
+}
+
+/* Worst |got - want| / (atol + rtol * |want|) over n elements; a NaN or a
+ * mismatched infinity counts as infinitely bad. Returns the ratio (<= 1
+ * passes) and the index of the worst element. */
+static inline double test_worst(const float *got, const double *want, size_t n, double atol,
+                                double rtol, size_t *worst_at) {
+  double worst = 0;
+  *worst_at = 0;
+  for (size_t i = 0; i < n; i++) {
+    double r;
+    if (isinf(want[i]) && got[i] == want[i])
+      r = 0;
+    else if (isnan(got[i]) || isinf(got[i]) || isinf(want[i]))
+      r = INFINITY;
+    else
+      r = fabs(got[i] - want[i]) / (atol + rtol * fabs(want[i]));
+    if (r > worst || (i == 0 && r == 0)) {
+      worst = r;
+      *worst_at = i;
+    }
+  }
+  return worst;
+}
+
+#endif
