@@ -1,7 +1,7 @@
 /*
  * Pool, sequences and batch view against a plain model (kv_model.h) over
  * long random operation sequences, on pools from 1 block to 128 and block
- * sizes from 1 to 16. Usage: test_host_kv_model [total_ops] (default 200000).
+ * sizes from 1 to 16. Usage: test_host_kv_model [total_ops] (default 1000000).
  */
 #include <time.h>
 
@@ -14,7 +14,7 @@ static const km_config configs[] = {
 #define NCONFIGS (int)(sizeof configs / sizeof configs[0])
 
 int main(int argc, char **argv) {
-  long long total = argc > 1 ? atoll(argv[1]) : 200000;
+  long long total = argc > 1 ? atoll(argv[1]) : 1000000;
   uint64_t seed = rng_seed_from_env();
   km m;
   km_counts all;
