@@ -4,15 +4,15 @@
  * the allocator failing exactly that allocation. Each run must see
  * CLPA_ERR_OUT_OF_MEMORY from the call that hit the failure (and from no
  * other), leave pool and sequences equal to the model, and free every byte.
+ * Usage: test_host_kv_oom [script_steps] (default 400).
  */
 #include "kv_model.h"
 
 static const km_config configs[] = {
     {4, 2, 6, 0}, {16, 3, 12, 0}, {40, 4, 24, 3}, {64, 1, 24, 0}};
 #define NCONFIGS (int)(sizeof configs / sizeof configs[0])
-#define SCRIPT_STEPS 400
-
-int main(void) {
+int main(int argc, char **argv) {
+  long long script_steps = argc > 1 ? atoll(argv[1]) : 400;
   uint64_t seed = rng_seed_from_env();
   km m;
   long long by_op[OP_COUNT_ + 1] = {0};
@@ -22,17 +22,17 @@ int main(void) {
     test_alloc ta;
     memset(&ta, 0, sizeof ta);
     tap_rng_state = script;
-    int rc = km_run(&m, cfg, &ta, SCRIPT_STEPS, 1);
+    int rc = km_run(&m, cfg, &ta, script_steps, 1);
     long long points = ta.calls;
-    if (!ok(rc == 0, "config %d: script of %d steps without failures makes %lld allocations", c,
-            SCRIPT_STEPS, points))
+    if (!ok(rc == 0, "config %d: script of %lld steps without failures makes %lld allocations", c,
+            script_steps, points))
       diag("%s", m.err);
     long long bad = 0, injected = 0, ooms = 0;
     for (long long n = 1; n <= points && bad < 3; n++) {
       memset(&ta, 0, sizeof ta);
       ta.fail_at = n;
       tap_rng_state = script;
-      if (km_run(&m, cfg, &ta, SCRIPT_STEPS, 1) != 0) {
+      if (km_run(&m, cfg, &ta, script_steps, 1) != 0) {
         bad++;
         diag("config %d, failing allocation %lld: %s", c, n, m.err);
       }
