@@ -12,6 +12,9 @@ typedef struct clpa_program_entry {
   struct clpa_program_entry *next;
   char *key; /* family + '\n' + full build options */
   cl_program program;
+  /* Kernels made from it, kept so a launch costs no clCreateKernel. A
+   * context is used by one thread at a time, so sharing them is safe. */
+  cl_kernel kernels[4];
 } clpa_program_entry;
 
 struct clpa_context {
@@ -67,7 +70,8 @@ clpa_status clpa_device_query(cl_platform_id p, cl_device_id d, clpa_device_info
 clpa_status clpa_program_get_internal(clpa_context *ctx, const char *family, const char *options,
                                       cl_program *out);
 void clpa_programs_release(clpa_context *ctx);
-/* Creates a kernel by name from a family's program. */
+/* A kernel by name from a family's program, retained for the caller, who
+ * releases it (the cache keeps its own reference). */
 clpa_status clpa_kernel_create(clpa_context *ctx, const char *family, const char *options,
                                const char *name, cl_kernel *out);
 

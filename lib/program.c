@@ -288,6 +288,7 @@ clpa_status clpa_program_get_internal(clpa_context *ctx, const char *family, con
     free(mkey);
     return st;
   }
+  memset(e, 0, sizeof *e);
   e->key = mkey;
   e->program = prog;
   e->next = ctx->programs;
@@ -300,6 +301,8 @@ void clpa_programs_release(clpa_context *ctx) {
   clpa_program_entry *e = ctx->programs;
   while (e) {
     clpa_program_entry *next = e->next;
+    for (size_t i = 0; i < sizeof e->kernels / sizeof *e->kernels; i++)
+      if (e->kernels[i]) clReleaseKernel(e->kernels[i]);
     clReleaseProgram(e->program);
     free(e->key);
     free(e);
@@ -322,13 +325,34 @@ clpa_status clpa_context_program_stats(const clpa_context *ctx, clpa_program_sta
   return CLPA_OK;
 }
 
+static clpa_program_entry *find_entry(clpa_context *ctx, cl_program prog) {
+  for (clpa_program_entry *e = ctx->programs; e; e = e->next)
+    if (e->program == prog) return e;
+  return NULL;
+}
+
 clpa_status clpa_kernel_create(clpa_context *ctx, const char *family, const char *options,
                                const char *name, cl_kernel *out) {
   cl_program prog;
   clpa_status st = clpa_program_get_internal(ctx, family, options, &prog);
   if (st != CLPA_OK) return st;
+  clpa_program_entry *e = find_entry(ctx, prog);
+  size_t slot = 0;
+  for (; e && slot < sizeof e->kernels / sizeof *e->kernels && e->kernels[slot]; slot++) {
+    char kname[128] = "";
+    if (clGetKernelInfo(e->kernels[slot], CL_KERNEL_FUNCTION_NAME, sizeof kname, kname, NULL) ==
+            CL_SUCCESS &&
+        strcmp(kname, name) == 0) {
+      CLPA_CL_CHECK(ctx, clRetainKernel(e->kernels[slot]), "clRetainKernel");
+      *out = e->kernels[slot];
+      return CLPA_OK;
+    }
+  }
   cl_int err;
-  *out = clCreateKernel(prog, name, &err);
+  cl_kernel k = clCreateKernel(prog, name, &err);
   if (err != CL_SUCCESS) return CLPA_CL_FAIL(ctx, err, name);
+  if (e && slot < sizeof e->kernels / sizeof *e->kernels && clRetainKernel(k) == CL_SUCCESS)
+    e->kernels[slot] = k;
+  *out = k;
   return CLPA_OK;
 }
