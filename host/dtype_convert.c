@@ -128,8 +128,8 @@ float clpa_fp8_to_f32(uint8_t code, clpa_dtype dtype) {
   uint32_t e = em >> fmt->mant;
   uint32_t m = em & ((1u << fmt->mant) - 1u);
   int min_exp = 1 - fmt->bias - (int)fmt->mant; /* exponent of the smallest subnormal */
-  float v = e ? ldexpf((float)(m | (1u << fmt->mant)), (int)e - 1 + min_exp)
-              : ldexpf((float)m, min_exp);
+  float v =
+      e ? ldexpf((float)(m | (1u << fmt->mant)), (int)e - 1 + min_exp) : ldexpf((float)m, min_exp);
   return sign ? -v : v;
 }
 

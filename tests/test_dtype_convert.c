@@ -33,8 +33,8 @@ typedef struct fmt {
   const char *name;
   clpa_dtype dtype;
   int bits, ebits, mbits, bias;
-  int has_inf;   /* IEEE-like top exponent (inf + NaN); else e4m3fn */
-  int saturate;  /* finite overflow saturates (fp8) instead of going to inf */
+  int has_inf;  /* IEEE-like top exponent (inf + NaN); else e4m3fn */
+  int saturate; /* finite overflow saturates (fp8) instead of going to inf */
 } fmt;
 
 static const fmt fmts[] = {
@@ -46,16 +46,22 @@ static const fmt fmts[] = {
 
 static float dec(const fmt *f, uint32_t c) {
   switch (f->dtype) {
-    case CLPA_DTYPE_F16: return clpa_f16_to_f32((uint16_t)c);
-    case CLPA_DTYPE_BF16: return clpa_bf16_to_f32((uint16_t)c);
-    default: return clpa_fp8_to_f32((uint8_t)c, f->dtype);
+    case CLPA_DTYPE_F16:
+      return clpa_f16_to_f32((uint16_t)c);
+    case CLPA_DTYPE_BF16:
+      return clpa_bf16_to_f32((uint16_t)c);
+    default:
+      return clpa_fp8_to_f32((uint8_t)c, f->dtype);
   }
 }
 static uint32_t enc(const fmt *f, float x) {
   switch (f->dtype) {
-    case CLPA_DTYPE_F16: return clpa_f32_to_f16(x);
-    case CLPA_DTYPE_BF16: return clpa_f32_to_bf16(x);
-    default: return clpa_f32_to_fp8(x, f->dtype);
+    case CLPA_DTYPE_F16:
+      return clpa_f32_to_f16(x);
+    case CLPA_DTYPE_BF16:
+      return clpa_f32_to_bf16(x);
+    default:
+      return clpa_f32_to_fp8(x, f->dtype);
   }
 }
 
@@ -78,9 +84,12 @@ static uint32_t expected_roundtrip(const fmt *f, uint32_t c) {
   double v;
   if (model(f, c, &v) != 2) return c;
   switch (f->dtype) {
-    case CLPA_DTYPE_F16: return c | 0x0200u;
-    case CLPA_DTYPE_BF16: return c | 0x0040u;
-    default: return (c & 0x80u) | 0x7fu;
+    case CLPA_DTYPE_F16:
+      return c | 0x0200u;
+    case CLPA_DTYPE_BF16:
+      return c | 0x0040u;
+    default:
+      return (c & 0x80u) | 0x7fu;
   }
 }
 
@@ -96,15 +105,15 @@ static void test_all_codes(const fmt *f) {
                : kind == 1 ? isinf(d) && sign_ok
                            : (double)d == v && sign_ok;
     if (!good && bad_dec++ < 5)
-      diag("%s code 0x%x decodes to %a (bits 0x%08x), model %a kind %d", f->name, c, d,
-           f32_bits(d), v, kind);
+      diag("%s code 0x%x decodes to %a (bits 0x%08x), model %a kind %d", f->name, c, d, f32_bits(d),
+           v, kind);
     uint32_t back = enc(f, d);
     uint32_t want = expected_roundtrip(f, c);
     if (back != want && bad_rt++ < 5)
       diag("%s code 0x%x -> %a -> 0x%x, expected 0x%x", f->name, c, d, back, want);
   }
-  ok(bad_dec == 0, "%s: all %u codes decode to the value of their bit fields (%ld wrong)",
-     f->name, ncodes, bad_dec);
+  ok(bad_dec == 0, "%s: all %u codes decode to the value of their bit fields (%ld wrong)", f->name,
+     ncodes, bad_dec);
   ok(bad_rt == 0, "%s: all %u codes re-encode to themselves, NaNs canonicalised (%ld wrong)",
      f->name, ncodes, bad_rt);
 }
@@ -220,8 +229,8 @@ static void test_known(void) {
                                                    : clpa_f32_to_fp8(k[i].x, k[i].dtype);
     if (got != k[i].code) {
       bad++;
-      diag("%s(%a): got 0x%x, expected 0x%x (%s)", clpa_dtype_name(k[i].dtype), (double)k[i].x,
-           got, k[i].code, k[i].why);
+      diag("%s(%a): got 0x%x, expected 0x%x (%s)", clpa_dtype_name(k[i].dtype), (double)k[i].x, got,
+           k[i].code, k[i].why);
     }
   }
   ok(bad == 0, "%zu hand-picked values encode as expected (%d wrong)", sizeof k / sizeof k[0], bad);
@@ -268,8 +277,10 @@ static uint32_t nearest_by_table(const table *t, double ax) {
   if (ax >= t->v[hi]) return hi;
   while (hi - lo > 1) {
     uint32_t mid = lo + (hi - lo) / 2;
-    if (t->v[mid] <= ax) lo = mid;
-    else hi = mid;
+    if (t->v[mid] <= ax)
+      lo = mid;
+    else
+      hi = mid;
   }
   int cmp = closer(ax, t->v[lo], t->v[hi]);
   if (cmp != 0) return cmp < 0 ? lo : hi;
@@ -340,8 +351,8 @@ static void test_random(const fmt *f, long count, const table *t) {
       want = s | nearest_by_scan(f, fabs((double)x));
     }
     if (got != want && bad++ < 5)
-      diag("%s: %a (0x%08x) encodes to 0x%x, nearest is 0x%x", f->name, (double)x, f32_bits(x),
-           got, want);
+      diag("%s: %a (0x%08x) encodes to 0x%x, nearest is 0x%x", f->name, (double)x, f32_bits(x), got,
+           want);
 #ifdef __FLT16_MANT_DIG__
     if (f->dtype == CLPA_DTYPE_F16 && !isnan(x)) {
       _Float16 h = (_Float16)x;
@@ -354,10 +365,10 @@ static void test_random(const fmt *f, long count, const table *t) {
     }
 #endif
   }
-  ok(bad == 0, "%s: %ld random floats round to the nearest code found by %s (%ld wrong)",
-     f->name, count, t ? "table search" : "scanning all codes", bad);
-  if (native) ok(bad_native == 0, "f16: %ld agree with _Float16 casts (%ld wrong)", native,
-                 bad_native);
+  ok(bad == 0, "%s: %ld random floats round to the nearest code found by %s (%ld wrong)", f->name,
+     count, t ? "table search" : "scanning all codes", bad);
+  if (native)
+    ok(bad_native == 0, "f16: %ld agree with _Float16 casts (%ld wrong)", native, bad_native);
 }
 
 static void test_arrays(void) {
@@ -389,7 +400,8 @@ static void test_arrays(void) {
           case CLPA_DTYPE_BF16: {
             uint16_t w;
             memcpy(&w, buf + 2 * i, 2);
-            uint16_t want = dt == CLPA_DTYPE_F16 ? clpa_f32_to_f16(src[i]) : clpa_f32_to_bf16(src[i]);
+            uint16_t want =
+                dt == CLPA_DTYPE_F16 ? clpa_f32_to_f16(src[i]) : clpa_f32_to_bf16(src[i]);
             r = dt == CLPA_DTYPE_F16 ? clpa_f16_to_f32(want) : clpa_bf16_to_f32(want);
             bad += w != want;
             break;
@@ -404,7 +416,8 @@ static void test_arrays(void) {
         int same = isnan(r) ? isnan(back[i]) : f32_bits(r) == f32_bits(back[i]);
         bad += !same;
       }
-      ok(bad == 0, "%s scale %g: clpa_encode/clpa_decode_elems match the scalar functions%s (%d wrong)",
+      ok(bad == 0,
+         "%s scale %g: clpa_encode/clpa_decode_elems match the scalar functions%s (%d wrong)",
          clpa_dtype_name(dt), (double)sc,
          dt >= CLPA_DTYPE_FP8_E4M3 ? " with x/scale, code*scale" : ", scale ignored", bad);
     }
