@@ -59,7 +59,7 @@ uint16_t clpa_f32_to_f16(float f) {
   uint32_t x = f32_bits(f);
   uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
   uint32_t a = x & 0x7fffffffu;
-  if (a > 0x7f800000u) return (uint16_t)(sign | 0x7e00u | ((a >> 13) & 0x3ffu));
+  if (a > 0x7f800000u) return (uint16_t)(sign | 0x7fffu); /* canonical, see header */
   if (a == 0x7f800000u) return (uint16_t)(sign | 0x7c00u);
   uint32_t r = round_magnitude(a, 10, 15);
   if (r >= 0x7c00u) r = 0x7c00u; /* IEEE: rounds past 65504 -> inf */

@@ -16,10 +16,12 @@
  * Choices worth knowing:
  *
  * - f16 matches OpenCL's vstore_half_rte / vload_half bit for bit on every
- *   non-NaN value. A NaN encodes as sign | 0x7e00 | top 10 payload bits
- *   (quiet bit forced, as x86 F16C and ARM FCVT do) and decodes to the f32
- *   NaN with the same sign and payload, quiet bit forced. Devices may
- *   canonicalise NaNs differently, so compare NaNs by class, never by bits.
+ *   non-NaN value (checked once against PoCL on all ties, their f32
+ *   neighbours and 16M random floats; all 2^16 codes for vload_half). A NaN
+ *   encodes as sign | 0x7fff, PoCL's and NVIDIA's canonical half NaN (x86
+ *   F16C would keep the payload instead), and decodes to the f32 NaN with
+ *   the same sign and payload, quiet bit forced (as PoCL's vload_half).
+ *   Other devices may differ on NaN bits: compare NaNs by class.
  *
  * - bf16 encodes a NaN as its top 16 bits with the quiet bit (0x0040) forced,
  *   so a payload only in the low bits cannot turn into infinity. Decoding is
@@ -41,8 +43,9 @@
  *   They decode to the quiet f32 NaN 0x7fc00000 with the sign kept.
  *
  * Round trips (decode then encode) give back the same bits for every code
- * except: f16/bf16 signalling NaNs come back quiet; e5m2 NaNs come back as
- * 0x7f/0xff. tests/test_dtype_convert.c checks all 2^16 and 2^8 codes.
+ * except: f16 NaNs come back as 0x7fff/0xffff; bf16 signalling NaNs come
+ * back quiet; e5m2 NaNs come back as 0x7f/0xff. tests/test_dtype_convert.c
+ * checks all 2^16 and 2^8 codes.
  *
  * Multi-byte storage words are in host byte order; host and device must
  * share it (every OpenCL device clpa targets is little-endian).

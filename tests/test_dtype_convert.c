@@ -85,7 +85,7 @@ static uint32_t expected_roundtrip(const fmt *f, uint32_t c) {
   if (model(f, c, &v) != 2) return c;
   switch (f->dtype) {
     case CLPA_DTYPE_F16:
-      return c | 0x0200u;
+      return (c & 0x8000u) | 0x7fffu;
     case CLPA_DTYPE_BF16:
       return c | 0x0040u;
     default:
@@ -237,9 +237,9 @@ static void test_known(void) {
 
   /* NaN encodings documented in the header. */
   float qnan_payload = bits_f32(0x7fc12345u), snan_low = bits_f32(0xff800001u);
-  ok(clpa_f32_to_f16(qnan_payload) == (0x7e00 | (0x412345u >> 13)) &&
-         clpa_f32_to_f16(snan_low) == 0xfe00,
-     "f16 NaN: quiet bit forced, top payload kept, sign kept");
+  ok(clpa_f32_to_f16(qnan_payload) == 0x7fff && clpa_f32_to_f16(snan_low) == 0xffff &&
+         f32_bits(clpa_f16_to_f32(0x7c01)) == 0x7fc02000u,
+     "f16 NaN: encodes to canonical sign|0x7fff; decodes with payload, quiet bit forced");
   ok(clpa_f32_to_bf16(qnan_payload) == 0x7fc1 && clpa_f32_to_bf16(snan_low) == 0xffc0,
      "bf16 NaN: quiet bit forced so low-bit payloads cannot become inf");
   ok(f32_bits(clpa_fp8_to_f32(0xff, CLPA_DTYPE_FP8_E4M3)) == 0xffc00000u &&
