@@ -77,7 +77,7 @@ typedef struct clpa_ref_decode_args {
   size_t q_stride;             /* >= num_heads*head_size (a fused QKV row is fine) */
   const float *key_cache;      /* decoded keys, layout above */
   const float *value_cache;    /* decoded values, layout above */
-  const int32_t *block_tables; /* entries past ceil(L / block_size) are never read */
+  const int32_t *block_tables; /* entries past ceil(L / block_size) never read */
   const int32_t *context_lens; /* each in [0, max_blocks_per_seq*block_size] */
 
   /* options */
@@ -117,8 +117,8 @@ clpa_status clpa_ref_decode(const clpa_ref_decode_args *a);
  * ==================================================================== */
 
 /* Merges num_rows rows as above; lse may be NULL. Checks head_size > 0,
- * the pointers, and that no input lse is NaN or +inf. Returns CLPA_OK or CLPA_ERR_INVALID_ARG
- * (nothing written). */
+ * the pointers, and that no input lse is NaN or +inf. Returns CLPA_OK or
+ * CLPA_ERR_INVALID_ARG (nothing written). */
 clpa_status clpa_ref_merge_states(size_t num_rows, size_t head_size, const double *out_a,
                                   const double *lse_a, const double *out_b, const double *lse_b,
                                   double *out, double *lse);
