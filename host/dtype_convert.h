@@ -44,7 +44,7 @@
  *
  * Round trips (decode then encode) give back the same bits for every code
  * except: f16 NaNs come back as 0x7fff/0xffff; bf16 signalling NaNs come
- * back quiet; e5m2 NaNs come back as 0x7f/0xff. tests/test_dtype_convert.c
+ * back quiet; e5m2 NaNs come back as 0x7f/0xff. tests/test_host_dtype_convert.c
  * checks all 2^16 and 2^8 codes.
  *
  * Multi-byte storage words are in host byte order; host and device must
