@@ -1,0 +1,182 @@
+/* dtype_convert.c — float <-> storage dtype conversions (see dtype_convert.h). */
+#include "dtype_convert.h"
+
+#include <assert.h>
+#include <math.h>
+#include <string.h>
+
+static uint32_t f32_bits(float f) {
+  uint32_t u;
+  memcpy(&u, &f, sizeof u);
+  return u;
+}
+
+static float bits_f32(uint32_t u) {
+  float f;
+  memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+/* Shifts m right by `shift` bits, rounding to nearest, ties to even. */
+static uint32_t shift_rne(uint32_t m, unsigned shift) {
+  if (shift == 0) return m;
+  if (shift > 25) return 0; /* callers pass m < 2^24: below half of one unit */
+  uint32_t r = m >> shift;
+  uint32_t rem = m & ((1u << shift) - 1u);
+  uint32_t half = 1u << (shift - 1);
+  if (rem > half || (rem == half && (r & 1u))) r++;
+  return r;
+}
+
+/*
+ * Rounds |f| (finite, given as its f32 bits without the sign) to a binary
+ * format with `mant` mantissa bits and exponent bias `bias`, and returns its
+ * exponent|mantissa code — possibly past the format's largest finite code,
+ * which the caller turns into inf or saturation.
+ *
+ * Normal results: drop 23 - mant mantissa bits with RNE; a carry moves into
+ * the exponent field, which is exactly right (1.11..1 rounds up to 10.0).
+ * Then rebias from 127 to `bias`.
+ * Subnormal results: count units of the smallest subnormal, 2^(1-bias-mant).
+ * A carry out of the subnormal range gives the smallest normal code, again
+ * exactly right.
+ */
+static uint32_t round_magnitude(uint32_t a, unsigned mant, int bias) {
+  int e = (int)(a >> 23); /* biased f32 exponent, 0 for f32 subnormals */
+  if (e - 127 >= 1 - bias) {
+    uint32_t r = shift_rne(a, 23 - mant);
+    return r - ((uint32_t)(127 - bias) << mant);
+  }
+  /* value = m * 2^(e' - 150) with e' = max(e, 1); in units of
+   * 2^(1 - bias - mant) that is m * 2^(e' - 151 + bias + mant). */
+  uint32_t m = (a & 0x7fffffu) | (e ? 0x800000u : 0u);
+  int ee = e ? e : 1;
+  int shift = 151 - bias - (int)mant - ee; /* > 0 here */
+  return shift_rne(m, (unsigned)shift);
+}
+
+uint16_t clpa_f32_to_f16(float f) {
+  uint32_t x = f32_bits(f);
+  uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
+  uint32_t a = x & 0x7fffffffu;
+  if (a > 0x7f800000u) return (uint16_t)(sign | 0x7fffu); /* canonical, see header */
+  if (a == 0x7f800000u) return (uint16_t)(sign | 0x7c00u);
+  uint32_t r = round_magnitude(a, 10, 15);
+  if (r >= 0x7c00u) r = 0x7c00u; /* IEEE: rounds past 65504 -> inf */
+  return (uint16_t)(sign | r);
+}
+
+float clpa_f16_to_f32(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+  uint32_t e = (h >> 10) & 0x1fu;
+  uint32_t m = h & 0x3ffu;
+  if (e == 0x1f) {
+    if (m == 0) return bits_f32(sign | 0x7f800000u);
+    return bits_f32(sign | 0x7fc00000u | (m << 13));
+  }
+  float v = e ? ldexpf((float)(m | 0x400u), (int)e - 25) : ldexpf((float)m, -24);
+  return sign ? -v : v;
+}
+
+uint16_t clpa_f32_to_bf16(float f) {
+  uint32_t x = f32_bits(f);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x0040u);
+  /* RNE on the low 16 bits; a carry into the exponent (or to inf) is right. */
+  return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
+
+float clpa_bf16_to_f32(uint16_t h) { return bits_f32((uint32_t)h << 16); }
+
+/* The two fp8 formats, described once. */
+typedef struct fp8_format {
+  unsigned mant;     /* mantissa bits */
+  int bias;          /* exponent bias */
+  uint32_t max_code; /* exponent|mantissa of the largest finite value */
+  uint32_t inf_code; /* exponent|mantissa of inf, 0 when there is none */
+} fp8_format;
+
+static const fp8_format fp8_e4m3 = {3, 7, 0x7e, 0};
+static const fp8_format fp8_e5m2 = {2, 15, 0x7b, 0x7c};
+
+static const fp8_format *fp8_format_of(clpa_dtype dtype) {
+  assert(dtype == CLPA_DTYPE_FP8_E4M3 || dtype == CLPA_DTYPE_FP8_E5M2);
+  return dtype == CLPA_DTYPE_FP8_E4M3 ? &fp8_e4m3 : &fp8_e5m2;
+}
+
+uint8_t clpa_f32_to_fp8(float f, clpa_dtype dtype) {
+  const fp8_format *fmt = fp8_format_of(dtype);
+  uint32_t x = f32_bits(f);
+  uint8_t sign = (uint8_t)((x >> 24) & 0x80u);
+  uint32_t a = x & 0x7fffffffu;
+  if (a > 0x7f800000u) return (uint8_t)(sign | 0x7fu);
+  if (a == 0x7f800000u) return (uint8_t)(sign | (fmt->inf_code ? fmt->inf_code : fmt->max_code));
+  uint32_t r = round_magnitude(a, fmt->mant, fmt->bias);
+  if (r > fmt->max_code) r = fmt->max_code; /* saturate, see the header */
+  return (uint8_t)(sign | r);
+}
+
+float clpa_fp8_to_f32(uint8_t code, clpa_dtype dtype) {
+  const fp8_format *fmt = fp8_format_of(dtype);
+  uint32_t sign = (uint32_t)(code & 0x80u) << 24;
+  uint32_t em = code & 0x7fu;
+  if (fmt->inf_code) {
+    if (em == fmt->inf_code) return bits_f32(sign | 0x7f800000u);
+    if (em > fmt->inf_code) return bits_f32(sign | 0x7fc00000u);
+  } else if (em > fmt->max_code) {
+    return bits_f32(sign | 0x7fc00000u);
+  }
+  uint32_t e = em >> fmt->mant;
+  uint32_t m = em & ((1u << fmt->mant) - 1u);
+  int min_exp = 1 - fmt->bias - (int)fmt->mant; /* exponent of the smallest subnormal */
+  float v =
+      e ? ldexpf((float)(m | (1u << fmt->mant)), (int)e - 1 + min_exp) : ldexpf((float)m, min_exp);
+  return sign ? -v : v;
+}
+
+void clpa_encode(clpa_dtype dtype, const float *src, void *dst, size_t n, float scale) {
+  switch (dtype) {
+    case CLPA_DTYPE_F32:
+      if (n) memcpy(dst, src, n * sizeof(float));
+      return;
+    case CLPA_DTYPE_F16:
+    case CLPA_DTYPE_BF16: {
+      uint16_t *d = dst;
+      uint16_t (*conv)(float) = dtype == CLPA_DTYPE_F16 ? clpa_f32_to_f16 : clpa_f32_to_bf16;
+      for (size_t i = 0; i < n; i++) d[i] = conv(src[i]);
+      return;
+    }
+    case CLPA_DTYPE_FP8_E4M3:
+    case CLPA_DTYPE_FP8_E5M2: {
+      assert(isfinite(scale) && scale > 0.0f);
+      uint8_t *d = dst;
+      for (size_t i = 0; i < n; i++) d[i] = clpa_f32_to_fp8(src[i] / scale, dtype);
+      return;
+    }
+    default:
+      assert(!"clpa_encode: invalid dtype");
+  }
+}
+
+void clpa_decode_elems(clpa_dtype dtype, const void *src, float *dst, size_t n, float scale) {
+  switch (dtype) {
+    case CLPA_DTYPE_F32:
+      if (n) memcpy(dst, src, n * sizeof(float));
+      return;
+    case CLPA_DTYPE_F16:
+    case CLPA_DTYPE_BF16: {
+      const uint16_t *s = src;
+      float (*conv)(uint16_t) = dtype == CLPA_DTYPE_F16 ? clpa_f16_to_f32 : clpa_bf16_to_f32;
+      for (size_t i = 0; i < n; i++) dst[i] = conv(s[i]);
+      return;
+    }
+    case CLPA_DTYPE_FP8_E4M3:
+    case CLPA_DTYPE_FP8_E5M2: {
+      assert(isfinite(scale) && scale > 0.0f);
+      const uint8_t *s = src;
+      for (size_t i = 0; i < n; i++) dst[i] = clpa_fp8_to_f32(s[i], dtype) * scale;
+      return;
+    }
+    default:
+      assert(!"clpa_decode_elems: invalid dtype");
+  }
+}
