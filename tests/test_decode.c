@@ -1,0 +1,461 @@
+/*
+ * Decode kernels (v1, v2 + reduce, GQA packing) against clpa_ref_decode on
+ * fresh random inputs: outputs poisoned first, unused cache slots and
+ * unused block-table entries filled with garbage (NaN in the caches) to
+ * prove they are never read, shuffled block tables with blocks shared
+ * between sequences, the longest context forced to the maximum.
+ *
+ * Default grid: every head size, block size, KV dtype and io dtype, MHA,
+ * GQA and MQA, every option, v1, v2 and packed heads, on whatever lane path
+ * the device uses (CLPA_TEST_LANES forces one). `test_decode --full` (the
+ * slow suite) runs the cross product.
+ *
+ * Tolerances: the reference reads the same stored (already quantised)
+ * values as the kernel, so the KV dtype adds no error; what remains is f32
+ * arithmetic, plus the rounding of the output when it is stored as f16.
+ *
+ *   output dtype   atol     rtol     (|got - want| <= atol + rtol |want|)
+ *   f32            1e-4     1e-4
+ *   f16            1e-3     2e-3
+ *   lse (f32)      1e-4     1e-5
+ */
+#include <stdio.h>
+
+#include "cl_util.h"
+#include "dtype_convert.h"
+#include "ref_attention.h"
+
+static const struct {
+  clpa_dtype io;
+  double atol, rtol;
+} tolerance[] = {{CLPA_DTYPE_F32, 1e-4, 1e-4}, {CLPA_DTYPE_F16, 1e-3, 2e-3}};
+#define LSE_ATOL 1e-4
+#define LSE_RTOL 1e-5
+
+typedef struct dcase {
+  int seqs, heads, kv_heads, hs, bs, max_ctx;
+  clpa_dtype kv, io;
+  clpa_decode_variant variant;
+  int partition, hpg;
+  int alibi, window, softcap, sinks, lse, q_pad;
+} dcase;
+
+static clpa_context *ctx;
+
+static void describe(const dcase *c, char *buf, size_t cap) {
+  snprintf(buf, cap,
+           "seqs %d heads %d/%d hs %d bs %d ctx %d kv %s io %s v%d part %d hpg %d%s%s%s%s%s%s",
+           c->seqs, c->heads, c->kv_heads, c->hs, c->bs, c->max_ctx, clpa_dtype_name(c->kv),
+           clpa_dtype_name(c->io), (int)c->variant, c->partition, c->hpg,
+           c->alibi ? " alibi" : "", c->window ? " window" : "", c->softcap ? " softcap" : "",
+           c->sinks ? " sinks" : "", c->lse ? " lse" : "", c->q_pad ? " q_stride" : "");
+}
+
+static int x_of(clpa_dtype d) { return (int)(16 / clpa_dtype_size(d)); }
+
+/* Everything one case needs on the host. */
+typedef struct inputs {
+  int num_blocks, max_blocks;
+  size_t q_stride, cache_elems;
+  int32_t *tables, *lens;
+  float *q, *kf, *vf, *alibi, *sinks;
+  void *q_store, *k_store, *v_store;
+  float k_scale, v_scale, soft_cap;
+  int window;
+} inputs;
+
+static void free_inputs(inputs *in) {
+  free(in->tables), free(in->lens), free(in->q), free(in->kf), free(in->vf);
+  free(in->alibi), free(in->sinks), free(in->q_store), free(in->k_store), free(in->v_store);
+}
+
+static void make_inputs(const dcase *c, inputs *in) {
+  memset(in, 0, sizeof *in);
+  const int bs = c->bs;
+  in->max_blocks = (c->max_ctx + bs - 1) / bs + 1; /* one column never used */
+  in->lens = malloc(sizeof(int32_t) * (size_t)c->seqs);
+  int total_blocks = 0;
+  for (int s = 0; s < c->seqs; s++) {
+    int L = (int)rng_below((uint32_t)c->max_ctx + 1);
+    if (s == 0) L = c->max_ctx;
+    if (s == 3) L = 0;
+    if (s == 2) L = 1 + (int)rng_below(3);
+    in->lens[s] = L;
+    total_blocks += (L + bs - 1) / bs;
+  }
+  in->num_blocks = total_blocks + 3;
+  int *perm = malloc(sizeof(int) * (size_t)in->num_blocks);
+  for (int i = 0; i < in->num_blocks; i++) perm[i] = i;
+  for (int i = in->num_blocks - 1; i > 0; i--) {
+    int j = (int)rng_below((uint32_t)i + 1), t = perm[i];
+    perm[i] = perm[j], perm[j] = t;
+  }
+  /* Unused entries hold ids far outside the cache: never read. */
+  in->tables = malloc(sizeof(int32_t) * (size_t)c->seqs * in->max_blocks);
+  for (int i = 0; i < c->seqs * in->max_blocks; i++) in->tables[i] = 0x7fff0000 + i;
+  int next = 0;
+  for (int s = 0; s < c->seqs; s++) {
+    int nb = (in->lens[s] + bs - 1) / bs, shared = 0;
+    /* Odd sequences share a prefix of blocks with the one before (a fork). */
+    if (s % 2 == 1) {
+      int prev = (in->lens[s - 1] + bs - 1) / bs;
+      shared = (nb < prev ? nb : prev) / 2;
+      for (int b = 0; b < shared; b++)
+        in->tables[s * in->max_blocks + b] = in->tables[(s - 1) * in->max_blocks + b];
+    }
+    for (int b = shared; b < nb; b++) in->tables[s * in->max_blocks + b] = perm[next++];
+  }
+  free(perm);
+
+  /* Caches: used slots random, unused NaN. */
+  const size_t per_block = (size_t)c->kv_heads * c->hs * bs;
+  in->cache_elems = per_block * in->num_blocks;
+  char *used = calloc((size_t)in->num_blocks * bs, 1);
+  for (int s = 0; s < c->seqs; s++)
+    for (int j = 0; j < in->lens[s]; j++)
+      used[(size_t)in->tables[s * in->max_blocks + j / bs] * bs + j % bs] = 1;
+  int fp8 = c->kv == CLPA_DTYPE_FP8_E4M3 || c->kv == CLPA_DTYPE_FP8_E5M2;
+  in->k_scale = fp8 ? (float)rng_uniform(0.002, 0.02) : 1.0f;
+  in->v_scale = fp8 ? (float)rng_uniform(0.002, 0.02) : 1.0f;
+  float *kraw = malloc(sizeof(float) * in->cache_elems), *vraw = malloc(sizeof(float) * in->cache_elems);
+  const int x = x_of(c->kv);
+  for (int b = 0; b < in->num_blocks; b++)
+    for (int h = 0; h < c->kv_heads; h++)
+      for (int d = 0; d < c->hs; d++)
+        for (int o = 0; o < bs; o++) {
+          size_t base = ((size_t)b * c->kv_heads + h) * c->hs * bs;
+          size_t ki = base + ((size_t)(d / x) * bs + o) * x + d % x;
+          size_t vi = base + (size_t)d * bs + o;
+          int u = used[(size_t)b * bs + o];
+          kraw[ki] = u ? (float)rng_uniform(-1.5, 1.5) : NAN;
+          vraw[vi] = u ? (float)rng_uniform(-2.0, 2.0) : NAN;
+        }
+  free(used);
+  size_t esz = clpa_dtype_size(c->kv);
+  in->k_store = malloc(esz * in->cache_elems);
+  in->v_store = malloc(esz * in->cache_elems);
+  clpa_encode(c->kv, kraw, in->k_store, in->cache_elems, in->k_scale);
+  clpa_encode(c->kv, vraw, in->v_store, in->cache_elems, in->v_scale);
+  in->kf = kraw;
+  in->vf = vraw;
+  clpa_decode_elems(c->kv, in->k_store, in->kf, in->cache_elems, in->k_scale);
+  clpa_decode_elems(c->kv, in->v_store, in->vf, in->cache_elems, in->v_scale);
+
+  /* Query, rounded through its storage dtype so both sides see the same. */
+  in->q_stride = (size_t)c->heads * c->hs + (c->q_pad ? 24 : 0);
+  size_t qn = in->q_stride * c->seqs;
+  in->q = malloc(sizeof(float) * (qn ? qn : 1));
+  for (size_t i = 0; i < qn; i++) in->q[i] = (float)rng_uniform(-2.0, 2.0);
+  size_t qsz = clpa_dtype_size(c->io);
+  in->q_store = malloc(qsz * (qn ? qn : 1));
+  clpa_encode(c->io, in->q, in->q_store, qn, 1.0f);
+  clpa_decode_elems(c->io, in->q_store, in->q, qn, 1.0f);
+
+  if (c->alibi) {
+    in->alibi = malloc(sizeof(float) * c->heads);
+    for (int h = 0; h < c->heads; h++) in->alibi[h] = (float)rng_uniform(0.0, 0.3);
+  }
+  if (c->sinks) {
+    in->sinks = malloc(sizeof(float) * c->heads);
+    for (int h = 0; h < c->heads; h++) in->sinks[h] = (float)rng_uniform(-1.0, 3.0);
+  }
+  in->soft_cap = c->softcap ? (float)rng_uniform(1.0, 4.0) : 0.0f;
+  in->window = c->window ? 1 + (int)rng_below((uint32_t)c->max_ctx) : 0;
+}
+
+static int run_case(const dcase *c) {
+  char name[256];
+  describe(c, name, sizeof name);
+  inputs in;
+  make_inputs(c, &in);
+  const float scale = 1.0f / sqrtf((float)c->hs);
+  const size_t outn = (size_t)c->seqs * c->heads * c->hs, lsen = (size_t)c->seqs * c->heads;
+  double *want = malloc(sizeof(double) * (outn ? outn : 1));
+  double *want_lse = malloc(sizeof(double) * (lsen ? lsen : 1));
+  clpa_ref_decode_args ra = {
+      .num_seqs = c->seqs, .num_heads = c->heads, .num_kv_heads = c->kv_heads,
+      .head_size = c->hs, .block_size = c->bs, .num_blocks = in.num_blocks,
+      .max_blocks_per_seq = in.max_blocks, .x = x_of(c->kv), .query = in.q,
+      .q_stride = in.q_stride, .key_cache = in.kf, .value_cache = in.vf,
+      .block_tables = in.tables, .context_lens = in.lens, .scale = scale,
+      .alibi_slopes = in.alibi, .sliding_window = in.window, .soft_cap = in.soft_cap,
+      .sinks = in.sinks, .out = want, .lse = want_lse};
+  int good = ok(clpa_ref_decode(&ra) == CLPA_OK, "reference for %s", name);
+  if (!good) diag("%s", clpa_last_error());
+
+  size_t esz = clpa_dtype_size(c->kv), qsz = clpa_dtype_size(c->io);
+  cl_mem q = test_buffer(ctx, in.q_store, qsz * in.q_stride * c->seqs);
+  cl_mem kc = test_buffer(ctx, in.k_store, esz * in.cache_elems);
+  cl_mem vc = test_buffer(ctx, in.v_store, esz * in.cache_elems);
+  cl_mem bt = test_buffer(ctx, in.tables, sizeof(int32_t) * c->seqs * in.max_blocks);
+  cl_mem cl = test_buffer(ctx, in.lens, sizeof(int32_t) * c->seqs);
+  cl_mem out = test_buffer(ctx, NULL, qsz * outn);
+  cl_mem lse = c->lse ? test_buffer(ctx, NULL, sizeof(float) * lsen) : NULL;
+  cl_mem al = in.alibi ? test_buffer(ctx, in.alibi, sizeof(float) * c->heads) : NULL;
+  cl_mem sk = in.sinks ? test_buffer(ctx, in.sinks, sizeof(float) * c->heads) : NULL;
+  test_poison(ctx, out, qsz * outn);
+  if (lse) test_poison(ctx, lse, sizeof(float) * lsen);
+
+  clpa_decode_params p;
+  clpa_decode_params_init(&p);
+  p.num_seqs = c->seqs, p.num_heads = c->heads, p.num_kv_heads = c->kv_heads;
+  p.head_size = c->hs, p.block_size = c->bs, p.max_blocks_per_seq = in.max_blocks;
+  p.max_context_len = c->max_ctx, p.kv_dtype = c->kv, p.q_dtype = c->io, p.scale = scale;
+  p.k_scale = in.k_scale, p.v_scale = in.v_scale, p.soft_cap = in.soft_cap;
+  p.sliding_window = in.window, p.q_stride = in.q_stride;
+  p.query = q, p.key_cache = kc, p.value_cache = vc, p.block_tables = bt, p.context_lens = cl;
+  p.out = out, p.lse = lse, p.alibi_slopes = al, p.sinks = sk;
+  p.variant = c->variant, p.partition_size = c->partition, p.heads_per_group = c->hpg;
+  clpa_status st = clpa_decode(ctx, &p);
+  good &= ok(st == CLPA_OK, "decode %s", name);
+  if (st != CLPA_OK) diag("%s: %s", clpa_status_name(st), clpa_context_last_error(ctx));
+  int32_t faults = 0;
+  good &= ok(clpa_context_check_faults(ctx, &faults) == CLPA_OK, "no faults (0x%x)", faults);
+
+  float *got = malloc(sizeof(float) * (outn ? outn : 1));
+  void *got_store = malloc(qsz * (outn ? outn : 1));
+  test_read(ctx, out, got_store, qsz * outn);
+  clpa_decode_elems(c->io, got_store, got, outn, 1.0f);
+  double atol = 0, rtol = 0;
+  for (size_t i = 0; i < sizeof tolerance / sizeof *tolerance; i++)
+    if (tolerance[i].io == c->io) atol = tolerance[i].atol, rtol = tolerance[i].rtol;
+  size_t at;
+  double worst = test_worst(got, want, outn, atol, rtol, &at);
+  good &= ok(worst <= 1.0, "output within tolerance (worst %.3g of allowed)", worst);
+  if (worst > 1.0 && outn)
+    diag("worst element %zu (seq %zu head %zu dim %zu, context %d): got %.9g want %.9g", at,
+         at / ((size_t)c->heads * c->hs), at / c->hs % c->heads, at % c->hs,
+         in.lens[at / ((size_t)c->heads * c->hs)], got[at], want[at]);
+  if (c->lse) {
+    float *gl = malloc(sizeof(float) * lsen);
+    test_read(ctx, lse, gl, sizeof(float) * lsen);
+    worst = test_worst(gl, want_lse, lsen, LSE_ATOL, LSE_RTOL, &at);
+    good &= ok(worst <= 1.0, "lse within tolerance (worst %.3g)", worst);
+    if (worst > 1.0) diag("worst lse %zu: got %.9g want %.9g", at, gl[at], want_lse[at]);
+    free(gl);
+  }
+  if (!good) diag("failed case: %s", name);
+  free(got), free(got_store), free(want), free(want_lse);
+  clReleaseMemObject(q), clReleaseMemObject(kc), clReleaseMemObject(vc);
+  clReleaseMemObject(bt), clReleaseMemObject(cl), clReleaseMemObject(out);
+  if (lse) clReleaseMemObject(lse);
+  if (al) clReleaseMemObject(al);
+  if (sk) clReleaseMemObject(sk);
+  free_inputs(&in);
+  return good;
+}
+
+#define F32 CLPA_DTYPE_F32
+#define F16 CLPA_DTYPE_F16
+#define BF16 CLPA_DTYPE_BF16
+#define E4M3 CLPA_DTYPE_FP8_E4M3
+#define E5M2 CLPA_DTYPE_FP8_E5M2
+#define V1 CLPA_DECODE_V1
+#define V2 CLPA_DECODE_V2
+#define AUTO CLPA_DECODE_AUTO
+
+/* seqs heads kvh hs bs ctx kv io variant part hpg alibi window softcap sinks lse q_pad */
+static const dcase default_grid[] = {
+    {5, 4, 4, 32, 16, 200, F16, F32, V1, 0, 1, 0, 0, 0, 0, 1, 0},
+    {4, 8, 2, 64, 8, 300, F32, F32, V2, 64, 1, 0, 0, 0, 0, 1, 1},
+    {4, 8, 1, 80, 32, 260, BF16, F16, AUTO, 0, 0, 0, 0, 0, 0, 0, 0},
+    {6, 8, 4, 96, 16, 300, E4M3, F32, V1, 0, 2, 1, 0, 0, 0, 1, 0},
+    {4, 4, 4, 112, 16, 700, E5M2, F16, V2, 128, 1, 0, 1, 0, 0, 1, 0},
+    {4, 12, 4, 120, 8, 333, F16, F32, V2, 96, 3, 0, 0, 1, 1, 1, 0},
+    {5, 16, 4, 128, 16, 400, F16, F32, AUTO, 0, 4, 0, 0, 0, 0, 1, 0},
+    {4, 4, 4, 192, 32, 250, F32, F32, V1, 0, 1, 0, 0, 0, 1, 1, 1},
+    {4, 4, 1, 256, 16, 600, BF16, F32, V2, 256, 4, 1, 1, 1, 0, 1, 0},
+    {4, 8, 8, 128, 32, 300, E4M3, F16, V2, 64, 1, 0, 0, 0, 1, 1, 0},
+    {4, 16, 2, 256, 8, 160, E5M2, F32, V1, 0, 8, 0, 1, 0, 0, 1, 0},
+    {4, 8, 2, 64, 16, 2100, F16, F32, V2, 0, 4, 0, 0, 0, 0, 1, 0}, /* several 512-token partitions */
+    {3, 8, 1, 128, 16, 900, F16, F16, V1, 0, 8, 1, 1, 1, 1, 1, 1},
+    {4, 4, 2, 96, 8, 400, BF16, F32, V2, 32, 2, 0, 1, 0, 1, 0, 0},
+    {4, 6, 2, 112, 32, 333, F32, F16, AUTO, 0, 1, 0, 0, 1, 0, 1, 0},
+    {4, 4, 4, 80, 16, 150, E4M3, F32, V2, 16, 1, 1, 0, 0, 0, 1, 0},
+    {4, 2, 1, 32, 8, 64, E5M2, F16, V1, 0, 2, 0, 0, 0, 0, 1, 0},
+    {4, 4, 1, 192, 16, 500, F16, F32, V2, 160, 4, 0, 1, 1, 1, 1, 1},
+    {5, 4, 2, 256, 32, 300, F32, F32, V1, 0, 2, 1, 0, 0, 0, 1, 0},
+    {4, 2, 2, 120, 32, 200, BF16, F16, V2, 64, 1, 0, 0, 0, 0, 1, 0},
+};
+
+/* The cross product, for the slow suite: options drawn at random. */
+static int run_full(void) {
+  static const int hss[] = {32, 64, 80, 96, 112, 120, 128, 192, 256};
+  static const int bss[] = {8, 16, 32};
+  int fails = 0;
+  for (size_t h = 0; h < 9; h++)
+    for (size_t b = 0; b < 3; b++)
+      for (int kv = 0; kv < CLPA_DTYPE_COUNT_; kv++)
+        for (int io = 0; io < 2; io++)
+          for (int v = 1; v <= 2; v++) {
+            if (hss[h] % x_of((clpa_dtype)kv)) continue; /* 120 x fp8: unsupported, as in vLLM */
+            static const int shapes[][2] = {{4, 4}, {8, 2}, {4, 1}};
+            const int *sh = shapes[rng_below(3)];
+            dcase c = {4, sh[0], sh[1], hss[h], bss[b], 64 + (int)rng_below(700), (clpa_dtype)kv,
+                       io ? F16 : F32, (clpa_decode_variant)v, bss[b] * (1 + (int)rng_below(8)),
+                       0, (int)rng_below(2), (int)rng_below(2), (int)rng_below(2),
+                       (int)rng_below(2), 1, (int)rng_below(2)};
+            fails += !run_case(&c);
+          }
+  return fails;
+}
+
+/* Bad block ids and context lengths are never followed; they set faults. */
+static void test_faults(void) {
+  dcase c = {4, 4, 2, 64, 16, 100, F16, F32, V1, 0, 1, 0, 0, 0, 0, 0, 0};
+  inputs in;
+  make_inputs(&c, &in);
+  in.tables[1] = -5;             /* seq 0, block 1 */
+  in.tables[in.max_blocks] = in.num_blocks; /* seq 1, block 0 */
+  in.lens[2] = 1000;             /* > max_context_len */
+  size_t esz = clpa_dtype_size(c.kv);
+  cl_mem q = test_buffer(ctx, in.q_store, 4 * in.q_stride * c.seqs);
+  cl_mem kc = test_buffer(ctx, in.k_store, esz * in.cache_elems);
+  cl_mem vc = test_buffer(ctx, in.v_store, esz * in.cache_elems);
+  cl_mem bt = test_buffer(ctx, in.tables, sizeof(int32_t) * c.seqs * in.max_blocks);
+  cl_mem cl = test_buffer(ctx, in.lens, sizeof(int32_t) * c.seqs);
+  cl_mem out = test_buffer(ctx, NULL, 4 * (size_t)c.seqs * c.heads * c.hs);
+  for (int v = 1; v <= 2; v++) {
+    clpa_decode_params p;
+    clpa_decode_params_init(&p);
+    p.num_seqs = c.seqs, p.num_heads = c.heads, p.num_kv_heads = c.kv_heads, p.head_size = c.hs;
+    p.block_size = c.bs, p.max_blocks_per_seq = in.max_blocks, p.max_context_len = c.max_ctx;
+    p.scale = 0.125f, p.query = q, p.key_cache = kc, p.value_cache = vc, p.block_tables = bt;
+    p.context_lens = cl, p.out = out, p.variant = (clpa_decode_variant)v, p.partition_size = 32;
+    ok(clpa_decode(ctx, &p) == CLPA_OK, "v%d decode with bad table entries is enqueued", v);
+    int32_t f = 0;
+    clpa_status st = clpa_context_check_faults(ctx, &f);
+    ok(st == CLPA_ERR_BAD_BLOCK && (f & CLPA_FAULT_BAD_BLOCK) && (f & CLPA_FAULT_BAD_CONTEXT_LEN),
+       "v%d faults reported: 0x%x, %s", v, f, clpa_context_last_error(ctx));
+    ok(clpa_context_check_faults(ctx, &f) == CLPA_OK && f == 0, "reading the faults clears them");
+  }
+  clReleaseMemObject(q), clReleaseMemObject(kc), clReleaseMemObject(vc);
+  clReleaseMemObject(bt), clReleaseMemObject(cl), clReleaseMemObject(out);
+  free_inputs(&in);
+}
+
+/* Every bad argument is refused with a message naming it, before anything
+ * is enqueued: the poisoned output stays as it was. */
+static void test_bad_args(void) {
+  cl_mem q = test_buffer(ctx, NULL, 4 * 4 * 64), kc = test_buffer(ctx, NULL, 2 * 64 * 16 * 4 * 8);
+  cl_mem vc = test_buffer(ctx, NULL, 2 * 64 * 16 * 4 * 8), bt = test_buffer(ctx, NULL, 4 * 8);
+  cl_mem cl = test_buffer(ctx, NULL, 4), out = test_buffer(ctx, NULL, 4 * 4 * 64);
+  test_poison(ctx, out, 4 * 4 * 64);
+  clpa_decode_params good;
+  clpa_decode_params_init(&good);
+  good.num_seqs = 1, good.num_heads = 4, good.num_kv_heads = 4, good.head_size = 64;
+  good.block_size = 16, good.max_blocks_per_seq = 8, good.max_context_len = 100;
+  good.scale = 0.125f, good.query = q, good.key_cache = kc, good.value_cache = vc;
+  good.block_tables = bt, good.context_lens = cl, good.out = out;
+  struct {
+    const char *what, *needle;
+    clpa_status want;
+    clpa_decode_params p;
+  } bad[24];
+  int n = 0;
+#define BAD(field_expr, needle_, want_)  \
+  bad[n].p = good;                       \
+  bad[n].p.field_expr;                   \
+  bad[n].what = #field_expr;             \
+  bad[n].needle = needle_;               \
+  bad[n++].want = want_
+  BAD(num_heads = 6, "num_kv_heads", CLPA_ERR_INVALID_ARG);
+  BAD(num_heads = 0, "num_heads", CLPA_ERR_INVALID_ARG);
+  BAD(head_size = 100, "head_size = 100", CLPA_ERR_UNSUPPORTED);
+  BAD(block_size = 4, "block_size = 4", CLPA_ERR_UNSUPPORTED);
+  BAD(kv_dtype = (clpa_dtype)9, "kv_dtype", CLPA_ERR_INVALID_ARG);
+  BAD(q_dtype = CLPA_DTYPE_BF16, "q_dtype = bf16", CLPA_ERR_UNSUPPORTED);
+  BAD(max_context_len = 129, "max_context_len = 129", CLPA_ERR_INVALID_ARG);
+  BAD(scale = NAN, "scale", CLPA_ERR_INVALID_ARG);
+  BAD(k_scale = 0, "k_scale", CLPA_ERR_INVALID_ARG);
+  BAD(soft_cap = -1, "soft_cap", CLPA_ERR_INVALID_ARG);
+  BAD(sliding_window = -2, "sliding_window", CLPA_ERR_INVALID_ARG);
+  BAD(q_stride = 10, "q_stride", CLPA_ERR_INVALID_ARG);
+  BAD(variant = (clpa_decode_variant)7, "variant", CLPA_ERR_INVALID_ARG);
+  BAD(partition_size = 40, "partition_size = 40", CLPA_ERR_INVALID_ARG);
+  BAD(heads_per_group = 3, "heads_per_group = 3", CLPA_ERR_INVALID_ARG);
+  BAD(query = NULL, "query", CLPA_ERR_INVALID_ARG);
+  BAD(num_seqs = 2, "query holds", CLPA_ERR_INVALID_ARG);
+  BAD(lse = cl, "lse holds", CLPA_ERR_INVALID_ARG);
+  BAD(max_blocks_per_seq = 9, "block_tables holds", CLPA_ERR_INVALID_ARG);
+  BAD(num_wait_events = 2, "wait_events", CLPA_ERR_INVALID_ARG);
+#undef BAD
+  for (int i = 0; i < n; i++) {
+    clpa_status st = clpa_decode(ctx, &bad[i].p);
+    ok(st == bad[i].want && strstr(clpa_context_last_error(ctx), bad[i].needle),
+       "%s -> %s: %s", bad[i].what, clpa_status_name(st), clpa_context_last_error(ctx));
+  }
+  clpa_decode_params p = good;
+  p.head_size = 120, p.kv_dtype = CLPA_DTYPE_FP8_E4M3;
+  ok(clpa_decode(ctx, &p) == CLPA_ERR_UNSUPPORTED && strstr(clpa_last_error(), "multiple of x"),
+     "head 120 with fp8: %s", clpa_last_error());
+  ok(clpa_decode(NULL, &good) == CLPA_ERR_INVALID_ARG, "NULL context");
+  ok(clpa_decode(ctx, NULL) == CLPA_ERR_INVALID_ARG, "NULL params");
+  unsigned char host[4 * 4 * 64];
+  test_read(ctx, out, host, sizeof host);
+  int untouched = 1;
+  for (size_t i = 0; i < sizeof host; i++) untouched &= host[i] == 0xFF;
+  ok(untouched, "no refused call wrote to the output");
+  p = good;
+  p.num_seqs = 0;
+  cl_event ev = NULL;
+  p.event = &ev;
+  ok(clpa_decode(ctx, &p) == CLPA_OK && ev && clWaitForEvents(1, &ev) == CL_SUCCESS,
+     "an empty batch still gives an event");
+  if (ev) clReleaseEvent(ev);
+  clReleaseMemObject(q), clReleaseMemObject(kc), clReleaseMemObject(vc);
+  clReleaseMemObject(bt), clReleaseMemObject(cl), clReleaseMemObject(out);
+}
+
+/* Chaining: the kernel waits for a user event and hands back its own. */
+static void test_events(void) {
+  dcase c = {2, 4, 4, 64, 16, 64, F32, F32, V2, 32, 1, 0, 0, 0, 0, 0, 0};
+  inputs in;
+  make_inputs(&c, &in);
+  cl_mem q = test_buffer(ctx, in.q_store, 4 * in.q_stride * c.seqs);
+  cl_mem kc = test_buffer(ctx, in.k_store, 4 * in.cache_elems);
+  cl_mem vc = test_buffer(ctx, in.v_store, 4 * in.cache_elems);
+  cl_mem bt = test_buffer(ctx, in.tables, sizeof(int32_t) * c.seqs * in.max_blocks);
+  cl_mem cl = test_buffer(ctx, in.lens, sizeof(int32_t) * c.seqs);
+  cl_mem out = test_buffer(ctx, NULL, 4 * (size_t)c.seqs * c.heads * c.hs);
+  cl_int err;
+  cl_event user = clCreateUserEvent(clpa_context_cl_context(ctx), &err), done = NULL;
+  clpa_decode_params p;
+  clpa_decode_params_init(&p);
+  p.num_seqs = c.seqs, p.num_heads = c.heads, p.num_kv_heads = c.kv_heads, p.head_size = c.hs;
+  p.block_size = c.bs, p.max_blocks_per_seq = in.max_blocks, p.max_context_len = c.max_ctx;
+  p.kv_dtype = F32, p.scale = 0.125f, p.query = q, p.key_cache = kc, p.value_cache = vc;
+  p.block_tables = bt, p.context_lens = cl, p.out = out, p.variant = V2, p.partition_size = 32;
+  p.num_wait_events = 1, p.wait_events = &user, p.event = &done;
+  ok(clpa_decode(ctx, &p) == CLPA_OK && done, "decode waits on a user event: %s",
+     clpa_last_error());
+  cl_int status = 0;
+  clGetEventInfo(done, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, NULL);
+  ok(status != CL_COMPLETE, "it has not run before the user event fires");
+  clSetUserEventStatus(user, CL_COMPLETE);
+  ok(clWaitForEvents(1, &done) == CL_SUCCESS, "and completes after");
+  clReleaseEvent(user), clReleaseEvent(done);
+  clReleaseMemObject(q), clReleaseMemObject(kc), clReleaseMemObject(vc);
+  clReleaseMemObject(bt), clReleaseMemObject(cl), clReleaseMemObject(out);
+  free_inputs(&in);
+}
+
+int main(int argc, char **argv) {
+  rng_seed_from_env();
+  ctx = test_context(0);
+  int full = argc > 1 && strcmp(argv[1], "--full") == 0;
+  if (full) {
+    ok(run_full() == 0, "full cross product");
+  } else {
+    for (size_t i = 0; i < sizeof default_grid / sizeof *default_grid; i++) run_case(&default_grid[i]);
+    test_faults();
+    test_bad_args();
+    test_events();
+  }
+  clpa_program_stats ps;
+  clpa_context_program_stats(ctx, &ps);
+  diag("programs: %u built, %u from disk, %.1f s building", ps.built_from_source,
+       ps.loaded_from_disk, ps.build_seconds);
+  clpa_context_destroy(ctx);
+  return done_testing();
+}
