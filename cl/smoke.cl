@@ -11,3 +11,11 @@ __kernel void clpa_smoke_axpy(float a, __global const float *x, __global float *
 /* Lets tests prove that a failed build reports CLPA_ERR_BUILD with its log. */
 #error "deliberately broken build (CLPA_SMOKE_BREAK)"
 #endif
+
+/* A plain float4 copy: clpa-bench measures the device's copy bandwidth
+ * with it (and with clEnqueueCopyBuffer) as the ceiling for its ratios.
+ * Grid: n4 work-items, one float4 each. */
+__kernel void clpa_smoke_copy4(__global const float4 *src, __global float4 *dst, uint n4) {
+  uint i = get_global_id(0);
+  if (i < n4) dst[i] = src[i];
+}

@@ -1,0 +1,173 @@
+/* bench_common.c — device setup, random inputs, timing and the copy ceiling. */
+#include "bench_common.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+int bench_usage(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fputs("clpa-bench: ", stderr);
+  vfprintf(stderr, fmt, ap);
+  fputc('\n', stderr);
+  va_end(ap);
+  return 2;
+}
+
+static uint64_t rng_state = 0x243f6a8885a308d3ULL;
+uint64_t bench_rand(void) {
+  uint64_t z = (rng_state += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+int bench_open(bench_env *env) {
+  memset(env, 0, sizeof *env);
+  clpa_context_config cfg;
+  clpa_context_config_init(&cfg);
+  cfg.profiling = 1;
+  if (clpa_context_create(&cfg, &env->ctx) != CLPA_OK ||
+      clpa_context_device_info(env->ctx, &env->info) != CLPA_OK) {
+    fprintf(stderr, "clpa-bench: %s\n", clpa_last_error());
+    return 1;
+  }
+  return 0;
+}
+
+void bench_close(bench_env *env) {
+  clpa_context_destroy(env->ctx);
+  env->ctx = NULL;
+}
+
+cl_mem bench_buffer(bench_env *env, const void *host, size_t bytes) {
+  cl_int err;
+  cl_mem m = clCreateBuffer(clpa_context_cl_context(env->ctx),
+                            CL_MEM_READ_WRITE | (host ? CL_MEM_COPY_HOST_PTR : 0), bytes,
+                            (void *)host, &err);
+  if (err != CL_SUCCESS) {
+    fprintf(stderr, "clpa-bench: clCreateBuffer(%zu bytes) failed (%d)\n", bytes, err);
+    return NULL;
+  }
+  return m;
+}
+
+/* Random bit patterns that decode to finite values in roughly [-2, 2]
+ * (times the scale for fp8): no conversion code needed. */
+static void random_elements(clpa_dtype dtype, void *dst, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    uint32_t r = (uint32_t)bench_rand();
+    switch (dtype) {
+      case CLPA_DTYPE_F32: {
+        uint32_t bits = (r & 0x807fffffu) | ((uint32_t)(125 + r % 3) << 23);
+        memcpy((uint32_t *)dst + i, &bits, 4);
+        break;
+      }
+      case CLPA_DTYPE_F16:
+        ((uint16_t *)dst)[i] = (uint16_t)((r & 0x83ffu) | ((13u + (r >> 16) % 3) << 10));
+        break;
+      case CLPA_DTYPE_BF16:
+        ((uint16_t *)dst)[i] = (uint16_t)((r & 0x807fu) | ((125u + (r >> 16) % 3) << 7));
+        break;
+      default: /* fp8: any code but the NaN/inf exponents */
+        ((uint8_t *)dst)[i] = (uint8_t)((r & 0x83u) | ((4u + (r >> 8) % 6) << 3));
+        break;
+    }
+  }
+}
+
+cl_mem bench_random_cache(bench_env *env, clpa_dtype dtype, size_t n) {
+  size_t bytes = n * clpa_dtype_size(dtype);
+  void *host = malloc(bytes ? bytes : 1);
+  if (!host) return NULL;
+  random_elements(dtype, host, n);
+  cl_mem m = bench_buffer(env, host, bytes);
+  free(host);
+  return m;
+}
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+int bench_time(bench_env *env, bench_fn fn, const void *arg, double *per_call) {
+  for (int w = 0; w < 2; w++)
+    if (fn(env->ctx, arg) != CLPA_OK || clpa_context_finish(env->ctx) != CLPA_OK) {
+      fprintf(stderr, "clpa-bench: %s\n", clpa_context_last_error(env->ctx));
+      return 1;
+    }
+  double t0 = now();
+  fn(env->ctx, arg);
+  clpa_context_finish(env->ctx);
+  double one = now() - t0;
+  int n = one > 0 ? (int)(0.05 / one) : 100;
+  if (n < 1) n = 1;
+  if (n > 200) n = 200;
+  double batches[7];
+  for (int b = 0; b < 7; b++) {
+    t0 = now();
+    for (int i = 0; i < n; i++)
+      if (fn(env->ctx, arg) != CLPA_OK) {
+        fprintf(stderr, "clpa-bench: %s\n", clpa_context_last_error(env->ctx));
+        return 1;
+      }
+    if (clpa_context_finish(env->ctx) != CLPA_OK) return 1;
+    batches[b] = (now() - t0) / n;
+  }
+  qsort(batches, 7, sizeof *batches, cmp_double);
+  *per_call = batches[3];
+  return 0;
+}
+
+typedef struct copy_arg {
+  cl_mem src, dst;
+  size_t bytes;
+  cl_kernel k; /* NULL: clEnqueueCopyBuffer */
+} copy_arg;
+
+static clpa_status copy_once(clpa_context *ctx, const void *arg_) {
+  const copy_arg *a = arg_;
+  cl_command_queue q = clpa_context_cl_queue(ctx);
+  cl_int err;
+  if (!a->k) {
+    err = clEnqueueCopyBuffer(q, a->src, a->dst, 0, 0, a->bytes, 0, NULL, NULL);
+  } else {
+    size_t global = a->bytes / 16;
+    err = clEnqueueNDRangeKernel(q, a->k, 1, NULL, &global, NULL, 0, NULL, NULL);
+  }
+  return err == CL_SUCCESS ? CLPA_OK : CLPA_ERR_OPENCL;
+}
+
+double bench_copy_gbps(bench_env *env, size_t bytes) {
+  bytes = bytes / 64 * 64;
+  if (bytes > env->info.max_alloc_bytes / 2) bytes = env->info.max_alloc_bytes / 2 / 64 * 64;
+  if (bytes < 64) bytes = 64;
+  copy_arg a = {bench_buffer(env, NULL, bytes), bench_buffer(env, NULL, bytes), bytes, NULL};
+  double best = -1, t;
+  cl_program prog;
+  if (a.src && a.dst && bench_time(env, copy_once, &a, &t) == 0) best = 2.0 * bytes / t / 1e9;
+  if (a.src && a.dst && clpa_program_get(env->ctx, "smoke", "", &prog) == CLPA_OK) {
+    cl_int err;
+    a.k = clCreateKernel(prog, "clpa_smoke_copy4", &err);
+    cl_uint n4 = (cl_uint)(bytes / 16);
+    if (err == CL_SUCCESS && clSetKernelArg(a.k, 0, sizeof a.src, &a.src) == CL_SUCCESS &&
+        clSetKernelArg(a.k, 1, sizeof a.dst, &a.dst) == CL_SUCCESS &&
+        clSetKernelArg(a.k, 2, sizeof n4, &n4) == CL_SUCCESS &&
+        bench_time(env, copy_once, &a, &t) == 0 && 2.0 * bytes / t / 1e9 > best)
+      best = 2.0 * bytes / t / 1e9;
+    if (a.k) clReleaseKernel(a.k);
+  }
+  if (a.src) clReleaseMemObject(a.src);
+  if (a.dst) clReleaseMemObject(a.dst);
+  return best;
+}
