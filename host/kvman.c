@@ -128,16 +128,16 @@ static clpa_status share_prefix(clpa_kvman *km, clpa_kvreq *r, int32_t *blocks) 
   if (!km->prefix_cache || r->num_tokens < 2) return CLPA_OK;
   int32_t maxb = (r->num_tokens - 1) / km->bs;
   if (maxb > km->scratch_cap) {
-    int32_t *s = clpa_mem_realloc(&km->alloc, km->scratch,
-                                  (size_t)km->scratch_cap * sizeof(int32_t),
-                                  (size_t)maxb * sizeof(int32_t));
+    int32_t *s =
+        clpa_mem_realloc(&km->alloc, km->scratch, (size_t)km->scratch_cap * sizeof(int32_t),
+                         (size_t)maxb * sizeof(int32_t));
     CLPA_CHECK(NULL, !s, CLPA_ERR_OUT_OF_MEMORY, "no memory for %d block ids", (int)maxb);
     km->scratch = s;
     km->scratch_cap = maxb;
   }
   clpa_radix_match_result m;
-  clpa_status s = clpa_radix_match(km->tree, r->ns, r->tokens, r->num_tokens - 1, km->scratch,
-                                   maxb, &m);
+  clpa_status s =
+      clpa_radix_match(km->tree, r->ns, r->tokens, r->num_tokens - 1, km->scratch, maxb, &m);
   if (s != CLPA_OK) return s;
   s = clpa_radix_lock(km->tree, m.node);
   if (s != CLPA_OK) return s;
@@ -148,8 +148,8 @@ static clpa_status share_prefix(clpa_kvman *km, clpa_kvreq *r, int32_t *blocks) 
   return CLPA_OK;
 }
 
-clpa_status clpa_kvman_admit(clpa_kvman *km, uint64_t ns, const int32_t *tokens,
-                             int32_t num_tokens, int64_t *slots, clpa_kvman_admit_result *out) {
+clpa_status clpa_kvman_admit(clpa_kvman *km, uint64_t ns, const int32_t *tokens, int32_t num_tokens,
+                             int64_t *slots, clpa_kvman_admit_result *out) {
   CLPA_CHECK(NULL, !km || !tokens || !slots || !out, CLPA_ERR_INVALID_ARG,
              "km, tokens, slots and out must not be NULL");
   CLPA_CHECK(NULL, num_tokens < 1, CLPA_ERR_INVALID_ARG, "num_tokens (%d) must be >= 1",
@@ -212,8 +212,8 @@ clpa_status clpa_kvman_append(clpa_kvman *km, clpa_kvreq *r, const int32_t *toke
 static clpa_status cache_tokens(clpa_kvman *km, clpa_kvreq *r, int32_t n, int relock) {
   if (!km->prefix_cache || n < km->bs) return CLPA_OK;
   clpa_radix_insert_result ir;
-  clpa_status s = clpa_radix_insert(km->tree, r->ns, r->tokens, n, clpa_seq_block_table(r->seq),
-                                    &ir);
+  clpa_status s =
+      clpa_radix_insert(km->tree, r->ns, r->tokens, n, clpa_seq_block_table(r->seq), &ir);
   if (s != CLPA_OK || !relock) return s;
   s = clpa_radix_lock(km->tree, ir.node);
   if (s != CLPA_OK) return s;
@@ -232,8 +232,10 @@ clpa_status clpa_kvman_checkpoint(clpa_kvman *km, clpa_kvreq *r, int32_t num_com
 clpa_status clpa_kvman_finish(clpa_kvman *km, clpa_kvreq *r, int cache) {
   CLPA_CHECK(NULL, !km || !r, CLPA_ERR_INVALID_ARG, "km and req must not be NULL");
   clpa_status s = cache ? cache_tokens(km, r, r->num_tokens, 0) : CLPA_OK;
-  if (r->prev) r->prev->next = r->next;
-  else km->reqs = r->next;
+  if (r->prev)
+    r->prev->next = r->next;
+  else
+    km->reqs = r->next;
   if (r->next) r->next->prev = r->prev;
   req_free(km, r);
   km->st.running--;

@@ -36,9 +36,9 @@ struct clpa_radix_node {
   int32_t cap_blocks;   /* what data[] was allocated for */
   int32_t depth_blocks; /* root to the end of this edge */
   int32_t num_children;
-  int32_t lock;         /* locks on this node or a descendant */
-  int32_t heap_idx;     /* slot in the eviction heap, -1 when not a candidate */
-  int32_t data[];       /* tokens [cap_blocks * block_size], then blocks [cap_blocks] */
+  int32_t lock;     /* locks on this node or a descendant */
+  int32_t heap_idx; /* slot in the eviction heap, -1 when not a candidate */
+  int32_t data[];   /* tokens [cap_blocks * block_size], then blocks [cap_blocks] */
 };
 
 typedef struct idx_entry {
@@ -59,8 +59,8 @@ struct clpa_radix {
   size_t idx_cap, idx_count; /* cap is a power of two; count <= cap / 2 */
   clpa_radix_node **heap;
   int32_t heap_n, heap_cap;
-  uint8_t *in_tree;    /* [pool_blocks]: the tree holds a reference */
-  uint32_t *seen;      /* [pool_blocks]: stamps for duplicate checks */
+  uint8_t *in_tree; /* [pool_blocks]: the tree holds a reference */
+  uint32_t *seen;   /* [pool_blocks]: stamps for duplicate checks */
   uint32_t seen_stamp;
   clpa_radix_stats st;
 };
@@ -119,16 +119,17 @@ static void child_link(clpa_radix_node *p, clpa_radix_node *c) {
 
 static void child_unlink(clpa_radix_node *c) {
   clpa_radix_node *p = c->parent;
-  if (c->prev_sib) c->prev_sib->next_sib = c->next_sib;
-  else p->first_child = c->next_sib;
+  if (c->prev_sib)
+    c->prev_sib->next_sib = c->next_sib;
+  else
+    p->first_child = c->next_sib;
   if (c->next_sib) c->next_sib->prev_sib = c->prev_sib;
   c->next_sib = c->prev_sib = NULL;
   p->num_children--;
 }
 
 /* Next node in pre-order (parents before children), NULL after the last. */
-static const clpa_radix_node *preorder_next(const clpa_radix_node *root,
-                                            const clpa_radix_node *n) {
+static const clpa_radix_node *preorder_next(const clpa_radix_node *root, const clpa_radix_node *n) {
   if (n->first_child) return n->first_child;
   while (n != root) {
     if (n->next_sib) return n->next_sib;
@@ -370,8 +371,8 @@ typedef struct walk_result {
 
 /* Follows tokens (max_blocks whole blocks of them) down from the root,
  * writing the matched block ids to blocks_out when it is not NULL. */
-static walk_result walk(const clpa_radix *t, uint64_t ns, const int32_t *tokens,
-                        int32_t max_blocks, int32_t *blocks_out) {
+static walk_result walk(const clpa_radix *t, uint64_t ns, const int32_t *tokens, int32_t max_blocks,
+                        int32_t *blocks_out) {
   walk_result w = {t->root, NULL, 0, 0};
   size_t bytes = (size_t)t->bs * sizeof(int32_t);
   while (w.blocks < max_blocks) {
@@ -423,8 +424,10 @@ static clpa_radix_node *split(clpa_radix *t, clpa_radix_node *n, int32_t k, clpa
   m->parent = p;
   m->prev_sib = n->prev_sib;
   m->next_sib = n->next_sib;
-  if (m->prev_sib) m->prev_sib->next_sib = m;
-  else p->first_child = m;
+  if (m->prev_sib)
+    m->prev_sib->next_sib = m;
+  else
+    p->first_child = m;
   if (m->next_sib) m->next_sib->prev_sib = m;
   t->idx[idx_slot_of(t, n)].node = m;
   /* n keeps the tail, moved to the front of its own data */
@@ -453,13 +456,11 @@ static int reserve_nodes(clpa_radix *t, int32_t new_nodes) {
 /* ----------------------------------------------------------------------
  * Match
  * -------------------------------------------------------------------- */
-clpa_status clpa_radix_match(clpa_radix *t, uint64_t ns, const int32_t *tokens,
-                             int32_t num_tokens, int32_t *blocks, int32_t max_blocks,
-                             clpa_radix_match_result *out) {
+clpa_status clpa_radix_match(clpa_radix *t, uint64_t ns, const int32_t *tokens, int32_t num_tokens,
+                             int32_t *blocks, int32_t max_blocks, clpa_radix_match_result *out) {
   CLPA_CHECK(NULL, !t || !out, CLPA_ERR_INVALID_ARG, "tree and out must not be NULL");
   CLPA_CHECK(NULL, num_tokens < 0 || max_blocks < 0, CLPA_ERR_INVALID_ARG,
-             "num_tokens (%d) and max_blocks (%d) must be >= 0", (int)num_tokens,
-             (int)max_blocks);
+             "num_tokens (%d) and max_blocks (%d) must be >= 0", (int)num_tokens, (int)max_blocks);
   CLPA_CHECK(NULL, !tokens && num_tokens > 0, CLPA_ERR_INVALID_ARG,
              "tokens is NULL with num_tokens = %d", (int)num_tokens);
   int32_t nmax = num_tokens / t->bs;
@@ -514,9 +515,8 @@ static clpa_status check_new_blocks(clpa_radix *t, const int32_t *b, int32_t n) 
   return CLPA_OK;
 }
 
-clpa_status clpa_radix_insert(clpa_radix *t, uint64_t ns, const int32_t *tokens,
-                              int32_t num_tokens, const int32_t *blocks,
-                              clpa_radix_insert_result *out) {
+clpa_status clpa_radix_insert(clpa_radix *t, uint64_t ns, const int32_t *tokens, int32_t num_tokens,
+                              const int32_t *blocks, clpa_radix_insert_result *out) {
   CLPA_CHECK(NULL, !t || !out, CLPA_ERR_INVALID_ARG, "tree and out must not be NULL");
   CLPA_CHECK(NULL, num_tokens < 0, CLPA_ERR_INVALID_ARG, "num_tokens (%d) must be >= 0",
              (int)num_tokens);
@@ -536,8 +536,7 @@ clpa_status clpa_radix_insert(clpa_radix *t, uint64_t ns, const int32_t *tokens,
   if ((w.partial && !m) || (fresh > 0 && !leaf) || reserve_nodes(t, new_nodes)) {
     node_free(t, m);
     node_free(t, leaf);
-    return CLPA_FAIL(NULL, CLPA_ERR_OUT_OF_MEMORY, "no memory for %d new node(s)",
-                     (int)new_nodes);
+    return CLPA_FAIL(NULL, CLPA_ERR_OUT_OF_MEMORY, "no memory for %d new node(s)", (int)new_nodes);
   }
   for (int32_t k = 0; k < fresh; k++) {
     s = clpa_pool_ref(t->pool, blocks[i + k]);
@@ -671,8 +670,7 @@ clpa_radix_node *clpa_radix_root(const clpa_radix *t) { return t ? t->root : NUL
 
 clpa_status clpa_radix_node_get(const clpa_radix *t, const clpa_radix_node *n,
                                 clpa_radix_node_info *out) {
-  CLPA_CHECK(NULL, !t || !n || !out, CLPA_ERR_INVALID_ARG,
-             "tree, node and out must not be NULL");
+  CLPA_CHECK(NULL, !t || !n || !out, CLPA_ERR_INVALID_ARG, "tree, node and out must not be NULL");
   out->parent = n->parent;
   out->ns = n->ns;
   out->tokens = NODE_TOKENS(n);
@@ -698,30 +696,37 @@ clpa_status clpa_radix_foreach(const clpa_radix *t, clpa_radix_visit_fn fn, void
 
 #define BAD(...) return CLPA_FAIL(NULL, CLPA_ERR_STATE, __VA_ARGS__)
 
-static clpa_status validate_node(const clpa_radix *t, const clpa_radix_node *n,
-                                 int32_t *blocks, int32_t *evictable, int32_t *candidates) {
+static clpa_status validate_node(const clpa_radix *t, const clpa_radix_node *n, int32_t *blocks,
+                                 int32_t *evictable, int32_t *candidates) {
   const clpa_radix_node *p = n->parent;
   if (n->num_blocks <= 0 || n->num_blocks > n->cap_blocks) BAD("node %p has bad length", (void *)n);
   if (n->depth_blocks != p->depth_blocks + n->num_blocks) BAD("node %p has bad depth", (void *)n);
-  if (p != t->root && n->ns != p->ns) BAD("node %p is in another namespace than its parent", (void *)n);
+  if (p != t->root && n->ns != p->ns)
+    BAD("node %p is in another namespace than its parent", (void *)n);
   if (n->key != block_key(n->ns, NODE_TOKENS(n), t->bs)) BAD("node %p has a stale key", (void *)n);
-  if (idx_find(t, p, n->ns, NODE_TOKENS(n)) != n) BAD("node %p is not found from its parent", (void *)n);
-  if (n->last_access > p->last_access && p != t->root) BAD("node %p is newer than its parent", (void *)n);
+  if (idx_find(t, p, n->ns, NODE_TOKENS(n)) != n)
+    BAD("node %p is not found from its parent", (void *)n);
+  if (n->last_access > p->last_access && p != t->root)
+    BAD("node %p is newer than its parent", (void *)n);
   int32_t kids = 0, child_locks = 0;
   for (const clpa_radix_node *c = n->first_child; c; c = c->next_sib) {
     if (c->parent != n) BAD("child of %p points to another parent", (void *)n);
     kids++;
     child_locks += c->lock;
   }
-  if (kids != n->num_children) BAD("node %p counts %d children, has %d", (void *)n, (int)n->num_children, (int)kids);
+  if (kids != n->num_children)
+    BAD("node %p counts %d children, has %d", (void *)n, (int)n->num_children, (int)kids);
   if (n->lock < child_locks) BAD("node %p has fewer locks than its children", (void *)n);
   int cand = is_candidate(t, n);
   if (cand != (n->heap_idx >= 0)) BAD("node %p is %sin the heap", (void *)n, cand ? "not " : "");
-  if (cand && (n->heap_idx >= t->heap_n || t->heap[n->heap_idx] != n)) BAD("node %p: heap slot", (void *)n);
-  if (n->heap_idx > 0 && older(n, t->heap[(n->heap_idx - 1) / 2])) BAD("heap order broken at %p", (void *)n);
+  if (cand && (n->heap_idx >= t->heap_n || t->heap[n->heap_idx] != n))
+    BAD("node %p: heap slot", (void *)n);
+  if (n->heap_idx > 0 && older(n, t->heap[(n->heap_idx - 1) / 2]))
+    BAD("heap order broken at %p", (void *)n);
   const int32_t *b = NODE_BLOCKS(t, n);
   for (int32_t i = 0; i < n->num_blocks; i++) {
-    if (b[i] < 0 || b[i] >= t->pool_blocks || !t->in_tree[b[i]]) BAD("node %p: block %d", (void *)n, (int)b[i]);
+    if (b[i] < 0 || b[i] >= t->pool_blocks || !t->in_tree[b[i]])
+      BAD("node %p: block %d", (void *)n, (int)b[i]);
     if (clpa_pool_refcount(t->pool, b[i]) < 1) BAD("block %d in the tree is free", (int)b[i]);
   }
   *blocks += n->num_blocks;
@@ -730,7 +735,7 @@ static clpa_status validate_node(const clpa_radix *t, const clpa_radix_node *n,
   return CLPA_OK;
 }
 
-clpa_status clpa_radix_validate(const clpa_radix *t) {
+clpa_status clpa_radix_check(const clpa_radix *t) {
   CLPA_CHECK(NULL, !t, CLPA_ERR_INVALID_ARG, "tree must not be NULL");
   int32_t nodes = 0, blocks = 0, evictable = 0, candidates = 0;
   for (const clpa_radix_node *n = preorder_next(t->root, t->root); n;
@@ -741,11 +746,17 @@ clpa_status clpa_radix_validate(const clpa_radix *t) {
   }
   int32_t marked = 0;
   for (int32_t b = 0; b < t->pool_blocks; b++) marked += t->in_tree[b];
-  if (nodes != t->st.num_nodes || (size_t)nodes != t->idx_count) BAD("node count %d, stats %d, index %zu", (int)nodes, (int)t->st.num_nodes, t->idx_count);
-  if (blocks != t->st.cached_blocks || marked != blocks) BAD("cached blocks %d, stats %d, marked %d", (int)blocks, (int)t->st.cached_blocks, (int)marked);
-  if (evictable != t->st.evictable_blocks || blocks - evictable != t->st.protected_blocks) BAD("evictable %d, stats %d/%d", (int)evictable, (int)t->st.evictable_blocks, (int)t->st.protected_blocks);
+  if (nodes != t->st.num_nodes || (size_t)nodes != t->idx_count)
+    BAD("node count %d, stats %d, index %zu", (int)nodes, (int)t->st.num_nodes, t->idx_count);
+  if (blocks != t->st.cached_blocks || marked != blocks)
+    BAD("cached blocks %d, stats %d, marked %d", (int)blocks, (int)t->st.cached_blocks,
+        (int)marked);
+  if (evictable != t->st.evictable_blocks || blocks - evictable != t->st.protected_blocks)
+    BAD("evictable %d, stats %d/%d", (int)evictable, (int)t->st.evictable_blocks,
+        (int)t->st.protected_blocks);
   if (candidates != t->heap_n) BAD("%d candidates, heap holds %d", (int)candidates, (int)t->heap_n);
-  if (t->heap_cap < t->st.num_nodes) BAD("heap capacity %d below node count %d", (int)t->heap_cap, (int)t->st.num_nodes);
+  if (t->heap_cap < t->st.num_nodes)
+    BAD("heap capacity %d below node count %d", (int)t->heap_cap, (int)t->st.num_nodes);
   return CLPA_OK;
 }
 

@@ -108,8 +108,7 @@ CLPA_API clpa_status clpa_kvman_append(clpa_kvman *km, clpa_kvreq *req, const in
  * Returns CLPA_OK, CLPA_ERR_INVALID_ARG (NULL km or req, num_computed
  * outside [0, clpa_kvreq_num_tokens]) or CLPA_ERR_OUT_OF_MEMORY (nothing
  * changed). */
-CLPA_API clpa_status clpa_kvman_checkpoint(clpa_kvman *km, clpa_kvreq *req,
-                                           int32_t num_computed);
+CLPA_API clpa_status clpa_kvman_checkpoint(clpa_kvman *km, clpa_kvreq *req, int32_t num_computed);
 
 /* Ends a request. With cache != 0 (and the prefix cache on) its tokens'
  * whole blocks go into the tree first; blocks that duplicate cached ones
@@ -147,10 +146,10 @@ typedef struct clpa_kvman_stats {
   int64_t evictions;       /* eviction rounds (admit/append short of blocks, or evict) */
   int32_t running;         /* requests admitted and not finished */
   int32_t blocks_total;
-  int32_t blocks_free;     /* in the pool */
-  int32_t blocks_used;     /* referenced by a request or the tree */
-  int32_t blocks_cached;   /* held by the tree (some also by requests) */
-  int32_t blocks_evictable;/* cached and not locked by a request */
+  int32_t blocks_free;      /* in the pool */
+  int32_t blocks_used;      /* referenced by a request or the tree */
+  int32_t blocks_cached;    /* held by the tree (some also by requests) */
+  int32_t blocks_evictable; /* cached and not locked by a request */
 } clpa_kvman_stats;
 
 /* Fills *out (zeros for NULL km; nothing for NULL out). O(1). */

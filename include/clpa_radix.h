@@ -96,7 +96,7 @@ typedef struct clpa_radix_node clpa_radix_node;
 typedef void (*clpa_radix_evict_fn)(void *user, const int32_t *blocks, int32_t num_blocks);
 
 typedef struct clpa_radix_config {
-  clpa_allocator allocator;   /* host memory of the tree; {NULL, NULL} = libc */
+  clpa_allocator allocator;     /* host memory of the tree; {NULL, NULL} = libc */
   clpa_radix_evict_fn on_evict; /* optional */
   void *on_evict_user;
 } clpa_radix_config;
@@ -116,10 +116,10 @@ CLPA_API clpa_status clpa_radix_create(clpa_pool *pool, const clpa_radix_config 
 CLPA_API void clpa_radix_destroy(clpa_radix *tree);
 
 typedef struct clpa_radix_match_result {
-  int32_t num_blocks;     /* blocks matched */
-  int32_t num_tokens;     /* num_blocks * block_size */
-  clpa_radix_node *node;  /* where the match ends: lock it to keep the prefix;
-                             the root (clpa_radix_root) when nothing matched */
+  int32_t num_blocks;    /* blocks matched */
+  int32_t num_tokens;    /* num_blocks * block_size */
+  clpa_radix_node *node; /* where the match ends: lock it to keep the prefix;
+                            the root (clpa_radix_root) when nothing matched */
 } clpa_radix_match_result;
 
 /* Finds the longest cached prefix of tokens[0..num_tokens) in namespace ns,
@@ -135,13 +135,13 @@ CLPA_API clpa_status clpa_radix_match(clpa_radix *tree, uint64_t ns, const int32
                                       clpa_radix_match_result *out);
 
 typedef struct clpa_radix_insert_result {
-  int32_t num_tokens;     /* tokens now cached for this sequence: num_tokens
-                             rounded down to whole blocks */
-  int32_t cached_tokens;  /* of those, how many leading tokens were cached
-                             already; the caller's blocks for them are
-                             duplicates (unless they are the tree's own) */
-  clpa_radix_node *node;  /* where the inserted sequence ends (root if it
-                             is shorter than a block) */
+  int32_t num_tokens;    /* tokens now cached for this sequence: num_tokens
+                            rounded down to whole blocks */
+  int32_t cached_tokens; /* of those, how many leading tokens were cached
+                            already; the caller's blocks for them are
+                            duplicates (unless they are the tree's own) */
+  clpa_radix_node *node; /* where the inserted sequence ends (root if it
+                            is shorter than a block) */
 } clpa_radix_insert_result;
 
 /* Adds the whole blocks of tokens[0..num_tokens) in namespace ns, whose KV
@@ -172,13 +172,13 @@ CLPA_API clpa_status clpa_radix_unlock(clpa_radix *tree, clpa_radix_node *node);
 
 typedef struct clpa_radix_stats {
   int32_t block_size;
-  int32_t num_nodes;          /* excluding the root */
-  int32_t cached_blocks;      /* blocks held by the tree */
-  int32_t evictable_blocks;   /* in unlocked nodes */
-  int32_t protected_blocks;   /* in locked nodes; evictable + protected = cached */
-  int64_t evictable_tokens;   /* evictable_blocks * block_size */
+  int32_t num_nodes;        /* excluding the root */
+  int32_t cached_blocks;    /* blocks held by the tree */
+  int32_t evictable_blocks; /* in unlocked nodes */
+  int32_t protected_blocks; /* in locked nodes; evictable + protected = cached */
+  int64_t evictable_tokens; /* evictable_blocks * block_size */
   int64_t protected_tokens;
-  int64_t evicted_blocks;     /* total over the tree's life */
+  int64_t evicted_blocks; /* total over the tree's life */
   int64_t evicted_nodes;
   int64_t splits;
 } clpa_radix_stats;
@@ -205,13 +205,13 @@ CLPA_API clpa_radix_node *clpa_radix_root(const clpa_radix *tree);
 typedef struct clpa_radix_node_info {
   const clpa_radix_node *parent; /* NULL for the root */
   uint64_t ns;
-  const int32_t *tokens;  /* the edge: num_blocks * block_size tokens */
-  const int32_t *blocks;  /* num_blocks block ids */
-  int32_t num_blocks;     /* 0 only for the root */
-  int32_t depth_blocks;   /* blocks from the root to the end of this edge */
+  const int32_t *tokens; /* the edge: num_blocks * block_size tokens */
+  const int32_t *blocks; /* num_blocks block ids */
+  int32_t num_blocks;    /* 0 only for the root */
+  int32_t depth_blocks;  /* blocks from the root to the end of this edge */
   int32_t num_children;
   int32_t lock_count;
-  uint64_t last_access;   /* tick of the last match/insert through it */
+  uint64_t last_access; /* tick of the last match/insert through it */
 } clpa_radix_node_info;
 
 /* Describes node; the pointers stay valid until the tree next changes.
@@ -224,13 +224,12 @@ CLPA_API clpa_status clpa_radix_node_get(const clpa_radix *tree, const clpa_radi
  * Returns CLPA_OK or CLPA_ERR_INVALID_ARG (NULL tree or fn). */
 typedef int (*clpa_radix_visit_fn)(void *user, const clpa_radix_node *node,
                                    const clpa_radix_node_info *info);
-CLPA_API clpa_status clpa_radix_foreach(const clpa_radix *tree, clpa_radix_visit_fn fn,
-                                        void *user);
+CLPA_API clpa_status clpa_radix_foreach(const clpa_radix *tree, clpa_radix_visit_fn fn, void *user);
 
 /* Checks the tree's internal invariants (sizes, heap, child index, locks,
  * block references against the pool's refcounts being at least 1). For tests.
  * Returns CLPA_OK or CLPA_ERR_STATE with the first broken invariant. */
-CLPA_API clpa_status clpa_radix_validate(const clpa_radix *tree);
+CLPA_API clpa_status clpa_radix_check(const clpa_radix *tree);
 
 /* Draws the tree to f, one node per line, children indented under their
  * parent: "[t0 t1 .. | b0 b1] lock=1 t=42" (edges longer than 8 tokens are

@@ -3,7 +3,7 @@
  * the input bytes and checks, after every operation:
  *
  *   - the pool's and the tree's own invariants (clpa_pool_check,
- *     clpa_radix_validate);
+ *     clpa_radix_check);
  *   - every block's refcount = (1 if the tree holds it) + (number of running
  *     requests whose block table holds it);
  *   - the "KV" itself: the harness keeps a fake device cache, one 64-bit
@@ -52,11 +52,11 @@ static void *fuzz_alloc(void *user, void *ptr, size_t old, size_t n) {
   return realloc(ptr, n);
 }
 
-#define FAIL(...)                                 \
-  do {                                            \
-    fprintf(stderr, "fuzz_kvman: " __VA_ARGS__);  \
-    fputc('\n', stderr);                          \
-    abort();                                      \
+#define FAIL(...)                                \
+  do {                                           \
+    fprintf(stderr, "fuzz_kvman: " __VA_ARGS__); \
+    fputc('\n', stderr);                         \
+    abort();                                     \
   } while (0)
 
 static struct {
@@ -131,7 +131,7 @@ static int check_node(void *user, const clpa_radix_node *node, const clpa_radix_
 
 static void check_all(void) {
   if (clpa_pool_check(F.pool) != CLPA_OK) FAIL("pool: %s", clpa_last_error());
-  if (clpa_radix_validate(F.tree) != CLPA_OK) FAIL("tree: %s", clpa_last_error());
+  if (clpa_radix_check(F.tree) != CLPA_OK) FAIL("tree: %s", clpa_last_error());
   memset(F.refs, 0, sizeof F.refs);
   F.tree_blocks = 0;
   for (int i = 0; i < F.nreqs; i++) check_req(F.reqs[i]);
@@ -146,8 +146,8 @@ static void check_all(void) {
       st.blocks_cached != F.tree_blocks || st.blocks_free + st.blocks_used != F.nblocks ||
       st.blocks_evictable > st.blocks_cached || st.hit_tokens > st.prompt_tokens ||
       (F.nreqs == 0 && st.blocks_evictable != st.blocks_cached))
-    FAIL("stats disagree (or a lock outlived its request): running %d/%d free %d cached %d/%d", (int)st.running, F.nreqs,
-         (int)st.blocks_free, (int)st.blocks_cached, (int)F.tree_blocks);
+    FAIL("stats disagree (or a lock outlived its request): running %d/%d free %d cached %d/%d",
+         (int)st.running, F.nreqs, (int)st.blocks_free, (int)st.blocks_cached, (int)F.tree_blocks);
 }
 
 /* What the streams exercised, summed over inputs (printed by the replay). */
@@ -176,8 +176,8 @@ static void check_exhausted(clpa_status s, int32_t slack) {
 static void drop_req(int i) { F.reqs[i] = F.reqs[--F.nreqs]; }
 
 static void op_admit(input *in) {
-  static const int32_t bases[3][8] = {{5, 9, 5, 9, 3, 3, 7, 1}, {5, 9, 5, 9, 4, 4, 4, 4},
-                                      {8, 6, 8, 6, 8, 6, 8, 6}};
+  static const int32_t bases[3][8] = {
+      {5, 9, 5, 9, 3, 3, 7, 1}, {5, 9, 5, 9, 4, 4, 4, 4}, {8, 6, 8, 6, 8, 6, 8, 6}};
   int32_t tok[MAX_TOK];
   static int64_t slots[MAX_TOK];
   uint64_t ns = byte(in) % 3;
@@ -309,9 +309,10 @@ int main(int argc, char **argv) {
     LLVMFuzzerTestOneInput(buf, n);
     bytes += (long)n;
   }
-  diag("%ld admits (%ld hit the cache, %ld tokens), %ld appends, %ld checkpoints, %ld finishes, "
-       "%ld blocks evicted, %ld calls failed soft (pool or injected OOM)", T.admits, T.hits,
-       T.hit_tokens, T.appends, T.checkpoints, T.finishes, T.evicted, T.failures);
+  diag(
+      "%ld admits (%ld hit the cache, %ld tokens), %ld appends, %ld checkpoints, %ld finishes, "
+      "%ld blocks evicted, %ld calls failed soft (pool or injected OOM)",
+      T.admits, T.hits, T.hit_tokens, T.appends, T.checkpoints, T.finishes, T.evicted, T.failures);
   ok(1, "%ld pseudo-random operation streams (%ld bytes) kept every invariant", runs, bytes);
   return done_testing();
 }

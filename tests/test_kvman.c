@@ -57,13 +57,13 @@ int main(void) {
          b.num_new_tokens == 3,
      "the second request finds 'SYS' cached and computes 3 tokens");
   const int32_t dec[] = {7, 7, 7, 7};
-  ok(clpa_kvman_append(km, b.req, dec, 4, slots) == CLPA_OK &&
-         clpa_kvreq_num_tokens(b.req) == 10 && clpa_seq_num_blocks(clpa_kvreq_seq(b.req)) == 4,
+  ok(clpa_kvman_append(km, b.req, dec, 4, slots) == CLPA_OK && clpa_kvreq_num_tokens(b.req) == 10 &&
+         clpa_seq_num_blocks(clpa_kvreq_seq(b.req)) == 4,
      "decode appends 4 tokens (10 in all, 4 blocks)");
   clpa_kvman_finish(km, b.req, 1);
   clpa_kvman_stats st = stats(km);
-  ok(st.blocks_cached == 4 && st.blocks_free == 4 && st.running == 0 &&
-         st.blocks_evictable == 4 && st.hit_tokens == 3 && st.computed_tokens == 13,
+  ok(st.blocks_cached == 4 && st.blocks_free == 4 && st.running == 0 && st.blocks_evictable == 4 &&
+         st.hit_tokens == 3 && st.computed_tokens == 13,
      "after both: 4 cached blocks, the partial one freed, 3 hit / 13 computed tokens");
 
   /* a fully cached prompt still computes its last token */
@@ -124,7 +124,8 @@ int main(void) {
 
   clpa_kvman_config cfg;
   clpa_kvman_config_init(&cfg);
-  ok(clpa_kvman_create(&cfg, &km) == CLPA_ERR_INVALID_ARG && strstr(clpa_last_error(), "num_blocks"),
+  ok(clpa_kvman_create(&cfg, &km) == CLPA_ERR_INVALID_ARG &&
+         strstr(clpa_last_error(), "num_blocks"),
      "num_blocks must be set: %s", clpa_last_error());
   return done_testing();
 }

@@ -50,7 +50,8 @@ static clpa_radix_insert_result put(uint64_t ns, const int32_t *tok, int32_t n) 
   int32_t nb = n / clpa_pool_block_size(pool);
   clpa_radix_insert_result r = {0, 0, NULL};
   if (clpa_pool_alloc(pool, nb, blk) != CLPA_OK) return r;
-  if (clpa_radix_insert(tree, ns, tok, n, blk, &r) != CLPA_OK) diag("insert: %s", clpa_last_error());
+  if (clpa_radix_insert(tree, ns, tok, n, blk, &r) != CLPA_OK)
+    diag("insert: %s", clpa_last_error());
   for (int32_t i = 0; i < nb; i++) clpa_pool_unref(pool, blk[i]);
   return r;
 }
@@ -73,8 +74,7 @@ static clpa_radix_stats stats(void) {
  * "ab xy" that splits "ab cd". Letters are 1..8. */
 static void test_header_picture(void) {
   setup(2, 16);
-  const int32_t abcdef[] = {1, 2, 3, 4, 5, 6}, abcdgh[] = {1, 2, 3, 4, 7, 8},
-                abxy[] = {1, 2, 9, 9};
+  const int32_t abcdef[] = {1, 2, 3, 4, 5, 6}, abcdgh[] = {1, 2, 3, 4, 7, 8}, abxy[] = {1, 2, 9, 9};
   clpa_radix_insert_result r1 = put(0, abcdef, 6);
   clpa_radix_insert_result r2 = put(0, abcdgh, 6);
   ok(r1.cached_tokens == 0 && r2.cached_tokens == 4 && r2.num_tokens == 6,
@@ -106,7 +106,7 @@ static void test_header_picture(void) {
       "        `-- [5 6 | 2] lock=1 t=1\n";
   const char *got = dump_str();
   if (!ok(strcmp(got, want) == 0, "dump draws the tree")) diag("got:\n%s", got);
-  ok(clpa_radix_validate(tree) == CLPA_OK, "valid: %s", clpa_last_error());
+  ok(clpa_radix_check(tree) == CLPA_OK, "valid: %s", clpa_last_error());
   clpa_radix_unlock(tree, r1.node);
   teardown();
 }
@@ -145,7 +145,7 @@ static void test_insert_cases(void) {
   ok(r.cached_tokens == 4 && stats().splits == 3 && stats().num_nodes == 10 &&
          stats().cached_blocks == 13,
      "case 4 at the top level");
-  ok(clpa_radix_validate(tree) == CLPA_OK, "valid: %s", clpa_last_error());
+  ok(clpa_radix_check(tree) == CLPA_OK, "valid: %s", clpa_last_error());
   teardown();
 }
 
@@ -157,7 +157,8 @@ static void regress_split_at_block_boundary(void) {
   clpa_radix_match_result m;
   int32_t blk[3];
   clpa_radix_match(tree, 0, b, 12, blk, 3, &m);
-  ok(m.num_tokens == 4 && m.num_blocks == 1, "a match diverging mid-block counts whole blocks only");
+  ok(m.num_tokens == 4 && m.num_blocks == 1,
+     "a match diverging mid-block counts whole blocks only");
   clpa_radix_insert_result r = put(0, b, 12);
   ok(r.cached_tokens == 4 && stats().cached_blocks == 5 && stats().num_nodes == 3,
      "the edge is cut at the block boundary (4 tokens), not at the divergence (6)");
@@ -181,8 +182,8 @@ static void test_namespaces(void) {
 static void test_lru_and_locks(void) {
   setup(1, 16);
   const int32_t a[] = {1, 1, 1}, b[] = {2, 2}, c[] = {3};
-  put(0, a, 3); /* blocks 0 1 2 */
-  put(0, b, 2); /* blocks 3 4 */
+  put(0, a, 3);                               /* blocks 0 1 2 */
+  put(0, b, 2);                               /* blocks 3 4 */
   clpa_radix_insert_result rc = put(0, c, 1); /* block 5 */
   clpa_radix_match_result m;
   clpa_radix_match(tree, 0, a, 2, NULL, 2, &m); /* touches 1 1, splits off the last 1 */
@@ -192,7 +193,8 @@ static void test_lru_and_locks(void) {
   int32_t freed;
   nevicted = 0;
   clpa_radix_evict(tree, 1, &freed);
-  ok(freed == 1 && nevicted == 1 && evicted[0] == 2, "the oldest leaf goes first: the split-off tail");
+  ok(freed == 1 && nevicted == 1 && evicted[0] == 2,
+     "the oldest leaf goes first: the split-off tail");
   clpa_radix_evict(tree, 1, &freed);
   ok(freed == 2 && evicted[1] == 4 && evicted[2] == 3, "then b, a whole node, deepest block first");
   clpa_radix_evict(tree, 100, &freed);

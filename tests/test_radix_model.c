@@ -22,7 +22,7 @@
 #include "clpa_radix.h"
 #include "tap.h"
 
-#define MAXB 12      /* blocks per sequence at most */
+#define MAXB 12 /* blocks per sequence at most */
 #define NUM_NS 3
 #define NUM_BASES 6
 #define MAX_LOCKS 10
@@ -66,11 +66,11 @@ static clpa_pool *pool;
 static clpa_radix *tree;
 static int failures;
 
-#define CHECK(cond, ...)                  \
-  do {                                    \
-    if (!(cond)) {                        \
+#define CHECK(cond, ...)                      \
+  do {                                        \
+    if (!(cond)) {                            \
       if (failures++ < 10) diag(__VA_ARGS__); \
-    }                                     \
+    }                                         \
   } while (0)
 
 static void on_evict(void *user, const int32_t *b, int32_t n) {
@@ -187,7 +187,7 @@ static void check_sizes(const char *after) {
 }
 
 static void check_deep(long op) {
-  clpa_status s = clpa_radix_validate(tree);
+  clpa_status s = clpa_radix_check(tree);
   CHECK(s == CLPA_OK, "op %ld: tree invalid: %s", op, clpa_last_error());
   s = clpa_pool_check(pool);
   CHECK(s == CLPA_OK, "op %ld: pool invalid: %s", op, clpa_last_error());
@@ -246,8 +246,8 @@ static void compare_evictions(int32_t asked, int32_t freed) {
   int32_t cached, evictable;
   model_sizes(&cached, &evictable);
   CHECK(freed == M.nevicted, "evict reported %d freed, callback saw %d", (int)freed, M.nevicted);
-  CHECK(freed >= asked || evictable == 0, "evict(%d) freed %d with %d still evictable",
-        (int)asked, (int)freed, (int)evictable);
+  CHECK(freed >= asked || evictable == 0, "evict(%d) freed %d with %d still evictable", (int)asked,
+        (int)freed, (int)evictable);
   M.nevicted = 0;
 }
 
@@ -272,8 +272,8 @@ static void op_insert(void) {
   clpa_radix_insert_result r;
   clpa_status s = clpa_radix_insert(tree, ns, tok, n, blk, &r);
   CHECK(s == CLPA_OK && r.cached_tokens == k * M.bs && r.num_tokens == nb * M.bs,
-        "insert: cached %d tokens, model %d (status %d: %s)", (int)r.cached_tokens,
-        (int)(k * M.bs), (int)s, clpa_last_error());
+        "insert: cached %d tokens, model %d (status %d: %s)", (int)r.cached_tokens, (int)(k * M.bs),
+        (int)s, clpa_last_error());
   if (s != CLPA_OK) {
     for (int32_t i = 0; i < nb; i++) clpa_pool_unref(pool, blk[i]);
     return;
@@ -341,14 +341,17 @@ static void run(int32_t bs, int32_t pool_blocks, long ops) {
     }
     if (op % 997 == 0) check_deep(op);
     if (rng_below(5000) == 0) /* churn the shared prefixes */
-      for (int i = 0; i < MAXB * 32; i++) M.bases[rng_below(NUM_BASES)][i] = (int32_t)rng_below(1000);
+      for (int i = 0; i < MAXB * 32; i++)
+        M.bases[rng_below(NUM_BASES)][i] = (int32_t)rng_below(1000);
   }
   check_deep(ops);
   clpa_radix_stats st;
   clpa_radix_stats_get(tree, &st);
-  ok(failures == 0, "block_size %d, %d blocks: %ld ops (%ld match, %ld insert, %ld evict), %lld splits, "
-     "%lld nodes evicted, agree with the model", (int)bs, (int)pool_blocks, ops, nmatch, ninsert, nevict,
-     (long long)st.splits, (long long)st.evicted_nodes);
+  ok(failures == 0,
+     "block_size %d, %d blocks: %ld ops (%ld match, %ld insert, %ld evict), %lld splits, "
+     "%lld nodes evicted, agree with the model",
+     (int)bs, (int)pool_blocks, ops, nmatch, ninsert, nevict, (long long)st.splits,
+     (long long)st.evicted_nodes);
   /* unlock everything, evict everything: the pool must come back whole */
   while (M.nlocks) op_unlock();
   do_evict(pool_blocks);

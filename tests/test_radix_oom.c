@@ -130,7 +130,7 @@ int main(void) {
     } else if (nlocked && rng_below(3) == 0) {
       clpa_radix_unlock(tree, locked[--nlocked]);
     }
-    if (op % 500 == 0 && clpa_radix_validate(tree) != CLPA_OK) {
+    if (op % 500 == 0 && clpa_radix_check(tree) != CLPA_OK) {
       bad++;
       diag("op %d: %s", op, clpa_last_error());
     }
@@ -138,11 +138,11 @@ int main(void) {
   ok(bad == 0 && failed_calls > 1000,
      "%d calls failed on injected allocation failures (%ld injected); none changed the tree",
      failed_calls, injected);
-  clpa_status vs = clpa_radix_validate(tree);
+  clpa_status vs = clpa_radix_check(tree);
   ok(vs == CLPA_OK, "the tree is valid%s%s", vs ? ": " : "", vs ? clpa_last_error() : "");
   clpa_radix_destroy(tree);
-  ok(live_bytes == 0 && bad_sizes == 0, "no leak (%ld bytes live), sizes given back right (%ld bad)",
-     live_bytes, bad_sizes);
+  ok(live_bytes == 0 && bad_sizes == 0,
+     "no leak (%ld bytes live), sizes given back right (%ld bad)", live_bytes, bad_sizes);
   ok(clpa_pool_num_free(pool) == 256, "every block back in the pool");
   clpa_pool_destroy(pool);
   return done_testing();

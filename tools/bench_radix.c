@@ -62,7 +62,9 @@ static uint64_t rnd(void) {
   return z ^ (z >> 31);
 }
 static int32_t tok(void) { return (int32_t)(rnd() % 32000); }
-static int32_t between(int32_t lo, int32_t hi) { return lo + (int32_t)(rnd() % (uint64_t)(hi - lo + 1)); }
+static int32_t between(int32_t lo, int32_t hi) {
+  return lo + (int32_t)(rnd() % (uint64_t)(hi - lo + 1));
+}
 
 static double now(void) {
   struct timespec ts;
@@ -81,12 +83,18 @@ static int parse(int argc, char **argv, bench_opts *o) {
     }
     if (i + 1 >= argc) return -1;
     long v = atol(argv[++i]);
-    if (strcmp(a, "--requests") == 0) o->requests = (int32_t)v;
-    else if (strcmp(a, "--block-size") == 0) o->block_size = (int32_t)v;
-    else if (strcmp(a, "--blocks") == 0) o->blocks = (int32_t)v;
-    else if (strcmp(a, "--window") == 0) o->window = (int32_t)v;
-    else if (strcmp(a, "--seed") == 0) o->seed = (uint64_t)v;
-    else return -1;
+    if (strcmp(a, "--requests") == 0)
+      o->requests = (int32_t)v;
+    else if (strcmp(a, "--block-size") == 0)
+      o->block_size = (int32_t)v;
+    else if (strcmp(a, "--blocks") == 0)
+      o->blocks = (int32_t)v;
+    else if (strcmp(a, "--window") == 0)
+      o->window = (int32_t)v;
+    else if (strcmp(a, "--seed") == 0)
+      o->seed = (uint64_t)v;
+    else
+      return -1;
   }
   if (o->requests < 1 || o->block_size < 1 || o->blocks < 1 || o->window < 1) return -1;
   return 0;
@@ -180,8 +188,9 @@ static void finish(bench_state *b, inflight *r) {
 int clpa_bench_radix(int argc, char **argv) {
   bench_opts o;
   if (parse(argc, argv, &o)) {
-    fprintf(stderr, "usage: clpa-bench radix [--json] [--requests N] [--block-size N] "
-                    "[--blocks N] [--window N] [--seed N]\n");
+    fprintf(stderr,
+            "usage: clpa-bench radix [--json] [--requests N] [--block-size N] "
+            "[--blocks N] [--window N] [--seed N]\n");
     return 2;
   }
   rng_state = o.seed;
@@ -220,16 +229,16 @@ int clpa_bench_radix(int argc, char **argv) {
   long long ops = b->n_match + b->n_insert + b->n_evict;
   double hit = b->prompt_tokens ? (double)b->hit_tokens / (double)b->prompt_tokens : 0;
   if (o.json) {
-    printf("{\"bench\": \"radix\", \"requests\": %d, \"block_size\": %d, \"num_blocks\": %d, "
-           "\"window\": %d, \"prompt_tokens\": %lld, \"hit_tokens\": %lld, \"hit_rate\": %.4f, "
-           "\"ops\": %lld, \"ops_per_s\": %.0f, \"match_per_s\": %.0f, \"insert_per_s\": %.0f, "
-           "\"evict_per_s\": %.0f, \"evict_calls\": %lld, \"evicted_blocks\": %lld, "
-           "\"evicted_nodes\": %lld, \"splits\": %lld, \"refused\": %lld, \"seconds\": %.4f}\n",
-           (int)o.requests, (int)o.block_size, (int)o.blocks, (int)o.window, b->prompt_tokens,
-           b->hit_tokens, hit, ops, ops / t_ops, b->n_match / b->t_match,
-           b->n_insert / b->t_insert, b->n_evict ? b->n_evict / b->t_evict : 0.0, b->n_evict,
-           (long long)st.evicted_blocks, (long long)st.evicted_nodes, (long long)st.splits,
-           b->refused, wall);
+    printf(
+        "{\"bench\": \"radix\", \"requests\": %d, \"block_size\": %d, \"num_blocks\": %d, "
+        "\"window\": %d, \"prompt_tokens\": %lld, \"hit_tokens\": %lld, \"hit_rate\": %.4f, "
+        "\"ops\": %lld, \"ops_per_s\": %.0f, \"match_per_s\": %.0f, \"insert_per_s\": %.0f, "
+        "\"evict_per_s\": %.0f, \"evict_calls\": %lld, \"evicted_blocks\": %lld, "
+        "\"evicted_nodes\": %lld, \"splits\": %lld, \"refused\": %lld, \"seconds\": %.4f}\n",
+        (int)o.requests, (int)o.block_size, (int)o.blocks, (int)o.window, b->prompt_tokens,
+        b->hit_tokens, hit, ops, ops / t_ops, b->n_match / b->t_match, b->n_insert / b->t_insert,
+        b->n_evict ? b->n_evict / b->t_evict : 0.0, b->n_evict, (long long)st.evicted_blocks,
+        (long long)st.evicted_nodes, (long long)st.splits, b->refused, wall);
   } else {
     printf("radix: %d requests, %.1fM prompt tokens, block_size %d, %d blocks, %d in flight\n",
            (int)o.requests, b->prompt_tokens / 1e6, (int)o.block_size, (int)o.blocks,
@@ -243,8 +252,8 @@ int clpa_bench_radix(int argc, char **argv) {
              b->n_evict, b->n_evict / b->t_evict, 1e6 * b->t_evict / (double)b->n_evict,
              (long long)st.evicted_blocks, (long long)st.evicted_nodes);
     printf("  all     %8lld ops    %10.0f /s\n", ops, ops / t_ops);
-    printf("  hit rate %.4f (%lld of %lld prompt tokens cached), %lld splits, %lld refused\n",
-           hit, b->hit_tokens, b->prompt_tokens, (long long)st.splits, b->refused);
+    printf("  hit rate %.4f (%lld of %lld prompt tokens cached), %lld splits, %lld refused\n", hit,
+           b->hit_tokens, b->prompt_tokens, (long long)st.splits, b->refused);
   }
   clpa_radix_destroy(b->tree);
   clpa_pool_destroy(b->pool);
