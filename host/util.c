@@ -41,6 +41,8 @@ const char *clpa_status_name(clpa_status status) {
 
 const char *clpa_last_error(void) { return tls_error; }
 
+void clpa_err_keep(char *ctx_buf) { memcpy(ctx_buf, tls_error, sizeof tls_error); }
+
 void clpa_err_clear(void) { tls_error[0] = '\0'; }
 
 clpa_status clpa_err_vset(char *ctx_buf, clpa_status status, const char *func,

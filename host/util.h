@@ -13,7 +13,7 @@
  * last-error buffer (and into ctx_buf when it is not NULL, a
  * CLPA_ERROR_MAX-byte buffer owned by a context). Returns status so it can
  * end a return statement. */
-#define CLPA_ERROR_MAX 4096
+#define CLPA_ERROR_MAX 16384
 clpa_status clpa_err_set(char *ctx_buf, clpa_status status, const char *func,
                          const char *fmt, ...)
 #if defined(__GNUC__)
@@ -24,6 +24,8 @@ clpa_status clpa_err_vset(char *ctx_buf, clpa_status status, const char *func,
                           const char *fmt, va_list ap);
 /* Appends text to the last-error message of this thread (and ctx_buf). */
 void clpa_err_append(char *ctx_buf, const char *text);
+/* Copies this thread's last-error message into ctx_buf. */
+void clpa_err_keep(char *ctx_buf);
 /* Clears this thread's last-error message. */
 void clpa_err_clear(void);
 

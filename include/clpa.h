@@ -1,5 +1,173 @@
-/* clpa.h — placeholder until the runtime lands in the next commit. */
+/*
+ * clpa.h — portable paged attention over OpenCL.
+ *
+ * clpa keeps an LLM's KV cache in fixed-size blocks (vLLM's PagedAttention),
+ * shares prefixes between requests through a radix tree (SGLang's
+ * RadixAttention) and runs attention for decode and prefill on any OpenCL
+ * 1.2+ device: NVIDIA, AMD and Intel GPUs, and CPUs through PoCL.
+ *
+ * This header is the whole device-side API; the host-only parts (block
+ * pool, sequences, radix cache) are in clpa_kv.h and need no OpenCL.
+ *
+ * Sections, from simple to advanced:
+ *   1. Context: pick a device (or wrap the application's), last error
+ *   2. Devices: list them and their capabilities
+ *   3. Kernels: program cache controls and statistics
+ *
+ * Conventions: every call returns clpa_status (clpa_base.h) and writes
+ * results through pointers; a failed call writes nothing and leaves a
+ * message in clpa_context_last_error() (and in clpa_last_error() for the
+ * calling thread). Objects come in create/destroy pairs; destroy accepts
+ * NULL. Creation takes a config struct filled by ..._config_init().
+ */
 #ifndef CLPA_H
 #define CLPA_H
-#include "clpa_base.h"
+
+#ifndef CL_TARGET_OPENCL_VERSION
+#define CL_TARGET_OPENCL_VERSION 300
 #endif
+#include <CL/cl.h>
+
+#include "clpa_base.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ======================================================================
+ * 1. Context
+ * ==================================================================== */
+
+typedef struct clpa_context clpa_context;
+
+/* Which lane-group path the kernels use to emulate a CUDA warp. */
+typedef enum clpa_lanes {
+  CLPA_LANES_AUTO = 0,     /* pick from the device (config only) */
+  CLPA_LANES_EMULATED = 1, /* local memory + barriers: any OpenCL 1.2 device */
+  CLPA_LANES_SUBGROUP = 2, /* cl_khr_subgroups / cl_intel_subgroups / __opencl_c_subgroups with shuffles */
+  CLPA_LANES_NV_PTX = 3    /* inline-PTX shfl.sync on NVIDIA's OpenCL */
+} clpa_lanes;
+
+/* Returns "auto", "emulated", "subgroup", "nv_ptx" or "invalid". */
+CLPA_API const char *clpa_lanes_name(clpa_lanes lanes);
+
+typedef struct clpa_context_config {
+  /* Device spec: "P:D" (platform and device indices, as clpa-info prints
+   * them), or a case-insensitive substring of the device, vendor or
+   * platform name. NULL: the CLPA_DEVICE environment variable, else the
+   * first GPU, else the first device. */
+  const char *device;
+  /* Wrap the application's own objects instead: when cl_ctx is not NULL,
+   * cl_dev and cl_queue must be given too, belong to it, and clpa creates
+   * no OpenCL object of its own besides programs and kernels. clpa retains
+   * them and releases its references in clpa_context_destroy. */
+  cl_context cl_ctx;
+  cl_device_id cl_dev;
+  cl_command_queue cl_queue;
+  /* Create clpa's own queue with profiling enabled (clpa-bench). */
+  int profiling;
+  /* On-disk cache of program binaries: 1 (default) on, 0 off. Also off
+   * when the environment has CLPA_NO_BINARY_CACHE=1. */
+  int binary_cache;
+  /* Directory of the binary cache; NULL: $XDG_CACHE_HOME/clpa, else
+   * $HOME/.cache/clpa. */
+  const char *cache_dir;
+  /* Force a lane-group path (tests, benchmarks); CLPA_LANES_AUTO picks. A
+   * forced path the device cannot run is refused with CLPA_ERR_UNSUPPORTED. */
+  clpa_lanes lanes;
+} clpa_context_config;
+
+/* Fills cfg with the defaults (all NULL/0, binary_cache 1, lanes AUTO). */
+CLPA_API void clpa_context_config_init(clpa_context_config *cfg);
+
+/* Creates a context on the device the config selects (cfg NULL = defaults).
+ * Returns CLPA_OK and *out, or CLPA_ERR_DEVICE_NOT_FOUND (bad or unmatched
+ * spec, no OpenCL platform), CLPA_ERR_INVALID_ARG, CLPA_ERR_OPENCL,
+ * CLPA_ERR_OUT_OF_MEMORY; on failure *out is NULL and clpa_last_error()
+ * says why. */
+CLPA_API clpa_status clpa_context_create(const clpa_context_config *cfg, clpa_context **out);
+
+/* Releases everything the context holds (NULL is fine). Does not wait for
+ * the queue unless clpa created it. */
+CLPA_API void clpa_context_destroy(clpa_context *ctx);
+
+/* Returns the message of the context's last failed call ("" if none). */
+CLPA_API const char *clpa_context_last_error(const clpa_context *ctx);
+
+/* The OpenCL objects the context uses (its own or the wrapped ones). */
+CLPA_API cl_context clpa_context_cl_context(const clpa_context *ctx);
+CLPA_API cl_device_id clpa_context_cl_device(const clpa_context *ctx);
+CLPA_API cl_command_queue clpa_context_cl_queue(const clpa_context *ctx);
+
+/* Waits for the context's queue (clFinish). Returns CLPA_OK or CLPA_ERR_OPENCL. */
+CLPA_API clpa_status clpa_context_finish(clpa_context *ctx);
+
+/* ======================================================================
+ * 2. Devices
+ * ==================================================================== */
+
+typedef struct clpa_device_info {
+  int platform_index, device_index; /* as "P:D" device specs use them */
+  char platform_name[128], platform_version[128];
+  char name[128], vendor[128], driver_version[128], device_version[128], c_version[64];
+  int is_gpu, is_cpu;
+  unsigned compute_units;
+  uint64_t global_mem_bytes, local_mem_bytes, max_alloc_bytes;
+  size_t max_work_group_size;
+  int has_subgroups;       /* cl_khr_subgroups, cl_intel_subgroups or __opencl_c_subgroups */
+  int has_subgroup_shuffle;/* cl_khr_subgroup_shuffle or cl_intel_subgroups */
+  int has_fp16, has_fp64;  /* cl_khr_fp16 / cl_khr_fp64 (f16 storage needs neither) */
+  clpa_lanes lanes;        /* the lane-group path clpa picks on this device */
+} clpa_device_info;
+
+/* Lists every device of every platform. Writes at most cap entries to out
+ * (out may be NULL when cap is 0) and the total number to *count.
+ * Returns CLPA_OK (also with zero devices), CLPA_ERR_INVALID_ARG or
+ * CLPA_ERR_OPENCL. */
+CLPA_API clpa_status clpa_devices_list(clpa_device_info *out, size_t cap, size_t *count);
+
+/* Resolves a device spec (NULL: CLPA_DEVICE, else the default rule) to the
+ * index into clpa_devices_list's order. Returns CLPA_OK,
+ * CLPA_ERR_DEVICE_NOT_FOUND or CLPA_ERR_OPENCL. */
+CLPA_API clpa_status clpa_device_select(const char *spec, size_t *index);
+
+/* Capabilities of the context's device. Returns CLPA_OK or CLPA_ERR_INVALID_ARG. */
+CLPA_API clpa_status clpa_context_device_info(const clpa_context *ctx, clpa_device_info *out);
+
+/* ======================================================================
+ * 3. Kernels and the program cache
+ *
+ * Kernel sources are embedded in the library. A program is built on first
+ * use for each specialization (a set of -D options), kept in the context
+ * and, unless disabled, stored on disk as a binary keyed by device name,
+ * driver version, platform version, source hash, options and clpa version.
+ * ==================================================================== */
+
+typedef struct clpa_program_stats {
+  unsigned built_from_source; /* programs compiled from source */
+  unsigned loaded_from_disk;  /* programs loaded from the binary cache */
+  unsigned memory_hits;       /* lookups answered by the in-memory cache */
+  unsigned disk_rejected;     /* cache files that were corrupt or refused (then rebuilt) */
+  double build_seconds;       /* wall time spent building or loading programs */
+} clpa_program_stats;
+
+/* Returns the context's program-cache counters. */
+CLPA_API clpa_status clpa_context_program_stats(const clpa_context *ctx, clpa_program_stats *out);
+
+/* Builds (or finds) the program of a kernel family ("smoke", "decode", …)
+ * for the given extra -D options, and returns it in *out (owned by the
+ * context; do not release). Mostly for tests and tools that warm the cache.
+ * Returns CLPA_OK, CLPA_ERR_INVALID_ARG (unknown family), CLPA_ERR_BUILD
+ * (the build log is in the message) or CLPA_ERR_OPENCL. */
+CLPA_API clpa_status clpa_program_get(clpa_context *ctx, const char *family, const char *options,
+                                      cl_program *out);
+
+/* Runs a tiny kernel (y = a*x + y over n floats, read back and checked on
+ * the host) to prove the device, the compiler and the queue work.
+ * Returns CLPA_OK, or the failing call's status. */
+CLPA_API clpa_status clpa_smoke_test(clpa_context *ctx, size_t n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* CLPA_H */

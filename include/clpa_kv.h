@@ -178,7 +178,8 @@ CLPA_API clpa_status clpa_seq_append(clpa_seq *seq, int32_t n, int64_t *slots,
  * so a later append never writes into them.
  * Returns CLPA_OK, CLPA_ERR_OUT_OF_MEMORY, CLPA_ERR_INVALID_ARG (NULL seq,
  * NULL blocks with n > 0, n < 0, a block out of range, too many tokens) or
- * CLPA_ERR_STATE (the sequence ends inside a block, or a block is free). */
+ * CLPA_ERR_STATE (the sequence ends inside a block, a block is free or
+ * has INT32_MAX references). On failure no block gained a reference. */
 CLPA_API clpa_status clpa_seq_append_blocks(clpa_seq *seq, const int32_t *blocks, int32_t n);
 
 /* Creates a child with the same tokens that shares every block of parent

@@ -1,0 +1,334 @@
+/*
+ * program.c — kernels as data: each family's program is common.cl + the
+ * family's file, specialised with -D options; built on first use, kept in
+ * the context, and cached on disk as a binary.
+ *
+ * Disk cache file (one per key, named clpa-<hash of key>.bin):
+ *
+ *   "CLPABIN1"  u32 key_len  key[key_len]  u64 bin_len  bin[bin_len]  u64 checksum
+ *
+ * The key text spells out everything the binary depends on (clpa version,
+ * device name, driver and platform versions, source hash, options), so a
+ * hash collision in the file name is caught by comparing keys. The
+ * checksum (FNV-1a over all bytes before it) catches a torn or corrupt
+ * file; a bad file, or one the driver refuses, is rebuilt from source and
+ * overwritten. Writes go to a temporary file renamed into place, so a
+ * reader never sees half a file.
+ */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cl_sources.h"
+#include "internal.h"
+
+static double now_seconds(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static const clpa_cl_source *find_source(const char *name) {
+  for (const clpa_cl_source *s = clpa_cl_sources; s->name; s++)
+    if (strcmp(s->name, name) == 0) return s;
+  return NULL;
+}
+
+static uint64_t source_hash(const clpa_cl_source *common, const clpa_cl_source *family) {
+  uint64_t h = clpa_hash64(CLPA_HASH64_INIT, common->text, common->length);
+  return clpa_hash64(h, family->text, family->length);
+}
+
+/* The text that identifies a binary; caller frees. */
+static char *cache_key_text(const clpa_context *ctx, const char *family, uint64_t src_hash,
+                            const char *options) {
+  const char *fmt = "clpa %s\ndevice %s\nvendor %s\ndriver %s\nplatform %s\nfamily %s\n"
+                    "source %016llx\noptions %s\n";
+  const clpa_device_info *in = &ctx->info;
+  int n = snprintf(NULL, 0, fmt, clpa_version_string(), in->name, in->vendor, in->driver_version,
+                   in->platform_version, family, (unsigned long long)src_hash, options);
+  char *s = malloc((size_t)n + 1);
+  if (s)
+    snprintf(s, (size_t)n + 1, fmt, clpa_version_string(), in->name, in->vendor,
+             in->driver_version, in->platform_version, family, (unsigned long long)src_hash,
+             options);
+  return s;
+}
+
+static char *cache_path(const clpa_context *ctx, const char *key) {
+  uint64_t h = clpa_hash64(CLPA_HASH64_INIT, key, strlen(key));
+  size_t n = strlen(ctx->cache_dir) + 64;
+  char *p = malloc(n);
+  if (p) snprintf(p, n, "%s/clpa-%016llx.bin", ctx->cache_dir, (unsigned long long)h);
+  return p;
+}
+
+/* mkdir -p; errors surface when the file is written. */
+static void make_dirs(const char *dir) {
+  char *tmp = strdup(dir);
+  if (!tmp) return;
+  for (char *p = tmp + 1; *p; p++)
+    if (*p == '/') {
+      *p = '\0';
+      mkdir(tmp, 0755);
+      *p = '/';
+    }
+  mkdir(tmp, 0755);
+  free(tmp);
+}
+
+/* Reads a cache file; returns the binary (caller frees) if the file is
+ * whole and its key matches, else NULL. *present says whether a file was
+ * there at all. */
+static unsigned char *read_cached(const char *path, const char *key, size_t *bin_len,
+                                  int *present) {
+  *present = 0;
+  FILE *f = fopen(path, "rb");
+  if (!f) return NULL;
+  *present = 1;
+  unsigned char *buf = NULL, *bin = NULL;
+  long size = (fseek(f, 0, SEEK_END) == 0) ? ftell(f) : -1;
+  size_t klen = strlen(key);
+  if (size < (long)(8 + 4 + klen + 8 + 8) || fseek(f, 0, SEEK_SET) != 0) goto out;
+  buf = malloc((size_t)size);
+  if (!buf || fread(buf, 1, (size_t)size, f) != (size_t)size) goto out;
+  uint64_t sum;
+  memcpy(&sum, buf + size - 8, 8);
+  if (sum != clpa_hash64(CLPA_HASH64_INIT, buf, (size_t)size - 8)) goto out;
+  if (memcmp(buf, "CLPABIN1", 8) != 0) goto out;
+  uint32_t kl;
+  memcpy(&kl, buf + 8, 4);
+  if (kl != klen || memcmp(buf + 12, key, klen) != 0) goto out;
+  uint64_t bl;
+  memcpy(&bl, buf + 12 + klen, 8);
+  if (bl == 0 || bl != (uint64_t)size - (12 + klen + 8 + 8)) goto out;
+  bin = malloc(bl);
+  if (!bin) goto out;
+  memcpy(bin, buf + 12 + klen + 8, bl);
+  *bin_len = bl;
+out:
+  free(buf);
+  fclose(f);
+  return bin;
+}
+
+static void write_cached(const clpa_context *ctx, const char *path, const char *key,
+                         const unsigned char *bin, size_t bin_len) {
+  make_dirs(ctx->cache_dir);
+  size_t klen = strlen(key), total = 12 + klen + 8 + bin_len + 8;
+  unsigned char *buf = malloc(total);
+  size_t tn = strlen(path) + 32;
+  char *tmp = malloc(tn);
+  if (!buf || !tmp) goto out;
+  memcpy(buf, "CLPABIN1", 8);
+  uint32_t kl = (uint32_t)klen;
+  uint64_t bl = bin_len;
+  memcpy(buf + 8, &kl, 4);
+  memcpy(buf + 12, key, klen);
+  memcpy(buf + 12 + klen, &bl, 8);
+  memcpy(buf + 20 + klen, bin, bin_len);
+  uint64_t sum = clpa_hash64(CLPA_HASH64_INIT, buf, total - 8);
+  memcpy(buf + total - 8, &sum, 8);
+  snprintf(tmp, tn, "%s.tmp%ld", path, (long)getpid());
+  FILE *f = fopen(tmp, "wb");
+  if (!f) goto out;
+  int okw = fwrite(buf, 1, total, f) == total;
+  okw &= fclose(f) == 0;
+  /* A failed write leaves no file behind; the cache is only an optimisation. */
+  if (!okw || rename(tmp, path) != 0) remove(tmp);
+out:
+  free(buf);
+  free(tmp);
+}
+
+/* The program's binary for our one device; caller frees. */
+static unsigned char *program_binary(cl_program prog, size_t *len) {
+  size_t sz = 0;
+  if (clGetProgramInfo(prog, CL_PROGRAM_BINARY_SIZES, sizeof sz, &sz, NULL) != CL_SUCCESS ||
+      sz == 0)
+    return NULL;
+  unsigned char *bin = malloc(sz);
+  if (!bin) return NULL;
+  if (clGetProgramInfo(prog, CL_PROGRAM_BINARIES, sizeof bin, &bin, NULL) != CL_SUCCESS) {
+    free(bin);
+    return NULL;
+  }
+  *len = sz;
+  return bin;
+}
+
+/* Records a build failure with the log in the message. */
+static clpa_status build_failed(clpa_context *ctx, cl_program prog, cl_int err,
+                                const char *family, const char *options) {
+  clpa_err_set(ctx->error, clpa_status_from_cl(err), "clpa_program_get",
+               "build of '%s' with options '%s' failed: %s (%d)\n--- build log ---\n", family,
+               options, clpa_cl_error_name(err), (int)err);
+  size_t sz = 0;
+  if (clGetProgramBuildInfo(prog, ctx->dev, CL_PROGRAM_BUILD_LOG, 0, NULL, &sz) == CL_SUCCESS &&
+      sz > 1) {
+    char *log = malloc(sz + 1);
+    if (log && clGetProgramBuildInfo(prog, ctx->dev, CL_PROGRAM_BUILD_LOG, sz, log, NULL) ==
+                   CL_SUCCESS) {
+      log[sz] = '\0';
+      clpa_err_append(ctx->error, log);
+    }
+    free(log);
+  }
+  return err == CL_BUILD_PROGRAM_FAILURE ? CLPA_ERR_BUILD : clpa_status_from_cl(err);
+}
+
+static clpa_status build_from_source(clpa_context *ctx, const clpa_cl_source *common,
+                                     const clpa_cl_source *fam, const char *options,
+                                     cl_program *out) {
+  const char *texts[2] = {common->text, fam->text};
+  size_t lens[2] = {common->length, fam->length};
+  cl_int err;
+  cl_program prog = clCreateProgramWithSource(ctx->cl, 2, texts, lens, &err);
+  if (err != CL_SUCCESS) return CLPA_CL_FAIL(ctx, err, "clCreateProgramWithSource");
+  err = clBuildProgram(prog, 1, &ctx->dev, options, NULL, NULL);
+  if (err != CL_SUCCESS) {
+    clpa_status st = build_failed(ctx, prog, err, fam->name, options);
+    clReleaseProgram(prog);
+    return st;
+  }
+  *out = prog;
+  return CLPA_OK;
+}
+
+/* Tries the disk cache; returns the program or NULL (and counts a reject). */
+static cl_program load_cached(clpa_context *ctx, const char *path, const char *key,
+                              const char *options) {
+  size_t len = 0;
+  int present;
+  unsigned char *bin = read_cached(path, key, &len, &present);
+  if (!bin) {
+    if (present) ctx->stats.disk_rejected++;
+    return NULL;
+  }
+  cl_int status = CL_SUCCESS, err;
+  const unsigned char *bins[1] = {bin};
+  cl_program prog = clCreateProgramWithBinary(ctx->cl, 1, &ctx->dev, &len, bins, &status, &err);
+  free(bin);
+  if (err == CL_SUCCESS && status == CL_SUCCESS)
+    err = clBuildProgram(prog, 1, &ctx->dev, options, NULL, NULL);
+  if (err != CL_SUCCESS || status != CL_SUCCESS) {
+    if (prog) clReleaseProgram(prog);
+    ctx->stats.disk_rejected++;
+    return NULL;
+  }
+  return prog;
+}
+
+/* The full option string: lane path first, then the caller's options. */
+static char *full_options(const clpa_context *ctx, const char *options) {
+  size_t n = strlen(options) + 96;
+  char *s = malloc(n);
+  if (s) snprintf(s, n, "-DCLPA_LANES=%d %s", (int)ctx->lanes, options);
+  return s;
+}
+
+clpa_status clpa_program_get_internal(clpa_context *ctx, const char *family, const char *options,
+                                      cl_program *out) {
+  if (!options) options = "";
+  const clpa_cl_source *common = find_source("common");
+  const clpa_cl_source *fam = find_source(family);
+  CLPA_CTX_CHECK(ctx, !fam || !common || strcmp(family, "common") == 0, CLPA_ERR_INVALID_ARG,
+                 "unknown kernel family '%s'", family);
+  char *opts = full_options(ctx, options);
+  size_t klen = strlen(family) + 2 + (opts ? strlen(opts) : 0);
+  char *mkey = opts ? malloc(klen) : NULL;
+  if (!mkey) {
+    free(opts);
+    return CLPA_FAIL(ctx->error, CLPA_ERR_OUT_OF_MEMORY, "out of memory");
+  }
+  snprintf(mkey, klen, "%s\n%s", family, opts);
+  for (clpa_program_entry *e = ctx->programs; e; e = e->next)
+    if (strcmp(e->key, mkey) == 0) {
+      ctx->stats.memory_hits++;
+      free(mkey);
+      free(opts);
+      *out = e->program;
+      return CLPA_OK;
+    }
+
+  double t0 = now_seconds();
+  cl_program prog = NULL;
+  clpa_status st = CLPA_OK;
+  char *dkey = NULL, *path = NULL;
+  if (ctx->binary_cache) {
+    dkey = cache_key_text(ctx, family, source_hash(common, fam), opts);
+    path = dkey ? cache_path(ctx, dkey) : NULL;
+    if (path) prog = load_cached(ctx, path, dkey, opts);
+    if (prog) ctx->stats.loaded_from_disk++;
+  }
+  if (!prog) {
+    st = build_from_source(ctx, common, fam, opts, &prog);
+    if (st == CLPA_OK) {
+      ctx->stats.built_from_source++;
+      size_t blen = 0;
+      unsigned char *bin = path ? program_binary(prog, &blen) : NULL;
+      if (bin) write_cached(ctx, path, dkey, bin, blen);
+      free(bin);
+    }
+  }
+  ctx->stats.build_seconds += now_seconds() - t0;
+  free(dkey);
+  free(path);
+  free(opts);
+  clpa_program_entry *e = NULL;
+  if (st == CLPA_OK && !(e = malloc(sizeof *e))) {
+    clReleaseProgram(prog);
+    st = CLPA_FAIL(ctx->error, CLPA_ERR_OUT_OF_MEMORY, "out of memory");
+  }
+  if (st != CLPA_OK) {
+    free(mkey);
+    return st;
+  }
+  e->key = mkey;
+  e->program = prog;
+  e->next = ctx->programs;
+  ctx->programs = e;
+  *out = prog;
+  return CLPA_OK;
+}
+
+void clpa_programs_release(clpa_context *ctx) {
+  clpa_program_entry *e = ctx->programs;
+  while (e) {
+    clpa_program_entry *next = e->next;
+    clReleaseProgram(e->program);
+    free(e->key);
+    free(e);
+    e = next;
+  }
+  ctx->programs = NULL;
+}
+
+clpa_status clpa_program_get(clpa_context *ctx, const char *family, const char *options,
+                             cl_program *out) {
+  clpa_err_clear();
+  CLPA_CHECK(NULL, !ctx, CLPA_ERR_INVALID_ARG, "ctx must not be NULL");
+  CLPA_CTX_CHECK(ctx, !family || !out, CLPA_ERR_INVALID_ARG, "family and out must not be NULL");
+  return clpa_program_get_internal(ctx, family, options, out);
+}
+
+clpa_status clpa_context_program_stats(const clpa_context *ctx, clpa_program_stats *out) {
+  CLPA_CHECK(NULL, !ctx || !out, CLPA_ERR_INVALID_ARG, "ctx and out must not be NULL");
+  *out = ctx->stats;
+  return CLPA_OK;
+}
+
+clpa_status clpa_kernel_create(clpa_context *ctx, const char *family, const char *options,
+                               const char *name, cl_kernel *out) {
+  cl_program prog;
+  clpa_status st = clpa_program_get_internal(ctx, family, options, &prog);
+  if (st != CLPA_OK) return st;
+  cl_int err;
+  *out = clCreateKernel(prog, name, &err);
+  if (err != CL_SUCCESS) return CLPA_CL_FAIL(ctx, err, name);
+  return CLPA_OK;
+}

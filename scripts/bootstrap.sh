@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# bootstrap.sh demo|test — install what is missing (Debian), configure,
+# build, then run the main job (demo) or the whole test suite (test).
+# Idempotent and quick when everything is already there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+want=(pocl-opencl-icd ocl-icd-opencl-dev opencl-headers clinfo meson ninja-build pkg-config
+      gcc libclblast-dev python3)
+missing=()
+for p in "${want[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  sudo=""
+  [ "$(id -u)" -ne 0 ] && sudo="sudo"
+  echo "installing: ${missing[*]}"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+build=${CLPA_BUILD_DIR:-build}
+[ -f "$build/build.ninja" ] || meson setup "$build" >/dev/null
+ninja -C "$build"
+
+case "${1:-demo}" in
+  demo)
+    if [ -x "$build/tools/clpa-demo" ]; then
+      "$build/tools/clpa-demo"
+    else
+      "$build/tools/clpa-info" --smoke
+    fi
+    ;;
+  test)
+    meson test -C "$build" --print-errorlogs
+    # The host suite again under AddressSanitizer + UndefinedBehaviorSanitizer.
+    asan="$build-asan"
+    [ -f "$asan/build.ninja" ] || meson setup "$asan" -Db_sanitize=address,undefined \
+      -Db_lundef=false >/dev/null
+    ninja -C "$asan"
+    UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 meson test -C "$asan" --suite host \
+      --suite headers --print-errorlogs
+    ;;
+  *)
+    echo "usage: $0 demo|test" >&2
+    exit 2
+    ;;
+esac

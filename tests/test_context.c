@@ -1,0 +1,186 @@
+/*
+ * Context creation from a spec, from CLPA_DEVICE, from the default rule and
+ * around the application's own handles; bad specs and bad arguments give
+ * the right status and a message naming what was wrong.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "clpa.h"
+#include "tap.h"
+
+static clpa_status create_with(const char *spec, clpa_context **ctx) {
+  clpa_context_config cfg;
+  clpa_context_config_init(&cfg);
+  cfg.device = spec;
+  return clpa_context_create(&cfg, ctx);
+}
+
+static void test_specs(const clpa_device_info *first) {
+  clpa_context *ctx = NULL;
+  ok(clpa_context_create(NULL, &ctx) == CLPA_OK && ctx, "default context: %s",
+     clpa_last_error());
+  clpa_device_info info;
+  ok(clpa_context_device_info(ctx, &info) == CLPA_OK && info.name[0] && info.compute_units > 0,
+     "device info of the default context: %s, %u units", info.name, info.compute_units);
+  ok(clpa_smoke_test(ctx, 4096) == CLPA_OK, "smoke kernel runs: %s", clpa_last_error());
+  clpa_context_destroy(ctx);
+
+  char spec[32];
+  snprintf(spec, sizeof spec, "%d:%d", first->platform_index, first->device_index);
+  ctx = NULL;
+  ok(create_with(spec, &ctx) == CLPA_OK && clpa_context_device_info(ctx, &info) == CLPA_OK &&
+         strcmp(info.name, first->name) == 0 && info.platform_index == first->platform_index,
+     "spec '%s' selects %s", spec, first->name);
+  clpa_context_destroy(ctx);
+
+  /* A name substring, in another case than the device reports it. */
+  char sub[8] = {0};
+  for (int i = 0; i < 4 && first->name[i]; i++)
+    sub[i] = (char)((first->name[i] >= 'a' && first->name[i] <= 'z') ? first->name[i] - 32
+                                                                      : first->name[i]);
+  ctx = NULL;
+  ok(create_with(sub, &ctx) == CLPA_OK, "name substring '%s' selects a device", sub);
+  clpa_context_destroy(ctx);
+
+  setenv("CLPA_DEVICE", spec, 1);
+  ctx = NULL;
+  ok(clpa_context_create(NULL, &ctx) == CLPA_OK, "CLPA_DEVICE=%s is honoured", spec);
+  clpa_context_destroy(ctx);
+  setenv("CLPA_DEVICE", "no-such-device-xyz", 1);
+  ctx = (clpa_context *)1;
+  ok(clpa_context_create(NULL, &ctx) == CLPA_ERR_DEVICE_NOT_FOUND && ctx == NULL &&
+         strstr(clpa_last_error(), "CLPA_DEVICE") && strstr(clpa_last_error(), "no-such-device"),
+     "a bad CLPA_DEVICE is reported with its origin: %s", clpa_last_error());
+  size_t idx;
+  ok(clpa_device_select(NULL, &idx) == CLPA_ERR_DEVICE_NOT_FOUND, "device_select follows env too");
+  unsetenv("CLPA_DEVICE");
+
+  const char *bad[] = {"99:0", "0:99", "", "no-such-device-xyz"};
+  for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
+    ctx = (clpa_context *)1;
+    clpa_status st = create_with(bad[i], &ctx);
+    ok(st == CLPA_ERR_DEVICE_NOT_FOUND && ctx == NULL && strlen(clpa_last_error()) > 10,
+       "bad spec '%s' -> %s: %s", bad[i], clpa_status_name(st), clpa_last_error());
+  }
+}
+
+static void test_bad_args(void) {
+  ok(clpa_context_create(NULL, NULL) == CLPA_ERR_INVALID_ARG && strstr(clpa_last_error(), "out"),
+     "NULL out: %s", clpa_last_error());
+  clpa_context_config cfg;
+  clpa_context *ctx = NULL;
+  clpa_context_config_init(&cfg);
+  cfg.binary_cache = 7;
+  ok(clpa_context_create(&cfg, &ctx) == CLPA_ERR_INVALID_ARG &&
+         strstr(clpa_last_error(), "binary_cache"),
+     "binary_cache = 7: %s", clpa_last_error());
+  clpa_context_config_init(&cfg);
+  cfg.lanes = (clpa_lanes)42;
+  ok(clpa_context_create(&cfg, &ctx) == CLPA_ERR_INVALID_ARG && strstr(clpa_last_error(), "lanes"),
+     "lanes = 42: %s", clpa_last_error());
+  clpa_context_config_init(&cfg);
+  cfg.cl_queue = (cl_command_queue)&cfg;
+  ok(clpa_context_create(&cfg, &ctx) == CLPA_ERR_INVALID_ARG && strstr(clpa_last_error(), "cl_ctx"),
+     "queue without context: %s", clpa_last_error());
+  ok(clpa_context_device_info(NULL, NULL) == CLPA_ERR_INVALID_ARG, "device_info(NULL)");
+  ok(clpa_context_finish(NULL) == CLPA_ERR_INVALID_ARG, "finish(NULL)");
+  ok(clpa_smoke_test(NULL, 1) == CLPA_ERR_INVALID_ARG, "smoke_test(NULL)");
+  size_t n;
+  ok(clpa_devices_list(NULL, 3, &n) == CLPA_ERR_INVALID_ARG, "devices_list NULL out, cap 3");
+  ok(clpa_devices_list(NULL, 0, NULL) == CLPA_ERR_INVALID_ARG, "devices_list NULL count");
+  clpa_context_destroy(NULL); /* must be a no-op */
+  ok(clpa_context_create(NULL, &ctx) == CLPA_OK, "context for argument checks");
+  ok(clpa_smoke_test(ctx, 0) == CLPA_ERR_INVALID_ARG &&
+         strstr(clpa_context_last_error(ctx), "n = 0"),
+     "smoke_test n = 0, message kept in the context: %s", clpa_context_last_error(ctx));
+  cl_program p;
+  ok(clpa_program_get(ctx, "no_such_family", "", &p) == CLPA_ERR_INVALID_ARG &&
+         strstr(clpa_last_error(), "no_such_family"),
+     "unknown family: %s", clpa_last_error());
+  ok(clpa_program_get(ctx, "common", "", &p) == CLPA_ERR_INVALID_ARG, "common is no family");
+  clpa_device_info info;
+  clpa_context_device_info(ctx, &info);
+  clpa_context_destroy(ctx);
+  clpa_context_config_init(&cfg);
+  cfg.lanes = info.lanes == CLPA_LANES_NV_PTX ? CLPA_LANES_SUBGROUP : CLPA_LANES_NV_PTX;
+  if (!(cfg.lanes == CLPA_LANES_SUBGROUP && info.has_subgroups && info.has_subgroup_shuffle)) {
+    ctx = NULL;
+    ok(clpa_context_create(&cfg, &ctx) == CLPA_ERR_UNSUPPORTED && ctx == NULL,
+       "forcing lanes '%s' the device lacks: %s", clpa_lanes_name(cfg.lanes), clpa_last_error());
+  }
+  clpa_context_config_init(&cfg);
+  cfg.lanes = CLPA_LANES_EMULATED;
+  ctx = NULL;
+  ok(clpa_context_create(&cfg, &ctx) == CLPA_OK && clpa_context_device_info(ctx, &info) == CLPA_OK &&
+         info.lanes == CLPA_LANES_EMULATED && clpa_smoke_test(ctx, 100) == CLPA_OK,
+     "emulated lanes can always be forced");
+  clpa_context_destroy(ctx);
+}
+
+/* The application's own context, device and queue are used, not copied,
+ * and survive clpa_context_destroy. */
+static void test_wrapped(void) {
+  clpa_context *own = NULL;
+  if (!ok(clpa_context_create(NULL, &own) == CLPA_OK, "context to borrow a device from")) return;
+  cl_device_id dev = clpa_context_cl_device(own);
+  cl_int err;
+  cl_context app_ctx = clCreateContext(NULL, 1, &dev, NULL, NULL, &err);
+  cl_command_queue app_q = clCreateCommandQueueWithProperties(app_ctx, dev, NULL, &err);
+  ok(err == CL_SUCCESS, "application context and queue");
+  clpa_context_config cfg;
+  clpa_context_config_init(&cfg);
+  cfg.cl_ctx = app_ctx;
+  cfg.cl_dev = dev;
+  cfg.cl_queue = app_q;
+  cl_uint refs0 = 0, refs = 0;
+  clGetContextInfo(app_ctx, CL_CONTEXT_REFERENCE_COUNT, sizeof refs0, &refs0, NULL);
+  clpa_context *ctx = NULL;
+  ok(clpa_context_create(&cfg, &ctx) == CLPA_OK, "wrap the application's handles: %s",
+     clpa_last_error());
+  ok(clpa_context_cl_context(ctx) == app_ctx && clpa_context_cl_queue(ctx) == app_q &&
+         clpa_context_cl_device(ctx) == dev,
+     "the wrapped context uses exactly those handles");
+  ok(clpa_smoke_test(ctx, 1000) == CLPA_OK, "kernels run on the wrapped queue");
+  clpa_device_info info;
+  clpa_context_device_info(ctx, &info);
+  ok(info.platform_index >= 0 && info.device_index >= 0, "wrapped device located at %d:%d",
+     info.platform_index, info.device_index);
+  clpa_context_destroy(ctx);
+  clGetContextInfo(app_ctx, CL_CONTEXT_REFERENCE_COUNT, sizeof refs, &refs, NULL);
+  ok(refs == refs0, "destroy gives back every reference clpa took (count %u, was %u)", refs,
+     refs0);
+  ok(clFinish(app_q) == CL_SUCCESS, "the application's queue still works after destroy");
+
+  /* A queue of another context is refused. */
+  cl_command_queue other_q = clpa_context_cl_queue(own);
+  cfg.cl_queue = other_q;
+  ctx = NULL;
+  ok(clpa_context_create(&cfg, &ctx) == CLPA_ERR_INVALID_ARG && ctx == NULL &&
+         strstr(clpa_last_error(), "cl_queue"),
+     "mismatched queue: %s", clpa_last_error());
+  cfg.cl_queue = app_q;
+  cfg.device = "0:0";
+  ok(clpa_context_create(&cfg, &ctx) == CLPA_ERR_INVALID_ARG, "device spec with handles: %s",
+     clpa_last_error());
+  clReleaseCommandQueue(app_q);
+  clReleaseContext(app_ctx);
+  clpa_context_destroy(own);
+}
+
+int main(void) {
+  unsetenv("CLPA_DEVICE");
+  size_t n = 0;
+  if (!ok(clpa_devices_list(NULL, 0, &n) == CLPA_OK && n > 0, "%zu OpenCL device(s)", n))
+    return done_testing();
+  clpa_device_info *devs = calloc(n, sizeof *devs);
+  ok(clpa_devices_list(devs, n, &n) == CLPA_OK, "list devices");
+  for (size_t i = 0; i < n; i++)
+    diag("[%d:%d] %s — lanes %s", devs[i].platform_index, devs[i].device_index, devs[i].name,
+         clpa_lanes_name(devs[i].lanes));
+  test_specs(&devs[0]);
+  test_bad_args();
+  test_wrapped();
+  free(devs);
+  return done_testing();
+}
