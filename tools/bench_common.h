@@ -32,5 +32,6 @@ int bench_time(bench_env *env, bench_fn fn, const void *arg, double *per_call);
 double bench_copy_gbps(bench_env *env, size_t bytes);
 
 int bench_decode(int argc, char **argv);
+int clpa_bench_radix(int argc, char **argv);
 
 #endif
