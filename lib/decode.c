@@ -148,27 +148,27 @@ static clpa_status plan(clpa_context *ctx, const clpa_decode_params *p, decode_p
   const int parts = (max_ctx + pl->partition - 1) / pl->partition;
   const unsigned cus = ctx->info.compute_units ? ctx->info.compute_units : 1;
 
-  int g = p->heads_per_group;
-  if (g == 0) {
-    g = 1;
-    for (int c = 8; c >= 2; c /= 2) {
-      long groups = (long)p->num_seqs * (p->num_heads / c) * parts;
-      if (qpk % c == 0 && local_bytes(p, c, pl->partition) <= lmem && groups >= 2L * cus) {
-        g = c;
-        break;
-      }
-    }
-  }
-  pl->heads_per_group = g;
-
   int v2;
   if (p->variant == CLPA_DECODE_V1)
     v2 = 0;
   else if (p->variant == CLPA_DECODE_V2)
     v2 = 1;
   else
-    v2 = p->max_context_len > V1_MAX_CONTEXT || local_bytes(p, g, v1_stride) > lmem ||
+    v2 = p->max_context_len > V1_MAX_CONTEXT || local_bytes(p, 1, v1_stride) > lmem ||
          (parts > 1 && (long)p->num_seqs * p->num_heads < 512);
+  const int stride = v2 ? pl->partition : v1_stride;
+  int g = p->heads_per_group;
+  if (g == 0) {
+    g = 1;
+    for (int c = 8; c >= 2; c /= 2) {
+      long groups = (long)p->num_seqs * (p->num_heads / c) * (v2 ? parts : 1);
+      if (qpk % c == 0 && local_bytes(p, c, stride) <= lmem && groups >= 2L * cus) {
+        g = c;
+        break;
+      }
+    }
+  }
+  pl->heads_per_group = g;
   pl->v2 = v2;
   pl->logits_stride = v2 ? pl->partition : v1_stride;
   pl->max_parts = v2 ? parts : 1;
