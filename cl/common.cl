@@ -15,6 +15,11 @@
  *      3         fp8 e4m3fn  uchar    16  (decoded arithmetically, times a scale)
  *      4         fp8 e5m2    uchar    16
  *
+ *    Storing goes the other way, bit for bit as the host's clpa_encode
+ *    (host/dtype_convert.h): f32 -> bf16 and fp8 round to nearest even,
+ *    fp8 divides by a per-tensor scale first (correctly rounded, whatever
+ *    accuracy the device's '/' has) and saturates.
+ *
  * 2. Lane groups: the CUDA warp becomes SG consecutive work-items. CLPA_LANES
  *    picks how lanes exchange values: 1 emulated (local memory + barriers,
  *    any OpenCL 1.2 device), 2 subgroups with shuffles, 3 NVIDIA inline PTX.
@@ -137,6 +142,103 @@ typedef uchar kv_t;
 #endif
 /* Elements per 16 bytes: the innermost dimension of the key cache. */
 #define X (16 / KV_BYTES)
+
+/* ---- 1b. storing: float -> storage dtype ------------------------------
+ * Every function matches its host twin in host/dtype_convert.c on every
+ * input, NaN and infinity included (tests/test_cache_ops.c checks). */
+
+/* m >> s rounded to nearest, ties to even; m < 2^24, so s > 25 gives 0. */
+inline uint shift_rne(uint m, uint s) {
+  if (s == 0u) return m;
+  if (s > 25u) return 0u;
+  uint r = m >> s, rem = m & ((1u << s) - 1u), mid = 1u << (s - 1u);
+  return r + ((rem > mid || (rem == mid && (r & 1u))) ? 1u : 0u);
+}
+
+/* |f| (finite, as f32 bits without the sign) rounded to a format with
+ * `mant` mantissa bits and exponent bias `bias`: its exponent|mantissa
+ * code, possibly past the largest finite one (the caller saturates).
+ * Normal results drop bits with a carry into the exponent; subnormal
+ * results count units of the smallest subnormal, 2^(1 - bias - mant). */
+inline uint round_magnitude(uint a, uint mant, int bias) {
+  int e = (int)(a >> 23);
+  if (e - 127 >= 1 - bias) return shift_rne(a, 23u - mant) - ((uint)(127 - bias) << mant);
+  uint m = (a & 0x7fffffu) | (e ? 0x800000u : 0u);
+  return shift_rne(m, (uint)(151 - bias - (int)mant - (e ? e : 1)));
+}
+
+/* OCP fp8: e4m3fn (max 448, no inf: inf saturates) or e5m2 (max 57344;
+ * inf stays inf, finite overflow saturates). NaN -> sign | 0x7f. */
+inline uchar f32_to_fp8(float f, int e5m2) {
+  uint x = as_uint(f), sign = (x >> 24) & 0x80u, a = x & 0x7fffffffu;
+  uint max_code = e5m2 ? 0x7bu : 0x7eu;
+  if (a > 0x7f800000u) return (uchar)(sign | 0x7fu);
+  if (a == 0x7f800000u) return (uchar)(sign | (e5m2 ? 0x7cu : 0x7eu));
+  uint r = round_magnitude(a, e5m2 ? 2u : 3u, e5m2 ? 15 : 7);
+  return (uchar)(sign | min(r, max_code));
+}
+
+/* bfloat16 from f32 bits: NaN keeps its top bits with the quiet bit set. */
+inline ushort f32_to_bf16(uint x) {
+  if ((x & 0x7fffffffu) > 0x7f800000u) return (ushort)((x >> 16) | 0x0040u);
+  return (ushort)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
+
+/* A divisor prepared once: s = ms * 2^es with ms in [0.5, 1), and an
+ * approximation of 1 / ms. */
+typedef struct divisor {
+  float ms, inv;
+  int es;
+} divisor;
+inline divisor divisor_of(float s) {
+  divisor d;
+  d.ms = frexp(s, &d.es);
+  d.inv = 1.0f / d.ms;
+  return d;
+}
+
+/* x / s rounded to nearest even, as IEEE f32 division (what the host's
+ * clpa_encode computes), for s > 0 finite. OpenCL lets '/' be 2.5 ulp off,
+ * and one ulp of the quotient can move an fp8 rounding, so: scale both to
+ * [0.5, 1) mantissas (exact), take q = mx * (1 / ms) (a few ulp off on any
+ * device, so the next step runs everywhere, PoCL included), then walk q
+ * one ulp at a time towards the quotient t, steered by the sign of the
+ * remainder mx - q * ms, which fma gives exactly for q near t, until q and
+ * its neighbour bracket t; keep the nearer (ties: the even mantissa).
+ * ldexp then rescales exactly; a subnormal result may round twice, but
+ * anything that small is 0 in every storage dtype this feeds (fp8). */
+inline float div_rn(float x, divisor d) {
+  if (x == 0.0f || !isfinite(x)) return x / (ldexp(d.ms, d.es));
+  int ex;
+  float mx = frexp(x, &ex);
+  float q = mx * d.inv;
+  for (int i = 0; i < 8; i++) {
+    float r = fma(-q, d.ms, mx); /* > 0: t lies above q */
+    if (r == 0.0f) break;
+    float n = nextafter(q, r > 0.0f ? INFINITY : -INFINITY);
+    float rn = fma(-n, d.ms, mx);
+    if (rn != 0.0f && (rn > 0.0f) == (r > 0.0f)) { /* t lies beyond n too */
+      q = n;
+      continue;
+    }
+    float a = fabs(r), b = fabs(rn);
+    if (b < a || (b == a && (as_uint(n) & 1u) == 0u)) q = n;
+    break;
+  }
+  return ldexp(q, ex - d.es);
+}
+
+/* KV_STORE(v, p, i, d): element i of p = v in the cache dtype (fp8 stores
+ * v / scale, d = divisor_of(scale); the other dtypes ignore d). */
+#if KV_DTYPE == 0
+#define KV_STORE(v, p, i, d) ((p)[i] = (v))
+#elif KV_DTYPE == 1
+#define KV_STORE(v, p, i, d) vstore_half_rte((v), (i), (p))
+#elif KV_DTYPE == 2
+#define KV_STORE(v, p, i, d) ((p)[i] = f32_to_bf16(as_uint(v)))
+#else
+#define KV_STORE(v, p, i, d) ((p)[i] = f32_to_fp8(div_rn((v), (d)), KV_DTYPE == 4))
+#endif
 
 /* Query and output: f32 (IO_DTYPE 0) or f16 (1), stored through vstore_half_rte. */
 #ifndef IO_DTYPE

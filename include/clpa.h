@@ -14,6 +14,8 @@
  *   2. Devices: list them and their capabilities
  *   3. Kernels: program cache controls and statistics
  *   4. Decode: paged attention, one query token per sequence
+ *   5. The KV cache: allocation, reshape_and_cache, copy_blocks,
+ *      swap_blocks (clpa_cache.h, included at the end)
  *
  * Conventions: every call returns clpa_status (clpa_base.h) and writes
  * results through pointers; a failed call writes nothing and leaves a
@@ -258,7 +260,7 @@ CLPA_API void clpa_decode_params_init(clpa_decode_params *p);
 CLPA_API clpa_status clpa_decode(clpa_context *ctx, const clpa_decode_params *p);
 
 /* Fault bits the kernels set (clpa_context_check_faults). */
-#define CLPA_FAULT_BAD_BLOCK 1       /* a block table entry outside the cache */
+#define CLPA_FAULT_BAD_BLOCK 1       /* a block table entry, slot or copied block outside the cache */
 #define CLPA_FAULT_BAD_CONTEXT_LEN 2 /* a context length < 0 or > max_context_len */
 #define CLPA_FAULT_LANES 4           /* the device's subgroups did not match the lane groups */
 
@@ -270,4 +272,9 @@ CLPA_API clpa_status clpa_context_check_faults(clpa_context *ctx, int32_t *fault
 #ifdef __cplusplus
 }
 #endif
+
+/* 5. The KV cache object and its ops: reshape_and_cache, copy_blocks,
+ * swap_blocks. */
+#include "clpa_cache.h"
+
 #endif /* CLPA_H */

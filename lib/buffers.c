@@ -66,7 +66,8 @@ clpa_status clpa_context_check_faults(clpa_context *ctx, int32_t *faults) {
   if (faults) *faults = word;
   return CLPA_FAIL(ctx->error, CLPA_ERR_BAD_BLOCK,
                    "kernels reported faults 0x%x:%s%s%s", (unsigned)word,
-                   (word & 1) ? " a block table entry outside the cache (its tokens were masked)" : "",
+                   (word & 1) ? " a block id or slot outside the cache (decode masked its tokens;"
+                                " the cache ops skipped it)" : "",
                    (word & 2) ? " a context length < 0 or > max_context_len (treated as 0)" : "",
                    (word & 4) ? " subgroups did not match the lane groups (results invalid)" : "");
 }

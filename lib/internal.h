@@ -36,6 +36,31 @@ struct clpa_context {
   char error[CLPA_ERROR_MAX];
 };
 
+/* A cache (cache.c): slices (one layer's key or value cache each) inside
+ * arenas (the buffers clpa allocated, or the application's buffers). */
+typedef struct clpa_cache_arena {
+  cl_mem mem;           /* NULL for a host cache in plain memory */
+  unsigned char *host;  /* host caches: the mapped or allocated memory */
+  size_t size;          /* bytes */
+  int first_slice, num_slices;
+  int owned;            /* mem was created (and host mapped/allocated) by clpa */
+} clpa_cache_arena;
+
+typedef struct clpa_cache_slice {
+  cl_mem mem;          /* what kernels get: a sub-buffer, or the app's buffer; NULL on host */
+  int arena;           /* index into arenas */
+  size_t offset;       /* bytes from the arena's start */
+  unsigned char *host; /* host caches */
+} clpa_cache_slice;
+
+struct clpa_cache {
+  clpa_context *ctx;
+  clpa_cache_info info;
+  size_t slice_stride;      /* bytes between consecutive slices of an arena */
+  clpa_cache_arena *arenas; /* info.num_arenas */
+  clpa_cache_slice *slices; /* 2 * num_layers: layer l's key at 2l, its value at 2l + 1 */
+};
+
 /* Checks that buffer `name` holds at least `need` bytes; NULL is refused
  * unless optional. */
 clpa_status clpa_check_buffer(clpa_context *ctx, cl_mem buf, const char *name, size_t need,

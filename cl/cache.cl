@@ -1,0 +1,117 @@
+/*
+ * cache.cl — writing and copying the paged KV cache: the OpenCL port of
+ * vLLM's reshape_and_cache and copy_blocks (csrc/cache_kernels.cu).
+ * Launched by lib/cache_ops.c; checked by tests/test_cache_ops.c
+ * (reshape_and_cache against clpa_ref_reshape_and_cache + clpa_encode,
+ * copy_blocks against a host copy) and tests/test_cache_e2e.c.
+ *
+ * Layouts (elements; X = 16 bytes / element of the cache dtype):
+ *   key, value    rows of [num_tokens, row stride], token t's row at
+ *                 offset + t * stride, head h at h * head_size in it
+ *                 (a fused QKV buffer is one buffer with three offsets)
+ *   slot_mapping  int64 [num_tokens]: block * block_size + offset; < 0 skips
+ *   k_cache       [num_blocks, num_kv_heads, head_size / X, block_size, X]
+ *   v_cache       [num_blocks, num_kv_heads, head_size, block_size]
+ *
+ * One block of one KV head, where a work-item's X elements of a token go:
+ *
+ *   key:    row j (dims jX .. jX+X-1):  | tok 0: X | tok 1: X | ... |   16 B per token, contiguous
+ *   value:  row d (one dim):            | tok 0 | tok 1 | ... | tok B-1 |   one element per token
+ *
+ * so the key chunk is one contiguous 16-byte store, and the value
+ * elements are block_size elements apart (as in vLLM).
+ */
+#ifndef SRC_DTYPE
+#define SRC_DTYPE 0 /* key/value rows: 0 f32, 1 f16, 2 bf16 (clpa_dtype numbers) */
+#endif
+
+#if SRC_DTYPE == 0
+typedef float src_t;
+#define SRC_LOAD(p, i) ((p)[i])
+#elif SRC_DTYPE == 1
+typedef half src_t;
+#define SRC_LOAD(p, i) vload_half((i), (p))
+#elif SRC_DTYPE == 2
+typedef ushort src_t;
+#define SRC_LOAD(p, i) as_float((uint)(p)[i] << 16)
+#else
+#error "SRC_DTYPE must be 0 (f32), 1 (f16) or 2 (bf16)"
+#endif
+
+/* Same storage on both sides: copy the bits (NaN payloads survive; and
+ * half values cannot be loaded without cl_khr_fp16 anyway). */
+#if SRC_DTYPE == KV_DTYPE
+#if KV_BYTES == 4
+typedef uint bits_t;
+#else
+typedef ushort bits_t;
+#endif
+#define PUT(src, i, dst, j, d) \
+  (((__global bits_t *)(dst))[j] = ((__global const bits_t *)(src))[i])
+#else
+#define PUT(src, i, dst, j, d) KV_STORE(SRC_LOAD(src, i), dst, j, d)
+#endif
+
+/*
+ * reshape_and_cache: scatter new key and value rows into the caches.
+ * Grid: (num_kv_heads * head_size / X, num_tokens); any work-group size.
+ * Work-item (c, t) takes X consecutive dims (chunk c % (head_size / X) of
+ * head c / (head_size / X)) of token t's key and value. A slot at or past
+ * num_blocks * block_size is never written: it sets CLPA_FAULT_BAD_BLOCK.
+ */
+__kernel void clpa_cache_reshape(__global const src_t *key, ulong key_offset, ulong key_stride,
+                                 __global const src_t *value, ulong value_offset,
+                                 ulong value_stride, __global const long *slot_mapping,
+                                 __global kv_t *k_cache, __global kv_t *v_cache, int num_kv_heads,
+                                 int head_size, int block_size, int num_blocks, float k_scale,
+                                 float v_scale, __global volatile int *faults) {
+  const int c = get_global_id(0);
+  const size_t t = get_global_id(1);
+  const long slot = slot_mapping[t];
+  if (slot < 0) return; /* padding */
+  if (slot >= (long)num_blocks * block_size) {
+    if (c == 0) atomic_or(faults, CLPA_FAULT_BAD_BLOCK);
+    return;
+  }
+  const int chunks = head_size / X, h = c / chunks, j = c % chunks;
+  const ulong blk = (ulong)(slot / block_size);
+  const int off = (int)(slot % block_size);
+  /* 64-bit offsets: block * stride passes 2^31 elements in large caches. */
+  const ulong head_base = (blk * num_kv_heads + h) * (ulong)head_size * block_size;
+  const ulong dim0 = (ulong)h * head_size + (ulong)j * X; /* first dim of the chunk in the row */
+  __global const src_t *ks = key + key_offset + t * key_stride + dim0;
+  __global const src_t *vs = value + value_offset + t * value_stride + dim0;
+  __global kv_t *kd = k_cache + head_base + ((ulong)j * block_size + off) * X;
+  __global kv_t *vd = v_cache + head_base + (ulong)j * X * block_size + off;
+  const divisor kdiv = divisor_of(k_scale), vdiv = divisor_of(v_scale);
+  for (int i = 0; i < X; i++) {
+    PUT(ks, i, kd, i, kdiv);
+    PUT(vs, i, vd, i * block_size, vdiv);
+  }
+}
+
+/*
+ * copy_blocks: copy whole blocks (src -> dst) in every slice of an arena,
+ * a buffer holding num_slices equal slices (one layer's key or value cache
+ * each, slice_words apart). Dtype-blind: a block is block_words 16-byte
+ * words (a block of any dtype is a multiple of 16 bytes, since head_size
+ * is a multiple of X).
+ * Grid: (block_words, num_pairs, num_slices); any work-group size.
+ * pairs: int64 [num_pairs, 2] (vLLM's block_mapping). src < 0 means no
+ * copy; any other id outside [0, num_blocks) sets CLPA_FAULT_BAD_BLOCK and
+ * the pair is skipped. Destinations must be distinct and never a source
+ * (the host checks the pairs it uploads itself).
+ */
+__kernel void clpa_cache_copy_blocks(__global uint4 *arena, ulong first_word, ulong slice_words,
+                                     ulong block_words, int num_blocks,
+                                     __global const long *pairs, __global volatile int *faults) {
+  const size_t w = get_global_id(0), p = get_global_id(1), s = get_global_id(2);
+  const long src = pairs[2 * p], dst = pairs[2 * p + 1];
+  if (src < 0) return;
+  if (src >= num_blocks || dst < 0 || dst >= num_blocks) {
+    if (w == 0 && s == 0) atomic_or(faults, CLPA_FAULT_BAD_BLOCK);
+    return;
+  }
+  __global uint4 *base = arena + first_word + s * slice_words;
+  base[(ulong)dst * block_words + w] = base[(ulong)src * block_words + w];
+}
