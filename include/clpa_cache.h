@@ -26,7 +26,8 @@
  * Memory. clpa packs a device cache into as few buffers ("arenas") as the
  * device's largest allocation allows, each layer's key and value cache a
  * sub-buffer aligned to CL_DEVICE_MEM_BASE_ADDR_ALIGN; so clpa_copy_blocks
- * copies every layer in one launch per arena (usually one). Creation fills
+ * copies every layer in one launch per arena (usually one; a cache larger
+ * than the device's largest allocation needs several). Creation fills
  * the buffers with zeros and waits, so a device that allocates lazily
  * fails here, cleanly, and not in the middle of a run.
  *
@@ -73,6 +74,10 @@ typedef struct clpa_cache_config {
   /* Host caches: 1 (default) pinned memory (CL_MEM_ALLOC_HOST_PTR, mapped)
    * where the device gives it, else plain host memory; 0 plain memory. */
   int pinned;
+  /* Largest buffer clpa allocates; 0 (default) = the device's largest
+   * allocation. Smaller values split the layers over more arenas (a driver
+   * that dislikes huge buffers; tests). */
+  uint64_t max_arena_bytes;
 } clpa_cache_config;
 
 /* Fills cfg with defaults: num_layers 1, block_size 16, dtype f16,

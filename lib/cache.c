@@ -110,7 +110,8 @@ static size_t device_align(const clpa_context *ctx) {
 /* Blocks that mem_fraction of the device's memory holds, leaving room for
  * the alignment padding and within the largest allocation. */
 static clpa_status blocks_from_fraction(clpa_context *ctx, const clpa_cache_config *cfg,
-                                        uint64_t block_bytes, size_t align, int32_t *out) {
+                                        uint64_t block_bytes, size_t align, uint64_t max_alloc,
+                                        int32_t *out) {
   CLPA_CTX_CHECK(ctx, !(cfg->mem_fraction > 0.0 && cfg->mem_fraction <= 1.0),
                  CLPA_ERR_INVALID_ARG,
                  "cfg->mem_fraction = %g (with num_blocks 0 it must be in (0, 1])",
@@ -119,11 +120,11 @@ static clpa_status blocks_from_fraction(clpa_context *ctx, const clpa_cache_conf
   double budget = cfg->mem_fraction * (double)ctx->info.global_mem_bytes -
                   2.0 * cfg->num_layers * (double)align;
   double nb = budget > 0 ? budget / (double)bpb : 0;
-  uint64_t by_alloc = ctx->info.max_alloc_bytes / block_bytes;
+  uint64_t by_alloc = max_alloc / block_bytes;
   if (nb > (double)by_alloc) nb = (double)by_alloc;
   if (nb > (double)INT32_MAX) nb = (double)INT32_MAX;
   int32_t n = (int32_t)nb;
-  while (n > 0 && round_up64((uint64_t)n * block_bytes, align) > ctx->info.max_alloc_bytes) n--;
+  while (n > 0 && round_up64((uint64_t)n * block_bytes, align) > max_alloc) n--;
   CLPA_CTX_CHECK(ctx, n < 1, CLPA_ERR_DEVICE_MEMORY,
                  "cfg->mem_fraction = %g of %llu bytes holds no block of %llu bytes",
                  cfg->mem_fraction, (unsigned long long)ctx->info.global_mem_bytes,
@@ -155,15 +156,17 @@ void clpa_cache_destroy(clpa_cache *c) {
 }
 
 /* The arena plan: slice_stride, how many slices per arena, the arenas. */
-static clpa_status plan_arenas(clpa_context *ctx, clpa_cache *c, size_t align) {
+static clpa_status plan_arenas(clpa_context *ctx, clpa_cache *c, size_t align,
+                               uint64_t max_alloc) {
   const clpa_cache_info *in = &c->info;
   const int nslices = 2 * in->num_layers;
   const uint64_t stride = round_up64(in->layer_bytes, align);
-  const uint64_t max_alloc = ctx->info.max_alloc_bytes;
   CLPA_CTX_CHECK(ctx, stride > max_alloc || stride > SIZE_MAX, CLPA_ERR_DEVICE_MEMORY,
-                 "one layer's key cache takes %llu bytes (%d blocks of %llu); the device "
-                 "allocates at most %llu bytes per buffer", (unsigned long long)in->layer_bytes,
-                 in->num_blocks, (unsigned long long)in->block_bytes,
+                 "one layer's key cache takes %llu bytes (%d blocks of %llu); %s at most %llu"
+                 " bytes per buffer", (unsigned long long)in->layer_bytes, in->num_blocks,
+                 (unsigned long long)in->block_bytes,
+                 max_alloc < ctx->info.max_alloc_bytes ? "cfg->max_arena_bytes allows"
+                                                       : "the device allocates",
                  (unsigned long long)max_alloc);
   uint64_t per = max_alloc / stride;
   if (per > (uint64_t)nslices) per = (uint64_t)nslices;
@@ -310,15 +313,17 @@ clpa_status clpa_cache_create(clpa_context *ctx, const clpa_cache_config *cfg, c
                  "cfg->num_blocks = 0: a host cache needs an explicit number of blocks");
   const uint64_t block_bytes = block_bytes_of(cfg);
   const size_t align = device_align(ctx);
+  uint64_t max_alloc = ctx->info.max_alloc_bytes;
+  if (cfg->max_arena_bytes && cfg->max_arena_bytes < max_alloc) max_alloc = cfg->max_arena_bytes;
   int32_t num_blocks = cfg->num_blocks;
   if (num_blocks == 0 &&
-      (st = blocks_from_fraction(ctx, cfg, block_bytes, align, &num_blocks)) != CLPA_OK)
+      (st = blocks_from_fraction(ctx, cfg, block_bytes, align, max_alloc, &num_blocks)) != CLPA_OK)
     return st;
   clpa_cache *c = calloc(1, sizeof *c);
   CLPA_CTX_CHECK(ctx, !c, CLPA_ERR_OUT_OF_MEMORY, "out of memory");
   c->ctx = ctx;
   fill_info(c, cfg, num_blocks);
-  st = plan_arenas(ctx, c, align);
+  st = plan_arenas(ctx, c, align, max_alloc);
   if (st == CLPA_OK)
     st = cfg->placement == CLPA_CACHE_DEVICE ? alloc_device(ctx, c) : alloc_host(ctx, c, cfg->pinned);
   if (st != CLPA_OK) {

@@ -271,6 +271,21 @@ static void test_too_large(void) {
   if (!ok(st == CLPA_ERR_DEVICE_MEMORY && !c && strstr(clpa_last_error(), "holds no block"),
           "a mem_fraction that holds no block"))
     diag("%s: %s", clpa_status_name(st), clpa_last_error());
+  /* max_arena_bytes below one layer */
+  cfg = shape(2, 2, 64, 16, CLPA_DTYPE_F16, 8);
+  cfg.max_arena_bytes = 8 * 2 * 64 * 16 * 2 - 1;
+  c = (clpa_cache *)&cfg;
+  st = clpa_cache_create(ctx, &cfg, &c);
+  if (!ok(st == CLPA_ERR_DEVICE_MEMORY && !c && strstr(clpa_last_error(), "max_arena_bytes"),
+          "max_arena_bytes smaller than one layer's key cache"))
+    diag("%s: %s", clpa_status_name(st), clpa_last_error());
+  cfg.max_arena_bytes = 3 * 8 * 2 * 64 * 16 * 2;
+  clpa_cache_info in = {0};
+  st = clpa_cache_create(ctx, &cfg, &c);
+  if (st == CLPA_OK) clpa_cache_get_info(c, &in);
+  ok(st == CLPA_OK && in.num_arenas == 2, "arenas of at most three slices: 4 slices in %d arenas",
+     in.num_arenas);
+  clpa_cache_destroy(c);
   /* and the context still works */
   cfg = shape(1, 1, 32, 16, CLPA_DTYPE_F16, 2);
   ok(clpa_cache_create(ctx, &cfg, &c) == CLPA_OK, "a small cache after the refusals");

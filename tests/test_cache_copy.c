@@ -14,6 +14,7 @@
 #include "cache_util.h"
 
 static clpa_context *ctx;
+static uint64_t arena_cap; /* cfg.max_arena_bytes of the device caches made */
 
 static clpa_cache *new_cache(clpa_dtype dtype, int layers, int blocks, clpa_cache_placement where,
                              int pinned) {
@@ -21,6 +22,7 @@ static clpa_cache *new_cache(clpa_dtype dtype, int layers, int blocks, clpa_cach
   clpa_cache_config_init(&cfg);
   cfg.num_layers = layers, cfg.num_kv_heads = 2, cfg.head_size = 64, cfg.block_size = 8;
   cfg.dtype = dtype, cfg.num_blocks = blocks, cfg.placement = where, cfg.pinned = pinned;
+  cfg.max_arena_bytes = arena_cap;
   clpa_cache *c = NULL;
   if (clpa_cache_create(ctx, &cfg, &c) != CLPA_OK) diag("create: %s", clpa_last_error());
   return c;
@@ -89,6 +91,8 @@ static void test_copy(clpa_dtype dtype, int wrapped, int l0, int nl) {
   clpa_cache *c = wrapped ? wrapped_cache(dtype, layers, blocks)
                           : new_cache(dtype, layers, blocks, CLPA_CACHE_DEVICE, 0);
   const size_t bb = block_bytes(c);
+  clpa_cache_info in;
+  clpa_cache_get_info(c, &in);
   cache_image want = cache_randomize(ctx, c);
   cache_image orig = image_copy(&want);
   clpa_block_copy pairs[16];
@@ -101,8 +105,8 @@ static void test_copy(clpa_dtype dtype, int wrapped, int l0, int nl) {
   p.cache = c, p.first_layer = l0, p.num_layers = nl, p.pairs = pairs, p.num_pairs = n;
   p.event = &ev;
   clpa_status st = clpa_copy_blocks(ctx, &p);
-  if (!ok(st == CLPA_OK && ev, "copy_blocks %s%s layers %d+%d", clpa_dtype_name(dtype),
-          wrapped ? " wrapped" : "", l0, nl))
+  if (!ok(st == CLPA_OK && ev, "copy_blocks %s%s layers %d+%d, %d arenas", clpa_dtype_name(dtype),
+          wrapped ? " wrapped" : "", l0, nl, in.num_arenas))
     diag("%s", clpa_context_last_error(ctx));
   if (ev) clWaitForEvents(1, &ev), clReleaseEvent(ev);
   cache_image got = cache_snapshot(ctx, c);
@@ -322,6 +326,13 @@ int main(void) {
   }
   test_copy(CLPA_DTYPE_FP8_E5M2, 0, 1, 1);
   test_copy(CLPA_DTYPE_F32, 1, 1, 2);
+  /* Own caches split over arenas of two slices: launches per arena, layer
+   * ranges across arenas, swaps from and to later arenas. */
+  arena_cap = 2 * 20 * (2 * 64 * 8 * 2);
+  test_copy(CLPA_DTYPE_F16, 0, 0, 0);
+  test_copy(CLPA_DTYPE_BF16, 0, 1, 2);
+  test_swap(CLPA_DTYPE_F16, 1);
+  arena_cap = 0;
   test_copy_refusals();
   test_swap_refusals();
   clpa_context_destroy(ctx);
