@@ -1,9 +1,10 @@
 /*
  * cache.cl — writing and copying the paged KV cache: the OpenCL port of
  * vLLM's reshape_and_cache and copy_blocks (csrc/cache_kernels.cu).
- * Launched by lib/cache_ops.c; checked by tests/test_cache_ops.c
- * (reshape_and_cache against clpa_ref_reshape_and_cache + clpa_encode,
- * copy_blocks against a host copy) and tests/test_cache_e2e.c.
+ * Launched by lib/cache_ops.c. Checked by tests/test_cache_reshape.c
+ * (reshape_and_cache against clpa_ref_reshape_and_cache + clpa_encode, bit
+ * for bit), tests/test_cache_copy.c (copy_blocks against host copies) and
+ * tests/test_cache_e2e.c (both, under clpa_decode).
  *
  * Layouts (elements; X = 16 bytes / element of the cache dtype):
  *   key, value    rows of [num_tokens, row stride], token t's row at
@@ -18,7 +19,7 @@
  *   key:    row j (dims jX .. jX+X-1):  | tok 0: X | tok 1: X | ... |   16 B per token, contiguous
  *   value:  row d (one dim):            | tok 0 | tok 1 | ... | tok B-1 |   one element per token
  *
- * so the key chunk is one contiguous 16-byte store, and the value
+ * so a work-item's key chunk is 16 contiguous bytes, and its value
  * elements are block_size elements apart (as in vLLM).
  */
 #ifndef SRC_DTYPE

@@ -145,7 +145,7 @@ typedef uchar kv_t;
 
 /* ---- 1b. storing: float -> storage dtype ------------------------------
  * Every function matches its host twin in host/dtype_convert.c on every
- * input, NaN and infinity included (tests/test_cache_ops.c checks). */
+ * input, NaN and infinity included (tests/test_cache_reshape.c checks). */
 
 /* m >> s rounded to nearest, ties to even; m < 2^24, so s > 25 gives 0. */
 inline uint shift_rne(uint m, uint s) {
