@@ -127,7 +127,8 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
   const int kv_head = head0 / (num_heads / num_kv_heads);
 
 #if CLPA_LANES == 2
-  if (get_sub_group_size() != SG || get_sub_group_local_id() != (uint)lane) {
+  /* Lane groups must be aligned slices of real subgroups. */
+  if (get_sub_group_size() % SG != 0 || get_sub_group_local_id() % SG != (uint)lane) {
     if (lid == 0) atomic_or(faults, CLPA_FAULT_LANES);
   }
 #endif
@@ -193,7 +194,7 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
         const int e = (tg_off + j * TGS) * VEC_SIZE; /* first dim of this vec */
         floatK k = KV_LOAD(VEC_SIZE, kp + (e / X) * (BLOCK_SIZE * X) + e % X) * kscale;
         for (int g = 0; g < G; g++)
-          acc[g] = mad(CAT(vload, VEC_SIZE)(0, q_s + g * HEAD_SIZE + e), k, acc[g]);
+          acc[g] = mad(CAT(VLOAD, VEC_SIZE)(q_s + g * HEAD_SIZE + e), k, acc[g]);
       }
       const int masked = !valid || token >= L || token < lo;
       for (int g = 0; g < G; g++) {
@@ -253,7 +254,7 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
     const int tok0 = blk * BLOCK_SIZE + vcol;
     floatV lv[G];
     for (int g = 0; g < G; g++)
-      lv[g] = CAT(vload, V_VEC_SIZE)(0, logits + g * logits_stride + tok0 - start_token);
+      lv[g] = CAT(VLOAD, V_VEC_SIZE)(logits + g * logits_stride + tok0 - start_token);
     __global const kv_t *vb = v_cache + (ulong)phys * kv_block_stride + kv_head * kv_head_stride;
     for (int i = 0; i < NUM_ROWS_PER_THREAD; i++) {
       const int row = lane / NUM_V_VECS_PER_ROW + i * NUM_ROWS_PER_ITER;

@@ -240,8 +240,8 @@ CLPA_API void clpa_decode_params_init(clpa_decode_params *p);
  *
  * Heuristic (CLPA_DECODE_AUTO): v2 when max_context_len > 8192, when v1's
  * logits would not fit in local memory, or when the context spans several
- * partitions and num_seqs * num_heads < 512 (too few work-groups to fill a
- * GPU); v1 otherwise. heads_per_group 0 packs the largest of 8, 4, 2 that
+ * partitions and num_seqs * num_heads <= 512 (vLLM's rule: too few
+ * work-groups to fill a GPU); v1 otherwise. heads_per_group 0 packs the largest of 8, 4, 2 that
  * divides num_heads / num_kv_heads while its local memory fits and it still
  * leaves at least 2 work-groups per compute unit.
  *
