@@ -6,8 +6,10 @@
  * RadixAttention) and runs attention for decode and prefill on any OpenCL
  * 1.2+ device: NVIDIA, AMD and Intel GPUs, and CPUs through PoCL.
  *
- * This header is the whole device-side API; the host-only parts (block
- * pool, sequences, radix cache) are in clpa_kv.h and need no OpenCL.
+ * This header is the whole API. It includes the host-only parts, which
+ * need no OpenCL and may be included alone: clpa_kv.h (block pool,
+ * sequences, batch view), clpa_radix.h (prefix cache), clpa_kvman.h (the
+ * KV manager an engine drives).
  *
  * Sections, from simple to advanced:
  *   1. Context: pick a device (or wrap the application's), last error
@@ -30,6 +32,9 @@
 #include <CL/cl.h>
 
 #include "clpa_base.h"
+#include "clpa_kv.h"
+#include "clpa_kvman.h"
+#include "clpa_radix.h"
 
 #ifdef __cplusplus
 extern "C" {
