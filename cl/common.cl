@@ -44,8 +44,17 @@ typedef int int1;
 typedef uint uint1;
 typedef ushort ushort1;
 typedef uchar uchar1;
-#define vload1(i, p) ((p)[i])
-#define vload_half1(i, p) vload_half(i, p)
+/* Loads by width (own names: compilers define the built-in ones as macros). */
+#define VLOAD1(p) (*(p))
+#define VLOAD2(p) vload2(0, (p))
+#define VLOAD4(p) vload4(0, (p))
+#define VLOAD8(p) vload8(0, (p))
+#define VLOAD16(p) vload16(0, (p))
+#define VLOADH1(p) vload_half(0, (p))
+#define VLOADH2(p) vload_half2(0, (p))
+#define VLOADH4(p) vload_half4(0, (p))
+#define VLOADH8(p) vload_half8(0, (p))
+#define VLOADH16(p) vload_half16(0, (p))
 /* Conversions by width: the built-in names have no width-1 form, and
  * pasting onto them can collide with the compiler's own macros. */
 #define TO_FLOAT1(x) convert_float(x)
@@ -115,27 +124,27 @@ FP8_E5M2_DECODER(16)
 #if KV_DTYPE == 0
 typedef float kv_t;
 #define KV_BYTES 4
-#define KV_LOAD(n, p) CAT(vload, n)(0, (p))
+#define KV_LOAD(n, p) CAT(VLOAD, n)(p)
 #define KV_IS_FP8 0
 #elif KV_DTYPE == 1
 typedef half kv_t;
 #define KV_BYTES 2
-#define KV_LOAD(n, p) CAT(vload_half, n)(0, (p))
+#define KV_LOAD(n, p) CAT(VLOADH, n)(p)
 #define KV_IS_FP8 0
 #elif KV_DTYPE == 2
 typedef ushort kv_t;
 #define KV_BYTES 2
-#define KV_LOAD(n, p) CAT(AS_FLOAT, n)(CAT(TO_UINT, n)(CAT(vload, n)(0, (p))) << 16)
+#define KV_LOAD(n, p) CAT(AS_FLOAT, n)(CAT(TO_UINT, n)(CAT(VLOAD, n)(p)) << 16)
 #define KV_IS_FP8 0
 #elif KV_DTYPE == 3
 typedef uchar kv_t;
 #define KV_BYTES 1
-#define KV_LOAD(n, p) CAT(fp8e4m3_to_float, n)(CAT(TO_UINT, n)(CAT(vload, n)(0, (p))))
+#define KV_LOAD(n, p) CAT(fp8e4m3_to_float, n)(CAT(TO_UINT, n)(CAT(VLOAD, n)(p)))
 #define KV_IS_FP8 1
 #elif KV_DTYPE == 4
 typedef uchar kv_t;
 #define KV_BYTES 1
-#define KV_LOAD(n, p) CAT(fp8e5m2_to_float, n)(CAT(TO_UINT, n)(CAT(vload, n)(0, (p))))
+#define KV_LOAD(n, p) CAT(fp8e5m2_to_float, n)(CAT(TO_UINT, n)(CAT(VLOAD, n)(p)))
 #define KV_IS_FP8 1
 #else
 #error "KV_DTYPE must be 0 (f32), 1 (f16), 2 (bf16), 3 (fp8 e4m3) or 4 (fp8 e5m2)"

@@ -127,7 +127,8 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
   const int kv_head = head0 / (num_heads / num_kv_heads);
 
 #if CLPA_LANES == 2
-  if (get_sub_group_size() != SG || get_sub_group_local_id() != (uint)lane) {
+  /* Lane groups must be aligned slices of real subgroups. */
+  if (get_sub_group_size() % SG != 0 || get_sub_group_local_id() % SG != (uint)lane) {
     if (lid == 0) atomic_or(faults, CLPA_FAULT_LANES);
   }
 #endif
@@ -172,13 +173,20 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
     qk_max[g] = -INFINITY;
   }
 
-  /* ---- QK: each lane group takes whole blocks; a thread group one token ---- */
+  /* ---- QK: each lane group takes whole blocks; a thread group one token ----
+   * Every work-item runs the same number of iterations, so the shuffles
+   * inside stay in uniform control flow even where a subgroup spans the
+   * whole work-group (PoCL); lane groups past the end work on a masked
+   * stand-in block. */
   const int tg_idx = lane / TGS, tg_off = lane % TGS;
-  for (int blk = start_block + warp; blk < end_block; blk += NUM_WARPS) {
-    int phys = table[blk];
-    const int valid = phys >= 0 && phys < num_blocks;
+  const int iters = (end_block - start_block + NUM_WARPS - 1) / NUM_WARPS;
+  for (int it = 0; it < iters; it++) {
+    const int blk = start_block + warp + it * NUM_WARPS;
+    const int in_range = blk < end_block;
+    int phys = in_range ? table[blk] : 0;
+    const int valid = in_range && phys >= 0 && phys < num_blocks;
     if (!valid) {
-      if (lane == 0) atomic_or(faults, CLPA_FAULT_BAD_BLOCK);
+      if (in_range && lane == 0) atomic_or(faults, CLPA_FAULT_BAD_BLOCK);
       phys = 0; /* read a real block, mask every token of it */
     }
     /* 64-bit offsets: block * stride can pass 2^31 elements. */
@@ -193,7 +201,7 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
         const int e = (tg_off + j * TGS) * VEC_SIZE; /* first dim of this vec */
         floatK k = KV_LOAD(VEC_SIZE, kp + (e / X) * (BLOCK_SIZE * X) + e % X) * kscale;
         for (int g = 0; g < G; g++)
-          acc[g] = mad(CAT(vload, VEC_SIZE)(0, q_s + g * HEAD_SIZE + e), k, acc[g]);
+          acc[g] = mad(CAT(VLOAD, VEC_SIZE)(q_s + g * HEAD_SIZE + e), k, acc[g]);
       }
       const int masked = !valid || token >= L || token < lo;
       for (int g = 0; g < G; g++) {
@@ -204,7 +212,8 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
         qk *= scale;
         if (soft_cap > 0.0f) qk = soft_cap * tanh(qk / soft_cap);
         qk += slope[g] * (float)(token - L + 1);
-        if (tg_off == 0) logits[g * logits_stride + token - start_token] = masked ? -INFINITY : qk;
+        if (tg_off == 0 && in_range)
+          logits[g * logits_stride + token - start_token] = masked ? -INFINITY : qk;
         if (!masked) qk_max[g] = fmax(qk_max[g], qk);
       }
     }
@@ -253,7 +262,7 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
     const int tok0 = blk * BLOCK_SIZE + vcol;
     floatV lv[G];
     for (int g = 0; g < G; g++)
-      lv[g] = CAT(vload, V_VEC_SIZE)(0, logits + g * logits_stride + tok0 - start_token);
+      lv[g] = CAT(VLOAD, V_VEC_SIZE)(logits + g * logits_stride + tok0 - start_token);
     __global const kv_t *vb = v_cache + (ulong)phys * kv_block_stride + kv_head * kv_head_stride;
     for (int i = 0; i < NUM_ROWS_PER_THREAD; i++) {
       const int row = lane / NUM_V_VECS_PER_ROW + i * NUM_ROWS_PER_ITER;

@@ -6,8 +6,10 @@
  * RadixAttention) and runs attention for decode and prefill on any OpenCL
  * 1.2+ device: NVIDIA, AMD and Intel GPUs, and CPUs through PoCL.
  *
- * This header is the whole device-side API; the host-only parts (block
- * pool, sequences, radix cache) are in clpa_kv.h and need no OpenCL.
+ * This header is the whole API. It includes the host-only parts, which
+ * need no OpenCL and may be included alone: clpa_kv.h (block pool,
+ * sequences, batch view), clpa_radix.h (prefix cache), clpa_kvman.h (the
+ * KV manager an engine drives).
  *
  * Sections, from simple to advanced:
  *   1. Context: pick a device (or wrap the application's), last error
@@ -32,6 +34,9 @@
 #include <CL/cl.h>
 
 #include "clpa_base.h"
+#include "clpa_kv.h"
+#include "clpa_kvman.h"
+#include "clpa_radix.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -242,8 +247,8 @@ CLPA_API void clpa_decode_params_init(clpa_decode_params *p);
  *
  * Heuristic (CLPA_DECODE_AUTO): v2 when max_context_len > 8192, when v1's
  * logits would not fit in local memory, or when the context spans several
- * partitions and num_seqs * num_heads < 512 (too few work-groups to fill a
- * GPU); v1 otherwise. heads_per_group 0 packs the largest of 8, 4, 2 that
+ * partitions and num_seqs * num_heads <= 512 (vLLM's rule: too few
+ * work-groups to fill a GPU); v1 otherwise. heads_per_group 0 packs the largest of 8, 4, 2 that
  * divides num_heads / num_kv_heads while its local memory fits and it still
  * leaves at least 2 work-groups per compute unit.
  *

@@ -132,7 +132,11 @@ static clpa_status check_buffers(clpa_context *ctx, const clpa_decode_params *p,
 static int lane_width(const clpa_context *ctx, int block_size) {
   switch (ctx->lanes) {
     case CLPA_LANES_NV_PTX: return 32;
-    case CLPA_LANES_SUBGROUP: return ctx->subgroup_size ? ctx->subgroup_size : 32;
+    /* A lane group is an aligned 32-lane (or smaller) slice of a subgroup:
+     * xor shuffles with masks below its width stay inside it, so wider
+     * subgroups (PoCL makes the whole work-group one) serve as well. */
+    case CLPA_LANES_SUBGROUP:
+      return ctx->subgroup_size && ctx->subgroup_size < 32 ? ctx->subgroup_size : 32;
     default: return block_size;
   }
 }
@@ -155,7 +159,7 @@ static clpa_status plan(clpa_context *ctx, const clpa_decode_params *p, decode_p
     v2 = 1;
   else
     v2 = p->max_context_len > V1_MAX_CONTEXT || local_bytes(p, 1, v1_stride) > lmem ||
-         (parts > 1 && (long)p->num_seqs * p->num_heads < 512);
+         (parts > 1 && (long)p->num_seqs * p->num_heads <= 512);
   const int stride = v2 ? pl->partition : v1_stride;
   int g = p->heads_per_group;
   if (g == 0) {
@@ -214,10 +218,10 @@ static clpa_status get_kernel(clpa_context *ctx, const clpa_decode_params *p, de
   clpa_status st = clpa_kernel_create(ctx, "decode", opts, "clpa_decode_paged", k);
   if (st != CLPA_OK || ctx->lanes != CLPA_LANES_SUBGROUP || ctx->subgroup_size) return st;
   st = learn_subgroup_size(ctx, *k);
-  if (st == CLPA_OK && ctx->subgroup_size != pl->sg) {
+  if (st == CLPA_OK && lane_width(ctx, p->block_size) != pl->sg) {
     clReleaseKernel(*k);
     *k = NULL;
-    pl->sg = ctx->subgroup_size;
+    pl->sg = lane_width(ctx, p->block_size);
     decode_options(p, pl, opts, sizeof opts);
     st = clpa_kernel_create(ctx, "decode", opts, "clpa_decode_paged", k);
   }
