@@ -22,35 +22,22 @@
  * so a work-item's key chunk is 16 contiguous bytes, and its value
  * elements are block_size elements apart (as in vLLM).
  */
-#ifndef SRC_DTYPE
-#define SRC_DTYPE 0 /* key/value rows: 0 f32, 1 f16, 2 bf16 (clpa_dtype numbers) */
-#endif
+/* Element i of a key/value row of dtype dt (clpa_dtype: 0 f32, 1 f16,
+ * 2 bf16) as a float. The source dtype is a kernel argument, not a build
+ * option: a uniform branch per element is cheaper than three times the
+ * programs to build. */
+inline float src_load(__global const void *p, ulong i, int dt) {
+  if (dt == 1) return vload_half(i, (__global const half *)p);
+  if (dt == 2) return as_float((uint)((__global const ushort *)p)[i] << 16);
+  return ((__global const float *)p)[i];
+}
 
-#if SRC_DTYPE == 0
-typedef float src_t;
-#define SRC_LOAD(p, i) ((p)[i])
-#elif SRC_DTYPE == 1
-typedef half src_t;
-#define SRC_LOAD(p, i) vload_half((i), (p))
-#elif SRC_DTYPE == 2
-typedef ushort src_t;
-#define SRC_LOAD(p, i) as_float((uint)(p)[i] << 16)
-#else
-#error "SRC_DTYPE must be 0 (f32), 1 (f16) or 2 (bf16)"
-#endif
-
-/* Same storage on both sides: copy the bits (NaN payloads survive; and
- * half values cannot be loaded without cl_khr_fp16 anyway). */
-#if SRC_DTYPE == KV_DTYPE
 #if KV_BYTES == 4
 typedef uint bits_t;
-#else
+#elif KV_BYTES == 2
 typedef ushort bits_t;
-#endif
-#define PUT(src, i, dst, j, d) \
-  (((__global bits_t *)(dst))[j] = ((__global const bits_t *)(src))[i])
 #else
-#define PUT(src, i, dst, j, d) KV_STORE(SRC_LOAD(src, i), dst, j, d)
+typedef uchar bits_t;
 #endif
 
 /*
@@ -59,13 +46,16 @@ typedef ushort bits_t;
  * Work-item (c, t) takes X consecutive dims (chunk c % (head_size / X) of
  * head c / (head_size / X)) of token t's key and value. A slot at or past
  * num_blocks * block_size is never written: it sets CLPA_FAULT_BAD_BLOCK.
+ * A source of the cache's own dtype is copied as bits (NaN payloads
+ * survive; half values cannot even be loaded without cl_khr_fp16).
  */
-__kernel void clpa_cache_reshape(__global const src_t *key, ulong key_offset, ulong key_stride,
-                                 __global const src_t *value, ulong value_offset,
-                                 ulong value_stride, __global const long *slot_mapping,
-                                 __global kv_t *k_cache, __global kv_t *v_cache, int num_kv_heads,
-                                 int head_size, int block_size, int num_blocks, float k_scale,
-                                 float v_scale, __global volatile int *faults) {
+__kernel void clpa_cache_reshape(__global const void *key, ulong key_offset, ulong key_stride,
+                                 __global const void *value, ulong value_offset,
+                                 ulong value_stride, int src_dtype,
+                                 __global const long *slot_mapping, __global kv_t *k_cache,
+                                 __global kv_t *v_cache, int num_kv_heads, int head_size,
+                                 int block_size, int num_blocks, float k_scale, float v_scale,
+                                 __global volatile int *faults) {
   const int c = get_global_id(0);
   const size_t t = get_global_id(1);
   const long slot = slot_mapping[t];
@@ -80,14 +70,24 @@ __kernel void clpa_cache_reshape(__global const src_t *key, ulong key_offset, ul
   /* 64-bit offsets: block * stride passes 2^31 elements in large caches. */
   const ulong head_base = (blk * num_kv_heads + h) * (ulong)head_size * block_size;
   const ulong dim0 = (ulong)h * head_size + (ulong)j * X; /* first dim of the chunk in the row */
-  __global const src_t *ks = key + key_offset + t * key_stride + dim0;
-  __global const src_t *vs = value + value_offset + t * value_stride + dim0;
+  const ulong ks = key_offset + t * key_stride + dim0, vs = value_offset + t * value_stride + dim0;
   __global kv_t *kd = k_cache + head_base + ((ulong)j * block_size + off) * X;
   __global kv_t *vd = v_cache + head_base + (ulong)j * X * block_size + off;
+#if KV_DTYPE <= 2
+  if (src_dtype == KV_DTYPE) {
+    __global const bits_t *kb = (__global const bits_t *)key + ks;
+    __global const bits_t *vb = (__global const bits_t *)value + vs;
+    for (int i = 0; i < X; i++) {
+      ((__global bits_t *)kd)[i] = kb[i];
+      ((__global bits_t *)vd)[i * block_size] = vb[i];
+    }
+    return;
+  }
+#endif
   const divisor kdiv = divisor_of(k_scale), vdiv = divisor_of(v_scale);
   for (int i = 0; i < X; i++) {
-    PUT(ks, i, kd, i, kdiv);
-    PUT(vs, i, vd, i * block_size, vdiv);
+    KV_STORE(src_load(key, ks + i, src_dtype), kd, i, kdiv);
+    KV_STORE(src_load(value, vs + i, src_dtype), vd, i * block_size, vdiv);
   }
 }
 

@@ -131,7 +131,7 @@ clpa_status clpa_reshape_and_cache(clpa_context *ctx, const clpa_reshape_and_cac
 
   const clpa_cache_info *in = &p->cache->info;
   char opts[64];
-  snprintf(opts, sizeof opts, "-DKV_DTYPE=%d -DSRC_DTYPE=%d", (int)in->dtype, (int)p->src_dtype);
+  snprintf(opts, sizeof opts, "-DKV_DTYPE=%d", (int)in->dtype);
   cl_mem faults;
   if ((st = clpa_faults_buffer(ctx, &faults)) != CLPA_OK) return st;
   cl_kernel k;
@@ -142,22 +142,24 @@ clpa_status clpa_reshape_and_cache(clpa_context *ctx, const clpa_reshape_and_cac
   cl_mem kc = clpa_cache_key(p->cache, p->layer), vc = clpa_cache_value(p->cache, p->layer);
   cl_int heads = in->num_kv_heads, hs = in->head_size, bs = in->block_size, nb = in->num_blocks;
   cl_float ksc = p->k_scale, vsc = p->v_scale;
+  cl_int src = (cl_int)p->src_dtype;
   ARG(0, p->key);
   ARG(1, koff);
   ARG(2, ks);
   ARG(3, p->value);
   ARG(4, voff);
   ARG(5, vs);
-  ARG(6, p->slot_mapping);
-  ARG(7, kc);
-  ARG(8, vc);
-  ARG(9, heads);
-  ARG(10, hs);
-  ARG(11, bs);
-  ARG(12, nb);
-  ARG(13, ksc);
-  ARG(14, vsc);
-  ARG(15, faults);
+  ARG(6, src);
+  ARG(7, p->slot_mapping);
+  ARG(8, kc);
+  ARG(9, vc);
+  ARG(10, heads);
+  ARG(11, hs);
+  ARG(12, bs);
+  ARG(13, nb);
+  ARG(14, ksc);
+  ARG(15, vsc);
+  ARG(16, faults);
   size_t global[2] = {row / (size_t)in->x, (size_t)p->num_tokens};
   cl_int err = clEnqueueNDRangeKernel(ctx->queue, k, 2, NULL, global, NULL, p->num_wait_events,
                                       p->wait_events, p->event);
@@ -260,7 +262,7 @@ static clpa_status copy_enqueue(clpa_context *ctx, const clpa_copy_blocks_params
   cl_kernel k;
   clpa_status st;
   if ((st = clpa_faults_buffer(ctx, &faults)) ||
-      (st = clpa_kernel_create(ctx, "cache", "-DKV_DTYPE=1 -DSRC_DTYPE=0",
+      (st = clpa_kernel_create(ctx, "cache", "-DKV_DTYPE=1",
                                "clpa_cache_copy_blocks", &k)))
     return st;
   const int lo = 2 * p->first_layer, hi = 2 * (p->first_layer + layers);
