@@ -116,3 +116,14 @@ __kernel void clpa_cache_copy_blocks(__global uint4 *arena, ulong first_word, ul
   __global uint4 *base = arena + first_word + s * slice_words;
   base[(ulong)dst * block_words + w] = base[(ulong)src * block_words + w];
 }
+
+/*
+ * zero: n 16-byte words of a new cache arena, so that a device that
+ * allocates lazily commits the memory at creation. A kernel and not
+ * clEnqueueFillBuffer: NVIDIA's fill (driver 580) silently leaves buffers
+ * of 16 GiB and more unfilled (4-byte pattern: 2^32 elements), and its
+ * caches are that large. Grid: any size (a grid-stride loop).
+ */
+__kernel void clpa_cache_zero(__global uint4 *p, ulong n) {
+  for (ulong i = get_global_id(0); i < n; i += get_global_size(0)) p[i] = (uint4)(0u);
+}

@@ -198,8 +198,8 @@ static clpa_status plan_arenas(clpa_context *ctx, clpa_cache *c, size_t align,
   return CLPA_OK;
 }
 
-/* Device arenas: buffers, sub-buffers, zero fill; waits for the fills so
- * that a lazily allocating device fails here. */
+/* Device arenas: buffers, sub-buffers, zeroed by clpa_cache_zero; waits
+ * for it, so that a lazily allocating device fails here. */
 static clpa_status alloc_device(clpa_context *ctx, clpa_cache *c) {
   const int narenas = c->info.num_arenas;
   cl_int err = CL_SUCCESS;
@@ -226,13 +226,25 @@ static clpa_status alloc_device(clpa_context *ctx, clpa_cache *c) {
       return CLPA_CL_FAIL(ctx, err, "clCreateSubBuffer(cache layer)");
     }
   }
+  cl_kernel k;
+  clpa_status st = clpa_kernel_create(ctx, "cache", "-DKV_DTYPE=1", "clpa_cache_zero", &k);
+  if (st != CLPA_OK) return st;
   cl_event *evs = calloc((size_t)narenas, sizeof *evs);
-  CLPA_CTX_CHECK(ctx, !evs, CLPA_ERR_OUT_OF_MEMORY, "out of memory");
-  const cl_uint zero = 0;
+  if (!evs) {
+    clReleaseKernel(k);
+    return CLPA_FAIL(ctx->error, CLPA_ERR_OUT_OF_MEMORY, "out of memory");
+  }
   int n = 0;
-  for (; n < narenas && err == CL_SUCCESS; n++)
-    err = clEnqueueFillBuffer(ctx->queue, c->arenas[n].mem, &zero, sizeof zero, 0,
-                              c->arenas[n].size, 0, NULL, &evs[n]);
+  for (; n < narenas && err == CL_SUCCESS; n++) {
+    cl_ulong words = c->arenas[n].size / 16;
+    size_t global = (size_t)(ctx->info.compute_units ? ctx->info.compute_units : 1) * 2048;
+    if (global > words) global = (size_t)words;
+    err = clSetKernelArg(k, 0, sizeof(cl_mem), &c->arenas[n].mem);
+    err |= clSetKernelArg(k, 1, sizeof words, &words);
+    if (err == CL_SUCCESS)
+      err = clEnqueueNDRangeKernel(ctx->queue, k, 1, NULL, &global, NULL, 0, NULL, &evs[n]);
+  }
+  clReleaseKernel(k);
   if (err != CL_SUCCESS) n--; /* the failed enqueue gave no event */
   cl_int werr = n > 0 ? clWaitForEvents((cl_uint)n, evs) : CL_SUCCESS;
   cl_int bad = err;
