@@ -42,7 +42,8 @@ typedef uchar bits_t;
 
 /*
  * reshape_and_cache: scatter new key and value rows into the caches.
- * Grid: (num_kv_heads * head_size / X, num_tokens); any work-group size.
+ * Grid: (num_kv_heads * head_size / X, num_tokens), each rounded up to
+ * the work-group size (the padding returns at once).
  * Work-item (c, t) takes X consecutive dims (chunk c % (head_size / X) of
  * head c / (head_size / X)) of token t's key and value. A slot at or past
  * num_blocks * block_size is never written: it sets CLPA_FAULT_BAD_BLOCK.
@@ -51,13 +52,14 @@ typedef uchar bits_t;
  */
 __kernel void clpa_cache_reshape(__global const void *key, ulong key_offset, ulong key_stride,
                                  __global const void *value, ulong value_offset,
-                                 ulong value_stride, int src_dtype,
+                                 ulong value_stride, int src_dtype, int num_tokens,
                                  __global const long *slot_mapping, __global kv_t *k_cache,
                                  __global kv_t *v_cache, int num_kv_heads, int head_size,
                                  int block_size, int num_blocks, float k_scale, float v_scale,
                                  __global volatile int *faults) {
   const int c = get_global_id(0);
   const size_t t = get_global_id(1);
+  if (c >= num_kv_heads * (head_size / X) || t >= num_tokens) return; /* grid padding */
   const long slot = slot_mapping[t];
   if (slot < 0) return; /* padding */
   if (slot >= (long)num_blocks * block_size) {
