@@ -14,13 +14,10 @@
  *   k_cache       [num_blocks, num_kv_heads, head_size / X, block_size, X]
  *   v_cache       [num_blocks, num_kv_heads, head_size, block_size]
  *
- * One block of one KV head, where a work-item's X elements of a token go:
+ * One block of one KV head, where a token's elements go:
  *
  *   key:    row j (dims jX .. jX+X-1):  | tok 0: X | tok 1: X | ... |   16 B per token, contiguous
  *   value:  row d (one dim):            | tok 0 | tok 1 | ... | tok B-1 |   one element per token
- *
- * so a work-item's key chunk is 16 contiguous bytes, and its value
- * elements are block_size elements apart (as in vLLM).
  */
 /* Element i of a key/value row of dtype dt (clpa_dtype: 0 f32, 1 f16,
  * 2 bf16) as a float. The source dtype is a kernel argument, not a build
@@ -42,13 +39,16 @@ typedef uchar bits_t;
 
 /*
  * reshape_and_cache: scatter new key and value rows into the caches.
- * Grid: (num_kv_heads * head_size / X, num_tokens), each rounded up to
- * the work-group size (the padding returns at once).
- * Work-item (c, t) takes X consecutive dims (chunk c % (head_size / X) of
- * head c / (head_size / X)) of token t's key and value. A slot at or past
- * num_blocks * block_size is never written: it sets CLPA_FAULT_BAD_BLOCK.
- * A source of the cache's own dtype is copied as bits (NaN payloads
- * survive; half values cannot even be loaded without cl_khr_fp16).
+ * Grid: (num_kv_heads * head_size, num_tokens), each rounded up to the
+ * work-group size (the padding returns at once). Work-item (e, t) takes
+ * element e (head e / head_size, dim e % head_size) of token t's key and
+ * value, as vLLM's kernel does: adjacent work-items read adjacent source
+ * elements and write adjacent bytes of the key cache (16 bytes per token
+ * and row of X dims); value elements land block_size elements apart. A
+ * slot at or past num_blocks * block_size is never written: it sets
+ * CLPA_FAULT_BAD_BLOCK. A source of the cache's own dtype is copied as
+ * bits (NaN payloads survive; half values cannot even be loaded without
+ * cl_khr_fp16).
  */
 __kernel void clpa_cache_reshape(__global const void *key, ulong key_offset, ulong key_stride,
                                  __global const void *value, ulong value_offset,
@@ -57,40 +57,32 @@ __kernel void clpa_cache_reshape(__global const void *key, ulong key_offset, ulo
                                  __global kv_t *v_cache, int num_kv_heads, int head_size,
                                  int block_size, int num_blocks, float k_scale, float v_scale,
                                  __global volatile int *faults) {
-  const int c = get_global_id(0);
+  const int e = get_global_id(0);
   const size_t t = get_global_id(1);
-  if (c >= num_kv_heads * (head_size / X) || t >= num_tokens) return; /* grid padding */
+  if (e >= num_kv_heads * head_size || t >= num_tokens) return; /* grid padding */
   const long slot = slot_mapping[t];
   if (slot < 0) return; /* padding */
   if (slot >= (long)num_blocks * block_size) {
-    if (c == 0) atomic_or(faults, CLPA_FAULT_BAD_BLOCK);
+    if (e == 0) atomic_or(faults, CLPA_FAULT_BAD_BLOCK);
     return;
   }
-  const int chunks = head_size / X, h = c / chunks, j = c % chunks;
+  const int h = e / head_size, d = e % head_size;
   const ulong blk = (ulong)(slot / block_size);
   const int off = (int)(slot % block_size);
   /* 64-bit offsets: block * stride passes 2^31 elements in large caches. */
   const ulong head_base = (blk * num_kv_heads + h) * (ulong)head_size * block_size;
-  const ulong dim0 = (ulong)h * head_size + (ulong)j * X; /* first dim of the chunk in the row */
-  const ulong ks = key_offset + t * key_stride + dim0, vs = value_offset + t * value_stride + dim0;
-  __global kv_t *kd = k_cache + head_base + ((ulong)j * block_size + off) * X;
-  __global kv_t *vd = v_cache + head_base + (ulong)j * X * block_size + off;
+  const ulong ki = head_base + ((ulong)(d / X) * block_size + off) * X + d % X;
+  const ulong vi = head_base + (ulong)d * block_size + off;
+  const ulong ks = key_offset + t * key_stride + e, vs = value_offset + t * value_stride + e;
 #if KV_DTYPE <= 2
   if (src_dtype == KV_DTYPE) {
-    __global const bits_t *kb = (__global const bits_t *)key + ks;
-    __global const bits_t *vb = (__global const bits_t *)value + vs;
-    for (int i = 0; i < X; i++) {
-      ((__global bits_t *)kd)[i] = kb[i];
-      ((__global bits_t *)vd)[i * block_size] = vb[i];
-    }
+    ((__global bits_t *)k_cache)[ki] = ((__global const bits_t *)key)[ks];
+    ((__global bits_t *)v_cache)[vi] = ((__global const bits_t *)value)[vs];
     return;
   }
 #endif
-  const divisor kdiv = divisor_of(k_scale), vdiv = divisor_of(v_scale);
-  for (int i = 0; i < X; i++) {
-    KV_STORE(src_load(key, ks + i, src_dtype), kd, i, kdiv);
-    KV_STORE(src_load(value, vs + i, src_dtype), vd, i * block_size, vdiv);
-  }
+  KV_STORE(src_load(key, ks, src_dtype), k_cache, ki, divisor_of(k_scale));
+  KV_STORE(src_load(value, vs, src_dtype), v_cache, vi, divisor_of(v_scale));
 }
 
 /*

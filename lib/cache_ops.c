@@ -121,21 +121,21 @@ static clpa_status reshape_validate(clpa_context *ctx, const clpa_reshape_and_ca
 
 #define ARG(i, v) CLPA_SET_ARG(ctx, k, i, v)
 
-/* Work-groups of up to 128 work-items: a token's chunks (rounded up to a
- * power of two) times as many tokens as fit. Left to the driver, NVIDIA's
- * picks made this kernel about 10x slower. The kernel skips the padding. */
-static void reshape_grid(clpa_context *ctx, cl_kernel k, size_t chunks, size_t tokens,
+/* Work-groups of up to 128 work-items: a token's elements (rounded up to
+ * a power of two) times as many tokens as fit; the kernel skips the
+ * padding. */
+static void reshape_grid(clpa_context *ctx, cl_kernel k, size_t elems, size_t tokens,
                          size_t global[2], size_t local[2]) {
   size_t cap = 128, kwg = 0;
   if (clGetKernelWorkGroupInfo(k, ctx->dev, CL_KERNEL_WORK_GROUP_SIZE, sizeof kwg, &kwg, NULL) ==
           CL_SUCCESS && kwg > 0 && kwg < cap)
     cap = kwg;
   size_t l0 = 1;
-  while (l0 < chunks && l0 * 2 <= cap) l0 *= 2;
+  while (l0 < elems && l0 * 2 <= cap) l0 *= 2;
   size_t l1 = cap / l0;
   while (l1 > 1 && l1 / 2 >= tokens) l1 /= 2;
   local[0] = l0, local[1] = l1;
-  global[0] = (chunks + l0 - 1) / l0 * l0;
+  global[0] = (elems + l0 - 1) / l0 * l0;
   global[1] = (tokens + l1 - 1) / l1 * l1;
 }
 
@@ -180,7 +180,7 @@ clpa_status clpa_reshape_and_cache(clpa_context *ctx, const clpa_reshape_and_cac
   ARG(16, vsc);
   ARG(17, faults);
   size_t global[2], local[2];
-  reshape_grid(ctx, k, row / (size_t)in->x, (size_t)p->num_tokens, global, local);
+  reshape_grid(ctx, k, row, (size_t)p->num_tokens, global, local);
   cl_int err = clEnqueueNDRangeKernel(ctx->queue, k, 2, NULL, global, local, p->num_wait_events,
                                       p->wait_events, p->event);
   clReleaseKernel(k);
