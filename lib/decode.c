@@ -11,7 +11,6 @@
 
 #define DECODE_THREADS 128
 #define DEFAULT_PARTITION 512
-#define V1_MAX_CONTEXT 8192
 
 void clpa_decode_params_init(clpa_decode_params *p) {
   if (!p) return;
@@ -158,8 +157,7 @@ static clpa_status plan(clpa_context *ctx, const clpa_decode_params *p, decode_p
   else if (p->variant == CLPA_DECODE_V2)
     v2 = 1;
   else
-    v2 = p->max_context_len > V1_MAX_CONTEXT || local_bytes(p, 1, v1_stride) > lmem ||
-         (parts > 1 && (long)p->num_seqs * p->num_heads <= 512);
+    v2 = parts > 1 || local_bytes(p, 1, v1_stride) > lmem;
   const int stride = v2 ? pl->partition : v1_stride;
   int g = p->heads_per_group;
   if (g == 0) {

@@ -13,25 +13,34 @@
 
 static int tap_n, tap_failed;
 
+/* Prints a diagnostic; every line of it starts with "# ", as TAP wants. */
 static inline void diag(const char *fmt, ...) {
+  char buf[8192];
   va_list ap;
   va_start(ap, fmt);
-  fputs("# ", stdout);
-  vprintf(fmt, ap);
-  fputc('\n', stdout);
+  vsnprintf(buf, sizeof buf, fmt, ap);
   va_end(ap);
+  fputs("# ", stdout);
+  for (const char *p = buf; *p; p++) {
+    fputc(*p, stdout);
+    if (*p == '\n' && p[1]) fputs("# ", stdout);
+  }
+  fputc('\n', stdout);
   fflush(stdout);
 }
 
-/* Records one test point; returns cond so callers can add diagnostics. */
+/* Records one test point; returns cond so callers can add diagnostics. A
+ * description stays on one line (newlines become spaces). */
 static inline int ok(int cond, const char *fmt, ...) {
+  char buf[8192];
   va_list ap;
   va_start(ap, fmt);
-  tap_n++;
-  printf("%sok %d - ", cond ? "" : "not ", tap_n);
-  vprintf(fmt, ap);
-  fputc('\n', stdout);
+  vsnprintf(buf, sizeof buf, fmt, ap);
   va_end(ap);
+  for (char *p = buf; *p; p++)
+    if (*p == '\n') *p = ' ';
+  tap_n++;
+  printf("%sok %d - %s\n", cond ? "" : "not ", tap_n, buf);
   fflush(stdout);
   if (!cond) tap_failed++;
   return cond;

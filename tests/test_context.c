@@ -89,12 +89,27 @@ static void test_bad_args(void) {
   size_t n;
   ok(clpa_devices_list(NULL, 3, &n) == CLPA_ERR_INVALID_ARG, "devices_list NULL out, cap 3");
   ok(clpa_devices_list(NULL, 0, NULL) == CLPA_ERR_INVALID_ARG, "devices_list NULL count");
+  clpa_program_stats ps;
+  cl_program prog;
+  ok(clpa_context_program_stats(NULL, &ps) == CLPA_ERR_INVALID_ARG && clpa_last_error()[0],
+     "program_stats(NULL): %s", clpa_last_error());
+  ok(clpa_program_get(NULL, "smoke", "", &prog) == CLPA_ERR_INVALID_ARG, "program_get(NULL ctx)");
+  ok(clpa_context_check_faults(NULL, NULL) == CLPA_ERR_INVALID_ARG, "check_faults(NULL)");
+  ok(clpa_device_select(NULL, NULL) == CLPA_ERR_INVALID_ARG && strstr(clpa_last_error(), "index"),
+     "device_select NULL index: %s", clpa_last_error());
+  ok(strcmp(clpa_context_last_error(NULL), "") != 0 && clpa_context_cl_queue(NULL) == NULL &&
+         clpa_context_cl_context(NULL) == NULL && clpa_context_cl_device(NULL) == NULL,
+     "accessors of a NULL context answer without crashing");
+  ok(strcmp(clpa_lanes_name((clpa_lanes)99), "invalid") == 0, "lanes name of a bad value");
   clpa_context_destroy(NULL); /* must be a no-op */
   ok(clpa_context_create(NULL, &ctx) == CLPA_OK, "context for argument checks");
   ok(clpa_smoke_test(ctx, 0) == CLPA_ERR_INVALID_ARG &&
          strstr(clpa_context_last_error(ctx), "n = 0"),
      "smoke_test n = 0, message kept in the context: %s", clpa_context_last_error(ctx));
   cl_program p;
+  ok(clpa_program_get(ctx, NULL, "", &p) == CLPA_ERR_INVALID_ARG &&
+         strstr(clpa_context_last_error(ctx), "family"),
+     "NULL family: %s", clpa_context_last_error(ctx));
   ok(clpa_program_get(ctx, "no_such_family", "", &p) == CLPA_ERR_INVALID_ARG &&
          strstr(clpa_last_error(), "no_such_family"),
      "unknown family: %s", clpa_last_error());
