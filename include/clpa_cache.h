@@ -38,6 +38,9 @@
  * is skipped and sets CLPA_FAULT_BAD_BLOCK in the context's fault word
  * (clpa_context_check_faults). Nothing is ever written outside the caches.
  * The ops assume an in-order queue, as the rest of clpa does.
+ *
+ * Lifetime. A cache belongs to the context it was made on and must be
+ * destroyed before it; like the context, one thread at a time.
  */
 #ifndef CLPA_CACHE_H
 #define CLPA_CACHE_H
@@ -94,8 +97,9 @@ CLPA_API uint64_t clpa_cache_bytes_per_block(const clpa_cache_config *cfg);
 /* Creates a cache for the context's device as cfg describes. A device
  * cache of cfg->num_blocks = 0 gets
  *   floor(mem_fraction * global memory / bytes per block)
- * blocks, fewer if the device's largest allocation cannot hold one
- * layer's key cache of that many. The memory is zeroed; the call waits for
+ * blocks (less a little for alignment), fewer if the device's largest
+ * allocation (or cfg->max_arena_bytes) cannot hold one layer's key cache
+ * of that many. The memory is zeroed; the call waits for
  * that. Returns CLPA_OK and *out, CLPA_ERR_INVALID_ARG (the message names
  * the field), CLPA_ERR_DEVICE_MEMORY (more than the device's global
  * memory, one layer larger than its largest allocation, or an allocation

@@ -1,8 +1,8 @@
 /*
  * End to end, the way an engine drives the cache: a prompt is written
  * through a sequence of the host pool (clpa_seq_append's slots) with
- * reshape_and_cache; the sequence is forked (twice, later a third
- * sequence off the first), each one appends its own tokens, the
+ * reshape_and_cache; the sequence is forked (and, a few steps later,
+ * forked again), each sequence appends its own tokens, the
  * copy-on-write pairs clpa_seq_append reports are done with one
  * clpa_copy_blocks per step over every layer, before that step's
  * reshape_and_cache; and after every step clpa_decode over the batch that
