@@ -297,6 +297,7 @@ static clpa_status pick_lanes(clpa_context *ctx, clpa_lanes want) {
                  CLPA_ERR_UNSUPPORTED, "lanes 'nv_ptx' forced but device '%s' is not on NVIDIA's"
                  " OpenCL platform", in->name);
   ctx->lanes = want;
+  ctx->lanes_forced = 1;
   return CLPA_OK;
 }
 

@@ -216,7 +216,20 @@ static clpa_status get_kernel(clpa_context *ctx, const clpa_decode_params *p, de
   clpa_status st = clpa_kernel_create(ctx, "decode", opts, "clpa_decode_paged", k);
   if (st != CLPA_OK || ctx->lanes != CLPA_LANES_SUBGROUP || ctx->subgroup_size) return st;
   st = learn_subgroup_size(ctx, *k);
-  if (st == CLPA_OK && lane_width(ctx, p->block_size) != pl->sg) {
+  if (st != CLPA_OK) {
+    if (ctx->lanes_forced) {
+      clReleaseKernel(*k);
+      *k = NULL;
+      return st;
+    }
+    /* Subgroups we cannot size (an OpenCL 2.0 device with only the KHR
+     * query, say): the emulated path works everywhere. */
+    ctx->lanes = CLPA_LANES_EMULATED;
+    clpa_err_clear();
+    ctx->error[0] = '\0';
+    st = CLPA_OK;
+  }
+  if (ctx->lanes != CLPA_LANES_SUBGROUP || lane_width(ctx, p->block_size) != pl->sg) {
     clReleaseKernel(*k);
     *k = NULL;
     pl->sg = lane_width(ctx, p->block_size);

@@ -25,6 +25,7 @@ struct clpa_context {
   int owns_queue; /* clpa created the queue (and the context) */
   clpa_device_info info;
   clpa_lanes lanes;
+  int lanes_forced; /* the config asked for this path: never fall back from it */
   int binary_cache;
   char *cache_dir;
   clpa_program_entry *programs;
