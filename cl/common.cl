@@ -62,6 +62,11 @@ typedef uchar uchar1;
 #define TO_FLOAT4(x) convert_float4(x)
 #define TO_FLOAT8(x) convert_float8(x)
 #define TO_FLOAT16(x) convert_float16(x)
+#define TO_USHORT1(x) convert_ushort(x)
+#define TO_USHORT2(x) convert_ushort2(x)
+#define TO_USHORT4(x) convert_ushort4(x)
+#define TO_USHORT8(x) convert_ushort8(x)
+#define TO_USHORT16(x) convert_ushort16(x)
 #define TO_UINT1(x) convert_uint(x)
 #define TO_UINT2(x) convert_uint2(x)
 #define TO_UINT4(x) convert_uint4(x)
@@ -89,26 +94,32 @@ inline float vsum4(float4 a) { return (a.s0 + a.s1) + (a.s2 + a.s3); }
 inline float vsum8(float8 a) { return vsum4(a.lo) + vsum4(a.hi); }
 inline float vsum16(float16 a) { return vsum8(a.lo) + vsum8(a.hi); }
 #define VSUM(n, a) CAT(vsum, n)(a)
+/* acc + a . b as a chain of mads: one instruction per element on GPUs. */
+inline float vdot1(float a, float b, float acc) { return mad(a, b, acc); }
+inline float vdot2(float2 a, float2 b, float acc) { return mad(a.s1, b.s1, mad(a.s0, b.s0, acc)); }
+inline float vdot4(float4 a, float4 b, float acc) { return vdot2(a.hi, b.hi, vdot2(a.lo, b.lo, acc)); }
+inline float vdot8(float8 a, float8 b, float acc) { return vdot4(a.hi, b.hi, vdot4(a.lo, b.lo, acc)); }
+inline float vdot16(float16 a, float16 b, float acc) {
+  return vdot8(a.hi, b.hi, vdot8(a.lo, b.lo, acc));
+}
+#define VDOT(n, a, b, acc) CAT(vdot, n)(a, b, acc)
 
 /* ---- 1. storage dtypes ---------------------------------------------- */
 
-/* fp8 decoders work on uintN lanes holding one byte each. */
+/* fp8 decoders work on uintN lanes holding one byte each. Both go through
+ * f16, whose conversion devices do in hardware: e5m2 is the upper byte of
+ * an f16; e4m3's bits, moved into f16's places, give the value / 2^8
+ * (subnormals included), and only its NaN (0x7f, 0xff) needs a select. */
 #define FP8_E4M3_DECODER(n)                                                         \
   inline CAT(float, n) CAT(fp8e4m3_to_float, n)(CAT(uint, n) b) {                   \
-    CAT(uint, n) s = (b >> 7) << 31, e = (b >> 3) & 15u, m = b & 7u;                \
-    CAT(float, n) normal = CAT(AS_FLOAT, n)(s | ((e + 120u) << 23) | (m << 20));    \
-    CAT(float, n) sub = CAT(AS_FLOAT, n)(s | CAT(AS_UINT, n)(CAT(TO_FLOAT, n)(m) * 0x1p-9f)); \
-    CAT(float, n) r = select(normal, sub, e == 0u);                                  \
+    CAT(ushort, n) h = CAT(TO_USHORT, n)(((b & 0x80u) << 8) | ((b & 0x7fu) << 7));  \
+    CAT(float, n) r = CAT(VLOADH, n)((const __private half *)&h) * 0x1p8f;           \
     return select(r, (CAT(float, n))(NAN), (b & 0x7fu) == 0x7fu);                   \
   }
 #define FP8_E5M2_DECODER(n)                                                         \
   inline CAT(float, n) CAT(fp8e5m2_to_float, n)(CAT(uint, n) b) {                   \
-    CAT(uint, n) s = (b >> 7) << 31, e = (b >> 2) & 31u, m = b & 3u;                \
-    CAT(float, n) normal = CAT(AS_FLOAT, n)(s | ((e + 112u) << 23) | (m << 21));    \
-    CAT(float, n) special = CAT(AS_FLOAT, n)(s | (255u << 23) | (m << 21));         \
-    CAT(float, n) sub = CAT(AS_FLOAT, n)(s | CAT(AS_UINT, n)(CAT(TO_FLOAT, n)(m) * 0x1p-16f)); \
-    CAT(float, n) r = select(normal, sub, e == 0u);                                  \
-    return select(r, special, e == 31u);                                              \
+    CAT(ushort, n) h = CAT(TO_USHORT, n)(b << 8);                                    \
+    return CAT(VLOADH, n)((const __private half *)&h);                              \
   }
 FP8_E4M3_DECODER(1)
 FP8_E4M3_DECODER(2)

@@ -275,7 +275,7 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
           const CAT(int, V_VEC_SIZE) tok = CAT(IOTA, V_VEC_SIZE) + tok0;
           v = select((floatV)(0.0f), v, tok < L && tok >= lo);
         }
-        for (int g = 0; g < G; g++) accs[g][i] += VSUM(V_VEC_SIZE, lv[g] * v);
+        for (int g = 0; g < G; g++) accs[g][i] = VDOT(V_VEC_SIZE, lv[g], v, accs[g][i]);
       }
     }
   }

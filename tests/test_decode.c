@@ -407,6 +407,70 @@ static void test_bad_args(void) {
   clReleaseMemObject(bt), clReleaseMemObject(cl), clReleaseMemObject(out);
 }
 
+/* Every storage code decodes exactly: with one token of context the
+ * softmax weight is exactly 1, so the output is the decoded value row
+ * itself (times v_scale for fp8). The 256 dims of a head take 256 codes:
+ * all of fp8's, and for f16/bf16 a spread with subnormals, infinities and
+ * NaNs; NaN must come out as NaN. Block sizes 8 and 16 cover the value
+ * vector widths 8 and 16. */
+static void test_codes(void) {
+  const clpa_dtype dts[] = {E4M3, E5M2, F16, BF16};
+  for (size_t di = 0; di < sizeof dts / sizeof *dts; di++)
+    for (int bs = 8; bs <= 16; bs += 8) {
+      const clpa_dtype dt = dts[di];
+      const int hs = 256, fp8 = clpa_dtype_size(dt) == 1;
+      const float vscale = fp8 ? 0.375f : 1.0f;
+      const size_t esz = clpa_dtype_size(dt), elems = (size_t)hs * bs;
+      unsigned char *kst = calloc(elems, esz), *vst = calloc(elems, esz);
+      uint16_t codes16[256];
+      for (int d = 0; d < hs; d++) {
+        /* f16/bf16: exponent field sweeps every value, sign and mantissa vary */
+        uint16_t c = (uint16_t)(d < 8 ? (d << 12) | 0x0a5 : (d << 8) | (d * 37 & 0xff));
+        if (dt == BF16) c = (uint16_t)((d << 8) | (d * 37 & 0x7f) | (d & 1 ? 0x80 : 0));
+        codes16[d] = c;
+        if (fp8)
+          vst[(size_t)d * bs] = (unsigned char)d;
+        else
+          memcpy(vst + ((size_t)d * bs) * 2, &c, 2);
+      }
+      int32_t table = 0, len = 1;
+      float q[256];
+      for (int d = 0; d < hs; d++) q[d] = 0.25f;
+      cl_mem bq = test_buffer(ctx, q, sizeof q), kc = test_buffer(ctx, kst, elems * esz);
+      cl_mem vc = test_buffer(ctx, vst, elems * esz), bt = test_buffer(ctx, &table, 4);
+      cl_mem cl = test_buffer(ctx, &len, 4), out = test_buffer(ctx, NULL, sizeof(float) * hs);
+      test_poison(ctx, out, sizeof(float) * hs);
+      clpa_decode_params p;
+      clpa_decode_params_init(&p);
+      p.num_seqs = 1, p.num_heads = 1, p.num_kv_heads = 1, p.head_size = hs, p.block_size = bs;
+      p.max_blocks_per_seq = 1, p.max_context_len = 1, p.kv_dtype = dt, p.scale = 1.0f;
+      p.v_scale = vscale, p.query = bq, p.key_cache = kc, p.value_cache = vc;
+      p.block_tables = bt, p.context_lens = cl, p.out = out;
+      float got[256], want[256];
+      int good = clpa_decode(ctx, &p) == CLPA_OK;
+      test_read(ctx, out, got, sizeof got);
+      int bad = -1;
+      for (int d = 0; d < hs; d++) {
+        if (fp8) {
+          unsigned char c = (unsigned char)d;
+          clpa_decode_elems(dt, &c, &want[d], 1, vscale);
+        } else {
+          clpa_decode_elems(dt, &codes16[d], &want[d], 1, 1.0f);
+        }
+        /* == rather than bits: the sum starts at +0, so -0 comes out as +0 */
+        int same = isnan(want[d]) ? isnan(got[d]) : got[d] == want[d];
+        if (!same && bad < 0) bad = d;
+      }
+      ok(good && bad < 0, "every %s code decodes exactly (block %d)%s", clpa_dtype_name(dt), bs,
+         bad < 0 ? "" : ": see below");
+      if (bad >= 0)
+        diag("first mismatch at code %d: got %.9g want %.9g", bad, got[bad], want[bad]);
+      clReleaseMemObject(bq), clReleaseMemObject(kc), clReleaseMemObject(vc);
+      clReleaseMemObject(bt), clReleaseMemObject(cl), clReleaseMemObject(out);
+      free(kst), free(vst);
+    }
+}
+
 /* Chaining: the kernel waits for a user event and hands back its own. */
 static void test_events(void) {
   dcase c = {2, 4, 4, 64, 16, 64, F32, F32, V2, 32, 1, 0, 0, 0, 0, 0, 0};
@@ -448,6 +512,7 @@ int main(int argc, char **argv) {
     ok(run_full() == 0, "full cross product");
   } else {
     for (size_t i = 0; i < sizeof default_grid / sizeof *default_grid; i++) run_case(&default_grid[i]);
+    test_codes();
     test_faults();
     test_bad_args();
     test_events();
