@@ -94,7 +94,7 @@ inline float vsum4(float4 a) { return (a.s0 + a.s1) + (a.s2 + a.s3); }
 inline float vsum8(float8 a) { return vsum4(a.lo) + vsum4(a.hi); }
 inline float vsum16(float16 a) { return vsum8(a.lo) + vsum8(a.hi); }
 #define VSUM(n, a) CAT(vsum, n)(a)
-/* acc + a . b as a chain of mads: one instruction per element on GPUs. */
+/* acc + a . b as a chain of mads. */
 inline float vdot1(float a, float b, float acc) { return mad(a, b, acc); }
 inline float vdot2(float2 a, float2 b, float acc) { return mad(a.s1, b.s1, mad(a.s0, b.s0, acc)); }
 inline float vdot4(float4 a, float4 b, float acc) { return vdot2(a.hi, b.hi, vdot2(a.lo, b.lo, acc)); }
