@@ -7,6 +7,8 @@ cd "$(dirname "$0")/.."
 
 want=(pocl-opencl-icd ocl-icd-opencl-dev opencl-headers clinfo meson ninja-build pkg-config
       gcc libclblast-dev python3)
+# The test command also runs the KV-manager fuzz target under libFuzzer.
+if [ "${1:-demo}" = test ]; then want+=(clang libclang-rt-14-dev); fi
 missing=()
 for p in "${want[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -40,6 +42,11 @@ case "${1:-demo}" in
       -Db_lundef=false >/dev/null
     ninja -C "$asan"
     UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 meson test -C "$asan" --print-errorlogs
+    # A short, seeded libFuzzer run of the KV manager (the slow suite runs 300k).
+    fuzz="$build-fuzz"
+    [ -f "$fuzz/build.ninja" ] || CC=clang meson setup "$fuzz" -Dfuzz=true >/dev/null
+    ninja -C "$fuzz" tests/fuzz_kvman
+    "$fuzz/tests/fuzz_kvman" -runs=200000 -max_len=2048 -seed=1 2>&1 | tail -n 3
     ;;
   *)
     echo "usage: $0 demo|test" >&2
