@@ -52,6 +52,9 @@
 #ifndef HEADS_PER_WG
 #define HEADS_PER_WG 1 /* query heads of one KV head served by one work-group */
 #endif
+#ifndef KEY_BLOCKS
+#define KEY_BLOCKS 2 /* key blocks a lane group takes per step of the QK loop */
+#endif
 
 /* Derived sizes. Example: f16 cache, SG 32, BLOCK_SIZE 16, HEAD_SIZE 128:
  * TGS 2 lanes per token, VEC_SIZE 4 halves (8 bytes) per lane per step,
@@ -179,42 +182,53 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
    * whole work-group (PoCL); lane groups past the end work on a masked
    * stand-in block. */
   const int tg_idx = lane / TGS, tg_off = lane % TGS;
-  const int iters = (end_block - start_block + NUM_WARPS - 1) / NUM_WARPS;
+  const int iters = (end_block - start_block + NUM_WARPS * KEY_BLOCKS - 1) / (NUM_WARPS * KEY_BLOCKS);
   for (int it = 0; it < iters; it++) {
-    const int blk = start_block + warp + it * NUM_WARPS;
-    const int in_range = blk < end_block;
-    int phys = in_range ? table[blk] : 0;
-    const int valid = in_range && phys >= 0 && phys < num_blocks;
-    if (!valid) {
-      if (in_range && lane == 0) atomic_or(faults, CLPA_FAULT_BAD_BLOCK);
-      phys = 0; /* read a real block, mask every token of it */
+    /* KEY_BLOCKS blocks per step, so each query load serves several keys. */
+    int blk[KEY_BLOCKS], valid[KEY_BLOCKS], in_range[KEY_BLOCKS];
+    __global const kv_t *kb[KEY_BLOCKS];
+    for (int b = 0; b < KEY_BLOCKS; b++) {
+      blk[b] = start_block + warp + (it * KEY_BLOCKS + b) * NUM_WARPS;
+      in_range[b] = blk[b] < end_block;
+      int phys = in_range[b] ? table[blk[b]] : 0;
+      valid[b] = in_range[b] && phys >= 0 && phys < num_blocks;
+      if (!valid[b]) {
+        if (in_range[b] && lane == 0) atomic_or(faults, CLPA_FAULT_BAD_BLOCK);
+        phys = 0; /* read a real block, mask every token of it */
+      }
+      /* 64-bit offsets: block * stride can pass 2^31 elements. */
+      kb[b] = k_cache + (ulong)phys * kv_block_stride + kv_head * kv_head_stride;
     }
-    /* 64-bit offsets: block * stride can pass 2^31 elements. */
-    __global const kv_t *kb = k_cache + (ulong)phys * kv_block_stride + kv_head * kv_head_stride;
     for (int t = 0; t < NUM_TOKENS_PER_TG; t++) {
       const int offset = (tg_idx + t * SG) % BLOCK_SIZE;
-      const int token = blk * BLOCK_SIZE + offset;
-      __global const kv_t *kp = kb + offset * X;
-      floatK acc[G];
-      for (int g = 0; g < G; g++) acc[g] = 0.0f;
+      floatK acc[KEY_BLOCKS][G];
+      for (int b = 0; b < KEY_BLOCKS; b++)
+        for (int g = 0; g < G; g++) acc[b][g] = 0.0f;
       for (int j = 0; j < NUM_VECS_PER_THREAD; j++) {
         const int e = (tg_off + j * TGS) * VEC_SIZE; /* first dim of this vec */
-        floatK k = KV_LOAD(VEC_SIZE, kp + (e / X) * (BLOCK_SIZE * X) + e % X) * kscale;
-        for (int g = 0; g < G; g++)
-          acc[g] = mad(CAT(VLOAD, VEC_SIZE)(q_s + g * HEAD_SIZE + e), k, acc[g]);
+        const int koff = offset * X + (e / X) * (BLOCK_SIZE * X) + e % X;
+        floatK k[KEY_BLOCKS];
+        for (int b = 0; b < KEY_BLOCKS; b++) k[b] = KV_LOAD(VEC_SIZE, kb[b] + koff) * kscale;
+        for (int g = 0; g < G; g++) {
+          const floatK qv = CAT(VLOAD, VEC_SIZE)(q_s + g * HEAD_SIZE + e);
+          for (int b = 0; b < KEY_BLOCKS; b++) acc[b][g] = mad(qv, k[b], acc[b][g]);
+        }
       }
-      const int masked = !valid || token >= L || token < lo;
-      for (int g = 0; g < G; g++) {
-        float qk = VSUM(VEC_SIZE, acc[g]);
+      for (int b = 0; b < KEY_BLOCKS; b++) {
+        const int token = blk[b] * BLOCK_SIZE + offset;
+        const int masked = !valid[b] || token >= L || token < lo;
+        for (int g = 0; g < G; g++) {
+          float qk = VSUM(VEC_SIZE, acc[b][g]);
 #if TGS > 1
-        qk = lane_group_sum(qk, TGS, red); /* never emulated: see the #error above */
+          qk = lane_group_sum(qk, TGS, red); /* never emulated: see the #error above */
 #endif
-        qk *= scale;
-        if (soft_cap > 0.0f) qk = soft_cap * tanh(qk / soft_cap);
-        qk += slope[g] * (float)(token - L + 1);
-        if (tg_off == 0 && in_range)
-          logits[g * logits_stride + token - start_token] = masked ? -INFINITY : qk;
-        if (!masked) qk_max[g] = fmax(qk_max[g], qk);
+          qk *= scale;
+          if (soft_cap > 0.0f) qk = soft_cap * tanh(qk / soft_cap);
+          qk += slope[g] * (float)(token - L + 1);
+          if (tg_off == 0 && in_range[b])
+            logits[g * logits_stride + token - start_token] = masked ? -INFINITY : qk;
+          if (!masked) qk_max[g] = fmax(qk_max[g], qk);
+        }
       }
     }
   }
