@@ -52,9 +52,6 @@
 #ifndef HEADS_PER_WG
 #define HEADS_PER_WG 1 /* query heads of one KV head served by one work-group */
 #endif
-#ifndef KEY_BLOCKS
-#define KEY_BLOCKS 2 /* key blocks a lane group takes per step of the QK loop */
-#endif
 
 /* Derived sizes. Example: f16 cache, SG 32, BLOCK_SIZE 16, HEAD_SIZE 128:
  * TGS 2 lanes per token, VEC_SIZE 4 halves (8 bytes) per lane per step,
@@ -77,6 +74,18 @@
 #define VEC_SIZE 1
 #endif
 #define NUM_VECS_PER_THREAD (HEAD_SIZE / (TGS * VEC_SIZE))
+/* Key blocks a lane group takes per step of the QK loop, so that each
+ * query load from local memory serves several keys. Measured on an H100
+ * (notes/perf.md): 4 when the heads times the vector width make 16 (f16
+ * with 4 heads: 148 -> 132 us), 2 otherwise (4 was slower for f32 and
+ * fp8 with 4 heads and for 1 head). */
+#ifndef KEY_BLOCKS
+#if HEADS_PER_WG * VEC_SIZE == 16
+#define KEY_BLOCKS 4
+#else
+#define KEY_BLOCKS 2
+#endif
+#endif
 #define V_ELEMS_ (X < BLOCK_SIZE ? X : BLOCK_SIZE)
 #if V_ELEMS_ >= 16
 #define V_VEC_SIZE 16
