@@ -246,7 +246,8 @@ CLPA_API void clpa_decode_params_init(clpa_decode_params *p);
 /* Enqueues decode attention on the context's queue; does not wait.
  *
  * Heuristic (CLPA_DECODE_AUTO): v1 when the context fits in one partition
- * (and its logits in local memory), v2 otherwise. Measured on an H100
+ * (and its logits in local memory), v2 otherwise. Measured on an H100 with
+ * the first kernels, before the QK loop took several key blocks per step
  * (clpa-bench decode, f16, batch 16, context 4096, 32/8 heads), v2 with 4
  * heads per group beat v1 at every setting v1's local memory allows (192
  * against 293 us); vLLM's extra rule (v1 when num_seqs * num_heads > 512)
