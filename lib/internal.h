@@ -15,6 +15,7 @@ typedef struct clpa_program_entry {
   /* Kernels made from it, kept so a launch costs no clCreateKernel. A
    * context is used by one thread at a time, so sharing them is safe. */
   cl_kernel kernels[4];
+  char *kernel_names[4];
 } clpa_program_entry;
 
 struct clpa_context {

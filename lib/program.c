@@ -231,8 +231,10 @@ static char *full_options(const clpa_context *ctx, const char *options) {
   return s;
 }
 
-clpa_status clpa_program_get_internal(clpa_context *ctx, const char *family, const char *options,
-                                      cl_program *out) {
+/* The cache entry of a family's program for these options, built (or
+ * loaded from disk) on first use. */
+static clpa_status program_entry(clpa_context *ctx, const char *family, const char *options,
+                                 clpa_program_entry **out) {
   if (!options) options = "";
   const clpa_cl_source *common = find_source("common");
   const clpa_cl_source *fam = find_source(family);
@@ -251,7 +253,7 @@ clpa_status clpa_program_get_internal(clpa_context *ctx, const char *family, con
       ctx->stats.memory_hits++;
       free(mkey);
       free(opts);
-      *out = e->program;
+      *out = e;
       return CLPA_OK;
     }
 
@@ -293,16 +295,26 @@ clpa_status clpa_program_get_internal(clpa_context *ctx, const char *family, con
   e->program = prog;
   e->next = ctx->programs;
   ctx->programs = e;
-  *out = prog;
+  *out = e;
   return CLPA_OK;
+}
+
+clpa_status clpa_program_get_internal(clpa_context *ctx, const char *family, const char *options,
+                                      cl_program *out) {
+  clpa_program_entry *e;
+  clpa_status st = program_entry(ctx, family, options, &e);
+  if (st == CLPA_OK) *out = e->program;
+  return st;
 }
 
 void clpa_programs_release(clpa_context *ctx) {
   clpa_program_entry *e = ctx->programs;
   while (e) {
     clpa_program_entry *next = e->next;
-    for (size_t i = 0; i < sizeof e->kernels / sizeof *e->kernels; i++)
+    for (size_t i = 0; i < sizeof e->kernels / sizeof *e->kernels; i++) {
       if (e->kernels[i]) clReleaseKernel(e->kernels[i]);
+      free(e->kernel_names[i]);
+    }
     clReleaseProgram(e->program);
     free(e->key);
     free(e);
@@ -325,34 +337,31 @@ clpa_status clpa_context_program_stats(const clpa_context *ctx, clpa_program_sta
   return CLPA_OK;
 }
 
-static clpa_program_entry *find_entry(clpa_context *ctx, cl_program prog) {
-  for (clpa_program_entry *e = ctx->programs; e; e = e->next)
-    if (e->program == prog) return e;
-  return NULL;
-}
-
 clpa_status clpa_kernel_create(clpa_context *ctx, const char *family, const char *options,
                                const char *name, cl_kernel *out) {
-  cl_program prog;
-  clpa_status st = clpa_program_get_internal(ctx, family, options, &prog);
+  clpa_program_entry *e;
+  clpa_status st = program_entry(ctx, family, options, &e);
   if (st != CLPA_OK) return st;
-  clpa_program_entry *e = find_entry(ctx, prog);
+  const size_t slots = sizeof e->kernels / sizeof *e->kernels;
   size_t slot = 0;
-  for (; e && slot < sizeof e->kernels / sizeof *e->kernels && e->kernels[slot]; slot++) {
-    char kname[128] = "";
-    if (clGetKernelInfo(e->kernels[slot], CL_KERNEL_FUNCTION_NAME, sizeof kname, kname, NULL) ==
-            CL_SUCCESS &&
-        strcmp(kname, name) == 0) {
+  for (; slot < slots && e->kernels[slot]; slot++)
+    if (strcmp(e->kernel_names[slot], name) == 0) {
       CLPA_CL_CHECK(ctx, clRetainKernel(e->kernels[slot]), "clRetainKernel");
       *out = e->kernels[slot];
       return CLPA_OK;
     }
-  }
   cl_int err;
-  cl_kernel k = clCreateKernel(prog, name, &err);
+  cl_kernel k = clCreateKernel(e->program, name, &err);
   if (err != CL_SUCCESS) return CLPA_CL_FAIL(ctx, err, name);
-  if (e && slot < sizeof e->kernels / sizeof *e->kernels && clRetainKernel(k) == CL_SUCCESS)
-    e->kernels[slot] = k;
+  /* A full cache, or no memory for the name, only costs a later clCreateKernel. */
+  if (slot < slots && (e->kernel_names[slot] = strdup(name)) != NULL) {
+    if (clRetainKernel(k) == CL_SUCCESS) {
+      e->kernels[slot] = k;
+    } else {
+      free(e->kernel_names[slot]);
+      e->kernel_names[slot] = NULL;
+    }
+  }
   *out = k;
   return CLPA_OK;
 }
