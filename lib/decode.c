@@ -172,7 +172,7 @@ static clpa_status plan(clpa_context *ctx, const clpa_decode_params *p, decode_p
   }
   pl->heads_per_group = g;
   pl->v2 = v2;
-  pl->logits_stride = v2 ? pl->partition : v1_stride;
+  pl->logits_stride = stride;
   pl->max_parts = v2 ? parts : 1;
   CLPA_CTX_CHECK(ctx, local_bytes(p, g, pl->logits_stride) > lmem, CLPA_ERR_UNSUPPORTED,
                  "%s with %d heads per group needs %zu bytes of local memory; the device has %llu"
@@ -299,20 +299,18 @@ static clpa_status launch_decode(clpa_context *ctx, const clpa_decode_params *p,
   return CLPA_OK;
 }
 
-static void reduce_options(const clpa_decode_params *p, const decode_plan *pl, char *buf,
-                           size_t cap) {
-  snprintf(buf, cap, "-DHEAD_SIZE=%d -DIO_DTYPE=%d -DNUM_THREADS=%d -DPARTITION_SIZE=%d",
+static clpa_status reduce_kernel(clpa_context *ctx, const clpa_decode_params *p,
+                                 const decode_plan *pl, cl_kernel *k) {
+  char opts[256];
+  snprintf(opts, sizeof opts, "-DHEAD_SIZE=%d -DIO_DTYPE=%d -DNUM_THREADS=%d -DPARTITION_SIZE=%d",
            p->head_size, p->q_dtype == CLPA_DTYPE_F16 ? 1 : 0, DECODE_THREADS, pl->partition);
+  return clpa_kernel_create(ctx, "reduce", opts, "clpa_decode_reduce", k);
 }
 
+/* Sets the reduce kernel's arguments and enqueues it; releases k. */
 static clpa_status launch_reduce(clpa_context *ctx, const clpa_decode_params *p,
-                                 const decode_plan *pl, cl_mem tmp, cl_mem sums, cl_mem maxes,
-                                 cl_event *ev) {
-  char opts[256];
-  reduce_options(p, pl, opts, sizeof opts);
-  cl_kernel k;
-  clpa_status st = clpa_kernel_create(ctx, "reduce", opts, "clpa_decode_reduce", &k);
-  if (st != CLPA_OK) return st;
+                                 const decode_plan *pl, cl_kernel k, cl_mem tmp, cl_mem sums,
+                                 cl_mem maxes, cl_event *ev) {
   cl_int maxc = p->max_context_len, nh = p->num_heads, mp = pl->max_parts;
   ARG(0, p->out);
   ARG(1, p->lse);
@@ -361,12 +359,13 @@ clpa_status clpa_decode(clpa_context *ctx, const clpa_decode_params *p) {
       (st = clpa_scratch(ctx, 1, stats * sizeof(float), &sums)) ||
       (st = clpa_scratch(ctx, 2, stats * sizeof(float), &maxes)))
     return st;
-  /* Build both programs before enqueueing anything, so a build failure
+  /* Get the reduce kernel before enqueueing anything, so a build failure
    * leaves nothing half done. */
-  cl_program unused;
-  char opts[256];
-  reduce_options(p, &pl, opts, sizeof opts);
-  if ((st = clpa_program_get_internal(ctx, "reduce", opts, &unused)) != CLPA_OK) return st;
-  if ((st = launch_decode(ctx, p, &pl, tmp, sums, maxes, NULL)) != CLPA_OK) return st;
-  return launch_reduce(ctx, p, &pl, tmp, sums, maxes, p->event);
+  cl_kernel reduce;
+  if ((st = reduce_kernel(ctx, p, &pl, &reduce)) != CLPA_OK) return st;
+  if ((st = launch_decode(ctx, p, &pl, tmp, sums, maxes, NULL)) != CLPA_OK) {
+    clReleaseKernel(reduce);
+    return st;
+  }
+  return launch_reduce(ctx, p, &pl, reduce, tmp, sums, maxes, p->event);
 }
