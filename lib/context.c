@@ -348,7 +348,8 @@ static clpa_status wrap_handles(clpa_context *ctx, const clpa_context_config *cf
 }
 
 /* Creates clpa's own context and queue on the selected device. */
-static clpa_status open_device(clpa_context *ctx, const clpa_context_config *cfg) {
+static clpa_status open_device(clpa_context *ctx, const clpa_context_config *cfg, int *pi,
+                               int *di) {
   const char *origin;
   const char *spec = effective_spec(cfg->device, &origin);
   dev_ref *list;
@@ -362,6 +363,8 @@ static clpa_status open_device(clpa_context *ctx, const clpa_context_config *cfg
   }
   ctx->platform = list[idx].platform;
   ctx->dev = list[idx].device;
+  *pi = list[idx].pi;
+  *di = list[idx].di;
   free(list);
   cl_int err;
   cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)ctx->platform, 0};
@@ -389,7 +392,7 @@ static clpa_status open_device(clpa_context *ctx, const clpa_context_config *cfg
   return CLPA_OK;
 }
 
-/* Fills the context's "P:D" indices (also for wrapped handles). */
+/* Finds the "P:D" indices of a wrapped device. */
 static void locate(clpa_context *ctx) {
   dev_ref *list;
   size_t n;
@@ -418,10 +421,16 @@ clpa_status clpa_context_create(const clpa_context_config *cfg, clpa_context **o
              "cfg->cl_dev/cl_queue given without cfg->cl_ctx");
   clpa_context *ctx = calloc(1, sizeof *ctx);
   CLPA_CHECK(NULL, !ctx, CLPA_ERR_OUT_OF_MEMORY, "out of memory");
-  clpa_status st = cfg->cl_ctx ? wrap_handles(ctx, cfg) : open_device(ctx, cfg);
+  int pi = -1, di = -1;
+  clpa_status st = cfg->cl_ctx ? wrap_handles(ctx, cfg) : open_device(ctx, cfg, &pi, &di);
   if (st == CLPA_OK) st = clpa_device_query(ctx->platform, ctx->dev, &ctx->info);
   if (st == CLPA_OK) st = pick_lanes(ctx, cfg->lanes);
-  if (st == CLPA_OK) locate(ctx);
+  if (st == CLPA_OK && cfg->cl_ctx) {
+    locate(ctx);
+  } else if (st == CLPA_OK) {
+    ctx->info.platform_index = pi;
+    ctx->info.device_index = di;
+  }
   if (st == CLPA_OK) {
     const char *no = getenv("CLPA_NO_BINARY_CACHE");
     ctx->binary_cache = cfg->binary_cache && !(no && strcmp(no, "1") == 0);
