@@ -163,6 +163,44 @@ static void make_inputs(const dcase *c, inputs *in) {
   in->window = c->window ? 1 + (int)rng_below((uint32_t)c->max_ctx) : 0;
 }
 
+/* A case's inputs on the device, and decode params that point at them. */
+typedef struct device_case {
+  cl_mem q, kc, vc, bt, cl, out, lse, al, sk;
+} device_case;
+
+static void upload(const dcase *c, const inputs *in, device_case *d, clpa_decode_params *p) {
+  const size_t esz = clpa_dtype_size(c->kv), qsz = clpa_dtype_size(c->io);
+  const size_t outn = (size_t)c->seqs * c->heads * c->hs, lsen = (size_t)c->seqs * c->heads;
+  d->q = test_buffer(ctx, in->q_store, qsz * in->q_stride * c->seqs);
+  d->kc = test_buffer(ctx, in->k_store, esz * in->cache_elems);
+  d->vc = test_buffer(ctx, in->v_store, esz * in->cache_elems);
+  d->bt = test_buffer(ctx, in->tables, sizeof(int32_t) * c->seqs * in->max_blocks);
+  d->cl = test_buffer(ctx, in->lens, sizeof(int32_t) * c->seqs);
+  d->out = test_buffer(ctx, NULL, qsz * outn);
+  d->lse = c->lse ? test_buffer(ctx, NULL, sizeof(float) * lsen) : NULL;
+  d->al = in->alibi ? test_buffer(ctx, in->alibi, sizeof(float) * c->heads) : NULL;
+  d->sk = in->sinks ? test_buffer(ctx, in->sinks, sizeof(float) * c->heads) : NULL;
+  test_poison(ctx, d->out, qsz * outn);
+  if (d->lse) test_poison(ctx, d->lse, sizeof(float) * lsen);
+  clpa_decode_params_init(p);
+  p->num_seqs = c->seqs, p->num_heads = c->heads, p->num_kv_heads = c->kv_heads;
+  p->head_size = c->hs, p->block_size = c->bs, p->max_blocks_per_seq = in->max_blocks;
+  p->max_context_len = c->max_ctx, p->kv_dtype = c->kv, p->q_dtype = c->io;
+  p->scale = 1.0f / sqrtf((float)c->hs);
+  p->k_scale = in->k_scale, p->v_scale = in->v_scale, p->soft_cap = in->soft_cap;
+  p->sliding_window = in->window, p->q_stride = in->q_stride;
+  p->query = d->q, p->key_cache = d->kc, p->value_cache = d->vc, p->block_tables = d->bt;
+  p->context_lens = d->cl, p->out = d->out, p->lse = d->lse, p->alibi_slopes = d->al;
+  p->sinks = d->sk;
+  p->variant = c->variant, p->partition_size = c->partition, p->heads_per_group = c->hpg;
+}
+
+static void release(device_case *d) {
+  cl_mem all[] = {d->q, d->kc, d->vc, d->bt, d->cl, d->out, d->lse, d->al, d->sk};
+  for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+    if (all[i]) clReleaseMemObject(all[i]);
+}
+
 static int run_case(const dcase *c) {
   char name[256];
   describe(c, name, sizeof name);
@@ -183,29 +221,10 @@ static int run_case(const dcase *c) {
   int good = ok(clpa_ref_decode(&ra) == CLPA_OK, "reference for %s", name);
   if (!good) diag("%s", clpa_last_error());
 
-  size_t esz = clpa_dtype_size(c->kv), qsz = clpa_dtype_size(c->io);
-  cl_mem q = test_buffer(ctx, in.q_store, qsz * in.q_stride * c->seqs);
-  cl_mem kc = test_buffer(ctx, in.k_store, esz * in.cache_elems);
-  cl_mem vc = test_buffer(ctx, in.v_store, esz * in.cache_elems);
-  cl_mem bt = test_buffer(ctx, in.tables, sizeof(int32_t) * c->seqs * in.max_blocks);
-  cl_mem cl = test_buffer(ctx, in.lens, sizeof(int32_t) * c->seqs);
-  cl_mem out = test_buffer(ctx, NULL, qsz * outn);
-  cl_mem lse = c->lse ? test_buffer(ctx, NULL, sizeof(float) * lsen) : NULL;
-  cl_mem al = in.alibi ? test_buffer(ctx, in.alibi, sizeof(float) * c->heads) : NULL;
-  cl_mem sk = in.sinks ? test_buffer(ctx, in.sinks, sizeof(float) * c->heads) : NULL;
-  test_poison(ctx, out, qsz * outn);
-  if (lse) test_poison(ctx, lse, sizeof(float) * lsen);
-
+  const size_t qsz = clpa_dtype_size(c->io);
+  device_case d;
   clpa_decode_params p;
-  clpa_decode_params_init(&p);
-  p.num_seqs = c->seqs, p.num_heads = c->heads, p.num_kv_heads = c->kv_heads;
-  p.head_size = c->hs, p.block_size = c->bs, p.max_blocks_per_seq = in.max_blocks;
-  p.max_context_len = c->max_ctx, p.kv_dtype = c->kv, p.q_dtype = c->io, p.scale = scale;
-  p.k_scale = in.k_scale, p.v_scale = in.v_scale, p.soft_cap = in.soft_cap;
-  p.sliding_window = in.window, p.q_stride = in.q_stride;
-  p.query = q, p.key_cache = kc, p.value_cache = vc, p.block_tables = bt, p.context_lens = cl;
-  p.out = out, p.lse = lse, p.alibi_slopes = al, p.sinks = sk;
-  p.variant = c->variant, p.partition_size = c->partition, p.heads_per_group = c->hpg;
+  upload(c, &in, &d, &p);
   clpa_status st = clpa_decode(ctx, &p);
   good &= ok(st == CLPA_OK, "decode %s", name);
   if (st != CLPA_OK) diag("%s: %s", clpa_status_name(st), clpa_context_last_error(ctx));
@@ -214,7 +233,7 @@ static int run_case(const dcase *c) {
 
   float *got = malloc(sizeof(float) * (outn ? outn : 1));
   void *got_store = malloc(qsz * (outn ? outn : 1));
-  test_read(ctx, out, got_store, qsz * outn);
+  test_read(ctx, d.out, got_store, qsz * outn);
   clpa_decode_elems(c->io, got_store, got, outn, 1.0f);
   double atol = 0, rtol = 0;
   for (size_t i = 0; i < sizeof tolerance / sizeof *tolerance; i++)
@@ -228,7 +247,7 @@ static int run_case(const dcase *c) {
          in.lens[at / ((size_t)c->heads * c->hs)], got[at], want[at]);
   if (c->lse) {
     float *gl = malloc(sizeof(float) * lsen);
-    test_read(ctx, lse, gl, sizeof(float) * lsen);
+    test_read(ctx, d.lse, gl, sizeof(float) * lsen);
     worst = test_worst(gl, want_lse, lsen, LSE_ATOL, LSE_RTOL, &at);
     good &= ok(worst <= 1.0, "lse within tolerance (worst %.3g)", worst);
     if (worst > 1.0) diag("worst lse %zu: got %.9g want %.9g", at, gl[at], want_lse[at]);
@@ -236,11 +255,7 @@ static int run_case(const dcase *c) {
   }
   if (!good) diag("failed case: %s", name);
   free(got), free(got_store), free(want), free(want_lse);
-  clReleaseMemObject(q), clReleaseMemObject(kc), clReleaseMemObject(vc);
-  clReleaseMemObject(bt), clReleaseMemObject(cl), clReleaseMemObject(out);
-  if (lse) clReleaseMemObject(lse);
-  if (al) clReleaseMemObject(al);
-  if (sk) clReleaseMemObject(sk);
+  release(&d);
   free_inputs(&in);
   return good;
 }
@@ -302,26 +317,17 @@ static int run_full(void) {
 
 /* Bad block ids and context lengths are never followed; they set faults. */
 static void test_faults(void) {
-  dcase c = {4, 4, 2, 64, 16, 100, F16, F32, V1, 0, 1, 0, 0, 0, 0, 0, 0};
+  dcase c = {4, 4, 2, 64, 16, 100, F16, F32, V1, 32, 0, 0, 0, 0, 0, 0, 0};
   inputs in;
   make_inputs(&c, &in);
   in.tables[1] = -5;             /* seq 0, block 1 */
   in.tables[in.max_blocks] = in.num_blocks; /* seq 1, block 0 */
   in.lens[2] = 1000;             /* > max_context_len */
-  size_t esz = clpa_dtype_size(c.kv);
-  cl_mem q = test_buffer(ctx, in.q_store, 4 * in.q_stride * c.seqs);
-  cl_mem kc = test_buffer(ctx, in.k_store, esz * in.cache_elems);
-  cl_mem vc = test_buffer(ctx, in.v_store, esz * in.cache_elems);
-  cl_mem bt = test_buffer(ctx, in.tables, sizeof(int32_t) * c.seqs * in.max_blocks);
-  cl_mem cl = test_buffer(ctx, in.lens, sizeof(int32_t) * c.seqs);
-  cl_mem out = test_buffer(ctx, NULL, 4 * (size_t)c.seqs * c.heads * c.hs);
+  device_case d;
+  clpa_decode_params p;
+  upload(&c, &in, &d, &p);
   for (int v = 1; v <= 2; v++) {
-    clpa_decode_params p;
-    clpa_decode_params_init(&p);
-    p.num_seqs = c.seqs, p.num_heads = c.heads, p.num_kv_heads = c.kv_heads, p.head_size = c.hs;
-    p.block_size = c.bs, p.max_blocks_per_seq = in.max_blocks, p.max_context_len = c.max_ctx;
-    p.scale = 0.125f, p.query = q, p.key_cache = kc, p.value_cache = vc, p.block_tables = bt;
-    p.context_lens = cl, p.out = out, p.variant = (clpa_decode_variant)v, p.partition_size = 32;
+    p.variant = (clpa_decode_variant)v;
     ok(clpa_decode(ctx, &p) == CLPA_OK, "v%d decode with bad table entries is enqueued", v);
     int32_t f = 0;
     clpa_status st = clpa_context_check_faults(ctx, &f);
@@ -329,8 +335,7 @@ static void test_faults(void) {
        "v%d faults reported: 0x%x, %s", v, f, clpa_context_last_error(ctx));
     ok(clpa_context_check_faults(ctx, &f) == CLPA_OK && f == 0, "reading the faults clears them");
   }
-  clReleaseMemObject(q), clReleaseMemObject(kc), clReleaseMemObject(vc);
-  clReleaseMemObject(bt), clReleaseMemObject(cl), clReleaseMemObject(out);
+  release(&d);
   free_inputs(&in);
 }
 
@@ -473,23 +478,14 @@ static void test_codes(void) {
 
 /* Chaining: the kernel waits for a user event and hands back its own. */
 static void test_events(void) {
-  dcase c = {2, 4, 4, 64, 16, 64, F32, F32, V2, 32, 1, 0, 0, 0, 0, 0, 0};
+  dcase c = {2, 4, 4, 64, 16, 64, F32, F32, V2, 32, 0, 0, 0, 0, 0, 0, 0};
   inputs in;
   make_inputs(&c, &in);
-  cl_mem q = test_buffer(ctx, in.q_store, 4 * in.q_stride * c.seqs);
-  cl_mem kc = test_buffer(ctx, in.k_store, 4 * in.cache_elems);
-  cl_mem vc = test_buffer(ctx, in.v_store, 4 * in.cache_elems);
-  cl_mem bt = test_buffer(ctx, in.tables, sizeof(int32_t) * c.seqs * in.max_blocks);
-  cl_mem cl = test_buffer(ctx, in.lens, sizeof(int32_t) * c.seqs);
-  cl_mem out = test_buffer(ctx, NULL, 4 * (size_t)c.seqs * c.heads * c.hs);
+  device_case d;
+  clpa_decode_params p;
+  upload(&c, &in, &d, &p);
   cl_int err;
   cl_event user = clCreateUserEvent(clpa_context_cl_context(ctx), &err), done = NULL;
-  clpa_decode_params p;
-  clpa_decode_params_init(&p);
-  p.num_seqs = c.seqs, p.num_heads = c.heads, p.num_kv_heads = c.kv_heads, p.head_size = c.hs;
-  p.block_size = c.bs, p.max_blocks_per_seq = in.max_blocks, p.max_context_len = c.max_ctx;
-  p.kv_dtype = F32, p.scale = 0.125f, p.query = q, p.key_cache = kc, p.value_cache = vc;
-  p.block_tables = bt, p.context_lens = cl, p.out = out, p.variant = V2, p.partition_size = 32;
   p.num_wait_events = 1, p.wait_events = &user, p.event = &done;
   ok(clpa_decode(ctx, &p) == CLPA_OK && done, "decode waits on a user event: %s",
      clpa_last_error());
@@ -499,8 +495,7 @@ static void test_events(void) {
   clSetUserEventStatus(user, CL_COMPLETE);
   ok(clWaitForEvents(1, &done) == CL_SUCCESS, "and completes after");
   clReleaseEvent(user), clReleaseEvent(done);
-  clReleaseMemObject(q), clReleaseMemObject(kc), clReleaseMemObject(vc);
-  clReleaseMemObject(bt), clReleaseMemObject(cl), clReleaseMemObject(out);
+  release(&d);
   free_inputs(&in);
 }
 
