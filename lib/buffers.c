@@ -71,3 +71,11 @@ clpa_status clpa_context_check_faults(clpa_context *ctx, int32_t *faults) {
                    (word & 2) ? " a context length < 0 or > max_context_len (treated as 0)" : "",
                    (word & 4) ? " subgroups did not match the lane groups (results invalid)" : "");
 }
+
+clpa_status clpa_check_wait_list(clpa_context *ctx, cl_uint n, const cl_event *evs) {
+  CLPA_CTX_CHECK(ctx, n > 0 && !evs, CLPA_ERR_INVALID_ARG,
+                 "num_wait_events = %u but wait_events is NULL", n);
+  for (cl_uint i = 0; i < n; i++)
+    CLPA_CTX_CHECK(ctx, !evs[i], CLPA_ERR_INVALID_ARG, "wait_events[%u] is NULL", i);
+  return CLPA_OK;
+}
