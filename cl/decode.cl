@@ -130,107 +130,9 @@
 #define floatV CAT(float, V_VEC_SIZE)
 #define floatK CAT(float, VEC_SIZE)
 
-/* The part of one sequence's context a work-group attends to: blocks
- * [start_block, end_block) of its table; tokens are masked to [lo, L). */
-typedef struct span {
-  int L;                      /* context length */
-  int lo;                     /* first token inside the sliding window (0 without one) */
-  int start_block, end_block; /* end_block <= ctx_blocks */
-  int ctx_blocks;             /* blocks holding the context: ceil(L / BLOCK_SIZE) */
-} span;
-
-/* The tile of block `blk` of the table for kv_head, or of block 0 with
- * *valid = 0 when the entry is outside the cache (it sets the fault bit
- * once per lane group; every token of the stand-in block is masked). */
-inline ulong table_tile(__global const int *table, int blk, int num_blocks, int kv_head,
-                        ulong block_stride, ulong head_stride, int *valid,
-                        __global volatile int *faults) {
-  int phys = table[blk];
-  *valid = phys >= 0 && phys < num_blocks;
-  if (!*valid) {
-    if (get_local_id(0) % SG == 0) atomic_or(faults, CLPA_FAULT_BAD_BLOCK);
-    phys = 0;
-  }
-  return kv_tile((ulong)phys, kv_head, block_stride, head_stride);
-}
-
 /* ---- 1. load the query (G heads) into local memory ---- */
 inline void load_query(__local float *q_s, __global const io_t *q_ptr) {
   for (int i = get_local_id(0); i < G * HEAD_SIZE; i += NUM_THREADS) q_s[i] = IO_LOAD(q_ptr, i);
-  barrier(CLK_LOCAL_MEM_FENCE);
-}
-
-/* One key logit after the options: scale, soft cap, ALiBi. */
-inline float logit_of(float qk, float scale, float soft_cap, float slope, int token, int L) {
-  qk *= scale;
-  if (soft_cap > 0.0f) qk = soft_cap * tanh(qk / soft_cap);
-  return qk + slope * (float)(token - L + 1);
-}
-
-/* ---- 2. score the keys ----
- * Each lane group takes KEY_BLOCKS whole blocks per step (so each query
- * load from local memory serves several keys), a thread group one token.
- * Writes every logit of the span to logits[g * logits_stride + token -
- * start_token] (-inf where masked) and each head's largest to qk_max[g].
- * Every work-item runs the same number of steps, so the shuffles inside
- * stay in uniform control flow even where a subgroup spans the whole
- * work-group (PoCL); lane groups past the end work on a masked stand-in. */
-inline void score_keys(float *qk_max, __local float *logits, int logits_stride,
-                       __local const float *q_s, __global const kv_t *k_cache,
-                       __global const int *table, span sp, int num_blocks, int kv_head,
-                       ulong block_stride, ulong head_stride, float scale, float kscale,
-                       float soft_cap, const float *slope, __local float *red,
-                       __global volatile int *faults) {
-  const int lane = get_local_id(0) % SG, warp = get_local_id(0) / SG;
-  const int tg_idx = lane / TGS, tg_off = lane % TGS;
-  const int start_token = sp.start_block * BLOCK_SIZE;
-  const int steps = (sp.end_block - sp.start_block + NUM_WARPS * KEY_BLOCKS - 1) /
-                    (NUM_WARPS * KEY_BLOCKS);
-  for (int it = 0; it < steps; it++) {
-    int blk[KEY_BLOCKS], valid[KEY_BLOCKS], in_range[KEY_BLOCKS];
-    __global const kv_t *kb[KEY_BLOCKS];
-    for (int b = 0; b < KEY_BLOCKS; b++) {
-      blk[b] = sp.start_block + warp + (it * KEY_BLOCKS + b) * NUM_WARPS;
-      in_range[b] = blk[b] < sp.end_block;
-      valid[b] = 0;
-      ulong tile = kv_tile(0, kv_head, block_stride, head_stride);
-      if (in_range[b])
-        tile = table_tile(table, blk[b], num_blocks, kv_head, block_stride, head_stride, &valid[b],
-                          faults);
-      kb[b] = k_cache + tile;
-    }
-    for (int t = 0; t < NUM_TOKENS_PER_TG; t++) {
-      const int offset = (tg_idx + t * SG) % BLOCK_SIZE;
-      /* This lane's share of q . k for each block and head. */
-      floatK acc[KEY_BLOCKS][G];
-      for (int b = 0; b < KEY_BLOCKS; b++)
-        for (int g = 0; g < G; g++) acc[b][g] = 0.0f;
-      for (int j = 0; j < NUM_VECS_PER_THREAD; j++) {
-        const int e = (tg_off + j * TGS) * VEC_SIZE; /* first dim of this vec */
-        const int koff = key_index(e, offset, BLOCK_SIZE);
-        floatK k[KEY_BLOCKS];
-        for (int b = 0; b < KEY_BLOCKS; b++) k[b] = KV_LOAD(VEC_SIZE, kb[b] + koff) * kscale;
-        for (int g = 0; g < G; g++) {
-          const floatK qv = CAT(VLOAD, VEC_SIZE)(q_s + g * HEAD_SIZE + e);
-          for (int b = 0; b < KEY_BLOCKS; b++) acc[b][g] = mad(qv, k[b], acc[b][g]);
-        }
-      }
-      for (int b = 0; b < KEY_BLOCKS; b++) {
-        const int token = blk[b] * BLOCK_SIZE + offset;
-        const int masked = !valid[b] || token >= sp.L || token < sp.lo;
-        for (int g = 0; g < G; g++) {
-          float qk = VSUM(VEC_SIZE, acc[b][g]);
-#if TGS > 1
-          qk = lane_group_sum(qk, TGS, red); /* never emulated: see the #error above */
-#endif
-          qk = logit_of(qk, scale, soft_cap, slope[g], token, sp.L);
-          if (tg_off == 0 && in_range[b])
-            logits[g * logits_stride + token - start_token] = masked ? -INFINITY : qk;
-          if (!masked) qk_max[g] = fmax(qk_max[g], qk);
-        }
-      }
-    }
-  }
   barrier(CLK_LOCAL_MEM_FENCE);
 }
 
@@ -254,51 +156,6 @@ inline softmax_state softmax_logits(__local float *lg, int num_tokens, float qk_
   const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
   for (int i = lid; i < num_tokens; i += NUM_THREADS) lg[i] *= inv;
   return softmax_state_of(m, sum);
-}
-
-/* ---- 4. accumulate the values ----
- * Lanes take V_VEC_SIZE tokens of value rows: accs[g][i] gathers this
- * lane's share of row lane / NUM_V_VECS_PER_ROW + i * NUM_ROWS_PER_ITER. */
-inline void accumulate_values(float accs[G][NUM_ROWS_PER_THREAD], __local const float *logits,
-                              int logits_stride, __global const kv_t *v_cache,
-                              __global const int *table, span sp, int num_blocks, int kv_head,
-                              ulong block_stride, ulong head_stride, float vscale) {
-  const int lane = get_local_id(0) % SG, warp = get_local_id(0) / SG;
-  const int start_token = sp.start_block * BLOCK_SIZE;
-  for (int g = 0; g < G; g++)
-    for (int i = 0; i < NUM_ROWS_PER_THREAD; i++) accs[g][i] = 0.0f;
-  const int vcol = (lane % NUM_V_VECS_PER_ROW) * V_VEC_SIZE;
-  for (int blk = sp.start_block + warp; blk < sp.end_block; blk += NUM_WARPS) {
-    const int phys = table[blk];
-    if (phys < 0 || phys >= num_blocks) continue; /* its logits are 0; never read it */
-    const int tok0 = blk * BLOCK_SIZE + vcol;
-    floatV lv[G];
-    for (int g = 0; g < G; g++)
-      lv[g] = CAT(VLOAD, V_VEC_SIZE)(logits + g * logits_stride + tok0 - start_token);
-    __global const kv_t *vb = v_cache + kv_tile((ulong)phys, kv_head, block_stride, head_stride);
-    for (int i = 0; i < NUM_ROWS_PER_THREAD; i++) {
-      const int row = lane / NUM_V_VECS_PER_ROW + i * NUM_ROWS_PER_ITER;
-      if (row < HEAD_SIZE) {
-        floatV v = KV_LOAD(V_VEC_SIZE, vb + value_index(row, vcol, BLOCK_SIZE)) * vscale;
-        /* Slots past the context (or before the window) may hold anything,
-         * NaN included: 0 * NaN is NaN, so zero the values, not just the
-         * weights. */
-        if (blk == sp.ctx_blocks - 1 || blk == sp.start_block) {
-          const CAT(int, V_VEC_SIZE) tok = CAT(IOTA, V_VEC_SIZE) + tok0;
-          v = select((floatV)(0.0f), v, tok < sp.L && tok >= sp.lo);
-        }
-        /* Measured on an H100 (notes/perf.md): a mad chain pays for 16-wide
-         * rows (fp8: 216 -> 175 us), a tree sum for 8-wide ones (f16: 192
-         * against 215 us). */
-        for (int g = 0; g < G; g++)
-#if V_VEC_SIZE >= 16
-          accs[g][i] = VDOT(V_VEC_SIZE, lv[g], v, accs[g][i]);
-#else
-          accs[g][i] += VSUM(V_VEC_SIZE, lv[g] * v);
-#endif
-      }
-    }
-  }
 }
 
 /* ---- 5. reduce: across the lanes of a row, then across lane groups ----
@@ -329,13 +186,14 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
     ulong block_stride, ulong head_stride, __global const int *block_tables,
     int max_blocks_per_seq, __global const int *context_lens, int max_context_len,
     int num_blocks, int num_heads, int num_kv_heads, float scale, float k_scale, float v_scale,
-    __global const float *k_scales, __global const float *v_scales, __global const float *alibi, float soft_cap, int window, __global const float *sinks,
-    int max_parts, int logits_stride, __global volatile int *faults, __local float *logits) {
+    __global const float *k_scales, __global const float *v_scales, __global const float *alibi,
+    float soft_cap, int window, __global const float *sinks, int max_parts, int logits_stride, __global volatile int *faults, __local float *logits) {
   __local float q_s[G * HEAD_SIZE];
   __local float out_s[G * HEAD_SIZE];
   __local float red[NUM_THREADS];
 
   const int lid = get_local_id(0);
+  const int warp = lid / SG, lane = lid % SG;
   const int head0 = get_group_id(0) * G;
   const int seq = get_group_id(1);
   const int part = get_group_id(2);
@@ -343,52 +201,113 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
 
 #if CLPA_LANES == 2
   /* Lane groups must be aligned slices of real subgroups. */
-  if (get_sub_group_size() % SG != 0 || get_sub_group_local_id() % SG != (uint)(lid % SG)) {
+  if (get_sub_group_size() % SG != 0 || get_sub_group_local_id() % SG != (uint)lane) {
     if (lid == 0) atomic_or(faults, CLPA_FAULT_LANES);
   }
 #endif
-  span sp;
-  sp.L = context_lens[seq];
-  if (sp.L < 0 || sp.L > max_context_len) {
+  int L = context_lens[seq];
+  if (L < 0 || L > max_context_len) {
     if (lid == 0 && part == 0) atomic_or(faults, CLPA_FAULT_BAD_CONTEXT_LEN);
-    sp.L = 0;
+    L = 0;
   }
-  sp.ctx_blocks = (sp.L + BLOCK_SIZE - 1) / BLOCK_SIZE;
+  const int ctx_blocks = (L + BLOCK_SIZE - 1) / BLOCK_SIZE;
   /* Tokens before lo are outside the sliding window: their blocks are
    * neither read nor checked (an engine may already have freed them). */
-  sp.lo = window > 0 ? max(sp.L - window, 0) : 0;
+  const int lo = window > 0 ? max(L - window, 0) : 0;
 #if PARTITION_SIZE
-  if (part * PARTITION_SIZE >= sp.L) return; /* the reduce kernel skips empty partitions */
-  sp.start_block = max(part * (PARTITION_SIZE / BLOCK_SIZE), sp.lo / BLOCK_SIZE);
-  sp.end_block = min((part + 1) * (PARTITION_SIZE / BLOCK_SIZE), sp.ctx_blocks);
-  if (sp.start_block >= sp.end_block) { /* the whole partition is outside the window */
+  if (part * PARTITION_SIZE >= L) return; /* the reduce kernel skips empty partitions */
+  const int start_block = max(part * (PARTITION_SIZE / BLOCK_SIZE), lo / BLOCK_SIZE);
+  const int end_block = min((part + 1) * (PARTITION_SIZE / BLOCK_SIZE), ctx_blocks);
+  if (start_block >= end_block) { /* the whole partition is outside the window */
     if (lid < G) {
       const size_t sh = (size_t)seq * num_heads + head0 + lid;
-      max_logits[sh * max_parts + part] = -INFINITY;
       exp_sums[sh * max_parts + part] = 0.0f;
+      max_logits[sh * max_parts + part] = -INFINITY;
     }
     return;
   }
 #else
-  sp.start_block = sp.lo / BLOCK_SIZE;
-  sp.end_block = sp.ctx_blocks;
+  const int start_block = lo / BLOCK_SIZE, end_block = ctx_blocks;
 #endif
-  const int num_tokens = (sp.end_block - sp.start_block) * BLOCK_SIZE; /* whole blocks */
+  const int start_token = start_block * BLOCK_SIZE;
+  const int num_tokens = (end_block - start_block) * BLOCK_SIZE; /* padded to whole blocks */
   __global const int *table = block_tables + (size_t)seq * max_blocks_per_seq;
 
   load_query(q_s, q + seq * q_stride + head0 * HEAD_SIZE);
 
+  const float kscale = !KV_IS_FP8 ? 1.0f : k_scales ? k_scales[0] : k_scale;
+  const float vscale = !KV_IS_FP8 ? 1.0f : v_scales ? v_scales[0] : v_scale;
   float slope[G], qk_max[G];
   for (int g = 0; g < G; g++) {
     slope[g] = alibi ? alibi[head0 + g] : 0.0f;
     qk_max[g] = -INFINITY;
   }
-  score_keys(qk_max, logits, logits_stride, q_s, k_cache, table, sp, num_blocks, kv_head,
-             block_stride, head_stride, scale, !KV_IS_FP8 ? 1.0f : k_scales ? k_scales[0] : k_scale,
-             soft_cap, slope, red, faults);
 
+  /* ---- 2. score the keys ----
+   * Each lane group takes KEY_BLOCKS whole blocks per step (so each query
+   * load from local memory serves several keys), a thread group one token.
+   * Every work-item runs the same number of iterations, so the shuffles
+   * inside stay in uniform control flow even where a subgroup spans the
+   * whole work-group (PoCL); lane groups past the end work on a masked
+   * stand-in block.
+   * Phases 2 and 4 stay in the kernel body: written as inline functions
+   * (private arrays passed by pointer, the same PTX size and registers)
+   * they measured 13 % slower for f16 on the H100 (154 against 136 us,
+   * notes/perf.md). */
+  const int tg_idx = lane / TGS, tg_off = lane % TGS;
+  const int iters = (end_block - start_block + NUM_WARPS * KEY_BLOCKS - 1) / (NUM_WARPS * KEY_BLOCKS);
+  for (int it = 0; it < iters; it++) {
+    /* KEY_BLOCKS blocks per step, so each query load serves several keys. */
+    int blk[KEY_BLOCKS], valid[KEY_BLOCKS], in_range[KEY_BLOCKS];
+    __global const kv_t *kb[KEY_BLOCKS];
+    for (int b = 0; b < KEY_BLOCKS; b++) {
+      blk[b] = start_block + warp + (it * KEY_BLOCKS + b) * NUM_WARPS;
+      in_range[b] = blk[b] < end_block;
+      int phys = in_range[b] ? table[blk[b]] : 0;
+      valid[b] = in_range[b] && phys >= 0 && phys < num_blocks;
+      if (!valid[b]) {
+        if (in_range[b] && lane == 0) atomic_or(faults, CLPA_FAULT_BAD_BLOCK);
+        phys = 0; /* read a real block, mask every token of it */
+      }
+      kb[b] = k_cache + kv_tile((ulong)phys, kv_head, block_stride, head_stride);
+    }
+    for (int t = 0; t < NUM_TOKENS_PER_TG; t++) {
+      const int offset = (tg_idx + t * SG) % BLOCK_SIZE;
+      floatK acc[KEY_BLOCKS][G];
+      for (int b = 0; b < KEY_BLOCKS; b++)
+        for (int g = 0; g < G; g++) acc[b][g] = 0.0f;
+      for (int j = 0; j < NUM_VECS_PER_THREAD; j++) {
+        const int e = (tg_off + j * TGS) * VEC_SIZE; /* first dim of this vec */
+        const int koff = key_index(e, offset, BLOCK_SIZE);
+        floatK k[KEY_BLOCKS];
+        for (int b = 0; b < KEY_BLOCKS; b++) k[b] = KV_LOAD(VEC_SIZE, kb[b] + koff) * kscale;
+        for (int g = 0; g < G; g++) {
+          const floatK qv = CAT(VLOAD, VEC_SIZE)(q_s + g * HEAD_SIZE + e);
+          for (int b = 0; b < KEY_BLOCKS; b++) acc[b][g] = mad(qv, k[b], acc[b][g]);
+        }
+      }
+      for (int b = 0; b < KEY_BLOCKS; b++) {
+        const int token = blk[b] * BLOCK_SIZE + offset;
+        const int masked = !valid[b] || token >= L || token < lo;
+        for (int g = 0; g < G; g++) {
+          float qk = VSUM(VEC_SIZE, acc[b][g]);
+#if TGS > 1
+          qk = lane_group_sum(qk, TGS, red); /* never emulated: see the #error above */
+#endif
+          qk *= scale;
+          if (soft_cap > 0.0f) qk = soft_cap * tanh(qk / soft_cap);
+          qk += slope[g] * (float)(token - L + 1);
+          if (tg_off == 0 && in_range[b])
+            logits[g * logits_stride + token - start_token] = masked ? -INFINITY : qk;
+          if (!masked) qk_max[g] = fmax(qk_max[g], qk);
+        }
+      }
+    }
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+
+  /* ---- 3. softmax over this work-group's tokens, per head ---- */
   for (int g = 0; g < G; g++) {
-    /* v2 leaves the sink to the reduce kernel, which sees every partition. */
     const int has_sink = !PARTITION_SIZE && sinks;
     softmax_state st = softmax_logits(logits + g * logits_stride, num_tokens, qk_max[g], has_sink,
                                       has_sink ? sinks[head0 + g] : 0.0f, red);
@@ -404,10 +323,43 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
   }
   barrier(CLK_LOCAL_MEM_FENCE);
 
+  /* ---- 4. accumulate the values: lanes take V_VEC_SIZE tokens of value rows ---- */
   float accs[G][NUM_ROWS_PER_THREAD];
-  accumulate_values(accs, logits, logits_stride, v_cache, table, sp, num_blocks, kv_head,
-                    block_stride, head_stride,
-                    !KV_IS_FP8 ? 1.0f : v_scales ? v_scales[0] : v_scale);
+  for (int g = 0; g < G; g++)
+    for (int i = 0; i < NUM_ROWS_PER_THREAD; i++) accs[g][i] = 0.0f;
+  const int vcol = (lane % NUM_V_VECS_PER_ROW) * V_VEC_SIZE;
+  for (int blk = start_block + warp; blk < end_block; blk += NUM_WARPS) {
+    const int phys = table[blk];
+    if (phys < 0 || phys >= num_blocks) continue; /* its logits are 0; never read it */
+    const int tok0 = blk * BLOCK_SIZE + vcol;
+    floatV lv[G];
+    for (int g = 0; g < G; g++)
+      lv[g] = CAT(VLOAD, V_VEC_SIZE)(logits + g * logits_stride + tok0 - start_token);
+    __global const kv_t *vb = v_cache + kv_tile((ulong)phys, kv_head, block_stride, head_stride);
+    for (int i = 0; i < NUM_ROWS_PER_THREAD; i++) {
+      const int row = lane / NUM_V_VECS_PER_ROW + i * NUM_ROWS_PER_ITER;
+      if (row < HEAD_SIZE) {
+        floatV v = KV_LOAD(V_VEC_SIZE, vb + value_index(row, vcol, BLOCK_SIZE)) * vscale;
+        /* Slots past the context (or before the window) may hold anything,
+         * NaN included: 0 * NaN is NaN, so zero the values, not just the
+         * weights. */
+        if (blk == ctx_blocks - 1 || blk == start_block) {
+          const CAT(int, V_VEC_SIZE) tok = CAT(IOTA, V_VEC_SIZE) + tok0;
+          v = select((floatV)(0.0f), v, tok < L && tok >= lo);
+        }
+        /* Measured on an H100 (notes/perf.md): a mad chain pays for 16-wide
+         * rows (fp8: 216 -> 175 us), a tree sum for 8-wide ones (f16: 192
+         * against 215 us). */
+        for (int g = 0; g < G; g++)
+#if V_VEC_SIZE >= 16
+          accs[g][i] = VDOT(V_VEC_SIZE, lv[g], v, accs[g][i]);
+#else
+          accs[g][i] += VSUM(V_VEC_SIZE, lv[g] * v);
+#endif
+      }
+    }
+  }
+
   reduce_rows(out_s, accs, red);
 
   /* ---- 6. write the output (v1) or the partition's (v2) ---- */

@@ -192,7 +192,10 @@ inline ulong kv_tile(ulong block, int kv_head, ulong block_stride, ulong head_st
 }
 /* Element `dim` of the key of the token at offset `tok` of its block, in a tile. */
 inline int key_index(int dim, int tok, int block_size) {
-  return ((dim / X) * block_size + tok) * X + dim % X;
+  /* = ((dim / X) * block_size + tok) * X + dim % X, in the order that
+   * keeps the part that depends on dim alone separate: the decode loop's
+   * dims are unrolled constants plus a lane offset. */
+  return tok * X + (dim / X) * (block_size * X) + dim % X;
 }
 /* Element `dim` of the value of the token at offset `tok`, in a tile. */
 inline int value_index(int dim, int tok, int block_size) { return dim * block_size + tok; }
