@@ -24,6 +24,24 @@
  * message in clpa_context_last_error() (and in clpa_last_error() for the
  * calling thread). Objects come in create/destroy pairs; destroy accepts
  * NULL. Creation takes a config struct filled by ..._config_init().
+ * A cl_event a call hands back (through an `event` pointer) belongs to the
+ * caller, who releases it with clReleaseEvent.
+ *
+ * Threads: any thread may call, at the same time as others,
+ * clpa_context_create, clpa_context_destroy (of different contexts),
+ * clpa_devices_list, clpa_device_select, and the calls that take no
+ * object (clpa_status_name, clpa_last_error — kept per thread — the
+ * version and dtype helpers). clpa serialises OpenCL platform and device
+ * enumeration and context/queue creation inside itself, because some
+ * implementations (PoCL 3.1) crash when two threads set their devices up
+ * at once. Everything else works on an object that one thread uses at a
+ * time: different contexts (and the caches, pools, trees made from them)
+ * may be used from different threads concurrently, one object from two
+ * threads needs the caller's lock. Processes may share a binary cache
+ * directory. clpa reads its environment variables (CLPA_DEVICE,
+ * CLPA_NO_BINARY_CACHE, XDG_CACHE_HOME, HOME)
+ * in clpa_context_create and clpa_device_select; do not setenv() while
+ * another thread is inside them.
  */
 #ifndef CLPA_H
 #define CLPA_H

@@ -3,11 +3,19 @@
  * context that holds the chosen device, its queue and the program cache.
  */
 #include <ctype.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
+
+/* OpenCL implementations set up their platforms and devices lazily, and
+ * not all of them guard that: two threads in clGetPlatformIDs or
+ * clGetDeviceIDs at once crash PoCL 3.1 (5 runs in 6). So clpa never has
+ * two threads enumerating, or creating a context or queue, at once; it
+ * holds this lock from enumeration to the new queue. */
+static pthread_mutex_t cl_setup_lock = PTHREAD_MUTEX_INITIALIZER;
 
 typedef struct dev_ref {
   cl_platform_id platform;
@@ -16,7 +24,8 @@ typedef struct dev_ref {
 } dev_ref;
 
 /* Every device of every platform, in platform then device order. A machine
- * without any OpenCL platform gives zero devices, not an error. */
+ * without any OpenCL platform gives zero devices, not an error. Called
+ * with cl_setup_lock held. */
 static clpa_status enumerate(dev_ref **out, size_t *count) {
   *out = NULL;
   *count = 0;
@@ -168,14 +177,14 @@ clpa_status clpa_devices_list(clpa_device_info *out, size_t cap, size_t *count) 
   CLPA_CHECK(NULL, cap > 0 && !out, CLPA_ERR_INVALID_ARG, "out is NULL but cap is %zu", cap);
   dev_ref *list;
   size_t n;
+  pthread_mutex_lock(&cl_setup_lock);
   clpa_status st = enumerate(&list, &n);
-  if (st != CLPA_OK) return st;
-  for (size_t i = 0; i < n && i < cap; i++) {
+  for (size_t i = 0; st == CLPA_OK && i < n && i < cap; i++) {
     st = clpa_device_query(list[i].platform, list[i].device, &out[i]);
-    if (st != CLPA_OK) break;
     out[i].platform_index = list[i].pi;
     out[i].device_index = list[i].di;
   }
+  pthread_mutex_unlock(&cl_setup_lock);
   free(list);
   if (st == CLPA_OK) *count = n;
   return st;
@@ -268,9 +277,10 @@ clpa_status clpa_device_select(const char *spec, size_t *index) {
   spec = effective_spec(spec, &origin);
   dev_ref *list;
   size_t n;
+  pthread_mutex_lock(&cl_setup_lock);
   clpa_status st = enumerate(&list, &n);
-  if (st != CLPA_OK) return st;
-  st = select_in(list, n, spec, origin, index);
+  if (st == CLPA_OK) st = select_in(list, n, spec, origin, index);
+  pthread_mutex_unlock(&cl_setup_lock);
   free(list);
   return st;
 }
@@ -347,9 +357,10 @@ static clpa_status wrap_handles(clpa_context *ctx, const clpa_context_config *cf
   return CLPA_OK;
 }
 
-/* Creates clpa's own context and queue on the selected device. */
-static clpa_status open_device(clpa_context *ctx, const clpa_context_config *cfg, int *pi,
-                               int *di) {
+/* Creates clpa's own context and queue on the selected device; called
+ * with cl_setup_lock held. */
+static clpa_status open_device_locked(clpa_context *ctx, const clpa_context_config *cfg, int *pi,
+                                      int *di) {
   const char *origin;
   const char *spec = effective_spec(cfg->device, &origin);
   dev_ref *list;
@@ -392,12 +403,23 @@ static clpa_status open_device(clpa_context *ctx, const clpa_context_config *cfg
   return CLPA_OK;
 }
 
+static clpa_status open_device(clpa_context *ctx, const clpa_context_config *cfg, int *pi,
+                               int *di) {
+  pthread_mutex_lock(&cl_setup_lock);
+  clpa_status st = open_device_locked(ctx, cfg, pi, di);
+  pthread_mutex_unlock(&cl_setup_lock);
+  return st;
+}
+
 /* Finds the "P:D" indices of a wrapped device. */
 static void locate(clpa_context *ctx) {
   dev_ref *list;
   size_t n;
   ctx->info.platform_index = ctx->info.device_index = -1;
-  if (enumerate(&list, &n) != CLPA_OK) return;
+  pthread_mutex_lock(&cl_setup_lock);
+  clpa_status st = enumerate(&list, &n);
+  pthread_mutex_unlock(&cl_setup_lock);
+  if (st != CLPA_OK) return;
   for (size_t i = 0; i < n; i++)
     if (list[i].device == ctx->dev) {
       ctx->info.platform_index = list[i].pi;
