@@ -108,9 +108,10 @@ CLPA_API void clpa_context_config_init(clpa_context_config *cfg);
 
 /* Creates a context on the device the config selects (cfg NULL = defaults).
  * Returns CLPA_OK and *out, or CLPA_ERR_DEVICE_NOT_FOUND (bad or unmatched
- * spec, no OpenCL platform), CLPA_ERR_INVALID_ARG, CLPA_ERR_OPENCL,
- * CLPA_ERR_OUT_OF_MEMORY; on failure *out is NULL and clpa_last_error()
- * says why. */
+ * spec, no OpenCL platform, or platforms without devices: the message
+ * tells these apart), CLPA_ERR_INVALID_ARG, CLPA_ERR_OPENCL (a platform
+ * failed to start: named, with its error), CLPA_ERR_OUT_OF_MEMORY; on
+ * failure *out is NULL and clpa_last_error() says why. */
 CLPA_API clpa_status clpa_context_create(const clpa_context_config *cfg, clpa_context **out);
 
 /* Releases everything the context holds (NULL is fine). Does not wait for
@@ -148,8 +149,12 @@ typedef struct clpa_device_info {
 
 /* Lists every device of every platform. Writes at most cap entries to out
  * (out may be NULL when cap is 0) and the total number to *count.
- * Returns CLPA_OK (also with zero devices), CLPA_ERR_INVALID_ARG or
- * CLPA_ERR_OPENCL. */
+ * Returns CLPA_OK (also with zero devices: then clpa_last_error() says
+ * whether no platform is installed or which platform listed no device),
+ * CLPA_ERR_INVALID_ARG, or CLPA_ERR_OPENCL (or another status mapped from
+ * the OpenCL error) when a platform failed to start and no other platform
+ * has a device; the message names the platform and the error. A platform
+ * that fails while another has devices is left out of the list. */
 CLPA_API clpa_status clpa_devices_list(clpa_device_info *out, size_t cap, size_t *count);
 
 /* Resolves a device spec (NULL: CLPA_DEVICE, else the default rule) to the

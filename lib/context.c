@@ -23,17 +23,38 @@ typedef struct dev_ref {
   int pi, di;
 } dev_ref;
 
-/* Every device of every platform, in platform then device order. A machine
- * without any OpenCL platform gives zero devices, not an error. Called
- * with cl_setup_lock held. */
-static clpa_status enumerate(dev_ref **out, size_t *count) {
+/* Why a platform gave no device, appended to why (cap bytes, "" first). */
+static void note_platform(char *why, size_t cap, cl_platform_id p, cl_int err) {
+  char name[128] = "";
+  if (clGetPlatformInfo(p, CL_PLATFORM_NAME, sizeof name, name, NULL) != CL_SUCCESS) name[0] = 0;
+  name[sizeof name - 1] = '\0';
+  size_t used = strlen(why);
+  snprintf(why + used, cap - used, "%splatform '%s' lists no device: clGetDeviceIDs gave %s (%d)",
+           used ? "; " : "", name, clpa_cl_error_name(err), (int)err);
+}
+
+/* Every device of every platform, in platform then device order. Zero
+ * devices is not an error when there is no platform (no ICD installed) or
+ * when the platforms report CL_DEVICE_NOT_FOUND; then why (cap bytes)
+ * says which. A platform that fails otherwise is skipped when another has
+ * devices (as clinfo does), and is the error when none has. Called with
+ * cl_setup_lock held. */
+static clpa_status enumerate(dev_ref **out, size_t *count, char *why, size_t cap) {
   *out = NULL;
   *count = 0;
+  why[0] = '\0';
   cl_uint np = 0;
   cl_int err = clGetPlatformIDs(0, NULL, &np);
-  if (err == -1001 /* CL_PLATFORM_NOT_FOUND_KHR */ || (err == CL_SUCCESS && np == 0))
+  if (err == -1001 /* CL_PLATFORM_NOT_FOUND_KHR */ || (err == CL_SUCCESS && np == 0)) {
+    snprintf(why, cap, "no OpenCL platform found: no ICD is installed (e.g. pocl-opencl-icd), or"
+             " OCL_ICD_VENDORS / OCL_ICD_FILENAMES point to none");
     return CLPA_OK;
-  CLPA_CL_CHECK((clpa_context *)NULL, err, "clGetPlatformIDs");
+  }
+  /* Any other error: a loader and ICDs are there, but a platform failed. */
+  if (err != CL_SUCCESS)
+    return clpa_err_set(NULL, clpa_status_from_cl(err), __func__,
+                        "clGetPlatformIDs failed: %s (%d): an OpenCL platform is installed but"
+                        " failed to start", clpa_cl_error_name(err), (int)err);
   cl_platform_id *plats = calloc(np, sizeof *plats);
   if (!plats) return CLPA_FAIL(NULL, CLPA_ERR_OUT_OF_MEMORY, "out of memory");
   err = clGetPlatformIDs(np, plats, NULL);
@@ -43,10 +64,16 @@ static clpa_status enumerate(dev_ref **out, size_t *count) {
   }
   dev_ref *list = NULL;
   size_t n = 0;
+  cl_int hard = CL_SUCCESS; /* a platform error other than "no device" */
   for (cl_uint p = 0; p < np; p++) {
     cl_uint nd = 0;
-    if (clGetDeviceIDs(plats[p], CL_DEVICE_TYPE_ALL, 0, NULL, &nd) != CL_SUCCESS || nd == 0)
-      continue; /* a platform with no usable device is skipped, as clinfo does */
+    err = clGetDeviceIDs(plats[p], CL_DEVICE_TYPE_ALL, 0, NULL, &nd);
+    if (err == CL_SUCCESS && nd == 0) err = CL_DEVICE_NOT_FOUND;
+    if (err != CL_SUCCESS) {
+      note_platform(why, cap, plats[p], err);
+      if (err != CL_DEVICE_NOT_FOUND) hard = err;
+      continue;
+    }
     cl_device_id *devs = calloc(nd, sizeof *devs);
     dev_ref *grown = realloc(list, (n + nd) * sizeof *list);
     if (!devs || !grown) {
@@ -63,6 +90,9 @@ static clpa_status enumerate(dev_ref **out, size_t *count) {
     free(devs);
   }
   free(plats);
+  if (n == 0 && hard != CL_SUCCESS)
+    return clpa_err_set(NULL, clpa_status_from_cl(hard), __func__,
+                        "no usable OpenCL device: %s", why);
   *out = list;
   *count = n;
   return CLPA_OK;
@@ -177,8 +207,11 @@ clpa_status clpa_devices_list(clpa_device_info *out, size_t cap, size_t *count) 
   CLPA_CHECK(NULL, cap > 0 && !out, CLPA_ERR_INVALID_ARG, "out is NULL but cap is %zu", cap);
   dev_ref *list;
   size_t n;
+  char why[1024];
   pthread_mutex_lock(&cl_setup_lock);
-  clpa_status st = enumerate(&list, &n);
+  clpa_status st = enumerate(&list, &n, why, sizeof why);
+  /* Zero devices is an answer, not a failure; the message says why. */
+  if (st == CLPA_OK && n == 0) clpa_err_set(NULL, CLPA_OK, __func__, "no OpenCL device: %s", why);
   for (size_t i = 0; st == CLPA_OK && i < n && i < cap; i++) {
     st = clpa_device_query(list[i].platform, list[i].device, &out[i]);
     out[i].platform_index = list[i].pi;
@@ -215,11 +248,9 @@ static int parse_indices(const char *s, int *p, int *d) {
 }
 
 /* Resolves spec (already defaulted from the environment) in list. */
-static clpa_status select_in(const dev_ref *list, size_t n, const char *spec, const char *origin,
-                             size_t *index) {
-  if (n == 0)
-    return CLPA_FAIL(NULL, CLPA_ERR_DEVICE_NOT_FOUND,
-                     "no OpenCL device found (is an ICD such as pocl-opencl-icd installed?)");
+static clpa_status select_in(const dev_ref *list, size_t n, const char *why, const char *spec,
+                             const char *origin, size_t *index) {
+  if (n == 0) return CLPA_FAIL(NULL, CLPA_ERR_DEVICE_NOT_FOUND, "no OpenCL device: %s", why);
   if (!spec) {
     for (size_t i = 0; i < n; i++) {
       cl_device_type t = 0;
@@ -277,9 +308,10 @@ clpa_status clpa_device_select(const char *spec, size_t *index) {
   spec = effective_spec(spec, &origin);
   dev_ref *list;
   size_t n;
+  char why[1024];
   pthread_mutex_lock(&cl_setup_lock);
-  clpa_status st = enumerate(&list, &n);
-  if (st == CLPA_OK) st = select_in(list, n, spec, origin, index);
+  clpa_status st = enumerate(&list, &n, why, sizeof why);
+  if (st == CLPA_OK) st = select_in(list, n, why, spec, origin, index);
   pthread_mutex_unlock(&cl_setup_lock);
   free(list);
   return st;
@@ -365,8 +397,9 @@ static clpa_status open_device_locked(clpa_context *ctx, const clpa_context_conf
   const char *spec = effective_spec(cfg->device, &origin);
   dev_ref *list;
   size_t n, idx = 0;
-  clpa_status st = enumerate(&list, &n);
-  if (st == CLPA_OK) st = select_in(list, n, spec, origin, &idx);
+  char why[1024];
+  clpa_status st = enumerate(&list, &n, why, sizeof why);
+  if (st == CLPA_OK) st = select_in(list, n, why, spec, origin, &idx);
   if (st != CLPA_OK) {
     free(list);
     clpa_err_keep(ctx->error);
@@ -417,7 +450,8 @@ static void locate(clpa_context *ctx) {
   size_t n;
   ctx->info.platform_index = ctx->info.device_index = -1;
   pthread_mutex_lock(&cl_setup_lock);
-  clpa_status st = enumerate(&list, &n);
+  char why[1024];
+  clpa_status st = enumerate(&list, &n, why, sizeof why);
   pthread_mutex_unlock(&cl_setup_lock);
   if (st != CLPA_OK) return;
   for (size_t i = 0; i < n; i++)

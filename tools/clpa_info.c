@@ -45,7 +45,8 @@ int main(int argc, char **argv) {
     return 1;
   }
   if (n == 0) {
-    printf("no OpenCL device found (install an ICD, e.g. pocl-opencl-icd)\n");
+    /* the library says why: no platform (no ICD), or which platform failed */
+    printf("%s\n", clpa_last_error());
     return 1;
   }
   clpa_device_info *devs = calloc(n, sizeof *devs);
