@@ -473,6 +473,8 @@ clpa_status clpa_context_create(const clpa_context_config *cfg, clpa_context **o
   }
   CLPA_CHECK(NULL, cfg->binary_cache != 0 && cfg->binary_cache != 1, CLPA_ERR_INVALID_ARG,
              "cfg->binary_cache = %d (expected 0 or 1)", cfg->binary_cache);
+  CLPA_CHECK(NULL, cfg->profiling != 0 && cfg->profiling != 1, CLPA_ERR_INVALID_ARG,
+             "cfg->profiling = %d (expected 0 or 1)", cfg->profiling);
   CLPA_CHECK(NULL, !cfg->cl_ctx && (cfg->cl_dev || cfg->cl_queue), CLPA_ERR_INVALID_ARG,
              "cfg->cl_dev/cl_queue given without cfg->cl_ctx");
   clpa_context *ctx = calloc(1, sizeof *ctx);

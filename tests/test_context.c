@@ -78,6 +78,18 @@ static void test_bad_args(void) {
   ok(clpa_context_create(&cfg, &ctx) == CLPA_ERR_INVALID_ARG &&
          strstr(clpa_last_error(), "binary_cache"),
      "binary_cache = 7: %s", clpa_last_error());
+  /* regress_boolean_fields_are_0_or_1: profiling = 2 used to be taken as on */
+  clpa_context_config_init(&cfg);
+  cfg.profiling = 2;
+  ctx = (clpa_context *)1;
+  ok(clpa_context_create(&cfg, &ctx) == CLPA_ERR_INVALID_ARG && ctx == NULL &&
+         strstr(clpa_last_error(), "profiling = 2"),
+     "profiling = 2: %s", clpa_last_error());
+  clpa_context_config_init(&cfg);
+  cfg.binary_cache = -1;
+  ok(clpa_context_create(&cfg, &ctx) == CLPA_ERR_INVALID_ARG &&
+         strstr(clpa_last_error(), "binary_cache = -1"),
+     "binary_cache = -1: %s", clpa_last_error());
   clpa_context_config_init(&cfg);
   cfg.lanes = (clpa_lanes)42;
   ok(clpa_context_create(&cfg, &ctx) == CLPA_ERR_INVALID_ARG && strstr(clpa_last_error(), "lanes"),
