@@ -296,8 +296,12 @@ CLPA_API clpa_status clpa_decode(clpa_context *ctx, const clpa_decode_params *p)
 #define CLPA_FAULT_LANES 4           /* the device's subgroups did not match the lane groups */
 
 /* Waits for the queue, reads the fault word into *faults (may be NULL)
- * and clears it. Returns CLPA_OK when no bit was set, CLPA_ERR_BAD_BLOCK
- * (with the bits named in the message) when one was, or CLPA_ERR_OPENCL. */
+ * and clears it. Returns CLPA_OK when no bit was set; else one status for
+ * the gravest bit set (*faults and the message name every bit):
+ *   CLPA_ERR_LANE_MISMATCH    CLPA_FAULT_LANES (results of those launches are invalid)
+ *   CLPA_ERR_BAD_BLOCK        CLPA_FAULT_BAD_BLOCK (the entry was skipped)
+ *   CLPA_ERR_BAD_CONTEXT_LEN  CLPA_FAULT_BAD_CONTEXT_LEN (the length was taken as 0)
+ * or CLPA_ERR_OPENCL when reading the word failed. */
 CLPA_API clpa_status clpa_context_check_faults(clpa_context *ctx, int32_t *faults);
 
 #ifdef __cplusplus

@@ -67,6 +67,10 @@ struct clpa_cache {
  * unless optional. */
 clpa_status clpa_check_buffer(clpa_context *ctx, cl_mem buf, const char *name, size_t need,
                               int optional);
+/* Checks an event wait list before anything is enqueued: n > 0 needs
+ * evs, n == 0 needs evs NULL, and every entry must be a valid event of
+ * ctx's OpenCL context (no NULL entries). */
+clpa_status clpa_check_wait_list(clpa_context *ctx, cl_uint n, const cl_event *evs);
 /* The fault word, created and zeroed on first use. */
 clpa_status clpa_faults_buffer(clpa_context *ctx, cl_mem *out);
 /* Temporary buffer number slot (< 4) of at least `size` bytes, contents
