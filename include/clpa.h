@@ -39,7 +39,7 @@
  * may be used from different threads concurrently, one object from two
  * threads needs the caller's lock. Processes may share a binary cache
  * directory. clpa reads its environment variables (CLPA_DEVICE,
- * CLPA_NO_BINARY_CACHE, XDG_CACHE_HOME, HOME)
+ * CLPA_NO_BINARY_CACHE, CLPA_CACHE_MAX_MB, XDG_CACHE_HOME, HOME, TMPDIR)
  * in clpa_context_create and clpa_device_select; do not setenv() while
  * another thread is inside them.
  */
@@ -90,18 +90,26 @@ typedef struct clpa_context_config {
   cl_context cl_ctx;
   cl_device_id cl_dev;
   cl_command_queue cl_queue;
-  /* Create clpa's own queue with profiling enabled (clpa-bench). */
+  /* Create clpa's own queue with profiling enabled (clpa-bench): 0 or 1. */
   int profiling;
-  /* On-disk cache of program binaries: 1 (default) on, 0 off. Also off
-   * when the environment has CLPA_NO_BINARY_CACHE=1. */
+  /* On-disk cache of program binaries (section 3): 1 (default) on, 0 off.
+   * Also off when the environment has CLPA_NO_BINARY_CACHE=1. */
   int binary_cache;
   /* Directory of the binary cache; NULL: $XDG_CACHE_HOME/clpa, else
-   * $HOME/.cache/clpa. */
+   * $HOME/.cache/clpa, else (no HOME: cron, services) $TMPDIR/clpa-<uid>
+   * (/tmp/clpa-<uid>). It must belong to the user and not be writable by
+   * group or others, else it is not used (section 3). */
   const char *cache_dir;
   /* Force a lane-group path (tests, benchmarks); CLPA_LANES_AUTO picks. A
    * forced path the device cannot run is refused with CLPA_ERR_UNSUPPORTED. */
   clpa_lanes lanes;
+  /* Cap of the binary cache directory in bytes; 0: the CLPA_CACHE_MAX_MB
+   * environment variable (MiB), else CLPA_CACHE_MAX_DEFAULT. */
+  uint64_t cache_max_bytes;
 } clpa_context_config;
+
+/* Default cap of the binary cache: 256 MiB. */
+#define CLPA_CACHE_MAX_DEFAULT ((uint64_t)256 << 20)
 
 /* Fills cfg with the defaults (all NULL/0, binary_cache 1, lanes AUTO). */
 CLPA_API void clpa_context_config_init(clpa_context_config *cfg);
@@ -172,6 +180,23 @@ CLPA_API clpa_status clpa_context_device_info(const clpa_context *ctx, clpa_devi
  * use for each specialization (a set of -D options), kept in the context
  * and, unless disabled, stored on disk as a binary keyed by device name,
  * driver version, platform version, source hash, options and clpa version.
+ *
+ * A program binary is native code the driver runs, so clpa uses only what
+ * this user wrote: the cache directory (clpa_context_config.cache_dir) is
+ * created 0700 and not used at all when it belongs to another user or is
+ * writable by group or others; a cache file is loaded only when it is a
+ * regular file (not a symlink, FIFO or device) owned by the user, not
+ * writable by group or others, whole and with a matching key. Anything
+ * else is rebuilt from source and replaced. Files are written under a
+ * unique temporary name (mode 0600) and renamed into place, so processes
+ * may share the directory.
+ *
+ * The directory is kept under a cap (cache_max_bytes, CLPA_CACHE_MAX_MB,
+ * 256 MiB by default): after each write the least recently used files go
+ * first (a load refreshes a file's modification time). When the directory
+ * cannot be used or written, disk_write_failed counts the programs that
+ * could not be stored, and the first such failure in a process prints one
+ * line on stderr saying which directory and why.
  * ==================================================================== */
 
 typedef struct clpa_program_stats {
@@ -180,10 +205,16 @@ typedef struct clpa_program_stats {
   unsigned memory_hits;       /* lookups answered by the in-memory cache */
   unsigned disk_rejected;     /* cache files that were corrupt or refused (then rebuilt) */
   double build_seconds;       /* wall time spent building or loading programs */
+  unsigned disk_write_failed; /* built programs that could not be stored (directory unusable or unwritable) */
+  unsigned disk_pruned;       /* cache files removed to keep the directory under its cap */
 } clpa_program_stats;
 
 /* Returns the context's program-cache counters. */
 CLPA_API clpa_status clpa_context_program_stats(const clpa_context *ctx, clpa_program_stats *out);
+
+/* Returns the binary cache directory the context uses, or NULL when the
+ * disk cache is off. Owned by the context. */
+CLPA_API const char *clpa_context_cache_dir(const clpa_context *ctx);
 
 /* Builds (or finds) the program of a kernel family ("smoke", "decode", …)
  * for the given extra -D options, and returns it in *out (owned by the

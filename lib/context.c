@@ -3,10 +3,12 @@
  * context that holds the chosen device, its queue and the program cache.
  */
 #include <ctype.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "internal.h"
 
@@ -343,10 +345,15 @@ static clpa_status pick_lanes(clpa_context *ctx, clpa_lanes want) {
   return CLPA_OK;
 }
 
+/* The cache directory in force. Without HOME (cron, services) the
+ * fallback lives in the shared temporary directory, so it is per user:
+ * program.c refuses it unless this user owns it and nobody else can
+ * write it. */
 static char *default_cache_dir(const char *given) {
   char buf[4096];
   const char *xdg = getenv("XDG_CACHE_HOME");
   const char *home = getenv("HOME");
+  const char *tmp = getenv("TMPDIR");
   if (given)
     snprintf(buf, sizeof buf, "%s", given);
   else if (xdg && xdg[0] == '/')
@@ -354,8 +361,26 @@ static char *default_cache_dir(const char *given) {
   else if (home && home[0])
     snprintf(buf, sizeof buf, "%s/.cache/clpa", home);
   else
-    snprintf(buf, sizeof buf, "/tmp/clpa-cache");
+    snprintf(buf, sizeof buf, "%s/clpa-%lu", tmp && tmp[0] == '/' ? tmp : "/tmp",
+             (unsigned long)geteuid());
   return strdup(buf);
+}
+
+/* The disk cache cap: the config's, else CLPA_CACHE_MAX_MB, else the
+ * default. */
+static clpa_status cache_cap(clpa_context *ctx, const clpa_context_config *cfg) {
+  ctx->cache_max_bytes = cfg->cache_max_bytes ? cfg->cache_max_bytes : CLPA_CACHE_MAX_DEFAULT;
+  const char *env = getenv("CLPA_CACHE_MAX_MB");
+  if (cfg->cache_max_bytes || !env) return CLPA_OK;
+  char *end;
+  errno = 0;
+  unsigned long long mb = strtoull(env, &end, 10);
+  CLPA_CTX_CHECK(ctx, !isdigit((unsigned char)env[0]) || *end || errno || mb == 0 ||
+                          mb > UINT64_MAX / (1024 * 1024),
+                 CLPA_ERR_INVALID_ARG,
+                 "CLPA_CACHE_MAX_MB = '%s' (expected a whole number of MiB >= 1)", env);
+  ctx->cache_max_bytes = (uint64_t)mb * 1024 * 1024;
+  return CLPA_OK;
 }
 
 /* Wraps the application's objects: checks they belong together. */
@@ -495,6 +520,7 @@ clpa_status clpa_context_create(const clpa_context_config *cfg, clpa_context **o
     ctx->cache_dir = default_cache_dir(cfg->cache_dir);
     if (!ctx->cache_dir) st = CLPA_FAIL(ctx->error, CLPA_ERR_OUT_OF_MEMORY, "out of memory");
   }
+  if (st == CLPA_OK) st = cache_cap(ctx, cfg);
   if (st != CLPA_OK) {
     clpa_context_destroy(ctx);
     return st;
@@ -518,6 +544,10 @@ void clpa_context_destroy(clpa_context *ctx) {
 
 const char *clpa_context_last_error(const clpa_context *ctx) {
   return ctx ? ctx->error : "clpa_context_last_error: ctx is NULL";
+}
+
+const char *clpa_context_cache_dir(const clpa_context *ctx) {
+  return ctx && ctx->binary_cache ? ctx->cache_dir : NULL;
 }
 
 cl_context clpa_context_cl_context(const clpa_context *ctx) { return ctx ? ctx->cl : NULL; }

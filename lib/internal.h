@@ -29,6 +29,7 @@ struct clpa_context {
   int lanes_forced; /* the config asked for this path: never fall back from it */
   int binary_cache;
   char *cache_dir;
+  uint64_t cache_max_bytes; /* cap of the disk cache; program.c prunes to it */
   clpa_program_entry *programs;
   clpa_program_stats stats;
   cl_mem faults;       /* int32 fault word the kernels OR into; created on first use */
