@@ -297,7 +297,7 @@ static void prune(clpa_context *ctx, int dfd) {
       files = grown;
       cap = grown_cap;
     }
-    snprintf(files[n].name, sizeof files[n].name, "%s", e->d_name);
+    memcpy(files[n].name, e->d_name, NAME_LEN + 1); /* is_cache_name checked the length */
     files[n].size = st.st_size;
     files[n].used = st.st_mtim;
     total += (uint64_t)st.st_size;
