@@ -35,6 +35,8 @@ case "${1:-demo}" in
     ;;
   test)
     meson test -C "$build" --print-errorlogs
+    # Install + pkg-config app, and the Meson subproject build.
+    scripts/check_package.sh
     # Everything again under AddressSanitizer + UndefinedBehaviorSanitizer
     # (kernels come from the binary cache the first run filled).
     asan="$build-asan"
