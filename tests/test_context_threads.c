@@ -25,6 +25,13 @@
 
 static char cache_dir[4096];
 
+/* Under AddressSanitizer: PoCL set up in a thread other than main leaves
+ * that thread's alternate signal stack so that ASan's thread teardown
+ * fails ("unable to unmap", CHECK failed) — with plain OpenCL calls too, no
+ * clpa involved. ASan reads this hook at start-up; other builds ignore it. */
+const char *__asan_default_options(void);
+const char *__asan_default_options(void) { return "use_sigaltstack=0"; }
+
 static void *worker(void *arg) {
   int *good = arg;
   clpa_context_config cfg;
