@@ -93,7 +93,8 @@ typedef struct clpa_context_config {
   /* Create clpa's own queue with profiling enabled (clpa-bench): 0 or 1. */
   int profiling;
   /* On-disk cache of program binaries (section 3): 1 (default) on, 0 off.
-   * Also off when the environment has CLPA_NO_BINARY_CACHE=1. */
+   * Also off when the environment has CLPA_NO_BINARY_CACHE=1 (0 or unset:
+   * as configured; any other value is refused). */
   int binary_cache;
   /* Directory of the binary cache; NULL: $XDG_CACHE_HOME/clpa, else
    * $HOME/.cache/clpa, else (no HOME: cron, services) $TMPDIR/clpa-<uid>

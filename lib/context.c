@@ -366,20 +366,26 @@ static char *default_cache_dir(const char *given) {
   return strdup(buf);
 }
 
-/* The disk cache cap: the config's, else CLPA_CACHE_MAX_MB, else the
- * default. */
-static clpa_status cache_cap(clpa_context *ctx, const clpa_context_config *cfg) {
-  ctx->cache_max_bytes = cfg->cache_max_bytes ? cfg->cache_max_bytes : CLPA_CACHE_MAX_DEFAULT;
+/* The binary cache settings from the config and the environment:
+ * CLPA_NO_BINARY_CACHE=1 turns it off, CLPA_CACHE_MAX_MB caps it when the
+ * config gives no cap. A value that means nothing is refused, not
+ * ignored (as a typo would be). */
+static clpa_status cache_settings(const clpa_context_config *cfg, int *on, uint64_t *cap) {
+  const char *no = getenv("CLPA_NO_BINARY_CACHE");
+  CLPA_CHECK(NULL, no && no[0] && strcmp(no, "0") != 0 && strcmp(no, "1") != 0,
+             CLPA_ERR_INVALID_ARG, "CLPA_NO_BINARY_CACHE = '%s' (expected 0 or 1)", no);
+  *on = cfg->binary_cache && !(no && strcmp(no, "1") == 0);
+  *cap = cfg->cache_max_bytes ? cfg->cache_max_bytes : CLPA_CACHE_MAX_DEFAULT;
   const char *env = getenv("CLPA_CACHE_MAX_MB");
   if (cfg->cache_max_bytes || !env) return CLPA_OK;
   char *end;
   errno = 0;
   unsigned long long mb = strtoull(env, &end, 10);
-  CLPA_CTX_CHECK(ctx, !isdigit((unsigned char)env[0]) || *end || errno || mb == 0 ||
-                          mb > UINT64_MAX / (1024 * 1024),
-                 CLPA_ERR_INVALID_ARG,
-                 "CLPA_CACHE_MAX_MB = '%s' (expected a whole number of MiB >= 1)", env);
-  ctx->cache_max_bytes = (uint64_t)mb * 1024 * 1024;
+  CLPA_CHECK(NULL, !isdigit((unsigned char)env[0]) || *end || errno || mb == 0 ||
+                       mb > UINT64_MAX / (1024 * 1024),
+             CLPA_ERR_INVALID_ARG,
+             "CLPA_CACHE_MAX_MB = '%s' (expected a whole number of MiB >= 1)", env);
+  *cap = (uint64_t)mb * 1024 * 1024;
   return CLPA_OK;
 }
 
@@ -502,10 +508,16 @@ clpa_status clpa_context_create(const clpa_context_config *cfg, clpa_context **o
              "cfg->profiling = %d (expected 0 or 1)", cfg->profiling);
   CLPA_CHECK(NULL, !cfg->cl_ctx && (cfg->cl_dev || cfg->cl_queue), CLPA_ERR_INVALID_ARG,
              "cfg->cl_dev/cl_queue given without cfg->cl_ctx");
+  int cache_on = 0;
+  uint64_t cache_max = 0;
+  clpa_status st = cache_settings(cfg, &cache_on, &cache_max);
+  if (st != CLPA_OK) return st;
   clpa_context *ctx = calloc(1, sizeof *ctx);
   CLPA_CHECK(NULL, !ctx, CLPA_ERR_OUT_OF_MEMORY, "out of memory");
+  ctx->binary_cache = cache_on;
+  ctx->cache_max_bytes = cache_max;
   int pi = -1, di = -1;
-  clpa_status st = cfg->cl_ctx ? wrap_handles(ctx, cfg) : open_device(ctx, cfg, &pi, &di);
+  st = cfg->cl_ctx ? wrap_handles(ctx, cfg) : open_device(ctx, cfg, &pi, &di);
   if (st == CLPA_OK) st = clpa_device_query(ctx->platform, ctx->dev, &ctx->info);
   if (st == CLPA_OK) st = pick_lanes(ctx, cfg->lanes);
   if (st == CLPA_OK && cfg->cl_ctx) {
@@ -515,12 +527,9 @@ clpa_status clpa_context_create(const clpa_context_config *cfg, clpa_context **o
     ctx->info.device_index = di;
   }
   if (st == CLPA_OK) {
-    const char *no = getenv("CLPA_NO_BINARY_CACHE");
-    ctx->binary_cache = cfg->binary_cache && !(no && strcmp(no, "1") == 0);
     ctx->cache_dir = default_cache_dir(cfg->cache_dir);
     if (!ctx->cache_dir) st = CLPA_FAIL(ctx->error, CLPA_ERR_OUT_OF_MEMORY, "out of memory");
   }
-  if (st == CLPA_OK) st = cache_cap(ctx, cfg);
   if (st != CLPA_OK) {
     clpa_context_destroy(ctx);
     return st;

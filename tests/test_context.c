@@ -90,6 +90,13 @@ static void test_bad_args(void) {
   ok(clpa_context_create(&cfg, &ctx) == CLPA_ERR_INVALID_ARG &&
          strstr(clpa_last_error(), "binary_cache = -1"),
      "binary_cache = -1: %s", clpa_last_error());
+  /* regress_env_switch_is_0_or_1: CLPA_NO_BINARY_CACHE=yes was ignored */
+  setenv("CLPA_NO_BINARY_CACHE", "yes", 1);
+  ctx = (clpa_context *)1;
+  ok(clpa_context_create(NULL, &ctx) == CLPA_ERR_INVALID_ARG && ctx == NULL &&
+         strstr(clpa_last_error(), "CLPA_NO_BINARY_CACHE"),
+     "CLPA_NO_BINARY_CACHE=yes: %s", clpa_last_error());
+  unsetenv("CLPA_NO_BINARY_CACHE");
   clpa_context_config_init(&cfg);
   cfg.lanes = (clpa_lanes)42;
   ok(clpa_context_create(&cfg, &ctx) == CLPA_ERR_INVALID_ARG && strstr(clpa_last_error(), "lanes"),
