@@ -1,10 +1,10 @@
 /*
  * cache.cl — writing and copying the paged KV cache: the OpenCL port of
- * vLLM's reshape_and_cache and copy_blocks (csrc/cache_kernels.cu).
+ * vLLM's reshape_and_cache (csrc/cache_kernels.cu).
  * Launched by lib/cache_ops.c. Checked by tests/test_cache_reshape.c
- * (reshape_and_cache against clpa_ref_reshape_and_cache + clpa_encode, bit
- * for bit), tests/test_cache_copy.c (copy_blocks against host copies) and
- * tests/test_cache_e2e.c (both, under clpa_decode).
+ * (reshape_and_cache against clpa_ref_reshape_and_cache + clpa_dtype_encode,
+ * bit for bit) and tests/test_cache_e2e.c (under clpa_decode). The
+ * dtype-blind block copies are in blocks.cl.
  *
  * Layouts (elements; X = 16 bytes / element of the cache dtype):
  *   key, value    rows of [num_tokens, row stride], token t's row at
@@ -19,13 +19,13 @@
  *   key:    row j (dims jX .. jX+X-1):  | tok 0: X | tok 1: X | ... |   16 B per token, contiguous
  *   value:  row d (one dim):            | tok 0 | tok 1 | ... | tok B-1 |   one element per token
  */
-/* Element i of a key/value row of dtype dt (clpa_dtype: 0 f32, 1 f16,
- * 2 bf16) as a float. The source dtype is a kernel argument, not a build
+/* Element i of a key/value row of dtype dt (a clpa_codes.h code: f32,
+ * f16 or bf16) as a float. The source dtype is a kernel argument, not a build
  * option: a uniform branch per element is cheaper than three times the
  * programs to build. */
 inline float src_load(__global const void *p, ulong i, int dt) {
-  if (dt == 1) return vload_half(i, (__global const half *)p);
-  if (dt == 2) return as_float((uint)((__global const ushort *)p)[i] << 16);
+  if (dt == CLPA_CODE_F16) return vload_half(i, (__global const half *)p);
+  if (dt == CLPA_CODE_BF16) return as_float((uint)((__global const ushort *)p)[i] << 16);
   return ((__global const float *)p)[i];
 }
 
@@ -67,15 +67,14 @@ __kernel void clpa_cache_reshape(__global const void *key, ulong key_offset, ulo
     return;
   }
   const int h = e / head_size, d = e % head_size;
-  const ulong blk = (ulong)(slot / block_size);
   const int off = (int)(slot % block_size);
-  /* 64-bit offsets: block * stride passes 2^31 elements in large caches. */
-  const ulong head_base = (blk * num_kv_heads + h) * (ulong)head_size * block_size;
-  const ulong ki = head_base + ((ulong)(d / X) * block_size + off) * X + d % X;
-  const ulong vi = head_base + (ulong)d * block_size + off;
+  const ulong head_stride = (ulong)head_size * block_size;
+  const ulong tile = kv_tile((ulong)(slot / block_size), h, num_kv_heads * head_stride, head_stride);
+  const ulong ki = tile + key_index(d, off, block_size);
+  const ulong vi = tile + value_index(d, off, block_size);
   const ulong ks = key_offset + t * key_stride + e, vs = value_offset + t * value_stride + e;
-#if KV_DTYPE <= 2
-  if (src_dtype == KV_DTYPE) {
+#if CLPA_KV_DTYPE <= CLPA_CODE_BF16
+  if (src_dtype == CLPA_KV_DTYPE) {
     ((__global bits_t *)k_cache)[ki] = ((__global const bits_t *)key)[ks];
     ((__global bits_t *)v_cache)[vi] = ((__global const bits_t *)value)[vs];
     return;
@@ -86,38 +85,25 @@ __kernel void clpa_cache_reshape(__global const void *key, ulong key_offset, ulo
 }
 
 /*
- * copy_blocks: copy whole blocks (src -> dst) in every slice of an arena,
- * a buffer holding num_slices equal slices (one layer's key or value cache
- * each, slice_words apart). Dtype-blind: a block is block_words 16-byte
- * words (a block of any dtype is a multiple of 16 bytes, since head_size
- * is a multiple of X).
- * Grid: (block_words, num_pairs, num_slices); any work-group size.
- * pairs: int64 [num_pairs, 2] (vLLM's block_mapping). src < 0 means no
- * copy; any other id outside [0, num_blocks) sets CLPA_FAULT_BAD_BLOCK and
- * the pair is skipped. Destinations must be distinct and never a source
- * (the host checks the pairs it uploads itself).
+ * contract: what this program sees of clpa_codes.h and of kv.cl, for
+ * tests/test_codes.c to hold against the host (one work-item):
+ *   out[0 .. 9)   the dtype codes, CLPA_CODE_DTYPE_COUNT and the fault bits
+ *   out[9]        X for this program's CLPA_KV_DTYPE
+ *   out[10 ..)    key_index then value_index of every (tok, dim) of a tile,
+ *                 tok-major: 2 * block_size * head_size ints
  */
-__kernel void clpa_cache_copy_blocks(__global uint4 *arena, ulong first_word, ulong slice_words,
-                                     ulong block_words, int num_blocks,
-                                     __global const long *pairs, __global volatile int *faults) {
-  const size_t w = get_global_id(0), p = get_global_id(1), s = get_global_id(2);
-  const long src = pairs[2 * p], dst = pairs[2 * p + 1];
-  if (src < 0) return;
-  if (src >= num_blocks || dst < 0 || dst >= num_blocks) {
-    if (w == 0 && s == 0) atomic_or(faults, CLPA_FAULT_BAD_BLOCK);
-    return;
-  }
-  __global uint4 *base = arena + first_word + s * slice_words;
-  base[(ulong)dst * block_words + w] = base[(ulong)src * block_words + w];
-}
-
-/*
- * zero: n 16-byte words of a new cache arena, so that a device that
- * allocates lazily commits the memory at creation. A kernel and not
- * clEnqueueFillBuffer: NVIDIA's fill (driver 580) silently leaves buffers
- * of 16 GiB and more unfilled (4-byte pattern: 2^32 elements), and its
- * caches are that large. Grid: any size (a grid-stride loop).
- */
-__kernel void clpa_cache_zero(__global uint4 *p, ulong n) {
-  for (ulong i = get_global_id(0); i < n; i += get_global_size(0)) p[i] = (uint4)(0u);
+__kernel void clpa_cache_contract(__global int *out, int block_size, int head_size) {
+  const int codes[9] = {CLPA_CODE_F32,        CLPA_CODE_F16,
+                        CLPA_CODE_BF16,       CLPA_CODE_FP8_E4M3,
+                        CLPA_CODE_FP8_E5M2,   CLPA_CODE_DTYPE_COUNT,
+                        CLPA_FAULT_BAD_BLOCK, CLPA_FAULT_BAD_CONTEXT_LEN,
+                        CLPA_FAULT_LANES};
+  for (int i = 0; i < 9; i++) out[i] = codes[i];
+  out[9] = X;
+  __global int *keys = out + 10, *values = keys + block_size * head_size;
+  for (int t = 0; t < block_size; t++)
+    for (int d = 0; d < head_size; d++) {
+      keys[t * head_size + d] = key_index(d, t, block_size);
+      values[t * head_size + d] = value_index(d, t, block_size);
+    }
 }

@@ -6,10 +6,11 @@
  *
  * Grid:  (num_heads / HEADS_PER_WG * NUM_THREADS, num_seqs, partitions)
  * Group: NUM_THREADS work-items = NUM_WARPS lane groups of SG lanes.
- *   v1 (PARTITION_SIZE 0): one work-group walks the whole context.
- *   v2: one work-group per PARTITION_SIZE tokens; it writes its partial max,
- *       exp-sum and normalised output, and clpa_decode_reduce (reduce.cl)
- *       merges the partitions.
+ *   v1 (PARTITION_SIZE 0): one work-group walks the whole context and
+ *       writes out (and lse).
+ *   v2: one work-group per PARTITION_SIZE tokens writes its partition's
+ *       softmax state (max_logits, exp_sums) and normalised output
+ *       (tmp_out); clpa_decode_reduce (reduce.cl) merges the partitions.
  * A work-group serves HEADS_PER_WG query heads that share one KV head
  * (GQA packing), so each K/V byte it reads serves all of them.
  *
@@ -19,11 +20,13 @@
  *   v_cache      [num_blocks, num_kv_heads, HEAD_SIZE, BLOCK_SIZE]
  *   block_tables [num_seqs, max_blocks_per_seq]  int32
  *   context_lens [num_seqs]                      int32
- *   v1: out [num_seqs, num_heads, HEAD_SIZE] (io_t); stat = lse [num_seqs, num_heads] or NULL
- *   v2: out [num_seqs, num_heads, max_parts, HEAD_SIZE] (float);
- *       stat = exp_sums, max_logits [num_seqs, num_heads, max_parts]
+ *   v1: out      [num_seqs, num_heads, HEAD_SIZE] io_t; lse [num_seqs, num_heads] or NULL
+ *   v2: tmp_out  [num_seqs, num_heads, max_parts, HEAD_SIZE] float;
+ *       max_logits, exp_sums [num_seqs, num_heads, max_parts] float
+ *   k_scales, v_scales  [1] float or NULL (then k_scale, v_scale): fp8 only
  *
- * Key cache layout, one block of one KV head (X elements = 16 bytes):
+ * Key cache layout, one block of one KV head (X elements = 16 bytes;
+ * kv.cl's key_index):
  *
  *        token 0   token 1        token B-1
  *      +---------+---------+ ... +---------+   dims 0 .. X-1
@@ -33,26 +36,34 @@
  * A thread group of TGS lanes shares one token; together its lanes fetch
  * 16 bytes (VEC_SIZE elements each) per step, and adjacent groups read
  * adjacent tokens, so a lane group reads whole 16-byte rows of the block.
+ *
+ * Phases: 1 load the query, 2 score the keys (logits into local memory),
+ * 3 softmax, 4 accumulate the values, 5 reduce across lanes, 6 write.
  */
-#ifndef HEAD_SIZE
-#define HEAD_SIZE 128
+#ifndef CLPA_HEAD_SIZE
+#define CLPA_HEAD_SIZE 128
 #endif
-#ifndef BLOCK_SIZE
-#define BLOCK_SIZE 16
+#ifndef CLPA_BLOCK_SIZE
+#define CLPA_BLOCK_SIZE 16
 #endif
-#ifndef NUM_THREADS
-#define NUM_THREADS 128 /* work-group size */
+#ifndef CLPA_NUM_THREADS
+#define CLPA_NUM_THREADS 128 /* work-group size */
 #endif
-#ifndef SG
-#define SG 32 /* lanes per lane group (the CUDA warp) */
+#ifndef CLPA_SG
+#define CLPA_SG 32 /* lanes per lane group (the CUDA warp) */
 #endif
-#ifndef PARTITION_SIZE
-#define PARTITION_SIZE 0 /* 0: v1; else tokens per partition (a multiple of BLOCK_SIZE) */
+#ifndef CLPA_PARTITION_SIZE
+#define CLPA_PARTITION_SIZE 0 /* 0: v1; else tokens per partition (a multiple of BLOCK_SIZE) */
 #endif
-#ifndef HEADS_PER_WG
-#define HEADS_PER_WG 1 /* query heads of one KV head served by one work-group */
+#ifndef CLPA_HEADS_PER_WG
+#define CLPA_HEADS_PER_WG 1 /* query heads of one KV head served by one work-group */
 #endif
-
+#define HEAD_SIZE CLPA_HEAD_SIZE
+#define BLOCK_SIZE CLPA_BLOCK_SIZE
+#define NUM_THREADS CLPA_NUM_THREADS
+#define SG CLPA_SG
+#define PARTITION_SIZE CLPA_PARTITION_SIZE
+#define G CLPA_HEADS_PER_WG
 /* Derived sizes. Example: f16 cache, SG 32, BLOCK_SIZE 16, HEAD_SIZE 128:
  * TGS 2 lanes per token, VEC_SIZE 4 halves (8 bytes) per lane per step,
  * 16 vecs per lane; V_VEC_SIZE 8 tokens, 2 lanes per value row, 16 rows
@@ -79,13 +90,14 @@
  * (notes/perf.md): 4 when the heads times the vector width make 16 (f16
  * with 4 heads: 148 -> 132 us), 2 otherwise (4 was slower for f32 and
  * fp8 with 4 heads and for 1 head). */
-#ifndef KEY_BLOCKS
-#if HEADS_PER_WG * VEC_SIZE == 16
-#define KEY_BLOCKS 4
+#ifndef CLPA_KEY_BLOCKS
+#if G * VEC_SIZE == 16
+#define CLPA_KEY_BLOCKS 4
 #else
-#define KEY_BLOCKS 2
+#define CLPA_KEY_BLOCKS 2
 #endif
 #endif
+#define KEY_BLOCKS CLPA_KEY_BLOCKS
 #define V_ELEMS_ (X < BLOCK_SIZE ? X : BLOCK_SIZE)
 #if V_ELEMS_ >= 16
 #define V_VEC_SIZE 16
@@ -101,7 +113,6 @@
 #define NUM_V_VECS_PER_ROW (BLOCK_SIZE / V_VEC_SIZE)
 #define NUM_ROWS_PER_ITER (SG / NUM_V_VECS_PER_ROW)
 #define NUM_ROWS_PER_THREAD ((HEAD_SIZE + NUM_ROWS_PER_ITER - 1) / NUM_ROWS_PER_ITER)
-#define G HEADS_PER_WG
 
 #if HEAD_SIZE % X != 0
 #error "HEAD_SIZE must be a multiple of X (16 bytes of the cache dtype)"
@@ -119,103 +130,84 @@
 #define floatV CAT(float, V_VEC_SIZE)
 #define floatK CAT(float, VEC_SIZE)
 
-__kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_decode_paged(
-    __global void *out_, __global float *stat0, __global float *stat1, __global const io_t *q,
-    ulong q_stride, __global const kv_t *k_cache, __global const kv_t *v_cache,
-    ulong kv_block_stride, ulong kv_head_stride, __global const int *block_tables,
-    int max_blocks_per_seq, __global const int *context_lens, int max_context_len,
-    int num_blocks, int num_heads, int num_kv_heads, float scale, float k_scale, float v_scale,
-    __global const float *alibi, float soft_cap, int window, __global const float *sinks,
-    int max_parts, int logits_stride, __global volatile int *faults, __local float *logits) {
-  __local float q_s[G * HEAD_SIZE];
-  __local float out_s[G * HEAD_SIZE];
-  __local float red[NUM_THREADS];
+/* The part of one sequence's context a work-group attends to: blocks
+ * [start_block, end_block) of its table; tokens are masked to [lo, L). */
+typedef struct span {
+  int L;                      /* context length */
+  int lo;                     /* first token inside the sliding window (0 without one) */
+  int start_block, end_block; /* end_block <= ctx_blocks */
+  int ctx_blocks;             /* blocks holding the context: ceil(L / BLOCK_SIZE) */
+} span;
 
-  const int lid = get_local_id(0);
-  const int warp = lid / SG, lane = lid % SG;
-  const int head0 = get_group_id(0) * G;
-  const int seq = get_group_id(1);
-  const int part = get_group_id(2);
-  const int kv_head = head0 / (num_heads / num_kv_heads);
+/* The tile of block `blk` of the table for kv_head, or of block 0 with
+ * *valid = 0 when the entry is outside the cache (it sets the fault bit
+ * once per lane group; every token of the stand-in block is masked). */
+inline ulong table_tile(__global const int *table, int blk, int num_blocks, int kv_head,
+                        ulong block_stride, ulong head_stride, int *valid,
+                        __global volatile int *faults) {
+  int phys = table[blk];
+  *valid = phys >= 0 && phys < num_blocks;
+  if (!*valid) {
+    if (get_local_id(0) % SG == 0) atomic_or(faults, CLPA_FAULT_BAD_BLOCK);
+    phys = 0;
+  }
+  return kv_tile((ulong)phys, kv_head, block_stride, head_stride);
+}
 
-#if CLPA_LANES == 2
-  /* Lane groups must be aligned slices of real subgroups. */
-  if (get_sub_group_size() % SG != 0 || get_sub_group_local_id() % SG != (uint)lane) {
-    if (lid == 0) atomic_or(faults, CLPA_FAULT_LANES);
-  }
-#endif
-  int L = context_lens[seq];
-  if (L < 0 || L > max_context_len) {
-    if (lid == 0 && part == 0) atomic_or(faults, CLPA_FAULT_BAD_CONTEXT_LEN);
-    L = 0;
-  }
-  const int ctx_blocks = (L + BLOCK_SIZE - 1) / BLOCK_SIZE;
-  /* Tokens before lo are outside the sliding window: their blocks are
-   * neither read nor checked (an engine may already have freed them). */
-  const int lo = window > 0 ? max(L - window, 0) : 0;
-#if PARTITION_SIZE
-  if (part * PARTITION_SIZE >= L) return; /* the reduce kernel skips empty partitions */
-  const int start_block = max(part * (PARTITION_SIZE / BLOCK_SIZE), lo / BLOCK_SIZE);
-  const int end_block = min((part + 1) * (PARTITION_SIZE / BLOCK_SIZE), ctx_blocks);
-  if (start_block >= end_block) { /* the whole partition is outside the window */
-    if (lid < G) {
-      const size_t sh = (size_t)seq * num_heads + head0 + lid;
-      stat0[sh * max_parts + part] = 0.0f;
-      stat1[sh * max_parts + part] = -INFINITY;
-    }
-    return;
-  }
-#else
-  const int start_block = lo / BLOCK_SIZE, end_block = ctx_blocks;
-#endif
-  const int start_token = start_block * BLOCK_SIZE;
-  const int num_tokens = (end_block - start_block) * BLOCK_SIZE; /* padded to whole blocks */
-  __global const int *table = block_tables + (size_t)seq * max_blocks_per_seq;
-
-  /* ---- load the query (G heads) into local memory ---- */
-  __global const io_t *q_ptr = q + seq * q_stride + head0 * HEAD_SIZE;
-  for (int i = lid; i < G * HEAD_SIZE; i += NUM_THREADS) q_s[i] = IO_LOAD(q_ptr, i);
+/* ---- 1. load the query (G heads) into local memory ---- */
+inline void load_query(__local float *q_s, __global const io_t *q_ptr) {
+  for (int i = get_local_id(0); i < G * HEAD_SIZE; i += NUM_THREADS) q_s[i] = IO_LOAD(q_ptr, i);
   barrier(CLK_LOCAL_MEM_FENCE);
+}
 
-  const float kscale = KV_IS_FP8 ? k_scale : 1.0f;
-  const float vscale = KV_IS_FP8 ? v_scale : 1.0f;
-  float slope[G], qk_max[G];
-  for (int g = 0; g < G; g++) {
-    slope[g] = alibi ? alibi[head0 + g] : 0.0f;
-    qk_max[g] = -INFINITY;
-  }
+/* One key logit after the options: scale, soft cap, ALiBi. */
+inline float logit_of(float qk, float scale, float soft_cap, float slope, int token, int L) {
+  qk *= scale;
+  if (soft_cap > 0.0f) qk = soft_cap * tanh(qk / soft_cap);
+  return qk + slope * (float)(token - L + 1);
+}
 
-  /* ---- QK: each lane group takes whole blocks; a thread group one token ----
-   * Every work-item runs the same number of iterations, so the shuffles
-   * inside stay in uniform control flow even where a subgroup spans the
-   * whole work-group (PoCL); lane groups past the end work on a masked
-   * stand-in block. */
+/* ---- 2. score the keys ----
+ * Each lane group takes KEY_BLOCKS whole blocks per step (so each query
+ * load from local memory serves several keys), a thread group one token.
+ * Writes every logit of the span to logits[g * logits_stride + token -
+ * start_token] (-inf where masked) and each head's largest to qk_max[g].
+ * Every work-item runs the same number of steps, so the shuffles inside
+ * stay in uniform control flow even where a subgroup spans the whole
+ * work-group (PoCL); lane groups past the end work on a masked stand-in. */
+inline void score_keys(float *qk_max, __local float *logits, int logits_stride,
+                       __local const float *q_s, __global const kv_t *k_cache,
+                       __global const int *table, span sp, int num_blocks, int kv_head,
+                       ulong block_stride, ulong head_stride, float scale, float kscale,
+                       float soft_cap, const float *slope, __local float *red,
+                       __global volatile int *faults) {
+  const int lane = get_local_id(0) % SG, warp = get_local_id(0) / SG;
   const int tg_idx = lane / TGS, tg_off = lane % TGS;
-  const int iters = (end_block - start_block + NUM_WARPS * KEY_BLOCKS - 1) / (NUM_WARPS * KEY_BLOCKS);
-  for (int it = 0; it < iters; it++) {
-    /* KEY_BLOCKS blocks per step, so each query load serves several keys. */
+  const int start_token = sp.start_block * BLOCK_SIZE;
+  const int steps = (sp.end_block - sp.start_block + NUM_WARPS * KEY_BLOCKS - 1) /
+                    (NUM_WARPS * KEY_BLOCKS);
+  for (int it = 0; it < steps; it++) {
     int blk[KEY_BLOCKS], valid[KEY_BLOCKS], in_range[KEY_BLOCKS];
     __global const kv_t *kb[KEY_BLOCKS];
     for (int b = 0; b < KEY_BLOCKS; b++) {
-      blk[b] = start_block + warp + (it * KEY_BLOCKS + b) * NUM_WARPS;
-      in_range[b] = blk[b] < end_block;
-      int phys = in_range[b] ? table[blk[b]] : 0;
-      valid[b] = in_range[b] && phys >= 0 && phys < num_blocks;
-      if (!valid[b]) {
-        if (in_range[b] && lane == 0) atomic_or(faults, CLPA_FAULT_BAD_BLOCK);
-        phys = 0; /* read a real block, mask every token of it */
-      }
-      /* 64-bit offsets: block * stride can pass 2^31 elements. */
-      kb[b] = k_cache + (ulong)phys * kv_block_stride + kv_head * kv_head_stride;
+      blk[b] = sp.start_block + warp + (it * KEY_BLOCKS + b) * NUM_WARPS;
+      in_range[b] = blk[b] < sp.end_block;
+      valid[b] = 0;
+      ulong tile = kv_tile(0, kv_head, block_stride, head_stride);
+      if (in_range[b])
+        tile = table_tile(table, blk[b], num_blocks, kv_head, block_stride, head_stride, &valid[b],
+                          faults);
+      kb[b] = k_cache + tile;
     }
     for (int t = 0; t < NUM_TOKENS_PER_TG; t++) {
       const int offset = (tg_idx + t * SG) % BLOCK_SIZE;
+      /* This lane's share of q . k for each block and head. */
       floatK acc[KEY_BLOCKS][G];
       for (int b = 0; b < KEY_BLOCKS; b++)
         for (int g = 0; g < G; g++) acc[b][g] = 0.0f;
       for (int j = 0; j < NUM_VECS_PER_THREAD; j++) {
         const int e = (tg_off + j * TGS) * VEC_SIZE; /* first dim of this vec */
-        const int koff = offset * X + (e / X) * (BLOCK_SIZE * X) + e % X;
+        const int koff = key_index(e, offset, BLOCK_SIZE);
         floatK k[KEY_BLOCKS];
         for (int b = 0; b < KEY_BLOCKS; b++) k[b] = KV_LOAD(VEC_SIZE, kb[b] + koff) * kscale;
         for (int g = 0; g < G; g++) {
@@ -225,15 +217,13 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
       }
       for (int b = 0; b < KEY_BLOCKS; b++) {
         const int token = blk[b] * BLOCK_SIZE + offset;
-        const int masked = !valid[b] || token >= L || token < lo;
+        const int masked = !valid[b] || token >= sp.L || token < sp.lo;
         for (int g = 0; g < G; g++) {
           float qk = VSUM(VEC_SIZE, acc[b][g]);
 #if TGS > 1
           qk = lane_group_sum(qk, TGS, red); /* never emulated: see the #error above */
 #endif
-          qk *= scale;
-          if (soft_cap > 0.0f) qk = soft_cap * tanh(qk / soft_cap);
-          qk += slope[g] * (float)(token - L + 1);
+          qk = logit_of(qk, scale, soft_cap, slope[g], token, sp.L);
           if (tg_off == 0 && in_range[b])
             logits[g * logits_stride + token - start_token] = masked ? -INFINITY : qk;
           if (!masked) qk_max[g] = fmax(qk_max[g], qk);
@@ -242,61 +232,60 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
     }
   }
   barrier(CLK_LOCAL_MEM_FENCE);
+}
 
-  /* ---- softmax over this work-group's tokens, per head ---- */
-  for (int g = 0; g < G; g++) {
-    float m = block_reduce(qk_max[g], 1, NUM_THREADS, SG, red);
-#if !PARTITION_SIZE
-    if (sinks) m = fmax(m, sinks[head0 + g]);
-#endif
-    float sum = 0.0f;
-    for (int i = lid; i < num_tokens; i += NUM_THREADS) {
-      float l = logits[g * logits_stride + i];
-      float v = (l == -INFINITY) ? 0.0f : exp(l - m);
-      logits[g * logits_stride + i] = v;
-      sum += v;
-    }
-    sum = block_reduce(sum, 0, NUM_THREADS, SG, red);
-#if !PARTITION_SIZE
-    if (sinks) sum += exp(sinks[head0 + g] - m);
-#endif
-    const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
-    for (int i = lid; i < num_tokens; i += NUM_THREADS) logits[g * logits_stride + i] *= inv;
-    if (lid == 0) {
-      const size_t sh = (size_t)seq * num_heads + head0 + g;
-#if PARTITION_SIZE
-      stat0[sh * max_parts + part] = sum;
-      stat1[sh * max_parts + part] = m;
-#else
-      if (stat0) stat0[sh] = sum > 0.0f ? m + log(sum) : -INFINITY;
-#endif
-    }
+/* ---- 3. softmax over the work-group's tokens, one head ----
+ * Turns the head's logits into probabilities in place and returns the
+ * softmax state of this work-group's keys (with the sink, when has_sink,
+ * as one more logit that takes mass and gives no value). */
+inline softmax_state softmax_logits(__local float *lg, int num_tokens, float qk_max,
+                                    int has_sink, float sink, __local float *red) {
+  const int lid = get_local_id(0);
+  float m = block_reduce(qk_max, 1, NUM_THREADS, SG, red);
+  if (has_sink) m = fmax(m, sink);
+  float sum = 0.0f;
+  for (int i = lid; i < num_tokens; i += NUM_THREADS) {
+    const float p = lg[i] == -INFINITY ? 0.0f : exp(lg[i] - m);
+    lg[i] = p;
+    sum += p;
   }
-  barrier(CLK_LOCAL_MEM_FENCE);
+  sum = block_reduce(sum, 0, NUM_THREADS, SG, red);
+  if (has_sink) sum += exp(sink - m);
+  const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+  for (int i = lid; i < num_tokens; i += NUM_THREADS) lg[i] *= inv;
+  return softmax_state_of(m, sum);
+}
 
-  /* ---- LV: lanes take V_VEC_SIZE tokens of value rows ---- */
-  float accs[G][NUM_ROWS_PER_THREAD];
+/* ---- 4. accumulate the values ----
+ * Lanes take V_VEC_SIZE tokens of value rows: accs[g][i] gathers this
+ * lane's share of row lane / NUM_V_VECS_PER_ROW + i * NUM_ROWS_PER_ITER. */
+inline void accumulate_values(float accs[G][NUM_ROWS_PER_THREAD], __local const float *logits,
+                              int logits_stride, __global const kv_t *v_cache,
+                              __global const int *table, span sp, int num_blocks, int kv_head,
+                              ulong block_stride, ulong head_stride, float vscale) {
+  const int lane = get_local_id(0) % SG, warp = get_local_id(0) / SG;
+  const int start_token = sp.start_block * BLOCK_SIZE;
   for (int g = 0; g < G; g++)
     for (int i = 0; i < NUM_ROWS_PER_THREAD; i++) accs[g][i] = 0.0f;
   const int vcol = (lane % NUM_V_VECS_PER_ROW) * V_VEC_SIZE;
-  for (int blk = start_block + warp; blk < end_block; blk += NUM_WARPS) {
+  for (int blk = sp.start_block + warp; blk < sp.end_block; blk += NUM_WARPS) {
     const int phys = table[blk];
     if (phys < 0 || phys >= num_blocks) continue; /* its logits are 0; never read it */
     const int tok0 = blk * BLOCK_SIZE + vcol;
     floatV lv[G];
     for (int g = 0; g < G; g++)
       lv[g] = CAT(VLOAD, V_VEC_SIZE)(logits + g * logits_stride + tok0 - start_token);
-    __global const kv_t *vb = v_cache + (ulong)phys * kv_block_stride + kv_head * kv_head_stride;
+    __global const kv_t *vb = v_cache + kv_tile((ulong)phys, kv_head, block_stride, head_stride);
     for (int i = 0; i < NUM_ROWS_PER_THREAD; i++) {
       const int row = lane / NUM_V_VECS_PER_ROW + i * NUM_ROWS_PER_ITER;
       if (row < HEAD_SIZE) {
-        floatV v = KV_LOAD(V_VEC_SIZE, vb + row * BLOCK_SIZE + vcol) * vscale;
+        floatV v = KV_LOAD(V_VEC_SIZE, vb + value_index(row, vcol, BLOCK_SIZE)) * vscale;
         /* Slots past the context (or before the window) may hold anything,
          * NaN included: 0 * NaN is NaN, so zero the values, not just the
          * weights. */
-        if (blk == ctx_blocks - 1 || blk == start_block) {
+        if (blk == sp.ctx_blocks - 1 || blk == sp.start_block) {
           const CAT(int, V_VEC_SIZE) tok = CAT(IOTA, V_VEC_SIZE) + tok0;
-          v = select((floatV)(0.0f), v, tok < L && tok >= lo);
+          v = select((floatV)(0.0f), v, tok < sp.L && tok >= sp.lo);
         }
         /* Measured on an H100 (notes/perf.md): a mad chain pays for 16-wide
          * rows (fp8: 216 -> 175 us), a tree sum for 8-wide ones (f16: 192
@@ -310,8 +299,13 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
       }
     }
   }
+}
 
-  /* ---- reduce: across the lanes of a row, then across lane groups ---- */
+/* ---- 5. reduce: across the lanes of a row, then across lane groups ----
+ * Leaves the work-group's output rows in out_s[g * HEAD_SIZE + row]. */
+inline void reduce_rows(__local float *out_s, float accs[G][NUM_ROWS_PER_THREAD],
+                        __local float *red) {
+  const int lane = get_local_id(0) % SG, warp = get_local_id(0) / SG;
   for (int g = 0; g < G; g++)
     for (int i = 0; i < NUM_ROWS_PER_THREAD; i++)
       accs[g][i] = lane_group_sum(accs[g][i], NUM_V_VECS_PER_ROW, red);
@@ -326,14 +320,103 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
     }
     barrier(CLK_LOCAL_MEM_FENCE);
   }
+}
 
-  /* ---- write the output ---- */
+__kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_decode_paged(
+    __global io_t *out, __global float *lse, __global float *tmp_out,
+    __global float *max_logits, __global float *exp_sums, __global const io_t *q,
+    ulong q_stride, __global const kv_t *k_cache, __global const kv_t *v_cache,
+    ulong block_stride, ulong head_stride, __global const int *block_tables,
+    int max_blocks_per_seq, __global const int *context_lens, int max_context_len,
+    int num_blocks, int num_heads, int num_kv_heads, float scale, float k_scale, float v_scale,
+    __global const float *k_scales, __global const float *v_scales, __global const float *alibi, float soft_cap, int window, __global const float *sinks,
+    int max_parts, int logits_stride, __global volatile int *faults, __local float *logits) {
+  __local float q_s[G * HEAD_SIZE];
+  __local float out_s[G * HEAD_SIZE];
+  __local float red[NUM_THREADS];
+
+  const int lid = get_local_id(0);
+  const int head0 = get_group_id(0) * G;
+  const int seq = get_group_id(1);
+  const int part = get_group_id(2);
+  const int kv_head = head0 / (num_heads / num_kv_heads);
+
+#if CLPA_LANES == 2
+  /* Lane groups must be aligned slices of real subgroups. */
+  if (get_sub_group_size() % SG != 0 || get_sub_group_local_id() % SG != (uint)(lid % SG)) {
+    if (lid == 0) atomic_or(faults, CLPA_FAULT_LANES);
+  }
+#endif
+  span sp;
+  sp.L = context_lens[seq];
+  if (sp.L < 0 || sp.L > max_context_len) {
+    if (lid == 0 && part == 0) atomic_or(faults, CLPA_FAULT_BAD_CONTEXT_LEN);
+    sp.L = 0;
+  }
+  sp.ctx_blocks = (sp.L + BLOCK_SIZE - 1) / BLOCK_SIZE;
+  /* Tokens before lo are outside the sliding window: their blocks are
+   * neither read nor checked (an engine may already have freed them). */
+  sp.lo = window > 0 ? max(sp.L - window, 0) : 0;
+#if PARTITION_SIZE
+  if (part * PARTITION_SIZE >= sp.L) return; /* the reduce kernel skips empty partitions */
+  sp.start_block = max(part * (PARTITION_SIZE / BLOCK_SIZE), sp.lo / BLOCK_SIZE);
+  sp.end_block = min((part + 1) * (PARTITION_SIZE / BLOCK_SIZE), sp.ctx_blocks);
+  if (sp.start_block >= sp.end_block) { /* the whole partition is outside the window */
+    if (lid < G) {
+      const size_t sh = (size_t)seq * num_heads + head0 + lid;
+      max_logits[sh * max_parts + part] = -INFINITY;
+      exp_sums[sh * max_parts + part] = 0.0f;
+    }
+    return;
+  }
+#else
+  sp.start_block = sp.lo / BLOCK_SIZE;
+  sp.end_block = sp.ctx_blocks;
+#endif
+  const int num_tokens = (sp.end_block - sp.start_block) * BLOCK_SIZE; /* whole blocks */
+  __global const int *table = block_tables + (size_t)seq * max_blocks_per_seq;
+
+  load_query(q_s, q + seq * q_stride + head0 * HEAD_SIZE);
+
+  float slope[G], qk_max[G];
+  for (int g = 0; g < G; g++) {
+    slope[g] = alibi ? alibi[head0 + g] : 0.0f;
+    qk_max[g] = -INFINITY;
+  }
+  score_keys(qk_max, logits, logits_stride, q_s, k_cache, table, sp, num_blocks, kv_head,
+             block_stride, head_stride, scale, !KV_IS_FP8 ? 1.0f : k_scales ? k_scales[0] : k_scale,
+             soft_cap, slope, red, faults);
+
+  for (int g = 0; g < G; g++) {
+    /* v2 leaves the sink to the reduce kernel, which sees every partition. */
+    const int has_sink = !PARTITION_SIZE && sinks;
+    softmax_state st = softmax_logits(logits + g * logits_stride, num_tokens, qk_max[g], has_sink,
+                                      has_sink ? sinks[head0 + g] : 0.0f, red);
+    if (lid == 0) {
+      const size_t sh = (size_t)seq * num_heads + head0 + g;
+#if PARTITION_SIZE
+      max_logits[sh * max_parts + part] = st.m;
+      exp_sums[sh * max_parts + part] = st.l;
+#else
+      if (lse) lse[sh] = softmax_lse(st);
+#endif
+    }
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+
+  float accs[G][NUM_ROWS_PER_THREAD];
+  accumulate_values(accs, logits, logits_stride, v_cache, table, sp, num_blocks, kv_head,
+                    block_stride, head_stride,
+                    !KV_IS_FP8 ? 1.0f : v_scales ? v_scales[0] : v_scale);
+  reduce_rows(out_s, accs, red);
+
+  /* ---- 6. write the output (v1) or the partition's (v2) ---- */
   for (int i = lid; i < G * HEAD_SIZE; i += NUM_THREADS) {
     const size_t sh = (size_t)seq * num_heads + head0 + i / HEAD_SIZE;
 #if PARTITION_SIZE
-    ((__global float *)out_)[(sh * max_parts + part) * HEAD_SIZE + i % HEAD_SIZE] = out_s[i];
+    tmp_out[(sh * max_parts + part) * HEAD_SIZE + i % HEAD_SIZE] = out_s[i];
 #else
-    IO_STORE(out_s[i], (__global io_t *)out_, sh * HEAD_SIZE + i % HEAD_SIZE);
+    IO_STORE(out_s[i], out, sh * HEAD_SIZE + i % HEAD_SIZE);
 #endif
   }
 }

@@ -1,9 +1,10 @@
 /* dtype_convert.c — float <-> storage dtype conversions (see dtype_convert.h). */
 #include "dtype_convert.h"
 
-#include <assert.h>
 #include <math.h>
 #include <string.h>
+
+#include "util.h"
 
 static uint32_t f32_bits(float f) {
   uint32_t u;
@@ -99,12 +100,12 @@ static const fp8_format fp8_e4m3 = {3, 7, 0x7e, 0};
 static const fp8_format fp8_e5m2 = {2, 15, 0x7b, 0x7c};
 
 static const fp8_format *fp8_format_of(clpa_dtype dtype) {
-  assert(dtype == CLPA_DTYPE_FP8_E4M3 || dtype == CLPA_DTYPE_FP8_E5M2);
-  return dtype == CLPA_DTYPE_FP8_E4M3 ? &fp8_e4m3 : &fp8_e5m2;
+  return dtype == CLPA_DTYPE_FP8_E4M3 ? &fp8_e4m3 : dtype == CLPA_DTYPE_FP8_E5M2 ? &fp8_e5m2 : NULL;
 }
 
 uint8_t clpa_f32_to_fp8(float f, clpa_dtype dtype) {
   const fp8_format *fmt = fp8_format_of(dtype);
+  if (!fmt) return 0;
   uint32_t x = f32_bits(f);
   uint8_t sign = (uint8_t)((x >> 24) & 0x80u);
   uint32_t a = x & 0x7fffffffu;
@@ -117,6 +118,7 @@ uint8_t clpa_f32_to_fp8(float f, clpa_dtype dtype) {
 
 float clpa_fp8_to_f32(uint8_t code, clpa_dtype dtype) {
   const fp8_format *fmt = fp8_format_of(dtype);
+  if (!fmt) return NAN;
   uint32_t sign = (uint32_t)(code & 0x80u) << 24;
   uint32_t em = code & 0x7fu;
   if (fmt->inf_code) {
@@ -133,50 +135,62 @@ float clpa_fp8_to_f32(uint8_t code, clpa_dtype dtype) {
   return sign ? -v : v;
 }
 
-void clpa_encode(clpa_dtype dtype, const float *src, void *dst, size_t n, float scale) {
+static clpa_status check_conversion(clpa_dtype dtype, const void *src, const void *dst, size_t n,
+                                    float scale, const char *fn) {
+  CLPA_CHECK(NULL, clpa_dtype_size(dtype) == 0, CLPA_ERR_INVALID_ARG,
+             "%s: dtype = %d is not a clpa_dtype", fn, (int)dtype);
+  CLPA_CHECK(NULL, n > 0 && (!src || !dst), CLPA_ERR_INVALID_ARG,
+             "%s: src and dst must not be NULL", fn);
+  CLPA_CHECK(NULL, fp8_format_of(dtype) && !(isfinite(scale) && scale > 0.0f),
+             CLPA_ERR_INVALID_ARG, "%s: scale = %g (fp8 needs a finite scale > 0)", fn,
+             (double)scale);
+  return CLPA_OK;
+}
+
+clpa_status clpa_dtype_encode(clpa_dtype dtype, const float *src, void *dst, size_t n,
+                              float scale) {
+  clpa_status st = check_conversion(dtype, src, dst, n, scale, "clpa_dtype_encode");
+  if (st != CLPA_OK) return st;
   switch (dtype) {
-    case CLPA_DTYPE_F32:
-      if (n) memcpy(dst, src, n * sizeof(float));
-      return;
     case CLPA_DTYPE_F16:
     case CLPA_DTYPE_BF16: {
       uint16_t *d = dst;
       uint16_t (*conv)(float) = dtype == CLPA_DTYPE_F16 ? clpa_f32_to_f16 : clpa_f32_to_bf16;
       for (size_t i = 0; i < n; i++) d[i] = conv(src[i]);
-      return;
+      break;
     }
     case CLPA_DTYPE_FP8_E4M3:
     case CLPA_DTYPE_FP8_E5M2: {
-      assert(isfinite(scale) && scale > 0.0f);
       uint8_t *d = dst;
       for (size_t i = 0; i < n; i++) d[i] = clpa_f32_to_fp8(src[i] / scale, dtype);
-      return;
+      break;
     }
-    default:
-      assert(!"clpa_encode: invalid dtype");
+    default: /* f32: a copy */
+      if (n) memcpy(dst, src, n * sizeof(float));
   }
+  return CLPA_OK;
 }
 
-void clpa_decode_elems(clpa_dtype dtype, const void *src, float *dst, size_t n, float scale) {
+clpa_status clpa_dtype_decode(clpa_dtype dtype, const void *src, float *dst, size_t n,
+                              float scale) {
+  clpa_status st = check_conversion(dtype, src, dst, n, scale, "clpa_dtype_decode");
+  if (st != CLPA_OK) return st;
   switch (dtype) {
-    case CLPA_DTYPE_F32:
-      if (n) memcpy(dst, src, n * sizeof(float));
-      return;
     case CLPA_DTYPE_F16:
     case CLPA_DTYPE_BF16: {
       const uint16_t *s = src;
       float (*conv)(uint16_t) = dtype == CLPA_DTYPE_F16 ? clpa_f16_to_f32 : clpa_bf16_to_f32;
       for (size_t i = 0; i < n; i++) dst[i] = conv(s[i]);
-      return;
+      break;
     }
     case CLPA_DTYPE_FP8_E4M3:
     case CLPA_DTYPE_FP8_E5M2: {
-      assert(isfinite(scale) && scale > 0.0f);
       const uint8_t *s = src;
       for (size_t i = 0; i < n; i++) dst[i] = clpa_fp8_to_f32(s[i], dtype) * scale;
-      return;
+      break;
     }
-    default:
-      assert(!"clpa_decode_elems: invalid dtype");
+    default: /* f32: a copy */
+      if (n) memcpy(dst, src, n * sizeof(float));
   }
+  return CLPA_OK;
 }

@@ -1,8 +1,10 @@
 /*
- * dtype_convert.h — exact host conversions between float and the storage
- * dtypes of the KV cache. Tests use them to fill caches and to read device
- * results back; the CPU references read caches decoded by them. Internal
- * (host/), not installed.
+ * dtype_convert.h — notes on the exact host conversions between float and
+ * the storage dtypes of the KV cache, whose declarations are public in
+ * clpa_base.h (clpa_dtype_encode, clpa_dtype_decode and the scalar
+ * converters). Tests use them to fill caches and to read device results
+ * back; the CPU references read caches decoded by them. Internal (host/),
+ * not installed.
  *
  * Every conversion from float rounds to nearest, ties to even (RNE), with
  * subnormals kept (no flush to zero). Every conversion to float is exact.
@@ -53,40 +55,6 @@
 #ifndef CLPA_HOST_DTYPE_CONVERT_H
 #define CLPA_HOST_DTYPE_CONVERT_H
 
-#include <stddef.h>
-#include <stdint.h>
-
 #include "clpa_base.h"
-
-/* IEEE binary16. Returns the RNE-rounded half (see NaN note above). */
-uint16_t clpa_f32_to_f16(float f);
-/* Returns the half's exact value as float. */
-float clpa_f16_to_f32(uint16_t h);
-
-/* bfloat16 (top half of an f32). Returns the RNE-rounded bf16. */
-uint16_t clpa_f32_to_bf16(float f);
-/* Returns the bf16's exact value as float (bits << 16). */
-float clpa_bf16_to_f32(uint16_t h);
-
-/* fp8, dtype CLPA_DTYPE_FP8_E4M3 or CLPA_DTYPE_FP8_E5M2 (asserted).
- * Returns the RNE-rounded code, saturating as the table above says. */
-uint8_t clpa_f32_to_fp8(float f, clpa_dtype dtype);
-/* Returns the code's exact value as float. */
-float clpa_fp8_to_f32(uint8_t code, clpa_dtype dtype);
-
-/* Encodes n floats into n storage elements of dtype at dst (f32: a copy;
- * f16/bf16: uint16_t words; fp8: bytes).
- *
- * scale is vLLM's per-tensor k_scale / v_scale and applies to the fp8
- * dtypes only: the stored code is fp8(src[i] / scale), the quotient
- * computed in f32 as the kernels do, so that decoding gives code * scale.
- * For f32, f16 and bf16 the scale is ignored (pass 1). For fp8 it must be
- * finite and > 0 (asserted). dtype must be valid (asserted). */
-void clpa_encode(clpa_dtype dtype, const float *src, void *dst, size_t n, float scale);
-
-/* Decodes n storage elements of dtype at src into floats: the exact value,
- * for fp8 multiplied by scale in f32 (one rounding, as the kernels do).
- * Same scale rules as clpa_encode. */
-void clpa_decode_elems(clpa_dtype dtype, const void *src, float *dst, size_t n, float scale);
 
 #endif

@@ -7,37 +7,6 @@
 #include "util.h"
 
 /* ======================================================================
- * Paged layout: where element d of token slot (block b, offset o) lives.
- * Offsets are size_t throughout: block * block stride overflows 32 bits in
- * real caches (vLLM uses int64 for the same reason).
- * ==================================================================== */
-typedef struct paged_shape {
-  size_t num_kv_heads, head_size, block_size, x;
-} paged_shape;
-
-static size_t key_index(const paged_shape *p, size_t b, size_t kvh, size_t d, size_t o) {
-  size_t head = (b * p->num_kv_heads + kvh) * p->head_size * p->block_size;
-  return head + (d / p->x) * p->block_size * p->x + o * p->x + d % p->x;
-}
-
-static size_t value_index(const paged_shape *p, size_t b, size_t kvh, size_t d, size_t o) {
-  return ((b * p->num_kv_heads + kvh) * p->head_size + d) * p->block_size + o;
-}
-
-/* Checks that num_blocks * num_kv_heads * head_size * block_size elements
- * (all >= 0) can be indexed with size_t. */
-static int cache_fits(int32_t num_blocks, int32_t num_kv_heads, int32_t head_size,
-                      int32_t block_size) {
-  size_t n = (size_t)num_blocks;
-  const int32_t f[3] = {num_kv_heads, head_size, block_size};
-  for (int i = 0; i < 3; i++) {
-    if (f[i] && n > SIZE_MAX / (size_t)f[i]) return 0;
-    n *= (size_t)f[i];
-  }
-  return 1;
-}
-
-/* ======================================================================
  * Decode
  * ==================================================================== */
 
@@ -46,28 +15,19 @@ static int32_t first_token(int32_t len, int32_t window) {
   return window > 0 && len > window ? len - window : 0;
 }
 
-static clpa_status check_decode_shapes(const clpa_ref_decode_args *a) {
+static clpa_status check_decode_shapes(const clpa_ref_decode_args *a, clpa_kv_layout *kv) {
   CLPA_CHECK(NULL, !a, CLPA_ERR_INVALID_ARG, "args must not be NULL");
   CLPA_CHECK(NULL, a->num_seqs < 0, CLPA_ERR_INVALID_ARG, "num_seqs = %d < 0", a->num_seqs);
-  CLPA_CHECK(NULL, a->num_heads <= 0 || a->num_kv_heads <= 0, CLPA_ERR_INVALID_ARG,
-             "num_heads = %d and num_kv_heads = %d must be > 0", a->num_heads, a->num_kv_heads);
-  CLPA_CHECK(NULL, a->num_heads % a->num_kv_heads != 0, CLPA_ERR_INVALID_ARG,
-             "num_heads = %d is not a multiple of num_kv_heads = %d", a->num_heads,
-             a->num_kv_heads);
-  CLPA_CHECK(NULL, a->head_size <= 0 || a->x <= 0, CLPA_ERR_INVALID_ARG,
-             "head_size = %d and x = %d must be > 0", a->head_size, a->x);
-  CLPA_CHECK(NULL, a->head_size % a->x != 0, CLPA_ERR_INVALID_ARG,
-             "head_size = %d is not a multiple of x = %d", a->head_size, a->x);
-  CLPA_CHECK(NULL, a->block_size <= 0, CLPA_ERR_INVALID_ARG, "block_size = %d must be > 0",
-             a->block_size);
-  CLPA_CHECK(NULL, a->num_blocks < 0 || a->max_blocks_per_seq < 0, CLPA_ERR_INVALID_ARG,
-             "num_blocks = %d and max_blocks_per_seq = %d must be >= 0", a->num_blocks,
-             a->max_blocks_per_seq);
-  CLPA_CHECK(NULL, !cache_fits(a->num_blocks, a->num_kv_heads, a->head_size, a->block_size),
-             CLPA_ERR_INVALID_ARG, "cache of %d blocks does not fit in size_t", a->num_blocks);
-  CLPA_CHECK(NULL, a->q_stride < (size_t)a->num_heads * (size_t)a->head_size, CLPA_ERR_INVALID_ARG,
+  clpa_status st = clpa_kv_layout_check(&a->kv, kv);
+  if (st != CLPA_OK) return st;
+  CLPA_CHECK(NULL, a->num_heads <= 0 || a->num_heads % kv->num_kv_heads != 0,
+             CLPA_ERR_INVALID_ARG, "num_heads = %d is not a positive multiple of num_kv_heads = %d",
+             a->num_heads, kv->num_kv_heads);
+  CLPA_CHECK(NULL, a->max_blocks_per_seq < 0, CLPA_ERR_INVALID_ARG,
+             "max_blocks_per_seq = %d must be >= 0", a->max_blocks_per_seq);
+  CLPA_CHECK(NULL, a->q_stride < (size_t)a->num_heads * (size_t)kv->head_size, CLPA_ERR_INVALID_ARG,
              "q_stride = %zu < num_heads*head_size = %zu", a->q_stride,
-             (size_t)a->num_heads * (size_t)a->head_size);
+             (size_t)a->num_heads * (size_t)kv->head_size);
   return CLPA_OK;
 }
 
@@ -90,14 +50,15 @@ static clpa_status check_decode_options(const clpa_ref_decode_args *a) {
 
 /* Checks the pointers, every context length and every block id that holds
  * a token taking part; sets *max_len to the longest context. */
-static clpa_status check_decode_data(const clpa_ref_decode_args *a, int32_t *max_len) {
+static clpa_status check_decode_data(const clpa_ref_decode_args *a, const clpa_kv_layout *kv,
+                                     int32_t *max_len) {
   *max_len = 0;
   if (a->num_seqs == 0) return CLPA_OK;
   CLPA_CHECK(NULL, !a->query || !a->block_tables || !a->context_lens || !a->out,
              CLPA_ERR_INVALID_ARG, "query, block_tables, context_lens and out must not be NULL");
-  CLPA_CHECK(NULL, a->num_blocks > 0 && (!a->key_cache || !a->value_cache), CLPA_ERR_INVALID_ARG,
+  CLPA_CHECK(NULL, kv->num_blocks > 0 && (!a->key_cache || !a->value_cache), CLPA_ERR_INVALID_ARG,
              "key_cache and value_cache must not be NULL");
-  int64_t cap = (int64_t)a->max_blocks_per_seq * a->block_size;
+  int64_t cap = (int64_t)a->max_blocks_per_seq * kv->block_size;
   for (int32_t s = 0; s < a->num_seqs; s++) {
     int32_t len = a->context_lens[s];
     CLPA_CHECK(NULL, len < 0 || len > cap, CLPA_ERR_INVALID_ARG,
@@ -106,12 +67,12 @@ static clpa_status check_decode_data(const clpa_ref_decode_args *a, int32_t *max
     if (len > *max_len) *max_len = len;
     if (len == 0) continue;
     const int32_t *row = a->block_tables + (size_t)s * (size_t)a->max_blocks_per_seq;
-    int32_t first_block = first_token(len, a->sliding_window) / a->block_size;
-    int32_t last_block = (len - 1) / a->block_size;
+    int32_t first_block = first_token(len, a->sliding_window) / kv->block_size;
+    int32_t last_block = (len - 1) / kv->block_size;
     for (int32_t i = first_block; i <= last_block; i++) {
-      CLPA_CHECK(NULL, row[i] < 0 || row[i] >= a->num_blocks, CLPA_ERR_INVALID_ARG,
+      CLPA_CHECK(NULL, row[i] < 0 || row[i] >= kv->num_blocks, CLPA_ERR_INVALID_ARG,
                  "block_tables[%d][%d] = %d is outside [0, num_blocks = %d)", s, i, row[i],
-                 a->num_blocks);
+                 kv->num_blocks);
     }
   }
   return CLPA_OK;
@@ -120,11 +81,11 @@ static clpa_status check_decode_data(const clpa_ref_decode_args *a, int32_t *max
 /* One (sequence, head): logits one token at a time through the block table,
  * then a two-pass softmax. logits has room for the context; acc for one
  * head. */
-static void decode_one(const clpa_ref_decode_args *a, const paged_shape *p, int32_t s, int32_t h,
-                       double *logits, double *acc) {
+static void decode_one(const clpa_ref_decode_args *a, const clpa_kv_layout *kv, int32_t s,
+                       int32_t h, double *logits, double *acc) {
   const int32_t len = a->context_lens[s];
-  const size_t hs = (size_t)a->head_size;
-  const size_t kvh = (size_t)(h / (a->num_heads / a->num_kv_heads));
+  const size_t hs = (size_t)kv->head_size;
+  const int32_t kvh = h / (a->num_heads / kv->num_kv_heads);
   const float *q = a->query + (size_t)s * a->q_stride + (size_t)h * hs;
   const int32_t *row = a->block_tables + (size_t)s * (size_t)a->max_blocks_per_seq;
   const int32_t first = first_token(len, a->sliding_window);
@@ -140,10 +101,10 @@ static void decode_one(const clpa_ref_decode_args *a, const paged_shape *p, int3
   /* Logits. */
   double m = a->sinks ? (double)a->sinks[h] : -INFINITY;
   for (int32_t j = first; j < len; j++) {
-    size_t b = (size_t)row[j / a->block_size], o = (size_t)(j % a->block_size);
+    const int32_t b = row[j / kv->block_size], o = j % kv->block_size;
     double dot = 0.0;
-    for (size_t d = 0; d < hs; d++)
-      dot += (double)q[d] * (double)a->key_cache[key_index(p, b, kvh, d, o)];
+    for (int32_t d = 0; d < (int32_t)hs; d++)
+      dot += (double)q[d] * (double)a->key_cache[clpa_kv_key_index(kv, b, kvh, o, d)];
     double sj = (double)a->scale * dot;
     if (a->soft_cap > 0) sj = (double)a->soft_cap * tanh(sj / (double)a->soft_cap);
     if (a->alibi_slopes) sj += (double)a->alibi_slopes[h] * (double)(j - (len - 1));
@@ -155,34 +116,33 @@ static void decode_one(const clpa_ref_decode_args *a, const paged_shape *p, int3
   double den = a->sinks ? exp((double)a->sinks[h] - m) : 0.0;
   for (size_t d = 0; d < hs; d++) acc[d] = 0.0;
   for (int32_t j = first; j < len; j++) {
-    size_t b = (size_t)row[j / a->block_size], o = (size_t)(j % a->block_size);
+    const int32_t b = row[j / kv->block_size], o = j % kv->block_size;
     double w = exp(logits[j] - m);
     den += w;
-    for (size_t d = 0; d < hs; d++)
-      acc[d] += w * (double)a->value_cache[value_index(p, b, kvh, d, o)];
+    for (int32_t d = 0; d < (int32_t)hs; d++)
+      acc[d] += w * (double)a->value_cache[clpa_kv_value_index(kv, b, kvh, o, d)];
   }
   for (size_t d = 0; d < hs; d++) out[d] = acc[d] / den;
   if (lse) *lse = m + log(den);
 }
 
 clpa_status clpa_ref_decode(const clpa_ref_decode_args *a) {
-  clpa_status st = check_decode_shapes(a);
+  clpa_kv_layout kv;
+  clpa_status st = check_decode_shapes(a, &kv);
   if (st == CLPA_OK) st = check_decode_options(a);
   int32_t max_len = 0;
-  if (st == CLPA_OK) st = check_decode_data(a, &max_len);
+  if (st == CLPA_OK) st = check_decode_data(a, &kv, &max_len);
   if (st != CLPA_OK) return st;
 
   double *logits = malloc(((size_t)max_len + 1) * sizeof *logits);
-  double *acc = malloc((size_t)a->head_size * sizeof *acc);
+  double *acc = malloc((size_t)kv.head_size * sizeof *acc);
   if (!logits || !acc) {
     free(logits);
     free(acc);
     return CLPA_FAIL(NULL, CLPA_ERR_OUT_OF_MEMORY, "no memory for %d logits", max_len);
   }
-  const paged_shape p = {(size_t)a->num_kv_heads, (size_t)a->head_size, (size_t)a->block_size,
-                         (size_t)a->x};
   for (int32_t s = 0; s < a->num_seqs; s++)
-    for (int32_t h = 0; h < a->num_heads; h++) decode_one(a, &p, s, h, logits, acc);
+    for (int32_t h = 0; h < a->num_heads; h++) decode_one(a, &kv, s, h, logits, acc);
   free(logits);
   free(acc);
   return CLPA_OK;
@@ -234,28 +194,21 @@ clpa_status clpa_ref_merge_states(size_t num_rows, size_t head_size, const doubl
 /* ======================================================================
  * reshape_and_cache
  * ==================================================================== */
-static clpa_status check_cache_args(const clpa_ref_cache_args *a) {
+static clpa_status check_cache_args(const clpa_ref_cache_args *a, clpa_kv_layout *kv) {
   CLPA_CHECK(NULL, !a, CLPA_ERR_INVALID_ARG, "args must not be NULL");
   CLPA_CHECK(NULL, a->num_tokens < 0, CLPA_ERR_INVALID_ARG, "num_tokens = %d < 0", a->num_tokens);
-  CLPA_CHECK(NULL, a->num_kv_heads <= 0 || a->head_size <= 0 || a->x <= 0 || a->block_size <= 0,
-             CLPA_ERR_INVALID_ARG,
-             "num_kv_heads = %d, head_size = %d, x = %d and block_size = %d must be > 0",
-             a->num_kv_heads, a->head_size, a->x, a->block_size);
-  CLPA_CHECK(NULL, a->head_size % a->x != 0, CLPA_ERR_INVALID_ARG,
-             "head_size = %d is not a multiple of x = %d", a->head_size, a->x);
-  CLPA_CHECK(NULL, a->num_blocks < 0, CLPA_ERR_INVALID_ARG, "num_blocks = %d < 0", a->num_blocks);
-  CLPA_CHECK(NULL, !cache_fits(a->num_blocks, a->num_kv_heads, a->head_size, a->block_size),
-             CLPA_ERR_INVALID_ARG, "cache of %d blocks does not fit in size_t", a->num_blocks);
-  size_t row = (size_t)a->num_kv_heads * (size_t)a->head_size;
+  clpa_status st = clpa_kv_layout_check(&a->kv, kv);
+  if (st != CLPA_OK) return st;
+  size_t row = (size_t)kv->num_kv_heads * (size_t)kv->head_size;
   CLPA_CHECK(NULL, a->key_stride < row || a->value_stride < row, CLPA_ERR_INVALID_ARG,
              "key_stride = %zu and value_stride = %zu must be >= num_kv_heads*head_size = %zu",
              a->key_stride, a->value_stride, row);
   if (a->num_tokens == 0) return CLPA_OK;
   CLPA_CHECK(NULL, !a->key || !a->value || !a->slot_mapping, CLPA_ERR_INVALID_ARG,
              "key, value and slot_mapping must not be NULL");
-  CLPA_CHECK(NULL, a->num_blocks > 0 && (!a->key_cache || !a->value_cache), CLPA_ERR_INVALID_ARG,
+  CLPA_CHECK(NULL, kv->num_blocks > 0 && (!a->key_cache || !a->value_cache), CLPA_ERR_INVALID_ARG,
              "key_cache and value_cache must not be NULL");
-  int64_t num_slots = (int64_t)a->num_blocks * a->block_size;
+  int64_t num_slots = (int64_t)kv->num_blocks * kv->block_size;
   for (int32_t t = 0; t < a->num_tokens; t++) {
     CLPA_CHECK(NULL, a->slot_mapping[t] >= num_slots, CLPA_ERR_INVALID_ARG,
                "slot_mapping[%d] = %lld >= num_blocks*block_size = %lld", t,
@@ -265,20 +218,20 @@ static clpa_status check_cache_args(const clpa_ref_cache_args *a) {
 }
 
 clpa_status clpa_ref_reshape_and_cache(const clpa_ref_cache_args *a) {
-  clpa_status st = check_cache_args(a);
+  clpa_kv_layout kv;
+  clpa_status st = check_cache_args(a, &kv);
   if (st != CLPA_OK) return st;
-  const paged_shape p = {(size_t)a->num_kv_heads, (size_t)a->head_size, (size_t)a->block_size,
-                         (size_t)a->x};
   for (int32_t t = 0; t < a->num_tokens; t++) {
     int64_t slot = a->slot_mapping[t];
     if (slot < 0) continue; /* padding */
-    size_t b = (size_t)(slot / a->block_size), o = (size_t)(slot % a->block_size);
+    const int32_t b = (int32_t)(slot / kv.block_size), o = (int32_t)(slot % kv.block_size);
     const float *k = a->key + (size_t)t * a->key_stride;
     const float *v = a->value + (size_t)t * a->value_stride;
-    for (size_t kvh = 0; kvh < p.num_kv_heads; kvh++) {
-      for (size_t d = 0; d < p.head_size; d++) {
-        a->key_cache[key_index(&p, b, kvh, d, o)] = k[kvh * p.head_size + d];
-        a->value_cache[value_index(&p, b, kvh, d, o)] = v[kvh * p.head_size + d];
+    for (int32_t h = 0; h < kv.num_kv_heads; h++) {
+      for (int32_t d = 0; d < kv.head_size; d++) {
+        const size_t e = (size_t)h * (size_t)kv.head_size + (size_t)d;
+        a->key_cache[clpa_kv_key_index(&kv, b, h, o, d)] = k[e];
+        a->value_cache[clpa_kv_value_index(&kv, b, h, o, d)] = v[e];
       }
     }
   }

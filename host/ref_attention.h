@@ -5,8 +5,10 @@
  * then plain dense masked attention. Never fast, never clever. Internal
  * (host/), not installed.
  *
- * Layouts are vLLM's (sizes in elements, not bytes). The caches hold floats
- * already decoded from their storage dtype (clpa_decode_elems), so one
+ * Layouts are vLLM's (sizes in elements, not bytes), as a clpa_kv_layout
+ * states them; elements are addressed through clpa_kv_key_index and
+ * clpa_kv_value_index, the one host formula. The caches hold floats
+ * already decoded from their storage dtype (clpa_dtype_decode), so one
  * reference serves every dtype; x is the storage dtype's 16-byte vector
  * width, which shapes the key layout:
  *
@@ -21,9 +23,9 @@
  *
  * Token j of sequence s lives in block b = block_tables[s][j / block_size]
  * at offset o = j % block_size; element d of its key is
- *   key_cache[b][kvh][d / x][o][d % x]
+ *   key_cache[clpa_kv_key_index(&kv, b, kvh, o, d)]      ([b][kvh][d / x][o][d % x])
  * and of its value
- *   value_cache[b][kvh][d][o].
+ *   value_cache[clpa_kv_value_index(&kv, b, kvh, o, d)]  ([b][kvh][d][o]).
  *
  * Every function validates all its arguments before writing anything and
  * reports failures through clpa_last_error().
@@ -35,6 +37,7 @@
 #include <stdint.h>
 
 #include "clpa_base.h"
+#include "clpa_layout.h"
 
 /* ======================================================================
  * Decode: one query token per sequence, at position L - 1
@@ -64,13 +67,9 @@
 typedef struct clpa_ref_decode_args {
   /* shapes */
   int32_t num_seqs;           /* >= 0 */
-  int32_t num_heads;          /* query heads, a multiple of num_kv_heads */
-  int32_t num_kv_heads;       /* > 0 */
-  int32_t head_size;          /* > 0, a multiple of x */
-  int32_t block_size;         /* tokens per block, > 0 */
-  int32_t num_blocks;         /* blocks in the caches, >= 0 */
+  int32_t num_heads;          /* query heads, a multiple of kv.num_kv_heads */
+  clpa_kv_layout kv;          /* the caches' shape (its dtype gives x; the caches hold floats) */
   int32_t max_blocks_per_seq; /* row length of block_tables, >= 0 */
-  int32_t x;                  /* key vector width in elements, > 0 (see above) */
 
   /* inputs */
   const float *query;          /* row s at query + s*q_stride */
@@ -93,7 +92,7 @@ typedef struct clpa_ref_decode_args {
 } clpa_ref_decode_args;
 
 /* Computes decode attention as above. Checks: pointers present, shapes
- * positive, num_heads % num_kv_heads == 0, head_size % x == 0, q_stride,
+ * positive, the layout (clpa_kv_layout_check), num_heads % num_kv_heads == 0, q_stride,
  * scale finite, soft_cap >= 0 and finite, sliding_window >= 0, every
  * context length in [0, max_blocks_per_seq*block_size], every block id that
  * holds a token taking part in [0, num_blocks), alibi slopes finite, sinks
@@ -135,11 +134,7 @@ clpa_status clpa_ref_merge_states(size_t num_rows, size_t head_size, const doubl
  * ==================================================================== */
 typedef struct clpa_ref_cache_args {
   int32_t num_tokens;   /* >= 0 */
-  int32_t num_kv_heads; /* > 0 */
-  int32_t head_size;    /* > 0, a multiple of x */
-  int32_t block_size;   /* > 0 */
-  int32_t num_blocks;   /* >= 0 */
-  int32_t x;            /* key vector width in elements, > 0 */
+  clpa_kv_layout kv;    /* the caches' shape (its dtype gives x; the caches hold floats) */
 
   const float *key;            /* row t at key + t*key_stride */
   size_t key_stride;           /* >= num_kv_heads*head_size */
@@ -151,7 +146,7 @@ typedef struct clpa_ref_cache_args {
   float *value_cache; /* layout above */
 } clpa_ref_cache_args;
 
-/* Scatters the rows as above. Checks pointers, shapes, strides, and every
+/* Scatters the rows as above. Checks pointers, the layout, strides, and every
  * slot < num_blocks*block_size. Returns CLPA_OK or CLPA_ERR_INVALID_ARG
  * (nothing written). */
 clpa_status clpa_ref_reshape_and_cache(const clpa_ref_cache_args *a);

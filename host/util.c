@@ -134,3 +134,9 @@ uint64_t clpa_hash64(uint64_t h, const void *data, size_t len) {
   }
   return h;
 }
+
+int clpa_size_mul_add(size_t a, size_t b, size_t c, size_t *out) {
+  if (b && a > (SIZE_MAX - c) / b) return 0;
+  *out = a * b + c;
+  return 1;
+}

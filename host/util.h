@@ -43,6 +43,11 @@ void *clpa_mem_calloc(const clpa_allocator *a, size_t count, size_t size);
 void *clpa_mem_realloc(const clpa_allocator *a, void *ptr, size_t old_size, size_t new_size);
 void clpa_mem_free(const clpa_allocator *a, void *ptr, size_t size);
 
+/* Size arithmetic on numbers that come from users: *out = a * b + c.
+ * Returns 1, or 0 (and leaves *out alone) when the result does not fit
+ * in size_t. Every size computed from user input goes through it. */
+int clpa_size_mul_add(size_t a, size_t b, size_t c, size_t *out);
+
 /* 64-bit FNV-1a, used for cache keys and source hashes. */
 uint64_t clpa_hash64(uint64_t h, const void *data, size_t len);
 #define CLPA_HASH64_INIT 0xcbf29ce484222325ULL

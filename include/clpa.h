@@ -7,9 +7,11 @@
  * 1.2+ device: NVIDIA, AMD and Intel GPUs, and CPUs through PoCL.
  *
  * This header is the whole API. It includes the host-only parts, which
- * need no OpenCL and may be included alone: clpa_kv.h (block pool,
- * sequences, batch view), clpa_radix.h (prefix cache), clpa_kvman.h (the
- * KV manager an engine drives).
+ * need no OpenCL and may be included alone: clpa_base.h (status codes,
+ * dtypes and their host converters), clpa_layout.h (the paged cache's
+ * shape), clpa_kv.h (block pool, sequences, batch view), clpa_radix.h
+ * (prefix cache), clpa_kvman.h (the KV manager an engine drives); and
+ * clpa_cache.h (the KV cache on the device and its ops).
  *
  * Sections, from simple to advanced:
  *   1. Context: pick a device (or wrap the application's), last error
@@ -17,7 +19,7 @@
  *   3. Kernels: program cache controls and statistics
  *   4. Decode: paged attention, one query token per sequence
  *   5. The KV cache: allocation, reshape_and_cache, copy_blocks,
- *      swap_blocks (clpa_cache.h, included at the end)
+ *      swap_blocks (clpa_cache.h)
  *
  * Conventions: every call returns clpa_status (clpa_base.h) and writes
  * results through pointers; a failed call writes nothing and leaves a
@@ -52,8 +54,10 @@
 #include <CL/cl.h>
 
 #include "clpa_base.h"
+#include "clpa_cache.h"
 #include "clpa_kv.h"
 #include "clpa_kvman.h"
+#include "clpa_layout.h"
 #include "clpa_radix.h"
 
 #ifdef __cplusplus
@@ -64,7 +68,7 @@ extern "C" {
  * 1. Context
  * ==================================================================== */
 
-typedef struct clpa_context clpa_context;
+typedef struct clpa_context clpa_context; /* also declared in clpa_cache.h */
 
 /* Which lane-group path the kernels use to emulate a CUDA warp. */
 typedef enum clpa_lanes {
@@ -234,7 +238,7 @@ CLPA_API clpa_status clpa_smoke_test(clpa_context *ctx, size_t n);
  * 4. Decode: paged attention for one query token per sequence
  *
  * The layouts are vLLM's, so an engine can hand over its tensors as they
- * are (element counts; x = 16 bytes / element size of kv_dtype):
+ * are (element counts; the caches as clpa_layout.h draws them):
  *
  *   query        [num_seqs, q_stride]  (head h at h * head_size; q_stride 0 = num_heads * head_size)
  *   key_cache    [num_blocks, num_kv_heads, head_size / x, block_size, x]
@@ -244,6 +248,13 @@ CLPA_API clpa_status clpa_smoke_test(clpa_context *ctx, size_t n);
  *   out          [num_seqs, num_heads, head_size]   (dtype of the query)
  *   lse          float [num_seqs, num_heads], optional
  *   alibi_slopes, sinks  float [num_heads], optional
+ *   k_scale_buffer, v_scale_buffer  float [1], optional (vLLM's scale tensors)
+ *
+ * The caches come either from a clpa_cache (cache + layer: its layout and
+ * that layer's buffers) or from the application (key_cache, value_cache
+ * and kv, their layout from clpa_kv_layout_init: the buffers must hold
+ * kv.cache_bytes each; their sizes are checked, never used to guess the
+ * shape).
  *
  * For sequence s, query head h (KV head h / (num_heads / num_kv_heads)),
  * context length L and key tokens j < L:
@@ -258,7 +269,7 @@ CLPA_API clpa_status clpa_smoke_test(clpa_context *ctx, size_t n);
  *
  * Supported: head_size 32, 64, 80, 96, 112, 120, 128, 192, 256 (head_size a
  * multiple of x: fp8 excludes 120, as in vLLM); block_size 8, 16, 32;
- * num_heads % num_kv_heads == 0; query/out f32 or f16.
+ * num_heads % num_kv_heads == 0; query/out f32, f16 or bf16.
  * ==================================================================== */
 
 typedef enum clpa_decode_variant {
@@ -268,17 +279,23 @@ typedef enum clpa_decode_variant {
 } clpa_decode_variant;
 
 typedef struct clpa_decode_params {
-  int32_t num_seqs, num_heads, num_kv_heads, head_size, block_size;
+  int32_t num_seqs;           /* >= 0 */
+  int32_t num_heads;          /* query heads, a multiple of the cache's num_kv_heads */
+  /* The paged caches: cache and layer, or key_cache, value_cache and kv. */
+  const clpa_cache *cache;    /* a device cache of this context, or NULL */
+  int32_t layer;              /* with cache: which layer */
+  cl_mem key_cache, value_cache; /* without cache: the application's buffers ... */
+  clpa_kv_layout kv;          /* ... and their layout */
   int32_t max_blocks_per_seq; /* columns of block_tables */
   int32_t max_context_len;    /* upper bound of every context_lens entry, <= max_blocks_per_seq * block_size */
-  clpa_dtype kv_dtype;        /* cache storage */
-  clpa_dtype q_dtype;         /* query and output: CLPA_DTYPE_F32 or CLPA_DTYPE_F16 */
+  clpa_dtype q_dtype;         /* query and output: f32, f16 or bf16 */
   float scale;                /* softmax scale, usually 1/sqrt(head_size) */
   float k_scale, v_scale;     /* fp8 per-tensor scales (1 by default) */
+  cl_mem k_scale_buffer, v_scale_buffer; /* optional: the scales as float [1] on the device, used instead */
   float soft_cap;             /* 0: off */
   int32_t sliding_window;     /* 0: off; else the last sliding_window tokens take part */
   size_t q_stride;            /* elements between sequences of the query; 0 = num_heads * head_size */
-  cl_mem query, key_cache, value_cache, block_tables, context_lens, out;
+  cl_mem query, block_tables, context_lens, out;
   cl_mem lse;                 /* optional */
   cl_mem alibi_slopes;        /* optional */
   cl_mem sinks;               /* optional */
@@ -287,15 +304,15 @@ typedef struct clpa_decode_params {
   int32_t partition_size;     /* v2 tokens per partition; 0 = 512; a multiple of block_size */
   int32_t heads_per_group;    /* query heads per work-group (GQA packing); 0 = auto, else divides num_heads / num_kv_heads */
   /* Events: wait for these before starting; *event (if not NULL) receives
-   * an event that completes with the last kernel. */
+   * an event that completes with the last kernel; the caller releases it. */
   cl_uint num_wait_events;
   const cl_event *wait_events;
   cl_event *event;
 } clpa_decode_params;
 
-/* Fills p with the defaults: zeros and NULLs, kv_dtype f16, q_dtype f32,
- * k_scale = v_scale = 1, variant AUTO. The caller sets the shapes, scale
- * and buffers. */
+/* Fills p with the defaults: zeros and NULLs, q_dtype f32, k_scale =
+ * v_scale = 1, variant AUTO. The caller sets the shapes, the caches, the
+ * scale and the buffers. */
 CLPA_API void clpa_decode_params_init(clpa_decode_params *p);
 
 /* Enqueues decode attention on the context's queue; does not wait.
@@ -311,21 +328,18 @@ CLPA_API void clpa_decode_params_init(clpa_decode_params *p);
  * fits and it still leaves at least 2 work-groups per compute unit.
  *
  * Everything is validated before anything is enqueued (shapes, dtypes,
- * buffer sizes against what the shapes need). Block ids and context lengths
- * live on the device, so the kernels check them: a block id outside
- * [0, num_blocks) is never read (its tokens are masked) and a context
- * length outside [0, max_context_len] is treated as 0; either sets a bit in
- * the context's fault word, which clpa_context_check_faults reads.
+ * the layout, buffer sizes against what the shapes need). Block ids and
+ * context lengths live on the device, so the kernels check them: a block
+ * id outside [0, num_blocks) is never read (its tokens are masked) and a
+ * context length outside [0, max_context_len] is treated as 0; either sets
+ * a bit in the context's fault word, which clpa_context_check_faults reads.
  *
  * Returns CLPA_OK, CLPA_ERR_INVALID_ARG (which field, which value),
  * CLPA_ERR_UNSUPPORTED (shape or dtype not supported, named),
  * CLPA_ERR_BUILD, CLPA_ERR_OPENCL or CLPA_ERR_DEVICE_MEMORY. */
 CLPA_API clpa_status clpa_decode(clpa_context *ctx, const clpa_decode_params *p);
 
-/* Fault bits the kernels set (clpa_context_check_faults). */
-#define CLPA_FAULT_BAD_BLOCK 1       /* a block table entry, slot or copied block outside the cache */
-#define CLPA_FAULT_BAD_CONTEXT_LEN 2 /* a context length < 0 or > max_context_len */
-#define CLPA_FAULT_LANES 4           /* the device's subgroups did not match the lane groups */
+/* The fault bits the kernels set are CLPA_FAULT_* in clpa_codes.h. */
 
 /* Waits for the queue, reads the fault word into *faults (may be NULL)
  * and clears it. Returns CLPA_OK when no bit was set; else one status for
@@ -339,9 +353,5 @@ CLPA_API clpa_status clpa_context_check_faults(clpa_context *ctx, int32_t *fault
 #ifdef __cplusplus
 }
 #endif
-
-/* 5. The KV cache object and its ops: reshape_and_cache, copy_blocks,
- * swap_blocks. */
-#include "clpa_cache.h"
 
 #endif /* CLPA_H */

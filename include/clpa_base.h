@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "clpa_codes.h"
 #include "clpa_version.h"
 
 #ifdef __cplusplus
@@ -74,12 +75,12 @@ CLPA_API const char *clpa_last_error(void);
  * Storage dtypes of the KV cache (and of query/output where allowed)
  * ==================================================================== */
 typedef enum clpa_dtype {
-  CLPA_DTYPE_F32 = 0,
-  CLPA_DTYPE_F16 = 1,      /* IEEE half, through vload_half/vstore_half */
-  CLPA_DTYPE_BF16 = 2,     /* bfloat16 stored as 16-bit words */
-  CLPA_DTYPE_FP8_E4M3 = 3, /* OCP fp8 e4m3fn (max 448, no inf), with a per-tensor scale */
-  CLPA_DTYPE_FP8_E5M2 = 4, /* OCP fp8 e5m2 (max 57344), with a per-tensor scale */
-  CLPA_DTYPE_COUNT_ = 5
+  CLPA_DTYPE_F32 = CLPA_CODE_F32,
+  CLPA_DTYPE_F16 = CLPA_CODE_F16,           /* IEEE half, through vload_half/vstore_half */
+  CLPA_DTYPE_BF16 = CLPA_CODE_BF16,         /* bfloat16 stored as 16-bit words */
+  CLPA_DTYPE_FP8_E4M3 = CLPA_CODE_FP8_E4M3, /* OCP fp8 e4m3fn (max 448, no inf), with a per-tensor scale */
+  CLPA_DTYPE_FP8_E5M2 = CLPA_CODE_FP8_E5M2, /* OCP fp8 e5m2 (max 57344), with a per-tensor scale */
+  CLPA_DTYPE_COUNT_ = CLPA_CODE_DTYPE_COUNT
 } clpa_dtype;
 
 /* Returns the size of one element in bytes, or 0 for an invalid dtype. */
@@ -89,6 +90,35 @@ CLPA_API const char *clpa_dtype_name(clpa_dtype dtype);
 /* Parses a name as printed by clpa_dtype_name. Returns CLPA_OK or
  * CLPA_ERR_INVALID_ARG. */
 CLPA_API clpa_status clpa_dtype_parse(const char *name, clpa_dtype *out);
+
+/* Host conversions between float and the storage dtypes, bit for bit as
+ * the kernels store and load (host/dtype_convert.h has the notes): every
+ * conversion from float rounds to nearest even and keeps subnormals;
+ * every conversion to float is exact. fp8 e4m3 is OCP e4m3fn (no inf:
+ * beyond +-448, inf included, saturates); e5m2 keeps inf and saturates
+ * finite overflow at +-57344; fp8 NaN encodes as sign | 0x7f. */
+CLPA_API uint16_t clpa_f32_to_f16(float f);
+CLPA_API float clpa_f16_to_f32(uint16_t h);
+CLPA_API uint16_t clpa_f32_to_bf16(float f);
+CLPA_API float clpa_bf16_to_f32(uint16_t h);
+/* dtype CLPA_DTYPE_FP8_E4M3 or CLPA_DTYPE_FP8_E5M2; any other dtype gives
+ * 0 (to fp8) or NaN (to float). */
+CLPA_API uint8_t clpa_f32_to_fp8(float f, clpa_dtype dtype);
+CLPA_API float clpa_fp8_to_f32(uint8_t code, clpa_dtype dtype);
+
+/* Encodes n floats into n storage elements of dtype at dst (f32: a copy;
+ * f16/bf16: uint16_t words; fp8: bytes), as clpa_reshape_and_cache does:
+ * fp8 stores fp8(src[i] / scale), the quotient in f32 (vLLM's per-tensor
+ * k_scale / v_scale); other dtypes ignore scale. Returns CLPA_OK, or
+ * CLPA_ERR_INVALID_ARG (an invalid dtype, NULL pointers with n > 0, an fp8
+ * scale that is not finite and > 0) with nothing written. */
+CLPA_API clpa_status clpa_dtype_encode(clpa_dtype dtype, const float *src, void *dst, size_t n,
+                                       float scale);
+/* Decodes n storage elements of dtype at src into floats: the exact value,
+ * for fp8 times scale in f32 (one rounding, as the kernels do). Returns as
+ * clpa_dtype_encode. */
+CLPA_API clpa_status clpa_dtype_decode(clpa_dtype dtype, const void *src, float *dst, size_t n,
+                                       float scale);
 
 /* ======================================================================
  * Allocator hook

@@ -2,7 +2,8 @@
  * clpa_cache.h — the KV cache on the device and the operations on it:
  * writing new tokens (reshape_and_cache), copying blocks (copy-on-write)
  * and swapping blocks between device and host memory (preemption,
- * offload). clpa.h includes this header.
+ * offload). clpa.h includes this header; it needs clpa.h for the context
+ * (clpa_context_create) but not the other way round.
  *
  * Introduction
  *
@@ -45,8 +46,14 @@
 #ifndef CLPA_CACHE_H
 #define CLPA_CACHE_H
 
-#include "clpa.h"
+#ifndef CL_TARGET_OPENCL_VERSION
+#define CL_TARGET_OPENCL_VERSION 300
+#endif
+#include <CL/cl.h>
+
+#include "clpa_base.h"
 #include "clpa_kv.h"
+#include "clpa_layout.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -55,6 +62,7 @@ extern "C" {
 /* ======================================================================
  * 1. The cache object
  * ==================================================================== */
+typedef struct clpa_context clpa_context; /* clpa.h */
 typedef struct clpa_cache clpa_cache;
 
 typedef enum clpa_cache_placement {
@@ -143,6 +151,12 @@ typedef struct clpa_cache_info {
 
 /* Describes the cache. Returns CLPA_OK or CLPA_ERR_INVALID_ARG (NULL). */
 CLPA_API clpa_status clpa_cache_get_info(const clpa_cache *cache, clpa_cache_info *out);
+
+/* The layout of each layer's key and value cache (clpa_layout.h): what
+ * clpa_decode and the other ops take with raw buffers, and what
+ * clpa_pool_config_from_layout / clpa_kvman_config_from_layout set the
+ * host side up from. Returns CLPA_OK or CLPA_ERR_INVALID_ARG (NULL). */
+CLPA_API clpa_status clpa_cache_get_layout(const clpa_cache *cache, clpa_kv_layout *out);
 
 /* Layer l's key (value) cache as a buffer for the kernels: a sub-buffer of
  * exactly layer_bytes for caches clpa allocated, the application's buffer

@@ -227,7 +227,7 @@ static clpa_status alloc_device(clpa_context *ctx, clpa_cache *c) {
     }
   }
   cl_kernel k;
-  clpa_status st = clpa_kernel_create(ctx, "cache", "-DKV_DTYPE=1", "clpa_cache_zero", &k);
+  clpa_status st = clpa_family_kernel(ctx, &clpa_family_blocks, NULL, "clpa_blocks_zero", &k);
   if (st != CLPA_OK) return st;
   cl_event *evs = calloc((size_t)narenas, sizeof *evs);
   if (!evs) {
@@ -235,17 +235,16 @@ static clpa_status alloc_device(clpa_context *ctx, clpa_cache *c) {
     return CLPA_FAIL(ctx->error, CLPA_ERR_OUT_OF_MEMORY, "out of memory");
   }
   int n = 0;
-  for (; n < narenas && err == CL_SUCCESS; n++) {
+  for (; n < narenas && st == CLPA_OK; n++) {
     cl_ulong words = c->arenas[n].size / 16;
     size_t global = (size_t)(ctx->info.compute_units ? ctx->info.compute_units : 1) * 2048;
     if (global > words) global = (size_t)words;
-    err = clSetKernelArg(k, 0, sizeof(cl_mem), &c->arenas[n].mem);
-    err |= clSetKernelArg(k, 1, sizeof words, &words);
-    if (err == CL_SUCCESS)
-      err = clEnqueueNDRangeKernel(ctx->queue, k, 1, NULL, &global, NULL, 0, NULL, &evs[n]);
+    const clpa_arg args[] = {CLPA_ARG(c->arenas[n].mem), CLPA_ARG(words)};
+    const clpa_ndrange r = {1, {global}, {0}, 0, NULL, &evs[n]};
+    st = clpa_enqueue(ctx, k, "clpa_blocks_zero", args, CLPA_NARGS(args), &r);
   }
   clReleaseKernel(k);
-  if (err != CL_SUCCESS) n--; /* the failed enqueue gave no event */
+  if (st != CLPA_OK) n--; /* the failed enqueue gave no event */
   cl_int werr = n > 0 ? clWaitForEvents((cl_uint)n, evs) : CL_SUCCESS;
   cl_int bad = err;
   for (int i = 0; i < n; i++) {
@@ -255,6 +254,7 @@ static clpa_status alloc_device(clpa_context *ctx, clpa_cache *c) {
     clReleaseEvent(evs[i]);
   }
   free(evs);
+  if (st != CLPA_OK) return st;
   if (bad == CL_SUCCESS) bad = werr;
   if (bad != CL_SUCCESS)
     return CLPA_FAIL(ctx->error, CLPA_ERR_DEVICE_MEMORY,
@@ -423,6 +423,26 @@ clpa_status clpa_cache_get_info(const clpa_cache *cache, clpa_cache_info *out) {
   CLPA_CHECK(NULL, !cache || !out, CLPA_ERR_INVALID_ARG, "cache and out must not be NULL");
   *out = cache->info;
   return CLPA_OK;
+}
+
+clpa_status clpa_cache_get_layout(const clpa_cache *cache, clpa_kv_layout *out) {
+  CLPA_CHECK(NULL, !cache || !out, CLPA_ERR_INVALID_ARG, "cache and out must not be NULL");
+  const clpa_cache_info *in = &cache->info;
+  return clpa_kv_layout_init(out, in->dtype, in->num_blocks, in->block_size, in->num_kv_heads,
+                             in->head_size);
+}
+
+clpa_status clpa_cache_layer(clpa_context *ctx, const clpa_cache *cache, int32_t layer, cl_mem *k,
+                             cl_mem *v, clpa_kv_layout *kv) {
+  CLPA_CTX_CHECK(ctx, cache->ctx != ctx, CLPA_ERR_INVALID_ARG,
+                 "cache was created on another clpa_context");
+  CLPA_CTX_CHECK(ctx, cache->info.placement != CLPA_CACHE_DEVICE, CLPA_ERR_INVALID_ARG,
+                 "cache is a host cache; kernels need a device cache");
+  CLPA_CTX_CHECK(ctx, layer < 0 || layer >= cache->info.num_layers, CLPA_ERR_INVALID_ARG,
+                 "layer = %d (the cache has %d layers)", layer, cache->info.num_layers);
+  *k = cache->slices[2 * layer].mem;
+  *v = cache->slices[2 * layer + 1].mem;
+  return clpa_cache_get_layout(cache, kv);
 }
 
 static const clpa_cache_slice *slice_of(const clpa_cache *c, int32_t layer, int v) {

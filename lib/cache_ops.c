@@ -28,9 +28,7 @@ void clpa_swap_blocks_params_init(clpa_swap_blocks_params *p) {
 /* ---- shared checks --------------------------------------------------- */
 
 static clpa_status check_events(clpa_context *ctx, cl_uint n, const cl_event *evs) {
-  CLPA_CTX_CHECK(ctx, n > 0 && !evs, CLPA_ERR_INVALID_ARG,
-                 "num_wait_events = %u but wait_events is NULL", n);
-  return CLPA_OK;
+  return clpa_check_wait_list(ctx, n, evs);
 }
 
 static clpa_status check_cache(clpa_context *ctx, const clpa_cache *c, const char *name,
@@ -46,6 +44,7 @@ static clpa_status check_cache(clpa_context *ctx, const clpa_cache *c, const cha
 /* Resolves [first, first + n) (n 0 = to the end) against the cache. */
 static clpa_status check_layers(clpa_context *ctx, const clpa_cache *c, int32_t first, int32_t n,
                                 int32_t *count) {
+  *count = 0; /* set on every path, so no caller can read it unset */
   const int32_t L = c->info.num_layers;
   CLPA_CTX_CHECK(ctx, first < 0 || first >= L, CLPA_ERR_INVALID_ARG,
                  "first_layer = %d (the cache has %d layers)", first, L);
@@ -119,8 +118,6 @@ static clpa_status reshape_validate(clpa_context *ctx, const clpa_reshape_and_ca
   return CLPA_OK;
 }
 
-#define ARG(i, v) CLPA_SET_ARG(ctx, k, i, v)
-
 /* Work-groups of up to 128 work-items: a token's elements (rounded up to
  * a power of two) times as many tokens as fit; the kernel skips the
  * padding. */
@@ -148,12 +145,12 @@ clpa_status clpa_reshape_and_cache(clpa_context *ctx, const clpa_reshape_and_cac
   if (p->num_tokens == 0) return marker(ctx, p->num_wait_events, p->wait_events, p->event);
 
   const clpa_cache_info *in = &p->cache->info;
-  char opts[64];
-  snprintf(opts, sizeof opts, "-DKV_DTYPE=%d", (int)in->dtype);
   cl_mem faults;
   if ((st = clpa_faults_buffer(ctx, &faults)) != CLPA_OK) return st;
+  const clpa_cache_spec spec = {(int32_t)in->dtype};
   cl_kernel k;
-  if ((st = clpa_kernel_create(ctx, "cache", opts, "clpa_cache_reshape", &k)) != CLPA_OK) return st;
+  if ((st = clpa_family_kernel(ctx, &clpa_family_cache, &spec, "clpa_cache_reshape", &k)))
+    return st;
   const size_t row = (size_t)in->num_kv_heads * (size_t)in->head_size;
   cl_ulong koff = p->key_offset, voff = p->value_offset;
   cl_ulong ks = p->key_stride ? p->key_stride : row, vs = p->value_stride ? p->value_stride : row;
@@ -161,31 +158,17 @@ clpa_status clpa_reshape_and_cache(clpa_context *ctx, const clpa_reshape_and_cac
   cl_int heads = in->num_kv_heads, hs = in->head_size, bs = in->block_size, nb = in->num_blocks;
   cl_float ksc = p->k_scale, vsc = p->v_scale;
   cl_int src = (cl_int)p->src_dtype, ntok = p->num_tokens;
-  ARG(0, p->key);
-  ARG(1, koff);
-  ARG(2, ks);
-  ARG(3, p->value);
-  ARG(4, voff);
-  ARG(5, vs);
-  ARG(6, src);
-  ARG(7, ntok);
-  ARG(8, p->slot_mapping);
-  ARG(9, kc);
-  ARG(10, vc);
-  ARG(11, heads);
-  ARG(12, hs);
-  ARG(13, bs);
-  ARG(14, nb);
-  ARG(15, ksc);
-  ARG(16, vsc);
-  ARG(17, faults);
-  size_t global[2], local[2];
-  reshape_grid(ctx, k, row, (size_t)p->num_tokens, global, local);
-  cl_int err = clEnqueueNDRangeKernel(ctx->queue, k, 2, NULL, global, local, p->num_wait_events,
-                                      p->wait_events, p->event);
+  const clpa_arg args[] = {
+      CLPA_ARG(p->key),   CLPA_ARG(koff),  CLPA_ARG(ks),   CLPA_ARG(p->value),
+      CLPA_ARG(voff),     CLPA_ARG(vs),    CLPA_ARG(src),  CLPA_ARG(ntok),
+      CLPA_ARG(p->slot_mapping), CLPA_ARG(kc), CLPA_ARG(vc), CLPA_ARG(heads),
+      CLPA_ARG(hs),       CLPA_ARG(bs),    CLPA_ARG(nb),   CLPA_ARG(ksc),
+      CLPA_ARG(vsc),      CLPA_ARG(faults)};
+  clpa_ndrange r = {2, {0}, {0}, p->num_wait_events, p->wait_events, p->event};
+  reshape_grid(ctx, k, row, (size_t)p->num_tokens, r.global, r.local);
+  st = clpa_enqueue(ctx, k, "clpa_cache_reshape", args, CLPA_NARGS(args), &r);
   clReleaseKernel(k);
-  if (err != CL_SUCCESS) return CLPA_CL_FAIL(ctx, err, "clEnqueueNDRangeKernel(clpa_cache_reshape)");
-  return CLPA_OK;
+  return st;
 }
 
 /* ---- host pairs ------------------------------------------------------- */
@@ -257,21 +240,11 @@ static clpa_status copy_launch(clpa_context *ctx, cl_kernel k, const clpa_cache 
   cl_ulong first = c->slices[s0].offset / 16, stride = c->slice_stride / 16;
   cl_ulong words = in->block_bytes / 16;
   cl_int nb = in->num_blocks;
-  cl_int err = clSetKernelArg(k, 0, sizeof mem, &mem);
-  err |= clSetKernelArg(k, 1, sizeof first, &first);
-  err |= clSetKernelArg(k, 2, sizeof stride, &stride);
-  err |= clSetKernelArg(k, 3, sizeof words, &words);
-  err |= clSetKernelArg(k, 4, sizeof nb, &nb);
-  err |= clSetKernelArg(k, 5, sizeof pairs, &pairs);
-  err |= clSetKernelArg(k, 6, sizeof faults, &faults);
-  if (err != CL_SUCCESS)
-    return CLPA_FAIL(ctx->error, CLPA_ERR_OPENCL, "clSetKernelArg(clpa_cache_copy_blocks) failed");
-  size_t global[3] = {(size_t)words, (size_t)m, (size_t)(s1 - s0)};
-  err = clEnqueueNDRangeKernel(ctx->queue, k, 3, NULL, global, NULL, p->num_wait_events,
-                               p->wait_events, ev);
-  if (err != CL_SUCCESS)
-    return CLPA_CL_FAIL(ctx, err, "clEnqueueNDRangeKernel(clpa_cache_copy_blocks)");
-  return CLPA_OK;
+  const clpa_arg args[] = {CLPA_ARG(mem), CLPA_ARG(first), CLPA_ARG(stride), CLPA_ARG(words),
+                           CLPA_ARG(nb),  CLPA_ARG(pairs), CLPA_ARG(faults)};
+  const clpa_ndrange r = {3, {(size_t)words, (size_t)m, (size_t)(s1 - s0)}, {0},
+                          p->num_wait_events, p->wait_events, ev};
+  return clpa_enqueue(ctx, k, "clpa_blocks_copy", args, CLPA_NARGS(args), &r);
 }
 
 /* One launch per arena that holds slices of the layer range. */
@@ -282,8 +255,7 @@ static clpa_status copy_enqueue(clpa_context *ctx, const clpa_copy_blocks_params
   cl_kernel k;
   clpa_status st;
   if ((st = clpa_faults_buffer(ctx, &faults)) ||
-      (st = clpa_kernel_create(ctx, "cache", "-DKV_DTYPE=1",
-                               "clpa_cache_copy_blocks", &k)))
+      (st = clpa_family_kernel(ctx, &clpa_family_blocks, NULL, "clpa_blocks_copy", &k)))
     return st;
   const int lo = 2 * p->first_layer, hi = 2 * (p->first_layer + layers);
   int launches = 0;
@@ -311,7 +283,7 @@ clpa_status clpa_copy_blocks(clpa_context *ctx, const clpa_copy_blocks_params *p
   CLPA_CHECK(NULL, !ctx, CLPA_ERR_INVALID_ARG, "ctx must not be NULL");
   CLPA_CTX_CHECK(ctx, !p, CLPA_ERR_INVALID_ARG, "p must not be NULL");
   clpa_status st;
-  int32_t layers;
+  int32_t layers = 0;
   if ((st = check_events(ctx, p->num_wait_events, p->wait_events)) ||
       (st = check_cache(ctx, p->cache, "cache", 1)) ||
       (st = check_layers(ctx, p->cache, p->first_layer, p->num_layers, &layers)))
@@ -393,7 +365,7 @@ clpa_status clpa_swap_blocks(clpa_context *ctx, const clpa_swap_blocks_params *p
   clpa_err_clear();
   CLPA_CHECK(NULL, !ctx, CLPA_ERR_INVALID_ARG, "ctx must not be NULL");
   CLPA_CTX_CHECK(ctx, !p, CLPA_ERR_INVALID_ARG, "p must not be NULL");
-  int32_t layers, m;
+  int32_t layers = 0, m = 0;
   int64_t *pairs;
   clpa_status st;
   if ((st = swap_validate(ctx, p, &layers)) ||

@@ -530,6 +530,9 @@ clpa_status clpa_context_create(const clpa_context_config *cfg, clpa_context **o
     ctx->cache_dir = default_cache_dir(cfg->cache_dir);
     if (!ctx->cache_dir) st = CLPA_FAIL(ctx->error, CLPA_ERR_OUT_OF_MEMORY, "out of memory");
   }
+  /* The lane-group path is settled once, here, not by whichever kernel
+   * happens to be built first. */
+  if (st == CLPA_OK) st = clpa_lanes_settle(ctx);
   if (st != CLPA_OK) {
     clpa_context_destroy(ctx);
     return st;

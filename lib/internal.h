@@ -6,6 +6,7 @@
 #define CLPA_LIB_INTERNAL_H
 
 #include "clpa.h"
+#include "kernels.h"
 #include "util.h"
 
 typedef struct clpa_program_entry {
@@ -64,13 +65,18 @@ struct clpa_cache {
   clpa_cache_slice *slices; /* 2 * num_layers: layer l's key at 2l, its value at 2l + 1 */
 };
 
+/* Layer `layer` of a device cache of this context: its key and value
+ * buffers and its layout; refuses (naming the problem) a NULL cache, one
+ * of another context, a host cache or a layer out of range. */
+clpa_status clpa_cache_layer(clpa_context *ctx, const clpa_cache *cache, int32_t layer, cl_mem *k,
+                             cl_mem *v, clpa_kv_layout *kv);
+
 /* Checks that buffer `name` holds at least `need` bytes; NULL is refused
  * unless optional. */
 clpa_status clpa_check_buffer(clpa_context *ctx, cl_mem buf, const char *name, size_t need,
                               int optional);
-/* Checks an event wait list before anything is enqueued: n > 0 needs
- * evs, n == 0 needs evs NULL, and every entry must be a valid event of
- * ctx's OpenCL context (no NULL entries). */
+/* Refuses a wait list before anything is enqueued: NULL with n > 0, set
+ * with n == 0, a NULL entry, or an event of another OpenCL context. */
 clpa_status clpa_check_wait_list(clpa_context *ctx, cl_uint n, const cl_event *evs);
 /* The fault word, created and zeroed on first use. */
 clpa_status clpa_faults_buffer(clpa_context *ctx, cl_mem *out);
@@ -107,15 +113,43 @@ void clpa_programs_release(clpa_context *ctx);
 clpa_status clpa_kernel_create(clpa_context *ctx, const char *family, const char *options,
                                const char *name, cl_kernel *out);
 
-/* Sets kernel argument i from a value, recording failures. */
-#define CLPA_SET_ARG(ctx, k, i, v)                                                  \
-  do {                                                                             \
-    cl_int e_ = clSetKernelArg((k), (i), sizeof(v), &(v));                         \
-    if (e_ != CL_SUCCESS) {                                                        \
-      clReleaseKernel(k);                                                          \
-      return clpa_err_set((ctx)->error, clpa_status_from_cl(e_), __func__,          \
-                          "clSetKernelArg(%d) failed: %s", (int)(i), clpa_cl_error_name(e_)); \
-    }                                                                              \
-  } while (0)
+/* Settles the context's lane-group path: on the subgroup path, learns the
+ * subgroup size our kernels get (decode.c builds its default kernel for
+ * that), and falls back to emulated lanes when it cannot be learnt and
+ * the path was not forced. Called once by clpa_context_create. */
+clpa_status clpa_lanes_settle(clpa_context *ctx);
+/* Lanes per lane group the kernels use on this context. */
+int clpa_lane_width(const clpa_context *ctx, int block_size);
+
+/* The launch path (launch.c). */
+/* A kernel family's kernel `name`, built for spec (the family's spec
+ * struct) on first use, retained for the caller, who releases it. */
+clpa_status clpa_family_kernel(clpa_context *ctx, const clpa_family *f, const void *spec,
+                               const char *name, cl_kernel *out);
+/* One kernel argument: a value of `size` bytes, or local memory of `size`
+ * bytes when value is NULL. */
+typedef struct clpa_arg {
+  size_t size;
+  const void *value;
+} clpa_arg;
+#define CLPA_ARG(v) {sizeof(v), &(v)}
+#define CLPA_ARG_LOCAL(bytes) {(bytes), NULL}
+/* Where and after what a kernel runs; local[0] == 0 lets the driver pick. */
+typedef struct clpa_ndrange {
+  cl_uint dims;
+  size_t global[3], local[3];
+  cl_uint num_wait_events;
+  const cl_event *wait_events;
+  cl_event *event;
+} clpa_ndrange;
+/* Sets args[0 .. num_args) in order and enqueues k; `name` goes into the
+ * message of a failure. Does not release k. */
+clpa_status clpa_enqueue(clpa_context *ctx, cl_kernel k, const char *name, const clpa_arg *args,
+                         size_t num_args, const clpa_ndrange *r);
+#define CLPA_NARGS(a) (sizeof(a) / sizeof *(a))
+/* Build options with their words sorted and repeats dropped, so the same
+ * defines in another order name the same program; caller frees (NULL: out
+ * of memory). */
+char *clpa_options_canonical(const char *options);
 
 #endif

@@ -1,8 +1,9 @@
 /*
- * program.c — kernels as data: each family's program is common.cl + the
- * family's file, specialised with -D options; built on first use, kept in
- * the context, and cached on disk as a binary (binary_cache.c: the file
- * format, what is trusted, the cap). The disk cache key spells out
+ * program.c — kernels as data: each family's program is clpa_codes.h, the
+ * parts the family lists (kernels.h: common.cl, kv.cl, ...) and the
+ * family's own file, specialised with -D options; built on first use,
+ * kept in the context, and cached on disk as a binary (binary_cache.c: the
+ * file format, what is trusted, the cap). The disk cache key spells out
  * everything the binary depends on; a file that is missing, untrusted,
  * torn, or that the driver refuses is rebuilt from source and replaced.
  */
@@ -26,9 +27,24 @@ static const clpa_cl_source *find_source(const char *name) {
   return NULL;
 }
 
-static uint64_t source_hash(const clpa_cl_source *common, const clpa_cl_source *family) {
-  uint64_t h = clpa_hash64(CLPA_HASH64_INIT, common->text, common->length);
-  return clpa_hash64(h, family->text, family->length);
+/* The texts of a family's program, in order: clpa_codes.h, its parts, its
+ * own file. Returns how many (0: an embedded source is missing). */
+#define MAX_TEXTS 6
+static size_t program_texts(const clpa_family *f, const clpa_cl_source *out[MAX_TEXTS]) {
+  size_t n = 0;
+  out[n++] = find_source("clpa_codes");
+  for (size_t i = 0; i < sizeof f->parts / sizeof *f->parts && f->parts[i]; i++)
+    out[n++] = find_source(f->parts[i]);
+  out[n++] = find_source(f->name);
+  for (size_t i = 0; i < n; i++)
+    if (!out[i]) return 0;
+  return n;
+}
+
+static uint64_t source_hash(const clpa_cl_source *const *texts, size_t n) {
+  uint64_t h = CLPA_HASH64_INIT;
+  for (size_t i = 0; i < n; i++) h = clpa_hash64(h, texts[i]->text, texts[i]->length);
+  return h;
 }
 
 /* The text that identifies a binary; caller frees. */
@@ -83,17 +99,18 @@ static clpa_status build_failed(clpa_context *ctx, cl_program prog, cl_int err,
   return err == CL_BUILD_PROGRAM_FAILURE ? CLPA_ERR_BUILD : clpa_status_from_cl(err);
 }
 
-static clpa_status build_from_source(clpa_context *ctx, const clpa_cl_source *common,
-                                     const clpa_cl_source *fam, const char *options,
+static clpa_status build_from_source(clpa_context *ctx, const clpa_cl_source *const *srcs,
+                                     size_t n, const char *family, const char *options,
                                      cl_program *out) {
-  const char *texts[2] = {common->text, fam->text};
-  size_t lens[2] = {common->length, fam->length};
+  const char *texts[MAX_TEXTS];
+  size_t lens[MAX_TEXTS];
+  for (size_t i = 0; i < n; i++) texts[i] = srcs[i]->text, lens[i] = srcs[i]->length;
   cl_int err;
-  cl_program prog = clCreateProgramWithSource(ctx->cl, 2, texts, lens, &err);
+  cl_program prog = clCreateProgramWithSource(ctx->cl, (cl_uint)n, texts, lens, &err);
   if (err != CL_SUCCESS) return CLPA_CL_FAIL(ctx, err, "clCreateProgramWithSource");
   err = clBuildProgram(prog, 1, &ctx->dev, options, NULL, NULL);
   if (err != CL_SUCCESS) {
-    clpa_status st = build_failed(ctx, prog, err, fam->name, options);
+    clpa_status st = build_failed(ctx, prog, err, family, options);
     clReleaseProgram(prog);
     return st;
   }
@@ -120,12 +137,16 @@ static cl_program load_cached(clpa_context *ctx, const char *key, const char *op
   return prog;
 }
 
-/* The full option string: lane path first, then the caller's options. */
+/* The full option string: the lane path and the caller's options, in
+ * canonical order (launch.c). */
 static char *full_options(const clpa_context *ctx, const char *options) {
   size_t n = strlen(options) + 96;
   char *s = malloc(n);
-  if (s) snprintf(s, n, "-DCLPA_LANES=%d %s", (int)ctx->lanes, options);
-  return s;
+  if (!s) return NULL;
+  snprintf(s, n, "-DCLPA_LANES=%d %s", (int)ctx->lanes, options);
+  char *c = clpa_options_canonical(s);
+  free(s);
+  return c;
 }
 
 /* The cache entry of a family's program for these options, built (or
@@ -133,10 +154,10 @@ static char *full_options(const clpa_context *ctx, const char *options) {
 static clpa_status program_entry(clpa_context *ctx, const char *family, const char *options,
                                  clpa_program_entry **out) {
   if (!options) options = "";
-  const clpa_cl_source *common = find_source("common");
-  const clpa_cl_source *fam = find_source(family);
-  CLPA_CTX_CHECK(ctx, !fam || !common || strcmp(family, "common") == 0, CLPA_ERR_INVALID_ARG,
-                 "unknown kernel family '%s'", family);
+  const clpa_family *fam = clpa_family_find(family);
+  const clpa_cl_source *texts[MAX_TEXTS];
+  size_t ntexts = fam ? program_texts(fam, texts) : 0;
+  CLPA_CTX_CHECK(ctx, ntexts == 0, CLPA_ERR_INVALID_ARG, "unknown kernel family '%s'", family);
   char *opts = full_options(ctx, options);
   size_t klen = strlen(family) + 2 + (opts ? strlen(opts) : 0);
   char *mkey = opts ? malloc(klen) : NULL;
@@ -159,12 +180,12 @@ static clpa_status program_entry(clpa_context *ctx, const char *family, const ch
   clpa_status st = CLPA_OK;
   char *dkey = NULL;
   if (ctx->binary_cache) {
-    dkey = cache_key_text(ctx, family, source_hash(common, fam), opts);
+    dkey = cache_key_text(ctx, family, source_hash(texts, ntexts), opts);
     if (dkey) prog = load_cached(ctx, dkey, opts);
     if (prog) ctx->stats.loaded_from_disk++;
   }
   if (!prog) {
-    st = build_from_source(ctx, common, fam, opts, &prog);
+    st = build_from_source(ctx, texts, ntexts, family, opts, &prog);
     if (st == CLPA_OK) {
       ctx->stats.built_from_source++;
       size_t blen = 0;

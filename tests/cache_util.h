@@ -103,8 +103,8 @@ static inline int elem_equal(clpa_dtype d, const unsigned char *a, const unsigne
   size_t es = clpa_dtype_size(d);
   if (memcmp(a, b, es) == 0) return 1;
   float fa, fb;
-  clpa_decode_elems(d, a, &fa, 1, 1.0f);
-  clpa_decode_elems(d, b, &fb, 1, 1.0f);
+  clpa_dtype_decode(d, a, &fa, 1, 1.0f);
+  clpa_dtype_decode(d, b, &fb, 1, 1.0f);
   return isnan(fa) && isnan(fb);
 }
 

@@ -46,6 +46,15 @@ static inline int ok(int cond, const char *fmt, ...) {
   return cond;
 }
 
+/* Stops the test: a failed setup leaves nothing to check. TAP's "Bail out!". */
+#define BAIL_OUT(...)                 \
+  do {                                \
+    printf("Bail out! ");             \
+    printf(__VA_ARGS__);              \
+    printf("\n");                     \
+    exit(2);                          \
+  } while (0)
+
 /* Prints the plan at the end (TAP allows it last) and returns the exit code. */
 static inline int done_testing(void) {
   printf("1..%d\n", tap_n);

@@ -87,10 +87,10 @@ static int append(const setup *su, lseq *s, int n, step *st) {
         kr[e] = (float)rng_uniform(-1.5, 1.5);
         vr[e] = (float)rng_uniform(-2.0, 2.0);
       }
-      clpa_encode(su->dtype, kr, q, ROW, su->ks);
-      clpa_decode_elems(su->dtype, q, s->k[l] + (size_t)(s->n + t) * ROW, ROW, su->ks);
-      clpa_encode(su->dtype, vr, q, ROW, su->vs);
-      clpa_decode_elems(su->dtype, q, s->v[l] + (size_t)(s->n + t) * ROW, ROW, su->vs);
+      clpa_dtype_encode(su->dtype, kr, q, ROW, su->ks);
+      clpa_dtype_decode(su->dtype, q, s->k[l] + (size_t)(s->n + t) * ROW, ROW, su->ks);
+      clpa_dtype_encode(su->dtype, vr, q, ROW, su->vs);
+      clpa_dtype_decode(su->dtype, q, s->v[l] + (size_t)(s->n + t) * ROW, ROW, su->vs);
     }
   s->n += n;
   st->n += n;
@@ -129,22 +129,22 @@ static int write_step(const setup *su, const step *st) {
 /* clpa_ref_decode over one sequence's logical tokens in a private cache
  * (block i holds tokens [i*BS, (i+1)*BS)). */
 static int reference(const setup *su, const lseq *s, int layer, const float *q, double *out) {
-  const int nb = (s->n + BS - 1) / BS, x = (int)(16 / clpa_dtype_size(su->dtype));
+  const int nb = (s->n + BS - 1) / BS;
   const size_t elems = (size_t)(nb ? nb : 1) * KV_HEADS * HS * BS;
+  clpa_kv_layout kv;
+  clpa_kv_layout_init(&kv, su->dtype, nb, BS, KV_HEADS, HS);
   float *kc = malloc(sizeof(float) * elems), *vc = malloc(sizeof(float) * elems);
   for (size_t i = 0; i < elems; i++) kc[i] = vc[i] = NAN;
   for (int j = 0; j < s->n; j++)
     for (int h = 0; h < KV_HEADS; h++)
       for (int d = 0; d < HS; d++) {
-        size_t base = ((size_t)(j / BS) * KV_HEADS + h) * HS * BS;
-        kc[base + ((size_t)(d / x) * BS + j % BS) * x + d % x] = s->k[layer][(size_t)j * ROW + h * HS + d];
-        vc[base + (size_t)d * BS + j % BS] = s->v[layer][(size_t)j * ROW + h * HS + d];
+        kc[clpa_kv_key_index(&kv, j / BS, h, j % BS, d)] = s->k[layer][(size_t)j * ROW + h * HS + d];
+        vc[clpa_kv_value_index(&kv, j / BS, h, j % BS, d)] = s->v[layer][(size_t)j * ROW + h * HS + d];
       }
   int32_t table[MAX_TOKENS / BS + 1], len = s->n;
   for (int i = 0; i < nb; i++) table[i] = i;
-  clpa_ref_decode_args a = {.num_seqs = 1, .num_heads = HEADS, .num_kv_heads = KV_HEADS,
-                            .head_size = HS, .block_size = BS, .num_blocks = nb,
-                            .max_blocks_per_seq = nb ? nb : 1, .x = x, .query = q,
+  clpa_ref_decode_args a = {.num_seqs = 1, .num_heads = HEADS, .kv = kv,
+                            .max_blocks_per_seq = nb ? nb : 1, .query = q,
                             .q_stride = HEADS * HS, .key_cache = kc, .value_cache = vc,
                             .block_tables = table, .context_lens = &len,
                             .scale = 1.0f / sqrtf((float)HS), .out = out};
@@ -176,13 +176,16 @@ static int check_decode(const setup *su, clpa_batch *batch, lseq *seqs, int nseq
     test_poison(ctx, out, sizeof(float) * qn);
     clpa_decode_params p;
     clpa_decode_params_init(&p);
-    p.num_seqs = nseqs, p.num_heads = HEADS, p.num_kv_heads = KV_HEADS, p.head_size = HS;
-    p.block_size = BS, p.max_blocks_per_seq = bv.max_blocks_per_seq;
-    p.max_context_len = bv.max_context_len, p.kv_dtype = su->dtype, p.q_dtype = CLPA_DTYPE_F32;
+    p.num_seqs = nseqs, p.num_heads = HEADS, p.max_blocks_per_seq = bv.max_blocks_per_seq;
+    p.max_context_len = bv.max_context_len, p.q_dtype = CLPA_DTYPE_F32;
     p.scale = 1.0f / sqrtf((float)HS), p.k_scale = su->ks, p.v_scale = su->vs;
-    p.query = qb, p.key_cache = clpa_cache_key(su->cache, l);
-    p.value_cache = clpa_cache_value(su->cache, l), p.block_tables = tables;
-    p.context_lens = lens, p.out = out;
+    if (l % 2 == 0) { /* the cache object itself, or its buffers with its layout */
+      p.cache = su->cache, p.layer = l;
+    } else {
+      clpa_cache_get_layout(su->cache, &p.kv);
+      p.key_cache = clpa_cache_key(su->cache, l), p.value_cache = clpa_cache_value(su->cache, l);
+    }
+    p.query = qb, p.block_tables = tables, p.context_lens = lens, p.out = out;
     clpa_status st = clpa_decode(ctx, &p);
     if (st != CLPA_OK) {
       diag("decode: %s", clpa_context_last_error(ctx));

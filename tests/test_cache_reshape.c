@@ -1,7 +1,7 @@
 /*
  * reshape_and_cache (cl/cache.cl, clpa_cache_reshape) against the host:
  * clpa_ref_reshape_and_cache says where each source element lands (it is
- * run on element indices), clpa_encode says which bits it becomes. Every
+ * run on element indices), clpa_dtype_encode says which bits it becomes. Every
  * cache dtype with every source dtype, fused QKV rows and padded strides,
  * several block sizes, head sizes and layers.
  *
@@ -150,7 +150,7 @@ static int check_slice(const rcase *c, const unsigned char *got, const unsigned 
       if (c->src == c->kv)
         memcpy(want, src_bytes + i * ss, es); /* same dtype: the bits are copied */
       else
-        clpa_encode(c->kv, &src_f[i], want, 1, scale);
+        clpa_dtype_encode(c->kv, &src_f[i], want, 1, scale);
       w = want;
     }
     if (!elem_equal(c->kv, got + e * es, w)) {
@@ -195,8 +195,8 @@ static int run_case(const rcase *c) {
     if (c->src == F32) { /* keep NaN payloads and signalling NaNs as drawn */
       memcpy(b, f, ss * total);
     } else {
-      clpa_encode(c->src, f, b, total, 1.0f);
-      clpa_decode_elems(c->src, b, f, total, 1.0f);
+      clpa_dtype_encode(c->src, f, b, total, 1.0f);
+      clpa_dtype_decode(c->src, b, f, total, 1.0f);
     }
   }
 
@@ -209,12 +209,12 @@ static int run_case(const rcase *c) {
   float *vmap = malloc(sizeof(float) * n);
   for (size_t i = 0; i < total; i++) idx[i] = (float)i;
   for (size_t e = 0; e < n; e++) kmap[e] = vmap[e] = -1.0f;
-  clpa_ref_cache_args ra = {.num_tokens = c->tokens, .num_kv_heads = c->kv_heads,
-                            .head_size = c->hs, .block_size = c->bs, .num_blocks = c->blocks,
-                            .x = (int32_t)(16 / clpa_dtype_size(c->kv)), .key = idx + koff,
+  clpa_ref_cache_args ra = {.num_tokens = c->tokens, .key = idx + koff,
                             .key_stride = stride, .value = idx + voff, .value_stride = stride,
                             .slot_mapping = ref_slots, .key_cache = kmap, .value_cache = vmap};
-  int good = ok(clpa_ref_reshape_and_cache(&ra) == CLPA_OK, "reference map for %s", name);
+  int good = ok(clpa_kv_layout_init(&ra.kv, c->kv, c->blocks, c->bs, c->kv_heads, c->hs) == CLPA_OK &&
+                    clpa_ref_reshape_and_cache(&ra) == CLPA_OK,
+                "reference map for %s", name);
 
   cl_mem bufs[16] = {0};
   unsigned char *tails[16] = {0};

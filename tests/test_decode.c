@@ -17,7 +17,11 @@
  *   output dtype   atol     rtol     (|got - want| <= atol + rtol |want|)
  *   f32            1e-4     1e-4
  *   f16            1e-3     2e-3
+ *   bf16           4e-3     8e-3     (8 mantissa bits: storing rounds by <= 2^-9)
  *   lse (f32)      1e-4     1e-5
+ *
+ * fp8 cases alternate between host scales and scales in device buffers
+ * (k_scale_buffer, v_scale_buffer, as vLLM passes them).
  */
 #include <stdio.h>
 
@@ -28,7 +32,8 @@
 static const struct {
   clpa_dtype io;
   double atol, rtol;
-} tolerance[] = {{CLPA_DTYPE_F32, 1e-4, 1e-4}, {CLPA_DTYPE_F16, 1e-3, 2e-3}};
+} tolerance[] = {{CLPA_DTYPE_F32, 1e-4, 1e-4}, {CLPA_DTYPE_F16, 1e-3, 2e-3},
+                 {CLPA_DTYPE_BF16, 4e-3, 8e-3}};
 #define LSE_ATOL 1e-4
 #define LSE_RTOL 1e-5
 
@@ -38,23 +43,33 @@ typedef struct dcase {
   clpa_decode_variant variant;
   int partition, hpg;
   int alibi, window, softcap, sinks, lse, q_pad;
+  int dev_scale; /* fp8 scales from device buffers */
 } dcase;
 
 static clpa_context *ctx;
 
 static void describe(const dcase *c, char *buf, size_t cap) {
   snprintf(buf, cap,
-           "seqs %d heads %d/%d hs %d bs %d ctx %d kv %s io %s v%d part %d hpg %d%s%s%s%s%s%s",
+           "seqs %d heads %d/%d hs %d bs %d ctx %d kv %s io %s v%d part %d hpg %d%s%s%s%s%s%s%s",
            c->seqs, c->heads, c->kv_heads, c->hs, c->bs, c->max_ctx, clpa_dtype_name(c->kv),
            clpa_dtype_name(c->io), (int)c->variant, c->partition, c->hpg,
            c->alibi ? " alibi" : "", c->window ? " window" : "", c->softcap ? " softcap" : "",
-           c->sinks ? " sinks" : "", c->lse ? " lse" : "", c->q_pad ? " q_stride" : "");
+           c->sinks ? " sinks" : "", c->lse ? " lse" : "", c->q_pad ? " q_stride" : "",
+           c->dev_scale ? " device scales" : "");
 }
 
 static int x_of(clpa_dtype d) { return (int)(16 / clpa_dtype_size(d)); }
 
+static clpa_kv_layout layout_of(const dcase *c, int num_blocks) {
+  clpa_kv_layout l;
+  if (clpa_kv_layout_init(&l, c->kv, num_blocks, c->bs, c->kv_heads, c->hs) != CLPA_OK)
+    BAIL_OUT("layout: %s", clpa_last_error());
+  return l;
+}
+
 /* Everything one case needs on the host. */
 typedef struct inputs {
+  clpa_kv_layout kv;
   int num_blocks, max_blocks;
   size_t q_stride, cache_elems;
   int32_t *tables, *lens;
@@ -118,14 +133,13 @@ static void make_inputs(const dcase *c, inputs *in) {
   in->k_scale = fp8 ? (float)rng_uniform(0.002, 0.02) : 1.0f;
   in->v_scale = fp8 ? (float)rng_uniform(0.002, 0.02) : 1.0f;
   float *kraw = malloc(sizeof(float) * in->cache_elems), *vraw = malloc(sizeof(float) * in->cache_elems);
-  const int x = x_of(c->kv);
+  in->kv = layout_of(c, in->num_blocks);
   for (int b = 0; b < in->num_blocks; b++)
     for (int h = 0; h < c->kv_heads; h++)
       for (int d = 0; d < c->hs; d++)
         for (int o = 0; o < bs; o++) {
-          size_t base = ((size_t)b * c->kv_heads + h) * c->hs * bs;
-          size_t ki = base + ((size_t)(d / x) * bs + o) * x + d % x;
-          size_t vi = base + (size_t)d * bs + o;
+          size_t ki = clpa_kv_key_index(&in->kv, b, h, o, d);
+          size_t vi = clpa_kv_value_index(&in->kv, b, h, o, d);
           int u = used[(size_t)b * bs + o];
           kraw[ki] = u ? (float)rng_uniform(-1.5, 1.5) : NAN;
           vraw[vi] = u ? (float)rng_uniform(-2.0, 2.0) : NAN;
@@ -134,12 +148,12 @@ static void make_inputs(const dcase *c, inputs *in) {
   size_t esz = clpa_dtype_size(c->kv);
   in->k_store = malloc(esz * in->cache_elems);
   in->v_store = malloc(esz * in->cache_elems);
-  clpa_encode(c->kv, kraw, in->k_store, in->cache_elems, in->k_scale);
-  clpa_encode(c->kv, vraw, in->v_store, in->cache_elems, in->v_scale);
+  clpa_dtype_encode(c->kv, kraw, in->k_store, in->cache_elems, in->k_scale);
+  clpa_dtype_encode(c->kv, vraw, in->v_store, in->cache_elems, in->v_scale);
   in->kf = kraw;
   in->vf = vraw;
-  clpa_decode_elems(c->kv, in->k_store, in->kf, in->cache_elems, in->k_scale);
-  clpa_decode_elems(c->kv, in->v_store, in->vf, in->cache_elems, in->v_scale);
+  clpa_dtype_decode(c->kv, in->k_store, in->kf, in->cache_elems, in->k_scale);
+  clpa_dtype_decode(c->kv, in->v_store, in->vf, in->cache_elems, in->v_scale);
 
   /* Query, rounded through its storage dtype so both sides see the same. */
   in->q_stride = (size_t)c->heads * c->hs + (c->q_pad ? 24 : 0);
@@ -148,8 +162,8 @@ static void make_inputs(const dcase *c, inputs *in) {
   for (size_t i = 0; i < qn; i++) in->q[i] = (float)rng_uniform(-2.0, 2.0);
   size_t qsz = clpa_dtype_size(c->io);
   in->q_store = malloc(qsz * (qn ? qn : 1));
-  clpa_encode(c->io, in->q, in->q_store, qn, 1.0f);
-  clpa_decode_elems(c->io, in->q_store, in->q, qn, 1.0f);
+  clpa_dtype_encode(c->io, in->q, in->q_store, qn, 1.0f);
+  clpa_dtype_decode(c->io, in->q_store, in->q, qn, 1.0f);
 
   if (c->alibi) {
     in->alibi = malloc(sizeof(float) * c->heads);
@@ -165,7 +179,7 @@ static void make_inputs(const dcase *c, inputs *in) {
 
 /* A case's inputs on the device, and decode params that point at them. */
 typedef struct device_case {
-  cl_mem q, kc, vc, bt, cl, out, lse, al, sk;
+  cl_mem q, kc, vc, bt, cl, out, lse, al, sk, ks, vs;
 } device_case;
 
 static void upload(const dcase *c, const inputs *in, device_case *d, clpa_decode_params *p) {
@@ -180,14 +194,19 @@ static void upload(const dcase *c, const inputs *in, device_case *d, clpa_decode
   d->lse = c->lse ? test_buffer(ctx, NULL, sizeof(float) * lsen) : NULL;
   d->al = in->alibi ? test_buffer(ctx, in->alibi, sizeof(float) * c->heads) : NULL;
   d->sk = in->sinks ? test_buffer(ctx, in->sinks, sizeof(float) * c->heads) : NULL;
+  d->ks = c->dev_scale ? test_buffer(ctx, &in->k_scale, sizeof(float)) : NULL;
+  d->vs = c->dev_scale ? test_buffer(ctx, &in->v_scale, sizeof(float)) : NULL;
   test_poison(ctx, d->out, qsz * outn);
   if (d->lse) test_poison(ctx, d->lse, sizeof(float) * lsen);
   clpa_decode_params_init(p);
-  p->num_seqs = c->seqs, p->num_heads = c->heads, p->num_kv_heads = c->kv_heads;
-  p->head_size = c->hs, p->block_size = c->bs, p->max_blocks_per_seq = in->max_blocks;
-  p->max_context_len = c->max_ctx, p->kv_dtype = c->kv, p->q_dtype = c->io;
+  p->num_seqs = c->seqs, p->num_heads = c->heads, p->kv = in->kv;
+  p->max_blocks_per_seq = in->max_blocks, p->max_context_len = c->max_ctx, p->q_dtype = c->io;
   p->scale = 1.0f / sqrtf((float)c->hs);
-  p->k_scale = in->k_scale, p->v_scale = in->v_scale, p->soft_cap = in->soft_cap;
+  p->soft_cap = in->soft_cap;
+  if (c->dev_scale) /* the host values must be ignored: make them wrong */
+    p->k_scale = 7.0f, p->v_scale = 9.0f, p->k_scale_buffer = d->ks, p->v_scale_buffer = d->vs;
+  else
+    p->k_scale = in->k_scale, p->v_scale = in->v_scale;
   p->sliding_window = in->window, p->q_stride = in->q_stride;
   p->query = d->q, p->key_cache = d->kc, p->value_cache = d->vc, p->block_tables = d->bt;
   p->context_lens = d->cl, p->out = d->out, p->lse = d->lse, p->alibi_slopes = d->al;
@@ -196,7 +215,7 @@ static void upload(const dcase *c, const inputs *in, device_case *d, clpa_decode
 }
 
 static void release(device_case *d) {
-  cl_mem all[] = {d->q, d->kc, d->vc, d->bt, d->cl, d->out, d->lse, d->al, d->sk};
+  cl_mem all[] = {d->q, d->kc, d->vc, d->bt, d->cl, d->out, d->lse, d->al, d->sk, d->ks, d->vs};
   for (size_t i = 0; i < sizeof all / sizeof *all; i++)
     if (all[i]) clReleaseMemObject(all[i]);
 }
@@ -211,9 +230,8 @@ static int run_case(const dcase *c) {
   double *want = malloc(sizeof(double) * (outn ? outn : 1));
   double *want_lse = malloc(sizeof(double) * (lsen ? lsen : 1));
   clpa_ref_decode_args ra = {
-      .num_seqs = c->seqs, .num_heads = c->heads, .num_kv_heads = c->kv_heads,
-      .head_size = c->hs, .block_size = c->bs, .num_blocks = in.num_blocks,
-      .max_blocks_per_seq = in.max_blocks, .x = x_of(c->kv), .query = in.q,
+      .num_seqs = c->seqs, .num_heads = c->heads, .kv = in.kv,
+      .max_blocks_per_seq = in.max_blocks, .query = in.q,
       .q_stride = in.q_stride, .key_cache = in.kf, .value_cache = in.vf,
       .block_tables = in.tables, .context_lens = in.lens, .scale = scale,
       .alibi_slopes = in.alibi, .sliding_window = in.window, .soft_cap = in.soft_cap,
@@ -234,7 +252,7 @@ static int run_case(const dcase *c) {
   float *got = malloc(sizeof(float) * (outn ? outn : 1));
   void *got_store = malloc(qsz * (outn ? outn : 1));
   test_read(ctx, d.out, got_store, qsz * outn);
-  clpa_decode_elems(c->io, got_store, got, outn, 1.0f);
+  clpa_dtype_decode(c->io, got_store, got, outn, 1.0f);
   double atol = 0, rtol = 0;
   for (size_t i = 0; i < sizeof tolerance / sizeof *tolerance; i++)
     if (tolerance[i].io == c->io) atol = tolerance[i].atol, rtol = tolerance[i].rtol;
@@ -271,26 +289,29 @@ static int run_case(const dcase *c) {
 
 /* seqs heads kvh hs bs ctx kv io variant part hpg alibi window softcap sinks lse q_pad */
 static const dcase default_grid[] = {
-    {5, 4, 4, 32, 16, 200, F16, F32, V1, 0, 1, 0, 0, 0, 0, 1, 0},
-    {4, 8, 2, 64, 8, 300, F32, F32, V2, 64, 1, 0, 0, 0, 0, 1, 1},
-    {4, 8, 1, 80, 32, 260, BF16, F16, AUTO, 0, 0, 0, 0, 0, 0, 0, 0},
-    {6, 8, 4, 96, 16, 300, E4M3, F32, V1, 0, 2, 1, 0, 0, 0, 1, 0},
-    {4, 4, 4, 112, 16, 700, E5M2, F16, V2, 128, 1, 0, 1, 0, 0, 1, 0},
-    {4, 12, 4, 120, 8, 333, F16, F32, V2, 96, 3, 0, 0, 1, 1, 1, 0},
-    {5, 16, 4, 128, 16, 400, F16, F32, AUTO, 0, 4, 0, 0, 0, 0, 1, 0},
-    {4, 4, 4, 192, 32, 250, F32, F32, V1, 0, 1, 0, 0, 0, 1, 1, 1},
-    {4, 4, 1, 256, 16, 600, BF16, F32, V2, 256, 4, 1, 1, 1, 0, 1, 0},
-    {4, 8, 8, 128, 32, 300, E4M3, F16, V2, 64, 1, 0, 0, 0, 1, 1, 0},
-    {4, 16, 2, 256, 8, 160, E5M2, F32, V1, 0, 8, 0, 1, 0, 0, 1, 0},
-    {4, 8, 2, 64, 16, 2100, F16, F32, V2, 0, 4, 0, 0, 0, 0, 1, 0}, /* several 512-token partitions */
-    {3, 8, 1, 128, 16, 900, F16, F16, V1, 0, 8, 1, 1, 1, 1, 1, 1},
-    {4, 4, 2, 96, 8, 400, BF16, F32, V2, 32, 2, 0, 1, 0, 1, 0, 0},
-    {4, 6, 2, 112, 32, 333, F32, F16, AUTO, 0, 1, 0, 0, 1, 0, 1, 0},
-    {4, 4, 4, 80, 16, 150, E4M3, F32, V2, 16, 1, 1, 0, 0, 0, 1, 0},
-    {4, 2, 1, 32, 8, 64, E5M2, F16, V1, 0, 2, 0, 0, 0, 0, 1, 0},
-    {4, 4, 1, 192, 16, 500, F16, F32, V2, 160, 4, 0, 1, 1, 1, 1, 1},
-    {5, 4, 2, 256, 32, 300, F32, F32, V1, 0, 2, 1, 0, 0, 0, 1, 0},
-    {4, 2, 2, 120, 32, 200, BF16, F16, V2, 64, 1, 0, 0, 0, 0, 1, 0},
+    {5, 4, 4, 32, 16, 200, F16, F32, V1, 0, 1, 0, 0, 0, 0, 1, 0, 0},
+    {4, 8, 2, 64, 8, 300, F32, F32, V2, 64, 1, 0, 0, 0, 0, 1, 1, 0},
+    {4, 8, 1, 80, 32, 260, BF16, F16, AUTO, 0, 0, 0, 0, 0, 0, 0, 0, 0},
+    {6, 8, 4, 96, 16, 300, E4M3, F32, V1, 0, 2, 1, 0, 0, 0, 1, 0, 0},
+    {4, 4, 4, 112, 16, 700, E5M2, F16, V2, 128, 1, 0, 1, 0, 0, 1, 0, 0},
+    {4, 12, 4, 120, 8, 333, F16, F32, V2, 96, 3, 0, 0, 1, 1, 1, 0, 0},
+    {5, 16, 4, 128, 16, 400, F16, F32, AUTO, 0, 4, 0, 0, 0, 0, 1, 0, 0},
+    {4, 4, 4, 192, 32, 250, F32, F32, V1, 0, 1, 0, 0, 0, 1, 1, 1, 0},
+    {4, 4, 1, 256, 16, 600, BF16, F32, V2, 256, 4, 1, 1, 1, 0, 1, 0, 0},
+    {4, 8, 8, 128, 32, 300, E4M3, F16, V2, 64, 1, 0, 0, 0, 1, 1, 0, 0},
+    {4, 16, 2, 256, 8, 160, E5M2, F32, V1, 0, 8, 0, 1, 0, 0, 1, 0, 0},
+    {4, 8, 2, 64, 16, 2100, F16, F32, V2, 0, 4, 0, 0, 0, 0, 1, 0, 0}, /* several 512-token partitions */
+    {3, 8, 1, 128, 16, 900, F16, F16, V1, 0, 8, 1, 1, 1, 1, 1, 1, 0},
+    {4, 4, 2, 96, 8, 400, BF16, F32, V2, 32, 2, 0, 1, 0, 1, 0, 0, 0},
+    {4, 6, 2, 112, 32, 333, F32, F16, AUTO, 0, 1, 0, 0, 1, 0, 1, 0, 0},
+    {4, 4, 4, 80, 16, 150, E4M3, F32, V2, 16, 1, 1, 0, 0, 0, 1, 0, 0},
+    {4, 2, 1, 32, 8, 64, E5M2, F16, V1, 0, 2, 0, 0, 0, 0, 1, 0, 0},
+    {4, 4, 1, 192, 16, 500, F16, F32, V2, 160, 4, 0, 1, 1, 1, 1, 1, 0},
+    {5, 4, 2, 256, 32, 300, F32, F32, V1, 0, 2, 1, 0, 0, 0, 1, 0, 0},
+    {4, 2, 2, 120, 32, 200, BF16, F16, V2, 64, 1, 0, 0, 0, 0, 1, 0, 0},
+    {4, 8, 2, 128, 16, 300, F16, BF16, AUTO, 0, 0, 0, 0, 0, 1, 1, 1, 0},  /* bf16 query and output */
+    {4, 8, 4, 64, 8, 700, E4M3, BF16, V2, 64, 2, 0, 1, 0, 0, 1, 0, 1}, /* device scales */
+    {4, 8, 4, 96, 32, 200, E5M2, F32, V1, 0, 2, 1, 0, 1, 0, 1, 0, 1},
 };
 
 /* The cross product, for the slow suite: options drawn at random. */
@@ -301,15 +322,16 @@ static int run_full(void) {
   for (size_t h = 0; h < 9; h++)
     for (size_t b = 0; b < 3; b++)
       for (int kv = 0; kv < CLPA_DTYPE_COUNT_; kv++)
-        for (int io = 0; io < 2; io++)
+        for (int io = 0; io < 3; io++)
           for (int v = 1; v <= 2; v++) {
             if (hss[h] % x_of((clpa_dtype)kv)) continue; /* 120 x fp8: unsupported, as in vLLM */
             static const int shapes[][2] = {{4, 4}, {8, 2}, {4, 1}};
             const int *sh = shapes[rng_below(3)];
             dcase c = {4, sh[0], sh[1], hss[h], bss[b], 64 + (int)rng_below(700), (clpa_dtype)kv,
-                       io ? F16 : F32, (clpa_decode_variant)v, bss[b] * (1 + (int)rng_below(8)),
-                       0, (int)rng_below(2), (int)rng_below(2), (int)rng_below(2),
-                       (int)rng_below(2), 1, (int)rng_below(2)};
+                       io == 2 ? BF16 : io ? F16 : F32, (clpa_decode_variant)v,
+                       bss[b] * (1 + (int)rng_below(8)), 0, (int)rng_below(2), (int)rng_below(2),
+                       (int)rng_below(2), (int)rng_below(2), 1, (int)rng_below(2),
+                       (int)rng_below(2)};
             fails += !run_case(&c);
           }
   return fails;
@@ -317,7 +339,7 @@ static int run_full(void) {
 
 /* Bad block ids and context lengths are never followed; they set faults. */
 static void test_faults(void) {
-  dcase c = {4, 4, 2, 64, 16, 100, F16, F32, V1, 32, 0, 0, 0, 0, 0, 0, 0};
+  dcase c = {4, 4, 2, 64, 16, 100, F16, F32, V1, 32, 0, 0, 0, 0, 0, 0, 0, 0};
   inputs in;
   make_inputs(&c, &in);
   in.tables[1] = -5;             /* seq 0, block 1 */
@@ -342,21 +364,25 @@ static void test_faults(void) {
 /* Every bad argument is refused with a message naming it, before anything
  * is enqueued: the poisoned output stays as it was. */
 static void test_bad_args(void) {
-  cl_mem q = test_buffer(ctx, NULL, 4 * 4 * 64), kc = test_buffer(ctx, NULL, 2 * 64 * 16 * 4 * 8);
-  cl_mem vc = test_buffer(ctx, NULL, 2 * 64 * 16 * 4 * 8), bt = test_buffer(ctx, NULL, 4 * 8);
+  clpa_kv_layout kv;
+  clpa_kv_layout_init(&kv, CLPA_DTYPE_F16, 2, 16, 4, 64);
+  cl_mem q = test_buffer(ctx, NULL, 4 * 4 * 64), kc = test_buffer(ctx, NULL, kv.cache_bytes);
+  cl_mem vc = test_buffer(ctx, NULL, kv.cache_bytes), bt = test_buffer(ctx, NULL, 4 * 8);
   cl_mem cl = test_buffer(ctx, NULL, 4), out = test_buffer(ctx, NULL, 4 * 4 * 64);
+  cl_mem small_v = test_buffer(ctx, NULL, kv.block_bytes); /* one block fewer than the keys */
   test_poison(ctx, out, 4 * 4 * 64);
   clpa_decode_params good;
   clpa_decode_params_init(&good);
-  good.num_seqs = 1, good.num_heads = 4, good.num_kv_heads = 4, good.head_size = 64;
-  good.block_size = 16, good.max_blocks_per_seq = 8, good.max_context_len = 100;
+  good.num_seqs = 1, good.num_heads = 4, good.kv = kv;
+  good.max_blocks_per_seq = 8, good.max_context_len = 100;
   good.scale = 0.125f, good.query = q, good.key_cache = kc, good.value_cache = vc;
   good.block_tables = bt, good.context_lens = cl, good.out = out;
+  cl_event null_events[2] = {NULL, NULL};
   struct {
     const char *what, *needle;
     clpa_status want;
     clpa_decode_params p;
-  } bad[24];
+  } bad[40];
   int n = 0;
 #define BAD(field_expr, needle_, want_)  \
   bad[n].p = good;                       \
@@ -366,24 +392,48 @@ static void test_bad_args(void) {
   bad[n++].want = want_
   BAD(num_heads = 6, "num_kv_heads", CLPA_ERR_INVALID_ARG);
   BAD(num_heads = 0, "num_heads", CLPA_ERR_INVALID_ARG);
-  BAD(head_size = 100, "head_size = 100", CLPA_ERR_UNSUPPORTED);
-  BAD(block_size = 4, "block_size = 4", CLPA_ERR_UNSUPPORTED);
-  BAD(kv_dtype = (clpa_dtype)9, "kv_dtype", CLPA_ERR_INVALID_ARG);
-  BAD(q_dtype = CLPA_DTYPE_BF16, "q_dtype = bf16", CLPA_ERR_UNSUPPORTED);
+  BAD(num_heads = -4, "num_heads", CLPA_ERR_INVALID_ARG);
+  BAD(num_seqs = -1, "num_seqs", CLPA_ERR_INVALID_ARG);
+  BAD(kv.head_size = 96, "key_cache holds", CLPA_ERR_INVALID_ARG); /* the layout outgrows the buffers */
+  BAD(kv.head_size = 100, "head_size = 100", CLPA_ERR_INVALID_ARG); /* not a multiple of x */
+  BAD(kv.head_size = 48, "head_size = 48", CLPA_ERR_UNSUPPORTED);
+  BAD(kv.block_size = 4, "block_size = 4", CLPA_ERR_UNSUPPORTED);
+  BAD(kv.block_size = 0, "block_size = 0", CLPA_ERR_INVALID_ARG);
+  BAD(kv.num_kv_heads = 0, "num_kv_heads = 0", CLPA_ERR_INVALID_ARG);
+  BAD(kv.num_blocks = -1, "num_blocks = -1", CLPA_ERR_INVALID_ARG);
+  BAD(kv.num_blocks = 3, "key_cache holds", CLPA_ERR_INVALID_ARG);
+  BAD(kv.num_blocks = INT32_MAX, "key_cache holds", CLPA_ERR_INVALID_ARG);
+  BAD(kv.dtype = (clpa_dtype)9, "dtype = 9", CLPA_ERR_INVALID_ARG);
+  BAD(value_cache = small_v, "value_cache holds", CLPA_ERR_INVALID_ARG);
+  BAD(value_cache = NULL, "value_cache", CLPA_ERR_INVALID_ARG);
+  BAD(q_dtype = CLPA_DTYPE_FP8_E4M3, "q_dtype = fp8_e4m3", CLPA_ERR_UNSUPPORTED);
+  BAD(q_dtype = (clpa_dtype)-1, "q_dtype", CLPA_ERR_UNSUPPORTED);
   BAD(max_context_len = 129, "max_context_len = 129", CLPA_ERR_INVALID_ARG);
+  BAD(max_context_len = -1, "max_context_len = -1", CLPA_ERR_INVALID_ARG);
+  BAD(max_blocks_per_seq = 0, "max_blocks_per_seq = 0", CLPA_ERR_INVALID_ARG);
+  BAD(max_blocks_per_seq = INT32_MAX, "block_tables holds", CLPA_ERR_INVALID_ARG);
   BAD(scale = NAN, "scale", CLPA_ERR_INVALID_ARG);
   BAD(k_scale = 0, "k_scale", CLPA_ERR_INVALID_ARG);
+  BAD(v_scale = INFINITY, "v_scale", CLPA_ERR_INVALID_ARG);
   BAD(soft_cap = -1, "soft_cap", CLPA_ERR_INVALID_ARG);
   BAD(sliding_window = -2, "sliding_window", CLPA_ERR_INVALID_ARG);
   BAD(q_stride = 10, "q_stride", CLPA_ERR_INVALID_ARG);
+  /* Strides whose products wrap size_t must not pass as small sizes. */
+  BAD(q_stride = ((size_t)1 << 61) + 512, "q_stride", CLPA_ERR_INVALID_ARG);
+  bad[n - 1].p.num_seqs = 3;
+  BAD(q_stride = SIZE_MAX, "q_stride", CLPA_ERR_INVALID_ARG);
+  bad[n - 1].p.num_seqs = 2;
   BAD(variant = (clpa_decode_variant)7, "variant", CLPA_ERR_INVALID_ARG);
   BAD(partition_size = 40, "partition_size = 40", CLPA_ERR_INVALID_ARG);
+  BAD(partition_size = -16, "partition_size = -16", CLPA_ERR_INVALID_ARG);
   BAD(heads_per_group = 3, "heads_per_group = 3", CLPA_ERR_INVALID_ARG);
   BAD(query = NULL, "query", CLPA_ERR_INVALID_ARG);
   BAD(num_seqs = 2, "query holds", CLPA_ERR_INVALID_ARG);
   BAD(lse = cl, "lse holds", CLPA_ERR_INVALID_ARG);
   BAD(max_blocks_per_seq = 9, "block_tables holds", CLPA_ERR_INVALID_ARG);
   BAD(num_wait_events = 2, "wait_events", CLPA_ERR_INVALID_ARG);
+  BAD(wait_events = null_events, "wait_events[0] is NULL", CLPA_ERR_INVALID_ARG);
+  bad[n - 1].p.num_wait_events = 2;
 #undef BAD
   for (int i = 0; i < n; i++) {
     clpa_status st = clpa_decode(ctx, &bad[i].p);
@@ -391,8 +441,8 @@ static void test_bad_args(void) {
        "%s -> %s: %s", bad[i].what, clpa_status_name(st), clpa_context_last_error(ctx));
   }
   clpa_decode_params p = good;
-  p.head_size = 120, p.kv_dtype = CLPA_DTYPE_FP8_E4M3;
-  ok(clpa_decode(ctx, &p) == CLPA_ERR_UNSUPPORTED && strstr(clpa_last_error(), "multiple of x"),
+  p.kv.head_size = 120, p.kv.dtype = CLPA_DTYPE_FP8_E4M3;
+  ok(clpa_decode(ctx, &p) == CLPA_ERR_INVALID_ARG && strstr(clpa_last_error(), "multiple of x"),
      "head 120 with fp8: %s", clpa_last_error());
   ok(clpa_decode(NULL, &good) == CLPA_ERR_INVALID_ARG, "NULL context");
   ok(clpa_decode(ctx, NULL) == CLPA_ERR_INVALID_ARG, "NULL params");
@@ -402,6 +452,11 @@ static void test_bad_args(void) {
   for (size_t i = 0; i < sizeof host; i++) untouched &= host[i] == 0xFF;
   ok(untouched, "no refused call wrote to the output");
   p = good;
+  p.k_scale_buffer = small_v, p.v_scale_buffer = cl;
+  p.kv.dtype = CLPA_DTYPE_FP8_E4M3;
+  ok(clpa_decode(ctx, &p) == CLPA_OK && clpa_context_finish(ctx) == CLPA_OK,
+     "scale buffers of 4 bytes or more are taken: %s", clpa_last_error());
+  p = good;
   p.num_seqs = 0;
   cl_event ev = NULL;
   p.event = &ev;
@@ -410,6 +465,7 @@ static void test_bad_args(void) {
   if (ev) clReleaseEvent(ev);
   clReleaseMemObject(q), clReleaseMemObject(kc), clReleaseMemObject(vc);
   clReleaseMemObject(bt), clReleaseMemObject(cl), clReleaseMemObject(out);
+  clReleaseMemObject(small_v);
 }
 
 /* Every storage code decodes exactly: with one token of context the
@@ -447,8 +503,9 @@ static void test_codes(void) {
       test_poison(ctx, out, sizeof(float) * hs);
       clpa_decode_params p;
       clpa_decode_params_init(&p);
-      p.num_seqs = 1, p.num_heads = 1, p.num_kv_heads = 1, p.head_size = hs, p.block_size = bs;
-      p.max_blocks_per_seq = 1, p.max_context_len = 1, p.kv_dtype = dt, p.scale = 1.0f;
+      clpa_kv_layout_init(&p.kv, dt, 1, bs, 1, hs);
+      p.num_seqs = 1, p.num_heads = 1;
+      p.max_blocks_per_seq = 1, p.max_context_len = 1, p.scale = 1.0f;
       p.v_scale = vscale, p.query = bq, p.key_cache = kc, p.value_cache = vc;
       p.block_tables = bt, p.context_lens = cl, p.out = out;
       float got[256], want[256];
@@ -458,9 +515,9 @@ static void test_codes(void) {
       for (int d = 0; d < hs; d++) {
         if (fp8) {
           unsigned char c = (unsigned char)d;
-          clpa_decode_elems(dt, &c, &want[d], 1, vscale);
+          clpa_dtype_decode(dt, &c, &want[d], 1, vscale);
         } else {
-          clpa_decode_elems(dt, &codes16[d], &want[d], 1, 1.0f);
+          clpa_dtype_decode(dt, &codes16[d], &want[d], 1, 1.0f);
         }
         /* == rather than bits: the sum starts at +0, so -0 comes out as +0 */
         int same = isnan(want[d]) ? isnan(got[d]) : got[d] == want[d];
@@ -478,7 +535,7 @@ static void test_codes(void) {
 
 /* Chaining: the kernel waits for a user event and hands back its own. */
 static void test_events(void) {
-  dcase c = {2, 4, 4, 64, 16, 64, F32, F32, V2, 32, 0, 0, 0, 0, 0, 0, 0};
+  dcase c = {2, 4, 4, 64, 16, 64, F32, F32, V2, 32, 0, 0, 0, 0, 0, 0, 0, 0};
   inputs in;
   make_inputs(&c, &in);
   device_case d;

@@ -37,12 +37,11 @@ static void test_context_len_fault(clpa_context *ctx) {
   clpa_decode_params p;
   clpa_decode_params_init(&p);
   p.num_seqs = 1;
-  p.num_heads = p.num_kv_heads = 1;
-  p.head_size = HS;
-  p.block_size = BS;
+  p.num_heads = 1;
+  ok(clpa_kv_layout_init(&p.kv, CLPA_DTYPE_F16, 1, BS, 1, HS) == CLPA_OK, "layout: %s",
+     clpa_last_error());
   p.max_blocks_per_seq = 1;
   p.max_context_len = BS;
-  p.kv_dtype = CLPA_DTYPE_F16;
   p.q_dtype = CLPA_DTYPE_F32;
   p.scale = 0.17677669f;
   p.variant = CLPA_DECODE_V1;

@@ -385,8 +385,8 @@ static void test_arrays(void) {
     for (size_t si = 0; si < sizeof scales / sizeof scales[0]; si++) {
       float sc = scales[si];
       int bad = 0;
-      clpa_encode(dt, src, buf, N, sc);
-      clpa_decode_elems(dt, buf, back, N, sc);
+      clpa_dtype_encode(dt, src, buf, N, sc);
+      clpa_dtype_decode(dt, buf, back, N, sc);
       for (int i = 0; i < N; i++) {
         uint32_t code;
         float r;
@@ -417,7 +417,7 @@ static void test_arrays(void) {
         bad += !same;
       }
       ok(bad == 0,
-         "%s scale %g: clpa_encode/clpa_decode_elems match the scalar functions%s (%d wrong)",
+         "%s scale %g: clpa_dtype_encode/clpa_dtype_decode match the scalar functions%s (%d wrong)",
          clpa_dtype_name(dt), (double)sc,
          dt >= CLPA_DTYPE_FP8_E4M3 ? " with x/scale, code*scale" : ", scale ignored", bad);
     }

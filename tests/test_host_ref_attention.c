@@ -29,6 +29,7 @@ enum { OPT_ALIBI = 1, OPT_WINDOW = 2, OPT_SOFTCAP = 4, OPT_SINKS = 8, OPT_LSE = 
 
 typedef struct scene {
   int32_t num_seqs, num_heads, num_kv_heads, head_size, block_size, num_blocks, max_blocks, x;
+  clpa_kv_layout kv; /* of the caches: its dtype gives x (f32 4, f16 8, fp8 16) */
   size_t q_stride;
   int32_t *lens;   /* [num_seqs] */
   int32_t *tables; /* [num_seqs][max_blocks] */
@@ -79,22 +80,22 @@ static float dense_v(const scene *sc, int32_t s, int32_t kvh, int32_t j, int32_t
       ->v[s][((size_t)kvh * (size_t)sc->lens[s] + (size_t)j) * (size_t)sc->head_size + (size_t)d];
 }
 
-/* dense -> paged for one token, written as plain 5-D / 4-D indexing:
- * key [num_blocks][num_kv_heads][head_size/x][block_size][x],
- * value [num_blocks][num_kv_heads][head_size][block_size]. */
+/* dense -> paged for one token, through the layout's one formula
+ * (checked against memory order by test_host_layout, and by hand below). */
 static void scatter_token(scene *sc, int32_t s, int32_t j) {
-  const size_t nkv = (size_t)sc->num_kv_heads, hs = (size_t)sc->head_size;
-  const size_t bs = (size_t)sc->block_size, x = (size_t)sc->x;
-  size_t b = (size_t)sc->tables[(size_t)s * (size_t)sc->max_blocks + (size_t)j / bs];
-  size_t o = (size_t)j % bs;
-  for (size_t h = 0; h < nkv; h++) {
-    for (size_t d = 0; d < hs; d++) {
-      size_t ki = ((((b * nkv + h) * (hs / x) + d / x) * bs + o) * x) + d % x;
-      size_t vi = ((b * nkv + h) * hs + d) * bs + o;
-      sc->kc[ki] = dense_k(sc, s, (int32_t)h, j, (int32_t)d);
-      sc->vc[vi] = dense_v(sc, s, (int32_t)h, j, (int32_t)d);
+  const int32_t bs = sc->block_size;
+  const int32_t b = sc->tables[(size_t)s * (size_t)sc->max_blocks + (size_t)(j / bs)];
+  for (int32_t h = 0; h < sc->num_kv_heads; h++) {
+    for (int32_t d = 0; d < sc->head_size; d++) {
+      sc->kc[clpa_kv_key_index(&sc->kv, b, h, j % bs, d)] = dense_k(sc, s, h, j, d);
+      sc->vc[clpa_kv_value_index(&sc->kv, b, h, j % bs, d)] = dense_v(sc, s, h, j, d);
     }
   }
+}
+
+/* The storage dtype whose 16-byte vector is x elements wide. */
+static clpa_dtype dtype_of_x(int32_t x) {
+  return x == 4 ? CLPA_DTYPE_F32 : x == 8 ? CLPA_DTYPE_F16 : CLPA_DTYPE_FP8_E4M3;
 }
 
 static int32_t draw_len(int32_t bs) {
@@ -238,11 +239,7 @@ static int reshape_matches(const scene *sc) {
       j++;
     }
     clpa_ref_cache_args ca = {.num_tokens = (int32_t)ntok,
-                              .num_kv_heads = sc->num_kv_heads,
-                              .head_size = sc->head_size,
-                              .block_size = sc->block_size,
-                              .num_blocks = sc->num_blocks,
-                              .x = sc->x,
+                              .kv = sc->kv,
                               .key = krows,
                               .key_stride = stride,
                               .value = vrows,
@@ -287,6 +284,8 @@ static void scene_build(scene *sc, int opts, int32_t head_size, int32_t block_si
   free(parent);
   free(shared);
   sc->cache_elems = (size_t)sc->num_blocks * (size_t)nkv * (size_t)head_size * (size_t)block_size;
+  if (clpa_kv_layout_init(&sc->kv, dtype_of_x(sc->x), sc->num_blocks, block_size, nkv, head_size))
+    BAIL_OUT("layout: %s", clpa_last_error());
   sc->kc = nan_array(sc->cache_elems);
   sc->vc = nan_array(sc->cache_elems);
   for (int32_t s = 0; s < sc->num_seqs; s++)
@@ -332,12 +331,8 @@ static void scene_free(scene *sc) {
 static clpa_ref_decode_args scene_args(const scene *sc, double *out, double *lse) {
   clpa_ref_decode_args a = {.num_seqs = sc->num_seqs,
                             .num_heads = sc->num_heads,
-                            .num_kv_heads = sc->num_kv_heads,
-                            .head_size = sc->head_size,
-                            .block_size = sc->block_size,
-                            .num_blocks = sc->num_blocks,
+                            .kv = sc->kv,
                             .max_blocks_per_seq = sc->max_blocks,
-                            .x = sc->x,
                             .query = sc->query,
                             .q_stride = sc->q_stride,
                             .key_cache = sc->kc,
@@ -526,12 +521,8 @@ static void test_decode_known(void) {
   double out[8], lse[2];
   clpa_ref_decode_args a = {.num_seqs = 1,
                             .num_heads = 2,
-                            .num_kv_heads = 1,
-                            .head_size = 4,
-                            .block_size = 2,
-                            .num_blocks = 1,
+                            .kv = {CLPA_DTYPE_F32, 1, 2, 1, 4}, /* checked by the reference */
                             .max_blocks_per_seq = 1,
-                            .x = 4,
                             .query = q,
                             .q_stride = 8,
                             .key_cache = kc,
@@ -607,9 +598,9 @@ static void test_decode_invalid(void) {
   int32_t saved_len = sc.lens[last], saved_blk = sc.tables[(size_t)last * (size_t)sc.max_blocks];
 
   BAD(a.num_heads = 3, "num_kv_heads", "num_heads % num_kv_heads != 0");
-  BAD(a.x = 48, "x = 48", "head_size % x != 0");
-  BAD(a.x = 0, "x = 0", "x = 0");
-  BAD(a.block_size = 0, "block_size", "block_size = 0");
+  BAD((a.kv.head_size = 12, a.kv.dtype = CLPA_DTYPE_FP8_E4M3), "x = 16", "head_size % x != 0");
+  BAD(a.kv.dtype = (clpa_dtype)7, "dtype = 7", "invalid dtype");
+  BAD(a.kv.block_size = 0, "block_size", "block_size = 0");
   BAD(a.num_seqs = -1, "num_seqs", "negative num_seqs");
   BAD(a.q_stride = (size_t)sc.num_heads * 64 - 1, "q_stride", "short q_stride");
   BAD(a.query = NULL, "query", "NULL query");
@@ -644,10 +635,10 @@ static void test_decode_invalid(void) {
   a.lse = NULL;
   a.query = NULL;
   ok(clpa_ref_decode(&a) == CLPA_OK, "num_seqs = 0 is fine with NULL buffers");
-  BAD(a.num_kv_heads = 0, "num_kv_heads", "num_kv_heads = 0");
-  if (sizeof(size_t) == 8)
-    BAD((a.num_blocks = a.block_size = INT32_MAX, a.head_size = 1 << 30, a.x = 1), "size_t",
-        "cache too large for size_t");
+  BAD(a.kv.num_kv_heads = 0, "num_kv_heads", "num_kv_heads = 0");
+  BAD((a.kv.num_blocks = a.kv.block_size = a.kv.num_kv_heads = INT32_MAX,
+       a.kv.head_size = 1 << 30, a.kv.dtype = CLPA_DTYPE_F32),
+      "64 bits", "cache too large for 64 bits");
 #undef BAD
   scene_free(&sc);
 }
@@ -779,11 +770,7 @@ static void test_cache_known(void) {
     value[i] = (float)(200 + i);
   }
   clpa_ref_cache_args a = {.num_tokens = 2,
-                           .num_kv_heads = 1,
-                           .head_size = 8,
-                           .block_size = 2,
-                           .num_blocks = 2,
-                           .x = 4,
+                           .kv = {CLPA_DTYPE_F32, 2, 2, 1, 8}, /* x 4 */
                            .key = key,
                            .key_stride = 10,
                            .value = value,
@@ -817,10 +804,12 @@ static void test_cache_known(void) {
          strstr(clpa_last_error(), "key_stride"),
      "short key stride rejected");
   a.key_stride = 10;
-  a.x = 3;
-  ok(clpa_ref_reshape_and_cache(&a) == CLPA_ERR_INVALID_ARG && strstr(clpa_last_error(), "x = 3"),
+  a.kv.dtype = CLPA_DTYPE_F16; /* x 8 */
+  a.kv.head_size = 12;
+  ok(clpa_ref_reshape_and_cache(&a) == CLPA_ERR_INVALID_ARG && strstr(clpa_last_error(), "x = 8"),
      "head_size % x != 0 rejected");
-  a.x = 4;
+  a.kv.dtype = CLPA_DTYPE_F32;
+  a.kv.head_size = 8;
   a.key = NULL;
   ok(clpa_ref_reshape_and_cache(&a) == CLPA_ERR_INVALID_ARG, "NULL key rejected");
   a.key = key;

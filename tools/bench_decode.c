@@ -95,9 +95,12 @@ int bench_decode(int argc, char **argv) {
 
   clpa_decode_params p;
   clpa_decode_params_init(&p);
-  p.num_seqs = a.batch, p.num_heads = a.heads, p.num_kv_heads = a.kv_heads;
-  p.head_size = a.head_size, p.block_size = a.block_size, p.max_blocks_per_seq = bpseq;
-  p.max_context_len = a.context, p.kv_dtype = a.dtype, p.q_dtype = CLPA_DTYPE_F32;
+  if (clpa_kv_layout_init(&p.kv, a.dtype, nblocks, a.block_size, a.kv_heads, a.head_size)) {
+    fprintf(stderr, "clpa-bench: %s\n", clpa_last_error());
+    goto done;
+  }
+  p.num_seqs = a.batch, p.num_heads = a.heads, p.max_blocks_per_seq = bpseq;
+  p.max_context_len = a.context, p.q_dtype = CLPA_DTYPE_F32;
   p.scale = 1.0f / sqrtf((float)a.head_size), p.k_scale = p.v_scale = 0.01f;
   p.query = bq, p.key_cache = kc, p.value_cache = vc, p.block_tables = bt, p.context_lens = bl;
   p.out = out, p.variant = a.variant, p.partition_size = a.partition, p.heads_per_group = a.hpg;

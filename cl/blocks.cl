@@ -1,0 +1,45 @@
+/*
+ * blocks.cl — whole-block operations on the paged cache that need no
+ * dtype: a block of any dtype is a whole number of 16-byte words (the
+ * key layout's last dimension is 16 bytes). The copy is vLLM's
+ * copy_blocks (csrc/cache_kernels.cu). Launched by lib/cache_ops.c and
+ * lib/cache.c; checked by tests/test_cache_copy.c (against host copies),
+ * tests/test_cache.c (zeroed arenas) and tests/test_cache_e2e.c.
+ */
+
+/*
+ * copy_blocks: copy whole blocks (src -> dst) in every slice of an arena,
+ * a buffer holding num_slices equal slices (one layer's key or value cache
+ * each, slice_words apart). Dtype-blind: a block is block_words 16-byte
+ * words (a block of any dtype is a multiple of 16 bytes, since head_size
+ * is a multiple of 16 bytes).
+ * Grid: (block_words, num_pairs, num_slices); any work-group size.
+ * pairs: int64 [num_pairs, 2] (vLLM's block_mapping). src < 0 means no
+ * copy; any other id outside [0, num_blocks) sets CLPA_FAULT_BAD_BLOCK and
+ * the pair is skipped. Destinations must be distinct and never a source
+ * (the host checks the pairs it uploads itself).
+ */
+__kernel void clpa_blocks_copy(__global uint4 *arena, ulong first_word, ulong slice_words,
+                               ulong block_words, int num_blocks, __global const long *pairs,
+                               __global volatile int *faults) {
+  const size_t w = get_global_id(0), p = get_global_id(1), s = get_global_id(2);
+  const long src = pairs[2 * p], dst = pairs[2 * p + 1];
+  if (src < 0) return;
+  if (src >= num_blocks || dst < 0 || dst >= num_blocks) {
+    if (w == 0 && s == 0) atomic_or(faults, CLPA_FAULT_BAD_BLOCK);
+    return;
+  }
+  __global uint4 *base = arena + first_word + s * slice_words;
+  base[(ulong)dst * block_words + w] = base[(ulong)src * block_words + w];
+}
+
+/*
+ * zero: n 16-byte words of a new cache arena, so that a device that
+ * allocates lazily commits the memory at creation. A kernel and not
+ * clEnqueueFillBuffer: NVIDIA's fill (driver 580) silently leaves buffers
+ * of 16 GiB and more unfilled (4-byte pattern: 2^32 elements), and its
+ * caches are that large. Grid: any size (a grid-stride loop).
+ */
+__kernel void clpa_blocks_zero(__global uint4 *p, ulong n) {
+  for (ulong i = get_global_id(0); i < n; i += get_global_size(0)) p[i] = (uint4)(0u);
+}

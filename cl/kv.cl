@@ -1,0 +1,198 @@
+/*
+ * kv.cl — the paged KV cache as kernels see it: how an element is stored
+ * (CLPA_KV_DTYPE) and where it lives (paged addressing). Part of every
+ * family that reads or writes the cache (decode, cache), after common.cl.
+ *
+ * 1. Storage dtypes: CLPA_KV_DTYPE (a clpa_codes.h code) picks how the
+ *    cache stores an element (kv_t) and KV_LOAD(n, p) loads n consecutive
+ *    elements as a float vector. All arithmetic is f32.
+ *
+ *      code  storage     element  X = 16 B / element
+ *      F32   f32         float    4
+ *      F16   f16         half     8   (vload_half: core OpenCL, no cl_khr_fp16)
+ *      BF16  bf16        ushort   8   (upper half of an f32)
+ *      E4M3  fp8 e4m3fn  uchar    16  (decoded through f16 bits, times a scale)
+ *      E5M2  fp8 e5m2    uchar    16
+ *
+ *    Storing goes the other way, bit for bit as the host's
+ *    clpa_dtype_encode: f32 -> bf16 and fp8 round to nearest even, fp8
+ *    divides by a per-tensor scale first (correctly rounded, whatever
+ *    accuracy the device's '/' has) and saturates.
+ *
+ * 2. Paged addressing: the element offsets of a key or value element
+ *    inside one (block, KV head) of the cache. The host's twins are
+ *    clpa_kv_key_index / clpa_kv_value_index (include/clpa_layout.h); the
+ *    CPU reference and the tests address the cache through them.
+ */
+#ifndef CLPA_KV_DTYPE
+#define CLPA_KV_DTYPE CLPA_CODE_F16
+#endif
+
+/* ---- 1. storage dtypes ---------------------------------------------- */
+
+/* fp8 decoders work on uintN lanes holding one byte each. Both go through
+ * f16, whose conversion devices do in hardware: e5m2 is the upper byte of
+ * an f16; e4m3's bits, moved into f16's places, give the value / 2^8
+ * (subnormals included), and only its NaN (0x7f, 0xff) needs a select. */
+#define FP8_E4M3_DECODER(n)                                                         \
+  inline CAT(float, n) CAT(fp8e4m3_to_float, n)(CAT(uint, n) b) {                   \
+    CAT(ushort, n) h = CAT(TO_USHORT, n)(((b & 0x80u) << 8) | ((b & 0x7fu) << 7));  \
+    CAT(float, n) r = CAT(VLOADH, n)((const __private half *)&h) * 0x1p8f;           \
+    return select(r, (CAT(float, n))(NAN), (b & 0x7fu) == 0x7fu);                   \
+  }
+#define FP8_E5M2_DECODER(n)                                                         \
+  inline CAT(float, n) CAT(fp8e5m2_to_float, n)(CAT(uint, n) b) {                   \
+    CAT(ushort, n) h = CAT(TO_USHORT, n)(b << 8);                                    \
+    return CAT(VLOADH, n)((const __private half *)&h);                              \
+  }
+FP8_E4M3_DECODER(1)
+FP8_E4M3_DECODER(2)
+FP8_E4M3_DECODER(4)
+FP8_E4M3_DECODER(8)
+FP8_E4M3_DECODER(16)
+FP8_E5M2_DECODER(1)
+FP8_E5M2_DECODER(2)
+FP8_E5M2_DECODER(4)
+FP8_E5M2_DECODER(8)
+FP8_E5M2_DECODER(16)
+
+#if CLPA_KV_DTYPE == CLPA_CODE_F32
+typedef float kv_t;
+#define KV_BYTES 4
+#define KV_LOAD(n, p) CAT(VLOAD, n)(p)
+#define KV_IS_FP8 0
+#elif CLPA_KV_DTYPE == CLPA_CODE_F16
+typedef half kv_t;
+#define KV_BYTES 2
+#define KV_LOAD(n, p) CAT(VLOADH, n)(p)
+#define KV_IS_FP8 0
+#elif CLPA_KV_DTYPE == CLPA_CODE_BF16
+typedef ushort kv_t;
+#define KV_BYTES 2
+#define KV_LOAD(n, p) CAT(AS_FLOAT, n)(CAT(TO_UINT, n)(CAT(VLOAD, n)(p)) << 16)
+#define KV_IS_FP8 0
+#elif CLPA_KV_DTYPE == CLPA_CODE_FP8_E4M3
+typedef uchar kv_t;
+#define KV_BYTES 1
+#define KV_LOAD(n, p) CAT(fp8e4m3_to_float, n)(CAT(TO_UINT, n)(CAT(VLOAD, n)(p)))
+#define KV_IS_FP8 1
+#elif CLPA_KV_DTYPE == CLPA_CODE_FP8_E5M2
+typedef uchar kv_t;
+#define KV_BYTES 1
+#define KV_LOAD(n, p) CAT(fp8e5m2_to_float, n)(CAT(TO_UINT, n)(CAT(VLOAD, n)(p)))
+#define KV_IS_FP8 1
+#else
+#error "CLPA_KV_DTYPE must be a storage dtype code of clpa_codes.h"
+#endif
+/* Elements per 16 bytes: the innermost dimension of the key cache. */
+#define X (16 / KV_BYTES)
+
+/* ---- 1b. storing: float -> storage dtype ------------------------------
+ * Every function matches its host twin in host/dtype_convert.c on every
+ * input, NaN and infinity included (tests/test_cache_reshape.c checks). */
+
+/* m >> s rounded to nearest, ties to even; m < 2^24, so s > 25 gives 0. */
+inline uint shift_rne(uint m, uint s) {
+  if (s == 0u) return m;
+  if (s > 25u) return 0u;
+  uint r = m >> s, rem = m & ((1u << s) - 1u), mid = 1u << (s - 1u);
+  return r + ((rem > mid || (rem == mid && (r & 1u))) ? 1u : 0u);
+}
+
+/* |f| (finite, as f32 bits without the sign) rounded to a format with
+ * `mant` mantissa bits and exponent bias `bias`: its exponent|mantissa
+ * code, possibly past the largest finite one (the caller saturates).
+ * Normal results drop bits with a carry into the exponent; subnormal
+ * results count units of the smallest subnormal, 2^(1 - bias - mant). */
+inline uint round_magnitude(uint a, uint mant, int bias) {
+  int e = (int)(a >> 23);
+  if (e - 127 >= 1 - bias) return shift_rne(a, 23u - mant) - ((uint)(127 - bias) << mant);
+  uint m = (a & 0x7fffffu) | (e ? 0x800000u : 0u);
+  return shift_rne(m, (uint)(151 - bias - (int)mant - (e ? e : 1)));
+}
+
+/* OCP fp8: e4m3fn (max 448, no inf: inf saturates) or e5m2 (max 57344;
+ * inf stays inf, finite overflow saturates). NaN -> sign | 0x7f. */
+inline uchar f32_to_fp8(float f, int e5m2) {
+  uint x = as_uint(f), sign = (x >> 24) & 0x80u, a = x & 0x7fffffffu;
+  uint max_code = e5m2 ? 0x7bu : 0x7eu;
+  if (a > 0x7f800000u) return (uchar)(sign | 0x7fu);
+  if (a == 0x7f800000u) return (uchar)(sign | (e5m2 ? 0x7cu : 0x7eu));
+  uint r = round_magnitude(a, e5m2 ? 2u : 3u, e5m2 ? 15 : 7);
+  return (uchar)(sign | min(r, max_code));
+}
+
+/* A divisor prepared once: s = ms * 2^es with ms in [0.5, 1), and an
+ * approximation of 1 / ms. */
+typedef struct divisor {
+  float ms, inv;
+  int es;
+} divisor;
+inline divisor divisor_of(float s) {
+  divisor d;
+  d.ms = frexp(s, &d.es);
+  d.inv = 1.0f / d.ms;
+  return d;
+}
+
+/* x / s rounded to nearest even, as IEEE f32 division (what the host's
+ * clpa_dtype_encode computes), for s > 0 finite. OpenCL lets '/' be 2.5 ulp off,
+ * and one ulp of the quotient can move an fp8 rounding, so: scale both to
+ * [0.5, 1) mantissas (exact), take q = mx * (1 / ms) (a few ulp off on any
+ * device, so the next step runs everywhere, PoCL included), then walk q
+ * one ulp at a time towards the quotient t, steered by the sign of the
+ * remainder mx - q * ms, which fma gives exactly for q near t, until q and
+ * its neighbour bracket t; keep the nearer (ties: the even mantissa).
+ * ldexp then rescales exactly; a subnormal result may round twice, but
+ * anything that small is 0 in every storage dtype this feeds (fp8). */
+inline float div_rn(float x, divisor d) {
+  if (x == 0.0f || !isfinite(x)) return x / (ldexp(d.ms, d.es));
+  int ex;
+  float mx = frexp(x, &ex);
+  float q = mx * d.inv;
+  for (int i = 0; i < 8; i++) {
+    float r = fma(-q, d.ms, mx); /* > 0: t lies above q */
+    if (r == 0.0f) break;
+    float n = nextafter(q, r > 0.0f ? INFINITY : -INFINITY);
+    float rn = fma(-n, d.ms, mx);
+    if (rn != 0.0f && (rn > 0.0f) == (r > 0.0f)) { /* t lies beyond n too */
+      q = n;
+      continue;
+    }
+    float a = fabs(r), b = fabs(rn);
+    if (b < a || (b == a && (as_uint(n) & 1u) == 0u)) q = n;
+    break;
+  }
+  return ldexp(q, ex - d.es);
+}
+
+/* KV_STORE(v, p, i, d): element i of p = v in the cache dtype (fp8 stores
+ * v / scale, d = divisor_of(scale); the other dtypes ignore d). */
+#if CLPA_KV_DTYPE == CLPA_CODE_F32
+#define KV_STORE(v, p, i, d) ((p)[i] = (v))
+#elif CLPA_KV_DTYPE == CLPA_CODE_F16
+#define KV_STORE(v, p, i, d) vstore_half_rte((v), (i), (p))
+#elif CLPA_KV_DTYPE == CLPA_CODE_BF16
+#define KV_STORE(v, p, i, d) ((p)[i] = f32_to_bf16(as_uint(v)))
+#else
+#define KV_STORE(v, p, i, d) ((p)[i] = f32_to_fp8(div_rn((v), (d)), CLPA_KV_DTYPE == CLPA_CODE_FP8_E5M2))
+#endif
+
+
+/* ---- 2. paged addressing ----------------------------------------------
+ * vLLM's layouts (element counts, X = 16 bytes of the storage dtype):
+ *   key cache    [num_blocks, num_kv_heads, head_size / X, block_size, X]
+ *   value cache  [num_blocks, num_kv_heads, head_size, block_size]
+ * so one (block, KV head) is a contiguous tile of head_size * block_size
+ * elements in both, head_stride apart, and blocks block_stride =
+ * num_kv_heads * head_stride apart. Tile offsets are 64-bit: block *
+ * block_stride passes 2^31 elements in large caches. */
+inline ulong kv_tile(ulong block, int kv_head, ulong block_stride, ulong head_stride) {
+  return block * block_stride + (ulong)kv_head * head_stride;
+}
+/* Element `dim` of the key of the token at offset `tok` of its block, in a tile. */
+inline int key_index(int dim, int tok, int block_size) {
+  return ((dim / X) * block_size + tok) * X + dim % X;
+}
+/* Element `dim` of the value of the token at offset `tok`, in a tile. */
+inline int value_index(int dim, int tok, int block_size) { return dim * block_size + tok; }

@@ -1,0 +1,52 @@
+/*
+ * kernels.h — every kernel family, described once: which embedded sources
+ * make its program and which tunables specialise it. A family's tunables
+ * are the int32 fields of its spec struct; the launch path (launch.c)
+ * renders them as canonical -DCLPA_<NAME>=<value> options in the order the
+ * family lists them, so the program caches key on what a program means,
+ * never on how an option string happened to be spelled. Not installed.
+ */
+#ifndef CLPA_LIB_KERNELS_H
+#define CLPA_LIB_KERNELS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct clpa_tunable {
+  const char *name; /* rendered as -DCLPA_<name> */
+  size_t offset;    /* of an int32_t field in the family's spec */
+} clpa_tunable;
+
+typedef struct clpa_family {
+  const char *name;           /* "decode": also the name clpa_program_get takes */
+  const char *parts[4];       /* embedded sources before the family's own file, NULL-ended */
+  const clpa_tunable *tunables;
+  size_t num_tunables;
+} clpa_family;
+
+/* decode.cl: clpa_decode_paged (see its banner for the derived sizes). */
+typedef struct clpa_decode_spec {
+  int32_t head_size, block_size, kv_dtype, io_dtype;
+  int32_t num_threads;    /* work-group size */
+  int32_t sg;             /* lanes per lane group */
+  int32_t partition_size; /* 0: v1 */
+  int32_t heads_per_wg;   /* GQA packing */
+} clpa_decode_spec;
+
+/* reduce.cl: clpa_decode_reduce. */
+typedef struct clpa_reduce_spec {
+  int32_t head_size, io_dtype, num_threads, partition_size;
+} clpa_reduce_spec;
+
+/* cache.cl: clpa_cache_reshape (the source dtype is a kernel argument). */
+typedef struct clpa_cache_spec {
+  int32_t kv_dtype;
+} clpa_cache_spec;
+
+extern const clpa_family clpa_family_decode, clpa_family_reduce, clpa_family_cache,
+    clpa_family_blocks, clpa_family_smoke;
+
+/* The family called `name`, or NULL. */
+const clpa_family *clpa_family_find(const char *name);
+
+#endif

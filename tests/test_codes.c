@@ -1,0 +1,93 @@
+/*
+ * The C/OpenCL C contract. clpa_codes.h is read by both compilers and
+ * kv.cl's paged addressing has one host twin (clpa_kv_key_index,
+ * clpa_kv_value_index); this test proves the two sides agree. For every
+ * storage dtype, a probe kernel built through the library's own program
+ * path (the prepended header and kv.cl, exactly as the cache family gets
+ * them) writes the codes, fault bits and X it sees and the index of every
+ * element of a tile; the host compares with the public enum and macros
+ * and with the layout. It also pins the canonical options: the same
+ * defines in another order are one program.
+ */
+#include <string.h>
+
+#include "cl_util.h"
+
+#define BS 16
+#define HS 64
+
+static void check_dtype(clpa_context *ctx, clpa_dtype dt) {
+  char opts[64];
+  snprintf(opts, sizeof opts, "-DCLPA_KV_DTYPE=%d", (int)dt);
+  cl_program prog;
+  if (!ok(clpa_program_get(ctx, "cache", opts, &prog) == CLPA_OK, "cache family for %s builds",
+          clpa_dtype_name(dt))) {
+    diag("%s", clpa_context_last_error(ctx));
+    return;
+  }
+  enum { N = 10 + 2 * BS * HS };
+  static int got[N];
+  memset(got, 0x55, sizeof got);
+  cl_mem out = test_buffer(ctx, NULL, sizeof got);
+  cl_int err;
+  cl_kernel k = clCreateKernel(prog, "clpa_cache_contract", &err);
+  int bs = BS, hs = HS;
+  size_t global = 1;
+  if (err == CL_SUCCESS) {
+    err = clSetKernelArg(k, 0, sizeof out, &out);
+    err |= clSetKernelArg(k, 1, sizeof bs, &bs);
+    err |= clSetKernelArg(k, 2, sizeof hs, &hs);
+    if (err == CL_SUCCESS)
+      err = clEnqueueNDRangeKernel(clpa_context_cl_queue(ctx), k, 1, NULL, &global, NULL, 0, NULL,
+                                   NULL);
+    clReleaseKernel(k);
+  }
+  test_read(ctx, out, got, sizeof got);
+  clReleaseMemObject(out);
+  ok(err == CL_SUCCESS, "%s: the probe kernel ran (%d)", clpa_dtype_name(dt), (int)err);
+  const int want[9] = {CLPA_DTYPE_F32,       CLPA_DTYPE_F16,      CLPA_DTYPE_BF16,
+                       CLPA_DTYPE_FP8_E4M3,  CLPA_DTYPE_FP8_E5M2, CLPA_DTYPE_COUNT_,
+                       CLPA_FAULT_BAD_BLOCK, CLPA_FAULT_BAD_CONTEXT_LEN, CLPA_FAULT_LANES};
+  int codes_ok = 1;
+  for (int i = 0; i < 9; i++) codes_ok &= got[i] == want[i];
+  ok(codes_ok, "%s: the device sees the host's dtype codes and fault bits", clpa_dtype_name(dt));
+  clpa_kv_layout l;
+  ok(clpa_kv_layout_init(&l, dt, 1, BS, 1, HS) == CLPA_OK && got[9] == l.x &&
+         l.x == (int)(16 / clpa_dtype_size(dt)),
+     "%s: device X %d, layout x %d", clpa_dtype_name(dt), got[9], l.x);
+  int bad = -1;
+  for (int t = 0; t < BS && bad < 0; t++)
+    for (int d = 0; d < HS && bad < 0; d++) {
+      const int i = t * HS + d;
+      if ((uint64_t)got[10 + i] != clpa_kv_key_index(&l, 0, 0, t, d) ||
+          (uint64_t)got[10 + BS * HS + i] != clpa_kv_value_index(&l, 0, 0, t, d))
+        bad = i;
+    }
+  ok(bad < 0, "%s: kv.cl's key_index and value_index equal the host's for every element",
+     clpa_dtype_name(dt));
+  if (bad >= 0)
+    diag("tok %d dim %d: device key %d value %d, host %llu %llu", bad / HS, bad % HS, got[10 + bad],
+         got[10 + BS * HS + bad],
+         (unsigned long long)clpa_kv_key_index(&l, 0, 0, bad / HS, bad % HS),
+         (unsigned long long)clpa_kv_value_index(&l, 0, 0, bad / HS, bad % HS));
+}
+
+int main(void) {
+  rng_seed_from_env();
+  clpa_context *ctx = test_context(0);
+  for (int d = 0; d < CLPA_DTYPE_COUNT_; d++) check_dtype(ctx, (clpa_dtype)d);
+  cl_program a, b, c;
+  ok(clpa_program_get(ctx, "blocks", "", &c) == CLPA_OK,
+     "the dtype-blind family builds with no dtype: %s", clpa_last_error());
+  clpa_program_stats before, after;
+  clpa_context_program_stats(ctx, &before);
+  ok(clpa_program_get(ctx, "smoke", "-DCLPA_A=1 -DCLPA_B=2", &a) == CLPA_OK &&
+         clpa_program_get(ctx, "smoke", " -DCLPA_B=2   -DCLPA_A=1 ", &b) == CLPA_OK && a == b,
+     "the same defines in another order name the same program");
+  clpa_context_program_stats(ctx, &after);
+  ok(after.built_from_source + after.loaded_from_disk ==
+         before.built_from_source + before.loaded_from_disk + 1,
+     "and it was built (or loaded) once");
+  clpa_context_destroy(ctx);
+  return done_testing();
+}
