@@ -34,6 +34,8 @@ const char *clpa_status_name(clpa_status status) {
     CASE(CLPA_ERR_BAD_BLOCK);
     CASE(CLPA_ERR_IO);
     CASE(CLPA_ERR_STATE);
+    CASE(CLPA_ERR_BAD_CONTEXT_LEN);
+    CASE(CLPA_ERR_LANE_MISMATCH);
 #undef CASE
   }
   return "CLPA_ERR_UNKNOWN";

@@ -26,6 +26,24 @@
  * message in clpa_context_last_error() (and in clpa_last_error() for the
  * calling thread). Objects come in create/destroy pairs; destroy accepts
  * NULL. Creation takes a config struct filled by ..._config_init().
+ * A cl_event a call hands back (through an `event` pointer) belongs to the
+ * caller, who releases it with clReleaseEvent.
+ *
+ * Threads: any thread may call, at the same time as others,
+ * clpa_context_create, clpa_context_destroy (of different contexts),
+ * clpa_devices_list, clpa_device_select, and the calls that take no
+ * object (clpa_status_name, clpa_last_error — kept per thread — the
+ * version and dtype helpers). clpa serialises OpenCL platform and device
+ * enumeration and context/queue creation inside itself, because some
+ * implementations (PoCL 3.1) crash when two threads set their devices up
+ * at once. Everything else works on an object that one thread uses at a
+ * time: different contexts (and the caches, pools, trees made from them)
+ * may be used from different threads concurrently, one object from two
+ * threads needs the caller's lock. Processes may share a binary cache
+ * directory. clpa reads its environment variables (CLPA_DEVICE,
+ * CLPA_NO_BINARY_CACHE, CLPA_CACHE_MAX_MB, XDG_CACHE_HOME, HOME, TMPDIR)
+ * in clpa_context_create and clpa_device_select; do not setenv() while
+ * another thread is inside them.
  */
 #ifndef CLPA_H
 #define CLPA_H
@@ -76,27 +94,37 @@ typedef struct clpa_context_config {
   cl_context cl_ctx;
   cl_device_id cl_dev;
   cl_command_queue cl_queue;
-  /* Create clpa's own queue with profiling enabled (clpa-bench). */
+  /* Create clpa's own queue with profiling enabled (clpa-bench): 0 or 1. */
   int profiling;
-  /* On-disk cache of program binaries: 1 (default) on, 0 off. Also off
-   * when the environment has CLPA_NO_BINARY_CACHE=1. */
+  /* On-disk cache of program binaries (section 3): 1 (default) on, 0 off.
+   * Also off when the environment has CLPA_NO_BINARY_CACHE=1 (0 or unset:
+   * as configured; any other value is refused). */
   int binary_cache;
   /* Directory of the binary cache; NULL: $XDG_CACHE_HOME/clpa, else
-   * $HOME/.cache/clpa. */
+   * $HOME/.cache/clpa, else (no HOME: cron, services) $TMPDIR/clpa-<uid>
+   * (/tmp/clpa-<uid>). It must belong to the user and not be writable by
+   * group or others, else it is not used (section 3). */
   const char *cache_dir;
   /* Force a lane-group path (tests, benchmarks); CLPA_LANES_AUTO picks. A
    * forced path the device cannot run is refused with CLPA_ERR_UNSUPPORTED. */
   clpa_lanes lanes;
+  /* Cap of the binary cache directory in bytes; 0: the CLPA_CACHE_MAX_MB
+   * environment variable (MiB), else CLPA_CACHE_MAX_DEFAULT. */
+  uint64_t cache_max_bytes;
 } clpa_context_config;
+
+/* Default cap of the binary cache: 256 MiB. */
+#define CLPA_CACHE_MAX_DEFAULT ((uint64_t)256 << 20)
 
 /* Fills cfg with the defaults (all NULL/0, binary_cache 1, lanes AUTO). */
 CLPA_API void clpa_context_config_init(clpa_context_config *cfg);
 
 /* Creates a context on the device the config selects (cfg NULL = defaults).
  * Returns CLPA_OK and *out, or CLPA_ERR_DEVICE_NOT_FOUND (bad or unmatched
- * spec, no OpenCL platform), CLPA_ERR_INVALID_ARG, CLPA_ERR_OPENCL,
- * CLPA_ERR_OUT_OF_MEMORY; on failure *out is NULL and clpa_last_error()
- * says why. */
+ * spec, no OpenCL platform, or platforms without devices: the message
+ * tells these apart), CLPA_ERR_INVALID_ARG, CLPA_ERR_OPENCL (a platform
+ * failed to start: named, with its error), CLPA_ERR_OUT_OF_MEMORY; on
+ * failure *out is NULL and clpa_last_error() says why. */
 CLPA_API clpa_status clpa_context_create(const clpa_context_config *cfg, clpa_context **out);
 
 /* Releases everything the context holds (NULL is fine). Does not wait for
@@ -134,8 +162,12 @@ typedef struct clpa_device_info {
 
 /* Lists every device of every platform. Writes at most cap entries to out
  * (out may be NULL when cap is 0) and the total number to *count.
- * Returns CLPA_OK (also with zero devices), CLPA_ERR_INVALID_ARG or
- * CLPA_ERR_OPENCL. */
+ * Returns CLPA_OK (also with zero devices: then clpa_last_error() says
+ * whether no platform is installed or which platform listed no device),
+ * CLPA_ERR_INVALID_ARG, or CLPA_ERR_OPENCL (or another status mapped from
+ * the OpenCL error) when a platform failed to start and no other platform
+ * has a device; the message names the platform and the error. A platform
+ * that fails while another has devices is left out of the list. */
 CLPA_API clpa_status clpa_devices_list(clpa_device_info *out, size_t cap, size_t *count);
 
 /* Resolves a device spec (NULL: CLPA_DEVICE, else the default rule) to the
@@ -153,6 +185,23 @@ CLPA_API clpa_status clpa_context_device_info(const clpa_context *ctx, clpa_devi
  * use for each specialization (a set of -D options), kept in the context
  * and, unless disabled, stored on disk as a binary keyed by device name,
  * driver version, platform version, source hash, options and clpa version.
+ *
+ * A program binary is native code the driver runs, so clpa uses only what
+ * this user wrote: the cache directory (clpa_context_config.cache_dir) is
+ * created 0700 and not used at all when it belongs to another user or is
+ * writable by group or others; a cache file is loaded only when it is a
+ * regular file (not a symlink, FIFO or device) owned by the user, not
+ * writable by group or others, whole and with a matching key. Anything
+ * else is rebuilt from source and replaced. Files are written under a
+ * unique temporary name (mode 0600) and renamed into place, so processes
+ * may share the directory.
+ *
+ * The directory is kept under a cap (cache_max_bytes, CLPA_CACHE_MAX_MB,
+ * 256 MiB by default): after each write the least recently used files go
+ * first (a load refreshes a file's modification time). When the directory
+ * cannot be used or written, disk_write_failed counts the programs that
+ * could not be stored, and the first such failure in a process prints one
+ * line on stderr saying which directory and why.
  * ==================================================================== */
 
 typedef struct clpa_program_stats {
@@ -161,10 +210,16 @@ typedef struct clpa_program_stats {
   unsigned memory_hits;       /* lookups answered by the in-memory cache */
   unsigned disk_rejected;     /* cache files that were corrupt or refused (then rebuilt) */
   double build_seconds;       /* wall time spent building or loading programs */
+  unsigned disk_write_failed; /* built programs that could not be stored (directory unusable or unwritable) */
+  unsigned disk_pruned;       /* cache files removed to keep the directory under its cap */
 } clpa_program_stats;
 
 /* Returns the context's program-cache counters. */
 CLPA_API clpa_status clpa_context_program_stats(const clpa_context *ctx, clpa_program_stats *out);
+
+/* Returns the binary cache directory the context uses, or NULL when the
+ * disk cache is off. Owned by the context. */
+CLPA_API const char *clpa_context_cache_dir(const clpa_context *ctx);
 
 /* Builds (or finds) the program of a kernel family ("smoke", "decode", …)
  * for the given extra -D options, and returns it in *out (owned by the
@@ -287,8 +342,12 @@ CLPA_API clpa_status clpa_decode(clpa_context *ctx, const clpa_decode_params *p)
 /* The fault bits the kernels set are CLPA_FAULT_* in clpa_codes.h. */
 
 /* Waits for the queue, reads the fault word into *faults (may be NULL)
- * and clears it. Returns CLPA_OK when no bit was set, CLPA_ERR_BAD_BLOCK
- * (with the bits named in the message) when one was, or CLPA_ERR_OPENCL. */
+ * and clears it. Returns CLPA_OK when no bit was set; else one status for
+ * the gravest bit set (*faults and the message name every bit):
+ *   CLPA_ERR_LANE_MISMATCH    CLPA_FAULT_LANES (results of those launches are invalid)
+ *   CLPA_ERR_BAD_BLOCK        CLPA_FAULT_BAD_BLOCK (the entry was skipped)
+ *   CLPA_ERR_BAD_CONTEXT_LEN  CLPA_FAULT_BAD_CONTEXT_LEN (the length was taken as 0)
+ * or CLPA_ERR_OPENCL when reading the word failed. */
 CLPA_API clpa_status clpa_context_check_faults(clpa_context *ctx, int32_t *faults);
 
 #ifdef __cplusplus

@@ -56,7 +56,9 @@ typedef enum clpa_status {
   CLPA_ERR_POOL_EXHAUSTED = -1002, /* the block pool has too few free blocks; nothing was taken */
   CLPA_ERR_BAD_BLOCK = -1003,      /* a kernel saw a block id outside the cache and skipped it */
   CLPA_ERR_IO = -1004,             /* file system error (binary cache) */
-  CLPA_ERR_STATE = -1005           /* the call is not valid in the object's current state */
+  CLPA_ERR_STATE = -1005,          /* the call is not valid in the object's current state */
+  CLPA_ERR_BAD_CONTEXT_LEN = -1006,/* a kernel saw a context length < 0 or > max_context_len (used 0) */
+  CLPA_ERR_LANE_MISMATCH = -1007   /* the device's subgroups did not match clpa's lane groups: results invalid */
 } clpa_status;
 
 /* Returns the enumerator's name ("CLPA_ERR_INVALID_ARG"), or

@@ -22,6 +22,26 @@ clpa_status clpa_check_buffer(clpa_context *ctx, cl_mem buf, const char *name, s
   return CLPA_OK;
 }
 
+clpa_status clpa_check_wait_list(clpa_context *ctx, cl_uint n, const cl_event *evs) {
+  CLPA_CTX_CHECK(ctx, n > 0 && !evs, CLPA_ERR_INVALID_ARG,
+                 "num_wait_events = %u but wait_events is NULL", (unsigned)n);
+  CLPA_CTX_CHECK(ctx, n == 0 && evs, CLPA_ERR_INVALID_ARG,
+                 "wait_events is set but num_wait_events = 0 (OpenCL refuses that pair)");
+  for (cl_uint i = 0; i < n; i++) {
+    CLPA_CTX_CHECK(ctx, !evs[i], CLPA_ERR_INVALID_ARG, "wait_events[%u] is NULL", (unsigned)i);
+    /* An event of another OpenCL context fails the enqueue after earlier
+     * kernels of the same call may already be queued; catch it here. */
+    cl_context owner = NULL;
+    cl_int err = clGetEventInfo(evs[i], CL_EVENT_CONTEXT, sizeof owner, &owner, NULL);
+    CLPA_CTX_CHECK(ctx, err != CL_SUCCESS, CLPA_ERR_INVALID_ARG,
+                   "wait_events[%u] is not a valid cl_event (%s)", (unsigned)i,
+                   clpa_cl_error_name(err));
+    CLPA_CTX_CHECK(ctx, owner != ctx->cl, CLPA_ERR_INVALID_ARG,
+                   "wait_events[%u] belongs to another OpenCL context", (unsigned)i);
+  }
+  return CLPA_OK;
+}
+
 clpa_status clpa_faults_buffer(clpa_context *ctx, cl_mem *out) {
   if (!ctx->faults) {
     cl_int zero = 0, err;
@@ -64,18 +84,16 @@ clpa_status clpa_context_check_faults(clpa_context *ctx, int32_t *faults) {
   CLPA_CL_CHECK(ctx, clEnqueueWriteBuffer(ctx->queue, ctx->faults, CL_TRUE, 0, sizeof zero, &zero,
                                           0, NULL, NULL), "clEnqueueWriteBuffer(fault word)");
   if (faults) *faults = word;
-  return CLPA_FAIL(ctx->error, CLPA_ERR_BAD_BLOCK,
-                   "kernels reported faults 0x%x:%s%s%s", (unsigned)word,
+  /* One status per fault, the gravest first (lanes: every result is
+   * wrong); the bits and the message name all of them. */
+  clpa_status st = (word & CLPA_FAULT_LANES)           ? CLPA_ERR_LANE_MISMATCH
+                   : (word & CLPA_FAULT_BAD_BLOCK)       ? CLPA_ERR_BAD_BLOCK
+                   : (word & CLPA_FAULT_BAD_CONTEXT_LEN) ? CLPA_ERR_BAD_CONTEXT_LEN
+                                                         : CLPA_ERR_OPENCL;
+  return CLPA_FAIL(ctx->error, st, "kernels reported faults 0x%x:%s%s%s%s", (unsigned)word,
                    (word & 1) ? " a block id or slot outside the cache (decode masked its tokens;"
                                 " the cache ops skipped it)" : "",
                    (word & 2) ? " a context length < 0 or > max_context_len (treated as 0)" : "",
-                   (word & 4) ? " subgroups did not match the lane groups (results invalid)" : "");
-}
-
-clpa_status clpa_check_wait_list(clpa_context *ctx, cl_uint n, const cl_event *evs) {
-  CLPA_CTX_CHECK(ctx, n > 0 && !evs, CLPA_ERR_INVALID_ARG,
-                 "num_wait_events = %u but wait_events is NULL", n);
-  for (cl_uint i = 0; i < n; i++)
-    CLPA_CTX_CHECK(ctx, !evs[i], CLPA_ERR_INVALID_ARG, "wait_events[%u] is NULL", i);
-  return CLPA_OK;
+                   (word & 4) ? " subgroups did not match the lane groups (results invalid)" : "",
+                   (word & ~7) ? " unknown bits (a kernel wrote outside the fault word?)" : "");
 }

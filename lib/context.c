@@ -3,11 +3,21 @@
  * context that holds the chosen device, its queue and the program cache.
  */
 #include <ctype.h>
+#include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "internal.h"
+
+/* OpenCL implementations set up their platforms and devices lazily, and
+ * not all of them guard that: two threads in clGetPlatformIDs or
+ * clGetDeviceIDs at once crash PoCL 3.1 (5 runs in 6). So clpa never has
+ * two threads enumerating, or creating a context or queue, at once; it
+ * holds this lock from enumeration to the new queue. */
+static pthread_mutex_t cl_setup_lock = PTHREAD_MUTEX_INITIALIZER;
 
 typedef struct dev_ref {
   cl_platform_id platform;
@@ -15,16 +25,38 @@ typedef struct dev_ref {
   int pi, di;
 } dev_ref;
 
-/* Every device of every platform, in platform then device order. A machine
- * without any OpenCL platform gives zero devices, not an error. */
-static clpa_status enumerate(dev_ref **out, size_t *count) {
+/* Why a platform gave no device, appended to why (cap bytes, "" first). */
+static void note_platform(char *why, size_t cap, cl_platform_id p, cl_int err) {
+  char name[128] = "";
+  if (clGetPlatformInfo(p, CL_PLATFORM_NAME, sizeof name, name, NULL) != CL_SUCCESS) name[0] = 0;
+  name[sizeof name - 1] = '\0';
+  size_t used = strlen(why);
+  snprintf(why + used, cap - used, "%splatform '%s' lists no device: clGetDeviceIDs gave %s (%d)",
+           used ? "; " : "", name, clpa_cl_error_name(err), (int)err);
+}
+
+/* Every device of every platform, in platform then device order. Zero
+ * devices is not an error when there is no platform (no ICD installed) or
+ * when the platforms report CL_DEVICE_NOT_FOUND; then why (cap bytes)
+ * says which. A platform that fails otherwise is skipped when another has
+ * devices (as clinfo does), and is the error when none has. Called with
+ * cl_setup_lock held. */
+static clpa_status enumerate(dev_ref **out, size_t *count, char *why, size_t cap) {
   *out = NULL;
   *count = 0;
+  why[0] = '\0';
   cl_uint np = 0;
   cl_int err = clGetPlatformIDs(0, NULL, &np);
-  if (err == -1001 /* CL_PLATFORM_NOT_FOUND_KHR */ || (err == CL_SUCCESS && np == 0))
+  if (err == -1001 /* CL_PLATFORM_NOT_FOUND_KHR */ || (err == CL_SUCCESS && np == 0)) {
+    snprintf(why, cap, "no OpenCL platform found: no ICD is installed (e.g. pocl-opencl-icd), or"
+             " OCL_ICD_VENDORS / OCL_ICD_FILENAMES point to none");
     return CLPA_OK;
-  CLPA_CL_CHECK((clpa_context *)NULL, err, "clGetPlatformIDs");
+  }
+  /* Any other error: a loader and ICDs are there, but a platform failed. */
+  if (err != CL_SUCCESS)
+    return clpa_err_set(NULL, clpa_status_from_cl(err), __func__,
+                        "clGetPlatformIDs failed: %s (%d): an OpenCL platform is installed but"
+                        " failed to start", clpa_cl_error_name(err), (int)err);
   cl_platform_id *plats = calloc(np, sizeof *plats);
   if (!plats) return CLPA_FAIL(NULL, CLPA_ERR_OUT_OF_MEMORY, "out of memory");
   err = clGetPlatformIDs(np, plats, NULL);
@@ -34,10 +66,16 @@ static clpa_status enumerate(dev_ref **out, size_t *count) {
   }
   dev_ref *list = NULL;
   size_t n = 0;
+  cl_int hard = CL_SUCCESS; /* a platform error other than "no device" */
   for (cl_uint p = 0; p < np; p++) {
     cl_uint nd = 0;
-    if (clGetDeviceIDs(plats[p], CL_DEVICE_TYPE_ALL, 0, NULL, &nd) != CL_SUCCESS || nd == 0)
-      continue; /* a platform with no usable device is skipped, as clinfo does */
+    err = clGetDeviceIDs(plats[p], CL_DEVICE_TYPE_ALL, 0, NULL, &nd);
+    if (err == CL_SUCCESS && nd == 0) err = CL_DEVICE_NOT_FOUND;
+    if (err != CL_SUCCESS) {
+      note_platform(why, cap, plats[p], err);
+      if (err != CL_DEVICE_NOT_FOUND) hard = err;
+      continue;
+    }
     cl_device_id *devs = calloc(nd, sizeof *devs);
     dev_ref *grown = realloc(list, (n + nd) * sizeof *list);
     if (!devs || !grown) {
@@ -54,6 +92,9 @@ static clpa_status enumerate(dev_ref **out, size_t *count) {
     free(devs);
   }
   free(plats);
+  if (n == 0 && hard != CL_SUCCESS)
+    return clpa_err_set(NULL, clpa_status_from_cl(hard), __func__,
+                        "no usable OpenCL device: %s", why);
   *out = list;
   *count = n;
   return CLPA_OK;
@@ -168,14 +209,17 @@ clpa_status clpa_devices_list(clpa_device_info *out, size_t cap, size_t *count) 
   CLPA_CHECK(NULL, cap > 0 && !out, CLPA_ERR_INVALID_ARG, "out is NULL but cap is %zu", cap);
   dev_ref *list;
   size_t n;
-  clpa_status st = enumerate(&list, &n);
-  if (st != CLPA_OK) return st;
-  for (size_t i = 0; i < n && i < cap; i++) {
+  char why[1024];
+  pthread_mutex_lock(&cl_setup_lock);
+  clpa_status st = enumerate(&list, &n, why, sizeof why);
+  /* Zero devices is an answer, not a failure; the message says why. */
+  if (st == CLPA_OK && n == 0) clpa_err_set(NULL, CLPA_OK, __func__, "no OpenCL device: %s", why);
+  for (size_t i = 0; st == CLPA_OK && i < n && i < cap; i++) {
     st = clpa_device_query(list[i].platform, list[i].device, &out[i]);
-    if (st != CLPA_OK) break;
     out[i].platform_index = list[i].pi;
     out[i].device_index = list[i].di;
   }
+  pthread_mutex_unlock(&cl_setup_lock);
   free(list);
   if (st == CLPA_OK) *count = n;
   return st;
@@ -206,11 +250,9 @@ static int parse_indices(const char *s, int *p, int *d) {
 }
 
 /* Resolves spec (already defaulted from the environment) in list. */
-static clpa_status select_in(const dev_ref *list, size_t n, const char *spec, const char *origin,
-                             size_t *index) {
-  if (n == 0)
-    return CLPA_FAIL(NULL, CLPA_ERR_DEVICE_NOT_FOUND,
-                     "no OpenCL device found (is an ICD such as pocl-opencl-icd installed?)");
+static clpa_status select_in(const dev_ref *list, size_t n, const char *why, const char *spec,
+                             const char *origin, size_t *index) {
+  if (n == 0) return CLPA_FAIL(NULL, CLPA_ERR_DEVICE_NOT_FOUND, "no OpenCL device: %s", why);
   if (!spec) {
     for (size_t i = 0; i < n; i++) {
       cl_device_type t = 0;
@@ -268,9 +310,11 @@ clpa_status clpa_device_select(const char *spec, size_t *index) {
   spec = effective_spec(spec, &origin);
   dev_ref *list;
   size_t n;
-  clpa_status st = enumerate(&list, &n);
-  if (st != CLPA_OK) return st;
-  st = select_in(list, n, spec, origin, index);
+  char why[1024];
+  pthread_mutex_lock(&cl_setup_lock);
+  clpa_status st = enumerate(&list, &n, why, sizeof why);
+  if (st == CLPA_OK) st = select_in(list, n, why, spec, origin, index);
+  pthread_mutex_unlock(&cl_setup_lock);
   free(list);
   return st;
 }
@@ -301,10 +345,15 @@ static clpa_status pick_lanes(clpa_context *ctx, clpa_lanes want) {
   return CLPA_OK;
 }
 
+/* The cache directory in force. Without HOME (cron, services) the
+ * fallback lives in the shared temporary directory, so it is per user:
+ * program.c refuses it unless this user owns it and nobody else can
+ * write it. */
 static char *default_cache_dir(const char *given) {
   char buf[4096];
   const char *xdg = getenv("XDG_CACHE_HOME");
   const char *home = getenv("HOME");
+  const char *tmp = getenv("TMPDIR");
   if (given)
     snprintf(buf, sizeof buf, "%s", given);
   else if (xdg && xdg[0] == '/')
@@ -312,8 +361,32 @@ static char *default_cache_dir(const char *given) {
   else if (home && home[0])
     snprintf(buf, sizeof buf, "%s/.cache/clpa", home);
   else
-    snprintf(buf, sizeof buf, "/tmp/clpa-cache");
+    snprintf(buf, sizeof buf, "%s/clpa-%lu", tmp && tmp[0] == '/' ? tmp : "/tmp",
+             (unsigned long)geteuid());
   return strdup(buf);
+}
+
+/* The binary cache settings from the config and the environment:
+ * CLPA_NO_BINARY_CACHE=1 turns it off, CLPA_CACHE_MAX_MB caps it when the
+ * config gives no cap. A value that means nothing is refused, not
+ * ignored (as a typo would be). */
+static clpa_status cache_settings(const clpa_context_config *cfg, int *on, uint64_t *cap) {
+  const char *no = getenv("CLPA_NO_BINARY_CACHE");
+  CLPA_CHECK(NULL, no && no[0] && strcmp(no, "0") != 0 && strcmp(no, "1") != 0,
+             CLPA_ERR_INVALID_ARG, "CLPA_NO_BINARY_CACHE = '%s' (expected 0 or 1)", no);
+  *on = cfg->binary_cache && !(no && strcmp(no, "1") == 0);
+  *cap = cfg->cache_max_bytes ? cfg->cache_max_bytes : CLPA_CACHE_MAX_DEFAULT;
+  const char *env = getenv("CLPA_CACHE_MAX_MB");
+  if (cfg->cache_max_bytes || !env) return CLPA_OK;
+  char *end;
+  errno = 0;
+  unsigned long long mb = strtoull(env, &end, 10);
+  CLPA_CHECK(NULL, !isdigit((unsigned char)env[0]) || *end || errno || mb == 0 ||
+                       mb > UINT64_MAX / (1024 * 1024),
+             CLPA_ERR_INVALID_ARG,
+             "CLPA_CACHE_MAX_MB = '%s' (expected a whole number of MiB >= 1)", env);
+  *cap = (uint64_t)mb * 1024 * 1024;
+  return CLPA_OK;
 }
 
 /* Wraps the application's objects: checks they belong together. */
@@ -347,15 +420,17 @@ static clpa_status wrap_handles(clpa_context *ctx, const clpa_context_config *cf
   return CLPA_OK;
 }
 
-/* Creates clpa's own context and queue on the selected device. */
-static clpa_status open_device(clpa_context *ctx, const clpa_context_config *cfg, int *pi,
-                               int *di) {
+/* Creates clpa's own context and queue on the selected device; called
+ * with cl_setup_lock held. */
+static clpa_status open_device_locked(clpa_context *ctx, const clpa_context_config *cfg, int *pi,
+                                      int *di) {
   const char *origin;
   const char *spec = effective_spec(cfg->device, &origin);
   dev_ref *list;
   size_t n, idx = 0;
-  clpa_status st = enumerate(&list, &n);
-  if (st == CLPA_OK) st = select_in(list, n, spec, origin, &idx);
+  char why[1024];
+  clpa_status st = enumerate(&list, &n, why, sizeof why);
+  if (st == CLPA_OK) st = select_in(list, n, why, spec, origin, &idx);
   if (st != CLPA_OK) {
     free(list);
     clpa_err_keep(ctx->error);
@@ -392,12 +467,24 @@ static clpa_status open_device(clpa_context *ctx, const clpa_context_config *cfg
   return CLPA_OK;
 }
 
+static clpa_status open_device(clpa_context *ctx, const clpa_context_config *cfg, int *pi,
+                               int *di) {
+  pthread_mutex_lock(&cl_setup_lock);
+  clpa_status st = open_device_locked(ctx, cfg, pi, di);
+  pthread_mutex_unlock(&cl_setup_lock);
+  return st;
+}
+
 /* Finds the "P:D" indices of a wrapped device. */
 static void locate(clpa_context *ctx) {
   dev_ref *list;
   size_t n;
   ctx->info.platform_index = ctx->info.device_index = -1;
-  if (enumerate(&list, &n) != CLPA_OK) return;
+  pthread_mutex_lock(&cl_setup_lock);
+  char why[1024];
+  clpa_status st = enumerate(&list, &n, why, sizeof why);
+  pthread_mutex_unlock(&cl_setup_lock);
+  if (st != CLPA_OK) return;
   for (size_t i = 0; i < n; i++)
     if (list[i].device == ctx->dev) {
       ctx->info.platform_index = list[i].pi;
@@ -417,12 +504,20 @@ clpa_status clpa_context_create(const clpa_context_config *cfg, clpa_context **o
   }
   CLPA_CHECK(NULL, cfg->binary_cache != 0 && cfg->binary_cache != 1, CLPA_ERR_INVALID_ARG,
              "cfg->binary_cache = %d (expected 0 or 1)", cfg->binary_cache);
+  CLPA_CHECK(NULL, cfg->profiling != 0 && cfg->profiling != 1, CLPA_ERR_INVALID_ARG,
+             "cfg->profiling = %d (expected 0 or 1)", cfg->profiling);
   CLPA_CHECK(NULL, !cfg->cl_ctx && (cfg->cl_dev || cfg->cl_queue), CLPA_ERR_INVALID_ARG,
              "cfg->cl_dev/cl_queue given without cfg->cl_ctx");
+  int cache_on = 0;
+  uint64_t cache_max = 0;
+  clpa_status st = cache_settings(cfg, &cache_on, &cache_max);
+  if (st != CLPA_OK) return st;
   clpa_context *ctx = calloc(1, sizeof *ctx);
   CLPA_CHECK(NULL, !ctx, CLPA_ERR_OUT_OF_MEMORY, "out of memory");
+  ctx->binary_cache = cache_on;
+  ctx->cache_max_bytes = cache_max;
   int pi = -1, di = -1;
-  clpa_status st = cfg->cl_ctx ? wrap_handles(ctx, cfg) : open_device(ctx, cfg, &pi, &di);
+  st = cfg->cl_ctx ? wrap_handles(ctx, cfg) : open_device(ctx, cfg, &pi, &di);
   if (st == CLPA_OK) st = clpa_device_query(ctx->platform, ctx->dev, &ctx->info);
   if (st == CLPA_OK) st = pick_lanes(ctx, cfg->lanes);
   if (st == CLPA_OK && cfg->cl_ctx) {
@@ -432,8 +527,6 @@ clpa_status clpa_context_create(const clpa_context_config *cfg, clpa_context **o
     ctx->info.device_index = di;
   }
   if (st == CLPA_OK) {
-    const char *no = getenv("CLPA_NO_BINARY_CACHE");
-    ctx->binary_cache = cfg->binary_cache && !(no && strcmp(no, "1") == 0);
     ctx->cache_dir = default_cache_dir(cfg->cache_dir);
     if (!ctx->cache_dir) st = CLPA_FAIL(ctx->error, CLPA_ERR_OUT_OF_MEMORY, "out of memory");
   }
@@ -463,6 +556,10 @@ void clpa_context_destroy(clpa_context *ctx) {
 
 const char *clpa_context_last_error(const clpa_context *ctx) {
   return ctx ? ctx->error : "clpa_context_last_error: ctx is NULL";
+}
+
+const char *clpa_context_cache_dir(const clpa_context *ctx) {
+  return ctx && ctx->binary_cache ? ctx->cache_dir : NULL;
 }
 
 cl_context clpa_context_cl_context(const clpa_context *ctx) { return ctx ? ctx->cl : NULL; }

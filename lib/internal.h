@@ -30,6 +30,7 @@ struct clpa_context {
   int lanes_forced; /* the config asked for this path: never fall back from it */
   int binary_cache;
   char *cache_dir;
+  uint64_t cache_max_bytes; /* cap of the disk cache; program.c prunes to it */
   clpa_program_entry *programs;
   clpa_program_stats stats;
   cl_mem faults;       /* int32 fault word the kernels OR into; created on first use */
@@ -69,13 +70,14 @@ struct clpa_cache {
  * of another context, a host cache or a layer out of range. */
 clpa_status clpa_cache_layer(clpa_context *ctx, const clpa_cache *cache, int32_t layer, cl_mem *k,
                              cl_mem *v, clpa_kv_layout *kv);
-/* Refuses a wait list that is NULL with n > 0 or holds a NULL event. */
-clpa_status clpa_check_wait_list(clpa_context *ctx, cl_uint n, const cl_event *evs);
 
 /* Checks that buffer `name` holds at least `need` bytes; NULL is refused
  * unless optional. */
 clpa_status clpa_check_buffer(clpa_context *ctx, cl_mem buf, const char *name, size_t need,
                               int optional);
+/* Refuses a wait list before anything is enqueued: NULL with n > 0, set
+ * with n == 0, a NULL entry, or an event of another OpenCL context. */
+clpa_status clpa_check_wait_list(clpa_context *ctx, cl_uint n, const cl_event *evs);
 /* The fault word, created and zeroed on first use. */
 clpa_status clpa_faults_buffer(clpa_context *ctx, cl_mem *out);
 /* Temporary buffer number slot (< 4) of at least `size` bytes, contents

@@ -2,30 +2,18 @@
  * program.c — kernels as data: each family's program is clpa_codes.h, the
  * parts the family lists (kernels.h: common.cl, kv.cl, ...) and the
  * family's own file, specialised with -D options; built on first use,
- * kept in the context, and cached on disk as a binary.
- *
- * Disk cache file (one per key, named clpa-<hash of key>.bin):
- *
- *   "CLPABIN1"  u32 key_len  key[key_len]  u64 bin_len  bin[bin_len]  u64 checksum
- *
- * The key text spells out everything the binary depends on (clpa version,
- * device name, driver and platform versions, source hash, options), so a
- * hash collision in the file name is caught by comparing keys. The
- * checksum (FNV-1a over all bytes before it) catches a torn or corrupt
- * file; a bad file, or one the driver refuses, is rebuilt from source and
- * overwritten. Writes go to a temporary file renamed into place, so a
- * reader never sees half a file.
+ * kept in the context, and cached on disk as a binary (binary_cache.c: the
+ * file format, what is trusted, the cap). The disk cache key spells out
+ * everything the binary depends on; a file that is missing, untrusted,
+ * torn, or that the driver refuses is rebuilt from source and replaced.
  */
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <time.h>
-#include <unistd.h>
 
+#include "binary_cache.h"
 #include "cl_sources.h"
-#include "internal.h"
 
 static double now_seconds(void) {
   struct timespec ts;
@@ -73,92 +61,6 @@ static char *cache_key_text(const clpa_context *ctx, const char *family, uint64_
              in->driver_version, in->platform_version, family, (unsigned long long)src_hash,
              options);
   return s;
-}
-
-static char *cache_path(const clpa_context *ctx, const char *key) {
-  uint64_t h = clpa_hash64(CLPA_HASH64_INIT, key, strlen(key));
-  size_t n = strlen(ctx->cache_dir) + 64;
-  char *p = malloc(n);
-  if (p) snprintf(p, n, "%s/clpa-%016llx.bin", ctx->cache_dir, (unsigned long long)h);
-  return p;
-}
-
-/* mkdir -p; errors surface when the file is written. */
-static void make_dirs(const char *dir) {
-  char *tmp = strdup(dir);
-  if (!tmp) return;
-  for (char *p = tmp + 1; *p; p++)
-    if (*p == '/') {
-      *p = '\0';
-      mkdir(tmp, 0755);
-      *p = '/';
-    }
-  mkdir(tmp, 0755);
-  free(tmp);
-}
-
-/* Reads a cache file; returns the binary (caller frees) if the file is
- * whole and its key matches, else NULL. *present says whether a file was
- * there at all. */
-static unsigned char *read_cached(const char *path, const char *key, size_t *bin_len,
-                                  int *present) {
-  *present = 0;
-  FILE *f = fopen(path, "rb");
-  if (!f) return NULL;
-  *present = 1;
-  unsigned char *buf = NULL, *bin = NULL;
-  long size = (fseek(f, 0, SEEK_END) == 0) ? ftell(f) : -1;
-  size_t klen = strlen(key);
-  if (size < (long)(8 + 4 + klen + 8 + 8) || fseek(f, 0, SEEK_SET) != 0) goto out;
-  buf = malloc((size_t)size);
-  if (!buf || fread(buf, 1, (size_t)size, f) != (size_t)size) goto out;
-  uint64_t sum;
-  memcpy(&sum, buf + size - 8, 8);
-  if (sum != clpa_hash64(CLPA_HASH64_INIT, buf, (size_t)size - 8)) goto out;
-  if (memcmp(buf, "CLPABIN1", 8) != 0) goto out;
-  uint32_t kl;
-  memcpy(&kl, buf + 8, 4);
-  if (kl != klen || memcmp(buf + 12, key, klen) != 0) goto out;
-  uint64_t bl;
-  memcpy(&bl, buf + 12 + klen, 8);
-  if (bl == 0 || bl != (uint64_t)size - (12 + klen + 8 + 8)) goto out;
-  bin = malloc(bl);
-  if (!bin) goto out;
-  memcpy(bin, buf + 12 + klen + 8, bl);
-  *bin_len = bl;
-out:
-  free(buf);
-  fclose(f);
-  return bin;
-}
-
-static void write_cached(const clpa_context *ctx, const char *path, const char *key,
-                         const unsigned char *bin, size_t bin_len) {
-  make_dirs(ctx->cache_dir);
-  size_t klen = strlen(key), total = 12 + klen + 8 + bin_len + 8;
-  unsigned char *buf = malloc(total);
-  size_t tn = strlen(path) + 32;
-  char *tmp = malloc(tn);
-  if (!buf || !tmp) goto out;
-  memcpy(buf, "CLPABIN1", 8);
-  uint32_t kl = (uint32_t)klen;
-  uint64_t bl = bin_len;
-  memcpy(buf + 8, &kl, 4);
-  memcpy(buf + 12, key, klen);
-  memcpy(buf + 12 + klen, &bl, 8);
-  memcpy(buf + 20 + klen, bin, bin_len);
-  uint64_t sum = clpa_hash64(CLPA_HASH64_INIT, buf, total - 8);
-  memcpy(buf + total - 8, &sum, 8);
-  snprintf(tmp, tn, "%s.tmp%ld", path, (long)getpid());
-  FILE *f = fopen(tmp, "wb");
-  if (!f) goto out;
-  int okw = fwrite(buf, 1, total, f) == total;
-  okw &= fclose(f) == 0;
-  /* A failed write leaves no file behind; the cache is only an optimisation. */
-  if (!okw || rename(tmp, path) != 0) remove(tmp);
-out:
-  free(buf);
-  free(tmp);
 }
 
 /* The program's binary for our one device; caller frees. */
@@ -217,15 +119,10 @@ static clpa_status build_from_source(clpa_context *ctx, const clpa_cl_source *co
 }
 
 /* Tries the disk cache; returns the program or NULL (and counts a reject). */
-static cl_program load_cached(clpa_context *ctx, const char *path, const char *key,
-                              const char *options) {
+static cl_program load_cached(clpa_context *ctx, const char *key, const char *options) {
   size_t len = 0;
-  int present;
-  unsigned char *bin = read_cached(path, key, &len, &present);
-  if (!bin) {
-    if (present) ctx->stats.disk_rejected++;
-    return NULL;
-  }
+  unsigned char *bin = clpa_disk_cache_load(ctx, key, &len);
+  if (!bin) return NULL;
   cl_int status = CL_SUCCESS, err;
   const unsigned char *bins[1] = {bin};
   cl_program prog = clCreateProgramWithBinary(ctx->cl, 1, &ctx->dev, &len, bins, &status, &err);
@@ -281,11 +178,10 @@ static clpa_status program_entry(clpa_context *ctx, const char *family, const ch
   double t0 = now_seconds();
   cl_program prog = NULL;
   clpa_status st = CLPA_OK;
-  char *dkey = NULL, *path = NULL;
+  char *dkey = NULL;
   if (ctx->binary_cache) {
     dkey = cache_key_text(ctx, family, source_hash(texts, ntexts), opts);
-    path = dkey ? cache_path(ctx, dkey) : NULL;
-    if (path) prog = load_cached(ctx, path, dkey, opts);
+    if (dkey) prog = load_cached(ctx, dkey, opts);
     if (prog) ctx->stats.loaded_from_disk++;
   }
   if (!prog) {
@@ -293,14 +189,13 @@ static clpa_status program_entry(clpa_context *ctx, const char *family, const ch
     if (st == CLPA_OK) {
       ctx->stats.built_from_source++;
       size_t blen = 0;
-      unsigned char *bin = path ? program_binary(prog, &blen) : NULL;
-      if (bin) write_cached(ctx, path, dkey, bin, blen);
+      unsigned char *bin = dkey ? program_binary(prog, &blen) : NULL;
+      if (bin) clpa_disk_cache_store(ctx, dkey, bin, blen);
       free(bin);
     }
   }
   ctx->stats.build_seconds += now_seconds() - t0;
   free(dkey);
-  free(path);
   free(opts);
   clpa_program_entry *e = NULL;
   if (st == CLPA_OK && !(e = malloc(sizeof *e))) {

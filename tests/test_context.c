@@ -3,8 +3,11 @@
  * around the application's own handles; bad specs and bad arguments give
  * the right status and a message naming what was wrong.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "clpa.h"
 #include "tap.h"
@@ -75,6 +78,25 @@ static void test_bad_args(void) {
   ok(clpa_context_create(&cfg, &ctx) == CLPA_ERR_INVALID_ARG &&
          strstr(clpa_last_error(), "binary_cache"),
      "binary_cache = 7: %s", clpa_last_error());
+  /* regress_boolean_fields_are_0_or_1: profiling = 2 used to be taken as on */
+  clpa_context_config_init(&cfg);
+  cfg.profiling = 2;
+  ctx = (clpa_context *)1;
+  ok(clpa_context_create(&cfg, &ctx) == CLPA_ERR_INVALID_ARG && ctx == NULL &&
+         strstr(clpa_last_error(), "profiling = 2"),
+     "profiling = 2: %s", clpa_last_error());
+  clpa_context_config_init(&cfg);
+  cfg.binary_cache = -1;
+  ok(clpa_context_create(&cfg, &ctx) == CLPA_ERR_INVALID_ARG &&
+         strstr(clpa_last_error(), "binary_cache = -1"),
+     "binary_cache = -1: %s", clpa_last_error());
+  /* regress_env_switch_is_0_or_1: CLPA_NO_BINARY_CACHE=yes was ignored */
+  setenv("CLPA_NO_BINARY_CACHE", "yes", 1);
+  ctx = (clpa_context *)1;
+  ok(clpa_context_create(NULL, &ctx) == CLPA_ERR_INVALID_ARG && ctx == NULL &&
+         strstr(clpa_last_error(), "CLPA_NO_BINARY_CACHE"),
+     "CLPA_NO_BINARY_CACHE=yes: %s", clpa_last_error());
+  unsetenv("CLPA_NO_BINARY_CACHE");
   clpa_context_config_init(&cfg);
   cfg.lanes = (clpa_lanes)42;
   ok(clpa_context_create(&cfg, &ctx) == CLPA_ERR_INVALID_ARG && strstr(clpa_last_error(), "lanes"),
@@ -183,10 +205,59 @@ static void test_wrapped(void) {
   clpa_context_destroy(own);
 }
 
+/* regress_no_device_messages: in a fresh process (the ICD loader reads its
+ * environment once) with env name=value set, context creation must fail
+ * with CLPA_ERR_DEVICE_NOT_FOUND and a message holding want and not
+ * forbid; clpa_devices_list must answer CLPA_OK, zero devices, and the
+ * same reason. Returns 0 pass, 1 fail, 2 when the variable changed nothing
+ * (another OpenCL implementation). Before, both cases said "no OpenCL
+ * device found (is an ICD ... installed?)". */
+static int no_device_child(const char *name, const char *value, const char *want,
+                           const char *forbid) {
+  pid_t pid = fork();
+  if (pid == 0) {
+    setenv(name, value, 1);
+    clpa_context *ctx = NULL;
+    clpa_status st = clpa_context_create(NULL, &ctx);
+    if (st == CLPA_OK) {
+      clpa_context_destroy(ctx);
+      _exit(2);
+    }
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", clpa_last_error());
+    printf("# %s=%s: %s: %s\n", name, value, clpa_status_name(st), msg);
+    size_t n = 99;
+    clpa_status ls = clpa_devices_list(NULL, 0, &n);
+    printf("# clpa_devices_list: %s, %zu devices: %s\n", clpa_status_name(ls), n,
+           clpa_last_error());
+    int good = st == CLPA_ERR_DEVICE_NOT_FOUND && ctx == NULL && strstr(msg, want) &&
+               !strstr(msg, forbid) && ls == CLPA_OK && n == 0 && strstr(clpa_last_error(), want);
+    fflush(stdout);
+    _exit(good ? 0 : 1);
+  }
+  int status = 0;
+  if (pid < 0 || waitpid(pid, &status, 0) != pid || !WIFEXITED(status)) return 1;
+  return WEXITSTATUS(status);
+}
+
+static void test_no_device_messages(void) {
+  ok(no_device_child("OCL_ICD_VENDORS", "/nonexistent-clpa-test", "no OpenCL platform",
+                     "lists no device") == 0,
+     "no ICD: the message says no platform is installed");
+  int r = no_device_child("POCL_DEVICES", "no-such-pocl-device", "lists no device", "ICD");
+  if (r == 2)
+    ok(1, "# SKIP POCL_DEVICES changes nothing here (not PoCL)");
+  else
+    ok(r == 0, "a platform without devices is named, not reported as a missing ICD");
+}
+
 int main(void) {
   unsetenv("CLPA_DEVICE");
+  /* before this process touches OpenCL: the children inherit its state */
+  test_no_device_messages();
   size_t n = 0;
-  if (!ok(clpa_devices_list(NULL, 0, &n) == CLPA_OK && n > 0, "%zu OpenCL device(s)", n))
+  clpa_status st = clpa_devices_list(NULL, 0, &n);
+  if (!ok(st == CLPA_OK && n > 0, "%zu OpenCL device(s): %s", n, clpa_last_error()))
     return done_testing();
   clpa_device_info *devs = calloc(n, sizeof *devs);
   ok(clpa_devices_list(devs, n, &n) == CLPA_OK, "list devices");

@@ -45,7 +45,8 @@ int main(int argc, char **argv) {
     return 1;
   }
   if (n == 0) {
-    printf("no OpenCL device found (install an ICD, e.g. pocl-opencl-icd)\n");
+    /* the library says why: no platform (no ICD), or which platform failed */
+    printf("%s\n", clpa_last_error());
     return 1;
   }
   clpa_device_info *devs = calloc(n, sizeof *devs);
@@ -68,11 +69,16 @@ int main(int argc, char **argv) {
     if (st == CLPA_OK) st = clpa_smoke_test(ctx, 1 << 20);
     clpa_program_stats ps = {0};
     if (st == CLPA_OK) clpa_context_program_stats(ctx, &ps);
-    if (st == CLPA_OK)
+    if (st == CLPA_OK) {
       printf("smoke kernel: ok (program %s in %.3f s)\n",
              ps.loaded_from_disk ? "loaded from the binary cache" : "built from source",
              ps.build_seconds);
-    else
+      const char *dir = clpa_context_cache_dir(ctx);
+      printf("binary cache: %s%s\n", dir ? dir : "off",
+             ps.disk_write_failed ? " (NOT WRITABLE: programs are rebuilt in every process)"
+             : ps.disk_rejected   ? " (a cache file was refused and rebuilt)"
+                                  : "");
+    } else
       printf("smoke kernel: FAILED: %s: %s\n", clpa_status_name(st), clpa_last_error());
     clpa_context_destroy(ctx);
     if (st != CLPA_OK) return 1;
