@@ -19,6 +19,7 @@
  * index and heap grown first, so an allocation failure leaves the tree as it
  * was, and the steps that follow cannot fail.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -541,11 +542,15 @@ clpa_status clpa_radix_insert(clpa_radix *t, uint64_t ns, const int32_t *tokens,
   for (int32_t k = 0; k < fresh; k++) {
     s = clpa_pool_ref(t->pool, blocks[i + k]);
     if (s != CLPA_OK) {
+      /* name the block (and keep the pool's reason) before the rollback
+       * runs k down to -1 */
+      int32_t entry = i + k;
+      char why[256];
+      snprintf(why, sizeof why, "%s", clpa_last_error());
       while (k-- > 0) clpa_pool_unref(t->pool, blocks[i + k]);
       node_free(t, m);
       node_free(t, leaf);
-      return CLPA_FAIL(NULL, s, "cannot reference block %d: %s", (int)blocks[i + k],
-                       clpa_status_name(s));
+      return CLPA_FAIL(NULL, s, "cannot reference entry %d of blocks (%s)", (int)entry, why);
     }
   }
 
