@@ -4,6 +4,7 @@
  */
 #include <string.h>
 
+#include "grow.h"
 #include "kv_internal.h"
 
 struct clpa_batch {
@@ -44,13 +45,6 @@ void clpa_batch_destroy(clpa_batch *batch) {
   clpa_mem_free(a, batch, sizeof *batch);
 }
 
-/* Capacity for at least need entries: doubling, so a slowly growing batch
- * reallocates O(log n) times. */
-static size_t grown(size_t cap, size_t need) {
-  size_t c = cap ? cap : 16;
-  while (c < need) c = c > SIZE_MAX / 2 ? need : 2 * c;
-  return c;
-}
 
 clpa_status clpa_batch_build(clpa_batch *batch, const clpa_seq *const *seqs, int32_t num_seqs,
                              clpa_batch_view *out) {
@@ -80,14 +74,16 @@ clpa_status clpa_batch_build(clpa_batch *batch, const clpa_seq *const *seqs, int
   size_t tcap = batch->tables_cap, lcap = batch->lens_cap;
   int32_t *tables = batch->tables, *lens = batch->lens;
   if ((size_t)entries > tcap || !tables) {
-    tcap = grown(tcap, (size_t)entries);
-    tables = clpa_mem_alloc(a, tcap * sizeof(int32_t));
+    int64_t c = clpa_grow_cap((int64_t)tcap, entries, 16, INT32_MAX, sizeof(int32_t));
+    tcap = c < 0 ? 0 : (size_t)c;
+    tables = c < 0 ? NULL : clpa_mem_alloc(a, tcap * sizeof(int32_t));
     CLPA_CHECK(NULL, !tables, CLPA_ERR_OUT_OF_MEMORY,
                "cannot allocate a block table of %zu entries", tcap);
   }
   if ((size_t)num_seqs > lcap || !lens) {
-    lcap = grown(lcap, (size_t)num_seqs);
-    lens = clpa_mem_alloc(a, lcap * sizeof(int32_t));
+    int64_t c = clpa_grow_cap((int64_t)lcap, num_seqs, 16, INT32_MAX, sizeof(int32_t));
+    lcap = c < 0 ? 0 : (size_t)c;
+    lens = c < 0 ? NULL : clpa_mem_alloc(a, lcap * sizeof(int32_t));
     if (!lens) {
       if (tables != batch->tables) clpa_mem_free(a, tables, tcap * sizeof(int32_t));
       return CLPA_FAIL(NULL, CLPA_ERR_OUT_OF_MEMORY,

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "clpa_kvman.h"
+#include "grow.h"
 #include "util.h"
 
 struct clpa_kvreq {
@@ -109,9 +110,9 @@ static void make_room(clpa_kvman *km, int32_t need) {
 static clpa_status reserve_tokens(clpa_kvman *km, clpa_kvreq *r, int64_t need) {
   if (need <= r->cap_tokens) return CLPA_OK;
   CLPA_CHECK(NULL, need > INT32_MAX, CLPA_ERR_INVALID_ARG, "more than INT32_MAX tokens");
-  int64_t cap = r->cap_tokens ? 2 * (int64_t)r->cap_tokens : 64;
-  if (cap < need) cap = need;
-  if (cap > INT32_MAX) cap = INT32_MAX;
+  int64_t cap = clpa_grow_cap(r->cap_tokens, need, 64, INT32_MAX, sizeof(int32_t));
+  CLPA_CHECK(NULL, cap < 0, CLPA_ERR_OUT_OF_MEMORY, "%lld tokens do not fit in host memory",
+             (long long)need);
   int32_t *t = clpa_mem_realloc(&km->alloc, r->tokens, (size_t)r->cap_tokens * sizeof(int32_t),
                                 (size_t)cap * sizeof(int32_t));
   CLPA_CHECK(NULL, !t, CLPA_ERR_OUT_OF_MEMORY, "no memory for %lld tokens", (long long)cap);

@@ -24,6 +24,7 @@
 #include <string.h>
 
 #include "clpa_radix.h"
+#include "grow.h"
 #include "util.h"
 
 struct clpa_radix_node {
@@ -96,6 +97,8 @@ static size_t node_bytes(const clpa_radix *t, int32_t cap) {
 }
 
 static clpa_radix_node *node_new(clpa_radix *t, int32_t cap) {
+  size_t per_block = ((size_t)t->bs + 1) * sizeof(int32_t); /* bs tokens and a block id */
+  if ((size_t)cap > (SIZE_MAX - sizeof(clpa_radix_node)) / per_block) return NULL;
   clpa_radix_node *n = clpa_mem_alloc(&t->alloc, node_bytes(t, cap));
   if (!n) return NULL;
   memset(n, 0, sizeof *n);
@@ -194,7 +197,10 @@ static void idx_remove(clpa_radix *t, const clpa_radix_node *n) {
 static int idx_reserve(clpa_radix *t, size_t extra) {
   if ((t->idx_count + extra) * 2 <= t->idx_cap) return 0;
   size_t cap = t->idx_cap;
-  while ((t->idx_count + extra) * 2 > cap) cap *= 2;
+  while ((t->idx_count + extra) * 2 > cap) {
+    if (cap > SIZE_MAX / 2 / sizeof(idx_entry)) return -1; /* stays a power of two or fails */
+    cap *= 2;
+  }
   idx_entry *tab = clpa_mem_calloc(&t->alloc, cap, sizeof *tab);
   if (!tab) return -1;
   for (size_t i = 0; i < t->idx_cap; i++)
@@ -255,15 +261,15 @@ static void heap_remove(clpa_radix *t, clpa_radix_node *n) {
 
 /* Capacity for every node to be a candidate: grown with the node count so
  * that eviction, which never allocates, can always push a parent. */
-static int heap_reserve(clpa_radix *t, int32_t nodes) {
+static int heap_reserve(clpa_radix *t, int64_t nodes) {
   if (nodes <= t->heap_cap) return 0;
-  int32_t cap = t->heap_cap ? t->heap_cap : 64;
-  while (cap < nodes) cap *= 2;
+  int64_t cap = clpa_grow_cap(t->heap_cap, nodes, 64, INT32_MAX, sizeof(clpa_radix_node *));
+  if (cap < 0) return -1;
   clpa_radix_node **h = clpa_mem_realloc(&t->alloc, t->heap, (size_t)t->heap_cap * sizeof *h,
                                          (size_t)cap * sizeof *h);
   if (!h) return -1;
   t->heap = h;
-  t->heap_cap = cap;
+  t->heap_cap = (int32_t)cap;
   return 0;
 }
 
@@ -451,7 +457,7 @@ static clpa_radix_node *split(clpa_radix *t, clpa_radix_node *n, int32_t k, clpa
  * allocated by the caller; this grows the index and the heap. */
 static int reserve_nodes(clpa_radix *t, int32_t new_nodes) {
   if (idx_reserve(t, (size_t)new_nodes)) return -1;
-  return heap_reserve(t, t->st.num_nodes + new_nodes);
+  return heap_reserve(t, (int64_t)t->st.num_nodes + new_nodes);
 }
 
 /* ----------------------------------------------------------------------

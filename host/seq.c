@@ -9,6 +9,7 @@
  */
 #include <string.h>
 
+#include "grow.h"
 #include "kv_internal.h"
 
 static int32_t blocks_for(int64_t tokens, int32_t block_size) {
@@ -18,9 +19,9 @@ static int32_t blocks_for(int64_t tokens, int32_t block_size) {
 /* Grows the table to hold need entries; on failure nothing changes. */
 static clpa_status reserve_table(clpa_seq *s, int32_t need) {
   if (need <= s->cap) return CLPA_OK;
-  int64_t cap = s->cap ? 2 * (int64_t)s->cap : 4;
-  if (cap < need) cap = need;
-  if (cap > INT32_MAX) cap = INT32_MAX;
+  int64_t cap = clpa_grow_cap(s->cap, need, 4, INT32_MAX, sizeof(int32_t));
+  CLPA_CHECK(NULL, cap < 0, CLPA_ERR_OUT_OF_MEMORY, "a block table of %d entries is too large",
+             (int)need);
   int32_t *t = clpa_mem_realloc(&s->pool->alloc, s->table, (size_t)s->cap * sizeof(int32_t),
                                 (size_t)cap * sizeof(int32_t));
   CLPA_CHECK(NULL, !t, CLPA_ERR_OUT_OF_MEMORY, "cannot grow the block table to %lld entries",
