@@ -20,7 +20,7 @@
 struct clpa_kvreq {
   clpa_kvreq *prev, *next;
   clpa_seq *seq;
-  clpa_radix_node *node; /* locked; the root when nothing is */
+  clpa_radix_node *node; /* locked; the root (never NULL) when nothing is */
   uint64_t ns;
   int32_t *tokens;
   int32_t num_tokens, cap_tokens;
@@ -46,7 +46,7 @@ void clpa_kvman_config_init(clpa_kvman_config *cfg) {
 }
 
 static void req_free(clpa_kvman *km, clpa_kvreq *r) {
-  if (r->node) clpa_radix_unlock(km->tree, r->node);
+  clpa_radix_unlock(km->tree, r->node); /* a no-op for the root */
   clpa_seq_destroy(r->seq);
   clpa_mem_free(&km->alloc, r->tokens, (size_t)r->cap_tokens * sizeof(int32_t));
   clpa_mem_free(&km->alloc, r, sizeof *r);
@@ -71,13 +71,15 @@ clpa_status clpa_kvman_create(const clpa_kvman_config *cfg, clpa_kvman **out) {
   CLPA_CHECK(NULL, cfg->num_blocks <= 0 || cfg->block_size <= 0, CLPA_ERR_INVALID_ARG,
              "num_blocks (%d) and block_size (%d) must be > 0", (int)cfg->num_blocks,
              (int)cfg->block_size);
+  CLPA_CHECK(NULL, cfg->prefix_cache != 0 && cfg->prefix_cache != 1, CLPA_ERR_INVALID_ARG,
+             "cfg->prefix_cache (%d) must be 0 or 1", (int)cfg->prefix_cache);
   CLPA_CHECK(NULL, !cfg->allocator.fn && cfg->allocator.user, CLPA_ERR_INVALID_ARG,
              "allocator has user data but no fn");
   clpa_kvman *km = clpa_mem_calloc(&cfg->allocator, 1, sizeof *km);
   CLPA_CHECK(NULL, !km, CLPA_ERR_OUT_OF_MEMORY, "no memory for the manager");
   km->alloc = cfg->allocator;
   km->bs = cfg->block_size;
-  km->prefix_cache = cfg->prefix_cache != 0;
+  km->prefix_cache = cfg->prefix_cache;
   clpa_pool_config pc;
   clpa_pool_config_init(&pc);
   pc.num_blocks = cfg->num_blocks;
@@ -129,12 +131,14 @@ static clpa_status share_prefix(clpa_kvman *km, clpa_kvreq *r, int32_t *blocks) 
   if (!km->prefix_cache || r->num_tokens < 2) return CLPA_OK;
   int32_t maxb = (r->num_tokens - 1) / km->bs;
   if (maxb > km->scratch_cap) {
-    int32_t *s =
-        clpa_mem_realloc(&km->alloc, km->scratch, (size_t)km->scratch_cap * sizeof(int32_t),
-                         (size_t)maxb * sizeof(int32_t));
+    int64_t cap = clpa_grow_cap(km->scratch_cap, maxb, 64, INT32_MAX, sizeof(int32_t));
+    int32_t *s = cap < 0 ? NULL
+                         : clpa_mem_realloc(&km->alloc, km->scratch,
+                                            (size_t)km->scratch_cap * sizeof(int32_t),
+                                            (size_t)cap * sizeof(int32_t));
     CLPA_CHECK(NULL, !s, CLPA_ERR_OUT_OF_MEMORY, "no memory for %d block ids", (int)maxb);
     km->scratch = s;
-    km->scratch_cap = maxb;
+    km->scratch_cap = (int32_t)cap;
   }
   clpa_radix_match_result m;
   clpa_status s =
@@ -158,6 +162,7 @@ clpa_status clpa_kvman_admit(clpa_kvman *km, uint64_t ns, const int32_t *tokens,
   clpa_kvreq *r = clpa_mem_calloc(&km->alloc, 1, sizeof *r);
   CLPA_CHECK(NULL, !r, CLPA_ERR_OUT_OF_MEMORY, "no memory for a request");
   r->ns = ns;
+  r->node = clpa_radix_root(km->tree);
   int32_t cached_blocks = 0;
   clpa_status s = reserve_tokens(km, r, num_tokens);
   if (s == CLPA_OK) {
@@ -232,6 +237,8 @@ clpa_status clpa_kvman_checkpoint(clpa_kvman *km, clpa_kvreq *r, int32_t num_com
 
 clpa_status clpa_kvman_finish(clpa_kvman *km, clpa_kvreq *r, int cache) {
   CLPA_CHECK(NULL, !km || !r, CLPA_ERR_INVALID_ARG, "km and req must not be NULL");
+  CLPA_CHECK(NULL, cache != 0 && cache != 1, CLPA_ERR_INVALID_ARG,
+             "cache (%d) must be 0 (abort) or 1 (cache the tokens)", cache);
   clpa_status s = cache ? cache_tokens(km, r, r->num_tokens, 0) : CLPA_OK;
   if (r->prev)
     r->prev->next = r->next;

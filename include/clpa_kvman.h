@@ -64,7 +64,7 @@ CLPA_API void clpa_kvman_config_init(clpa_kvman_config *cfg);
 
 /* Creates a manager with its own pool and tree.
  * Returns CLPA_OK and *out, CLPA_ERR_INVALID_ARG (NULL cfg or out, bad
- * sizes) or CLPA_ERR_OUT_OF_MEMORY. */
+ * sizes, prefix_cache other than 0 or 1) or CLPA_ERR_OUT_OF_MEMORY. */
 CLPA_API clpa_status clpa_kvman_create(const clpa_kvman_config *cfg, clpa_kvman **out);
 
 /* Releases every request still admitted (as clpa_kvman_finish without
@@ -110,12 +110,13 @@ CLPA_API clpa_status clpa_kvman_append(clpa_kvman *km, clpa_kvreq *req, const in
  * changed). */
 CLPA_API clpa_status clpa_kvman_checkpoint(clpa_kvman *km, clpa_kvreq *req, int32_t num_computed);
 
-/* Ends a request. With cache != 0 (and the prefix cache on) its tokens'
+/* Ends a request. With cache == 1 (and the prefix cache on) its tokens'
  * whole blocks go into the tree first; blocks that duplicate cached ones
  * and the partial last block go back to the pool. cache == 0 is an abort.
- * The request is released in every case, even on failure.
- * Returns CLPA_OK, CLPA_ERR_INVALID_ARG (NULL km or req; nothing released)
- * or CLPA_ERR_OUT_OF_MEMORY (released, but its tokens were not cached). */
+ * The request is released in every case but invalid arguments.
+ * Returns CLPA_OK, CLPA_ERR_INVALID_ARG (NULL km or req, cache other than
+ * 0 or 1; nothing released) or CLPA_ERR_OUT_OF_MEMORY (released, but its
+ * tokens were not cached). */
 CLPA_API clpa_status clpa_kvman_finish(clpa_kvman *km, clpa_kvreq *req, int cache);
 
 /* Evicts cached prefixes until at least num_blocks blocks are free in the

@@ -39,6 +39,58 @@ static clpa_kvman_stats stats(const clpa_kvman *km) {
   return st;
 }
 
+/* A request admitted with one token locks nothing (it cannot share a
+ * prefix); checkpointing it used to unlock a NULL node, which failed
+ * quietly and overwrote the last error with a spurious INVALID_ARG. */
+static void regress_checkpoint_short_prompt(void) {
+  clpa_kvman *km = make(16, 2);
+  int64_t slots[16];
+  clpa_kvman_admit_result a;
+  const int32_t one[] = {42}, more[] = {1, 2, 3, 4, 5};
+  ok(clpa_kvman_admit(km, 0, one, 1, slots, &a) == CLPA_OK && a.cached_tokens == 0,
+     "a one-token prompt is admitted");
+  clpa_kvman_append(km, a.req, more, 5, slots);
+  clpa_kvman_append(km, a.req, more, -1, slots); /* a known last error */
+  char before[256];
+  snprintf(before, sizeof before, "%s", clpa_last_error());
+  ok(clpa_kvman_checkpoint(km, a.req, 6) == CLPA_OK && strcmp(before, clpa_last_error()) == 0,
+     "regress: checkpoint succeeds and leaves the last error alone (%s)", clpa_last_error());
+  clpa_kvman_stats st = stats(km);
+  ok(st.blocks_cached == 3 && st.blocks_evictable == 0, "its 3 blocks are cached and locked");
+  ok(clpa_kvman_checkpoint(km, a.req, 6) == CLPA_OK && strcmp(before, clpa_last_error()) == 0,
+     "a second checkpoint moves the lock quietly too");
+  clpa_kvman_finish(km, a.req, 1);
+  st = stats(km);
+  ok(st.blocks_evictable == 3 && st.running == 0, "finish unlocks everything");
+  clpa_kvman_destroy(km);
+}
+
+/* Boolean-like arguments take 0 or 1 only, as every other field is
+ * validated, and the message names the field. */
+static void regress_boolean_arguments(void) {
+  clpa_kvman_config cfg;
+  clpa_kvman_config_init(&cfg);
+  cfg.num_blocks = 8;
+  clpa_kvman *km = NULL;
+  cfg.prefix_cache = 2;
+  ok(clpa_kvman_create(&cfg, &km) == CLPA_ERR_INVALID_ARG && km == NULL &&
+         strstr(clpa_last_error(), "prefix_cache"),
+     "regress: prefix_cache = 2 is refused: %s", clpa_last_error());
+  cfg.prefix_cache = -1;
+  ok(clpa_kvman_create(&cfg, &km) == CLPA_ERR_INVALID_ARG, "prefix_cache = -1 is refused");
+  km = make(8, 2);
+  int64_t slots[8];
+  clpa_kvman_admit_result a;
+  const int32_t p[] = {1, 2, 3, 4, 5};
+  clpa_kvman_admit(km, 0, p, 5, slots, &a);
+  ok(clpa_kvman_finish(km, a.req, 2) == CLPA_ERR_INVALID_ARG && strstr(clpa_last_error(), "cache") &&
+         stats(km).running == 1,
+     "regress: finish with cache = 2 is refused and releases nothing: %s", clpa_last_error());
+  ok(clpa_kvman_finish(km, a.req, 1) == CLPA_OK && stats(km).blocks_cached == 2,
+     "cache = 1 caches");
+  clpa_kvman_destroy(km);
+}
+
 int main(void) {
   int64_t slots[64];
   clpa_kvman_admit_result a, b;
@@ -127,5 +179,8 @@ int main(void) {
   ok(clpa_kvman_create(&cfg, &km) == CLPA_ERR_INVALID_ARG &&
          strstr(clpa_last_error(), "num_blocks"),
      "num_blocks must be set: %s", clpa_last_error());
+  regress_checkpoint_short_prompt();
+  regress_boolean_arguments();
+  ok(live == 0, "no host memory left (%ld bytes)", live);
   return done_testing();
 }
