@@ -15,6 +15,7 @@
 
 #include "clpa_kvman.h"
 #include "grow.h"
+#include "kv_internal.h" /* the batch append moves a sequence inline */
 #include "util.h"
 
 struct clpa_kvreq {
@@ -283,12 +284,14 @@ clpa_status clpa_kvman_append(clpa_kvman *km, clpa_kvreq *r, const int32_t *toke
 }
 
 /* Checks a batch append's arguments and counts its tokens and new blocks;
- * stamps every request so that a repeated one is caught. */
+ * stamps every request so that a repeated one is caught. *grow is set when
+ * some request needs more host memory (a token buffer or block table). */
 static clpa_status batch_check(clpa_kvman *km, clpa_kvreq *const *reqs, int32_t num_reqs,
                                const int32_t *counts, int64_t *total_tokens,
-                               int64_t *total_blocks) {
+                               int64_t *total_blocks, int *grow) {
   uint64_t stamp = ++km->stamp;
   int64_t tokens = 0, blocks = 0;
+  int32_t bs = km->bs;
   for (int32_t i = 0; i < num_reqs; i++) {
     clpa_kvreq *r = reqs[i];
     int32_t n = counts ? counts[i] : 1;
@@ -303,13 +306,35 @@ static clpa_status batch_check(clpa_kvman *km, clpa_kvreq *const *reqs, int32_t 
                (int)i);
     r->stamp = stamp;
     tokens += n;
-    blocks += fresh_blocks(km, r, n);
+    const clpa_seq *q = r->seq;
+    int32_t room = (int32_t)((int64_t)q->num_blocks * bs - q->num_tokens);
+    int32_t fresh = n <= room ? 0 : n - room <= bs ? 1 : blocks_for((int64_t)n - room, bs);
+    blocks += fresh;
+    *grow |= r->num_tokens + n > r->cap_tokens || q->num_blocks + fresh > q->cap;
   }
   CLPA_CHECK(NULL, tokens > INT32_MAX, CLPA_ERR_INVALID_ARG,
              "the batch appends %lld tokens, more than INT32_MAX", (long long)tokens);
   *total_tokens = tokens;
   *total_blocks = blocks;
   return CLPA_OK;
+}
+
+/* One token into r, whose memory is reserved, whose new block (if any) is
+ * free in the pool and whose last block, with room free slots, is its own:
+ * the decode step, inline. */
+static void append_one(clpa_kvreq *r, int32_t room, int32_t token, int64_t *slot) {
+  clpa_seq *q = r->seq;
+  clpa_pool *p = q->pool;
+  int32_t bs = p->block_size;
+  if (room == 0) {
+    q->table[q->num_blocks++] = clpa_pool_pop_(p);
+    clpa_seq_changed_(q);
+    *slot = (int64_t)q->table[q->num_blocks - 1] * bs;
+  } else {
+    *slot = (int64_t)q->table[q->num_blocks - 1] * bs + (bs - room);
+  }
+  q->num_tokens++;
+  r->tokens[r->num_tokens++] = token;
 }
 
 clpa_status clpa_kvman_append_batch(clpa_kvman *km, clpa_kvreq *const *reqs, int32_t num_reqs,
@@ -321,7 +346,8 @@ clpa_status clpa_kvman_append_batch(clpa_kvman *km, clpa_kvreq *const *reqs, int
   CLPA_CHECK(NULL, num_reqs > 0 && !reqs, CLPA_ERR_INVALID_ARG,
              "reqs must not be NULL (num_reqs = %d)", (int)num_reqs);
   int64_t ntok = 0, nblocks = 0;
-  clpa_status s = batch_check(km, reqs, num_reqs, counts, &ntok, &nblocks);
+  int grow = 0;
+  clpa_status s = batch_check(km, reqs, num_reqs, counts, &ntok, &nblocks, &grow);
   if (s != CLPA_OK) return s;
   CLPA_CHECK(NULL, ntok > 0 && (!tokens || !slots), CLPA_ERR_INVALID_ARG,
              "tokens and slots must not be NULL for %lld tokens", (long long)ntok);
@@ -332,7 +358,7 @@ clpa_status clpa_kvman_append_batch(clpa_kvman *km, clpa_kvreq *const *reqs, int
   CLPA_CHECK(NULL, nblocks > nfree, CLPA_ERR_POOL_EXHAUSTED,
              "the batch needs %lld new blocks, only %d are free (after evicting what could be)",
              (long long)nblocks, (int)nfree);
-  for (int32_t i = 0; i < num_reqs; i++) {
+  for (int32_t i = 0; grow && i < num_reqs; i++) {
     clpa_kvreq *r = reqs[i];
     int32_t n = counts ? counts[i] : 1;
     s = reserve_tokens(km, r, (int64_t)r->num_tokens + n);
@@ -343,13 +369,19 @@ clpa_status clpa_kvman_append_batch(clpa_kvman *km, clpa_kvreq *const *reqs, int
   for (int32_t i = 0; i < num_reqs; i++) {
     clpa_kvreq *r = reqs[i];
     int32_t n = counts ? counts[i] : 1;
-    clpa_block_copy copy; /* never needed: a running request's last block is its own */
-    clpa_seq_append(r->seq, n, slots + at, &copy);
-    if (n == 1)
-      r->tokens[r->num_tokens] = tokens[at];
-    else
+    const clpa_seq *q = r->seq;
+    /* a running request's partial last block is its own (the tree takes
+     * whole blocks only), so no copy-on-write: checked, not assumed */
+    int32_t room = (int32_t)((int64_t)q->num_blocks * km->bs - q->num_tokens);
+    int shared_tail = room > 0 && q->pool->refcount[q->table[q->num_blocks - 1]] > 1;
+    if (n == 1 && !shared_tail) {
+      append_one(r, room, tokens[at], &slots[at]);
+    } else {
+      clpa_block_copy copy;
+      clpa_seq_append(r->seq, n, slots + at, &copy);
       memcpy(r->tokens + r->num_tokens, tokens + at, (size_t)n * sizeof(int32_t));
-    r->num_tokens += n;
+      r->num_tokens += n;
+    }
     at += n;
   }
   km->st.computed_tokens += ntok;

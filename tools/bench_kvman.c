@@ -10,22 +10,33 @@
  * forward passes:
  *
  *   1. finish the requests whose answer is complete (their tokens go into
- *      the prefix cache), and admit new ones to refill the batch;
- *   2. append one decoded token to every running request (its slot is
- *      where reshape_and_cache writes its K/V);
- *   3. build the batch view (block tables [running, width] and context
- *      lengths) the attention kernel reads.
+ *      the prefix cache), and admit new ones to refill the batch
+ *      (clpa_kvman_admit_ex, reserving the answer's length);
+ *   2. append one decoded token to every running request
+ *      (clpa_kvman_append_batch over clpa_kvman_running; the slots are
+ *      where reshape_and_cache writes the K/V);
+ *   3. build the batch view (clpa_kvman_batch_build: block tables
+ *      [running, width] and context lengths) the attention kernel reads;
+ *   4. off the critical path (an engine does it while the device runs the
+ *      step): clpa_kvman_reclaim, evicting down to the free-block watermark.
+ *
+ * With --legacy the driver uses the calls that existed before those: one
+ * clpa_kvman_append per request, its own array of sequences for
+ * clpa_batch_build, clpa_kvman_admit without a reserve, no watermark.
  *
  * Only the manager's calls are timed, per step (the trace's own work, i.e.
  * making prompts and keeping chat histories, is not). After `warmup` steps
  * (the pool fills and eviction starts), `steps` steps are timed; reported
- * are steps per second and the microseconds per step (mean, p50, p99).
+ * are steps per second and the microseconds per step of 1-3 (mean, p50,
+ * p99), and the mean of 4 on its own (reclaim_us_per_step).
  *
- * Usage: clpa-bench kvman [--json] [--running N] [--steps N] [--warmup N]
- *                         [--block-size N] [--blocks N] [--width N]
- *                         [--out-min N] [--out-max N] [--seed N]
+ * Usage: clpa-bench kvman [--json] [--legacy] [--running N] [--steps N]
+ *                         [--warmup N] [--block-size N] [--blocks N]
+ *                         [--width N] [--watermark N] [--out-min N]
+ *                         [--out-max N] [--seed N]
  * --running N measures that size only; --blocks 0 (default) sizes the pool
- * at 160 blocks per running request plus 8192.
+ * at 160 blocks per running request plus 8192; --watermark defaults to
+ * 1/64 of the pool.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -35,17 +46,17 @@
 #include "clpa_kvman.h"
 
 typedef struct kv_opts {
-  int json;
-  int32_t running, steps, warmup, block_size, blocks, width, out_min, out_max;
+  int json, legacy;
+  int32_t running, steps, warmup, block_size, blocks, width, out_min, out_max, watermark;
   uint64_t seed;
 } kv_opts;
 
 static int parse(int argc, char **argv, kv_opts *o) {
-  *o = (kv_opts){0, 0, 3000, 1000, 16, 0, 256, 64, 512, 1};
+  *o = (kv_opts){0, 0, 0, 3000, 1000, 16, 0, 256, 64, 512, -1, 1};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
-    if (strcmp(a, "--json") == 0) {
-      o->json = 1;
+    if (strcmp(a, "--json") == 0 || strcmp(a, "--legacy") == 0) {
+      *(a[2] == 'j' ? &o->json : &o->legacy) = 1;
       continue;
     }
     if (i + 1 >= argc) return -1;
@@ -60,6 +71,7 @@ static int parse(int argc, char **argv, kv_opts *o) {
     else if (strcmp(a, "--width") == 0) o->width = (int32_t)v;
     else if (strcmp(a, "--out-min") == 0) o->out_min = (int32_t)v;
     else if (strcmp(a, "--out-max") == 0) o->out_max = (int32_t)v;
+    else if (strcmp(a, "--watermark") == 0) o->watermark = (int32_t)v;
     else if (strcmp(a, "--seed") == 0) o->seed = (uint64_t)v;
     else return -1;
   }
@@ -89,7 +101,7 @@ typedef struct kv_run {
   int64_t *slots;
   double *step_us;
   long long admits, finishes, refused, rows;
-  double t_admit, t_finish, t_decode;
+  double t_admit, t_finish, t_decode, t_reclaim;
 } kv_run;
 
 /* Finishes row i (timed) and moves the last row into its place. */
@@ -113,8 +125,12 @@ static double admit_row(kv_run *r, int *refused) {
   int32_t n = bench_trace_next(r->trace, r->prompt, &chat);
   int32_t answer = bench_trace_between(r->trace, r->o->out_min, r->o->out_max);
   clpa_kvman_admit_result a;
+  clpa_kvman_admit_options opt;
+  clpa_kvman_admit_options_init(&opt);
+  opt.reserve_tokens = answer;
   double t0 = bench_now();
-  clpa_status s = clpa_kvman_admit(r->km, 0, r->prompt, n, r->slots, &a);
+  clpa_status s = r->o->legacy ? clpa_kvman_admit(r->km, 0, r->prompt, n, r->slots, &a)
+                               : clpa_kvman_admit_ex(r->km, 0, r->prompt, n, &opt, r->slots, &a);
   double t = bench_now() - t0;
   *refused = s != CLPA_OK;
   if (s != CLPA_OK) {
@@ -141,18 +157,30 @@ static double step(kv_run *r) {
   for (int refused = 0; r->n < r->running && !refused;) ta += admit_row(r, &refused);
   for (int32_t i = 0; i < r->n; i++) r->decoded[i] = bench_trace_token(r->trace);
 
+  clpa_batch_view v;
   double t0 = bench_now();
-  for (int32_t i = 0; i < r->n; i++)
-    if (clpa_kvman_append(r->km, r->live[i].req, &r->decoded[i], 1, &r->slots[i]) != CLPA_OK) {
-      fprintf(stderr, "clpa-bench kvman: append: %s\n", clpa_last_error());
+  if (r->o->legacy) {
+    for (int32_t i = 0; i < r->n; i++)
+      if (clpa_kvman_append(r->km, r->live[i].req, &r->decoded[i], 1, &r->slots[i]) != CLPA_OK) {
+        fprintf(stderr, "clpa-bench kvman: append: %s\n", clpa_last_error());
+        exit(1);
+      }
+    if (clpa_batch_build(r->batch, r->seqs, r->n, &v) != CLPA_OK) {
+      fprintf(stderr, "clpa-bench kvman: batch: %s\n", clpa_last_error());
       exit(1);
     }
-  clpa_batch_view v;
-  if (clpa_batch_build(r->batch, r->seqs, r->n, &v) != CLPA_OK) {
-    fprintf(stderr, "clpa-bench kvman: batch: %s\n", clpa_last_error());
+  } else if (clpa_kvman_append_batch(r->km, clpa_kvman_running(r->km), r->n, NULL, r->decoded,
+                                     r->slots) != CLPA_OK ||
+             clpa_kvman_batch_build(r->km, r->batch, &v) != CLPA_OK) {
+    fprintf(stderr, "clpa-bench kvman: decode step: %s\n", clpa_last_error());
     exit(1);
   }
   double td = bench_now() - t0;
+  if (!r->o->legacy) { /* off the critical path */
+    t0 = bench_now();
+    clpa_kvman_reclaim(r->km, NULL);
+    r->t_reclaim += bench_now() - t0;
+  }
   for (int32_t i = 0; i < r->n; i++) r->live[i].answer_left--;
   r->rows += r->n;
   r->t_admit += ta;
@@ -176,6 +204,8 @@ static int run_one(const kv_opts *o, int32_t running, int first) {
   clpa_kvman_config_init(&kc);
   kc.block_size = o->block_size;
   kc.num_blocks = o->blocks ? o->blocks : 160 * running + 8192;
+  kc.free_watermark = o->legacy ? 0 : o->watermark >= 0 ? o->watermark : kc.num_blocks / 64;
+  if (kc.free_watermark > kc.num_blocks) kc.free_watermark = kc.num_blocks;
   clpa_batch_config bc;
   clpa_batch_config_init(&bc);
   bc.min_blocks_per_seq = o->width;
@@ -196,7 +226,7 @@ static int run_one(const kv_opts *o, int32_t running, int first) {
   }
   for (int32_t s = 0; s < o->warmup; s++) step(&r);
   r.admits = r.finishes = r.refused = r.rows = 0;
-  r.t_admit = r.t_finish = r.t_decode = 0;
+  r.t_admit = r.t_finish = r.t_decode = r.t_reclaim = 0;
   clpa_kvman_stats s0;
   clpa_kvman_stats_get(r.km, &s0);
   double total = 0;
@@ -220,19 +250,25 @@ static int run_one(const kv_opts *o, int32_t running, int first) {
     printf("%s{\"running\": %d, \"mean_rows\": %.1f, \"steps\": %d, \"steps_per_s\": %.0f, "
            "\"us_per_step\": %.2f, \"p50_us\": %.2f, \"p99_us\": %.2f, "
            "\"admit_us_per_step\": %.2f, \"finish_us_per_step\": %.2f, "
-           "\"decode_us_per_step\": %.2f, \"admits\": %lld, \"refused\": %lld, "
-           "\"hit_rate\": %.4f, \"evicted_blocks\": %lld, \"num_blocks\": %d, \"width\": %d}",
+           "\"decode_us_per_step\": %.2f, \"reclaim_us_per_step\": %.2f, \"admits\": %lld, "
+           "\"refused\": %lld, \"hit_rate\": %.4f, \"evicted_blocks\": %lld, "
+           "\"hot_evictions\": %lld, \"num_blocks\": %d, \"watermark\": %d}",
            first ? "" : ", ", (int)running, rows, (int)o->steps, o->steps / total, mean, p50, p99,
            1e6 * r.t_admit / o->steps, 1e6 * r.t_finish / o->steps, 1e6 * r.t_decode / o->steps,
-           r.admits, r.refused, hit, (long long)(s1.evicted_blocks - s0.evicted_blocks),
-           (int)kc.num_blocks, (int)o->width);
+           1e6 * r.t_reclaim / o->steps, r.admits, r.refused, hit,
+           (long long)(s1.evicted_blocks - s0.evicted_blocks),
+           (long long)(s1.hot_evictions - s0.hot_evictions), (int)kc.num_blocks,
+           (int)kc.free_watermark);
   } else {
-    printf("  %5d running (%.1f rows/step): %8.0f steps/s  %7.2f us/step  p50 %7.2f  p99 %7.2f"
-           "   [admit %.2f, finish %.2f, append+view %.2f us/step; %lld admits, %lld refused,"
-           " hit %.3f, %lld blocks evicted]\n",
-           (int)running, rows, o->steps / total, mean, p50, p99, 1e6 * r.t_admit / o->steps,
-           1e6 * r.t_finish / o->steps, 1e6 * r.t_decode / o->steps, r.admits, r.refused, hit,
-           (long long)(s1.evicted_blocks - s0.evicted_blocks));
+    printf("  %5d running: %8.0f steps/s  %6.2f us/step  p50 %6.2f  p99 %6.2f"
+           "  [admit %.2f, finish %.2f, append+view %.2f; reclaim %.2f off-path]\n"
+           "                %lld admits, %lld refused, hit rate %.3f, %lld blocks evicted"
+           " (%lld rounds on the hot path)\n",
+           (int)running, o->steps / total, mean, p50, p99, 1e6 * r.t_admit / o->steps,
+           1e6 * r.t_finish / o->steps, 1e6 * r.t_decode / o->steps,
+           1e6 * r.t_reclaim / o->steps, r.admits, r.refused, hit,
+           (long long)(s1.evicted_blocks - s0.evicted_blocks),
+           (long long)(s1.hot_evictions - s0.hot_evictions));
   }
   clpa_batch_destroy(r.batch);
   clpa_kvman_destroy(r.km);
@@ -251,21 +287,23 @@ int clpa_bench_kvman(int argc, char **argv) {
   kv_opts o;
   if (parse(argc, argv, &o)) {
     fprintf(stderr,
-            "usage: clpa-bench kvman [--json] [--running N] [--steps N] [--warmup N] "
-            "[--block-size N] [--blocks N] [--width N] [--out-min N] [--out-max N] [--seed N]\n");
+            "usage: clpa-bench kvman [--json] [--legacy] [--running N] [--steps N] [--warmup N] "
+            "[--block-size N] [--blocks N] [--width N] [--watermark N] [--out-min N] "
+            "[--out-max N] [--seed N]\n");
     return 2;
   }
   static const int32_t sizes[] = {64, 256, 1024};
   int32_t n = o.running ? 1 : 3;
   if (o.json)
-    printf("{\"bench\": \"kvman\", \"block_size\": %d, \"width\": %d, \"out_min\": %d, "
-           "\"out_max\": %d, \"runs\": [",
-           (int)o.block_size, (int)o.width, (int)o.out_min, (int)o.out_max);
+    printf("{\"bench\": \"kvman\", \"api\": \"%s\", \"block_size\": %d, \"width\": %d, "
+           "\"out_min\": %d, \"out_max\": %d, \"runs\": [",
+           o.legacy ? "legacy" : "batch", (int)o.block_size, (int)o.width, (int)o.out_min,
+           (int)o.out_max);
   else
-    printf("kvman: engine-like decode steps, block_size %d, table width %d, answers %d-%d "
-           "tokens, %d steps after %d warm-up\n",
-           (int)o.block_size, (int)o.width, (int)o.out_min, (int)o.out_max, (int)o.steps,
-           (int)o.warmup);
+    printf("kvman (%s calls): engine-like decode steps, block_size %d, table width %d, answers "
+           "%d-%d tokens, %d steps after %d warm-up\n",
+           o.legacy ? "legacy" : "batch", (int)o.block_size, (int)o.width, (int)o.out_min,
+           (int)o.out_max, (int)o.steps, (int)o.warmup);
   for (int32_t i = 0; i < n; i++)
     if (run_one(&o, o.running ? o.running : sizes[i], i == 0)) return 1;
   if (o.json) printf("]}\n");
