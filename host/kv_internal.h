@@ -20,19 +20,29 @@ struct clpa_pool {
   int32_t block_size;
   int32_t num_free;
   int32_t num_shared; /* blocks with refcount > 1 */
+  uint64_t gen;       /* last generation handed to a sequence (see clpa_seq) */
   int32_t *refcount;  /* [num_blocks] */
   int32_t *free_stack; /* [num_blocks]; the top is free_stack[num_free - 1] */
 };
 
 /* A sequence holds one reference on each of table[0..num_blocks), and
- * num_blocks == ceil(num_tokens / block_size). */
+ * num_blocks == ceil(num_tokens / block_size).
+ *
+ * gen names the contents of table[0..num_blocks): every change to them
+ * (a block added, dropped or swapped by copy-on-write) takes a fresh
+ * number from the pool's counter, and so does a new sequence. Two looks at
+ * a sequence that see the same address and the same gen see the same
+ * table, which is what lets the batch view skip unchanged rows. */
 struct clpa_seq {
   clpa_pool *pool;
   int32_t *table; /* [cap] */
   int32_t cap;
   int32_t num_blocks;
   int32_t num_tokens;
+  uint64_t gen;
 };
+
+static inline void clpa_seq_changed_(clpa_seq *s) { s->gen = ++s->pool->gen; }
 
 /* Callers have checked num_free > 0. */
 static inline int32_t clpa_pool_pop_(clpa_pool *p) {

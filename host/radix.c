@@ -19,10 +19,12 @@
  * index and heap grown first, so an allocation failure leaves the tree as it
  * was, and the steps that follow cannot fail.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "clpa_radix.h"
+#include "grow.h"
 #include "util.h"
 
 struct clpa_radix_node {
@@ -95,6 +97,8 @@ static size_t node_bytes(const clpa_radix *t, int32_t cap) {
 }
 
 static clpa_radix_node *node_new(clpa_radix *t, int32_t cap) {
+  size_t per_block = ((size_t)t->bs + 1) * sizeof(int32_t); /* bs tokens and a block id */
+  if ((size_t)cap > (SIZE_MAX - sizeof(clpa_radix_node)) / per_block) return NULL;
   clpa_radix_node *n = clpa_mem_alloc(&t->alloc, node_bytes(t, cap));
   if (!n) return NULL;
   memset(n, 0, sizeof *n);
@@ -193,7 +197,10 @@ static void idx_remove(clpa_radix *t, const clpa_radix_node *n) {
 static int idx_reserve(clpa_radix *t, size_t extra) {
   if ((t->idx_count + extra) * 2 <= t->idx_cap) return 0;
   size_t cap = t->idx_cap;
-  while ((t->idx_count + extra) * 2 > cap) cap *= 2;
+  while ((t->idx_count + extra) * 2 > cap) {
+    if (cap > SIZE_MAX / 2 / sizeof(idx_entry)) return -1; /* stays a power of two or fails */
+    cap *= 2;
+  }
   idx_entry *tab = clpa_mem_calloc(&t->alloc, cap, sizeof *tab);
   if (!tab) return -1;
   for (size_t i = 0; i < t->idx_cap; i++)
@@ -254,15 +261,15 @@ static void heap_remove(clpa_radix *t, clpa_radix_node *n) {
 
 /* Capacity for every node to be a candidate: grown with the node count so
  * that eviction, which never allocates, can always push a parent. */
-static int heap_reserve(clpa_radix *t, int32_t nodes) {
+static int heap_reserve(clpa_radix *t, int64_t nodes) {
   if (nodes <= t->heap_cap) return 0;
-  int32_t cap = t->heap_cap ? t->heap_cap : 64;
-  while (cap < nodes) cap *= 2;
+  int64_t cap = clpa_grow_cap(t->heap_cap, nodes, 64, INT32_MAX, sizeof(clpa_radix_node *));
+  if (cap < 0) return -1;
   clpa_radix_node **h = clpa_mem_realloc(&t->alloc, t->heap, (size_t)t->heap_cap * sizeof *h,
                                          (size_t)cap * sizeof *h);
   if (!h) return -1;
   t->heap = h;
-  t->heap_cap = cap;
+  t->heap_cap = (int32_t)cap;
   return 0;
 }
 
@@ -450,7 +457,7 @@ static clpa_radix_node *split(clpa_radix *t, clpa_radix_node *n, int32_t k, clpa
  * allocated by the caller; this grows the index and the heap. */
 static int reserve_nodes(clpa_radix *t, int32_t new_nodes) {
   if (idx_reserve(t, (size_t)new_nodes)) return -1;
-  return heap_reserve(t, t->st.num_nodes + new_nodes);
+  return heap_reserve(t, (int64_t)t->st.num_nodes + new_nodes);
 }
 
 /* ----------------------------------------------------------------------
@@ -541,11 +548,15 @@ clpa_status clpa_radix_insert(clpa_radix *t, uint64_t ns, const int32_t *tokens,
   for (int32_t k = 0; k < fresh; k++) {
     s = clpa_pool_ref(t->pool, blocks[i + k]);
     if (s != CLPA_OK) {
+      /* name the block (and keep the pool's reason) before the rollback
+       * runs k down to -1 */
+      int32_t entry = i + k;
+      char why[256];
+      snprintf(why, sizeof why, "%s", clpa_last_error());
       while (k-- > 0) clpa_pool_unref(t->pool, blocks[i + k]);
       node_free(t, m);
       node_free(t, leaf);
-      return CLPA_FAIL(NULL, s, "cannot reference block %d: %s", (int)blocks[i + k],
-                       clpa_status_name(s));
+      return CLPA_FAIL(NULL, s, "cannot reference entry %d of blocks (%s)", (int)entry, why);
     }
   }
 

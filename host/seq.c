@@ -9,6 +9,7 @@
  */
 #include <string.h>
 
+#include "grow.h"
 #include "kv_internal.h"
 
 static int32_t blocks_for(int64_t tokens, int32_t block_size) {
@@ -18,9 +19,9 @@ static int32_t blocks_for(int64_t tokens, int32_t block_size) {
 /* Grows the table to hold need entries; on failure nothing changes. */
 static clpa_status reserve_table(clpa_seq *s, int32_t need) {
   if (need <= s->cap) return CLPA_OK;
-  int64_t cap = s->cap ? 2 * (int64_t)s->cap : 4;
-  if (cap < need) cap = need;
-  if (cap > INT32_MAX) cap = INT32_MAX;
+  int64_t cap = clpa_grow_cap(s->cap, need, 4, INT32_MAX, sizeof(int32_t));
+  CLPA_CHECK(NULL, cap < 0, CLPA_ERR_OUT_OF_MEMORY, "a block table of %d entries is too large",
+             (int)need);
   int32_t *t = clpa_mem_realloc(&s->pool->alloc, s->table, (size_t)s->cap * sizeof(int32_t),
                                 (size_t)cap * sizeof(int32_t));
   CLPA_CHECK(NULL, !t, CLPA_ERR_OUT_OF_MEMORY, "cannot grow the block table to %lld entries",
@@ -37,8 +38,16 @@ clpa_status clpa_seq_create(clpa_pool *pool, clpa_seq **out) {
   CLPA_CHECK(NULL, !s, CLPA_ERR_OUT_OF_MEMORY, "cannot allocate a sequence");
   memset(s, 0, sizeof *s);
   s->pool = pool;
+  clpa_seq_changed_(s);
   *out = s;
   return CLPA_OK;
+}
+
+clpa_status clpa_seq_reserve(clpa_seq *seq, int32_t num_tokens) {
+  CLPA_CHECK(NULL, !seq, CLPA_ERR_INVALID_ARG, "seq must not be NULL");
+  CLPA_CHECK(NULL, num_tokens < 0, CLPA_ERR_INVALID_ARG, "num_tokens (%d) must be >= 0",
+             (int)num_tokens);
+  return reserve_table(seq, blocks_for(num_tokens, seq->pool->block_size));
 }
 
 void clpa_seq_destroy(clpa_seq *seq) {
@@ -49,9 +58,10 @@ void clpa_seq_destroy(clpa_seq *seq) {
   clpa_mem_free(&p->alloc, seq, sizeof *seq);
 }
 
-static void write_slots(const clpa_seq *s, int32_t start, int32_t n, int64_t *slots) {
+/* Writes the slots of n tokens starting at offset off of table entry blk. */
+static void write_slots_at(const clpa_seq *s, int32_t blk, int32_t off, int32_t n,
+                           int64_t *slots) {
   int32_t bs = s->pool->block_size;
-  int32_t blk = start / bs, off = start % bs;
   for (int32_t i = 0; i < n; i++) {
     slots[i] = (int64_t)s->table[blk] * bs + off;
     if (++off == bs) {
@@ -59,6 +69,11 @@ static void write_slots(const clpa_seq *s, int32_t start, int32_t n, int64_t *sl
       blk++;
     }
   }
+}
+
+static void write_slots(const clpa_seq *s, int32_t start, int32_t n, int64_t *slots) {
+  int32_t bs = s->pool->block_size;
+  write_slots_at(s, start / bs, start % bs, n, slots);
 }
 
 clpa_status clpa_seq_append(clpa_seq *seq, int32_t n, int64_t *slots, clpa_block_copy *copy) {
@@ -71,11 +86,14 @@ clpa_status clpa_seq_append(clpa_seq *seq, int32_t n, int64_t *slots, clpa_block
              (int)seq->num_tokens);
   clpa_pool *p = seq->pool;
   int32_t bs = p->block_size;
-  int32_t need = blocks_for((int64_t)seq->num_tokens + n, bs);
-  int32_t fresh = need - seq->num_blocks;
+  /* room: free slots in the last block. The decode step (n = 1) needs no
+   * division: a new block exactly when room is 0. */
+  int32_t room = (int32_t)((int64_t)seq->num_blocks * bs - seq->num_tokens);
+  int32_t fresh = n <= room ? 0 : n - room <= bs ? 1 : blocks_for((int64_t)n - room, bs);
+  int32_t need = seq->num_blocks + fresh;
   /* The first new token lands in the last block iff that block is partial. */
   int32_t last = seq->num_blocks - 1;
-  int cow = n > 0 && seq->num_tokens % bs != 0 && p->refcount[seq->table[last]] > 1;
+  int cow = n > 0 && room > 0 && p->refcount[seq->table[last]] > 1;
   CLPA_CHECK(NULL, (int64_t)fresh + cow > p->num_free, CLPA_ERR_POOL_EXHAUSTED,
              "appending %d tokens needs %d blocks%s, only %d of %d are free", (int)n,
              (int)(fresh + cow), cow ? " (one for copy-on-write)" : "", (int)p->num_free,
@@ -92,10 +110,12 @@ clpa_status clpa_seq_append(clpa_seq *seq, int32_t n, int64_t *slots, clpa_block
     seq->table[last] = c.dst;
   }
   for (int32_t i = seq->num_blocks; i < need; i++) seq->table[i] = clpa_pool_pop_(p);
-  int32_t start = seq->num_tokens;
+  if (cow || fresh) clpa_seq_changed_(seq);
+  /* the first new token: in the partial last block, else at a new block's start */
+  int32_t blk = room ? last : seq->num_blocks, off = room ? bs - room : 0;
   seq->num_blocks = need;
   seq->num_tokens += n;
-  if (slots) write_slots(seq, start, n, slots);
+  if (slots) write_slots_at(seq, blk, off, n, slots);
   *copy = c;
   return CLPA_OK;
 }
@@ -128,6 +148,7 @@ clpa_status clpa_seq_append_blocks(clpa_seq *seq, const int32_t *blocks, int32_t
     clpa_pool_incref_(p, blocks[i]);
     seq->table[seq->num_blocks++] = blocks[i];
   }
+  if (n) clpa_seq_changed_(seq);
   seq->num_tokens += n * bs;
   return CLPA_OK;
 }
@@ -155,6 +176,7 @@ clpa_status clpa_seq_fork(const clpa_seq *parent, clpa_seq **out) {
   }
   s->num_blocks = parent->num_blocks;
   s->num_tokens = parent->num_tokens;
+  clpa_seq_changed_(s);
   *out = s;
   return CLPA_OK;
 }
@@ -166,6 +188,7 @@ clpa_status clpa_seq_truncate(clpa_seq *seq, int32_t num_tokens) {
              (int)seq->num_tokens);
   int32_t keep = blocks_for(num_tokens, seq->pool->block_size);
   for (int32_t i = keep; i < seq->num_blocks; i++) clpa_pool_decref_(seq->pool, seq->table[i]);
+  if (keep != seq->num_blocks) clpa_seq_changed_(seq);
   seq->num_blocks = keep;
   seq->num_tokens = num_tokens;
   return CLPA_OK;

@@ -154,6 +154,13 @@ CLPA_API clpa_status clpa_seq_create(clpa_pool *pool, clpa_seq **out);
  * Accepts NULL. */
 CLPA_API void clpa_seq_destroy(clpa_seq *seq);
 
+/* Makes room in the sequence's block table (host memory only, no pool
+ * blocks) for num_tokens tokens, so that appends up to that length
+ * allocate no host memory and cannot fail for want of it. Never shrinks.
+ * Returns CLPA_OK, CLPA_ERR_INVALID_ARG (NULL seq, num_tokens < 0) or
+ * CLPA_ERR_OUT_OF_MEMORY (nothing changed). */
+CLPA_API clpa_status clpa_seq_reserve(clpa_seq *seq, int32_t num_tokens);
+
 /* Reserves slots for the next n tokens, allocating blocks as needed, and
  * writes their slot mapping to slots[0..n) (slots may be NULL when the
  * caller does not want it; see clpa_seq_slots).
@@ -225,7 +232,12 @@ CLPA_API const int32_t *clpa_seq_block_table(const clpa_seq *seq);
  *
  * A batch object owns the arrays one step of attention reads and keeps
  * them between steps: building a batch no larger than any before it
- * allocates nothing.
+ * allocates nothing, and a build rewrites only the rows whose sequence
+ * changed since the previous build (another sequence in that row, or a
+ * block added, dropped or copied on write); the other rows already hold
+ * the right table. In a decode step most sequences only fill their last
+ * block, so most rows are left alone, and the view says which rows it
+ * rewrote (changed_rows) so that an engine can upload only those.
  *
  *   block_tables  int32 [num_seqs, max_blocks_per_seq], row-major: row i
  *                 is seqs[i]'s table, then padding up to the row's end
@@ -253,6 +265,12 @@ typedef struct clpa_batch_view {
   int32_t num_seqs;
   int32_t max_blocks_per_seq;  /* the row width */
   int32_t max_context_len;     /* the longest sequence, in tokens */
+  /* The rows of block_tables this build wrote, ascending; every other row
+   * is exactly as the previous build left it. All rows are listed after
+   * the first build, a change of width, or a growth of the arrays.
+   * context_lens is rewritten in full every build. */
+  const int32_t *changed_rows; /* [num_changed_rows] */
+  int32_t num_changed_rows;
 } clpa_batch_view;
 
 /* Fills cfg with defaults (min_blocks_per_seq = 0). */
@@ -268,8 +286,11 @@ CLPA_API clpa_status clpa_batch_create(clpa_pool *pool, const clpa_batch_config 
 CLPA_API void clpa_batch_destroy(clpa_batch *batch);
 
 /* Fills the batch's arrays from seqs[0..num_seqs) and describes them in
- * *out. The arrays grow (geometrically) only when this batch is larger
- * than any before it.
+ * *out. The contents are always those of a build from scratch; rows whose
+ * sequence is the same as in the previous build's row and has not changed
+ * its table since are not rewritten (O(1) each), so a step costs
+ * O(num_seqs + the entries of the rows that changed). The arrays grow
+ * (geometrically) only when this batch is larger than any before it.
  * Returns CLPA_OK, CLPA_ERR_INVALID_ARG (NULL batch or out, NULL seqs with
  * num_seqs > 0, num_seqs < 0, a NULL sequence or one from another pool),
  * CLPA_ERR_UNSUPPORTED (the table would pass INT32_MAX entries) or

@@ -1,6 +1,5 @@
 /*
- * clpa_radix.h — the prefix cache (RadixAttention) and the KV manager an
- * engine drives.
+ * clpa_radix.h — the prefix cache (RadixAttention).
  *
  * Introduction
  *
@@ -8,9 +7,10 @@
  * earlier turns of a chat) share the KV of that prefix. The radix tree
  * remembers which physical blocks hold the KV of which token prefixes after
  * the requests that computed them are gone, so a later request computes
- * only what is new. The KV manager ties the block pool, sequences and the
- * tree together the way an engine uses them (admit, append, checkpoint,
- * finish). Both are host-only, like clpa_kv.h, and need no OpenCL.
+ * only what is new. The KV manager (clpa_kvman.h) ties the block pool,
+ * sequences and this tree together the way an engine uses them (admit,
+ * append, checkpoint, finish); an engine normally drives the tree through
+ * it. Both are host-only, like clpa_kv.h, and need no OpenCL.
  *
  * The tree
  *
@@ -46,10 +46,11 @@
  *
  * Recency and eviction. Every match and insert stamps the nodes on its
  * path with a fresh tick. clpa_radix_evict removes the least recently used
- * unlocked leaf, then the next, until enough blocks went back to the pool;
- * a parent left as an unlocked leaf becomes a candidate in its turn. The
- * candidates live in a heap updated as nodes change, so each step costs
- * O(log n), never a scan of the tree.
+ * unlocked leaf (a whole node: all its blocks, deepest first), then the
+ * next, until enough blocks went back to the pool; a parent left as an
+ * unlocked leaf becomes a candidate in its turn. The candidates live in a
+ * heap updated as nodes change, so each step costs O(log n), never a scan
+ * of the tree.
  *
  * Locks. A running request locks the node its prefix ends at: the node and
  * every ancestor get their lock count raised, and a locked node is never
@@ -65,9 +66,12 @@
  *
  * Failure. Calls that can fail return a clpa_status and set the message of
  * clpa_last_error(). A failed call changes nothing (a match or insert that
- * runs out of host memory leaves the tree as it was).
+ * runs out of host memory, or an insert refused for a block it cannot
+ * reference, leaves the tree and the pool's refcounts as they were).
+ * Host memory comes from the tree's allocator (clpa_radix_config), whose
+ * failures tests inject.
  *
- * Threads. A tree (and a manager) is used by one thread at a time.
+ * Threads. A tree is used by one thread at a time, together with its pool.
  * Lifetime. Destroy the tree before its pool.
  */
 #ifndef CLPA_RADIX_H
@@ -106,8 +110,8 @@ CLPA_API void clpa_radix_config_init(clpa_radix_config *cfg);
 
 /* Creates an empty tree over pool (block size and block count come from
  * it). cfg may be NULL for defaults.
- * Returns CLPA_OK and *out, CLPA_ERR_INVALID_ARG (NULL pool or out) or
- * CLPA_ERR_OUT_OF_MEMORY. */
+ * Returns CLPA_OK and *out, CLPA_ERR_INVALID_ARG (NULL pool or out, an
+ * allocator with user data but no fn) or CLPA_ERR_OUT_OF_MEMORY. */
 CLPA_API clpa_status clpa_radix_create(clpa_pool *pool, const clpa_radix_config *cfg,
                                        clpa_radix **out);
 
@@ -147,11 +151,14 @@ typedef struct clpa_radix_insert_result {
 /* Adds the whole blocks of tokens[0..num_tokens) in namespace ns, whose KV
  * lives in blocks[0..num_tokens / block_size). The tree takes its own
  * reference on each block it keeps (those after the cached prefix) and
- * refreshes the recency of the whole path.
- * Returns CLPA_OK, CLPA_ERR_INVALID_ARG (NULL tree, tokens with
- * num_tokens > 0 or out; num_tokens < 0; a kept block out of range, listed
- * twice or already in the tree elsewhere), CLPA_ERR_STATE (a kept block is
- * free in the pool) or CLPA_ERR_OUT_OF_MEMORY. On failure nothing changed. */
+ * refreshes the recency of the whole path. Only the kept blocks are
+ * checked; the caller's blocks for the cached prefix are not read.
+ * Returns CLPA_OK, CLPA_ERR_INVALID_ARG (NULL tree or out; NULL tokens or
+ * blocks with num_tokens > 0; num_tokens < 0; a kept block out of range,
+ * listed twice or already in the tree elsewhere), CLPA_ERR_STATE (a kept
+ * block is free in the pool, or already has INT32_MAX references; the
+ * message names its entry) or CLPA_ERR_OUT_OF_MEMORY. On failure nothing
+ * changed. */
 CLPA_API clpa_status clpa_radix_insert(clpa_radix *tree, uint64_t ns, const int32_t *tokens,
                                        int32_t num_tokens, const int32_t *blocks,
                                        clpa_radix_insert_result *out);
@@ -162,10 +169,11 @@ CLPA_API clpa_status clpa_radix_insert(clpa_radix *tree, uint64_t ns, const int3
 
 /* Protects node and its ancestors from eviction (a count: lock twice,
  * unlock twice). Locking the root does nothing.
- * Returns CLPA_OK or CLPA_ERR_INVALID_ARG (NULL tree or node). */
+ * Returns CLPA_OK, CLPA_ERR_INVALID_ARG (NULL tree or node) or
+ * CLPA_ERR_STATE (the prefix already holds INT32_MAX locks). */
 CLPA_API clpa_status clpa_radix_lock(clpa_radix *tree, clpa_radix_node *node);
 
-/* Undoes one clpa_radix_lock of node.
+/* Undoes one clpa_radix_lock of node. Unlocking the root does nothing.
  * Returns CLPA_OK, CLPA_ERR_INVALID_ARG (NULL tree or node) or
  * CLPA_ERR_STATE (node is not locked). */
 CLPA_API clpa_status clpa_radix_unlock(clpa_radix *tree, clpa_radix_node *node);
@@ -227,8 +235,10 @@ typedef int (*clpa_radix_visit_fn)(void *user, const clpa_radix_node *node,
 CLPA_API clpa_status clpa_radix_foreach(const clpa_radix *tree, clpa_radix_visit_fn fn, void *user);
 
 /* Checks the tree's internal invariants (sizes, heap, child index, locks,
- * block references against the pool's refcounts being at least 1). For tests.
- * Returns CLPA_OK or CLPA_ERR_STATE with the first broken invariant. */
+ * block references against the pool's refcounts being at least 1) in
+ * O(nodes + pool blocks) time. For tests.
+ * Returns CLPA_OK, CLPA_ERR_INVALID_ARG (NULL tree) or CLPA_ERR_STATE with
+ * the first broken invariant. */
 CLPA_API clpa_status clpa_radix_check(const clpa_radix *tree);
 
 /* Draws the tree to f, one node per line, children indented under their

@@ -12,7 +12,10 @@
  *     must read its own prefix back through its block table, and every
  *     cached node must hold the prefix its path spells. A block handed out
  *     while still in use, a wrong match or a wrong insert shows up here;
- *   - the manager's counters against the pool's and the tree's.
+ *   - the manager's counters against the pool's and the tree's;
+ *   - the running requests: every request sits in the row it reports, and
+ *     the manager's batch view, built incrementally over the whole run,
+ *     equals a view built from scratch.
  *
  * Allocation failures are injected through the allocator hook (an input
  * byte arms a countdown); a failed call must leave all of the above intact.
@@ -63,6 +66,8 @@ static struct {
   clpa_kvman *km;
   clpa_pool *pool;
   clpa_radix *tree;
+  clpa_batch *batch; /* kept over the whole run: incremental builds */
+  int32_t watermark;
   int32_t bs, nblocks;
   clpa_kvreq *reqs[MAX_REQ];
   int nreqs;
@@ -129,7 +134,36 @@ static int check_node(void *user, const clpa_radix_node *node, const clpa_radix_
   return 0;
 }
 
+/* Rows and the batch view: the incremental view equals a fresh one. */
+static void check_running(void) {
+  clpa_kvreq *const *run = clpa_kvman_running(F.km);
+  if (clpa_kvman_num_running(F.km) != F.nreqs) FAIL("%d running, harness has %d",
+                                                     (int)clpa_kvman_num_running(F.km), F.nreqs);
+  for (int i = 0; i < F.nreqs; i++) {
+    int32_t row = clpa_kvreq_row(F.reqs[i]);
+    if (row < 0 || row >= F.nreqs || run[row] != F.reqs[i]) FAIL("request in the wrong row %d", (int)row);
+  }
+  clpa_batch_view v, w;
+  if (clpa_kvman_batch_build(F.km, F.batch, &v) != CLPA_OK) FAIL("batch: %s", clpa_last_error());
+  clpa_batch *fresh;
+  const clpa_seq *seqs[MAX_REQ];
+  for (int i = 0; i < F.nreqs; i++) seqs[i] = clpa_kvreq_seq(run[i]);
+  if (clpa_batch_create(F.pool, NULL, &fresh) != CLPA_OK ||
+      clpa_batch_build(fresh, seqs, F.nreqs, &w) != CLPA_OK)
+    FAIL("fresh batch: %s", clpa_last_error());
+  if (v.num_seqs != w.num_seqs || v.max_blocks_per_seq != w.max_blocks_per_seq ||
+      v.max_context_len != w.max_context_len ||
+      memcmp(v.block_tables, w.block_tables,
+             (size_t)w.num_seqs * (size_t)w.max_blocks_per_seq * sizeof(int32_t)) ||
+      memcmp(v.context_lens, w.context_lens, (size_t)w.num_seqs * sizeof(int32_t)))
+    FAIL("the incremental batch view differs from a fresh build");
+  for (int32_t c = 1; c < v.num_changed_rows; c++)
+    if (v.changed_rows[c] <= v.changed_rows[c - 1]) FAIL("changed_rows not ascending");
+  clpa_batch_destroy(fresh);
+}
+
 static void check_all(void) {
+  check_running();
   if (clpa_pool_check(F.pool) != CLPA_OK) FAIL("pool: %s", clpa_last_error());
   if (clpa_radix_check(F.tree) != CLPA_OK) FAIL("tree: %s", clpa_last_error());
   memset(F.refs, 0, sizeof F.refs);
@@ -152,7 +186,8 @@ static void check_all(void) {
 
 /* What the streams exercised, summed over inputs (printed by the replay). */
 static struct {
-  long admits, hits, hit_tokens, appends, checkpoints, finishes, evicted, failures;
+  long admits, hits, hit_tokens, appends, batch_appends, checkpoints, finishes, evicted,
+      reclaims, failures;
 } T;
 
 static void expect_soft(clpa_status s, const char *what) {
@@ -185,13 +220,18 @@ static void op_admit(input *in) {
   const int32_t *base = bases[byte(in) % 3];
   for (int32_t i = 0; i < n; i++) tok[i] = i < cut ? base[(i / 3) % 8] : (int32_t)(byte(in) % 3);
   clpa_kvman_admit_result r;
-  clpa_status s = clpa_kvman_admit(F.km, ns, tok, n, slots, &r);
+  clpa_kvman_admit_options opt;
+  clpa_kvman_admit_options_init(&opt);
+  opt.reserve_tokens = (int32_t)(byte(in) % 4) * 8;
+  int32_t row = F.nreqs;
+  clpa_status s = clpa_kvman_admit_ex(F.km, ns, tok, n, &opt, slots, &r);
   expect_soft(s, "admit");
   check_exhausted(s, (n - 1) / F.bs);
   if (s != CLPA_OK) return;
   if (r.cached_tokens % F.bs || r.cached_tokens >= n || r.num_new_tokens != n - r.cached_tokens)
     FAIL("admit: cached %d of %d tokens", (int)r.cached_tokens, (int)n);
   write_kv(ns, tok, r.cached_tokens, r.num_new_tokens, slots);
+  if (clpa_kvreq_row(r.req) != row) FAIL("admit: row %d, expected %d", (int)clpa_kvreq_row(r.req), (int)row);
   T.admits++;
   T.hits += r.cached_tokens > 0;
   T.hit_tokens += r.cached_tokens;
@@ -213,6 +253,51 @@ static void op_append(input *in, int i) {
   T.appends += s == CLPA_OK;
 }
 
+/* A batch append: a random subset (or every running request, in row
+ * order) with 0-3 tokens each; all or nothing. */
+static void op_append_batch(input *in) {
+  clpa_kvreq *reqs[MAX_REQ];
+  int32_t counts[MAX_REQ], before[MAX_REQ], tok[MAX_REQ * 4];
+  int64_t slots[MAX_REQ * 4 + 1];
+  int32_t k = 0, total = 0;
+  int all = byte(in) % 2;
+  for (int i = 0; i < F.nreqs; i++) {
+    clpa_kvreq *r = all ? clpa_kvman_running(F.km)[i] : F.reqs[i];
+    if (!all && byte(in) % 2) continue;
+    counts[k] = (int32_t)(byte(in) % 4);
+    if (clpa_kvreq_num_tokens(r) + counts[k] > MAX_TOK) counts[k] = 0;
+    before[k] = clpa_kvreq_num_tokens(r);
+    reqs[k++] = r;
+  }
+  int ones = byte(in) % 2; /* counts NULL: one token each */
+  for (int32_t i = 0; i < k; i++) total += ones ? 1 : counts[i];
+  for (int32_t j = 0; j < total; j++) tok[j] = (int32_t)(byte(in) % 4);
+  slots[total] = -7;
+  clpa_status s = clpa_kvman_append_batch(F.km, reqs, k, ones ? NULL : counts, tok, slots);
+  expect_soft(s, "append_batch");
+  check_exhausted(s, 0);
+  if (slots[total] != -7) FAIL("append_batch wrote past its slots");
+  int32_t at = 0;
+  for (int32_t i = 0; i < k; i++) {
+    int32_t c = ones ? 1 : counts[i], n = clpa_kvreq_num_tokens(reqs[i]);
+    if (n != before[i] + (s == CLPA_OK ? c : 0))
+      FAIL("append_batch: request %d has %d tokens, expected %d", (int)i, (int)n,
+           (int)(before[i] + (s == CLPA_OK ? c : 0)));
+    if (s == CLPA_OK) {
+      if (memcmp(clpa_kvreq_tokens(reqs[i]) + before[i], tok + at, (size_t)c * sizeof(int32_t)))
+        FAIL("append_batch: request %d got the wrong tokens", (int)i);
+      write_kv(clpa_kvreq_ns(reqs[i]), clpa_kvreq_tokens(reqs[i]), before[i], c, slots + at);
+    }
+    at += c;
+  }
+  T.batch_appends += s == CLPA_OK;
+  if (k >= 2 && byte(in) % 4 == 0) { /* a request listed twice is refused */
+    reqs[1] = reqs[0];
+    if (clpa_kvman_append_batch(F.km, reqs, 2, NULL, tok, slots) != CLPA_ERR_INVALID_ARG)
+      FAIL("append_batch took a request listed twice");
+  }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   input in = {data, size, 0};
@@ -225,13 +310,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   cfg.num_blocks = F.nblocks;
   cfg.block_size = F.bs;
   cfg.prefix_cache = byte(&in) % 8 != 0;
+  cfg.free_watermark = (int32_t)(byte(&in) % (uint32_t)(F.nblocks / 2 + 1));
+  F.watermark = cfg.free_watermark;
   cfg.allocator.fn = fuzz_alloc;
   countdown = -1;
   if (clpa_kvman_create(&cfg, &F.km) != CLPA_OK) FAIL("create: %s", clpa_last_error());
   F.pool = clpa_kvman_pool(F.km);
   F.tree = clpa_kvman_radix(F.km);
+  if (clpa_batch_create(F.pool, NULL, &F.batch) != CLPA_OK) FAIL("batch: %s", clpa_last_error());
   while (in.i < in.n) {
-    uint32_t op = byte(&in) % 8;
+    uint32_t op = byte(&in) % 10;
     int i = F.nreqs ? (int)(byte(&in) % (uint32_t)F.nreqs) : -1;
     clpa_status s;
     switch (op) {
@@ -268,6 +356,22 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       case 7:
         countdown = (long)(byte(&in) % 4); /* the next few allocations, then failure */
         continue;
+      case 8:
+        op_append_batch(&in);
+        break;
+      case 9: {
+        int32_t freed;
+        clpa_kvman_stats st;
+        s = clpa_kvman_reclaim(F.km, &freed);
+        clpa_kvman_stats_get(F.km, &st);
+        if (s != CLPA_OK || freed < 0 ||
+            (F.nreqs >= 0 && cfg.prefix_cache && st.blocks_free < F.watermark &&
+             st.blocks_evictable > 0))
+          FAIL("reclaim left %d free (watermark %d) with %d evictable: %s", (int)st.blocks_free,
+               (int)F.watermark, (int)st.blocks_evictable, clpa_last_error());
+        T.reclaims++;
+        break;
+      }
     }
     countdown = -1;
     check_all();
@@ -276,6 +380,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   clpa_kvman_stats st;
   clpa_kvman_stats_get(F.km, &st);
   T.evicted += st.evicted_blocks;
+  clpa_batch_destroy(F.batch);
   clpa_kvman_destroy(F.km);
   return 0;
 }
@@ -310,9 +415,11 @@ int main(int argc, char **argv) {
     bytes += (long)n;
   }
   diag(
-      "%ld admits (%ld hit the cache, %ld tokens), %ld appends, %ld checkpoints, %ld finishes, "
-      "%ld blocks evicted, %ld calls failed soft (pool or injected OOM)",
-      T.admits, T.hits, T.hit_tokens, T.appends, T.checkpoints, T.finishes, T.evicted, T.failures);
+      "%ld admits (%ld hit the cache, %ld tokens), %ld appends, %ld batch appends, %ld "
+      "checkpoints, %ld finishes, %ld reclaims, %ld blocks evicted, %ld calls failed soft (pool "
+      "or injected OOM)",
+      T.admits, T.hits, T.hit_tokens, T.appends, T.batch_appends, T.checkpoints, T.finishes,
+      T.reclaims, T.evicted, T.failures);
   ok(1, "%ld pseudo-random operation streams (%ld bytes) kept every invariant", runs, bytes);
   return done_testing();
 }

@@ -47,6 +47,7 @@ static const char *const km_op_names[OP_COUNT_] = {
 typedef struct km_counts {
   long long ops[OP_COUNT_];
   long long cow, cow_exhausted, exhausted, oom, bad, batch_reuse, batch_grow, tokens;
+  long long batch_same_list, rows_skipped, rows_rewritten; /* incremental batch builds */
   long long oom_by_op[OP_COUNT_ + 1]; /* the last: pool and batch creation */
 } km_counts;
 
@@ -56,6 +57,7 @@ typedef struct km_seq {
   int32_t nb;
   int32_t *vals; /* [num_blocks * block_size] */
   int32_t tokens;
+  long long uid, ver; /* which sequence, and how often its table changed */
 } km_seq;
 
 typedef struct km {
@@ -77,6 +79,12 @@ typedef struct km {
   const clpa_seq **batch_seqs;
   clpa_batch_view view;
   int have_view;
+  /* the last successful build's rows: which model sequence at which
+   * version, so the rows a build must (and must not) rewrite are known */
+  int prev_idx[KM_MAX_SEQS + 3];
+  long long prev_uid[KM_MAX_SEQS + 3], prev_ver[KM_MAX_SEQS + 3];
+  int32_t prev_r;
+  long long next_uid;
   int32_t *view_copy; /* snapshot of the last view's table, then its lengths */
   long long max_entries, max_batch_seqs;
   km_counts n;
@@ -159,6 +167,8 @@ static int op_create(km *m) {
   km_seq *q = &m->seqs[m->nseqs++];
   q->s = s;
   q->nb = q->tokens = 0;
+  q->uid = ++m->next_uid;
+  q->ver = 0;
   return 0;
 }
 
@@ -229,6 +239,7 @@ static int op_append(km *m) {
     m->mfree--;
     q->tab[j] = b;
   }
+  if (need != nb || cow) q->ver++;
   q->nb = need;
   for (int32_t i = 0; i < n; i++) {
     int32_t pos = t + i, b = q->tab[pos / bs];
@@ -260,6 +271,8 @@ static int op_fork(km *m) {
   km_seq *c = &m->seqs[m->nseqs++];
   c->s = s;
   c->nb = p->nb;
+  c->uid = ++m->next_uid;
+  c->ver = 0;
   c->tokens = p->tokens;
   memcpy(c->tab, p->tab, (size_t)p->nb * sizeof(int32_t));
   memcpy(c->vals, p->vals, (size_t)p->tokens * sizeof(int32_t));
@@ -269,6 +282,7 @@ static int op_fork(km *m) {
 
 static void km_truncate_model(km *m, km_seq *q, int32_t len) {
   int32_t keep = km_blocks_for(m, len);
+  if (keep != q->nb) q->ver++;
   for (int32_t j = keep; j < q->nb; j++) km_release(m, q->tab[j]);
   q->nb = keep;
   q->tokens = len;
@@ -359,6 +373,7 @@ static int op_append_blocks(km *m) {
   clpa_status st = clpa_seq_append_blocks(q->s, m->buf, k);
   KM_STATUS(st, CLPA_OK, fb);
   if (st != CLPA_OK) return 0;
+  if (k) q->ver++;
   for (int32_t j = 0; j < k; j++) {
     int32_t b = m->buf[j];
     m->mrc[b]++;
@@ -370,12 +385,23 @@ static int op_append_blocks(km *m) {
 }
 
 static int op_batch(km *m) {
-  /* Sequences may repeat; an empty batch is valid too. */
+  /* Sequences may repeat; an empty batch is valid too. Half the time the
+   * previous build's rows again (as a decode step does), when they all
+   * still exist, sometimes with a row dropped or added at the end. */
   int32_t r = m->nseqs ? (int32_t)rng_below((uint32_t)m->nseqs + 3) : 0;
   int32_t width = m->cfg.batch_min > 1 ? m->cfg.batch_min : 1, maxlen = 0;
   int idx[KM_MAX_SEQS + 3];
+  int same_list = m->have_view && m->nseqs && rng_below(2);
+  for (int32_t i = 0; same_list && i < m->prev_r; i++) same_list = m->prev_idx[i] < m->nseqs;
+  if (same_list) {
+    r = m->prev_r;
+    memcpy(idx, m->prev_idx, (size_t)r * sizeof *idx);
+    uint32_t k = rng_below(4);
+    if (k == 0 && r > 0) r--;
+    if (k == 1 && r < KM_MAX_SEQS + 3) idx[r++] = (int)rng_below((uint32_t)m->nseqs);
+  }
   for (int32_t i = 0; i < r; i++) {
-    idx[i] = (int)rng_below((uint32_t)m->nseqs);
+    if (!same_list) idx[i] = (int)rng_below((uint32_t)m->nseqs);
     const km_seq *q = &m->seqs[idx[i]];
     m->batch_seqs[i] = q->s;
     if (q->nb > width) width = q->nb;
@@ -413,6 +439,33 @@ static int op_batch(km *m) {
     KM_REQ(v.context_lens[i] == q->tokens, "context_lens[%d] = %d, expected %d", i,
            v.context_lens[i], q->tokens);
   }
+  /* changed_rows: ascending, and with the same arrays and width exactly the
+   * rows whose sequence or table differs from the previous build's */
+  KM_REQ(v.num_changed_rows >= 0 && v.num_changed_rows <= r, "%d changed rows of %d",
+         v.num_changed_rows, r);
+  int exact = reuse && m->view.max_blocks_per_seq == width;
+  for (int32_t i = 0, c = 0; i < r; i++) {
+    int listed = c < v.num_changed_rows && v.changed_rows[c] == i;
+    c += listed;
+    const km_seq *q = &m->seqs[idx[i]];
+    int same = i < m->prev_r && m->prev_uid[i] == q->uid && m->prev_ver[i] == q->ver;
+    if (exact)
+      KM_REQ(listed == !same, "row %d (%s) is %slisted as changed", i,
+             same ? "unchanged" : "changed", listed ? "" : "not ");
+    else
+      KM_REQ(listed || same, "row %d changed but is not listed", i);
+    if (i == r - 1)
+      KM_REQ(c == v.num_changed_rows, "changed_rows is not ascending or lists rows past %d", r);
+    m->n.rows_skipped += !listed;
+    m->n.rows_rewritten += listed;
+  }
+  m->n.batch_same_list += same_list;
+  for (int32_t i = 0; i < r; i++) {
+    m->prev_idx[i] = idx[i];
+    m->prev_uid[i] = m->seqs[idx[i]].uid;
+    m->prev_ver[i] = m->seqs[idx[i]].ver;
+  }
+  m->prev_r = r;
   if (reuse) {
     KM_REQ(m->ta->calls == calls && v.block_tables == m->view.block_tables &&
                v.context_lens == m->view.context_lens,

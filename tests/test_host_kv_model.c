@@ -40,6 +40,9 @@ int main(int argc, char **argv) {
     all.batch_reuse += m.n.batch_reuse;
     all.batch_grow += m.n.batch_grow;
     all.tokens += m.n.tokens;
+    all.batch_same_list += m.n.batch_same_list;
+    all.rows_skipped += m.n.rows_skipped;
+    all.rows_rewritten += m.n.rows_rewritten;
   }
   double secs = (double)(clock() - t0) / CLOCKS_PER_SEC;
   long long sum = 0;
@@ -58,5 +61,9 @@ int main(int argc, char **argv) {
   ok(all.batch_reuse > 0 && all.batch_grow > 0,
      "batch views built without reallocating %lld times, grew %lld times", all.batch_reuse,
      all.batch_grow);
+  ok(all.batch_same_list > 1000 && all.rows_skipped > 1000 && all.rows_rewritten > 1000,
+     "incremental batch builds: %lld over the previous rows, %lld rows skipped, %lld rewritten, "
+     "each exactly as the model expects",
+     all.batch_same_list, all.rows_skipped, all.rows_rewritten);
   return done_testing();
 }

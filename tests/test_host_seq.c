@@ -401,11 +401,70 @@ static void test_batch(void) {
   ok(ta.live == 0 && ta.bad_sizes == 0, "batches, sequences and pool freed everything");
 }
 
+/* clpa_seq_reserve pre-grows the table so appends allocate nothing, and a
+ * decode step in a fixed batch rewrites only the rows that took a block. */
+static void test_reserve_and_incremental_batch(void) {
+  test_alloc ta;
+  memset(&ta, 0, sizeof ta);
+  clpa_pool *p = make(64, 4, &ta);
+  clpa_seq *s[4] = {seq(p), seq(p), seq(p), seq(p)};
+  ok(clpa_seq_reserve(s[0], 100) == CLPA_OK && clpa_seq_num_tokens(s[0]) == 0 &&
+         clpa_pool_num_free(p) == 64,
+     "reserve takes no blocks and adds no tokens");
+  long long calls = ta.calls;
+  clpa_block_copy cp;
+  int appended = 1;
+  for (int i = 0; i < 99; i++) appended &= clpa_seq_append(s[0], 1, NULL, &cp) == CLPA_OK;
+  ok(appended && ta.calls == calls && clpa_seq_num_blocks(s[0]) == 25,
+     "99 appends after reserving 100 tokens allocate no host memory");
+  ok(failed_with(clpa_seq_reserve(s[0], -1), CLPA_ERR_INVALID_ARG, "num_tokens", NULL) &&
+         failed_with(clpa_seq_reserve(NULL, 1), CLPA_ERR_INVALID_ARG, "seq", NULL),
+     "reserve refuses bad arguments");
+  for (int k = 1; k < 4; k++) clpa_seq_append(s[k], k, NULL, &cp); /* 1, 2, 3 tokens */
+  clpa_batch_config bc;
+  clpa_batch_config_init(&bc);
+  bc.min_blocks_per_seq = 32;
+  clpa_batch *b = NULL;
+  clpa_batch_create(p, &bc, &b);
+  const clpa_seq *const list[4] = {s[0], s[1], s[2], s[3]};
+  clpa_batch_view v;
+  ok(clpa_batch_build(b, list, 4, &v) == CLPA_OK && v.num_changed_rows == 4,
+     "the first build writes every row");
+  for (int k = 0; k < 4; k++) clpa_seq_append(s[k], 1, NULL, &cp); /* s[3] reaches 4 tokens */
+  ok(clpa_batch_build(b, list, 4, &v) == CLPA_OK && v.num_changed_rows == 0 &&
+         v.context_lens[3] == 4,
+     "a step that takes no block rewrites no row (lengths still follow)");
+  for (int k = 0; k < 4; k++) clpa_seq_append(s[k], 1, NULL, &cp);
+  ok(clpa_batch_build(b, list, 4, &v) == CLPA_OK && v.num_changed_rows == 2 &&
+         v.changed_rows[0] == 0 && v.changed_rows[1] == 3 && v.block_tables[3 * 32 + 1] != 0,
+     "the next step rewrites rows 0 and 3, which took a block");
+  const clpa_seq *const swapped[4] = {s[0], s[2], s[1], s[3]};
+  ok(clpa_batch_build(b, swapped, 4, &v) == CLPA_OK && v.num_changed_rows == 2 &&
+         v.changed_rows[0] == 1 && v.changed_rows[1] == 2,
+     "sequences that change rows rewrite both rows");
+  clpa_seq_destroy(s[1]);
+  s[1] = seq(p); /* may reuse the address: a fresh generation all the same */
+  clpa_seq_append(s[1], 1, NULL, &cp);
+  const clpa_seq *const again[4] = {s[0], s[2], s[1], s[3]};
+  ok(clpa_batch_build(b, again, 4, &v) == CLPA_OK && v.num_changed_rows == 1 &&
+         v.changed_rows[0] == 2 && v.block_tables[2 * 32] == clpa_seq_block_table(s[1])[0],
+     "a new sequence in a row is rewritten, even at a recycled address");
+  clpa_seq_pop(s[0], 30); /* 101 -> 71 tokens, 26 -> 18 blocks */
+  ok(clpa_batch_build(b, again, 4, &v) == CLPA_OK && v.num_changed_rows == 1 &&
+         v.block_tables[17] != 0 && v.block_tables[18] == 0 && v.block_tables[25] == 0,
+     "a truncated row is rewritten and its dropped blocks become padding");
+  clpa_batch_destroy(b);
+  for (int k = 0; k < 4; k++) clpa_seq_destroy(s[k]);
+  clpa_pool_destroy(p);
+  ok(ta.live == 0, "no leak");
+}
+
 int main(void) {
   test_fork_and_cow();
   test_truncate();
   test_append_blocks();
   test_seq_bad_args();
   test_batch();
+  test_reserve_and_incremental_batch();
   return done_testing();
 }

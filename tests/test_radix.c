@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "clpa_radix.h"
+#include "kv_internal.h" /* white box: a refcount at INT32_MAX without 2^31 refs */
 #include "tap.h"
 
 static clpa_pool *pool;
@@ -258,6 +259,46 @@ static void test_errors(void) {
   clpa_pool_destroy(pool);
 }
 
+/* clpa_pool_ref fails inside insert only for a block at INT32_MAX
+ * references. The rollback must undo the references already taken and the
+ * message must name the failing entry; it used to read blocks[-1] (a heap
+ * overflow under ASan when the first fresh block failed). */
+static void pin_refcount(int32_t b, int32_t rc) {
+  int32_t old = pool->refcount[b];
+  pool->num_shared += (rc > 1) - (old > 1);
+  pool->refcount[b] = rc;
+}
+
+static void regress_insert_ref_failure_rolls_back(void) {
+  setup(2, 8);
+  const int32_t s[] = {1, 2, 3, 4, 5, 6};
+  for (int32_t bad_entry = 0; bad_entry < 3; bad_entry++) {
+    int32_t *blk = malloc(3 * sizeof *blk); /* exactly 3, so ASan sees blocks[-1] */
+    clpa_pool_alloc(pool, 3, blk);
+    pin_refcount(blk[bad_entry], INT32_MAX);
+    char before[4096];
+    strcpy(before, dump_str());
+    clpa_radix_insert_result r;
+    clpa_status st = clpa_radix_insert(tree, 0, s, 6, blk, &r);
+    char want[64];
+    snprintf(want, sizeof want, "entry %d", (int)bad_entry);
+    ok(st == CLPA_ERR_STATE && strstr(clpa_last_error(), want) &&
+           strstr(clpa_last_error(), "INT32_MAX"),
+       "regress: a reference failure at entry %d is named: %s", (int)bad_entry,
+       clpa_last_error());
+    pin_refcount(blk[bad_entry], 1);
+    int rolled_back = 1;
+    for (int i = 0; i < 3; i++) rolled_back &= clpa_pool_refcount(pool, blk[i]) == 1;
+    ok(rolled_back && strcmp(before, dump_str()) == 0 && clpa_radix_check(tree) == CLPA_OK &&
+           clpa_pool_check(pool) == CLPA_OK,
+       "regress: the references taken before entry %d were dropped, the tree is unchanged",
+       (int)bad_entry);
+    for (int i = 0; i < 3; i++) clpa_pool_unref(pool, blk[i]);
+    free(blk);
+  }
+  teardown();
+}
+
 int main(void) {
   test_header_picture();
   test_insert_cases();
@@ -265,5 +306,6 @@ int main(void) {
   test_namespaces();
   test_lru_and_locks();
   test_errors();
+  regress_insert_ref_failure_rolls_back();
   return done_testing();
 }

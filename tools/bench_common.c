@@ -89,11 +89,12 @@ cl_mem bench_random_cache(bench_env *env, clpa_dtype dtype, size_t n) {
   return m;
 }
 
-static double now(void) {
+double bench_now(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
+#define now bench_now
 
 static int cmp_double(const void *a, const void *b) {
   double x = *(const double *)a, y = *(const double *)b;
@@ -170,4 +171,104 @@ double bench_copy_gbps(bench_env *env, size_t bytes) {
   if (a.src) clReleaseMemObject(a.src);
   if (a.dst) clReleaseMemObject(a.dst);
   return best;
+}
+
+/* ----------------------------------------------------------------------
+ * The serving trace (see bench_common.h)
+ * -------------------------------------------------------------------- */
+struct bench_trace {
+  uint64_t rng;
+  int chats;
+  int32_t max_answer;
+  int32_t sys[TRACE_SYS_LEN];
+  int32_t fewshot[TRACE_FEWSHOT_SETS][TRACE_FEWSHOT_LEN];
+  int32_t **chat; /* [chats][TRACE_MAX_PROMPT + max_answer]: the history */
+  int32_t *chat_len;
+  unsigned char *busy;
+};
+
+static uint64_t trace_rnd(bench_trace *t) {
+  uint64_t z = (t->rng += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+int32_t bench_trace_token(bench_trace *t) { return (int32_t)(trace_rnd(t) % 32000); }
+
+int32_t bench_trace_between(bench_trace *t, int32_t lo, int32_t hi) {
+  return lo + (int32_t)(trace_rnd(t) % (uint64_t)(hi - lo + 1));
+}
+
+void bench_trace_destroy(bench_trace *t) {
+  if (!t) return;
+  for (int c = 0; t->chat && c < t->chats; c++) free(t->chat[c]);
+  free(t->chat);
+  free(t->chat_len);
+  free(t->busy);
+  free(t);
+}
+
+bench_trace *bench_trace_create(uint64_t seed, int chats, int32_t max_answer) {
+  bench_trace *t = calloc(1, sizeof *t);
+  if (!t || chats < 1 || max_answer < 0 || max_answer > TRACE_CHAT_MAX / 2) {
+    free(t);
+    return NULL;
+  }
+  t->rng = seed;
+  t->chats = chats;
+  t->max_answer = max_answer;
+  t->chat = calloc((size_t)chats, sizeof *t->chat);
+  t->chat_len = calloc((size_t)chats, sizeof *t->chat_len);
+  t->busy = calloc((size_t)chats, 1);
+  if (!t->chat || !t->chat_len || !t->busy) {
+    bench_trace_destroy(t);
+    return NULL;
+  }
+  for (int i = 0; i < TRACE_SYS_LEN; i++) t->sys[i] = bench_trace_token(t);
+  for (int s = 0; s < TRACE_FEWSHOT_SETS; s++)
+    for (int i = 0; i < TRACE_FEWSHOT_LEN; i++) t->fewshot[s][i] = bench_trace_token(t);
+  for (int c = 0; c < chats; c++) {
+    t->chat[c] = malloc((size_t)(TRACE_MAX_PROMPT + max_answer) * sizeof(int32_t));
+    if (!t->chat[c]) {
+      bench_trace_destroy(t);
+      return NULL;
+    }
+  }
+  return t;
+}
+
+int32_t bench_trace_next(bench_trace *t, int32_t *tokens, int *chat) {
+  int c = (int)(trace_rnd(t) % (uint64_t)t->chats);
+  int32_t n;
+  *chat = -1;
+  if (trace_rnd(t) % 2 || t->busy[c]) {
+    const int32_t *ex = t->fewshot[trace_rnd(t) % TRACE_FEWSHOT_SETS];
+    memcpy(tokens, t->sys, sizeof t->sys);
+    memcpy(tokens + TRACE_SYS_LEN, ex, TRACE_FEWSHOT_LEN * sizeof(int32_t));
+    n = TRACE_SYS_LEN + TRACE_FEWSHOT_LEN;
+    for (int32_t q = bench_trace_between(t, 400, 600); q > 0; q--) tokens[n++] = bench_trace_token(t);
+    return n;
+  }
+  if (t->chat_len[c] == 0 || t->chat_len[c] > TRACE_CHAT_MAX - 256 - t->max_answer) {
+    memcpy(t->chat[c], t->sys, sizeof t->sys); /* a new conversation */
+    t->chat_len[c] = TRACE_SYS_LEN;
+    for (int32_t q = bench_trace_between(t, 600, 1200); q > 0; q--)
+      t->chat[c][t->chat_len[c]++] = bench_trace_token(t);
+  }
+  memcpy(tokens, t->chat[c], (size_t)t->chat_len[c] * sizeof(int32_t));
+  n = t->chat_len[c];
+  for (int32_t q = bench_trace_between(t, 100, 250); q > 0; q--) tokens[n++] = bench_trace_token(t);
+  *chat = c;
+  t->busy[c] = 1;
+  return n;
+}
+
+void bench_trace_end(bench_trace *t, int chat, const int32_t *tokens, int32_t n, int answered) {
+  if (chat < 0 || chat >= t->chats) return;
+  if (answered && n <= TRACE_MAX_PROMPT + t->max_answer) {
+    memcpy(t->chat[chat], tokens, (size_t)n * sizeof(int32_t));
+    t->chat_len[chat] = n;
+  }
+  t->busy[chat] = 0;
 }
