@@ -14,7 +14,7 @@
  * cached / evictable / protected sizes; every 997 operations: the tree's own
  * invariants, the pool's, and every block's refcount (1 when cached, else 0).
  *
- * Usage: test_radix_model [ops per run]  (default 60000; six runs: block
+ * Usage: test_host_radix_model [ops per run]  (default 60000; six runs: block
  * sizes 1, 16, 32, each with a tight and a roomy pool). CLPA_TEST_SEED replays.
  */
 #include <string.h>
