@@ -47,9 +47,22 @@ void clpa_err_keep(char *ctx_buf) { memcpy(ctx_buf, tls_error, sizeof tls_error)
 
 void clpa_err_clear(void) { tls_error[0] = '\0'; }
 
+static _Thread_local const char *tls_api;
+
+int clpa_api_begin(const char *name) {
+  if (tls_api) return 0;
+  tls_api = name;
+  tls_error[0] = '\0';
+  return 1;
+}
+
+void clpa_api_end(int token) {
+  if (token) tls_api = NULL;
+}
+
 clpa_status clpa_err_vset(char *ctx_buf, clpa_status status, const char *func,
                           const char *fmt, va_list ap) {
-  int n = snprintf(tls_error, sizeof tls_error, "%s: ", func);
+  int n = snprintf(tls_error, sizeof tls_error, "%s: ", tls_api ? tls_api : func);
   if (n < 0 || (size_t)n >= sizeof tls_error) n = 0;
   vsnprintf(tls_error + n, sizeof tls_error - (size_t)n, fmt, ap);
   if (ctx_buf) memcpy(ctx_buf, tls_error, sizeof tls_error);

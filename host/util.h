@@ -29,6 +29,22 @@ void clpa_err_keep(char *ctx_buf);
 /* Clears this thread's last-error message. */
 void clpa_err_clear(void);
 
+/* Messages name the public call the user made, not the internal function
+ * that found the problem: clpa_api_begin(name) makes `name` the prefix of
+ * every message this thread records until clpa_api_end, and clears the
+ * last error. Nested public calls keep the outermost name. Returns the
+ * token clpa_api_end takes. */
+int clpa_api_begin(const char *name);
+void clpa_api_end(int token);
+/* The body of a public entry point that calls its implementation. */
+#define CLPA_API_CALL(call)                        \
+  do {                                             \
+    const int api_token_ = clpa_api_begin(__func__); \
+    const clpa_status api_status_ = (call);        \
+    clpa_api_end(api_token_);                      \
+    return api_status_;                            \
+  } while (0)
+
 /* One line per check, as zstd's RETURN_ERROR_IF: the message says where
  * and why. For host objects (no context) pass NULL as the buffer. */
 #define CLPA_FAIL(buf, status, ...) clpa_err_set((buf), (status), __func__, __VA_ARGS__)

@@ -72,8 +72,7 @@ clpa_status clpa_scratch(clpa_context *ctx, int slot, size_t size, cl_mem *out) 
   return CLPA_OK;
 }
 
-clpa_status clpa_context_check_faults(clpa_context *ctx, int32_t *faults) {
-  clpa_err_clear();
+static clpa_status clpa_context_check_faults_impl(clpa_context *ctx, int32_t *faults) {
   CLPA_CHECK(NULL, !ctx, CLPA_ERR_INVALID_ARG, "ctx must not be NULL");
   cl_int word = 0, zero = 0;
   if (faults) *faults = 0;
@@ -96,4 +95,8 @@ clpa_status clpa_context_check_faults(clpa_context *ctx, int32_t *faults) {
                    (word & 2) ? " a context length < 0 or > max_context_len (treated as 0)" : "",
                    (word & 4) ? " subgroups did not match the lane groups (results invalid)" : "",
                    (word & ~7) ? " unknown bits (a kernel wrote outside the fault word?)" : "");
+}
+
+clpa_status clpa_context_check_faults(clpa_context *ctx, int32_t *faults) {
+  CLPA_API_CALL(clpa_context_check_faults_impl(ctx, faults));
 }

@@ -313,8 +313,7 @@ static clpa_status alloc_host(clpa_context *ctx, clpa_cache *c, int pinned) {
   return CLPA_OK;
 }
 
-clpa_status clpa_cache_create(clpa_context *ctx, const clpa_cache_config *cfg, clpa_cache **out) {
-  clpa_err_clear();
+static clpa_status clpa_cache_create_impl(clpa_context *ctx, const clpa_cache_config *cfg, clpa_cache **out) {
   CLPA_CHECK(NULL, !ctx, CLPA_ERR_INVALID_ARG, "ctx must not be NULL");
   CLPA_CTX_CHECK(ctx, !out, CLPA_ERR_INVALID_ARG, "out must not be NULL");
   *out = NULL;
@@ -346,10 +345,11 @@ clpa_status clpa_cache_create(clpa_context *ctx, const clpa_cache_config *cfg, c
   return CLPA_OK;
 }
 
-clpa_status clpa_cache_wrap(clpa_context *ctx, const clpa_cache_config *cfg,
-                            const cl_mem *key_caches, const cl_mem *value_caches,
-                            clpa_cache **out) {
-  clpa_err_clear();
+clpa_status clpa_cache_create(clpa_context *ctx, const clpa_cache_config *cfg, clpa_cache **out) {
+  CLPA_API_CALL(clpa_cache_create_impl(ctx, cfg, out));
+}
+
+static clpa_status clpa_cache_wrap_impl(clpa_context *ctx, const clpa_cache_config *cfg, const cl_mem *key_caches, const cl_mem *value_caches, clpa_cache **out) {
   CLPA_CHECK(NULL, !ctx, CLPA_ERR_INVALID_ARG, "ctx must not be NULL");
   CLPA_CTX_CHECK(ctx, !out, CLPA_ERR_INVALID_ARG, "out must not be NULL");
   *out = NULL;
@@ -417,6 +417,12 @@ clpa_status clpa_cache_wrap(clpa_context *ctx, const clpa_cache_config *cfg,
   }
   *out = c;
   return CLPA_OK;
+}
+
+clpa_status clpa_cache_wrap(clpa_context *ctx, const clpa_cache_config *cfg,
+                            const cl_mem *key_caches, const cl_mem *value_caches,
+                            clpa_cache **out) {
+  CLPA_API_CALL(clpa_cache_wrap_impl(ctx, cfg, key_caches, value_caches, out));
 }
 
 clpa_status clpa_cache_get_info(const clpa_cache *cache, clpa_cache_info *out) {

@@ -136,8 +136,7 @@ static void reshape_grid(clpa_context *ctx, cl_kernel k, size_t elems, size_t to
   global[1] = (tokens + l1 - 1) / l1 * l1;
 }
 
-clpa_status clpa_reshape_and_cache(clpa_context *ctx, const clpa_reshape_and_cache_params *p) {
-  clpa_err_clear();
+static clpa_status clpa_reshape_and_cache_impl(clpa_context *ctx, const clpa_reshape_and_cache_params *p) {
   CLPA_CHECK(NULL, !ctx, CLPA_ERR_INVALID_ARG, "ctx must not be NULL");
   CLPA_CTX_CHECK(ctx, !p, CLPA_ERR_INVALID_ARG, "p must not be NULL");
   clpa_status st = reshape_validate(ctx, p);
@@ -169,6 +168,10 @@ clpa_status clpa_reshape_and_cache(clpa_context *ctx, const clpa_reshape_and_cac
   st = clpa_enqueue(ctx, k, "clpa_cache_reshape", args, CLPA_NARGS(args), &r);
   clReleaseKernel(k);
   return st;
+}
+
+clpa_status clpa_reshape_and_cache(clpa_context *ctx, const clpa_reshape_and_cache_params *p) {
+  CLPA_API_CALL(clpa_reshape_and_cache_impl(ctx, p));
 }
 
 /* ---- host pairs ------------------------------------------------------- */
@@ -278,8 +281,7 @@ static clpa_status copy_enqueue(clpa_context *ctx, const clpa_copy_blocks_params
   return finish_event(ctx, launches, last, p->event);
 }
 
-clpa_status clpa_copy_blocks(clpa_context *ctx, const clpa_copy_blocks_params *p) {
-  clpa_err_clear();
+static clpa_status clpa_copy_blocks_impl(clpa_context *ctx, const clpa_copy_blocks_params *p) {
   CLPA_CHECK(NULL, !ctx, CLPA_ERR_INVALID_ARG, "ctx must not be NULL");
   CLPA_CTX_CHECK(ctx, !p, CLPA_ERR_INVALID_ARG, "p must not be NULL");
   clpa_status st;
@@ -313,6 +315,10 @@ clpa_status clpa_copy_blocks(clpa_context *ctx, const clpa_copy_blocks_params *p
   st = copy_enqueue(ctx, p, layers, buf, m);
   clReleaseMemObject(buf);
   return st;
+}
+
+clpa_status clpa_copy_blocks(clpa_context *ctx, const clpa_copy_blocks_params *p) {
+  CLPA_API_CALL(clpa_copy_blocks_impl(ctx, p));
 }
 
 /* ---- swap_blocks ------------------------------------------------------ */
@@ -361,8 +367,7 @@ static cl_int transfer(clpa_context *ctx, const clpa_swap_blocks_params *p, int 
                              p->num_wait_events, p->wait_events, ev);
 }
 
-clpa_status clpa_swap_blocks(clpa_context *ctx, const clpa_swap_blocks_params *p) {
-  clpa_err_clear();
+static clpa_status clpa_swap_blocks_impl(clpa_context *ctx, const clpa_swap_blocks_params *p) {
   CLPA_CHECK(NULL, !ctx, CLPA_ERR_INVALID_ARG, "ctx must not be NULL");
   CLPA_CTX_CHECK(ctx, !p, CLPA_ERR_INVALID_ARG, "p must not be NULL");
   int32_t layers = 0, m = 0;
@@ -398,4 +403,8 @@ clpa_status clpa_swap_blocks(clpa_context *ctx, const clpa_swap_blocks_params *p
     return CLPA_CL_FAIL(ctx, err, "swap transfer");
   }
   return finish_event(ctx, commands, last, p->event);
+}
+
+clpa_status clpa_swap_blocks(clpa_context *ctx, const clpa_swap_blocks_params *p) {
+  CLPA_API_CALL(clpa_swap_blocks_impl(ctx, p));
 }

@@ -203,8 +203,7 @@ const char *clpa_lanes_name(clpa_lanes lanes) {
   return "invalid";
 }
 
-clpa_status clpa_devices_list(clpa_device_info *out, size_t cap, size_t *count) {
-  clpa_err_clear();
+static clpa_status clpa_devices_list_impl(clpa_device_info *out, size_t cap, size_t *count) {
   CLPA_CHECK(NULL, !count, CLPA_ERR_INVALID_ARG, "count must not be NULL");
   CLPA_CHECK(NULL, cap > 0 && !out, CLPA_ERR_INVALID_ARG, "out is NULL but cap is %zu", cap);
   dev_ref *list;
@@ -223,6 +222,10 @@ clpa_status clpa_devices_list(clpa_device_info *out, size_t cap, size_t *count) 
   free(list);
   if (st == CLPA_OK) *count = n;
   return st;
+}
+
+clpa_status clpa_devices_list(clpa_device_info *out, size_t cap, size_t *count) {
+  CLPA_API_CALL(clpa_devices_list_impl(out, cap, count));
 }
 
 static int contains_nocase(const char *hay, const char *needle) {
@@ -303,8 +306,7 @@ static const char *effective_spec(const char *spec, const char **origin) {
   return NULL;
 }
 
-clpa_status clpa_device_select(const char *spec, size_t *index) {
-  clpa_err_clear();
+static clpa_status clpa_device_select_impl(const char *spec, size_t *index) {
   CLPA_CHECK(NULL, !index, CLPA_ERR_INVALID_ARG, "index must not be NULL");
   const char *origin;
   spec = effective_spec(spec, &origin);
@@ -317,6 +319,10 @@ clpa_status clpa_device_select(const char *spec, size_t *index) {
   pthread_mutex_unlock(&cl_setup_lock);
   free(list);
   return st;
+}
+
+clpa_status clpa_device_select(const char *spec, size_t *index) {
+  CLPA_API_CALL(clpa_device_select_impl(spec, index));
 }
 
 void clpa_context_config_init(clpa_context_config *cfg) {
@@ -493,8 +499,7 @@ static void locate(clpa_context *ctx) {
   free(list);
 }
 
-clpa_status clpa_context_create(const clpa_context_config *cfg, clpa_context **out) {
-  clpa_err_clear();
+static clpa_status clpa_context_create_impl(const clpa_context_config *cfg, clpa_context **out) {
   CLPA_CHECK(NULL, !out, CLPA_ERR_INVALID_ARG, "out must not be NULL");
   *out = NULL;
   clpa_context_config defaults;
@@ -539,6 +544,10 @@ clpa_status clpa_context_create(const clpa_context_config *cfg, clpa_context **o
   }
   *out = ctx;
   return CLPA_OK;
+}
+
+clpa_status clpa_context_create(const clpa_context_config *cfg, clpa_context **out) {
+  CLPA_API_CALL(clpa_context_create_impl(cfg, out));
 }
 
 void clpa_context_destroy(clpa_context *ctx) {

@@ -336,8 +336,7 @@ static clpa_status decode_v2(clpa_context *ctx, const clpa_decode_params *p, dec
   return launch_reduce(ctx, p, c, reduce, tmp_out, max_logits, exp_sums, p->event);
 }
 
-clpa_status clpa_decode(clpa_context *ctx, const clpa_decode_params *p) {
-  clpa_err_clear();
+static clpa_status clpa_decode_impl(clpa_context *ctx, const clpa_decode_params *p) {
   CLPA_CHECK(NULL, !ctx, CLPA_ERR_INVALID_ARG, "ctx must not be NULL");
   CLPA_CTX_CHECK(ctx, !p, CLPA_ERR_INVALID_ARG, "p must not be NULL");
   decode_call c;
@@ -354,4 +353,8 @@ clpa_status clpa_decode(clpa_context *ctx, const clpa_decode_params *p) {
   }
   if (!c.v2) return launch_decode(ctx, p, &c, NULL, NULL, NULL, p->event);
   return decode_v2(ctx, p, &c);
+}
+
+clpa_status clpa_decode(clpa_context *ctx, const clpa_decode_params *p) {
+  CLPA_API_CALL(clpa_decode_impl(ctx, p));
 }

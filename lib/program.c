@@ -239,12 +239,15 @@ void clpa_programs_release(clpa_context *ctx) {
   ctx->programs = NULL;
 }
 
-clpa_status clpa_program_get(clpa_context *ctx, const char *family, const char *options,
-                             cl_program *out) {
-  clpa_err_clear();
+static clpa_status clpa_program_get_impl(clpa_context *ctx, const char *family, const char *options, cl_program *out) {
   CLPA_CHECK(NULL, !ctx, CLPA_ERR_INVALID_ARG, "ctx must not be NULL");
   CLPA_CTX_CHECK(ctx, !family || !out, CLPA_ERR_INVALID_ARG, "family and out must not be NULL");
   return clpa_program_get_internal(ctx, family, options, out);
+}
+
+clpa_status clpa_program_get(clpa_context *ctx, const char *family, const char *options,
+                             cl_program *out) {
+  CLPA_API_CALL(clpa_program_get_impl(ctx, family, options, out));
 }
 
 clpa_status clpa_context_program_stats(const clpa_context *ctx, clpa_program_stats *out) {

@@ -4,8 +4,7 @@
 
 #include "internal.h"
 
-clpa_status clpa_smoke_test(clpa_context *ctx, size_t n) {
-  clpa_err_clear();
+static clpa_status clpa_smoke_test_impl(clpa_context *ctx, size_t n) {
   CLPA_CHECK(NULL, !ctx, CLPA_ERR_INVALID_ARG, "ctx must not be NULL");
   CLPA_CTX_CHECK(ctx, n == 0 || n > (1u << 26), CLPA_ERR_INVALID_ARG,
                  "n = %zu (expected 1 .. 2^26)", n);
@@ -69,4 +68,8 @@ out:
   free(y);
   free(r);
   return st;
+}
+
+clpa_status clpa_smoke_test(clpa_context *ctx, size_t n) {
+  CLPA_API_CALL(clpa_smoke_test_impl(ctx, n));
 }

@@ -53,7 +53,8 @@ static void test_specs(const clpa_device_info *first) {
   setenv("CLPA_DEVICE", "no-such-device-xyz", 1);
   ctx = (clpa_context *)1;
   ok(clpa_context_create(NULL, &ctx) == CLPA_ERR_DEVICE_NOT_FOUND && ctx == NULL &&
-         strstr(clpa_last_error(), "CLPA_DEVICE") && strstr(clpa_last_error(), "no-such-device"),
+         strstr(clpa_last_error(), "CLPA_DEVICE") && strstr(clpa_last_error(), "no-such-device") &&
+         strncmp(clpa_last_error(), "clpa_context_create: ", 21) == 0,
      "a bad CLPA_DEVICE is reported with its origin: %s", clpa_last_error());
   size_t idx;
   ok(clpa_device_select(NULL, &idx) == CLPA_ERR_DEVICE_NOT_FOUND, "device_select follows env too");

@@ -437,7 +437,10 @@ static void test_bad_args(void) {
 #undef BAD
   for (int i = 0; i < n; i++) {
     clpa_status st = clpa_decode(ctx, &bad[i].p);
-    ok(st == bad[i].want && strstr(clpa_context_last_error(ctx), bad[i].needle),
+    /* The message names the public call, not the internal check. */
+    ok(st == bad[i].want && strstr(clpa_context_last_error(ctx), bad[i].needle) &&
+           strncmp(clpa_context_last_error(ctx), "clpa_decode: ", 13) == 0 &&
+           strcmp(clpa_last_error(), clpa_context_last_error(ctx)) == 0,
        "%s -> %s: %s", bad[i].what, clpa_status_name(st), clpa_context_last_error(ctx));
   }
   clpa_decode_params p = good;
