@@ -136,14 +136,19 @@ static clpa_status check_buffers(clpa_context *ctx, const clpa_decode_params *p,
                  CLPA_ERR_INVALID_ARG,
                  "q_stride = %zu with num_seqs = %d: the query's size overflows size_t",
                  c->q_stride, p->num_seqs);
-  size_t need_table = 0;
-  CLPA_CTX_CHECK(ctx, !clpa_size_mul_add(n, (size_t)p->max_blocks_per_seq * 4, 0, &need_table),
-                 CLPA_ERR_INVALID_ARG, "num_seqs x max_blocks_per_seq overflows size_t");
+  size_t need_table = 0, need_out = 0, need_lse = 0;
+  CLPA_CTX_CHECK(ctx, !clpa_size_mul_add(n, (size_t)p->max_blocks_per_seq * 4, 0, &need_table) ||
+                          !clpa_size_mul_add(n, row, 0, &need_out) ||
+                          !clpa_size_mul_add(need_out, qs, 0, &need_out) ||
+                          !clpa_size_mul_add(n, heads * 4, 0, &need_lse),
+                 CLPA_ERR_INVALID_ARG,
+                 "num_seqs = %d with num_heads = %d and max_blocks_per_seq = %d: the buffer sizes"
+                 " overflow size_t", p->num_seqs, p->num_heads, p->max_blocks_per_seq);
   if ((st = clpa_check_buffer(ctx, p->query, "query", need_q, 0)) ||
       (st = clpa_check_buffer(ctx, p->block_tables, "block_tables", need_table, 0)) ||
       (st = clpa_check_buffer(ctx, p->context_lens, "context_lens", n * 4, 0)) ||
-      (st = clpa_check_buffer(ctx, p->out, "out", n * row * qs, 0)) ||
-      (st = clpa_check_buffer(ctx, p->lse, "lse", n * heads * 4, 1)) ||
+      (st = clpa_check_buffer(ctx, p->out, "out", need_out, 0)) ||
+      (st = clpa_check_buffer(ctx, p->lse, "lse", need_lse, 1)) ||
       (st = clpa_check_buffer(ctx, p->alibi_slopes, "alibi_slopes", heads * 4, 1)) ||
       (st = clpa_check_buffer(ctx, p->sinks, "sinks", heads * 4, 1)) ||
       (st = clpa_check_buffer(ctx, p->k_scale_buffer, "k_scale_buffer", 4, 1)) ||

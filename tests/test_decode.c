@@ -382,7 +382,7 @@ static void test_bad_args(void) {
     const char *what, *needle;
     clpa_status want;
     clpa_decode_params p;
-  } bad[40];
+  } bad[64];
   int n = 0;
 #define BAD(field_expr, needle_, want_)  \
   bad[n].p = good;                       \
@@ -423,7 +423,18 @@ static void test_bad_args(void) {
   bad[n - 1].p.num_seqs = 3;
   BAD(q_stride = SIZE_MAX, "q_stride", CLPA_ERR_INVALID_ARG);
   bad[n - 1].p.num_seqs = 2;
+  BAD(num_seqs = INT32_MAX, "overflow", CLPA_ERR_INVALID_ARG);
+  bad[n - 1].p.num_heads = 1 << 30, bad[n - 1].p.q_stride = 0;
+  BAD(num_seqs = INT32_MAX, "query holds", CLPA_ERR_INVALID_ARG);
+  BAD(sliding_window = INT32_MAX, "block_tables holds", CLPA_ERR_INVALID_ARG); /* fine; the table is not */
+  bad[n - 1].p.max_blocks_per_seq = 9;
+  BAD(heads_per_group = INT32_MAX, "heads_per_group", CLPA_ERR_INVALID_ARG);
+  BAD(heads_per_group = -1, "heads_per_group = -1", CLPA_ERR_INVALID_ARG);
+  BAD(partition_size = INT32_MAX, "partition_size", CLPA_ERR_INVALID_ARG);
   BAD(variant = (clpa_decode_variant)7, "variant", CLPA_ERR_INVALID_ARG);
+  BAD(variant = (clpa_decode_variant)-1, "variant", CLPA_ERR_INVALID_ARG);
+  BAD(layer = 3, "value_cache", CLPA_ERR_INVALID_ARG); /* layer without a cache: ignored */
+  bad[n - 1].p.value_cache = NULL;
   BAD(partition_size = 40, "partition_size = 40", CLPA_ERR_INVALID_ARG);
   BAD(partition_size = -16, "partition_size = -16", CLPA_ERR_INVALID_ARG);
   BAD(heads_per_group = 3, "heads_per_group = 3", CLPA_ERR_INVALID_ARG);
