@@ -15,7 +15,9 @@ for path in srcs:
     name = os.path.splitext(os.path.basename(path))[0]
     data = open(path, 'rb').read()
     ident = 'clpa_cl_' + name
-    body = ','.join(str(b) for b in data)
+    # char may be signed: write bytes >= 128 as their negative twins, so
+    # the initialiser never overflows (-Wpedantic) and the bytes are exact.
+    body = ','.join(str(b - 256 if b >= 128 else b) for b in data)
     lines.append('static const char %s[] = {%s%s0};' % (ident, body, ',' if data else ''))
     entries.append('  {"%s", %s, %d},' % (name, ident, len(data)))
 lines.append('const clpa_cl_source clpa_cl_sources[] = {')

@@ -355,7 +355,7 @@ static void test_random(const fmt *f, long count, const table *t) {
            want);
 #ifdef __FLT16_MANT_DIG__
     if (f->dtype == CLPA_DTYPE_F16 && !isnan(x)) {
-      _Float16 h = (_Float16)x;
+      __extension__ _Float16 h = (__extension__(_Float16)x); /* a GNU type: -Wpedantic allows it so */
       uint16_t hb;
       memcpy(&hb, &h, sizeof hb);
       native++;
