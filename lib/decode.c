@@ -23,19 +23,11 @@ void clpa_decode_params_init(clpa_decode_params *p) {
 
 /* What one call works on, resolved and checked. */
 typedef struct decode_call {
-  cl_mem k, v;          /* the caches */
-  clpa_kv_layout kv;    /* their layout */
-  size_t q_stride;      /* elements */
+  clpa_attn a;          /* caches, layout, query, options (attention.c) */
   int v2, partition, heads_per_group, sg, max_parts;
   int logits_stride;    /* floats of local logits per head */
 } decode_call;
 
-static int supported_head_size(int hs) {
-  static const int ok[] = {32, 64, 80, 96, 112, 120, 128, 192, 256};
-  for (size_t i = 0; i < sizeof ok / sizeof *ok; i++)
-    if (ok[i] == hs) return 1;
-  return 0;
-}
 
 static size_t local_bytes(int head_size, int g, int logits_stride) {
   return sizeof(float) * ((size_t)2 * g * head_size + DECODE_THREADS + (size_t)g * logits_stride) +
@@ -44,63 +36,16 @@ static size_t local_bytes(int head_size, int g, int logits_stride) {
 
 static int round_up(int a, int b) { return (a + b - 1) / b * b; }
 
-/* The caches and their layout: from the clpa_cache, or the application's
- * buffers with the layout it states. */
-static clpa_status resolve_caches(clpa_context *ctx, const clpa_decode_params *p,
-                                  decode_call *c) {
-  if (p->cache) {
-    CLPA_CTX_CHECK(ctx, p->key_cache || p->value_cache, CLPA_ERR_INVALID_ARG,
-                   "give either cache (and layer) or key_cache and value_cache, not both");
-    return clpa_cache_layer(ctx, p->cache, p->layer, &c->k, &c->v, &c->kv);
-  }
-  CLPA_CTX_CHECK(ctx, !p->key_cache || !p->value_cache, CLPA_ERR_INVALID_ARG,
-                 "key_cache and value_cache (or cache) must be given");
-  clpa_status st = clpa_kv_layout_check(&p->kv, &c->kv);
-  if (st != CLPA_OK) {
-    char why[512]; /* the layout's own message, which the next line overwrites */
-    snprintf(why, sizeof why, "%s", clpa_last_error());
-    return clpa_err_set(ctx->error, st, "clpa_decode", "kv: %s", why);
-  }
-  c->k = p->key_cache;
-  c->v = p->value_cache;
-  return CLPA_OK;
-}
 
+/* Decode's own checks, after the shared ones (clpa_attn_validate). */
 static clpa_status validate(clpa_context *ctx, const clpa_decode_params *p, const decode_call *c) {
-  const clpa_kv_layout *kv = &c->kv;
+  const clpa_kv_layout *kv = &c->a.kv;
   CLPA_CTX_CHECK(ctx, p->num_seqs < 0, CLPA_ERR_INVALID_ARG, "num_seqs = %d", p->num_seqs);
-  CLPA_CTX_CHECK(ctx, p->num_heads <= 0 || p->num_heads % kv->num_kv_heads != 0,
-                 CLPA_ERR_INVALID_ARG,
-                 "num_heads = %d is not a positive multiple of the cache's num_kv_heads = %d",
-                 p->num_heads, kv->num_kv_heads);
-  CLPA_CTX_CHECK(ctx, !supported_head_size(kv->head_size), CLPA_ERR_UNSUPPORTED,
-                 "head_size = %d (supported: 32, 64, 80, 96, 112, 120, 128, 192, 256)",
-                 kv->head_size);
-  CLPA_CTX_CHECK(ctx, kv->block_size != 8 && kv->block_size != 16 && kv->block_size != 32,
-                 CLPA_ERR_UNSUPPORTED, "block_size = %d (supported: 8, 16, 32)", kv->block_size);
-  CLPA_CTX_CHECK(ctx, p->q_dtype != CLPA_DTYPE_F32 && p->q_dtype != CLPA_DTYPE_F16 &&
-                          p->q_dtype != CLPA_DTYPE_BF16,
-                 CLPA_ERR_UNSUPPORTED, "q_dtype = %s (query and output must be f32, f16 or bf16)",
-                 clpa_dtype_name(p->q_dtype));
-  CLPA_CTX_CHECK(ctx, p->max_blocks_per_seq <= 0, CLPA_ERR_INVALID_ARG,
-                 "max_blocks_per_seq = %d", p->max_blocks_per_seq);
   CLPA_CTX_CHECK(ctx, p->max_context_len < 0 ||
                           (int64_t)p->max_context_len > (int64_t)p->max_blocks_per_seq * kv->block_size,
                  CLPA_ERR_INVALID_ARG,
                  "max_context_len = %d exceeds the table's capacity %d blocks x %d tokens",
                  p->max_context_len, p->max_blocks_per_seq, kv->block_size);
-  CLPA_CTX_CHECK(ctx, !isfinite(p->scale), CLPA_ERR_INVALID_ARG, "scale = %g", (double)p->scale);
-  CLPA_CTX_CHECK(ctx, !(p->k_scale > 0 && isfinite(p->k_scale)) ||
-                          !(p->v_scale > 0 && isfinite(p->v_scale)),
-                 CLPA_ERR_INVALID_ARG, "k_scale = %g, v_scale = %g (must be finite and > 0)",
-                 (double)p->k_scale, (double)p->v_scale);
-  CLPA_CTX_CHECK(ctx, !(p->soft_cap >= 0 && isfinite(p->soft_cap)), CLPA_ERR_INVALID_ARG,
-                 "soft_cap = %g (0 = off, else > 0)", (double)p->soft_cap);
-  CLPA_CTX_CHECK(ctx, p->sliding_window < 0, CLPA_ERR_INVALID_ARG, "sliding_window = %d",
-                 p->sliding_window);
-  const size_t row = (size_t)p->num_heads * (size_t)kv->head_size;
-  CLPA_CTX_CHECK(ctx, p->q_stride != 0 && p->q_stride < row, CLPA_ERR_INVALID_ARG,
-                 "q_stride = %zu is less than num_heads * head_size = %zu", p->q_stride, row);
   CLPA_CTX_CHECK(ctx, (unsigned)p->variant > CLPA_DECODE_V2, CLPA_ERR_INVALID_ARG,
                  "variant = %d", (int)p->variant);
   CLPA_CTX_CHECK(ctx, p->partition_size < 0 || p->partition_size % kv->block_size != 0,
@@ -113,49 +58,21 @@ static clpa_status validate(clpa_context *ctx, const clpa_decode_params *p, cons
                  p->heads_per_group, qpk);
   CLPA_CTX_CHECK(ctx, p->heads_per_group > 16, CLPA_ERR_UNSUPPORTED,
                  "heads_per_group = %d (at most 16)", p->heads_per_group);
-  return clpa_check_wait_list(ctx, p->num_wait_events, p->wait_events);
-}
-
-static clpa_status check_buffers(clpa_context *ctx, const clpa_decode_params *p, decode_call *c) {
-  const clpa_kv_layout *kv = &c->kv;
-  const size_t qs = clpa_dtype_size(p->q_dtype), n = (size_t)p->num_seqs;
-  const size_t heads = (size_t)p->num_heads, row = heads * (size_t)kv->head_size;
-  c->q_stride = p->q_stride ? p->q_stride : row;
-  clpa_status st;
-  CLPA_CTX_CHECK(ctx, kv->cache_bytes > SIZE_MAX, CLPA_ERR_INVALID_ARG,
-                 "kv: %llu bytes of cache do not fit in size_t", (unsigned long long)kv->cache_bytes);
-  /* Both caches must hold the layout's blocks: a value cache with fewer
-   * blocks than the key cache is refused, not half-checked. */
-  if ((st = clpa_check_buffer(ctx, c->k, "key_cache", (size_t)kv->cache_bytes, 0)) ||
-      (st = clpa_check_buffer(ctx, c->v, "value_cache", (size_t)kv->cache_bytes, 0)))
-    return st;
-  /* The query's last row ends at ((n - 1) * q_stride + row) elements. */
-  size_t need_q = 0;
-  CLPA_CTX_CHECK(ctx, n && (!clpa_size_mul_add(n - 1, c->q_stride, row, &need_q) ||
-                            !clpa_size_mul_add(need_q, qs, 0, &need_q)),
-                 CLPA_ERR_INVALID_ARG,
-                 "q_stride = %zu with num_seqs = %d: the query's size overflows size_t",
-                 c->q_stride, p->num_seqs);
-  size_t need_table = 0, need_out = 0, need_lse = 0;
-  CLPA_CTX_CHECK(ctx, !clpa_size_mul_add(n, (size_t)p->max_blocks_per_seq * 4, 0, &need_table) ||
-                          !clpa_size_mul_add(n, row, 0, &need_out) ||
-                          !clpa_size_mul_add(need_out, qs, 0, &need_out) ||
-                          !clpa_size_mul_add(n, heads * 4, 0, &need_lse),
-                 CLPA_ERR_INVALID_ARG,
-                 "num_seqs = %d with num_heads = %d and max_blocks_per_seq = %d: the buffer sizes"
-                 " overflow size_t", p->num_seqs, p->num_heads, p->max_blocks_per_seq);
-  if ((st = clpa_check_buffer(ctx, p->query, "query", need_q, 0)) ||
-      (st = clpa_check_buffer(ctx, p->block_tables, "block_tables", need_table, 0)) ||
-      (st = clpa_check_buffer(ctx, p->context_lens, "context_lens", n * 4, 0)) ||
-      (st = clpa_check_buffer(ctx, p->out, "out", need_out, 0)) ||
-      (st = clpa_check_buffer(ctx, p->lse, "lse", need_lse, 1)) ||
-      (st = clpa_check_buffer(ctx, p->alibi_slopes, "alibi_slopes", heads * 4, 1)) ||
-      (st = clpa_check_buffer(ctx, p->sinks, "sinks", heads * 4, 1)) ||
-      (st = clpa_check_buffer(ctx, p->k_scale_buffer, "k_scale_buffer", 4, 1)) ||
-      (st = clpa_check_buffer(ctx, p->v_scale_buffer, "v_scale_buffer", 4, 1)))
-    return st;
   return CLPA_OK;
 }
+
+/* The shared part of the call, from the params. */
+static void attn_of(const clpa_decode_params *p, clpa_attn *a) {
+  memset(a, 0, sizeof *a);
+  a->num_heads = p->num_heads, a->max_blocks_per_seq = p->max_blocks_per_seq;
+  a->sliding_window = p->sliding_window, a->q_dtype = p->q_dtype, a->q_stride = p->q_stride;
+  a->scale = p->scale, a->k_scale = p->k_scale, a->v_scale = p->v_scale, a->soft_cap = p->soft_cap;
+  a->query = p->query, a->block_tables = p->block_tables, a->out = p->out, a->lse = p->lse;
+  a->alibi_slopes = p->alibi_slopes, a->sinks = p->sinks;
+  a->k_scale_buffer = p->k_scale_buffer, a->v_scale_buffer = p->v_scale_buffer;
+  a->num_wait_events = p->num_wait_events, a->wait_events = p->wait_events;
+}
+
 
 int clpa_lane_width(const clpa_context *ctx, int block_size) {
   switch (ctx->lanes) {
@@ -171,8 +88,8 @@ int clpa_lane_width(const clpa_context *ctx, int block_size) {
 
 static clpa_status plan(clpa_context *ctx, const clpa_decode_params *p, decode_call *c) {
   const uint64_t lmem = ctx->info.local_mem_bytes;
-  const int hs = c->kv.head_size, bs = c->kv.block_size;
-  const int qpk = p->num_heads / c->kv.num_kv_heads;
+  const int hs = c->a.kv.head_size, bs = c->a.kv.block_size;
+  const int qpk = p->num_heads / c->a.kv.num_kv_heads;
   c->sg = clpa_lane_width(ctx, bs);
   c->partition = round_up(p->partition_size ? p->partition_size : DEFAULT_PARTITION, bs);
   const int max_ctx = p->max_context_len > 0 ? p->max_context_len : 1;
@@ -209,7 +126,7 @@ static clpa_status plan(clpa_context *ctx, const clpa_decode_params *p, decode_c
 }
 
 static clpa_decode_spec decode_spec(const clpa_decode_params *p, const decode_call *c) {
-  const clpa_decode_spec s = {c->kv.head_size,  c->kv.block_size,        (int32_t)c->kv.dtype,
+  const clpa_decode_spec s = {c->a.kv.head_size,  c->a.kv.block_size,        (int32_t)c->a.kv.dtype,
                               (int32_t)p->q_dtype, DECODE_THREADS,       c->sg,
                               c->v2 ? c->partition : 0, c->heads_per_group};
   return s;
@@ -263,18 +180,18 @@ static clpa_status launch_decode(clpa_context *ctx, const clpa_decode_params *p,
       (st = clpa_family_kernel(ctx, &clpa_family_decode, &spec, "clpa_decode_paged", &k)))
     return st;
   const cl_mem out = c->v2 ? NULL : p->out, lse = c->v2 ? NULL : p->lse;
-  const cl_ulong q_stride = c->q_stride, block_stride = c->kv.block_stride;
-  const cl_ulong head_stride = c->kv.head_stride;
-  const cl_int maxb = p->max_blocks_per_seq, maxc = p->max_context_len, nb = c->kv.num_blocks;
-  const cl_int nh = p->num_heads, nkv = c->kv.num_kv_heads, win = p->sliding_window;
+  const cl_ulong q_stride = c->a.q_stride, block_stride = c->a.kv.block_stride;
+  const cl_ulong head_stride = c->a.kv.head_stride;
+  const cl_int maxb = p->max_blocks_per_seq, maxc = p->max_context_len, nb = c->a.kv.num_blocks;
+  const cl_int nh = p->num_heads, nkv = c->a.kv.num_kv_heads, win = p->sliding_window;
   const cl_int mp = c->max_parts, ls = c->logits_stride;
   const cl_float scale = p->scale, ks = p->k_scale, vs = p->v_scale, cap = p->soft_cap;
   const clpa_arg args[] = {
       CLPA_ARG(out),          CLPA_ARG(lse),
       CLPA_ARG(tmp_out),      CLPA_ARG(max_logits),
       CLPA_ARG(exp_sums),     CLPA_ARG(p->query),
-      CLPA_ARG(q_stride),     CLPA_ARG(c->k),
-      CLPA_ARG(c->v),         CLPA_ARG(block_stride),
+      CLPA_ARG(q_stride),     CLPA_ARG(c->a.k),
+      CLPA_ARG(c->a.v),         CLPA_ARG(block_stride),
       CLPA_ARG(head_stride),  CLPA_ARG(p->block_tables),
       CLPA_ARG(maxb),         CLPA_ARG(p->context_lens),
       CLPA_ARG(maxc),         CLPA_ARG(nb),
@@ -325,11 +242,11 @@ static clpa_status decode_v2(clpa_context *ctx, const clpa_decode_params *p, dec
   const size_t stats = (size_t)p->num_seqs * (size_t)p->num_heads * (size_t)c->max_parts;
   cl_mem tmp_out, max_logits, exp_sums;
   clpa_status st;
-  if ((st = clpa_scratch(ctx, 0, stats * (size_t)c->kv.head_size * sizeof(float), &tmp_out)) ||
+  if ((st = clpa_scratch(ctx, 0, stats * (size_t)c->a.kv.head_size * sizeof(float), &tmp_out)) ||
       (st = clpa_scratch(ctx, 1, stats * sizeof(float), &max_logits)) ||
       (st = clpa_scratch(ctx, 2, stats * sizeof(float), &exp_sums)))
     return st;
-  const clpa_reduce_spec spec = {c->kv.head_size, (int32_t)p->q_dtype, DECODE_THREADS,
+  const clpa_reduce_spec spec = {c->a.kv.head_size, (int32_t)p->q_dtype, DECODE_THREADS,
                                  c->partition};
   cl_kernel reduce;
   if ((st = clpa_family_kernel(ctx, &clpa_family_reduce, &spec, "clpa_decode_reduce", &reduce)))
@@ -347,8 +264,12 @@ static clpa_status clpa_decode_impl(clpa_context *ctx, const clpa_decode_params 
   decode_call c;
   memset(&c, 0, sizeof c);
   clpa_status st;
-  if ((st = resolve_caches(ctx, p, &c)) || (st = validate(ctx, p, &c)) ||
-      (st = check_buffers(ctx, p, &c)) || (st = plan(ctx, p, &c)))
+  attn_of(p, &c.a);
+  if ((st = clpa_attn_caches(ctx, &c.a, p->cache, p->layer, p->key_cache, p->value_cache, &p->kv)) ||
+      (st = clpa_attn_validate(ctx, &c.a)) || (st = validate(ctx, p, &c)) ||
+      (st = clpa_attn_check_buffers(ctx, &c.a, p->num_seqs, (size_t)p->num_seqs)) ||
+      (st = clpa_check_buffer(ctx, p->context_lens, "context_lens", (size_t)p->num_seqs * 4, 0)) ||
+      (st = plan(ctx, p, &c)))
     return st;
   if (p->num_seqs == 0) {
     if (!p->event) return CLPA_OK;

@@ -71,6 +71,31 @@ struct clpa_cache {
 clpa_status clpa_cache_layer(clpa_context *ctx, const clpa_cache *cache, int32_t layer, cl_mem *k,
                              cl_mem *v, clpa_kv_layout *kv);
 
+/* What decode and prefill share (attention.c): the caches, the query and
+ * output, the options. The ops copy their params in, then resolve and
+ * check through the functions below, in this order. */
+typedef struct clpa_attn {
+  cl_mem k, v;           /* the caches ... */
+  clpa_kv_layout kv;     /* ... and their layout, checked */
+  int32_t num_heads, max_blocks_per_seq, sliding_window;
+  clpa_dtype q_dtype;
+  size_t q_stride;       /* 0 until clpa_attn_check_buffers sets the default */
+  float scale, k_scale, v_scale, soft_cap;
+  cl_mem query, block_tables, out, lse, alibi_slopes, sinks, k_scale_buffer, v_scale_buffer;
+  cl_uint num_wait_events;
+  const cl_event *wait_events;
+} clpa_attn;
+/* The caches: from cache + layer, or the application's buffers with kv. */
+clpa_status clpa_attn_caches(clpa_context *ctx, clpa_attn *a, const clpa_cache *cache,
+                             int32_t layer, cl_mem key_cache, cl_mem value_cache,
+                             const clpa_kv_layout *kv);
+/* Heads, head and block sizes, dtypes, options, wait list. */
+clpa_status clpa_attn_validate(clpa_context *ctx, const clpa_attn *a);
+/* Every buffer against what num_rows query rows (tokens) of num_seqs
+ * sequences need; sets a->q_stride's default. */
+clpa_status clpa_attn_check_buffers(clpa_context *ctx, clpa_attn *a, int32_t num_seqs,
+                                    size_t num_rows);
+
 /* Checks that buffer `name` holds at least `need` bytes; NULL is refused
  * unless optional. */
 clpa_status clpa_check_buffer(clpa_context *ctx, cl_mem buf, const char *name, size_t need,

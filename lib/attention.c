@@ -1,0 +1,113 @@
+/*
+ * attention.c — what decode and prefill share before they launch: the
+ * caches (a clpa_cache and a layer, or the application's buffers with
+ * their layout), the checks of shapes, dtypes and options, and the checks
+ * of every buffer against what the shapes need (sizes from user numbers
+ * through the checked helper).
+ */
+#include <math.h>
+#include <stdio.h>
+
+#include "internal.h"
+
+static int supported_head_size(int hs) {
+  static const int ok[] = {32, 64, 80, 96, 112, 120, 128, 192, 256};
+  for (size_t i = 0; i < sizeof ok / sizeof *ok; i++)
+    if (ok[i] == hs) return 1;
+  return 0;
+}
+
+clpa_status clpa_attn_caches(clpa_context *ctx, clpa_attn *a, const clpa_cache *cache,
+                             int32_t layer, cl_mem key_cache, cl_mem value_cache,
+                             const clpa_kv_layout *kv) {
+  if (cache) {
+    CLPA_CTX_CHECK(ctx, key_cache || value_cache, CLPA_ERR_INVALID_ARG,
+                   "give either cache (and layer) or key_cache and value_cache, not both");
+    return clpa_cache_layer(ctx, cache, layer, &a->k, &a->v, &a->kv);
+  }
+  CLPA_CTX_CHECK(ctx, !key_cache || !value_cache, CLPA_ERR_INVALID_ARG,
+                 "key_cache and value_cache (or cache) must be given");
+  clpa_status st = clpa_kv_layout_check(kv, &a->kv);
+  if (st != CLPA_OK) {
+    char why[512]; /* the layout's own message, which the next line overwrites */
+    snprintf(why, sizeof why, "%s", clpa_last_error());
+    return clpa_err_set(ctx->error, st, __func__, "kv: %s", why);
+  }
+  a->k = key_cache;
+  a->v = value_cache;
+  return CLPA_OK;
+}
+
+clpa_status clpa_attn_validate(clpa_context *ctx, const clpa_attn *a) {
+  const clpa_kv_layout *kv = &a->kv;
+  CLPA_CTX_CHECK(ctx, a->num_heads <= 0 || a->num_heads % kv->num_kv_heads != 0,
+                 CLPA_ERR_INVALID_ARG,
+                 "num_heads = %d is not a positive multiple of the cache's num_kv_heads = %d",
+                 a->num_heads, kv->num_kv_heads);
+  CLPA_CTX_CHECK(ctx, !supported_head_size(kv->head_size), CLPA_ERR_UNSUPPORTED,
+                 "head_size = %d (supported: 32, 64, 80, 96, 112, 120, 128, 192, 256)",
+                 kv->head_size);
+  CLPA_CTX_CHECK(ctx, kv->block_size != 8 && kv->block_size != 16 && kv->block_size != 32,
+                 CLPA_ERR_UNSUPPORTED, "block_size = %d (supported: 8, 16, 32)", kv->block_size);
+  CLPA_CTX_CHECK(ctx, a->q_dtype != CLPA_DTYPE_F32 && a->q_dtype != CLPA_DTYPE_F16 &&
+                          a->q_dtype != CLPA_DTYPE_BF16,
+                 CLPA_ERR_UNSUPPORTED, "q_dtype = %s (query and output must be f32, f16 or bf16)",
+                 clpa_dtype_name(a->q_dtype));
+  CLPA_CTX_CHECK(ctx, a->max_blocks_per_seq <= 0, CLPA_ERR_INVALID_ARG,
+                 "max_blocks_per_seq = %d", a->max_blocks_per_seq);
+  CLPA_CTX_CHECK(ctx, !isfinite(a->scale), CLPA_ERR_INVALID_ARG, "scale = %g", (double)a->scale);
+  CLPA_CTX_CHECK(ctx, !(a->k_scale > 0 && isfinite(a->k_scale)) ||
+                          !(a->v_scale > 0 && isfinite(a->v_scale)),
+                 CLPA_ERR_INVALID_ARG, "k_scale = %g, v_scale = %g (must be finite and > 0)",
+                 (double)a->k_scale, (double)a->v_scale);
+  CLPA_CTX_CHECK(ctx, !(a->soft_cap >= 0 && isfinite(a->soft_cap)), CLPA_ERR_INVALID_ARG,
+                 "soft_cap = %g (0 = off, else > 0)", (double)a->soft_cap);
+  CLPA_CTX_CHECK(ctx, a->sliding_window < 0, CLPA_ERR_INVALID_ARG, "sliding_window = %d",
+                 a->sliding_window);
+  const size_t row = (size_t)a->num_heads * (size_t)kv->head_size;
+  CLPA_CTX_CHECK(ctx, a->q_stride != 0 && a->q_stride < row, CLPA_ERR_INVALID_ARG,
+                 "q_stride = %zu is less than num_heads * head_size = %zu", a->q_stride, row);
+  return clpa_check_wait_list(ctx, a->num_wait_events, a->wait_events);
+}
+
+clpa_status clpa_attn_check_buffers(clpa_context *ctx, clpa_attn *a, int32_t num_seqs,
+                                    size_t num_rows) {
+  const clpa_kv_layout *kv = &a->kv;
+  const size_t qs = clpa_dtype_size(a->q_dtype), n = num_rows;
+  const size_t heads = (size_t)a->num_heads, row = heads * (size_t)kv->head_size;
+  if (!a->q_stride) a->q_stride = row;
+  clpa_status st;
+  CLPA_CTX_CHECK(ctx, kv->cache_bytes > SIZE_MAX, CLPA_ERR_INVALID_ARG,
+                 "kv: %llu bytes of cache do not fit in size_t", (unsigned long long)kv->cache_bytes);
+  /* Both caches must hold the layout's blocks: a value cache with fewer
+   * blocks than the key cache is refused, not half-checked. */
+  if ((st = clpa_check_buffer(ctx, a->k, "key_cache", (size_t)kv->cache_bytes, 0)) ||
+      (st = clpa_check_buffer(ctx, a->v, "value_cache", (size_t)kv->cache_bytes, 0)))
+    return st;
+  /* The query's last row ends at ((n - 1) * q_stride + row) elements. */
+  size_t need_q = 0;
+  CLPA_CTX_CHECK(ctx, n && (!clpa_size_mul_add(n - 1, a->q_stride, row, &need_q) ||
+                            !clpa_size_mul_add(need_q, qs, 0, &need_q)),
+                 CLPA_ERR_INVALID_ARG,
+                 "q_stride = %zu with %zu query rows: the query's size overflows size_t",
+                 a->q_stride, n);
+  size_t need_table = 0, need_out = 0, need_lse = 0;
+  CLPA_CTX_CHECK(ctx, !clpa_size_mul_add((size_t)num_seqs, (size_t)a->max_blocks_per_seq * 4, 0,
+                                         &need_table) ||
+                          !clpa_size_mul_add(n, row, 0, &need_out) ||
+                          !clpa_size_mul_add(need_out, qs, 0, &need_out) ||
+                          !clpa_size_mul_add(n, heads * 4, 0, &need_lse),
+                 CLPA_ERR_INVALID_ARG,
+                 "%zu query rows with num_heads = %d and max_blocks_per_seq = %d: the buffer"
+                 " sizes overflow size_t", n, a->num_heads, a->max_blocks_per_seq);
+  if ((st = clpa_check_buffer(ctx, a->query, "query", need_q, 0)) ||
+      (st = clpa_check_buffer(ctx, a->block_tables, "block_tables", need_table, 0)) ||
+      (st = clpa_check_buffer(ctx, a->out, "out", need_out, 0)) ||
+      (st = clpa_check_buffer(ctx, a->lse, "lse", need_lse, 1)) ||
+      (st = clpa_check_buffer(ctx, a->alibi_slopes, "alibi_slopes", heads * 4, 1)) ||
+      (st = clpa_check_buffer(ctx, a->sinks, "sinks", heads * 4, 1)) ||
+      (st = clpa_check_buffer(ctx, a->k_scale_buffer, "k_scale_buffer", 4, 1)) ||
+      (st = clpa_check_buffer(ctx, a->v_scale_buffer, "v_scale_buffer", 4, 1)))
+    return st;
+  return CLPA_OK;
+}
