@@ -15,35 +15,39 @@ static int32_t first_token(int32_t len, int32_t window) {
   return window > 0 && len > window ? len - window : 0;
 }
 
-static clpa_status check_decode_shapes(const clpa_ref_decode_args *a, clpa_kv_layout *kv) {
-  CLPA_CHECK(NULL, !a, CLPA_ERR_INVALID_ARG, "args must not be NULL");
-  CLPA_CHECK(NULL, a->num_seqs < 0, CLPA_ERR_INVALID_ARG, "num_seqs = %d < 0", a->num_seqs);
-  clpa_status st = clpa_kv_layout_check(&a->kv, kv);
+/* Shapes shared by decode and prefill: the layout (into *kv), the head
+ * grouping, the block table's row length and the query row stride. */
+static clpa_status check_shapes(int32_t num_seqs, int32_t num_heads, const clpa_kv_layout *layout,
+                                int32_t max_blocks_per_seq, size_t q_stride, clpa_kv_layout *kv) {
+  CLPA_CHECK(NULL, num_seqs < 0, CLPA_ERR_INVALID_ARG, "num_seqs = %d < 0", num_seqs);
+  clpa_status st = clpa_kv_layout_check(layout, kv);
   if (st != CLPA_OK) return st;
-  CLPA_CHECK(NULL, a->num_heads <= 0 || a->num_heads % kv->num_kv_heads != 0,
-             CLPA_ERR_INVALID_ARG, "num_heads = %d is not a positive multiple of num_kv_heads = %d",
-             a->num_heads, kv->num_kv_heads);
-  CLPA_CHECK(NULL, a->max_blocks_per_seq < 0, CLPA_ERR_INVALID_ARG,
-             "max_blocks_per_seq = %d must be >= 0", a->max_blocks_per_seq);
-  CLPA_CHECK(NULL, a->q_stride < (size_t)a->num_heads * (size_t)kv->head_size, CLPA_ERR_INVALID_ARG,
-             "q_stride = %zu < num_heads*head_size = %zu", a->q_stride,
-             (size_t)a->num_heads * (size_t)kv->head_size);
+  CLPA_CHECK(NULL, num_heads <= 0 || num_heads % kv->num_kv_heads != 0, CLPA_ERR_INVALID_ARG,
+             "num_heads = %d is not a positive multiple of num_kv_heads = %d", num_heads,
+             kv->num_kv_heads);
+  CLPA_CHECK(NULL, max_blocks_per_seq < 0, CLPA_ERR_INVALID_ARG,
+             "max_blocks_per_seq = %d must be >= 0", max_blocks_per_seq);
+  CLPA_CHECK(NULL, q_stride < (size_t)num_heads * (size_t)kv->head_size, CLPA_ERR_INVALID_ARG,
+             "q_stride = %zu < num_heads*head_size = %zu", q_stride,
+             (size_t)num_heads * (size_t)kv->head_size);
   return CLPA_OK;
 }
 
-static clpa_status check_decode_options(const clpa_ref_decode_args *a) {
-  CLPA_CHECK(NULL, !isfinite(a->scale), CLPA_ERR_INVALID_ARG, "scale = %g is not finite",
-             (double)a->scale);
-  CLPA_CHECK(NULL, !(a->soft_cap >= 0) || isinf(a->soft_cap), CLPA_ERR_INVALID_ARG,
-             "soft_cap = %g must be finite and >= 0 (0 = off)", (double)a->soft_cap);
-  CLPA_CHECK(NULL, a->sliding_window < 0, CLPA_ERR_INVALID_ARG,
-             "sliding_window = %d must be >= 0 (0 = off)", a->sliding_window);
-  for (int32_t h = 0; h < a->num_heads; h++) {
-    CLPA_CHECK(NULL, a->alibi_slopes && !isfinite(a->alibi_slopes[h]), CLPA_ERR_INVALID_ARG,
-               "alibi_slopes[%d] = %g is not finite", h, (double)a->alibi_slopes[h]);
-    CLPA_CHECK(NULL, a->sinks && (isnan(a->sinks[h]) || a->sinks[h] == INFINITY),
-               CLPA_ERR_INVALID_ARG, "sinks[%d] = %g must not be NaN or +inf", h,
-               (double)a->sinks[h]);
+/* Options shared by decode and prefill. */
+static clpa_status check_options(int32_t num_heads, float scale, float soft_cap,
+                                 int32_t sliding_window, const float *alibi_slopes,
+                                 const float *sinks) {
+  CLPA_CHECK(NULL, !isfinite(scale), CLPA_ERR_INVALID_ARG, "scale = %g is not finite",
+             (double)scale);
+  CLPA_CHECK(NULL, !(soft_cap >= 0) || isinf(soft_cap), CLPA_ERR_INVALID_ARG,
+             "soft_cap = %g must be finite and >= 0 (0 = off)", (double)soft_cap);
+  CLPA_CHECK(NULL, sliding_window < 0, CLPA_ERR_INVALID_ARG,
+             "sliding_window = %d must be >= 0 (0 = off)", sliding_window);
+  for (int32_t h = 0; h < num_heads; h++) {
+    CLPA_CHECK(NULL, alibi_slopes && !isfinite(alibi_slopes[h]), CLPA_ERR_INVALID_ARG,
+               "alibi_slopes[%d] = %g is not finite", h, (double)alibi_slopes[h]);
+    CLPA_CHECK(NULL, sinks && (isnan(sinks[h]) || sinks[h] == INFINITY), CLPA_ERR_INVALID_ARG,
+               "sinks[%d] = %g must not be NaN or +inf", h, (double)sinks[h]);
   }
   return CLPA_OK;
 }
@@ -127,9 +131,13 @@ static void decode_one(const clpa_ref_decode_args *a, const clpa_kv_layout *kv, 
 }
 
 clpa_status clpa_ref_decode(const clpa_ref_decode_args *a) {
+  CLPA_CHECK(NULL, !a, CLPA_ERR_INVALID_ARG, "args must not be NULL");
   clpa_kv_layout kv;
-  clpa_status st = check_decode_shapes(a, &kv);
-  if (st == CLPA_OK) st = check_decode_options(a);
+  clpa_status st =
+      check_shapes(a->num_seqs, a->num_heads, &a->kv, a->max_blocks_per_seq, a->q_stride, &kv);
+  if (st == CLPA_OK)
+    st = check_options(a->num_heads, a->scale, a->soft_cap, a->sliding_window, a->alibi_slopes,
+                       a->sinks);
   int32_t max_len = 0;
   if (st == CLPA_OK) st = check_decode_data(a, &kv, &max_len);
   if (st != CLPA_OK) return st;
