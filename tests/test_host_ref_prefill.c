@@ -916,7 +916,7 @@ static void test_prefill_invalid(void) {
   /* Data errors, in the last sequence where one is: earlier sequences must
    * not be written either. */
   sc.cu[0] = 1;
-  expect_invalid(&sc, good, "cu_seqlens_q[0] = 1", "cu_seqlens_q[0] != 0");
+  expect_invalid(&sc, good, "cu_seqlens_q[0] = 1 must be 0", "cu_seqlens_q[0] != 0");
   sc.cu[0] = 0;
   int32_t saved = sc.cu[last + 1];
   sc.cu[last + 1] = sc.cu[last] - 1;
