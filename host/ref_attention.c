@@ -15,35 +15,39 @@ static int32_t first_token(int32_t len, int32_t window) {
   return window > 0 && len > window ? len - window : 0;
 }
 
-static clpa_status check_decode_shapes(const clpa_ref_decode_args *a, clpa_kv_layout *kv) {
-  CLPA_CHECK(NULL, !a, CLPA_ERR_INVALID_ARG, "args must not be NULL");
-  CLPA_CHECK(NULL, a->num_seqs < 0, CLPA_ERR_INVALID_ARG, "num_seqs = %d < 0", a->num_seqs);
-  clpa_status st = clpa_kv_layout_check(&a->kv, kv);
+/* Shapes shared by decode and prefill: the layout (into *kv), the head
+ * grouping, the block table's row length and the query row stride. */
+static clpa_status check_shapes(int32_t num_seqs, int32_t num_heads, const clpa_kv_layout *layout,
+                                int32_t max_blocks_per_seq, size_t q_stride, clpa_kv_layout *kv) {
+  CLPA_CHECK(NULL, num_seqs < 0, CLPA_ERR_INVALID_ARG, "num_seqs = %d < 0", num_seqs);
+  clpa_status st = clpa_kv_layout_check(layout, kv);
   if (st != CLPA_OK) return st;
-  CLPA_CHECK(NULL, a->num_heads <= 0 || a->num_heads % kv->num_kv_heads != 0,
-             CLPA_ERR_INVALID_ARG, "num_heads = %d is not a positive multiple of num_kv_heads = %d",
-             a->num_heads, kv->num_kv_heads);
-  CLPA_CHECK(NULL, a->max_blocks_per_seq < 0, CLPA_ERR_INVALID_ARG,
-             "max_blocks_per_seq = %d must be >= 0", a->max_blocks_per_seq);
-  CLPA_CHECK(NULL, a->q_stride < (size_t)a->num_heads * (size_t)kv->head_size, CLPA_ERR_INVALID_ARG,
-             "q_stride = %zu < num_heads*head_size = %zu", a->q_stride,
-             (size_t)a->num_heads * (size_t)kv->head_size);
+  CLPA_CHECK(NULL, num_heads <= 0 || num_heads % kv->num_kv_heads != 0, CLPA_ERR_INVALID_ARG,
+             "num_heads = %d is not a positive multiple of num_kv_heads = %d", num_heads,
+             kv->num_kv_heads);
+  CLPA_CHECK(NULL, max_blocks_per_seq < 0, CLPA_ERR_INVALID_ARG,
+             "max_blocks_per_seq = %d must be >= 0", max_blocks_per_seq);
+  CLPA_CHECK(NULL, q_stride < (size_t)num_heads * (size_t)kv->head_size, CLPA_ERR_INVALID_ARG,
+             "q_stride = %zu < num_heads*head_size = %zu", q_stride,
+             (size_t)num_heads * (size_t)kv->head_size);
   return CLPA_OK;
 }
 
-static clpa_status check_decode_options(const clpa_ref_decode_args *a) {
-  CLPA_CHECK(NULL, !isfinite(a->scale), CLPA_ERR_INVALID_ARG, "scale = %g is not finite",
-             (double)a->scale);
-  CLPA_CHECK(NULL, !(a->soft_cap >= 0) || isinf(a->soft_cap), CLPA_ERR_INVALID_ARG,
-             "soft_cap = %g must be finite and >= 0 (0 = off)", (double)a->soft_cap);
-  CLPA_CHECK(NULL, a->sliding_window < 0, CLPA_ERR_INVALID_ARG,
-             "sliding_window = %d must be >= 0 (0 = off)", a->sliding_window);
-  for (int32_t h = 0; h < a->num_heads; h++) {
-    CLPA_CHECK(NULL, a->alibi_slopes && !isfinite(a->alibi_slopes[h]), CLPA_ERR_INVALID_ARG,
-               "alibi_slopes[%d] = %g is not finite", h, (double)a->alibi_slopes[h]);
-    CLPA_CHECK(NULL, a->sinks && (isnan(a->sinks[h]) || a->sinks[h] == INFINITY),
-               CLPA_ERR_INVALID_ARG, "sinks[%d] = %g must not be NaN or +inf", h,
-               (double)a->sinks[h]);
+/* Options shared by decode and prefill. */
+static clpa_status check_options(int32_t num_heads, float scale, float soft_cap,
+                                 int32_t sliding_window, const float *alibi_slopes,
+                                 const float *sinks) {
+  CLPA_CHECK(NULL, !isfinite(scale), CLPA_ERR_INVALID_ARG, "scale = %g is not finite",
+             (double)scale);
+  CLPA_CHECK(NULL, !(soft_cap >= 0) || isinf(soft_cap), CLPA_ERR_INVALID_ARG,
+             "soft_cap = %g must be finite and >= 0 (0 = off)", (double)soft_cap);
+  CLPA_CHECK(NULL, sliding_window < 0, CLPA_ERR_INVALID_ARG,
+             "sliding_window = %d must be >= 0 (0 = off)", sliding_window);
+  for (int32_t h = 0; h < num_heads; h++) {
+    CLPA_CHECK(NULL, alibi_slopes && !isfinite(alibi_slopes[h]), CLPA_ERR_INVALID_ARG,
+               "alibi_slopes[%d] = %g is not finite", h, (double)alibi_slopes[h]);
+    CLPA_CHECK(NULL, sinks && (isnan(sinks[h]) || sinks[h] == INFINITY), CLPA_ERR_INVALID_ARG,
+               "sinks[%d] = %g must not be NaN or +inf", h, (double)sinks[h]);
   }
   return CLPA_OK;
 }
@@ -127,9 +131,13 @@ static void decode_one(const clpa_ref_decode_args *a, const clpa_kv_layout *kv, 
 }
 
 clpa_status clpa_ref_decode(const clpa_ref_decode_args *a) {
+  CLPA_CHECK(NULL, !a, CLPA_ERR_INVALID_ARG, "args must not be NULL");
   clpa_kv_layout kv;
-  clpa_status st = check_decode_shapes(a, &kv);
-  if (st == CLPA_OK) st = check_decode_options(a);
+  clpa_status st =
+      check_shapes(a->num_seqs, a->num_heads, &a->kv, a->max_blocks_per_seq, a->q_stride, &kv);
+  if (st == CLPA_OK)
+    st = check_options(a->num_heads, a->scale, a->soft_cap, a->sliding_window, a->alibi_slopes,
+                       a->sinks);
   int32_t max_len = 0;
   if (st == CLPA_OK) st = check_decode_data(a, &kv, &max_len);
   if (st != CLPA_OK) return st;
@@ -145,6 +153,182 @@ clpa_status clpa_ref_decode(const clpa_ref_decode_args *a) {
     for (int32_t h = 0; h < a->num_heads; h++) decode_one(a, &kv, s, h, logits, acc);
   free(logits);
   free(acc);
+  return CLPA_OK;
+}
+
+/* ======================================================================
+ * Prefill
+ * ==================================================================== */
+
+/* Checks the pointers, cu_seqlens_q, every cached length and every block id
+ * that holds a key taking part; sets *max_len to the longest L of a
+ * sequence with new tokens. */
+static clpa_status check_prefill_data(const clpa_ref_prefill_args *a, const clpa_kv_layout *kv,
+                                      int32_t *max_len) {
+  *max_len = 0;
+  if (a->num_seqs == 0) return CLPA_OK;
+  CLPA_CHECK(NULL, !a->query || !a->cu_seqlens_q || !a->cached_lens || !a->block_tables || !a->out,
+             CLPA_ERR_INVALID_ARG,
+             "query, cu_seqlens_q, cached_lens, block_tables and out must not be NULL");
+  CLPA_CHECK(NULL, kv->num_blocks > 0 && (!a->key_cache || !a->value_cache), CLPA_ERR_INVALID_ARG,
+             "key_cache and value_cache must not be NULL");
+  const int32_t *cu = a->cu_seqlens_q;
+  CLPA_CHECK(NULL, cu[0] != 0, CLPA_ERR_INVALID_ARG, "cu_seqlens_q[0] = %d must be 0", cu[0]);
+  /* Positions are int32, as in the kernels. */
+  int64_t cap = (int64_t)a->max_blocks_per_seq * kv->block_size;
+  if (cap > INT32_MAX) cap = INT32_MAX;
+  for (int32_t s = 0; s < a->num_seqs; s++) {
+    CLPA_CHECK(NULL, cu[s + 1] < cu[s], CLPA_ERR_INVALID_ARG,
+               "cu_seqlens_q[%d] = %d < cu_seqlens_q[%d] = %d (must be non-decreasing)", s + 1,
+               cu[s + 1], s, cu[s]);
+    const int32_t cached = a->cached_lens[s], n = cu[s + 1] - cu[s];
+    CLPA_CHECK(NULL, cached < 0, CLPA_ERR_INVALID_ARG, "cached_lens[%d] = %d < 0", s, cached);
+    const int64_t len = (int64_t)cached + n;
+    CLPA_CHECK(NULL, len > cap, CLPA_ERR_INVALID_ARG,
+               "cached_lens[%d] + new tokens = %d + %d exceeds min(max_blocks_per_seq*block_size, "
+               "INT32_MAX) = %lld",
+               s, cached, n, (long long)cap);
+    if (n == 0) continue; /* no query: nothing of it is read */
+    if (len > *max_len) *max_len = (int32_t)len;
+    /* The earliest query (position cached) reaches back furthest. */
+    const int32_t *row = a->block_tables + (size_t)s * (size_t)a->max_blocks_per_seq;
+    int32_t first_block = first_token(cached + 1, a->sliding_window) / kv->block_size;
+    int32_t last_block = (int32_t)((len - 1) / kv->block_size);
+    for (int32_t i = first_block; i <= last_block; i++) {
+      CLPA_CHECK(NULL, row[i] < 0 || row[i] >= kv->num_blocks, CLPA_ERR_INVALID_ARG,
+                 "block_tables[%d][%d] = %d is outside [0, num_blocks = %d)", s, i, row[i],
+                 kv->num_blocks);
+    }
+  }
+  const size_t total = (size_t)cu[a->num_seqs];
+  const size_t row_out = (size_t)a->num_heads * (size_t)kv->head_size;
+  size_t extent;
+  CLPA_CHECK(NULL,
+             !clpa_size_mul_add(total, a->q_stride, 0, &extent) ||
+                 !clpa_size_mul_add(total, row_out, 0, &extent),
+             CLPA_ERR_INVALID_ARG,
+             "%zu query rows of q_stride = %zu or of num_heads*head_size = %zu do not fit in "
+             "size_t",
+             total, a->q_stride, row_out);
+  return CLPA_OK;
+}
+
+/* Scratch for one (sequence, KV head): its keys and values gathered dense,
+ * row j = token j (rows before the first key taking part are left unset),
+ * the logits of one query and one head's accumulator. */
+typedef struct prefill_scratch {
+  double *k, *v;  /* [max_len][head_size] */
+  double *logits; /* [max_len + 1] */
+  double *acc;    /* [head_size] */
+} prefill_scratch;
+
+/* Gathers tokens [first, len) of sequence s, KV head kvh, one token at a
+ * time through the block table. */
+static void prefill_gather(const clpa_ref_prefill_args *a, const clpa_kv_layout *kv, int32_t s,
+                           int32_t kvh, int32_t first, int32_t len, prefill_scratch *w) {
+  const int32_t *row = a->block_tables + (size_t)s * (size_t)a->max_blocks_per_seq;
+  const size_t hs = (size_t)kv->head_size;
+  for (int32_t j = first; j < len; j++) {
+    const int32_t b = row[j / kv->block_size], o = j % kv->block_size;
+    for (int32_t d = 0; d < kv->head_size; d++) {
+      w->k[(size_t)j * hs + (size_t)d] = (double)a->key_cache[clpa_kv_key_index(kv, b, kvh, o, d)];
+      w->v[(size_t)j * hs + (size_t)d] =
+          (double)a->value_cache[clpa_kv_value_index(kv, b, kvh, o, d)];
+    }
+  }
+}
+
+/* One query row t (position p), head h, over the gathered keys [lo, hi):
+ * decode_one's arithmetic in the same order, so n = 1 equals decode. */
+static void prefill_row(const clpa_ref_prefill_args *a, size_t hs, int32_t t, int32_t h, int32_t p,
+                        int32_t lo, int32_t hi, prefill_scratch *w) {
+  const float *q = a->query + (size_t)t * a->q_stride + (size_t)h * hs;
+  double *out = a->out + ((size_t)t * (size_t)a->num_heads + (size_t)h) * hs;
+  double *lse = a->lse ? a->lse + (size_t)t * (size_t)a->num_heads + (size_t)h : NULL;
+
+  for (size_t d = 0; d < hs; d++) out[d] = 0.0;
+  if (lo >= hi) { /* no key: unreachable with valid arguments, kept as decode's rule */
+    if (lse) *lse = a->sinks ? (double)a->sinks[h] : -INFINITY;
+    return;
+  }
+
+  /* Logits. */
+  double m = a->sinks ? (double)a->sinks[h] : -INFINITY;
+  for (int32_t j = lo; j < hi; j++) {
+    const double *k = w->k + (size_t)j * hs;
+    double dot = 0.0;
+    for (size_t d = 0; d < hs; d++) dot += (double)q[d] * k[d];
+    double sj = (double)a->scale * dot;
+    if (a->soft_cap > 0) sj = (double)a->soft_cap * tanh(sj / (double)a->soft_cap);
+    if (a->alibi_slopes) sj += (double)a->alibi_slopes[h] * (double)(j - p);
+    w->logits[j] = sj;
+    if (sj > m) m = sj;
+  }
+
+  /* Softmax-weighted values. */
+  double den = a->sinks ? exp((double)a->sinks[h] - m) : 0.0;
+  for (size_t d = 0; d < hs; d++) w->acc[d] = 0.0;
+  for (int32_t j = lo; j < hi; j++) {
+    const double *v = w->v + (size_t)j * hs;
+    double wj = exp(w->logits[j] - m);
+    den += wj;
+    for (size_t d = 0; d < hs; d++) w->acc[d] += wj * v[d];
+  }
+  for (size_t d = 0; d < hs; d++) out[d] = w->acc[d] / den;
+  if (lse) *lse = m + log(den);
+}
+
+/* One sequence: per KV head, gather, then every query row of every query
+ * head of its group. */
+static void prefill_seq(const clpa_ref_prefill_args *a, const clpa_kv_layout *kv, int32_t s,
+                        prefill_scratch *w) {
+  const int32_t cached = a->cached_lens[s];
+  const int32_t t0 = a->cu_seqlens_q[s], n = a->cu_seqlens_q[s + 1] - t0;
+  if (n == 0) return;
+  const int32_t len = cached + n, group = a->num_heads / kv->num_kv_heads;
+  for (int32_t kvh = 0; kvh < kv->num_kv_heads; kvh++) {
+    prefill_gather(a, kv, s, kvh, first_token(cached + 1, a->sliding_window), len, w);
+    for (int32_t h = kvh * group; h < (kvh + 1) * group; h++) {
+      for (int32_t i = 0; i < n; i++) {
+        const int32_t p = cached + i;
+        const int32_t lo = first_token(p + 1, a->sliding_window), hi = a->causal ? p + 1 : len;
+        prefill_row(a, (size_t)kv->head_size, t0 + i, h, p, lo, hi, w);
+      }
+    }
+  }
+}
+
+clpa_status clpa_ref_prefill(const clpa_ref_prefill_args *a) {
+  CLPA_CHECK(NULL, !a, CLPA_ERR_INVALID_ARG, "args must not be NULL");
+  clpa_kv_layout kv;
+  clpa_status st =
+      check_shapes(a->num_seqs, a->num_heads, &a->kv, a->max_blocks_per_seq, a->q_stride, &kv);
+  if (st == CLPA_OK)
+    st = check_options(a->num_heads, a->scale, a->soft_cap, a->sliding_window, a->alibi_slopes,
+                       a->sinks);
+  if (st == CLPA_OK && a->causal != 0 && a->causal != 1)
+    st = CLPA_FAIL(NULL, CLPA_ERR_INVALID_ARG, "causal = %d must be 0 or 1", a->causal);
+  int32_t max_len = 0;
+  if (st == CLPA_OK) st = check_prefill_data(a, &kv, &max_len);
+  if (st != CLPA_OK) return st;
+
+  prefill_scratch w = {NULL, NULL, NULL, NULL};
+  size_t kv_elems;
+  if (clpa_size_mul_add((size_t)max_len, (size_t)kv.head_size, 0, &kv_elems) &&
+      kv_elems <= SIZE_MAX / sizeof(double)) {
+    w.k = malloc(kv_elems ? kv_elems * sizeof(double) : 1);
+    w.v = malloc(kv_elems ? kv_elems * sizeof(double) : 1);
+    w.logits = malloc(((size_t)max_len + 1) * sizeof(double));
+    w.acc = malloc((size_t)kv.head_size * sizeof(double));
+  }
+  if (!w.k || !w.v || !w.logits || !w.acc) {
+    free(w.k), free(w.v), free(w.logits), free(w.acc);
+    return CLPA_FAIL(NULL, CLPA_ERR_OUT_OF_MEMORY,
+                     "no memory to gather %d tokens of head_size %d (keys and values)", max_len,
+                     kv.head_size);
+  }
+  for (int32_t s = 0; s < a->num_seqs; s++) prefill_seq(a, &kv, s, &w);
+  free(w.k), free(w.v), free(w.logits), free(w.acc);
   return CLPA_OK;
 }
 

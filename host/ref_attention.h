@@ -17,6 +17,7 @@
  *   value_cache  [num_blocks][num_kv_heads][head_size][block_size]
  *   block_tables int32 [num_seqs][max_blocks_per_seq]
  *   context_lens int32 [num_seqs]
+ *   cu_seqlens_q int32 [num_seqs + 1] (prefill: query rows of sequence s are cu[s] .. cu[s+1]-1)
  *   slot_mapping int64 [num_tokens]: slot = block*block_size + offset, < 0 skips
  *
  *   x = 16 / sizeof(storage element): f32 4, f16/bf16 8, fp8 16.
@@ -100,6 +101,90 @@ typedef struct clpa_ref_decode_args {
  * Returns CLPA_OK, CLPA_ERR_INVALID_ARG (nothing written) or
  * CLPA_ERR_OUT_OF_MEMORY (scratch for the logits; nothing written). */
 clpa_status clpa_ref_decode(const clpa_ref_decode_args *a);
+
+/* ======================================================================
+ * Prefill: many query tokens per sequence, after a cached prefix
+ *
+ * Sequence s has cached = cached_lens[s] tokens already in the cache (a
+ * prefix from the radix cache, or earlier chunks) and
+ * n = cu_seqlens_q[s+1] - cu_seqlens_q[s] new tokens, whose keys and values
+ * are ALREADY in the cache too (reshape_and_cache wrote them) at positions
+ * cached .. cached + n - 1; L = cached + n. New token i of s is query row
+ * t = cu_seqlens_q[s] + i, at position p = cached + i. For query head h,
+ * over the key positions j that take part:
+ *
+ *   j in [0, p]                                   if causal
+ *   j in [0, L)                                   if not
+ *   and (p - j) < W                               if sliding_window W > 0
+ *
+ * everything else is decode's formula with p in place of L - 1 (decode is
+ * the case n = 1, cached = L - 1, and gives bit-identical results):
+ *
+ *   s_j  = scale * dot(q, k_j), soft cap, += alibi_slopes[h] * (j - p)
+ *   m    = max(max_j s_j, sinks[h] if sinks)
+ *   den  = sum_j e^(s_j - m)  +  e^(sinks[h] - m) if sinks
+ *   out  = sum_j e^(s_j - m) v_j / den,   lse = m + log(den)
+ *
+ * The window only limits the past: without causal, keys after p are all
+ * kept (and their ALiBi term j - p is positive). A causal query always has
+ * key p, so "no key" (out 0, lse -inf or the sink) cannot happen here with
+ * valid arguments; the code still follows decode's rule.
+ *
+ * Each (sequence, KV head) is gathered one token at a time through the
+ * block table into dense arrays, then every query row of that sequence
+ * runs the same two-pass softmax as decode, keys in increasing j. Each
+ * result depends only on (q, p, the keys it sees), so splitting the new
+ * tokens into chunks (calls with growing cached_lens, causal) reproduces
+ * one call bit for bit.
+ *
+ * Read: keys max(0, cached - W + 1) .. L - 1 of each sequence with n > 0
+ * (all keys [0, L) without a window); the others, and whole blocks of
+ * them, are neither read nor checked. Nothing of a sequence with n == 0
+ * is read.
+ * ==================================================================== */
+typedef struct clpa_ref_prefill_args {
+  /* shapes */
+  int32_t num_seqs;           /* >= 0 */
+  int32_t num_heads;          /* query heads, a multiple of kv.num_kv_heads */
+  clpa_kv_layout kv;          /* the caches' shape (its dtype gives x; the caches hold floats) */
+  int32_t max_blocks_per_seq; /* row length of block_tables, >= 0 */
+
+  /* inputs */
+  const float *query;          /* [total_new_tokens] rows, row t at query + t*q_stride,
+                                  head h at h*head_size; total_new_tokens = cu_seqlens_q[num_seqs] */
+  size_t q_stride;             /* >= num_heads*head_size (a fused QKV row is fine) */
+  const int32_t *cu_seqlens_q; /* [num_seqs + 1]: cu[0] = 0, non-decreasing */
+  const int32_t *cached_lens;  /* [num_seqs], >= 0; cached + n <= max_blocks_per_seq*block_size */
+  const float *key_cache;      /* decoded keys, layout above; new tokens already written */
+  const float *value_cache;    /* decoded values, layout above */
+  const int32_t *block_tables; /* [num_seqs][max_blocks_per_seq]; entries past ceil(L /
+                                  block_size) never read */
+
+  /* options (as decode) */
+  float scale;               /* softmax scale, finite */
+  const float *alibi_slopes; /* [num_heads] or NULL */
+  int32_t sliding_window;    /* W > 0: keys with p - j < W; 0: off */
+  float soft_cap;            /* > 0: tanh soft cap; 0: off */
+  const float *sinks;        /* [num_heads] sink logits or NULL */
+  int causal;                /* 1: keys 0..p (the usual prefill); 0: all L keys */
+
+  /* outputs */
+  double *out; /* [total_new_tokens][num_heads][head_size] */
+  double *lse; /* [total_new_tokens][num_heads] or NULL */
+} clpa_ref_prefill_args;
+
+/* Computes prefill attention as above. Checks everything decode checks
+ * (pointers, the layout, num_heads % num_kv_heads, q_stride, scale,
+ * soft_cap, sliding_window, alibi slopes, sinks), and causal in {0, 1};
+ * with num_seqs > 0: query, cu_seqlens_q, cached_lens, block_tables and out
+ * present (the caches too when num_blocks > 0), cu_seqlens_q[0] == 0 and
+ * non-decreasing, every cached_lens[s] >= 0, every cached + n within
+ * max_blocks_per_seq*block_size and INT32_MAX, every block id that holds a
+ * key taking part in [0, num_blocks), and that the query and output
+ * extents fit in size_t. num_seqs == 0 needs no buffers. Returns CLPA_OK,
+ * CLPA_ERR_INVALID_ARG (nothing written) or CLPA_ERR_OUT_OF_MEMORY (scratch
+ * for the gathered keys and values; nothing written). */
+clpa_status clpa_ref_prefill(const clpa_ref_prefill_args *a);
 
 /* ======================================================================
  * Merge two attention states over disjoint KV sets (same query)
