@@ -15,9 +15,8 @@
  * -------------------------------------------------------------------- */
 #define MAX_OPTS 32
 #define OPT_VAL 256 /* getopt_long's value of opts[i] is OPT_VAL + i, clear of 'h' */
-#define HELP_COLUMN 26
-
-static const char HELP_TEXT[] = "this text";
+#define HELP_COLUMN 26 /* where the help text starts */
+#define LINE_WIDTH 80
 
 static int count_opts(const cli_opt *o) {
   int n = 0;
@@ -38,8 +37,6 @@ static const char *describe_int(const cli_opt *o, char *buf, size_t cap, int bro
     snprintf(buf, cap, "%s", base);
   return buf;
 }
-
-#define LINE_WIDTH 80
 
 static void print_opt(FILE *f, const char *left, const char *help, const char *def) {
   int n = fprintf(f, "  %s", left);
@@ -81,7 +78,7 @@ void cli_usage(const cli_cmd *cmd, FILE *f) {
     }
     print_opt(f, left, o->help, d);
   }
-  print_opt(f, "-h, --help", HELP_TEXT, NULL);
+  print_opt(f, "-h, --help", "this text", NULL);
   if (cmd->notes) fprintf(f, "\n%s\n", cmd->notes);
 }
 
@@ -138,11 +135,12 @@ static int take_value(const cli_cmd *cmd, const cli_opt *o, const char *text) {
 static int unknown(const cli_cmd *cmd, const char *text) {
   char name[64], all[512] = "";
   snprintf(name, sizeof name, "%.*s", (int)strcspn(text, "="), text);
-  size_t used = 0, len = strlen(name);
+  const char *prefix = strncmp(name, "--", 2) == 0 && name[2] ? name + 2 : NULL;
+  size_t used = 0;
   int matches = 0;
-  for (int i = 0; len > 2 && strncmp(name, "--", 2) == 0 && i <= count_opts(cmd->opts); i++) {
-    const char *o = cmd->opts[i].name ? cmd->opts[i].name : "help";
-    if (strncmp(o, name + 2, len - 2) == 0 && used < sizeof all)
+  for (int i = 0; prefix && i <= count_opts(cmd->opts); i++) {
+    const char *o = cmd->opts[i].name ? cmd->opts[i].name : "help"; /* the table, then help */
+    if (strncmp(o, prefix, strlen(prefix)) == 0 && used < sizeof all)
       used += (size_t)snprintf(all + used, sizeof all - used, "%s--%s", matches++ ? ", " : "", o);
   }
   if (matches > 1) return cli_error(cmd, "ambiguous option '%s' (%s)", name, all);
