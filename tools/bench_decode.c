@@ -5,10 +5,11 @@
  * bytes read plus bytes written).
  *
  * Method: random (finite) inputs, every sequence at the full context with
- * its own shuffled blocks; two warm-up calls; then 7 batches of n calls
- * enqueued back to back and timed by the wall clock around clFinish; the
- * median batch gives the time per call. Launch overhead is included, as an
- * engine would see it.
+ * its own shuffled blocks; a first call (it builds the kernels on a cold
+ * cache, and is where the library refuses a shape) and two warm-up calls;
+ * then 7 batches of n calls enqueued back to back and timed by the wall
+ * clock around clFinish; the median batch gives the time per call. Launch
+ * overhead is included, as an engine would see it.
  */
 #include <math.h>
 #include <stdio.h>
@@ -81,12 +82,12 @@ static int parse(int argc, char **argv, decode_args *a) {
       "and the ratio of the two.",
       opts,
       "Method: random finite inputs, every sequence at the full context with its own\n"
-      "shuffled blocks; two warm-up calls (where a cold kernel cache builds the\n"
-      "kernels), then 7 batches of back-to-back calls timed around clFinish; the median\n"
-      "batch gives the time per call, launch overhead included.\n"
+      "shuffled blocks; a first call (where a cold kernel cache builds the kernels)\n"
+      "and two warm-up calls, then 7 batches of back-to-back calls timed around\n"
+      "clFinish; the median batch gives the time per call, launch overhead included.\n"
       "JSON keys: op, device, lanes, heads, kv_heads, head_size, block_size, batch,\n"
-      "context, dtype, variant, partition, heads_per_group, us_per_call, kv_bytes, gbps,\n"
-      "copy_gbps, ratio.",
+      "context, dtype, variant, partition, heads_per_group, us_per_call, kv_bytes,\n"
+      "gbps, copy_gbps, ratio.",
   };
   int rc = cli_parse(&cmd, argc, argv);
   if (rc != CLI_RUN) return rc;

@@ -92,7 +92,8 @@ static int parse(int argc, char **argv, kv_opts *o) {
       "JSON keys: op, bench, api, block_size, width, out_min, out_max, runs (one object\n"
       "per size: running, mean_rows, steps, steps_per_s, us_per_step, p50_us, p99_us,\n"
       "admit_us_per_step, finish_us_per_step, decode_us_per_step, reclaim_us_per_step,\n"
-      "admits, refused, hit_rate, evicted_blocks, hot_evictions, num_blocks, watermark).",
+      "admits, refused, hit_rate, evicted_blocks, hot_evictions, num_blocks,\n"
+      "watermark).",
   };
   int rc = cli_parse(&cmd, argc, argv);
   if (rc == CLI_RUN && o->out_max < o->out_min)

@@ -132,10 +132,11 @@ static int parse(int argc, char **argv, int *smoke_run, int *json) {
       opts,
       "Exit status: 0, 1 when there is no device, the selection fails or the smoke\n"
       "kernel fails, 2 for a bad command line.\n"
-      "Device JSON keys: platform_index, device_index, selected, name, vendor, platform,\n"
-      "platform_version, driver_version, device_version, c_version, type (gpu, cpu,\n"
-      "other), compute_units, max_work_group_size, global_mem_bytes, max_alloc_bytes,\n"
-      "local_mem_bytes, subgroups, subgroup_shuffle, fp16, fp64, lanes.",
+      "Device JSON keys: platform_index, device_index, selected, name, vendor,\n"
+      "platform, platform_version, driver_version, device_version, c_version, type\n"
+      "(gpu, cpu, other), compute_units, max_work_group_size, global_mem_bytes,\n"
+      "max_alloc_bytes, local_mem_bytes, subgroups, subgroup_shuffle, fp16, fp64,\n"
+      "lanes.",
   };
   return cli_parse(&cmd, argc, argv);
 }
