@@ -1,21 +1,10 @@
 /* bench_common.c — device setup, random inputs, timing and the copy ceiling. */
 #include "bench_common.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-int bench_usage(const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  fputs("clpa-bench: ", stderr);
-  vfprintf(stderr, fmt, ap);
-  fputc('\n', stderr);
-  va_end(ap);
-  return 2;
-}
 
 static uint64_t rng_state = 0x243f6a8885a308d3ULL;
 uint64_t bench_rand(void) {
@@ -101,12 +90,17 @@ static int cmp_double(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-int bench_time(bench_env *env, bench_fn fn, const void *arg, double *per_call) {
+static int time_failed(bench_env *env) {
+  cli_progress_end();
+  fprintf(stderr, "clpa-bench: %s\n", clpa_context_last_error(env->ctx));
+  return 1;
+}
+
+int bench_time(bench_env *env, const char *what, bench_fn fn, const void *arg, double *per_call) {
+  cli_progress("%s: warm-up calls...", what);
   for (int w = 0; w < 2; w++)
-    if (fn(env->ctx, arg) != CLPA_OK || clpa_context_finish(env->ctx) != CLPA_OK) {
-      fprintf(stderr, "clpa-bench: %s\n", clpa_context_last_error(env->ctx));
-      return 1;
-    }
+    if (fn(env->ctx, arg) != CLPA_OK || clpa_context_finish(env->ctx) != CLPA_OK)
+      return time_failed(env);
   double t0 = now();
   fn(env->ctx, arg);
   clpa_context_finish(env->ctx);
@@ -115,16 +109,16 @@ int bench_time(bench_env *env, bench_fn fn, const void *arg, double *per_call) {
   if (n < 1) n = 1;
   if (n > 200) n = 200;
   double batches[7];
+  cli_progress_begin();
   for (int b = 0; b < 7; b++) {
+    if (cli_progress_due()) cli_progress("%s: timing, batch %d of 7 (%d calls)", what, b + 1, n);
     t0 = now();
     for (int i = 0; i < n; i++)
-      if (fn(env->ctx, arg) != CLPA_OK) {
-        fprintf(stderr, "clpa-bench: %s\n", clpa_context_last_error(env->ctx));
-        return 1;
-      }
-    if (clpa_context_finish(env->ctx) != CLPA_OK) return 1;
+      if (fn(env->ctx, arg) != CLPA_OK) return time_failed(env);
+    if (clpa_context_finish(env->ctx) != CLPA_OK) return time_failed(env);
     batches[b] = (now() - t0) / n;
   }
+  cli_progress_end();
   qsort(batches, 7, sizeof *batches, cmp_double);
   *per_call = batches[3];
   return 0;
@@ -156,7 +150,8 @@ double bench_copy_gbps(bench_env *env, size_t bytes) {
   copy_arg a = {bench_buffer(env, NULL, bytes), bench_buffer(env, NULL, bytes), bytes, NULL};
   double best = -1, t;
   cl_program prog;
-  if (a.src && a.dst && bench_time(env, copy_once, &a, &t) == 0) best = 2.0 * bytes / t / 1e9;
+  if (a.src && a.dst && bench_time(env, "copy", copy_once, &a, &t) == 0) best = 2.0 * bytes / t / 1e9;
+  cli_progress("copy: building the copy kernel (instant with a warm cache)...");
   if (a.src && a.dst && clpa_program_get(env->ctx, "smoke", "", &prog) == CLPA_OK) {
     cl_int err;
     a.k = clCreateKernel(prog, "clpa_smoke_copy4", &err);
@@ -164,10 +159,11 @@ double bench_copy_gbps(bench_env *env, size_t bytes) {
     if (err == CL_SUCCESS && clSetKernelArg(a.k, 0, sizeof a.src, &a.src) == CL_SUCCESS &&
         clSetKernelArg(a.k, 1, sizeof a.dst, &a.dst) == CL_SUCCESS &&
         clSetKernelArg(a.k, 2, sizeof n4, &n4) == CL_SUCCESS &&
-        bench_time(env, copy_once, &a, &t) == 0 && 2.0 * bytes / t / 1e9 > best)
+        bench_time(env, "copy kernel", copy_once, &a, &t) == 0 && 2.0 * bytes / t / 1e9 > best)
       best = 2.0 * bytes / t / 1e9;
     if (a.k) clReleaseKernel(a.k);
   }
+  cli_progress_end();
   if (a.src) clReleaseMemObject(a.src);
   if (a.dst) clReleaseMemObject(a.dst);
   return best;

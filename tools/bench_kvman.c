@@ -30,13 +30,9 @@
  * are steps per second and the microseconds per step of 1-3 (mean, p50,
  * p99), and the mean of 4 on its own (reclaim_us_per_step).
  *
- * Usage: clpa-bench kvman [--json] [--legacy] [--running N] [--steps N]
- *                         [--warmup N] [--block-size N] [--blocks N]
- *                         [--width N] [--watermark N] [--out-min N]
- *                         [--out-max N] [--seed N]
- * --running N measures that size only; --blocks 0 (default) sizes the pool
- * at 160 blocks per running request plus 8192; --watermark defaults to
- * 1/64 of the pool.
+ * Usage: clpa-bench kvman --help. --running N measures that size only;
+ * --blocks 0 (default) sizes the pool at 160 blocks per running request
+ * plus 8192; --watermark defaults to 1/64 of the pool.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -51,34 +47,59 @@ typedef struct kv_opts {
   uint64_t seed;
 } kv_opts;
 
+/* --running at most this: 160 blocks each must stay in an int32 */
+#define MAX_RUNNING (1 << 20)
+
+/* Returns CLI_RUN or the exit status. */
 static int parse(int argc, char **argv, kv_opts *o) {
   *o = (kv_opts){0, 0, 0, 3000, 1000, 16, 0, 256, 64, 512, -1, 1};
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    if (strcmp(a, "--json") == 0 || strcmp(a, "--legacy") == 0) {
-      *(a[2] == 'j' ? &o->json : &o->legacy) = 1;
-      continue;
-    }
-    if (i + 1 >= argc) return -1;
-    char *end;
-    long long v = strtoll(argv[++i], &end, 10);
-    if (*end || v < 0 || v > INT32_MAX) return -1;
-    if (strcmp(a, "--running") == 0) o->running = (int32_t)v;
-    else if (strcmp(a, "--steps") == 0) o->steps = (int32_t)v;
-    else if (strcmp(a, "--warmup") == 0) o->warmup = (int32_t)v;
-    else if (strcmp(a, "--block-size") == 0) o->block_size = (int32_t)v;
-    else if (strcmp(a, "--blocks") == 0) o->blocks = (int32_t)v;
-    else if (strcmp(a, "--width") == 0) o->width = (int32_t)v;
-    else if (strcmp(a, "--out-min") == 0) o->out_min = (int32_t)v;
-    else if (strcmp(a, "--out-max") == 0) o->out_max = (int32_t)v;
-    else if (strcmp(a, "--watermark") == 0) o->watermark = (int32_t)v;
-    else if (strcmp(a, "--seed") == 0) o->seed = (uint64_t)v;
-    else return -1;
-  }
-  if (o->steps < 1 || o->block_size < 1 || o->width < 1 || o->out_min < 1 ||
-      o->out_max < o->out_min || o->out_max > TRACE_CHAT_MAX / 2)
-    return -1;
-  return 0;
+  const cli_opt opts[] = {
+      {"running", CLI_INT, &o->running, 0, MAX_RUNNING, "N",
+       "requests in flight; 0 runs 64, 256 and 1024\nin turn", NULL, NULL},
+      {"steps", CLI_INT, &o->steps, 1, INT32_MAX, "N", "timed decode steps per run", NULL, NULL},
+      {"warmup", CLI_INT, &o->warmup, 0, INT32_MAX, "N",
+       "untimed steps first (the pool fills and\neviction starts)", NULL, NULL},
+      {"block-size", CLI_INT, &o->block_size, 1, INT32_MAX, "N", "tokens per block", NULL, NULL},
+      {"blocks", CLI_INT, &o->blocks, 0, INT32_MAX, "N",
+       "blocks in the pool; 0 means 160 per running\nrequest plus 8192", NULL, NULL},
+      {"width", CLI_INT, &o->width, 1, INT32_MAX, "N", "block-table columns of the batch view",
+       NULL, NULL},
+      {"watermark", CLI_INT, &o->watermark, 0, INT32_MAX, "N",
+       "free blocks that reclaim keeps (not with\n--legacy)", "1/64 of the pool", NULL},
+      {"out-min", CLI_INT, &o->out_min, 1, TRACE_CHAT_MAX / 2, "N", "shortest answer in tokens",
+       NULL, NULL},
+      {"out-max", CLI_INT, &o->out_max, 1, TRACE_CHAT_MAX / 2, "N", "longest answer in tokens",
+       NULL, NULL},
+      {"seed", CLI_U64, &o->seed, 0, 0, "N", "the trace's seed", NULL, NULL},
+      {"legacy", CLI_FLAG, &o->legacy, 0, 0, NULL,
+       "the calls from before the batch calls: one\nclpa_kvman_append per request, "
+       "clpa_batch_build,\nclpa_kvman_admit without a reserve, no watermark",
+       NULL, NULL},
+      {"json", CLI_FLAG, &o->json, 0, 0, NULL, "print one JSON line instead of the table", NULL,
+       NULL},
+      {NULL, 0, NULL, 0, 0, NULL, NULL, NULL, NULL},
+  };
+  const cli_cmd cmd = {
+      "clpa-bench kvman",
+      "The KV manager's host work per decode step, driven like an engine (no device):\n"
+      "`running` requests from the radix bench's trace stay in flight, each decoding\n"
+      "an answer of out-min..out-max tokens. A step finishes the complete requests and\n"
+      "admits new ones (reserving the answer), appends one token to every running\n"
+      "request, builds the batch view, and off the timed path reclaims down to the\n"
+      "watermark. Only the manager's calls are timed: steps per second, us per step\n"
+      "(mean, p50, p99) split into admit, finish and append+view, and reclaim apart.",
+      opts,
+      "JSON keys: op, bench, api, block_size, width, out_min, out_max, runs (one object\n"
+      "per size: running, mean_rows, steps, steps_per_s, us_per_step, p50_us, p99_us,\n"
+      "admit_us_per_step, finish_us_per_step, decode_us_per_step, reclaim_us_per_step,\n"
+      "admits, refused, hit_rate, evicted_blocks, hot_evictions, num_blocks,\n"
+      "watermark).",
+  };
+  int rc = cli_parse(&cmd, argc, argv);
+  if (rc == CLI_RUN && o->out_max < o->out_min)
+    return cli_error(&cmd, "--out-max (%d) is below --out-min (%d)", (int)o->out_max,
+                     (int)o->out_min);
+  return rc;
 }
 
 /* One running request, as the engine tracks it. */
@@ -145,6 +166,12 @@ static double admit_row(kv_run *r, int *refused) {
   return t;
 }
 
+static void die(const char *what) {
+  cli_progress_end();
+  fprintf(stderr, "clpa-bench kvman: %s: %s\n", what, clpa_last_error());
+  exit(1);
+}
+
 /* One engine step; returns the seconds spent in the manager. */
 static double step(kv_run *r) {
   double t = 0, tf = 0, ta = 0;
@@ -161,19 +188,13 @@ static double step(kv_run *r) {
   double t0 = bench_now();
   if (r->o->legacy) {
     for (int32_t i = 0; i < r->n; i++)
-      if (clpa_kvman_append(r->km, r->live[i].req, &r->decoded[i], 1, &r->slots[i]) != CLPA_OK) {
-        fprintf(stderr, "clpa-bench kvman: append: %s\n", clpa_last_error());
-        exit(1);
-      }
-    if (clpa_batch_build(r->batch, r->seqs, r->n, &v) != CLPA_OK) {
-      fprintf(stderr, "clpa-bench kvman: batch: %s\n", clpa_last_error());
-      exit(1);
-    }
+      if (clpa_kvman_append(r->km, r->live[i].req, &r->decoded[i], 1, &r->slots[i]) != CLPA_OK)
+        die("append");
+    if (clpa_batch_build(r->batch, r->seqs, r->n, &v) != CLPA_OK) die("batch");
   } else if (clpa_kvman_append_batch(r->km, clpa_kvman_running(r->km), r->n, NULL, r->decoded,
                                      r->slots) != CLPA_OK ||
              clpa_kvman_batch_build(r->km, r->batch, &v) != CLPA_OK) {
-    fprintf(stderr, "clpa-bench kvman: decode step: %s\n", clpa_last_error());
-    exit(1);
+    die("decode step");
   }
   double td = bench_now() - t0;
   if (!r->o->legacy) { /* off the critical path */
@@ -195,7 +216,8 @@ static int cmp_double(const void *a, const void *b) {
   return (x > y) - (x < y);
 }
 
-static int run_one(const kv_opts *o, int32_t running, int first) {
+/* Runs one size; with j, its results are the next element of j's array. */
+static int run_one(const kv_opts *o, int32_t running, cli_json *j) {
   kv_run r;
   memset(&r, 0, sizeof r);
   r.o = o;
@@ -224,17 +246,26 @@ static int run_one(const kv_opts *o, int32_t running, int first) {
     fprintf(stderr, "clpa-bench kvman: setup failed: %s\n", clpa_last_error());
     return 1;
   }
-  for (int32_t s = 0; s < o->warmup; s++) step(&r);
+  cli_progress_begin();
+  for (int32_t s = 0; s < o->warmup; s++) {
+    if (s % 16 == 0 && cli_progress_due())
+      cli_progress("kvman: %d running, warm-up step %d of %d", (int)running, (int)s,
+                   (int)o->warmup);
+    step(&r);
+  }
   r.admits = r.finishes = r.refused = r.rows = 0;
   r.t_admit = r.t_finish = r.t_decode = r.t_reclaim = 0;
   clpa_kvman_stats s0;
   clpa_kvman_stats_get(r.km, &s0);
   double total = 0;
   for (int32_t s = 0; s < o->steps; s++) {
+    if (s % 16 == 0 && cli_progress_due())
+      cli_progress("kvman: %d running, step %d of %d", (int)running, (int)s, (int)o->steps);
     double t = step(&r);
     r.step_us[s] = 1e6 * t;
     total += t;
   }
+  cli_progress_end();
   clpa_kvman_stats s1;
   clpa_kvman_stats_get(r.km, &s1);
   qsort(r.step_us, (size_t)o->steps, sizeof *r.step_us, cmp_double);
@@ -246,19 +277,27 @@ static int run_one(const kv_opts *o, int32_t running, int first) {
                          (double)(s1.prompt_tokens - s0.prompt_tokens)
                    : 0;
   double rows = (double)r.rows / o->steps;
-  if (o->json) {
-    printf("%s{\"running\": %d, \"mean_rows\": %.1f, \"steps\": %d, \"steps_per_s\": %.0f, "
-           "\"us_per_step\": %.2f, \"p50_us\": %.2f, \"p99_us\": %.2f, "
-           "\"admit_us_per_step\": %.2f, \"finish_us_per_step\": %.2f, "
-           "\"decode_us_per_step\": %.2f, \"reclaim_us_per_step\": %.2f, \"admits\": %lld, "
-           "\"refused\": %lld, \"hit_rate\": %.4f, \"evicted_blocks\": %lld, "
-           "\"hot_evictions\": %lld, \"num_blocks\": %d, \"watermark\": %d}",
-           first ? "" : ", ", (int)running, rows, (int)o->steps, o->steps / total, mean, p50, p99,
-           1e6 * r.t_admit / o->steps, 1e6 * r.t_finish / o->steps, 1e6 * r.t_decode / o->steps,
-           1e6 * r.t_reclaim / o->steps, r.admits, r.refused, hit,
-           (long long)(s1.evicted_blocks - s0.evicted_blocks),
-           (long long)(s1.hot_evictions - s0.hot_evictions), (int)kc.num_blocks,
-           (int)kc.free_watermark);
+  if (j) {
+    cli_json_object(j, NULL);
+    cli_json_int(j, "running", running);
+    cli_json_num(j, "mean_rows", rows, 1);
+    cli_json_int(j, "steps", o->steps);
+    cli_json_num(j, "steps_per_s", o->steps / total, 0);
+    cli_json_num(j, "us_per_step", mean, 2);
+    cli_json_num(j, "p50_us", p50, 2);
+    cli_json_num(j, "p99_us", p99, 2);
+    cli_json_num(j, "admit_us_per_step", 1e6 * r.t_admit / o->steps, 2);
+    cli_json_num(j, "finish_us_per_step", 1e6 * r.t_finish / o->steps, 2);
+    cli_json_num(j, "decode_us_per_step", 1e6 * r.t_decode / o->steps, 2);
+    cli_json_num(j, "reclaim_us_per_step", 1e6 * r.t_reclaim / o->steps, 2);
+    cli_json_int(j, "admits", r.admits);
+    cli_json_int(j, "refused", r.refused);
+    cli_json_num(j, "hit_rate", hit, 4);
+    cli_json_int(j, "evicted_blocks", (long long)(s1.evicted_blocks - s0.evicted_blocks));
+    cli_json_int(j, "hot_evictions", (long long)(s1.hot_evictions - s0.hot_evictions));
+    cli_json_int(j, "num_blocks", kc.num_blocks);
+    cli_json_int(j, "watermark", kc.free_watermark);
+    cli_json_end(j);
   } else {
     printf("  %5d running: %8.0f steps/s  %6.2f us/step  p50 %6.2f  p99 %6.2f"
            "  [admit %.2f, finish %.2f, append+view %.2f; reclaim %.2f off-path]\n"
@@ -285,27 +324,32 @@ static int run_one(const kv_opts *o, int32_t running, int first) {
 
 int clpa_bench_kvman(int argc, char **argv) {
   kv_opts o;
-  if (parse(argc, argv, &o)) {
-    fprintf(stderr,
-            "usage: clpa-bench kvman [--json] [--legacy] [--running N] [--steps N] [--warmup N] "
-            "[--block-size N] [--blocks N] [--width N] [--watermark N] [--out-min N] "
-            "[--out-max N] [--seed N]\n");
-    return 2;
-  }
+  int parsed = parse(argc, argv, &o);
+  if (parsed != CLI_RUN) return parsed;
   static const int32_t sizes[] = {64, 256, 1024};
   int32_t n = o.running ? 1 : 3;
-  if (o.json)
-    printf("{\"bench\": \"kvman\", \"api\": \"%s\", \"block_size\": %d, \"width\": %d, "
-           "\"out_min\": %d, \"out_max\": %d, \"runs\": [",
-           o.legacy ? "legacy" : "batch", (int)o.block_size, (int)o.width, (int)o.out_min,
-           (int)o.out_max);
-  else
+  cli_json j;
+  if (o.json) {
+    cli_json_begin(&j, stdout);
+    cli_json_str(&j, "op", "kvman");
+    cli_json_str(&j, "bench", "kvman"); /* the key before "op"; kept for old readers */
+    cli_json_str(&j, "api", o.legacy ? "legacy" : "batch");
+    cli_json_int(&j, "block_size", o.block_size);
+    cli_json_int(&j, "width", o.width);
+    cli_json_int(&j, "out_min", o.out_min);
+    cli_json_int(&j, "out_max", o.out_max);
+    cli_json_array(&j, "runs");
+  } else {
     printf("kvman (%s calls): engine-like decode steps, block_size %d, table width %d, answers "
            "%d-%d tokens, %d steps after %d warm-up\n",
            o.legacy ? "legacy" : "batch", (int)o.block_size, (int)o.width, (int)o.out_min,
            (int)o.out_max, (int)o.steps, (int)o.warmup);
+  }
   for (int32_t i = 0; i < n; i++)
-    if (run_one(&o, o.running ? o.running : sizes[i], i == 0)) return 1;
-  if (o.json) printf("]}\n");
+    if (run_one(&o, o.running ? o.running : sizes[i], o.json ? &j : NULL)) return 1;
+  if (o.json) {
+    cli_json_end(&j); /* runs */
+    cli_json_end(&j);
+  }
   return 0;
 }

@@ -15,8 +15,7 @@
  * manager's calls only) and all together (ops_per_s), and the hit rate:
  * prompt tokens found cached / prompt tokens.
  *
- * Usage: clpa-bench radix [--json] [--requests N] [--block-size N]
- *                         [--blocks N] [--window N] [--seed N]
+ * Usage: clpa-bench radix --help.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -39,32 +38,36 @@ typedef struct inflight {
   int chat;        /* conversation, -1 for few-shot */
 } inflight;
 
+/* Returns CLI_RUN or the exit status. */
 static int parse(int argc, char **argv, bench_opts *o) {
   *o = (bench_opts){0, 10000, 16, 16384, 32, 1};
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    if (strcmp(a, "--json") == 0) {
-      o->json = 1;
-      continue;
-    }
-    if (i + 1 >= argc) return -1;
-    char *end;
-    long long v = strtoll(argv[++i], &end, 10);
-    if (*end || v < 1 || v > INT32_MAX) return -1;
-    if (strcmp(a, "--requests") == 0)
-      o->requests = (int32_t)v;
-    else if (strcmp(a, "--block-size") == 0)
-      o->block_size = (int32_t)v;
-    else if (strcmp(a, "--blocks") == 0)
-      o->blocks = (int32_t)v;
-    else if (strcmp(a, "--window") == 0)
-      o->window = (int32_t)v;
-    else if (strcmp(a, "--seed") == 0)
-      o->seed = (uint64_t)v;
-    else
-      return -1;
-  }
-  return 0;
+  const cli_opt opts[] = {
+      {"requests", CLI_INT, &o->requests, 1, INT32_MAX, "N", "requests to replay", NULL, NULL},
+      {"block-size", CLI_INT, &o->block_size, 1, INT32_MAX, "N", "tokens per block", NULL, NULL},
+      {"blocks", CLI_INT, &o->blocks, 1, INT32_MAX, "N", "blocks in the pool", NULL, NULL},
+      {"window", CLI_INT, &o->window, 1, INT32_MAX, "N",
+       "requests in flight (a request finishes when\nthis many later ones were admitted)", NULL,
+       NULL},
+      {"seed", CLI_U64, &o->seed, 0, 0, "N", "the trace's seed", NULL, NULL},
+      {"json", CLI_FLAG, &o->json, 0, 0, NULL, "print one JSON line instead of the table", NULL,
+       NULL},
+      {NULL, 0, NULL, 0, 0, NULL, NULL, NULL, NULL},
+  };
+  const cli_cmd cmd = {
+      "clpa-bench radix",
+      "Replays a synthetic serving trace through the KV manager (no device): every\n"
+      "prompt shares a 512-token system prompt, then either a few-shot set and a\n"
+      "question or the next turn of a chat (~2k tokens). Each request is admitted\n"
+      "(match and lock its prefix, take blocks for the rest, evicting when short),\n"
+      "appends a 64-token answer and later finishes (its blocks go into the tree).\n"
+      "Prints calls per second of admit, append and finish (only the manager's calls\n"
+      "are timed) and the hit rate: prompt tokens found cached / prompt tokens.",
+      opts,
+      "JSON keys: op, bench, requests, block_size, num_blocks, window, prompt_tokens,\n"
+      "hit_tokens, hit_rate, ops, ops_per_s, admit_per_s, append_per_s, finish_per_s,\n"
+      "evictions, evicted_blocks, evicted_nodes, splits, refused, seconds.",
+  };
+  return cli_parse(&cmd, argc, argv);
 }
 
 typedef struct bench_state {
@@ -114,12 +117,8 @@ static void finish(bench_state *b, inflight *r) {
 
 int clpa_bench_radix(int argc, char **argv) {
   bench_opts o;
-  if (parse(argc, argv, &o)) {
-    fprintf(stderr,
-            "usage: clpa-bench radix [--json] [--requests N] [--block-size N] "
-            "[--blocks N] [--window N] [--seed N]\n");
-    return 2;
-  }
+  int parsed = parse(argc, argv, &o);
+  if (parsed != CLI_RUN) return parsed;
   bench_state *b = calloc(1, sizeof *b);
   inflight *win = calloc((size_t)o.window, sizeof *win);
   clpa_kvman_config kc;
@@ -129,11 +128,17 @@ int clpa_bench_radix(int argc, char **argv) {
   if (!b || !win || !(b->trace = bench_trace_create(o.seed, CHATS, ANSWER_LEN)) ||
       clpa_kvman_create(&kc, &b->km) != CLPA_OK) {
     fprintf(stderr, "clpa-bench radix: setup failed: %s\n", clpa_last_error());
+    if (b) bench_trace_destroy(b->trace);
+    free(b);
+    free(win);
     return 1;
   }
 
   double t_start = bench_now();
+  cli_progress_begin();
   for (int32_t q = 0; q < o.requests; q++) {
+    if (q % 64 == 0 && cli_progress_due())
+      cli_progress("radix: request %d of %d", (int)q, (int)o.requests);
     inflight *r = &win[q % o.window];
     if (r->req) finish(b, r); /* the oldest in flight ends */
     start(b, r);
@@ -141,6 +146,7 @@ int clpa_bench_radix(int argc, char **argv) {
   for (int32_t i = 0; i < o.window; i++)
     if (win[i].req) finish(b, &win[i]);
   double wall = bench_now() - t_start;
+  cli_progress_end();
 
   clpa_kvman_stats ks;
   clpa_kvman_stats_get(b->km, &ks);
@@ -150,18 +156,29 @@ int clpa_bench_radix(int argc, char **argv) {
   long long ops = b->n_admit + b->n_append + b->n_finish;
   double hit = ks.prompt_tokens ? (double)ks.hit_tokens / (double)ks.prompt_tokens : 0;
   if (o.json) {
-    printf(
-        "{\"bench\": \"radix\", \"requests\": %d, \"block_size\": %d, \"num_blocks\": %d, "
-        "\"window\": %d, \"prompt_tokens\": %lld, \"hit_tokens\": %lld, \"hit_rate\": %.4f, "
-        "\"ops\": %lld, \"ops_per_s\": %.0f, \"admit_per_s\": %.0f, \"append_per_s\": %.0f, "
-        "\"finish_per_s\": %.0f, \"evictions\": %lld, \"evicted_blocks\": %lld, "
-        "\"evicted_nodes\": %lld, \"splits\": %lld, \"refused\": %lld, \"seconds\": %.4f}\n",
-        (int)o.requests, (int)o.block_size, (int)o.blocks, (int)o.window,
-        (long long)ks.prompt_tokens, (long long)ks.hit_tokens, hit, ops, ops / t_ops,
-        b->n_admit / b->t_admit, b->n_append ? b->n_append / b->t_append : 0.0,
-        b->n_finish ? b->n_finish / b->t_finish : 0.0, (long long)ks.evictions,
-        (long long)st.evicted_blocks, (long long)st.evicted_nodes, (long long)st.splits,
-        b->refused, wall);
+    cli_json j;
+    cli_json_begin(&j, stdout);
+    cli_json_str(&j, "op", "radix");
+    cli_json_str(&j, "bench", "radix"); /* the key before "op"; kept for old readers */
+    cli_json_int(&j, "requests", o.requests);
+    cli_json_int(&j, "block_size", o.block_size);
+    cli_json_int(&j, "num_blocks", o.blocks);
+    cli_json_int(&j, "window", o.window);
+    cli_json_int(&j, "prompt_tokens", (long long)ks.prompt_tokens);
+    cli_json_int(&j, "hit_tokens", (long long)ks.hit_tokens);
+    cli_json_num(&j, "hit_rate", hit, 4);
+    cli_json_int(&j, "ops", ops);
+    cli_json_num(&j, "ops_per_s", ops / t_ops, 0);
+    cli_json_num(&j, "admit_per_s", b->n_admit / b->t_admit, 0);
+    cli_json_num(&j, "append_per_s", b->n_append ? b->n_append / b->t_append : 0.0, 0);
+    cli_json_num(&j, "finish_per_s", b->n_finish ? b->n_finish / b->t_finish : 0.0, 0);
+    cli_json_int(&j, "evictions", (long long)ks.evictions);
+    cli_json_int(&j, "evicted_blocks", (long long)st.evicted_blocks);
+    cli_json_int(&j, "evicted_nodes", (long long)st.evicted_nodes);
+    cli_json_int(&j, "splits", (long long)st.splits);
+    cli_json_int(&j, "refused", b->refused);
+    cli_json_num(&j, "seconds", wall, 4);
+    cli_json_end(&j);
   } else {
     printf("radix: %d requests, %.1fM prompt tokens, block_size %d, %d blocks, %d in flight\n",
            (int)o.requests, (double)ks.prompt_tokens / 1e6, (int)o.block_size, (int)o.blocks,

@@ -2,30 +2,58 @@
  * clpa-bench — speed of clpa's operations, as achieved bandwidth (or
  * operations per second) next to a ceiling measured in the same run.
  *
- *   clpa-bench decode [--heads 32 --kv-heads 8 --head-size 128 --block-size 16
- *                      --batch 16 --context 4096 --dtype f16 --variant auto
- *                      --partition 512 --heads-per-group 0] [--json]
+ *   clpa-bench decode [options]   decode attention on the selected device
+ *   clpa-bench radix [options]    the radix prefix cache on a synthetic trace; no device
+ *   clpa-bench kvman [options]    KV-manager host work per decode step; no device
  *
- *   clpa-bench radix [--json]      (the radix prefix cache on a synthetic trace; no device)
- *   clpa-bench kvman [--json]      (KV-manager host work per decode step; no device)
- *
- * The device is CLPA_DEVICE's, else the default (clpa-info shows it).
+ * Every subcommand takes --help (its flags and their defaults) and --json
+ * (one line on stdout whose "op" names the subcommand). The device is
+ * CLPA_DEVICE's, else the default (clpa-info shows it).
  */
 #include <stdio.h>
 #include <string.h>
 
 #include "bench_common.h"
 
+static const char USAGE[] =
+    "usage: clpa-bench COMMAND [options]\n"
+    "Speed of clpa's operations, next to a ceiling measured in the same run.\n"
+    "\n"
+    "commands:\n"
+    "  decode    decode attention on the selected device: GB/s of K/V read and the\n"
+    "            ratio to the device's copy bandwidth\n"
+    "  radix     the prefix cache on a synthetic serving trace, through the KV\n"
+    "            manager: calls per second and hit rate (no device)\n"
+    "  kvman     the KV manager's host work per decode step with an engine-like\n"
+    "            driver: steps per second, us per step (no device)\n"
+    "\n"
+    "options:\n"
+    "  -h, --help     this text ('clpa-bench COMMAND --help': a command's options)\n"
+    "  --version      print clpa's version\n"
+    "\n"
+    "The device is CLPA_DEVICE's (P:D or a name substring), else the first GPU, else\n"
+    "the first device; clpa-info lists them. --json on any command prints one JSON\n"
+    "line whose \"op\" names the command.\n";
+
 int main(int argc, char **argv) {
-  if (argc >= 2 && strcmp(argv[1], "decode") == 0) return bench_decode(argc, argv);
-  if (argc >= 2 && strcmp(argv[1], "radix") == 0) return clpa_bench_radix(argc - 1, argv + 1);
-  if (argc >= 2 && strcmp(argv[1], "kvman") == 0) return clpa_bench_kvman(argc - 1, argv + 1);
-  fprintf(stderr,
-          "usage: clpa-bench decode [--heads N --kv-heads N --head-size N --block-size N\n"
-          "                          --batch N --context N --dtype f32|f16|bf16|fp8_e4m3|fp8_e5m2\n"
-          "                          --variant v1|v2|auto --partition N --heads-per-group N]"
-          " [--json]\n"
-          "       clpa-bench radix [--requests N --block-size N --blocks N ...] [--json]\n"
-          "       clpa-bench kvman [--running N --steps N --width N ...] [--json]\n");
+  const char *cmd = argc >= 2 ? argv[1] : NULL;
+  if (cmd && strcmp(cmd, "decode") == 0) return bench_decode(argc - 1, argv + 1);
+  if (cmd && strcmp(cmd, "radix") == 0) return clpa_bench_radix(argc - 1, argv + 1);
+  if (cmd && strcmp(cmd, "kvman") == 0) return clpa_bench_kvman(argc - 1, argv + 1);
+  if (cmd && (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0)) {
+    fputs(USAGE, stdout);
+    return 0;
+  }
+  if (cmd && strcmp(cmd, "--version") == 0) {
+    printf("clpa-bench (clpa %s)\n", clpa_version_string());
+    return 0;
+  }
+  if (!cmd)
+    fputs("clpa-bench: which command? decode, radix or kvman\n", stderr);
+  else if (cmd[0] == '-')
+    fprintf(stderr, "clpa-bench: unknown option '%s' (options follow the command)\n", cmd);
+  else
+    fprintf(stderr, "clpa-bench: unknown command '%s' (decode, radix or kvman)\n", cmd);
+  fputs("Try 'clpa-bench --help'.\n", stderr);
   return 2;
 }

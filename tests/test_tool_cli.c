@@ -1,0 +1,142 @@
+/*
+ * test_tool_cli.c — the tools' JSON writer and option parser (tools/tool_cli.c)
+ * on inputs a device name could bring: quotes, backslashes, control bytes,
+ * bytes that are not UTF-8, numbers that are not finite. No device.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "tap.h"
+#include "tool_cli.h"
+
+/* Runs fn against a memory stream and compares what it wrote with want. */
+static void check_json(const char *what, void (*fn)(cli_json *), const char *want) {
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  if (!f) BAIL_OUT("open_memstream failed");
+  cli_json j;
+  cli_json_begin(&j, f);
+  fn(&j);
+  cli_json_end(&j);
+  fclose(f);
+  if (!ok(strcmp(buf, want) == 0, "json: %s", what)) diag("got  %s\nwant %s", buf, want);
+  free(buf);
+}
+
+static void strings(cli_json *j) {
+  cli_json_str(j, "device", "Dev \"quoted\" \\back\\slash");
+  cli_json_str(j, "controls", "a\nb\tc\rd\x01\x1f");
+  cli_json_str(j, "utf8", "caf\xc3\xa9 \xe2\x80\xa6");
+  cli_json_str(j, "not_utf8", "x\xff\xc3(\xed\xa0\x80y");
+  cli_json_str(j, "null", NULL);
+  cli_json_str(j, "key \"q\"", "");
+}
+
+static void numbers(cli_json *j) {
+  cli_json_int(j, "i", -42);
+  cli_json_int(j, "big", 4600790016LL);
+  cli_json_num(j, "x", 1.23456, 2);
+  cli_json_num(j, "inf", INFINITY, 2);
+  cli_json_num(j, "nan", NAN, 0);
+  cli_json_bool(j, "t", 1);
+  cli_json_bool(j, "f", 0);
+}
+
+static void nested(cli_json *j) {
+  cli_json_str(j, "op", "kvman");
+  cli_json_array(j, "runs");
+  for (int i = 0; i < 2; i++) {
+    cli_json_object(j, NULL);
+    cli_json_int(j, "running", 64 << (2 * i));
+    cli_json_end(j);
+  }
+  cli_json_end(j);
+  cli_json_array(j, "empty");
+  cli_json_end(j);
+}
+
+/* Option parsing: argv is split on spaces; returns cli_parse's answer. */
+typedef struct opts {
+  int32_t n;
+  uint64_t seed;
+  int flag;
+  int word;
+} opts;
+
+static const char *parse_word(const char *text, void *value) {
+  if (strcmp(text, "yes") == 0) *(int *)value = 1;
+  else if (strcmp(text, "no") == 0) *(int *)value = 0;
+  else return "yes or no";
+  return NULL;
+}
+
+/* With line NULL, writes the usage to *usage (to free) instead of parsing. */
+static int run_parse(const char *line, opts *o, char **usage) {
+  char buf[256], *argv[16];
+  int argc = 0;
+  snprintf(buf, sizeof buf, "test %s", line ? line : "");
+  for (char *t = strtok(buf, " "); t && argc < 15; t = strtok(NULL, " ")) argv[argc++] = t;
+  argv[argc] = NULL;
+  *o = (opts){7, 1, 0, 0};
+  const cli_opt table[] = {
+      {"n", CLI_INT, &o->n, 1, 100, "N", "a number", NULL, NULL},
+      {"number-two", CLI_INT, &o->n, 0, 100, "N", "the same number", NULL, NULL},
+      {"seed", CLI_U64, &o->seed, 0, 0, "N", "a seed", NULL, NULL},
+      {"flag", CLI_FLAG, &o->flag, 0, 0, NULL, "a flag", NULL, NULL},
+      {"word", CLI_WORD, &o->word, 0, 0, "W", "yes or no", "no", parse_word},
+      {NULL, CLI_FLAG, NULL, 0, 0, NULL, NULL, NULL, NULL},
+  };
+  const cli_cmd cmd = {"test", NULL, table, NULL};
+  if (line) return cli_parse(&cmd, argc, argv);
+  size_t len;
+  FILE *f = open_memstream(usage, &len);
+  if (!f) BAIL_OUT("open_memstream failed");
+  cli_usage(&cmd, f);
+  fclose(f);
+  return 0;
+}
+
+int main(void) {
+  check_json("escaping", strings,
+             "{\"device\":\"Dev \\\"quoted\\\" \\\\back\\\\slash\","
+             "\"controls\":\"a\\nb\\tc\\rd\\u0001\\u001f\","
+             "\"utf8\":\"caf\xc3\xa9 \xe2\x80\xa6\","
+             "\"not_utf8\":\"x\\ufffd\\ufffd(\\ufffd\\ufffd\\ufffdy\","
+             "\"null\":null,\"key \\\"q\\\"\":\"\"}\n");
+  check_json("numbers", numbers,
+             "{\"i\":-42,\"big\":4600790016,\"x\":1.23,\"inf\":null,\"nan\":null,"
+             "\"t\":true,\"f\":false}\n");
+  check_json("nesting", nested,
+             "{\"op\":\"kvman\",\"runs\":[{\"running\":64},{\"running\":256}],\"empty\":[]}\n");
+
+  opts o;
+  ok(run_parse("", &o, NULL) == CLI_RUN && o.n == 7, "no options: defaults");
+  ok(run_parse("--n 5 --flag", &o, NULL) == CLI_RUN && o.n == 5 && o.flag, "--n 5 --flag");
+  ok(run_parse("--n=9", &o, NULL) == CLI_RUN && o.n == 9, "--n=9");
+  ok(run_parse("--number 3", &o, NULL) == CLI_RUN && o.n == 3, "an unambiguous prefix");
+  ok(run_parse("--seed 18446744073709551615", &o, NULL) == CLI_RUN && o.seed == UINT64_MAX,
+     "--seed takes all of uint64");
+  ok(run_parse("--word=yes", &o, NULL) == CLI_RUN && o.word == 1, "a word");
+  char *usage = NULL;
+  run_parse(NULL, &o, &usage);
+  if (!ok(strstr(usage, "usage: test [options]") && strstr(usage, "--n N") &&
+              strstr(usage, "a number (default 7)") && strstr(usage, "(default no)") &&
+              strstr(usage, "--seed N") && strstr(usage, "(default 1)") &&
+              strstr(usage, "-h, --help"),
+          "the usage lists every option with its default"))
+    diag("%s", usage);
+  free(usage);
+  ok(run_parse("--foo", &o, NULL) == 2, "unknown option: 2");
+  ok(run_parse("--n x", &o, NULL) == 2, "--n x: 2");
+  ok(run_parse("--n 0", &o, NULL) == 2, "--n below its range: 2");
+  ok(run_parse("--n 101", &o, NULL) == 2, "--n above its range: 2");
+  ok(run_parse("--n", &o, NULL) == 2, "--n without a value: 2");
+  ok(run_parse("--flag=1", &o, NULL) == 2, "a flag with a value: 2");
+  ok(run_parse("--seed -1", &o, NULL) == 2, "a negative seed: 2");
+  ok(run_parse("--word maybe", &o, NULL) == 2, "a word it does not take: 2");
+  ok(run_parse("stray", &o, NULL) == 2, "a stray argument: 2");
+  return done_testing();
+}

@@ -1,0 +1,121 @@
+#!/usr/bin/env python3
+"""test_tools.py — clpa-bench and clpa-info as a user runs them (TAP).
+
+Usage: test_tools.py CLPA_BENCH CLPA_INFO
+
+--help on the tools and on every subcommand exits 0 and prints the usage;
+an unknown flag or a bad value exits 2 and says which and why; --json
+prints one line that json.loads reads, with "op" (and "device" where a
+device is used). The decode run is a tiny shape on the default device.
+"""
+import json
+import subprocess
+import sys
+
+BENCH, INFO = sys.argv[1], sys.argv[2]
+TINY_DECODE = ["--batch", "2", "--context", "64", "--heads", "4", "--kv-heads", "2",
+               "--head-size", "64"]
+n_tests = 0
+failed = 0
+
+
+def ok(cond, what, detail=""):
+    global n_tests, failed
+    n_tests += 1
+    print(f"{'' if cond else 'not '}ok {n_tests} - {what}")
+    if not cond:
+        failed += 1
+        for line in detail.splitlines():
+            print(f"# {line}")
+    sys.stdout.flush()
+    return cond
+
+
+def run(*args):
+    p = subprocess.run(list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                       timeout=240, check=False)
+    return p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
+
+
+def show(args, rc, out, err):
+    return f"$ {' '.join(args)}\nexit {rc}\nstdout: {out}\nstderr: {err}"
+
+
+def check_help(*args):
+    rc, out, err = run(*args)
+    ok(rc == 0 and "usage" in out, f"{' '.join(args[1:])}: exit 0 with the usage",
+       show(args, rc, out, err))
+
+
+def check_refused(args, *needles):
+    rc, out, err = run(*args)
+    ok(rc == 2 and all(n in err for n in needles) and "--help" in err and out == "",
+       f"{' '.join(args[1:])}: exit 2 naming {', '.join(needles)}", show(args, rc, out, err))
+
+
+def check_json(args, op, keys):
+    rc, out, err = run(*args)
+    lines = out.splitlines()
+    try:
+        doc = json.loads(lines[0]) if len(lines) == 1 else None
+    except ValueError as e:
+        doc = None
+        err += f"\njson: {e}"
+    good = rc == 0 and doc is not None and doc.get("op") == op
+    missing = [k for k in keys if doc is None or k not in doc]
+    ok(good and not missing, f"{' '.join(args[1:])}: one JSON line, op {op}",
+       show(args, rc, out, err) + (f"\nmissing keys: {missing}" if missing else ""))
+    return doc
+
+
+for cmd in ([], ["decode"], ["radix"], ["kvman"]):
+    check_help(BENCH, *cmd, "--help")
+    check_help(BENCH, *cmd, "-h")
+check_help(INFO, "--help")
+
+for cmd in ("decode", "radix", "kvman"):
+    check_refused([BENCH, cmd, "--foo"], "unknown option '--foo'")
+check_refused([INFO, "--foo=1"], "unknown option '--foo'")
+check_refused([BENCH, "frobnicate"], "unknown command 'frobnicate'")
+check_refused([BENCH, "decode", "--batch", "x"], "--batch takes a positive integer, not 'x'")
+check_refused([BENCH, "decode", "--batch=0"], "--batch takes a positive integer, not '0'")
+check_refused([BENCH, "decode", "--context"], "--context needs a value")
+check_refused([BENCH, "decode", "--dtype", "f64"], "--dtype takes", "not 'f64'")
+check_refused([BENCH, "decode", "--json=yes"], "--json takes no value")
+check_refused([BENCH, "decode", "--he", "4"], "ambiguous option '--he'")
+check_refused([BENCH, "radix", "--requests", "-5"], "--requests takes a positive integer")
+check_refused([BENCH, "kvman", "--out-min", "100", "--out-max", "50"], "--out-max (50)")
+check_refused([BENCH, "kvman", "stray"], "unexpected argument 'stray'")
+
+DECODE_KEYS = ["op", "device", "lanes", "heads", "kv_heads", "head_size", "block_size", "batch",
+               "context", "dtype", "variant", "us_per_call", "kv_bytes", "gbps", "copy_gbps",
+               "ratio"]
+doc = check_json([BENCH, "decode", "--json", *TINY_DECODE], "decode", DECODE_KEYS)
+if doc:
+    ok(doc["batch"] == 2 and doc["context"] == 64 and doc["heads"] == 4 and doc["gbps"] > 0,
+       "decode --json: the shape asked for, a positive bandwidth", json.dumps(doc))
+check_refused([BENCH, "decode", *TINY_DECODE, "--heads", "5"], "num_heads = 5")
+
+check_json([BENCH, "radix", "--json", "--requests", "200"], "radix",
+           ["requests", "block_size", "num_blocks", "window", "prompt_tokens", "hit_tokens",
+            "hit_rate", "ops", "ops_per_s", "seconds"])
+doc = check_json([BENCH, "kvman", "--json", "--running", "8", "--steps", "20", "--warmup", "5"],
+                 "kvman", ["api", "block_size", "width", "out_min", "out_max", "runs"])
+if doc:
+    ok(len(doc["runs"]) == 1 and doc["runs"][0]["running"] == 8, "kvman --json: one run of 8",
+       json.dumps(doc))
+
+rc, out, err = run(INFO, "--json")
+try:
+    info = json.loads(out) if len(out.splitlines()) == 1 else None
+except ValueError:
+    info = None
+ok(rc == 0 and info is not None and len(info["devices"]) >= 1 and
+   sum(d["selected"] for d in info["devices"]) == 1 and
+   all(k in info["devices"][0] for k in ("name", "vendor", "platform", "type", "compute_units",
+                                         "global_mem_bytes", "local_mem_bytes", "lanes")),
+   "clpa-info --json: one line, the devices as an array, one selected",
+   show([INFO, "--json"], rc, out, err))
+
+print(f"1..{n_tests}")
+sys.exit(1 if failed else 0)

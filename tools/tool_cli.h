@@ -1,0 +1,114 @@
+/*
+ * tool_cli.h — the command-line face that clpa-info and clpa-bench share:
+ * options (getopt_long driven by one table per command, which also writes
+ * the usage), a one-line JSON writer, and a progress line on the terminal.
+ * libc only.
+ */
+#ifndef CLPA_TOOL_CLI_H
+#define CLPA_TOOL_CLI_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+/* ----------------------------------------------------------------------
+ * Options
+ *
+ * Every option is long (--name value or --name=value); -h and --help are
+ * added to every table. The usage lists each option with its help and its
+ * default, read from the target before parsing, so the text cannot drift
+ * from the code.
+ * -------------------------------------------------------------------- */
+typedef enum cli_kind {
+  CLI_FLAG, /* no value; sets the int at value to 1 */
+  CLI_INT,  /* an int32_t in [min, max] */
+  CLI_U64,  /* a uint64_t (seeds) */
+  CLI_WORD, /* a word that parse turns into *value */
+} cli_kind;
+
+typedef struct cli_opt {
+  const char *name; /* the long name without "--"; NULL ends a table */
+  cli_kind kind;
+  void *value;      /* int (FLAG), int32_t (INT), uint64_t (U64), parse's target (WORD) */
+  int32_t min, max; /* INT: the accepted range */
+  const char *arg;  /* the value's name in the usage ("N"); NULL for flags */
+  const char *help; /* what it does; '\n' continues it on an indented line */
+  const char *def;  /* the default as the usage shows it; NULL: the value's (INT, U64) */
+  /* WORD: parses text into *value; returns NULL, or what the option takes
+   * ("v1, v2 or auto") for the error message. */
+  const char *(*parse)(const char *text, void *value);
+} cli_opt;
+
+typedef struct cli_cmd {
+  const char *name;     /* as messages start: "clpa-bench decode" */
+  const char *about;    /* printed after the usage line; may be NULL */
+  const cli_opt *opts;  /* ends with an entry whose name is NULL */
+  const char *notes;    /* printed after the options; may be NULL */
+} cli_cmd;
+
+#define CLI_RUN (-1)
+
+/* Parses argv[1..argc) against cmd's options (argv[0] is the command's
+ * own name). Returns CLI_RUN when the command should run, else the exit
+ * status: 0 after printing the usage for -h/--help, 2 after printing why
+ * the command line was refused (an unknown, ambiguous or incomplete
+ * option, a value outside what the option takes, a stray argument). */
+int cli_parse(const cli_cmd *cmd, int argc, char **argv);
+/* Prints cmd's usage to f. */
+void cli_usage(const cli_cmd *cmd, FILE *f);
+/* Prints "NAME: reason" and a pointer to --help on stderr; returns 2. */
+int cli_error(const cli_cmd *cmd, const char *fmt, ...)
+#if defined(__GNUC__) || defined(__clang__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+/* ----------------------------------------------------------------------
+ * JSON: one object on one line, built member by member; objects and
+ * arrays nest. Strings are escaped (quotes, backslashes, control bytes;
+ * bytes that are not UTF-8 become U+FFFD), numbers that are not finite
+ * are written as null. Keys are snake_case by convention.
+ * -------------------------------------------------------------------- */
+#define CLI_JSON_DEPTH 8
+
+typedef struct cli_json {
+  FILE *out;
+  int depth;                          /* open objects and arrays */
+  unsigned char used[CLI_JSON_DEPTH]; /* a member was written at that level */
+  char closer[CLI_JSON_DEPTH];        /* '}' or ']' */
+} cli_json;
+
+/* Opens the top-level object. */
+void cli_json_begin(cli_json *j, FILE *out);
+/* Closes the innermost object or array; closing the top-level object ends
+ * the line and flushes. */
+void cli_json_end(cli_json *j);
+/* Members: key is NULL for an element of an array. */
+void cli_json_object(cli_json *j, const char *key);
+void cli_json_array(cli_json *j, const char *key);
+void cli_json_str(cli_json *j, const char *key, const char *s); /* NULL: null */
+void cli_json_int(cli_json *j, const char *key, long long v);
+void cli_json_num(cli_json *j, const char *key, double v, int decimals);
+void cli_json_bool(cli_json *j, const char *key, int v);
+/* Writes s as a JSON string (with its quotes). */
+void cli_json_string(FILE *out, const char *s);
+
+/* ----------------------------------------------------------------------
+ * Progress: one status line on stderr, rewritten in place with \r, only
+ * when stderr is a terminal (never in a pipe, a log or the JSON).
+ * -------------------------------------------------------------------- */
+/* Shows the line now (before a call that blocks, such as a kernel build). */
+void cli_progress(const char *fmt, ...)
+#if defined(__GNUC__) || defined(__clang__)
+    __attribute__((format(printf, 1, 2)))
+#endif
+    ;
+/* A long loop starts: cli_progress_due answers 1 from one second on. */
+void cli_progress_begin(void);
+/* 1 when the loop should print a new line: a terminal, a second into the
+ * loop, and a quarter of a second since the last line. Cheap enough for
+ * every iteration. */
+int cli_progress_due(void);
+/* Erases the line (no-op when none is shown). */
+void cli_progress_end(void);
+
+#endif
