@@ -59,26 +59,31 @@ FP8_E5M2_DECODER(16)
 #if CLPA_KV_DTYPE == CLPA_CODE_F32
 typedef float kv_t;
 #define KV_BYTES 4
+#define KV_X 4 /* X as a literal, for pasting into vector names */
 #define KV_LOAD(n, p) CAT(VLOAD, n)(p)
 #define KV_IS_FP8 0
 #elif CLPA_KV_DTYPE == CLPA_CODE_F16
 typedef half kv_t;
 #define KV_BYTES 2
+#define KV_X 8 /* X as a literal, for pasting into vector names */
 #define KV_LOAD(n, p) CAT(VLOADH, n)(p)
 #define KV_IS_FP8 0
 #elif CLPA_KV_DTYPE == CLPA_CODE_BF16
 typedef ushort kv_t;
 #define KV_BYTES 2
+#define KV_X 8 /* X as a literal, for pasting into vector names */
 #define KV_LOAD(n, p) CAT(AS_FLOAT, n)(CAT(TO_UINT, n)(CAT(VLOAD, n)(p)) << 16)
 #define KV_IS_FP8 0
 #elif CLPA_KV_DTYPE == CLPA_CODE_FP8_E4M3
 typedef uchar kv_t;
 #define KV_BYTES 1
+#define KV_X 16 /* X as a literal, for pasting into vector names */
 #define KV_LOAD(n, p) CAT(fp8e4m3_to_float, n)(CAT(TO_UINT, n)(CAT(VLOAD, n)(p)))
 #define KV_IS_FP8 1
 #elif CLPA_KV_DTYPE == CLPA_CODE_FP8_E5M2
 typedef uchar kv_t;
 #define KV_BYTES 1
+#define KV_X 16 /* X as a literal, for pasting into vector names */
 #define KV_LOAD(n, p) CAT(fp8e5m2_to_float, n)(CAT(TO_UINT, n)(CAT(VLOAD, n)(p)))
 #define KV_IS_FP8 1
 #else

@@ -60,3 +60,4 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
   }
   if (lid == 0 && lse) lse[sh] = softmax_lse(all);
 }
+

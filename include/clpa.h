@@ -18,7 +18,9 @@
  *   2. Devices: list them and their capabilities
  *   3. Kernels: program cache controls and statistics
  *   4. Decode: paged attention, one query token per sequence
- *   5. The KV cache: allocation, reshape_and_cache, copy_blocks,
+ *   5. Prefill: many new tokens per sequence over a cached prefix
+ *   6. merge_states: combining attention over disjoint key sets
+ *   7. The KV cache: allocation, reshape_and_cache, copy_blocks,
  *      swap_blocks (clpa_cache.h)
  *
  * Conventions: every call returns clpa_status (clpa_base.h) and writes
@@ -338,6 +340,111 @@ CLPA_API void clpa_decode_params_init(clpa_decode_params *p);
  * CLPA_ERR_UNSUPPORTED (shape or dtype not supported, named),
  * CLPA_ERR_BUILD, CLPA_ERR_OPENCL or CLPA_ERR_DEVICE_MEMORY. */
 CLPA_API clpa_status clpa_decode(clpa_context *ctx, const clpa_decode_params *p);
+
+/* ======================================================================
+ * 5. Prefill: paged attention for many new query tokens per sequence
+ *
+ * FlashAttention-2 style over the paged cache: the new tokens' K/V are
+ * written first (clpa_reshape_and_cache), then their queries attend to
+ * the whole cached prefix and, causally, to each other. A radix-cache hit
+ * is a large cached_len; chunked prefill is several calls with growing
+ * cached_len. Layouts as decode's, with a variable-length batch of new
+ * tokens (element counts):
+ *
+ *   query   [total_new, q_stride]   (token t = cu_seqlens_q[s] + i of sequence s; head h at h * head_size)
+ *   out     [total_new, num_heads, head_size]   (dtype of the query)
+ *   lse     float [total_new, num_heads], optional
+ *
+ * total_new = cu_seqlens_q[num_seqs]. Query i of sequence s sits at
+ * position p = cached_lens[s] + i and attends to the key positions j <
+ * cached_lens[s] + new_len with j <= p (causal; all of them when causal
+ * is 0), p - j < sliding_window when it is > 0; logits, soft cap, ALiBi
+ * (slope * (j - p)), sinks, lse and scales exactly as decode's. The
+ * sequence lengths are host arrays (as FlashInfer's plan takes them), so
+ * that every one is checked before anything is enqueued; the block tables
+ * live on the device and a bad id there is masked and sets
+ * CLPA_FAULT_BAD_BLOCK.
+ *
+ * Supported: decode's head sizes, block sizes and dtypes.
+ * ==================================================================== */
+
+typedef struct clpa_prefill_params {
+  int32_t num_seqs;               /* >= 0 */
+  int32_t num_heads;              /* query heads, a multiple of the cache's num_kv_heads */
+  const clpa_cache *cache;        /* the paged caches, as in clpa_decode_params */
+  int32_t layer;
+  cl_mem key_cache, value_cache;
+  clpa_kv_layout kv;
+  int32_t max_blocks_per_seq;     /* columns of block_tables */
+  const int32_t *cu_seqlens_q;    /* host [num_seqs + 1]: 0, then non-decreasing */
+  const int32_t *cached_lens;     /* host [num_seqs]: tokens already in the cache before the new ones */
+  int causal;                     /* 1 (default): query i attends to keys up to its own position */
+  clpa_dtype q_dtype;             /* query and output: f32, f16 or bf16 */
+  float scale;
+  float k_scale, v_scale;         /* fp8 per-tensor scales (1 by default) */
+  cl_mem k_scale_buffer, v_scale_buffer; /* optional: the scales as float [1] on the device */
+  float soft_cap;                 /* 0: off */
+  int32_t sliding_window;         /* 0: off */
+  size_t q_stride;                /* elements between query tokens; 0 = num_heads * head_size */
+  cl_mem query, block_tables, out;
+  cl_mem lse, alibi_slopes, sinks; /* optional */
+  /* Tile shape (0 = the heuristic below; forced for tests and benchmarks):
+   * query rows (token x query head pairs of one KV head) per work-group,
+   * 8, 16, 32 or 64, and keys per tile, 8, 16, 32 or 64. */
+  int32_t rows_per_group, keys_per_tile;
+  cl_uint num_wait_events;
+  const cl_event *wait_events;
+  cl_event *event;                /* completes with the kernel; the caller releases it */
+} clpa_prefill_params;
+
+/* Fills p with the defaults: zeros and NULLs, causal 1, q_dtype f32,
+ * k_scale = v_scale = 1. */
+CLPA_API void clpa_prefill_params_init(clpa_prefill_params *p);
+
+/* Enqueues prefill attention; does not wait. Heuristic: 32 rows and 32
+ * keys per tile, fewer while the tiles do not fit the device's local
+ * memory (head size 256).
+ * Returns CLPA_OK, CLPA_ERR_INVALID_ARG (which field, which value: a
+ * decreasing cu_seqlens_q, a sequence longer than its block-table row,
+ * buffers too small), CLPA_ERR_UNSUPPORTED, CLPA_ERR_BUILD or
+ * CLPA_ERR_OPENCL. */
+CLPA_API clpa_status clpa_prefill(clpa_context *ctx, const clpa_prefill_params *p);
+
+/* ======================================================================
+ * 6. merge_states: attention over disjoint key sets, combined
+ *
+ * k partial results of the same queries over disjoint key sets, each an
+ * output normalised over its own keys and the log-sum-exp of its logits,
+ * combine into the result over the union (the online-softmax identity,
+ * common.cl's softmax_merge):
+ *   m = max_i lse_i,  w_i = e^(lse_i - m) / sum_j e^(lse_j - m)
+ *   out = sum_i w_i out_i,  lse = m + log(sum_j e^(lse_j - m))
+ * An lse of -inf is an empty set (its output is never read, so it may be
+ * anything); all empty gives out 0 and lse -inf. Rows are (token, head)
+ * pairs: outputs [num_rows, head_size] in the io dtype, lse float
+ * [num_rows]. out may be one of the inputs (in place), lse likewise.
+ * ==================================================================== */
+
+#define CLPA_MERGE_MAX_INPUTS 8
+
+typedef struct clpa_merge_states_params {
+  int32_t num_rows;   /* >= 0: tokens x heads */
+  int32_t head_size;  /* > 0 */
+  clpa_dtype dtype;   /* of the outputs: f32, f16 or bf16 */
+  int32_t num_inputs; /* 2 .. CLPA_MERGE_MAX_INPUTS */
+  cl_mem outs[CLPA_MERGE_MAX_INPUTS], lses[CLPA_MERGE_MAX_INPUTS];
+  cl_mem out, lse;    /* lse optional */
+  cl_uint num_wait_events;
+  const cl_event *wait_events;
+  cl_event *event;
+} clpa_merge_states_params;
+
+/* Fills p with the defaults: zeros and NULLs, dtype f32, num_inputs 2. */
+CLPA_API void clpa_merge_states_params_init(clpa_merge_states_params *p);
+
+/* Enqueues the merge; does not wait. Returns CLPA_OK, CLPA_ERR_INVALID_ARG
+ * (named), CLPA_ERR_UNSUPPORTED (dtype), CLPA_ERR_BUILD or CLPA_ERR_OPENCL. */
+CLPA_API clpa_status clpa_merge_states(clpa_context *ctx, const clpa_merge_states_params *p);
 
 /* The fault bits the kernels set are CLPA_FAULT_* in clpa_codes.h. */
 

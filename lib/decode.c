@@ -61,17 +61,6 @@ static clpa_status validate(clpa_context *ctx, const clpa_decode_params *p, cons
   return CLPA_OK;
 }
 
-/* The shared part of the call, from the params. */
-static void attn_of(const clpa_decode_params *p, clpa_attn *a) {
-  memset(a, 0, sizeof *a);
-  a->num_heads = p->num_heads, a->max_blocks_per_seq = p->max_blocks_per_seq;
-  a->sliding_window = p->sliding_window, a->q_dtype = p->q_dtype, a->q_stride = p->q_stride;
-  a->scale = p->scale, a->k_scale = p->k_scale, a->v_scale = p->v_scale, a->soft_cap = p->soft_cap;
-  a->query = p->query, a->block_tables = p->block_tables, a->out = p->out, a->lse = p->lse;
-  a->alibi_slopes = p->alibi_slopes, a->sinks = p->sinks;
-  a->k_scale_buffer = p->k_scale_buffer, a->v_scale_buffer = p->v_scale_buffer;
-  a->num_wait_events = p->num_wait_events, a->wait_events = p->wait_events;
-}
 
 
 int clpa_lane_width(const clpa_context *ctx, int block_size) {
@@ -264,7 +253,7 @@ static clpa_status clpa_decode_impl(clpa_context *ctx, const clpa_decode_params 
   decode_call c;
   memset(&c, 0, sizeof c);
   clpa_status st;
-  attn_of(p, &c.a);
+  CLPA_ATTN_OF(&c.a, p);
   if ((st = clpa_attn_caches(ctx, &c.a, p->cache, p->layer, p->key_cache, p->value_cache, &p->kv)) ||
       (st = clpa_attn_validate(ctx, &c.a)) || (st = validate(ctx, p, &c)) ||
       (st = clpa_attn_check_buffers(ctx, &c.a, p->num_seqs, (size_t)p->num_seqs)) ||

@@ -85,6 +85,20 @@ typedef struct clpa_attn {
   cl_uint num_wait_events;
   const cl_event *wait_events;
 } clpa_attn;
+/* Fills clpa_attn *a from a params struct p of decode or prefill (the
+ * fields share their names). */
+#define CLPA_ATTN_OF(a, p)                                                                   \
+  do {                                                                                       \
+    memset((a), 0, sizeof *(a));                                                             \
+    (a)->num_heads = (p)->num_heads, (a)->max_blocks_per_seq = (p)->max_blocks_per_seq;     \
+    (a)->sliding_window = (p)->sliding_window, (a)->q_dtype = (p)->q_dtype;                 \
+    (a)->q_stride = (p)->q_stride, (a)->scale = (p)->scale, (a)->k_scale = (p)->k_scale;    \
+    (a)->v_scale = (p)->v_scale, (a)->soft_cap = (p)->soft_cap, (a)->query = (p)->query;    \
+    (a)->block_tables = (p)->block_tables, (a)->out = (p)->out, (a)->lse = (p)->lse;        \
+    (a)->alibi_slopes = (p)->alibi_slopes, (a)->sinks = (p)->sinks;                         \
+    (a)->k_scale_buffer = (p)->k_scale_buffer, (a)->v_scale_buffer = (p)->v_scale_buffer;   \
+    (a)->num_wait_events = (p)->num_wait_events, (a)->wait_events = (p)->wait_events;       \
+  } while (0)
 /* The caches: from cache + layer, or the application's buffers with kv. */
 clpa_status clpa_attn_caches(clpa_context *ctx, clpa_attn *a, const clpa_cache *cache,
                              int32_t layer, cl_mem key_cache, cl_mem value_cache,

@@ -38,13 +38,25 @@ typedef struct clpa_reduce_spec {
   int32_t head_size, io_dtype, num_threads, partition_size;
 } clpa_reduce_spec;
 
+/* prefill.cl: clpa_prefill_paged. */
+typedef struct clpa_prefill_spec {
+  int32_t head_size, block_size, kv_dtype, io_dtype;
+  int32_t num_threads; /* work-group size */
+  int32_t rows, keys;  /* query rows per work-group, keys per tile */
+} clpa_prefill_spec;
+
+/* merge.cl: clpa_merge_states. */
+typedef struct clpa_merge_spec {
+  int32_t io_dtype, num_threads;
+} clpa_merge_spec;
+
 /* cache.cl: clpa_cache_reshape (the source dtype is a kernel argument). */
 typedef struct clpa_cache_spec {
   int32_t kv_dtype;
 } clpa_cache_spec;
 
-extern const clpa_family clpa_family_decode, clpa_family_reduce, clpa_family_cache,
-    clpa_family_blocks, clpa_family_smoke;
+extern const clpa_family clpa_family_decode, clpa_family_reduce, clpa_family_prefill,
+    clpa_family_merge, clpa_family_cache, clpa_family_blocks, clpa_family_smoke;
 
 /* The family called `name`, or NULL. */
 const clpa_family *clpa_family_find(const char *name);

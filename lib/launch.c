@@ -27,6 +27,19 @@ static const clpa_tunable reduce_tunables[] = {
     T(clpa_reduce_spec, num_threads, "NUM_THREADS"),
     T(clpa_reduce_spec, partition_size, "PARTITION_SIZE"),
 };
+static const clpa_tunable prefill_tunables[] = {
+    T(clpa_prefill_spec, head_size, "HEAD_SIZE"),
+    T(clpa_prefill_spec, block_size, "BLOCK_SIZE"),
+    T(clpa_prefill_spec, kv_dtype, "KV_DTYPE"),
+    T(clpa_prefill_spec, io_dtype, "IO_DTYPE"),
+    T(clpa_prefill_spec, num_threads, "NUM_THREADS"),
+    T(clpa_prefill_spec, rows, "ROWS"),
+    T(clpa_prefill_spec, keys, "KEYS"),
+};
+static const clpa_tunable merge_tunables[] = {
+    T(clpa_merge_spec, io_dtype, "IO_DTYPE"),
+    T(clpa_merge_spec, num_threads, "NUM_THREADS"),
+};
 static const clpa_tunable cache_tunables[] = {T(clpa_cache_spec, kv_dtype, "KV_DTYPE")};
 #undef T
 #define N(a) (sizeof a / sizeof *a)
@@ -35,15 +48,19 @@ const clpa_family clpa_family_decode = {"decode", {"common", "kv", NULL}, decode
                                         N(decode_tunables)};
 const clpa_family clpa_family_reduce = {"reduce", {"common", NULL}, reduce_tunables,
                                         N(reduce_tunables)};
+const clpa_family clpa_family_prefill = {"prefill", {"common", "kv", NULL}, prefill_tunables,
+                                         N(prefill_tunables)};
+const clpa_family clpa_family_merge = {"merge", {"common", NULL}, merge_tunables,
+                                       N(merge_tunables)};
 const clpa_family clpa_family_cache = {"cache", {"common", "kv", NULL}, cache_tunables,
                                        N(cache_tunables)};
 const clpa_family clpa_family_blocks = {"blocks", {"common", NULL}, NULL, 0};
 const clpa_family clpa_family_smoke = {"smoke", {NULL}, NULL, 0};
 
 const clpa_family *clpa_family_find(const char *name) {
-  static const clpa_family *const all[] = {&clpa_family_decode, &clpa_family_reduce,
-                                           &clpa_family_cache, &clpa_family_blocks,
-                                           &clpa_family_smoke};
+  static const clpa_family *const all[] = {
+      &clpa_family_decode, &clpa_family_reduce, &clpa_family_prefill, &clpa_family_merge,
+      &clpa_family_cache,  &clpa_family_blocks, &clpa_family_smoke};
   for (size_t i = 0; name && i < N(all); i++)
     if (strcmp(all[i]->name, name) == 0) return all[i];
   return NULL;

@@ -1,0 +1,258 @@
+/*
+ * prefill.cl — paged attention for prefill: many new query tokens per
+ * sequence over the paged cache, FlashAttention-2 style (Dao, 2023):
+ * a work-group owns a tile of query rows, walks the keys in tiles read
+ * through the block table, keeps each row's running max m and sum l and
+ * rescales its output accumulator when m grows (common.cl's softmax
+ * state), and normalises once at the end. Portable path: local memory
+ * and barriers, f32 arithmetic, any OpenCL 1.2 device. Checked by
+ * tests/test_prefill.c against clpa_ref_prefill (host/ref_attention.c).
+ *
+ * Rows. For sequence s with new_len new tokens, query row R of its
+ * (KV head) group is token i = R / QPK (position p = cached_len + i) of
+ * query head kv_head * QPK + R % QPK, so the QPK query heads that share a
+ * KV head read each key tile once (GQA packing). R < new_len * QPK.
+ *
+ * Grid:  (num_tiles * NUM_THREADS, num_kv_heads); work[t] = (s, R0) says
+ *        which sequence and first row tile t takes (host-built).
+ * Group: NUM_THREADS work-items; TPR = NUM_THREADS / ROWS of them share a
+ *        row: each scores BK / TPR keys of a tile and owns HEAD_SIZE / TPR
+ *        output dimensions (d = q + TPR * j).
+ *
+ * Buffers (element counts):
+ *   q            [total_new, q_stride]               head h at h * HEAD_SIZE
+ *   k_cache      [num_blocks, num_kv_heads, HEAD_SIZE / X, BLOCK_SIZE, X]
+ *   v_cache      [num_blocks, num_kv_heads, HEAD_SIZE, BLOCK_SIZE]
+ *   block_tables [num_seqs, max_blocks_per_seq]       int32
+ *   seq_info     [num_seqs, 3] int32: first new token (cu_seqlens_q[s]),
+ *                new_len, cached_len
+ *   work         [num_tiles, 2] int32: (s, R0)
+ *   out          [total_new, num_heads, HEAD_SIZE]   io_t
+ *   lse          [total_new, num_heads] float, or NULL
+ *
+ * Keys of a tile: positions k0 .. k0 + BK - 1 (k0 a multiple of BK). For
+ * row position p they take part when j < cached_len + new_len, j <= p if
+ * causal, and p - j < window if window > 0; a block id outside the cache
+ * masks its keys and sets CLPA_FAULT_BAD_BLOCK. Tiles wholly outside
+ * every row's range are never read (nor their block ids checked).
+ */
+#ifndef CLPA_HEAD_SIZE
+#define CLPA_HEAD_SIZE 128
+#endif
+#ifndef CLPA_BLOCK_SIZE
+#define CLPA_BLOCK_SIZE 16
+#endif
+#ifndef CLPA_NUM_THREADS
+#define CLPA_NUM_THREADS 128
+#endif
+#ifndef CLPA_ROWS
+#define CLPA_ROWS 32 /* query rows per work-group */
+#endif
+#ifndef CLPA_KEYS
+#define CLPA_KEYS 32 /* keys per tile */
+#endif
+#define HEAD_SIZE CLPA_HEAD_SIZE
+#define BLOCK_SIZE CLPA_BLOCK_SIZE
+#define NUM_THREADS CLPA_NUM_THREADS
+#define ROWS CLPA_ROWS
+#define BK CLPA_KEYS
+#define TPR (NUM_THREADS / ROWS)
+#define KPT (BK / TPR)        /* keys each work-item scores per tile */
+#define DPT (HEAD_SIZE / TPR) /* output dimensions each work-item owns */
+
+#if NUM_THREADS % ROWS || BK % TPR || HEAD_SIZE % TPR || HEAD_SIZE % 4 || BK % 4
+#error "prefill tile shape: ROWS must divide NUM_THREADS; TPR, BK and HEAD_SIZE must fit"
+#endif
+#if BLOCK_SIZE % 4
+#error "prefill reads values 4 tokens at a time: BLOCK_SIZE must be a multiple of 4"
+#endif
+
+#define floatX CAT(float, KV_X)
+
+/* ---- 1. load the query rows (zeros for rows past the sequence) ---- */
+inline void load_rows(__local float *q_s, __global const io_t *q, ulong q_stride, int first,
+                      int R0, int nrows, int qpk, int kv_head) {
+  for (int e = get_local_id(0); e < ROWS * HEAD_SIZE; e += NUM_THREADS) {
+    const int r = e / HEAD_SIZE, d = e % HEAD_SIZE, R = R0 + r;
+    float v = 0.0f;
+    if (R < nrows) {
+      const ulong t = (ulong)(first + R / qpk);
+      v = IO_LOAD(q, t * q_stride + (ulong)(kv_head * qpk + R % qpk) * HEAD_SIZE + d);
+    }
+    q_s[e] = v;
+  }
+}
+
+/* The physical block holding key position j of the sequence, or -1 when
+ * j is outside [k_lo, kv_end) (keys before k_lo are outside every row's
+ * window: their blocks are neither read nor checked) or its table entry
+ * is outside the cache. */
+inline int key_block(__global const int *table, int j, int k_lo, int kv_end, int num_blocks) {
+  if (j < k_lo || j >= kv_end) return -1;
+  const int phys = table[j / BLOCK_SIZE];
+  return phys >= 0 && phys < num_blocks ? phys : -1;
+}
+
+/* ---- 2. a tile of keys into kv_s[k][d], 16 bytes per load, and which
+ * of them take part at all into kok[k]: keys past kv_end or in a bad
+ * block (which sets the fault bit) are zeros and never scored ---- */
+inline void load_keys(__local float *kv_s, __local int *kok, __global const kv_t *k_cache,
+                      __global const int *table, int k0, int k_lo, int kv_end, int num_blocks,
+                      int kv_head,
+                      ulong block_stride, ulong head_stride, float kscale,
+                      __global volatile int *faults) {
+  for (int k = get_local_id(0); k < BK; k += NUM_THREADS) {
+    const int j = k0 + k;
+    kok[k] = key_block(table, j, k_lo, kv_end, num_blocks) >= 0;
+    if (j >= k_lo && j < kv_end && !kok[k]) atomic_or(faults, CLPA_FAULT_BAD_BLOCK);
+  }
+  for (int e = get_local_id(0); e < BK * (HEAD_SIZE / X); e += NUM_THREADS) {
+    const int k = e / (HEAD_SIZE / X), d = (e % (HEAD_SIZE / X)) * X, j = k0 + k;
+    const int phys = key_block(table, j, k_lo, kv_end, num_blocks);
+    floatX v = (floatX)(0.0f);
+    if (phys >= 0) {
+      const ulong tile = kv_tile((ulong)phys, kv_head, block_stride, head_stride);
+      v = KV_LOAD(KV_X, k_cache + tile + key_index(d, j % BLOCK_SIZE, BLOCK_SIZE)) * kscale;
+    }
+    CAT(vstore, KV_X)(v, 0, kv_s + k * HEAD_SIZE + d);
+  }
+}
+
+/* ---- 5. a tile of values into kv_s[k][d], 4 tokens of one row per load
+ * (a value row is contiguous over a block's tokens) ---- */
+inline void load_values(__local float *kv_s, __global const kv_t *v_cache,
+                        __global const int *table, int k0, int k_lo, int kv_end, int num_blocks,
+                        int kv_head, ulong block_stride, ulong head_stride, float vscale) {
+  for (int e = get_local_id(0); e < (BK / 4) * HEAD_SIZE; e += NUM_THREADS) {
+    const int d = e % HEAD_SIZE, k = (e / HEAD_SIZE) * 4, j = k0 + k;
+    float4 v = (float4)(0.0f);
+    /* 4 keys of one block (k0, k and BLOCK_SIZE are multiples of 4): ask
+     * for the block with a key of it inside [k_lo, kv_end). */
+    const int phys = key_block(table, max(j, k_lo), k_lo, kv_end, num_blocks);
+    if (phys >= 0) {
+      const ulong tile = kv_tile((ulong)phys, kv_head, block_stride, head_stride);
+      v = KV_LOAD(4, v_cache + tile + value_index(d, j % BLOCK_SIZE, BLOCK_SIZE)) * vscale;
+      /* Slots past the context may hold anything, NaN included: zero
+       * them, since 0 * NaN is NaN. */
+      const int4 jj = (int4)(j, j + 1, j + 2, j + 3);
+      v = select((float4)(0.0f), v, jj < kv_end && jj >= k_lo);
+    }
+    kv_s[(k + 0) * HEAD_SIZE + d] = v.s0;
+    kv_s[(k + 1) * HEAD_SIZE + d] = v.s1;
+    kv_s[(k + 2) * HEAD_SIZE + d] = v.s2;
+    kv_s[(k + 3) * HEAD_SIZE + d] = v.s3;
+  }
+}
+
+/* The sum over the TPR work-items of row r; red holds NUM_THREADS floats.
+ * Every work-item of the work-group must call it (it has barriers). */
+inline float row_sum(float v, int is_max, __local float *red) {
+  const int lid = get_local_id(0), r = lid / TPR;
+  red[lid] = v;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  float s = red[r * TPR];
+  for (int i = 1; i < TPR; i++) s = is_max ? fmax(s, red[r * TPR + i]) : s + red[r * TPR + i];
+  barrier(CLK_LOCAL_MEM_FENCE);
+  return s;
+}
+
+__kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_prefill_paged(
+    __global io_t *out, __global float *lse, __global const io_t *q, ulong q_stride,
+    __global const kv_t *k_cache, __global const kv_t *v_cache, ulong block_stride,
+    ulong head_stride, __global const int *block_tables, int max_blocks_per_seq,
+    __global const int *seq_info, __global const int *work, int num_blocks, int num_heads,
+    int num_kv_heads, float scale, float k_scale, float v_scale, __global const float *k_scales,
+    __global const float *v_scales, __global const float *alibi, float soft_cap, int window,
+    __global const float *sinks, int causal, __global volatile int *faults) {
+  __local float q_s[ROWS * HEAD_SIZE];
+  __local float kv_s[BK * HEAD_SIZE];
+  __local float p_s[ROWS * BK];
+  __local float red[NUM_THREADS];
+  __local int kok[BK];
+
+  const int lid = get_local_id(0), r = lid / TPR, qd = lid % TPR;
+  const int s = work[2 * get_group_id(0)], R0 = work[2 * get_group_id(0) + 1];
+  const int kv_head = get_group_id(1), qpk = num_heads / num_kv_heads;
+  const int first = seq_info[3 * s], new_len = seq_info[3 * s + 1], cached = seq_info[3 * s + 2];
+  const int nrows = new_len * qpk, R = R0 + r, live = R < nrows;
+  const int kv_end = cached + new_len; /* keys of the sequence */
+  const int head = kv_head * qpk + (live ? R % qpk : 0);
+  const int p = cached + (live ? R / qpk : 0); /* this row's position */
+  __global const int *table = block_tables + (size_t)s * max_blocks_per_seq;
+  const float kscale = !KV_IS_FP8 ? 1.0f : k_scales ? k_scales[0] : k_scale;
+  const float vscale = !KV_IS_FP8 ? 1.0f : v_scales ? v_scales[0] : v_scale;
+  const float slope = alibi ? alibi[head] : 0.0f;
+
+  /* The tile's key range: up to its last row's position when causal, from
+   * its first row's window start. */
+  const int p_lo = cached + R0 / qpk, p_hi = cached + (min(R0 + ROWS, nrows) - 1) / qpk;
+  const int k_end = causal ? min(kv_end, p_hi + 1) : kv_end;
+  const int k_lo = window > 0 ? max(p_lo - window + 1, 0) : 0;
+  const int k_begin = k_lo / BK * BK;
+
+  load_rows(q_s, q, q_stride, first, R0, nrows, qpk, kv_head);
+
+  /* The row's softmax state (the sink as a logit that is already there;
+   * l is split over the row's work-items, summed at the end). */
+  softmax_state st = softmax_empty();
+  if (sinks) st = softmax_state_of(sinks[head], qd == 0 ? 1.0f : 0.0f);
+  float acc[DPT];
+  for (int j = 0; j < DPT; j++) acc[j] = 0.0f;
+
+  for (int k0 = k_begin; k0 < k_end; k0 += BK) {
+    /* ---- 2. load the key tile ---- */
+    barrier(CLK_LOCAL_MEM_FENCE);
+    load_keys(kv_s, kok, k_cache, table, k0, k_lo, k_end, num_blocks, kv_head, block_stride, head_stride,
+              kscale, faults);
+    barrier(CLK_LOCAL_MEM_FENCE);
+
+    /* ---- 3. score: this work-item's KPT keys of row r ---- */
+    float sc[KPT];
+    float tile_max = -INFINITY;
+    for (int i = 0; i < KPT; i++) {
+      const int k = qd + TPR * i, j = k0 + k;
+      float4 dot = (float4)(0.0f);
+      for (int d = 0; d < HEAD_SIZE; d += 4)
+        dot = mad(vload4(0, q_s + r * HEAD_SIZE + d), vload4(0, kv_s + k * HEAD_SIZE + d), dot);
+      float x = (dot.s0 + dot.s1) + (dot.s2 + dot.s3);
+      x *= scale;
+      if (soft_cap > 0.0f) x = soft_cap * tanh(x / soft_cap);
+      x += slope * (float)(j - p);
+      const int masked = !live || !kok[k] || (causal && j > p) || (window > 0 && p - j >= window);
+      sc[i] = masked ? -INFINITY : x;
+      tile_max = fmax(tile_max, sc[i]);
+    }
+
+    /* ---- 4. online softmax: new max, rescale, probabilities ---- */
+    tile_max = row_sum(tile_max, 1, red);
+    const float m = fmax(st.m, tile_max);
+    const float alpha = m == -INFINITY ? 1.0f : exp(st.m - m); /* e^(-inf) = 0 when st was empty */
+    float l = st.l * alpha;
+    for (int i = 0; i < KPT; i++) {
+      const float pr = sc[i] == -INFINITY ? 0.0f : exp(sc[i] - m);
+      p_s[r * BK + qd + TPR * i] = pr;
+      l += pr;
+    }
+    st = softmax_state_of(m, l);
+    for (int j = 0; j < DPT; j++) acc[j] *= alpha;
+
+    /* ---- 5. load the value tile and accumulate P V ---- */
+    barrier(CLK_LOCAL_MEM_FENCE);
+    load_values(kv_s, v_cache, table, k0, k_lo, k_end, num_blocks, kv_head, block_stride, head_stride,
+                vscale);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int k = 0; k < BK; k++) {
+      const float pr = p_s[r * BK + k];
+      for (int j = 0; j < DPT; j++) acc[j] = mad(pr, kv_s[k * HEAD_SIZE + qd + TPR * j], acc[j]);
+    }
+  }
+
+  /* ---- 6. normalise once and write ---- */
+  const float l = row_sum(st.l, 0, red);
+  if (!live) return;
+  const int t = first + R / qpk;
+  const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+  const size_t row = (size_t)t * num_heads + head;
+  for (int j = 0; j < DPT; j++) IO_STORE(acc[j] * inv, out, row * HEAD_SIZE + qd + TPR * j);
+  if (lse && qd == 0) lse[row] = softmax_lse(softmax_state_of(st.m, l));
+}

@@ -1,0 +1,258 @@
+/*
+ * prefill.c — clpa_prefill (cl/prefill.cl) and clpa_merge_states
+ * (cl/merge.cl): validate everything, including the host-side sequence
+ * lengths, plan the work list of row tiles, upload it and launch.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+#define PREFILL_THREADS 128
+#define MERGE_THREADS 64
+
+void clpa_prefill_params_init(clpa_prefill_params *p) {
+  if (!p) return;
+  memset(p, 0, sizeof *p);
+  p->causal = 1;
+  p->q_dtype = CLPA_DTYPE_F32;
+  p->k_scale = p->v_scale = 1.0f;
+}
+
+void clpa_merge_states_params_init(clpa_merge_states_params *p) {
+  if (!p) return;
+  memset(p, 0, sizeof *p);
+  p->dtype = CLPA_DTYPE_F32;
+  p->num_inputs = 2;
+}
+
+static int is_tile_size(int32_t v) { return v == 8 || v == 16 || v == 32 || v == 64; }
+
+static size_t tile_local_bytes(int head_size, int rows, int keys) {
+  return sizeof(float) * ((size_t)rows * head_size + (size_t)keys * head_size +
+                          (size_t)rows * keys + PREFILL_THREADS + keys) + 256; /* slack */
+}
+
+/* The sequence lengths (host arrays): monotone offsets, each sequence
+ * inside its block-table row. Sets *total to the new tokens. */
+static clpa_status check_lengths(clpa_context *ctx, const clpa_prefill_params *p,
+                                 const clpa_kv_layout *kv, int32_t *total) {
+  CLPA_CTX_CHECK(ctx, p->num_seqs < 0, CLPA_ERR_INVALID_ARG, "num_seqs = %d", p->num_seqs);
+  CLPA_CTX_CHECK(ctx, !p->cu_seqlens_q || (p->num_seqs > 0 && !p->cached_lens),
+                 CLPA_ERR_INVALID_ARG, "cu_seqlens_q and cached_lens (host arrays) must be given");
+  CLPA_CTX_CHECK(ctx, p->cu_seqlens_q[0] != 0, CLPA_ERR_INVALID_ARG,
+                 "cu_seqlens_q[0] = %d (must be 0)", p->cu_seqlens_q[0]);
+  const int64_t cap = (int64_t)p->max_blocks_per_seq * kv->block_size;
+  for (int32_t s = 0; s < p->num_seqs; s++) {
+    const int32_t a = p->cu_seqlens_q[s], b = p->cu_seqlens_q[s + 1], c = p->cached_lens[s];
+    CLPA_CTX_CHECK(ctx, b < a, CLPA_ERR_INVALID_ARG,
+                   "cu_seqlens_q[%d] = %d < cu_seqlens_q[%d] = %d (offsets must not decrease)",
+                   s + 1, b, s, a);
+    CLPA_CTX_CHECK(ctx, c < 0, CLPA_ERR_INVALID_ARG, "cached_lens[%d] = %d", s, c);
+    CLPA_CTX_CHECK(ctx, (int64_t)c + (b - a) > cap, CLPA_ERR_INVALID_ARG,
+                   "sequence %d: cached_lens %d + %d new tokens exceed its block-table row (%d"
+                   " blocks x %d tokens)", s, c, b - a, p->max_blocks_per_seq, kv->block_size);
+  }
+  *total = p->cu_seqlens_q[p->num_seqs];
+  return CLPA_OK;
+}
+
+/* Tile shape: forced, or the largest of 32 x 32, 16 x 32, 32 x 16, 16 x 16
+ * that fits local memory. */
+static clpa_status pick_tiles(clpa_context *ctx, const clpa_prefill_params *p, int head_size,
+                              int *rows, int *keys) {
+  const uint64_t lmem = ctx->info.local_mem_bytes;
+  CLPA_CTX_CHECK(ctx, (p->rows_per_group && !is_tile_size(p->rows_per_group)) ||
+                          (p->keys_per_tile && !is_tile_size(p->keys_per_tile)),
+                 CLPA_ERR_INVALID_ARG,
+                 "rows_per_group = %d, keys_per_tile = %d (each 0 = auto, or 8, 16, 32, 64)",
+                 p->rows_per_group, p->keys_per_tile);
+  static const int cand[][2] = {{32, 32}, {16, 32}, {32, 16}, {16, 16}, {8, 16}};
+  *rows = *keys = 0;
+  for (size_t i = 0; i < sizeof cand / sizeof *cand && !*rows; i++) {
+    const int r = p->rows_per_group ? p->rows_per_group : cand[i][0];
+    const int k = p->keys_per_tile ? p->keys_per_tile : cand[i][1];
+    const int tpr = PREFILL_THREADS / r;
+    if (k % tpr || head_size % tpr || tile_local_bytes(head_size, r, k) > lmem) continue;
+    *rows = r, *keys = k;
+  }
+  CLPA_CTX_CHECK(ctx, !*rows, CLPA_ERR_UNSUPPORTED,
+                 "no prefill tile of rows_per_group = %d, keys_per_tile = %d fits head_size %d in"
+                 " %llu bytes of local memory (keys must be a multiple of %d / rows)",
+                 p->rows_per_group, p->keys_per_tile, head_size, (unsigned long long)lmem,
+                 PREFILL_THREADS);
+  return CLPA_OK;
+}
+
+
+/* The per-sequence info (first token, new_len, cached_len) and the work
+ * list of row tiles (sequence, first row), as device buffers. */
+static clpa_status upload_plan(clpa_context *ctx, const clpa_prefill_params *p, int qpk, int rows,
+                               cl_mem *info, cl_mem *work, size_t *num_tiles) {
+  size_t tiles = 0;
+  for (int32_t s = 0; s < p->num_seqs; s++) {
+    const int64_t nrows = (int64_t)(p->cu_seqlens_q[s + 1] - p->cu_seqlens_q[s]) * qpk;
+    tiles += (size_t)((nrows + rows - 1) / rows);
+  }
+  *num_tiles = tiles;
+  if (tiles == 0) return CLPA_OK;
+  int32_t *hi = malloc(sizeof(int32_t) * 3 * (size_t)p->num_seqs);
+  int32_t *hw = malloc(sizeof(int32_t) * 2 * tiles);
+  if (!hi || !hw) {
+    free(hi), free(hw);
+    return CLPA_FAIL(ctx->error, CLPA_ERR_OUT_OF_MEMORY, "out of memory for %zu tiles", tiles);
+  }
+  size_t t = 0;
+  for (int32_t s = 0; s < p->num_seqs; s++) {
+    const int32_t new_len = p->cu_seqlens_q[s + 1] - p->cu_seqlens_q[s];
+    hi[3 * s] = p->cu_seqlens_q[s], hi[3 * s + 1] = new_len, hi[3 * s + 2] = p->cached_lens[s];
+    for (int64_t r0 = 0; r0 < (int64_t)new_len * qpk; r0 += rows, t++)
+      hw[2 * t] = s, hw[2 * t + 1] = (int32_t)r0;
+  }
+  /* Buffers of their own, filled at creation: OpenCL keeps them alive
+   * until the kernel is done, and the host arrays may be reused at once. */
+  cl_int err;
+  const cl_mem_flags fl = CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR;
+  *info = clCreateBuffer(ctx->cl, fl, sizeof(int32_t) * 3 * (size_t)p->num_seqs, hi, &err);
+  if (err == CL_SUCCESS) {
+    *work = clCreateBuffer(ctx->cl, fl, sizeof(int32_t) * 2 * tiles, hw, &err);
+    if (err != CL_SUCCESS) clReleaseMemObject(*info);
+  }
+  free(hi), free(hw);
+  if (err != CL_SUCCESS) return CLPA_CL_FAIL(ctx, err, "clCreateBuffer(prefill plan)");
+  return CLPA_OK;
+}
+
+static clpa_status launch(clpa_context *ctx, const clpa_prefill_params *p, const clpa_attn *a,
+                          const clpa_prefill_spec *spec, cl_mem info, cl_mem work, size_t tiles) {
+  cl_kernel k;
+  cl_mem faults;
+  clpa_status st;
+  if ((st = clpa_faults_buffer(ctx, &faults)) ||
+      (st = clpa_family_kernel(ctx, &clpa_family_prefill, spec, "clpa_prefill_paged", &k)))
+    return st;
+  const cl_ulong q_stride = a->q_stride, block_stride = a->kv.block_stride;
+  const cl_ulong head_stride = a->kv.head_stride;
+  const cl_int maxb = p->max_blocks_per_seq, nb = a->kv.num_blocks, nh = p->num_heads;
+  const cl_int nkv = a->kv.num_kv_heads, win = p->sliding_window, causal = p->causal;
+  const cl_float scale = p->scale, ks = p->k_scale, vs = p->v_scale, cap = p->soft_cap;
+  const clpa_arg args[] = {
+      CLPA_ARG(p->out),          CLPA_ARG(p->lse),          CLPA_ARG(p->query),
+      CLPA_ARG(q_stride),        CLPA_ARG(a->k),            CLPA_ARG(a->v),
+      CLPA_ARG(block_stride),    CLPA_ARG(head_stride),     CLPA_ARG(p->block_tables),
+      CLPA_ARG(maxb),            CLPA_ARG(info),            CLPA_ARG(work),
+      CLPA_ARG(nb),              CLPA_ARG(nh),              CLPA_ARG(nkv),
+      CLPA_ARG(scale),           CLPA_ARG(ks),              CLPA_ARG(vs),
+      CLPA_ARG(p->k_scale_buffer), CLPA_ARG(p->v_scale_buffer), CLPA_ARG(p->alibi_slopes),
+      CLPA_ARG(cap),             CLPA_ARG(win),             CLPA_ARG(p->sinks),
+      CLPA_ARG(causal),          CLPA_ARG(faults)};
+  const clpa_ndrange r = {2,
+                          {tiles * PREFILL_THREADS, (size_t)a->kv.num_kv_heads},
+                          {PREFILL_THREADS, 1},
+                          p->num_wait_events,
+                          p->wait_events,
+                          p->event};
+  st = clpa_enqueue(ctx, k, "clpa_prefill_paged", args, CLPA_NARGS(args), &r);
+  clReleaseKernel(k);
+  return st;
+}
+
+static clpa_status clpa_prefill_impl(clpa_context *ctx, const clpa_prefill_params *p) {
+  CLPA_CHECK(NULL, !ctx, CLPA_ERR_INVALID_ARG, "ctx must not be NULL");
+  CLPA_CTX_CHECK(ctx, !p, CLPA_ERR_INVALID_ARG, "p must not be NULL");
+  clpa_attn a;
+  CLPA_ATTN_OF(&a, p);
+  int32_t total = 0;
+  int rows = 0, keys = 0;
+  clpa_status st;
+  if ((st = clpa_attn_caches(ctx, &a, p->cache, p->layer, p->key_cache, p->value_cache, &p->kv)) ||
+      (st = clpa_attn_validate(ctx, &a)))
+    return st;
+  CLPA_CTX_CHECK(ctx, p->causal != 0 && p->causal != 1, CLPA_ERR_INVALID_ARG,
+                 "causal = %d (0 or 1)", p->causal);
+  if ((st = check_lengths(ctx, p, &a.kv, &total)) ||
+      (st = clpa_attn_check_buffers(ctx, &a, p->num_seqs, (size_t)total)) ||
+      (st = pick_tiles(ctx, p, a.kv.head_size, &rows, &keys)))
+    return st;
+  const int qpk = p->num_heads / a.kv.num_kv_heads;
+  cl_mem info = NULL, work = NULL;
+  size_t tiles = 0;
+  if ((st = upload_plan(ctx, p, qpk, rows, &info, &work, &tiles))) return st;
+  if (tiles == 0) {
+    if (!p->event) return CLPA_OK;
+    CLPA_CL_CHECK(ctx, clEnqueueMarkerWithWaitList(ctx->queue, p->num_wait_events, p->wait_events,
+                                                   p->event), "clEnqueueMarkerWithWaitList");
+    return CLPA_OK;
+  }
+  const clpa_prefill_spec spec = {a.kv.head_size, a.kv.block_size, (int32_t)a.kv.dtype,
+                                  (int32_t)p->q_dtype, PREFILL_THREADS, rows, keys};
+  st = launch(ctx, p, &a, &spec, info, work, tiles);
+  clReleaseMemObject(info);
+  clReleaseMemObject(work);
+  return st;
+}
+
+clpa_status clpa_prefill(clpa_context *ctx, const clpa_prefill_params *p) {
+  CLPA_API_CALL(clpa_prefill_impl(ctx, p));
+}
+
+/* ---- merge_states ------------------------------------------------------ */
+
+static clpa_status clpa_merge_states_impl(clpa_context *ctx, const clpa_merge_states_params *p) {
+  CLPA_CHECK(NULL, !ctx, CLPA_ERR_INVALID_ARG, "ctx must not be NULL");
+  CLPA_CTX_CHECK(ctx, !p, CLPA_ERR_INVALID_ARG, "p must not be NULL");
+  CLPA_CTX_CHECK(ctx, p->num_rows < 0, CLPA_ERR_INVALID_ARG, "num_rows = %d", p->num_rows);
+  CLPA_CTX_CHECK(ctx, p->head_size <= 0, CLPA_ERR_INVALID_ARG, "head_size = %d", p->head_size);
+  CLPA_CTX_CHECK(ctx, p->num_inputs < 2 || p->num_inputs > CLPA_MERGE_MAX_INPUTS,
+                 CLPA_ERR_INVALID_ARG, "num_inputs = %d (2 .. %d)", p->num_inputs,
+                 CLPA_MERGE_MAX_INPUTS);
+  CLPA_CTX_CHECK(ctx, p->dtype != CLPA_DTYPE_F32 && p->dtype != CLPA_DTYPE_F16 &&
+                          p->dtype != CLPA_DTYPE_BF16,
+                 CLPA_ERR_UNSUPPORTED, "dtype = %s (outputs must be f32, f16 or bf16)",
+                 clpa_dtype_name(p->dtype));
+  clpa_status st = clpa_check_wait_list(ctx, p->num_wait_events, p->wait_events);
+  if (st != CLPA_OK) return st;
+  size_t need_o = 0, need_l = 0;
+  CLPA_CTX_CHECK(ctx, !clpa_size_mul_add((size_t)p->num_rows, (size_t)p->head_size, 0, &need_o) ||
+                          !clpa_size_mul_add(need_o, clpa_dtype_size(p->dtype), 0, &need_o) ||
+                          !clpa_size_mul_add((size_t)p->num_rows, 4, 0, &need_l),
+                 CLPA_ERR_INVALID_ARG, "num_rows = %d x head_size = %d overflows size_t",
+                 p->num_rows, p->head_size);
+  static const char *const on[] = {"outs[0]", "outs[1]", "outs[2]", "outs[3]",
+                                   "outs[4]", "outs[5]", "outs[6]", "outs[7]"};
+  static const char *const ln[] = {"lses[0]", "lses[1]", "lses[2]", "lses[3]",
+                                   "lses[4]", "lses[5]", "lses[6]", "lses[7]"};
+  for (int i = 0; i < p->num_inputs; i++)
+    if ((st = clpa_check_buffer(ctx, p->outs[i], on[i], need_o, 0)) ||
+        (st = clpa_check_buffer(ctx, p->lses[i], ln[i], need_l, 0)))
+      return st;
+  if ((st = clpa_check_buffer(ctx, p->out, "out", need_o, 0)) ||
+      (st = clpa_check_buffer(ctx, p->lse, "lse", need_l, 1)))
+    return st;
+  if (p->num_rows == 0) {
+    if (!p->event) return CLPA_OK;
+    CLPA_CL_CHECK(ctx, clEnqueueMarkerWithWaitList(ctx->queue, p->num_wait_events, p->wait_events,
+                                                   p->event), "clEnqueueMarkerWithWaitList");
+    return CLPA_OK;
+  }
+  const clpa_merge_spec spec = {(int32_t)p->dtype, MERGE_THREADS};
+  cl_kernel k;
+  if ((st = clpa_family_kernel(ctx, &clpa_family_merge, &spec, "clpa_merge_states", &k))) return st;
+  const cl_int n = p->num_inputs, hs = p->head_size;
+  cl_mem in[2 * CLPA_MERGE_MAX_INPUTS] = {0};
+  for (int i = 0; i < n; i++) in[2 * i] = p->outs[i], in[2 * i + 1] = p->lses[i];
+  const clpa_arg args[] = {CLPA_ARG(p->out), CLPA_ARG(p->lse), CLPA_ARG(n),      CLPA_ARG(hs),
+                           CLPA_ARG(in[0]),  CLPA_ARG(in[1]),  CLPA_ARG(in[2]),  CLPA_ARG(in[3]),
+                           CLPA_ARG(in[4]),  CLPA_ARG(in[5]),  CLPA_ARG(in[6]),  CLPA_ARG(in[7]),
+                           CLPA_ARG(in[8]),  CLPA_ARG(in[9]),  CLPA_ARG(in[10]), CLPA_ARG(in[11]),
+                           CLPA_ARG(in[12]), CLPA_ARG(in[13]), CLPA_ARG(in[14]), CLPA_ARG(in[15])};
+  const clpa_ndrange r = {1, {(size_t)p->num_rows * MERGE_THREADS}, {MERGE_THREADS},
+                          p->num_wait_events, p->wait_events, p->event};
+  st = clpa_enqueue(ctx, k, "clpa_merge_states", args, CLPA_NARGS(args), &r);
+  clReleaseKernel(k);
+  return st;
+}
+
+clpa_status clpa_merge_states(clpa_context *ctx, const clpa_merge_states_params *p) {
+  CLPA_API_CALL(clpa_merge_states_impl(ctx, p));
+}

@@ -1,0 +1,621 @@
+/*
+ * Prefill (cl/prefill.cl) against clpa_ref_prefill on fresh random
+ * inputs: variable-length batches over cached prefixes (none, part of a
+ * block, many blocks), new_len 0 and 1, GQA/MQA, every option, causal and
+ * not, every head size, block size and KV dtype, f32/f16/bf16 queries,
+ * forced tile shapes; outputs poisoned first, unused cache slots NaN,
+ * unused table entries far outside the cache, blocks shared between
+ * sequences. Then the identities an engine relies on, on the device:
+ * chunked prefill (1, 2, 7 chunks) equals one-shot prefill; one new token
+ * equals decode; merge_states over a split key set equals attention over
+ * the whole. Bad block ids set the fault bit; bad arguments are refused
+ * with nothing written.
+ *
+ * Tolerances (|got - want| <= atol + rtol |want|): the reference reads the
+ * same stored values, so what remains is f32 arithmetic in a different
+ * order (online softmax), and the rounding of the stored output:
+ *   f32 1e-4 / 1e-4,  f16 1e-3 / 2e-3,  bf16 4e-3 / 8e-3,  lse 1e-4 / 1e-5
+ */
+#include <stdio.h>
+
+#include "cl_util.h"
+#include "ref_attention.h"
+
+static const struct {
+  clpa_dtype io;
+  double atol, rtol;
+} tolerance[] = {{CLPA_DTYPE_F32, 1e-4, 1e-4}, {CLPA_DTYPE_F16, 1e-3, 2e-3},
+                 {CLPA_DTYPE_BF16, 4e-3, 8e-3}};
+#define LSE_ATOL 1e-4
+#define LSE_RTOL 1e-5
+
+typedef struct pcase {
+  int seqs, heads, kv_heads, hs, bs, max_new, max_cached;
+  clpa_dtype kv, io;
+  int rows, keys; /* 0: auto */
+  int causal, alibi, window, softcap, sinks, lse, q_pad, dev_scale;
+} pcase;
+
+static clpa_context *ctx;
+
+static void describe(const pcase *c, char *buf, size_t cap) {
+  snprintf(buf, cap,
+           "seqs %d heads %d/%d hs %d bs %d new<=%d cached<=%d kv %s io %s tile %dx%d%s%s%s%s%s%s%s%s",
+           c->seqs, c->heads, c->kv_heads, c->hs, c->bs, c->max_new, c->max_cached,
+           clpa_dtype_name(c->kv), clpa_dtype_name(c->io), c->rows, c->keys,
+           c->causal ? " causal" : " full", c->alibi ? " alibi" : "", c->window ? " window" : "",
+           c->softcap ? " softcap" : "", c->sinks ? " sinks" : "", c->lse ? " lse" : "",
+           c->q_pad ? " q_stride" : "", c->dev_scale ? " device scales" : "");
+}
+
+/* Everything one case needs on the host. */
+typedef struct inputs {
+  clpa_kv_layout kv;
+  int max_blocks, total;
+  size_t q_stride, cache_elems;
+  int32_t *tables, *cu, *cached;
+  float *q, *kf, *vf, *alibi, *sinks;
+  void *q_store, *k_store, *v_store;
+  float k_scale, v_scale, soft_cap;
+  int window;
+} inputs;
+
+static void free_inputs(inputs *in) {
+  free(in->tables), free(in->cu), free(in->cached), free(in->q), free(in->kf), free(in->vf);
+  free(in->alibi), free(in->sinks), free(in->q_store), free(in->k_store), free(in->v_store);
+}
+
+static void make_inputs(const pcase *c, inputs *in) {
+  memset(in, 0, sizeof *in);
+  const int bs = c->bs;
+  in->cu = malloc(sizeof(int32_t) * (size_t)(c->seqs + 1));
+  in->cached = malloc(sizeof(int32_t) * (size_t)c->seqs);
+  in->cu[0] = 0;
+  int max_len = 1, total_blocks = 0;
+  for (int s = 0; s < c->seqs; s++) {
+    int n = (int)rng_below((uint32_t)c->max_new + 1), k = (int)rng_below((uint32_t)c->max_cached + 1);
+    if (s == 0) n = c->max_new, k = c->max_cached;
+    if (s == 1) k = 0;                      /* no prefix */
+    if (s == 2) n = 1;                      /* one new token */
+    if (s == 3) n = 0;                      /* nothing to do */
+    if (s == 4 && c->max_cached > bs) k = bs * (c->max_cached / bs / 2) + bs / 2; /* mid-block */
+    in->cu[s + 1] = in->cu[s] + n;
+    in->cached[s] = k;
+    if (n + k > max_len) max_len = n + k;
+    total_blocks += (n + k + bs - 1) / bs;
+  }
+  in->total = in->cu[c->seqs];
+  in->max_blocks = (max_len + bs - 1) / bs + 1; /* one column never used */
+  const int num_blocks = total_blocks + 3;
+  int *perm = malloc(sizeof(int) * (size_t)num_blocks);
+  for (int i = 0; i < num_blocks; i++) perm[i] = i;
+  for (int i = num_blocks - 1; i > 0; i--) {
+    int j = (int)rng_below((uint32_t)i + 1), t = perm[i];
+    perm[i] = perm[j], perm[j] = t;
+  }
+  in->tables = malloc(sizeof(int32_t) * (size_t)c->seqs * (size_t)in->max_blocks);
+  for (int i = 0; i < c->seqs * in->max_blocks; i++) in->tables[i] = 0x7fff0000 + i;
+  int next = 0;
+  for (int s = 0; s < c->seqs; s++) {
+    const int L = in->cu[s + 1] - in->cu[s] + in->cached[s], nb = (L + bs - 1) / bs;
+    int shared = 0;
+    if (s % 2 == 1) { /* share whole prefix blocks with the sequence before (a radix hit) */
+      const int prev = in->cached[s - 1] / bs, mine = in->cached[s] / bs;
+      shared = (prev < mine ? prev : mine) / 2;
+      for (int b = 0; b < shared; b++)
+        in->tables[s * in->max_blocks + b] = in->tables[(s - 1) * in->max_blocks + b];
+    }
+    for (int b = shared; b < nb; b++) in->tables[s * in->max_blocks + b] = perm[next++];
+  }
+  free(perm);
+  if (clpa_kv_layout_init(&in->kv, c->kv, num_blocks, bs, c->kv_heads, c->hs) != CLPA_OK)
+    BAIL_OUT("layout: %s", clpa_last_error());
+
+  /* Caches: used slots random, unused NaN. */
+  in->cache_elems = (size_t)in->kv.block_stride * (size_t)num_blocks;
+  char *used = calloc((size_t)num_blocks * bs, 1);
+  for (int s = 0; s < c->seqs; s++) {
+    const int L = in->cu[s + 1] - in->cu[s] + in->cached[s];
+    for (int j = 0; j < L; j++) used[(size_t)in->tables[s * in->max_blocks + j / bs] * bs + j % bs] = 1;
+  }
+  const int fp8 = clpa_dtype_size(c->kv) == 1;
+  in->k_scale = fp8 ? (float)rng_uniform(0.002, 0.02) : 1.0f;
+  in->v_scale = fp8 ? (float)rng_uniform(0.002, 0.02) : 1.0f;
+  float *kraw = malloc(sizeof(float) * in->cache_elems), *vraw = malloc(sizeof(float) * in->cache_elems);
+  for (int b = 0; b < num_blocks; b++)
+    for (int h = 0; h < c->kv_heads; h++)
+      for (int d = 0; d < c->hs; d++)
+        for (int o = 0; o < bs; o++) {
+          const int u = used[(size_t)b * bs + o];
+          kraw[clpa_kv_key_index(&in->kv, b, h, o, d)] = u ? (float)rng_uniform(-1.5, 1.5) : NAN;
+          vraw[clpa_kv_value_index(&in->kv, b, h, o, d)] = u ? (float)rng_uniform(-2.0, 2.0) : NAN;
+        }
+  free(used);
+  const size_t esz = clpa_dtype_size(c->kv);
+  in->k_store = malloc(esz * in->cache_elems);
+  in->v_store = malloc(esz * in->cache_elems);
+  clpa_dtype_encode(c->kv, kraw, in->k_store, in->cache_elems, in->k_scale);
+  clpa_dtype_encode(c->kv, vraw, in->v_store, in->cache_elems, in->v_scale);
+  clpa_dtype_decode(c->kv, in->k_store, kraw, in->cache_elems, in->k_scale);
+  clpa_dtype_decode(c->kv, in->v_store, vraw, in->cache_elems, in->v_scale);
+  in->kf = kraw, in->vf = vraw;
+
+  /* Queries, rounded through their storage dtype so both sides see the same. */
+  in->q_stride = (size_t)c->heads * c->hs + (c->q_pad ? 24 : 0);
+  const size_t qn = in->q_stride * (size_t)(in->total ? in->total : 1);
+  in->q = malloc(sizeof(float) * qn);
+  for (size_t i = 0; i < qn; i++) in->q[i] = (float)rng_uniform(-2.0, 2.0);
+  in->q_store = malloc(clpa_dtype_size(c->io) * qn);
+  clpa_dtype_encode(c->io, in->q, in->q_store, qn, 1.0f);
+  clpa_dtype_decode(c->io, in->q_store, in->q, qn, 1.0f);
+  if (c->alibi) {
+    in->alibi = malloc(sizeof(float) * c->heads);
+    for (int h = 0; h < c->heads; h++) in->alibi[h] = (float)rng_uniform(0.0, 0.3);
+  }
+  if (c->sinks) {
+    in->sinks = malloc(sizeof(float) * c->heads);
+    for (int h = 0; h < c->heads; h++) in->sinks[h] = (float)rng_uniform(-1.0, 3.0);
+  }
+  in->soft_cap = c->softcap ? (float)rng_uniform(1.0, 4.0) : 0.0f;
+  in->window = c->window ? 1 + (int)rng_below((uint32_t)(c->max_new + c->max_cached)) : 0;
+}
+
+static clpa_ref_prefill_args ref_args(const pcase *c, const inputs *in, double *out, double *lse) {
+  clpa_ref_prefill_args a;
+  memset(&a, 0, sizeof a);
+  a.num_seqs = c->seqs, a.num_heads = c->heads, a.kv = in->kv, a.max_blocks_per_seq = in->max_blocks;
+  a.query = in->q, a.q_stride = in->q_stride, a.cu_seqlens_q = in->cu, a.cached_lens = in->cached;
+  a.key_cache = in->kf, a.value_cache = in->vf, a.block_tables = in->tables;
+  a.scale = 1.0f / sqrtf((float)c->hs), a.alibi_slopes = in->alibi;
+  a.sliding_window = in->window, a.soft_cap = in->soft_cap, a.sinks = in->sinks;
+  a.causal = c->causal, a.out = out, a.lse = lse;
+  return a;
+}
+
+/* A case's inputs on the device, and prefill params that point at them. */
+typedef struct device_case {
+  cl_mem q, kc, vc, bt, out, lse, al, sk, ks, vs;
+  size_t out_bytes, lse_bytes;
+} device_case;
+
+static void upload(const pcase *c, const inputs *in, device_case *d, clpa_prefill_params *p) {
+  const size_t esz = clpa_dtype_size(c->kv), qsz = clpa_dtype_size(c->io);
+  const size_t rows = (size_t)(in->total ? in->total : 1) * c->heads;
+  d->q = test_buffer(ctx, in->q_store, qsz * in->q_stride * (size_t)(in->total ? in->total : 1));
+  d->kc = test_buffer(ctx, in->k_store, esz * in->cache_elems);
+  d->vc = test_buffer(ctx, in->v_store, esz * in->cache_elems);
+  d->bt = test_buffer(ctx, in->tables, sizeof(int32_t) * (size_t)c->seqs * in->max_blocks);
+  d->out_bytes = qsz * rows * c->hs, d->lse_bytes = sizeof(float) * rows;
+  d->out = test_buffer(ctx, NULL, d->out_bytes);
+  d->lse = c->lse ? test_buffer(ctx, NULL, d->lse_bytes) : NULL;
+  d->al = in->alibi ? test_buffer(ctx, in->alibi, sizeof(float) * c->heads) : NULL;
+  d->sk = in->sinks ? test_buffer(ctx, in->sinks, sizeof(float) * c->heads) : NULL;
+  d->ks = c->dev_scale ? test_buffer(ctx, &in->k_scale, sizeof(float)) : NULL;
+  d->vs = c->dev_scale ? test_buffer(ctx, &in->v_scale, sizeof(float)) : NULL;
+  test_poison(ctx, d->out, d->out_bytes);
+  if (d->lse) test_poison(ctx, d->lse, d->lse_bytes);
+  clpa_prefill_params_init(p);
+  p->num_seqs = c->seqs, p->num_heads = c->heads, p->kv = in->kv;
+  p->key_cache = d->kc, p->value_cache = d->vc, p->max_blocks_per_seq = in->max_blocks;
+  p->cu_seqlens_q = in->cu, p->cached_lens = in->cached, p->causal = c->causal;
+  p->q_dtype = c->io, p->scale = 1.0f / sqrtf((float)c->hs), p->soft_cap = in->soft_cap;
+  p->sliding_window = in->window, p->q_stride = in->q_stride;
+  if (c->dev_scale) /* the host values must be ignored: make them wrong */
+    p->k_scale = 7.0f, p->v_scale = 9.0f, p->k_scale_buffer = d->ks, p->v_scale_buffer = d->vs;
+  else
+    p->k_scale = in->k_scale, p->v_scale = in->v_scale;
+  p->query = d->q, p->block_tables = d->bt, p->out = d->out, p->lse = d->lse;
+  p->alibi_slopes = d->al, p->sinks = d->sk;
+  p->rows_per_group = c->rows, p->keys_per_tile = c->keys;
+}
+
+static void release(device_case *d) {
+  cl_mem all[] = {d->q, d->kc, d->vc, d->bt, d->out, d->lse, d->al, d->sk, d->ks, d->vs};
+  for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+    if (all[i]) clReleaseMemObject(all[i]);
+}
+
+static void tolerance_of(clpa_dtype io, double *atol, double *rtol) {
+  for (size_t i = 0; i < sizeof tolerance / sizeof *tolerance; i++)
+    if (tolerance[i].io == io) *atol = tolerance[i].atol, *rtol = tolerance[i].rtol;
+}
+
+/* Reads out (and lse) back as floats. */
+static void read_out(const pcase *c, const device_case *d, size_t n, float *got, float *got_lse) {
+  void *store = malloc(d->out_bytes);
+  test_read(ctx, d->out, store, d->out_bytes);
+  clpa_dtype_decode(c->io, store, got, n, 1.0f);
+  free(store);
+  if (got_lse && d->lse) test_read(ctx, d->lse, got_lse, d->lse_bytes);
+}
+
+static int compare(const char *what, const float *got, const double *want, size_t n, double atol,
+                   double rtol, int hs, int heads) {
+  size_t at;
+  const double worst = test_worst(got, want, n, atol, rtol, &at);
+  const int good = ok(worst <= 1.0, "%s within tolerance (worst %.3g of allowed)", what, worst);
+  if (!good && n)
+    diag("worst element %zu (token %zu head %zu dim %zu): got %.9g want %.9g", at,
+         at / ((size_t)heads * hs), at / hs % heads, at % hs, got[at], want[at]);
+  return good;
+}
+
+static int run_case(const pcase *c) {
+  char name[320];
+  describe(c, name, sizeof name);
+  inputs in;
+  make_inputs(c, &in);
+  const size_t rows = (size_t)in.total * c->heads, outn = rows * c->hs;
+  double *want = malloc(sizeof(double) * (outn ? outn : 1));
+  double *want_lse = malloc(sizeof(double) * (rows ? rows : 1));
+  clpa_ref_prefill_args ra = ref_args(c, &in, want, want_lse);
+  int good = ok(clpa_ref_prefill(&ra) == CLPA_OK, "reference for %s", name);
+  if (!good) diag("%s", clpa_last_error());
+
+  device_case d;
+  clpa_prefill_params p;
+  upload(c, &in, &d, &p);
+  clpa_status st = clpa_prefill(ctx, &p);
+  good &= ok(st == CLPA_OK, "prefill %s", name);
+  if (st != CLPA_OK) diag("%s: %s", clpa_status_name(st), clpa_context_last_error(ctx));
+  int32_t faults = 0;
+  good &= ok(clpa_context_check_faults(ctx, &faults) == CLPA_OK, "no faults (0x%x)", faults);
+  float *got = malloc(sizeof(float) * (outn ? outn : 1)), *gl = malloc(sizeof(float) * (rows ? rows : 1));
+  read_out(c, &d, outn, got, gl);
+  double atol = 0, rtol = 0;
+  tolerance_of(c->io, &atol, &rtol);
+  good &= compare("output", got, want, outn, atol, rtol, c->hs, c->heads);
+  if (c->lse) good &= compare("lse", gl, want_lse, rows, LSE_ATOL, LSE_RTOL, 1, c->heads);
+  if (!good) diag("failed case: %s", name);
+  free(got), free(gl), free(want), free(want_lse);
+  release(&d);
+  free_inputs(&in);
+  return good;
+}
+
+#define F32 CLPA_DTYPE_F32
+#define F16 CLPA_DTYPE_F16
+#define BF16 CLPA_DTYPE_BF16
+#define E4M3 CLPA_DTYPE_FP8_E4M3
+#define E5M2 CLPA_DTYPE_FP8_E5M2
+
+/* seqs heads kvh hs bs new cached kv io rows keys causal alibi window softcap sinks lse q_pad dev_scale */
+static const pcase default_grid[] = {
+    {5, 4, 4, 32, 16, 40, 0, F16, F32, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0},
+    {5, 8, 2, 64, 8, 70, 100, F32, F32, 0, 0, 1, 0, 0, 0, 0, 1, 1, 0},
+    {5, 8, 1, 80, 32, 50, 200, BF16, F16, 0, 0, 1, 1, 0, 0, 0, 1, 0, 0},
+    {6, 8, 4, 96, 16, 33, 64, E4M3, F32, 16, 32, 1, 0, 1, 0, 0, 1, 0, 1},
+    {5, 4, 4, 112, 16, 45, 90, E5M2, F16, 0, 0, 0, 0, 0, 1, 0, 1, 0, 0},
+    {5, 12, 4, 120, 8, 30, 50, F16, F32, 32, 16, 1, 0, 0, 0, 1, 1, 0, 0},
+    {5, 16, 4, 128, 16, 64, 300, F16, F32, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0},
+    {5, 4, 4, 192, 32, 40, 70, F32, BF16, 0, 0, 1, 0, 1, 1, 1, 1, 1, 0},
+    {5, 4, 1, 256, 16, 37, 120, BF16, F32, 0, 0, 1, 1, 1, 1, 0, 1, 0, 0},
+    {5, 8, 8, 128, 32, 20, 40, E4M3, F16, 8, 64, 0, 0, 0, 0, 1, 1, 0, 1},
+    {5, 16, 2, 256, 8, 25, 60, E5M2, F32, 64, 8, 1, 0, 1, 0, 0, 1, 0, 0},
+    {5, 8, 2, 64, 16, 150, 600, F16, F32, 0, 0, 1, 1, 1, 1, 1, 1, 1, 0}, /* long: many tiles */
+    {5, 6, 2, 112, 32, 50, 33, F32, F16, 16, 16, 1, 0, 0, 1, 0, 0, 0, 0},
+};
+
+/* Chunked prefill: each sequence's new tokens in k calls with growing
+ * cached_lens give what one call gives. Call `part` takes chunk `part` of
+ * every sequence as its batch (its queries gathered into a buffer of their
+ * own). The new tokens' K/V are already in the cache, as after
+ * reshape_and_cache of the whole prompt. */
+static void test_chunks(void) {
+  const pcase c = {4, 8, 2, 64, 16, 70, 40, F16, F32, 0, 0, 1, 1, 0, 1, 1, 1, 0, 0};
+  const int chunks[] = {1, 2, 7};
+  inputs in;
+  make_inputs(&c, &in);
+  device_case d;
+  clpa_prefill_params p;
+  upload(&c, &in, &d, &p);
+  const size_t rows = (size_t)in.total * c.heads, outn = rows * c.hs, hd = (size_t)c.heads * c.hs;
+  float *one = malloc(sizeof(float) * outn), *got = malloc(sizeof(float) * outn);
+  float *one_l = malloc(sizeof(float) * rows), *gl = malloc(sizeof(float) * rows);
+  float *part_o = malloc(sizeof(float) * outn), *part_l = malloc(sizeof(float) * rows);
+  float *part_q = malloc(sizeof(float) * in.q_stride * (size_t)in.total);
+  ok(clpa_prefill(ctx, &p) == CLPA_OK, "one call over the whole batch");
+  read_out(&c, &d, outn, one, one_l);
+  for (size_t ci = 0; ci < sizeof chunks / sizeof *chunks; ci++) {
+    const int k = chunks[ci];
+    int good = 1;
+    for (int part = 0; part < k; part++) {
+      int32_t cu[16], cached[16], from[16];
+      cu[0] = 0;
+      for (int s = 0; s < c.seqs; s++) {
+        const int n = in.cu[s + 1] - in.cu[s], a = n * part / k, b = n * (part + 1) / k;
+        cu[s + 1] = cu[s] + (b - a), cached[s] = in.cached[s] + a, from[s] = in.cu[s] + a;
+        memcpy(part_q + (size_t)cu[s] * in.q_stride, in.q + (size_t)from[s] * in.q_stride,
+               sizeof(float) * in.q_stride * (size_t)(b - a));
+      }
+      const int tot = cu[c.seqs];
+      if (tot == 0) continue;
+      cl_mem qb = test_buffer(ctx, part_q, sizeof(float) * in.q_stride * (size_t)tot);
+      cl_mem ob = test_buffer(ctx, NULL, sizeof(float) * hd * (size_t)tot);
+      cl_mem lb = test_buffer(ctx, NULL, sizeof(float) * c.heads * (size_t)tot);
+      clpa_prefill_params q = p;
+      q.cu_seqlens_q = cu, q.cached_lens = cached, q.query = qb, q.out = ob, q.lse = lb;
+      if (clpa_prefill(ctx, &q) != CLPA_OK) {
+        good = 0;
+        diag("%s", clpa_context_last_error(ctx));
+      }
+      test_read(ctx, ob, part_o, sizeof(float) * hd * (size_t)tot);
+      test_read(ctx, lb, part_l, sizeof(float) * c.heads * (size_t)tot);
+      for (int s = 0; s < c.seqs; s++) {
+        const size_t n = (size_t)(cu[s + 1] - cu[s]);
+        memcpy(got + (size_t)from[s] * hd, part_o + (size_t)cu[s] * hd, sizeof(float) * hd * n);
+        memcpy(gl + (size_t)from[s] * c.heads, part_l + (size_t)cu[s] * c.heads,
+               sizeof(float) * c.heads * n);
+      }
+      clReleaseMemObject(qb), clReleaseMemObject(ob), clReleaseMemObject(lb);
+    }
+    double worst = 0;
+    for (size_t i = 0; i < outn; i++)
+      worst = fmax(worst, fabs(got[i] - one[i]) / (1e-5 + 1e-5 * fabs(one[i])));
+    for (size_t i = 0; i < rows; i++)
+      worst = fmax(worst, fabs(gl[i] - one_l[i]) / (1e-5 + 1e-5 * fabs(one_l[i])));
+    ok(good && worst <= 1.0, "%d chunks per sequence equal one call (worst %.3g of 1e-5)", k, worst);
+  }
+  free(one), free(got), free(one_l), free(gl), free(part_o), free(part_l), free(part_q);
+  release(&d);
+  free_inputs(&in);
+}
+
+/* One new token per sequence is decode: the same queries through
+ * clpa_decode (context = cached + 1) and clpa_prefill agree. */
+static void test_decode_equal(void) {
+  pcase c = {6, 8, 2, 128, 16, 1, 300, F16, F32, 0, 0, 1, 1, 1, 1, 1, 1, 0, 0};
+  inputs in;
+  make_inputs(&c, &in);
+  for (int s = 0; s < c.seqs; s++) { /* every sequence exactly one new token */
+    in.cu[s + 1] = in.cu[s] + 1;
+  }
+  in.total = c.seqs;
+  device_case d;
+  clpa_prefill_params p;
+  upload(&c, &in, &d, &p);
+  int32_t lens[16];
+  int maxc = 0;
+  for (int s = 0; s < c.seqs; s++) lens[s] = in.cached[s] + 1, maxc = lens[s] > maxc ? lens[s] : maxc;
+  cl_mem bl = test_buffer(ctx, lens, sizeof(int32_t) * c.seqs);
+  cl_mem dout = test_buffer(ctx, NULL, d.out_bytes), dlse = test_buffer(ctx, NULL, d.lse_bytes);
+  clpa_decode_params dp;
+  clpa_decode_params_init(&dp);
+  dp.num_seqs = c.seqs, dp.num_heads = c.heads, dp.kv = in.kv, dp.key_cache = d.kc;
+  dp.value_cache = d.vc, dp.max_blocks_per_seq = in.max_blocks, dp.max_context_len = maxc;
+  dp.q_dtype = c.io, dp.scale = p.scale, dp.soft_cap = p.soft_cap, dp.sliding_window = p.sliding_window;
+  dp.q_stride = p.q_stride, dp.query = d.q, dp.block_tables = d.bt, dp.context_lens = bl;
+  dp.out = dout, dp.lse = dlse, dp.alibi_slopes = d.al, dp.sinks = d.sk;
+  const size_t rows = (size_t)c.seqs * c.heads, n = rows * c.hs;
+  float *a = malloc(sizeof(float) * n), *b = malloc(sizeof(float) * n);
+  float al[256], bl2[256];
+  int good = clpa_prefill(ctx, &p) == CLPA_OK && clpa_decode(ctx, &dp) == CLPA_OK;
+  read_out(&c, &d, n, a, al);
+  test_read(ctx, dout, b, sizeof(float) * n);
+  test_read(ctx, dlse, bl2, sizeof(float) * rows);
+  double worst = 0;
+  for (size_t i = 0; i < n; i++) worst = fmax(worst, fabs(a[i] - b[i]) / (1e-4 + 1e-4 * fabs(b[i])));
+  for (size_t i = 0; i < rows; i++) worst = fmax(worst, fabs(al[i] - bl2[i]) / (1e-4 + 1e-5 * fabs(bl2[i])));
+  ok(good && worst <= 1.0, "one new token: prefill equals decode (worst %.3g): %s", worst,
+     clpa_last_error());
+  free(a), free(b);
+  clReleaseMemObject(bl), clReleaseMemObject(dout), clReleaseMemObject(dlse);
+  release(&d);
+  free_inputs(&in);
+}
+
+/* merge_states against clpa_ref_merge_states (itself checked to give
+ * attention over a whole key set from its parts, test_host_ref_prefill):
+ * k = 2, 3, 4 inputs in f32, f16 and bf16, merged in place, with empty
+ * sets (lse -inf, their outputs NaN: never read) and an all-empty row. */
+static void test_merge(void) {
+  /* Random rows, k = 2..4 inputs, some lse -inf (empty sets), f32/f16/bf16. */
+  const clpa_dtype dts[] = {F32, F16, BF16};
+  for (int k = 2; k <= 4; k++) {
+    const clpa_dtype dt = dts[k - 2];
+    const int rows = 37, hs = 80;
+    const size_t n = (size_t)rows * hs, esz = clpa_dtype_size(dt);
+    float *o[4], l[4][37];
+    void *st[4];
+    cl_mem bo[4], bl[4];
+    double *want = malloc(sizeof(double) * n), want_l[37], *tmp = malloc(sizeof(double) * n);
+    double *acc = malloc(sizeof(double) * n), acc_l[37];
+    for (int i = 0; i < k; i++) {
+      o[i] = malloc(sizeof(float) * n);
+      st[i] = malloc(esz * n);
+      for (size_t e = 0; e < n; e++) o[i][e] = (float)rng_uniform(-3, 3);
+      for (int r = 0; r < rows; r++) l[i][r] = rng_below(6) == 0 ? -INFINITY : (float)rng_uniform(-20, 20);
+      if (i == 0) l[0][5] = NAN; /* an empty set's output may be anything: l 0 -inf below */
+      l[i][7] = -INFINITY;        /* row 7: every set empty */
+      clpa_dtype_encode(dt, o[i], st[i], n, 1.0f);
+      clpa_dtype_decode(dt, st[i], o[i], n, 1.0f);
+      if (i == 0) {
+        l[0][5] = -INFINITY;
+        for (int d = 0; d < hs; d++) o[0][5 * hs + d] = NAN; /* never read */
+        clpa_dtype_encode(dt, o[0], st[0], n, 1.0f);
+      }
+      bo[i] = test_buffer(ctx, st[i], esz * n);
+      bl[i] = test_buffer(ctx, l[i], sizeof(float) * rows);
+    }
+    /* The reference: merge pairwise in double (it is associative). */
+    for (size_t e = 0; e < n; e++) acc[e] = o[0][e];
+    for (int r = 0; r < rows; r++) acc_l[r] = l[0][r];
+    for (int i = 1; i < k; i++) {
+      for (size_t e = 0; e < n; e++) tmp[e] = o[i][e];
+      double li[37];
+      for (int r = 0; r < rows; r++) li[r] = l[i][r];
+      clpa_ref_merge_states((size_t)rows, (size_t)hs, acc, acc_l, tmp, li, acc, acc_l);
+    }
+    memcpy(want, acc, sizeof(double) * n);
+    memcpy(want_l, acc_l, sizeof want_l);
+    clpa_merge_states_params mp;
+    clpa_merge_states_params_init(&mp);
+    mp.num_rows = rows, mp.head_size = hs, mp.dtype = dt, mp.num_inputs = k;
+    for (int i = 0; i < k; i++) mp.outs[i] = bo[i], mp.lses[i] = bl[i];
+    mp.out = bo[0], mp.lse = bl[0]; /* in place */
+    clpa_status s = clpa_merge_states(ctx, &mp);
+    float *got = malloc(sizeof(float) * n), gl[37];
+    void *gs = malloc(esz * n);
+    test_read(ctx, bo[0], gs, esz * n);
+    test_read(ctx, bl[0], gl, sizeof gl);
+    clpa_dtype_decode(dt, gs, got, n, 1.0f);
+    double atol = 0, rtol = 0;
+    tolerance_of(dt, &atol, &rtol);
+    size_t at;
+    const double w = test_worst(got, want, n, atol, rtol, &at);
+    const double wl = test_worst(gl, want_l, (size_t)rows, LSE_ATOL, LSE_RTOL, &at);
+    ok(s == CLPA_OK && w <= 1.0 && wl <= 1.0,
+       "merge_states of %d %s inputs in place equals the reference (worst %.3g, lse %.3g)", k,
+       clpa_dtype_name(dt), w, wl);
+    if (w > 1.0) diag("worst %zu: got %.9g want %.9g", at, got[at], want[at]);
+    for (int i = 0; i < k; i++) free(o[i]), free(st[i]), clReleaseMemObject(bo[i]), clReleaseMemObject(bl[i]);
+    free(want), free(tmp), free(acc), free(got), free(gs);
+  }
+
+}
+
+/* Bad block ids are never followed; they set the fault bit. */
+static void test_faults(void) {
+  pcase c = {4, 4, 2, 64, 16, 20, 40, F16, F32, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0};
+  inputs in;
+  make_inputs(&c, &in);
+  in.tables[1] = -5;                    /* seq 0, block 1 */
+  in.tables[in.max_blocks] = 1 << 30;   /* seq 1, block 0 */
+  device_case d;
+  clpa_prefill_params p;
+  upload(&c, &in, &d, &p);
+  ok(clpa_prefill(ctx, &p) == CLPA_OK, "prefill with bad table entries is enqueued");
+  int32_t f = 0;
+  const clpa_status st = clpa_context_check_faults(ctx, &f);
+  ok(st == CLPA_ERR_BAD_BLOCK && (f & CLPA_FAULT_BAD_BLOCK), "the fault is reported: 0x%x, %s", f,
+     clpa_context_last_error(ctx));
+  ok(clpa_context_check_faults(ctx, &f) == CLPA_OK && f == 0, "reading the faults clears them");
+  release(&d);
+  free_inputs(&in);
+}
+
+/* Every bad argument is refused with a message naming it and the public
+ * call, before anything is enqueued: the poisoned output stays. */
+static void test_bad_args(void) {
+  clpa_kv_layout kv;
+  clpa_kv_layout_init(&kv, F16, 4, 16, 2, 64);
+  cl_mem q = test_buffer(ctx, NULL, 4 * 4 * 64 * 10), kc = test_buffer(ctx, NULL, kv.cache_bytes);
+  cl_mem vc = test_buffer(ctx, NULL, kv.cache_bytes), bt = test_buffer(ctx, NULL, 4 * 8);
+  cl_mem out = test_buffer(ctx, NULL, 4 * 4 * 64 * 10), small = test_buffer(ctx, NULL, 64);
+  cl_mem tiny = test_buffer(ctx, NULL, 8); /* two floats: less than 4 heads need */
+  test_poison(ctx, out, 4 * 4 * 64 * 10);
+  int32_t cu[3] = {0, 6, 10}, cached[2] = {5, 20}, bad_cu[3] = {0, 7, 4}, cu1[3] = {1, 6, 10};
+  int32_t neg[2] = {-1, 0}, big[2] = {120, 0};
+  cl_event null_ev[1] = {NULL};
+  clpa_prefill_params good;
+  clpa_prefill_params_init(&good);
+  good.num_seqs = 2, good.num_heads = 4, good.kv = kv, good.key_cache = kc, good.value_cache = vc;
+  good.max_blocks_per_seq = 4, good.cu_seqlens_q = cu, good.cached_lens = cached;
+  good.scale = 0.125f, good.query = q, good.block_tables = bt, good.out = out;
+  struct {
+    const char *what, *needle;
+    clpa_status want;
+    clpa_prefill_params p;
+  } bad[48];
+  int n = 0;
+#define BAD(field_expr, needle_, want_) \
+  bad[n].p = good;                      \
+  bad[n].p.field_expr;                  \
+  bad[n].what = #field_expr;            \
+  bad[n].needle = needle_;              \
+  bad[n++].want = want_
+  BAD(num_seqs = -1, "num_seqs = -1", CLPA_ERR_INVALID_ARG);
+  BAD(num_heads = 3, "num_heads = 3", CLPA_ERR_INVALID_ARG);
+  BAD(num_heads = INT32_MIN, "num_heads", CLPA_ERR_INVALID_ARG);
+  BAD(kv.head_size = 48, "head_size = 48", CLPA_ERR_UNSUPPORTED);
+  BAD(kv.block_size = 4, "block_size = 4", CLPA_ERR_UNSUPPORTED);
+  BAD(kv.num_blocks = 5, "key_cache holds", CLPA_ERR_INVALID_ARG);
+  BAD(kv.dtype = (clpa_dtype)-3, "dtype", CLPA_ERR_INVALID_ARG);
+  BAD(value_cache = small, "value_cache holds", CLPA_ERR_INVALID_ARG);
+  BAD(cache = (const clpa_cache *)1, "not both", CLPA_ERR_INVALID_ARG);
+  BAD(cu_seqlens_q = NULL, "cu_seqlens_q", CLPA_ERR_INVALID_ARG);
+  BAD(cached_lens = NULL, "cached_lens", CLPA_ERR_INVALID_ARG);
+  BAD(cu_seqlens_q = bad_cu, "must not decrease", CLPA_ERR_INVALID_ARG);
+  BAD(cu_seqlens_q = cu1, "cu_seqlens_q[0] = 1", CLPA_ERR_INVALID_ARG);
+  BAD(cached_lens = neg, "cached_lens[0] = -1", CLPA_ERR_INVALID_ARG);
+  BAD(cached_lens = big, "block-table row", CLPA_ERR_INVALID_ARG);
+  BAD(max_blocks_per_seq = 0, "max_blocks_per_seq = 0", CLPA_ERR_INVALID_ARG);
+  BAD(max_blocks_per_seq = INT32_MAX, "block_tables holds", CLPA_ERR_INVALID_ARG);
+  BAD(causal = 2, "causal = 2", CLPA_ERR_INVALID_ARG);
+  BAD(q_dtype = E4M3, "q_dtype", CLPA_ERR_UNSUPPORTED);
+  BAD(scale = INFINITY, "scale", CLPA_ERR_INVALID_ARG);
+  BAD(k_scale = -1, "k_scale", CLPA_ERR_INVALID_ARG);
+  BAD(soft_cap = NAN, "soft_cap", CLPA_ERR_INVALID_ARG);
+  BAD(sliding_window = -1, "sliding_window", CLPA_ERR_INVALID_ARG);
+  BAD(q_stride = 100, "q_stride", CLPA_ERR_INVALID_ARG);
+  BAD(q_stride = SIZE_MAX, "overflows", CLPA_ERR_INVALID_ARG);
+  BAD(query = small, "query holds", CLPA_ERR_INVALID_ARG);
+  BAD(out = NULL, "out", CLPA_ERR_INVALID_ARG);
+  BAD(lse = small, "lse holds", CLPA_ERR_INVALID_ARG);
+  BAD(alibi_slopes = tiny, "alibi_slopes holds", CLPA_ERR_INVALID_ARG);
+  BAD(sinks = tiny, "sinks holds", CLPA_ERR_INVALID_ARG);
+  BAD(k_scale_buffer = tiny, "k_scale_buffer", CLPA_ERR_INVALID_ARG); /* 8 bytes: fine */
+  bad[n - 1].p.v_scale_buffer = bt, bad[n - 1].p.sinks = tiny, bad[n - 1].needle = "sinks holds";
+  BAD(rows_per_group = 12, "rows_per_group = 12", CLPA_ERR_INVALID_ARG);
+  BAD(keys_per_tile = -8, "keys_per_tile = -8", CLPA_ERR_INVALID_ARG);
+  BAD(keys_per_tile = 8, "no prefill tile", CLPA_ERR_UNSUPPORTED);
+  bad[n - 1].p.rows_per_group = 8; /* 16 lanes a row cannot share 8 keys */
+  BAD(num_wait_events = 1, "wait_events", CLPA_ERR_INVALID_ARG);
+  BAD(wait_events = null_ev, "wait_events[0] is NULL", CLPA_ERR_INVALID_ARG);
+  bad[n - 1].p.num_wait_events = 1;
+#undef BAD
+  for (int i = 0; i < n; i++) {
+    const clpa_status st = clpa_prefill(ctx, &bad[i].p);
+    const char *msg = clpa_context_last_error(ctx);
+    ok(st == bad[i].want && strstr(msg, bad[i].needle) && strncmp(msg, "clpa_prefill: ", 14) == 0,
+       "%s -> %s: %s", bad[i].what, clpa_status_name(st), msg);
+  }
+  ok(clpa_prefill(NULL, &good) == CLPA_ERR_INVALID_ARG, "NULL context");
+  ok(clpa_prefill(ctx, NULL) == CLPA_ERR_INVALID_ARG, "NULL params");
+  unsigned char host[4 * 4 * 64 * 10];
+  test_read(ctx, out, host, sizeof host);
+  int untouched = 1;
+  for (size_t i = 0; i < sizeof host; i++) untouched &= host[i] == 0xFF;
+  ok(untouched, "no refused call wrote to the output");
+  /* merge_states' refusals */
+  clpa_merge_states_params m;
+  clpa_merge_states_params_init(&m);
+  m.num_rows = 4, m.head_size = 64, m.outs[0] = m.outs[1] = q, m.lses[0] = m.lses[1] = small;
+  m.out = out;
+  clpa_merge_states_params mb = m;
+  mb.num_inputs = 1;
+  ok(clpa_merge_states(ctx, &mb) == CLPA_ERR_INVALID_ARG && strstr(clpa_last_error(), "num_inputs"),
+     "merge_states: one input refused: %s", clpa_last_error());
+  mb = m, mb.num_inputs = 9;
+  ok(clpa_merge_states(ctx, &mb) == CLPA_ERR_INVALID_ARG, "merge_states: nine inputs refused");
+  mb = m, mb.num_rows = 17; /* 68 bytes of lse > 64 */
+  ok(clpa_merge_states(ctx, &mb) == CLPA_ERR_INVALID_ARG && strstr(clpa_last_error(), "lses[0] holds"),
+     "merge_states: a short lse refused: %s", clpa_last_error());
+  mb = m, mb.dtype = E5M2;
+  ok(clpa_merge_states(ctx, &mb) == CLPA_ERR_UNSUPPORTED, "merge_states: fp8 outputs refused");
+  mb = m, mb.num_rows = INT32_MAX, mb.head_size = INT32_MAX;
+  ok(clpa_merge_states(ctx, &mb) == CLPA_ERR_INVALID_ARG,
+     "merge_states: INT32_MAX rows of INT32_MAX refused: %s", clpa_last_error());
+  mb = m, mb.outs[1] = NULL;
+  ok(clpa_merge_states(ctx, &mb) == CLPA_ERR_INVALID_ARG && strstr(clpa_last_error(), "outs[1]"),
+     "merge_states: a missing input named: %s", clpa_last_error());
+  cl_mem all[] = {q, kc, vc, bt, out, small, tiny};
+  for (size_t i = 0; i < sizeof all / sizeof *all; i++) clReleaseMemObject(all[i]);
+}
+
+int main(void) {
+  rng_seed_from_env();
+  ctx = test_context(0);
+  for (size_t i = 0; i < sizeof default_grid / sizeof *default_grid; i++) run_case(&default_grid[i]);
+  test_chunks();
+  test_decode_equal();
+  test_merge();
+  test_faults();
+  test_bad_args();
+  clpa_program_stats ps;
+  clpa_context_program_stats(ctx, &ps);
+  diag("programs: %u built, %u from disk, %.1f s building", ps.built_from_source,
+       ps.loaded_from_disk, ps.build_seconds);
+  clpa_context_destroy(ctx);
+  return done_testing();
+}
