@@ -367,10 +367,15 @@ static void test_decode_equal(void) {
   pcase c = {6, 8, 2, 128, 16, 1, 300, F16, F32, 0, 0, 1, 1, 1, 1, 1, 1, 0, 0};
   inputs in;
   make_inputs(&c, &in);
-  for (int s = 0; s < c.seqs; s++) { /* every sequence exactly one new token */
-    in.cu[s + 1] = in.cu[s] + 1;
-  }
+  for (int s = 0; s < c.seqs; s++) in.cu[s + 1] = in.cu[s] + 1; /* exactly one new token each */
   in.total = c.seqs;
+  /* Queries for the new total (make_inputs sized them for its own draw). */
+  const size_t qn = in.q_stride * (size_t)in.total;
+  free(in.q_store);
+  in.q = realloc(in.q, sizeof(float) * qn);
+  in.q_store = malloc(clpa_dtype_size(c.io) * qn);
+  for (size_t i = 0; i < qn; i++) in.q[i] = (float)rng_uniform(-2.0, 2.0);
+  clpa_dtype_encode(c.io, in.q, in.q_store, qn, 1.0f);
   device_case d;
   clpa_prefill_params p;
   upload(&c, &in, &d, &p);

@@ -169,6 +169,42 @@ double bench_copy_gbps(bench_env *env, size_t bytes) {
   return best;
 }
 
+typedef struct fma_arg {
+  cl_kernel k;
+  size_t global;
+} fma_arg;
+
+static clpa_status fma_once(clpa_context *ctx, const void *arg_) {
+  const fma_arg *a = arg_;
+  cl_int err = clEnqueueNDRangeKernel(clpa_context_cl_queue(ctx), a->k, 1, NULL, &a->global, NULL,
+                                      0, NULL, NULL);
+  return err == CL_SUCCESS ? CLPA_OK : CLPA_ERR_OPENCL;
+}
+
+double bench_fma_tflops(bench_env *env) {
+  const cl_int iters = 4096;
+  fma_arg a = {NULL, (size_t)(env->info.compute_units ? env->info.compute_units : 1) * 16384};
+  cl_mem out = bench_buffer(env, NULL, sizeof(float) * a.global);
+  cl_program prog;
+  double t = 0, tflops = -1;
+  cli_progress("fma: building the FMA peak kernel (instant with a warm cache)...");
+  if (out && clpa_program_get(env->ctx, "smoke", "", &prog) == CLPA_OK) {
+    cl_int err;
+    a.k = clCreateKernel(prog, "clpa_smoke_fma", &err);
+    const cl_float b = 0.999f, c = 0.001f;
+    if (err == CL_SUCCESS && clSetKernelArg(a.k, 0, sizeof out, &out) == CL_SUCCESS &&
+        clSetKernelArg(a.k, 1, sizeof b, &b) == CL_SUCCESS &&
+        clSetKernelArg(a.k, 2, sizeof c, &c) == CL_SUCCESS &&
+        clSetKernelArg(a.k, 3, sizeof iters, &iters) == CL_SUCCESS &&
+        bench_time(env, "fma", fma_once, &a, &t) == 0 && t > 0)
+      tflops = (double)a.global * iters * 8 * 16 * 2 / t / 1e12;
+    if (a.k) clReleaseKernel(a.k);
+  }
+  cli_progress_end();
+  if (out) clReleaseMemObject(out);
+  return tflops;
+}
+
 /* ----------------------------------------------------------------------
  * The serving trace (see bench_common.h)
  * -------------------------------------------------------------------- */

@@ -31,7 +31,12 @@ int bench_time(bench_env *env, const char *what, bench_fn fn, const void *arg, d
  * clEnqueueCopyBuffer and a float4 copy kernel over `bytes`. <= 0 on error. */
 double bench_copy_gbps(bench_env *env, size_t bytes);
 
+/* The device's f32 FMA peak in TFLOP/s, measured with 8 independent
+ * chains of float16 mads per work-item (clpa_smoke_fma); <= 0 on failure. */
+double bench_fma_tflops(bench_env *env);
+
 int bench_decode(int argc, char **argv);
+int bench_prefill(int argc, char **argv);
 int clpa_bench_radix(int argc, char **argv);
 int clpa_bench_kvman(int argc, char **argv);
 

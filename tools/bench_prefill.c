@@ -1,0 +1,205 @@
+/*
+ * clpa-bench prefill — prefill attention throughput: TFLOP/s of the
+ * attention products, next to the device's f32 FMA peak measured in the
+ * same run (clpa_smoke_fma: 8 independent float16 mad chains per
+ * work-item).
+ *
+ * FLOPs per call: each (sequence, query head) with L new tokens over C
+ * cached ones does Q.K^T and P.V over the causal half of the new part and
+ * over the whole prefix: 2 * D * L^2 + 4 * D * L * C (multiply and add
+ * counted as 2). Method: random finite inputs, every sequence with its own
+ * shuffled blocks, its new tokens' K/V already in the cache; a first call
+ * (kernel builds), two warm-ups, then 7 batches of back-to-back calls
+ * timed around clFinish; the median batch gives the time per call.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench_common.h"
+#include "clpa.h"
+
+typedef struct prefill_args {
+  int32_t heads, kv_heads, head_size, block_size, batch, new_tokens, cached, rows, keys;
+  clpa_dtype dtype, q_dtype;
+  int json;
+} prefill_args;
+
+#define MAX_DIM (1 << 24)
+
+static const char *parse_dtype(const char *text, void *value) {
+  return clpa_dtype_parse(text, value) == CLPA_OK ? NULL : "f32, f16, bf16, fp8_e4m3 or fp8_e5m2";
+}
+
+static int parse(int argc, char **argv, prefill_args *a) {
+  *a = (prefill_args){32, 8, 128, 16, 8, 2048, 0, 0, 0, CLPA_DTYPE_F16, CLPA_DTYPE_F16, 0};
+  const cli_opt opts[] = {
+      {"heads", CLI_INT, &a->heads, 1, MAX_DIM, "N", "query heads", NULL, NULL},
+      {"kv-heads", CLI_INT, &a->kv_heads, 1, MAX_DIM, "N", "key/value heads, a divisor of --heads",
+       NULL, NULL},
+      {"head-size", CLI_INT, &a->head_size, 1, MAX_DIM, "N", "elements per head", NULL, NULL},
+      {"block-size", CLI_INT, &a->block_size, 1, MAX_DIM, "N", "tokens per cache block", NULL,
+       NULL},
+      {"batch", CLI_INT, &a->batch, 1, MAX_DIM, "N", "sequences", NULL, NULL},
+      {"new-tokens", CLI_INT, &a->new_tokens, 1, MAX_DIM, "N", "new (prompt) tokens per sequence",
+       NULL, NULL},
+      {"cached-tokens", CLI_INT, &a->cached, 0, MAX_DIM, "N",
+       "tokens per sequence already in the cache\n(a prefix hit)", NULL, NULL},
+      {"dtype", CLI_WORD, &a->dtype, 0, 0, "NAME",
+       "cache dtype: f32, f16, bf16, fp8_e4m3 or\nfp8_e5m2", "f16", parse_dtype},
+      {"q-dtype", CLI_WORD, &a->q_dtype, 0, 0, "NAME", "query and output dtype: f32, f16 or bf16",
+       "f16", parse_dtype},
+      {"rows", CLI_INT, &a->rows, 0, 64, "N",
+       "query rows per work-group (8, 16, 32, 64); 0\npicks", NULL, NULL},
+      {"keys", CLI_INT, &a->keys, 0, 64, "N", "keys per tile (8, 16, 32, 64); 0 picks", NULL,
+       NULL},
+      {"json", CLI_FLAG, &a->json, 0, 0, NULL, "print one JSON line instead of the table", NULL,
+       NULL},
+      {NULL, 0, NULL, 0, 0, NULL, NULL, NULL, NULL},
+  };
+  const cli_cmd cmd = {
+      "clpa-bench prefill",
+      "Times causal paged prefill attention on the selected device: TFLOP/s of\n"
+      "Q.K^T and P.V (the causal half of the new tokens, plus the whole cached\n"
+      "prefix), next to the device's f32 FMA peak measured in the same run.",
+      opts,
+      "FLOPs: batch * heads * (2 * D * L^2 + 4 * D * L * C) for L new and C cached\n"
+      "tokens. Method: random finite inputs, shuffled blocks, a first call (kernel\n"
+      "builds), two warm-ups, then 7 batches timed around clFinish; the median.\n"
+      "JSON keys: op, device, lanes, path, heads, kv_heads, head_size, block_size,\n"
+      "batch, new_tokens, cached_tokens, dtype, q_dtype, us_per_call, tflops,\n"
+      "fma_peak_tflops, ratio.",
+  };
+  int rc = cli_parse(&cmd, argc, argv);
+  if (rc != CLI_RUN) return rc;
+  const long long per_seq = ((long long)a->cached + a->new_tokens + a->block_size - 1) / a->block_size;
+  if (per_seq * a->batch > INT32_MAX || (long long)a->new_tokens * a->batch > INT32_MAX)
+    return cli_error(&cmd, "--batch %d of %d + %d tokens is more than the library indexes",
+                     (int)a->batch, (int)a->cached, (int)a->new_tokens);
+  return CLI_RUN;
+}
+
+#define FAIL(...)                                 \
+  do {                                            \
+    cli_progress_end();                           \
+    fprintf(stderr, "clpa-bench prefill: ");      \
+    fprintf(stderr, __VA_ARGS__);                 \
+    fputc('\n', stderr);                          \
+    goto done;                                    \
+  } while (0)
+#define REFUSE(why)                                                                     \
+  do {                                                                                  \
+    rc = 2;                                                                             \
+    FAIL("the library refuses this shape: %s\nTry 'clpa-bench prefill --help' for the " \
+         "options.",                                                                    \
+         why);                                                                          \
+  } while (0)
+
+int bench_prefill(int argc, char **argv) {
+  prefill_args a;
+  int parsed = parse(argc, argv, &a);
+  if (parsed != CLI_RUN) return parsed;
+  bench_env env;
+  if (bench_open(&env)) return 1;
+  const int L = a.new_tokens, C = a.cached;
+  const int bpseq = (C + L + a.block_size - 1) / a.block_size, nblocks = bpseq * a.batch;
+  const size_t esz = clpa_dtype_size(a.dtype), qsz = clpa_dtype_size(a.q_dtype);
+  const size_t cache_elems = (size_t)nblocks * a.kv_heads * a.head_size * a.block_size;
+  const size_t qn = (size_t)a.batch * L * a.heads * a.head_size;
+  int rc = 1;
+  int32_t *tables = malloc(sizeof(int32_t) * nblocks), *cu = malloc(sizeof(int32_t) * (a.batch + 1));
+  int32_t *cached = malloc(sizeof(int32_t) * a.batch);
+  float *q = malloc(sizeof(float) * qn);
+  void *qs = malloc(qsz * qn);
+  cl_mem kc = NULL, vc = NULL, bq = NULL, bt = NULL, out = NULL;
+  if (!tables || !cu || !cached || !q || !qs) FAIL("out of host memory");
+  for (int i = 0; i < nblocks; i++) tables[i] = i;
+  for (int i = nblocks - 1; i > 0; i--) {
+    int j = (int)(bench_rand() % (uint64_t)(i + 1)), t = tables[i];
+    tables[i] = tables[j], tables[j] = t;
+  }
+  cu[0] = 0;
+  for (int s = 0; s < a.batch; s++) cu[s + 1] = cu[s] + L, cached[s] = C;
+  for (size_t i = 0; i < qn; i++) q[i] = (float)((double)(bench_rand() % 2001) / 1000.0 - 1.0);
+  if (clpa_dtype_encode(a.q_dtype, q, qs, qn, 1.0f) != CLPA_OK) REFUSE(clpa_last_error());
+  cli_progress("prefill: making random K/V caches (2 x %.0f MB)...",
+               (double)(cache_elems * esz) / 1e6);
+  kc = bench_random_cache(&env, a.dtype, cache_elems);
+  vc = bench_random_cache(&env, a.dtype, cache_elems);
+  cli_progress_end();
+  bq = bench_buffer(&env, qs, qsz * qn);
+  bt = bench_buffer(&env, tables, sizeof(int32_t) * nblocks);
+  out = bench_buffer(&env, NULL, qsz * qn);
+  if (!kc || !vc || !bq || !bt || !out) FAIL("could not make the inputs");
+
+  clpa_prefill_params p;
+  clpa_prefill_params_init(&p);
+  if (clpa_kv_layout_init(&p.kv, a.dtype, nblocks, a.block_size, a.kv_heads, a.head_size))
+    REFUSE(clpa_last_error());
+  p.num_seqs = a.batch, p.num_heads = a.heads, p.key_cache = kc, p.value_cache = vc;
+  p.max_blocks_per_seq = bpseq, p.cu_seqlens_q = cu, p.cached_lens = cached;
+  p.q_dtype = a.q_dtype, p.scale = 1.0f / sqrtf((float)a.head_size), p.k_scale = p.v_scale = 0.01f;
+  p.query = bq, p.block_tables = bt, p.out = out;
+  p.rows_per_group = a.rows, p.keys_per_tile = a.keys;
+
+  cli_progress("prefill: first call (a cold kernel cache builds the kernels now)...");
+  clpa_status st = clpa_prefill(env.ctx, &p);
+  if (st == CLPA_OK) st = clpa_context_finish(env.ctx);
+  cli_progress_end();
+  if (st == CLPA_ERR_INVALID_ARG || st == CLPA_ERR_UNSUPPORTED)
+    REFUSE(clpa_context_last_error(env.ctx));
+  if (st != CLPA_OK) FAIL("%s", clpa_context_last_error(env.ctx));
+  double per_call = 0;
+  if (bench_time(&env, "prefill", (bench_fn)clpa_prefill, &p, &per_call)) goto done;
+  if (clpa_context_check_faults(env.ctx, NULL) != CLPA_OK)
+    FAIL("%s", clpa_context_last_error(env.ctx));
+  const double D = a.head_size;
+  const double flops = (double)a.batch * a.heads * (2.0 * D * L * L + 4.0 * D * L * C);
+  const double tflops = flops / per_call / 1e12;
+  const double peak = bench_fma_tflops(&env);
+  if (peak <= 0) FAIL("could not measure the FMA peak");
+  const char *path = "portable"; /* the only prefill path so far */
+  if (a.json) {
+    cli_json j;
+    cli_json_begin(&j, stdout);
+    cli_json_str(&j, "op", "prefill");
+    cli_json_str(&j, "device", env.info.name);
+    cli_json_str(&j, "lanes", clpa_lanes_name(env.info.lanes));
+    cli_json_str(&j, "path", path);
+    cli_json_int(&j, "heads", a.heads);
+    cli_json_int(&j, "kv_heads", a.kv_heads);
+    cli_json_int(&j, "head_size", a.head_size);
+    cli_json_int(&j, "block_size", a.block_size);
+    cli_json_int(&j, "batch", a.batch);
+    cli_json_int(&j, "new_tokens", L);
+    cli_json_int(&j, "cached_tokens", C);
+    cli_json_str(&j, "dtype", clpa_dtype_name(a.dtype));
+    cli_json_str(&j, "q_dtype", clpa_dtype_name(a.q_dtype));
+    cli_json_num(&j, "us_per_call", per_call * 1e6, 2);
+    cli_json_num(&j, "tflops", tflops, 4);
+    cli_json_num(&j, "fma_peak_tflops", peak, 4);
+    cli_json_num(&j, "ratio", tflops / peak, 4);
+    cli_json_end(&j);
+  } else {
+    printf("device      %s (%s lanes), %s path\n", env.info.name, clpa_lanes_name(env.info.lanes),
+           path);
+    printf("shape       batch %d x %d new tokens over %d cached, heads %d/%d, head size %d,"
+           " block %d, %s cache, %s queries\n",
+           a.batch, L, C, a.heads, a.kv_heads, a.head_size, a.block_size,
+           clpa_dtype_name(a.dtype), clpa_dtype_name(a.q_dtype));
+    printf("time        %.1f us per call (median of 7 batches)\n", per_call * 1e6);
+    printf("attention   %.3f TFLOP/s (%.1f GFLOP per call)\n", tflops, flops / 1e9);
+    printf("fma peak    %.3f TFLOP/s (f32, same run)\n", peak);
+    printf("ratio       %.3f of the FMA peak\n", tflops / peak);
+  }
+  rc = 0;
+done:
+  cli_progress_end();
+  free(tables), free(cu), free(cached), free(q), free(qs);
+  cl_mem all[] = {kc, vc, bq, bt, out};
+  for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+    if (all[i]) clReleaseMemObject(all[i]);
+  bench_close(&env);
+  return rc;
+}
