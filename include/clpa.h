@@ -355,7 +355,9 @@ CLPA_API clpa_status clpa_decode(clpa_context *ctx, const clpa_decode_params *p)
  *   out     [total_new, num_heads, head_size]   (dtype of the query)
  *   lse     float [total_new, num_heads], optional
  *
- * total_new = cu_seqlens_q[num_seqs]. Query i of sequence s sits at
+ * Row t of query and out is token t, so the buffers hold cu_seqlens_q[num_seqs]
+ * rows; cu_seqlens_q[0] > 0 leaves the first rows alone (an engine that
+ * runs decode on them, say). Query i of sequence s sits at
  * position p = cached_lens[s] + i and attends to the key positions j <
  * cached_lens[s] + new_len with j <= p (causal; all of them when causal
  * is 0), p - j < sliding_window when it is > 0; logits, soft cap, ALiBi
@@ -376,7 +378,7 @@ typedef struct clpa_prefill_params {
   cl_mem key_cache, value_cache;
   clpa_kv_layout kv;
   int32_t max_blocks_per_seq;     /* columns of block_tables */
-  const int32_t *cu_seqlens_q;    /* host [num_seqs + 1]: 0, then non-decreasing */
+  const int32_t *cu_seqlens_q;    /* host [num_seqs + 1]: >= 0, non-decreasing (usually from 0) */
   const int32_t *cached_lens;     /* host [num_seqs]: tokens already in the cache before the new ones */
   int causal;                     /* 1 (default): query i attends to keys up to its own position */
   clpa_dtype q_dtype;             /* query and output: f32, f16 or bf16 */

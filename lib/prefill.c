@@ -40,8 +40,8 @@ static clpa_status check_lengths(clpa_context *ctx, const clpa_prefill_params *p
   CLPA_CTX_CHECK(ctx, p->num_seqs < 0, CLPA_ERR_INVALID_ARG, "num_seqs = %d", p->num_seqs);
   CLPA_CTX_CHECK(ctx, !p->cu_seqlens_q || (p->num_seqs > 0 && !p->cached_lens),
                  CLPA_ERR_INVALID_ARG, "cu_seqlens_q and cached_lens (host arrays) must be given");
-  CLPA_CTX_CHECK(ctx, p->cu_seqlens_q[0] != 0, CLPA_ERR_INVALID_ARG,
-                 "cu_seqlens_q[0] = %d (must be 0)", p->cu_seqlens_q[0]);
+  CLPA_CTX_CHECK(ctx, p->cu_seqlens_q[0] < 0, CLPA_ERR_INVALID_ARG,
+                 "cu_seqlens_q[0] = %d (must be >= 0)", p->cu_seqlens_q[0]);
   const int64_t cap = (int64_t)p->max_blocks_per_seq * kv->block_size;
   for (int32_t s = 0; s < p->num_seqs; s++) {
     const int32_t a = p->cu_seqlens_q[s], b = p->cu_seqlens_q[s + 1], c = p->cached_lens[s];

@@ -479,6 +479,52 @@ static void test_merge(void) {
 
 }
 
+/* cu_seqlens_q[0] > 0: the batch's rows start there, and the rows before
+ * it (an engine's decode rows, say) are neither read nor written. */
+static void test_offset_rows(void) {
+  const pcase c = {3, 8, 4, 64, 16, 30, 40, F32, F32, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0};
+  const int skip = 5;
+  inputs in;
+  make_inputs(&c, &in);
+  const size_t rows = (size_t)in.total * c.heads, outn = rows * c.hs, hd = (size_t)c.heads * c.hs;
+  double *want = malloc(sizeof(double) * outn), *want_l = malloc(sizeof(double) * rows);
+  clpa_ref_prefill_args ra = ref_args(&c, &in, want, want_l);
+  int good = clpa_ref_prefill(&ra) == CLPA_OK;
+  device_case d;
+  clpa_prefill_params p;
+  upload(&c, &in, &d, &p);
+  /* The same queries after `skip` rows of NaN, the output `skip` rows longer. */
+  float *q2 = malloc(sizeof(float) * in.q_stride * (size_t)(in.total + skip));
+  for (size_t i = 0; i < in.q_stride * (size_t)skip; i++) q2[i] = NAN;
+  memcpy(q2 + in.q_stride * (size_t)skip, in.q, sizeof(float) * in.q_stride * (size_t)in.total);
+  cl_mem bq = test_buffer(ctx, q2, sizeof(float) * in.q_stride * (size_t)(in.total + skip));
+  cl_mem bo = test_buffer(ctx, NULL, sizeof(float) * hd * (size_t)(in.total + skip));
+  cl_mem bl = test_buffer(ctx, NULL, sizeof(float) * c.heads * (size_t)(in.total + skip));
+  test_poison(ctx, bo, sizeof(float) * hd * (size_t)(in.total + skip));
+  test_poison(ctx, bl, sizeof(float) * c.heads * (size_t)(in.total + skip));
+  int32_t cu[8];
+  for (int s = 0; s <= c.seqs; s++) cu[s] = in.cu[s] + skip;
+  p.cu_seqlens_q = cu, p.query = bq, p.out = bo, p.lse = bl;
+  good &= clpa_prefill(ctx, &p) == CLPA_OK;
+  float *got = malloc(sizeof(float) * hd * (size_t)(in.total + skip));
+  float *gl = malloc(sizeof(float) * c.heads * (size_t)(in.total + skip));
+  test_read(ctx, bo, got, sizeof(float) * hd * (size_t)(in.total + skip));
+  test_read(ctx, bl, gl, sizeof(float) * c.heads * (size_t)(in.total + skip));
+  int untouched = 1;
+  for (size_t i = 0; i < hd * (size_t)skip; i++) untouched &= isnan(got[i]); /* 0xFF.. is NaN */
+  for (size_t i = 0; i < (size_t)c.heads * skip; i++) untouched &= isnan(gl[i]);
+  size_t at;
+  const double w = test_worst(got + hd * (size_t)skip, want, outn, 1e-4, 1e-4, &at);
+  const double wl = test_worst(gl + (size_t)c.heads * skip, want_l, rows, LSE_ATOL, LSE_RTOL, &at);
+  ok(good && untouched && w <= 1.0 && wl <= 1.0,
+     "rows from cu_seqlens_q[0] = %d on: results right (worst %.3g, lse %.3g), rows before"
+     " untouched (%d)", skip, w, wl, untouched);
+  free(want), free(want_l), free(q2), free(got), free(gl);
+  clReleaseMemObject(bq), clReleaseMemObject(bo), clReleaseMemObject(bl);
+  release(&d);
+  free_inputs(&in);
+}
+
 /* Bad block ids are never followed; they set the fault bit. */
 static void test_faults(void) {
   pcase c = {4, 4, 2, 64, 16, 20, 40, F16, F32, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0};
@@ -509,7 +555,7 @@ static void test_bad_args(void) {
   cl_mem out = test_buffer(ctx, NULL, 4 * 4 * 64 * 10), small = test_buffer(ctx, NULL, 64);
   cl_mem tiny = test_buffer(ctx, NULL, 8); /* two floats: less than 4 heads need */
   test_poison(ctx, out, 4 * 4 * 64 * 10);
-  int32_t cu[3] = {0, 6, 10}, cached[2] = {5, 20}, bad_cu[3] = {0, 7, 4}, cu1[3] = {1, 6, 10};
+  int32_t cu[3] = {0, 6, 10}, cached[2] = {5, 20}, bad_cu[3] = {0, 7, 4}, cu1[3] = {-1, 6, 10};
   int32_t neg[2] = {-1, 0}, big[2] = {120, 0};
   cl_event null_ev[1] = {NULL};
   clpa_prefill_params good;
@@ -541,7 +587,7 @@ static void test_bad_args(void) {
   BAD(cu_seqlens_q = NULL, "cu_seqlens_q", CLPA_ERR_INVALID_ARG);
   BAD(cached_lens = NULL, "cached_lens", CLPA_ERR_INVALID_ARG);
   BAD(cu_seqlens_q = bad_cu, "must not decrease", CLPA_ERR_INVALID_ARG);
-  BAD(cu_seqlens_q = cu1, "cu_seqlens_q[0] = 1", CLPA_ERR_INVALID_ARG);
+  BAD(cu_seqlens_q = cu1, "cu_seqlens_q[0] = -1", CLPA_ERR_INVALID_ARG);
   BAD(cached_lens = neg, "cached_lens[0] = -1", CLPA_ERR_INVALID_ARG);
   BAD(cached_lens = big, "block-table row", CLPA_ERR_INVALID_ARG);
   BAD(max_blocks_per_seq = 0, "max_blocks_per_seq = 0", CLPA_ERR_INVALID_ARG);
@@ -614,6 +660,7 @@ int main(void) {
   for (size_t i = 0; i < sizeof default_grid / sizeof *default_grid; i++) run_case(&default_grid[i]);
   test_chunks();
   test_decode_equal();
+  test_offset_rows();
   test_merge();
   test_faults();
   test_bad_args();
