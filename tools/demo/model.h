@@ -1,0 +1,97 @@
+/*
+ * model.h — the demo's decoder-only transformer in the Llama shape, on
+ * the device through clpa's public API (attention), CLBlast (GEMMs) and
+ * the demo's own small kernels (embedding, RMSNorm, RoPE, SwiGLU,
+ * residual adds, argmax):
+ *
+ *   x = embed[token]
+ *   per layer:  h = x + Wo . attn(RoPE(Wq . rms(x)), RoPE(Wk . rms(x)), Wv . rms(x))
+ *               x = h + Wdown . (silu(Wgate . rms(h)) * (Wup . rms(h)))
+ *   logits = Wlm . rms(x)        (greedy: the argmax)
+ *
+ * One forward call runs one engine step: a batch whose first num_decode
+ * sequences decode one token each (clpa_decode over the paged cache) and
+ * whose others run a prefill chunk (clpa_prefill: new tokens over their
+ * cached prefix). Every new token's K/V goes into the cache first
+ * (clpa_reshape_and_cache through its slot). Tools use clpa's public
+ * headers only.
+ */
+#ifndef CLPA_DEMO_MODEL_H
+#define CLPA_DEMO_MODEL_H
+
+#include <stdint.h>
+
+#include "clpa.h"
+
+typedef struct demo_config {
+  int32_t vocab, hidden, layers, heads, kv_heads, head_size, ffn;
+  float rope_theta, norm_eps;
+  int32_t max_positions; /* longest sequence (prompt + output) the model serves */
+} demo_config;
+
+/* Fills *out with a named preset: "tiny" (the default workload in well
+ * under a minute on 2 CPU cores with PoCL) or "llama-1b" (Llama-3.2-1B's
+ * shape: hidden 2048, 16 layers, 32/8 heads of 64, ffn 8192, vocab
+ * 128256). Returns 0, or -1 for an unknown name. */
+int demo_config_preset(const char *name, demo_config *out);
+
+typedef struct demo_model demo_model;
+
+/* Seeded random weights (scaled so activations stay O(1) through the
+ * layers and the logits have a clear argmax), stored as weight_dtype (f32
+ * or f16) on the device; the host keeps the same values (after rounding
+ * to weight_dtype) as floats for the reference engine. */
+clpa_status demo_model_create_random(clpa_context *ctx, const demo_config *cfg, uint64_t seed,
+                                     clpa_dtype weight_dtype, demo_model **out);
+/* From a GGUF file already opened by demo_gguf_open (gguf.h). */
+struct demo_gguf;
+clpa_status demo_model_create_gguf(clpa_context *ctx, const struct demo_gguf *g,
+                                   clpa_dtype weight_dtype, demo_model **out);
+void demo_model_destroy(demo_model *m);
+const demo_config *demo_model_config(const demo_model *m);
+
+/* The host copy of the weights (floats, row-major [out][in] like the
+ * device's), for the reference engine. */
+typedef struct demo_host_weights {
+  const float *embed;   /* [vocab][hidden] */
+  const float *final_norm; /* [hidden] */
+  const float *lm_head; /* [vocab][hidden] */
+  struct {
+    const float *attn_norm, *ffn_norm; /* [hidden] */
+    const float *wq, *wk, *wv;         /* [heads*hd][hidden], [kv_heads*hd][hidden] x2 */
+    const float *wo;                   /* [hidden][heads*hd] */
+    const float *w_gate, *w_up;        /* [ffn][hidden] */
+    const float *w_down;               /* [hidden][ffn] */
+  } *layer;                            /* [layers] */
+} demo_host_weights;
+const demo_host_weights *demo_model_host(const demo_model *m);
+
+/* A KV cache for this model: every layer, its KV heads and head size. */
+clpa_status demo_model_cache_create(demo_model *m, int32_t num_blocks, int32_t block_size,
+                                    clpa_dtype kv_dtype, clpa_cache **out);
+
+typedef struct demo_batch {
+  int32_t num_seqs;             /* > 0 */
+  int32_t num_decode;           /* the first num_decode sequences have 1 token and cached_len > 0 */
+  const int32_t *tokens;        /* [total]: the new tokens, sequence after sequence */
+  const int32_t *cu_seqlens;    /* [num_seqs + 1]: 0, then token offsets */
+  const int32_t *cached_lens;   /* [num_seqs]: position of each sequence's first new token */
+  const int64_t *slots;         /* [total]: where each new token's K/V goes */
+  const int32_t *block_tables;  /* [num_seqs][max_blocks_per_seq] */
+  int32_t max_blocks_per_seq;
+} demo_batch;
+
+/* Device time of the last forward, by kind (from profiling events when
+ * the context's queue has profiling on, else 0). */
+typedef struct demo_times {
+  double attention_s, gemm_s, other_s;
+} demo_times;
+
+/* Runs one engine step. next_tokens[s] = the argmax of sequence s's last
+ * token's logits; logits (if not NULL) gets those rows, [num_seqs][vocab].
+ * Waits for the device. Returns CLPA_OK or the failing call's status
+ * (clpa_last_error() says why). */
+clpa_status demo_model_forward(demo_model *m, clpa_cache *cache, const demo_batch *b,
+                               float *logits, int32_t *next_tokens, demo_times *times);
+
+#endif
