@@ -1,0 +1,134 @@
+/*
+ * report.c — see report.h. Latencies are wall clock from a request's
+ * arrival: time to first token (TTFT) and time per output token after it
+ * (TPOT). Prefill and decode throughput split each step's time between
+ * its prefill and decode tokens in proportion to their counts.
+ */
+#include "report.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "../tool_cli.h"
+
+void demo_report_progress(const demo_engine *e, void *user) {
+  (void)user;
+  if (!cli_progress_due()) return;
+  int32_t done, running, waiting, used, total;
+  demo_engine_live(e, &done, &running, &waiting, &used, &total);
+  const demo_run_stats *st = demo_engine_stats(e);
+  int32_t count;
+  demo_engine_results(e, &count);
+  const double secs = st->decode_s + st->prefill_s;
+  cli_progress("clpa-demo: %d requests done, %d running, %d waiting | %.0f tokens/s | cache hit"
+               " %.0f%% | blocks %d/%d",
+               done, running, waiting,
+               secs > 0 ? (double)(st->computed_tokens + st->generated_tokens) / secs : 0.0,
+               st->prompt_tokens ? 100.0 * (double)st->cached_tokens / (double)st->prompt_tokens : 0.0,
+               used, total);
+}
+
+static int cmp_double(const void *a, const void *b) {
+  const double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+/* The q-quantile of v[0..n) (sorted in place); 0 for n == 0. */
+static double quantile(double *v, int32_t n, double q) {
+  if (n <= 0) return 0;
+  qsort(v, (size_t)n, sizeof *v, cmp_double);
+  int32_t i = (int32_t)(q * (double)(n - 1) + 0.5);
+  return v[i < n ? i : n - 1];
+}
+
+void demo_report_summary(FILE *out, const demo_engine *e, const demo_report_info *in, int json) {
+  const demo_run_stats *st = demo_engine_stats(e);
+  int32_t count;
+  const demo_result *res = demo_engine_results(e, &count);
+  double *ttft = malloc(sizeof(double) * (size_t)(count + 1));
+  double *tpot = malloc(sizeof(double) * (size_t)(count + 1));
+  int32_t nt = 0, np = 0;
+  for (int32_t i = 0; ttft && tpot && i < count; i++) {
+    const demo_result *r = &res[i];
+    if (!r->req || r->refused || r->num_generated == 0) continue;
+    ttft[nt++] = r->first_token_s - r->arrived_s;
+    if (r->num_generated > 1)
+      tpot[np++] = (r->done_s - r->first_token_s) / (double)(r->num_generated - 1);
+  }
+  const double ttft50 = quantile(ttft, nt, 0.5), ttft99 = quantile(ttft, nt, 0.99);
+  const double tpot50 = quantile(tpot, np, 0.5), tpot99 = quantile(tpot, np, 0.99);
+  free(ttft), free(tpot);
+  const double tps = st->seconds > 0 ? (double)(st->computed_tokens + st->generated_tokens) / st->seconds : 0;
+  const double prefill_tps = st->prefill_s > 0 ? (double)st->prefill_tokens_in_prefill_steps / st->prefill_s : 0;
+  const double decode_tps = st->decode_s > 0 ? (double)(st->generated_tokens) / st->decode_s : 0;
+  const double dev = st->device.attention_s + st->device.gemm_s + st->device.other_s;
+  if (json) {
+    cli_json j;
+    cli_json_begin(&j, out);
+    cli_json_str(&j, "op", "demo");
+    cli_json_str(&j, "device", in->device);
+    cli_json_str(&j, "lanes", in->lanes);
+    cli_json_str(&j, "model", in->model);
+    cli_json_str(&j, "schedule", in->schedule);
+    cli_json_bool(&j, "prefix_cache", in->prefix_cache);
+    cli_json_str(&j, "kv_dtype", in->kv_dtype);
+    cli_json_str(&j, "weight_dtype", in->weight_dtype);
+    cli_json_int(&j, "num_blocks", in->num_blocks);
+    cli_json_int(&j, "block_size", in->block_size);
+    cli_json_int(&j, "requests", st->requests);
+    cli_json_int(&j, "refused", st->refused);
+    cli_json_int(&j, "steps", st->steps);
+    cli_json_int(&j, "prompt_tokens", st->prompt_tokens);
+    cli_json_int(&j, "cached_tokens", st->cached_tokens);
+    cli_json_int(&j, "computed_tokens", st->computed_tokens);
+    cli_json_int(&j, "generated_tokens", st->generated_tokens);
+    cli_json_num(&j, "hit_rate", st->hit_rate, 4);
+    cli_json_num(&j, "seconds", st->seconds, 3);
+    cli_json_num(&j, "tokens_per_s", tps, 1);
+    cli_json_num(&j, "prefill_tokens_per_s", prefill_tps, 1);
+    cli_json_num(&j, "decode_tokens_per_s", decode_tps, 1);
+    cli_json_num(&j, "ttft_p50_ms", ttft50 * 1e3, 2);
+    cli_json_num(&j, "ttft_p99_ms", ttft99 * 1e3, 2);
+    cli_json_num(&j, "tpot_p50_ms", tpot50 * 1e3, 2);
+    cli_json_num(&j, "tpot_p99_ms", tpot99 * 1e3, 2);
+    cli_json_int(&j, "peak_blocks", st->peak_blocks);
+    cli_json_int(&j, "evicted_blocks", st->evicted_blocks);
+    cli_json_int(&j, "preemptions", st->preemptions);
+    cli_json_num(&j, "attention_s", st->device.attention_s, 4);
+    cli_json_num(&j, "gemm_s", st->device.gemm_s, 4);
+    cli_json_num(&j, "other_s", st->device.other_s, 4);
+    if (in->check) {
+      cli_json_bool(&j, "check_ok", in->check_ok);
+      cli_json_str(&j, "check", in->check);
+    }
+    cli_json_end(&j);
+    return;
+  }
+  fprintf(out, "clpa-demo on %s (%s lanes): model %s, %s weights, %s KV cache of %d blocks x %d\n",
+          in->device, in->lanes, in->model, in->weight_dtype, in->kv_dtype, in->num_blocks,
+          in->block_size);
+  fprintf(out, "schedule %s, prefix cache %s\n\n", in->schedule, in->prefix_cache ? "on" : "off");
+  fprintf(out, "  requests              %8d  (%d refused: too long for the model or cache)\n",
+          st->requests, st->refused);
+  fprintf(out, "  prompt tokens         %8lld\n", (long long)st->prompt_tokens);
+  fprintf(out, "  served from cache     %8lld  (hit rate %.1f%%)\n", (long long)st->cached_tokens,
+          100.0 * st->hit_rate);
+  fprintf(out, "  computed tokens       %8lld  (prompt tokens run through the model, recomputation"
+               " included)\n", (long long)st->computed_tokens);
+  fprintf(out, "  generated tokens      %8lld\n", (long long)st->generated_tokens);
+  fprintf(out, "  wall time             %8.2f s over %d steps: %.0f tokens/s\n", st->seconds,
+          st->steps, tps);
+  fprintf(out, "  prefill throughput    %8.0f tokens/s\n", prefill_tps);
+  fprintf(out, "  decode throughput     %8.0f tokens/s\n", decode_tps);
+  fprintf(out, "  time to first token   p50 %8.1f ms   p99 %8.1f ms\n", ttft50 * 1e3, ttft99 * 1e3);
+  fprintf(out, "  time per output token p50 %8.1f ms   p99 %8.1f ms\n", tpot50 * 1e3, tpot99 * 1e3);
+  fprintf(out, "  peak blocks           %8d of %d\n", st->peak_blocks, in->num_blocks);
+  fprintf(out, "  evicted blocks        %8lld\n", (long long)st->evicted_blocks);
+  fprintf(out, "  preemptions           %8lld\n", (long long)st->preemptions);
+  if (dev > 0)
+    fprintf(out, "  device time           attention %.1f%%, GEMM %.1f%%, other %.1f%% (%.2f s,"
+                 " profiling events)\n",
+            100 * st->device.attention_s / dev, 100 * st->device.gemm_s / dev,
+            100 * st->device.other_s / dev, dev);
+  if (in->check) fprintf(out, "\ncheck: %s\n", in->check);
+}

@@ -1,0 +1,77 @@
+/*
+ * scheduler.h — continuous batching over clpa's KV manager, the way
+ * vLLM and SGLang schedule: requests arrive; admission matches the prefix
+ * cache and takes blocks (evicting cached prefixes when short); the
+ * waiting queue is ordered longest-matched-prefix first (RadixAttention's
+ * cache-aware order, with an age bound so nothing starves) or first come
+ * first served; every step runs the running requests' decodes plus
+ * prefill chunks of the admitted prompts under a token budget; finished
+ * requests go into the radix tree; a request that finds no block for its
+ * next token is preempted (its blocks given back, cached when the prefix
+ * cache is on) and recomputed later.
+ */
+#ifndef CLPA_DEMO_SCHEDULER_H
+#define CLPA_DEMO_SCHEDULER_H
+
+#include <stdint.h>
+
+#include "model.h"
+#include "workload.h"
+
+typedef struct demo_sched_config {
+  int32_t num_blocks, block_size; /* the KV cache (per layer) */
+  clpa_dtype kv_dtype;
+  int32_t max_running;   /* requests decoding at once */
+  int32_t token_budget;  /* tokens per step: decodes first, then prefill chunks */
+  int lpm;               /* 1: longest matched prefix first; 0: first come first served */
+  int32_t max_wait;      /* lpm: a request waiting this many steps goes first */
+  int prefix_cache;      /* 0: never match, never cache */
+  int keep_logits;       /* store each generated token's logits (for --check) */
+  int32_t eos;           /* a token that ends a request early (GGUF), or -1 */
+} demo_sched_config;
+
+void demo_sched_config_init(demo_sched_config *c);
+
+/* What one request went through. */
+typedef struct demo_result {
+  const demo_request *req;
+  int32_t *generated, num_generated;
+  float *logits;            /* [num_generated][vocab] when keep_logits */
+  int32_t cached_tokens;    /* prompt tokens found in the cache (first admission) */
+  int32_t computed_tokens;  /* prompt tokens computed, recomputation included */
+  int32_t preemptions;
+  double arrived_s, first_token_s, done_s; /* wall clock from the run's start */
+  int refused;              /* too long for the model or the cache: never run */
+} demo_result;
+
+typedef struct demo_run_stats {
+  int32_t steps, requests, refused;
+  int64_t prompt_tokens, cached_tokens, computed_tokens, generated_tokens;
+  int64_t preemptions, evicted_blocks;
+  int32_t peak_blocks;      /* blocks in use at the busiest step */
+  double seconds, prefill_s, decode_s; /* wall clock: all, steps with prefill, decode-only steps */
+  int64_t prefill_tokens_in_prefill_steps;
+  demo_times device;        /* summed over steps */
+  double hit_rate;          /* cached / prompt tokens */
+} demo_run_stats;
+
+typedef struct demo_engine demo_engine;
+
+/* An engine over a model and a workload (neither is owned). */
+clpa_status demo_engine_create(demo_model *m, demo_workload *w, const demo_sched_config *cfg,
+                               demo_engine **out);
+void demo_engine_destroy(demo_engine *e);
+/* Runs every request to the end. progress (may be NULL) is called after
+ * each step. Returns CLPA_OK or the failing call's status (the message is
+ * in demo_engine_error). */
+clpa_status demo_engine_run(demo_engine *e, void (*progress)(const demo_engine *e, void *user),
+                            void *user);
+const char *demo_engine_error(const demo_engine *e);
+/* The results (one per request, in request id order) and the totals. */
+const demo_result *demo_engine_results(const demo_engine *e, int32_t *count);
+const demo_run_stats *demo_engine_stats(const demo_engine *e);
+/* Live figures for the progress line. */
+void demo_engine_live(const demo_engine *e, int32_t *done, int32_t *running, int32_t *waiting,
+                      int32_t *blocks_used, int32_t *blocks_total);
+
+#endif
