@@ -51,6 +51,9 @@
 #ifndef CLPA_KEYS
 #define CLPA_KEYS 32 /* keys per tile */
 #endif
+#ifndef CLPA_PREFILL_PATH
+#define CLPA_PREFILL_PATH 1 /* 1 tiles in local memory (clpa_prefill_paged), 2 rows per work-item (clpa_prefill_rows) */
+#endif
 #define HEAD_SIZE CLPA_HEAD_SIZE
 #define BLOCK_SIZE CLPA_BLOCK_SIZE
 #define NUM_THREADS CLPA_NUM_THREADS
@@ -60,6 +63,7 @@
 #define KPT (BK / TPR)        /* keys each work-item scores per tile */
 #define DPT (HEAD_SIZE / TPR) /* output dimensions each work-item owns */
 
+#if CLPA_PREFILL_PATH == 1
 #if NUM_THREADS % ROWS || BK % TPR || HEAD_SIZE % TPR || HEAD_SIZE % 4 || BK % 4
 #error "prefill tile shape: ROWS must divide NUM_THREADS; TPR, BK and HEAD_SIZE must fit"
 #endif
@@ -256,3 +260,145 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
   for (int j = 0; j < DPT; j++) IO_STORE(acc[j] * inv, out, row * HEAD_SIZE + qd + TPR * j);
   if (lse && qd == 0) lse[row] = softmax_lse(softmax_state_of(st.m, l));
 }
+
+#endif /* CLPA_PREFILL_PATH == 1 */
+
+#if CLPA_PREFILL_PATH == 2
+/*
+ * clpa_prefill_rows — the same attention, shaped for CPUs (PoCL): a
+ * work-group of one work-item owns RG query rows and walks the keys a
+ * block at a time with explicit vectors, its rows' queries, softmax
+ * states and accumulators in private memory (which a CPU keeps in L1),
+ * and no barriers. Scores: per row and key, a dot product of 16-byte
+ * chunks of the key (KV_X elements: key_index's rows); values: per row
+ * and dimension, a dot product of the block's probabilities with the
+ * value row, which the value layout keeps contiguous over the block's
+ * tokens. Same arguments, masks and results as clpa_prefill_paged.
+ *
+ * Grid:  (num_items, num_kv_heads), work-groups of 1; work[t] = (s, R0)
+ *        with rows R0 .. R0 + RG - 1 of sequence s (RG = CLPA_ROWS).
+ */
+#define RG ROWS /* query rows per work-item */
+#if BLOCK_SIZE == 8
+#define VB 8 /* tokens per value vector */
+#else
+#define VB 16
+#endif
+#define floatB CAT(float, VB)
+#define intB CAT(int, VB)
+#define VLOADB(p) CAT(VLOAD, VB)(p)
+#define KV_LOADB(p) KV_LOAD(VB, (p))
+#define IOTAB CAT(IOTA, VB)
+#define BCH (BLOCK_SIZE / VB) /* value vectors per block of tokens */
+
+__kernel __attribute__((reqd_work_group_size(1, 1, 1))) void clpa_prefill_rows(
+    __global io_t *out, __global float *lse, __global const io_t *q, ulong q_stride,
+    __global const kv_t *k_cache, __global const kv_t *v_cache, ulong block_stride,
+    ulong head_stride, __global const int *block_tables, int max_blocks_per_seq,
+    __global const int *seq_info, __global const int *work, int num_blocks, int num_heads,
+    int num_kv_heads, float scale, float k_scale, float v_scale, __global const float *k_scales,
+    __global const float *v_scales, __global const float *alibi, float soft_cap, int window,
+    __global const float *sinks, int causal, __global volatile int *faults) {
+  const int s = work[2 * get_group_id(0)], R0 = work[2 * get_group_id(0) + 1];
+  const int kv_head = get_group_id(1), qpk = num_heads / num_kv_heads;
+  const int first = seq_info[3 * s], new_len = seq_info[3 * s + 1], cached = seq_info[3 * s + 2];
+  const int nrows = new_len * qpk, rows = min(RG, nrows - R0);
+  const int kv_end = cached + new_len;
+  __global const int *table = block_tables + (size_t)s * max_blocks_per_seq;
+  const float kscale = !KV_IS_FP8 ? 1.0f : k_scales ? k_scales[0] : k_scale;
+  const float vscale = !KV_IS_FP8 ? 1.0f : v_scales ? v_scales[0] : v_scale;
+
+  /* ---- 1. the rows: queries, positions, slopes; the accumulators keep
+   * one lane per token offset of a value vector, summed once at the end
+   * (no horizontal sum per block) ---- */
+  float qr[RG][HEAD_SIZE];
+  floatB acc[RG][HEAD_SIZE];
+  float m[RG], l[RG], slope[RG];
+  int pos[RG], head[RG];
+  for (int r = 0; r < RG; r++) {
+    const int R = R0 + min(r, rows - 1); /* rows past the end repeat the last: never written */
+    head[r] = kv_head * qpk + R % qpk;
+    pos[r] = cached + R / qpk;
+    slope[r] = alibi ? alibi[head[r]] : 0.0f;
+    const ulong t = (ulong)(first + R / qpk);
+    for (int d = 0; d < HEAD_SIZE; d++) {
+      qr[r][d] = IO_LOAD(q, t * q_stride + (ulong)head[r] * HEAD_SIZE + d);
+      acc[r][d] = (floatB)(0.0f);
+    }
+    m[r] = sinks ? sinks[head[r]] : -INFINITY;
+    l[r] = sinks ? 1.0f : 0.0f;
+  }
+  const int p_lo = pos[0], p_hi = pos[rows - 1];
+  const int k_end = causal ? min(kv_end, p_hi + 1) : kv_end;
+  const int k_lo = window > 0 ? max(p_lo - window + 1, 0) : 0;
+
+  for (int b = k_lo / BLOCK_SIZE; b * BLOCK_SIZE < k_end; b++) {
+    const int phys = table[b];
+    if (phys < 0 || phys >= num_blocks) {
+      atomic_or(faults, CLPA_FAULT_BAD_BLOCK);
+      continue; /* its keys are masked */
+    }
+    const ulong tile = kv_tile((ulong)phys, kv_head, block_stride, head_stride);
+    __global const kv_t *kb = k_cache + tile, *vb = v_cache + tile;
+    const int j0 = b * BLOCK_SIZE;
+
+    /* ---- 2. scores of the block's keys, per row ---- */
+    float sc[RG][BLOCK_SIZE];
+    for (int o = 0; o < BLOCK_SIZE; o++) {
+      CAT(float, KV_X) kd[HEAD_SIZE / KV_X];
+      for (int c = 0; c < HEAD_SIZE / KV_X; c++)
+        kd[c] = KV_LOAD(KV_X, kb + key_index(c * KV_X, o, BLOCK_SIZE)) * kscale;
+      const int j = j0 + o;
+      for (int r = 0; r < RG; r++) {
+        CAT(float, KV_X) dot = (CAT(float, KV_X))(0.0f);
+        for (int c = 0; c < HEAD_SIZE / KV_X; c++)
+          dot = mad(CAT(vload, KV_X)(0, &qr[r][c * KV_X]), kd[c], dot);
+        float x = VSUM(KV_X, dot) * scale;
+        if (soft_cap > 0.0f) x = soft_cap * tanh(x / soft_cap);
+        x += slope[r] * (float)(j - pos[r]);
+        const int masked = j < k_lo || j >= k_end || (causal && j > pos[r]) ||
+                           (window > 0 && pos[r] - j >= window);
+        sc[r][o] = masked ? -INFINITY : x;
+      }
+    }
+
+    /* ---- 3. online softmax over the block, per row ---- */
+    floatB pb[RG][BCH];
+    for (int r = 0; r < RG; r++) {
+      float bm = -INFINITY;
+      for (int o = 0; o < BLOCK_SIZE; o++) bm = fmax(bm, sc[r][o]);
+      const float mn = fmax(m[r], bm);
+      const float alpha = mn == -INFINITY ? 1.0f : exp(m[r] - mn);
+      float sum = 0.0f;
+      for (int o = 0; o < BLOCK_SIZE; o++) {
+        const float p = sc[r][o] == -INFINITY ? 0.0f : exp(sc[r][o] - mn);
+        sc[r][o] = p;
+        sum += p;
+      }
+      for (int c = 0; c < BCH; c++) pb[r][c] = VLOADB(&sc[r][c * VB]);
+      l[r] = l[r] * alpha + sum;
+      m[r] = mn;
+      for (int d = 0; d < HEAD_SIZE; d++) acc[r][d] *= alpha;
+    }
+
+    /* ---- 4. P V: each value row is contiguous over the block's tokens;
+     * slots past the context (or before the window) may hold NaN: zero them ---- */
+    for (int d = 0; d < HEAD_SIZE; d++) {
+      for (int c = 0; c < BCH; c++) {
+        floatB v = KV_LOADB(vb + value_index(d, c * VB, BLOCK_SIZE)) * vscale;
+        const intB jj = IOTAB + (j0 + c * VB);
+        v = select((floatB)(0.0f), v, jj >= k_lo && jj < k_end);
+        for (int r = 0; r < RG; r++) acc[r][d] = mad(pb[r][c], v, acc[r][d]);
+      }
+    }
+  }
+
+  /* ---- 5. normalise once and write ---- */
+  for (int r = 0; r < rows; r++) {
+    const size_t row = (size_t)(first + (R0 + r) / qpk) * num_heads + head[r];
+    const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
+    for (int d = 0; d < HEAD_SIZE; d++) IO_STORE(VSUM(VB, acc[r][d]) * inv, out, row * HEAD_SIZE + d);
+    if (lse) lse[row] = softmax_lse(softmax_state_of(m[r], l[r]));
+  }
+}
+#endif /* CLPA_PREFILL_PATH == 2 */

@@ -370,6 +370,13 @@ CLPA_API clpa_status clpa_decode(clpa_context *ctx, const clpa_decode_params *p)
  * Supported: decode's head sizes, block sizes and dtypes.
  * ==================================================================== */
 
+/* How the work is shaped; every path gives the same results. */
+typedef enum clpa_prefill_path {
+  CLPA_PREFILL_AUTO = 0,  /* rows on CPUs, tiles elsewhere */
+  CLPA_PREFILL_TILES = 1, /* FlashAttention-2 tiles in local memory, 128 work-items a group (GPUs) */
+  CLPA_PREFILL_ROWS = 2   /* a few rows per work-item, private accumulators, no barriers (CPUs) */
+} clpa_prefill_path;
+
 typedef struct clpa_prefill_params {
   int32_t num_seqs;               /* >= 0 */
   int32_t num_heads;              /* query heads, a multiple of the cache's num_kv_heads */
@@ -390,9 +397,11 @@ typedef struct clpa_prefill_params {
   size_t q_stride;                /* elements between query tokens; 0 = num_heads * head_size */
   cl_mem query, block_tables, out;
   cl_mem lse, alibi_slopes, sinks; /* optional */
-  /* Tile shape (0 = the heuristic below; forced for tests and benchmarks):
-   * query rows (token x query head pairs of one KV head) per work-group,
-   * 8, 16, 32 or 64, and keys per tile, 8, 16, 32 or 64. */
+  /* Path and shape (0 = the heuristic below; forced for tests and
+   * benchmarks): query rows (token x query head pairs of one KV head) per
+   * work-group, 8, 16, 32 or 64 for tiles, 1, 2, 4, 8 or 16 for rows; keys
+   * per tile, 8, 16, 32 or 64 (tiles only). */
+  clpa_prefill_path path;
   int32_t rows_per_group, keys_per_tile;
   cl_uint num_wait_events;
   const cl_event *wait_events;
@@ -403,9 +412,11 @@ typedef struct clpa_prefill_params {
  * k_scale = v_scale = 1. */
 CLPA_API void clpa_prefill_params_init(clpa_prefill_params *p);
 
-/* Enqueues prefill attention; does not wait. Heuristic: 32 rows and 32
- * keys per tile, fewer while the tiles do not fit the device's local
- * memory (head size 256).
+/* Enqueues prefill attention; does not wait. Heuristic: the rows path
+ * with 4 rows per work-item on CPUs (PoCL, 2 cores: 0.048 TFLOP/s against
+ * 0.019 for tiles, notes/perf.md); elsewhere tiles of 32 rows and 32
+ * keys, fewer while they do not fit the device's local memory (head size
+ * 256).
  * Returns CLPA_OK, CLPA_ERR_INVALID_ARG (which field, which value: a
  * decreasing cu_seqlens_q, a sequence longer than its block-table row,
  * buffers too small), CLPA_ERR_UNSUPPORTED, CLPA_ERR_BUILD or

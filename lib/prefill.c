@@ -57,11 +57,23 @@ static clpa_status check_lengths(clpa_context *ctx, const clpa_prefill_params *p
   return CLPA_OK;
 }
 
-/* Tile shape: forced, or the largest of 32 x 32, 16 x 32, 32 x 16, 16 x 16
- * that fits local memory. */
+/* Path and shape: forced, or rows (4 a work-item) on CPUs, else the
+ * largest tiles of 32 x 32, 16 x 32, 32 x 16, 16 x 16 that fit local
+ * memory. */
 static clpa_status pick_tiles(clpa_context *ctx, const clpa_prefill_params *p, int head_size,
-                              int *rows, int *keys) {
+                              int *path, int *rows, int *keys) {
   const uint64_t lmem = ctx->info.local_mem_bytes;
+  CLPA_CTX_CHECK(ctx, (unsigned)p->path > CLPA_PREFILL_ROWS, CLPA_ERR_INVALID_ARG,
+                 "path = %d (0 auto, 1 tiles, 2 rows)", (int)p->path);
+  *path = p->path ? (int)p->path : ctx->info.is_cpu ? CLPA_PREFILL_ROWS : CLPA_PREFILL_TILES;
+  if (*path == CLPA_PREFILL_ROWS) {
+    const int32_t r = p->rows_per_group;
+    CLPA_CTX_CHECK(ctx, r != 0 && r != 1 && r != 2 && r != 4 && r != 8 && r != 16,
+                   CLPA_ERR_INVALID_ARG, "rows_per_group = %d (the rows path: 0 = auto, 1, 2, 4,"
+                   " 8 or 16)", r);
+    *rows = r ? r : 4, *keys = 16; /* keys: unused by the rows path */
+    return CLPA_OK;
+  }
   CLPA_CTX_CHECK(ctx, (p->rows_per_group && !is_tile_size(p->rows_per_group)) ||
                           (p->keys_per_tile && !is_tile_size(p->keys_per_tile)),
                  CLPA_ERR_INVALID_ARG,
@@ -83,7 +95,6 @@ static clpa_status pick_tiles(clpa_context *ctx, const clpa_prefill_params *p, i
                  PREFILL_THREADS);
   return CLPA_OK;
 }
-
 
 /* The per-sequence info (first token, new_len, cached_len) and the work
  * list of row tiles (sequence, first row), as device buffers. */
@@ -128,8 +139,10 @@ static clpa_status launch(clpa_context *ctx, const clpa_prefill_params *p, const
   cl_kernel k;
   cl_mem faults;
   clpa_status st;
+  const int rows_path = spec->path == CLPA_PREFILL_ROWS;
+  const char *name = rows_path ? "clpa_prefill_rows" : "clpa_prefill_paged";
   if ((st = clpa_faults_buffer(ctx, &faults)) ||
-      (st = clpa_family_kernel(ctx, &clpa_family_prefill, spec, "clpa_prefill_paged", &k)))
+      (st = clpa_family_kernel(ctx, &clpa_family_prefill, spec, name, &k)))
     return st;
   const cl_ulong q_stride = a->q_stride, block_stride = a->kv.block_stride;
   const cl_ulong head_stride = a->kv.head_stride;
@@ -146,13 +159,14 @@ static clpa_status launch(clpa_context *ctx, const clpa_prefill_params *p, const
       CLPA_ARG(p->k_scale_buffer), CLPA_ARG(p->v_scale_buffer), CLPA_ARG(p->alibi_slopes),
       CLPA_ARG(cap),             CLPA_ARG(win),             CLPA_ARG(p->sinks),
       CLPA_ARG(causal),          CLPA_ARG(faults)};
+  const size_t wg = rows_path ? 1 : PREFILL_THREADS;
   const clpa_ndrange r = {2,
-                          {tiles * PREFILL_THREADS, (size_t)a->kv.num_kv_heads},
-                          {PREFILL_THREADS, 1},
+                          {tiles * wg, (size_t)a->kv.num_kv_heads},
+                          {wg, 1},
                           p->num_wait_events,
                           p->wait_events,
                           p->event};
-  st = clpa_enqueue(ctx, k, "clpa_prefill_paged", args, CLPA_NARGS(args), &r);
+  st = clpa_enqueue(ctx, k, name, args, CLPA_NARGS(args), &r);
   clReleaseKernel(k);
   return st;
 }
@@ -163,7 +177,7 @@ static clpa_status clpa_prefill_impl(clpa_context *ctx, const clpa_prefill_param
   clpa_attn a;
   CLPA_ATTN_OF(&a, p);
   int32_t total = 0;
-  int rows = 0, keys = 0;
+  int path = 0, rows = 0, keys = 0;
   clpa_status st;
   if ((st = clpa_attn_caches(ctx, &a, p->cache, p->layer, p->key_cache, p->value_cache, &p->kv)) ||
       (st = clpa_attn_validate(ctx, &a)))
@@ -172,7 +186,7 @@ static clpa_status clpa_prefill_impl(clpa_context *ctx, const clpa_prefill_param
                  "causal = %d (0 or 1)", p->causal);
   if ((st = check_lengths(ctx, p, &a.kv, &total)) ||
       (st = clpa_attn_check_buffers(ctx, &a, p->num_seqs, (size_t)total)) ||
-      (st = pick_tiles(ctx, p, a.kv.head_size, &rows, &keys)))
+      (st = pick_tiles(ctx, p, a.kv.head_size, &path, &rows, &keys)))
     return st;
   const int qpk = p->num_heads / a.kv.num_kv_heads;
   cl_mem info = NULL, work = NULL;
@@ -184,8 +198,8 @@ static clpa_status clpa_prefill_impl(clpa_context *ctx, const clpa_prefill_param
                                                    p->event), "clEnqueueMarkerWithWaitList");
     return CLPA_OK;
   }
-  const clpa_prefill_spec spec = {a.kv.head_size, a.kv.block_size, (int32_t)a.kv.dtype,
-                                  (int32_t)p->q_dtype, PREFILL_THREADS, rows, keys};
+  const clpa_prefill_spec spec = {a.kv.head_size,  a.kv.block_size, (int32_t)a.kv.dtype,
+                                  (int32_t)p->q_dtype, PREFILL_THREADS, rows, keys, path};
   st = launch(ctx, p, &a, &spec, info, work, tiles);
   clReleaseMemObject(info);
   clReleaseMemObject(work);

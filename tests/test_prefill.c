@@ -32,7 +32,7 @@ static const struct {
 typedef struct pcase {
   int seqs, heads, kv_heads, hs, bs, max_new, max_cached;
   clpa_dtype kv, io;
-  int rows, keys; /* 0: auto */
+  int rows, keys; /* tiles path: 0 = auto (the rows path picks its own count per case) */
   int causal, alibi, window, softcap, sinks, lse, q_pad, dev_scale;
 } pcase;
 
@@ -240,9 +240,10 @@ static int compare(const char *what, const float *got, const double *want, size_
   return good;
 }
 
-static int run_case(const pcase *c) {
-  char name[320];
-  describe(c, name, sizeof name);
+static int run_case_on(const pcase *c, clpa_prefill_path path) {
+  char name[360], shape[320];
+  describe(c, shape, sizeof shape);
+  snprintf(name, sizeof name, "%s, %s path", shape, path == CLPA_PREFILL_ROWS ? "rows" : "tiles");
   inputs in;
   make_inputs(c, &in);
   const size_t rows = (size_t)in.total * c->heads, outn = rows * c->hs;
@@ -255,6 +256,11 @@ static int run_case(const pcase *c) {
   device_case d;
   clpa_prefill_params p;
   upload(c, &in, &d, &p);
+  p.path = path;
+  if (path == CLPA_PREFILL_ROWS) { /* every rows-per-work-item count over the grid */
+    static const int counts[] = {0, 1, 2, 4, 8, 16};
+    p.rows_per_group = counts[(c->hs / 8 + c->bs + c->heads) % 6], p.keys_per_tile = 0;
+  }
   clpa_status st = clpa_prefill(ctx, &p);
   good &= ok(st == CLPA_OK, "prefill %s", name);
   if (st != CLPA_OK) diag("%s: %s", clpa_status_name(st), clpa_context_last_error(ctx));
@@ -271,6 +277,11 @@ static int run_case(const pcase *c) {
   release(&d);
   free_inputs(&in);
   return good;
+}
+
+/* Every case on both paths: they must give the same results. */
+static int run_case(const pcase *c) {
+  return run_case_on(c, CLPA_PREFILL_TILES) & run_case_on(c, CLPA_PREFILL_ROWS);
 }
 
 #define F32 CLPA_DTYPE_F32
@@ -608,9 +619,14 @@ static void test_bad_args(void) {
   BAD(k_scale_buffer = tiny, "k_scale_buffer", CLPA_ERR_INVALID_ARG); /* 8 bytes: fine */
   bad[n - 1].p.v_scale_buffer = bt, bad[n - 1].p.sinks = tiny, bad[n - 1].needle = "sinks holds";
   BAD(rows_per_group = 12, "rows_per_group = 12", CLPA_ERR_INVALID_ARG);
+  bad[n - 1].p.path = CLPA_PREFILL_TILES;
   BAD(keys_per_tile = -8, "keys_per_tile = -8", CLPA_ERR_INVALID_ARG);
+  bad[n - 1].p.path = CLPA_PREFILL_TILES;
   BAD(keys_per_tile = 8, "no prefill tile", CLPA_ERR_UNSUPPORTED);
-  bad[n - 1].p.rows_per_group = 8; /* 16 lanes a row cannot share 8 keys */
+  bad[n - 1].p.rows_per_group = 8, bad[n - 1].p.path = CLPA_PREFILL_TILES; /* 16 lanes a row cannot share 8 keys */
+  BAD(rows_per_group = 32, "rows_per_group = 32", CLPA_ERR_INVALID_ARG);
+  bad[n - 1].p.path = CLPA_PREFILL_ROWS;
+  BAD(path = (clpa_prefill_path)3, "path = 3", CLPA_ERR_INVALID_ARG);
   BAD(num_wait_events = 1, "wait_events", CLPA_ERR_INVALID_ARG);
   BAD(wait_events = null_ev, "wait_events[0] is NULL", CLPA_ERR_INVALID_ARG);
   bad[n - 1].p.num_wait_events = 1;

@@ -23,8 +23,18 @@
 typedef struct prefill_args {
   int32_t heads, kv_heads, head_size, block_size, batch, new_tokens, cached, rows, keys;
   clpa_dtype dtype, q_dtype;
+  clpa_prefill_path path;
   int json;
 } prefill_args;
+
+static const char *parse_path(const char *text, void *value) {
+  clpa_prefill_path *p = value;
+  if (strcmp(text, "auto") == 0) *p = CLPA_PREFILL_AUTO;
+  else if (strcmp(text, "tiles") == 0) *p = CLPA_PREFILL_TILES;
+  else if (strcmp(text, "rows") == 0) *p = CLPA_PREFILL_ROWS;
+  else return "auto, tiles or rows";
+  return NULL;
+}
 
 #define MAX_DIM (1 << 24)
 
@@ -33,7 +43,8 @@ static const char *parse_dtype(const char *text, void *value) {
 }
 
 static int parse(int argc, char **argv, prefill_args *a) {
-  *a = (prefill_args){32, 8, 128, 16, 8, 2048, 0, 0, 0, CLPA_DTYPE_F16, CLPA_DTYPE_F16, 0};
+  *a = (prefill_args){32, 8, 128, 16, 8, 2048, 0, 0, 0, CLPA_DTYPE_F16, CLPA_DTYPE_F16,
+                      CLPA_PREFILL_AUTO, 0};
   const cli_opt opts[] = {
       {"heads", CLI_INT, &a->heads, 1, MAX_DIM, "N", "query heads", NULL, NULL},
       {"kv-heads", CLI_INT, &a->kv_heads, 1, MAX_DIM, "N", "key/value heads, a divisor of --heads",
@@ -50,8 +61,11 @@ static int parse(int argc, char **argv, prefill_args *a) {
        "cache dtype: f32, f16, bf16, fp8_e4m3 or\nfp8_e5m2", "f16", parse_dtype},
       {"q-dtype", CLI_WORD, &a->q_dtype, 0, 0, "NAME", "query and output dtype: f32, f16 or bf16",
        "f16", parse_dtype},
+      {"path", CLI_WORD, &a->path, 0, 0, "NAME",
+       "auto (rows on CPUs, tiles elsewhere), tiles\n(local-memory tiles) or rows (rows per\nwork-item)",
+       "auto", parse_path},
       {"rows", CLI_INT, &a->rows, 0, 64, "N",
-       "query rows per work-group (8, 16, 32, 64); 0\npicks", NULL, NULL},
+       "query rows per work-group (tiles: 8, 16, 32,\n64; rows: 1, 2, 4, 8, 16); 0 picks", NULL, NULL},
       {"keys", CLI_INT, &a->keys, 0, 64, "N", "keys per tile (8, 16, 32, 64); 0 picks", NULL,
        NULL},
       {"json", CLI_FLAG, &a->json, 0, 0, NULL, "print one JSON line instead of the table", NULL,
@@ -141,7 +155,7 @@ int bench_prefill(int argc, char **argv) {
   p.max_blocks_per_seq = bpseq, p.cu_seqlens_q = cu, p.cached_lens = cached;
   p.q_dtype = a.q_dtype, p.scale = 1.0f / sqrtf((float)a.head_size), p.k_scale = p.v_scale = 0.01f;
   p.query = bq, p.block_tables = bt, p.out = out;
-  p.rows_per_group = a.rows, p.keys_per_tile = a.keys;
+  p.rows_per_group = a.rows, p.keys_per_tile = a.keys, p.path = a.path;
 
   cli_progress("prefill: first call (a cold kernel cache builds the kernels now)...");
   clpa_status st = clpa_prefill(env.ctx, &p);
@@ -159,7 +173,8 @@ int bench_prefill(int argc, char **argv) {
   const double tflops = flops / per_call / 1e12;
   const double peak = bench_fma_tflops(&env);
   if (peak <= 0) FAIL("could not measure the FMA peak");
-  const char *path = "portable"; /* the only prefill path so far */
+  const int rows_path = a.path == CLPA_PREFILL_ROWS || (a.path == CLPA_PREFILL_AUTO && env.info.is_cpu);
+  const char *path = rows_path ? "rows" : "tiles";
   if (a.json) {
     cli_json j;
     cli_json_begin(&j, stdout);
