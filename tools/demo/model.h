@@ -87,10 +87,14 @@ typedef struct demo_times {
   double attention_s, gemm_s, other_s;
 } demo_times;
 
+/* The message of the demo's last failed call (model.c): what failed and
+ * why, with clpa's message when a clpa call failed. "" if none. */
+const char *demo_last_error(void);
+
 /* Runs one engine step. next_tokens[s] = the argmax of sequence s's last
  * token's logits; logits (if not NULL) gets those rows, [num_seqs][vocab].
  * Waits for the device. Returns CLPA_OK or the failing call's status
- * (clpa_last_error() says why). */
+ * (demo_last_error() says why, clpa's message included). */
 clpa_status demo_model_forward(demo_model *m, clpa_cache *cache, const demo_batch *b,
                                float *logits, int32_t *next_tokens, demo_times *times);
 
