@@ -121,7 +121,8 @@ typedef struct dev_layer {
 
 enum { TIME_ATTN, TIME_GEMM, TIME_OTHER };
 typedef struct timed_event {
-  cl_event ev;
+  cl_event start; /* a marker enqueued just before the op */
+  cl_event ev;    /* the op's (last) command */
   int kind;
 } timed_event;
 
@@ -164,6 +165,8 @@ static void release_mem(cl_mem *b) {
   *b = NULL;
 }
 
+static void release_events(demo_model *m);
+
 static void release_step_buffers(demo_model *m) {
   cl_mem *bufs[] = {&m->x, &m->xn, &m->qkv, &m->attn, &m->gu, &m->act, &m->xl, &m->logits,
                     &m->next, &m->tokens, &m->positions, &m->slots, &m->ctx_lens, &m->last_rows,
@@ -200,7 +203,7 @@ void demo_model_destroy(demo_model *m) {
   for (int i = 0; i < K_COUNT; i++)
     if (m->k[i]) clReleaseKernel(m->k[i]);
   if (m->prog) clReleaseProgram(m->prog);
-  for (int i = 0; i < m->n_ev; i++) clReleaseEvent(m->ev[i].ev);
+  release_events(m);
   free(m->ev);
   free(m->h_pos);
   free(m->h_ctx);
@@ -454,8 +457,13 @@ clpa_status demo_model_cache_create(demo_model *m, int32_t num_blocks, int32_t b
  * One engine step
  * ------------------------------------------------------------------- */
 
-/* Where the next command's event goes (NULL when the queue does not
- * profile: then no events are kept). */
+/* Where the next op's event goes (NULL when the queue does not profile:
+ * then no events are kept). With profiling, a marker goes on the queue
+ * first: the op's time is from the marker's end to the end of its event,
+ * so an op of several kernels (a CLBlast GEMM with its padding kernels,
+ * decode v2 with its reduce) counts whole, and idle time before it (the
+ * host still enqueueing) does not. A program built on first use inside
+ * the op does count: time warm steps. */
 static cl_event *next_event(demo_model *m, int kind) {
   if (!m->profiling) return NULL;
   if (m->n_ev == m->cap_ev) {
@@ -464,36 +472,36 @@ static cl_event *next_event(demo_model *m, int kind) {
     if (!p) return NULL; /* not timed, still run */
     m->ev = p, m->cap_ev = cap;
   }
-  m->ev[m->n_ev].ev = NULL;
-  m->ev[m->n_ev].kind = kind;
-  return &m->ev[m->n_ev++].ev;
+  timed_event *t = &m->ev[m->n_ev++];
+  t->ev = t->start = NULL;
+  t->kind = kind;
+  if (clEnqueueMarkerWithWaitList(m->queue, 0, NULL, &t->start) != CL_SUCCESS) t->start = NULL;
+  return &t->ev;
 }
 
-/* Attributes device time to kinds: on an in-order queue a command's share
- * runs from the end of the one before it to its own end, so a clpa call or
- * a CLBlast GEMM of several kernels counts whole through its last event
- * (and so does the little launch gap before it). */
+static int event_time(cl_event ev, cl_profiling_info what, cl_ulong *t) {
+  return ev && clGetEventProfilingInfo(ev, what, sizeof *t, t, NULL) == CL_SUCCESS;
+}
+
+/* Sums the step's ops by kind (next_event says how each is timed). */
 static void collect_times(demo_model *m, demo_times *t) {
   double sum[3] = {0, 0, 0};
-  cl_ulong prev = 0;
   for (int i = 0; i < m->n_ev; i++) {
-    cl_ulong start = 0, end = 0;
-    if (!m->ev[i].ev ||
-        clGetEventProfilingInfo(m->ev[i].ev, CL_PROFILING_COMMAND_START, sizeof start, &start,
-                                NULL) != CL_SUCCESS ||
-        clGetEventProfilingInfo(m->ev[i].ev, CL_PROFILING_COMMAND_END, sizeof end, &end, NULL) !=
-            CL_SUCCESS)
+    cl_ulong from, end;
+    if (!event_time(m->ev[i].ev, CL_PROFILING_COMMAND_END, &end)) continue;
+    if (!event_time(m->ev[i].start, CL_PROFILING_COMMAND_END, &from) &&
+        !event_time(m->ev[i].ev, CL_PROFILING_COMMAND_START, &from))
       continue;
-    cl_ulong from = prev ? prev : start;
     if (end > from) sum[m->ev[i].kind] += (double)(end - from) * 1e-9;
-    if (end > prev) prev = end;
   }
   if (t) t->attention_s = sum[TIME_ATTN], t->gemm_s = sum[TIME_GEMM], t->other_s = sum[TIME_OTHER];
 }
 
 static void release_events(demo_model *m) {
-  for (int i = 0; i < m->n_ev; i++)
+  for (int i = 0; i < m->n_ev; i++) {
     if (m->ev[i].ev) clReleaseEvent(m->ev[i].ev);
+    if (m->ev[i].start) clReleaseEvent(m->ev[i].start);
+  }
   m->n_ev = 0;
 }
 
