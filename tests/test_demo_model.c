@@ -142,16 +142,18 @@ static void run_step(world *w, const char *what, const step_item *items, int n_i
          times.gemm_s * 1e3, times.other_s * 1e3);
 }
 
+/* A model of random weights, or (from != NULL) of from's host weights. */
 static void world_init(world *w, clpa_context *ctx, const char *name, clpa_dtype wdt,
-                       clpa_dtype kvdt, double tol) {
+                       clpa_dtype kvdt, double tol, const demo_host_weights *from) {
   static demo_config cfg;
   memset(w, 0, sizeof *w);
   w->name = name;
   w->ctx = ctx;
   w->tol = tol;
   if (demo_config_preset("tiny", &cfg)) BAIL_OUT("no tiny preset");
-  clpa_status st = demo_model_create_random(ctx, &cfg, 1234, wdt, &w->m);
-  if (!ok(st == CLPA_OK, "%s: demo_model_create_random", name)) BAIL_OUT("%s", demo_last_error());
+  clpa_status st = from ? demo_model_create_host(ctx, &cfg, from, wdt, &w->m)
+                        : demo_model_create_random(ctx, &cfg, 1234, wdt, &w->m);
+  if (!ok(st == CLPA_OK, "%s: create the model", name)) BAIL_OUT("%s", demo_last_error());
   w->cfg = demo_model_config(w->m);
   st = demo_model_cache_create(w->m, NUM_BLOCKS, BLOCK, kvdt, &w->cache);
   if (!ok(st == CLPA_OK, "%s: demo_model_cache_create", name)) BAIL_OUT("%s", demo_last_error());
@@ -203,6 +205,26 @@ static void scenario(world *w, int short_run) {
   for (int k = 0; k < 2; k++) run_step(w, "decode all", it, w->n_seqs, w->n_seqs);
 }
 
+/* Bad batches are refused before anything runs, with a message. */
+static void refusals(world *w) {
+  int32_t tokens[2] = {1, 2}, cu[2] = {0, 2}, cached[1] = {5}, next[1] = {-1};
+  int64_t slots[2] = {5, 6};
+  demo_batch b = {1, 1, tokens, cu, cached, slots, w->seq[0].blocks, MB};
+  clpa_status st = demo_model_forward(w->m, w->cache, &b, NULL, next, NULL);
+  ok(st == CLPA_ERR_INVALID_ARG && strstr(demo_last_error(), "decode sequence 0") && next[0] == -1,
+     "a decode sequence with 2 tokens is refused: %s", demo_last_error());
+  b.num_decode = 0;
+  tokens[1] = w->cfg->vocab;
+  st = demo_model_forward(w->m, w->cache, &b, NULL, next, NULL);
+  ok(st == CLPA_ERR_INVALID_ARG && strstr(demo_last_error(), "token 1"),
+     "a token outside the vocabulary is refused: %s", demo_last_error());
+  tokens[1] = 2;
+  cached[0] = MB * BLOCK - 1;
+  st = demo_model_forward(w->m, w->cache, &b, NULL, next, NULL);
+  ok(st == CLPA_ERR_INVALID_ARG, "a sequence past its block table is refused: %s",
+     demo_last_error());
+}
+
 int main(void) {
   rng_seed_from_env();
   clpa_context *ctx = test_context(1);
@@ -211,13 +233,27 @@ int main(void) {
   ok(demo_config_preset("tiny", &tiny) == 0 && demo_config_preset("nope", &tiny) == -1,
      "presets: tiny, unknown refused");
 
-  world w;
-  world_init(&w, ctx, "f32", CLPA_DTYPE_F32, CLPA_DTYPE_F32, 1e-3);
+  world w, h;
+  world_init(&w, ctx, "f32", CLPA_DTYPE_F32, CLPA_DTYPE_F32, 1e-3, NULL);
   scenario(&w, 0);
   diag("f32: worst logit error %.3g of max |logit|", w.worst);
+  refusals(&w);
+
+  /* the same weights through demo_model_create_host, with RoPE frequency
+   * factors (Llama 3.1+ scaling) */
+  demo_host_weights hw = *demo_model_host(w.m);
+  float factors[16];
+  for (int i = 0; i < 16; i++) factors[i] = 1.0f + (float)i * 0.5f;
+  hw.rope_freq_factors = factors;
+  world_init(&h, ctx, "host+rope_factors", CLPA_DTYPE_F32, CLPA_DTYPE_F32, 1e-3, &hw);
+  ok(demo_model_host(h.m)->rope_freq_factors != NULL &&
+         demo_model_host(h.m)->rope_freq_factors[3] == factors[3],
+     "host+rope_factors: the model keeps its own copy of the factors");
+  scenario(&h, 1);
+  world_free(&h);
   world_free(&w);
 
-  world_init(&w, ctx, "f16", CLPA_DTYPE_F16, CLPA_DTYPE_F16, 2e-2);
+  world_init(&w, ctx, "f16", CLPA_DTYPE_F16, CLPA_DTYPE_F16, 2e-2, NULL);
   scenario(&w, 1);
   diag("f16: worst logit error %.3g of max |logit|", w.worst);
   world_free(&w);

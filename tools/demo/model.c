@@ -139,7 +139,7 @@ struct demo_model {
   cl_program prog;
   cl_kernel k[K_COUNT];
 
-  float *h_embed, *h_final_norm, *h_lm_head;
+  float *h_embed, *h_final_norm, *h_lm_head, *h_rope_factors;
   host_layer *hl;
   demo_host_weights hw;
 
@@ -200,6 +200,7 @@ void demo_model_destroy(demo_model *m) {
   free(m->h_embed);
   free(m->h_final_norm);
   free(m->h_lm_head);
+  free(m->h_rope_factors);
   for (int i = 0; i < K_COUNT; i++)
     if (m->k[i]) clReleaseKernel(m->k[i]);
   if (m->prog) clReleaseProgram(m->prog);
@@ -253,7 +254,8 @@ static clpa_status upload(demo_model *m, const float *h, size_t n, clpa_dtype dt
   return cl_check(e, "clCreateBuffer (weights)");
 }
 
-/* The RoPE table: (cos, sin) of pos * theta^(-2i/hd), in double, then float. */
+/* The RoPE table: (cos, sin) of pos * theta^(-2i/hd) / factor_i, in
+ * double, then float. */
 static clpa_status upload_rope(demo_model *m) {
   const demo_config *c = &m->cfg;
   const int32_t half = c->head_size / 2;
@@ -262,6 +264,7 @@ static clpa_status upload_rope(demo_model *m) {
   if (!t) return fail(CLPA_ERR_OUT_OF_MEMORY, "rope table: %zu floats", n);
   for (int32_t i = 0; i < half; i++) {
     double f = pow((double)c->rope_theta, -2.0 * i / c->head_size);
+    if (m->h_rope_factors) f /= m->h_rope_factors[i];
     for (int32_t p = 0; p < c->max_positions; p++) {
       t[((size_t)p * half + i) * 2] = (float)cos(p * f);
       t[((size_t)p * half + i) * 2 + 1] = (float)sin(p * f);
@@ -279,6 +282,7 @@ static void set_host_view(demo_model *m) {
   m->hw.embed = m->h_embed;
   m->hw.final_norm = m->h_final_norm;
   m->hw.lm_head = m->h_lm_head;
+  m->hw.rope_freq_factors = m->h_rope_factors;
   for (int32_t l = 0; l < c->layers; l++) {
     host_layer *h = &m->hl[l];
     m->hw.layer[l].attn_norm = h->attn_norm;
@@ -432,11 +436,72 @@ clpa_status demo_model_create_random(clpa_context *ctx, const demo_config *cfg, 
   return CLPA_OK;
 }
 
-clpa_status demo_model_create_gguf(clpa_context *ctx, const struct demo_gguf *g,
-                                   clpa_dtype weight_dtype, demo_model **out) {
-  (void)ctx, (void)g, (void)weight_dtype;
-  if (out) *out = NULL;
-  return fail(CLPA_ERR_UNSUPPORTED, "demo_model_create_gguf: not implemented yet");
+/* A copy of n floats, rounded to dt (f16: so the host holds what the
+ * device stores); NULL when out of memory. */
+static float *copy_tensor(const float *src, size_t n, clpa_dtype dt) {
+  float *p = malloc(n * sizeof(float));
+  if (!p) return NULL;
+  memcpy(p, src, n * sizeof(float));
+  if (dt == CLPA_DTYPE_F16)
+    for (size_t i = 0; i < n; i++) p[i] = clpa_f16_to_f32(clpa_f32_to_f16(p[i]));
+  return p;
+}
+
+/* The rows of x, y and z (xr, yr, zr rows of cols floats) stacked into one
+ * matrix, rounded to dt; NULL when out of memory. */
+static float *stack2(const float *x, size_t xr, const float *y, size_t yr, const float *z,
+                     size_t zr, size_t cols, clpa_dtype dt) {
+  float *p = malloc((xr + yr + zr) * cols * sizeof(float));
+  if (!p) return NULL;
+  memcpy(p, x, xr * cols * sizeof(float));
+  memcpy(p + xr * cols, y, yr * cols * sizeof(float));
+  if (zr) memcpy(p + (xr + yr) * cols, z, zr * cols * sizeof(float));
+  if (dt == CLPA_DTYPE_F16)
+    for (size_t i = 0; i < (xr + yr + zr) * cols; i++) p[i] = clpa_f16_to_f32(clpa_f32_to_f16(p[i]));
+  return p;
+}
+
+clpa_status demo_model_create_host(clpa_context *ctx, const demo_config *cfg,
+                                   const demo_host_weights *w, clpa_dtype weight_dtype,
+                                   demo_model **out) {
+  if (!out || !w || !w->layer)
+    return fail(CLPA_ERR_INVALID_ARG, "demo_model_create_host: NULL argument");
+  demo_model *m;
+  clpa_status st = model_new(ctx, cfg, weight_dtype, &m);
+  if (st != CLPA_OK) return st;
+  const size_t H = (size_t)cfg->hidden, qd = (size_t)cfg->heads * cfg->head_size;
+  const size_t kd = (size_t)cfg->kv_heads * cfg->head_size, F = (size_t)cfg->ffn;
+  const clpa_dtype dt = weight_dtype;
+  m->h_embed = copy_tensor(w->embed, (size_t)cfg->vocab * H, dt);
+  m->h_final_norm = copy_tensor(w->final_norm, H, CLPA_DTYPE_F32);
+  m->h_lm_head = copy_tensor(w->lm_head, (size_t)cfg->vocab * H, dt);
+  int bad = !m->h_embed || !m->h_final_norm || !m->h_lm_head;
+  if (w->rope_freq_factors) {
+    m->h_rope_factors = copy_tensor(w->rope_freq_factors, (size_t)cfg->head_size / 2,
+                                    CLPA_DTYPE_F32);
+    bad |= !m->h_rope_factors;
+  }
+  for (int32_t l = 0; l < cfg->layers && !bad; l++) {
+    host_layer *h = &m->hl[l];
+    h->attn_norm = copy_tensor(w->layer[l].attn_norm, H, CLPA_DTYPE_F32);
+    h->ffn_norm = copy_tensor(w->layer[l].ffn_norm, H, CLPA_DTYPE_F32);
+    h->wqkv = stack2(w->layer[l].wq, qd, w->layer[l].wk, kd, w->layer[l].wv, kd, H, dt);
+    h->wo = copy_tensor(w->layer[l].wo, H * qd, dt);
+    h->wgu = stack2(w->layer[l].w_gate, F, w->layer[l].w_up, F, NULL, 0, H, dt);
+    h->wdown = copy_tensor(w->layer[l].w_down, H * F, dt);
+    bad = !h->attn_norm || !h->ffn_norm || !h->wqkv || !h->wo || !h->wgu || !h->wdown;
+  }
+  if (bad) {
+    demo_model_destroy(m);
+    return fail(CLPA_ERR_OUT_OF_MEMORY, "demo_model_create_host: host weights");
+  }
+  set_host_view(m);
+  if ((st = upload_all(m)) != CLPA_OK) {
+    demo_model_destroy(m);
+    return st;
+  }
+  *out = m;
+  return CLPA_OK;
 }
 
 clpa_status demo_model_cache_create(demo_model *m, int32_t num_blocks, int32_t block_size,

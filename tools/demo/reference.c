@@ -104,9 +104,11 @@ static void rmsnorm(const double *x, const float *w, int32_t n, double eps, doub
 }
 
 /* Interleaved RoPE on n_heads heads of hd at x (reference.h). */
-static void rope(double *x, int32_t n_heads, int32_t hd, int32_t pos, double theta) {
+static void rope(double *x, int32_t n_heads, int32_t hd, int32_t pos, double theta,
+                 const float *factors) {
   for (int32_t i = 0; i < hd / 2; i++) {
-    double a = pos * pow(theta, -2.0 * i / hd), c = cos(a), sn = sin(a);
+    double f = pow(theta, -2.0 * i / hd) / (factors ? factors[i] : 1.0);
+    double a = pos * f, c = cos(a), sn = sin(a);
     for (int32_t h = 0; h < n_heads; h++) {
       double *p = x + (size_t)h * hd + 2 * i;
       double x0 = p[0], x1 = p[1];
@@ -133,8 +135,8 @@ static void step(demo_ref_session *s, int32_t token, double *x) {
     matvec(w->layer[l].wq, xn, qd, H, q);
     matvec(w->layer[l].wk, xn, kd, H, kk);
     matvec(w->layer[l].wv, xn, kd, H, vv);
-    rope(q, c->heads, hd, pos, c->rope_theta);
-    rope(kk, c->kv_heads, hd, pos, c->rope_theta);
+    rope(q, c->heads, hd, pos, c->rope_theta, w->rope_freq_factors);
+    rope(kk, c->kv_heads, hd, pos, c->rope_theta, w->rope_freq_factors);
     memcpy(s->k[l] + (size_t)pos * kd, kk, (size_t)kd * sizeof(double));
     memcpy(s->v[l] + (size_t)pos * kd, vv, (size_t)kd * sizeof(double));
     for (int32_t h = 0; h < c->heads; h++) {

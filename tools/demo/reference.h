@@ -10,7 +10,8 @@
  *   RMSNorm   y_i = x_i / sqrt(mean_j(x_j^2) + eps) * w_i
  *   RoPE      GGUF/llama.cpp's interleaved ("normal", LLAMA_ROPE_TYPE_NORM)
  *             convention, on every query and key head: for i < hd/2,
- *             a = pos * theta^(-2i/hd),
+ *             a = pos * theta^(-2i/hd) / factor_i (factor_i = 1 unless the
+ *             weights carry rope_freq_factors: Llama 3.1+ scaling),
  *               y_2i   = x_2i cos a - x_2i+1 sin a
  *               y_2i+1 = x_2i sin a + x_2i+1 cos a
  *             (HF's rotate-half pairs i with i + hd/2; convert_hf_to_gguf
