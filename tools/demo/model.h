@@ -63,8 +63,19 @@ typedef struct demo_host_weights {
     const float *w_gate, *w_up;        /* [ffn][hidden] */
     const float *w_down;               /* [hidden][ffn] */
   } *layer;                            /* [layers] */
+  /* [head_size / 2] or NULL: RoPE pair i's frequency is divided by
+   * factor i (Llama 3.1+ long-context scaling, GGUF's rope_freqs.weight). */
+  const float *rope_freq_factors;
 } demo_host_weights;
 const demo_host_weights *demo_model_host(const demo_model *m);
+
+/* A model from host floats (w as demo_model_host returns them: the GGUF
+ * path, tests, or another model's weights), copied and rounded to
+ * weight_dtype (f32 or f16) for the device and for the model's own host
+ * copy. Returns CLPA_OK and *out, or an error (demo_last_error()). */
+clpa_status demo_model_create_host(clpa_context *ctx, const demo_config *cfg,
+                                   const demo_host_weights *w, clpa_dtype weight_dtype,
+                                   demo_model **out);
 
 /* A KV cache for this model: every layer, its KV heads and head size. */
 clpa_status demo_model_cache_create(demo_model *m, int32_t num_blocks, int32_t block_size,
@@ -87,10 +98,14 @@ typedef struct demo_times {
   double attention_s, gemm_s, other_s;
 } demo_times;
 
+/* The message of the demo's last failed call (model.c): what failed and
+ * why, with clpa's message when a clpa call failed. "" if none. */
+const char *demo_last_error(void);
+
 /* Runs one engine step. next_tokens[s] = the argmax of sequence s's last
  * token's logits; logits (if not NULL) gets those rows, [num_seqs][vocab].
  * Waits for the device. Returns CLPA_OK or the failing call's status
- * (clpa_last_error() says why). */
+ * (demo_last_error() says why, clpa's message included). */
 clpa_status demo_model_forward(demo_model *m, clpa_cache *cache, const demo_batch *b,
                                float *logits, int32_t *next_tokens, demo_times *times);
 

@@ -1,0 +1,263 @@
+/*
+ * test_demo_model.c — clpa-demo's model on the device against the host
+ * reference engine (tools/demo/reference.h), step by step, as an engine
+ * drives it: a prefill of sequences of different lengths, decode steps,
+ * mixed batches (decodes and prefill chunks in one forward), chunked
+ * prefill, and a radix-cache hit (a sequence whose block table starts
+ * with another's blocks, prefilled with cached_len > 0). Block tables and
+ * slots are built by hand.
+ *
+ * Tolerance: every step's last-token logits, worst |device - reference|
+ * over the reference's largest |logit|: 1e-3 with f32 weights and an f32
+ * KV cache (f32 GEMMs and attention against double), 2e-2 with f16 weights
+ * and an f16 KV cache (the weights are the same on both sides, the f16
+ * cache rounds every K/V element by up to 2^-11 relative, which the
+ * reference does not). The greedy token must match wherever the
+ * reference's top two logits are further apart than the tolerance allows.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cl_util.h"
+#include "model.h"
+#include "reference.h"
+
+#define MAX_SEQS 8
+#define BLOCK 16
+#define MB 32 /* blocks per sequence: 512 tokens */
+#define NUM_BLOCKS 256
+
+typedef struct tseq {
+  int32_t blocks[MB];
+  int32_t len;            /* tokens in the cache */
+  int32_t next;           /* the greedy token after the last step (decode input) */
+  int32_t tokens[MB * BLOCK];
+  demo_ref_session *ref;
+} tseq;
+
+typedef struct world {
+  const char *name;
+  clpa_context *ctx;
+  demo_model *m;
+  const demo_config *cfg;
+  clpa_cache *cache;
+  tseq seq[MAX_SEQS];
+  int32_t n_seqs, next_block;
+  double tol;
+  double worst; /* over all steps */
+  float *logits;
+  double *want;
+} world;
+
+/* A new sequence with fresh blocks, its first `shared` blocks taken from
+ * another sequence (a prefix-cache hit), whose tokens it copies. */
+static int new_seq(world *w, int from, int32_t shared_blocks) {
+  tseq *s = &w->seq[w->n_seqs];
+  memset(s, 0, sizeof *s);
+  for (int32_t b = 0; b < MB; b++) {
+    if (b < shared_blocks) {
+      s->blocks[b] = w->seq[from].blocks[b];
+    } else {
+      if (w->next_block >= NUM_BLOCKS) BAIL_OUT("test out of blocks");
+      s->blocks[b] = w->next_block++;
+    }
+  }
+  s->ref = demo_ref_session_create(w->cfg, demo_model_host(w->m));
+  if (!s->ref) BAIL_OUT("out of memory");
+  if (shared_blocks) {
+    int32_t n = shared_blocks * BLOCK;
+    memcpy(s->tokens, w->seq[from].tokens, (size_t)n * sizeof(int32_t));
+    if (demo_ref_session_append(s->ref, s->tokens, n, NULL)) BAIL_OUT("reference failed");
+    s->len = n;
+  }
+  return w->n_seqs++;
+}
+
+typedef struct step_item {
+  int seq;
+  int32_t n; /* new tokens: 1 with decode (the sequence's greedy token), else random */
+} step_item;
+
+/* Runs one forward over items (decodes first, n == 1 with decode set) and
+ * compares every sequence's last-token logits with the reference. */
+static void run_step(world *w, const char *what, const step_item *items, int n_items,
+                     int num_decode) {
+  int32_t cu[MAX_SEQS + 1], cached[MAX_SEQS], tables[MAX_SEQS * MB], next[MAX_SEQS];
+  static int32_t tokens[MAX_SEQS * MB * BLOCK];
+  static int64_t slots[MAX_SEQS * MB * BLOCK];
+  cu[0] = 0;
+  for (int i = 0; i < n_items; i++) {
+    tseq *s = &w->seq[items[i].seq];
+    cached[i] = s->len;
+    for (int32_t j = 0; j < items[i].n; j++) {
+      int32_t pos = s->len + j, t = cu[i] + j;
+      s->tokens[pos] = i < num_decode ? s->next : (int32_t)rng_below((uint32_t)w->cfg->vocab);
+      tokens[t] = s->tokens[pos];
+      slots[t] = (int64_t)s->blocks[pos / BLOCK] * BLOCK + pos % BLOCK;
+    }
+    cu[i + 1] = cu[i] + items[i].n;
+    memcpy(tables + (size_t)i * MB, s->blocks, sizeof s->blocks);
+  }
+  demo_batch b = {n_items, num_decode, tokens, cu, cached, slots, tables, MB};
+  demo_times times;
+  clpa_status st = demo_model_forward(w->m, w->cache, &b, w->logits, next, &times);
+  if (!ok(st == CLPA_OK, "%s %s: forward", w->name, what)) {
+    diag("%s", demo_last_error());
+    return;
+  }
+  double worst = 0;
+  int worst_seq = -1, argmax_bad = 0;
+  for (int i = 0; i < n_items; i++) {
+    tseq *s = &w->seq[items[i].seq];
+    if (demo_ref_session_append(s->ref, s->tokens + s->len, items[i].n, w->want))
+      BAIL_OUT("reference failed");
+    s->len += items[i].n;
+    s->next = next[i];
+    double maxabs = 0, err = 0;
+    const float *got = w->logits + (size_t)i * w->cfg->vocab;
+    for (int32_t v = 0; v < w->cfg->vocab; v++) {
+      maxabs = fmax(maxabs, fabs(w->want[v]));
+      double e = fabs(got[v] - w->want[v]);
+      err = isnan(e) ? INFINITY : fmax(err, e);
+    }
+    double rel = err / maxabs;
+    if (rel > worst || worst_seq < 0) worst = rel, worst_seq = i;
+    int32_t top = demo_ref_argmax(w->want, w->cfg->vocab);
+    double second = -INFINITY;
+    for (int32_t v = 0; v < w->cfg->vocab; v++)
+      if (v != top) second = fmax(second, w->want[v]);
+    if (next[i] != top && w->want[top] - second > 2 * w->tol * maxabs) {
+      argmax_bad++;
+      diag("sequence %d: greedy %d, reference %d (gap %.4g)", i, (int)next[i], (int)top,
+           w->want[top] - second);
+    }
+  }
+  w->worst = fmax(w->worst, worst);
+  ok(worst <= w->tol && !argmax_bad,
+     "%s %s: %d seqs (%d decode), %d tokens: worst logit error %.3g of max |logit| (tol %.0e)",
+     w->name, what, n_items, num_decode, (int)cu[n_items], worst, w->tol);
+  if (times.attention_s + times.gemm_s + times.other_s > 0)
+    diag("device time: attention %.2f ms, gemm %.2f ms, other %.2f ms", times.attention_s * 1e3,
+         times.gemm_s * 1e3, times.other_s * 1e3);
+}
+
+/* A model of random weights, or (from != NULL) of from's host weights. */
+static void world_init(world *w, clpa_context *ctx, const char *name, clpa_dtype wdt,
+                       clpa_dtype kvdt, double tol, const demo_host_weights *from) {
+  static demo_config cfg;
+  memset(w, 0, sizeof *w);
+  w->name = name;
+  w->ctx = ctx;
+  w->tol = tol;
+  if (demo_config_preset("tiny", &cfg)) BAIL_OUT("no tiny preset");
+  clpa_status st = from ? demo_model_create_host(ctx, &cfg, from, wdt, &w->m)
+                        : demo_model_create_random(ctx, &cfg, 1234, wdt, &w->m);
+  if (!ok(st == CLPA_OK, "%s: create the model", name)) BAIL_OUT("%s", demo_last_error());
+  w->cfg = demo_model_config(w->m);
+  st = demo_model_cache_create(w->m, NUM_BLOCKS, BLOCK, kvdt, &w->cache);
+  if (!ok(st == CLPA_OK, "%s: demo_model_cache_create", name)) BAIL_OUT("%s", demo_last_error());
+  w->logits = malloc((size_t)MAX_SEQS * w->cfg->vocab * sizeof(float));
+  w->want = malloc((size_t)w->cfg->vocab * sizeof(double));
+  if (!w->logits || !w->want) BAIL_OUT("out of memory");
+}
+
+static void world_free(world *w) {
+  for (int i = 0; i < w->n_seqs; i++) demo_ref_session_destroy(w->seq[i].ref);
+  clpa_cache_destroy(w->cache);
+  demo_model_destroy(w->m);
+  free(w->logits);
+  free(w->want);
+}
+
+/* (a) one prefill of four sequences, (b) decodes, mixed batches, chunked
+ * prefill and a prefix hit; `short_run` keeps only a few of them. */
+static void scenario(world *w, int short_run) {
+  const int32_t lens[4] = {37, 130, 200, 5};
+  step_item it[MAX_SEQS];
+  for (int i = 0; i < 4; i++) it[i] = (step_item){new_seq(w, 0, 0), lens[i]};
+  run_step(w, "prefill", it, 4, 0);
+
+  for (int i = 0; i < 4; i++) it[i] = (step_item){i, 1};
+  for (int k = 0; k < (short_run ? 1 : 3); k++) run_step(w, "decode", it, 4, 4);
+
+  /* a new sequence in two chunks next to the decodes */
+  int e = new_seq(w, 0, 0);
+  it[4] = (step_item){e, 60};
+  run_step(w, "mixed (chunk 1)", it, 5, 4);
+  it[4] = (step_item){e, 75};
+  run_step(w, "mixed (chunk 2)", it, 5, 4);
+
+  /* a prefix hit: the first 8 blocks (128 tokens) of sequence 1, then 50
+   * new tokens, next to decodes of everything else */
+  int f = new_seq(w, 1, 8);
+  for (int i = 0; i < 5; i++) it[i] = (step_item){i, 1};
+  it[5] = (step_item){f, 50};
+  run_step(w, "prefix hit (cached_len 128)", it, 6, 5);
+  if (short_run) return;
+
+  /* a second prefix hit and a fresh prefill, no decodes */
+  int g = new_seq(w, 2, 3);
+  it[0] = (step_item){g, 1};
+  it[1] = (step_item){new_seq(w, 0, 0), 90};
+  run_step(w, "prefill (prefix hit 48 + fresh)", it, 2, 0);
+  for (int i = 0; i < w->n_seqs; i++) it[i] = (step_item){i, 1};
+  for (int k = 0; k < 2; k++) run_step(w, "decode all", it, w->n_seqs, w->n_seqs);
+}
+
+/* Bad batches are refused before anything runs, with a message. */
+static void refusals(world *w) {
+  int32_t tokens[2] = {1, 2}, cu[2] = {0, 2}, cached[1] = {5}, next[1] = {-1};
+  int64_t slots[2] = {5, 6};
+  demo_batch b = {1, 1, tokens, cu, cached, slots, w->seq[0].blocks, MB};
+  clpa_status st = demo_model_forward(w->m, w->cache, &b, NULL, next, NULL);
+  ok(st == CLPA_ERR_INVALID_ARG && strstr(demo_last_error(), "decode sequence 0") && next[0] == -1,
+     "a decode sequence with 2 tokens is refused: %s", demo_last_error());
+  b.num_decode = 0;
+  tokens[1] = w->cfg->vocab;
+  st = demo_model_forward(w->m, w->cache, &b, NULL, next, NULL);
+  ok(st == CLPA_ERR_INVALID_ARG && strstr(demo_last_error(), "token 1"),
+     "a token outside the vocabulary is refused: %s", demo_last_error());
+  tokens[1] = 2;
+  cached[0] = MB * BLOCK - 1;
+  st = demo_model_forward(w->m, w->cache, &b, NULL, next, NULL);
+  ok(st == CLPA_ERR_INVALID_ARG, "a sequence past its block table is refused: %s",
+     demo_last_error());
+}
+
+int main(void) {
+  rng_seed_from_env();
+  clpa_context *ctx = test_context(1);
+
+  demo_config tiny;
+  ok(demo_config_preset("tiny", &tiny) == 0 && demo_config_preset("nope", &tiny) == -1,
+     "presets: tiny, unknown refused");
+
+  world w, h;
+  world_init(&w, ctx, "f32", CLPA_DTYPE_F32, CLPA_DTYPE_F32, 1e-3, NULL);
+  scenario(&w, 0);
+  diag("f32: worst logit error %.3g of max |logit|", w.worst);
+  refusals(&w);
+
+  /* the same weights through demo_model_create_host, with RoPE frequency
+   * factors (Llama 3.1+ scaling) */
+  demo_host_weights hw = *demo_model_host(w.m);
+  float factors[16];
+  for (int i = 0; i < 16; i++) factors[i] = 1.0f + (float)i * 0.5f;
+  hw.rope_freq_factors = factors;
+  world_init(&h, ctx, "host+rope_factors", CLPA_DTYPE_F32, CLPA_DTYPE_F32, 1e-3, &hw);
+  ok(demo_model_host(h.m)->rope_freq_factors != NULL &&
+         demo_model_host(h.m)->rope_freq_factors[3] == factors[3],
+     "host+rope_factors: the model keeps its own copy of the factors");
+  scenario(&h, 1);
+  world_free(&h);
+  world_free(&w);
+
+  world_init(&w, ctx, "f16", CLPA_DTYPE_F16, CLPA_DTYPE_F16, 2e-2, NULL);
+  scenario(&w, 1);
+  diag("f16: worst logit error %.3g of max |logit|", w.worst);
+  world_free(&w);
+
+  clpa_context_destroy(ctx);
+  return done_testing();
+}
