@@ -335,6 +335,10 @@ static clpa_status take_token(demo_engine *e, int32_t s, int32_t tok, int32_t st
     l->computed += e->cu[s + 1] - e->cu[s];
     e->st.computed_tokens += e->cu[s + 1] - e->cu[s];
     res->computed_tokens += e->cu[s + 1] - e->cu[s];
+    /* Publish the computed prefix (whole blocks) at once, as SGLang caches
+     * unfinished requests: requests that arrive meanwhile share it. */
+    if (e->cfg.prefix_cache && clpa_kvman_checkpoint(e->km, l->kv, l->computed) != CLPA_OK)
+      return fail(e, CLPA_ERR_OUT_OF_MEMORY, "checkpoint: %s", clpa_last_error());
     if (l->computed < l->prompt_len) return CLPA_OK; /* more chunks to go */
   }
   res->generated[res->num_generated] = tok;

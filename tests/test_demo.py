@@ -1,0 +1,73 @@
+#!/usr/bin/env python3
+"""clpa-demo end to end, with --check (every generated token against the
+host reference engine), as TAP: the prefix cache computes fewer prompt
+tokens than --no-prefix-cache and both produce tokens identical to the
+reference; a cache too small for the batch forces preemptions, which still
+produce the reference's tokens; a bad option is named with exit status 2.
+
+usage: test_demo.py CLPA_DEMO"""
+import json
+import subprocess
+import sys
+
+demo = sys.argv[1]
+n = 0
+failed = 0
+
+
+def ok(cond, what):
+    global n, failed
+    n += 1
+    print(("ok %d - %s" if cond else "not ok %d - %s") % (n, what), flush=True)
+    if not cond:
+        failed += 1
+    return cond
+
+
+def run(*args):
+    p = subprocess.run([demo, *args], capture_output=True, text=True, timeout=600)
+    try:
+        j = json.loads(p.stdout.strip().splitlines()[-1]) if p.stdout.strip() else None
+    except json.JSONDecodeError:
+        j = None
+    if p.returncode != 0 or j is None:
+        print("# exit %d\n# stdout: %s\n# stderr: %s" % (p.returncode, p.stdout[-2000:], p.stderr[-2000:]))
+    return p.returncode, j
+
+
+small = ["--requests", "10", "--output-min", "4", "--output-max", "8", "--check", "--json"]
+rc, on = run(*small)
+ok(rc == 0 and on and on["check_ok"], "prefix cache on: --check passes: %s" % (on or {}).get("check"))
+rc, off = run(*small, "--no-prefix-cache")
+ok(rc == 0 and off and off["check_ok"], "prefix cache off: --check passes")
+if on and off:
+    ok(on["prompt_tokens"] == off["prompt_tokens"] and on["generated_tokens"] == off["generated_tokens"],
+       "same prompts and outputs both ways (%d prompt, %d generated tokens)"
+       % (on["prompt_tokens"], on["generated_tokens"]))
+    ok(on["cached_tokens"] > 0 and on["computed_tokens"] < off["computed_tokens"]
+       and off["cached_tokens"] == 0 and off["computed_tokens"] == off["prompt_tokens"],
+       "the prefix cache computes fewer tokens: %d (%d cached) against %d"
+       % (on["computed_tokens"], on["cached_tokens"], off["computed_tokens"]))
+    ok(on["cached_tokens"] + on["computed_tokens"] == on["prompt_tokens"],
+       "cached + computed = prompt tokens without preemption")
+
+rc, pre = run("--requests", "10", "--output-min", "40", "--output-max", "48", "--blocks", "30",
+              "--kv-dtype", "f32", "--check", "--json")
+ok(rc == 0 and pre and pre["preemptions"] > 0 and pre["check_ok"],
+   "a 30-block cache preempts (%s times) and still matches the reference"
+   % (pre or {}).get("preemptions"))
+ok(pre and pre["refused"] == 0 and pre["requests"] == 10, "and serves every request")
+
+p = subprocess.run([demo, "--no-such-flag"], capture_output=True, text=True)
+ok(p.returncode == 2 and "no-such-flag" in p.stderr, "an unknown flag is named, exit 2")
+p = subprocess.run([demo, "--schedule", "sjf"], capture_output=True, text=True)
+ok(p.returncode == 2 and "lpm or fcfs" in p.stderr, "a bad --schedule says what it takes")
+p = subprocess.run([demo, "--help"], capture_output=True, text=True)
+ok(p.returncode == 0 and "--no-prefix-cache" in p.stdout and "--check" in p.stdout,
+   "--help explains the flags")
+rc, fc = run("--requests", "6", "--output-min", "2", "--output-max", "4", "--schedule", "fcfs",
+             "--check", "--json")
+ok(rc == 0 and fc and fc["check_ok"] and fc["schedule"] == "fcfs", "fcfs schedule passes --check")
+
+print("1..%d" % n)
+sys.exit(1 if failed else 0)
