@@ -239,16 +239,19 @@ int main(void) {
   diag("f32: worst logit error %.3g of max |logit|", w.worst);
   refusals(&w);
 
-  /* the same weights through demo_model_create_host, with RoPE frequency
-   * factors (Llama 3.1+ scaling) */
+  /* the same weights through demo_model_create_host, with the LM head tied
+   * to the embedding and RoPE frequency factors (Llama 3.1+ scaling) */
   demo_host_weights hw = *demo_model_host(w.m);
+  hw.lm_head = hw.embed;
   float factors[16];
   for (int i = 0; i < 16; i++) factors[i] = 1.0f + (float)i * 0.5f;
   hw.rope_freq_factors = factors;
-  world_init(&h, ctx, "host+rope_factors", CLPA_DTYPE_F32, CLPA_DTYPE_F32, 1e-3, &hw);
+  world_init(&h, ctx, "host+tied+rope_factors", CLPA_DTYPE_F32, CLPA_DTYPE_F32, 1e-3, &hw);
   ok(demo_model_host(h.m)->rope_freq_factors != NULL &&
          demo_model_host(h.m)->rope_freq_factors[3] == factors[3],
-     "host+rope_factors: the model keeps its own copy of the factors");
+     "host+tied+rope_factors: the model keeps its own copy of the factors");
+  ok(demo_model_host(h.m)->lm_head == demo_model_host(h.m)->embed,
+     "host+tied+rope_factors: one array for the tied LM head");
   scenario(&h, 1);
   world_free(&h);
   world_free(&w);

@@ -35,6 +35,7 @@
 #include <clblast_c.h>
 
 #include "kernels.h"
+#include "model_build.h"
 
 /* ---------------------------------------------------------------------
  * Errors: one message, kept for demo_last_error()
@@ -141,6 +142,7 @@ struct demo_model {
 
   float *h_embed, *h_final_norm, *h_lm_head, *h_rope_factors;
   host_layer *hl;
+  demo_layer_slots *slot_layers; /* the builder's view of hl */
   demo_host_weights hw;
 
   cl_mem d_embed, d_final_norm, d_lm_head, d_rope;
@@ -197,10 +199,11 @@ void demo_model_destroy(demo_model *m) {
   free(m->dl);
   free(m->hl);
   free(m->hw.layer);
+  if (m->h_lm_head != m->h_embed) free(m->h_lm_head);
   free(m->h_embed);
   free(m->h_final_norm);
-  free(m->h_lm_head);
   free(m->h_rope_factors);
+  free(m->slot_layers);
   for (int i = 0; i < K_COUNT; i++)
     if (m->k[i]) clReleaseKernel(m->k[i]);
   if (m->prog) clReleaseProgram(m->prog);
@@ -275,26 +278,37 @@ static clpa_status upload_rope(demo_model *m) {
   return st;
 }
 
-/* Points the public host view (demo_host_weights) into the stacked arrays. */
-static void set_host_view(demo_model *m) {
+/* Points the public host view (demo_host_weights) and the builder's
+ * slots into the stacked arrays. */
+static void set_host_view(demo_model *m, demo_weight_slots *slots) {
   const demo_config *c = &m->cfg;
   size_t qd = (size_t)c->heads * c->head_size, kd = (size_t)c->kv_heads * c->head_size;
+  slots->embed = m->h_embed;
+  slots->final_norm = m->h_final_norm;
+  slots->lm_head = m->h_lm_head;
+  slots->rope_freq_factors = m->h_rope_factors;
+  slots->layer = m->slot_layers;
+  for (int32_t l = 0; l < c->layers; l++) {
+    host_layer *h = &m->hl[l];
+    demo_layer_slots *d = &m->slot_layers[l];
+    d->attn_norm = h->attn_norm;
+    d->ffn_norm = h->ffn_norm;
+    d->wq = h->wqkv;
+    d->wk = h->wqkv + qd * c->hidden;
+    d->wv = h->wqkv + (qd + kd) * c->hidden;
+    d->wo = h->wo;
+    d->w_gate = h->wgu;
+    d->w_up = h->wgu + (size_t)c->ffn * c->hidden;
+    d->w_down = h->wdown;
+    m->hw.layer[l].attn_norm = d->attn_norm, m->hw.layer[l].ffn_norm = d->ffn_norm;
+    m->hw.layer[l].wq = d->wq, m->hw.layer[l].wk = d->wk, m->hw.layer[l].wv = d->wv;
+    m->hw.layer[l].wo = d->wo, m->hw.layer[l].w_gate = d->w_gate, m->hw.layer[l].w_up = d->w_up;
+    m->hw.layer[l].w_down = d->w_down;
+  }
   m->hw.embed = m->h_embed;
   m->hw.final_norm = m->h_final_norm;
   m->hw.lm_head = m->h_lm_head;
   m->hw.rope_freq_factors = m->h_rope_factors;
-  for (int32_t l = 0; l < c->layers; l++) {
-    host_layer *h = &m->hl[l];
-    m->hw.layer[l].attn_norm = h->attn_norm;
-    m->hw.layer[l].ffn_norm = h->ffn_norm;
-    m->hw.layer[l].wq = h->wqkv;
-    m->hw.layer[l].wk = h->wqkv + qd * c->hidden;
-    m->hw.layer[l].wv = h->wqkv + (qd + kd) * c->hidden;
-    m->hw.layer[l].wo = h->wo;
-    m->hw.layer[l].w_gate = h->wgu;
-    m->hw.layer[l].w_up = h->wgu + (size_t)c->ffn * c->hidden;
-    m->hw.layer[l].w_down = h->wdown;
-  }
 }
 
 /* The model shell: context handles, config, kernels, zeroed arrays. */
@@ -341,7 +355,11 @@ static clpa_status upload_all(demo_model *m) {
   clpa_status st;
   size_t biggest = 0;
   TRY(upload(m, m->h_embed, (size_t)c->vocab * H, m->wdtype, &m->d_embed));
-  TRY(upload(m, m->h_lm_head, (size_t)c->vocab * H, m->wdtype, &m->d_lm_head));
+  if (m->h_lm_head != m->h_embed) {
+    TRY(upload(m, m->h_lm_head, (size_t)c->vocab * H, m->wdtype, &m->d_lm_head));
+  } else if ((st = cl_check(clRetainMemObject(m->d_embed), "clRetainMemObject")) == CLPA_OK) {
+    m->d_lm_head = m->d_embed; /* tied: one buffer */
+  }
   TRY(upload(m, m->h_final_norm, H, CLPA_DTYPE_F32, &m->d_final_norm));
   for (int32_t l = 0; l < c->layers; l++) {
     host_layer *h = &m->hl[l];
@@ -367,68 +385,60 @@ out:
   return st;
 }
 
-/* ---------------------------------------------------------------------
- * Random weights
- * ------------------------------------------------------------------- */
-
-/* splitmix64, and a bit-reproducible near-normal: the sum of 4 uniforms
- * (Irwin-Hall), scaled to unit variance, no libm involved. */
-static uint64_t rng_next(uint64_t *s) {
-  uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-static double rng_normal(uint64_t *s) {
-  double u = 0;
-  for (int i = 0; i < 4; i++) u += (double)(rng_next(s) >> 11) * (1.0 / 9007199254740992.0);
-  return (u - 2.0) * 1.7320508075688772; /* var of the sum is 4/12 */
-}
-
-/* n floats of mean `mean`, std `std`, rounded to the weight dtype (so the
- * host holds exactly what the device stores). NULL when out of memory. */
-static float *random_tensor(uint64_t *s, size_t n, double mean, double std, clpa_dtype dt) {
-  float *p = malloc(n * sizeof(float));
-  if (!p) return NULL;
-  for (size_t i = 0; i < n; i++) p[i] = (float)(mean + std * rng_normal(s));
+/* Rounds n floats in place to dt (f16: what the device will store). */
+static void round_to(float *p, size_t n, clpa_dtype dt) {
   if (dt == CLPA_DTYPE_F16)
     for (size_t i = 0; i < n; i++) p[i] = clpa_f16_to_f32(clpa_f32_to_f16(p[i]));
-  return p;
 }
 
-clpa_status demo_model_create_random(clpa_context *ctx, const demo_config *cfg, uint64_t seed,
-                                     clpa_dtype weight_dtype, demo_model **out) {
-  if (!out) return fail(CLPA_ERR_INVALID_ARG, "demo_model_create_random: out is NULL");
+clpa_status demo_model_begin(clpa_context *ctx, const demo_config *cfg, clpa_dtype weight_dtype,
+                             int tied, int rope_factors, demo_model **out,
+                             demo_weight_slots *slots) {
+  if (!out || !slots) return fail(CLPA_ERR_INVALID_ARG, "demo_model_begin: NULL argument");
   demo_model *m;
   clpa_status st = model_new(ctx, cfg, weight_dtype, &m);
   if (st != CLPA_OK) return st;
   const size_t H = (size_t)cfg->hidden, qd = (size_t)cfg->heads * cfg->head_size;
-  const size_t F = (size_t)cfg->ffn;
-  const clpa_dtype dt = weight_dtype;
-  uint64_t s = seed;
-  /* Scales: embeddings N(0, 1); projections N(0, 1/in), so each output is
-   * O(1) like its normalised input; norm weights around 1; the LM head
-   * gives logits of standard deviation ~3 (a clear argmax). */
-  m->h_embed = random_tensor(&s, (size_t)cfg->vocab * H, 0, 1, dt);
-  m->h_final_norm = random_tensor(&s, H, 1, 0.1, CLPA_DTYPE_F32);
-  m->h_lm_head = random_tensor(&s, (size_t)cfg->vocab * H, 0, 3 / sqrt((double)H), dt);
-  int bad = !m->h_embed || !m->h_final_norm || !m->h_lm_head;
+  const size_t F = (size_t)cfg->ffn, f = sizeof(float);
+  m->slot_layers = calloc((size_t)cfg->layers, sizeof *m->slot_layers);
+  m->h_embed = malloc((size_t)cfg->vocab * H * f);
+  m->h_final_norm = malloc(H * f);
+  m->h_lm_head = tied ? m->h_embed : malloc((size_t)cfg->vocab * H * f);
+  int bad = !m->slot_layers || !m->h_embed || !m->h_final_norm || !m->h_lm_head;
+  if (rope_factors) bad |= !(m->h_rope_factors = malloc((size_t)cfg->head_size / 2 * f));
   for (int32_t l = 0; l < cfg->layers && !bad; l++) {
     host_layer *h = &m->hl[l];
-    h->attn_norm = random_tensor(&s, H, 1, 0.1, CLPA_DTYPE_F32);
-    h->ffn_norm = random_tensor(&s, H, 1, 0.1, CLPA_DTYPE_F32);
-    h->wqkv = random_tensor(&s, (size_t)m->qkv_dim * H, 0, 1 / sqrt((double)H), dt);
-    h->wo = random_tensor(&s, H * qd, 0, 1 / sqrt((double)qd), dt);
-    h->wgu = random_tensor(&s, 2 * F * H, 0, 1 / sqrt((double)H), dt);
-    h->wdown = random_tensor(&s, H * F, 0, 1 / sqrt((double)F), dt);
+    h->attn_norm = malloc(H * f);
+    h->ffn_norm = malloc(H * f);
+    h->wqkv = malloc((size_t)m->qkv_dim * H * f);
+    h->wo = malloc(H * qd * f);
+    h->wgu = malloc(2 * F * H * f);
+    h->wdown = malloc(H * F * f);
     bad = !h->attn_norm || !h->ffn_norm || !h->wqkv || !h->wo || !h->wgu || !h->wdown;
   }
   if (bad) {
     demo_model_destroy(m);
-    return fail(CLPA_ERR_OUT_OF_MEMORY, "demo_model_create_random: host weights");
+    return fail(CLPA_ERR_OUT_OF_MEMORY, "demo_model_begin: host weights");
   }
-  set_host_view(m);
-  if ((st = upload_all(m)) != CLPA_OK) {
+  set_host_view(m, slots);
+  *out = m;
+  return CLPA_OK;
+}
+
+clpa_status demo_model_finish(demo_model *m, demo_model **out) {
+  const demo_config *c = &m->cfg;
+  const size_t H = (size_t)c->hidden, qd = (size_t)c->heads * c->head_size, F = (size_t)c->ffn;
+  round_to(m->h_embed, (size_t)c->vocab * H, m->wdtype);
+  if (m->h_lm_head != m->h_embed) round_to(m->h_lm_head, (size_t)c->vocab * H, m->wdtype);
+  for (int32_t l = 0; l < c->layers; l++) {
+    host_layer *h = &m->hl[l];
+    round_to(h->wqkv, (size_t)m->qkv_dim * H, m->wdtype);
+    round_to(h->wo, H * qd, m->wdtype);
+    round_to(h->wgu, 2 * F * H, m->wdtype);
+    round_to(h->wdown, H * F, m->wdtype);
+  }
+  clpa_status st = upload_all(m);
+  if (st != CLPA_OK) {
     demo_model_destroy(m);
     return st;
   }
@@ -436,72 +446,12 @@ clpa_status demo_model_create_random(clpa_context *ctx, const demo_config *cfg, 
   return CLPA_OK;
 }
 
-/* A copy of n floats, rounded to dt (f16: so the host holds what the
- * device stores); NULL when out of memory. */
-static float *copy_tensor(const float *src, size_t n, clpa_dtype dt) {
-  float *p = malloc(n * sizeof(float));
-  if (!p) return NULL;
-  memcpy(p, src, n * sizeof(float));
-  if (dt == CLPA_DTYPE_F16)
-    for (size_t i = 0; i < n; i++) p[i] = clpa_f16_to_f32(clpa_f32_to_f16(p[i]));
-  return p;
-}
-
-/* The rows of x, y and z (xr, yr, zr rows of cols floats) stacked into one
- * matrix, rounded to dt; NULL when out of memory. */
-static float *stack2(const float *x, size_t xr, const float *y, size_t yr, const float *z,
-                     size_t zr, size_t cols, clpa_dtype dt) {
-  float *p = malloc((xr + yr + zr) * cols * sizeof(float));
-  if (!p) return NULL;
-  memcpy(p, x, xr * cols * sizeof(float));
-  memcpy(p + xr * cols, y, yr * cols * sizeof(float));
-  if (zr) memcpy(p + (xr + yr) * cols, z, zr * cols * sizeof(float));
-  if (dt == CLPA_DTYPE_F16)
-    for (size_t i = 0; i < (xr + yr + zr) * cols; i++) p[i] = clpa_f16_to_f32(clpa_f32_to_f16(p[i]));
-  return p;
-}
-
-clpa_status demo_model_create_host(clpa_context *ctx, const demo_config *cfg,
-                                   const demo_host_weights *w, clpa_dtype weight_dtype,
-                                   demo_model **out) {
-  if (!out || !w || !w->layer)
-    return fail(CLPA_ERR_INVALID_ARG, "demo_model_create_host: NULL argument");
-  demo_model *m;
-  clpa_status st = model_new(ctx, cfg, weight_dtype, &m);
-  if (st != CLPA_OK) return st;
-  const size_t H = (size_t)cfg->hidden, qd = (size_t)cfg->heads * cfg->head_size;
-  const size_t kd = (size_t)cfg->kv_heads * cfg->head_size, F = (size_t)cfg->ffn;
-  const clpa_dtype dt = weight_dtype;
-  m->h_embed = copy_tensor(w->embed, (size_t)cfg->vocab * H, dt);
-  m->h_final_norm = copy_tensor(w->final_norm, H, CLPA_DTYPE_F32);
-  m->h_lm_head = copy_tensor(w->lm_head, (size_t)cfg->vocab * H, dt);
-  int bad = !m->h_embed || !m->h_final_norm || !m->h_lm_head;
-  if (w->rope_freq_factors) {
-    m->h_rope_factors = copy_tensor(w->rope_freq_factors, (size_t)cfg->head_size / 2,
-                                    CLPA_DTYPE_F32);
-    bad |= !m->h_rope_factors;
-  }
-  for (int32_t l = 0; l < cfg->layers && !bad; l++) {
-    host_layer *h = &m->hl[l];
-    h->attn_norm = copy_tensor(w->layer[l].attn_norm, H, CLPA_DTYPE_F32);
-    h->ffn_norm = copy_tensor(w->layer[l].ffn_norm, H, CLPA_DTYPE_F32);
-    h->wqkv = stack2(w->layer[l].wq, qd, w->layer[l].wk, kd, w->layer[l].wv, kd, H, dt);
-    h->wo = copy_tensor(w->layer[l].wo, H * qd, dt);
-    h->wgu = stack2(w->layer[l].w_gate, F, w->layer[l].w_up, F, NULL, 0, H, dt);
-    h->wdown = copy_tensor(w->layer[l].w_down, H * F, dt);
-    bad = !h->attn_norm || !h->ffn_norm || !h->wqkv || !h->wo || !h->wgu || !h->wdown;
-  }
-  if (bad) {
-    demo_model_destroy(m);
-    return fail(CLPA_ERR_OUT_OF_MEMORY, "demo_model_create_host: host weights");
-  }
-  set_host_view(m);
-  if ((st = upload_all(m)) != CLPA_OK) {
-    demo_model_destroy(m);
-    return st;
-  }
-  *out = m;
-  return CLPA_OK;
+clpa_status demo_model_fail(clpa_status st, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(demo_err, sizeof demo_err, fmt, ap);
+  va_end(ap);
+  return st;
 }
 
 clpa_status demo_model_cache_create(demo_model *m, int32_t num_blocks, int32_t block_size,

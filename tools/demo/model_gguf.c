@@ -1,0 +1,71 @@
+/*
+ * model_gguf.c — the model from a GGUF file (llama.cpp's Llama layout, as
+ * gguf.h's demo_gguf_llama_config checks it). Tensors are converted to
+ * floats straight into the model's host arrays (model_build.h), then
+ * rounded to the weight dtype and uploaded. The Q/K rows stay in GGUF's
+ * order: the demo's RoPE is GGUF's interleaved one (reference.h), so no
+ * unpermuting. A file without output.weight ties the LM head to the
+ * embedding; rope_freqs.weight becomes the RoPE frequency factors.
+ */
+#include <stdio.h>
+
+#include "gguf.h"
+#include "model_build.h"
+
+/* Tensor name into the model's slot dst; shape [ne0] (ne1 == 0) or [ne0, ne1] in GGUF order. */
+static clpa_status load(const demo_gguf *g, const char *name, int64_t ne0, int64_t ne1,
+                        float *dst) {
+  const demo_gguf_tensor *t;
+  clpa_status st = demo_gguf_expect(g, name, ne0, ne1, &t);
+  if (st == CLPA_OK) st = demo_gguf_tensor_to_f32(t, dst, (uint64_t)(ne1 ? ne0 * ne1 : ne0));
+  if (st != CLPA_OK)
+    return demo_model_fail(st, "demo_model_create_gguf: %s", demo_gguf_last_error());
+  return CLPA_OK;
+}
+
+clpa_status demo_model_create_gguf(clpa_context *ctx, const struct demo_gguf *g,
+                                   clpa_dtype weight_dtype, demo_model **out) {
+  if (!g || !out) return demo_model_fail(CLPA_ERR_INVALID_ARG, "demo_model_create_gguf: NULL");
+  *out = NULL;
+  demo_gguf_llama L;
+  clpa_status st = demo_gguf_llama_config(g, &L);
+  if (st != CLPA_OK)
+    return demo_model_fail(st, "demo_model_create_gguf: %s", demo_gguf_last_error());
+  demo_config c = {L.vocab, L.hidden, L.layers, L.heads, L.kv_heads, L.head_size, L.ffn,
+                   L.rope_theta, L.norm_eps, L.max_positions};
+  demo_model *m;
+  demo_weight_slots w;
+  st = demo_model_begin(ctx, &c, weight_dtype, L.tied_embeddings, L.has_rope_freqs, &m, &w);
+  if (st != CLPA_OK) return st;
+  const int64_t H = c.hidden, qd = (int64_t)c.heads * c.head_size;
+  const int64_t kd = (int64_t)c.kv_heads * c.head_size;
+  st = load(g, "token_embd.weight", H, c.vocab, w.embed);
+  if (st == CLPA_OK) st = load(g, "output_norm.weight", H, 0, w.final_norm);
+  if (st == CLPA_OK && !L.tied_embeddings) st = load(g, "output.weight", H, c.vocab, w.lm_head);
+  if (st == CLPA_OK && L.has_rope_freqs)
+    st = load(g, "rope_freqs.weight", c.head_size / 2, 0, w.rope_freq_factors);
+  for (int32_t l = 0; l < c.layers && st == CLPA_OK; l++) {
+    demo_layer_slots *d = &w.layer[l];
+    struct {
+      const char *what;
+      int64_t ne0, ne1;
+      float *dst;
+    } t[] = {
+        {"attn_norm", H, 0, d->attn_norm}, {"ffn_norm", H, 0, d->ffn_norm},
+        {"attn_q", H, qd, d->wq},          {"attn_k", H, kd, d->wk},
+        {"attn_v", H, kd, d->wv},          {"attn_output", qd, H, d->wo},
+        {"ffn_gate", H, c.ffn, d->w_gate}, {"ffn_up", H, c.ffn, d->w_up},
+        {"ffn_down", c.ffn, H, d->w_down},
+    };
+    for (size_t i = 0; i < sizeof t / sizeof t[0] && st == CLPA_OK; i++) {
+      char name[96];
+      snprintf(name, sizeof name, "blk.%d.%s.weight", (int)l, t[i].what);
+      st = load(g, name, t[i].ne0, t[i].ne1, t[i].dst);
+    }
+  }
+  if (st != CLPA_OK) {
+    demo_model_destroy(m);
+    return st;
+  }
+  return demo_model_finish(m, out);
+}
