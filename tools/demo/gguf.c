@@ -502,14 +502,17 @@ static clpa_status place_tensors(demo_gguf *g, const rd *r) {
                   "tensor '%.*s': offset %" PRIu64 " is not a multiple of the alignment %" PRIu64,
                   nl, t->name, t->offset, g->alignment);
     uint64_t room = r->size - g->data_start;
-    if (t->offset > room || t->size > room - t->offset)
+    if (t->offset > room || t->size > room - t->offset) {
+      /* the file offsets, when they fit in 64 bits */
+      if (t->offset <= UINT64_MAX - g->data_start && t->size <= UINT64_MAX - g->data_start - t->offset)
+        return fail(CLPA_ERR_INVALID_ARG,
+                    "tensor '%.*s': data [%" PRIu64 ", %" PRIu64 ") runs past the end of the file (size %" PRIu64 ")",
+                    nl, t->name, g->data_start + t->offset, g->data_start + t->offset + t->size, r->size);
       return fail(CLPA_ERR_INVALID_ARG,
-                  "tensor '%.*s': data [%" PRIu64 ", %" PRIu64 "%s) runs past the end of the file (size %"
-                  PRIu64 ")",
-                  nl, t->name, g->data_start + t->offset,
-                  t->size > UINT64_MAX - g->data_start - t->offset ? UINT64_MAX
-                                                                   : g->data_start + t->offset + t->size,
-                  t->size > UINT64_MAX - g->data_start - t->offset ? "+" : "", r->size);
+                  "tensor '%.*s': data at offset %" PRIu64 " (%" PRIu64 " bytes) past the data section's start %"
+                  PRIu64 " runs past the end of the file (size %" PRIu64 ")",
+                  nl, t->name, t->offset, t->size, g->data_start, r->size);
+    }
     t->data = r->p + g->data_start + t->offset;
   }
   return CLPA_OK;
@@ -943,7 +946,7 @@ clpa_status demo_gguf_llama_config(const demo_gguf *g, demo_gguf_llama *out) {
   if (!g || !out) return fail(CLPA_ERR_INVALID_ARG, "demo_gguf_llama_config: NULL argument");
   demo_gguf_llama c;
   memset(&c, 0, sizeof c);
-  demo_gguf_str arch;
+  demo_gguf_str arch = {"", 0};
   clpa_status st;
   if ((st = demo_gguf_get_str(g, "general.architecture", &arch, NULL))) return st;
   if (strcmp(arch.s, "llama"))

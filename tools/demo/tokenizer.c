@@ -731,7 +731,7 @@ static clpa_status build_merges(demo_tokenizer *t, const struct demo_gguf *g) {
 }
 
 static clpa_status create(demo_tokenizer *t, const struct demo_gguf *g) {
-  demo_gguf_str model, pre;
+  demo_gguf_str model = {"", 0}, pre = {"", 0};
   demo_gguf_arr toks;
   bool found;
   clpa_status st;
