@@ -331,7 +331,7 @@ static clpa_status rd_tensor_info(demo_gguf *g, rd *r, uint64_t i, uint64_t *fix
 
 /* ----------------------------------------------------------- sorting */
 
-static const demo_gguf *sort_g; /* qsort has no context argument */
+static _Thread_local const demo_gguf *sort_g; /* qsort has no context argument */
 
 static int cmp_name(const char *a, size_t al, const char *b, size_t bl) {
   int c = memcmp(a, b, al < bl ? al : bl);

@@ -641,7 +641,7 @@ static int cmp_special(const void *a, const void *b, const demo_tokenizer *t) {
   if (t->text_len[x] != t->text_len[y]) return t->text_len[x] > t->text_len[y] ? -1 : 1;
   return (x > y) - (x < y);
 }
-static const demo_tokenizer *sort_t;
+static _Thread_local const demo_tokenizer *sort_t; /* qsort has no context argument */
 static int cmp_special_q(const void *a, const void *b) { return cmp_special(a, b, sort_t); }
 
 /* Everything after the vocabulary: types, hash, bytes, specials, pieces. */
