@@ -1,0 +1,267 @@
+/*
+ * gguf.h — a validating reader of GGUF v2/v3 files (llama.cpp's model
+ * format) for clpa-demo: metadata, tensor directory, tensor data, and the
+ * Llama configuration. Host C11, libc only (plus mmap where POSIX has it).
+ *
+ * The file, little-endian throughout:
+ *
+ *   "GGUF"  u32 version (2 or 3)  u64 tensor_count  u64 kv_count
+ *   kv_count x   { string key, u32 value_type, value }
+ *   tensor_count x { string name, u32 n_dims, u64 ne[n_dims], u32 ggml_type, u64 offset }
+ *   padding to general.alignment (default 32)
+ *   data section: tensor t's bytes at data_start + offset(t), offset a multiple
+ *                 of the alignment
+ *
+ *   string = u64 length, then that many bytes (no terminator)
+ *   array  = u32 element type, u64 count, then the elements (no arrays of arrays)
+ *
+ * demo_gguf_open checks all of it before returning anything: every length
+ * and count against the bytes left (so a corrupt count cannot make it
+ * allocate or read past the end), UTF-8-agnostic but NUL-free keys and
+ * names, duplicate keys and tensor names, n_dims in [1, 4], known tensor
+ * types (quantized ones included: the file opens; asking for one as floats
+ * is CLPA_ERR_UNSUPPORTED), each tensor's [offset, offset + size) aligned
+ * and inside the file. Overlapping tensors are not checked (harmless to
+ * read). Every failure returns a status with a message naming the problem
+ * in demo_gguf_last_error():
+ *
+ *   CLPA_ERR_IO           the file cannot be opened, sized or read
+ *   CLPA_ERR_UNSUPPORTED  version other than 2/3, arrays of arrays, a
+ *                         non-llama architecture, a tensor type the demo
+ *                         cannot convert (asked for by name)
+ *   CLPA_ERR_INVALID_ARG  malformed content (truncation, bad magic, bad
+ *                         counts, lengths, types, offsets, duplicates,
+ *                         missing or ill-typed keys, wrong shapes)
+ *   CLPA_ERR_OUT_OF_MEMORY
+ *
+ * Tensor shapes are in GGUF order: ne[0] varies fastest. A 2-D weight
+ * with ne = [in, out] is therefore, in memory, the row-major matrix
+ * [out][in] (one row per output feature), which is what the demo's
+ * weights are: no transposition is ever needed.
+ */
+#ifndef CLPA_DEMO_GGUF_H
+#define CLPA_DEMO_GGUF_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "clpa_base.h"
+
+/* ======================================================================
+ * Opening
+ * ==================================================================== */
+
+struct demo_gguf;
+typedef struct demo_gguf demo_gguf;
+
+/* Opens and validates path (mapped read-only where POSIX mmap exists, else
+ * read whole). Returns CLPA_OK with *out set, or an error (see above) with
+ * *out untouched. */
+clpa_status demo_gguf_open(const char *path, demo_gguf **out);
+/* The same over bytes in memory, which are borrowed (not copied): they must
+ * outlive the returned object. */
+clpa_status demo_gguf_open_memory(const void *data, size_t size, demo_gguf **out);
+/* Frees everything (and unmaps); accepts NULL. */
+void demo_gguf_close(demo_gguf *g);
+
+/* Returns the message of this thread's last failed demo_gguf_* call ("" if
+ * none failed). Valid until that thread's next failing call. */
+const char *demo_gguf_last_error(void);
+
+/* Returns the file's GGUF version (2 or 3). */
+uint32_t demo_gguf_version(const demo_gguf *g);
+
+/* ======================================================================
+ * Metadata
+ *
+ * Every getter takes `found`: NULL makes a missing key an error
+ * (CLPA_ERR_INVALID_ARG "missing metadata key 'k'"); non-NULL makes it
+ * optional (CLPA_OK, *found = false, *out untouched). A present key of
+ * the wrong type is always CLPA_ERR_INVALID_ARG naming the key, its type
+ * and the type wanted. Conversions allowed: the integer getters take any
+ * integer type whose value fits; demo_gguf_get_f32 takes f32, f64 (rounded)
+ * and integers; nothing converts to or from strings, bools or arrays.
+ * ==================================================================== */
+
+typedef enum demo_gguf_type {
+  DEMO_GGUF_U8 = 0,
+  DEMO_GGUF_I8 = 1,
+  DEMO_GGUF_U16 = 2,
+  DEMO_GGUF_I16 = 3,
+  DEMO_GGUF_U32 = 4,
+  DEMO_GGUF_I32 = 5,
+  DEMO_GGUF_F32 = 6,
+  DEMO_GGUF_BOOL = 7,
+  DEMO_GGUF_STRING = 8,
+  DEMO_GGUF_ARRAY = 9,
+  DEMO_GGUF_U64 = 10,
+  DEMO_GGUF_I64 = 11,
+  DEMO_GGUF_F64 = 12,
+  DEMO_GGUF_TYPE_COUNT_ = 13
+} demo_gguf_type;
+
+/* Returns "u8", "i32", "string", "array", ... or "invalid". */
+const char *demo_gguf_type_name(demo_gguf_type t);
+
+/* A string from the file: s is a NUL-terminated copy, len its length in
+ * bytes (a value may hold NUL bytes; keys and tensor names may not). */
+typedef struct demo_gguf_str {
+  const char *s;
+  size_t len;
+} demo_gguf_str;
+
+/* An array value. Fixed-size elements stay in the file's bytes (raw,
+ * little-endian, possibly unaligned: read them through the accessors);
+ * string elements are in strs. */
+typedef struct demo_gguf_arr {
+  demo_gguf_type type; /* element type, never DEMO_GGUF_ARRAY */
+  uint64_t n;
+  const void *raw;           /* fixed-size types; NULL for strings */
+  const demo_gguf_str *strs; /* DEMO_GGUF_STRING; NULL otherwise */
+} demo_gguf_arr;
+
+/* The number of metadata pairs, and pair i's key and value type (i in
+ * [0, count), in file order); NULL / DEMO_GGUF_TYPE_COUNT_ out of range. */
+uint64_t demo_gguf_kv_count(const demo_gguf *g);
+const char *demo_gguf_kv_key(const demo_gguf *g, uint64_t i);
+demo_gguf_type demo_gguf_kv_type(const demo_gguf *g, uint64_t i);
+
+clpa_status demo_gguf_get_u32(const demo_gguf *g, const char *key, uint32_t *out, bool *found);
+clpa_status demo_gguf_get_i32(const demo_gguf *g, const char *key, int32_t *out, bool *found);
+clpa_status demo_gguf_get_u64(const demo_gguf *g, const char *key, uint64_t *out, bool *found);
+clpa_status demo_gguf_get_i64(const demo_gguf *g, const char *key, int64_t *out, bool *found);
+clpa_status demo_gguf_get_f32(const demo_gguf *g, const char *key, float *out, bool *found);
+clpa_status demo_gguf_get_f64(const demo_gguf *g, const char *key, double *out, bool *found);
+clpa_status demo_gguf_get_bool(const demo_gguf *g, const char *key, bool *out, bool *found);
+clpa_status demo_gguf_get_str(const demo_gguf *g, const char *key, demo_gguf_str *out, bool *found);
+/* elem_type: the element type wanted, or DEMO_GGUF_TYPE_COUNT_ for any. */
+clpa_status demo_gguf_get_arr(const demo_gguf *g, const char *key, demo_gguf_type elem_type,
+                              demo_gguf_arr *out, bool *found);
+
+/* Element i (< a->n) of a numeric or bool array, converted: exactly for
+ * integers that fit; f32/f64 to the nearest. Out of range or a string
+ * array gives 0. */
+int64_t demo_gguf_arr_i64(const demo_gguf_arr *a, uint64_t i);
+double demo_gguf_arr_f64(const demo_gguf_arr *a, uint64_t i);
+float demo_gguf_arr_f32(const demo_gguf_arr *a, uint64_t i);
+
+/* ======================================================================
+ * Tensors
+ * ==================================================================== */
+
+/* ggml tensor types the demo converts to floats; the file may hold any
+ * type ggml knows (demo_gguf_ggml_type_name names them). */
+enum {
+  DEMO_GGML_F32 = 0,
+  DEMO_GGML_F16 = 1,
+  DEMO_GGML_BF16 = 30,
+};
+
+/* Returns "f32", "f16", "q4_0", "q8_0", "bf16", ... or NULL for a type
+ * number ggml does not define. */
+const char *demo_gguf_ggml_type_name(uint32_t type);
+
+typedef struct demo_gguf_tensor {
+  const char *name;
+  uint32_t n_dims;  /* 1..4 */
+  int64_t ne[4];    /* GGUF order, ne[0] fastest; 1 past n_dims */
+  int64_t n_elems;  /* product of ne */
+  uint32_t type;    /* ggml type number */
+  uint64_t offset;  /* from the start of the data section */
+  uint64_t size;    /* bytes */
+  const void *data; /* inside the file's bytes; aligned as the file says */
+} demo_gguf_tensor;
+
+uint64_t demo_gguf_tensor_count(const demo_gguf *g);
+/* Tensor i in file order, or NULL out of range. */
+const demo_gguf_tensor *demo_gguf_tensor_at(const demo_gguf *g, uint64_t i);
+/* The tensor named name, or NULL (not an error: nothing is recorded). */
+const demo_gguf_tensor *demo_gguf_get_tensor(const demo_gguf *g, const char *name);
+
+/* Looks up a tensor the model needs and checks it: present
+ * (CLPA_ERR_INVALID_ARG "missing tensor 'x'"), of shape [ne0] (ne1 == 0)
+ * or [ne0, ne1] in GGUF order (CLPA_ERR_INVALID_ARG naming both shapes),
+ * of type F32, F16 or BF16 (CLPA_ERR_UNSUPPORTED naming tensor and type).
+ * Returns CLPA_OK with *out set. */
+clpa_status demo_gguf_expect(const demo_gguf *g, const char *name, int64_t ne0, int64_t ne1,
+                             const demo_gguf_tensor **out);
+
+/* Converts all of t's elements to floats in file order (for 2-D, the
+ * row-major [ne1][ne0]); exact for f32, f16 and bf16 (clpa_f16_to_f32,
+ * clpa_bf16_to_f32). n must equal t->n_elems. Returns CLPA_OK,
+ * CLPA_ERR_UNSUPPORTED (other types, naming tensor and type) or
+ * CLPA_ERR_INVALID_ARG (n wrong, NULL). */
+clpa_status demo_gguf_tensor_to_f32(const demo_gguf_tensor *t, float *dst, uint64_t n);
+
+/* ======================================================================
+ * Llama
+ *
+ * Metadata read (llama.cpp's names; * = required):
+ *   general.architecture*            "llama" (else CLPA_ERR_UNSUPPORTED naming it)
+ *   llama.embedding_length*          hidden
+ *   llama.block_count*               layers
+ *   llama.attention.head_count*      heads (hidden % heads == 0; head_size = hidden / heads)
+ *   llama.attention.head_count_kv    kv_heads (default heads; heads % kv_heads == 0)
+ *   llama.feed_forward_length*       ffn
+ *   llama.context_length*            max_positions
+ *   llama.rope.freq_base             rope_theta (default 10000)
+ *   llama.attention.layer_norm_rms_epsilon*  norm_eps
+ *   llama.rope.dimension_count       must equal head_size (partial RoPE unsupported)
+ *   llama.attention.key_length / value_length  must equal head_size
+ *   llama.vocab_size / tokenizer.ggml.tokens   must agree with token_embd's rows
+ *
+ * Tensors (GGUF order [ne0, ne1] = row-major [ne1][ne0] = [out][in]):
+ *   token_embd.weight          [hidden, vocab]      rows are the embeddings
+ *   output_norm.weight         [hidden]
+ *   output.weight              [hidden, vocab]      absent when tied: the LM head
+ *                                                   is token_embd.weight
+ *   blk.N.attn_norm.weight     [hidden]
+ *   blk.N.attn_q.weight        [hidden, heads*hd]     Q/K rows permuted, see below
+ *   blk.N.attn_k.weight        [hidden, kv_heads*hd]
+ *   blk.N.attn_v.weight        [hidden, kv_heads*hd]
+ *   blk.N.attn_output.weight   [heads*hd, hidden]
+ *   blk.N.ffn_norm.weight      [hidden]
+ *   blk.N.ffn_gate.weight      [hidden, ffn]        silu(gate) * up
+ *   blk.N.ffn_up.weight        [hidden, ffn]
+ *   blk.N.ffn_down.weight      [ffn, hidden]
+ *   rope_freqs.weight          [hd/2], optional     Llama 3.1+ RoPE scaling: divide
+ *                                                   pair i's frequency by factor i
+ *
+ * RoPE. llama.cpp's converter permutes each head's rows of attn_q and
+ * attn_k (convert_hf_to_gguf.py, LlamaModel.permute) so that its "normal"
+ * RoPE (LLAMA_ROPE_TYPE_NORM) applies:
+ *
+ *   GGUF weights expect the INTERLEAVED rotation: within each head of
+ *   size d, rotate the adjacent pairs (x[2i], x[2i+1]), i in [0, d/2), by
+ *   angle pos * theta^(-2i/d).
+ *
+ * An engine whose RoPE is the half-split one of Hugging Face / GPT-NeoX
+ * (pairs (x[i], x[i + d/2])) must first undo the permutation with
+ * demo_gguf_unpermute_qk on the attn_q and attn_k matrices (never on V or
+ * anything else). Either way gives the same attention: q.k is invariant
+ * under the same permutation of both.
+ * ==================================================================== */
+
+typedef struct demo_gguf_llama {
+  int32_t vocab, hidden, layers, heads, kv_heads, head_size, ffn;
+  float rope_theta, norm_eps;
+  int32_t max_positions;   /* llama.context_length */
+  bool tied_embeddings;    /* no output.weight: use token_embd.weight as the LM head */
+  bool has_rope_freqs;     /* rope_freqs.weight present (see above) */
+} demo_gguf_llama;
+
+/* Reads the configuration and checks every tensor above for presence,
+ * shape and a convertible type, so that a model built from it cannot fail
+ * on a missing or odd tensor later. Returns CLPA_OK with *out filled, or
+ * an error naming the key or tensor (nothing written). */
+clpa_status demo_gguf_llama_config(const demo_gguf *g, demo_gguf_llama *out);
+
+/* Reorders the rows of a GGUF attn_q / attn_k matrix w ([n_head * hd][in],
+ * row-major floats, as demo_gguf_tensor_to_f32 gives it) in place, from
+ * the interleaved RoPE order to the half-split (Hugging Face) order:
+ * within each head, GGUF row 2i+k becomes row k*hd/2 + i. hd must be
+ * even. Returns CLPA_OK, CLPA_ERR_INVALID_ARG or CLPA_ERR_OUT_OF_MEMORY. */
+clpa_status demo_gguf_unpermute_qk(float *w, int32_t n_head, int32_t hd, int64_t in);
+
+#endif /* CLPA_DEMO_GGUF_H */

@@ -1,0 +1,847 @@
+/* tokenizer.c — SentencePiece-BPE and byte-level BPE from GGUF metadata
+ * (see tokenizer.h). Token texts live in one arena with an open-addressing
+ * hash from text to id; byte-level merges in a second hash from the pair
+ * (left id, right id) to (rank, merged id). Each merge loop keeps the
+ * symbols as a linked list over the word and scans it for the best pair:
+ * O(n^2) in the length of a word (BPE) or a text segment (SentencePiece),
+ * fine for prompts. */
+#include "tokenizer.h"
+
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gguf.h"
+
+/* ---------------------------------------------------------------- errors */
+
+static _Thread_local char tls_error[512];
+
+const char *demo_tokenizer_last_error(void) { return tls_error; }
+
+static clpa_status fail(clpa_status st, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(tls_error, sizeof tls_error, fmt, ap);
+  va_end(ap);
+  return st;
+}
+
+/* ------------------------------------------------------------ the object */
+
+typedef struct pair_slot {
+  uint64_t key; /* (left << 32 | right) + 1; 0 = empty */
+  int32_t rank, merged;
+} pair_slot;
+
+enum { PRE_GPT2 = 0, PRE_LLAMA3 = 1 };
+
+/* GPT-2's byte <-> character table (byte_map_init). */
+typedef struct byte_map {
+  uint32_t to_cp[256];
+  int16_t to_byte[256 + 68]; /* -1 outside the table */
+} byte_map;
+
+
+struct demo_tokenizer {
+  demo_tokenizer_kind kind;
+  int pre;
+  int32_t n_vocab;
+  char *text_arena;
+  uint32_t *text_off, *text_len; /* [n_vocab] */
+  float *scores;                 /* [n_vocab], SPM */
+  uint8_t *types;                /* [n_vocab] */
+  uint32_t *hash;                /* id + 1, 0 = empty */
+  uint64_t hash_mask;
+  pair_slot *pairs; /* BPE merges */
+  uint64_t pairs_mask;
+  char *piece_arena;
+  uint32_t *piece_off; /* [n_vocab + 1] */
+  int32_t byte_tok[256];
+  byte_map bmap;
+  int32_t *specials; /* CONTROL / USER_DEFINED ids, longest text first */
+  int32_t n_specials;
+  int32_t bos, eos, eot, eom, unk;
+  bool add_bos, add_space_prefix;
+};
+
+static const char *tok_text(const demo_tokenizer *t, int32_t id) { return t->text_arena + t->text_off[id]; }
+
+/* ------------------------------------------------------------- hashing */
+
+static uint64_t fnv1a(const char *s, size_t n) {
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (size_t i = 0; i < n; i++) h = (h ^ (uint8_t)s[i]) * 0x100000001b3ULL;
+  return h;
+}
+
+static uint64_t mix64(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+/* The id whose text is s[0..n), or -1. */
+static int32_t lookup(const demo_tokenizer *t, const char *s, size_t n) {
+  for (uint64_t h = fnv1a(s, n) & t->hash_mask;; h = (h + 1) & t->hash_mask) {
+    uint32_t v = t->hash[h];
+    if (!v) return -1;
+    int32_t id = (int32_t)(v - 1);
+    if (t->text_len[id] == n && !memcmp(tok_text(t, id), s, n)) return id;
+  }
+}
+
+/* Later duplicates win, as in llama.cpp's token_to_id map. */
+static void insert(demo_tokenizer *t, int32_t id) {
+  const char *s = tok_text(t, id);
+  size_t n = t->text_len[id];
+  for (uint64_t h = fnv1a(s, n) & t->hash_mask;; h = (h + 1) & t->hash_mask) {
+    uint32_t v = t->hash[h];
+    if (!v || (t->text_len[v - 1] == n && !memcmp(tok_text(t, (int32_t)(v - 1)), s, n))) {
+      t->hash[h] = (uint32_t)id + 1;
+      return;
+    }
+  }
+}
+
+static const pair_slot *pair_find(const demo_tokenizer *t, int32_t l, int32_t r) {
+  uint64_t key = (((uint64_t)(uint32_t)l << 32) | (uint32_t)r) + 1;
+  for (uint64_t h = mix64(key) & t->pairs_mask;; h = (h + 1) & t->pairs_mask) {
+    if (!t->pairs[h].key) return NULL;
+    if (t->pairs[h].key == key) return &t->pairs[h];
+  }
+}
+
+/* The first (lowest) rank of a pair wins. */
+static void pair_insert(demo_tokenizer *t, int32_t l, int32_t r, int32_t rank, int32_t merged) {
+  uint64_t key = (((uint64_t)(uint32_t)l << 32) | (uint32_t)r) + 1;
+  for (uint64_t h = mix64(key) & t->pairs_mask;; h = (h + 1) & t->pairs_mask) {
+    if (t->pairs[h].key == key) return;
+    if (!t->pairs[h].key) {
+      t->pairs[h] = (pair_slot){key, rank, merged};
+      return;
+    }
+  }
+}
+
+static uint64_t pow2_at_least(uint64_t n) {
+  uint64_t p = 16;
+  while (p < n) p *= 2;
+  return p;
+}
+
+/* --------------------------------------------------------------- UTF-8 */
+
+/* Length of the UTF-8 character at s (n bytes left); invalid bytes count
+ * as one-byte characters. Decodes it into *cp (the byte for invalid). */
+static size_t utf8_next(const uint8_t *s, size_t n, uint32_t *cp) {
+  uint8_t c = s[0];
+  size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+  if (len == 0 || len > n) {
+    *cp = c;
+    return 1;
+  }
+  uint32_t v = len == 1 ? c : len == 2 ? (c & 0x1fu) : len == 3 ? (c & 0x0fu) : (c & 0x07u);
+  for (size_t i = 1; i < len; i++) {
+    if ((s[i] & 0xc0) != 0x80) {
+      *cp = c;
+      return 1;
+    }
+    v = (v << 6) | (s[i] & 0x3fu);
+  }
+  *cp = v;
+  return len;
+}
+
+static size_t utf8_put(uint32_t cp, char *out) {
+  if (cp < 0x80) {
+    out[0] = (char)cp;
+    return 1;
+  }
+  if (cp < 0x800) {
+    out[0] = (char)(0xc0 | (cp >> 6));
+    out[1] = (char)(0x80 | (cp & 0x3f));
+    return 2;
+  }
+  if (cp < 0x10000) {
+    out[0] = (char)(0xe0 | (cp >> 12));
+    out[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
+    out[2] = (char)(0x80 | (cp & 0x3f));
+    return 3;
+  }
+  out[0] = (char)(0xf0 | (cp >> 18));
+  out[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
+  out[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
+  out[3] = (char)(0x80 | (cp & 0x3f));
+  return 4;
+}
+
+/* GPT-2's bytes_to_unicode: printable Latin-1 bytes map to themselves, the
+ * other 68 to U+0100 onwards in byte order (space -> U+0120 "Ġ"). Built
+ * once per call site into small tables. */
+static void byte_map_init(byte_map *m) {
+  uint32_t extra = 0;
+  for (int i = 0; i < 256 + 68; i++) m->to_byte[i] = -1;
+  for (int b = 0; b < 256; b++) {
+    bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174;
+    m->to_cp[b] = printable ? (uint32_t)b : 256 + extra++;
+    m->to_byte[m->to_cp[b]] = (int16_t)b;
+  }
+}
+
+static int cp_to_byte(const byte_map *m, uint32_t cp) { return cp < 256 + 68 ? m->to_byte[cp] : -1; }
+
+/* --------------------------------------------- pre-tokenizer classes */
+
+enum { C_LETTER, C_NUMBER, C_SPACE, C_PUNCT };
+
+/* An approximation of \p{L}, \p{N}, \s (see tokenizer.h). */
+static int cp_class(uint32_t c) {
+  if (c < 0x80) {
+    if ((c | 32) >= 'a' && (c | 32) <= 'z') return C_LETTER;
+    if (c >= '0' && c <= '9') return C_NUMBER;
+    if (c == ' ' || (c >= 9 && c <= 13)) return C_SPACE;
+    return C_PUNCT;
+  }
+  if (c == 0x85 || c == 0xa0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200a) || c == 0x2028 ||
+      c == 0x2029 || c == 0x202f || c == 0x205f || c == 0x3000)
+    return C_SPACE;
+  if ((c >= 0x660 && c <= 0x669) || (c >= 0x6f0 && c <= 0x6f9) || (c >= 0x966 && c <= 0x96f) ||
+      (c >= 0xff10 && c <= 0xff19) || c == 0xb2 || c == 0xb3 || c == 0xb9 || (c >= 0xbc && c <= 0xbe))
+    return C_NUMBER;
+  if (c == 0xaa || c == 0xb5 || c == 0xba) return C_LETTER;
+  if ((c >= 0x80 && c <= 0xbf) || c == 0xd7 || c == 0xf7 || (c >= 0x2010 && c <= 0x2027) ||
+      (c >= 0x2030 && c <= 0x205e) || (c >= 0x20a0 && c <= 0x20cf) || (c >= 0x2190 && c <= 0x2bff) ||
+      (c >= 0x3001 && c <= 0x3003) || (c >= 0x3008 && c <= 0x3011) || (c >= 0xfe00 && c <= 0xfe0f) ||
+      (c >= 0xff01 && c <= 0xff0f) || (c >= 0xff1a && c <= 0xff20) || (c >= 0x1f000 && c <= 0x1faff))
+    return C_PUNCT;
+  return C_LETTER;
+}
+
+/* A text decoded once: code points, their classes and byte offsets. */
+typedef struct cps {
+  uint32_t *cp;
+  uint8_t *cls;
+  size_t *off; /* [n + 1] */
+  size_t n;
+} cps;
+
+static bool is_crlf(uint32_t c) { return c == '\r' || c == '\n'; }
+
+/* A contraction at i ('s 't 're 've 'm 'll 'd; any case when ci): its end or 0. */
+static size_t contraction(const cps *x, size_t i, bool ci) {
+  if (x->cp[i] != '\'' || i + 1 >= x->n) return 0;
+  uint32_t a = x->cp[i + 1], b = i + 2 < x->n ? x->cp[i + 2] : 0;
+  if (ci) {
+    a = a < 0x80 ? (a | 32) : a;
+    b = b < 0x80 ? (b | 32) : b;
+  }
+  if (a == 's' || a == 't' || a == 'm' || a == 'd') return i + 2;
+  if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')) return i + 3;
+  return 0;
+}
+
+static size_t run(const cps *x, size_t i, int cls) {
+  while (i < x->n && x->cls[i] == cls) i++;
+  return i;
+}
+
+/* Whitespace at i: the regex tail \s*[\r\n]+ (llama3) | \s+(?!\S) | \s+. */
+static size_t spaces(const cps *x, size_t i, bool llama3) {
+  size_t e = run(x, i, C_SPACE);
+  if (llama3)
+    for (size_t k = e; k > i; k--)
+      if (is_crlf(x->cp[k - 1])) return k;
+  if (e == x->n || e - i < 2) return e;
+  return e - 1;
+}
+
+/* The end of the pre-token that starts at i. */
+static size_t pretok_next(const cps *x, size_t i, bool llama3) {
+  size_t e, j = i;
+  const uint8_t *c = x->cls;
+  if ((e = contraction(x, i, llama3))) return e;
+  if (llama3) {
+    /* [^\r\n\p{L}\p{N}]?\p{L}+ */
+    if ((c[j] == C_SPACE || c[j] == C_PUNCT) && !is_crlf(x->cp[j]) && j + 1 < x->n &&
+        c[j + 1] == C_LETTER)
+      j++;
+    if (c[j] == C_LETTER) return run(x, j, C_LETTER);
+    /* \p{N}{1,3} */
+    if (c[i] == C_NUMBER) {
+      e = i;
+      while (e < x->n && e < i + 3 && c[e] == C_NUMBER) e++;
+      return e;
+    }
+    /*  ?[^\s\p{L}\p{N}]+[\r\n]* */
+    j = i;
+    if (x->cp[j] == ' ' && j + 1 < x->n && c[j + 1] == C_PUNCT) j++;
+    if (c[j] == C_PUNCT) {
+      e = run(x, j, C_PUNCT);
+      while (e < x->n && is_crlf(x->cp[e])) e++;
+      return e;
+    }
+  } else {
+    /*  ?\p{L}+ | ?\p{N}+ | ?[^\s\p{L}\p{N}]+ */
+    if (x->cp[j] == ' ' && j + 1 < x->n && c[j + 1] != C_SPACE) j++;
+    if (c[j] != C_SPACE) return run(x, j, c[j]);
+  }
+  if (c[i] == C_SPACE) return spaces(x, i, llama3);
+  return i + 1;
+}
+
+/* ----------------------------------------------------- output buffer */
+
+typedef struct ids_buf {
+  int32_t *v;
+  size_t n, cap;
+} ids_buf;
+
+static clpa_status push(ids_buf *b, int32_t id) {
+  if (b->n == b->cap) {
+    size_t nc = b->cap ? b->cap * 2 : 64;
+    int32_t *p = realloc(b->v, nc * sizeof *p);
+    if (!p) return fail(CLPA_ERR_OUT_OF_MEMORY, "out of memory (token ids)");
+    b->v = p;
+    b->cap = nc;
+  }
+  b->v[b->n++] = id;
+  return CLPA_OK;
+}
+
+/* A byte with no token: its byte token, else unknown, else an error. */
+static clpa_status push_byte(const demo_tokenizer *t, ids_buf *b, uint8_t byte) {
+  if (t->byte_tok[byte] >= 0) return push(b, t->byte_tok[byte]);
+  if (t->unk >= 0) return push(b, t->unk);
+  return fail(CLPA_ERR_INVALID_ARG, "cannot encode byte 0x%02x: no token, no byte token and no unknown token",
+              byte);
+}
+
+/* ----------------------------------------------------- the merge loop */
+
+/* Symbols over a word: a doubly linked list in position order. */
+typedef struct sym {
+  size_t start, len;  /* bytes of the word (SPM) */
+  int32_t id;         /* token (BPE: -1 = none) */
+  int32_t prev, next; /* -1 at the ends */
+  float best;         /* the pair (this, next)'s priority; -INFINITY-like if none */
+  int32_t merged;     /* the pair's token */
+  bool has_pair;
+} sym;
+
+/* The pair (a, a.next): SPM scores its concatenation, BPE ranks it. */
+static void score_pair(const demo_tokenizer *t, const char *word, sym *s, int32_t a) {
+  s[a].has_pair = false;
+  int32_t b = s[a].next;
+  if (b < 0) return;
+  if (t->kind == DEMO_TOKENIZER_SPM) {
+    int32_t id = lookup(t, word + s[a].start, s[a].len + s[b].len);
+    if (id < 0) return;
+    s[a].has_pair = true;
+    s[a].best = t->scores[id];
+    s[a].merged = id;
+  } else {
+    if (s[a].id < 0 || s[b].id < 0) return;
+    const pair_slot *p = pair_find(t, s[a].id, s[b].id);
+    if (!p) return;
+    s[a].has_pair = true;
+    s[a].best = -(float)p->rank; /* lower rank first; exact below 2^24 merges */
+    s[a].merged = p->merged;
+  }
+}
+
+/* Merges until no pair qualifies; the best priority wins, ties leftmost. */
+static void merge_all(const demo_tokenizer *t, const char *word, sym *s, int32_t n) {
+  for (int32_t i = 0; i < n; i++) score_pair(t, word, s, i);
+  for (;;) {
+    int32_t best = -1;
+    for (int32_t i = 0; i >= 0 && i < n; i = s[i].next)
+      if (s[i].has_pair && (best < 0 || s[i].best > s[best].best)) best = i;
+    if (best < 0) return;
+    int32_t b = s[best].next;
+    s[best].len += s[b].len;
+    s[best].id = s[best].merged;
+    s[best].next = s[b].next;
+    if (s[b].next >= 0) s[s[b].next].prev = best;
+    score_pair(t, word, s, best);
+    if (s[best].prev >= 0) score_pair(t, word, s, s[best].prev);
+  }
+}
+
+/* ------------------------------------------------------ SentencePiece */
+
+/* One text segment (no special tokens in it). */
+static clpa_status spm_segment(const demo_tokenizer *t, const char *text, size_t len, bool prefix,
+                               ids_buf *out) {
+  /* escape: optional leading space, every ' ' -> U+2581 (3 bytes) */
+  size_t cap = (len + 1) * 3 + 1;
+  char *w = malloc(cap);
+  sym *s = malloc((len + 1) * sizeof *s);
+  clpa_status st = CLPA_OK;
+  if (!w || !s) {
+    free(w);
+    free(s);
+    return fail(CLPA_ERR_OUT_OF_MEMORY, "out of memory (encode)");
+  }
+  size_t wn = 0;
+  if (prefix) {
+    memcpy(w, "\xe2\x96\x81", 3);
+    wn = 3;
+  }
+  for (size_t i = 0; i < len; i++) {
+    if (text[i] == ' ') {
+      memcpy(w + wn, "\xe2\x96\x81", 3);
+      wn += 3;
+    } else {
+      w[wn++] = text[i];
+    }
+  }
+  int32_t n = 0;
+  for (size_t i = 0; i < wn; n++) {
+    uint32_t cp;
+    size_t l = utf8_next((const uint8_t *)w + i, wn - i, &cp);
+    s[n] = (sym){i, l, -1, n - 1, n + 1, 0, 0, false};
+    i += l;
+  }
+  if (n) s[n - 1].next = -1;
+  merge_all(t, w, s, n);
+  for (int32_t i = 0; !st && i >= 0 && i < n; i = s[i].next) {
+    int32_t id = lookup(t, w + s[i].start, s[i].len);
+    if (id >= 0) st = push(out, id);
+    else
+      for (size_t k = 0; !st && k < s[i].len; k++) st = push_byte(t, out, (uint8_t)w[s[i].start + k]);
+  }
+  free(w);
+  free(s);
+  return st;
+}
+
+/* ----------------------------------------------------- byte-level BPE */
+
+static clpa_status bpe_word(const demo_tokenizer *t, const uint8_t *word, size_t len, sym *s,
+                            char *mapped, ids_buf *out) {
+  if (t->pre == PRE_LLAMA3) {
+    /* ignore_merges: a word that is a token as a whole */
+    size_t mn = 0;
+    for (size_t i = 0; i < len; i++) mn += utf8_put(t->bmap.to_cp[word[i]], mapped + mn);
+    int32_t id = lookup(t, mapped, mn);
+    if (id >= 0) return push(out, id);
+  }
+  int32_t n = (int32_t)len;
+  for (int32_t i = 0; i < n; i++)
+    s[i] = (sym){(size_t)i, 1, t->byte_tok[word[i]], i - 1, i + 1 < n ? i + 1 : -1, 0, 0, false};
+  merge_all(t, NULL, s, n);
+  clpa_status st = CLPA_OK;
+  for (int32_t i = 0; !st && i >= 0 && i < n; i = s[i].next) {
+    if (s[i].id >= 0) st = push(out, s[i].id);
+    else if (t->unk >= 0) st = push(out, t->unk);
+    else
+      st = fail(CLPA_ERR_INVALID_ARG,
+                "cannot encode byte 0x%02x: its character U+%04" PRIX32 " is no token and there is no unknown token",
+                word[s[i].start], t->bmap.to_cp[word[s[i].start]]);
+  }
+  return st;
+}
+
+static clpa_status bpe_segment(const demo_tokenizer *t, const char *text, size_t len, ids_buf *out) {
+  cps x = {malloc((len + 1) * sizeof(uint32_t)), malloc(len + 1), malloc((len + 1) * sizeof(size_t)), 0};
+  sym *s = malloc((len + 1) * sizeof *s);
+  char *mapped = malloc(len * 2 + 1);
+  clpa_status st = CLPA_OK;
+  if (!x.cp || !x.cls || !x.off || !s || !mapped) {
+    st = fail(CLPA_ERR_OUT_OF_MEMORY, "out of memory (encode)");
+    goto done;
+  }
+  for (size_t i = 0; i < len;) {
+    size_t l = utf8_next((const uint8_t *)text + i, len - i, &x.cp[x.n]);
+    x.cls[x.n] = (uint8_t)cp_class(x.cp[x.n]);
+    x.off[x.n++] = i;
+    i += l;
+  }
+  x.off[x.n] = len;
+  for (size_t i = 0; !st && i < x.n;) {
+    size_t e = pretok_next(&x, i, t->pre == PRE_LLAMA3);
+    st = bpe_word(t, (const uint8_t *)text + x.off[i], x.off[e] - x.off[i], s, mapped, out);
+    i = e;
+  }
+done:
+  free(x.cp);
+  free(x.cls);
+  free(x.off);
+  free(s);
+  free(mapped);
+  return st;
+}
+
+/* -------------------------------------------------------------- encode */
+
+/* The longest special token at text[i..len), or -1. */
+static int32_t special_at(const demo_tokenizer *t, const char *text, size_t len, size_t i) {
+  for (int32_t k = 0; k < t->n_specials; k++) {
+    int32_t id = t->specials[k];
+    size_t n = t->text_len[id];
+    if (n <= len - i && !memcmp(text + i, tok_text(t, id), n)) return id;
+  }
+  return -1;
+}
+
+clpa_status demo_tokenizer_encode(const demo_tokenizer *t, const char *text, size_t len,
+                                  bool add_bos, bool parse_special, int32_t **ids, size_t *n_ids) {
+  if (!t || (!text && len) || !ids || !n_ids)
+    return fail(CLPA_ERR_INVALID_ARG, "demo_tokenizer_encode: NULL argument");
+  if (add_bos && t->bos < 0)
+    return fail(CLPA_ERR_INVALID_ARG, "add_bos asked for, but the file has no tokenizer.ggml.bos_token_id");
+  ids_buf out = {NULL, 0, 0};
+  clpa_status st = add_bos ? push(&out, t->bos) : push(&out, 0);
+  if (!add_bos) out.n = 0; /* allocates, so that *ids is never NULL */
+  bool after_special = true; /* SentencePiece: a space prefix at the start and after specials */
+  size_t seg = 0;
+  for (size_t i = 0; !st && i <= len;) {
+    int32_t sp = i < len && parse_special ? special_at(t, text, len, i) : -1;
+    if (sp < 0 && i < len) {
+      i++;
+      continue;
+    }
+    if (i > seg) {
+      if (t->kind == DEMO_TOKENIZER_SPM)
+        st = spm_segment(t, text + seg, i - seg, t->add_space_prefix && after_special, &out);
+      else
+        st = bpe_segment(t, text + seg, i - seg, &out);
+      after_special = false;
+    }
+    if (sp < 0 || st) break;
+    st = push(&out, sp);
+    after_special = true;
+    i += t->text_len[sp];
+    seg = i;
+  }
+  if (st) {
+    free(out.v);
+    return st;
+  }
+  *ids = out.v;
+  *n_ids = out.n;
+  return CLPA_OK;
+}
+
+/* -------------------------------------------------------------- decode */
+
+clpa_status demo_tokenizer_piece(const demo_tokenizer *t, int32_t id, const char **bytes, size_t *len) {
+  if (!t || !bytes || !len) return fail(CLPA_ERR_INVALID_ARG, "demo_tokenizer_piece: NULL argument");
+  if (id < 0 || id >= t->n_vocab)
+    return fail(CLPA_ERR_INVALID_ARG, "token id %" PRId32 " is not in [0, %" PRId32 ")", id, t->n_vocab);
+  *bytes = t->piece_arena + t->piece_off[id];
+  *len = t->piece_off[id + 1] - t->piece_off[id];
+  return CLPA_OK;
+}
+
+clpa_status demo_tokenizer_decode(const demo_tokenizer *t, const int32_t *ids, size_t n, char **text,
+                                  size_t *len) {
+  if (!t || (!ids && n) || !text || !len) return fail(CLPA_ERR_INVALID_ARG, "demo_tokenizer_decode: NULL argument");
+  size_t total = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (ids[i] < 0 || ids[i] >= t->n_vocab)
+      return fail(CLPA_ERR_INVALID_ARG, "ids[%zu] = %" PRId32 " is not in [0, %" PRId32 ")", i, ids[i], t->n_vocab);
+    total += t->piece_off[ids[i] + 1] - t->piece_off[ids[i]];
+  }
+  char *p = malloc(total + 1);
+  if (!p) return fail(CLPA_ERR_OUT_OF_MEMORY, "out of memory (decode)");
+  size_t w = 0;
+  for (size_t i = 0; i < n; i++) {
+    size_t l = t->piece_off[ids[i] + 1] - t->piece_off[ids[i]];
+    memcpy(p + w, t->piece_arena + t->piece_off[ids[i]], l);
+    w += l;
+  }
+  p[w] = '\0';
+  if (t->kind == DEMO_TOKENIZER_SPM && t->add_space_prefix && w && p[0] == ' ') {
+    memmove(p, p + 1, w);
+    w--;
+  }
+  *text = p;
+  *len = w;
+  return CLPA_OK;
+}
+
+/* -------------------------------------------------------------- create */
+
+/* Writes token id's piece at out (NULL: only measures). Returns its length. */
+static size_t make_piece(const demo_tokenizer *t, int32_t id, char *out) {
+  const char *s = tok_text(t, id);
+  size_t n = t->text_len[id], w = 0;
+  char tmp[4];
+  switch (t->types[id]) {
+    case DEMO_TOKEN_CONTROL: return 0;
+    case DEMO_TOKEN_UNKNOWN:
+      if (t->kind == DEMO_TOKENIZER_BPE) return 0;
+      if (out) memcpy(out, "\xe2\x96\x85", 3);
+      return 3;
+    case DEMO_TOKEN_BYTE:
+      if (t->kind == DEMO_TOKENIZER_SPM && n == 6) {
+        if (out) out[0] = (char)strtoul(s + 3, NULL, 16);
+        return 1;
+      }
+      break;
+    default: break;
+  }
+  if (t->kind == DEMO_TOKENIZER_SPM || t->types[id] == DEMO_TOKEN_USER_DEFINED) {
+    for (size_t i = 0; i < n;) {
+      if (t->kind == DEMO_TOKENIZER_SPM && n - i >= 3 && !memcmp(s + i, "\xe2\x96\x81", 3)) {
+        if (out) out[w] = ' ';
+        w++;
+        i += 3;
+      } else {
+        if (out) out[w] = s[i];
+        w++;
+        i++;
+      }
+    }
+    return w;
+  }
+  /* byte-level: each character back to its byte; others stay as UTF-8 */
+  for (size_t i = 0; i < n;) {
+    uint32_t cp;
+    size_t l = utf8_next((const uint8_t *)s + i, n - i, &cp);
+    int b = l > 1 || (uint8_t)s[i] < 0x80 ? cp_to_byte(&t->bmap, cp) : -1;
+    if (b >= 0) {
+      if (out) out[w] = (char)b;
+      w++;
+    } else {
+      size_t k = l == 1 ? 1 : utf8_put(cp, tmp);
+      if (out) memcpy(out + w, l == 1 ? s + i : tmp, k);
+      w += k;
+    }
+    i += l;
+  }
+  return w;
+}
+
+static bool is_byte_token(const char *s, size_t n) {
+  static const char hex[] = "0123456789ABCDEFabcdef";
+  return n == 6 && !memcmp(s, "<0x", 3) && s[5] == '>' && s[3] && strchr(hex, s[3]) && s[4] &&
+         strchr(hex, s[4]);
+}
+
+static clpa_status opt_id(const struct demo_gguf *g, const char *key, int32_t n_vocab, int32_t *out) {
+  uint32_t v;
+  bool found;
+  clpa_status st = demo_gguf_get_u32(g, key, &v, &found);
+  if (st) return fail(st, "%s", demo_gguf_last_error());
+  *out = -1;
+  if (!found) return CLPA_OK;
+  if (v >= (uint32_t)n_vocab)
+    return fail(CLPA_ERR_INVALID_ARG, "%s = %" PRIu32 " is not a token id (vocab %" PRId32 ")", key, v, n_vocab);
+  *out = (int32_t)v;
+  return CLPA_OK;
+}
+
+static int cmp_special(const void *a, const void *b, const demo_tokenizer *t) {
+  int32_t x = *(const int32_t *)a, y = *(const int32_t *)b;
+  if (t->text_len[x] != t->text_len[y]) return t->text_len[x] > t->text_len[y] ? -1 : 1;
+  return (x > y) - (x < y);
+}
+static _Thread_local const demo_tokenizer *sort_t; /* qsort has no context argument */
+static int cmp_special_q(const void *a, const void *b) { return cmp_special(a, b, sort_t); }
+
+/* Everything after the vocabulary: types, hash, bytes, specials, pieces. */
+static clpa_status build_tables(demo_tokenizer *t, const struct demo_gguf *g) {
+  demo_gguf_arr types;
+  bool found;
+  clpa_status st = demo_gguf_get_arr(g, "tokenizer.ggml.token_type", DEMO_GGUF_TYPE_COUNT_, &types, &found);
+  if (st) return fail(st, "%s", demo_gguf_last_error());
+  if (found && (types.n != (uint64_t)t->n_vocab || types.type == DEMO_GGUF_STRING ||
+                types.type == DEMO_GGUF_F32 || types.type == DEMO_GGUF_F64))
+    return fail(CLPA_ERR_INVALID_ARG, "tokenizer.ggml.token_type is %" PRIu64 " %s, expected %" PRId32 " integers",
+                types.n, demo_gguf_type_name(types.type), t->n_vocab);
+  for (int32_t i = 0; i < t->n_vocab; i++) {
+    int64_t ty = found ? demo_gguf_arr_i64(&types, (uint64_t)i) : DEMO_TOKEN_NORMAL;
+    if (ty < 0 || ty > DEMO_TOKEN_BYTE)
+      return fail(CLPA_ERR_INVALID_ARG, "tokenizer.ggml.token_type[%" PRId32 "] = %" PRId64 " is not a token type",
+                  i, ty);
+    if (!found && t->kind == DEMO_TOKENIZER_SPM && is_byte_token(tok_text(t, i), t->text_len[i]))
+      ty = DEMO_TOKEN_BYTE;
+    t->types[i] = (uint8_t)ty;
+  }
+  if (!found) {
+    if (t->bos >= 0) t->types[t->bos] = DEMO_TOKEN_CONTROL;
+    if (t->eos >= 0) t->types[t->eos] = DEMO_TOKEN_CONTROL;
+    if (t->unk >= 0) t->types[t->unk] = DEMO_TOKEN_UNKNOWN;
+  }
+  for (int32_t i = 0; i < t->n_vocab; i++) insert(t, i);
+  for (int b = 0; b < 256; b++) {
+    char buf[8];
+    size_t n;
+    if (t->kind == DEMO_TOKENIZER_SPM) n = (size_t)snprintf(buf, sizeof buf, "<0x%02X>", b);
+    else n = utf8_put(t->bmap.to_cp[b], buf);
+    t->byte_tok[b] = lookup(t, buf, n);
+  }
+  t->specials = malloc((size_t)t->n_vocab * sizeof(int32_t));
+  if (!t->specials) return fail(CLPA_ERR_OUT_OF_MEMORY, "out of memory (tokenizer)");
+  for (int32_t i = 0; i < t->n_vocab; i++)
+    if ((t->types[i] == DEMO_TOKEN_CONTROL || t->types[i] == DEMO_TOKEN_USER_DEFINED) && t->text_len[i])
+      t->specials[t->n_specials++] = i;
+  sort_t = t;
+  qsort(t->specials, (size_t)t->n_specials, sizeof(int32_t), cmp_special_q);
+  sort_t = NULL;
+  uint64_t total = 0;
+  for (int32_t i = 0; i < t->n_vocab; i++) {
+    t->piece_off[i] = (uint32_t)total;
+    total += make_piece(t, i, NULL);
+  }
+  t->piece_off[t->n_vocab] = (uint32_t)total;
+  t->piece_arena = malloc((size_t)total + 1);
+  if (!t->piece_arena) return fail(CLPA_ERR_OUT_OF_MEMORY, "out of memory (tokenizer pieces)");
+  for (int32_t i = 0; i < t->n_vocab; i++) make_piece(t, i, t->piece_arena + t->piece_off[i]);
+  return CLPA_OK;
+}
+
+static clpa_status build_merges(demo_tokenizer *t, const struct demo_gguf *g) {
+  demo_gguf_arr m;
+  clpa_status st = demo_gguf_get_arr(g, "tokenizer.ggml.merges", DEMO_GGUF_STRING, &m, NULL);
+  if (st) return fail(st, "%s", demo_gguf_last_error());
+  if (m.n >= (1u << 24))
+    return fail(CLPA_ERR_INVALID_ARG, "tokenizer.ggml.merges has %" PRIu64 " merges (at most 2^24)", m.n);
+  t->pairs_mask = pow2_at_least(m.n * 2 + 1) - 1;
+  t->pairs = calloc((size_t)t->pairs_mask + 1, sizeof *t->pairs);
+  if (!t->pairs) return fail(CLPA_ERR_OUT_OF_MEMORY, "out of memory (merges)");
+  for (uint64_t i = 0; i < m.n; i++) {
+    const demo_gguf_str *s = &m.strs[i];
+    /* the separator is the first space after the first character */
+    const char *sp = s->len > 1 ? memchr(s->s + 1, ' ', s->len - 1) : NULL;
+    if (!sp)
+      return fail(CLPA_ERR_INVALID_ARG, "tokenizer.ggml.merges[%" PRIu64 "] = '%.60s' is not \"left right\"", i,
+                  s->s);
+    size_t ll = (size_t)(sp - s->s), rl = s->len - ll - 1;
+    int32_t l = lookup(t, s->s, ll), r = lookup(t, sp + 1, rl);
+    char cat[512];
+    int32_t merged = -1;
+    if (ll + rl < sizeof cat) {
+      memcpy(cat, s->s, ll);
+      memcpy(cat + ll, sp + 1, rl);
+      merged = lookup(t, cat, ll + rl);
+    }
+    if (l < 0 || r < 0 || merged < 0)
+      return fail(CLPA_ERR_INVALID_ARG,
+                  "tokenizer.ggml.merges[%" PRIu64 "] = '%.60s': %s is not a token", i, s->s,
+                  l < 0 ? "the left part" : r < 0 ? "the right part" : "the merged text");
+    pair_insert(t, l, r, (int32_t)i, merged);
+  }
+  return CLPA_OK;
+}
+
+static clpa_status create(demo_tokenizer *t, const struct demo_gguf *g) {
+  demo_gguf_str model = {"", 0}, pre = {"", 0};
+  demo_gguf_arr toks;
+  bool found;
+  clpa_status st;
+  if ((st = demo_gguf_get_str(g, "tokenizer.ggml.model", &model, NULL))) return fail(st, "%s", demo_gguf_last_error());
+  if (!strcmp(model.s, "llama")) t->kind = DEMO_TOKENIZER_SPM;
+  else if (!strcmp(model.s, "gpt2")) t->kind = DEMO_TOKENIZER_BPE;
+  else
+    return fail(CLPA_ERR_UNSUPPORTED, "tokenizer.ggml.model '%.60s' is not supported (only 'llama' and 'gpt2')",
+                model.s);
+  if ((st = demo_gguf_get_arr(g, "tokenizer.ggml.tokens", DEMO_GGUF_STRING, &toks, NULL)))
+    return fail(st, "%s", demo_gguf_last_error());
+  if (toks.n == 0 || toks.n >= INT32_MAX)
+    return fail(CLPA_ERR_INVALID_ARG, "tokenizer.ggml.tokens has %" PRIu64 " tokens", toks.n);
+  t->n_vocab = (int32_t)toks.n;
+  uint64_t total = 0;
+  for (uint64_t i = 0; i < toks.n; i++) total += toks.strs[i].len + 1;
+  if (total > UINT32_MAX) return fail(CLPA_ERR_INVALID_ARG, "tokenizer.ggml.tokens is too large");
+  size_t nv = (size_t)toks.n;
+  t->text_arena = malloc((size_t)total);
+  t->text_off = malloc(nv * sizeof(uint32_t));
+  t->text_len = malloc(nv * sizeof(uint32_t));
+  t->types = malloc(nv);
+  t->piece_off = malloc((nv + 1) * sizeof(uint32_t));
+  t->hash_mask = pow2_at_least(toks.n * 2 + 1) - 1;
+  t->hash = calloc((size_t)t->hash_mask + 1, sizeof(uint32_t));
+  if (!t->text_arena || !t->text_off || !t->text_len || !t->types || !t->piece_off || !t->hash)
+    return fail(CLPA_ERR_OUT_OF_MEMORY, "out of memory (tokenizer of %" PRIu64 " tokens)", toks.n);
+  size_t w = 0;
+  for (size_t i = 0; i < nv; i++) {
+    memcpy(t->text_arena + w, toks.strs[i].s, toks.strs[i].len + 1);
+    t->text_off[i] = (uint32_t)w;
+    t->text_len[i] = (uint32_t)toks.strs[i].len;
+    w += toks.strs[i].len + 1;
+  }
+  if (t->kind == DEMO_TOKENIZER_SPM) {
+    demo_gguf_arr sc;
+    if ((st = demo_gguf_get_arr(g, "tokenizer.ggml.scores", DEMO_GGUF_F32, &sc, NULL)))
+      return fail(st, "%s", demo_gguf_last_error());
+    if (sc.n != toks.n)
+      return fail(CLPA_ERR_INVALID_ARG, "tokenizer.ggml.scores has %" PRIu64 " scores for %" PRIu64 " tokens",
+                  sc.n, toks.n);
+    t->scores = malloc(nv * sizeof(float));
+    if (!t->scores) return fail(CLPA_ERR_OUT_OF_MEMORY, "out of memory (scores)");
+    for (size_t i = 0; i < nv; i++) t->scores[i] = demo_gguf_arr_f32(&sc, i);
+  }
+  if ((st = opt_id(g, "tokenizer.ggml.bos_token_id", t->n_vocab, &t->bos))) return st;
+  if ((st = opt_id(g, "tokenizer.ggml.eos_token_id", t->n_vocab, &t->eos))) return st;
+  if ((st = opt_id(g, "tokenizer.ggml.unknown_token_id", t->n_vocab, &t->unk))) return st;
+  if ((st = opt_id(g, "tokenizer.ggml.eot_token_id", t->n_vocab, &t->eot))) return st;
+  if ((st = opt_id(g, "tokenizer.ggml.eom_token_id", t->n_vocab, &t->eom))) return st;
+  t->add_bos = t->kind == DEMO_TOKENIZER_SPM;
+  if ((st = demo_gguf_get_bool(g, "tokenizer.ggml.add_bos_token", &t->add_bos, &found)))
+    return fail(st, "%s", demo_gguf_last_error());
+  t->add_space_prefix = t->kind == DEMO_TOKENIZER_SPM;
+  if ((st = demo_gguf_get_bool(g, "tokenizer.ggml.add_space_prefix", &t->add_space_prefix, &found)))
+    return fail(st, "%s", demo_gguf_last_error());
+  if (t->kind == DEMO_TOKENIZER_BPE) t->add_space_prefix = false;
+  t->pre = PRE_GPT2;
+  if ((st = demo_gguf_get_str(g, "tokenizer.ggml.pre", &pre, &found))) return fail(st, "%s", demo_gguf_last_error());
+  if (found && (!strcmp(pre.s, "llama-bpe") || !strcmp(pre.s, "llama3") || !strcmp(pre.s, "smaug-bpe")))
+    t->pre = PRE_LLAMA3;
+  if (t->unk < 0 && t->kind == DEMO_TOKENIZER_SPM) {
+    /* llama.cpp's SPM default: token 0 when it is "<unk>" */
+    if (t->text_len[0] == 5 && !memcmp(tok_text(t, 0), "<unk>", 5)) t->unk = 0;
+  }
+  if ((st = build_tables(t, g))) return st;
+  if (t->kind == DEMO_TOKENIZER_BPE && (st = build_merges(t, g))) return st;
+  return CLPA_OK;
+}
+
+clpa_status demo_tokenizer_create(const struct demo_gguf *g, demo_tokenizer **out) {
+  if (!g || !out) return fail(CLPA_ERR_INVALID_ARG, "demo_tokenizer_create: NULL argument");
+  demo_tokenizer *t = calloc(1, sizeof *t);
+  if (!t) return fail(CLPA_ERR_OUT_OF_MEMORY, "out of memory (tokenizer)");
+  byte_map_init(&t->bmap);
+  clpa_status st = create(t, g);
+  if (st) {
+    demo_tokenizer_destroy(t);
+    return st;
+  }
+  *out = t;
+  return CLPA_OK;
+}
+
+void demo_tokenizer_destroy(demo_tokenizer *t) {
+  if (!t) return;
+  free(t->text_arena);
+  free(t->text_off);
+  free(t->text_len);
+  free(t->scores);
+  free(t->types);
+  free(t->hash);
+  free(t->pairs);
+  free(t->piece_arena);
+  free(t->piece_off);
+  free(t->specials);
+  free(t);
+}
+
+demo_tokenizer_kind demo_tokenizer_get_kind(const demo_tokenizer *t) { return t->kind; }
+int32_t demo_tokenizer_vocab_size(const demo_tokenizer *t) { return t->n_vocab; }
+int32_t demo_tokenizer_bos(const demo_tokenizer *t) { return t->bos; }
+int32_t demo_tokenizer_eos(const demo_tokenizer *t) { return t->eos; }
+bool demo_tokenizer_add_bos(const demo_tokenizer *t) { return t->add_bos; }
+bool demo_tokenizer_is_eog(const demo_tokenizer *t, int32_t id) {
+  return id >= 0 && (id == t->eos || id == t->eot || id == t->eom);
+}
+int32_t demo_tokenizer_token_type(const demo_tokenizer *t, int32_t id) {
+  return id >= 0 && id < t->n_vocab ? t->types[id] : DEMO_TOKEN_UNDEFINED;
+}
+const char *demo_tokenizer_token_text(const demo_tokenizer *t, int32_t id) {
+  return id >= 0 && id < t->n_vocab ? tok_text(t, id) : NULL;
+}

@@ -1,0 +1,142 @@
+/*
+ * tokenizer.h — the tokenizer stored in a GGUF file's metadata, for
+ * clpa-demo: text -> token ids (prompt) and ids -> text (streamed output).
+ * Host C11, libc only.
+ *
+ * Two models, chosen by tokenizer.ggml.model:
+ *
+ *   "llama"  SentencePiece BPE with scores (Llama 1/2, TinyLlama, Mistral):
+ *            spaces become U+2581 "▁" (one is also put in front of the text,
+ *            and after each special token, when add_space_prefix holds,
+ *            as llama.cpp does); the text starts as one symbol per UTF-8
+ *            character; the adjacent pair whose concatenation is a token
+ *            with the highest score merges first (ties: leftmost), until no
+ *            pair is a token. A character that is no token becomes its
+ *            UTF-8 bytes' <0xXX> tokens (byte fallback), else the unknown
+ *            token.
+ *   "gpt2"   byte-level BPE with merges (Llama 3): the text is split into
+ *            words by a pre-tokenizer, each word's bytes are mapped to
+ *            characters by GPT-2's bytes_to_unicode table, then the adjacent
+ *            pair with the lowest merge rank merges first (ties: leftmost).
+ *            With tokenizer.ggml.pre "llama-bpe" (or "llama3", "smaug-bpe")
+ *            a word that is a token as a whole is taken without merging
+ *            (llama.cpp's ignore_merges), and the split is Llama 3's regex
+ *              (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}
+ *              | ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
+ *            otherwise GPT-2's
+ *              's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+ *
+ * What is simplified: the pre-tokenizer's Unicode classes come from a small
+ * table, not the Unicode database. ASCII is exact; beyond it, a handful of
+ * ranges are whitespace (U+0085, U+00A0, U+1680, U+2000-200A, U+2028/9,
+ * U+202F, U+205F, U+3000), digits (Arabic-Indic, Devanagari, fullwidth),
+ * or punctuation/symbols (Latin-1 signs, general punctuation, currency,
+ * arrows/math/box drawing/dingbats, CJK punctuation, fullwidth ASCII
+ * punctuation, emoji); every other code point counts as a letter. Text
+ * that is mostly ASCII or letters tokenizes as llama.cpp does; other
+ * pre-tokenizers (Qwen, DeepSeek, ...) are not modelled. No Unicode
+ * normalization is applied (SentencePiece models usually ask for none at
+ * inference in GGUF form).
+ *
+ * Special tokens (token types CONTROL and USER_DEFINED, e.g. "<s>",
+ * "<|begin_of_text|>", "<|eot_id|>") are recognized in the text only when
+ * encode is asked to (parse_special); otherwise they are plain text.
+ *
+ * Errors return a clpa_status with a message in demo_tokenizer_last_error():
+ * CLPA_ERR_UNSUPPORTED for another tokenizer model ("bert", "t5", ...),
+ * CLPA_ERR_INVALID_ARG for missing or malformed metadata (naming the key
+ * and, for a bad element, its index), CLPA_ERR_OUT_OF_MEMORY.
+ */
+#ifndef CLPA_DEMO_TOKENIZER_H
+#define CLPA_DEMO_TOKENIZER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "clpa_base.h"
+
+struct demo_gguf;
+typedef struct demo_tokenizer demo_tokenizer;
+
+typedef enum demo_tokenizer_kind {
+  DEMO_TOKENIZER_SPM = 0, /* tokenizer.ggml.model "llama" */
+  DEMO_TOKENIZER_BPE = 1, /* tokenizer.ggml.model "gpt2" */
+} demo_tokenizer_kind;
+
+/* tokenizer.ggml.token_type values */
+enum {
+  DEMO_TOKEN_UNDEFINED = 0,
+  DEMO_TOKEN_NORMAL = 1,
+  DEMO_TOKEN_UNKNOWN = 2,
+  DEMO_TOKEN_CONTROL = 3,
+  DEMO_TOKEN_USER_DEFINED = 4,
+  DEMO_TOKEN_UNUSED = 5,
+  DEMO_TOKEN_BYTE = 6,
+};
+
+/* Builds the tokenizer from g's metadata:
+ *   tokenizer.ggml.model*           "llama" or "gpt2"
+ *   tokenizer.ggml.tokens*          string array, the vocabulary
+ *   tokenizer.ggml.scores           f32 array (* for "llama")
+ *   tokenizer.ggml.merges           string array "left right" (* for "gpt2")
+ *   tokenizer.ggml.token_type       i32 array (default: NORMAL, "<0xXX>" BYTE
+ *                                   for "llama", bos/eos CONTROL)
+ *   tokenizer.ggml.pre              string, the pre-tokenizer ("gpt2" style
+ *                                   unless llama-bpe / llama3 / smaug-bpe)
+ *   tokenizer.ggml.bos_token_id, eos_token_id, unknown_token_id,
+ *   eot_token_id, eom_token_id      u32 (optional; < vocab)
+ *   tokenizer.ggml.add_bos_token    bool (default true for "llama", false
+ *                                   for "gpt2")
+ *   tokenizer.ggml.add_space_prefix bool (default true for "llama"; never
+ *                                   used by "gpt2")
+ * Copies what it needs: g may be closed afterwards. Returns CLPA_OK with
+ * *out set, or an error naming the key (nothing allocated). */
+clpa_status demo_tokenizer_create(const struct demo_gguf *g, demo_tokenizer **out);
+/* Accepts NULL. */
+void demo_tokenizer_destroy(demo_tokenizer *t);
+/* Returns the message of this thread's last failed demo_tokenizer_* call. */
+const char *demo_tokenizer_last_error(void);
+
+demo_tokenizer_kind demo_tokenizer_get_kind(const demo_tokenizer *t);
+int32_t demo_tokenizer_vocab_size(const demo_tokenizer *t);
+/* Special ids, -1 when the file has none. */
+int32_t demo_tokenizer_bos(const demo_tokenizer *t);
+int32_t demo_tokenizer_eos(const demo_tokenizer *t);
+/* Whether prompts should start with BOS (tokenizer.ggml.add_bos_token). */
+bool demo_tokenizer_add_bos(const demo_tokenizer *t);
+/* Whether id ends generation: eos, eot or eom (Llama 3 instruct ends its
+ * turns with <|eot_id|>). */
+bool demo_tokenizer_is_eog(const demo_tokenizer *t, int32_t id);
+/* Token id's type (DEMO_TOKEN_*), and its text as stored in the vocabulary
+ * (NUL-terminated; NULL for an id out of range). */
+int32_t demo_tokenizer_token_type(const demo_tokenizer *t, int32_t id);
+const char *demo_tokenizer_token_text(const demo_tokenizer *t, int32_t id);
+
+/* Encodes len bytes of text (need not be valid UTF-8 nor NUL-terminated).
+ * add_bos puts BOS first (an error if the file has no BOS);
+ * parse_special recognizes special tokens' text (see above). On CLPA_OK,
+ * *ids is a malloc'd array of *n_ids ids (free() it; non-NULL even when
+ * *n_ids is 0). CLPA_ERR_INVALID_ARG when a character has neither a token,
+ * a byte token nor an unknown token to fall back on. */
+clpa_status demo_tokenizer_encode(const demo_tokenizer *t, const char *text, size_t len,
+                                  bool add_bos, bool parse_special, int32_t **ids, size_t *n_ids);
+
+/* The bytes that token id stands for, for streaming: "▁" is a space, a
+ * byte token is its byte (so a piece may be part of a UTF-8 character:
+ * print the bytes as they come), CONTROL tokens are empty, UNKNOWN is
+ * "▅" (U+2585, as llama.cpp prints it) for "llama" and empty for "gpt2".
+ * *bytes stays valid while t lives (not NUL-terminated). Returns CLPA_OK or
+ * CLPA_ERR_INVALID_ARG (id out of range). */
+clpa_status demo_tokenizer_piece(const demo_tokenizer *t, int32_t id, const char **bytes,
+                                 size_t *len);
+
+/* Concatenates the pieces of n ids into a malloc'd NUL-terminated *text
+ * (free() it) of *len bytes; for "llama" with add_space_prefix, drops the
+ * one space that encode put in front, so decode(encode(s)) == s for text
+ * without special tokens. Returns CLPA_OK or CLPA_ERR_INVALID_ARG (an id
+ * out of range, named by its index). */
+clpa_status demo_tokenizer_decode(const demo_tokenizer *t, const int32_t *ids, size_t n, char **text,
+                                  size_t *len);
+
+#endif /* CLPA_DEMO_TOKENIZER_H */
