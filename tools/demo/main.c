@@ -12,13 +12,15 @@
 
 #include "../tool_cli.h"
 #include "check.h"
+#include "gguf.h"
 #include "model.h"
 #include "report.h"
 #include "scheduler.h"
+#include "tokenizer.h"
 #include "workload.h"
 
 typedef struct demo_args {
-  const char *preset, *model, *device, *schedule;
+  const char *preset, *model, *device, *schedule, *prompt;
   int32_t requests, output_min, output_max, blocks, block_size, max_running, token_budget;
   int32_t arrival_steps, max_wait;
   uint64_t seed;
@@ -55,7 +57,7 @@ static const char *parse_dtype(const char *text, void *value) {
 static const cli_cmd *g_cmd;
 
 static int parse(int argc, char **argv, demo_args *a) {
-  *a = (demo_args){"tiny", NULL, NULL, "lpm", 24, 16, 32, 0, 16, 16, 512, 24, 64, 1,
+  *a = (demo_args){"tiny", NULL, NULL, "lpm", NULL, 24, 16, 32, 0, 16, 16, 512, 24, 64, 1,
                    CLPA_DTYPE_F16, CLPA_DTYPE_F32, 0, 0, 0};
   const cli_opt opts[] = {
       {"preset", CLI_WORD, &a->preset, 0, 0, "NAME",
@@ -63,6 +65,9 @@ static int parse(int argc, char **argv, demo_args *a) {
        "tiny", parse_preset},
       {"model", CLI_WORD, &a->model, 0, 0, "FILE",
        "a Llama GGUF (f32/f16/bf16 tensors) instead\nof random weights", "none", parse_text},
+      {"prompt", CLI_WORD, &a->prompt, 0, 0, "TEXT",
+       "with --model: serve this text (tokenized by\nthe file's tokenizer) and print the answer\n"
+       "instead of the synthetic workload", "none", parse_text},
       {"requests", CLI_INT, &a->requests, 1, 1 << 16, "N",
        "requests, chat turns included", NULL, NULL},
       {"output-min", CLI_INT, &a->output_min, 1, 1 << 20, "N", "shortest answer (tokens)", NULL,
@@ -123,6 +128,8 @@ static int parse(int argc, char **argv, demo_args *a) {
   if (a->output_max < a->output_min)
     return cli_error(&cmd, "--output-max %d is below --output-min %d", (int)a->output_max,
                      (int)a->output_min);
+  if (a->prompt && !a->model)
+    return cli_error(&cmd, "--prompt needs --model (the random models have no tokenizer)");
   if (a->block_size != 8 && a->block_size != 16 && a->block_size != 32)
     return cli_error(&cmd, "--block-size takes 8, 16 or 32, not %d", (int)a->block_size);
   return CLI_RUN;
@@ -149,29 +156,68 @@ int main(int argc, char **argv) {
   clpa_device_info info;
   clpa_context_device_info(ctx, &info);
   clpa_status st;
-  if (a.model) {
-    fprintf(stderr, "clpa-demo: --model: GGUF models are not wired in yet\n");
-    goto out;
-  }
+  demo_gguf *g = NULL;
+  demo_tokenizer *tok = NULL;
   demo_config mc;
-  demo_config_preset(a.preset, &mc);
-  cli_progress("clpa-demo: making the %s model (random weights, seed %llu)...", a.preset,
-               (unsigned long long)a.seed);
-  if ((st = demo_model_create_random(ctx, &mc, a.seed, a.weight_dtype, &m)) != CLPA_OK) {
-    cli_progress_end();
-    fprintf(stderr, "clpa-demo: model: %s\n", clpa_last_error());
-    goto out;
+  if (a.model) {
+    cli_progress("clpa-demo: loading %s...", a.model);
+    if (demo_gguf_open(a.model, &g) != CLPA_OK) {
+      cli_progress_end();
+      fprintf(stderr, "clpa-demo: %s\n", demo_gguf_last_error());
+      goto out;
+    }
+    if (demo_tokenizer_create(g, &tok) != CLPA_OK) {
+      cli_progress_end();
+      fprintf(stderr, "clpa-demo: %s: tokenizer: %s\n", a.model, demo_tokenizer_last_error());
+      goto out;
+    }
+    if ((st = demo_model_create_gguf(ctx, g, a.weight_dtype, &m)) != CLPA_OK) {
+      cli_progress_end();
+      fprintf(stderr, "clpa-demo: %s: %s\n", a.model, demo_last_error());
+      goto out;
+    }
+    mc = *demo_model_config(m);
+  } else {
+    demo_config_preset(a.preset, &mc);
+    cli_progress("clpa-demo: making the %s model (random weights, seed %llu)...", a.preset,
+                 (unsigned long long)a.seed);
+    if ((st = demo_model_create_random(ctx, &mc, a.seed, a.weight_dtype, &m)) != CLPA_OK) {
+      cli_progress_end();
+      fprintf(stderr, "clpa-demo: model: %s\n", demo_last_error());
+      goto out;
+    }
   }
   demo_workload_config wc;
   demo_workload_config_init(&wc, a.requests, mc.vocab);
   wc.output_min = a.output_min, wc.output_max = a.output_max, wc.seed = a.seed;
   wc.arrival_steps = a.arrival_steps;
-  if (!(w = demo_workload_create(&wc))) goto out;
+  if (a.prompt) {
+    int32_t *ids = NULL;
+    size_t n = 0;
+    if (demo_tokenizer_encode(tok, a.prompt, strlen(a.prompt), demo_tokenizer_add_bos(tok), false,
+                              &ids, &n) != CLPA_OK || n == 0) {
+      cli_progress_end();
+      fprintf(stderr, "clpa-demo: --prompt: %s\n", n == 0 ? "no tokens" : demo_tokenizer_last_error());
+      free(ids);
+      goto out;
+    }
+    const int32_t len = (int32_t)n;
+    const int32_t *const prompts[1] = {ids};
+    w = demo_workload_create_prompts(prompts, &len, 1, a.output_max);
+    free(ids);
+    /* One prompt: its longest sequence decides the cache. */
+    wc.system_len = wc.fewshot_len = wc.question_len = wc.turn_len = 0;
+    wc.question_len = len;
+  } else {
+    w = demo_workload_create(&wc);
+  }
+  if (!w) goto out;
   demo_sched_config sc;
   demo_sched_config_init(&sc);
   sc.block_size = a.block_size, sc.kv_dtype = a.kv_dtype, sc.max_running = a.max_running;
   sc.token_budget = a.token_budget, sc.lpm = strcmp(a.schedule, "lpm") == 0, sc.max_wait = a.max_wait;
   sc.prefix_cache = !a.no_prefix_cache, sc.keep_logits = a.check;
+  sc.eos = tok ? demo_tokenizer_eos(tok) : -1;
   /* Blocks: enough for every running request's longest sequence, twice. */
   const int32_t longest = wc.system_len + wc.fewshot_len + wc.question_len + 4 * wc.turn_len +
                           4 * a.output_max;
@@ -199,17 +245,29 @@ int main(int argc, char **argv) {
     cli_progress_end();
   }
   demo_report_info ri = {info.name,   clpa_lanes_name(info.lanes),
-                         a.preset,    a.schedule,
+                         a.model ? a.model : a.preset, a.schedule,
                          sc.prefix_cache, clpa_dtype_name(a.kv_dtype),
                          clpa_dtype_name(a.weight_dtype), sc.num_blocks,
                          sc.block_size, a.check ? verdict : NULL,
                          check_ok};
+  if (a.prompt && !a.json) { /* the answer, as text */
+    int32_t count;
+    const demo_result *res = demo_engine_results(e, &count);
+    char *text = NULL;
+    size_t tl = 0;
+    if (count > 0 && demo_tokenizer_decode(tok, res[0].generated, (size_t)res[0].num_generated,
+                                           &text, &tl) == CLPA_OK)
+      printf("%s%.*s\n\n", a.prompt, (int)tl, text);
+    free(text);
+  }
   demo_report_summary(stdout, e, &ri, a.json);
   rc = check_ok ? 0 : 1;
 out:
   demo_engine_destroy(e);
   demo_workload_destroy(w);
   demo_model_destroy(m);
+  demo_tokenizer_destroy(tok);
+  demo_gguf_close(g);
   clpa_context_destroy(ctx);
   return rc;
 }

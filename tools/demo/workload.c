@@ -149,6 +149,32 @@ demo_workload *demo_workload_create(const demo_workload_config *cfg) {
   return w;
 }
 
+demo_workload *demo_workload_create_prompts(const int32_t *const *prompts, const int32_t *lens,
+                                            int32_t n, int32_t max_new) {
+  demo_workload *w = calloc(1, sizeof *w);
+  if (!w) return NULL;
+  demo_workload_config_init(&w->cfg, n, 2);
+  w->cfg.system_prompts = w->cfg.fewshot_groups = w->cfg.chats = 0; /* nothing made up */
+  w->reqs = calloc((size_t)n, sizeof *w->reqs);
+  if (!w->reqs) {
+    free(w);
+    return NULL;
+  }
+  for (int32_t i = 0; i < n; i++) {
+    demo_request *r = &w->reqs[i];
+    r->id = i, r->kind = DEMO_UNIQUE, r->prompt_len = lens[i], r->max_new_tokens = max_new;
+    r->chat = r->turn = -1;
+    r->prompt = malloc(sizeof(int32_t) * (size_t)(lens[i] > 0 ? lens[i] : 1));
+    if (!r->prompt) {
+      demo_workload_destroy(w);
+      return NULL;
+    }
+    memcpy(r->prompt, prompts[i], sizeof(int32_t) * (size_t)lens[i]);
+    w->made++;
+  }
+  return w;
+}
+
 void demo_workload_destroy(demo_workload *w) {
   if (!w) return;
   for (int32_t i = 0; w->system && i < w->cfg.system_prompts; i++) free(w->system[i]);

@@ -52,6 +52,11 @@ typedef struct demo_workload demo_workload;
  * on stderr says which field). */
 demo_workload *demo_workload_create(const demo_workload_config *cfg);
 void demo_workload_destroy(demo_workload *w);
+/* A workload of given prompts instead (text turned into tokens, say):
+ * prompt i is requests i, all arriving at step 0, each allowed max_new
+ * generated tokens. The prompts are copied. NULL when out of memory. */
+demo_workload *demo_workload_create_prompts(const int32_t *const *prompts, const int32_t *lens,
+                                            int32_t n, int32_t max_new);
 
 /* The next request that has arrived by `step`, or NULL. The workload
  * keeps owning it; it stays valid until demo_workload_destroy. */
