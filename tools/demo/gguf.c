@@ -716,7 +716,7 @@ static clpa_status get_int(const demo_gguf *g, const char *key, bool *found, int
 }
 
 clpa_status demo_gguf_get_u32(const demo_gguf *g, const char *key, uint32_t *out, bool *found) {
-  uint64_t v;
+  uint64_t v = 0;
   bool f = true;
   clpa_status st = get_int(g, key, found ? &f : NULL, 0, UINT32_MAX, "u32", &v, NULL);
   if (found) *found = f;
@@ -724,7 +724,7 @@ clpa_status demo_gguf_get_u32(const demo_gguf *g, const char *key, uint32_t *out
   return st;
 }
 clpa_status demo_gguf_get_i32(const demo_gguf *g, const char *key, int32_t *out, bool *found) {
-  int64_t v;
+  int64_t v = 0;
   bool f = true;
   clpa_status st = get_int(g, key, found ? &f : NULL, INT32_MIN, INT32_MAX, "i32", NULL, &v);
   if (found) *found = f;
@@ -732,7 +732,7 @@ clpa_status demo_gguf_get_i32(const demo_gguf *g, const char *key, int32_t *out,
   return st;
 }
 clpa_status demo_gguf_get_u64(const demo_gguf *g, const char *key, uint64_t *out, bool *found) {
-  uint64_t v;
+  uint64_t v = 0;
   bool f = true;
   clpa_status st = get_int(g, key, found ? &f : NULL, 0, UINT64_MAX, "u64", &v, NULL);
   if (found) *found = f;
@@ -740,7 +740,7 @@ clpa_status demo_gguf_get_u64(const demo_gguf *g, const char *key, uint64_t *out
   return st;
 }
 clpa_status demo_gguf_get_i64(const demo_gguf *g, const char *key, int64_t *out, bool *found) {
-  int64_t v;
+  int64_t v = 0;
   bool f = true;
   clpa_status st = get_int(g, key, found ? &f : NULL, INT64_MIN, INT64_MAX, "i64", NULL, &v);
   if (found) *found = f;
@@ -758,7 +758,7 @@ clpa_status demo_gguf_get_f64(const demo_gguf *g, const char *key, double *out, 
   return CLPA_OK;
 }
 clpa_status demo_gguf_get_f32(const demo_gguf *g, const char *key, float *out, bool *found) {
-  double d;
+  double d = 0;
   bool f = true;
   clpa_status st = demo_gguf_get_f64(g, key, &d, found ? &f : NULL);
   if (found) *found = f;
