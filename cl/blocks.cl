@@ -43,3 +43,26 @@ __kernel void clpa_blocks_copy(__global uint4 *arena, ulong first_word, ulong sl
 __kernel void clpa_blocks_zero(__global uint4 *p, ulong n) {
   for (ulong i = get_global_id(0); i < n; i += get_global_size(0)) p[i] = (uint4)(0u);
 }
+
+/*
+ * cascade_split: the suffix view of a batch for cascade decode. Sequence
+ * s shares its first shared[s] table entries with its group; its suffix
+ * table is the rest of its row, shifted to the front (then -1), and its
+ * suffix context is what follows the shared tokens. A context shorter
+ * than its shared part sets CLPA_FAULT_BAD_CONTEXT_LEN and counts as
+ * empty. Grid: (max_blocks, num_seqs).
+ */
+__kernel void clpa_blocks_cascade_split(__global const int *tables, __global const int *lens,
+                                        __global const int *shared, int max_blocks,
+                                        int block_size, __global int *suffix_tables,
+                                        __global int *suffix_lens,
+                                        __global volatile int *faults) {
+  const int i = get_global_id(0), s = get_global_id(1), sh = shared[s];
+  const size_t row = (size_t)s * max_blocks;
+  suffix_tables[row + i] = i + sh < max_blocks ? tables[row + i + sh] : -1;
+  if (i == 0) {
+    const int rest = lens[s] - sh * block_size;
+    if (rest < 0) atomic_or(faults, CLPA_FAULT_BAD_CONTEXT_LEN);
+    suffix_lens[s] = max(rest, 0);
+  }
+}

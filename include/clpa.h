@@ -20,7 +20,8 @@
  *   4. Decode: paged attention, one query token per sequence
  *   5. Prefill: many new tokens per sequence over a cached prefix
  *   6. merge_states: combining attention over disjoint key sets
- *   7. The KV cache: allocation, reshape_and_cache, copy_blocks,
+ *   7. Cascade decode: a shared prefix attended once per group
+ *   8. The KV cache: allocation, reshape_and_cache, copy_blocks,
  *      swap_blocks (clpa_cache.h)
  *
  * Conventions: every call returns clpa_status (clpa_base.h) and writes
@@ -458,6 +459,56 @@ CLPA_API void clpa_merge_states_params_init(clpa_merge_states_params *p);
 /* Enqueues the merge; does not wait. Returns CLPA_OK, CLPA_ERR_INVALID_ARG
  * (named), CLPA_ERR_UNSUPPORTED (dtype), CLPA_ERR_BUILD or CLPA_ERR_OPENCL. */
 CLPA_API clpa_status clpa_merge_states(clpa_context *ctx, const clpa_merge_states_params *p);
+
+/* ======================================================================
+ * 7. Cascade decode: a shared prefix attended once per group
+ *
+ * When several sequences of a decode batch share a long prefix (the radix
+ * cache knows: the same first blocks in their tables), decode can read
+ * the shared blocks once for the whole group instead of once per
+ * sequence: the group's queries attend to the shared prefix together (one
+ * non-causal prefill per group), each sequence attends to its own suffix
+ * (decode over the rest of its table), and clpa_merge_states combines the
+ * two by their log-sum-exps. The result is clpa_decode's.
+ *
+ * The batch is clpa_decode's (every sequence's whole table and context);
+ * groups are runs of consecutive sequences, group g being sequences
+ * [group_starts[g], group_starts[g + 1]), and group_starts[0] == 0;
+ * sequences after the last group share nothing. Every member's first
+ * shared_blocks[g] table entries must be the same blocks (the caller's
+ * promise: the radix tree gives it), its context at least that long (the
+ * kernels check: a shorter one sets CLPA_FAULT_BAD_CONTEXT_LEN), and a
+ * group must share at least as many tokens as it has members. ALiBi and
+ * sliding windows are not supported here (they depend on each sequence's
+ * own position in the shared part).
+ * ==================================================================== */
+typedef struct clpa_cascade_params {
+  clpa_decode_params decode;   /* the batch, as clpa_decode takes it */
+  int32_t num_groups;          /* >= 0 */
+  const int32_t *group_starts; /* host [num_groups + 1]: 0, then increasing, <= num_seqs */
+  const int32_t *shared_blocks; /* host [num_groups]: >= 1 */
+} clpa_cascade_params;
+
+/* Fills p with defaults: clpa_decode_params_init's, no groups. */
+CLPA_API void clpa_cascade_params_init(clpa_cascade_params *p);
+
+/* Enqueues cascade decode (the suffix view, the group tables, the prefix
+ * attention, the suffix decode, the merge); does not wait.
+ *
+ * When it pays (the caller decides): a group sharing S tokens reads them
+ * once instead of once per member, against a prefill launch and a merge.
+ * Measured on PoCL (2 cores; 32/8 heads, head 128, f16; notes/perf.md):
+ * 16 members sharing 2048 tokens with 64 of their own each 2.0x faster
+ * than clpa_decode, 4 members 1.6x, 2 members sharing 1024 1.8x, 8 sharing
+ * 4096 with 32 own 1.9x; 16 members sharing 256 with 256 own 0.96x. Rule:
+ * cascade a group whose shared prefix is at least twice its members' own
+ * tokens. Not yet measured on a GPU, where decode is bandwidth-bound and
+ * the gain should follow the K/V bytes saved.
+ * Returns CLPA_OK, CLPA_ERR_INVALID_ARG (named: a group out of order or
+ * too small for its members, a shared prefix past the table),
+ * CLPA_ERR_UNSUPPORTED (ALiBi, a sliding window), what clpa_decode and
+ * clpa_prefill return, CLPA_ERR_DEVICE_MEMORY. */
+CLPA_API clpa_status clpa_cascade_decode(clpa_context *ctx, const clpa_cascade_params *p);
 
 /* The fault bits the kernels set are CLPA_FAULT_* in clpa_codes.h. */
 

@@ -37,9 +37,8 @@ static size_t local_bytes(int head_size, int g, int logits_stride) {
 static int round_up(int a, int b) { return (a + b - 1) / b * b; }
 
 
-/* Decode's own checks, after the shared ones (clpa_attn_validate). */
-static clpa_status validate(clpa_context *ctx, const clpa_decode_params *p, const decode_call *c) {
-  const clpa_kv_layout *kv = &c->a.kv;
+clpa_status clpa_decode_validate(clpa_context *ctx, const clpa_decode_params *p,
+                                 const clpa_kv_layout *kv) {
   CLPA_CTX_CHECK(ctx, p->num_seqs < 0, CLPA_ERR_INVALID_ARG, "num_seqs = %d", p->num_seqs);
   CLPA_CTX_CHECK(ctx, p->max_context_len < 0 ||
                           (int64_t)p->max_context_len > (int64_t)p->max_blocks_per_seq * kv->block_size,
@@ -255,7 +254,7 @@ static clpa_status clpa_decode_impl(clpa_context *ctx, const clpa_decode_params 
   clpa_status st;
   CLPA_ATTN_OF(&c.a, p);
   if ((st = clpa_attn_caches(ctx, &c.a, p->cache, p->layer, p->key_cache, p->value_cache, &p->kv)) ||
-      (st = clpa_attn_validate(ctx, &c.a)) || (st = validate(ctx, p, &c)) ||
+      (st = clpa_attn_validate(ctx, &c.a)) || (st = clpa_decode_validate(ctx, p, &c.a.kv)) ||
       (st = clpa_attn_check_buffers(ctx, &c.a, p->num_seqs, (size_t)p->num_seqs)) ||
       (st = clpa_check_buffer(ctx, p->context_lens, "context_lens", (size_t)p->num_seqs * 4, 0)) ||
       (st = plan(ctx, p, &c)))

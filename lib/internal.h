@@ -110,6 +110,11 @@ clpa_status clpa_attn_validate(clpa_context *ctx, const clpa_attn *a);
 clpa_status clpa_attn_check_buffers(clpa_context *ctx, clpa_attn *a, int32_t num_seqs,
                                     size_t num_rows);
 
+/* Decode's own checks (variant, partition, heads per group, context
+ * bound), after clpa_attn_validate; cascade decode runs them first too. */
+clpa_status clpa_decode_validate(clpa_context *ctx, const clpa_decode_params *p,
+                                 const clpa_kv_layout *kv);
+
 /* Checks that buffer `name` holds at least `need` bytes; NULL is refused
  * unless optional. */
 clpa_status clpa_check_buffer(clpa_context *ctx, cl_mem buf, const char *name, size_t need,

@@ -1,0 +1,166 @@
+/*
+ * cascade.c — clpa_cascade_decode: the shared prefix of each group
+ * through clpa_prefill (the group's decode queries, non-causal, over the
+ * shared blocks), every sequence's suffix through clpa_decode (a suffix
+ * view of its table made on the device), and clpa_merge_states. Only
+ * public calls underneath, so every check they make holds here too.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+void clpa_cascade_params_init(clpa_cascade_params *p) {
+  if (!p) return;
+  memset(p, 0, sizeof *p);
+  clpa_decode_params_init(&p->decode);
+}
+
+static clpa_status check_groups(clpa_context *ctx, const clpa_cascade_params *p, int block_size) {
+  const clpa_decode_params *d = &p->decode;
+  CLPA_CTX_CHECK(ctx, d->alibi_slopes || d->sliding_window, CLPA_ERR_UNSUPPORTED,
+                 "ALiBi and sliding windows depend on each sequence's own position in the shared"
+                 " prefix: use clpa_decode");
+  CLPA_CTX_CHECK(ctx, p->num_groups < 0, CLPA_ERR_INVALID_ARG, "num_groups = %d", p->num_groups);
+  if (p->num_groups == 0) return CLPA_OK;
+  CLPA_CTX_CHECK(ctx, !p->group_starts || !p->shared_blocks, CLPA_ERR_INVALID_ARG,
+                 "group_starts and shared_blocks (host arrays) must be given");
+  CLPA_CTX_CHECK(ctx, p->group_starts[0] != 0, CLPA_ERR_INVALID_ARG,
+                 "group_starts[0] = %d (must be 0)", p->group_starts[0]);
+  for (int32_t g = 0; g < p->num_groups; g++) {
+    const int32_t a = p->group_starts[g], b = p->group_starts[g + 1], sh = p->shared_blocks[g];
+    CLPA_CTX_CHECK(ctx, b <= a || b > d->num_seqs, CLPA_ERR_INVALID_ARG,
+                   "group_starts[%d] = %d after %d (groups are non-empty runs of the %d sequences)",
+                   g + 1, b, a, d->num_seqs);
+    CLPA_CTX_CHECK(ctx, sh < 1 || sh > d->max_blocks_per_seq, CLPA_ERR_INVALID_ARG,
+                   "shared_blocks[%d] = %d (1 .. max_blocks_per_seq = %d)", g, sh,
+                   d->max_blocks_per_seq);
+    CLPA_CTX_CHECK(ctx, (int64_t)sh * block_size < b - a, CLPA_ERR_INVALID_ARG,
+                   "group %d shares %d tokens but has %d members (a group must share at least as"
+                   " many tokens as it has members)", g, sh * block_size, b - a);
+  }
+  return CLPA_OK;
+}
+
+/* A buffer of its own (released by the caller once enqueued: OpenCL keeps
+ * it alive for the commands that use it). */
+static clpa_status scratch(clpa_context *ctx, size_t bytes, const void *host, cl_mem *out) {
+  cl_int err;
+  *out = clCreateBuffer(ctx->cl, host ? CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR : CL_MEM_READ_WRITE,
+                        bytes ? bytes : 4, (void *)host, &err);
+  if (err != CL_SUCCESS) {
+    *out = NULL;
+    return CLPA_CL_FAIL(ctx, err, "clCreateBuffer(cascade scratch)");
+  }
+  return CLPA_OK;
+}
+
+enum { SHARED, SUFFIX_TABLES, SUFFIX_LENS, GROUP_TABLES, PRE_OUT, PRE_LSE, SUF_OUT, SUF_LSE, NBUF };
+
+static clpa_status run(clpa_context *ctx, const clpa_cascade_params *p, const clpa_kv_layout *kv,
+                       cl_mem *b) {
+  const clpa_decode_params *d = &p->decode;
+  const size_t n = (size_t)d->num_seqs, mb = (size_t)d->max_blocks_per_seq;
+  const size_t rows = n * (size_t)d->num_heads, io = clpa_dtype_size(d->q_dtype);
+  int32_t *shared = calloc(n ? n : 1, sizeof *shared), *cached = NULL;
+  if (!shared) return CLPA_FAIL(ctx->error, CLPA_ERR_OUT_OF_MEMORY, "out of memory");
+  for (int32_t g = 0; g < p->num_groups; g++)
+    for (int32_t s = p->group_starts[g]; s < p->group_starts[g + 1]; s++) shared[s] = p->shared_blocks[g];
+  clpa_status st;
+  if ((st = scratch(ctx, n * 4, shared, &b[SHARED])) ||
+      (st = scratch(ctx, n * mb * 4, NULL, &b[SUFFIX_TABLES])) ||
+      (st = scratch(ctx, n * 4, NULL, &b[SUFFIX_LENS])) ||
+      (st = scratch(ctx, (size_t)p->num_groups * mb * 4, NULL, &b[GROUP_TABLES])) ||
+      (st = scratch(ctx, rows * (size_t)kv->head_size * io, NULL, &b[PRE_OUT])) ||
+      (st = scratch(ctx, rows * 4, NULL, &b[PRE_LSE])) ||
+      (st = scratch(ctx, rows * (size_t)kv->head_size * io, NULL, &b[SUF_OUT])) ||
+      (st = scratch(ctx, rows * 4, NULL, &b[SUF_LSE]))) {
+    free(shared);
+    return st;
+  }
+  free(shared);
+  /* 1. The suffix view: tables shifted past the shared blocks, lengths less them. */
+  cl_mem faults;
+  cl_kernel k;
+  if ((st = clpa_faults_buffer(ctx, &faults)) ||
+      (st = clpa_family_kernel(ctx, &clpa_family_blocks, NULL, "clpa_blocks_cascade_split", &k)))
+    return st;
+  const cl_int maxb = d->max_blocks_per_seq, bs = kv->block_size;
+  const clpa_arg args[] = {CLPA_ARG(d->block_tables), CLPA_ARG(d->context_lens),
+                           CLPA_ARG(b[SHARED]),       CLPA_ARG(maxb),
+                           CLPA_ARG(bs),              CLPA_ARG(b[SUFFIX_TABLES]),
+                           CLPA_ARG(b[SUFFIX_LENS]),  CLPA_ARG(faults)};
+  const clpa_ndrange r = {2, {mb, n}, {0}, d->num_wait_events, d->wait_events, NULL};
+  st = clpa_enqueue(ctx, k, "clpa_blocks_cascade_split", args, CLPA_NARGS(args), &r);
+  clReleaseKernel(k);
+  if (st != CLPA_OK) return st;
+  /* 2. Each group's table: its first member's row (the shared blocks lead it). */
+  for (int32_t g = 0; g < p->num_groups; g++)
+    CLPA_CL_CHECK(ctx, clEnqueueCopyBuffer(ctx->queue, d->block_tables, b[GROUP_TABLES],
+                                           (size_t)p->group_starts[g] * mb * 4, (size_t)g * mb * 4,
+                                           mb * 4, 0, NULL, NULL),
+                  "clEnqueueCopyBuffer(group table)");
+  /* 3. The prefix: every row starts empty (lse -inf), the grouped rows get
+   * their group's shared keys, all of them (non-causal). */
+  const cl_float empty = -INFINITY;
+  CLPA_CL_CHECK(ctx, clEnqueueFillBuffer(ctx->queue, b[PRE_LSE], &empty, sizeof empty, 0, rows * 4,
+                                         0, NULL, NULL), "clEnqueueFillBuffer(prefix lse)");
+  if (p->num_groups > 0) {
+    cached = malloc(sizeof(int32_t) * (size_t)p->num_groups);
+    if (!cached) return CLPA_FAIL(ctx->error, CLPA_ERR_OUT_OF_MEMORY, "out of memory");
+    for (int32_t g = 0; g < p->num_groups; g++)
+      cached[g] = p->shared_blocks[g] * kv->block_size - (p->group_starts[g + 1] - p->group_starts[g]);
+    clpa_prefill_params pp;
+    clpa_prefill_params_init(&pp);
+    pp.num_seqs = p->num_groups, pp.num_heads = d->num_heads, pp.cache = d->cache;
+    pp.layer = d->layer, pp.key_cache = d->key_cache, pp.value_cache = d->value_cache, pp.kv = d->kv;
+    pp.max_blocks_per_seq = d->max_blocks_per_seq, pp.cu_seqlens_q = p->group_starts;
+    pp.cached_lens = cached, pp.causal = 0, pp.q_dtype = d->q_dtype, pp.scale = d->scale;
+    pp.k_scale = d->k_scale, pp.v_scale = d->v_scale, pp.k_scale_buffer = d->k_scale_buffer;
+    pp.v_scale_buffer = d->v_scale_buffer, pp.soft_cap = d->soft_cap, pp.q_stride = d->q_stride;
+    pp.query = d->query, pp.block_tables = b[GROUP_TABLES], pp.out = b[PRE_OUT], pp.lse = b[PRE_LSE];
+    st = clpa_prefill(ctx, &pp);
+    free(cached);
+    if (st != CLPA_OK) return st;
+  }
+  /* 4. Every sequence's own suffix (the sink, once, goes with it). */
+  clpa_decode_params dp = *d;
+  dp.block_tables = b[SUFFIX_TABLES], dp.context_lens = b[SUFFIX_LENS];
+  dp.out = b[SUF_OUT], dp.lse = b[SUF_LSE];
+  dp.num_wait_events = 0, dp.wait_events = NULL, dp.event = NULL;
+  if ((st = clpa_decode(ctx, &dp)) != CLPA_OK) return st;
+  /* 5. Merge the two into the caller's output. */
+  clpa_merge_states_params mp;
+  clpa_merge_states_params_init(&mp);
+  mp.num_rows = (int32_t)rows, mp.head_size = kv->head_size, mp.dtype = d->q_dtype;
+  mp.outs[0] = b[PRE_OUT], mp.lses[0] = b[PRE_LSE], mp.outs[1] = b[SUF_OUT], mp.lses[1] = b[SUF_LSE];
+  mp.out = d->out, mp.lse = d->lse, mp.event = d->event;
+  return clpa_merge_states(ctx, &mp);
+}
+
+static clpa_status clpa_cascade_decode_impl(clpa_context *ctx, const clpa_cascade_params *p) {
+  CLPA_CHECK(NULL, !ctx, CLPA_ERR_INVALID_ARG, "ctx must not be NULL");
+  CLPA_CTX_CHECK(ctx, !p, CLPA_ERR_INVALID_ARG, "p must not be NULL");
+  const clpa_decode_params *d = &p->decode;
+  clpa_attn a;
+  CLPA_ATTN_OF(&a, d);
+  clpa_status st;
+  if ((st = clpa_attn_caches(ctx, &a, d->cache, d->layer, d->key_cache, d->value_cache, &d->kv)) ||
+      (st = clpa_attn_validate(ctx, &a)) || (st = clpa_decode_validate(ctx, d, &a.kv)))
+    return st;
+  if ((st = check_groups(ctx, p, a.kv.block_size)) ||
+      (st = clpa_attn_check_buffers(ctx, &a, d->num_seqs, (size_t)d->num_seqs)) ||
+      (st = clpa_check_buffer(ctx, d->context_lens, "context_lens", (size_t)d->num_seqs * 4, 0)))
+    return st;
+  if (d->num_seqs == 0 || p->num_groups == 0) return clpa_decode(ctx, d); /* nothing shared */
+  cl_mem b[NBUF] = {0};
+  st = run(ctx, p, &a.kv, b);
+  for (int i = 0; i < NBUF; i++)
+    if (b[i]) clReleaseMemObject(b[i]);
+  return st;
+}
+
+clpa_status clpa_cascade_decode(clpa_context *ctx, const clpa_cascade_params *p) {
+  CLPA_API_CALL(clpa_cascade_decode_impl(ctx, p));
+}
