@@ -130,6 +130,11 @@ int bench_decode_measure(bench_env *env, const bench_decode_shape *s, const benc
   const size_t cache_elems = (size_t)nblocks * s->kv_heads * s->head_size * s->block_size;
   f->cache_bytes = cache_elems * esz;
   f->kv_bytes = 2.0 * (double)f->tokens * s->kv_heads * s->head_size * esz;
+  clpa_decode_params p;
+  clpa_decode_params_init(&p);
+  if (clpa_kv_layout_init(&p.kv, s->dtype, (int32_t)nblocks, s->block_size, s->kv_heads,
+                          s->head_size))
+    WHY(BENCH_REFUSED, "%s", clpa_last_error());
   double held = 2.0 * (double)f->cache_bytes + (double)env->flush_bytes;
   if (f->cache_bytes > env->info.max_alloc_bytes || held > 0.9 * (double)env->info.global_mem_bytes)
     WHY(BENCH_TOO_BIG, "2 x %.0f MB of cache does not fit the device (%.0f MB, at most %.0f MB "
@@ -161,11 +166,6 @@ int bench_decode_measure(bench_env *env, const bench_decode_shape *s, const benc
   in.out = bench_buffer_quiet(env, NULL, sizeof(float) * qn);
   if (!in.bq || !in.bt || !in.bl || !in.out) WHY(BENCH_TOO_BIG, "could not make the inputs");
 
-  clpa_decode_params p;
-  clpa_decode_params_init(&p);
-  if (clpa_kv_layout_init(&p.kv, s->dtype, (int32_t)nblocks, s->block_size, s->kv_heads,
-                          s->head_size))
-    WHY(BENCH_REFUSED, "%s", clpa_last_error());
   p.num_seqs = s->batch, p.num_heads = s->heads, p.max_blocks_per_seq = bpseq;
   p.max_context_len = s->context, p.q_dtype = CLPA_DTYPE_F32;
   p.scale = 1.0f / sqrtf((float)s->head_size), p.k_scale = p.v_scale = 0.01f;
