@@ -6,11 +6,17 @@ Usage: test_tools.py CLPA_BENCH CLPA_INFO
 --help on the tools and on every subcommand exits 0 and prints the usage;
 an unknown flag or a bad value exits 2 and says which and why; --json
 prints one line that json.loads reads, with "op" (and "device" where a
-device is used). The decode run is a tiny shape on the default device.
+device is used). The decode runs are tiny shapes on the default device:
+hot, cold (a few flushed calls) and mixed lengths; the sweep runs its
+--quick grid into a temporary directory.
 """
+import csv
 import json
+import os
+import shutil
 import subprocess
 import sys
+import tempfile
 
 BENCH, INFO = sys.argv[1], sys.argv[2]
 TINY_DECODE = ["--batch", "2", "--context", "64", "--heads", "4", "--kv-heads", "2",
@@ -68,12 +74,12 @@ def check_json(args, op, keys):
     return doc
 
 
-for cmd in ([], ["decode"], ["radix"], ["kvman"]):
+for cmd in ([], ["decode"], ["sweep"], ["radix"], ["kvman"]):
     check_help(BENCH, *cmd, "--help")
     check_help(BENCH, *cmd, "-h")
 check_help(INFO, "--help")
 
-for cmd in ("decode", "radix", "kvman"):
+for cmd in ("decode", "sweep", "radix", "kvman"):
     check_refused([BENCH, cmd, "--foo"], "unknown option '--foo'")
 check_refused([INFO, "--foo=1"], "unknown option '--foo'")
 check_refused([BENCH, "frobnicate"], "unknown command 'frobnicate'")
@@ -83,6 +89,10 @@ check_refused([BENCH, "decode", "--context"], "--context needs a value")
 check_refused([BENCH, "decode", "--dtype", "f64"], "--dtype takes", "not 'f64'")
 check_refused([BENCH, "decode", "--json=yes"], "--json takes no value")
 check_refused([BENCH, "decode", "--he", "4"], "ambiguous option '--he'")
+check_refused([BENCH, "decode", "--cold", "--hot"], "--cold and --hot exclude each other")
+check_refused([BENCH, "decode", "--lengths", "zipf"], "--lengths takes", "not 'zipf'")
+check_refused([BENCH, "sweep", "--batch", "1,,4"], "--batch takes a comma-separated list")
+check_refused([BENCH, "sweep", "--dtypes", "f16,f64"], "--dtypes takes", "not 'f16,f64'")
 check_refused([BENCH, "radix", "--requests", "-5"], "--requests takes a positive integer")
 check_refused([BENCH, "kvman", "--out-min", "100", "--out-max", "50"], "--out-max (50)")
 check_refused([BENCH, "kvman", "stray"], "unexpected argument 'stray'")
@@ -95,6 +105,45 @@ if doc:
     ok(doc["batch"] == 2 and doc["context"] == 64 and doc["heads"] == 4 and doc["gbps"] > 0,
        "decode --json: the shape asked for, a positive bandwidth", json.dumps(doc))
 check_refused([BENCH, "decode", *TINY_DECODE, "--heads", "5"], "num_heads = 5")
+
+doc = check_json([BENCH, "decode", "--cold", "--repeats", "3", "--json", *TINY_DECODE], "decode",
+                 DECODE_KEYS + ["mode", "repeats", "lengths", "tokens"])
+if doc:
+    ok(doc["mode"] == "cold" and doc["repeats"] == 3 and doc["us_per_call"] > 0 and
+       doc["copy_gbps"] > 0, "decode --cold: mode cold, 3 repeats, a time and a ceiling",
+       json.dumps(doc))
+doc = check_json([BENCH, "decode", "--hot", "--lengths", "one-long", "--json", *TINY_DECODE],
+                 "decode", DECODE_KEYS + ["mode", "lengths", "tokens"])
+if doc:
+    # one sequence at 64, the other at max(16, 64 / 64) = 16 tokens
+    ok(doc["mode"] == "hot" and doc["lengths"] == "one-long" and doc["tokens"] == 80 and
+       doc["kv_bytes"] == 2 * 80 * 2 * 64 * 2,
+       "decode --lengths one-long: 64 + 16 tokens, K/V bytes from the lengths", json.dumps(doc))
+
+CSV_HEADER = ["device", "mode", "dtype", "heads", "kv_heads", "head_size", "block_size", "batch",
+              "context", "lengths", "us_per_call", "gbps", "copy_gbps", "ratio"]
+with tempfile.TemporaryDirectory() as tmp:
+    path = os.path.join(tmp, "sweep.csv")
+    args = [BENCH, "sweep", "--quick", "--csv", path]
+    rc, out, err = run(*args)
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            rows = list(csv.reader(f))
+    except OSError as e:
+        rows = []
+        err += f"\ncsv: {e}"
+    ok(rc == 0 and rows and rows[0] == CSV_HEADER and len(rows) >= 2 and
+       all(len(r) == len(CSV_HEADER) and float(r[-1]) > 0 for r in rows[1:]),
+       "sweep --quick --csv: the header and rows of 14 fields with a ratio",
+       show(args, rc, out, err) + f"\ncsv: {rows}")
+    png = os.path.join(tmp, "sweep.png")
+    if shutil.which("gnuplot"):
+        ok(os.path.exists(png) and open(png, "rb").read(8) == b"\x89PNG\r\n\x1a\n",
+           "sweep --quick: gnuplot drew the PNG next to the CSV", show(args, rc, out, err))
+    else:
+        ok(not os.path.exists(png) and "skipped the plot" in err,
+           "sweep --quick without gnuplot: no PNG, says it skipped the plot",
+           show(args, rc, out, err))
 
 check_json([BENCH, "radix", "--json", "--requests", "200"], "radix",
            ["requests", "block_size", "num_blocks", "window", "prompt_tokens", "hit_tokens",

@@ -28,19 +28,25 @@ int bench_open(bench_env *env) {
 }
 
 void bench_close(bench_env *env) {
+  if (env->flush_kernel) clReleaseKernel(env->flush_kernel);
+  if (env->flush_prog) clReleaseProgram(env->flush_prog);
+  if (env->flush_buf) clReleaseMemObject(env->flush_buf);
+  if (env->flush_sink) clReleaseMemObject(env->flush_sink);
   clpa_context_destroy(env->ctx);
-  env->ctx = NULL;
+  memset(env, 0, sizeof *env);
 }
 
-cl_mem bench_buffer(bench_env *env, const void *host, size_t bytes) {
+cl_mem bench_buffer_quiet(bench_env *env, const void *host, size_t bytes) {
   cl_int err;
   cl_mem m = clCreateBuffer(clpa_context_cl_context(env->ctx),
                             CL_MEM_READ_WRITE | (host ? CL_MEM_COPY_HOST_PTR : 0), bytes,
                             (void *)host, &err);
-  if (err != CL_SUCCESS) {
-    fprintf(stderr, "clpa-bench: clCreateBuffer(%zu bytes) failed (%d)\n", bytes, err);
-    return NULL;
-  }
+  return err == CL_SUCCESS ? m : NULL;
+}
+
+cl_mem bench_buffer(bench_env *env, const void *host, size_t bytes) {
+  cl_mem m = bench_buffer_quiet(env, host, bytes);
+  if (!m) fprintf(stderr, "clpa-bench: clCreateBuffer(%zu bytes) failed\n", bytes);
   return m;
 }
 
@@ -68,12 +74,25 @@ static void random_elements(clpa_dtype dtype, void *dst, size_t n) {
   }
 }
 
+#define RANDOM_CHUNK ((size_t)16 << 20)
+
 cl_mem bench_random_cache(bench_env *env, clpa_dtype dtype, size_t n) {
-  size_t bytes = n * clpa_dtype_size(dtype);
-  void *host = malloc(bytes ? bytes : 1);
-  if (!host) return NULL;
-  random_elements(dtype, host, n);
-  cl_mem m = bench_buffer(env, host, bytes);
+  const size_t esz = clpa_dtype_size(dtype), bytes = n * esz;
+  const size_t chunk = bytes < RANDOM_CHUNK ? bytes : RANDOM_CHUNK / esz * esz;
+  if (bytes > env->info.max_alloc_bytes) return NULL;
+  void *host = malloc(chunk ? chunk : 1);
+  cl_mem m = host ? bench_buffer_quiet(env, NULL, bytes ? bytes : 1) : NULL;
+  if (m) random_elements(dtype, host, chunk / esz);
+  /* Blocking writes: a device that allocates lazily says here that it
+   * cannot hold the buffer. */
+  for (size_t at = 0; m && at < bytes; at += chunk) {
+    size_t len = bytes - at < chunk ? bytes - at : chunk;
+    if (clEnqueueWriteBuffer(clpa_context_cl_queue(env->ctx), m, CL_TRUE, at, len, host, 0, NULL,
+                             NULL) != CL_SUCCESS) {
+      clReleaseMemObject(m);
+      m = NULL;
+    }
+  }
   free(host);
   return m;
 }
@@ -124,33 +143,174 @@ int bench_time(bench_env *env, const char *what, bench_fn fn, const void *arg, d
   return 0;
 }
 
+/* ----------------------------------------------------------------------
+ * Cold timing
+ * -------------------------------------------------------------------- */
+void bench_timing_pick(const bench_env *env, int cold, int hot, int32_t repeats, bench_timing *t) {
+  t->cold = cold ? 1 : hot ? 0 : env->info.is_gpu;
+  t->repeats = repeats;
+}
+
+const char *bench_mode_name(const bench_timing *t) { return t->cold ? "cold" : "hot"; }
+
+#define FLUSH_MAX ((size_t)256 << 20)
+
+/* Reads the whole buffer (a grid-stride loop, so any grid covers it); the
+ * sink is written only when the xor of everything read has one value, so
+ * the compiler keeps the loads and the write practically never happens. */
+static const char FLUSH_SRC[] =
+    "__kernel void bench_flush(__global const uint4 *src, uint n4, __global uint *sink) {\n"
+    "  uint4 acc = (uint4)(0);\n"
+    "  for (uint i = get_global_id(0); i < n4; i += get_global_size(0)) acc ^= src[i];\n"
+    "  uint x = acc.x ^ acc.y ^ acc.z ^ acc.w;\n"
+    "  if (x == 0x9e3779b9u) sink[0] = x;\n"
+    "}\n";
+
+static int flush_failed(const char *what, cl_int err) {
+  cli_progress_end();
+  fprintf(stderr, "clpa-bench: the cold-L2 flush kernel: %s failed (%d)\n", what, err);
+  return 1;
+}
+
+/* Builds the flush kernel and fills its buffer once (real pages, not a
+ * shared zero page a CPU would read from its cache). Returns 0 or 1. */
+static int flush_init(bench_env *env) {
+  if (env->flush_kernel) return 0;
+  cl_context c = clpa_context_cl_context(env->ctx);
+  cl_device_id dev = clpa_context_cl_device(env->ctx);
+  size_t bytes = env->info.max_alloc_bytes / 2 < FLUSH_MAX ? env->info.max_alloc_bytes / 2 : FLUSH_MAX;
+  bytes = bytes / 16 * 16;
+  const char *src = FLUSH_SRC;
+  cl_int err;
+  cli_progress("building the cold-L2 flush kernel...");
+  env->flush_prog = clCreateProgramWithSource(c, 1, &src, NULL, &err);
+  if (err != CL_SUCCESS) return flush_failed("clCreateProgramWithSource", err);
+  err = clBuildProgram(env->flush_prog, 1, &dev, "", NULL, NULL);
+  if (err != CL_SUCCESS) {
+    char log[2048] = "";
+    clGetProgramBuildInfo(env->flush_prog, dev, CL_PROGRAM_BUILD_LOG, sizeof log - 1, log, NULL);
+    fprintf(stderr, "%s\n", log);
+    return flush_failed("clBuildProgram", err);
+  }
+  env->flush_kernel = clCreateKernel(env->flush_prog, "bench_flush", &err);
+  if (err != CL_SUCCESS) return flush_failed("clCreateKernel", err);
+  env->flush_buf = bench_buffer_quiet(env, NULL, bytes);
+  env->flush_sink = bench_buffer_quiet(env, NULL, sizeof(cl_uint));
+  if (!env->flush_buf || !env->flush_sink) return flush_failed("clCreateBuffer", 0);
+  const cl_uint pattern = 0x5bd1e995u, n4 = (cl_uint)(bytes / 16);
+  err = clEnqueueFillBuffer(clpa_context_cl_queue(env->ctx), env->flush_buf, &pattern,
+                            sizeof pattern, 0, bytes, 0, NULL, NULL);
+  if (err == CL_SUCCESS) err = clSetKernelArg(env->flush_kernel, 0, sizeof(cl_mem), &env->flush_buf);
+  if (err == CL_SUCCESS) err = clSetKernelArg(env->flush_kernel, 1, sizeof n4, &n4);
+  if (err == CL_SUCCESS) err = clSetKernelArg(env->flush_kernel, 2, sizeof(cl_mem), &env->flush_sink);
+  if (err == CL_SUCCESS) err = clFinish(clpa_context_cl_queue(env->ctx));
+  if (err != CL_SUCCESS) return flush_failed("filling its buffer", err);
+  env->flush_bytes = bytes;
+  cli_progress_end();
+  return 0;
+}
+
+/* One flushed call: *seconds from the flush's end to the end of the
+ * call's event. Returns 0, or 1 (the context's last error, or an OpenCL
+ * error printed here). */
+static int cold_once(bench_env *env, bench_event_fn fn, const void *arg, double *seconds) {
+  /* Enough work-items to keep every compute unit's loads in flight. */
+  size_t global = (size_t)(env->info.compute_units ? env->info.compute_units : 1) * 2048;
+  if (global > env->flush_bytes / 16) global = env->flush_bytes / 16;
+  cl_event flushed = NULL, done = NULL;
+  cl_ulong end_flush = 0, end_call = 0;
+  cl_int err = clEnqueueNDRangeKernel(clpa_context_cl_queue(env->ctx), env->flush_kernel, 1, NULL,
+                                      &global, NULL, 0, NULL, &flushed);
+  if (err != CL_SUCCESS) return flush_failed("clEnqueueNDRangeKernel", err);
+  clpa_status st = fn(env->ctx, arg, &done);
+  if (st == CLPA_OK && !done) st = CLPA_ERR_INVALID_ARG; /* nothing was enqueued */
+  if (st == CLPA_OK) err = clWaitForEvents(1, &done);
+  if (st == CLPA_OK && err == CL_SUCCESS)
+    err = clGetEventProfilingInfo(flushed, CL_PROFILING_COMMAND_END, sizeof end_flush, &end_flush,
+                                  NULL);
+  if (st == CLPA_OK && err == CL_SUCCESS)
+    err = clGetEventProfilingInfo(done, CL_PROFILING_COMMAND_END, sizeof end_call, &end_call, NULL);
+  clReleaseEvent(flushed);
+  if (done) clReleaseEvent(done);
+  if (st != CLPA_OK) return time_failed(env);
+  if (err != CL_SUCCESS) return flush_failed("reading the profiling events", err);
+  *seconds = end_call > end_flush ? 1e-9 * (double)(end_call - end_flush) : 0;
+  return 0;
+}
+
+int bench_time_cold(bench_env *env, const char *what, bench_event_fn fn, const void *arg,
+                    int repeats, double *per_call) {
+  if (repeats < 1) repeats = 1;
+  if (flush_init(env)) return 1;
+  double *t = malloc(sizeof *t * (size_t)repeats);
+  if (!t) {
+    fprintf(stderr, "clpa-bench: out of host memory\n");
+    return 1;
+  }
+  cli_progress("%s: a flushed warm-up call...", what);
+  int rc = cold_once(env, fn, arg, &t[0]);
+  cli_progress_begin();
+  for (int r = 0; rc == 0 && r < repeats; r++) {
+    if (cli_progress_due()) cli_progress("%s: cold call %d of %d", what, r + 1, repeats);
+    rc = cold_once(env, fn, arg, &t[r]);
+  }
+  cli_progress_end();
+  if (rc == 0) {
+    qsort(t, (size_t)repeats, sizeof *t, cmp_double);
+    *per_call = repeats % 2 ? t[repeats / 2] : (t[repeats / 2 - 1] + t[repeats / 2]) / 2;
+  }
+  free(t);
+  return rc;
+}
+
+typedef struct hot_arg {
+  bench_event_fn fn;
+  const void *arg;
+} hot_arg;
+
+static clpa_status hot_once(clpa_context *ctx, const void *arg_) {
+  const hot_arg *a = arg_;
+  return a->fn(ctx, a->arg, NULL);
+}
+
+int bench_measure(bench_env *env, const char *what, bench_event_fn fn, const void *arg,
+                  const bench_timing *t, double *per_call) {
+  if (t->cold) return bench_time_cold(env, what, fn, arg, t->repeats, per_call);
+  const hot_arg a = {fn, arg};
+  return bench_time(env, what, hot_once, &a, per_call);
+}
+
+/* ----------------------------------------------------------------------
+ * The copy ceiling
+ * -------------------------------------------------------------------- */
 typedef struct copy_arg {
   cl_mem src, dst;
   size_t bytes;
   cl_kernel k; /* NULL: clEnqueueCopyBuffer */
 } copy_arg;
 
-static clpa_status copy_once(clpa_context *ctx, const void *arg_) {
+static clpa_status copy_once(clpa_context *ctx, const void *arg_, cl_event *event) {
   const copy_arg *a = arg_;
   cl_command_queue q = clpa_context_cl_queue(ctx);
   cl_int err;
   if (!a->k) {
-    err = clEnqueueCopyBuffer(q, a->src, a->dst, 0, 0, a->bytes, 0, NULL, NULL);
+    err = clEnqueueCopyBuffer(q, a->src, a->dst, 0, 0, a->bytes, 0, NULL, event);
   } else {
     size_t global = a->bytes / 16;
-    err = clEnqueueNDRangeKernel(q, a->k, 1, NULL, &global, NULL, 0, NULL, NULL);
+    err = clEnqueueNDRangeKernel(q, a->k, 1, NULL, &global, NULL, 0, NULL, event);
   }
   return err == CL_SUCCESS ? CLPA_OK : CLPA_ERR_OPENCL;
 }
 
-double bench_copy_gbps(bench_env *env, size_t bytes) {
+double bench_copy_gbps(bench_env *env, size_t bytes, const bench_timing *timing) {
   bytes = bytes / 64 * 64;
   if (bytes > env->info.max_alloc_bytes / 2) bytes = env->info.max_alloc_bytes / 2 / 64 * 64;
   if (bytes < 64) bytes = 64;
   copy_arg a = {bench_buffer(env, NULL, bytes), bench_buffer(env, NULL, bytes), bytes, NULL};
   double best = -1, t;
   cl_program prog;
-  if (a.src && a.dst && bench_time(env, "copy", copy_once, &a, &t) == 0) best = 2.0 * bytes / t / 1e9;
+  if (a.src && a.dst && bench_measure(env, "copy", copy_once, &a, timing, &t) == 0)
+    best = 2.0 * bytes / t / 1e9;
   cli_progress("copy: building the copy kernel (instant with a warm cache)...");
   if (a.src && a.dst && clpa_program_get(env->ctx, "smoke", "", &prog) == CLPA_OK) {
     cl_int err;
@@ -159,7 +319,8 @@ double bench_copy_gbps(bench_env *env, size_t bytes) {
     if (err == CL_SUCCESS && clSetKernelArg(a.k, 0, sizeof a.src, &a.src) == CL_SUCCESS &&
         clSetKernelArg(a.k, 1, sizeof a.dst, &a.dst) == CL_SUCCESS &&
         clSetKernelArg(a.k, 2, sizeof n4, &n4) == CL_SUCCESS &&
-        bench_time(env, "copy kernel", copy_once, &a, &t) == 0 && 2.0 * bytes / t / 1e9 > best)
+        bench_measure(env, "copy kernel", copy_once, &a, timing, &t) == 0 &&
+        2.0 * bytes / t / 1e9 > best)
       best = 2.0 * bytes / t / 1e9;
     if (a.k) clReleaseKernel(a.k);
   }

@@ -8,18 +8,45 @@
 #include "tool_cli.h"
 
 typedef struct bench_env {
-  clpa_context *ctx;
+  clpa_context *ctx; /* made with profiling on: the cold timing reads events */
   clpa_device_info info;
+  /* The cold-L2 flush, made on first use (bench_time_cold). */
+  cl_program flush_prog;
+  cl_kernel flush_kernel;
+  cl_mem flush_buf, flush_sink;
+  size_t flush_bytes;
 } bench_env;
 
 /* Opens a context on the selected device (CLPA_DEVICE); prints why not. */
 int bench_open(bench_env *env);
 void bench_close(bench_env *env);
 uint64_t bench_rand(void);
-/* A device buffer with a copy of host (or uninitialised when host is NULL). */
+/* A device buffer with a copy of host (or uninitialised when host is NULL).
+ * quiet: say nothing when it fails (the caller skips the shape). */
 cl_mem bench_buffer(bench_env *env, const void *host, size_t bytes);
-/* A cache of n elements of dtype holding random finite values of moderate size. */
+cl_mem bench_buffer_quiet(bench_env *env, const void *host, size_t bytes);
+/* A cache of n elements of dtype holding random finite values of moderate
+ * size; past 16 MiB the same random 16 MiB repeat (large caches fill fast).
+ * NULL when the device cannot hold it (quietly). */
 cl_mem bench_random_cache(bench_env *env, clpa_dtype dtype, size_t n);
+
+/* How calls are timed.
+ *   hot:  back to back (bench_time), caches warm from the previous call;
+ *   cold: before every timed call a flush kernel reads flush_bytes (256
+ *         MiB, or half the largest allocation on small devices), and the
+ *         call's time runs from the flush's end to the end of the call's
+ *         last kernel, from profiling events; the median of `repeats`.
+ * The default is cold on a GPU (whose L2 would hold small shapes between
+ * back-to-back calls and flatter them) and hot elsewhere. */
+typedef struct bench_timing {
+  int cold;
+  int repeats; /* cold: timed calls (the median is reported) */
+} bench_timing;
+
+/* Reads --cold/--hot (at most one set) against the device's default. */
+void bench_timing_pick(const bench_env *env, int cold, int hot, int32_t repeats, bench_timing *t);
+/* "cold" or "hot". */
+const char *bench_mode_name(const bench_timing *t);
 
 /* One call of the operation being timed; returns a clpa_status. */
 typedef clpa_status (*bench_fn)(clpa_context *ctx, const void *arg);
@@ -27,15 +54,67 @@ typedef clpa_status (*bench_fn)(clpa_context *ctx, const void *arg);
  * warm-up calls (the first may build kernels). `what` names the operation
  * on the progress line. Returns 0, or 1 after printing the error. */
 int bench_time(bench_env *env, const char *what, bench_fn fn, const void *arg, double *per_call);
+/* One call that hands back, through event (NULL: none wanted), an event
+ * that completes with its last kernel; returns a clpa_status. */
+typedef clpa_status (*bench_event_fn)(clpa_context *ctx, const void *arg, cl_event *event);
+/* The cold timing (see bench_timing): one untimed flush and call, then
+ * t->repeats flushed calls; *per_call gets the median seconds. Returns 0,
+ * or 1 after printing the error. */
+int bench_time_cold(bench_env *env, const char *what, bench_event_fn fn, const void *arg,
+                    int repeats, double *per_call);
+/* bench_time or bench_time_cold, as t says. */
+int bench_measure(bench_env *env, const char *what, bench_event_fn fn, const void *arg,
+                  const bench_timing *t, double *per_call);
 /* The device's copy bandwidth in GB/s (bytes read + written): the better of
- * clEnqueueCopyBuffer and a float4 copy kernel over `bytes`. <= 0 on error. */
-double bench_copy_gbps(bench_env *env, size_t bytes);
+ * clEnqueueCopyBuffer and a float4 copy kernel over `bytes`, timed as t
+ * says. <= 0 on error. */
+double bench_copy_gbps(bench_env *env, size_t bytes, const bench_timing *t);
 
 /* The device's f32 FMA peak in TFLOP/s, measured with 8 independent
  * chains of float16 mads per work-item (clpa_smoke_fma); <= 0 on failure. */
 double bench_fma_tflops(bench_env *env);
 
+/* ----------------------------------------------------------------------
+ * Decode, one configuration (bench_decode.c): what `decode` prints once
+ * and `sweep` over a grid.
+ * -------------------------------------------------------------------- */
+typedef enum bench_lengths {
+  BENCH_LENGTHS_UNIFORM,    /* every sequence at the context */
+  BENCH_LENGTHS_LOGUNIFORM, /* log-uniform in [16, context] */
+  BENCH_LENGTHS_ONE_LONG    /* sequence 0 at the context, the others at context/64 (>= 16) */
+} bench_lengths;
+
+const char *bench_lengths_name(bench_lengths l);
+/* cli_opt parse functions: a bench_lengths, a clpa_dtype. */
+const char *bench_parse_lengths(const char *text, void *value);
+const char *bench_parse_dtype(const char *text, void *value);
+
+typedef struct bench_decode_shape {
+  int32_t heads, kv_heads, head_size, block_size, batch, context, partition, hpg;
+  clpa_dtype dtype;
+  clpa_decode_variant variant;
+  bench_lengths lengths;
+} bench_decode_shape;
+
+typedef struct bench_decode_figures {
+  double per_call;    /* seconds */
+  double kv_bytes;    /* K and V bytes read per call, from the actual lengths */
+  long long tokens;   /* the lengths' sum */
+  size_t cache_bytes; /* one cache's bytes (the blocks the lengths use): the copy's size */
+} bench_decode_figures;
+
+#define BENCH_MEASURED 0
+#define BENCH_FAILED 1  /* why says what; empty when it was printed already */
+#define BENCH_REFUSED 2 /* the library refuses the shape; why says why */
+#define BENCH_TOO_BIG 3 /* the device (or the host) cannot hold it; why says what */
+/* Makes random inputs for s (blocks shuffled), makes a first call (kernel
+ * builds; refusals), times decode as t says and checks the fault flags.
+ * Returns one of BENCH_*; why (why_size bytes) gets the reason. */
+int bench_decode_measure(bench_env *env, const bench_decode_shape *s, const bench_timing *t,
+                         bench_decode_figures *f, char *why, size_t why_size);
+
 int bench_decode(int argc, char **argv);
+int bench_sweep(int argc, char **argv);
 int bench_prefill(int argc, char **argv);
 int clpa_bench_radix(int argc, char **argv);
 int clpa_bench_kvman(int argc, char **argv);

@@ -4,12 +4,19 @@
  * (the better of clEnqueueCopyBuffer and a float4 copy kernel, counting
  * bytes read plus bytes written).
  *
- * Method: random (finite) inputs, every sequence at the full context with
- * its own shuffled blocks; a first call (it builds the kernels on a cold
- * cache, and is where the library refuses a shape) and two warm-up calls;
- * then 7 batches of n calls enqueued back to back and timed by the wall
- * clock around clFinish; the median batch gives the time per call. Launch
- * overhead is included, as an engine would see it.
+ * Method: random (finite) inputs, every sequence with its own shuffled
+ * blocks and a length as --lengths says (uniform: all at the context); a
+ * first call (it builds the kernels on a cold cache, and is where the
+ * library refuses a shape); then, as bench_timing says:
+ *   hot:  two warm-up calls, then 7 batches of n calls enqueued back to
+ *         back and timed by the wall clock around clFinish; the median
+ *         batch gives the time per call, launch overhead included, as an
+ *         engine would see it;
+ *   cold: a flush kernel reads 256 MiB before every call, and the call
+ *         takes from the flush's end to the end of decode's last kernel
+ *         (profiling events); the median of --repeats calls.
+ * bench_decode_measure does one configuration; `decode` prints it and
+ * `sweep` (bench_sweep.c) runs it over a grid.
  */
 #include <math.h>
 #include <stdio.h>
@@ -20,17 +27,23 @@
 #include "bench_common.h"
 #include "clpa.h"
 
-typedef struct decode_args {
-  int32_t heads, kv_heads, head_size, block_size, batch, context, partition, hpg;
-  clpa_dtype dtype;
-  clpa_decode_variant variant;
-  int json;
-} decode_args;
-
 #define MAX_DIM (1 << 24)
 
-static const char *parse_dtype(const char *text, void *value) {
+const char *bench_parse_dtype(const char *text, void *value) {
   return clpa_dtype_parse(text, value) == CLPA_OK ? NULL : "f32, f16, bf16, fp8_e4m3 or fp8_e5m2";
+}
+
+static const char *const LENGTHS_NAMES[] = {"uniform", "loguniform", "one-long"};
+
+const char *bench_lengths_name(bench_lengths l) { return LENGTHS_NAMES[l]; }
+
+const char *bench_parse_lengths(const char *text, void *value) {
+  for (int i = 0; i < 3; i++)
+    if (strcmp(text, LENGTHS_NAMES[i]) == 0) {
+      *(bench_lengths *)value = (bench_lengths)i;
+      return NULL;
+    }
+  return "uniform, loguniform or one-long";
 }
 
 static const char *parse_variant(const char *text, void *value) {
@@ -46,29 +59,186 @@ static const char *variant_name(clpa_decode_variant v) {
   return v == CLPA_DECODE_V1 ? "v1" : v == CLPA_DECODE_V2 ? "v2" : "auto";
 }
 
+/* ----------------------------------------------------------------------
+ * One configuration
+ * -------------------------------------------------------------------- */
+/* The sequences' lengths as s->lengths says (the rng is bench_rand's). */
+static void make_lengths(const bench_decode_shape *s, int32_t *lens) {
+  const int32_t lo = s->context < 16 ? s->context : 16;
+  const int32_t short_len = s->context / 64 > lo ? s->context / 64 : lo;
+  for (int i = 0; i < s->batch; i++) {
+    if (s->lengths == BENCH_LENGTHS_LOGUNIFORM) {
+      double u = (double)(bench_rand() >> 11) / 9007199254740992.0; /* [0, 1) */
+      lens[i] = (int32_t)floor(exp(log(lo) + u * (log(s->context + 1.0) - log(lo))));
+      if (lens[i] > s->context) lens[i] = s->context;
+    } else {
+      lens[i] = s->lengths == BENCH_LENGTHS_ONE_LONG && i > 0 ? short_len : s->context;
+    }
+  }
+}
+
+typedef struct decode_inputs {
+  int32_t *lens, *tables;
+  float *q;
+  cl_mem kc, vc, bq, bt, bl, out;
+} decode_inputs;
+
+static void inputs_free(decode_inputs *in) {
+  free(in->lens), free(in->tables), free(in->q);
+  cl_mem all[] = {in->kc, in->vc, in->bq, in->bt, in->bl, in->out};
+  for (size_t i = 0; i < sizeof all / sizeof *all; i++)
+    if (all[i]) clReleaseMemObject(all[i]);
+}
+
+static clpa_status decode_once(clpa_context *ctx, const void *arg, cl_event *event) {
+  clpa_decode_params p = *(const clpa_decode_params *)arg;
+  p.event = event;
+  return clpa_decode(ctx, &p);
+}
+
+#define WHY(code, ...)                         \
+  do {                                         \
+    snprintf(why, why_size, __VA_ARGS__);      \
+    rc = (code);                               \
+    goto done;                                 \
+  } while (0)
+
+int bench_decode_measure(bench_env *env, const bench_decode_shape *s, const bench_timing *t,
+                         bench_decode_figures *f, char *why, size_t why_size) {
+  const size_t esz = clpa_dtype_size(s->dtype);
+  const int32_t bpseq = (s->context + s->block_size - 1) / s->block_size;
+  const size_t qn = (size_t)s->batch * s->heads * s->head_size;
+  const size_t table_n = (size_t)bpseq * s->batch;
+  decode_inputs in = {0};
+  int rc = BENCH_FAILED;
+  why[0] = '\0';
+  memset(f, 0, sizeof *f);
+  in.lens = malloc(sizeof(int32_t) * s->batch);
+  in.tables = calloc(table_n, sizeof(int32_t));
+  in.q = malloc(sizeof(float) * qn);
+  if (!in.lens || !in.tables || !in.q) WHY(BENCH_TOO_BIG, "out of host memory");
+  make_lengths(s, in.lens);
+  /* Blocks for the tokens the lengths use, shuffled over the tables. */
+  long long nblocks = 0;
+  for (int i = 0; i < s->batch; i++) {
+    nblocks += (in.lens[i] + s->block_size - 1) / s->block_size;
+    f->tokens += in.lens[i];
+  }
+  if (nblocks > INT32_MAX)
+    WHY(BENCH_REFUSED, "%lld blocks of %d tokens, more than %d", nblocks, (int)s->block_size,
+        INT32_MAX);
+  const size_t cache_elems = (size_t)nblocks * s->kv_heads * s->head_size * s->block_size;
+  f->cache_bytes = cache_elems * esz;
+  f->kv_bytes = 2.0 * (double)f->tokens * s->kv_heads * s->head_size * esz;
+  clpa_decode_params p;
+  clpa_decode_params_init(&p);
+  if (clpa_kv_layout_init(&p.kv, s->dtype, (int32_t)nblocks, s->block_size, s->kv_heads,
+                          s->head_size))
+    WHY(BENCH_REFUSED, "%s", clpa_last_error());
+  double held = 2.0 * (double)f->cache_bytes + (double)env->flush_bytes;
+  if (f->cache_bytes > env->info.max_alloc_bytes || held > 0.9 * (double)env->info.global_mem_bytes)
+    WHY(BENCH_TOO_BIG, "2 x %.0f MB of cache does not fit the device (%.0f MB, at most %.0f MB "
+        "a buffer)", (double)f->cache_bytes / 1e6, (double)env->info.global_mem_bytes / 1e6,
+        (double)env->info.max_alloc_bytes / 1e6);
+  int32_t *order = malloc(sizeof(int32_t) * (size_t)(nblocks ? nblocks : 1));
+  if (!order) WHY(BENCH_TOO_BIG, "out of host memory");
+  for (int32_t i = 0; i < nblocks; i++) order[i] = i;
+  for (int32_t i = (int32_t)nblocks - 1; i > 0; i--) {
+    int32_t j = (int32_t)(bench_rand() % (uint64_t)(i + 1)), x = order[i];
+    order[i] = order[j], order[j] = x;
+  }
+  for (int i = 0, next = 0; i < s->batch; i++)
+    for (int b = 0; b < (in.lens[i] + s->block_size - 1) / s->block_size; b++)
+      in.tables[(size_t)i * bpseq + b] = order[next++];
+  free(order);
+  for (size_t i = 0; i < qn; i++) in.q[i] = (float)((double)(bench_rand() % 2001) / 1000.0 - 1.0);
+
+  cli_progress("decode: making random K/V caches (2 x %.0f MB)...", (double)f->cache_bytes / 1e6);
+  in.kc = bench_random_cache(env, s->dtype, cache_elems);
+  in.vc = in.kc ? bench_random_cache(env, s->dtype, cache_elems) : NULL;
+  cli_progress_end();
+  if (!in.kc || !in.vc)
+    WHY(BENCH_TOO_BIG, "the device could not hold 2 x %.0f MB of cache",
+        (double)f->cache_bytes / 1e6);
+  in.bq = bench_buffer_quiet(env, in.q, sizeof(float) * qn);
+  in.bt = bench_buffer_quiet(env, in.tables, sizeof(int32_t) * table_n);
+  in.bl = bench_buffer_quiet(env, in.lens, sizeof(int32_t) * s->batch);
+  in.out = bench_buffer_quiet(env, NULL, sizeof(float) * qn);
+  if (!in.bq || !in.bt || !in.bl || !in.out) WHY(BENCH_TOO_BIG, "could not make the inputs");
+
+  p.num_seqs = s->batch, p.num_heads = s->heads, p.max_blocks_per_seq = bpseq;
+  p.max_context_len = s->context, p.q_dtype = CLPA_DTYPE_F32;
+  p.scale = 1.0f / sqrtf((float)s->head_size), p.k_scale = p.v_scale = 0.01f;
+  p.query = in.bq, p.key_cache = in.kc, p.value_cache = in.vc, p.block_tables = in.bt;
+  p.context_lens = in.bl, p.out = in.out;
+  p.variant = s->variant, p.partition_size = s->partition, p.heads_per_group = s->hpg;
+
+  /* The first call builds the kernels (from the binary cache when warm)
+   * and is where the library refuses a shape. */
+  cli_progress("decode: first call (a cold kernel cache builds the kernels now)...");
+  clpa_status st = clpa_decode(env->ctx, &p);
+  if (st == CLPA_OK) st = clpa_context_finish(env->ctx);
+  cli_progress_end();
+  if (st == CLPA_ERR_INVALID_ARG || st == CLPA_ERR_UNSUPPORTED)
+    WHY(BENCH_REFUSED, "%s", clpa_context_last_error(env->ctx));
+  if (st == CLPA_ERR_OUT_OF_MEMORY) WHY(BENCH_TOO_BIG, "%s", clpa_context_last_error(env->ctx));
+  if (st != CLPA_OK) WHY(BENCH_FAILED, "%s", clpa_context_last_error(env->ctx));
+  if (bench_measure(env, "decode", decode_once, &p, t, &f->per_call)) goto done;
+  if (clpa_context_check_faults(env->ctx, NULL) != CLPA_OK)
+    WHY(BENCH_FAILED, "%s", clpa_context_last_error(env->ctx));
+  rc = BENCH_MEASURED;
+done:
+  cli_progress_end();
+  inputs_free(&in);
+  return rc;
+}
+
+/* ----------------------------------------------------------------------
+ * clpa-bench decode
+ * -------------------------------------------------------------------- */
+typedef struct decode_args {
+  bench_decode_shape s;
+  int cold, hot, json;
+  int32_t repeats;
+} decode_args;
+
 /* Returns CLI_RUN or the exit status. */
 static int parse(int argc, char **argv, decode_args *a) {
-  *a = (decode_args){32, 8, 128, 16, 16, 4096, 0, 0, CLPA_DTYPE_F16, CLPA_DECODE_AUTO, 0};
+  *a = (decode_args){{32, 8, 128, 16, 16, 4096, 0, 0, CLPA_DTYPE_F16, CLPA_DECODE_AUTO,
+                      BENCH_LENGTHS_UNIFORM},
+                     0, 0, 0, 30};
+  bench_decode_shape *s = &a->s;
   const cli_opt opts[] = {
-      {"heads", CLI_INT, &a->heads, 1, MAX_DIM, "N", "query heads", NULL, NULL},
-      {"kv-heads", CLI_INT, &a->kv_heads, 1, MAX_DIM, "N", "key/value heads, a divisor of --heads",
+      {"heads", CLI_INT, &s->heads, 1, MAX_DIM, "N", "query heads", NULL, NULL},
+      {"kv-heads", CLI_INT, &s->kv_heads, 1, MAX_DIM, "N", "key/value heads, a divisor of --heads",
        NULL, NULL},
-      {"head-size", CLI_INT, &a->head_size, 1, MAX_DIM, "N", "elements per head", NULL, NULL},
-      {"block-size", CLI_INT, &a->block_size, 1, MAX_DIM, "N", "tokens per cache block", NULL,
+      {"head-size", CLI_INT, &s->head_size, 1, MAX_DIM, "N", "elements per head", NULL, NULL},
+      {"block-size", CLI_INT, &s->block_size, 1, MAX_DIM, "N", "tokens per cache block", NULL,
        NULL},
-      {"batch", CLI_INT, &a->batch, 1, MAX_DIM, "N", "sequences, each at the full context", NULL,
+      {"batch", CLI_INT, &s->batch, 1, MAX_DIM, "N", "sequences", NULL, NULL},
+      {"context", CLI_INT, &s->context, 1, MAX_DIM, "N", "tokens per sequence (the longest)", NULL,
        NULL},
-      {"context", CLI_INT, &a->context, 1, MAX_DIM, "N", "tokens per sequence", NULL, NULL},
-      {"dtype", CLI_WORD, &a->dtype, 0, 0, "NAME",
+      {"lengths", CLI_WORD, &s->lengths, 0, 0, "KIND",
+       "uniform (every sequence at --context),\nloguniform (log-uniform in [16, --context]) or "
+       "one-long\n(sequence 0 at --context, the others at --context/64,\nat least 16)",
+       "uniform", bench_parse_lengths},
+      {"dtype", CLI_WORD, &s->dtype, 0, 0, "NAME",
        "cache dtype: f32, f16, bf16, fp8_e4m3 or\nfp8_e5m2; queries and output are f32", "f16",
-       parse_dtype},
-      {"variant", CLI_WORD, &a->variant, 0, 0, "NAME",
+       bench_parse_dtype},
+      {"variant", CLI_WORD, &s->variant, 0, 0, "NAME",
        "v1 (one pass), v2 (partitioned) or auto (v1 when\nthe context fits one partition)", "auto",
        parse_variant},
-      {"partition", CLI_INT, &a->partition, 0, MAX_DIM, "N",
+      {"partition", CLI_INT, &s->partition, 0, MAX_DIM, "N",
        "v2 tokens per partition, a multiple of\n--block-size; 0 means 512", NULL, NULL},
-      {"heads-per-group", CLI_INT, &a->hpg, 0, MAX_DIM, "N",
+      {"heads-per-group", CLI_INT, &s->hpg, 0, MAX_DIM, "N",
        "query heads per work-group, a divisor of\n--heads / --kv-heads; 0 picks one", NULL, NULL},
+      {"cold", CLI_FLAG, &a->cold, 0, 0, NULL,
+       "flush the L2 (read 256 MiB) before every timed\ncall; time it with profiling events",
+       "on a GPU", NULL},
+      {"hot", CLI_FLAG, &a->hot, 0, 0, NULL, "time back-to-back calls by the wall clock",
+       "elsewhere", NULL},
+      {"repeats", CLI_INT, &a->repeats, 1, 100000, "N", "cold: timed calls (the median is shown)",
+       NULL, NULL},
       {"json", CLI_FLAG, &a->json, 0, 0, NULL, "print one JSON line instead of the table", NULL,
        NULL},
       {NULL, 0, NULL, 0, 0, NULL, NULL, NULL, NULL},
@@ -78,68 +248,83 @@ static int parse(int argc, char **argv, decode_args *a) {
       "Times paged decode attention on the selected device (CLPA_DEVICE, else the\n"
       "first GPU, else the first device; clpa-info lists them): time per call, K/V\n"
       "bytes read per call as GB/s, the device's copy bandwidth measured in the same\n"
-      "run (read + write, the better of clEnqueueCopyBuffer and a float4 copy kernel)\n"
-      "and the ratio of the two.",
+      "run and the same mode (read + write, the better of clEnqueueCopyBuffer and a\n"
+      "float4 copy kernel) and the ratio of the two.",
       opts,
-      "Method: random finite inputs, every sequence at the full context with its own\n"
-      "shuffled blocks; a first call (where a cold kernel cache builds the kernels)\n"
-      "and two warm-up calls, then 7 batches of back-to-back calls timed around\n"
-      "clFinish; the median batch gives the time per call, launch overhead included.\n"
-      "JSON keys: op, device, lanes, heads, kv_heads, head_size, block_size, batch,\n"
-      "context, dtype, variant, partition, heads_per_group, us_per_call, kv_bytes,\n"
-      "gbps, copy_gbps, ratio.",
+      "Method: random finite inputs, every sequence with its own shuffled blocks; a\n"
+      "first call (where a cold kernel cache builds the kernels), then\n"
+      "  cold: before every call a kernel reads 256 MiB (half the largest buffer on\n"
+      "        small devices), so nothing of the last call stays in the L2; a call\n"
+      "        takes from that kernel's end to the end of decode's last kernel\n"
+      "        (profiling events); the median of --repeats calls;\n"
+      "  hot:  two warm-up calls, then 7 batches of back-to-back calls timed around\n"
+      "        clFinish; the median batch, launch overhead included.\n"
+      "K/V bytes count the tokens of the actual lengths.\n"
+      "JSON keys: op, device, lanes, mode, repeats, heads, kv_heads, head_size,\n"
+      "block_size, batch, context, lengths, tokens, dtype, variant, partition,\n"
+      "heads_per_group, us_per_call, kv_bytes, gbps, copy_gbps, ratio.",
   };
   int rc = cli_parse(&cmd, argc, argv);
   if (rc != CLI_RUN) return rc;
-  long long blocks = (long long)(a->context + a->block_size - 1) / a->block_size * a->batch;
+  if (a->cold && a->hot) return cli_error(&cmd, "--cold and --hot exclude each other");
+  long long blocks = (long long)(s->context + s->block_size - 1) / s->block_size * s->batch;
   if (blocks > INT32_MAX)
     return cli_error(&cmd, "--batch %d at --context %d needs %lld blocks of %d tokens, more than %d",
-                     (int)a->batch, (int)a->context, blocks, (int)a->block_size, INT32_MAX);
+                     (int)s->batch, (int)s->context, blocks, (int)s->block_size, INT32_MAX);
   return CLI_RUN;
 }
 
-static void print_json(const decode_args *a, const bench_env *env, double per_call,
-                       double kv_bytes, double gbps, double copy) {
+static void print_json(const decode_args *a, const bench_env *env, const bench_timing *t,
+                       const bench_decode_figures *f, double gbps, double copy) {
+  const bench_decode_shape *s = &a->s;
   cli_json j;
   cli_json_begin(&j, stdout);
   cli_json_str(&j, "op", "decode");
   cli_json_str(&j, "device", env->info.name);
   cli_json_str(&j, "lanes", clpa_lanes_name(env->info.lanes));
-  cli_json_int(&j, "heads", a->heads);
-  cli_json_int(&j, "kv_heads", a->kv_heads);
-  cli_json_int(&j, "head_size", a->head_size);
-  cli_json_int(&j, "block_size", a->block_size);
-  cli_json_int(&j, "batch", a->batch);
-  cli_json_int(&j, "context", a->context);
-  cli_json_str(&j, "dtype", clpa_dtype_name(a->dtype));
-  cli_json_str(&j, "variant", variant_name(a->variant));
-  cli_json_int(&j, "partition", a->partition);
-  cli_json_int(&j, "heads_per_group", a->hpg);
-  cli_json_num(&j, "us_per_call", per_call * 1e6, 2);
-  cli_json_num(&j, "kv_bytes", kv_bytes, 0);
+  cli_json_str(&j, "mode", bench_mode_name(t));
+  cli_json_int(&j, "repeats", t->cold ? t->repeats : 7);
+  cli_json_int(&j, "heads", s->heads);
+  cli_json_int(&j, "kv_heads", s->kv_heads);
+  cli_json_int(&j, "head_size", s->head_size);
+  cli_json_int(&j, "block_size", s->block_size);
+  cli_json_int(&j, "batch", s->batch);
+  cli_json_int(&j, "context", s->context);
+  cli_json_str(&j, "lengths", bench_lengths_name(s->lengths));
+  cli_json_int(&j, "tokens", f->tokens);
+  cli_json_str(&j, "dtype", clpa_dtype_name(s->dtype));
+  cli_json_str(&j, "variant", variant_name(s->variant));
+  cli_json_int(&j, "partition", s->partition);
+  cli_json_int(&j, "heads_per_group", s->hpg);
+  cli_json_num(&j, "us_per_call", f->per_call * 1e6, 2);
+  cli_json_num(&j, "kv_bytes", f->kv_bytes, 0);
   cli_json_num(&j, "gbps", gbps, 3);
   cli_json_num(&j, "copy_gbps", copy, 3);
   cli_json_num(&j, "ratio", gbps / copy, 4);
   cli_json_end(&j);
 }
 
-/* Says why (after a progress line, if any) and leaves through done. */
-#define FAIL(...)                                 \
-  do {                                            \
-    cli_progress_end();                           \
-    fprintf(stderr, "clpa-bench decode: ");       \
-    fprintf(stderr, __VA_ARGS__);                 \
-    fputc('\n', stderr);                          \
-    goto done;                                    \
-  } while (0)
-/* The library refused the shape the options gave: a usage error. */
-#define REFUSE(why)                                                                    \
-  do {                                                                                 \
-    rc = 2;                                                                            \
-    FAIL("the library refuses this shape: %s\nTry 'clpa-bench decode --help' for the " \
-         "options.",                                                                   \
-         why);                                                                         \
-  } while (0)
+static void print_table(const decode_args *a, const bench_env *env, const bench_timing *t,
+                        const bench_decode_figures *f, double gbps, double copy) {
+  const bench_decode_shape *s = &a->s;
+  printf("device      %s (%s lanes)\n", env->info.name, clpa_lanes_name(env->info.lanes));
+  printf("shape       batch %d, context %d, heads %d/%d, head size %d, block %d, %s cache\n",
+         s->batch, s->context, s->heads, s->kv_heads, s->head_size, s->block_size,
+         clpa_dtype_name(s->dtype));
+  printf("lengths     %s: %lld tokens in all\n", bench_lengths_name(s->lengths), f->tokens);
+  if (t->cold)
+    printf("mode        cold: L2 flushed (%.0f MiB read) before each call, event-timed\n",
+           (double)env->flush_bytes / 1048576.0);
+  else
+    printf("mode        hot: back-to-back calls, wall clock\n");
+  if (t->cold)
+    printf("time        %.1f us per call (median of %d calls)\n", f->per_call * 1e6, t->repeats);
+  else
+    printf("time        %.1f us per call (median of 7 batches)\n", f->per_call * 1e6);
+  printf("K/V read    %.1f MB per call -> %.2f GB/s\n", f->kv_bytes / 1e6, gbps);
+  printf("copy        %.2f GB/s (read + write, same run, %s)\n", copy, bench_mode_name(t));
+  printf("ratio       %.3f of copy bandwidth\n", gbps / copy);
+}
 
 int bench_decode(int argc, char **argv) {
   decode_args a;
@@ -147,81 +332,32 @@ int bench_decode(int argc, char **argv) {
   if (parsed != CLI_RUN) return parsed;
   bench_env env;
   if (bench_open(&env)) return 1;
-  const size_t esz = clpa_dtype_size(a.dtype);
-  const int bpseq = (a.context + a.block_size - 1) / a.block_size;
-  const int nblocks = bpseq * a.batch;
-  const size_t cache_elems = (size_t)nblocks * a.kv_heads * a.head_size * a.block_size;
-  const size_t qn = (size_t)a.batch * a.heads * a.head_size;
-  int rc = 1;
-  int32_t *tables = malloc(sizeof(int32_t) * nblocks), *lens = malloc(sizeof(int32_t) * a.batch);
-  float *q = malloc(sizeof(float) * qn);
-  cl_mem kc = NULL, vc = NULL, bq = NULL, bt = NULL, bl = NULL, out = NULL;
-  if (!tables || !lens || !q) FAIL("out of host memory");
-  for (int i = 0; i < nblocks; i++) tables[i] = i;
-  for (int i = nblocks - 1; i > 0; i--) {
-    int j = (int)(bench_rand() % (uint64_t)(i + 1)), t = tables[i];
-    tables[i] = tables[j], tables[j] = t;
-  }
-  for (int s = 0; s < a.batch; s++) lens[s] = a.context;
-  for (size_t i = 0; i < qn; i++) q[i] = (float)((double)(bench_rand() % 2001) / 1000.0 - 1.0);
-  cli_progress("decode: making random K/V caches (2 x %.0f MB)...",
-               (double)(cache_elems * esz) / 1e6);
-  kc = bench_random_cache(&env, a.dtype, cache_elems);
-  vc = bench_random_cache(&env, a.dtype, cache_elems);
-  cli_progress_end();
-  bq = bench_buffer(&env, q, sizeof(float) * qn);
-  bt = bench_buffer(&env, tables, sizeof(int32_t) * nblocks);
-  bl = bench_buffer(&env, lens, sizeof(int32_t) * a.batch);
-  out = bench_buffer(&env, NULL, sizeof(float) * qn);
-  if (!kc || !vc || !bq || !bt || !bl || !out)
-    FAIL("could not make the inputs (2 x %.0f MB of cache)", (double)(cache_elems * esz) / 1e6);
-
-  clpa_decode_params p;
-  clpa_decode_params_init(&p);
-  if (clpa_kv_layout_init(&p.kv, a.dtype, nblocks, a.block_size, a.kv_heads, a.head_size))
-    REFUSE(clpa_last_error());
-  p.num_seqs = a.batch, p.num_heads = a.heads, p.max_blocks_per_seq = bpseq;
-  p.max_context_len = a.context, p.q_dtype = CLPA_DTYPE_F32;
-  p.scale = 1.0f / sqrtf((float)a.head_size), p.k_scale = p.v_scale = 0.01f;
-  p.query = bq, p.key_cache = kc, p.value_cache = vc, p.block_tables = bt, p.context_lens = bl;
-  p.out = out, p.variant = a.variant, p.partition_size = a.partition, p.heads_per_group = a.hpg;
-
-  /* The first call builds the kernels (from the binary cache when warm)
-   * and is where the library refuses a shape: that is a usage error. */
-  cli_progress("decode: first call (a cold kernel cache builds the kernels now)...");
-  clpa_status st = clpa_decode(env.ctx, &p);
-  if (st == CLPA_OK) st = clpa_context_finish(env.ctx);
-  cli_progress_end();
-  if (st == CLPA_ERR_INVALID_ARG || st == CLPA_ERR_UNSUPPORTED)
-    REFUSE(clpa_context_last_error(env.ctx));
-  if (st != CLPA_OK) FAIL("%s", clpa_context_last_error(env.ctx));
-  double per_call = 0;
-  if (bench_time(&env, "decode", (bench_fn)clpa_decode, &p, &per_call)) goto done;
-  if (clpa_context_check_faults(env.ctx, NULL) != CLPA_OK)
-    FAIL("%s", clpa_context_last_error(env.ctx));
-  double kv_bytes = 2.0 * a.batch * (double)a.context * a.kv_heads * a.head_size * esz;
-  double gbps = kv_bytes / per_call / 1e9;
-  double copy = bench_copy_gbps(&env, cache_elems * esz);
-  if (copy <= 0) FAIL("could not measure the copy bandwidth");
-  if (a.json) {
-    print_json(&a, &env, per_call, kv_bytes, gbps, copy);
+  bench_timing t;
+  bench_timing_pick(&env, a.cold, a.hot, a.repeats, &t);
+  bench_decode_figures f;
+  char why[2048];
+  int rc = bench_decode_measure(&env, &a.s, &t, &f, why, sizeof why);
+  if (rc == BENCH_REFUSED) {
+    fprintf(stderr,
+            "clpa-bench decode: the library refuses this shape: %s\n"
+            "Try 'clpa-bench decode --help' for the options.\n",
+            why);
+    rc = 2;
+  } else if (rc != BENCH_MEASURED) {
+    if (why[0]) fprintf(stderr, "clpa-bench decode: %s\n", why);
+    rc = 1;
   } else {
-    printf("device      %s (%s lanes)\n", env.info.name, clpa_lanes_name(env.info.lanes));
-    printf("shape       batch %d, context %d, heads %d/%d, head size %d, block %d, %s cache\n",
-           a.batch, a.context, a.heads, a.kv_heads, a.head_size, a.block_size,
-           clpa_dtype_name(a.dtype));
-    printf("time        %.1f us per call (median of 7 batches)\n", per_call * 1e6);
-    printf("K/V read    %.1f MB per call -> %.2f GB/s\n", kv_bytes / 1e6, gbps);
-    printf("copy        %.2f GB/s (read + write, same run)\n", copy);
-    printf("ratio       %.3f of copy bandwidth\n", gbps / copy);
+    double gbps = f.kv_bytes / f.per_call / 1e9;
+    double copy = bench_copy_gbps(&env, f.cache_bytes, &t);
+    if (copy <= 0) {
+      fprintf(stderr, "clpa-bench decode: could not measure the copy bandwidth\n");
+      rc = 1;
+    } else if (a.json) {
+      print_json(&a, &env, &t, &f, gbps, copy);
+    } else {
+      print_table(&a, &env, &t, &f, gbps, copy);
+    }
   }
-  rc = 0;
-done:
-  cli_progress_end();
-  free(tables), free(lens), free(q);
-  cl_mem all[] = {kc, vc, bq, bt, bl, out};
-  for (size_t i = 0; i < sizeof all / sizeof *all; i++)
-    if (all[i]) clReleaseMemObject(all[i]);
   bench_close(&env);
   return rc;
 }

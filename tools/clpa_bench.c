@@ -3,6 +3,7 @@
  * operations per second) next to a ceiling measured in the same run.
  *
  *   clpa-bench decode [options]   decode attention on the selected device
+ *   clpa-bench sweep [options]    decode over a grid of shapes: a CSV and a PNG
  *   clpa-bench prefill [options]  prefill attention on the selected device
  *   clpa-bench radix [options]    the radix prefix cache on a synthetic trace; no device
  *   clpa-bench kvman [options]    KV-manager host work per decode step; no device
@@ -23,6 +24,8 @@ static const char USAGE[] =
     "commands:\n"
     "  decode    decode attention on the selected device: GB/s of K/V read and the\n"
     "            ratio to the device's copy bandwidth\n"
+    "  sweep     decode over a grid of shapes (heads, GQA ratio, batch, context,\n"
+    "            lengths, dtype): a CSV and, with gnuplot, a PNG of the ratio\n"
     "  prefill   prefill attention on the selected device: TFLOP/s next to the\n"
     "            device's f32 FMA peak\n"
     "  radix     the prefix cache on a synthetic serving trace, through the KV\n"
@@ -41,6 +44,7 @@ static const char USAGE[] =
 int main(int argc, char **argv) {
   const char *cmd = argc >= 2 ? argv[1] : NULL;
   if (cmd && strcmp(cmd, "decode") == 0) return bench_decode(argc - 1, argv + 1);
+  if (cmd && strcmp(cmd, "sweep") == 0) return bench_sweep(argc - 1, argv + 1);
   if (cmd && strcmp(cmd, "prefill") == 0) return bench_prefill(argc - 1, argv + 1);
   if (cmd && strcmp(cmd, "radix") == 0) return clpa_bench_radix(argc - 1, argv + 1);
   if (cmd && strcmp(cmd, "kvman") == 0) return clpa_bench_kvman(argc - 1, argv + 1);
@@ -53,11 +57,11 @@ int main(int argc, char **argv) {
     return 0;
   }
   if (!cmd)
-    fputs("clpa-bench: which command? decode, prefill, radix or kvman\n", stderr);
+    fputs("clpa-bench: which command? decode, sweep, prefill, radix or kvman\n", stderr);
   else if (cmd[0] == '-')
     fprintf(stderr, "clpa-bench: unknown option '%s' (options follow the command)\n", cmd);
   else
-    fprintf(stderr, "clpa-bench: unknown command '%s' (decode, prefill, radix or kvman)\n", cmd);
+    fprintf(stderr, "clpa-bench: unknown command '%s' (decode, sweep, prefill, radix or kvman)\n", cmd);
   fputs("Try 'clpa-bench --help'.\n", stderr);
   return 2;
 }
