@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "ref_attention.h"
+#include "ref_util.h"
 #include "tap.h"
 #include "util.h"
 
@@ -44,33 +45,6 @@ typedef struct scene {
   char desc[200];
 } scene;
 
-static void *xcalloc(size_t n, size_t size) {
-  void *p = calloc(n ? n : 1, size);
-  if (!p) {
-    printf("Bail out! out of memory\n");
-    exit(1);
-  }
-  return p;
-}
-
-static float *nan_array(size_t n) {
-  float *p = xcalloc(n, sizeof *p);
-  for (size_t i = 0; i < n; i++) p[i] = NAN;
-  return p;
-}
-
-static float rnd(double lo, double hi) { return (float)rng_uniform(lo, hi); }
-
-static void shuffle(int32_t *a, int32_t n) {
-  for (int32_t i = n - 1; i > 0; i--) {
-    int32_t j = (int32_t)rng_below((uint32_t)i + 1u), t = a[i];
-    a[i] = a[j];
-    a[j] = t;
-  }
-}
-
-static int32_t pick(const int32_t *a, size_t n) { return a[rng_below((uint32_t)n)]; }
-
 static float dense_k(const scene *sc, int32_t s, int32_t kvh, int32_t j, int32_t d) {
   return sc
       ->k[s][((size_t)kvh * (size_t)sc->lens[s] + (size_t)j) * (size_t)sc->head_size + (size_t)d];
@@ -91,11 +65,6 @@ static void scatter_token(scene *sc, int32_t s, int32_t j) {
       sc->vc[clpa_kv_value_index(&sc->kv, b, h, j % bs, d)] = dense_v(sc, s, h, j, d);
     }
   }
-}
-
-/* The storage dtype whose 16-byte vector is x elements wide. */
-static clpa_dtype dtype_of_x(int32_t x) {
-  return x == 4 ? CLPA_DTYPE_F32 : x == 8 ? CLPA_DTYPE_F16 : CLPA_DTYPE_FP8_E4M3;
 }
 
 static int32_t draw_len(int32_t bs) {
@@ -445,12 +414,6 @@ static int report(const worst *w, const scene *sc, const char *what) {
     diag("worst: seq %d head %d %s%d: got %.17g, want %.17g", w->s, w->h,
          w->d < 0 ? "lse" : "d=", w->d < 0 ? 0 : w->d, w->got, w->want);
   return good;
-}
-
-static double *poisoned(size_t n) {
-  double *p = xcalloc(n, sizeof *p);
-  for (size_t i = 0; i < n; i++) p[i] = NAN;
-  return p;
 }
 
 static int reshape_scenes, reshape_bad;

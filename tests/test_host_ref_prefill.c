@@ -34,6 +34,7 @@
 #include <string.h>
 
 #include "ref_attention.h"
+#include "ref_util.h"
 #include "tap.h"
 #include "util.h"
 
@@ -67,35 +68,6 @@ typedef struct scene {
   char desc[320];
 } scene;
 
-static void *xcalloc(size_t n, size_t size) {
-  void *p = calloc(n ? n : 1, size);
-  if (!p) BAIL_OUT("out of memory");
-  return p;
-}
-
-static float *nan_array(size_t n) {
-  float *p = xcalloc(n, sizeof *p);
-  for (size_t i = 0; i < n; i++) p[i] = NAN;
-  return p;
-}
-
-static double *poisoned(size_t n) {
-  double *p = xcalloc(n, sizeof *p);
-  for (size_t i = 0; i < n; i++) p[i] = NAN;
-  return p;
-}
-
-static float rnd(double lo, double hi) { return (float)rng_uniform(lo, hi); }
-
-static void shuffle(int32_t *a, int32_t n) {
-  for (int32_t i = n - 1; i > 0; i--) {
-    int32_t j = (int32_t)rng_below((uint32_t)i + 1u), t = a[i];
-    a[i] = a[j];
-    a[j] = t;
-  }
-}
-
-static int32_t pick(const int32_t *a, size_t n) { return a[rng_below((uint32_t)n)]; }
 static int32_t new_len(const scene *sc, int32_t s) { return sc->cu[s + 1] - sc->cu[s]; }
 
 static float dense_k(const scene *sc, int32_t s, int32_t kvh, int32_t j, int32_t d) {
@@ -105,10 +77,6 @@ static float dense_k(const scene *sc, int32_t s, int32_t kvh, int32_t j, int32_t
 static float dense_v(const scene *sc, int32_t s, int32_t kvh, int32_t j, int32_t d) {
   return sc
       ->v[s][((size_t)kvh * (size_t)sc->lens[s] + (size_t)j) * (size_t)sc->head_size + (size_t)d];
-}
-
-static clpa_dtype dtype_of_x(int32_t x) {
-  return x == 4 ? CLPA_DTYPE_F32 : x == 8 ? CLPA_DTYPE_F16 : CLPA_DTYPE_FP8_E4M3;
 }
 
 /* ======================================================================
