@@ -29,6 +29,11 @@
  *   work         [num_tiles, 2] int32: (s, R0)
  *   out          [total_new, num_heads, HEAD_SIZE]   io_t
  *   lse          [total_new, num_heads] float, or NULL
+ *   block_mask   [num_seqs, num_heads, mask_qb, mask_kb] uchar, or NULL:
+ *                block-sparse prefill (XAttention): query i of head h drops
+ *                the keys of block j / mask_block when [i / mask_block] says 0
+ *                (mask_block a multiple of 64, so a key tile or cache block
+ *                lies in one mask block); a tile no row keeps is not read
  *
  * Keys of a tile: positions k0 .. k0 + BK - 1 (k0 a multiple of BK). For
  * row position p they take part when j < cached_len + new_len, j <= p if
@@ -167,12 +172,14 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
     __global const int *seq_info, __global const int *work, int num_blocks, int num_heads,
     int num_kv_heads, float scale, float k_scale, float v_scale, __global const float *k_scales,
     __global const float *v_scales, __global const float *alibi, float soft_cap, int window,
-    __global const float *sinks, int causal, __global volatile int *faults) {
+    __global const float *sinks, int causal, __global volatile int *faults,
+    __global const uchar *block_mask, int mask_block, int mask_qb, int mask_kb) {
   __local float q_s[ROWS * HEAD_SIZE];
   __local float kv_s[BK * HEAD_SIZE];
   __local float p_s[ROWS * BK];
   __local float red[NUM_THREADS];
   __local int kok[BK];
+  __local int any_kept;
 
   const int lid = get_local_id(0), r = lid / TPR, qd = lid % TPR;
   const int s = work[2 * get_group_id(0)], R0 = work[2 * get_group_id(0) + 1];
@@ -203,7 +210,22 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
   float acc[DPT];
   for (int j = 0; j < DPT; j++) acc[j] = 0.0f;
 
+  __global const uchar *mrow =
+      block_mask ? block_mask + (((size_t)s * num_heads + head) * mask_qb + (R / qpk) / mask_block) *
+                                    (size_t)mask_kb
+                 : NULL;
+
   for (int k0 = k_begin; k0 < k_end; k0 += BK) {
+    /* ---- 1b. block-sparse: does any row keep this tile's key block? ---- */
+    const int keep = !mrow || (live && mrow[k0 / mask_block]);
+    if (mrow) {
+      barrier(CLK_LOCAL_MEM_FENCE);
+      if (lid == 0) any_kept = 0;
+      barrier(CLK_LOCAL_MEM_FENCE);
+      if (keep) atomic_or(&any_kept, 1);
+      barrier(CLK_LOCAL_MEM_FENCE);
+      if (!any_kept) continue; /* the same answer for every work-item */
+    }
     /* ---- 2. load the key tile ---- */
     barrier(CLK_LOCAL_MEM_FENCE);
     load_keys(kv_s, kok, k_cache, table, k0, k_lo, k_end, num_blocks, kv_head, block_stride, head_stride,
@@ -222,7 +244,8 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
       x *= scale;
       if (soft_cap > 0.0f) x = soft_cap * tanh(x / soft_cap);
       x += slope * (float)(j - p);
-      const int masked = !live || !kok[k] || (causal && j > p) || (window > 0 && p - j >= window);
+      const int masked = !live || !keep || !kok[k] || (causal && j > p) ||
+                         (window > 0 && p - j >= window);
       sc[i] = masked ? -INFINITY : x;
       tile_max = fmax(tile_max, sc[i]);
     }
@@ -298,7 +321,8 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void clpa_prefill_rows(
     __global const int *seq_info, __global const int *work, int num_blocks, int num_heads,
     int num_kv_heads, float scale, float k_scale, float v_scale, __global const float *k_scales,
     __global const float *v_scales, __global const float *alibi, float soft_cap, int window,
-    __global const float *sinks, int causal, __global volatile int *faults) {
+    __global const float *sinks, int causal, __global volatile int *faults,
+    __global const uchar *block_mask, int mask_block, int mask_qb, int mask_kb) {
   const int s = work[2 * get_group_id(0)], R0 = work[2 * get_group_id(0) + 1];
   const int kv_head = get_group_id(1), qpk = num_heads / num_kv_heads;
   const int first = seq_info[3 * s], new_len = seq_info[3 * s + 1], cached = seq_info[3 * s + 2];
@@ -332,7 +356,21 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void clpa_prefill_rows(
   const int k_end = causal ? min(kv_end, p_hi + 1) : kv_end;
   const int k_lo = window > 0 ? max(p_lo - window + 1, 0) : 0;
 
+  __global const uchar *mrow[RG];
+  for (int r = 0; r < RG; r++)
+    mrow[r] = block_mask ? block_mask + (((size_t)s * num_heads + head[r]) * mask_qb +
+                                         (pos[r] - cached) / mask_block) *
+                                            (size_t)mask_kb
+                         : NULL;
+
   for (int b = k_lo / BLOCK_SIZE; b * BLOCK_SIZE < k_end; b++) {
+    /* Block-sparse: rows that drop this block's mask block; none keeps it: skip. */
+    int keep[RG], any = 0;
+    for (int r = 0; r < RG; r++) {
+      keep[r] = !block_mask || (r < rows && mrow[r][(b * BLOCK_SIZE) / mask_block]);
+      any |= keep[r];
+    }
+    if (!any) continue;
     const int phys = table[b];
     if (phys < 0 || phys >= num_blocks) {
       atomic_or(faults, CLPA_FAULT_BAD_BLOCK);
@@ -356,7 +394,7 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void clpa_prefill_rows(
         float x = VSUM(KV_X, dot) * scale;
         if (soft_cap > 0.0f) x = soft_cap * tanh(x / soft_cap);
         x += slope[r] * (float)(j - pos[r]);
-        const int masked = j < k_lo || j >= k_end || (causal && j > pos[r]) ||
+        const int masked = !keep[r] || j < k_lo || j >= k_end || (causal && j > pos[r]) ||
                            (window > 0 && pos[r] - j >= window);
         sc[r][o] = masked ? -INFINITY : x;
       }

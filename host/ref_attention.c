@@ -200,6 +200,19 @@ static clpa_status check_prefill_data(const clpa_ref_prefill_args *a, const clpa
                  kv->num_blocks);
     }
   }
+  if (a->block_mask) {
+    CLPA_CHECK(NULL, a->mask_block <= 0, CLPA_ERR_INVALID_ARG, "mask_block = %d must be > 0",
+               a->mask_block);
+    for (int32_t s = 0; s < a->num_seqs; s++) {
+      const int64_t n = cu[s + 1] - cu[s], len = a->cached_lens[s] + n;
+      CLPA_CHECK(NULL, n > 0 && ((n - 1) / a->mask_block >= a->mask_q_blocks ||
+                                 (len - 1) / a->mask_block >= a->mask_k_blocks),
+                 CLPA_ERR_INVALID_ARG,
+                 "sequence %d: %lld new tokens over %lld keys need more than mask_q_blocks = %d x"
+                 " mask_k_blocks = %d blocks of %d", s, (long long)n, (long long)len,
+                 a->mask_q_blocks, a->mask_k_blocks, a->mask_block);
+    }
+  }
   const size_t total = (size_t)cu[a->num_seqs];
   const size_t row_out = (size_t)a->num_heads * (size_t)kv->head_size;
   size_t extent;
@@ -238,16 +251,19 @@ static void prefill_gather(const clpa_ref_prefill_args *a, const clpa_kv_layout 
   }
 }
 
-/* One query row t (position p), head h, over the gathered keys [lo, hi):
- * decode_one's arithmetic in the same order, so n = 1 equals decode. */
+/* One query row t (position p), head h, over the gathered keys [lo, hi)
+ * that its mask row keeps (mrow NULL: all): decode_one's arithmetic in the
+ * same order, so n = 1 equals decode. */
 static void prefill_row(const clpa_ref_prefill_args *a, size_t hs, int32_t t, int32_t h, int32_t p,
-                        int32_t lo, int32_t hi, prefill_scratch *w) {
+                        int32_t lo, int32_t hi, const uint8_t *mrow, prefill_scratch *w) {
   const float *q = a->query + (size_t)t * a->q_stride + (size_t)h * hs;
   double *out = a->out + ((size_t)t * (size_t)a->num_heads + (size_t)h) * hs;
   double *lse = a->lse ? a->lse + (size_t)t * (size_t)a->num_heads + (size_t)h : NULL;
 
   for (size_t d = 0; d < hs; d++) out[d] = 0.0;
-  if (lo >= hi) { /* no key: unreachable with valid arguments, kept as decode's rule */
+  int32_t kept = 0;
+  for (int32_t j = lo; j < hi; j++) kept += !mrow || mrow[j / a->mask_block];
+  if (kept == 0) { /* no key: every one masked, or none (decode's rule) */
     if (lse) *lse = a->sinks ? (double)a->sinks[h] : -INFINITY;
     return;
   }
@@ -255,6 +271,7 @@ static void prefill_row(const clpa_ref_prefill_args *a, size_t hs, int32_t t, in
   /* Logits. */
   double m = a->sinks ? (double)a->sinks[h] : -INFINITY;
   for (int32_t j = lo; j < hi; j++) {
+    if (mrow && !mrow[j / a->mask_block]) continue;
     const double *k = w->k + (size_t)j * hs;
     double dot = 0.0;
     for (size_t d = 0; d < hs; d++) dot += (double)q[d] * k[d];
@@ -269,6 +286,7 @@ static void prefill_row(const clpa_ref_prefill_args *a, size_t hs, int32_t t, in
   double den = a->sinks ? exp((double)a->sinks[h] - m) : 0.0;
   for (size_t d = 0; d < hs; d++) w->acc[d] = 0.0;
   for (int32_t j = lo; j < hi; j++) {
+    if (mrow && !mrow[j / a->mask_block]) continue;
     const double *v = w->v + (size_t)j * hs;
     double wj = exp(w->logits[j] - m);
     den += wj;
@@ -292,7 +310,13 @@ static void prefill_seq(const clpa_ref_prefill_args *a, const clpa_kv_layout *kv
       for (int32_t i = 0; i < n; i++) {
         const int32_t p = cached + i;
         const int32_t lo = first_token(p + 1, a->sliding_window), hi = a->causal ? p + 1 : len;
-        prefill_row(a, (size_t)kv->head_size, t0 + i, h, p, lo, hi, w);
+        const uint8_t *mrow =
+            a->block_mask ? a->block_mask + (((size_t)s * (size_t)a->num_heads + (size_t)h) *
+                                                 (size_t)a->mask_q_blocks +
+                                             (size_t)(i / a->mask_block)) *
+                                                (size_t)a->mask_k_blocks
+                          : NULL;
+        prefill_row(a, (size_t)kv->head_size, t0 + i, h, p, lo, hi, mrow, w);
       }
     }
   }

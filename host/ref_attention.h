@@ -171,6 +171,14 @@ typedef struct clpa_ref_prefill_args {
   /* outputs */
   double *out; /* [total_new_tokens][num_heads][head_size] */
   double *lse; /* [total_new_tokens][num_heads] or NULL */
+
+  /* Block-sparse prefill (XAttention's mask), or NULL: uint8
+   * [num_seqs][num_heads][mask_q_blocks][mask_k_blocks]; query i of
+   * sequence s, head h, drops key j when mask[s][h][i / mask_block]
+   * [j / mask_block] is 0 (a row with every key dropped gets out 0 and lse
+   * -inf, or the sink). */
+  const uint8_t *block_mask;
+  int32_t mask_block, mask_q_blocks, mask_k_blocks;
 } clpa_ref_prefill_args;
 
 /* Computes prefill attention as above. Checks everything decode checks

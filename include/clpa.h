@@ -404,6 +404,14 @@ typedef struct clpa_prefill_params {
    * per tile, 8, 16, 32 or 64 (tiles only). */
   clpa_prefill_path path;
   int32_t rows_per_group, keys_per_tile;
+  /* Block-sparse prefill (XAttention's mask, clpa_xattn.h), or NULL: uint8
+   * [num_seqs][num_heads][mask_q_blocks][mask_k_blocks] on the device;
+   * query i of sequence s, head h, drops the keys j with mask[s][h]
+   * [i / mask_block][j / mask_block] == 0 (a row that drops every key gets
+   * out 0 and lse -inf, or its sink). mask_block is a multiple of 64
+   * tokens; key tiles no row keeps are never read. */
+  cl_mem block_mask;
+  int32_t mask_block, mask_q_blocks, mask_k_blocks;
   cl_uint num_wait_events;
   const cl_event *wait_events;
   cl_event *event;                /* completes with the kernel; the caller releases it */

@@ -54,7 +54,27 @@ static clpa_status check_lengths(clpa_context *ctx, const clpa_prefill_params *p
                    " blocks x %d tokens)", s, c, b - a, p->max_blocks_per_seq, kv->block_size);
   }
   *total = p->cu_seqlens_q[p->num_seqs];
-  return CLPA_OK;
+  if (!p->block_mask) return CLPA_OK;
+  CLPA_CTX_CHECK(ctx, p->mask_block <= 0 || p->mask_block % 64 != 0, CLPA_ERR_INVALID_ARG,
+                 "mask_block = %d (a positive multiple of 64 tokens)", p->mask_block);
+  CLPA_CTX_CHECK(ctx, p->mask_q_blocks <= 0 || p->mask_k_blocks <= 0, CLPA_ERR_INVALID_ARG,
+                 "mask_q_blocks = %d, mask_k_blocks = %d (both > 0)", p->mask_q_blocks,
+                 p->mask_k_blocks);
+  for (int32_t s = 0; s < p->num_seqs; s++) {
+    const int64_t n = p->cu_seqlens_q[s + 1] - p->cu_seqlens_q[s], len = p->cached_lens[s] + n;
+    CLPA_CTX_CHECK(ctx, n > 0 && ((n - 1) / p->mask_block >= p->mask_q_blocks ||
+                                  (len - 1) / p->mask_block >= p->mask_k_blocks),
+                   CLPA_ERR_INVALID_ARG,
+                   "sequence %d: %lld new tokens over %lld keys need more than mask_q_blocks = %d"
+                   " x mask_k_blocks = %d blocks of %d", s, (long long)n, (long long)len,
+                   p->mask_q_blocks, p->mask_k_blocks, p->mask_block);
+  }
+  size_t need = 0;
+  CLPA_CTX_CHECK(ctx, !clpa_size_mul_add((size_t)p->num_seqs * (size_t)p->num_heads,
+                                         (size_t)p->mask_q_blocks, 0, &need) ||
+                          !clpa_size_mul_add(need, (size_t)p->mask_k_blocks, 0, &need),
+                 CLPA_ERR_INVALID_ARG, "the block mask's size overflows size_t");
+  return clpa_check_buffer(ctx, p->block_mask, "block_mask", need, 0);
 }
 
 /* Path and shape: forced, or rows (4 a work-item) on CPUs, else the
@@ -149,6 +169,8 @@ static clpa_status launch(clpa_context *ctx, const clpa_prefill_params *p, const
   const cl_int maxb = p->max_blocks_per_seq, nb = a->kv.num_blocks, nh = p->num_heads;
   const cl_int nkv = a->kv.num_kv_heads, win = p->sliding_window, causal = p->causal;
   const cl_float scale = p->scale, ks = p->k_scale, vs = p->v_scale, cap = p->soft_cap;
+  const cl_int mask_block = p->block_mask ? p->mask_block : 64;
+  const cl_int mask_qb = p->mask_q_blocks, mask_kb = p->mask_k_blocks;
   const clpa_arg args[] = {
       CLPA_ARG(p->out),          CLPA_ARG(p->lse),          CLPA_ARG(p->query),
       CLPA_ARG(q_stride),        CLPA_ARG(a->k),            CLPA_ARG(a->v),
@@ -158,7 +180,8 @@ static clpa_status launch(clpa_context *ctx, const clpa_prefill_params *p, const
       CLPA_ARG(scale),           CLPA_ARG(ks),              CLPA_ARG(vs),
       CLPA_ARG(p->k_scale_buffer), CLPA_ARG(p->v_scale_buffer), CLPA_ARG(p->alibi_slopes),
       CLPA_ARG(cap),             CLPA_ARG(win),             CLPA_ARG(p->sinks),
-      CLPA_ARG(causal),          CLPA_ARG(faults)};
+      CLPA_ARG(causal),          CLPA_ARG(faults),          CLPA_ARG(p->block_mask),
+      CLPA_ARG(mask_block),      CLPA_ARG(mask_qb),         CLPA_ARG(mask_kb)};
   const size_t wg = rows_path ? 1 : PREFILL_THREADS;
   const clpa_ndrange r = {2,
                           {tiles * wg, (size_t)a->kv.num_kv_heads},

@@ -536,6 +536,74 @@ static void test_offset_rows(void) {
   free_inputs(&in);
 }
 
+/* Block-sparse prefill (XAttention's mask) against the reference with the
+ * same mask, on both paths: random masks (about half the blocks dropped,
+ * some query blocks dropping every key), and an all-ones mask equals no
+ * mask. */
+static void test_sparse(void) {
+  const pcase cases[] = {
+      {4, 8, 2, 64, 16, 150, 200, F16, F32, 0, 0, 1, 0, 0, 0, 1, 1, 0, 0},
+      {3, 4, 4, 128, 32, 130, 300, BF16, F16, 0, 0, 0, 1, 0, 1, 0, 1, 0, 0},
+      {3, 8, 1, 96, 8, 100, 64, F32, F32, 0, 0, 1, 0, 1, 0, 0, 1, 0, 0},
+  };
+  const int B = 64;
+  for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++)
+    for (int pi = 0; pi < 2; pi++) {
+      const pcase *c = &cases[ci];
+      const clpa_prefill_path path = pi ? CLPA_PREFILL_ROWS : CLPA_PREFILL_TILES;
+      inputs in;
+      make_inputs(c, &in);
+      int maxn = 0, maxl = 0;
+      for (int s = 0; s < c->seqs; s++) {
+        const int n = in.cu[s + 1] - in.cu[s];
+        maxn = n > maxn ? n : maxn, maxl = n + in.cached[s] > maxl ? n + in.cached[s] : maxl;
+      }
+      const int qb = (maxn + B - 1) / B + 1, kb = (maxl + B - 1) / B + 1; /* one spare each */
+      const size_t mn = (size_t)c->seqs * c->heads * qb * kb;
+      uint8_t *mask = malloc(mn), *ones = malloc(mn);
+      for (size_t i = 0; i < mn; i++) mask[i] = rng_below(2), ones[i] = 1;
+      for (int h = 0; h < c->heads; h += 3) /* some query blocks drop everything */
+        memset(mask + ((size_t)h * qb) * kb, 0, (size_t)kb);
+      const size_t rows = (size_t)in.total * c->heads, outn = rows * c->hs;
+      double *want = malloc(sizeof(double) * outn), *want_l = malloc(sizeof(double) * rows);
+      clpa_ref_prefill_args ra = ref_args(c, &in, want, want_l);
+      ra.block_mask = mask, ra.mask_block = B, ra.mask_q_blocks = qb, ra.mask_k_blocks = kb;
+      int good = clpa_ref_prefill(&ra) == CLPA_OK;
+      device_case d;
+      clpa_prefill_params p;
+      upload(c, &in, &d, &p);
+      p.path = path;
+      cl_mem bm = test_buffer(ctx, mask, mn), bo = test_buffer(ctx, ones, mn);
+      p.block_mask = bm, p.mask_block = B, p.mask_q_blocks = qb, p.mask_k_blocks = kb;
+      good &= clpa_prefill(ctx, &p) == CLPA_OK;
+      float *got = malloc(sizeof(float) * outn), *gl = malloc(sizeof(float) * rows);
+      read_out(c, &d, outn, got, gl);
+      double atol = 0, rtol = 0;
+      tolerance_of(c->io, &atol, &rtol);
+      size_t at;
+      const double w = test_worst(got, want, outn, atol, rtol, &at);
+      const double wl = test_worst(gl, want_l, rows, LSE_ATOL, LSE_RTOL, &at);
+      ok(good && w <= 1.0 && wl <= 1.0,
+         "block-sparse prefill, %s path, case %zu: a random mask equals the masked reference"
+         " (worst %.3g, lse %.3g)", pi ? "rows" : "tiles", ci, w, wl);
+      /* All ones: the dense result (the unmasked call) exactly. */
+      float *dense = malloc(sizeof(float) * outn), *dl = malloc(sizeof(float) * rows);
+      p.block_mask = NULL;
+      good = clpa_prefill(ctx, &p) == CLPA_OK;
+      read_out(c, &d, outn, dense, dl);
+      p.block_mask = bo;
+      good &= clpa_prefill(ctx, &p) == CLPA_OK;
+      read_out(c, &d, outn, got, gl);
+      ok(good && memcmp(got, dense, sizeof(float) * outn) == 0 &&
+             memcmp(gl, dl, sizeof(float) * rows) == 0,
+         "an all-ones mask gives the unmasked result bit for bit (%s path)", pi ? "rows" : "tiles");
+      free(mask), free(ones), free(want), free(want_l), free(got), free(gl), free(dense), free(dl);
+      clReleaseMemObject(bm), clReleaseMemObject(bo);
+      release(&d);
+      free_inputs(&in);
+    }
+}
+
 /* Bad block ids are never followed; they set the fault bit. */
 static void test_faults(void) {
   pcase c = {4, 4, 2, 64, 16, 20, 40, F16, F32, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0};
@@ -567,7 +635,7 @@ static void test_bad_args(void) {
   cl_mem tiny = test_buffer(ctx, NULL, 8); /* two floats: less than 4 heads need */
   test_poison(ctx, out, 4 * 4 * 64 * 10);
   int32_t cu[3] = {0, 6, 10}, cached[2] = {5, 20}, bad_cu[3] = {0, 7, 4}, cu1[3] = {-1, 6, 10};
-  int32_t neg[2] = {-1, 0}, big[2] = {120, 0};
+  int32_t neg[2] = {-1, 0}, big[2] = {120, 0}, big2[2] = {60, 0};
   cl_event null_ev[1] = {NULL};
   clpa_prefill_params good;
   clpa_prefill_params_init(&good);
@@ -578,7 +646,7 @@ static void test_bad_args(void) {
     const char *what, *needle;
     clpa_status want;
     clpa_prefill_params p;
-  } bad[48];
+  } bad[64];
   int n = 0;
 #define BAD(field_expr, needle_, want_) \
   bad[n].p = good;                      \
@@ -627,6 +695,16 @@ static void test_bad_args(void) {
   BAD(rows_per_group = 32, "rows_per_group = 32", CLPA_ERR_INVALID_ARG);
   bad[n - 1].p.path = CLPA_PREFILL_ROWS;
   BAD(path = (clpa_prefill_path)3, "path = 3", CLPA_ERR_INVALID_ARG);
+  BAD(block_mask = small, "mask_block = 0", CLPA_ERR_INVALID_ARG);
+  BAD(block_mask = small, "mask_block = 96", CLPA_ERR_INVALID_ARG);
+  bad[n - 1].p.mask_block = 96;
+  BAD(block_mask = small, "mask_q_blocks = 0", CLPA_ERR_INVALID_ARG);
+  bad[n - 1].p.mask_block = 64;
+  BAD(block_mask = small, "need more than", CLPA_ERR_INVALID_ARG); /* 60 + 6 keys need 2 blocks */
+  bad[n - 1].p.mask_block = 64, bad[n - 1].p.mask_q_blocks = 1, bad[n - 1].p.mask_k_blocks = 1;
+  bad[n - 1].p.num_seqs = 1, bad[n - 1].p.max_blocks_per_seq = 8, bad[n - 1].p.cached_lens = big2;
+  BAD(block_mask = tiny, "block_mask holds", CLPA_ERR_INVALID_ARG);
+  bad[n - 1].p.mask_block = 64, bad[n - 1].p.mask_q_blocks = 1, bad[n - 1].p.mask_k_blocks = 4;
   BAD(num_wait_events = 1, "wait_events", CLPA_ERR_INVALID_ARG);
   BAD(wait_events = null_ev, "wait_events[0] is NULL", CLPA_ERR_INVALID_ARG);
   bad[n - 1].p.num_wait_events = 1;
@@ -677,6 +755,7 @@ int main(void) {
   test_chunks();
   test_decode_equal();
   test_offset_rows();
+  test_sparse();
   test_merge();
   test_faults();
   test_bad_args();
