@@ -237,6 +237,21 @@ CLPA_API clpa_status clpa_program_get(clpa_context *ctx, const char *family, con
  * Returns CLPA_OK, or the failing call's status. */
 CLPA_API clpa_status clpa_smoke_test(clpa_context *ctx, size_t n);
 
+/* What clpa picks on this device when params leave a choice open: the
+ * entry of the tuning table (lib/tuning.c, filled from clpa-bench runs)
+ * that matches the device's name, else its vendor, else its type, else
+ * the defaults. */
+typedef struct clpa_tuning {
+  char matched[128];          /* "device:NAME", "vendor:NAME", "type:cpu", "type:gpu" or "default" */
+  int32_t decode_partition;   /* decode v2 tokens per partition when partition_size is 0 */
+  int32_t prefill_path;       /* a clpa_prefill_path, when params.path is AUTO (AUTO: by type) */
+  int32_t prefill_rows;       /* rows_per_group when 0 (0: the local-memory heuristic) */
+  int32_t prefill_keys;       /* keys_per_tile when 0 (tiles only; 0: the heuristic) */
+} clpa_tuning;
+
+/* The context's tuning entry. Returns CLPA_OK or CLPA_ERR_INVALID_ARG. */
+CLPA_API clpa_status clpa_context_tuning(const clpa_context *ctx, clpa_tuning *out);
+
 /* ======================================================================
  * 4. Decode: paged attention for one query token per sequence
  *
@@ -304,7 +319,8 @@ typedef struct clpa_decode_params {
   cl_mem sinks;               /* optional */
   /* Kernel choice; every field can be forced for tests and benchmarks. */
   clpa_decode_variant variant;
-  int32_t partition_size;     /* v2 tokens per partition; 0 = 512; a multiple of block_size */
+  int32_t partition_size;     /* v2 tokens per partition, a multiple of block_size;
+                                 0 = the tuning table's (clpa_context_tuning) */
   int32_t heads_per_group;    /* query heads per work-group (GQA packing); 0 = auto, else divides num_heads / num_kv_heads */
   /* Events: wait for these before starting; *event (if not NULL) receives
    * an event that completes with the last kernel; the caller releases it. */

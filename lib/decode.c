@@ -79,7 +79,8 @@ static clpa_status plan(clpa_context *ctx, const clpa_decode_params *p, decode_c
   const int hs = c->a.kv.head_size, bs = c->a.kv.block_size;
   const int qpk = p->num_heads / c->a.kv.num_kv_heads;
   c->sg = clpa_lane_width(ctx, bs);
-  c->partition = round_up(p->partition_size ? p->partition_size : DEFAULT_PARTITION, bs);
+  const int tuned = ctx->tuning.decode_partition > 0 ? ctx->tuning.decode_partition : DEFAULT_PARTITION;
+  c->partition = round_up(p->partition_size ? p->partition_size : tuned, bs);
   const int max_ctx = p->max_context_len > 0 ? p->max_context_len : 1;
   const int v1_stride = round_up(max_ctx, bs);
   const int parts = (max_ctx + c->partition - 1) / c->partition;

@@ -37,6 +37,7 @@ struct clpa_context {
   cl_mem scratch[4];   /* grow-only temporary buffers (decode v2 partials) */
   size_t scratch_size[4];
   int subgroup_size;   /* lanes of a subgroup in our kernels, learnt on first build (0: not yet) */
+  clpa_tuning tuning;  /* the tuning table's entry for the device (tuning.c) */
   char error[CLPA_ERROR_MAX];
 };
 
@@ -156,6 +157,9 @@ void clpa_programs_release(clpa_context *ctx);
  * releases it (the cache keeps its own reference). */
 clpa_status clpa_kernel_create(clpa_context *ctx, const char *family, const char *options,
                                const char *name, cl_kernel *out);
+
+/* The tuning table's entry for a device (tuning.c). */
+void clpa_tuning_lookup(const clpa_device_info *in, clpa_tuning *out);
 
 /* Settles the context's lane-group path: on the subgroup path, learns the
  * subgroup size our kernels get (decode.c builds its default kernel for

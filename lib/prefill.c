@@ -85,9 +85,16 @@ static clpa_status pick_tiles(clpa_context *ctx, const clpa_prefill_params *p, i
   const uint64_t lmem = ctx->info.local_mem_bytes;
   CLPA_CTX_CHECK(ctx, (unsigned)p->path > CLPA_PREFILL_ROWS, CLPA_ERR_INVALID_ARG,
                  "path = %d (0 auto, 1 tiles, 2 rows)", (int)p->path);
-  *path = p->path ? (int)p->path : ctx->info.is_cpu ? CLPA_PREFILL_ROWS : CLPA_PREFILL_TILES;
+  const clpa_tuning *tu = &ctx->tuning;
+  *path = p->path               ? (int)p->path
+          : tu->prefill_path    ? tu->prefill_path
+          : ctx->info.is_cpu    ? CLPA_PREFILL_ROWS
+                                : CLPA_PREFILL_TILES;
+  const int forced = p->path != CLPA_PREFILL_AUTO; /* a forced path ignores the table's shape */
   if (*path == CLPA_PREFILL_ROWS) {
-    const int32_t r = p->rows_per_group;
+    const int32_t r = p->rows_per_group ? p->rows_per_group
+                      : !forced && tu->prefill_path == CLPA_PREFILL_ROWS ? tu->prefill_rows
+                                                                          : 0;
     CLPA_CTX_CHECK(ctx, r != 0 && r != 1 && r != 2 && r != 4 && r != 8 && r != 16,
                    CLPA_ERR_INVALID_ARG, "rows_per_group = %d (the rows path: 0 = auto, 1, 2, 4,"
                    " 8 or 16)", r);
@@ -100,10 +107,13 @@ static clpa_status pick_tiles(clpa_context *ctx, const clpa_prefill_params *p, i
                  "rows_per_group = %d, keys_per_tile = %d (each 0 = auto, or 8, 16, 32, 64)",
                  p->rows_per_group, p->keys_per_tile);
   static const int cand[][2] = {{32, 32}, {16, 32}, {32, 16}, {16, 16}, {8, 16}};
+  const int table_shape = !forced && tu->prefill_path == CLPA_PREFILL_TILES;
+  const int32_t want_r = p->rows_per_group ? p->rows_per_group : table_shape ? tu->prefill_rows : 0;
+  const int32_t want_k = p->keys_per_tile ? p->keys_per_tile : table_shape ? tu->prefill_keys : 0;
   *rows = *keys = 0;
   for (size_t i = 0; i < sizeof cand / sizeof *cand && !*rows; i++) {
-    const int r = p->rows_per_group ? p->rows_per_group : cand[i][0];
-    const int k = p->keys_per_tile ? p->keys_per_tile : cand[i][1];
+    const int r = want_r ? want_r : cand[i][0];
+    const int k = want_k ? want_k : cand[i][1];
     const int tpr = PREFILL_THREADS / r;
     if (k % tpr || head_size % tpr || tile_local_bytes(head_size, r, k) > lmem) continue;
     *rows = r, *keys = k;

@@ -252,6 +252,31 @@ static void test_no_device_messages(void) {
     ok(r == 0, "a platform without devices is named, not reported as a missing ICD");
 }
 
+/* The tuning table's entry: device, else vendor, else type, else default;
+ * what decode and prefill then pick follows it. */
+static void test_tuning(void) {
+  clpa_context *ctx = NULL;
+  if (!ok(clpa_context_create(NULL, &ctx) == CLPA_OK, "a context for the tuning entry")) return;
+  clpa_device_info in;
+  clpa_context_device_info(ctx, &in);
+  clpa_tuning t;
+  memset(&t, 0, sizeof t);
+  const clpa_status st = clpa_context_tuning(ctx, &t); /* before the message reads t */
+  ok(st == CLPA_OK && t.matched[0] && t.decode_partition > 0,
+     "tuning entry '%s': decode partition %d, prefill path %d, rows %d, keys %d", t.matched,
+     t.decode_partition, t.prefill_path, t.prefill_rows, t.prefill_keys);
+  if (in.is_cpu)
+    ok(strcmp(t.matched, "type:cpu") == 0 && t.prefill_path == CLPA_PREFILL_ROWS,
+       "a CPU gets the CPU entry (rows prefill)");
+  else if (in.is_gpu)
+    ok(strncmp(t.matched, "type:gpu", 8) == 0 || strncmp(t.matched, "device:", 7) == 0,
+       "a GPU gets its own entry or the GPU one");
+  ok(clpa_context_tuning(NULL, &t) == CLPA_ERR_INVALID_ARG &&
+         clpa_context_tuning(ctx, NULL) == CLPA_ERR_INVALID_ARG,
+     "NULL context or output refused");
+  clpa_context_destroy(ctx);
+}
+
 int main(void) {
   unsetenv("CLPA_DEVICE");
   /* before this process touches OpenCL: the children inherit its state */
@@ -260,6 +285,7 @@ int main(void) {
   clpa_status st = clpa_devices_list(NULL, 0, &n);
   if (!ok(st == CLPA_OK && n > 0, "%zu OpenCL device(s): %s", n, clpa_last_error()))
     return done_testing();
+  test_tuning();
   clpa_device_info *devs = calloc(n, sizeof *devs);
   ok(clpa_devices_list(devs, n, &n) == CLPA_OK, "list devices");
   for (size_t i = 0; i < n; i++)

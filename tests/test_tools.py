@@ -166,5 +166,23 @@ ok(rc == 0 and info is not None and len(info["devices"]) >= 1 and
    "clpa-info --json: one line, the devices as an array, one selected",
    show([INFO, "--json"], rc, out, err))
 
+# --smoke runs a kernel and names the tuning-table entry the context uses,
+# which matches the selected device's type (or its name or vendor).
+rc, out, err = run(INFO, "--json", "--smoke")
+try:
+    info = json.loads(out) if len(out.splitlines()) == 1 else None
+except ValueError:
+    info = None
+smoke = info.get("smoke", {}) if info else {}
+sel = info["devices"][info["selected"]] if info and info.get("selected") is not None else {}
+ok(rc == 0 and smoke.get("ok") is True and smoke.get("decode_partition", 0) > 0 and
+   (smoke.get("tuning") in (f"type:{sel.get('type')}", "default") or
+    str(smoke.get("tuning", "")).startswith(("device:", "vendor:"))),
+   "clpa-info --json --smoke: the kernel ran, a tuning entry for this device",
+   show([INFO, "--json", "--smoke"], rc, out, err))
+rc, out, err = run(INFO, "--smoke")
+ok(rc == 0 and any(l.startswith("tuning:") and "decode partition" in l for l in out.splitlines()),
+   "clpa-info --smoke prints the tuning line", show([INFO, "--smoke"], rc, out, err))
+
 print(f"1..{n_tests}")
 sys.exit(1 if failed else 0)

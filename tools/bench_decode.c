@@ -229,7 +229,7 @@ static int parse(int argc, char **argv, decode_args *a) {
        "v1 (one pass), v2 (partitioned) or auto (v1 when\nthe context fits one partition)", "auto",
        parse_variant},
       {"partition", CLI_INT, &s->partition, 0, MAX_DIM, "N",
-       "v2 tokens per partition, a multiple of\n--block-size; 0 means 512", NULL, NULL},
+       "v2 tokens per partition, a multiple of\n--block-size; 0 takes the tuning\ntable's (clpa-info --smoke prints it)", NULL, NULL},
       {"heads-per-group", CLI_INT, &s->hpg, 0, MAX_DIM, "N",
        "query heads per work-group, a divisor of\n--heads / --kv-heads; 0 picks one", NULL, NULL},
       {"cold", CLI_FLAG, &a->cold, 0, 0, NULL,

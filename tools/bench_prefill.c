@@ -24,7 +24,7 @@ typedef struct prefill_args {
   int32_t heads, kv_heads, head_size, block_size, batch, new_tokens, cached, rows, keys;
   clpa_dtype dtype, q_dtype;
   clpa_prefill_path path;
-  int json;
+  int json, tune;
 } prefill_args;
 
 static const char *parse_path(const char *text, void *value) {
@@ -44,7 +44,7 @@ static const char *parse_dtype(const char *text, void *value) {
 
 static int parse(int argc, char **argv, prefill_args *a) {
   *a = (prefill_args){32, 8, 128, 16, 8, 2048, 0, 0, 0, CLPA_DTYPE_F16, CLPA_DTYPE_F16,
-                      CLPA_PREFILL_AUTO, 0};
+                      CLPA_PREFILL_AUTO, 0, 0};
   const cli_opt opts[] = {
       {"heads", CLI_INT, &a->heads, 1, MAX_DIM, "N", "query heads", NULL, NULL},
       {"kv-heads", CLI_INT, &a->kv_heads, 1, MAX_DIM, "N", "key/value heads, a divisor of --heads",
@@ -68,6 +68,9 @@ static int parse(int argc, char **argv, prefill_args *a) {
        "query rows per work-group (tiles: 8, 16, 32,\n64; rows: 1, 2, 4, 8, 16); 0 picks", NULL, NULL},
       {"keys", CLI_INT, &a->keys, 0, 64, "N", "keys per tile (8, 16, 32, 64); 0 picks", NULL,
        NULL},
+      {"tune", CLI_FLAG, &a->tune, 0, 0, NULL,
+       "time every path and shape on these inputs and\nprint the tuning-table line for the best",
+       NULL, NULL},
       {"json", CLI_FLAG, &a->json, 0, 0, NULL, "print one JSON line instead of the table", NULL,
        NULL},
       {NULL, 0, NULL, 0, 0, NULL, NULL, NULL, NULL},
@@ -157,6 +160,38 @@ int bench_prefill(int argc, char **argv) {
   p.query = bq, p.block_tables = bt, p.out = out;
   p.rows_per_group = a.rows, p.keys_per_tile = a.keys, p.path = a.path;
 
+  if (a.tune) { /* every candidate on the same inputs; the best becomes the table's line */
+    static const int cand[][3] = {{CLPA_PREFILL_TILES, 32, 32}, {CLPA_PREFILL_TILES, 16, 32},
+                                  {CLPA_PREFILL_TILES, 32, 16}, {CLPA_PREFILL_TILES, 16, 16},
+                                  {CLPA_PREFILL_ROWS, 1, 0},    {CLPA_PREFILL_ROWS, 2, 0},
+                                  {CLPA_PREFILL_ROWS, 4, 0},    {CLPA_PREFILL_ROWS, 8, 0},
+                                  {CLPA_PREFILL_ROWS, 16, 0}};
+    const double flops = (double)a.batch * a.heads *
+                         (2.0 * a.head_size * L * L + 4.0 * a.head_size * (double)L * C);
+    double best = 0;
+    int bi = -1;
+    for (size_t i = 0; i < sizeof cand / sizeof *cand; i++) {
+      p.path = (clpa_prefill_path)cand[i][0], p.rows_per_group = cand[i][1];
+      p.keys_per_tile = cand[i][2];
+      double t = 0;
+      if (clpa_prefill(env.ctx, &p) != CLPA_OK || clpa_context_finish(env.ctx) != CLPA_OK ||
+          bench_time(&env, "prefill", (bench_fn)clpa_prefill, &p, &t)) {
+        printf("%s rows %d keys %d: refused (%s)\n", cand[i][0] == CLPA_PREFILL_ROWS ? "rows " : "tiles",
+               cand[i][1], cand[i][2], clpa_context_last_error(env.ctx));
+        continue;
+      }
+      printf("%s rows %2d keys %2d: %10.1f us, %.4f TFLOP/s\n",
+             cand[i][0] == CLPA_PREFILL_ROWS ? "rows " : "tiles", cand[i][1], cand[i][2], t * 1e6,
+             flops / t / 1e12);
+      if (flops / t > best) best = flops / t, bi = (int)i;
+    }
+    if (bi < 0) FAIL("no candidate ran");
+    printf("tuning table (lib/tuning.c): prefill_path %s, prefill_rows %d, prefill_keys %d"
+           " (%.4f TFLOP/s on %s)\n", cand[bi][0] == CLPA_PREFILL_ROWS ? "CLPA_PREFILL_ROWS" : "CLPA_PREFILL_TILES",
+           cand[bi][1], cand[bi][2], best / 1e12, env.info.name);
+    rc = 0;
+    goto done;
+  }
   cli_progress("prefill: first call (a cold kernel cache builds the kernels now)...");
   clpa_status st = clpa_prefill(env.ctx, &p);
   if (st == CLPA_OK) st = clpa_context_finish(env.ctx);

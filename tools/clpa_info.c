@@ -63,6 +63,7 @@ typedef struct smoke_result {
   const char *error;      /* when status is not CLPA_OK */
   clpa_program_stats ps;
   char cache_dir[1024];   /* "" when the binary cache is off */
+  clpa_tuning tuning;     /* the context's tuning-table entry */
 } smoke_result;
 
 /* Builds and runs the smoke kernel on the selected device. */
@@ -74,6 +75,7 @@ static void smoke(smoke_result *r) {
   r->status = clpa_context_create(NULL, &ctx);
   if (r->status == CLPA_OK) r->status = clpa_smoke_test(ctx, 1 << 20);
   if (r->status == CLPA_OK) clpa_context_program_stats(ctx, &r->ps);
+  if (r->status == CLPA_OK) r->status = clpa_context_tuning(ctx, &r->tuning);
   const char *dir = ctx ? clpa_context_cache_dir(ctx) : NULL;
   snprintf(r->cache_dir, sizeof r->cache_dir, "%s", dir ? dir : "");
   snprintf(error, sizeof error, "%s", clpa_last_error());
@@ -94,6 +96,14 @@ static void print_smoke(const smoke_result *r) {
          r->ps.disk_write_failed ? " (NOT WRITABLE: programs are rebuilt in every process)"
          : r->ps.disk_rejected   ? " (a cache file was refused and rebuilt)"
                                  : "");
+  const clpa_tuning *t = &r->tuning;
+  printf("tuning:       %s (decode partition %d; prefill %s path", t->matched, t->decode_partition,
+         t->prefill_path == CLPA_PREFILL_ROWS    ? "rows"
+         : t->prefill_path == CLPA_PREFILL_TILES ? "tiles"
+                                                 : "auto");
+  if (t->prefill_rows) printf(", %d rows", t->prefill_rows);
+  if (t->prefill_keys) printf(", %d keys", t->prefill_keys);
+  printf(")\n");
 }
 
 static void json_smoke(cli_json *j, const smoke_result *r) {
@@ -108,6 +118,8 @@ static void json_smoke(cli_json *j, const smoke_result *r) {
     cli_json_str(j, "cache_dir", r->cache_dir[0] ? r->cache_dir : NULL);
     cli_json_bool(j, "cache_writable", !r->ps.disk_write_failed);
     cli_json_bool(j, "cache_file_refused", r->ps.disk_rejected > 0);
+    cli_json_str(j, "tuning", r->tuning.matched);
+    cli_json_num(j, "decode_partition", r->tuning.decode_partition, 0);
   }
   cli_json_end(j);
 }
@@ -116,7 +128,7 @@ static int parse(int argc, char **argv, int *smoke_run, int *json) {
   const cli_opt opts[] = {
       {"smoke", CLI_FLAG, smoke_run, 0, 0, NULL,
        "also build and run a tiny kernel on the selected\ndevice and say whether the program "
-       "came from the\nbinary cache, how long that took, and where the\ncache is",
+       "came from the\nbinary cache, how long that took, where the\ncache is, and the tuning-table entry it uses",
        NULL, NULL},
       {"json", CLI_FLAG, json, 0, 0, NULL,
        "print one JSON line: version, selected_by,\nselected (an index into devices or null), "
@@ -144,7 +156,7 @@ static int parse(int argc, char **argv, int *smoke_run, int *json) {
 /* The --json report: everything main prints, as one line. */
 static int report_json(const clpa_device_info *devs, size_t n, clpa_status st, size_t sel,
                        const char *why, int smoke_run) {
-  smoke_result r = {CLPA_OK, NULL, {0}, ""};
+  smoke_result r = {CLPA_OK, NULL, {0}, "", {"", 0, 0, 0, 0}};
   if (smoke_run && st == CLPA_OK) smoke(&r);
   cli_json j;
   cli_json_begin(&j, stdout);
