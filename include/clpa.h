@@ -62,6 +62,7 @@
 #include "clpa_kvman.h"
 #include "clpa_layout.h"
 #include "clpa_radix.h"
+#include "clpa_xattn.h"
 
 #ifdef __cplusplus
 extern "C" {

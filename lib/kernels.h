@@ -51,13 +51,20 @@ typedef struct clpa_merge_spec {
   int32_t io_dtype, num_threads;
 } clpa_merge_spec;
 
+/* xattn.cl: clpa_xattn_stats, clpa_xattn_mass, clpa_xattn_select (stride,
+ * block and chunk are kernel arguments: one program serves every shape). */
+typedef struct clpa_xattn_spec {
+  int32_t head_size, block_size, kv_dtype, io_dtype;
+} clpa_xattn_spec;
+
 /* cache.cl: clpa_cache_reshape (the source dtype is a kernel argument). */
 typedef struct clpa_cache_spec {
   int32_t kv_dtype;
 } clpa_cache_spec;
 
 extern const clpa_family clpa_family_decode, clpa_family_reduce, clpa_family_prefill,
-    clpa_family_merge, clpa_family_cache, clpa_family_blocks, clpa_family_smoke;
+    clpa_family_merge, clpa_family_cache, clpa_family_blocks, clpa_family_smoke,
+    clpa_family_xattn;
 
 /* The family called `name`, or NULL. */
 const clpa_family *clpa_family_find(const char *name);

@@ -41,6 +41,12 @@ static const clpa_tunable merge_tunables[] = {
     T(clpa_merge_spec, io_dtype, "IO_DTYPE"),
     T(clpa_merge_spec, num_threads, "NUM_THREADS"),
 };
+static const clpa_tunable xattn_tunables[] = {
+    T(clpa_xattn_spec, head_size, "HEAD_SIZE"),
+    T(clpa_xattn_spec, block_size, "BLOCK_SIZE"),
+    T(clpa_xattn_spec, kv_dtype, "KV_DTYPE"),
+    T(clpa_xattn_spec, io_dtype, "IO_DTYPE"),
+};
 static const clpa_tunable cache_tunables[] = {T(clpa_cache_spec, kv_dtype, "KV_DTYPE")};
 #undef T
 #define N(a) (sizeof a / sizeof *a)
@@ -55,13 +61,15 @@ const clpa_family clpa_family_merge = {"merge", {"common", NULL}, merge_tunables
                                        N(merge_tunables)};
 const clpa_family clpa_family_cache = {"cache", {"common", "kv", NULL}, cache_tunables,
                                        N(cache_tunables)};
+const clpa_family clpa_family_xattn = {"xattn", {"common", "kv", NULL}, xattn_tunables,
+                                       N(xattn_tunables)};
 const clpa_family clpa_family_blocks = {"blocks", {"common", NULL}, NULL, 0};
 const clpa_family clpa_family_smoke = {"smoke", {NULL}, NULL, 0};
 
 const clpa_family *clpa_family_find(const char *name) {
   static const clpa_family *const all[] = {
       &clpa_family_decode, &clpa_family_reduce, &clpa_family_prefill, &clpa_family_merge,
-      &clpa_family_cache,  &clpa_family_blocks, &clpa_family_smoke};
+      &clpa_family_cache,  &clpa_family_blocks, &clpa_family_smoke, &clpa_family_xattn};
   for (size_t i = 0; name && i < N(all); i++)
     if (strcmp(all[i]->name, name) == 0) return all[i];
   return NULL;

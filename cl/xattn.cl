@@ -1,0 +1,230 @@
+/*
+ * xattn.cl — XAttention's block-sparse estimation (Xu et al. 2025) for one
+ * sequence's prefill over the paged key cache, KV-chunked in three softmax
+ * phases (notes: shared/reference/xattention-kv-chunking.md). Checked by
+ * tests/test_xattn.c against clpa_ref_xattn_estimate_dense
+ * (host/ref_xattn.c), whose header defines every quantity below.
+ *
+ * Strided units (S = stride, BS = B / S, R(r) = row0 + r, row0 = q_offset / S):
+ *
+ *   strided query row r = [ q[rS+S-1] | ... | q[rS+0] ]   (S * HEAD_SIZE)
+ *   strided key col   c = [ k[cS+0]   | ... | k[cS+S-1] ] (S * HEAD_SIZE)
+ *   score(r, c) = scale * row r . col c,  scale = 1 / (sqrt(D) S) (host)
+ *   visible iff c <= R(r)
+ *
+ * Kernels (one launch each, in order on an in-order queue):
+ *   clpa_xattn_stats   phase 1. Grid (rows, num_heads, num_chunks), a
+ *                      work-item per (strided row, head, key chunk): the
+ *                      online softmax state (m, l) of the row over the
+ *                      chunk's visible columns, in increasing c.
+ *   clpa_xattn_mass    phases 2 and 3. Grid (k_blocks, q_blocks,
+ *                      num_heads), a work-item per block pair: for each
+ *                      row of the query block (increasing) it merges the
+ *                      row's chunk states (softmax_merge, chunks in order),
+ *                      recomputes the row's scores over the key block's
+ *                      visible columns (increasing) and adds e^(s-m)/l.
+ *                      No atomics: the sum order is fixed, so results are
+ *                      deterministic. Pairs after the diagonal get 0.
+ *   clpa_xattn_select  phase 4. Grid (q_blocks, num_heads), a work-item
+ *                      per query block: block 0, the diagonal, then the
+ *                      rest by mass descending (ties by index) while the
+ *                      running sum before a block is < tau T.
+ * Work-group sizes are the driver's: nothing is shared between items.
+ *
+ * Buffers (element counts):
+ *   q        [num_q, q_stride] io_t         head h at h * HEAD_SIZE
+ *   k_cache  [num_blocks, num_kv_heads, HEAD_SIZE / X, BLOCK_SIZE, X]
+ *   table    [max_blocks_per_seq] int32     the sequence's blocks
+ *   stat_m, stat_l [num_heads, num_chunks, rows] float
+ *   mass     [num_heads, q_blocks, k_blocks] float
+ *   mask     [num_heads, q_blocks, k_blocks] uchar
+ *
+ * Keys are read one token at a time through the table, X dimensions per
+ * load (key_index). A key in a block outside [0, num_blocks) masks its
+ * column and sets CLPA_FAULT_BAD_BLOCK; slots past the sequence are never
+ * read (the columns stop at R(r)).
+ */
+#ifndef CLPA_HEAD_SIZE
+#define CLPA_HEAD_SIZE 128
+#endif
+#ifndef CLPA_BLOCK_SIZE
+#define CLPA_BLOCK_SIZE 16 /* tokens per cache block */
+#endif
+#define HEAD_SIZE CLPA_HEAD_SIZE
+#define BLOCK_SIZE CLPA_BLOCK_SIZE
+
+#if HEAD_SIZE % KV_X
+#error "xattn reads keys X elements at a time: HEAD_SIZE must be a multiple of X"
+#endif
+
+#define floatX CAT(float, KV_X)
+/* X consecutive query elements from element i of p, as floats. */
+#if CLPA_IO_DTYPE == CLPA_CODE_F32
+#define IO_LOADX(p, i) CAT(VLOAD, KV_X)((p) + (i))
+#elif CLPA_IO_DTYPE == CLPA_CODE_F16
+#define IO_LOADX(p, i) CAT(VLOADH, KV_X)((p) + (i))
+#else
+#define IO_LOADX(p, i) CAT(AS_FLOAT, KV_X)(CAT(TO_UINT, KV_X)(CAT(VLOAD, KV_X)((p) + (i))) << 16)
+#endif
+
+/* What every score needs: where the query head and the KV head live. */
+typedef struct xattn_src {
+  __global const io_t *q;       /* the query head's first element of token 0 */
+  ulong q_stride;
+  __global const kv_t *k_cache;
+  __global const int *table;
+  ulong block_stride, head_stride;
+  int kv_head, num_blocks, stride;
+  float scale;                  /* 1 / (sqrt(D) S), times k_scale */
+} xattn_src;
+
+/* score(r, c), scaled. Returns 0 and sets *bad when a key of the column
+ * lies in a block outside the cache (the caller masks the column). */
+inline float xattn_score(const xattn_src *s, int r, int c, int *bad) {
+  float acc = 0.0f;
+  for (int t = 0; t < s->stride; t++) {
+    const int j = c * s->stride + t;
+    const int phys = s->table[j / BLOCK_SIZE];
+    if (phys < 0 || phys >= s->num_blocks) {
+      *bad = 1;
+      return 0.0f;
+    }
+    __global const kv_t *kt =
+        s->k_cache + kv_tile((ulong)phys, s->kv_head, s->block_stride, s->head_stride);
+    __global const io_t *qt = s->q + (ulong)(r * s->stride + s->stride - 1 - t) * s->q_stride;
+    const int off = j % BLOCK_SIZE;
+    for (int d = 0; d < HEAD_SIZE; d += KV_X)
+      acc = VDOT(KV_X, IO_LOADX(qt, d), KV_LOAD(KV_X, kt + key_index(d, off, BLOCK_SIZE)), acc);
+  }
+  *bad = 0;
+  return acc * s->scale;
+}
+
+inline xattn_src xattn_src_of(__global const io_t *q, ulong q_stride, int head,
+                              __global const kv_t *k_cache, __global const int *table,
+                              ulong block_stride, ulong head_stride, int num_blocks, int qpk,
+                              int stride, float scale) {
+  xattn_src s;
+  s.q = q + (ulong)head * HEAD_SIZE;
+  s.q_stride = q_stride;
+  s.k_cache = k_cache;
+  s.table = table;
+  s.block_stride = block_stride;
+  s.head_stride = head_stride;
+  s.kv_head = head / qpk;
+  s.num_blocks = num_blocks;
+  s.stride = stride;
+  s.scale = scale;
+  return s;
+}
+
+/* ---- phase 1: a row's softmax state over one key chunk ---------------- */
+__kernel void clpa_xattn_stats(__global float *stat_m, __global float *stat_l,
+                               __global const io_t *q, ulong q_stride,
+                               __global const kv_t *k_cache, ulong block_stride,
+                               ulong head_stride, __global const int *table, int num_blocks,
+                               int qpk, int stride, float scale, int rows, int row0,
+                               int chunk_cols, __global volatile int *faults) {
+  const int r = get_global_id(0), head = get_global_id(1), ch = get_global_id(2);
+  const int num_chunks = get_global_size(2);
+  if (r >= rows) return;
+  const xattn_src s = xattn_src_of(q, q_stride, head, k_cache, table, block_stride, head_stride,
+                                   num_blocks, qpk, stride, scale);
+  const int c0 = ch * chunk_cols;
+  const int c1 = min(c0 + chunk_cols, row0 + r + 1); /* visible: c <= R(r) */
+  float m = -INFINITY, l = 0.0f;
+  int faulted = 0;
+  for (int c = c0; c < c1; c++) {
+    int bad;
+    const float x = xattn_score(&s, r, c, &bad);
+    if (bad) {
+      faulted = 1;
+      continue;
+    }
+    if (x > m) { /* online softmax: rescale the sum to the new max */
+      l = l * exp(m - x) + 1.0f;
+      m = x;
+    } else {
+      l += exp(x - m);
+    }
+  }
+  if (faulted) atomic_or(faults, CLPA_FAULT_BAD_BLOCK);
+  const ulong at = ((ulong)head * num_chunks + ch) * rows + r;
+  stat_m[at] = m;
+  stat_l[at] = l;
+}
+
+/* ---- phases 2 and 3: merged statistics, block masses ------------------ */
+__kernel void clpa_xattn_mass(__global float *mass, __global const float *stat_m,
+                              __global const float *stat_l, int num_chunks,
+                              __global const io_t *q, ulong q_stride,
+                              __global const kv_t *k_cache, ulong block_stride, ulong head_stride,
+                              __global const int *table, int num_blocks, int qpk, int stride,
+                              float scale, int rows, int row0, int bs, int diag0,
+                              __global volatile int *faults) {
+  const int kb = get_global_id(0), qb = get_global_id(1), head = get_global_id(2);
+  const int k_blocks = get_global_size(0), q_blocks = get_global_size(1);
+  const ulong at = ((ulong)head * q_blocks + qb) * k_blocks + kb;
+  if (kb > diag0 + qb) { /* after the diagonal: no visible pair */
+    mass[at] = 0.0f;
+    return;
+  }
+  const xattn_src s = xattn_src_of(q, q_stride, head, k_cache, table, block_stride, head_stride,
+                                   num_blocks, qpk, stride, scale);
+  __global const float *hm = stat_m + (ulong)head * num_chunks * rows;
+  __global const float *hl = stat_l + (ulong)head * num_chunks * rows;
+  float acc = 0.0f;
+  int faulted = 0;
+  for (int r = qb * bs; r < min((qb + 1) * bs, rows); r++) {
+    softmax_state st = softmax_empty(); /* phase 2: the row merges its chunks */
+    for (int ch = 0; ch < num_chunks; ch++)
+      st = softmax_merge(st, softmax_state_of(hm[(ulong)ch * rows + r], hl[(ulong)ch * rows + r]));
+    if (!(st.l > 0.0f)) continue; /* nothing visible (only when blocks were bad) */
+    const int c1 = min((kb + 1) * bs, row0 + r + 1);
+    for (int c = kb * bs; c < c1; c++) {
+      int bad;
+      const float x = xattn_score(&s, r, c, &bad);
+      if (bad) {
+        faulted = 1;
+        continue;
+      }
+      acc += exp(x - st.m) / st.l;
+    }
+  }
+  if (faulted) atomic_or(faults, CLPA_FAULT_BAD_BLOCK);
+  mass[at] = acc;
+}
+
+/* ---- phase 4: selection per query block ------------------------------- */
+__kernel void clpa_xattn_select(__global uchar *mask, __global const float *mass, int k_blocks,
+                                int diag0, float tau, int keep_all) {
+  const int qb = get_global_id(0), head = get_global_id(1), q_blocks = get_global_size(0);
+  const ulong row = ((ulong)head * q_blocks + qb) * k_blocks;
+  __global const float *w = mass + row;
+  __global uchar *out = mask + row;
+  const int d = diag0 + qb; /* < k_blocks: the keys end with the last query */
+  for (int kb = 0; kb < k_blocks; kb++) out[kb] = (uchar)(kb == 0 || kb == d || (keep_all && kb < d));
+  if (keep_all || d < 2) return;
+  float total = 0.0f;
+  for (int kb = 0; kb <= d; kb++) total += w[kb];
+  const float cut = tau * total;
+  float acc = w[0] + w[d];
+  /* Blocks 1 .. d-1 in order, by repeated selection of the largest after
+   * the previous one: (mass desc, index asc). Stops at the cut, since the
+   * running sum only grows. */
+  float prev_m = INFINITY;
+  int prev_i = 0;
+  for (int step = 1; step < d && acc < cut; step++) {
+    int best = -1;
+    for (int j = 1; j < d; j++) {
+      const float x = w[j];
+      if (!(x < prev_m || (x == prev_m && j > prev_i))) continue;
+      if (best < 0 || x > w[best]) best = j;
+    }
+    if (best < 0) break;
+    out[best] = 1;
+    acc += w[best];
+    prev_m = w[best];
+    prev_i = best;
+  }
+}

@@ -1,0 +1,224 @@
+/*
+ * xattn.c — clpa_xattn_estimate (cl/xattn.cl): validate everything (the
+ * shapes the reference, host/ref_xattn.h, requires; the key cache; every
+ * buffer), then launch the stats, mass and select kernels in order.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "internal.h"
+
+void clpa_xattn_params_init(clpa_xattn_params *p) {
+  if (!p) return;
+  memset(p, 0, sizeof *p);
+  p->k_scale = 1.0f;
+  p->q_dtype = CLPA_DTYPE_F32;
+  p->stride = 8;
+  p->block = 128;
+  p->tau = 0.9;
+}
+
+/* What the shapes imply, in strided units. */
+typedef struct xattn_plan {
+  cl_mem k;
+  clpa_kv_layout kv;
+  size_t q_stride;
+  int32_t rows, row0, bs, q_blocks, k_blocks, diag0, chunk_cols, num_chunks;
+  size_t blocks;     /* num_heads * q_blocks * k_blocks */
+  size_t stats;      /* num_heads * num_chunks * rows */
+} xattn_plan;
+
+/* The key cache: cache + layer, or key_cache + kv. */
+static clpa_status resolve_cache(clpa_context *ctx, const clpa_xattn_params *p, xattn_plan *x) {
+  if (p->cache) {
+    CLPA_CTX_CHECK(ctx, p->key_cache != NULL, CLPA_ERR_INVALID_ARG,
+                   "give either cache (and layer) or key_cache, not both");
+    cl_mem v;
+    return clpa_cache_layer(ctx, p->cache, p->layer, &x->k, &v, &x->kv);
+  }
+  CLPA_CTX_CHECK(ctx, !p->key_cache, CLPA_ERR_INVALID_ARG, "key_cache (or cache) must be given");
+  clpa_status st = clpa_kv_layout_check(&p->kv, &x->kv);
+  if (st != CLPA_OK) {
+    char why[512]; /* the layout's own message, which the next line overwrites */
+    snprintf(why, sizeof why, "%s", clpa_last_error());
+    return clpa_err_set(ctx->error, st, __func__, "kv: %s", why);
+  }
+  x->k = p->key_cache;
+  return CLPA_OK;
+}
+
+/* Heads, dtypes, the estimation's shape and tau. */
+static clpa_status check_shape(clpa_context *ctx, const clpa_xattn_params *p, xattn_plan *x) {
+  const clpa_kv_layout *kv = &x->kv;
+  CLPA_CTX_CHECK(ctx, p->num_heads <= 0 || p->num_heads % kv->num_kv_heads != 0,
+                 CLPA_ERR_INVALID_ARG,
+                 "num_heads = %d is not a positive multiple of the cache's num_kv_heads = %d",
+                 p->num_heads, kv->num_kv_heads);
+  CLPA_CTX_CHECK(ctx, p->q_dtype != CLPA_DTYPE_F32 && p->q_dtype != CLPA_DTYPE_F16 &&
+                          p->q_dtype != CLPA_DTYPE_BF16,
+                 CLPA_ERR_UNSUPPORTED, "q_dtype = %s (the query must be f32, f16 or bf16)",
+                 clpa_dtype_name(p->q_dtype));
+  CLPA_CTX_CHECK(ctx, !(p->k_scale > 0 && isfinite(p->k_scale)), CLPA_ERR_INVALID_ARG,
+                 "k_scale = %g (must be finite and > 0)", (double)p->k_scale);
+  CLPA_CTX_CHECK(ctx, p->stride != 4 && p->stride != 8 && p->stride != 16, CLPA_ERR_INVALID_ARG,
+                 "stride = %d (4, 8 or 16)", p->stride);
+  CLPA_CTX_CHECK(ctx, p->block <= 0 || p->block % p->stride != 0, CLPA_ERR_INVALID_ARG,
+                 "block = %d is not a positive multiple of stride = %d", p->block, p->stride);
+  CLPA_CTX_CHECK(ctx, p->chunk < 0 || p->chunk % p->block != 0, CLPA_ERR_INVALID_ARG,
+                 "chunk = %d is not 0 (one chunk) or a positive multiple of block = %d",
+                 p->chunk, p->block);
+  CLPA_CTX_CHECK(ctx, !(p->tau > 0 && p->tau <= 1), CLPA_ERR_INVALID_ARG,
+                 "tau = %g (must be in (0, 1])", p->tau);
+  CLPA_CTX_CHECK(ctx, p->num_q <= 0 || p->num_q % p->stride != 0, CLPA_ERR_INVALID_ARG,
+                 "num_q = %d is not a positive multiple of stride = %d", p->num_q, p->stride);
+  CLPA_CTX_CHECK(ctx, p->q_offset < 0 || p->q_offset % p->block != 0, CLPA_ERR_INVALID_ARG,
+                 "q_offset = %d is not a non-negative multiple of block = %d", p->q_offset,
+                 p->block);
+  CLPA_CTX_CHECK(ctx, p->max_blocks_per_seq <= 0, CLPA_ERR_INVALID_ARG,
+                 "max_blocks_per_seq = %d", p->max_blocks_per_seq);
+  const int64_t num_k = (int64_t)p->q_offset + p->num_q;
+  CLPA_CTX_CHECK(ctx, num_k > (int64_t)p->max_blocks_per_seq * kv->block_size,
+                 CLPA_ERR_INVALID_ARG,
+                 "q_offset + num_q = %d + %d keys exceed the block table (max_blocks_per_seq ="
+                 " %d x %d tokens)", p->q_offset, p->num_q, p->max_blocks_per_seq,
+                 kv->block_size);
+  CLPA_CTX_CHECK(ctx, num_k > INT32_MAX, CLPA_ERR_INVALID_ARG,
+                 "q_offset + num_q = %d + %d overflows int32", p->q_offset, p->num_q);
+  const int32_t cols = (int32_t)(num_k / p->stride);
+  x->rows = p->num_q / p->stride;
+  x->row0 = p->q_offset / p->stride;
+  x->bs = p->block / p->stride;
+  x->q_blocks = (x->rows + x->bs - 1) / x->bs;
+  x->k_blocks = (int32_t)((cols + (int64_t)x->bs - 1) / x->bs);
+  x->diag0 = p->q_offset / p->block;
+  x->chunk_cols = p->chunk ? p->chunk / p->stride : cols;
+  x->num_chunks = (int32_t)((cols + (int64_t)x->chunk_cols - 1) / x->chunk_cols);
+  size_t bytes;
+  CLPA_CTX_CHECK(ctx, !clpa_size_mul_add((size_t)p->num_heads, (size_t)x->q_blocks, 0, &x->blocks) ||
+                          !clpa_size_mul_add(x->blocks, (size_t)x->k_blocks, 0, &x->blocks) ||
+                          !clpa_size_mul_add(x->blocks, sizeof(float), 0, &bytes) ||
+                          !clpa_size_mul_add((size_t)p->num_heads, (size_t)x->num_chunks, 0,
+                                             &x->stats) ||
+                          !clpa_size_mul_add(x->stats, (size_t)x->rows, 0, &x->stats) ||
+                          !clpa_size_mul_add(x->stats, sizeof(float), 0, &bytes),
+                 CLPA_ERR_INVALID_ARG,
+                 "num_heads = %d with %d x %d blocks and %d chunks of %d rows: the sizes overflow"
+                 " size_t", p->num_heads, x->q_blocks, x->k_blocks, x->num_chunks, x->rows);
+  return clpa_check_wait_list(ctx, p->num_wait_events, p->wait_events);
+}
+
+/* Every buffer against what the shapes need. */
+static clpa_status check_buffers(clpa_context *ctx, const clpa_xattn_params *p, xattn_plan *x) {
+  const clpa_kv_layout *kv = &x->kv;
+  const size_t row = (size_t)p->num_heads * (size_t)kv->head_size;
+  CLPA_CTX_CHECK(ctx, p->q_stride != 0 && p->q_stride < row, CLPA_ERR_INVALID_ARG,
+                 "q_stride = %zu is less than num_heads * head_size = %zu", p->q_stride, row);
+  x->q_stride = p->q_stride ? p->q_stride : row;
+  CLPA_CTX_CHECK(ctx, kv->cache_bytes > SIZE_MAX, CLPA_ERR_INVALID_ARG,
+                 "kv: %llu bytes of cache do not fit in size_t", (unsigned long long)kv->cache_bytes);
+  size_t need_q = 0;
+  CLPA_CTX_CHECK(ctx, !clpa_size_mul_add((size_t)p->num_q - 1, x->q_stride, row, &need_q) ||
+                          !clpa_size_mul_add(need_q, clpa_dtype_size(p->q_dtype), 0, &need_q),
+                 CLPA_ERR_INVALID_ARG,
+                 "q_stride = %zu with %d query tokens: the query's size overflows size_t",
+                 x->q_stride, p->num_q);
+  CLPA_CTX_CHECK(ctx, p->mass && p->mass == p->mask, CLPA_ERR_INVALID_ARG,
+                 "mass and mask must be different buffers");
+  clpa_status st;
+  if ((st = clpa_check_buffer(ctx, x->k, "key_cache", (size_t)kv->cache_bytes, 0)) ||
+      (st = clpa_check_buffer(ctx, p->query, "query", need_q, 0)) ||
+      (st = clpa_check_buffer(ctx, p->block_table, "block_table",
+                              (size_t)p->max_blocks_per_seq * 4, 0)) ||
+      (st = clpa_check_buffer(ctx, p->mask, "mask", x->blocks, 0)) ||
+      (st = clpa_check_buffer(ctx, p->mass, "mass", x->blocks * sizeof(float), 1)))
+    return st;
+  return CLPA_OK;
+}
+
+/* Enqueues the three kernels ks (stats, mass, select) in order; the
+ * in-order queue makes each wait for the one before. */
+static clpa_status enqueue_all(clpa_context *ctx, const clpa_xattn_params *p, const xattn_plan *x,
+                               cl_kernel *ks, cl_mem faults, cl_mem sm, cl_mem sl, cl_mem mass) {
+  clpa_status st;
+  const cl_ulong q_stride = x->q_stride, block_stride = x->kv.block_stride;
+  const cl_ulong head_stride = x->kv.head_stride;
+  const cl_int nb = x->kv.num_blocks, qpk = p->num_heads / x->kv.num_kv_heads, S = p->stride;
+  const cl_int rows = x->rows, row0 = x->row0, cc = x->chunk_cols, nch = x->num_chunks;
+  const cl_int bs = x->bs, diag0 = x->diag0, kbl = x->k_blocks;
+  const cl_int keep_all = p->tau >= 1.0;
+  /* fp8 caches store key / k_scale; the other dtypes ignore the scale. */
+  const double kscale = clpa_dtype_size(x->kv.dtype) == 1 ? p->k_scale : 1.0;
+  const cl_float scale = (cl_float)(kscale / (sqrt((double)x->kv.head_size) * p->stride));
+  const cl_float tau = (cl_float)p->tau;
+  const clpa_arg a1[] = {CLPA_ARG(sm),           CLPA_ARG(sl),         CLPA_ARG(p->query),
+                         CLPA_ARG(q_stride),     CLPA_ARG(x->k),       CLPA_ARG(block_stride),
+                         CLPA_ARG(head_stride),  CLPA_ARG(p->block_table), CLPA_ARG(nb),
+                         CLPA_ARG(qpk),          CLPA_ARG(S),          CLPA_ARG(scale),
+                         CLPA_ARG(rows),         CLPA_ARG(row0),       CLPA_ARG(cc),
+                         CLPA_ARG(faults)};
+  const clpa_ndrange r1 = {3,
+                           {(size_t)x->rows, (size_t)p->num_heads, (size_t)x->num_chunks},
+                           {0, 0, 0},
+                           p->num_wait_events,
+                           p->wait_events,
+                           NULL};
+  const clpa_arg a2[] = {CLPA_ARG(mass),        CLPA_ARG(sm),          CLPA_ARG(sl),
+                         CLPA_ARG(nch),         CLPA_ARG(p->query),    CLPA_ARG(q_stride),
+                         CLPA_ARG(x->k),        CLPA_ARG(block_stride), CLPA_ARG(head_stride),
+                         CLPA_ARG(p->block_table), CLPA_ARG(nb),       CLPA_ARG(qpk),
+                         CLPA_ARG(S),           CLPA_ARG(scale),       CLPA_ARG(rows),
+                         CLPA_ARG(row0),        CLPA_ARG(bs),          CLPA_ARG(diag0),
+                         CLPA_ARG(faults)};
+  const clpa_ndrange r2 = {3,
+                           {(size_t)x->k_blocks, (size_t)x->q_blocks, (size_t)p->num_heads},
+                           {0, 0, 0},
+                           0,
+                           NULL,
+                           NULL};
+  const clpa_arg a3[] = {CLPA_ARG(p->mask), CLPA_ARG(mass), CLPA_ARG(kbl),
+                         CLPA_ARG(diag0),   CLPA_ARG(tau),  CLPA_ARG(keep_all)};
+  const clpa_ndrange r3 = {2, {(size_t)x->q_blocks, (size_t)p->num_heads}, {0, 0}, 0, NULL,
+                           p->event};
+  if ((st = clpa_enqueue(ctx, ks[0], "clpa_xattn_stats", a1, CLPA_NARGS(a1), &r1)) ||
+      (st = clpa_enqueue(ctx, ks[1], "clpa_xattn_mass", a2, CLPA_NARGS(a2), &r2)) ||
+      (st = clpa_enqueue(ctx, ks[2], "clpa_xattn_select", a3, CLPA_NARGS(a3), &r3)))
+    return st;
+  return CLPA_OK;
+}
+
+static clpa_status launch(clpa_context *ctx, const clpa_xattn_params *p, const xattn_plan *x) {
+  const clpa_xattn_spec spec = {x->kv.head_size, x->kv.block_size, (int32_t)x->kv.dtype,
+                                (int32_t)p->q_dtype};
+  static const char *const names[3] = {"clpa_xattn_stats", "clpa_xattn_mass", "clpa_xattn_select"};
+  cl_kernel ks[3] = {NULL, NULL, NULL};
+  cl_mem faults, sm, sl, mass = p->mass;
+  /* Everything that can fail short of an enqueue comes first: a build
+   * failure leaves nothing half done. */
+  clpa_status st = clpa_faults_buffer(ctx, &faults);
+  if (st == CLPA_OK) st = clpa_scratch(ctx, 0, x->stats * sizeof(float), &sm);
+  if (st == CLPA_OK) st = clpa_scratch(ctx, 1, x->stats * sizeof(float), &sl);
+  if (st == CLPA_OK && !mass) st = clpa_scratch(ctx, 2, x->blocks * sizeof(float), &mass);
+  for (int i = 0; i < 3 && st == CLPA_OK; i++)
+    st = clpa_family_kernel(ctx, &clpa_family_xattn, &spec, names[i], &ks[i]);
+  if (st == CLPA_OK) st = enqueue_all(ctx, p, x, ks, faults, sm, sl, mass);
+  for (int i = 0; i < 3; i++)
+    if (ks[i]) clReleaseKernel(ks[i]);
+  return st;
+}
+
+static clpa_status clpa_xattn_estimate_impl(clpa_context *ctx, const clpa_xattn_params *p) {
+  CLPA_CHECK(NULL, !ctx, CLPA_ERR_INVALID_ARG, "ctx must not be NULL");
+  CLPA_CTX_CHECK(ctx, !p, CLPA_ERR_INVALID_ARG, "p must not be NULL");
+  xattn_plan x;
+  memset(&x, 0, sizeof x);
+  clpa_status st;
+  if ((st = resolve_cache(ctx, p, &x)) || (st = check_shape(ctx, p, &x)) ||
+      (st = check_buffers(ctx, p, &x)))
+    return st;
+  return launch(ctx, p, &x);
+}
+
+clpa_status clpa_xattn_estimate(clpa_context *ctx, const clpa_xattn_params *p) {
+  CLPA_API_CALL(clpa_xattn_estimate_impl(ctx, p));
+}

@@ -1,0 +1,465 @@
+/*
+ * XAttention's estimation on the device (cl/xattn.cl) against the CPU
+ * oracle clpa_ref_xattn_estimate_dense (host/ref_xattn.c) on fresh random
+ * inputs: the keys written into a paged cache through a shuffled block
+ * table (unused slots NaN, the unused table column far outside the
+ * cache), queries with and without padding between tokens; head sizes 64
+ * and 128, strides 4/8/16, blocks 64/128, one, two, three and uneven key
+ * chunks, q_offset 0 and > 0, GQA and MQA, f32/f16/bf16/fp8 caches and
+ * f32/f16/bf16 queries. The oracle reads the same stored (decoded) values.
+ *
+ * Tolerances: masses |got - want| <= MASS_ATOL + MASS_RTOL |want| (the
+ * device sums f32 scores and probabilities where the oracle uses double;
+ * a block's mass is at most its BS rows). Masks exactly, except "near
+ * cut" entries: where the oracle's running sum before a block lies within
+ * NEAR_EPS T of tau T, or where the last kept and the first dropped block
+ * have masses within NEAR_EPS T of each other (f32 rounding may swap
+ * them); those are counted and must be rare (NEAR_MAX_SHARE of the causal
+ * entries, plus 2).
+ *
+ * Then: tau = 1 keeps every causal block; without a mass buffer the mask
+ * is the same; a bad block id sets the fault bit; a structured input (attention
+ * near the diagonal and on the first tokens) gives low density at tau
+ * 0.9; every bad argument is refused, named, with "clpa_xattn_estimate: "
+ * first and nothing written.
+ */
+#include <stdio.h>
+
+#include "cl_util.h"
+#include "ref_xattn.h"
+
+#define MASS_ATOL 1e-6
+#define MASS_RTOL 1e-4
+#define NEAR_EPS 2e-5
+#define NEAR_MAX_SHARE 0.02
+
+#define F32 CLPA_DTYPE_F32
+#define F16 CLPA_DTYPE_F16
+#define BF16 CLPA_DTYPE_BF16
+#define E4M3 CLPA_DTYPE_FP8_E4M3
+
+static clpa_context *ctx;
+static int no_mass;          /* run_device: leave mass NULL (the library's scratch) */
+static int32_t last_faults;  /* run_device: the fault word after the run */
+
+typedef struct xcase {
+  int heads, kv_heads, hs, bs; /* query heads, KV heads, head size, cache block size */
+  int S, B, chunk, num_q, q_offset;
+  clpa_dtype kv, io;
+  double tau;
+  int q_pad;
+} xcase;
+
+static void *xmalloc(size_t n) {
+  void *p = malloc(n ? n : 1);
+  if (!p) BAIL_OUT("out of memory");
+  return p;
+}
+
+/* One case's inputs on the host: the cache as stored and decoded, the
+ * block table, the queries as stored and decoded. */
+typedef struct inputs {
+  clpa_kv_layout kv;
+  int num_k, max_blocks;
+  int32_t *table;
+  size_t q_stride, cache_elems;
+  float *q, *kf, k_scale;
+  void *q_store, *k_store;
+} inputs;
+
+static void free_inputs(inputs *in) {
+  free(in->table), free(in->q), free(in->kf), free(in->q_store), free(in->k_store);
+}
+
+/* Key j, dimension d, KV head h of the sequence, in the decoded cache. */
+static float key_at(const inputs *in, int h, int j, int d) {
+  const int bs = in->kv.block_size;
+  return in->kf[clpa_kv_key_index(&in->kv, in->table[j / bs], h, j % bs, d)];
+}
+
+/* Fills the inputs; keyf/qf (may be NULL: random) give a key or query value. */
+static void make_inputs(const xcase *c, inputs *in, float (*keyf)(int j, int d, int hs, int S),
+                        float (*qf)(int i, int d, int hs, int S, int q_offset)) {
+  memset(in, 0, sizeof *in);
+  const int bs = c->bs;
+  in->num_k = c->q_offset + c->num_q;
+  const int nb = (in->num_k + bs - 1) / bs;
+  in->max_blocks = nb + 1; /* one column never used */
+  const int num_blocks = nb + 3;
+  int *perm = xmalloc(sizeof(int) * (size_t)num_blocks);
+  for (int i = 0; i < num_blocks; i++) perm[i] = i;
+  for (int i = num_blocks - 1; i > 0; i--) {
+    int j = (int)rng_below((uint32_t)i + 1), t = perm[i];
+    perm[i] = perm[j], perm[j] = t;
+  }
+  in->table = xmalloc(sizeof(int32_t) * (size_t)in->max_blocks);
+  for (int b = 0; b < in->max_blocks; b++) in->table[b] = b < nb ? perm[b] : 0x7fff0000 + b;
+  free(perm);
+  if (clpa_kv_layout_init(&in->kv, c->kv, num_blocks, bs, c->kv_heads, c->hs) != CLPA_OK)
+    BAIL_OUT("layout: %s", clpa_last_error());
+  in->cache_elems = (size_t)in->kv.block_stride * (size_t)num_blocks;
+  float *raw = xmalloc(sizeof(float) * in->cache_elems);
+  for (size_t i = 0; i < in->cache_elems; i++) raw[i] = NAN; /* unused slots */
+  in->k_scale = clpa_dtype_size(c->kv) == 1 ? (float)rng_uniform(0.004, 0.02) : 1.0f;
+  for (int h = 0; h < c->kv_heads; h++)
+    for (int j = 0; j < in->num_k; j++)
+      for (int d = 0; d < c->hs; d++)
+        raw[clpa_kv_key_index(&in->kv, in->table[j / bs], h, j % bs, d)] =
+            keyf ? keyf(j, d, c->hs, c->S) : (float)rng_uniform(-1.5, 1.5);
+  const size_t esz = clpa_dtype_size(c->kv);
+  in->k_store = xmalloc(esz * in->cache_elems);
+  clpa_dtype_encode(c->kv, raw, in->k_store, in->cache_elems, in->k_scale);
+  clpa_dtype_decode(c->kv, in->k_store, raw, in->cache_elems, in->k_scale);
+  in->kf = raw;
+  in->q_stride = (size_t)c->heads * c->hs + (c->q_pad ? 40 : 0);
+  const size_t qn = in->q_stride * (size_t)c->num_q;
+  in->q = xmalloc(sizeof(float) * qn);
+  for (size_t i = 0; i < qn; i++) {
+    const int tok = (int)(i / in->q_stride), e = (int)(i % in->q_stride);
+    in->q[i] = qf ? qf(tok, e % c->hs, c->hs, c->S, c->q_offset) : (float)rng_uniform(-2.0, 2.0);
+  }
+  in->q_store = xmalloc(clpa_dtype_size(c->io) * qn);
+  clpa_dtype_encode(c->io, in->q, in->q_store, qn, 1.0f);
+  clpa_dtype_decode(c->io, in->q_store, in->q, qn, 1.0f);
+}
+
+/* The oracle, head by head, on the decoded values. */
+static void reference(const xcase *c, const inputs *in, clpa_ref_xattn_dims *dims, double *mass,
+                      uint8_t *mask) {
+  const clpa_ref_xattn_shape sh = {c->num_q, in->num_k, c->q_offset, c->hs, c->S, c->B};
+  if (clpa_ref_xattn_dims_get(&sh, dims) != CLPA_OK) BAIL_OUT("shape: %s", clpa_last_error());
+  const size_t nb = (size_t)dims->q_blocks * (size_t)dims->k_blocks;
+  float *qh = xmalloc(sizeof(float) * (size_t)c->num_q * c->hs);
+  float *kh = xmalloc(sizeof(float) * (size_t)in->num_k * c->hs);
+  for (int h = 0; h < c->heads; h++) {
+    const int kvh = h / (c->heads / c->kv_heads);
+    for (int i = 0; i < c->num_q; i++)
+      for (int d = 0; d < c->hs; d++)
+        qh[(size_t)i * c->hs + d] = in->q[(size_t)i * in->q_stride + (size_t)h * c->hs + d];
+    for (int j = 0; j < in->num_k; j++)
+      for (int d = 0; d < c->hs; d++) kh[(size_t)j * c->hs + d] = key_at(in, kvh, j, d);
+    if (clpa_ref_xattn_estimate_dense(&sh, qh, kh, c->tau, mass + h * nb, mask + h * nb, NULL) !=
+        CLPA_OK)
+      BAIL_OUT("reference: %s", clpa_last_error());
+  }
+  free(qh), free(kh);
+}
+
+/* Runs the device on a case; fills got_mass and got_mask. Returns the status. */
+static clpa_status run_device(const xcase *c, const inputs *in, size_t nblocks, float *got_mass,
+                              uint8_t *got_mask) {
+  const size_t qbytes = clpa_dtype_size(c->io) * in->q_stride * (size_t)c->num_q;
+  cl_mem q = test_buffer(ctx, in->q_store, qbytes);
+  cl_mem kc = test_buffer(ctx, in->k_store, clpa_dtype_size(c->kv) * in->cache_elems);
+  cl_mem bt = test_buffer(ctx, in->table, sizeof(int32_t) * (size_t)in->max_blocks);
+  cl_mem mask = test_buffer(ctx, NULL, nblocks), mass = test_buffer(ctx, NULL, 4 * nblocks);
+  test_poison(ctx, mask, nblocks);
+  test_poison(ctx, mass, 4 * nblocks);
+  clpa_xattn_params p;
+  clpa_xattn_params_init(&p);
+  p.num_heads = c->heads, p.key_cache = kc, p.kv = in->kv, p.k_scale = in->k_scale;
+  p.block_table = bt, p.max_blocks_per_seq = in->max_blocks, p.query = q, p.q_dtype = c->io;
+  p.q_stride = c->q_pad ? in->q_stride : 0, p.num_q = c->num_q, p.q_offset = c->q_offset;
+  p.stride = c->S, p.block = c->B, p.chunk = c->chunk, p.tau = c->tau;
+  p.mask = mask, p.mass = no_mass ? NULL : mass;
+  cl_event ev = NULL;
+  p.event = &ev;
+  clpa_status st = clpa_xattn_estimate(ctx, &p);
+  if (st == CLPA_OK) {
+    clWaitForEvents(1, &ev);
+    clReleaseEvent(ev);
+    test_read(ctx, mask, got_mask, nblocks);
+    if (!no_mass) test_read(ctx, mass, got_mass, 4 * nblocks);
+    last_faults = 0;
+    if (clpa_context_check_faults(ctx, &last_faults) != CLPA_OK || last_faults)
+      diag("fault word %d: %s", last_faults, clpa_context_last_error(ctx));
+  } else {
+    diag("clpa_xattn_estimate: %s", clpa_context_last_error(ctx));
+  }
+  cl_mem all[] = {q, kc, bt, mask, mass};
+  for (size_t i = 0; i < sizeof all / sizeof *all; i++) clReleaseMemObject(all[i]);
+  return st;
+}
+
+/* Marks the near-cut entries of one query block's row (see the top). */
+static int mark_near(const double *w, int d, double tau, uint8_t *near, int kb_count) {
+  memset(near, 0, (size_t)kb_count);
+  if (tau >= 1 || d < 2) return 0;
+  int *order = xmalloc(sizeof(int) * (size_t)d);
+  int n = 0;
+  for (int j = 1; j < d; j++) order[n++] = j;
+  for (int a = 1; a < n; a++) /* insertion sort: mass descending, index ascending */
+    for (int b = a; b > 0 && (w[order[b]] > w[order[b - 1]] ||
+                              (w[order[b]] == w[order[b - 1]] && order[b] < order[b - 1]));
+         b--) {
+      int t = order[b];
+      order[b] = order[b - 1], order[b - 1] = t;
+    }
+  double T = 0;
+  for (int kb = 0; kb <= d; kb++) T += w[kb];
+  const double cut = tau * T, eps = NEAR_EPS * T;
+  double acc = w[0] + w[d];
+  int first_dropped = -1, last_kept = -1, marked = 0;
+  for (int i = 0; i < n; i++) {
+    const int j = order[i];
+    if (fabs(acc - cut) <= eps) near[j] = 1;
+    if (acc < cut)
+      last_kept = j;
+    else if (first_dropped < 0)
+      first_dropped = j;
+    acc += w[j];
+  }
+  if (last_kept >= 0 && first_dropped >= 0 && fabs(w[last_kept] - w[first_dropped]) <= eps)
+    near[last_kept] = near[first_dropped] = 1;
+  for (int kb = 0; kb < kb_count; kb++) marked += near[kb];
+  free(order);
+  return marked;
+}
+
+static void describe(const xcase *c, char *buf, size_t cap) {
+  snprintf(buf, cap,
+           "heads %d/%d hs %d bs %d S %d B %d chunk %d num_q %d q_offset %d kv %s io %s tau %g%s",
+           c->heads, c->kv_heads, c->hs, c->bs, c->S, c->B, c->chunk, c->num_q, c->q_offset,
+           clpa_dtype_name(c->kv), clpa_dtype_name(c->io), c->tau, c->q_pad ? " q_stride" : "");
+}
+
+/* Checks one case; returns the device's density (kept / causal pairs). */
+static double check_case(const xcase *c, const inputs *in, double *ref_density) {
+  char name[300];
+  describe(c, name, sizeof name);
+  clpa_ref_xattn_dims dims;
+  const clpa_ref_xattn_shape sh = {c->num_q, in->num_k, c->q_offset, c->hs, c->S, c->B};
+  if (clpa_ref_xattn_dims_get(&sh, &dims) != CLPA_OK) BAIL_OUT("shape: %s", clpa_last_error());
+  const size_t nb = (size_t)dims.q_blocks * dims.k_blocks, n = nb * (size_t)c->heads;
+  double *want_mass = xmalloc(sizeof(double) * n);
+  uint8_t *want_mask = xmalloc(n), *got_mask = xmalloc(n), *near = xmalloc((size_t)dims.k_blocks);
+  float *got_mass = xmalloc(sizeof(float) * n);
+  reference(c, in, &dims, want_mass, want_mask);
+  const clpa_status st = run_device(c, in, n, got_mass, got_mask);
+  ok(st == CLPA_OK, "%s: enqueued (%s)", name, clpa_status_name(st));
+  double density = -1;
+  if (st == CLPA_OK) {
+    size_t at;
+    const double worst = test_worst(got_mass, want_mass, n, MASS_ATOL, MASS_RTOL, &at);
+    if (!ok(worst <= 1.0, "%s: masses within tolerance (worst %.3g of allowed)", name, worst))
+      diag("worst: head %zu qb %zu kb %zu: got %.9g want %.9g", at / nb, at % nb / dims.k_blocks,
+           at % dims.k_blocks, got_mass[at], want_mass[at]);
+    size_t causal = 0, near_count = 0, bad = 0, kept = 0, ref_kept = 0;
+    for (int h = 0; h < c->heads; h++)
+      for (int qb = 0; qb < dims.q_blocks; qb++) {
+        const size_t row = h * nb + (size_t)qb * dims.k_blocks;
+        const int d = dims.diag0 + qb;
+        causal += (size_t)d + 1;
+        near_count += (size_t)mark_near(want_mass + row, d, c->tau, near, dims.k_blocks);
+        for (int kb = 0; kb < dims.k_blocks; kb++) {
+          kept += got_mask[row + kb] == 1, ref_kept += want_mask[row + kb];
+          if (got_mask[row + kb] != want_mask[row + kb] && !(near[kb] && got_mask[row + kb] <= 1)) {
+            if (bad++ < 4)
+              diag("mask differs: head %d qb %d kb %d (diag %d): got %d want %d, mass %.9g", h, qb,
+                   kb, d, got_mask[row + kb], want_mask[row + kb], want_mass[row + kb]);
+          }
+        }
+      }
+    ok(bad == 0, "%s: masks equal but for near-cut entries (%zu differ elsewhere)", name, bad);
+    ok(near_count <= (size_t)(NEAR_MAX_SHARE * (double)causal) + 2,
+       "%s: near-cut entries rare (%zu of %zu causal)", name, near_count, causal);
+    density = (double)kept / (double)causal;
+    if (ref_density) *ref_density = (double)ref_kept / (double)causal;
+  }
+  free(want_mass), free(want_mask), free(got_mask), free(got_mass), free(near);
+  return density;
+}
+
+static void run_case(const xcase *c) {
+  inputs in;
+  make_inputs(c, &in, NULL, NULL);
+  check_case(c, &in, NULL);
+  free_inputs(&in);
+}
+
+/* tau = 1: every causal block kept, nothing after the diagonals. */
+static void test_tau_one(void) {
+  const xcase c = {4, 2, 64, 16, 8, 64, 128, 384, 128, F16, F32, 1.0, 0};
+  inputs in;
+  make_inputs(&c, &in, NULL, NULL);
+  const int qb_n = c.num_q / c.B, kb_n = (c.q_offset + c.num_q) / c.B;
+  const size_t n = (size_t)c.heads * qb_n * kb_n;
+  float *mass = xmalloc(4 * n);
+  uint8_t *mask = xmalloc(n);
+  int good = run_device(&c, &in, n, mass, mask) == CLPA_OK;
+  for (int h = 0; h < c.heads; h++)
+    for (int qb = 0; qb < qb_n; qb++)
+      for (int kb = 0; kb < kb_n; kb++)
+        good &= mask[((size_t)h * qb_n + qb) * kb_n + kb] == (kb <= c.q_offset / c.B + qb);
+  ok(good, "tau = 1 keeps every causal block and nothing else");
+  free(mass), free(mask);
+  free_inputs(&in);
+}
+
+/* mass is optional: without it the mask is the same. A block id outside
+ * the cache sets CLPA_FAULT_BAD_BLOCK. */
+static void test_no_mass_and_faults(void) {
+  const xcase c = {2, 1, 64, 16, 8, 64, 128, 256, 128, F16, F32, 0.8, 0};
+  inputs in;
+  make_inputs(&c, &in, NULL, NULL);
+  const size_t n = (size_t)c.heads * (256 / 64) * (384 / 64);
+  float *mass = xmalloc(4 * n);
+  uint8_t *with = xmalloc(n), *without = xmalloc(n);
+  int good = run_device(&c, &in, n, mass, with) == CLPA_OK && last_faults == 0;
+  no_mass = 1;
+  good &= run_device(&c, &in, n, mass, without) == CLPA_OK;
+  no_mass = 0;
+  ok(good && memcmp(with, without, n) == 0, "mass NULL: the same mask, no fault");
+  in.table[1] = 1 << 30;
+  const clpa_status st = run_device(&c, &in, n, mass, with);
+  ok(st == CLPA_OK && last_faults == CLPA_FAULT_BAD_BLOCK,
+     "a block id outside the cache sets CLPA_FAULT_BAD_BLOCK (fault word %d)", last_faults);
+  free(mass), free(with), free(without);
+  free_inputs(&in);
+}
+
+/* Structured scene (as test_host_ref_xattn's): a sink on the first S keys
+ * and rotary-like features that make attention local. */
+#define STRUCT_NUM_K 2048
+static float struct_key(int j, int d, int hs, int S) {
+  const double w = 2 * 3.14159265358979323846 / (2.0 * STRUCT_NUM_K);
+  if (d == 0) return j < S ? 8.0f : 0.0f;
+  if (d == 1) return 0.0f;
+  const int f = d / 2;
+  (void)hs;
+  return (float)(2.0 * (d % 2 ? sin(f * w * j) : cos(f * w * j)) + rng_uniform(-0.05, 0.05));
+}
+static float struct_query(int i, int d, int hs, int S, int q_offset) {
+  const double w = 2 * 3.14159265358979323846 / (2.0 * STRUCT_NUM_K), p = q_offset + i;
+  (void)hs, (void)S;
+  if (d == 0) return 8.0f;
+  if (d == 1) return 0.0f;
+  const int f = d / 2;
+  return (float)(2.0 * (d % 2 ? sin(f * w * p) : cos(f * w * p)));
+}
+
+static void test_structured(void) {
+  const xcase c = {1, 1, 64, 16, 8, 64, 512, STRUCT_NUM_K - 512, 512, F16, F32, 0.9, 0};
+  inputs in;
+  make_inputs(&c, &in, struct_key, struct_query);
+  double ref_density = -1;
+  const double density = check_case(&c, &in, &ref_density);
+  ok(density >= 0 && density < 0.2 && fabs(density - ref_density) < 0.01,
+     "structured: density %.4f < 0.2 at tau 0.9 (reference %.4f)", density, ref_density);
+  free_inputs(&in);
+}
+
+/* Every bad argument is refused with a message naming it and the public
+ * call, before anything is enqueued: the poisoned outputs stay. */
+static void test_bad_args(void) {
+  clpa_kv_layout kv;
+  clpa_kv_layout_init(&kv, F16, 8, 16, 2, 64);
+  const size_t qbytes = 4 * 4 * 64 * 64;
+  cl_mem q = test_buffer(ctx, NULL, qbytes), kc = test_buffer(ctx, NULL, kv.cache_bytes);
+  cl_mem bt = test_buffer(ctx, NULL, 4 * 8), mask = test_buffer(ctx, NULL, 8);
+  cl_mem mass = test_buffer(ctx, NULL, 32), small = test_buffer(ctx, NULL, 64);
+  cl_mem tiny = test_buffer(ctx, NULL, 4);
+  test_poison(ctx, mask, 8);
+  test_poison(ctx, mass, 32);
+  cl_event null_ev[1] = {NULL};
+  clpa_xattn_params good;
+  clpa_xattn_params_init(&good);
+  good.num_heads = 4, good.key_cache = kc, good.kv = kv, good.block_table = bt;
+  good.max_blocks_per_seq = 8, good.query = q, good.num_q = 64, good.q_offset = 64;
+  good.stride = 8, good.block = 64, good.mask = mask, good.mass = mass;
+  struct {
+    const char *what, *needle;
+    clpa_status want;
+    clpa_xattn_params p;
+  } bad[48];
+  int n = 0;
+#define BAD(field_expr, needle_, want_) \
+  bad[n].p = good;                      \
+  bad[n].p.field_expr;                  \
+  bad[n].what = #field_expr;            \
+  bad[n].needle = needle_;              \
+  bad[n++].want = want_
+  BAD(num_heads = 3, "num_heads = 3", CLPA_ERR_INVALID_ARG);
+  BAD(num_heads = 0, "num_heads = 0", CLPA_ERR_INVALID_ARG);
+  BAD(key_cache = NULL, "key_cache", CLPA_ERR_INVALID_ARG);
+  BAD(cache = (const clpa_cache *)1, "not both", CLPA_ERR_INVALID_ARG);
+  BAD(kv.dtype = (clpa_dtype)-3, "kv: ", CLPA_ERR_INVALID_ARG);
+  BAD(kv.num_blocks = 9, "key_cache holds", CLPA_ERR_INVALID_ARG);
+  BAD(q_dtype = E4M3, "q_dtype", CLPA_ERR_UNSUPPORTED);
+  BAD(k_scale = 0, "k_scale", CLPA_ERR_INVALID_ARG);
+  BAD(k_scale = NAN, "k_scale", CLPA_ERR_INVALID_ARG);
+  BAD(stride = 5, "stride = 5", CLPA_ERR_INVALID_ARG);
+  BAD(stride = 32, "stride = 32", CLPA_ERR_INVALID_ARG);
+  BAD(block = 60, "block = 60", CLPA_ERR_INVALID_ARG);
+  BAD(block = 0, "block = 0", CLPA_ERR_INVALID_ARG);
+  BAD(chunk = 96, "chunk = 96", CLPA_ERR_INVALID_ARG);
+  BAD(chunk = -64, "chunk = -64", CLPA_ERR_INVALID_ARG);
+  BAD(tau = 0, "tau = 0", CLPA_ERR_INVALID_ARG);
+  BAD(tau = 1.5, "tau = 1.5", CLPA_ERR_INVALID_ARG);
+  BAD(tau = NAN, "tau = nan", CLPA_ERR_INVALID_ARG);
+  BAD(num_q = 0, "num_q = 0", CLPA_ERR_INVALID_ARG);
+  BAD(num_q = 60, "num_q = 60", CLPA_ERR_INVALID_ARG);
+  BAD(q_offset = 32, "q_offset = 32", CLPA_ERR_INVALID_ARG);
+  BAD(q_offset = -64, "q_offset = -64", CLPA_ERR_INVALID_ARG);
+  BAD(q_offset = 2147483584, "block table", CLPA_ERR_INVALID_ARG);
+  BAD(max_blocks_per_seq = 0, "max_blocks_per_seq = 0", CLPA_ERR_INVALID_ARG);
+  BAD(max_blocks_per_seq = 7, "block table", CLPA_ERR_INVALID_ARG);
+  BAD(max_blocks_per_seq = 1 << 30, "block_table holds", CLPA_ERR_INVALID_ARG);
+  BAD(q_stride = 100, "q_stride = 100", CLPA_ERR_INVALID_ARG);
+  BAD(q_stride = SIZE_MAX, "overflows", CLPA_ERR_INVALID_ARG);
+  BAD(query = small, "query holds", CLPA_ERR_INVALID_ARG);
+  BAD(query = NULL, "query", CLPA_ERR_INVALID_ARG);
+  BAD(block_table = tiny, "block_table holds", CLPA_ERR_INVALID_ARG);
+  BAD(mask = NULL, "mask", CLPA_ERR_INVALID_ARG);
+  BAD(mask = tiny, "mask holds", CLPA_ERR_INVALID_ARG);
+  BAD(mass = tiny, "mass holds", CLPA_ERR_INVALID_ARG);
+  BAD(mass = mask, "different", CLPA_ERR_INVALID_ARG);
+  BAD(num_wait_events = 1, "wait_events", CLPA_ERR_INVALID_ARG);
+  BAD(wait_events = null_ev, "wait_events[0] is NULL", CLPA_ERR_INVALID_ARG);
+  bad[n - 1].p.num_wait_events = 1;
+#undef BAD
+  for (int i = 0; i < n; i++) {
+    const clpa_status st = clpa_xattn_estimate(ctx, &bad[i].p);
+    const char *msg = clpa_context_last_error(ctx);
+    ok(st == bad[i].want && strstr(msg, bad[i].needle) &&
+           strncmp(msg, "clpa_xattn_estimate: ", 21) == 0,
+       "%s -> %s: %s", bad[i].what, clpa_status_name(st), msg);
+  }
+  ok(clpa_xattn_estimate(NULL, &good) == CLPA_ERR_INVALID_ARG, "NULL context");
+  ok(clpa_xattn_estimate(ctx, NULL) == CLPA_ERR_INVALID_ARG, "NULL params");
+  unsigned char hm[8], hw[32];
+  test_read(ctx, mask, hm, sizeof hm);
+  test_read(ctx, mass, hw, sizeof hw);
+  int untouched = 1;
+  for (size_t i = 0; i < sizeof hm; i++) untouched &= hm[i] == 0xFF;
+  for (size_t i = 0; i < sizeof hw; i++) untouched &= hw[i] == 0xFF;
+  ok(untouched, "no refused call wrote to mask or mass");
+  cl_mem all[] = {q, kc, bt, mask, mass, small, tiny};
+  for (size_t i = 0; i < sizeof all / sizeof *all; i++) clReleaseMemObject(all[i]);
+}
+
+/* heads, kv_heads, hs, bs, S, B, chunk, num_q, q_offset, kv, io, tau, q_pad */
+static const xcase grid[] = {
+    {4, 2, 64, 16, 8, 64, 0, 512, 0, F16, F32, 0.9, 0},        /* one chunk, GQA */
+    {2, 2, 128, 16, 4, 64, 128, 256, 256, F16, F16, 0.9, 0},   /* four chunks, a prefix */
+    {4, 1, 64, 16, 16, 128, 384, 640, 384, BF16, BF16, 0.7, 1}, /* MQA, 3 uneven chunks */
+    {2, 2, 128, 32, 8, 128, 256, 776, 128, F32, F32, 0.95, 0}, /* partial last blocks */
+    {2, 1, 64, 8, 8, 64, 64, 256, 64, E4M3, F16, 0.5, 0},      /* fp8, a chunk per block */
+    {2, 2, 64, 16, 8, 64, 128, 256, 0, F16, F32, 0.9, 1},      /* two chunks, no prefix */
+};
+
+int main(void) {
+  rng_seed_from_env();
+  ctx = test_context(0);
+  for (size_t i = 0; i < sizeof grid / sizeof *grid; i++) run_case(&grid[i]);
+  test_tau_one();
+  test_no_mass_and_faults();
+  test_structured();
+  test_bad_args();
+  clpa_program_stats ps;
+  clpa_context_program_stats(ctx, &ps);
+  diag("programs: %u built, %u from disk, %.1f s building", ps.built_from_source,
+       ps.loaded_from_disk, ps.build_seconds);
+  clpa_context_destroy(ctx);
+  return done_testing();
+}
