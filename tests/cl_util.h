@@ -36,6 +36,17 @@ static inline clpa_context *test_context(int profiling) {
   return ctx;
 }
 
+/* The end of a kernel test: how the programs were had (built or from the
+ * binary cache), the context destroyed, the TAP plan. */
+static inline int test_context_done(clpa_context *ctx) {
+  clpa_program_stats ps;
+  clpa_context_program_stats(ctx, &ps);
+  diag("programs: %u built, %u from disk, %.1f s building", ps.built_from_source,
+       ps.loaded_from_disk, ps.build_seconds);
+  clpa_context_destroy(ctx);
+  return done_testing();
+}
+
 /* A device buffer holding a copy of host bytes (or uninitialised). */
 static inline cl_mem test_buffer(clpa_context *ctx, const void *host, size_t bytes) {
   cl_int err;

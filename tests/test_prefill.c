@@ -759,10 +759,5 @@ int main(void) {
   test_merge();
   test_faults();
   test_bad_args();
-  clpa_program_stats ps;
-  clpa_context_program_stats(ctx, &ps);
-  diag("programs: %u built, %u from disk, %.1f s building", ps.built_from_source,
-       ps.loaded_from_disk, ps.build_seconds);
-  clpa_context_destroy(ctx);
-  return done_testing();
+  return test_context_done(ctx);
 }
