@@ -18,6 +18,7 @@
  */
 #include <stdio.h>
 
+#include "clpa_xattn.h"
 #include "cl_util.h"
 #include "ref_attention.h"
 
@@ -604,6 +605,71 @@ static void test_sparse(void) {
     }
 }
 
+/* XAttention end to end: clpa_xattn_estimate's mask, on the device, fed
+ * straight to clpa_prefill's block_mask (the same [heads][q blocks][k
+ * blocks] shape for one sequence) equals the reference masked by the mask
+ * read back; the mask is really sparse (tau 0.5) and keeps block 0 and
+ * every diagonal. */
+static void test_xattn_feeds_prefill(void) {
+  const pcase c = {1, 4, 2, 64, 16, 256, 128, F16, F16, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0};
+  const int B = 64;
+  inputs in;
+  make_inputs(&c, &in);
+  const int nq = in.cu[1], off = in.cached[0];
+  const int qb = (nq + B - 1) / B, kb = (off + nq + B - 1) / B;
+  const size_t mn = (size_t)c.heads * qb * kb;
+  device_case d;
+  clpa_prefill_params p;
+  upload(&c, &in, &d, &p);
+  cl_mem bm = test_buffer(ctx, NULL, mn);
+  test_poison(ctx, bm, mn);
+  clpa_xattn_params x;
+  clpa_xattn_params_init(&x);
+  x.num_heads = c.heads, x.key_cache = d.kc, x.kv = in.kv, x.block_table = d.bt;
+  x.max_blocks_per_seq = in.max_blocks, x.query = d.q, x.q_dtype = c.io, x.q_stride = in.q_stride;
+  x.num_q = nq, x.q_offset = off, x.stride = 8, x.block = B, x.tau = 0.5, x.mask = bm;
+  int good = clpa_xattn_estimate(ctx, &x) == CLPA_OK;
+  if (!good) diag("%s", clpa_last_error());
+  p.block_mask = bm, p.mask_block = B, p.mask_q_blocks = qb, p.mask_k_blocks = kb;
+  good &= clpa_prefill(ctx, &p) == CLPA_OK;
+  uint8_t *mask = malloc(mn);
+  test_read(ctx, bm, mask, mn);
+  size_t kept = 0, causal = 0;
+  int diag_ok = 1;
+  for (int h = 0; h < c.heads; h++)
+    for (int i = 0; i < qb; i++) {
+      const uint8_t *row = mask + ((size_t)h * qb + i) * kb;
+      const int dg = off / B + i;
+      diag_ok &= row[0] == 1 && row[dg] == 1;
+      for (int j = 0; j < kb; j++) {
+        diag_ok &= row[j] <= 1 && (j <= dg || row[j] == 0);
+        kept += j <= dg && row[j], causal += j <= dg;
+      }
+    }
+  ok(good && diag_ok && kept < causal,
+     "xattn's mask: 0/1, block 0 and the diagonals kept, nothing past them, sparse (%zu of %zu)",
+     kept, causal);
+  const size_t rows = (size_t)in.total * c.heads, outn = rows * c.hs;
+  double *want = malloc(sizeof(double) * outn), *want_l = malloc(sizeof(double) * rows);
+  clpa_ref_prefill_args ra = ref_args(&c, &in, want, want_l);
+  ra.block_mask = mask, ra.mask_block = B, ra.mask_q_blocks = qb, ra.mask_k_blocks = kb;
+  good &= clpa_ref_prefill(&ra) == CLPA_OK;
+  float *got = malloc(sizeof(float) * outn), *gl = malloc(sizeof(float) * rows);
+  read_out(&c, &d, outn, got, gl);
+  double atol = 0, rtol = 0;
+  tolerance_of(c.io, &atol, &rtol);
+  size_t at;
+  const double w = test_worst(got, want, outn, atol, rtol, &at);
+  const double wl = test_worst(gl, want_l, rows, LSE_ATOL, LSE_RTOL, &at);
+  ok(good && w <= 1.0 && wl <= 1.0,
+     "prefill under xattn's device mask equals the reference under it (worst %.3g, lse %.3g)", w,
+     wl);
+  free(mask), free(want), free(want_l), free(got), free(gl);
+  clReleaseMemObject(bm);
+  release(&d);
+  free_inputs(&in);
+}
+
 /* Bad block ids are never followed; they set the fault bit. */
 static void test_faults(void) {
   pcase c = {4, 4, 2, 64, 16, 20, 40, F16, F32, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0};
@@ -756,6 +822,7 @@ int main(void) {
   test_decode_equal();
   test_offset_rows();
   test_sparse();
+  test_xattn_feeds_prefill();
   test_merge();
   test_faults();
   test_bad_args();
