@@ -74,12 +74,12 @@ def check_json(args, op, keys):
     return doc
 
 
-for cmd in ([], ["decode"], ["sweep"], ["radix"], ["kvman"]):
+for cmd in ([], ["decode"], ["sweep"], ["prefill"], ["xattn"], ["radix"], ["kvman"]):
     check_help(BENCH, *cmd, "--help")
     check_help(BENCH, *cmd, "-h")
 check_help(INFO, "--help")
 
-for cmd in ("decode", "sweep", "radix", "kvman"):
+for cmd in ("decode", "sweep", "prefill", "xattn", "radix", "kvman"):
     check_refused([BENCH, cmd, "--foo"], "unknown option '--foo'")
 check_refused([INFO, "--foo=1"], "unknown option '--foo'")
 check_refused([BENCH, "frobnicate"], "unknown command 'frobnicate'")
@@ -96,6 +96,22 @@ check_refused([BENCH, "sweep", "--dtypes", "f16,f64"], "--dtypes takes", "not 'f
 check_refused([BENCH, "radix", "--requests", "-5"], "--requests takes a positive integer")
 check_refused([BENCH, "kvman", "--out-min", "100", "--out-max", "50"], "--out-max (50)")
 check_refused([BENCH, "kvman", "stray"], "unexpected argument 'stray'")
+check_refused([BENCH, "xattn", "--tau", "0"], "--tau takes a number in (0, 1]")
+check_refused([BENCH, "xattn", "--tokens", "512,x"], "--tokens takes")
+check_refused([BENCH, "xattn", "--input", "zipf"], "--input takes", "not 'zipf'")
+
+# xattn on a tiny prompt: both inputs, a density in (0, 1], the structured
+# one sparser than the random one, every time positive.
+doc = check_json([BENCH, "xattn", "--json", "--tokens", "256", "--heads", "2", "--kv-heads", "1",
+                  "--head-size", "64", "--block", "64"], "xattn",
+                 ["device", "tau", "stride", "block", "runs"])
+if doc:
+    runs = {r["input"]: r for r in doc["runs"]}
+    ok(set(runs) == {"structured", "random"} and
+       all(r["tokens"] == 256 and 0 < r["density"] <= 1 and r["dense_ms"] > 0 and
+           r["estimate_ms"] > 0 and r["sparse_ms"] > 0 and r["speedup"] > 0 for r in runs.values())
+       and runs["structured"]["density"] < runs["random"]["density"],
+       "xattn --json: both inputs, times, the structured input sparser", json.dumps(doc))
 
 DECODE_KEYS = ["op", "device", "lanes", "heads", "kv_heads", "head_size", "block_size", "batch",
                "context", "dtype", "variant", "us_per_call", "kv_bytes", "gbps", "copy_gbps",

@@ -116,6 +116,7 @@ int bench_decode_measure(bench_env *env, const bench_decode_shape *s, const benc
 int bench_decode(int argc, char **argv);
 int bench_sweep(int argc, char **argv);
 int bench_prefill(int argc, char **argv);
+int bench_xattn(int argc, char **argv);
 int clpa_bench_radix(int argc, char **argv);
 int clpa_bench_kvman(int argc, char **argv);
 
