@@ -138,6 +138,9 @@ static clpa_status check_buffers(clpa_context *ctx, const clpa_xattn_params *p, 
 
 /* Enqueues the three kernels ks (stats, mass, select) in order; the
  * in-order queue makes each wait for the one before. */
+/* Strided rows per work-item of the stats kernel (cl/xattn.cl's XROWS). */
+#define XROWS 8
+
 static clpa_status enqueue_all(clpa_context *ctx, const clpa_xattn_params *p, const xattn_plan *x,
                                cl_kernel *ks, cl_mem faults, cl_mem sm, cl_mem sl, cl_mem mass) {
   clpa_status st;
@@ -158,7 +161,8 @@ static clpa_status enqueue_all(clpa_context *ctx, const clpa_xattn_params *p, co
                          CLPA_ARG(rows),         CLPA_ARG(row0),       CLPA_ARG(cc),
                          CLPA_ARG(faults)};
   const clpa_ndrange r1 = {3,
-                           {(size_t)x->rows, (size_t)p->num_heads, (size_t)x->num_chunks},
+                           {(size_t)(x->rows + XROWS - 1) / XROWS, (size_t)p->num_heads,
+                            (size_t)x->num_chunks},
                            {0, 0, 0},
                            p->num_wait_events,
                            p->wait_events,
