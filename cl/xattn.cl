@@ -80,34 +80,50 @@ typedef struct xattn_src {
   float scale;                  /* 1 / (sqrt(D) S), times k_scale */
 } xattn_src;
 
-/* Query rows per work-item in phases 1 and 3: every key element loaded
- * serves XROWS rows (PoCL, 2k tokens: estimation 208 ms with 1 row, 108
- * with 4, 93 with 8, 116 with 16). */
+/* A register tile of scores: XROWS strided rows x XCOLS columns per
+ * step, so each loaded query vector serves XCOLS columns and each key
+ * vector XROWS rows. PoCL, 2k tokens (clpa-bench xattn --tokens 2048
+ * --heads 8 --kv-heads 2): estimation 208 ms with 1 x 1, 93 with 8 x 1,
+ * 70 with 8 x 8; 4 x 8, 8 x 4, 16 x 4, 4 x 16 and 8 x 16 all 66-75 ms, so
+ * 8 x 8 keeps the registers a GPU can hold (64 scores + 8 key vectors). */
 #define XROWS 8
+#define XCOLS 8
 
-/* score(r, c) of rows r0 .. r0 + XROWS - 1 (rows past r0 + n - 1 repeat
- * row r0 + n - 1), scaled, into acc. Returns 1 when a key of the column
- * lies in a block outside the cache (the caller masks the column), else
- * 0. Each score sums t, then d, in increasing order. */
-inline int xattn_scores(const xattn_src *s, int r0, int n, int c, float *acc) {
-  for (int i = 0; i < XROWS; i++) acc[i] = 0.0f;
+/* score(r, c) for rows r0 .. r0 + XROWS - 1 and columns c0 .. c0 +
+ * XCOLS - 1, scaled, into acc[i][j]; rows past r0 + n - 1 repeat row
+ * r0 + n - 1 and columns past c0 + nc - 1 repeat column c0 + nc - 1.
+ * bad[j] is set when a key of column j lies in a block outside the cache
+ * (its scores are garbage from block 0: the caller masks the column).
+ * Each score sums t, then d, in increasing order. */
+inline void xattn_scores(const xattn_src *s, int r0, int n, int c0, int nc,
+                         float acc[XROWS][XCOLS], int bad[XCOLS]) {
+  for (int i = 0; i < XROWS; i++)
+    for (int j = 0; j < XCOLS; j++) acc[i][j] = 0.0f;
+  for (int j = 0; j < XCOLS; j++) bad[j] = 0;
   for (int t = 0; t < s->stride; t++) {
-    const int j = c * s->stride + t;
-    const int phys = s->table[j / BLOCK_SIZE];
-    if (phys < 0 || phys >= s->num_blocks) return 1;
-    __global const kv_t *kt =
-        s->k_cache + kv_tile((ulong)phys, s->kv_head, s->block_stride, s->head_stride);
+    __global const kv_t *kt[XCOLS];
+    int off[XCOLS];
+    for (int j = 0; j < XCOLS; j++) {
+      const int tok = (c0 + min(j, nc - 1)) * s->stride + t;
+      int phys = s->table[tok / BLOCK_SIZE];
+      if (phys < 0 || phys >= s->num_blocks) bad[j] = 1, phys = 0;
+      kt[j] = s->k_cache + kv_tile((ulong)phys, s->kv_head, s->block_stride, s->head_stride);
+      off[j] = tok % BLOCK_SIZE;
+    }
     __global const io_t *qt[XROWS];
     for (int i = 0; i < XROWS; i++)
       qt[i] = s->q + (ulong)((r0 + min(i, n - 1)) * s->stride + s->stride - 1 - t) * s->q_stride;
-    const int off = j % BLOCK_SIZE;
     for (int d = 0; d < HEAD_SIZE; d += KV_X) {
-      const floatX k = KV_LOAD(KV_X, kt + key_index(d, off, BLOCK_SIZE));
-      for (int i = 0; i < XROWS; i++) acc[i] = VDOT(KV_X, IO_LOADX(qt[i], d), k, acc[i]);
+      floatX k[XCOLS];
+      for (int j = 0; j < XCOLS; j++) k[j] = KV_LOAD(KV_X, kt[j] + key_index(d, off[j], BLOCK_SIZE));
+      for (int i = 0; i < XROWS; i++) {
+        const floatX qv = IO_LOADX(qt[i], d);
+        for (int j = 0; j < XCOLS; j++) acc[i][j] = VDOT(KV_X, qv, k[j], acc[i][j]);
+      }
     }
   }
-  for (int i = 0; i < XROWS; i++) acc[i] *= s->scale;
-  return 0;
+  for (int i = 0; i < XROWS; i++)
+    for (int j = 0; j < XCOLS; j++) acc[i][j] *= s->scale;
 }
 
 inline xattn_src xattn_src_of(__global const io_t *q, ulong q_stride, int head,
@@ -143,21 +159,27 @@ __kernel void clpa_xattn_stats(__global float *stat_m, __global float *stat_l,
                                    num_blocks, qpk, stride, scale);
   const int c0 = ch * chunk_cols;
   const int c1 = min(c0 + chunk_cols, row0 + r0 + n); /* visible to the last row: c <= R(r) */
-  float m[XROWS], l[XROWS], x[XROWS];
+  float m[XROWS], l[XROWS], x[XROWS][XCOLS];
+  int bad[XCOLS];
   for (int i = 0; i < XROWS; i++) m[i] = -INFINITY, l[i] = 0.0f;
   int faulted = 0;
-  for (int c = c0; c < c1; c++) {
-    if (xattn_scores(&s, r0, n, c, x)) {
-      faulted = 1;
-      continue;
-    }
-    for (int i = 0; i < XROWS; i++) {
-      if (c > row0 + r0 + i) continue; /* not visible to this row (or past the rows) */
-      if (x[i] > m[i]) { /* online softmax: rescale the sum to the new max */
-        l[i] = l[i] * exp(m[i] - x[i]) + 1.0f;
-        m[i] = x[i];
-      } else {
-        l[i] += exp(x[i] - m[i]);
+  for (int cb = c0; cb < c1; cb += XCOLS) {
+    const int nc = min(XCOLS, c1 - cb);
+    xattn_scores(&s, r0, n, cb, nc, x, bad);
+    for (int j = 0; j < nc; j++) {
+      const int c = cb + j;
+      if (bad[j]) {
+        faulted = 1;
+        continue;
+      }
+      for (int i = 0; i < XROWS; i++) {
+        if (c > row0 + r0 + i) continue; /* not visible to this row (or past the rows) */
+        if (x[i][j] > m[i]) { /* online softmax: rescale the sum to the new max */
+          l[i] = l[i] * exp(m[i] - x[i][j]) + 1.0f;
+          m[i] = x[i][j];
+        } else {
+          l[i] += exp(x[i][j] - m[i]);
+        }
       }
     }
   }
@@ -190,7 +212,8 @@ __kernel void clpa_xattn_mass(__global float *mass, __global const float *stat_m
   const int r_end = min((qb + 1) * bs, rows);
   for (int r0 = qb * bs; r0 < r_end; r0 += XROWS) {
     const int n = min(XROWS, r_end - r0);
-    float sm[XROWS], sl[XROWS], part[XROWS], x[XROWS];
+    float sm[XROWS], sl[XROWS], part[XROWS], x[XROWS][XCOLS];
+    int bad[XCOLS];
     for (int i = 0; i < XROWS; i++) { /* phase 2: each row merges its chunks */
       softmax_state st = softmax_empty();
       const int r = r0 + min(i, n - 1);
@@ -199,13 +222,18 @@ __kernel void clpa_xattn_mass(__global float *mass, __global const float *stat_m
       sm[i] = st.m, sl[i] = st.l, part[i] = 0.0f;
     }
     const int c1 = min((kb + 1) * bs, row0 + r0 + n);
-    for (int c = kb * bs; c < c1; c++) {
-      if (xattn_scores(&s, r0, n, c, x)) {
-        faulted = 1;
-        continue;
+    for (int cb = kb * bs; cb < c1; cb += XCOLS) {
+      const int nc = min(XCOLS, c1 - cb);
+      xattn_scores(&s, r0, n, cb, nc, x, bad);
+      for (int j = 0; j < nc; j++) {
+        const int c = cb + j;
+        if (bad[j]) {
+          faulted = 1;
+          continue;
+        }
+        for (int i = 0; i < XROWS; i++) /* visible rows with something visible (bad blocks) */
+          if (i < n && c <= row0 + r0 + i && sl[i] > 0.0f) part[i] += exp(x[i][j] - sm[i]) / sl[i];
       }
-      for (int i = 0; i < XROWS; i++) /* visible rows with something visible (blocks can be bad) */
-        if (i < n && c <= row0 + r0 + i && sl[i] > 0.0f) part[i] += exp(x[i] - sm[i]) / sl[i];
     }
     for (int i = 0; i < n; i++) acc += part[i]; /* rows in increasing order */
   }
