@@ -115,11 +115,21 @@ if doc:
 
 DECODE_KEYS = ["op", "device", "lanes", "heads", "kv_heads", "head_size", "block_size", "batch",
                "context", "dtype", "variant", "us_per_call", "kv_bytes", "gbps", "copy_gbps",
-               "ratio"]
+               "ratio", "flops", "fma_peak_tflops", "floor_us", "bound", "roofline_ratio"]
 doc = check_json([BENCH, "decode", "--json", *TINY_DECODE], "decode", DECODE_KEYS)
 if doc:
     ok(doc["batch"] == 2 and doc["context"] == 64 and doc["heads"] == 4 and doc["gbps"] > 0,
        "decode --json: the shape asked for, a positive bandwidth", json.dumps(doc))
+    # the floor is the longer of the bytes at the copy bandwidth and the
+    # FLOPs (4 * D per token and query head) at the FMA peak
+    mem_us = doc["kv_bytes"] / (doc["copy_gbps"] * 1e9) * 1e6
+    math_us = doc["flops"] / (doc["fma_peak_tflops"] * 1e12) * 1e6
+    floor = max(mem_us, math_us)
+    ok(doc["flops"] == 4 * doc["head_size"] * doc["tokens"] * doc["heads"] and
+       abs(doc["floor_us"] - floor) <= 1e-3 + 1e-2 * floor and
+       doc["bound"] == ("compute" if math_us > mem_us else "memory") and
+       abs(doc["roofline_ratio"] - doc["floor_us"] / doc["us_per_call"]) <= 2e-3,
+       "decode --json: the roofline floor and ratio from the measured ceilings", json.dumps(doc))
 check_refused([BENCH, "decode", *TINY_DECODE, "--heads", "5"], "num_heads = 5")
 
 doc = check_json([BENCH, "decode", "--cold", "--repeats", "3", "--json", *TINY_DECODE], "decode",

@@ -249,7 +249,9 @@ static int parse(int argc, char **argv, decode_args *a) {
       "first GPU, else the first device; clpa-info lists them): time per call, K/V\n"
       "bytes read per call as GB/s, the device's copy bandwidth measured in the same\n"
       "run and the same mode (read + write, the better of clEnqueueCopyBuffer and a\n"
-      "float4 copy kernel) and the ratio of the two.",
+      "float4 copy kernel) and the ratio of the two; the f32 FMA peak measured in\n"
+      "the same run and the roofline floor: the longer of K/V bytes at the copy\n"
+      "bandwidth and 4 * head_size * tokens * heads FLOPs at the FMA peak.",
       opts,
       "Method: random finite inputs, every sequence with its own shuffled blocks; a\n"
       "first call (where a cold kernel cache builds the kernels), then\n"
@@ -262,7 +264,8 @@ static int parse(int argc, char **argv, decode_args *a) {
       "K/V bytes count the tokens of the actual lengths.\n"
       "JSON keys: op, device, lanes, mode, repeats, heads, kv_heads, head_size,\n"
       "block_size, batch, context, lengths, tokens, dtype, variant, partition,\n"
-      "heads_per_group, us_per_call, kv_bytes, gbps, copy_gbps, ratio.",
+      "heads_per_group, us_per_call, kv_bytes, gbps, copy_gbps, ratio, flops,\n"
+      "fma_peak_tflops, floor_us, bound (memory or compute), roofline_ratio.",
   };
   int rc = cli_parse(&cmd, argc, argv);
   if (rc != CLI_RUN) return rc;
@@ -274,8 +277,28 @@ static int parse(int argc, char **argv, decode_args *a) {
   return CLI_RUN;
 }
 
+/* The roofline of one call: the K/V bytes at the copy bandwidth or the
+ * products (Q.K^T and P.V: 4 * D FLOPs per token and query head) at the
+ * f32 FMA peak, whichever takes longer; both measured in the same run. */
+typedef struct roofline {
+  double flops, peak_tflops, floor_s;
+  int compute_bound;
+} roofline;
+
+static roofline roofline_of(const decode_args *a, const bench_decode_figures *f, double copy,
+                            double peak) {
+  roofline r;
+  r.flops = 4.0 * a->s.head_size * (double)f->tokens * a->s.heads;
+  r.peak_tflops = peak;
+  const double mem = f->kv_bytes / (copy * 1e9), math = r.flops / (peak * 1e12);
+  r.compute_bound = math > mem;
+  r.floor_s = r.compute_bound ? math : mem;
+  return r;
+}
+
 static void print_json(const decode_args *a, const bench_env *env, const bench_timing *t,
-                       const bench_decode_figures *f, double gbps, double copy) {
+                       const bench_decode_figures *f, double gbps, double copy,
+                       const roofline *r) {
   const bench_decode_shape *s = &a->s;
   cli_json j;
   cli_json_begin(&j, stdout);
@@ -301,11 +324,17 @@ static void print_json(const decode_args *a, const bench_env *env, const bench_t
   cli_json_num(&j, "gbps", gbps, 3);
   cli_json_num(&j, "copy_gbps", copy, 3);
   cli_json_num(&j, "ratio", gbps / copy, 4);
+  cli_json_num(&j, "flops", r->flops, 0);
+  cli_json_num(&j, "fma_peak_tflops", r->peak_tflops, 4);
+  cli_json_num(&j, "floor_us", r->floor_s * 1e6, 3);
+  cli_json_str(&j, "bound", r->compute_bound ? "compute" : "memory");
+  cli_json_num(&j, "roofline_ratio", r->floor_s / f->per_call, 4);
   cli_json_end(&j);
 }
 
 static void print_table(const decode_args *a, const bench_env *env, const bench_timing *t,
-                        const bench_decode_figures *f, double gbps, double copy) {
+                        const bench_decode_figures *f, double gbps, double copy,
+                        const roofline *r) {
   const bench_decode_shape *s = &a->s;
   printf("device      %s (%s lanes)\n", env->info.name, clpa_lanes_name(env->info.lanes));
   printf("shape       batch %d, context %d, heads %d/%d, head size %d, block %d, %s cache\n",
@@ -324,6 +353,10 @@ static void print_table(const decode_args *a, const bench_env *env, const bench_
   printf("K/V read    %.1f MB per call -> %.2f GB/s\n", f->kv_bytes / 1e6, gbps);
   printf("copy        %.2f GB/s (read + write, same run, %s)\n", copy, bench_mode_name(t));
   printf("ratio       %.3f of copy bandwidth\n", gbps / copy);
+  printf("fma peak    %.3f TFLOP/s (f32, same run); %.2f GFLOP per call\n", r->peak_tflops,
+         r->flops / 1e9);
+  printf("roofline    floor %.1f us (%s-bound); %.3f of it\n", r->floor_s * 1e6,
+         r->compute_bound ? "compute" : "memory", r->floor_s / f->per_call);
 }
 
 int bench_decode(int argc, char **argv) {
@@ -349,13 +382,17 @@ int bench_decode(int argc, char **argv) {
   } else {
     double gbps = f.kv_bytes / f.per_call / 1e9;
     double copy = bench_copy_gbps(&env, f.cache_bytes, &t);
-    if (copy <= 0) {
-      fprintf(stderr, "clpa-bench decode: could not measure the copy bandwidth\n");
+    double peak = copy > 0 ? bench_fma_tflops(&env) : 0;
+    if (copy <= 0 || peak <= 0) {
+      fprintf(stderr, "clpa-bench decode: could not measure the %s\n",
+              copy <= 0 ? "copy bandwidth" : "FMA peak");
       rc = 1;
-    } else if (a.json) {
-      print_json(&a, &env, &t, &f, gbps, copy);
     } else {
-      print_table(&a, &env, &t, &f, gbps, copy);
+      const roofline r = roofline_of(&a, &f, copy, peak);
+      if (a.json)
+        print_json(&a, &env, &t, &f, gbps, copy, &r);
+      else
+        print_table(&a, &env, &t, &f, gbps, copy, &r);
     }
   }
   bench_close(&env);
