@@ -203,15 +203,13 @@ static clpa_status check_prefill_data(const clpa_ref_prefill_args *a, const clpa
   if (a->block_mask) {
     CLPA_CHECK(NULL, a->mask_block <= 0, CLPA_ERR_INVALID_ARG, "mask_block = %d must be > 0",
                a->mask_block);
-    for (int32_t s = 0; s < a->num_seqs; s++) {
-      const int64_t n = cu[s + 1] - cu[s], len = a->cached_lens[s] + n;
-      CLPA_CHECK(NULL, n > 0 && ((n - 1) / a->mask_block >= a->mask_q_blocks ||
-                                 (len - 1) / a->mask_block >= a->mask_k_blocks),
-                 CLPA_ERR_INVALID_ARG,
-                 "sequence %d: %lld new tokens over %lld keys need more than mask_q_blocks = %d x"
-                 " mask_k_blocks = %d blocks of %d", s, (long long)n, (long long)len,
-                 a->mask_q_blocks, a->mask_k_blocks, a->mask_block);
-    }
+    const int32_t s = clpa_block_mask_uncovered(a->num_seqs, cu, a->cached_lens, a->mask_block,
+                                                a->mask_q_blocks, a->mask_k_blocks);
+    CLPA_CHECK(NULL, s >= 0, CLPA_ERR_INVALID_ARG,
+               "sequence %d: %lld new tokens over %lld keys need more than mask_q_blocks = %d x"
+               " mask_k_blocks = %d blocks of %d", s, (long long)(cu[s + 1] - cu[s]),
+               (long long)a->cached_lens[s] + (cu[s + 1] - cu[s]), a->mask_q_blocks,
+               a->mask_k_blocks, a->mask_block);
   }
   const size_t total = (size_t)cu[a->num_seqs];
   const size_t row_out = (size_t)a->num_heads * (size_t)kv->head_size;

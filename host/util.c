@@ -139,6 +139,17 @@ void clpa_mem_free(const clpa_allocator *a, void *ptr, size_t size) {
   if (ptr) clpa_mem_realloc(a, ptr, size ? size : 1, 0);
 }
 
+int32_t clpa_block_mask_uncovered(int32_t num_seqs, const int32_t *cu_seqlens_q,
+                                  const int32_t *cached_lens, int32_t mask_block,
+                                  int32_t mask_q_blocks, int32_t mask_k_blocks) {
+  for (int32_t s = 0; s < num_seqs; s++) {
+    const int64_t n = (int64_t)cu_seqlens_q[s + 1] - cu_seqlens_q[s], len = cached_lens[s] + n;
+    if (n > 0 && ((n - 1) / mask_block >= mask_q_blocks || (len - 1) / mask_block >= mask_k_blocks))
+      return s;
+  }
+  return -1;
+}
+
 uint64_t clpa_hash64(uint64_t h, const void *data, size_t len) {
   const unsigned char *p = data;
   for (size_t i = 0; i < len; i++) {

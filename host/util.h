@@ -64,6 +64,15 @@ void clpa_mem_free(const clpa_allocator *a, void *ptr, size_t size);
  * in size_t. Every size computed from user input goes through it. */
 int clpa_size_mul_add(size_t a, size_t b, size_t c, size_t *out);
 
+/* Block-sparse prefill's coverage rule, one place for clpa_prefill and its
+ * reference: the first sequence (cu_seqlens_q / cached_lens) with new
+ * tokens whose last query or last key falls past mask_q_blocks /
+ * mask_k_blocks blocks of mask_block (> 0) tokens, or -1 when the mask
+ * covers them all. */
+int32_t clpa_block_mask_uncovered(int32_t num_seqs, const int32_t *cu_seqlens_q,
+                                  const int32_t *cached_lens, int32_t mask_block,
+                                  int32_t mask_q_blocks, int32_t mask_k_blocks);
+
 /* 64-bit FNV-1a, used for cache keys and source hashes. */
 uint64_t clpa_hash64(uint64_t h, const void *data, size_t len);
 #define CLPA_HASH64_INIT 0xcbf29ce484222325ULL

@@ -60,15 +60,14 @@ static clpa_status check_lengths(clpa_context *ctx, const clpa_prefill_params *p
   CLPA_CTX_CHECK(ctx, p->mask_q_blocks <= 0 || p->mask_k_blocks <= 0, CLPA_ERR_INVALID_ARG,
                  "mask_q_blocks = %d, mask_k_blocks = %d (both > 0)", p->mask_q_blocks,
                  p->mask_k_blocks);
-  for (int32_t s = 0; s < p->num_seqs; s++) {
-    const int64_t n = p->cu_seqlens_q[s + 1] - p->cu_seqlens_q[s], len = p->cached_lens[s] + n;
-    CLPA_CTX_CHECK(ctx, n > 0 && ((n - 1) / p->mask_block >= p->mask_q_blocks ||
-                                  (len - 1) / p->mask_block >= p->mask_k_blocks),
-                   CLPA_ERR_INVALID_ARG,
-                   "sequence %d: %lld new tokens over %lld keys need more than mask_q_blocks = %d"
-                   " x mask_k_blocks = %d blocks of %d", s, (long long)n, (long long)len,
-                   p->mask_q_blocks, p->mask_k_blocks, p->mask_block);
-  }
+  const int32_t s = clpa_block_mask_uncovered(p->num_seqs, p->cu_seqlens_q, p->cached_lens,
+                                              p->mask_block, p->mask_q_blocks, p->mask_k_blocks);
+  const int32_t *cu = p->cu_seqlens_q;
+  CLPA_CTX_CHECK(ctx, s >= 0, CLPA_ERR_INVALID_ARG,
+                 "sequence %d: %lld new tokens over %lld keys need more than mask_q_blocks = %d"
+                 " x mask_k_blocks = %d blocks of %d", s, (long long)(cu[s + 1] - cu[s]),
+                 (long long)p->cached_lens[s] + (cu[s + 1] - cu[s]), p->mask_q_blocks,
+                 p->mask_k_blocks, p->mask_block);
   size_t need = 0;
   CLPA_CTX_CHECK(ctx, !clpa_size_mul_add((size_t)p->num_seqs * (size_t)p->num_heads,
                                          (size_t)p->mask_q_blocks, 0, &need) ||

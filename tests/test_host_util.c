@@ -25,5 +25,15 @@ int main(void) {
   uint64_t h1 = clpa_hash64(CLPA_HASH64_INIT, "abc", 3);
   uint64_t h2 = clpa_hash64(CLPA_HASH64_INIT, "abd", 3);
   ok(h1 != h2 && h1 == clpa_hash64(CLPA_HASH64_INIT, "abc", 3), "hash is stable and separates");
+  /* Block-sparse prefill's coverage rule: seq 0 has 64 new tokens over 60
+   * cached (124 keys: 2 key blocks of 64), seq 1 none, seq 2 65 new (2
+   * query blocks) over 0. */
+  const int32_t cu[4] = {10, 74, 74, 139}, cached[3] = {60, 5000, 0};
+  ok(clpa_block_mask_uncovered(3, cu, cached, 64, 2, 3) == -1 &&
+         clpa_block_mask_uncovered(3, cu, cached, 64, 2, 1) == 0 &&
+         clpa_block_mask_uncovered(3, cu, cached, 64, 1, 2) == 2 &&
+         clpa_block_mask_uncovered(3, cu, cached, 128, 1, 1) == -1 &&
+         clpa_block_mask_uncovered(2, cu, cached, 64, 1, 2) == -1,
+     "block mask coverage: the first sequence with new tokens past the blocks, else -1");
   return done_testing();
 }
