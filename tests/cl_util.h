@@ -77,6 +77,16 @@ static inline void test_read(clpa_context *ctx, cl_mem m, void *host, size_t byt
   }
 }
 
+/* 1 when the first bytes of m are still test_poison's 0xFF. */
+static inline int test_untouched(clpa_context *ctx, cl_mem m, size_t bytes) {
+  unsigned char *h = malloc(bytes ? bytes : 1);
+  test_read(ctx, m, h, bytes);
+  int same = 1;
+  for (size_t i = 0; i < bytes; i++) same &= h[i] == 0xFF;
+  free(h);
+  return same;
+}
+
 /* Worst |got - want| / (atol + rtol * |want|) over n elements; a NaN or a
  * mismatched infinity counts as infinitely bad. Returns the ratio (<= 1
  * passes) and the index of the worst element. */

@@ -40,16 +40,6 @@ typedef struct field {
 } field;
 #define F(type, member, k) {#member, offsetof(type, member), k}
 
-/* 1 when buf (bytes) is still all 0xFF. */
-static int untouched(cl_mem buf, size_t bytes) {
-  unsigned char *h = malloc(bytes);
-  test_read(ctx, buf, h, bytes);
-  int same = 1;
-  for (size_t i = 0; i < bytes; i++) same &= h[i] == 0xFF;
-  free(h);
-  return same;
-}
-
 static int named(const char *call) {
   return strncmp(clpa_context_last_error(ctx), call, strlen(call)) == 0;
 }
@@ -82,7 +72,7 @@ static void sweep_reshape(clpa_cache *cache, const clpa_cache_info *in) {
       clpa_context_check_faults(ctx, &faults);
       const int fine = st == CLPA_OK ? faults == 0 || fs[f].off == offsetof(clpa_reshape_and_cache_params, num_tokens)
                                      : named("clpa_reshape_and_cache: ") &&
-                                           untouched(clpa_cache_key(cache, 0), in->layer_bytes);
+                                           test_untouched(ctx, clpa_cache_key(cache, 0), in->layer_bytes);
       calls++;
       if (!fine && bad++ < 5)
         diag("reshape_and_cache %s = %lld: %s, faults 0x%x: %s", fs[f].name, (long long)limits[v],

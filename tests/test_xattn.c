@@ -427,13 +427,8 @@ static void test_bad_args(void) {
   }
   ok(clpa_xattn_estimate(NULL, &good) == CLPA_ERR_INVALID_ARG, "NULL context");
   ok(clpa_xattn_estimate(ctx, NULL) == CLPA_ERR_INVALID_ARG, "NULL params");
-  unsigned char hm[8], hw[32];
-  test_read(ctx, mask, hm, sizeof hm);
-  test_read(ctx, mass, hw, sizeof hw);
-  int untouched = 1;
-  for (size_t i = 0; i < sizeof hm; i++) untouched &= hm[i] == 0xFF;
-  for (size_t i = 0; i < sizeof hw; i++) untouched &= hw[i] == 0xFF;
-  ok(untouched, "no refused call wrote to mask or mass");
+  ok(test_untouched(ctx, mask, 8) && test_untouched(ctx, mass, 32),
+     "no refused call wrote to mask or mass");
   cl_mem all[] = {q, kc, bt, mask, mass, small, tiny};
   for (size_t i = 0; i < sizeof all / sizeof *all; i++) clReleaseMemObject(all[i]);
 }
