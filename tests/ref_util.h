@@ -44,6 +44,45 @@ static inline void shuffle(int32_t *a, int32_t n) {
   }
 }
 
+/* Block tables for n sequences of lens[s] tokens in blocks of bs:
+ * sequence s shares its first shared[s] blocks with sequence parent[s]
+ * (an earlier one), and takes the rest from a shuffled pool with 0-4
+ * spare blocks; rows have 0-2 spare columns, and entries past a sequence's
+ * blocks hold garbage (never read, never checked). Sets *max_blocks and
+ * *num_blocks; returns the [n][*max_blocks] table. */
+static inline int32_t *draw_block_tables(int32_t n, int32_t bs, const int32_t *lens,
+                                         const int32_t *parent, const int32_t *shared,
+                                         int32_t *max_blocks, int32_t *num_blocks) {
+  int32_t max_nblk = 0, own = 0;
+  for (int32_t s = 0; s < n; s++) {
+    int32_t nblk = (lens[s] + bs - 1) / bs;
+    if (nblk > max_nblk) max_nblk = nblk;
+    own += nblk - shared[s];
+  }
+  const int32_t mb = *max_blocks = max_nblk + (int32_t)rng_below(3);
+  const int32_t nb = *num_blocks = own + (int32_t)rng_below(5); /* spare blocks stay NaN */
+  int32_t *perm = xcalloc((size_t)nb, sizeof *perm);
+  for (int32_t i = 0; i < nb; i++) perm[i] = i;
+  shuffle(perm, nb);
+  int32_t *tables = xcalloc((size_t)n * (size_t)mb, sizeof *tables);
+  const int32_t garbage[3] = {-1, nb + 7, INT32_MAX};
+  int32_t next = 0;
+  for (int32_t s = 0; s < n; s++) {
+    int32_t *row = tables + (size_t)s * (size_t)mb;
+    int32_t nblk = (lens[s] + bs - 1) / bs;
+    for (int32_t i = 0; i < mb; i++) {
+      if (i < shared[s])
+        row[i] = tables[(size_t)parent[s] * (size_t)mb + (size_t)i];
+      else if (i < nblk)
+        row[i] = perm[next++];
+      else
+        row[i] = garbage[i % 3];
+    }
+  }
+  free(perm);
+  return tables;
+}
+
 static inline int32_t pick(const int32_t *a, size_t n) { return a[rng_below((uint32_t)n)]; }
 
 /* The storage dtype whose 16-byte vector is x elements wide. */

@@ -86,7 +86,6 @@ static int32_t draw_len(int32_t bs) {
  * shared[s] full blocks of an earlier sequence (a fork or a cached prefix). */
 static void draw_tables(scene *sc, int32_t *parent, int32_t *shared) {
   const int32_t n = sc->num_seqs, bs = sc->block_size;
-  int32_t max_nblk = 0, own = 0;
   for (int32_t s = 0; s < n; s++) {
     sc->lens[s] = draw_len(bs);
     parent[s] = -1;
@@ -101,31 +100,9 @@ static void draw_tables(scene *sc, int32_t *parent, int32_t *shared) {
         if (sc->lens[s] < min_len) sc->lens[s] = min_len + (int32_t)rng_below((uint32_t)bs + 1u);
       }
     }
-    int32_t nblk = (sc->lens[s] + bs - 1) / bs;
-    if (nblk > max_nblk) max_nblk = nblk;
-    own += nblk - shared[s];
   }
-  sc->max_blocks = max_nblk + (int32_t)rng_below(3);
-  sc->num_blocks = own + (int32_t)rng_below(5); /* spare blocks stay NaN */
-  int32_t *perm = xcalloc((size_t)sc->num_blocks, sizeof *perm);
-  for (int32_t i = 0; i < sc->num_blocks; i++) perm[i] = i;
-  shuffle(perm, sc->num_blocks);
-  sc->tables = xcalloc((size_t)n * (size_t)sc->max_blocks, sizeof *sc->tables);
-  const int32_t garbage[3] = {-1, sc->num_blocks + 7, INT32_MAX};
-  int32_t next = 0;
-  for (int32_t s = 0; s < n; s++) {
-    int32_t *row = sc->tables + (size_t)s * (size_t)sc->max_blocks;
-    int32_t nblk = (sc->lens[s] + bs - 1) / bs;
-    for (int32_t i = 0; i < sc->max_blocks; i++) {
-      if (i < shared[s])
-        row[i] = sc->tables[(size_t)parent[s] * (size_t)sc->max_blocks + (size_t)i];
-      else if (i < nblk)
-        row[i] = perm[next++];
-      else
-        row[i] = garbage[i % 3]; /* never read, never checked */
-    }
-  }
-  free(perm);
+  sc->tables =
+      draw_block_tables(n, bs, sc->lens, parent, shared, &sc->max_blocks, &sc->num_blocks);
 }
 
 static void draw_data(scene *sc, const int32_t *parent, const int32_t *shared, double qmag) {

@@ -161,36 +161,6 @@ static void draw_lens(scene *sc, lens_kind kind, int32_t *parent, int32_t *share
   free(newl);
 }
 
-static void draw_tables(scene *sc, const int32_t *parent, const int32_t *shared) {
-  const int32_t n = sc->num_seqs, bs = sc->block_size;
-  int32_t max_nblk = 0, own = 0;
-  for (int32_t s = 0; s < n; s++) {
-    int32_t nblk = (sc->lens[s] + bs - 1) / bs;
-    if (nblk > max_nblk) max_nblk = nblk;
-    own += nblk - shared[s];
-  }
-  sc->max_blocks = max_nblk + (int32_t)rng_below(3);
-  sc->num_blocks = own + (int32_t)rng_below(5); /* spare blocks stay NaN */
-  int32_t *perm = xcalloc((size_t)sc->num_blocks, sizeof *perm);
-  for (int32_t i = 0; i < sc->num_blocks; i++) perm[i] = i;
-  shuffle(perm, sc->num_blocks);
-  sc->tables = xcalloc((size_t)n * (size_t)sc->max_blocks, sizeof *sc->tables);
-  const int32_t garbage[3] = {-1, sc->num_blocks + 7, INT32_MAX};
-  int32_t next = 0;
-  for (int32_t s = 0; s < n; s++) {
-    int32_t *row = sc->tables + (size_t)s * (size_t)sc->max_blocks;
-    int32_t nblk = (sc->lens[s] + bs - 1) / bs;
-    for (int32_t i = 0; i < sc->max_blocks; i++) {
-      if (i < shared[s])
-        row[i] = sc->tables[(size_t)parent[s] * (size_t)sc->max_blocks + (size_t)i];
-      else if (i < nblk)
-        row[i] = perm[next++];
-      else
-        row[i] = garbage[i % 3]; /* never read, never checked */
-    }
-  }
-  free(perm);
-}
 
 static void draw_data(scene *sc, const int32_t *parent, const int32_t *shared, double qmag) {
   const size_t nkv = (size_t)sc->num_kv_heads, hs = (size_t)sc->head_size;
@@ -323,7 +293,8 @@ static void scene_build(scene *sc, lens_kind kind, int opts, int causal, int32_t
   int32_t *parent = xcalloc((size_t)sc->num_seqs, sizeof *parent);
   int32_t *shared = xcalloc((size_t)sc->num_seqs, sizeof *shared);
   draw_lens(sc, kind, parent, shared);
-  draw_tables(sc, parent, shared);
+  sc->tables = draw_block_tables(sc->num_seqs, sc->block_size, sc->lens, parent, shared,
+                                 &sc->max_blocks, &sc->num_blocks);
   draw_data(sc, parent, shared, rng_below(3) ? 1.0 : 8.0);
   free(parent);
   free(shared);
