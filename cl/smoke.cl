@@ -24,7 +24,7 @@ __kernel void clpa_smoke_copy4(__global const float4 *src, __global float4 *dst,
  * runs 8 independent chains of float16 mads (so both a GPU's lanes and a
  * CPU's vector units stay busy without waiting on one chain), `iters`
  * steps each: 8 * 16 * 2 * iters FLOPs per work-item. The sum is written
- * so nothing can be optimised away. Grid: any size. */
+ * so nothing can be optimised away (all 16 lanes of it). Grid: any size. */
 __kernel void clpa_smoke_fma(__global float *out, float b, float c, int iters) {
   float16 x0 = (float16)(get_global_id(0) * 1e-7f), x1 = x0 + 1.0f, x2 = x0 + 2.0f;
   float16 x3 = x0 + 3.0f, x4 = x0 + 4.0f, x5 = x0 + 5.0f, x6 = x0 + 6.0f, x7 = x0 + 7.0f;
@@ -33,5 +33,9 @@ __kernel void clpa_smoke_fma(__global float *out, float b, float c, int iters) {
     x4 = fma(x4, b, c), x5 = fma(x5, b, c), x6 = fma(x6, b, c), x7 = fma(x7, b, c);
   }
   const float16 s = ((x0 + x1) + (x2 + x3)) + ((x4 + x5) + (x6 + x7));
-  out[get_global_id(0)] = s.s0 + s.s5 + s.sa + s.sf;
+  /* Every lane of the sum: a compiler drops the lanes nothing reads (NVIDIA's
+   * did, which made the peak 4x what the device has). */
+  const float8 s8 = s.lo + s.hi;
+  const float4 s4 = s8.lo + s8.hi;
+  out[get_global_id(0)] = (s4.x + s4.y) + (s4.z + s4.w);
 }
