@@ -242,9 +242,12 @@ static int no_device_child(const char *name, const char *value, const char *want
 }
 
 static void test_no_device_messages(void) {
-  ok(no_device_child("OCL_ICD_VENDORS", "/nonexistent-clpa-test", "no OpenCL platform",
-                     "lists no device") == 0,
-     "no ICD: the message says no platform is installed");
+  const int icd = no_device_child("OCL_ICD_VENDORS", "/nonexistent-clpa-test", "no OpenCL platform",
+                                  "lists no device");
+  if (icd == 2) /* e.g. the NVIDIA machine, whose driver ships its own libOpenCL */
+    ok(1, "# SKIP the ICD loader here ignores OCL_ICD_VENDORS (a device was still found)");
+  else
+    ok(icd == 0, "no ICD: the message says no platform is installed");
   int r = no_device_child("POCL_DEVICES", "no-such-pocl-device", "lists no device", "ICD");
   if (r == 2)
     ok(1, "# SKIP POCL_DEVICES changes nothing here (not PoCL)");
