@@ -390,9 +390,15 @@ CLPA_API clpa_status clpa_decode(clpa_context *ctx, const clpa_decode_params *p)
 
 /* How the work is shaped; every path gives the same results. */
 typedef enum clpa_prefill_path {
-  CLPA_PREFILL_AUTO = 0,  /* rows on CPUs, tiles elsewhere */
+  CLPA_PREFILL_AUTO = 0,  /* rows on CPUs, mma on NVIDIA where it applies, else tiles */
   CLPA_PREFILL_TILES = 1, /* FlashAttention-2 tiles in local memory, 128 work-items a group (GPUs) */
-  CLPA_PREFILL_ROWS = 2   /* a few rows per work-item, private accumulators, no barriers (CPUs) */
+  CLPA_PREFILL_ROWS = 2,  /* a few rows per work-item, private accumulators, no barriers (CPUs) */
+  /* Tensor cores: mma.sync m16n8k16 on NVIDIA, f16 or bf16 caches (queries
+   * and probabilities rounded to the cache's dtype, f32 accumulation), head
+   * sizes that are multiples of 16; 64 rows a work-group. Auto picks it on
+   * NVIDIA where it applies. Forced on other devices it runs emulated
+   * through local memory (slow: for tests). */
+  CLPA_PREFILL_MMA = 3
 } clpa_prefill_path;
 
 typedef struct clpa_prefill_params {
@@ -438,16 +444,23 @@ typedef struct clpa_prefill_params {
  * k_scale = v_scale = 1. */
 CLPA_API void clpa_prefill_params_init(clpa_prefill_params *p);
 
-/* Enqueues prefill attention; does not wait. Heuristic: the rows path
- * with 4 rows per work-item on CPUs (PoCL, 2 cores: 0.048 TFLOP/s against
- * 0.019 for tiles, notes/perf.md); elsewhere tiles of 32 rows and 32
- * keys, fewer while they do not fit the device's local memory (head size
- * 256).
+/* Enqueues prefill attention; does not wait. Heuristic (after the
+ * tuning table): the rows path on CPUs (PoCL, 2 cores: 0.048 TFLOP/s with
+ * 8 rows a work-item against 0.019 for tiles, notes/perf.md); on NVIDIA
+ * the mma path (tensor cores) for f16/bf16 caches and head sizes that are
+ * multiples of 16; elsewhere tiles of 32 rows and 32 keys, fewer while
+ * they do not fit the device's local memory (head size 256).
  * Returns CLPA_OK, CLPA_ERR_INVALID_ARG (which field, which value: a
  * decreasing cu_seqlens_q, a sequence longer than its block-table row,
  * buffers too small), CLPA_ERR_UNSUPPORTED, CLPA_ERR_BUILD or
  * CLPA_ERR_OPENCL. */
 CLPA_API clpa_status clpa_prefill(clpa_context *ctx, const clpa_prefill_params *p);
+
+/* The path and shape clpa_prefill would take for p (rows and keys per
+ * work-group; keys 0 on the rows path), after the same checks, with
+ * nothing enqueued. Any output may be NULL. */
+CLPA_API clpa_status clpa_prefill_choice(clpa_context *ctx, const clpa_prefill_params *p,
+                                         clpa_prefill_path *path, int32_t *rows, int32_t *keys);
 
 /* ======================================================================
  * 6. merge_states: attention over disjoint key sets, combined

@@ -43,7 +43,7 @@ typedef struct clpa_prefill_spec {
   int32_t head_size, block_size, kv_dtype, io_dtype;
   int32_t num_threads; /* work-group size */
   int32_t rows, keys;  /* query rows per work-group, keys per tile */
-  int32_t path;        /* clpa_prefill_path: 1 tiles, 2 rows */
+  int32_t path;        /* clpa_prefill_path: 1 tiles, 2 rows, 3 mma */
 } clpa_prefill_spec;
 
 /* merge.cl: clpa_merge_states. */

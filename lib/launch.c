@@ -55,7 +55,7 @@ const clpa_family clpa_family_decode = {"decode", {"common", "kv", NULL}, decode
                                         N(decode_tunables)};
 const clpa_family clpa_family_reduce = {"reduce", {"common", NULL}, reduce_tunables,
                                         N(reduce_tunables)};
-const clpa_family clpa_family_prefill = {"prefill", {"common", "kv", NULL}, prefill_tunables,
+const clpa_family clpa_family_prefill = {"prefill", {"common", "kv", "mma", NULL}, prefill_tunables,
                                          N(prefill_tunables)};
 const clpa_family clpa_family_merge = {"merge", {"common", NULL}, merge_tunables,
                                        N(merge_tunables)};

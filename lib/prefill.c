@@ -76,20 +76,62 @@ static clpa_status check_lengths(clpa_context *ctx, const clpa_prefill_params *p
   return clpa_check_buffer(ctx, p->block_mask, "block_mask", need, 0);
 }
 
-/* Path and shape: forced, or rows (4 a work-item) on CPUs, else the
- * largest tiles of 32 x 32, 16 x 32, 32 x 16, 16 x 16 that fit local
- * memory. */
-static clpa_status pick_tiles(clpa_context *ctx, const clpa_prefill_params *p, int head_size,
-                              int *path, int *rows, int *keys) {
+/* The tensor-core path applies: an f16 or bf16 cache, a head size that is
+ * a multiple of 16. */
+static int mma_applies(const clpa_kv_layout *kv) {
+  return (kv->dtype == CLPA_DTYPE_F16 || kv->dtype == CLPA_DTYPE_BF16) && kv->head_size % 16 == 0;
+}
+
+/* cl/prefill.cl's clpa_prefill_mma: keys and values in f16/bf16 rows
+ * padded by 8 elements, key flags, and mma.cl's scratch when emulated. */
+static size_t mma_local_bytes(int head_size, int keys, int emulated) {
+  return 2 * ((size_t)keys * (head_size + 8) + (size_t)head_size * (keys + 8)) +
+         sizeof(int) * (size_t)keys + 4 * (emulated ? 6 * PREFILL_THREADS : 1) + 64;
+}
+
+/* The mma path's shape: 64 rows (4 warps of 16), 64 keys a tile where
+ * they fit local memory, else 32. */
+static clpa_status pick_mma(clpa_context *ctx, const clpa_prefill_params *p,
+                            const clpa_kv_layout *kv, int *rows, int *keys) {
+  CLPA_CTX_CHECK(ctx, !mma_applies(kv), CLPA_ERR_UNSUPPORTED,
+                 "path mma needs an f16 or bf16 cache and a head size that is a multiple of 16"
+                 " (cache %s, head_size %d)", clpa_dtype_name(kv->dtype), kv->head_size);
+  CLPA_CTX_CHECK(ctx, p->rows_per_group != 0 && p->rows_per_group != 64, CLPA_ERR_INVALID_ARG,
+                 "rows_per_group = %d (the mma path: 0 = auto or 64)", p->rows_per_group);
+  CLPA_CTX_CHECK(ctx, p->keys_per_tile != 0 && p->keys_per_tile != 32 && p->keys_per_tile != 64,
+                 CLPA_ERR_INVALID_ARG, "keys_per_tile = %d (the mma path: 0 = auto, 32 or 64)",
+                 p->keys_per_tile);
+  const int emulated = ctx->lanes != CLPA_LANES_NV_PTX;
   const uint64_t lmem = ctx->info.local_mem_bytes;
-  CLPA_CTX_CHECK(ctx, (unsigned)p->path > CLPA_PREFILL_ROWS, CLPA_ERR_INVALID_ARG,
-                 "path = %d (0 auto, 1 tiles, 2 rows)", (int)p->path);
+  *rows = 64;
+  *keys = p->keys_per_tile ? p->keys_per_tile
+          : mma_local_bytes(kv->head_size, 64, emulated) <= lmem ? 64
+                                                                 : 32;
+  CLPA_CTX_CHECK(ctx, mma_local_bytes(kv->head_size, *keys, emulated) > lmem,
+                 CLPA_ERR_UNSUPPORTED, "the mma path's tile of %d keys x head_size %d does not fit"
+                 " %llu bytes of local memory", *keys, kv->head_size, (unsigned long long)lmem);
+  return CLPA_OK;
+}
+
+/* Path and shape: forced, or the tuning table's, or rows (4 a
+ * work-item) on CPUs, mma on NVIDIA where it applies, else the largest
+ * tiles of 32 x 32, 16 x 32, 32 x 16, 16 x 16 that fit local memory. */
+static clpa_status pick_tiles(clpa_context *ctx, const clpa_prefill_params *p,
+                              const clpa_kv_layout *kv, int *path, int *rows, int *keys) {
+  const int head_size = kv->head_size;
+  const uint64_t lmem = ctx->info.local_mem_bytes;
+  CLPA_CTX_CHECK(ctx, (unsigned)p->path > CLPA_PREFILL_MMA, CLPA_ERR_INVALID_ARG,
+                 "path = %d (0 auto, 1 tiles, 2 rows, 3 mma)", (int)p->path);
   const clpa_tuning *tu = &ctx->tuning;
+  const int mma_auto = ctx->lanes == CLPA_LANES_NV_PTX && mma_applies(kv);
   *path = p->path               ? (int)p->path
           : tu->prefill_path    ? tu->prefill_path
           : ctx->info.is_cpu    ? CLPA_PREFILL_ROWS
+          : mma_auto            ? CLPA_PREFILL_MMA
                                 : CLPA_PREFILL_TILES;
   const int forced = p->path != CLPA_PREFILL_AUTO; /* a forced path ignores the table's shape */
+  if (*path == CLPA_PREFILL_MMA && !forced && !mma_applies(kv)) *path = CLPA_PREFILL_TILES;
+  if (*path == CLPA_PREFILL_MMA) return pick_mma(ctx, p, kv, rows, keys);
   if (*path == CLPA_PREFILL_ROWS) {
     const int32_t r = p->rows_per_group ? p->rows_per_group
                       : !forced && tu->prefill_path == CLPA_PREFILL_ROWS ? tu->prefill_rows
@@ -169,7 +211,9 @@ static clpa_status launch(clpa_context *ctx, const clpa_prefill_params *p, const
   cl_mem faults;
   clpa_status st;
   const int rows_path = spec->path == CLPA_PREFILL_ROWS;
-  const char *name = rows_path ? "clpa_prefill_rows" : "clpa_prefill_paged";
+  const char *name = rows_path                        ? "clpa_prefill_rows"
+                     : spec->path == CLPA_PREFILL_MMA ? "clpa_prefill_mma"
+                                                      : "clpa_prefill_paged";
   if ((st = clpa_faults_buffer(ctx, &faults)) ||
       (st = clpa_family_kernel(ctx, &clpa_family_prefill, spec, name, &k)))
     return st;
@@ -203,23 +247,49 @@ static clpa_status launch(clpa_context *ctx, const clpa_prefill_params *p, const
   return st;
 }
 
-static clpa_status clpa_prefill_impl(clpa_context *ctx, const clpa_prefill_params *p) {
+/* Everything checked, and the path and shape picked. */
+static clpa_status prepare(clpa_context *ctx, const clpa_prefill_params *p, clpa_attn *a,
+                           int32_t *total, int *path, int *rows, int *keys) {
   CLPA_CHECK(NULL, !ctx, CLPA_ERR_INVALID_ARG, "ctx must not be NULL");
   CLPA_CTX_CHECK(ctx, !p, CLPA_ERR_INVALID_ARG, "p must not be NULL");
-  clpa_attn a;
-  CLPA_ATTN_OF(&a, p);
-  int32_t total = 0;
-  int path = 0, rows = 0, keys = 0;
+  CLPA_ATTN_OF(a, p);
   clpa_status st;
-  if ((st = clpa_attn_caches(ctx, &a, p->cache, p->layer, p->key_cache, p->value_cache, &p->kv)) ||
-      (st = clpa_attn_validate(ctx, &a)))
+  if ((st = clpa_attn_caches(ctx, a, p->cache, p->layer, p->key_cache, p->value_cache, &p->kv)) ||
+      (st = clpa_attn_validate(ctx, a)))
     return st;
   CLPA_CTX_CHECK(ctx, p->causal != 0 && p->causal != 1, CLPA_ERR_INVALID_ARG,
                  "causal = %d (0 or 1)", p->causal);
-  if ((st = check_lengths(ctx, p, &a.kv, &total)) ||
-      (st = clpa_attn_check_buffers(ctx, &a, p->num_seqs, (size_t)total)) ||
-      (st = pick_tiles(ctx, p, a.kv.head_size, &path, &rows, &keys)))
+  if ((st = check_lengths(ctx, p, &a->kv, total)) ||
+      (st = clpa_attn_check_buffers(ctx, a, p->num_seqs, (size_t)*total)))
     return st;
+  return pick_tiles(ctx, p, &a->kv, path, rows, keys);
+}
+
+static clpa_status clpa_prefill_choice_impl(clpa_context *ctx, const clpa_prefill_params *p,
+                                            clpa_prefill_path *path, int32_t *rows,
+                                            int32_t *keys) {
+  clpa_attn a;
+  int32_t total = 0;
+  int pa = 0, r = 0, k = 0;
+  clpa_status st = prepare(ctx, p, &a, &total, &pa, &r, &k);
+  if (st != CLPA_OK) return st;
+  if (path) *path = (clpa_prefill_path)pa;
+  if (rows) *rows = r;
+  if (keys) *keys = pa == CLPA_PREFILL_ROWS ? 0 : k;
+  return CLPA_OK;
+}
+
+clpa_status clpa_prefill_choice(clpa_context *ctx, const clpa_prefill_params *p,
+                                clpa_prefill_path *path, int32_t *rows, int32_t *keys) {
+  CLPA_API_CALL(clpa_prefill_choice_impl(ctx, p, path, rows, keys));
+}
+
+static clpa_status clpa_prefill_impl(clpa_context *ctx, const clpa_prefill_params *p) {
+  clpa_attn a;
+  int32_t total = 0;
+  int path = 0, rows = 0, keys = 0;
+  clpa_status st = prepare(ctx, p, &a, &total, &path, &rows, &keys);
+  if (st != CLPA_OK) return st;
   const int qpk = p->num_heads / a.kv.num_kv_heads;
   cl_mem info = NULL, work = NULL;
   size_t tiles = 0;

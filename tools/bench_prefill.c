@@ -27,12 +27,17 @@ typedef struct prefill_args {
   int json, tune;
 } prefill_args;
 
+static const char *path_name(clpa_prefill_path p) {
+  return p == CLPA_PREFILL_ROWS ? "rows" : p == CLPA_PREFILL_MMA ? "mma" : "tiles";
+}
+
 static const char *parse_path(const char *text, void *value) {
   clpa_prefill_path *p = value;
   if (strcmp(text, "auto") == 0) *p = CLPA_PREFILL_AUTO;
   else if (strcmp(text, "tiles") == 0) *p = CLPA_PREFILL_TILES;
   else if (strcmp(text, "rows") == 0) *p = CLPA_PREFILL_ROWS;
-  else return "auto, tiles or rows";
+  else if (strcmp(text, "mma") == 0) *p = CLPA_PREFILL_MMA;
+  else return "auto, tiles, rows or mma";
   return NULL;
 }
 
@@ -62,7 +67,8 @@ static int parse(int argc, char **argv, prefill_args *a) {
       {"q-dtype", CLI_WORD, &a->q_dtype, 0, 0, "NAME", "query and output dtype: f32, f16 or bf16",
        "f16", parse_dtype},
       {"path", CLI_WORD, &a->path, 0, 0, "NAME",
-       "auto (rows on CPUs, tiles elsewhere), tiles\n(local-memory tiles) or rows (rows per\nwork-item)",
+       "auto (rows on CPUs, mma on NVIDIA where it\napplies, else tiles), tiles (local-memory\ntiles), "
+       "rows (rows per work-item) or mma\n(tensor cores; emulated off NVIDIA, slow)",
        "auto", parse_path},
       {"rows", CLI_INT, &a->rows, 0, 64, "N",
        "query rows per work-group (tiles: 8, 16, 32,\n64; rows: 1, 2, 4, 8, 16); 0 picks", NULL, NULL},
@@ -165,29 +171,37 @@ int bench_prefill(int argc, char **argv) {
                                   {CLPA_PREFILL_TILES, 32, 16}, {CLPA_PREFILL_TILES, 16, 16},
                                   {CLPA_PREFILL_ROWS, 1, 0},    {CLPA_PREFILL_ROWS, 2, 0},
                                   {CLPA_PREFILL_ROWS, 4, 0},    {CLPA_PREFILL_ROWS, 8, 0},
-                                  {CLPA_PREFILL_ROWS, 16, 0}};
+                                  {CLPA_PREFILL_ROWS, 16, 0},   {CLPA_PREFILL_MMA, 64, 64},
+                                  {CLPA_PREFILL_MMA, 64, 32}};
     const double flops = (double)a.batch * a.heads *
                          (2.0 * a.head_size * L * L + 4.0 * a.head_size * (double)L * C);
     double best = 0;
     int bi = -1;
     for (size_t i = 0; i < sizeof cand / sizeof *cand; i++) {
+      if (cand[i][0] == CLPA_PREFILL_MMA && env.info.lanes != CLPA_LANES_NV_PTX) {
+        printf("mma   rows %2d keys %2d: skipped (no mma instruction here: emulated, for tests)\n",
+               cand[i][1], cand[i][2]);
+        continue;
+      }
       p.path = (clpa_prefill_path)cand[i][0], p.rows_per_group = cand[i][1];
       p.keys_per_tile = cand[i][2];
       double t = 0;
       if (clpa_prefill(env.ctx, &p) != CLPA_OK || clpa_context_finish(env.ctx) != CLPA_OK ||
           bench_time(&env, "prefill", (bench_fn)clpa_prefill, &p, &t)) {
-        printf("%s rows %d keys %d: refused (%s)\n", cand[i][0] == CLPA_PREFILL_ROWS ? "rows " : "tiles",
+        printf("%-5s rows %d keys %d: refused (%s)\n", path_name((clpa_prefill_path)cand[i][0]),
                cand[i][1], cand[i][2], clpa_context_last_error(env.ctx));
         continue;
       }
-      printf("%s rows %2d keys %2d: %10.1f us, %.4f TFLOP/s\n",
-             cand[i][0] == CLPA_PREFILL_ROWS ? "rows " : "tiles", cand[i][1], cand[i][2], t * 1e6,
+      printf("%-5s rows %2d keys %2d: %10.1f us, %.4f TFLOP/s\n",
+             path_name((clpa_prefill_path)cand[i][0]), cand[i][1], cand[i][2], t * 1e6,
              flops / t / 1e12);
       if (flops / t > best) best = flops / t, bi = (int)i;
     }
     if (bi < 0) FAIL("no candidate ran");
     printf("tuning table (lib/tuning.c): prefill_path %s, prefill_rows %d, prefill_keys %d"
-           " (%.4f TFLOP/s on %s)\n", cand[bi][0] == CLPA_PREFILL_ROWS ? "CLPA_PREFILL_ROWS" : "CLPA_PREFILL_TILES",
+           " (%.4f TFLOP/s on %s)\n", cand[bi][0] == CLPA_PREFILL_ROWS  ? "CLPA_PREFILL_ROWS"
+                                       : cand[bi][0] == CLPA_PREFILL_MMA ? "CLPA_PREFILL_MMA"
+                                                                         : "CLPA_PREFILL_TILES",
            cand[bi][1], cand[bi][2], best / 1e12, env.info.name);
     rc = 0;
     goto done;
@@ -208,8 +222,11 @@ int bench_prefill(int argc, char **argv) {
   const double tflops = flops / per_call / 1e12;
   const double peak = bench_fma_tflops(&env);
   if (peak <= 0) FAIL("could not measure the FMA peak");
-  const int rows_path = a.path == CLPA_PREFILL_ROWS || (a.path == CLPA_PREFILL_AUTO && env.info.is_cpu);
-  const char *path = rows_path ? "rows" : "tiles";
+  clpa_prefill_path used = CLPA_PREFILL_AUTO;
+  int32_t used_rows = 0, used_keys = 0;
+  if (clpa_prefill_choice(env.ctx, &p, &used, &used_rows, &used_keys) != CLPA_OK)
+    FAIL("%s", clpa_context_last_error(env.ctx));
+  const char *path = path_name(used);
   if (a.json) {
     cli_json j;
     cli_json_begin(&j, stdout);

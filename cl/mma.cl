@@ -1,0 +1,149 @@
+/*
+ * mma.cl — warp-level matrix products for the tensor-core paths: on
+ * NVIDIA (CLPA_LANES == 3) PTX's mma.sync.aligned.m16n8k16 with f16 or
+ * bf16 operands (the KV cache's dtype) and f32 accumulation; on every
+ * other device the same products emulated through local memory, so that
+ * a path's fragment bookkeeping runs, and is tested, on PoCL in CI (slow:
+ * for tests, never picked by the heuristics there).
+ *
+ * Fragments of m16n8k16 (PTX ISA, "Matrix Fragments for mma.m16n8k16
+ * with floating point type"): lane l of a warp, g = l / 4, t = l % 4,
+ * holds each pair in one 32-bit register, the lower index in the low half:
+ *   A 16 x 16 (row major)  a.x = A[g][2t, 2t+1]     a.y = A[g+8][2t, 2t+1]
+ *                          a.z = A[g][2t+8, 2t+9]   a.w = A[g+8][2t+8, 2t+9]
+ *   B 16 x 8  (column)     b.x = B[2t, 2t+1][g]     b.y = B[2t+8, 2t+9][g]
+ *   C, D 16 x 8 (f32)      .x, .y = C[g][2t], C[g][2t+1]
+ *                          .z, .w = C[g+8][2t], C[g+8][2t+1]
+ *
+ * The emulated forms use barriers: every work-item of the work-group
+ * calls them together, and the work-group is whole warps of 32 (lane =
+ * local id % 32). `xch` is local scratch of MMA_XCH words.
+ */
+#if CLPA_KV_DTYPE == CLPA_CODE_BF16
+#define MMA_BF16 1
+#define MMA_T "bf16"
+#else
+#define MMA_BF16 0
+#define MMA_T "f16"
+#endif
+#define MMA_PTX (CLPA_LANES == 3)
+#if MMA_PTX
+#define MMA_XCH 1
+#define MMA_UNROLL _Pragma("unroll") /* fragments stay in registers */
+#else
+#define MMA_XCH (NUM_THREADS * 6)
+#define MMA_UNROLL /* loops with barriers: unrolled, they make PoCL's compile explode */
+#endif
+
+/* Two floats as one operand register (lo in the low half), rounded to
+ * nearest even. */
+inline uint mma_pack(float lo, float hi) {
+  uint r;
+#if MMA_PTX
+  asm("cvt.rn." MMA_T "x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+#elif MMA_BF16
+  r = (uint)f32_to_bf16(as_uint(lo)) | ((uint)f32_to_bf16(as_uint(hi)) << 16);
+#else
+  ushort h[2];
+  vstore_half_rte(lo, 0, (__private half *)h);
+  vstore_half_rte(hi, 1, (__private half *)h);
+  r = (uint)h[0] | ((uint)h[1] << 16);
+#endif
+  return r;
+}
+
+#if !MMA_PTX
+/* Half `hi` of an operand register as a float. */
+inline float mma_unpack(uint r, int hi) {
+  const ushort h = (ushort)(hi ? r >> 16 : r & 0xffffu);
+#if MMA_BF16
+  return as_float((uint)h << 16);
+#else
+  return vload_half(0, (const __private half *)&h);
+#endif
+}
+#endif
+
+/* D = A B + C for this warp. */
+inline float4 mma_16816(float4 c, uint4 a, uint2 b, __local uint *xch) {
+#if MMA_PTX
+  (void)xch;
+  float d0, d1, d2, d3;
+  asm("mma.sync.aligned.m16n8k16.row.col.f32." MMA_T "." MMA_T ".f32 "
+      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};"
+      : "=f"(d0), "=f"(d1), "=f"(d2), "=f"(d3)
+      : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "r"(b.x), "r"(b.y), "f"(c.x), "f"(c.y),
+        "f"(c.z), "f"(c.w));
+  return (float4)(d0, d1, d2, d3);
+#else
+  const int lid = get_local_id(0), lane = lid % 32, g = lane / 4, t = lane % 4;
+  __local uint *w = xch + (lid - lane) * 6; /* this warp's 32 x 6 words */
+  w[lane * 6 + 0] = a.x, w[lane * 6 + 1] = a.y, w[lane * 6 + 2] = a.z, w[lane * 6 + 3] = a.w;
+  w[lane * 6 + 4] = b.x, w[lane * 6 + 5] = b.y;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  float d[4] = {c.x, c.y, c.z, c.w};
+  for (int i = 0; i < 4; i++) {
+    const int row = g + 8 * (i / 2), col = 2 * t + i % 2;
+    float s = 0.0f;
+    for (int k = 0; k < 16; k++) {
+      /* A[row][k] and B[k][col]: which lane and register hold them */
+      const uint ra = w[((row % 8) * 4 + (k % 8) / 2) * 6 + row / 8 + 2 * (k / 8)];
+      const uint rb = w[(col * 4 + (k % 8) / 2) * 6 + 4 + k / 8];
+      s = mad(mma_unpack(ra, k % 2), mma_unpack(rb, k % 2), s);
+    }
+    d[i] += s;
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  return (float4)(d[0], d[1], d[2], d[3]);
+#endif
+}
+
+/* Max and sum over the 4 lanes of a quad (the lanes g of one fragment
+ * row share). */
+inline float quad_reduce(float v, int is_max, __local uint *xch) {
+#if MMA_PTX
+  (void)xch;
+  for (int mask = 1; mask <= 2; mask *= 2) {
+    const float o = lane_xor(v, mask);
+    v = is_max ? fmax(v, o) : v + o;
+  }
+  return v;
+#else
+  const int lid = get_local_id(0), q = lid & ~3;
+  xch[lid] = as_uint(v);
+  barrier(CLK_LOCAL_MEM_FENCE);
+  const float a = as_float(xch[q]), b = as_float(xch[q + 1]);
+  const float c = as_float(xch[q + 2]), d = as_float(xch[q + 3]);
+  barrier(CLK_LOCAL_MEM_FENCE);
+  /* The lanes' order, as the butterfly takes them: (0 1)(2 3). */
+  return is_max ? fmax(fmax(a, b), fmax(c, d)) : (a + b) + (c + d);
+#endif
+}
+
+/* 16 bytes from global to local memory: on NVIDIA asynchronously
+ * (cp.async, Ampere and later), so that the copy runs while the warp
+ * computes; mma_copy_wait() waits for this work-item's copies (then a
+ * barrier shows them to the others). Elsewhere a plain copy. Both
+ * addresses 16-byte aligned. */
+inline void mma_copy16(__local uint4 *dst, __global const uint4 *src) {
+#if MMA_PTX
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"((uint)(size_t)dst),
+               "l"((ulong)src)
+               : "memory");
+#else
+  *dst = *src;
+#endif
+}
+
+inline void mma_copy_wait(void) {
+#if MMA_PTX
+  asm volatile("cp.async.wait_all;" ::: "memory");
+#endif
+}
+
+/* exp2 on the path's probabilities: ex2.approx on NVIDIA (2 ulp). */
+#if MMA_PTX
+#define MMA_EXP2(x) native_exp2(x)
+#else
+#define MMA_EXP2(x) exp2(x)
+#endif
