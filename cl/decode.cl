@@ -180,14 +180,7 @@ inline void reduce_rows(__local float *out_s, float accs[G][NUM_ROWS_PER_THREAD]
 }
 
 __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_decode_paged(
-    __global io_t *out, __global float *lse, __global float *tmp_out,
-    __global float *max_logits, __global float *exp_sums, __global const io_t *q,
-    ulong q_stride, __global const kv_t *k_cache, __global const kv_t *v_cache,
-    ulong block_stride, ulong head_stride, __global const int *block_tables,
-    int max_blocks_per_seq, __global const int *context_lens, int max_context_len,
-    int num_blocks, int num_heads, int num_kv_heads, float scale, float k_scale, float v_scale,
-    __global const float *k_scales, __global const float *v_scales, __global const float *alibi,
-    float soft_cap, int window, __global const float *sinks, int max_parts, int logits_stride, __global volatile int *faults, __local float *logits) {
+    DECODE_ARGS) {
   __local float q_s[G * HEAD_SIZE];
   __local float out_s[G * HEAD_SIZE];
   __local float red[NUM_THREADS];

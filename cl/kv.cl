@@ -204,3 +204,27 @@ inline int key_index(int dim, int tok, int block_size) {
 }
 /* Element `dim` of the value of the token at offset `tok`, in a tile. */
 inline int value_index(int dim, int tok, int block_size) { return dim * block_size + tok; }
+
+/* The arguments of every decode kernel (decode.cl's clpa_decode_paged,
+ * decode_mma.cl's clpa_decode_mma): lib/decode.c sets them once. */
+#define DECODE_ARGS                                                                             \
+  __global io_t *out, __global float *lse, __global float *tmp_out, __global float *max_logits, \
+      __global float *exp_sums, __global const io_t *q, ulong q_stride,                         \
+      __global const kv_t *k_cache, __global const kv_t *v_cache, ulong block_stride,           \
+      ulong head_stride, __global const int *block_tables, int max_blocks_per_seq,              \
+      __global const int *context_lens, int max_context_len, int num_blocks, int num_heads,     \
+      int num_kv_heads, float scale, float k_scale, float v_scale,                              \
+      __global const float *k_scales, __global const float *v_scales,                           \
+      __global const float *alibi, float soft_cap, int window, __global const float *sinks,     \
+      int max_parts, int logits_stride, __global volatile int *faults, __local float *logits
+
+/* The rows paths' value vectors (prefill.cl's clpa_prefill_rows,
+ * decode_rows.cl): VB tokens of a value row, which the layout keeps
+ * contiguous within a block; 8 for blocks of 8, else 16. */
+#if defined(CLPA_BLOCK_SIZE) && CLPA_BLOCK_SIZE == 8
+#define VB 8
+#else
+#define VB 16
+#endif
+#define floatB CAT(float, VB)
+#define intB CAT(int, VB)

@@ -147,3 +147,34 @@ inline void mma_copy_wait(void) {
 #else
 #define MMA_EXP2(x) exp2(x)
 #endif
+
+/* One step of the online softmax on S's fragments, in base 2, for the
+ * lane's rows g (h = 0) and g + 8 (h = 1): sc[0 .. NT) hold logits (-inf
+ * where masked); m2[2], l[2] the running max and this lane's part of the
+ * sum. Leaves alpha[2] (the factor for the old output) and pa[NT / 2],
+ * the probabilities as A fragments of the next product (n-tiles 2j and
+ * 2j + 1 are k-step j). A macro, so the fragments stay in registers. */
+#define MMA_SOFTMAX_STEP(sc, NT, m2, l, alpha, pa, xch)                                     \
+  do {                                                                                      \
+    float mx_[2] = {-INFINITY, -INFINITY}, base_[2];                                        \
+    MMA_UNROLL                                                                              \
+    for (int n_ = 0; n_ < (NT); n_++) {                                                     \
+      mx_[0] = fmax(mx_[0], fmax((sc)[n_].x, (sc)[n_].y));                                  \
+      mx_[1] = fmax(mx_[1], fmax((sc)[n_].z, (sc)[n_].w));                                  \
+    }                                                                                       \
+    for (int h_ = 0; h_ < 2; h_++) {                                                        \
+      const float mn_ = fmax((m2)[h_], quad_reduce(mx_[h_], 1, (xch)));                     \
+      (alpha)[h_] = mn_ == -INFINITY ? 1.0f : MMA_EXP2((m2)[h_] - mn_);                     \
+      base_[h_] = mn_ == -INFINITY ? 0.0f : mn_; /* every score -inf: p = 0 */              \
+      (m2)[h_] = mn_;                                                                       \
+      (l)[h_] *= (alpha)[h_];                                                               \
+    }                                                                                       \
+    MMA_UNROLL                                                                              \
+    for (int n_ = 0; n_ < (NT); n_++) {                                                     \
+      const float4 p_ = MMA_EXP2((sc)[n_] - (float4)(base_[0], base_[0], base_[1], base_[1])); \
+      (l)[0] += p_.x + p_.y, (l)[1] += p_.z + p_.w;                                         \
+      const uint lo_ = mma_pack(p_.x, p_.y), hi_ = mma_pack(p_.z, p_.w); /* rows g, g + 8 */ \
+      if (n_ % 2 == 0) (pa)[n_ / 2].x = lo_, (pa)[n_ / 2].y = hi_;                          \
+      else (pa)[n_ / 2].z = lo_, (pa)[n_ / 2].w = hi_;                                      \
+    }                                                                                       \
+  } while (0)

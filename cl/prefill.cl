@@ -307,13 +307,6 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
  *        with rows R0 .. R0 + RG - 1 of sequence s (RG = CLPA_ROWS).
  */
 #define RG ROWS /* query rows per work-item */
-#if BLOCK_SIZE == 8
-#define VB 8 /* tokens per value vector */
-#else
-#define VB 16
-#endif
-#define floatB CAT(float, VB)
-#define intB CAT(int, VB)
 #define VLOADB(p) CAT(VLOAD, VB)(p)
 #define KV_LOADB(p) KV_LOAD(VB, (p))
 #define IOTAB CAT(IOTA, VB)
@@ -680,29 +673,9 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
     }
 
     /* ---- 5. online softmax per row; P as A fragments ---- */
-    float mx[2] = {-INFINITY, -INFINITY};
-    MMA_UNROLL
-    for (int n = 0; n < STILES; n++) {
-      mx[0] = fmax(mx[0], fmax(sc[n].x, sc[n].y));
-      mx[1] = fmax(mx[1], fmax(sc[n].z, sc[n].w));
-    }
-    float alpha[2], base[2];
-    for (int h = 0; h < 2; h++) {
-      const float mn = fmax(m2[h], quad_reduce(mx[h], 1, xch));
-      alpha[h] = mn == -INFINITY ? 1.0f : MMA_EXP2(m2[h] - mn);
-      base[h] = mn == -INFINITY ? 0.0f : mn; /* every score -inf: p = 0 */
-      m2[h] = mn;
-      l[h] *= alpha[h];
-    }
+    float alpha[2];
     uint4 pa[BK / 16];
-    MMA_UNROLL
-    for (int n = 0; n < STILES; n++) {
-      const float4 p = MMA_EXP2(sc[n] - (float4)(base[0], base[0], base[1], base[1]));
-      l[0] += p.x + p.y, l[1] += p.z + p.w;
-      const uint lo = mma_pack(p.x, p.y), hi = mma_pack(p.z, p.w); /* rows g and g + 8 */
-      if (n % 2 == 0) pa[n / 2].x = lo, pa[n / 2].y = hi;
-      else pa[n / 2].z = lo, pa[n / 2].w = hi;
-    }
+    MMA_SOFTMAX_STEP(sc, STILES, m2, l, alpha, pa, xch);
 
     /* ---- 6. values here; the next tile's keys on their way ---- */
     mma_copy_wait();

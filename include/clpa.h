@@ -162,6 +162,7 @@ typedef struct clpa_device_info {
   int has_subgroup_shuffle;/* cl_khr_subgroup_shuffle or cl_intel_subgroups */
   int has_fp16, has_fp64;  /* cl_khr_fp16 / cl_khr_fp64 (f16 storage needs neither) */
   clpa_lanes lanes;        /* the lane-group path clpa picks on this device */
+  int nv_compute_capability; /* NVIDIA: major * 10 + minor (90 on an H100); 0 elsewhere */
 } clpa_device_info;
 
 /* Lists every device of every platform. Writes at most cap entries to out
@@ -297,6 +298,22 @@ typedef enum clpa_decode_variant {
   CLPA_DECODE_V2 = 2    /* partitions of partition_size tokens, then a reduce kernel */
 } clpa_decode_variant;
 
+/* Which kernel computes the products (every path gives the same results,
+ * up to the rounding below). */
+typedef enum clpa_decode_path {
+  CLPA_DECODE_PATH_AUTO = 0,  /* rows on CPUs, else lanes (mma measured slower on the H100) */
+  CLPA_DECODE_PATH_LANES = 1, /* vLLM's kernel: lane groups, f32 FMAs, every dtype and head size */
+  /* Tensor cores for GQA: mma.sync m16n8k16 on NVIDIA with the query heads
+   * of a KV head as the rows (up to 16 a work-group), f16 or bf16 caches,
+   * head sizes that are multiples of 32, partitions of multiples of 64
+   * tokens; queries and probabilities rounded to the cache's dtype, sums
+   * in f32. Forced on other devices it runs emulated (slow: for tests). */
+  CLPA_DECODE_PATH_MMA = 2,
+  /* CPUs: a work-item per (query heads of a KV head, sequence, partition),
+   * explicit 16-wide vectors, no barriers; every dtype and head size. */
+  CLPA_DECODE_PATH_ROWS = 3
+} clpa_decode_path;
+
 typedef struct clpa_decode_params {
   int32_t num_seqs;           /* >= 0 */
   int32_t num_heads;          /* query heads, a multiple of the cache's num_kv_heads */
@@ -323,6 +340,7 @@ typedef struct clpa_decode_params {
   int32_t partition_size;     /* v2 tokens per partition, a multiple of block_size;
                                  0 = the tuning table's (clpa_context_tuning) */
   int32_t heads_per_group;    /* query heads per work-group (GQA packing); 0 = auto, else divides num_heads / num_kv_heads */
+  clpa_decode_path path;      /* 0 = auto */
   /* Events: wait for these before starting; *event (if not NULL) receives
    * an event that completes with the last kernel; the caller releases it. */
   cl_uint num_wait_events;
@@ -358,6 +376,13 @@ CLPA_API void clpa_decode_params_init(clpa_decode_params *p);
  * CLPA_ERR_UNSUPPORTED (shape or dtype not supported, named),
  * CLPA_ERR_BUILD, CLPA_ERR_OPENCL or CLPA_ERR_DEVICE_MEMORY. */
 CLPA_API clpa_status clpa_decode(clpa_context *ctx, const clpa_decode_params *p);
+
+/* What clpa_decode would run for p, after the same checks, with nothing
+ * enqueued: the path, v1 or v2, v2's partition (0 for v1) and the query
+ * heads per work-group. Any output may be NULL. */
+CLPA_API clpa_status clpa_decode_choice(clpa_context *ctx, const clpa_decode_params *p,
+                                        clpa_decode_path *path, clpa_decode_variant *variant,
+                                        int32_t *partition_size, int32_t *heads_per_group);
 
 /* ======================================================================
  * 5. Prefill: paged attention for many new query tokens per sequence
@@ -541,7 +566,9 @@ CLPA_API void clpa_cascade_params_init(clpa_cascade_params *p);
  * 4096 with 32 own 1.9x; 16 members sharing 256 with 256 own 0.96x. Rule:
  * cascade a group whose shared prefix is at least twice its members' own
  * tokens. Not yet measured on a GPU, where decode is bandwidth-bound and
- * the gain should follow the K/V bytes saved.
+ * the gain should follow the K/V bytes saved. The prefix runs in
+ * decode's precision: on prefill's mma path only when decode.path is
+ * CLPA_DECODE_PATH_MMA (else tiles or rows), so the result is decode's.
  * Returns CLPA_OK, CLPA_ERR_INVALID_ARG (named: a group out of order or
  * too small for its members, a shared prefix past the table),
  * CLPA_ERR_UNSUPPORTED (ALiBi, a sliding window), what clpa_decode and

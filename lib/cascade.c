@@ -120,6 +120,15 @@ static clpa_status run(clpa_context *ctx, const clpa_cascade_params *p, const cl
     pp.k_scale = d->k_scale, pp.v_scale = d->v_scale, pp.k_scale_buffer = d->k_scale_buffer;
     pp.v_scale_buffer = d->v_scale_buffer, pp.soft_cap = d->soft_cap, pp.q_stride = d->q_stride;
     pp.query = d->query, pp.block_tables = b[GROUP_TABLES], pp.out = b[PRE_OUT], pp.lse = b[PRE_LSE];
+    /* The prefix in decode's precision: tensor cores (queries and
+     * probabilities rounded to the cache's dtype) only when decode runs on
+     * them too. */
+    clpa_prefill_path chosen = CLPA_PREFILL_AUTO;
+    if (d->path == CLPA_DECODE_PATH_MMA)
+      pp.path = CLPA_PREFILL_MMA;
+    else if (clpa_prefill_choice(ctx, &pp, &chosen, NULL, NULL) == CLPA_OK &&
+             chosen == CLPA_PREFILL_MMA)
+      pp.path = CLPA_PREFILL_TILES;
     st = clpa_prefill(ctx, &pp);
     free(cached);
     if (st != CLPA_OK) return st;

@@ -184,8 +184,17 @@ clpa_status clpa_device_query(cl_platform_id p, cl_device_id d, clpa_device_info
   /* NVIDIA's compiler takes inline PTX, so its warps shuffle directly;
    * elsewhere real subgroups need shuffles for the butterfly reductions. */
   int nvidia = strstr(info->platform_name, "NVIDIA") != NULL;
-  if (nvidia)
+  if (nvidia) {
     info->lanes = CLPA_LANES_NV_PTX;
+    /* cl_nv_device_attribute_query: the tensor-core paths need 8.0 (mma.sync
+     * m16n8k16, cp.async, bf16). */
+    cl_uint major = 0, minor = 0;
+    if (clGetDeviceInfo(d, 0x4000 /* CL_DEVICE_COMPUTE_CAPABILITY_MAJOR_NV */, sizeof major, &major,
+                        NULL) == CL_SUCCESS &&
+        clGetDeviceInfo(d, 0x4001 /* CL_DEVICE_COMPUTE_CAPABILITY_MINOR_NV */, sizeof minor, &minor,
+                        NULL) == CL_SUCCESS)
+      info->nv_compute_capability = (int)(major * 10 + minor);
+  }
   else if (info->has_subgroups && info->has_subgroup_shuffle)
     info->lanes = CLPA_LANES_SUBGROUP;
   else

@@ -25,6 +25,8 @@ void clpa_decode_params_init(clpa_decode_params *p) {
 typedef struct decode_call {
   clpa_attn a;          /* caches, layout, query, options (attention.c) */
   int v2, partition, heads_per_group, sg, max_parts;
+  int mma;              /* decode_mma.cl's tensor-core kernel */
+  int rows;             /* decode_rows.cl's CPU kernel */
   int logits_stride;    /* floats of local logits per head */
 } decode_call;
 
@@ -62,6 +64,11 @@ clpa_status clpa_decode_validate(clpa_context *ctx, const clpa_decode_params *p,
 
 
 
+int clpa_mma_native(const clpa_context *ctx) {
+  if (ctx->lanes != CLPA_LANES_NV_PTX) return -1;
+  return ctx->info.nv_compute_capability >= 80;
+}
+
 int clpa_lane_width(const clpa_context *ctx, int block_size) {
   switch (ctx->lanes) {
     case CLPA_LANES_NV_PTX: return 32;
@@ -74,17 +81,95 @@ int clpa_lane_width(const clpa_context *ctx, int block_size) {
   }
 }
 
+/* decode_mma.cl's local memory: the merged outputs and states. */
+static size_t mma_local_bytes(int head_size) {
+  return sizeof(float) * (16 * (size_t)head_size + 4 * (DECODE_THREADS / 32) * 16 + 32) +
+         4 * 6 * DECODE_THREADS + 256;
+}
+
+/* The tensor-core kernel or the lanes kernel: forced, or mma on NVIDIA
+ * for f16/bf16 caches, head sizes of multiples of 32 and partitions of
+ * whole 64-token steps. */
+static clpa_status pick_path(clpa_context *ctx, const clpa_decode_params *p, decode_call *c) {
+  const clpa_kv_layout *kv = &c->a.kv;
+  CLPA_CTX_CHECK(ctx, (unsigned)p->path > CLPA_DECODE_PATH_ROWS, CLPA_ERR_INVALID_ARG,
+                 "path = %d (0 auto, 1 lanes, 2 mma, 3 rows)", (int)p->path);
+  const int fits = (kv->dtype == CLPA_DTYPE_F16 || kv->dtype == CLPA_DTYPE_BF16) &&
+                   kv->head_size % 32 == 0 && p->partition_size % 64 == 0 &&
+                   mma_local_bytes(kv->head_size) <= ctx->info.local_mem_bytes;
+  const int native = clpa_mma_native(ctx);
+  CLPA_CTX_CHECK(ctx, p->path == CLPA_DECODE_PATH_MMA && native == 0, CLPA_ERR_UNSUPPORTED,
+                 "path mma needs compute capability 8.0 on NVIDIA ('%s' has %d.%d)",
+                 ctx->info.name, ctx->info.nv_compute_capability / 10,
+                 ctx->info.nv_compute_capability % 10);
+  CLPA_CTX_CHECK(ctx, p->path == CLPA_DECODE_PATH_MMA && !fits, CLPA_ERR_UNSUPPORTED,
+                 "path mma needs an f16 or bf16 cache, a head size that is a multiple of 32 and"
+                 " partitions of multiples of 64 tokens (cache %s, head_size %d, partition_size %d)",
+                 clpa_dtype_name(kv->dtype), kv->head_size, p->partition_size);
+  /* Auto stays on lanes: on the H100 the first mma kernel is slower on S2-S5 (batch 16 x
+   * 4096, 32/8 heads, f16: 172.7 against 136.1 us cold, notes/perf.md). */
+  c->mma = p->path == CLPA_DECODE_PATH_MMA;
+  c->rows = p->path == CLPA_DECODE_PATH_ROWS ||
+            (p->path == CLPA_DECODE_PATH_AUTO && ctx->info.is_cpu);
+  return CLPA_OK;
+}
+
+/* decode_rows.cl's plan: every query head of a KV head in one work-item
+ * (up to 16), the tuning table's partition (or the caller's), shortened
+ * while the logits would pass 64 KiB of private memory; v1 when one
+ * partition holds the longest context. */
+static clpa_status plan_rows(clpa_context *ctx, const clpa_decode_params *p, decode_call *c,
+                             int qpk, int max_ctx) {
+  const int bs = c->a.kv.block_size;
+  int g = p->heads_per_group;
+  for (int cand = 16; g == 0; cand--)
+    if (qpk % cand == 0) g = cand;
+  const int tuned = ctx->tuning.decode_partition > 0 ? ctx->tuning.decode_partition : DEFAULT_PARTITION;
+  int part = round_up(p->partition_size ? p->partition_size : tuned, bs);
+  const int cap = 16384 / g / bs * bs; /* logits: g x part floats */
+  if (part > cap) part = cap;
+  const int parts = (max_ctx + part - 1) / part;
+  c->v2 = p->variant == CLPA_DECODE_V2 || (p->variant == CLPA_DECODE_AUTO && parts > 1);
+  if (!c->v2) part = round_up(max_ctx, bs); /* v1: the whole context, no larger than needed */
+  CLPA_CTX_CHECK(ctx, part > 16384 / g, CLPA_ERR_UNSUPPORTED,
+                 "rows path v1: a context of %d tokens x %d heads does not fit one work-item's"
+                 " logits (16384; use v2)", max_ctx, g);
+  c->partition = part, c->heads_per_group = g, c->logits_stride = 1;
+  c->max_parts = c->v2 ? parts : 1;
+  return CLPA_OK;
+}
+
 static clpa_status plan(clpa_context *ctx, const clpa_decode_params *p, decode_call *c) {
   const uint64_t lmem = ctx->info.local_mem_bytes;
   const int hs = c->a.kv.head_size, bs = c->a.kv.block_size;
   const int qpk = p->num_heads / c->a.kv.num_kv_heads;
+  clpa_status st = pick_path(ctx, p, c);
+  if (st != CLPA_OK) return st;
   c->sg = clpa_lane_width(ctx, bs);
+  const unsigned cus = ctx->info.compute_units ? ctx->info.compute_units : 1;
   const int tuned = ctx->tuning.decode_partition > 0 ? ctx->tuning.decode_partition : DEFAULT_PARTITION;
-  c->partition = round_up(p->partition_size ? p->partition_size : tuned, bs);
+  c->partition = round_up(p->partition_size ? p->partition_size : tuned, c->mma ? 64 : bs);
   const int max_ctx = p->max_context_len > 0 ? p->max_context_len : 1;
+  if (c->rows) return plan_rows(ctx, p, c, qpk, max_ctx);
+  if (c->mma) { /* every query head of a KV head in one work-group, up to 16 */
+    int g = p->heads_per_group;
+    for (int cand = 16; g == 0; cand--)
+      if (qpk % cand == 0) g = cand;
+    /* Enough work-groups for the device: halve the partitions (not below
+     * 128 tokens) while the grid has fewer than two per compute unit. */
+    while (!p->partition_size && c->partition > 128 &&
+           (long)p->num_seqs * (p->num_heads / g) * ((max_ctx + c->partition - 1) / c->partition) <
+               2L * cus)
+      c->partition /= 2;
+    const int parts = (max_ctx + c->partition - 1) / c->partition;
+    c->v2 = p->variant == CLPA_DECODE_V2 || (p->variant == CLPA_DECODE_AUTO && parts > 1);
+    c->heads_per_group = g;
+    c->logits_stride = 1; /* no logits in local memory */
+    c->max_parts = c->v2 ? parts : 1;
+    return CLPA_OK;
+  }
   const int v1_stride = round_up(max_ctx, bs);
   const int parts = (max_ctx + c->partition - 1) / c->partition;
-  const unsigned cus = ctx->info.compute_units ? ctx->info.compute_units : 1;
 
   if (p->variant == CLPA_DECODE_V1)
     c->v2 = 0;
@@ -116,8 +201,9 @@ static clpa_status plan(clpa_context *ctx, const clpa_decode_params *p, decode_c
 
 static clpa_decode_spec decode_spec(const clpa_decode_params *p, const decode_call *c) {
   const clpa_decode_spec s = {c->a.kv.head_size,  c->a.kv.block_size,        (int32_t)c->a.kv.dtype,
-                              (int32_t)p->q_dtype, DECODE_THREADS,       c->sg,
-                              c->v2 ? c->partition : 0, c->heads_per_group};
+                              (int32_t)p->q_dtype, c->rows ? 1 : DECODE_THREADS,
+                              c->mma || c->rows ? 0 : c->sg,
+                              c->v2 || c->rows ? c->partition : 0, c->heads_per_group};
   return s;
 }
 
@@ -165,8 +251,12 @@ static clpa_status launch_decode(clpa_context *ctx, const clpa_decode_params *p,
   cl_kernel k;
   cl_mem faults;
   clpa_status st;
+  const char *name = c->mma ? "clpa_decode_mma" : c->rows ? "clpa_decode_rows" : "clpa_decode_paged";
+  const clpa_family *fam = c->mma    ? &clpa_family_decode_mma
+                           : c->rows ? &clpa_family_decode_rows
+                                     : &clpa_family_decode;
   if ((st = clpa_faults_buffer(ctx, &faults)) ||
-      (st = clpa_family_kernel(ctx, &clpa_family_decode, &spec, "clpa_decode_paged", &k)))
+      (st = clpa_family_kernel(ctx, fam, &spec, name, &k)))
     return st;
   const cl_mem out = c->v2 ? NULL : p->out, lse = c->v2 ? NULL : p->lse;
   const cl_ulong q_stride = c->a.q_stride, block_stride = c->a.kv.block_stride;
@@ -193,13 +283,13 @@ static clpa_status launch_decode(clpa_context *ctx, const clpa_decode_params *p,
       CLPA_ARG(ls),           CLPA_ARG(faults),
       CLPA_ARG_LOCAL(sizeof(float) * (size_t)ls * (size_t)c->heads_per_group)};
   const clpa_ndrange r = {3,
-                          {(size_t)(p->num_heads / c->heads_per_group) * DECODE_THREADS,
+                          {(size_t)(p->num_heads / c->heads_per_group) * (size_t)spec.num_threads,
                            (size_t)p->num_seqs, (size_t)c->max_parts},
-                          {DECODE_THREADS, 1, 1},
+                          {(size_t)spec.num_threads, 1, 1},
                           p->num_wait_events,
                           p->wait_events,
                           ev};
-  st = clpa_enqueue(ctx, k, "clpa_decode_paged", args, CLPA_NARGS(args), &r);
+  st = clpa_enqueue(ctx, k, name, args, CLPA_NARGS(args), &r);
   clReleaseKernel(k);
   return st;
 }
@@ -247,19 +337,45 @@ static clpa_status decode_v2(clpa_context *ctx, const clpa_decode_params *p, dec
   return launch_reduce(ctx, p, c, reduce, tmp_out, max_logits, exp_sums, p->event);
 }
 
-static clpa_status clpa_decode_impl(clpa_context *ctx, const clpa_decode_params *p) {
+/* Everything checked, and the kernels planned. */
+static clpa_status prepare(clpa_context *ctx, const clpa_decode_params *p, decode_call *c) {
   CLPA_CHECK(NULL, !ctx, CLPA_ERR_INVALID_ARG, "ctx must not be NULL");
   CLPA_CTX_CHECK(ctx, !p, CLPA_ERR_INVALID_ARG, "p must not be NULL");
-  decode_call c;
-  memset(&c, 0, sizeof c);
+  memset(c, 0, sizeof *c);
   clpa_status st;
-  CLPA_ATTN_OF(&c.a, p);
-  if ((st = clpa_attn_caches(ctx, &c.a, p->cache, p->layer, p->key_cache, p->value_cache, &p->kv)) ||
-      (st = clpa_attn_validate(ctx, &c.a)) || (st = clpa_decode_validate(ctx, p, &c.a.kv)) ||
-      (st = clpa_attn_check_buffers(ctx, &c.a, p->num_seqs, (size_t)p->num_seqs)) ||
-      (st = clpa_check_buffer(ctx, p->context_lens, "context_lens", (size_t)p->num_seqs * 4, 0)) ||
-      (st = plan(ctx, p, &c)))
+  CLPA_ATTN_OF(&c->a, p);
+  if ((st = clpa_attn_caches(ctx, &c->a, p->cache, p->layer, p->key_cache, p->value_cache,
+                             &p->kv)) ||
+      (st = clpa_attn_validate(ctx, &c->a)) || (st = clpa_decode_validate(ctx, p, &c->a.kv)) ||
+      (st = clpa_attn_check_buffers(ctx, &c->a, p->num_seqs, (size_t)p->num_seqs)) ||
+      (st = clpa_check_buffer(ctx, p->context_lens, "context_lens", (size_t)p->num_seqs * 4, 0)))
     return st;
+  return plan(ctx, p, c);
+}
+
+static clpa_status clpa_decode_choice_impl(clpa_context *ctx, const clpa_decode_params *p,
+                                           clpa_decode_path *path, clpa_decode_variant *variant,
+                                           int32_t *partition_size, int32_t *heads_per_group) {
+  decode_call c;
+  clpa_status st = prepare(ctx, p, &c);
+  if (st != CLPA_OK) return st;
+  if (path) *path = c.mma ? CLPA_DECODE_PATH_MMA : c.rows ? CLPA_DECODE_PATH_ROWS : CLPA_DECODE_PATH_LANES;
+  if (variant) *variant = c.v2 ? CLPA_DECODE_V2 : CLPA_DECODE_V1;
+  if (partition_size) *partition_size = c.v2 ? c.partition : 0;
+  if (heads_per_group) *heads_per_group = c.heads_per_group;
+  return CLPA_OK;
+}
+
+clpa_status clpa_decode_choice(clpa_context *ctx, const clpa_decode_params *p,
+                               clpa_decode_path *path, clpa_decode_variant *variant,
+                               int32_t *partition_size, int32_t *heads_per_group) {
+  CLPA_API_CALL(clpa_decode_choice_impl(ctx, p, path, variant, partition_size, heads_per_group));
+}
+
+static clpa_status clpa_decode_impl(clpa_context *ctx, const clpa_decode_params *p) {
+  decode_call c;
+  clpa_status st = prepare(ctx, p, &c);
+  if (st != CLPA_OK) return st;
   if (p->num_seqs == 0) {
     if (!p->event) return CLPA_OK;
     CLPA_CL_CHECK(ctx, clEnqueueMarkerWithWaitList(ctx->queue, p->num_wait_events, p->wait_events,

@@ -169,6 +169,11 @@ clpa_status clpa_lanes_settle(clpa_context *ctx);
 /* Lanes per lane group the kernels use on this context. */
 int clpa_lane_width(const clpa_context *ctx, int block_size);
 
+/* 1: the tensor-core paths run natively (NVIDIA, compute capability 8.0 or
+ * later); 0: on NVIDIA before 8.0 they cannot build; -1: elsewhere, where
+ * a forced one runs emulated. */
+int clpa_mma_native(const clpa_context *ctx);
+
 /* The launch path (launch.c). */
 /* A kernel family's kernel `name`, built for spec (the family's spec
  * struct) on first use, retained for the caller, who releases it. */

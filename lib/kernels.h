@@ -24,7 +24,9 @@ typedef struct clpa_family {
   size_t num_tunables;
 } clpa_family;
 
-/* decode.cl: clpa_decode_paged (see its banner for the derived sizes). */
+/* decode.cl: clpa_decode_paged (see its banner for the derived sizes);
+ * decode_mma.cl: clpa_decode_mma, decode_rows.cl: clpa_decode_rows (the same
+ * fields; sg 0; rows: num_threads 1, partition_size also for v1). */
 typedef struct clpa_decode_spec {
   int32_t head_size, block_size, kv_dtype, io_dtype;
   int32_t num_threads;    /* work-group size */
@@ -62,7 +64,8 @@ typedef struct clpa_cache_spec {
   int32_t kv_dtype;
 } clpa_cache_spec;
 
-extern const clpa_family clpa_family_decode, clpa_family_reduce, clpa_family_prefill,
+extern const clpa_family clpa_family_decode, clpa_family_decode_mma, clpa_family_decode_rows,
+    clpa_family_reduce, clpa_family_prefill,
     clpa_family_merge, clpa_family_cache, clpa_family_blocks, clpa_family_smoke,
     clpa_family_xattn;
 

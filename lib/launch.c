@@ -53,6 +53,11 @@ static const clpa_tunable cache_tunables[] = {T(clpa_cache_spec, kv_dtype, "KV_D
 
 const clpa_family clpa_family_decode = {"decode", {"common", "kv", NULL}, decode_tunables,
                                         N(decode_tunables)};
+/* decode_mma.cl and decode_rows.cl take decode's specification (SG unused: 0). */
+const clpa_family clpa_family_decode_rows = {"decode_rows", {"common", "kv", NULL}, decode_tunables,
+                                             N(decode_tunables)};
+const clpa_family clpa_family_decode_mma = {"decode_mma", {"common", "kv", "mma", NULL},
+                                            decode_tunables, N(decode_tunables)};
 const clpa_family clpa_family_reduce = {"reduce", {"common", NULL}, reduce_tunables,
                                         N(reduce_tunables)};
 const clpa_family clpa_family_prefill = {"prefill", {"common", "kv", "mma", NULL}, prefill_tunables,
@@ -69,7 +74,8 @@ const clpa_family clpa_family_smoke = {"smoke", {NULL}, NULL, 0};
 const clpa_family *clpa_family_find(const char *name) {
   static const clpa_family *const all[] = {
       &clpa_family_decode, &clpa_family_reduce, &clpa_family_prefill, &clpa_family_merge,
-      &clpa_family_cache,  &clpa_family_blocks, &clpa_family_smoke, &clpa_family_xattn};
+      &clpa_family_cache,  &clpa_family_blocks, &clpa_family_smoke, &clpa_family_xattn,
+      &clpa_family_decode_mma, &clpa_family_decode_rows};
   for (size_t i = 0; name && i < N(all); i++)
     if (strcmp(all[i]->name, name) == 0) return all[i];
   return NULL;

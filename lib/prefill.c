@@ -101,12 +101,16 @@ static clpa_status pick_mma(clpa_context *ctx, const clpa_prefill_params *p,
   CLPA_CTX_CHECK(ctx, p->keys_per_tile != 0 && p->keys_per_tile != 32 && p->keys_per_tile != 64,
                  CLPA_ERR_INVALID_ARG, "keys_per_tile = %d (the mma path: 0 = auto, 32 or 64)",
                  p->keys_per_tile);
+  CLPA_CTX_CHECK(ctx, clpa_mma_native(ctx) == 0, CLPA_ERR_UNSUPPORTED,
+                 "path mma needs compute capability 8.0 on NVIDIA ('%s' has %d.%d)",
+                 ctx->info.name, ctx->info.nv_compute_capability / 10,
+                 ctx->info.nv_compute_capability % 10);
   const int emulated = ctx->lanes != CLPA_LANES_NV_PTX;
   const uint64_t lmem = ctx->info.local_mem_bytes;
-  *rows = 64;
-  *keys = p->keys_per_tile ? p->keys_per_tile
-          : mma_local_bytes(kv->head_size, 64, emulated) <= lmem ? 64
-                                                                 : 32;
+  const int table = p->path == CLPA_PREFILL_AUTO && ctx->tuning.prefill_path == CLPA_PREFILL_MMA &&
+                    (ctx->tuning.prefill_keys == 32 || ctx->tuning.prefill_keys == 64);
+  *rows = 64; /* 32 keys: the H100 ran 13 % faster than with 64 (notes/perf.md) */
+  *keys = p->keys_per_tile ? p->keys_per_tile : table ? ctx->tuning.prefill_keys : 32;
   CLPA_CTX_CHECK(ctx, mma_local_bytes(kv->head_size, *keys, emulated) > lmem,
                  CLPA_ERR_UNSUPPORTED, "the mma path's tile of %d keys x head_size %d does not fit"
                  " %llu bytes of local memory", *keys, kv->head_size, (unsigned long long)lmem);
@@ -123,14 +127,14 @@ static clpa_status pick_tiles(clpa_context *ctx, const clpa_prefill_params *p,
   CLPA_CTX_CHECK(ctx, (unsigned)p->path > CLPA_PREFILL_MMA, CLPA_ERR_INVALID_ARG,
                  "path = %d (0 auto, 1 tiles, 2 rows, 3 mma)", (int)p->path);
   const clpa_tuning *tu = &ctx->tuning;
-  const int mma_auto = ctx->lanes == CLPA_LANES_NV_PTX && mma_applies(kv);
+  const int mma_auto = clpa_mma_native(ctx) == 1 && mma_applies(kv);
   *path = p->path               ? (int)p->path
           : tu->prefill_path    ? tu->prefill_path
           : ctx->info.is_cpu    ? CLPA_PREFILL_ROWS
           : mma_auto            ? CLPA_PREFILL_MMA
                                 : CLPA_PREFILL_TILES;
   const int forced = p->path != CLPA_PREFILL_AUTO; /* a forced path ignores the table's shape */
-  if (*path == CLPA_PREFILL_MMA && !forced && !mma_applies(kv)) *path = CLPA_PREFILL_TILES;
+  if (*path == CLPA_PREFILL_MMA && !forced && !mma_auto) *path = CLPA_PREFILL_TILES;
   if (*path == CLPA_PREFILL_MMA) return pick_mma(ctx, p, kv, rows, keys);
   if (*path == CLPA_PREFILL_ROWS) {
     const int32_t r = p->rows_per_group ? p->rows_per_group

@@ -24,6 +24,11 @@ static const tuning_entry table[] = {
      * 1 x 1024, 8/2 heads, head 128: rows 1/2/4/8/16 per work-item = 0.036/0.042/0.045/0.048/
      * 0.024 TFLOP/s, tiles 0.019. */
     {BY_TYPE_CPU, NULL, {"", 2048, CLPA_PREFILL_ROWS, 8, 16}},
+    /* NVIDIA (H100, 2026-11-23, notes/perf.md): prefill on tensor cores where it applies
+     * (f16/bf16 caches, else the tiles heuristic), 32-key tiles: 8 x 2048, 32/8 heads, head 128,
+     * f16: 108.5 TFLOP/s against 95.6 with 64 keys (tiles: 2.2). Decode partitions as the GPU
+     * entry's. */
+    {BY_VENDOR, "NVIDIA", {"", 512, CLPA_PREFILL_MMA, 64, 32}},
     /* GPUs without an entry of their own: 512-token partitions (H100, 2026-11-22: 256/512/1024
      * within 8 % of each other at batch 16 x 4096) and the largest prefill tiles that fit. */
     {BY_TYPE_GPU, NULL, {"", 512, CLPA_PREFILL_TILES, 0, 0}},

@@ -220,11 +220,28 @@ static void release(device_case *d) {
     if (all[i]) clReleaseMemObject(all[i]);
 }
 
-static int run_case(const dcase *c) {
-  char name[256];
-  describe(c, name, sizeof name);
+/* The mma path takes f16/bf16 caches, head sizes of multiples of 32 and
+ * partitions of multiples of 64 tokens. */
+static int mma_applies(const dcase *c) {
+  return (c->kv == CLPA_DTYPE_F16 || c->kv == CLPA_DTYPE_BF16) && c->hs % 32 == 0 &&
+         c->partition % 64 == 0;
+}
+
+static int run_case(const dcase *c, clpa_decode_path path) {
+  char name[300], shape[256];
+  describe(c, shape, sizeof shape);
+  snprintf(name, sizeof name, "%s, %s path", shape,
+           path == CLPA_DECODE_PATH_MMA ? "mma" : path == CLPA_DECODE_PATH_ROWS ? "rows" : "lanes");
   inputs in;
   make_inputs(c, &in);
+  const int mma = path == CLPA_DECODE_PATH_MMA;
+  if (mma) { /* queries rounded to the cache's dtype, as the path does */
+    const size_t qn = in.q_stride * c->seqs;
+    void *tmp = malloc(clpa_dtype_size(c->kv) * (qn ? qn : 1));
+    clpa_dtype_encode(c->kv, in.q, tmp, qn, 1.0f);
+    clpa_dtype_decode(c->kv, tmp, in.q, qn, 1.0f);
+    free(tmp);
+  }
   const float scale = 1.0f / sqrtf((float)c->hs);
   const size_t outn = (size_t)c->seqs * c->heads * c->hs, lsen = (size_t)c->seqs * c->heads;
   double *want = malloc(sizeof(double) * (outn ? outn : 1));
@@ -243,6 +260,7 @@ static int run_case(const dcase *c) {
   device_case d;
   clpa_decode_params p;
   upload(c, &in, &d, &p);
+  p.path = path;
   clpa_status st = clpa_decode(ctx, &p);
   good &= ok(st == CLPA_OK, "decode %s", name);
   if (st != CLPA_OK) diag("%s: %s", clpa_status_name(st), clpa_context_last_error(ctx));
@@ -254,8 +272,11 @@ static int run_case(const dcase *c) {
   test_read(ctx, d.out, got_store, qsz * outn);
   clpa_dtype_decode(c->io, got_store, got, outn, 1.0f);
   double atol = 0, rtol = 0;
-  for (size_t i = 0; i < sizeof tolerance / sizeof *tolerance; i++)
-    if (tolerance[i].io == c->io) atol = tolerance[i].atol, rtol = tolerance[i].rtol;
+  for (size_t i = 0; i < sizeof tolerance / sizeof *tolerance; i++) {
+    if (tolerance[i].io == c->io) atol = fmax(atol, tolerance[i].atol), rtol = fmax(rtol, tolerance[i].rtol);
+    if (mma && tolerance[i].io == c->kv) /* P rounded to the cache's dtype */
+      atol = fmax(atol, tolerance[i].atol), rtol = fmax(rtol, tolerance[i].rtol);
+  }
   size_t at;
   double worst = test_worst(got, want, outn, atol, rtol, &at);
   good &= ok(worst <= 1.0, "output within tolerance (worst %.3g of allowed)", worst);
@@ -332,7 +353,9 @@ static int run_full(void) {
                        bss[b] * (1 + (int)rng_below(8)), 0, (int)rng_below(2), (int)rng_below(2),
                        (int)rng_below(2), (int)rng_below(2), 1, (int)rng_below(2),
                        (int)rng_below(2)};
-            fails += !run_case(&c);
+            fails += !run_case(&c, CLPA_DECODE_PATH_LANES);
+            fails += !run_case(&c, CLPA_DECODE_PATH_ROWS);
+            if (mma_applies(&c)) fails += !run_case(&c, CLPA_DECODE_PATH_MMA);
           }
   return fails;
 }
@@ -433,6 +456,11 @@ static void test_bad_args(void) {
   BAD(partition_size = INT32_MAX, "partition_size", CLPA_ERR_INVALID_ARG);
   BAD(variant = (clpa_decode_variant)7, "variant", CLPA_ERR_INVALID_ARG);
   BAD(variant = (clpa_decode_variant)-1, "variant", CLPA_ERR_INVALID_ARG);
+  BAD(path = (clpa_decode_path)4, "path = 4", CLPA_ERR_INVALID_ARG);
+  BAD(path = CLPA_DECODE_PATH_MMA, "partitions of multiples of 64", CLPA_ERR_UNSUPPORTED);
+  bad[n - 1].p.partition_size = 32;
+  BAD(path = CLPA_DECODE_PATH_MMA, "f16 or bf16 cache", CLPA_ERR_UNSUPPORTED);
+  bad[n - 1].p.kv.dtype = CLPA_DTYPE_FP8_E4M3, bad[n - 1].p.kv.head_size = 32; /* fits the buffers */
   BAD(layer = 3, "value_cache", CLPA_ERR_INVALID_ARG); /* layer without a cache: ignored */
   bad[n - 1].p.value_cache = NULL;
   BAD(partition_size = 40, "partition_size = 40", CLPA_ERR_INVALID_ARG);
@@ -459,6 +487,25 @@ static void test_bad_args(void) {
   ok(clpa_decode(ctx, &p) == CLPA_ERR_INVALID_ARG && strstr(clpa_last_error(), "multiple of x"),
      "head 120 with fp8: %s", clpa_last_error());
   ok(clpa_decode(NULL, &good) == CLPA_ERR_INVALID_ARG, "NULL context");
+  /* What a call would run: lanes by default, mma when forced, the heuristic's v1/v2. */
+  clpa_decode_path path = CLPA_DECODE_PATH_AUTO;
+  clpa_decode_variant variant = CLPA_DECODE_AUTO;
+  int32_t part = -1, hpg = -1;
+  p = good;
+  clpa_device_info info;
+  clpa_context_device_info(ctx, &info);
+  const clpa_decode_path want = info.is_cpu ? CLPA_DECODE_PATH_ROWS : CLPA_DECODE_PATH_LANES;
+  ok(clpa_decode_choice(ctx, &p, &path, &variant, &part, &hpg) == CLPA_OK && path == want &&
+         variant == CLPA_DECODE_V1 && part == 0 && hpg >= 1,
+     "clpa_decode_choice: %s, v1 for 100 tokens", info.is_cpu ? "rows on a CPU" : "lanes");
+  p.path = CLPA_DECODE_PATH_MMA, p.variant = CLPA_DECODE_V2, p.partition_size = 64;
+  ok(clpa_decode_choice(ctx, &p, &path, &variant, &part, &hpg) == CLPA_OK &&
+         path == CLPA_DECODE_PATH_MMA && variant == CLPA_DECODE_V2 && part == 64 && hpg == 1,
+     "clpa_decode_choice: mma forced, v2 of 64-token partitions, one head a KV head");
+  p.partition_size = 40;
+  ok(clpa_decode_choice(ctx, &p, &path, NULL, NULL, NULL) == CLPA_ERR_INVALID_ARG &&
+         strstr(clpa_last_error(), "clpa_decode_choice: "),
+     "clpa_decode_choice refuses what clpa_decode refuses: %s", clpa_last_error());
   ok(clpa_decode(ctx, NULL) == CLPA_ERR_INVALID_ARG, "NULL params");
   ok(test_untouched(ctx, out, 4 * 4 * 64), "no refused call wrote to the output");
   p = good;
@@ -570,10 +617,20 @@ int main(int argc, char **argv) {
   rng_seed_from_env();
   ctx = test_context(0);
   int full = argc > 1 && strcmp(argv[1], "--full") == 0;
-  if (full) {
+  if (argc > 1 && strcmp(argv[1], "--mma") == 0) { /* the grid on the mma path alone */
+    for (size_t i = 0; i < sizeof default_grid / sizeof *default_grid; i++)
+      if (mma_applies(&default_grid[i])) run_case(&default_grid[i], CLPA_DECODE_PATH_MMA);
+  } else if (argc > 1 && strcmp(argv[1], "--rows") == 0) { /* ... and on the rows path */
+    for (size_t i = 0; i < sizeof default_grid / sizeof *default_grid; i++)
+      run_case(&default_grid[i], CLPA_DECODE_PATH_ROWS);
+  } else if (full) {
     ok(run_full() == 0, "full cross product");
   } else {
-    for (size_t i = 0; i < sizeof default_grid / sizeof *default_grid; i++) run_case(&default_grid[i]);
+    for (size_t i = 0; i < sizeof default_grid / sizeof *default_grid; i++) {
+      run_case(&default_grid[i], CLPA_DECODE_PATH_LANES);
+      run_case(&default_grid[i], CLPA_DECODE_PATH_ROWS);
+      if (mma_applies(&default_grid[i])) run_case(&default_grid[i], CLPA_DECODE_PATH_MMA);
+    }
     test_codes();
     test_faults();
     test_bad_args();

@@ -426,7 +426,13 @@ static void test_decode_equal(void) {
   pcase c = {6, 8, 2, 128, 16, 1, 300, F16, F32, 0, 0, 1, 1, 1, 1, 1, 1, 0, 0};
   inputs in;
   make_inputs(&c, &in);
-  for (int s = 0; s < c.seqs; s++) in.cu[s + 1] = in.cu[s] + 1; /* exactly one new token each */
+  /* Exactly one new token each: the last token make_inputs wrote (a slot it
+   * left unused would be NaN, and NaN rows compare as nothing). */
+  for (int s = 0; s < c.seqs; s++) {
+    const int len = in.cu[s + 1] - in.cu[s] + in.cached[s];
+    in.cached[s] = len > 0 ? len - 1 : 0;
+  }
+  for (int s = 0; s < c.seqs; s++) in.cu[s + 1] = in.cu[s] + 1;
   in.total = c.seqs;
   /* Queries for the new total (make_inputs sized them for its own draw). */
   const size_t qn = in.q_stride * (size_t)in.total;
@@ -453,15 +459,33 @@ static void test_decode_equal(void) {
   const size_t rows = (size_t)c.seqs * c.heads, n = rows * c.hs;
   float *a = malloc(sizeof(float) * n), *b = malloc(sizeof(float) * n);
   float al[256], bl2[256];
-  int good = clpa_prefill(ctx, &p) == CLPA_OK && clpa_decode(ctx, &dp) == CLPA_OK;
-  read_out(&c, &d, n, a, al);
-  test_read(ctx, dout, b, sizeof(float) * n);
-  test_read(ctx, dlse, bl2, sizeof(float) * rows);
-  double worst = 0;
-  for (size_t i = 0; i < n; i++) worst = fmax(worst, fabs(a[i] - b[i]) / (1e-4 + 1e-4 * fabs(b[i])));
-  for (size_t i = 0; i < rows; i++) worst = fmax(worst, fabs(al[i] - bl2[i]) / (1e-4 + 1e-5 * fabs(bl2[i])));
-  ok(good && worst <= 1.0, "one new token: prefill equals decode (worst %.3g): %s", worst,
-     clpa_last_error());
+  /* f32 paths against each other, then (an f16 cache) the tensor-core ones,
+   * which round queries and probabilities alike, within the f16 tolerance. */
+  for (int mma = 0; mma < 2; mma++) {
+    clpa_prefill_path chosen = CLPA_PREFILL_AUTO;
+    p.path = mma ? CLPA_PREFILL_MMA : CLPA_PREFILL_AUTO;
+    if (!mma && clpa_prefill_choice(ctx, &p, &chosen, NULL, NULL) == CLPA_OK &&
+        chosen == CLPA_PREFILL_MMA)
+      p.path = CLPA_PREFILL_TILES; /* auto takes mma on NVIDIA */
+    dp.path = mma ? CLPA_DECODE_PATH_MMA : CLPA_DECODE_PATH_LANES;
+    test_poison(ctx, d.out, d.out_bytes), test_poison(ctx, d.lse, d.lse_bytes);
+    int good = clpa_prefill(ctx, &p) == CLPA_OK && clpa_decode(ctx, &dp) == CLPA_OK;
+    read_out(&c, &d, n, a, al);
+    test_read(ctx, dout, b, sizeof(float) * n);
+    test_read(ctx, dlse, bl2, sizeof(float) * rows);
+    const double at = mma ? 1e-3 : 1e-4, rt = mma ? 2e-3 : 1e-4;
+    double worst = 0;
+    for (size_t i = 0; i < n; i++) { /* NaN counts as a failure */
+      const double e = fabs(a[i] - b[i]) / (at + rt * fabs(b[i]));
+      worst = e <= worst ? worst : isnan(e) ? INFINITY : e;
+    }
+    for (size_t i = 0; i < rows; i++) {
+      const double e = fabs(al[i] - bl2[i]) / (1e-4 + 1e-5 * fabs(bl2[i]));
+      worst = e <= worst ? worst : isnan(e) ? INFINITY : e;
+    }
+    ok(good && worst <= 1.0, "one new token: prefill equals decode, %s paths (worst %.3g): %s",
+       mma ? "mma" : "f32", worst, clpa_last_error());
+  }
   free(a), free(b);
   clReleaseMemObject(bl), clReleaseMemObject(dout), clReleaseMemObject(dlse);
   release(&d);
@@ -907,6 +931,12 @@ static void test_bad_args(void) {
   BAD(rows_per_group = 32, "rows_per_group = 32", CLPA_ERR_INVALID_ARG);
   bad[n - 1].p.path = CLPA_PREFILL_ROWS;
   BAD(path = (clpa_prefill_path)4, "path = 4", CLPA_ERR_INVALID_ARG);
+  BAD(rows_per_group = 16, "the mma path: 0 = auto or 64", CLPA_ERR_INVALID_ARG);
+  bad[n - 1].p.path = CLPA_PREFILL_MMA;
+  BAD(keys_per_tile = 16, "the mma path: 0 = auto, 32 or 64", CLPA_ERR_INVALID_ARG);
+  bad[n - 1].p.path = CLPA_PREFILL_MMA;
+  BAD(path = CLPA_PREFILL_MMA, "f16 or bf16 cache", CLPA_ERR_UNSUPPORTED);
+  bad[n - 1].p.kv.dtype = CLPA_DTYPE_FP8_E4M3; /* half the bytes: fits the buffers */
   BAD(block_mask = small, "mask_block = 0", CLPA_ERR_INVALID_ARG);
   BAD(block_mask = small, "mask_block = 96", CLPA_ERR_INVALID_ARG);
   bad[n - 1].p.mask_block = 96;

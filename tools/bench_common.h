@@ -93,6 +93,7 @@ typedef struct bench_decode_shape {
   int32_t heads, kv_heads, head_size, block_size, batch, context, partition, hpg;
   clpa_dtype dtype;
   clpa_decode_variant variant;
+  clpa_decode_path path;
   bench_lengths lengths;
 } bench_decode_shape;
 
@@ -101,6 +102,10 @@ typedef struct bench_decode_figures {
   double kv_bytes;    /* K and V bytes read per call, from the actual lengths */
   long long tokens;   /* the lengths' sum */
   size_t cache_bytes; /* one cache's bytes (the blocks the lengths use): the copy's size */
+  /* What the library chose (clpa_decode_choice). */
+  clpa_decode_path path;
+  clpa_decode_variant variant;
+  int32_t partition, hpg;
 } bench_decode_figures;
 
 #define BENCH_MEASURED 0

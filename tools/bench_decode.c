@@ -59,6 +59,17 @@ static const char *variant_name(clpa_decode_variant v) {
   return v == CLPA_DECODE_V1 ? "v1" : v == CLPA_DECODE_V2 ? "v2" : "auto";
 }
 
+static const char *const PATH_NAMES[] = {"auto", "lanes", "mma", "rows"};
+
+static const char *parse_path(const char *text, void *value) {
+  for (int i = 0; i < 4; i++)
+    if (strcmp(text, PATH_NAMES[i]) == 0) {
+      *(clpa_decode_path *)value = (clpa_decode_path)i;
+      return NULL;
+    }
+  return "auto, lanes, mma or rows";
+}
+
 /* ----------------------------------------------------------------------
  * One configuration
  * -------------------------------------------------------------------- */
@@ -172,6 +183,9 @@ int bench_decode_measure(bench_env *env, const bench_decode_shape *s, const benc
   p.query = in.bq, p.key_cache = in.kc, p.value_cache = in.vc, p.block_tables = in.bt;
   p.context_lens = in.bl, p.out = in.out;
   p.variant = s->variant, p.partition_size = s->partition, p.heads_per_group = s->hpg;
+  p.path = s->path;
+  if (clpa_decode_choice(env->ctx, &p, &f->path, &f->variant, &f->partition, &f->hpg) != CLPA_OK)
+    WHY(BENCH_REFUSED, "%s", clpa_context_last_error(env->ctx));
 
   /* The first call builds the kernels (from the binary cache when warm)
    * and is where the library refuses a shape. */
@@ -204,7 +218,7 @@ typedef struct decode_args {
 
 /* Returns CLI_RUN or the exit status. */
 static int parse(int argc, char **argv, decode_args *a) {
-  *a = (decode_args){{32, 8, 128, 16, 16, 4096, 0, 0, CLPA_DTYPE_F16, CLPA_DECODE_AUTO,
+  *a = (decode_args){{32, 8, 128, 16, 16, 4096, 0, 0, CLPA_DTYPE_F16, CLPA_DECODE_AUTO, CLPA_DECODE_PATH_AUTO,
                       BENCH_LENGTHS_UNIFORM},
                      0, 0, 0, 30};
   bench_decode_shape *s = &a->s;
@@ -228,6 +242,10 @@ static int parse(int argc, char **argv, decode_args *a) {
       {"variant", CLI_WORD, &s->variant, 0, 0, "NAME",
        "v1 (one pass), v2 (partitioned) or auto (v1 when\nthe context fits one partition)", "auto",
        parse_variant},
+      {"path", CLI_WORD, &s->path, 0, 0, "NAME",
+       "lanes (f32 FMAs), mma (tensor cores; emulated\noff NVIDIA, slow), rows (CPUs) or auto",
+       "auto",
+       parse_path},
       {"partition", CLI_INT, &s->partition, 0, MAX_DIM, "N",
        "v2 tokens per partition, a multiple of\n--block-size; 0 takes the tuning\ntable's (clpa-info --smoke prints it)", NULL, NULL},
       {"heads-per-group", CLI_INT, &s->hpg, 0, MAX_DIM, "N",
@@ -319,6 +337,10 @@ static void print_json(const decode_args *a, const bench_env *env, const bench_t
   cli_json_str(&j, "variant", variant_name(s->variant));
   cli_json_int(&j, "partition", s->partition);
   cli_json_int(&j, "heads_per_group", s->hpg);
+  cli_json_str(&j, "path", PATH_NAMES[f->path]);
+  cli_json_str(&j, "used_variant", variant_name(f->variant));
+  cli_json_int(&j, "used_partition", f->partition);
+  cli_json_int(&j, "used_heads_per_group", f->hpg);
   cli_json_num(&j, "us_per_call", f->per_call * 1e6, 2);
   cli_json_num(&j, "kv_bytes", f->kv_bytes, 0);
   cli_json_num(&j, "gbps", gbps, 3);
@@ -341,6 +363,8 @@ static void print_table(const decode_args *a, const bench_env *env, const bench_
          s->batch, s->context, s->heads, s->kv_heads, s->head_size, s->block_size,
          clpa_dtype_name(s->dtype));
   printf("lengths     %s: %lld tokens in all\n", bench_lengths_name(s->lengths), f->tokens);
+  printf("kernel      %s path, %s, partition %d, %d heads per work-group\n", PATH_NAMES[f->path],
+         variant_name(f->variant), f->partition, f->hpg);
   if (t->cold)
     printf("mode        cold: L2 flushed (%.0f MiB read) before each call, event-timed\n",
            (double)env->flush_bytes / 1048576.0);

@@ -202,7 +202,8 @@ static int grid_each(const sweep_args *a, void (*visit)(const bench_decode_shape
               const bench_decode_shape s = {a->heads.v[h], a->heads.v[h] / a->gqa.v[g],
                                             a->head_size, a->block_size, a->batch.v[b],
                                             a->context.v[c], 0, 0, (clpa_dtype)a->dtypes.v[d],
-                                            CLPA_DECODE_AUTO, (bench_lengths)a->lengths.v[l]};
+                                            CLPA_DECODE_AUTO, CLPA_DECODE_PATH_AUTO,
+                                            (bench_lengths)a->lengths.v[l]};
               if (visit) visit(&s, ctx);
               n++;
             }

@@ -26,6 +26,10 @@ static void print_device(const clpa_device_info *d, int selected) {
          d->has_subgroups ? (d->has_subgroup_shuffle ? " (with shuffles)" : " (no shuffles)") : "");
   printf("      fp16 / fp64  %s / %s\n", d->has_fp16 ? "yes" : "no", d->has_fp64 ? "yes" : "no");
   printf("      lane groups  %s\n", clpa_lanes_name(d->lanes));
+  if (d->nv_compute_capability)
+    printf("      NVIDIA       compute capability %d.%d (tensor-core paths: %s)\n",
+           d->nv_compute_capability / 10, d->nv_compute_capability % 10,
+           d->nv_compute_capability >= 80 ? "yes" : "no, they need 8.0");
 }
 
 static const char *type_name(const clpa_device_info *d) {
@@ -55,6 +59,7 @@ static void json_device(cli_json *j, const clpa_device_info *d, int selected) {
   cli_json_bool(j, "fp16", d->has_fp16);
   cli_json_bool(j, "fp64", d->has_fp64);
   cli_json_str(j, "lanes", clpa_lanes_name(d->lanes));
+  cli_json_int(j, "nv_compute_capability", d->nv_compute_capability);
   cli_json_end(j);
 }
 

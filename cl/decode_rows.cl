@@ -1,0 +1,245 @@
+/*
+ * decode_rows.cl — decode shaped for CPUs (PoCL): a work-item owns the G
+ * query heads of one KV head, one sequence and one partition of
+ * PARTITION_SIZE tokens, with no barriers, explicit 16-wide vectors (what
+ * an AVX-512 core computes at once) and its logits in private memory
+ * (which a CPU keeps in L1/L2). Same arguments, outputs (v1's out, or v2's
+ * partition states for reduce.cl) and results as decode.cl's
+ * clpa_decode_paged. Three passes over the partition's blocks:
+ *
+ *   1. scores: a 16-element vector of the key layout holds VT = 16 / X
+ *      tokens x X dimensions (one 16-byte row of X elements per token,
+ *      kv.cl's key_index); the queries are held repeated VT times, so one
+ *      multiply-add serves VT tokens, and TG such vectors of successive
+ *      tokens share each query load;
+ *   2. the softmax over the partition, per head;
+ *   3. values: a value row is contiguous over a block's tokens; four rows
+ *      at a time, the G heads' probabilities multiply VB tokens of each,
+ *      accumulated lane-wise and summed once at the end.
+ *
+ * Grid:  (num_heads / G, num_seqs, max_parts), work-groups of 1.
+ * Masks, faults and NaN handling as decode.cl: tokens outside [window
+ * start, context) are -inf and their value slots zero; blocks with bad ids
+ * set CLPA_FAULT_BAD_BLOCK and take no part.
+ */
+#if !defined(CLPA_HEAD_SIZE) || !defined(CLPA_BLOCK_SIZE) || !defined(CLPA_PARTITION_SIZE) || !defined(CLPA_HEADS_PER_WG)
+#error "built through lib/launch.c, which passes every -DCLPA_ option of the family"
+#endif
+#define HEAD_SIZE CLPA_HEAD_SIZE
+#define BLOCK_SIZE CLPA_BLOCK_SIZE
+#define PART CLPA_PARTITION_SIZE /* tokens per work-item (v1: the whole context fits) */
+#define G CLPA_HEADS_PER_WG
+#if KV_X == 16 /* tokens per 16-element key vector (a literal: it is pasted into names) */
+#define VT 1
+#elif KV_X == 8
+#define VT 2
+#else
+#define VT 4
+#endif
+#define NTG (BLOCK_SIZE / VT)     /* key vectors per block and chunk */
+#define TG (NTG < 4 ? NTG : 4)    /* key vectors sharing each query load */
+#define NCH (HEAD_SIZE / KV_X)    /* 16-byte chunks of a key row */
+#define VBLK 4 /* value blocks sharing each accumulator load and store */
+#if PART % BLOCK_SIZE || NTG % TG
+#error "decode rows: partitions of whole blocks, head sizes of multiples of 4"
+#endif
+
+/* The query chunk at p (KV_X floats), repeated VT times. */
+#if KV_X == 16
+#define QREP(p) vload16(0, (p))
+#elif KV_X == 8
+#define QREP(p) ((float16)(vload8(0, (p)), vload8(0, (p))))
+#else
+#define QREP(p) ((float16)(vload4(0, (p)), vload4(0, (p)), vload4(0, (p)), vload4(0, (p))))
+#endif
+
+/* The VT token sums of a 16-lane key product (each token's KV_X lanes are
+ * adjacent): pairwise sums of even and odd lanes, log2(KV_X) times. */
+#define floatT CAT(float, VT)
+#define intT CAT(int, VT)
+#if VT == 1
+#define IOTAT 0
+#else
+#define IOTAT CAT(IOTA, VT)
+#endif
+inline floatT token_sums(float16 a) {
+  const float8 b = a.even + a.odd;
+  const float4 c = b.even + b.odd;
+#if KV_X == 4
+  return c;
+#else
+  const float2 d = c.even + c.odd;
+#if KV_X == 8
+  return d;
+#else
+  return d.even + d.odd;
+#endif
+#endif
+}
+
+__kernel __attribute__((reqd_work_group_size(1, 1, 1))) void clpa_decode_rows(DECODE_ARGS) {
+  (void)logits, (void)logits_stride;
+  const int head0 = get_group_id(0) * G, seq = get_group_id(1), part = get_group_id(2);
+  const int kv_head = head0 / (num_heads / num_kv_heads);
+  int L = context_lens[seq];
+  if (L < 0 || L > max_context_len) {
+    if (part == 0) atomic_or(faults, CLPA_FAULT_BAD_CONTEXT_LEN);
+    L = 0;
+  }
+  const int lo = window > 0 ? max(L - window, 0) : 0; /* tokens before lo: never read */
+  const size_t sh0 = (size_t)seq * num_heads + head0;
+  if (!out && part * PART >= L) return; /* v2: the reduce kernel skips empty partitions */
+  const int t_end = min((part + 1) * PART, L);
+  const int b_begin = max(part * PART, lo) / BLOCK_SIZE, b_end = (t_end + BLOCK_SIZE - 1) / BLOCK_SIZE;
+  __global const int *table = block_tables + (size_t)seq * max_blocks_per_seq;
+  const ulong kv_off = kv_tile(0, kv_head, block_stride, head_stride); /* + block * block_stride */
+  const float kscale = !KV_IS_FP8 ? 1.0f : k_scales ? k_scales[0] : k_scale;
+  const float vscale = !KV_IS_FP8 ? 1.0f : v_scales ? v_scales[0] : v_scale;
+  const int t0 = b_begin * BLOCK_SIZE; /* the logits' first token */
+
+  /* ---- 1. scores ---- */
+  float qf[G][HEAD_SIZE], slope[G];
+  for (int r = 0; r < G; r++) {
+    for (int d = 0; d < HEAD_SIZE; d++)
+      qf[r][d] = IO_LOAD(q, (ulong)seq * q_stride + (ulong)(head0 + r) * HEAD_SIZE + d);
+    slope[r] = alibi ? alibi[head0 + r] : 0.0f;
+  }
+  float16 q16[G][NCH];
+  for (int r = 0; r < G; r++)
+    for (int c = 0; c < NCH; c++) q16[r][c] = QREP(&qf[r][c * KV_X]);
+  float lg[G][PART], m[G];
+  floatT mv[G]; /* the running max, lane-wise */
+  for (int r = 0; r < G; r++) mv[r] = (floatT)(-INFINITY);
+  for (int b = b_begin; b < b_end; b++) {
+    const int phys = table[b], j0 = b * BLOCK_SIZE;
+    const int valid = phys >= 0 && phys < num_blocks;
+    if (!valid) atomic_or(faults, CLPA_FAULT_BAD_BLOCK);
+    __global const kv_t *kb = k_cache + kv_off + (ulong)(valid ? phys : 0) * block_stride;
+    for (int o0 = 0; o0 < NTG; o0 += TG) { /* TG key vectors: tokens VT (o0 .. o0 + TG) */
+      float16 acc[TG][G];
+#pragma unroll
+      for (int i = 0; i < TG; i++)
+#pragma unroll
+        for (int r = 0; r < G; r++) acc[i][r] = (float16)(0.0f);
+      if (valid)
+        for (int c = 0; c < NCH; c++) {
+          float16 kk[TG];
+#pragma unroll
+          for (int i = 0; i < TG; i++)
+            kk[i] = KV_LOAD(16, kb + key_index(c * KV_X, (o0 + i) * VT, BLOCK_SIZE)) * kscale;
+#pragma unroll
+          for (int r = 0; r < G; r++) {
+            const float16 qv = q16[r][c];
+#pragma unroll
+            for (int i = 0; i < TG; i++) acc[i][r] = mad(kk[i], qv, acc[i][r]);
+          }
+        }
+#pragma unroll
+      for (int i = 0; i < TG; i++) {
+        const int j = j0 + (o0 + i) * VT; /* tokens j .. j + VT - 1 */
+        const intT jj = IOTAT + j;
+        const intT masked = (jj < lo) | (jj >= t_end);
+#pragma unroll
+        for (int r = 0; r < G; r++) {
+          floatT x = token_sums(acc[i][r]) * scale;
+          if (soft_cap > 0.0f) x = soft_cap * tanh(x / soft_cap);
+          if (alibi) x += slope[r] * CAT(TO_FLOAT, VT)(jj - L + 1);
+          x = valid ? select(x, (floatT)(-INFINITY), masked) : (floatT)(-INFINITY);
+#if VT == 1
+          lg[r][j - t0] = x;
+#else
+          CAT(vstore, VT)(x, 0, &lg[r][j - t0]);
+#endif
+          mv[r] = fmax(mv[r], x);
+        }
+      }
+    }
+  }
+
+  /* ---- 2. softmax over the partition ---- */
+  for (int r = 0; r < G; r++) {
+#if VT == 1
+    m[r] = mv[r];
+#elif VT == 2
+    m[r] = fmax(mv[r].s0, mv[r].s1);
+#else
+    m[r] = fmax(fmax(mv[r].s0, mv[r].s1), fmax(mv[r].s2, mv[r].s3));
+#endif
+  }
+  const int n = (b_end - b_begin) * BLOCK_SIZE;
+  float l[G];
+  for (int r = 0; r < G; r++) {
+    floatB s = (floatB)(0.0f);
+    const float mr = m[r] == -INFINITY ? 0.0f : m[r]; /* every logit -inf: p = 0 */
+    for (int t = 0; t < n; t += VB) { /* n is whole blocks: a multiple of VB */
+      const floatB p = exp(CAT(vload, VB)(0, &lg[r][t]) - mr); /* e^(-inf) = 0 */
+      CAT(vstore, VB)(p, 0, &lg[r][t]);
+      s += p;
+    }
+    l[r] = VSUM(VB, s);
+  }
+
+  /* ---- 3. values: a block at a time (its value tile is contiguous, so the
+   * reads stream; the accumulators stay in L1), every row of it ---- */
+  floatB acc[G][HEAD_SIZE];
+  for (int r = 0; r < G; r++)
+    for (int d = 0; d < HEAD_SIZE; d++) acc[r][d] = (floatB)(0.0f);
+  for (int b0 = b_begin; b0 < b_end; b0 += VBLK) {
+    /* VBLK blocks at once: each accumulator load and store serves VBLK
+     * multiply-adds. Missing or bad blocks read block 0 with zero weights. */
+    floatB pv[VBLK][BLOCK_SIZE / VB][G];
+    __global const kv_t *vb[VBLK];
+    int ok[VBLK], all_ok = 1;
+#pragma unroll
+    for (int k = 0; k < VBLK; k++) {
+      const int b = b0 + k, j0 = b * BLOCK_SIZE, phys = b < b_end ? table[b] : -1;
+      ok[k] = phys >= 0 && phys < num_blocks;
+      all_ok &= ok[k];
+      vb[k] = v_cache + kv_off + (ulong)(ok[k] ? phys : 0) * block_stride;
+      for (int c = 0; c < BLOCK_SIZE / VB; c++)
+#pragma unroll
+        for (int r = 0; r < G; r++)
+          pv[k][c][r] = ok[k] ? CAT(vload, VB)(0, &lg[r][j0 + c * VB - t0]) : (floatB)(0.0f);
+    }
+    const int edge = !all_ok || b0 * BLOCK_SIZE < lo || (b0 + VBLK) * BLOCK_SIZE > t_end;
+    for (int d = 0; d < HEAD_SIZE; d++)
+      for (int c = 0; c < BLOCK_SIZE / VB; c++) {
+        floatB a[G];
+#pragma unroll
+        for (int r = 0; r < G; r++) a[r] = acc[r][d];
+#pragma unroll
+        for (int k = 0; k < VBLK; k++) {
+          floatB v = KV_LOAD(VB, vb[k] + value_index(d, c * VB, BLOCK_SIZE)) * vscale;
+          if (edge) { /* slots outside the range may hold NaN: 0 * NaN is NaN */
+            const intB jj = CAT(IOTA, VB) + ((b0 + k) * BLOCK_SIZE + c * VB);
+            v = ok[k] ? select((floatB)(0.0f), v, jj >= lo && jj < t_end) : (floatB)(0.0f);
+          }
+#pragma unroll
+          for (int r = 0; r < G; r++) a[r] = mad(pv[k][c][r], v, a[r]);
+        }
+#pragma unroll
+        for (int r = 0; r < G; r++) acc[r][d] = a[r];
+      }
+  }
+  float res[G][HEAD_SIZE];
+  for (int r = 0; r < G; r++)
+    for (int d = 0; d < HEAD_SIZE; d++) res[r][d] = VSUM(VB, acc[r][d]);
+
+  /* ---- 4. write the output (v1) or the partition's state (v2) ---- */
+  for (int r = 0; r < G; r++) {
+    const size_t sh = sh0 + r;
+    const softmax_state st = softmax_state_of(m[r], l[r]);
+    if (out) { /* the sink: one more logit in the softmax, with no value */
+      const softmax_state all = sinks ? softmax_merge(st, softmax_logit(sinks[head0 + r])) : st;
+      const float w = st.l > 0.0f ? softmax_weight(st, all) / st.l : 0.0f;
+      for (int d = 0; d < HEAD_SIZE; d++) IO_STORE(res[r][d] * w, out, sh * HEAD_SIZE + d);
+      if (lse) lse[sh] = softmax_lse(all);
+    } else {
+      const float inv = st.l > 0.0f ? 1.0f / st.l : 0.0f;
+      for (int d = 0; d < HEAD_SIZE; d++)
+        tmp_out[(sh * max_parts + part) * HEAD_SIZE + d] = res[r][d] * inv;
+      max_logits[sh * max_parts + part] = st.m;
+      exp_sums[sh * max_parts + part] = st.l;
+    }
+  }
+}
