@@ -84,6 +84,11 @@ inline float vsum4(float4 a) { return (a.s0 + a.s1) + (a.s2 + a.s3); }
 inline float vsum8(float8 a) { return vsum4(a.lo) + vsum4(a.hi); }
 inline float vsum16(float16 a) { return vsum8(a.lo) + vsum8(a.hi); }
 #define VSUM(n, a) CAT(vsum, n)(a)
+inline float vmax8(float8 a) {
+  const float4 b = fmax(a.lo, a.hi);
+  return fmax(fmax(b.s0, b.s1), fmax(b.s2, b.s3));
+}
+inline float vmax16(float16 a) { return vmax8(fmax(a.lo, a.hi)); }
 /* acc + a . b as a chain of mads. */
 inline float vdot1(float a, float b, float acc) { return mad(a, b, acc); }
 inline float vdot2(float2 a, float2 b, float acc) { return mad(a.s1, b.s1, mad(a.s0, b.s0, acc)); }

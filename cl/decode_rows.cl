@@ -29,13 +29,6 @@
 #define BLOCK_SIZE CLPA_BLOCK_SIZE
 #define PART CLPA_PARTITION_SIZE /* tokens per work-item (v1: the whole context fits) */
 #define G CLPA_HEADS_PER_WG
-#if KV_X == 16 /* tokens per 16-element key vector (a literal: it is pasted into names) */
-#define VT 1
-#elif KV_X == 8
-#define VT 2
-#else
-#define VT 4
-#endif
 #define NTG (BLOCK_SIZE / VT)     /* key vectors per block and chunk */
 #define TG (NTG < 4 ? NTG : 4)    /* key vectors sharing each query load */
 #define NCH (HEAD_SIZE / KV_X)    /* 16-byte chunks of a key row */
@@ -43,39 +36,6 @@
 #if PART % BLOCK_SIZE || NTG % TG
 #error "decode rows: partitions of whole blocks, head sizes of multiples of 4"
 #endif
-
-/* The query chunk at p (KV_X floats), repeated VT times. */
-#if KV_X == 16
-#define QREP(p) vload16(0, (p))
-#elif KV_X == 8
-#define QREP(p) ((float16)(vload8(0, (p)), vload8(0, (p))))
-#else
-#define QREP(p) ((float16)(vload4(0, (p)), vload4(0, (p)), vload4(0, (p)), vload4(0, (p))))
-#endif
-
-/* The VT token sums of a 16-lane key product (each token's KV_X lanes are
- * adjacent): pairwise sums of even and odd lanes, log2(KV_X) times. */
-#define floatT CAT(float, VT)
-#define intT CAT(int, VT)
-#if VT == 1
-#define IOTAT 0
-#else
-#define IOTAT CAT(IOTA, VT)
-#endif
-inline floatT token_sums(float16 a) {
-  const float8 b = a.even + a.odd;
-  const float4 c = b.even + b.odd;
-#if KV_X == 4
-  return c;
-#else
-  const float2 d = c.even + c.odd;
-#if KV_X == 8
-  return d;
-#else
-  return d.even + d.odd;
-#endif
-#endif
-}
 
 __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void clpa_decode_rows(DECODE_ARGS) {
   (void)logits, (void)logits_stride;
@@ -117,23 +77,8 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void clpa_decode_rows(DE
     __global const kv_t *kb = k_cache + kv_off + (ulong)(valid ? phys : 0) * block_stride;
     for (int o0 = 0; o0 < NTG; o0 += TG) { /* TG key vectors: tokens VT (o0 .. o0 + TG) */
       float16 acc[TG][G];
-#pragma unroll
-      for (int i = 0; i < TG; i++)
-#pragma unroll
-        for (int r = 0; r < G; r++) acc[i][r] = (float16)(0.0f);
-      if (valid)
-        for (int c = 0; c < NCH; c++) {
-          float16 kk[TG];
-#pragma unroll
-          for (int i = 0; i < TG; i++)
-            kk[i] = KV_LOAD(16, kb + key_index(c * KV_X, (o0 + i) * VT, BLOCK_SIZE)) * kscale;
-#pragma unroll
-          for (int r = 0; r < G; r++) {
-            const float16 qv = q16[r][c];
-#pragma unroll
-            for (int i = 0; i < TG; i++) acc[i][r] = mad(kk[i], qv, acc[i][r]);
-          }
-        }
+      if (valid) ROWS_KEY_PRODUCTS(acc, TG, G, kb, o0, q16, kscale, BLOCK_SIZE);
+      else ROWS_KEY_PRODUCTS(acc, TG, G, kb, o0, q16, 0.0f, BLOCK_SIZE); /* masked below */
 #pragma unroll
       for (int i = 0; i < TG; i++) {
         const int j = j0 + (o0 + i) * VT; /* tokens j .. j + VT - 1 */

@@ -228,3 +228,68 @@ inline int value_index(int dim, int tok, int block_size) { return dim * block_si
 #endif
 #define floatB CAT(float, VB)
 #define intB CAT(int, VB)
+
+/* The rows paths' key vectors (decode_rows.cl, prefill.cl's rows path): a
+ * 16-element vector of the key layout holds VT tokens x KV_X dimensions
+ * (one 16-byte row per token); queries are held repeated VT times, so one
+ * multiply-add serves VT tokens. */
+#if KV_X == 16 /* tokens per 16-element key vector (a literal: it is pasted into names) */
+#define VT 1
+#elif KV_X == 8
+#define VT 2
+#else
+#define VT 4
+#endif
+/* The query chunk at p (KV_X floats), repeated VT times. */
+#if KV_X == 16
+#define QREP(p) vload16(0, (p))
+#elif KV_X == 8
+#define QREP(p) ((float16)(vload8(0, (p)), vload8(0, (p))))
+#else
+#define QREP(p) ((float16)(vload4(0, (p)), vload4(0, (p)), vload4(0, (p)), vload4(0, (p))))
+#endif
+
+/* The VT token sums of a 16-lane key product (each token's KV_X lanes are
+ * adjacent): pairwise sums of even and odd lanes, log2(KV_X) times. */
+#define floatT CAT(float, VT)
+#define intT CAT(int, VT)
+#if VT == 1
+#define IOTAT 0
+#else
+#define IOTAT CAT(IOTA, VT)
+#endif
+inline floatT token_sums(float16 a) {
+  const float8 b = a.even + a.odd;
+  const float4 c = b.even + b.odd;
+#if KV_X == 4
+  return c;
+#else
+  const float2 d = c.even + c.odd;
+#if KV_X == 8
+  return d;
+#else
+  return d.even + d.odd;
+#endif
+#endif
+}
+
+
+/* acc[i][r] = the 16-lane products of key vectors o0 + i (i < NV) of the
+ * block at kb with the queries q16[r][chunk] (r < NR): every chunk's NV key
+ * loads share each query load. A macro, so the accumulators stay in
+ * registers (PoCL keeps arrays passed by pointer in memory). */
+#define ROWS_KEY_PRODUCTS(acc, NV, NR, kb, o0, q16, kscale, block_size)                       \
+  do {                                                                                        \
+    _Pragma("unroll") for (int i_ = 0; i_ < (NV); i_++)                                       \
+      _Pragma("unroll") for (int r_ = 0; r_ < (NR); r_++)(acc)[i_][r_] = (float16)(0.0f);     \
+    for (int c_ = 0; c_ < HEAD_SIZE / KV_X; c_++) {                                           \
+      float16 kk_[NV];                                                                        \
+      _Pragma("unroll") for (int i_ = 0; i_ < (NV); i_++) kk_[i_] =                            \
+          KV_LOAD(16, (kb) + key_index(c_ * KV_X, ((o0) + i_) * VT, (block_size))) * (kscale); \
+      _Pragma("unroll") for (int r_ = 0; r_ < (NR); r_++) {                                   \
+        const float16 qv_ = (q16)[r_][c_];                                                    \
+        _Pragma("unroll") for (int i_ = 0; i_ < (NV); i_++)(acc)[i_][r_] =                     \
+            mad(kk_[i_], qv_, (acc)[i_][r_]);                                                 \
+      }                                                                                       \
+    }                                                                                         \
+  } while (0)

@@ -311,6 +311,9 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
 #define KV_LOADB(p) KV_LOAD(VB, (p))
 #define IOTAB CAT(IOTA, VB)
 #define BCH (BLOCK_SIZE / VB) /* value vectors per block of tokens */
+/* Key vectors sharing each query load: PTG x RG accumulators of 16 lanes. */
+#define PTG_ (RG >= 16 ? 1 : RG >= 8 ? 2 : 4)
+#define PTG (PTG_ < BLOCK_SIZE / VT ? PTG_ : BLOCK_SIZE / VT)
 
 __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void clpa_prefill_rows(
     PREFILL_ARGS) {
@@ -343,6 +346,9 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void clpa_prefill_rows(
     m[r] = sinks ? sinks[head[r]] : -INFINITY;
     l[r] = sinks ? 1.0f : 0.0f;
   }
+  float16 q16[RG][HEAD_SIZE / KV_X]; /* query chunks repeated VT times (kv.cl's QREP) */
+  for (int r = 0; r < RG; r++)
+    for (int c = 0; c < HEAD_SIZE / KV_X; c++) q16[r][c] = QREP(&qr[r][c * KV_X]);
   const int p_lo = pos[0], p_hi = pos[rows - 1];
   const int k_end = causal ? min(kv_end, p_hi + 1) : kv_end;
   const int k_lo = window > 0 ? max(p_lo - window + 1, 0) : 0;
@@ -371,43 +377,55 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void clpa_prefill_rows(
     __global const kv_t *kb = k_cache + tile, *vb = v_cache + tile;
     const int j0 = b * BLOCK_SIZE;
 
-    /* ---- 2. scores of the block's keys, per row ---- */
+    /* ---- 2. scores of the block's keys, per row: PTG key vectors (VT
+     * tokens each, kv.cl) share each query load ---- */
     float sc[RG][BLOCK_SIZE];
-    for (int o = 0; o < BLOCK_SIZE; o++) {
-      CAT(float, KV_X) kd[HEAD_SIZE / KV_X];
-      for (int c = 0; c < HEAD_SIZE / KV_X; c++)
-        kd[c] = KV_LOAD(KV_X, kb + key_index(c * KV_X, o, BLOCK_SIZE)) * kscale;
-      const int j = j0 + o;
-      for (int r = 0; r < RG; r++) {
-        CAT(float, KV_X) dot = (CAT(float, KV_X))(0.0f);
-        for (int c = 0; c < HEAD_SIZE / KV_X; c++)
-          dot = mad(CAT(vload, KV_X)(0, &qr[r][c * KV_X]), kd[c], dot);
-        float x = VSUM(KV_X, dot) * scale;
-        if (soft_cap > 0.0f) x = soft_cap * tanh(x / soft_cap);
-        x += slope[r] * (float)(j - pos[r]);
-        const int masked = !keep[r] || j < k_lo || j >= k_end || (causal && j > pos[r]) ||
-                           (window > 0 && pos[r] - j >= window);
-        sc[r][o] = masked ? -INFINITY : x;
+    for (int o0 = 0; o0 < BLOCK_SIZE / VT; o0 += PTG) {
+      float16 ka[PTG][RG];
+      ROWS_KEY_PRODUCTS(ka, PTG, RG, kb, o0, q16, kscale, BLOCK_SIZE);
+#pragma unroll
+      for (int i = 0; i < PTG; i++) {
+        const int j = j0 + (o0 + i) * VT; /* tokens j .. j + VT - 1 */
+        const intT jj = IOTAT + j;
+#pragma unroll
+        for (int r = 0; r < RG; r++) {
+          floatT x = token_sums(ka[i][r]) * scale;
+          if (soft_cap > 0.0f) x = soft_cap * tanh(x / soft_cap);
+          if (alibi) x += slope[r] * CAT(TO_FLOAT, VT)(jj - pos[r]);
+          intT masked = (jj < k_lo) | (jj >= k_end);
+          if (causal) masked |= jj > pos[r];
+          if (window > 0) masked |= pos[r] - jj >= window;
+          x = keep[r] ? select(x, (floatT)(-INFINITY), masked) : (floatT)(-INFINITY);
+#if VT == 1
+          sc[r][j - j0] = x;
+#else
+          CAT(vstore, VT)(x, 0, &sc[r][j - j0]);
+#endif
+        }
       }
     }
 
     /* ---- 3. online softmax over the block, per row ---- */
     floatB pb[RG][BCH];
     for (int r = 0; r < RG; r++) {
-      float bm = -INFINITY;
-      for (int o = 0; o < BLOCK_SIZE; o++) bm = fmax(bm, sc[r][o]);
-      const float mn = fmax(m[r], bm);
-      const float alpha = mn == -INFINITY ? 1.0f : exp(m[r] - mn);
-      float sum = 0.0f;
-      for (int o = 0; o < BLOCK_SIZE; o++) {
-        const float p = sc[r][o] == -INFINITY ? 0.0f : exp(sc[r][o] - mn);
-        sc[r][o] = p;
-        sum += p;
+      floatB bmv = VLOADB(&sc[r][0]);
+      for (int c = 1; c < BCH; c++) bmv = fmax(bmv, VLOADB(&sc[r][c * VB]));
+      const float mn = fmax(m[r], CAT(vmax, VB)(bmv));
+      const float base = mn == -INFINITY ? 0.0f : mn; /* every score -inf: p = 0 */
+      floatB sum = (floatB)(0.0f);
+      for (int c = 0; c < BCH; c++) {
+        pb[r][c] = exp(VLOADB(&sc[r][c * VB]) - base); /* e^(-inf) = 0 */
+        sum += pb[r][c];
       }
-      for (int c = 0; c < BCH; c++) pb[r][c] = VLOADB(&sc[r][c * VB]);
-      l[r] = l[r] * alpha + sum;
+      /* The old output's factor: 1 while the max stays (most blocks after the
+       * first few), and then the accumulators are left alone. */
+      if (mn > m[r]) {
+        const float alpha = exp(m[r] - mn); /* 0 when m was -inf */
+        l[r] *= alpha;
+        for (int d = 0; d < HEAD_SIZE; d++) acc[r][d] *= alpha;
+      }
+      l[r] += VSUM(VB, sum);
       m[r] = mn;
-      for (int d = 0; d < HEAD_SIZE; d++) acc[r][d] *= alpha;
     }
 
     /* ---- 4. P V: each value row is contiguous over the block's tokens;
@@ -417,6 +435,7 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void clpa_prefill_rows(
         floatB v = KV_LOADB(vb + value_index(d, c * VB, BLOCK_SIZE)) * vscale;
         const intB jj = IOTAB + (j0 + c * VB);
         v = select((floatB)(0.0f), v, jj >= k_lo && jj < k_end);
+#pragma unroll
         for (int r = 0; r < RG; r++) acc[r][d] = mad(pb[r][c], v, acc[r][d]);
       }
     }

@@ -470,8 +470,8 @@ typedef struct clpa_prefill_params {
 CLPA_API void clpa_prefill_params_init(clpa_prefill_params *p);
 
 /* Enqueues prefill attention; does not wait. Heuristic (after the
- * tuning table): the rows path on CPUs (PoCL, 2 cores: 0.048 TFLOP/s with
- * 8 rows a work-item against 0.019 for tiles, notes/perf.md); on NVIDIA
+ * tuning table): the rows path on CPUs (PoCL, 2 cores: 0.108 TFLOP/s with
+ * 4 rows a work-item against 0.019 for tiles, notes/perf.md); on NVIDIA
  * the mma path (tensor cores) for f16/bf16 caches and head sizes that are
  * multiples of 16; elsewhere tiles of 32 rows and 32 keys, fewer while
  * they do not fit the device's local memory (head size 256).

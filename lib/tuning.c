@@ -20,10 +20,11 @@ typedef struct tuning_entry {
 
 static const tuning_entry table[] = {
     /* PoCL 3.1 on 2 AVX-512 cores, 2026-11-23 (notes/perf.md): decode v2 batch
-     * 4 x 4096, 32/8 heads, f16: partition 256/512/1024/2048 = 22.0/17.8/16.1/15.4 ms; prefill
-     * 1 x 1024, 8/2 heads, head 128: rows 1/2/4/8/16 per work-item = 0.036/0.042/0.045/0.048/
-     * 0.024 TFLOP/s, tiles 0.019. */
-    {BY_TYPE_CPU, NULL, {"", 2048, CLPA_PREFILL_ROWS, 8, 16}},
+     * 4 x 4096, 32/8 heads, f16: partition 256/512/1024/2048 = 22.0/17.8/16.1/15.4 ms (lanes;
+     * the rows decode path: 512/1024/2048/4096 = 21.7/19.4/17.4/17.7 ms at batch 16); prefill
+     * 1 x 1024, 8/2 heads, head 128, rows path with 16-lane key vectors: rows 1/2/4/8/16 per
+     * work-item = 0.066/0.076/0.108/0.105/0.043 TFLOP/s (tiles 0.019). */
+    {BY_TYPE_CPU, NULL, {"", 2048, CLPA_PREFILL_ROWS, 4, 16}},
     /* NVIDIA (H100, 2026-11-23, notes/perf.md): prefill on tensor cores where it applies
      * (f16/bf16 caches, else the tiles heuristic), 32-key tiles: 8 x 2048, 32/8 heads, head 128,
      * f16: 108.5 TFLOP/s against 95.6 with 64 keys (tiles: 2.2). Decode partitions as the GPU
