@@ -94,36 +94,53 @@ typedef struct xattn_src {
  * r0 + n - 1 and columns past c0 + nc - 1 repeat column c0 + nc - 1.
  * bad[j] is set when a key of column j lies in a block outside the cache
  * (its scores are garbage from block 0: the caller masks the column).
- * Each score sums t, then d, in increasing order. */
+ * Computed in XSUB x XSUB sub-tiles with X-wide accumulators (one
+ * multiply-add serves X dimensions; summed across lanes once at the end):
+ * each score sums t, then d, lane-wise in increasing order. */
+#define XSUB 4
 inline void xattn_scores(const xattn_src *s, int r0, int n, int c0, int nc,
                          float acc[XROWS][XCOLS], int bad[XCOLS]) {
-  for (int i = 0; i < XROWS; i++)
-    for (int j = 0; j < XCOLS; j++) acc[i][j] = 0.0f;
   for (int j = 0; j < XCOLS; j++) bad[j] = 0;
-  for (int t = 0; t < s->stride; t++) {
-    __global const kv_t *kt[XCOLS];
-    int off[XCOLS];
-    for (int j = 0; j < XCOLS; j++) {
-      const int tok = (c0 + min(j, nc - 1)) * s->stride + t;
-      int phys = s->table[tok / BLOCK_SIZE];
-      if (phys < 0 || phys >= s->num_blocks) bad[j] = 1, phys = 0;
-      kt[j] = s->k_cache + kv_tile((ulong)phys, s->kv_head, s->block_stride, s->head_stride);
-      off[j] = tok % BLOCK_SIZE;
-    }
-    __global const io_t *qt[XROWS];
-    for (int i = 0; i < XROWS; i++)
-      qt[i] = s->q + (ulong)((r0 + min(i, n - 1)) * s->stride + s->stride - 1 - t) * s->q_stride;
-    for (int d = 0; d < HEAD_SIZE; d += KV_X) {
-      floatX k[XCOLS];
-      for (int j = 0; j < XCOLS; j++) k[j] = KV_LOAD(KV_X, kt[j] + key_index(d, off[j], BLOCK_SIZE));
-      for (int i = 0; i < XROWS; i++) {
-        const floatX qv = IO_LOADX(qt[i], d);
-        for (int j = 0; j < XCOLS; j++) acc[i][j] = VDOT(KV_X, qv, k[j], acc[i][j]);
+  for (int i0 = 0; i0 < XROWS; i0 += XSUB)
+    for (int j0 = 0; j0 < XCOLS; j0 += XSUB) {
+      floatX va[XSUB][XSUB];
+#pragma unroll
+      for (int i = 0; i < XSUB; i++)
+#pragma unroll
+        for (int j = 0; j < XSUB; j++) va[i][j] = (floatX)(0.0f);
+      for (int t = 0; t < s->stride; t++) {
+        __global const kv_t *kt[XSUB];
+#pragma unroll
+        for (int j = 0; j < XSUB; j++) {
+          const int tok = (c0 + min(j0 + j, nc - 1)) * s->stride + t;
+          int phys = s->table[tok / BLOCK_SIZE];
+          if (phys < 0 || phys >= s->num_blocks) bad[j0 + j] = 1, phys = 0;
+          kt[j] = s->k_cache + kv_tile((ulong)phys, s->kv_head, s->block_stride, s->head_stride) +
+                  key_index(0, tok % BLOCK_SIZE, BLOCK_SIZE);
+        }
+        __global const io_t *qt[XSUB];
+#pragma unroll
+        for (int i = 0; i < XSUB; i++)
+          qt[i] = s->q + (ulong)((r0 + min(i0 + i, n - 1)) * s->stride + s->stride - 1 - t) *
+                             s->q_stride;
+        for (int d = 0; d < HEAD_SIZE; d += KV_X) {
+          floatX k[XSUB], qv[XSUB];
+#pragma unroll
+          for (int j = 0; j < XSUB; j++) /* key_index(d, o) = key_index(0, o) + d * BLOCK_SIZE */
+            k[j] = KV_LOAD(KV_X, kt[j] + d * BLOCK_SIZE);
+#pragma unroll
+          for (int i = 0; i < XSUB; i++) qv[i] = IO_LOADX(qt[i], d);
+#pragma unroll
+          for (int i = 0; i < XSUB; i++)
+#pragma unroll
+            for (int j = 0; j < XSUB; j++) va[i][j] = mad(qv[i], k[j], va[i][j]);
+        }
       }
+#pragma unroll
+      for (int i = 0; i < XSUB; i++)
+#pragma unroll
+        for (int j = 0; j < XSUB; j++) acc[i0 + i][j0 + j] = VSUM(KV_X, va[i][j]) * s->scale;
     }
-  }
-  for (int i = 0; i < XROWS; i++)
-    for (int j = 0; j < XCOLS; j++) acc[i][j] *= s->scale;
 }
 
 inline xattn_src xattn_src_of(__global const io_t *q, ulong q_stride, int head,
