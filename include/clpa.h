@@ -561,12 +561,12 @@ CLPA_API void clpa_cascade_params_init(clpa_cascade_params *p);
  * When it pays (the caller decides): a group sharing S tokens reads them
  * once instead of once per member, against a prefill launch and a merge.
  * Measured on PoCL (2 cores; 32/8 heads, head 128, f16; notes/perf.md):
- * 16 members sharing 2048 tokens with 64 of their own each 2.0x faster
- * than clpa_decode, 4 members 1.6x, 2 members sharing 1024 1.8x, 8 sharing
- * 4096 with 32 own 1.9x; 16 members sharing 256 with 256 own 0.96x. Rule:
- * cascade a group whose shared prefix is at least twice its members' own
- * tokens. Not yet measured on a GPU, where decode is bandwidth-bound and
- * the gain should follow the K/V bytes saved. The prefix runs in
+ * with the lanes decode kernel a group whose shared prefix was at least
+ * twice its members' own tokens ran 1.6-2.0x faster; since decode runs on
+ * the rows path there (3.6x faster) it does not pay on CPUs: 0.6-1.1x over
+ * the same groups (16 members sharing 2048 with 64 own each 0.79x, 4 of
+ * them 1.09x). Not yet measured on a GPU, where decode is bandwidth-bound
+ * and the gain should follow the K/V bytes saved. The prefix runs in
  * decode's precision: on prefill's mma path only when decode.path is
  * CLPA_DECODE_PATH_MMA (else tiles or rows), so the result is decode's.
  * Returns CLPA_OK, CLPA_ERR_INVALID_ARG (named: a group out of order or
