@@ -9,7 +9,7 @@ ldconfig
 mkdir -p /etc/OpenCL/vendors
 echo /usr/local/nvidia/lib64/libnvidia-opencl.so.1 > /etc/OpenCL/vendors/nvidia.icd
 export B=${B:-/tmp/clpa-build}
-[ -f "$B/build.ninja" ] || meson setup "$B" -Dclblast=disabled >/dev/null
+[ -f "$B/build.ninja" ] || meson setup "$B" --buildtype=release >/dev/null  # CLBlast when .gpu has it
 ninja -C "$B" >/dev/null
 "$B/tools/clpa-info"
 [ $# -gt 0 ] && eval "$@"

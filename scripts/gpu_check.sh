@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# The NVIDIA check, run on the lent GPU machine from the repository root with the
+# `.gpu` folder of Debian packages carried along (../shared/GPU.md says how to
+# fetch them: ocl-icd-libopencl1 ocl-icd-opencl-dev opencl-c-headers clinfo
+# libclblast1 libclblast-dev). scripts/gpu.sh installs the ICD loader and
+# NVIDIA's ICD file and builds release in /tmp/b; then this runs the cl and
+# tools suites on NVIDIA and the
+# standard benches, and writes everything under $OUT (or ./gpu-out):
+#   check.txt    suite summary, failures, bench JSON lines, clpa-info
+#   tests.txt    meson test's full output
+# Usage: scripts/gpu_check.sh [quick]   (quick: tests only, no benches)
+set -u
+OUT=${OUT:-$PWD/gpu-out}
+mkdir -p "$OUT"
+L=$OUT/check.txt
+: > "$L"
+export CLPA_DEVICE=${CLPA_DEVICE:-NVIDIA} XDG_CACHE_HOME=/tmp/clpa-cache B=/tmp/b
+"$(dirname "$0")/gpu.sh" true > /dev/null || { echo "set-up or build failed" >> "$L"; exit 1; }
+/tmp/b/tools/clpa-info --smoke >> "$L" 2>&1
+start=$(date +%s)
+timeout 420 meson test -C /tmp/b --num-processes 8 --print-errorlogs --suite cl --suite tools \
+  > "$OUT/tests.txt" 2>&1
+echo "tests rc=$? in $(( $(date +%s) - start )) s" >> "$L"
+grep -E "^ *[0-9]+/[0-9]+ |^not ok" "$OUT/tests.txt" >> "$L"
+[ "${1:-}" = quick ] && exit 0
+bench() { echo "== clpa-bench $*" >> "$L"; timeout 120 /tmp/b/tools/clpa-bench "$@" --json >> "$L" 2>&1; }
+bench decode --batch 1 --context 4096
+bench decode --batch 16 --context 4096
+bench decode --batch 64 --context 2048
+bench decode --kv-heads 32 --batch 32 --context 1024
+bench decode --batch 8 --context 32768
+bench decode --batch 16 --context 4096 --path mma
+bench prefill
+bench prefill --batch 1 --new-tokens 8192
+bench prefill --cached-tokens 6144
+bench xattn --tokens 8192,32768 --input structured
+echo "done in $(( $(date +%s) - start )) s" >> "$L"
