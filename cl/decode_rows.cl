@@ -75,6 +75,13 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void clpa_decode_rows(DE
     const int valid = phys >= 0 && phys < num_blocks;
     if (!valid) atomic_or(faults, CLPA_FAULT_BAD_BLOCK);
     __global const kv_t *kb = k_cache + kv_off + (ulong)(valid ? phys : 0) * block_stride;
+    if (b + 1 < b_end) { /* the next block's keys and values start coming now */
+      const int nx = table[b + 1];
+      if (nx >= 0 && nx < num_blocks) {
+        __global const uchar *nk = (__global const uchar *)(k_cache + kv_off + (ulong)nx * block_stride);
+        for (int o = 0; o < HEAD_SIZE * BLOCK_SIZE * KV_BYTES; o += 64) ROWS_PREFETCH(nk + o);
+      }
+    }
     for (int o0 = 0; o0 < NTG; o0 += TG) { /* TG key vectors: tokens VT (o0 .. o0 + TG) */
       float16 acc[TG][G];
       if (valid) ROWS_KEY_PRODUCTS(acc, TG, G, kb, o0, q16, kscale, BLOCK_SIZE);
@@ -147,6 +154,13 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void clpa_decode_rows(DE
           pv[k][c][r] = ok[k] ? CAT(vload, VB)(0, &lg[r][j0 + c * VB - t0]) : (floatB)(0.0f);
     }
     const int edge = !all_ok || b0 * BLOCK_SIZE < lo || (b0 + VBLK) * BLOCK_SIZE > t_end;
+    for (int k = 0; k < VBLK && b0 + VBLK + k < b_end; k++) { /* the next group's values */
+      const int nx = table[b0 + VBLK + k];
+      if (nx >= 0 && nx < num_blocks) {
+        __global const uchar *nv = (__global const uchar *)(v_cache + kv_off + (ulong)nx * block_stride);
+        for (int o = 0; o < HEAD_SIZE * BLOCK_SIZE * KV_BYTES; o += 64) ROWS_PREFETCH(nv + o);
+      }
+    }
     for (int d = 0; d < HEAD_SIZE; d++)
       for (int c = 0; c < BLOCK_SIZE / VB; c++) {
         floatB a[G];
@@ -160,7 +174,7 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void clpa_decode_rows(DE
             v = ok[k] ? select((floatB)(0.0f), v, jj >= lo && jj < t_end) : (floatB)(0.0f);
           }
 #pragma unroll
-          for (int r = 0; r < G; r++) a[r] = mad(pv[k][c][r], v, a[r]);
+          for (int r = 0; r < G; r++) a[r] = fma(pv[k][c][r], v, a[r]);
         }
 #pragma unroll
         for (int r = 0; r < G; r++) acc[r][d] = a[r];

@@ -289,7 +289,20 @@ inline floatT token_sums(float16 a) {
       _Pragma("unroll") for (int r_ = 0; r_ < (NR); r_++) {                                   \
         const float16 qv_ = (q16)[r_][c_];                                                    \
         _Pragma("unroll") for (int i_ = 0; i_ < (NV); i_++)(acc)[i_][r_] =                     \
-            mad(kk_[i_], qv_, (acc)[i_][r_]);                                                 \
+            fma(kk_[i_], qv_, (acc)[i_][r_]);                                                 \
       }                                                                                       \
     }                                                                                         \
   } while (0)
+
+/* A cache-line prefetch for the CPU rows paths (the blocks of a sequence
+ * lie anywhere, so the hardware prefetchers cannot guess the next one):
+ * clang's builtin where the compiler has it (OpenCL's prefetch() is a
+ * no-op in PoCL); nothing on NVIDIA or elsewhere. */
+#if defined(__has_builtin) && CLPA_LANES != 3
+#if __has_builtin(__builtin_prefetch)
+#define ROWS_PREFETCH(p) __builtin_prefetch(p)
+#endif
+#endif
+#ifndef ROWS_PREFETCH
+#define ROWS_PREFETCH(p) ((void)(p))
+#endif
