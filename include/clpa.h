@@ -563,7 +563,7 @@ CLPA_API void clpa_cascade_params_init(clpa_cascade_params *p);
  * Measured on PoCL (2 cores; 32/8 heads, head 128, f16; notes/perf.md):
  * with the lanes decode kernel a group whose shared prefix was at least
  * twice its members' own tokens ran 1.6-2.0x faster; since decode runs on
- * the rows path there (3.6x faster) it does not pay on CPUs: 0.6-1.1x over
+ * the rows path there (3.6x faster then, 4.7x now) it does not pay on CPUs: 0.6-1.1x over
  * the same groups (16 members sharing 2048 with 64 own each 0.79x, 4 of
  * them 1.09x). Not yet measured on a GPU, where decode is bandwidth-bound
  * and the gain should follow the K/V bytes saved. The prefix runs in
