@@ -69,6 +69,14 @@ int clpa_mma_native(const clpa_context *ctx) {
   return ctx->info.nv_compute_capability >= 80;
 }
 
+clpa_status clpa_mma_check(clpa_context *ctx) {
+  CLPA_CTX_CHECK(ctx, clpa_mma_native(ctx) == 0, CLPA_ERR_UNSUPPORTED,
+                 "path mma needs compute capability 8.0 on NVIDIA ('%s' has %d.%d)",
+                 ctx->info.name, ctx->info.nv_compute_capability / 10,
+                 ctx->info.nv_compute_capability % 10);
+  return CLPA_OK;
+}
+
 int clpa_lane_width(const clpa_context *ctx, int block_size) {
   switch (ctx->lanes) {
     case CLPA_LANES_NV_PTX: return 32;
@@ -97,11 +105,10 @@ static clpa_status pick_path(clpa_context *ctx, const clpa_decode_params *p, dec
   const int fits = (kv->dtype == CLPA_DTYPE_F16 || kv->dtype == CLPA_DTYPE_BF16) &&
                    kv->head_size % 32 == 0 && p->partition_size % 64 == 0 &&
                    mma_local_bytes(kv->head_size) <= ctx->info.local_mem_bytes;
-  const int native = clpa_mma_native(ctx);
-  CLPA_CTX_CHECK(ctx, p->path == CLPA_DECODE_PATH_MMA && native == 0, CLPA_ERR_UNSUPPORTED,
-                 "path mma needs compute capability 8.0 on NVIDIA ('%s' has %d.%d)",
-                 ctx->info.name, ctx->info.nv_compute_capability / 10,
-                 ctx->info.nv_compute_capability % 10);
+  if (p->path == CLPA_DECODE_PATH_MMA) {
+    clpa_status st = clpa_mma_check(ctx);
+    if (st != CLPA_OK) return st;
+  }
   CLPA_CTX_CHECK(ctx, p->path == CLPA_DECODE_PATH_MMA && !fits, CLPA_ERR_UNSUPPORTED,
                  "path mma needs an f16 or bf16 cache, a head size that is a multiple of 32 and"
                  " partitions of multiples of 64 tokens (cache %s, head_size %d, partition_size %d)",
@@ -114,18 +121,24 @@ static clpa_status pick_path(clpa_context *ctx, const clpa_decode_params *p, dec
   return CLPA_OK;
 }
 
+/* Query heads per work-group for the mma and rows kernels: the caller's,
+ * else every query head of a KV head, up to 16 (the largest divisor of
+ * qpk that is). */
+static int all_heads(const clpa_decode_params *p, int qpk) {
+  int g = p->heads_per_group;
+  for (int cand = 16; g == 0; cand--)
+    if (qpk % cand == 0) g = cand;
+  return g;
+}
+
 /* decode_rows.cl's plan: every query head of a KV head in one work-item
  * (up to 16), the tuning table's partition (or the caller's), shortened
  * while the logits would pass 64 KiB of private memory; v1 when one
  * partition holds the longest context. */
 static clpa_status plan_rows(clpa_context *ctx, const clpa_decode_params *p, decode_call *c,
                              int qpk, int max_ctx) {
-  const int bs = c->a.kv.block_size;
-  int g = p->heads_per_group;
-  for (int cand = 16; g == 0; cand--)
-    if (qpk % cand == 0) g = cand;
-  const int tuned = ctx->tuning.decode_partition > 0 ? ctx->tuning.decode_partition : DEFAULT_PARTITION;
-  int part = round_up(p->partition_size ? p->partition_size : tuned, bs);
+  const int bs = c->a.kv.block_size, g = all_heads(p, qpk);
+  int part = c->partition; /* the caller's or the table's, whole blocks */
   const int cap = 16384 / g / bs * bs; /* logits: g x part floats */
   if (part > cap) part = cap;
   const int parts = (max_ctx + part - 1) / part;
@@ -166,9 +179,7 @@ static clpa_status plan(clpa_context *ctx, const clpa_decode_params *p, decode_c
   const int max_ctx = p->max_context_len > 0 ? p->max_context_len : 1;
   if (c->rows) return plan_rows(ctx, p, c, qpk, max_ctx);
   if (c->mma) { /* every query head of a KV head in one work-group, up to 16 */
-    int g = p->heads_per_group;
-    for (int cand = 16; g == 0; cand--)
-      if (qpk % cand == 0) g = cand;
+    const int g = all_heads(p, qpk);
     fill_device(p, c, (long)p->num_seqs * (p->num_heads / g), max_ctx, cus, 64);
     const int parts = (max_ctx + c->partition - 1) / c->partition;
     c->v2 = p->variant == CLPA_DECODE_V2 || (p->variant == CLPA_DECODE_AUTO && parts > 1);

@@ -173,6 +173,9 @@ int clpa_lane_width(const clpa_context *ctx, int block_size);
  * later); 0: on NVIDIA before 8.0 they cannot build; -1: elsewhere, where
  * a forced one runs emulated. */
 int clpa_mma_native(const clpa_context *ctx);
+/* A forced tensor-core path: CLPA_OK, or CLPA_ERR_UNSUPPORTED on NVIDIA
+ * before 8.0 (the message names the device). */
+clpa_status clpa_mma_check(clpa_context *ctx);
 
 /* The launch path (launch.c). */
 /* A kernel family's kernel `name`, built for spec (the family's spec

@@ -89,8 +89,9 @@ static size_t mma_local_bytes(int head_size, int keys, int emulated) {
          sizeof(int) * (size_t)keys + 4 * (emulated ? 6 * PREFILL_THREADS : 1) + 64;
 }
 
-/* The mma path's shape: 64 rows (4 warps of 16), 64 keys a tile where
- * they fit local memory, else 32. */
+/* The mma path's shape: 64 rows (4 warps of 16); keys per tile the
+ * caller's, else the tuning table's, else 32 (refused where they do not
+ * fit local memory). */
 static clpa_status pick_mma(clpa_context *ctx, const clpa_prefill_params *p,
                             const clpa_kv_layout *kv, int *rows, int *keys) {
   CLPA_CTX_CHECK(ctx, !mma_applies(kv), CLPA_ERR_UNSUPPORTED,
@@ -101,10 +102,8 @@ static clpa_status pick_mma(clpa_context *ctx, const clpa_prefill_params *p,
   CLPA_CTX_CHECK(ctx, p->keys_per_tile != 0 && p->keys_per_tile != 32 && p->keys_per_tile != 64,
                  CLPA_ERR_INVALID_ARG, "keys_per_tile = %d (the mma path: 0 = auto, 32 or 64)",
                  p->keys_per_tile);
-  CLPA_CTX_CHECK(ctx, clpa_mma_native(ctx) == 0, CLPA_ERR_UNSUPPORTED,
-                 "path mma needs compute capability 8.0 on NVIDIA ('%s' has %d.%d)",
-                 ctx->info.name, ctx->info.nv_compute_capability / 10,
-                 ctx->info.nv_compute_capability % 10);
+  clpa_status st = clpa_mma_check(ctx);
+  if (st != CLPA_OK) return st;
   const int emulated = ctx->lanes != CLPA_LANES_NV_PTX;
   const uint64_t lmem = ctx->info.local_mem_bytes;
   const int table = p->path == CLPA_PREFILL_AUTO && ctx->tuning.prefill_path == CLPA_PREFILL_MMA &&
