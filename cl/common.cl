@@ -84,10 +84,11 @@ inline float vsum4(float4 a) { return (a.s0 + a.s1) + (a.s2 + a.s3); }
 inline float vsum8(float8 a) { return vsum4(a.lo) + vsum4(a.hi); }
 inline float vsum16(float16 a) { return vsum8(a.lo) + vsum8(a.hi); }
 #define VSUM(n, a) CAT(vsum, n)(a)
-inline float vmax8(float8 a) {
-  const float4 b = fmax(a.lo, a.hi);
-  return fmax(fmax(b.s0, b.s1), fmax(b.s2, b.s3));
-}
+/* The largest lane. */
+inline float vmax1(float a) { return a; }
+inline float vmax2(float2 a) { return fmax(a.s0, a.s1); }
+inline float vmax4(float4 a) { return fmax(vmax2(a.lo), vmax2(a.hi)); }
+inline float vmax8(float8 a) { return vmax4(fmax(a.lo, a.hi)); }
 inline float vmax16(float16 a) { return vmax8(fmax(a.lo, a.hi)); }
 /* acc + a . b as a chain of mads. */
 inline float vdot1(float a, float b, float acc) { return mad(a, b, acc); }

@@ -109,15 +109,7 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void clpa_decode_rows(DE
   }
 
   /* ---- 2. softmax over the partition ---- */
-  for (int r = 0; r < G; r++) {
-#if VT == 1
-    m[r] = mv[r];
-#elif VT == 2
-    m[r] = fmax(mv[r].s0, mv[r].s1);
-#else
-    m[r] = fmax(fmax(mv[r].s0, mv[r].s1), fmax(mv[r].s2, mv[r].s3));
-#endif
-  }
+  for (int r = 0; r < G; r++) m[r] = CAT(vmax, VT)(mv[r]);
   const int n = (b_end - b_begin) * BLOCK_SIZE;
   float l[G];
   for (int r = 0; r < G; r++) {
