@@ -23,6 +23,7 @@ timeout 420 meson test -C /tmp/b --num-processes 8 --print-errorlogs --suite cl 
 echo "tests rc=$? in $(( $(date +%s) - start )) s" >> "$L"
 grep -E "^ *[0-9]+/[0-9]+ |^not ok" "$OUT/tests.txt" >> "$L"
 [ "${1:-}" = quick ] && exit 0
+export XDG_CACHE_HOME=/tmp/clpa-cache-bench # only the benches' builds, for the audit
 bench() { echo "== clpa-bench $*" >> "$L"; timeout 120 /tmp/b/tools/clpa-bench "$@" --json >> "$L" 2>&1; }
 bench decode --batch 1 --context 4096
 bench decode --batch 16 --context 4096
@@ -35,3 +36,5 @@ bench prefill --batch 1 --new-tokens 8192
 bench prefill --cached-tokens 6144
 bench xattn --tokens 8192,32768 --input structured
 echo "done in $(( $(date +%s) - start )) s" >> "$L"
+# registers and spills of the hot kernels (PTX from the binary cache through ptxas)
+python3 "$(dirname "$0")/ptx_audit.py" "$XDG_CACHE_HOME" "$OUT/ptx" clpa_prefill_mma clpa_paged_attention >> "$L" 2>&1
