@@ -141,6 +141,47 @@ inline void mma_copy_wait(void) {
 #endif
 }
 
+/* B fragments from local memory (ldmatrix on NVIDIA: one instruction
+ * for two k-steps' operands, where each would take two 32-bit reads):
+ * the matrix is rows row0 .. row0 + 7 of `tile` (`stride` 32-bit words a
+ * row, every row 16-byte aligned), one row per column of B; component c
+ * of the result is the register of the 8 x 8 submatrix at words word0 +
+ * 4 c .. + 3: lane l gets word word0 + 4 c + l % 4 of row row0 + l / 4,
+ * which is b.x, b.y of k-step word0 / 8 (c = 0, 1) and of the next one
+ * (c = 2, 3) when a row holds B's k index in order. mma_ldm2 reads c = 0,
+ * 1 only. Volatile: the data changes between calls at the same address
+ * (barriers and cp.async order them, not the operands). */
+inline uint4 mma_ldm4(__local const uint *tile, int stride, int row0, int word0) {
+  const int lane = get_local_id(0) % 32;
+#if MMA_PTX
+  __local const uint *p = tile + (row0 + lane % 8) * stride + word0 + lane / 8 * 4;
+  uint4 r;
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+               : "r"((uint)(size_t)p));
+  return r;
+#else
+  __local const uint *p = tile + (row0 + lane / 4) * stride + word0 + lane % 4;
+  return (uint4)(p[0], p[4], p[8], p[12]);
+#endif
+}
+
+inline uint2 mma_ldm2(__local const uint *tile, int stride, int row0, int word0) {
+  const int lane = get_local_id(0) % 32;
+#if MMA_PTX
+  /* lanes 0-15 give the addresses (the others' are ignored but must be valid) */
+  __local const uint *p = tile + (row0 + lane % 8) * stride + word0 + lane / 8 % 2 * 4;
+  uint2 r;
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];"
+               : "=r"(r.x), "=r"(r.y)
+               : "r"((uint)(size_t)p));
+  return r;
+#else
+  __local const uint *p = tile + (row0 + lane / 4) * stride + word0 + lane % 4;
+  return (uint2)(p[0], p[4]);
+#endif
+}
+
 /* exp2 on the path's probabilities: ex2.approx on NVIDIA (2 ulp). */
 #if MMA_PTX
 #define MMA_EXP2(x) native_exp2(x)

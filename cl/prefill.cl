@@ -467,16 +467,25 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void clpa_prefill_rows(
  * lanes that share a row) and O += P V with P rounded to the operand
  * type. As in FlashAttention-2 the copies overlap the products: the
  * values of a tile arrive while S is computed, the next tile's keys while
- * P V is (cp.async on NVIDIA). Tiles that need no mask (keys inside every
- * row's range, valid blocks, no block mask) skip the per-element
- * masking. Same arguments, masks and results as clpa_prefill_paged.
+ * P V is (cp.async on NVIDIA); with STAGES = 2 (where local memory holds
+ * two tiles) the next tile's keys and values both arrive while the whole
+ * tile is computed, one barrier a tile. Operands come out of local
+ * memory through ldmatrix (mma_ldm4). Tiles that need no mask (keys
+ * inside every row's range, valid blocks, no block mask) skip the
+ * per-element masking; the output is rescaled only where a row's maximum
+ * moved. Same arguments, masks and results as clpa_prefill_paged.
  *
- * Local memory: BK * (HEAD_SIZE + 8) + HEAD_SIZE * (BK + 8) halves.
+ * Local memory: STAGES * (BK * (HEAD_SIZE + 8) + HEAD_SIZE * (BK + 8))
+ * halves.
  */
 #define WARPS (NUM_THREADS / 32)
-#if ROWS != 16 * WARPS || NUM_THREADS % 32 || NUM_THREADS % BK || BK % 16 || HEAD_SIZE % 16 || \
-    BLOCK_SIZE % 8 || (BK % BLOCK_SIZE && BLOCK_SIZE % BK)
-#error "prefill mma shape: 16 rows a warp, BK and HEAD_SIZE multiples of 16, BLOCK_SIZE of 8"
+#ifndef CLPA_STAGES
+#define CLPA_STAGES 1
+#endif
+#define STAGES CLPA_STAGES /* key and value tiles in flight: 1 or 2 */
+#if ROWS != 16 * WARPS || NUM_THREADS % 32 || NUM_THREADS % BK || BK % 32 || HEAD_SIZE % 16 || \
+    BLOCK_SIZE % 8 || (BK % BLOCK_SIZE && BLOCK_SIZE % BK) || (STAGES != 1 && STAGES != 2)
+#error "prefill mma shape: 16 rows a warp, BK of 32, HEAD_SIZE of 16, BLOCK_SIZE of 8, 1-2 stages"
 #endif
 #if KV_BYTES != 2
 #error "prefill mma: the cache must be f16 or bf16"
@@ -487,6 +496,8 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void clpa_prefill_rows(
 #define KROW (HEAD_SIZE / 2 + 4) /* 32-bit words per key row in local memory */
 #define VROW (BK / 2 + 4)        /* 32-bit words per value row */
 #define PART (BLOCK_SIZE < BK ? BLOCK_SIZE : BK) /* keys of one cache block in a tile */
+#define KTILE (BK * KROW / 4)        /* uint4 of a key tile */
+#define VTILE (HEAD_SIZE * VROW / 4) /* uint4 of a value tile */
 #define LOG2E 1.4426950408889634f
 
 /* Tile k0's keys into k_s and their flags into kok: keys outside [k_lo,
@@ -574,12 +585,11 @@ inline int mma_next_tile(int k0, int k_end, int sparse, __global const uchar *m0
 
 __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_prefill_mma(
     PREFILL_ARGS) {
-  __local uint4 k_s[BK * KROW / 4];
-  __local uint4 v_s[HEAD_SIZE * VROW / 4];
+  __local uint4 k_s[STAGES * KTILE];
+  __local uint4 v_s[STAGES * VTILE];
   __local uint xch[MMA_XCH];
-  __local int kok[BK];
+  __local int kok[STAGES * BK];
   __local int any_kept;
-  __local const uint *kw = (__local const uint *)k_s, *vw = (__local const uint *)v_s;
   (void)k_scale, (void)v_scale, (void)k_scales, (void)v_scales; /* no fp8 here */
 
   const int lid = get_local_id(0), lane = lid % 32, warp = lid / 32, g = lane / 4, t = lane % 4;
@@ -639,21 +649,43 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
   for (int n = 0; n < DTILES; n++) o[n] = (float4)(0.0f);
 
   int k0 = mma_next_tile(k_lo / BK * BK, k_end, sparse, mrow[0], mrow[1], mask_block, &any_kept);
-  if (k0 < k_end)
+  if (k0 < k_end) {
     mma_load_keys(k_s, kok, k_cache, table, k0, k_lo, k_end, num_blocks, kv_head, block_stride,
                   head_stride, faults);
-  while (k0 < k_end) {
-    /* ---- 2. keys here; values on their way ---- */
-    mma_copy_wait();
-    barrier(CLK_LOCAL_MEM_FENCE);
+#if STAGES == 2
     mma_load_values(v_s, v_cache, table, k0, k_lo, k_end, num_blocks, kv_head, block_stride,
                     head_stride);
+#endif
+  }
+  for (int stage = 0; k0 < k_end; stage = STAGES - 1 - stage) {
+    __local uint4 *ks_s = k_s + stage * KTILE, *vs_s = v_s + stage * VTILE;
+    __local const int *ok = kok + stage * BK;
+    __local const uint *kw = (__local const uint *)ks_s, *vw = (__local const uint *)vs_s;
+    /* ---- 2. keys here (and values, with 2 stages); the next ones on their way ---- */
+    mma_copy_wait();
+#if STAGES == 2
+    mma_fix_values(vs_s, k0, k_lo, k_end);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    const int next =
+        mma_next_tile(k0 + BK, k_end, sparse, mrow[0], mrow[1], mask_block, &any_kept);
+    if (next < k_end) {
+      const int o1 = 1 - stage;
+      mma_load_keys(k_s + o1 * KTILE, kok + o1 * BK, k_cache, table, next, k_lo, k_end,
+                    num_blocks, kv_head, block_stride, head_stride, faults);
+      mma_load_values(v_s + o1 * VTILE, v_cache, table, next, k_lo, k_end, num_blocks, kv_head,
+                      block_stride, head_stride);
+    }
+#else
+    barrier(CLK_LOCAL_MEM_FENCE);
+    mma_load_values(vs_s, v_cache, table, k0, k_lo, k_end, num_blocks, kv_head, block_stride,
+                    head_stride);
+#endif
 
     /* Whether every score of the tile counts: all keys inside every row's
      * range and in valid blocks, no block mask. */
     int full = !sparse && k0 >= k_lo && k0 + BK <= k_end && (!causal || k0 + BK - 1 <= p_lo) &&
                (window <= 0 || p_hi - k0 < window);
-    for (int b = 0; b < BK && full; b += PART) full = kok[b];
+    for (int b = 0; b < BK && full; b += PART) full = ok[b];
     const int keep0 = !sparse || (mrow[0] && mrow[0][k0 / mask_block]);
     const int keep1 = !sparse || (mrow[1] && mrow[1][k0 / mask_block]);
 
@@ -662,10 +694,16 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
     MMA_UNROLL
     for (int n = 0; n < STILES; n++) {
       float4 acc = (float4)(0.0f);
-      __local const uint *kr = kw + (n * 8 + g) * KROW + t;
       MMA_UNROLL
-      for (int ks = 0; ks < KSTEPS; ks++)
-        acc = mma_16816(acc, qa[ks], (uint2)(kr[ks * 8], kr[ks * 8 + 4]), xch);
+      for (int ks = 0; ks < KSTEPS; ks += 2) {
+        if (ks + 1 < KSTEPS) {
+          const uint4 b = mma_ldm4(kw, KROW, n * 8, ks * 8);
+          acc = mma_16816(acc, qa[ks], b.xy, xch);
+          acc = mma_16816(acc, qa[ks + 1], b.zw, xch);
+        } else {
+          acc = mma_16816(acc, qa[ks], mma_ldm2(kw, KROW, n * 8, ks * 8), xch);
+        }
+      }
       sc[n] = acc;
     }
 
@@ -682,7 +720,7 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
           float v = x[i] * scale;
           if (soft_cap > 0.0f) v = soft_cap * tanh(v / soft_cap);
           v += slope[h] * (float)(j - pos[h]);
-          const int masked = !full && (!live[h] || !(h ? keep1 : keep0) || !kok[k] ||
+          const int masked = !full && (!live[h] || !(h ? keep1 : keep0) || !ok[k] ||
                                        (causal && j > pos[h]) ||
                                        (window > 0 && pos[h] - j >= window));
           x[i] = masked ? -INFINITY : v * LOG2E;
@@ -696,25 +734,31 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
     uint4 pa[BK / 16];
     MMA_SOFTMAX_STEP(sc, STILES, m2, l, alpha, pa, xch);
 
+#if STAGES == 1
     /* ---- 6. values here; the next tile's keys on their way ---- */
     mma_copy_wait();
-    mma_fix_values(v_s, k0, k_lo, k_end);
+    mma_fix_values(vs_s, k0, k_lo, k_end);
     barrier(CLK_LOCAL_MEM_FENCE);
     const int next =
         mma_next_tile(k0 + BK, k_end, sparse, mrow[0], mrow[1], mask_block, &any_kept);
     if (next < k_end)
       mma_load_keys(k_s, kok, k_cache, table, next, k_lo, k_end, num_blocks, kv_head,
                     block_stride, head_stride, faults);
+#endif
 
     /* ---- 7. O = O alpha + P V: dimension n * 8 + g is column g of n-tile n ---- */
+    if (alpha[0] != 1.0f || alpha[1] != 1.0f) {
+      MMA_UNROLL
+      for (int n = 0; n < DTILES; n++) o[n] *= (float4)(alpha[0], alpha[0], alpha[1], alpha[1]);
+    }
     MMA_UNROLL
     for (int n = 0; n < DTILES; n++) {
-      float4 acc = o[n] * (float4)(alpha[0], alpha[0], alpha[1], alpha[1]);
-      __local const uint *vr = vw + (n * 8 + g) * VROW + t;
       MMA_UNROLL
-      for (int ks = 0; ks < BK / 16; ks++)
-        acc = mma_16816(acc, pa[ks], (uint2)(vr[ks * 8], vr[ks * 8 + 4]), xch);
-      o[n] = acc;
+      for (int ks = 0; ks < BK / 16; ks += 2) {
+        const uint4 b = mma_ldm4(vw, VROW, n * 8, ks * 8);
+        o[n] = mma_16816(o[n], pa[ks], b.xy, xch);
+        o[n] = mma_16816(o[n], pa[ks + 1], b.zw, xch);
+      }
     }
     k0 = next;
   }

@@ -448,8 +448,9 @@ typedef struct clpa_prefill_params {
   cl_mem lse, alibi_slopes, sinks; /* optional */
   /* Path and shape (0 = the heuristic below; forced for tests and
    * benchmarks): query rows (token x query head pairs of one KV head) per
-   * work-group, 8, 16, 32 or 64 for tiles, 1, 2, 4, 8 or 16 for rows; keys
-   * per tile, 8, 16, 32 or 64 (tiles only). */
+   * work-group, 8, 16, 32 or 64 for tiles, 1, 2, 4, 8 or 16 for rows, 64
+   * or 128 for mma; keys per tile, 8, 16, 32 or 64 for tiles, 32 or 64 for
+   * mma. */
   clpa_prefill_path path;
   int32_t rows_per_group, keys_per_tile;
   /* Block-sparse prefill (XAttention's mask, clpa_xattn.h), or NULL: uint8

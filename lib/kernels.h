@@ -46,6 +46,7 @@ typedef struct clpa_prefill_spec {
   int32_t num_threads; /* work-group size */
   int32_t rows, keys;  /* query rows per work-group, keys per tile */
   int32_t path;        /* clpa_prefill_path: 1 tiles, 2 rows, 3 mma */
+  int32_t stages;      /* mma: key and value tiles in flight (1 or 2) */
 } clpa_prefill_spec;
 
 /* merge.cl: clpa_merge_states. */

@@ -82,23 +82,35 @@ static int mma_applies(const clpa_kv_layout *kv) {
   return (kv->dtype == CLPA_DTYPE_F16 || kv->dtype == CLPA_DTYPE_BF16) && kv->head_size % 16 == 0;
 }
 
-/* cl/prefill.cl's clpa_prefill_mma: keys and values in f16/bf16 rows
- * padded by 8 elements, key flags, and mma.cl's scratch when emulated. */
-static size_t mma_local_bytes(int head_size, int keys, int emulated) {
-  return 2 * ((size_t)keys * (head_size + 8) + (size_t)head_size * (keys + 8)) +
-         sizeof(int) * (size_t)keys + 4 * (emulated ? 6 * PREFILL_THREADS : 1) + 64;
+/* cl/prefill.cl's clpa_prefill_mma, with `stages` tiles in flight: keys
+ * and values in f16/bf16 rows padded by 8 elements, key flags, and
+ * mma.cl's scratch when emulated (2 work-items a row). */
+static size_t mma_local_bytes(int head_size, int rows, int keys, int stages, int emulated) {
+  const size_t tile = 2 * ((size_t)keys * (head_size + 8) + (size_t)head_size * (keys + 8));
+  return stages * (tile + sizeof(int) * (size_t)keys) + 4 * (emulated ? 12 * rows : 1) + 64;
 }
 
-/* The mma path's shape: 64 rows (4 warps of 16); keys per tile the
- * caller's, else the tuning table's, else 32 (refused where they do not
- * fit local memory). */
+/* Two tiles in flight (the next one's copies overlap the whole tile's
+ * products) where local memory holds them, else one. Emulated, the
+ * choice NVIDIA's 48 KiB would make, so that tests elsewhere run both. */
+static int mma_stages(const clpa_context *ctx, int head_size, int rows, int keys) {
+  const int emulated = ctx->lanes != CLPA_LANES_NV_PTX;
+  const uint64_t lmem = emulated ? 48 * 1024 : ctx->info.local_mem_bytes;
+  return mma_local_bytes(head_size, rows, keys, 2, 0) <= lmem ? 2 : 1;
+}
+
+/* The mma path's shape: rows the caller's, else the table's, else 64 (4
+ * warps of 16, 2 work-items a row); keys per tile the caller's, else the
+ * tuning table's, else 32 (refused where they do not fit local memory). */
 static clpa_status pick_mma(clpa_context *ctx, const clpa_prefill_params *p,
                             const clpa_kv_layout *kv, int *rows, int *keys) {
   CLPA_CTX_CHECK(ctx, !mma_applies(kv), CLPA_ERR_UNSUPPORTED,
                  "path mma needs an f16 or bf16 cache and a head size that is a multiple of 16"
                  " (cache %s, head_size %d)", clpa_dtype_name(kv->dtype), kv->head_size);
-  CLPA_CTX_CHECK(ctx, p->rows_per_group != 0 && p->rows_per_group != 64, CLPA_ERR_INVALID_ARG,
-                 "rows_per_group = %d (the mma path: 0 = auto or 64)", p->rows_per_group);
+  CLPA_CTX_CHECK(ctx, p->rows_per_group != 0 && p->rows_per_group != 64 &&
+                          p->rows_per_group != 128,
+                 CLPA_ERR_INVALID_ARG, "rows_per_group = %d (the mma path: 0 = auto, 64 or 128)",
+                 p->rows_per_group);
   CLPA_CTX_CHECK(ctx, p->keys_per_tile != 0 && p->keys_per_tile != 32 && p->keys_per_tile != 64,
                  CLPA_ERR_INVALID_ARG, "keys_per_tile = %d (the mma path: 0 = auto, 32 or 64)",
                  p->keys_per_tile);
@@ -108,9 +120,11 @@ static clpa_status pick_mma(clpa_context *ctx, const clpa_prefill_params *p,
   const uint64_t lmem = ctx->info.local_mem_bytes;
   const int table = p->path == CLPA_PREFILL_AUTO && ctx->tuning.prefill_path == CLPA_PREFILL_MMA &&
                     (ctx->tuning.prefill_keys == 32 || ctx->tuning.prefill_keys == 64);
-  *rows = 64; /* 32 keys: the H100 ran 13 % faster than with 64 (notes/perf.md) */
+  const int table_rows = table && (ctx->tuning.prefill_rows == 64 || ctx->tuning.prefill_rows == 128);
+  *rows = p->rows_per_group ? p->rows_per_group : table_rows ? ctx->tuning.prefill_rows : 64;
+  /* 32 keys: the H100 ran 13 % faster than with 64 (notes/perf.md) */
   *keys = p->keys_per_tile ? p->keys_per_tile : table ? ctx->tuning.prefill_keys : 32;
-  CLPA_CTX_CHECK(ctx, mma_local_bytes(kv->head_size, *keys, emulated) > lmem,
+  CLPA_CTX_CHECK(ctx, mma_local_bytes(kv->head_size, *rows, *keys, 1, emulated) > lmem,
                  CLPA_ERR_UNSUPPORTED, "the mma path's tile of %d keys x head_size %d does not fit"
                  " %llu bytes of local memory", *keys, kv->head_size, (unsigned long long)lmem);
   return CLPA_OK;
@@ -170,8 +184,25 @@ static clpa_status pick_tiles(clpa_context *ctx, const clpa_prefill_params *p,
   return CLPA_OK;
 }
 
+/* A row tile of the plan and the end of the keys it walks (its last
+ * position + 1). */
+typedef struct plan_tile {
+  int64_t end;
+  int32_t seq, r0;
+} plan_tile;
+
+/* Longest first, then by sequence and row: a total order, so the same
+ * plan every time. */
+static int longest_first(const void *a, const void *b) {
+  const plan_tile *x = a, *y = b;
+  if (x->end != y->end) return x->end > y->end ? -1 : 1;
+  if (x->seq != y->seq) return x->seq < y->seq ? -1 : 1;
+  return x->r0 < y->r0 ? -1 : x->r0 > y->r0;
+}
+
 /* The per-sequence info (first token, new_len, cached_len) and the work
- * list of row tiles (sequence, first row), as device buffers. */
+ * list of row tiles (sequence, first row), longest first, as device
+ * buffers. */
 static clpa_status upload_plan(clpa_context *ctx, const clpa_prefill_params *p, int qpk, int rows,
                                cl_mem *info, cl_mem *work, size_t *num_tiles) {
   size_t tiles = 0;
@@ -183,17 +214,28 @@ static clpa_status upload_plan(clpa_context *ctx, const clpa_prefill_params *p, 
   if (tiles == 0) return CLPA_OK;
   int32_t *hi = malloc(sizeof(int32_t) * 3 * (size_t)p->num_seqs);
   int32_t *hw = malloc(sizeof(int32_t) * 2 * tiles);
-  if (!hi || !hw) {
-    free(hi), free(hw);
+  plan_tile *pt = malloc(sizeof(plan_tile) * tiles);
+  if (!hi || !hw || !pt) {
+    free(hi), free(hw), free(pt);
     return CLPA_FAIL(ctx->error, CLPA_ERR_OUT_OF_MEMORY, "out of memory for %zu tiles", tiles);
   }
   size_t t = 0;
   for (int32_t s = 0; s < p->num_seqs; s++) {
     const int32_t new_len = p->cu_seqlens_q[s + 1] - p->cu_seqlens_q[s];
     hi[3 * s] = p->cu_seqlens_q[s], hi[3 * s + 1] = new_len, hi[3 * s + 2] = p->cached_lens[s];
-    for (int64_t r0 = 0; r0 < (int64_t)new_len * qpk; r0 += rows, t++)
-      hw[2 * t] = s, hw[2 * t + 1] = (int32_t)r0;
+    const int64_t nrows = (int64_t)new_len * qpk;
+    for (int64_t r0 = 0; r0 < nrows; r0 += rows, t++) {
+      const int64_t last = (r0 + rows < nrows ? r0 + rows : nrows) - 1; /* its last row */
+      const int64_t end = p->cached_lens[s] + (p->causal ? last / qpk + 1 : new_len);
+      pt[t] = (plan_tile){end, s, (int32_t)r0};
+    }
   }
+  /* Longest first, as FlashAttention-2 orders causal tiles: the short ones
+   * then fill the compute units as the long ones finish, instead of a last
+   * wave of long tiles running alone. */
+  qsort(pt, tiles, sizeof *pt, longest_first);
+  for (t = 0; t < tiles; t++) hw[2 * t] = pt[t].seq, hw[2 * t + 1] = pt[t].r0;
+  free(pt);
   /* Buffers of their own, filled at creation: OpenCL keeps them alive
    * until the kernel is done, and the host arrays may be reused at once. */
   cl_int err;
@@ -238,7 +280,7 @@ static clpa_status launch(clpa_context *ctx, const clpa_prefill_params *p, const
       CLPA_ARG(cap),             CLPA_ARG(win),             CLPA_ARG(p->sinks),
       CLPA_ARG(causal),          CLPA_ARG(faults),          CLPA_ARG(p->block_mask),
       CLPA_ARG(mask_block),      CLPA_ARG(mask_qb),         CLPA_ARG(mask_kb)};
-  const size_t wg = rows_path ? 1 : PREFILL_THREADS;
+  const size_t wg = rows_path ? 1 : (size_t)spec->num_threads;
   const clpa_ndrange r = {2,
                           {tiles * wg, (size_t)a->kv.num_kv_heads},
                           {wg, 1},
@@ -303,8 +345,16 @@ static clpa_status clpa_prefill_impl(clpa_context *ctx, const clpa_prefill_param
                                                    p->event), "clEnqueueMarkerWithWaitList");
     return CLPA_OK;
   }
-  const clpa_prefill_spec spec = {a.kv.head_size,  a.kv.block_size, (int32_t)a.kv.dtype,
-                                  (int32_t)p->q_dtype, PREFILL_THREADS, rows, keys, path};
+  const int mma = path == CLPA_PREFILL_MMA;
+  const clpa_prefill_spec spec = {a.kv.head_size,
+                                  a.kv.block_size,
+                                  (int32_t)a.kv.dtype,
+                                  (int32_t)p->q_dtype,
+                                  mma ? 2 * rows : PREFILL_THREADS,
+                                  rows,
+                                  keys,
+                                  path,
+                                  mma ? mma_stages(ctx, a.kv.head_size, rows, keys) : 1};
   st = launch(ctx, p, &a, &spec, info, work, tiles);
   clReleaseMemObject(info);
   clReleaseMemObject(work);

@@ -70,8 +70,9 @@ static int parse(int argc, char **argv, prefill_args *a) {
        "auto (rows on CPUs, mma on NVIDIA where it\napplies, else tiles), tiles (local-memory\ntiles), "
        "rows (rows per work-item) or mma\n(tensor cores; emulated off NVIDIA, slow)",
        "auto", parse_path},
-      {"rows", CLI_INT, &a->rows, 0, 64, "N",
-       "query rows per work-group (tiles: 8, 16, 32,\n64; rows: 1, 2, 4, 8, 16); 0 picks", NULL, NULL},
+      {"rows", CLI_INT, &a->rows, 0, 128, "N",
+       "query rows per work-group (tiles: 8, 16, 32,\n64; rows: 1, 2, 4, 8, 16; mma: 64, 128); 0\npicks",
+       NULL, NULL},
       {"keys", CLI_INT, &a->keys, 0, 64, "N", "keys per tile (8, 16, 32, 64); 0 picks", NULL,
        NULL},
       {"tune", CLI_FLAG, &a->tune, 0, 0, NULL,
@@ -172,7 +173,8 @@ int bench_prefill(int argc, char **argv) {
                                   {CLPA_PREFILL_ROWS, 1, 0},    {CLPA_PREFILL_ROWS, 2, 0},
                                   {CLPA_PREFILL_ROWS, 4, 0},    {CLPA_PREFILL_ROWS, 8, 0},
                                   {CLPA_PREFILL_ROWS, 16, 0},   {CLPA_PREFILL_MMA, 64, 64},
-                                  {CLPA_PREFILL_MMA, 64, 32}};
+                                  {CLPA_PREFILL_MMA, 64, 32},   {CLPA_PREFILL_MMA, 128, 64},
+                                  {CLPA_PREFILL_MMA, 128, 32}};
     const double flops = (double)a.batch * a.heads *
                          (2.0 * a.head_size * L * L + 4.0 * a.head_size * (double)L * C);
     double best = 0;
