@@ -314,6 +314,10 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
 /* Key vectors sharing each query load: PTG x RG accumulators of 16 lanes. */
 #define PTG_ (RG >= 16 ? 1 : RG >= 8 ? 2 : 4)
 #define PTG (PTG_ < BLOCK_SIZE / VT ? PTG_ : BLOCK_SIZE / VT)
+#ifndef CLPA_KEY_BLOCKS
+#define CLPA_KEY_BLOCKS 4
+#endif
+#define GB CLPA_KEY_BLOCKS /* cache blocks a step: their P V products meet in registers */
 
 __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void clpa_prefill_rows(
     PREFILL_ARGS) {
@@ -360,64 +364,74 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void clpa_prefill_rows(
                                             (size_t)mask_kb
                          : NULL;
 
-  for (int b = k_lo / BLOCK_SIZE; b * BLOCK_SIZE < k_end; b++) {
-    /* Block-sparse: rows that drop this block's mask block; none keeps it: skip. */
-    int keep[RG], any = 0;
-    for (int r = 0; r < RG; r++) {
-      keep[r] = !block_mask || (r < rows && mrow[r][(b * BLOCK_SIZE) / mask_block]);
-      any |= keep[r];
-    }
-    if (!any) continue;
-    const int phys = table[b];
-    if (phys < 0 || phys >= num_blocks) {
-      atomic_or(faults, CLPA_FAULT_BAD_BLOCK);
-      continue; /* its keys are masked */
-    }
-    const ulong tile = kv_tile((ulong)phys, kv_head, block_stride, head_stride);
-    __global const kv_t *kb = k_cache + tile, *vb = v_cache + tile;
-    const int j0 = b * BLOCK_SIZE;
+  for (int b0 = k_lo / BLOCK_SIZE; b0 * BLOCK_SIZE < k_end; b0 += GB) {
+    /* The step's blocks that count: nv of them, with their value tiles and
+     * first tokens; the scores of block g at sc[r][g * BLOCK_SIZE ..]. */
+    __global const kv_t *vbs[GB];
+    int j0s[GB], nv = 0;
+    float sc[RG][GB * BLOCK_SIZE];
+    for (int b = b0; b < b0 + GB && b * BLOCK_SIZE < k_end; b++) {
+      /* Block-sparse: rows that drop this block's mask block; none keeps it: skip. */
+      int keep[RG], any = 0;
+      for (int r = 0; r < RG; r++) {
+        keep[r] = !block_mask || (r < rows && mrow[r][(b * BLOCK_SIZE) / mask_block]);
+        any |= keep[r];
+      }
+      if (!any) continue;
+      const int phys = table[b];
+      if (phys < 0 || phys >= num_blocks) {
+        atomic_or(faults, CLPA_FAULT_BAD_BLOCK);
+        continue; /* its keys are masked */
+      }
+      const ulong tile = kv_tile((ulong)phys, kv_head, block_stride, head_stride);
+      __global const kv_t *kb = k_cache + tile;
+      const int j0 = b * BLOCK_SIZE;
+      vbs[nv] = v_cache + tile, j0s[nv] = j0;
 
-    /* ---- 2. scores of the block's keys, per row: PTG key vectors (VT
-     * tokens each, kv.cl) share each query load ---- */
-    float sc[RG][BLOCK_SIZE];
-    for (int o0 = 0; o0 < BLOCK_SIZE / VT; o0 += PTG) {
-      float16 ka[PTG][RG];
-      ROWS_KEY_PRODUCTS(ka, PTG, RG, kb, o0, q16, kscale, BLOCK_SIZE);
+      /* ---- 2. scores of the block's keys, per row: PTG key vectors (VT
+       * tokens each, kv.cl) share each query load ---- */
+      for (int o0 = 0; o0 < BLOCK_SIZE / VT; o0 += PTG) {
+        float16 ka[PTG][RG];
+        ROWS_KEY_PRODUCTS(ka, PTG, RG, kb, o0, q16, kscale, BLOCK_SIZE);
 #pragma unroll
-      for (int i = 0; i < PTG; i++) {
-        const int j = j0 + (o0 + i) * VT; /* tokens j .. j + VT - 1 */
-        const intT jj = IOTAT + j;
+        for (int i = 0; i < PTG; i++) {
+          const int j = j0 + (o0 + i) * VT; /* tokens j .. j + VT - 1 */
+          const intT jj = IOTAT + j;
 #pragma unroll
-        for (int r = 0; r < RG; r++) {
-          floatT x = token_sums(ka[i][r]) * scale;
-          if (soft_cap > 0.0f) x = soft_cap * tanh(x / soft_cap);
-          if (alibi) x += slope[r] * CAT(TO_FLOAT, VT)(jj - pos[r]);
-          intT masked = (jj < k_lo) | (jj >= k_end);
-          if (causal) masked |= jj > pos[r];
-          if (window > 0) masked |= pos[r] - jj >= window;
-          x = keep[r] ? select(x, (floatT)(-INFINITY), masked) : (floatT)(-INFINITY);
+          for (int r = 0; r < RG; r++) {
+            floatT x = token_sums(ka[i][r]) * scale;
+            if (soft_cap > 0.0f) x = soft_cap * tanh(x / soft_cap);
+            if (alibi) x += slope[r] * CAT(TO_FLOAT, VT)(jj - pos[r]);
+            intT masked = (jj < k_lo) | (jj >= k_end);
+            if (causal) masked |= jj > pos[r];
+            if (window > 0) masked |= pos[r] - jj >= window;
+            x = keep[r] ? select(x, (floatT)(-INFINITY), masked) : (floatT)(-INFINITY);
 #if VT == 1
-          sc[r][j - j0] = x;
+            sc[r][nv * BLOCK_SIZE + j - j0] = x;
 #else
-          CAT(vstore, VT)(x, 0, &sc[r][j - j0]);
+            CAT(vstore, VT)(x, 0, &sc[r][nv * BLOCK_SIZE + j - j0]);
 #endif
+          }
         }
       }
+      nv++;
     }
+    if (nv == 0) continue;
 
-    /* ---- 3. online softmax over the block, per row ---- */
-    floatB pb[RG][BCH];
+    /* ---- 3. online softmax over the step's blocks, per row ---- */
+    floatB pb[RG][GB * BCH];
     for (int r = 0; r < RG; r++) {
       floatB bmv = VLOADB(&sc[r][0]);
-      for (int c = 1; c < BCH; c++) bmv = fmax(bmv, VLOADB(&sc[r][c * VB]));
+      for (int c = 1; c < nv * BCH; c++) bmv = fmax(bmv, VLOADB(&sc[r][c * VB]));
       const float mn = fmax(m[r], CAT(vmax, VB)(bmv));
       const float base = mn == -INFINITY ? 0.0f : mn; /* every score -inf: p = 0 */
       floatB sum = (floatB)(0.0f);
-      for (int c = 0; c < BCH; c++) {
-        pb[r][c] = exp(VLOADB(&sc[r][c * VB]) - base); /* e^(-inf) = 0 */
-        sum += pb[r][c];
+#pragma unroll
+      for (int c = 0; c < GB * BCH; c++) {
+        pb[r][c] = c < nv * BCH ? exp(VLOADB(&sc[r][c * VB]) - base) : (floatB)(0.0f);
+        sum += pb[r][c]; /* e^(-inf) = 0 */
       }
-      /* The old output's factor: 1 while the max stays (most blocks after the
+      /* The old output's factor: 1 while the max stays (most steps after the
        * first few), and then the accumulators are left alone. */
       if (mn > m[r]) {
         const float alpha = exp(m[r] - mn); /* 0 when m was -inf */
@@ -428,16 +442,29 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void clpa_prefill_rows(
       m[r] = mn;
     }
 
-    /* ---- 4. P V: each value row is contiguous over the block's tokens;
-     * slots past the context (or before the window) may hold NaN: zero them ---- */
+    /* ---- 4. P V: each value row is contiguous over a block's tokens; the
+     * step's products for one dimension meet in registers, then one add
+     * to each row's accumulator. Slots past the context (or before the
+     * window) may hold NaN: zero them ---- */
     for (int d = 0; d < HEAD_SIZE; d++) {
-      for (int c = 0; c < BCH; c++) {
-        floatB v = KV_LOADB(vb + value_index(d, c * VB, BLOCK_SIZE)) * vscale;
-        const intB jj = IOTAB + (j0 + c * VB);
-        v = select((floatB)(0.0f), v, jj >= k_lo && jj < k_end);
+      floatB t[RG];
 #pragma unroll
-        for (int r = 0; r < RG; r++) acc[r][d] = mad(pb[r][c], v, acc[r][d]);
+      for (int r = 0; r < RG; r++) t[r] = (floatB)(0.0f);
+#pragma unroll
+      for (int g = 0; g < GB; g++) {
+        if (g < nv) {
+#pragma unroll
+          for (int c = 0; c < BCH; c++) {
+            floatB v = KV_LOADB(vbs[g] + value_index(d, c * VB, BLOCK_SIZE)) * vscale;
+            const intB jj = IOTAB + (j0s[g] + c * VB);
+            v = select((floatB)(0.0f), v, jj >= k_lo && jj < k_end);
+#pragma unroll
+            for (int r = 0; r < RG; r++) t[r] = fma(pb[r][g * BCH + c], v, t[r]);
+          }
+        }
       }
+#pragma unroll
+      for (int r = 0; r < RG; r++) acc[r][d] += t[r];
     }
   }
 

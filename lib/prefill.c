@@ -201,8 +201,7 @@ static int longest_first(const void *a, const void *b) {
 }
 
 /* The per-sequence info (first token, new_len, cached_len) and the work
- * list of row tiles (sequence, first row), longest first, as device
- * buffers. */
+ * list of row tiles (sequence, first row), as device buffers. */
 static clpa_status upload_plan(clpa_context *ctx, const clpa_prefill_params *p, int qpk, int rows,
                                cl_mem *info, cl_mem *work, size_t *num_tiles) {
   size_t tiles = 0;
@@ -230,10 +229,13 @@ static clpa_status upload_plan(clpa_context *ctx, const clpa_prefill_params *p, 
       pt[t] = (plan_tile){end, s, (int32_t)r0};
     }
   }
-  /* Longest first, as FlashAttention-2 orders causal tiles: the short ones
-   * then fill the compute units as the long ones finish, instead of a last
-   * wave of long tiles running alone. */
-  qsort(pt, tiles, sizeof *pt, longest_first);
+  /* On GPUs longest first, as FlashAttention-2 orders causal tiles: the
+   * short ones then fill the compute units as the long ones finish,
+   * instead of a last wave of long tiles running alone. CPUs keep each
+   * sequence's tiles together, in order: consecutive tiles there reread
+   * the same keys from cache (PoCL, 8 x 2048: 0.138 TFLOP/s in this order,
+   * 0.120 longest first). */
+  if (!ctx->info.is_cpu) qsort(pt, tiles, sizeof *pt, longest_first);
   for (t = 0; t < tiles; t++) hw[2 * t] = pt[t].seq, hw[2 * t + 1] = pt[t].r0;
   free(pt);
   /* Buffers of their own, filled at creation: OpenCL keeps them alive
