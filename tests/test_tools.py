@@ -130,6 +130,9 @@ if doc:
        doc["bound"] == ("compute" if math_us > mem_us else "memory") and
        abs(doc["roofline_ratio"] - doc["floor_us"] / doc["us_per_call"]) <= 2e-3,
        "decode --json: the roofline floor and ratio from the measured ceilings", json.dumps(doc))
+    ok(doc.get("paged_read_gbps", 0) > 0 and
+       abs(doc["paged_ratio"] - doc["gbps"] / doc["paged_read_gbps"]) <= 2e-3 + 1e-3 * doc["paged_ratio"],
+       "decode --json: the paged-read probe's bandwidth and decode's ratio to it", json.dumps(doc))
 check_refused([BENCH, "decode", *TINY_DECODE, "--heads", "5"], "num_heads = 5")
 
 doc = check_json([BENCH, "decode", "--cold", "--repeats", "3", "--json", *TINY_DECODE], "decode",

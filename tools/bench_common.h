@@ -95,6 +95,7 @@ typedef struct bench_decode_shape {
   clpa_decode_variant variant;
   clpa_decode_path path;
   bench_lengths lengths;
+  int paged_probe; /* also time the paged-read probe (bench_decode_figures.paged_gbps) */
 } bench_decode_shape;
 
 typedef struct bench_decode_figures {
@@ -106,6 +107,7 @@ typedef struct bench_decode_figures {
   clpa_decode_path path;
   clpa_decode_variant variant;
   int32_t partition, hpg;
+  double paged_gbps; /* the paged-read probe's K/V GB/s (shape.paged_probe), 0 if not run */
 } bench_decode_figures;
 
 #define BENCH_MEASURED 0

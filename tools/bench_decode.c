@@ -101,6 +101,55 @@ static void inputs_free(decode_inputs *in) {
     if (all[i]) clReleaseMemObject(all[i]);
 }
 
+/* The paged-read probe (cl/smoke.cl's clpa_smoke_paged_read) over a
+ * call's own caches, tables and lengths. */
+typedef struct paged_arg {
+  cl_kernel k;
+  size_t global[3], local[3];
+} paged_arg;
+
+static clpa_status paged_once(clpa_context *ctx, const void *arg_, cl_event *event) {
+  const paged_arg *a = arg_;
+  cl_int err = clEnqueueNDRangeKernel(clpa_context_cl_queue(ctx), a->k, 3, NULL, a->global,
+                                      a->local, 0, NULL, event);
+  return err == CL_SUCCESS ? CLPA_OK : CLPA_ERR_OPENCL;
+}
+
+/* K/V bytes per second through the probe, in partitions of the decode's
+ * size (the whole context for v1), one work-item a work-group on CPUs
+ * (as the rows path), 64 elsewhere; 0 where it does not apply (tiles not
+ * whole 64-byte chunks) or failed. */
+static double paged_read_gbps(bench_env *env, const bench_decode_shape *s, const decode_inputs *in,
+                              int32_t bpseq, const bench_decode_figures *f,
+                              const bench_timing *t) {
+  const size_t tile = (size_t)s->block_size * s->head_size * clpa_dtype_size(s->dtype);
+  if (tile % 64) return 0;
+  const cl_int part_blocks = f->partition > 0 ? f->partition / s->block_size : bpseq;
+  const cl_int nparts = (bpseq + part_blocks - 1) / part_blocks, bs = s->block_size;
+  const cl_ulong block64 = tile / 64 * s->kv_heads;
+  const cl_int tile64 = (cl_int)(tile / 64);
+  const size_t wg = env->info.is_cpu ? 1 : 64;
+  paged_arg a = {NULL, {wg * s->kv_heads, (size_t)s->batch, (size_t)nparts}, {wg, 1, 1}};
+  cl_mem out = bench_buffer_quiet(env, NULL, sizeof(cl_uint));
+  cl_program prog;
+  cl_int err = CL_INVALID_VALUE;
+  double secs = 0, gbps = 0;
+  if (out && clpa_program_get(env->ctx, "smoke", "", &prog) == CLPA_OK)
+    a.k = clCreateKernel(prog, "clpa_smoke_paged_read", &err);
+  const void *vals[] = {&in->kc, &in->vc, &in->bt, &in->bl, &bpseq, &bs, &part_blocks, &block64,
+                        &tile64, &out};
+  const size_t sizes[] = {sizeof(cl_mem), sizeof(cl_mem), sizeof(cl_mem), sizeof(cl_mem),
+                          sizeof(cl_int), sizeof(cl_int), sizeof(cl_int), sizeof(cl_ulong),
+                          sizeof(cl_int), sizeof(cl_mem)};
+  for (cl_uint i = 0; err == CL_SUCCESS && i < sizeof sizes / sizeof *sizes; i++)
+    err = clSetKernelArg(a.k, i, sizes[i], vals[i]);
+  if (err == CL_SUCCESS && bench_measure(env, "paged read", paged_once, &a, t, &secs) == 0)
+    gbps = f->kv_bytes / secs / 1e9;
+  if (a.k) clReleaseKernel(a.k);
+  if (out) clReleaseMemObject(out);
+  return gbps;
+}
+
 static clpa_status decode_once(clpa_context *ctx, const void *arg, cl_event *event) {
   clpa_decode_params p = *(const clpa_decode_params *)arg;
   p.event = event;
@@ -200,6 +249,7 @@ int bench_decode_measure(bench_env *env, const bench_decode_shape *s, const benc
   if (bench_measure(env, "decode", decode_once, &p, t, &f->per_call)) goto done;
   if (clpa_context_check_faults(env->ctx, NULL) != CLPA_OK)
     WHY(BENCH_FAILED, "%s", clpa_context_last_error(env->ctx));
+  if (s->paged_probe) f->paged_gbps = paged_read_gbps(env, s, &in, bpseq, f, t);
   rc = BENCH_MEASURED;
 done:
   cli_progress_end();
@@ -219,7 +269,7 @@ typedef struct decode_args {
 /* Returns CLI_RUN or the exit status. */
 static int parse(int argc, char **argv, decode_args *a) {
   *a = (decode_args){{32, 8, 128, 16, 16, 4096, 0, 0, CLPA_DTYPE_F16, CLPA_DECODE_AUTO, CLPA_DECODE_PATH_AUTO,
-                      BENCH_LENGTHS_UNIFORM},
+                      BENCH_LENGTHS_UNIFORM, 1},
                      0, 0, 0, 30};
   bench_decode_shape *s = &a->s;
   const cli_opt opts[] = {
@@ -283,7 +333,8 @@ static int parse(int argc, char **argv, decode_args *a) {
       "JSON keys: op, device, lanes, mode, repeats, heads, kv_heads, head_size,\n"
       "block_size, batch, context, lengths, tokens, dtype, variant, partition,\n"
       "heads_per_group, us_per_call, kv_bytes, gbps, copy_gbps, ratio, flops,\n"
-      "fma_peak_tflops, floor_us, bound (memory or compute), roofline_ratio.",
+      "fma_peak_tflops, floor_us, bound (memory or compute), roofline_ratio,\n"
+      "paged_read_gbps, paged_ratio (where a block's tile is whole 64-byte chunks).",
   };
   int rc = cli_parse(&cmd, argc, argv);
   if (rc != CLI_RUN) return rc;
@@ -351,6 +402,10 @@ static void print_json(const decode_args *a, const bench_env *env, const bench_t
   cli_json_num(&j, "floor_us", r->floor_s * 1e6, 3);
   cli_json_str(&j, "bound", r->compute_bound ? "compute" : "memory");
   cli_json_num(&j, "roofline_ratio", r->floor_s / f->per_call, 4);
+  if (f->paged_gbps > 0) {
+    cli_json_num(&j, "paged_read_gbps", f->paged_gbps, 3);
+    cli_json_num(&j, "paged_ratio", gbps / f->paged_gbps, 4);
+  }
   cli_json_end(&j);
 }
 
@@ -381,6 +436,9 @@ static void print_table(const decode_args *a, const bench_env *env, const bench_
          r->flops / 1e9);
   printf("roofline    floor %.1f us (%s-bound); %.3f of it\n", r->floor_s * 1e6,
          r->compute_bound ? "compute" : "memory", r->floor_s / f->per_call);
+  if (f->paged_gbps > 0)
+    printf("paged read  %.2f GB/s (the same blocks read, nothing computed); %.3f of it\n",
+           f->paged_gbps, gbps / f->paged_gbps);
 }
 
 int bench_decode(int argc, char **argv) {
