@@ -15,9 +15,7 @@
  *
  * Grid:  (num_tiles * NUM_THREADS, num_kv_heads); work[t] = (s, R0) says
  *        which sequence and first row tile t takes (host-built).
- * Group: NUM_THREADS work-items; TPR = NUM_THREADS / ROWS of them share a
- *        row: each scores BK / TPR keys of a tile and owns HEAD_SIZE / TPR
- *        output dimensions (d = q + TPR * j).
+ * Group: NUM_THREADS work-items (the paths' own shapes below).
  *
  * Buffers (element counts):
  *   q            [total_new, q_stride]               head h at h * HEAD_SIZE
@@ -64,9 +62,6 @@
 #define NUM_THREADS CLPA_NUM_THREADS
 #define ROWS CLPA_ROWS
 #define BK CLPA_KEYS
-#define TPR (NUM_THREADS / ROWS)
-#define KPT (BK / TPR)        /* keys each work-item scores per tile */
-#define DPT (HEAD_SIZE / TPR) /* output dimensions each work-item owns */
 
 /* Every path's kernel takes the same arguments (lib/prefill.c sets them once). */
 #define PREFILL_ARGS                                                                            \
@@ -91,8 +86,32 @@ inline int key_block(__global const int *table, int j, int k_lo, int kv_end, int
 }
 
 #if CLPA_PREFILL_PATH == 1
-#if NUM_THREADS % ROWS || BK % TPR || HEAD_SIZE % TPR || HEAD_SIZE % 4 || BK % 4
-#error "prefill tile shape: ROWS must divide NUM_THREADS; TPR, BK and HEAD_SIZE must fit"
+/*
+ * clpa_prefill_paged — the portable path: f32 products from local memory
+ * in register tiles. The NUM_THREADS work-items form RGS row groups of CG
+ * (RGS = min(ROWS, 16)); work-item (rg, cg) scores TM rows (r = rg + RGS
+ * i) against TN keys of each tile (k = cg + CG j) with float4
+ * accumulators, and owns those rows' output dimensions cg, cg + CG, ...
+ * (float4s of them where HEAD_SIZE allows: dims 4 (cg + CG j) .. + 3).
+ * So each query vector read from local memory serves TN keys and each key
+ * vector TM rows (and in P V each value vector TM rows); rows of q_s and
+ * kv_s are padded by 4 floats, so the CG work-items of a row group read
+ * different banks. A row's max over the tile meets in local memory; its
+ * sum l stays split over the CG work-items until the end.
+ */
+#define RGS (ROWS < 16 ? ROWS : 16) /* row groups */
+#define CG (NUM_THREADS / RGS)      /* work-items a row group */
+#define TM (ROWS / RGS)             /* rows a work-item */
+#define TN (BK / CG)                /* keys a work-item scores per tile */
+#define QS (HEAD_SIZE + 4)          /* floats a row of q_s and kv_s */
+#define V4 (HEAD_SIZE % (4 * CG) == 0)
+#if V4
+#define DN (HEAD_SIZE / (4 * CG)) /* float4 output dimensions a work-item */
+#else
+#define DN ((HEAD_SIZE + CG - 1) / CG) /* output dimensions a work-item (the last may be past) */
+#endif
+#if NUM_THREADS % RGS || ROWS % RGS || BK % CG || HEAD_SIZE % 4 || BK % 4
+#error "prefill tile shape: ROWS and BK must fit the work-group's row groups"
 #endif
 #if BLOCK_SIZE % 4
 #error "prefill reads values 4 tokens at a time: BLOCK_SIZE must be a multiple of 4"
@@ -110,7 +129,7 @@ inline void load_rows(__local float *q_s, __global const io_t *q, ulong q_stride
       const ulong t = (ulong)(first + R / qpk);
       v = IO_LOAD(q, t * q_stride + (ulong)(kv_head * qpk + R % qpk) * HEAD_SIZE + d);
     }
-    q_s[e] = v;
+    q_s[r * QS + d] = v;
   }
 }
 
@@ -119,8 +138,7 @@ inline void load_rows(__local float *q_s, __global const io_t *q, ulong q_stride
  * block (which sets the fault bit) are zeros and never scored ---- */
 inline void load_keys(__local float *kv_s, __local int *kok, __global const kv_t *k_cache,
                       __global const int *table, int k0, int k_lo, int kv_end, int num_blocks,
-                      int kv_head,
-                      ulong block_stride, ulong head_stride, float kscale,
+                      int kv_head, ulong block_stride, ulong head_stride, float kscale,
                       __global volatile int *faults) {
   for (int k = get_local_id(0); k < BK; k += NUM_THREADS) {
     const int j = k0 + k;
@@ -135,7 +153,7 @@ inline void load_keys(__local float *kv_s, __local int *kok, __global const kv_t
       const ulong tile = kv_tile((ulong)phys, kv_head, block_stride, head_stride);
       v = KV_LOAD(KV_X, k_cache + tile + key_index(d, j % BLOCK_SIZE, BLOCK_SIZE)) * kscale;
     }
-    CAT(vstore, KV_X)(v, 0, kv_s + k * HEAD_SIZE + d);
+    CAT(vstore, KV_X)(v, 0, kv_s + k * QS + d);
   }
 }
 
@@ -158,46 +176,63 @@ inline void load_values(__local float *kv_s, __global const kv_t *v_cache,
       const int4 jj = (int4)(j, j + 1, j + 2, j + 3);
       v = select((float4)(0.0f), v, jj < kv_end && jj >= k_lo);
     }
-    kv_s[(k + 0) * HEAD_SIZE + d] = v.s0;
-    kv_s[(k + 1) * HEAD_SIZE + d] = v.s1;
-    kv_s[(k + 2) * HEAD_SIZE + d] = v.s2;
-    kv_s[(k + 3) * HEAD_SIZE + d] = v.s3;
+    kv_s[(k + 0) * QS + d] = v.s0;
+    kv_s[(k + 1) * QS + d] = v.s1;
+    kv_s[(k + 2) * QS + d] = v.s2;
+    kv_s[(k + 3) * QS + d] = v.s3;
   }
 }
 
-/* The sum over the TPR work-items of row r; red holds NUM_THREADS floats.
- * Every work-item of the work-group must call it (it has barriers). */
-inline float row_sum(float v, int is_max, __local float *red) {
-  const int lid = get_local_id(0), r = lid / TPR;
-  red[lid] = v;
+/* v[i] over the CG work-items of row rg + RGS i, for each of this
+ * work-item's TM rows (max or sum, in cg order); red holds ROWS * CG
+ * floats. Every work-item of the work-group calls it (barriers). */
+inline void rows_reduce(float v[TM], int is_max, __local float *red) {
+  const int lid = get_local_id(0), rg = lid / CG, cg = lid % CG;
+  for (int i = 0; i < TM; i++) red[(rg + RGS * i) * CG + cg] = v[i];
   barrier(CLK_LOCAL_MEM_FENCE);
-  float s = red[r * TPR];
-  for (int i = 1; i < TPR; i++) s = is_max ? fmax(s, red[r * TPR + i]) : s + red[r * TPR + i];
+  for (int i = 0; i < TM; i++) {
+    __local const float *x = red + (rg + RGS * i) * CG;
+    float s = x[0];
+    for (int c = 1; c < CG; c++) s = is_max ? fmax(s, x[c]) : s + x[c];
+    v[i] = s;
+  }
   barrier(CLK_LOCAL_MEM_FENCE);
-  return s;
 }
 
 __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_prefill_paged(
     PREFILL_ARGS) {
-  __local float q_s[ROWS * HEAD_SIZE];
-  __local float kv_s[BK * HEAD_SIZE];
+  __local float q_s[ROWS * QS];
+  __local float kv_s[BK * QS];
   __local float p_s[ROWS * BK];
-  __local float red[NUM_THREADS];
+  __local float red[ROWS * CG];
   __local int kok[BK];
   __local int any_kept;
 
-  const int lid = get_local_id(0), r = lid / TPR, qd = lid % TPR;
+  const int lid = get_local_id(0), rg = lid / CG, cg = lid % CG;
   const int s = work[2 * get_group_id(0)], R0 = work[2 * get_group_id(0) + 1];
   const int kv_head = get_group_id(1), qpk = num_heads / num_kv_heads;
   const int first = seq_info[3 * s], new_len = seq_info[3 * s + 1], cached = seq_info[3 * s + 2];
-  const int nrows = new_len * qpk, R = R0 + r, live = R < nrows;
+  const int nrows = new_len * qpk;
   const int kv_end = cached + new_len; /* keys of the sequence */
-  const int head = kv_head * qpk + (live ? R % qpk : 0);
-  const int p = cached + (live ? R / qpk : 0); /* this row's position */
   __global const int *table = block_tables + (size_t)s * max_blocks_per_seq;
   const float kscale = !KV_IS_FP8 ? 1.0f : k_scales ? k_scales[0] : k_scale;
   const float vscale = !KV_IS_FP8 ? 1.0f : v_scales ? v_scales[0] : v_scale;
-  const float slope = alibi ? alibi[head] : 0.0f;
+
+  /* This work-item's rows: row rg + RGS i of the tile. */
+  int live[TM], head[TM], pos[TM];
+  float slope[TM];
+  __global const uchar *mrow[TM];
+  for (int i = 0; i < TM; i++) {
+    const int R = R0 + rg + RGS * i;
+    live[i] = R < nrows;
+    head[i] = kv_head * qpk + (live[i] ? R % qpk : 0);
+    pos[i] = cached + (live[i] ? R / qpk : 0);
+    slope[i] = alibi ? alibi[head[i]] : 0.0f;
+    mrow[i] = block_mask ? block_mask + (((size_t)s * num_heads + head[i]) * mask_qb +
+                                         (pos[i] - cached) / mask_block) *
+                                            (size_t)mask_kb
+                         : NULL;
+  }
 
   /* The tile's key range: up to its last row's position when causal, from
    * its first row's window start. */
@@ -208,85 +243,147 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
 
   load_rows(q_s, q, q_stride, first, R0, nrows, qpk, kv_head);
 
-  /* The row's softmax state (the sink as a logit that is already there;
+  /* The rows' softmax states (the sink as a logit that is already there;
    * l is split over the row's work-items, summed at the end). */
-  softmax_state st = softmax_empty();
-  if (sinks) st = softmax_state_of(sinks[head], qd == 0 ? 1.0f : 0.0f);
-  float acc[DPT];
-  for (int j = 0; j < DPT; j++) acc[j] = 0.0f;
-
-  __global const uchar *mrow =
-      block_mask ? block_mask + (((size_t)s * num_heads + head) * mask_qb + (R / qpk) / mask_block) *
-                                    (size_t)mask_kb
-                 : NULL;
+  float m[TM], l[TM];
+  for (int i = 0; i < TM; i++) {
+    m[i] = sinks ? sinks[head[i]] : -INFINITY;
+    l[i] = sinks && cg == 0 ? 1.0f : 0.0f;
+  }
+#if V4
+  float4 acc[TM][DN];
+#pragma unroll
+  for (int i = 0; i < TM; i++)
+#pragma unroll
+    for (int j = 0; j < DN; j++) acc[i][j] = (float4)(0.0f);
+#else
+  float acc[TM][DN];
+#pragma unroll
+  for (int i = 0; i < TM; i++)
+#pragma unroll
+    for (int j = 0; j < DN; j++) acc[i][j] = 0.0f;
+#endif
 
   for (int k0 = k_begin; k0 < k_end; k0 += BK) {
     /* ---- 1b. block-sparse: does any row keep this tile's key block? ---- */
-    const int keep = !mrow || (live && mrow[k0 / mask_block]);
-    if (mrow) {
+    int keep[TM], mine = 0;
+    for (int i = 0; i < TM; i++) {
+      keep[i] = !block_mask || (live[i] && mrow[i][k0 / mask_block]);
+      mine |= keep[i];
+    }
+    if (block_mask) {
       barrier(CLK_LOCAL_MEM_FENCE);
       if (lid == 0) any_kept = 0;
       barrier(CLK_LOCAL_MEM_FENCE);
-      if (keep) atomic_or(&any_kept, 1);
+      if (mine) atomic_or(&any_kept, 1);
       barrier(CLK_LOCAL_MEM_FENCE);
       if (!any_kept) continue; /* the same answer for every work-item */
     }
     /* ---- 2. load the key tile ---- */
     barrier(CLK_LOCAL_MEM_FENCE);
-    load_keys(kv_s, kok, k_cache, table, k0, k_lo, k_end, num_blocks, kv_head, block_stride, head_stride,
-              kscale, faults);
+    load_keys(kv_s, kok, k_cache, table, k0, k_lo, k_end, num_blocks, kv_head, block_stride,
+              head_stride, kscale, faults);
     barrier(CLK_LOCAL_MEM_FENCE);
 
-    /* ---- 3. score: this work-item's KPT keys of row r ---- */
-    float sc[KPT];
-    float tile_max = -INFINITY;
-    for (int i = 0; i < KPT; i++) {
-      const int k = qd + TPR * i, j = k0 + k;
-      float4 dot = (float4)(0.0f);
-      for (int d = 0; d < HEAD_SIZE; d += 4)
-        dot = mad(vload4(0, q_s + r * HEAD_SIZE + d), vload4(0, kv_s + k * HEAD_SIZE + d), dot);
-      float x = (dot.s0 + dot.s1) + (dot.s2 + dot.s3);
-      x *= scale;
-      if (soft_cap > 0.0f) x = soft_cap * tanh(x / soft_cap);
-      x += slope * (float)(j - p);
-      const int masked = !live || !keep || !kok[k] || (causal && j > p) ||
-                         (window > 0 && p - j >= window);
-      sc[i] = masked ? -INFINITY : x;
-      tile_max = fmax(tile_max, sc[i]);
+    /* ---- 3. scores: TM rows x TN keys, float4 accumulators ---- */
+    float4 dot[TM][TN];
+#pragma unroll
+    for (int i = 0; i < TM; i++)
+#pragma unroll
+      for (int j = 0; j < TN; j++) dot[i][j] = (float4)(0.0f);
+    for (int d = 0; d < HEAD_SIZE; d += 4) {
+      float4 qv[TM], kv[TN];
+#pragma unroll
+      for (int i = 0; i < TM; i++) qv[i] = vload4(0, q_s + (rg + RGS * i) * QS + d);
+#pragma unroll
+      for (int j = 0; j < TN; j++) kv[j] = vload4(0, kv_s + (cg + CG * j) * QS + d);
+#pragma unroll
+      for (int i = 0; i < TM; i++)
+#pragma unroll
+        for (int j = 0; j < TN; j++) dot[i][j] = mad(qv[i], kv[j], dot[i][j]);
+    }
+    float sc[TM][TN], tmax[TM];
+#pragma unroll
+    for (int i = 0; i < TM; i++) {
+      tmax[i] = -INFINITY;
+#pragma unroll
+      for (int j = 0; j < TN; j++) {
+        const int k = cg + CG * j, jj = k0 + k;
+        const float4 d4 = dot[i][j];
+        float x = ((d4.s0 + d4.s1) + (d4.s2 + d4.s3)) * scale;
+        if (soft_cap > 0.0f) x = soft_cap * tanh(x / soft_cap);
+        x += slope[i] * (float)(jj - pos[i]);
+        const int masked = !live[i] || !keep[i] || !kok[k] || (causal && jj > pos[i]) ||
+                           (window > 0 && pos[i] - jj >= window);
+        sc[i][j] = masked ? -INFINITY : x;
+        tmax[i] = fmax(tmax[i], sc[i][j]);
+      }
     }
 
     /* ---- 4. online softmax: new max, rescale, probabilities ---- */
-    tile_max = row_sum(tile_max, 1, red);
-    const float m = fmax(st.m, tile_max);
-    const float alpha = m == -INFINITY ? 1.0f : exp(st.m - m); /* e^(-inf) = 0 when st was empty */
-    float l = st.l * alpha;
-    for (int i = 0; i < KPT; i++) {
-      const float pr = sc[i] == -INFINITY ? 0.0f : exp(sc[i] - m);
-      p_s[r * BK + qd + TPR * i] = pr;
-      l += pr;
+    rows_reduce(tmax, 1, red);
+#pragma unroll
+    for (int i = 0; i < TM; i++) {
+      const float mn = fmax(m[i], tmax[i]);
+      const float alpha = mn == -INFINITY ? 1.0f : exp(m[i] - mn); /* 0 when m was -inf */
+      l[i] *= alpha;
+#pragma unroll
+      for (int j = 0; j < TN; j++) {
+        const float pr = sc[i][j] == -INFINITY ? 0.0f : exp(sc[i][j] - mn);
+        p_s[(rg + RGS * i) * BK + cg + CG * j] = pr;
+        l[i] += pr;
+      }
+      m[i] = mn;
+      if (alpha != 1.0f) {
+#pragma unroll
+        for (int j = 0; j < DN; j++) acc[i][j] *= alpha;
+      }
     }
-    st = softmax_state_of(m, l);
-    for (int j = 0; j < DPT; j++) acc[j] *= alpha;
 
     /* ---- 5. load the value tile and accumulate P V ---- */
     barrier(CLK_LOCAL_MEM_FENCE);
-    load_values(kv_s, v_cache, table, k0, k_lo, k_end, num_blocks, kv_head, block_stride, head_stride,
-                vscale);
+    load_values(kv_s, v_cache, table, k0, k_lo, k_end, num_blocks, kv_head, block_stride,
+                head_stride, vscale);
     barrier(CLK_LOCAL_MEM_FENCE);
     for (int k = 0; k < BK; k++) {
-      const float pr = p_s[r * BK + k];
-      for (int j = 0; j < DPT; j++) acc[j] = mad(pr, kv_s[k * HEAD_SIZE + qd + TPR * j], acc[j]);
+      float pr[TM];
+#pragma unroll
+      for (int i = 0; i < TM; i++) pr[i] = p_s[(rg + RGS * i) * BK + k];
+#pragma unroll
+      for (int j = 0; j < DN; j++) {
+#if V4
+        const float4 v = vload4(0, kv_s + k * QS + 4 * (cg + CG * j));
+#else
+        const int dd = cg + CG * j;
+        const float v = kv_s[k * QS + (dd < HEAD_SIZE ? dd : 0)];
+#endif
+#pragma unroll
+        for (int i = 0; i < TM; i++) acc[i][j] = mad(pr[i], v, acc[i][j]);
+      }
     }
   }
 
   /* ---- 6. normalise once and write ---- */
-  const float l = row_sum(st.l, 0, red);
-  if (!live) return;
-  const int t = first + R / qpk;
-  const float inv = l > 0.0f ? 1.0f / l : 0.0f;
-  const size_t row = (size_t)t * num_heads + head;
-  for (int j = 0; j < DPT; j++) IO_STORE(acc[j] * inv, out, row * HEAD_SIZE + qd + TPR * j);
-  if (lse && qd == 0) lse[row] = softmax_lse(softmax_state_of(st.m, l));
+  rows_reduce(l, 0, red);
+  for (int i = 0; i < TM; i++) {
+    if (!live[i]) continue;
+    const int R = R0 + rg + RGS * i;
+    const size_t row = (size_t)(first + R / qpk) * num_heads + head[i];
+    const float inv = l[i] > 0.0f ? 1.0f / l[i] : 0.0f;
+#pragma unroll
+    for (int j = 0; j < DN; j++) {
+#if V4
+      const float4 o = acc[i][j] * inv;
+      const size_t d = row * HEAD_SIZE + 4 * (cg + CG * j);
+      IO_STORE(o.s0, out, d), IO_STORE(o.s1, out, d + 1);
+      IO_STORE(o.s2, out, d + 2), IO_STORE(o.s3, out, d + 3);
+#else
+      const int dd = cg + CG * j;
+      if (dd < HEAD_SIZE) IO_STORE(acc[i][j] * inv, out, row * HEAD_SIZE + dd);
+#endif
+    }
+    if (lse && cg == 0) lse[row] = softmax_lse(softmax_state_of(m[i], l[i]));
+  }
 }
 
 #endif /* CLPA_PREFILL_PATH == 1 */

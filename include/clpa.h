@@ -471,11 +471,12 @@ typedef struct clpa_prefill_params {
 CLPA_API void clpa_prefill_params_init(clpa_prefill_params *p);
 
 /* Enqueues prefill attention; does not wait. Heuristic (after the
- * tuning table): the rows path on CPUs (PoCL, 2 cores: 0.108 TFLOP/s with
- * 4 rows a work-item against 0.019 for tiles, notes/perf.md); on NVIDIA
+ * tuning table): the rows path on CPUs (PoCL, 2 cores: 0.18 TFLOP/s with
+ * 4 rows a work-item, 0.38 of the FMA peak, notes/perf.md); on NVIDIA
  * the mma path (tensor cores) for f16/bf16 caches and head sizes that are
- * multiples of 16; elsewhere tiles of 32 rows and 32 keys, fewer while
- * they do not fit the device's local memory (head size 256).
+ * multiples of 16; elsewhere tiles of 64 rows and 16 keys (the H100,
+ * forced: 15.8 TFLOP/s), else 32 x 32 and smaller while they do not fit
+ * the device's local memory (head sizes above 128).
  * Returns CLPA_OK, CLPA_ERR_INVALID_ARG (which field, which value: a
  * decreasing cu_seqlens_q, a sequence longer than its block-table row,
  * buffers too small), CLPA_ERR_UNSUPPORTED, CLPA_ERR_BUILD or

@@ -28,9 +28,15 @@ void clpa_merge_states_params_init(clpa_merge_states_params *p) {
 
 static int is_tile_size(int32_t v) { return v == 8 || v == 16 || v == 32 || v == 64; }
 
+/* cl/prefill.cl's clpa_prefill_paged: work-items a row group (CG there). */
+static int tile_cols(int rows) { return PREFILL_THREADS / (rows < 16 ? rows : 16); }
+
+/* Its local memory: query and key/value rows padded by 4 floats, the
+ * probabilities, the row reductions, key flags. */
 static size_t tile_local_bytes(int head_size, int rows, int keys) {
-  return sizeof(float) * ((size_t)rows * head_size + (size_t)keys * head_size +
-                          (size_t)rows * keys + PREFILL_THREADS + keys) + 256; /* slack */
+  return sizeof(float) * ((size_t)rows * (head_size + 4) + (size_t)keys * (head_size + 4) +
+                          (size_t)rows * keys + (size_t)rows * tile_cols(rows) + keys) +
+         256; /* slack */
 }
 
 /* The sequence lengths (host arrays): monotone offsets, each sequence
@@ -131,8 +137,9 @@ static clpa_status pick_mma(clpa_context *ctx, const clpa_prefill_params *p,
 }
 
 /* Path and shape: forced, or the tuning table's, or rows (4 a
- * work-item) on CPUs, mma on NVIDIA where it applies, else the largest
- * tiles of 32 x 32, 16 x 32, 32 x 16, 16 x 16 that fit local memory. */
+ * work-item) on CPUs, mma on NVIDIA where it applies, else the first of
+ * the tiles 64 x 16, 32 x 32, 16 x 32, 32 x 16, 16 x 16, 8 x 16 that fits
+ * local memory (rows a work-item pay most: notes/perf.md). */
 static clpa_status pick_tiles(clpa_context *ctx, const clpa_prefill_params *p,
                               const clpa_kv_layout *kv, int *path, int *rows, int *keys) {
   const int head_size = kv->head_size;
@@ -164,7 +171,7 @@ static clpa_status pick_tiles(clpa_context *ctx, const clpa_prefill_params *p,
                  CLPA_ERR_INVALID_ARG,
                  "rows_per_group = %d, keys_per_tile = %d (each 0 = auto, or 8, 16, 32, 64)",
                  p->rows_per_group, p->keys_per_tile);
-  static const int cand[][2] = {{32, 32}, {16, 32}, {32, 16}, {16, 16}, {8, 16}};
+  static const int cand[][2] = {{64, 16}, {32, 32}, {16, 32}, {32, 16}, {16, 16}, {8, 16}};
   const int table_shape = !forced && tu->prefill_path == CLPA_PREFILL_TILES;
   const int32_t want_r = p->rows_per_group ? p->rows_per_group : table_shape ? tu->prefill_rows : 0;
   const int32_t want_k = p->keys_per_tile ? p->keys_per_tile : table_shape ? tu->prefill_keys : 0;
@@ -172,13 +179,12 @@ static clpa_status pick_tiles(clpa_context *ctx, const clpa_prefill_params *p,
   for (size_t i = 0; i < sizeof cand / sizeof *cand && !*rows; i++) {
     const int r = want_r ? want_r : cand[i][0];
     const int k = want_k ? want_k : cand[i][1];
-    const int tpr = PREFILL_THREADS / r;
-    if (k % tpr || head_size % tpr || tile_local_bytes(head_size, r, k) > lmem) continue;
+    if (k % tile_cols(r) || tile_local_bytes(head_size, r, k) > lmem) continue;
     *rows = r, *keys = k;
   }
   CLPA_CTX_CHECK(ctx, !*rows, CLPA_ERR_UNSUPPORTED,
                  "no prefill tile of rows_per_group = %d, keys_per_tile = %d fits head_size %d in"
-                 " %llu bytes of local memory (keys must be a multiple of %d / rows)",
+                 " %llu bytes of local memory (keys must be a multiple of %d / min(rows, 16))",
                  p->rows_per_group, p->keys_per_tile, head_size, (unsigned long long)lmem,
                  PREFILL_THREADS);
   return CLPA_OK;

@@ -34,6 +34,7 @@ bench decode --batch 16 --context 4096 --path mma
 bench prefill
 bench prefill --batch 1 --new-tokens 8192
 bench prefill --cached-tokens 6144
+bench prefill --path tiles
 bench xattn --tokens 8192,32768 --input structured
 echo "done in $(( $(date +%s) - start )) s" >> "$L"
 # registers and spills of the hot kernels (PTX from the binary cache through ptxas)
