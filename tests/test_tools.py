@@ -113,6 +113,18 @@ if doc:
        and runs["structured"]["density"] < runs["random"]["density"],
        "xattn --json: both inputs, times, the structured input sparser", json.dumps(doc))
 
+# --gemm: the GEMM route's time where clpa-bench has CLBlast, else a clean refusal.
+GEMM_ARGS = [BENCH, "xattn", "--json", "--gemm", "--tokens", "256", "--heads", "2", "--kv-heads",
+             "1", "--head-size", "64", "--block", "64", "--input", "structured"]
+rc, out, err = run(*GEMM_ARGS)
+if rc == 0:
+    doc = json.loads(out.splitlines()[0]) if out.strip() else {}
+    ok(all(r.get("gemm_ms", 0) > 0 for r in doc.get("runs", [{}])),
+       "xattn --gemm: the GEMM route timed", show(GEMM_ARGS, rc, out, err))
+else:
+    ok(rc == 2 and "needs a build with CLBlast" in err, "xattn --gemm: refused without CLBlast",
+       show(GEMM_ARGS, rc, out, err))
+
 DECODE_KEYS = ["op", "device", "lanes", "heads", "kv_heads", "head_size", "block_size", "batch",
                "context", "dtype", "variant", "us_per_call", "kv_bytes", "gbps", "copy_gbps",
                "ratio", "flops", "fma_peak_tflops", "floor_us", "bound", "roofline_ratio"]

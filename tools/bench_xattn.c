@@ -33,6 +33,9 @@
 
 #include "bench_common.h"
 #include "clpa.h"
+#ifdef CLPA_BENCH_CLBLAST
+#include <clblast_c.h>
+#endif
 
 #define MAX_LENGTHS 8
 
@@ -42,7 +45,7 @@ typedef struct xattn_args {
   int32_t lengths[MAX_LENGTHS];
   int n_lengths;
   int input; /* 0 both, 1 structured, 2 random */
-  int json;
+  int json, gemm;
 } xattn_args;
 
 static const char *parse_lengths_list(const char *text, void *value) {
@@ -80,7 +83,7 @@ static const char *parse_tau(const char *text, void *value) {
 }
 
 static int parse(int argc, char **argv, xattn_args *a) {
-  *a = (xattn_args){32, 8, 128, 16, 8, 128, 0, 0.9, {8192, 32768, 65536}, 3, 0, 0};
+  *a = (xattn_args){32, 8, 128, 16, 8, 128, 0, 0.9, {8192, 32768, 65536}, 3, 0, 0, 0};
   const cli_opt opts[] = {
       {"heads", CLI_INT, &a->heads, 1, 256, "N", "query heads", NULL, NULL},
       {"kv-heads", CLI_INT, &a->kv_heads, 1, 256, "N", "key/value heads, a divisor of --heads",
@@ -98,6 +101,10 @@ static int parse(int argc, char **argv, xattn_args *a) {
        "tokens per mask block, a multiple of 64 (prefill's\nrule) and of --stride", NULL, NULL},
       {"chunk", CLI_INT, &a->chunk, 0, 1 << 22, "N",
        "keys per estimation chunk, a multiple of --block;\n0 = one chunk", NULL, NULL},
+      {"gemm", CLI_FLAG, &a->gemm, 0, 0, NULL,
+       "also time the GEMM route for the scores: CLBlast's\nbatched SGEMM of the reshaped queries "
+       "and keys\n(builds with CLBlast only)",
+       NULL, NULL},
       {"json", CLI_FLAG, &a->json, 0, 0, NULL, "print one JSON line instead of the table", NULL,
        NULL},
       {NULL, 0, NULL, 0, 0, NULL, NULL, NULL, NULL},
@@ -113,10 +120,18 @@ static int parse(int argc, char **argv, xattn_args *a) {
       "[-1, 1]. f16 caches and queries. Timing as clpa-bench prefill (median of 7\n"
       "batches). JSON keys: op, device, heads, kv_heads, head_size, tau, stride,\n"
       "block, runs (an array of: tokens, input, dense_ms, estimate_ms, sparse_ms,\n"
-      "density, speedup, estimate_share).",
+      "density, speedup, estimate_share, and with --gemm gemm_ms).\n"
+      "--gemm: per head, the (L/S) x (S D) reshaped queries times the transposed\n"
+      "reshaped keys into a full (L/S) x (L/S) f32 score matrix, one strided-batched\n"
+      "CLBlastSgemm over the heads, from contiguous random matrices: the products\n"
+      "alone (the reshape copies out of the paged cache and the softmax passes over\n"
+      "the stored scores are not counted), so a lower bound on that route's cost.",
   };
   int rc = cli_parse(&cmd, argc, argv);
   if (rc != CLI_RUN) return rc;
+#ifndef CLPA_BENCH_CLBLAST
+  if (a->gemm) return cli_error(&cmd, "--gemm needs a build with CLBlast");
+#endif
   return CLI_RUN;
 }
 
@@ -240,8 +255,50 @@ static clpa_status estimate_once(clpa_context *ctx, const void *arg) {
 
 typedef struct xresult {
   int tokens, structured;
-  double dense, estimate, sparse, density;
+  double dense, estimate, sparse, density, gemm; /* gemm 0: not timed */
 } xresult;
+
+#ifdef CLPA_BENCH_CLBLAST
+/* The GEMM route's products (--gemm): see the help text. */
+typedef struct gemm_run {
+  cl_mem a, b, c;
+  size_t m, k, heads;
+} gemm_run;
+
+static clpa_status gemm_once(clpa_context *ctx, const void *arg) {
+  const gemm_run *g = arg;
+  cl_command_queue q = clpa_context_cl_queue(ctx);
+  CLBlastStatusCode e = CLBlastSgemmStridedBatched(
+      CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeYes, g->m, g->m, g->k, 1.0f, g->a,
+      0, g->k, g->m * g->k, g->b, 0, g->k, g->m * g->k, 0.0f, g->c, 0, g->m, g->m * g->m,
+      g->heads, &q, NULL);
+  return e == CLBlastSuccess ? CLPA_OK : CLPA_ERR_OPENCL;
+}
+
+/* Seconds per call of the GEMM route's products for L tokens, or an error. */
+static const char *gemm_time(bench_env *env, const xattn_args *a, int L, double *secs) {
+  gemm_run g = {NULL, NULL, NULL, (size_t)(L / a->stride), (size_t)a->stride * a->head_size,
+                (size_t)a->heads};
+  const size_t in = g.heads * g.m * g.k, out = g.heads * g.m * g.m;
+  float *host = malloc(sizeof(float) * in);
+  const char *why = NULL;
+  if (!host) return "out of host memory for the GEMM inputs";
+  for (size_t i = 0; i < in; i++) host[i] = (float)((double)(bench_rand() % 2001) / 1000.0 - 1.0);
+  g.a = bench_buffer_quiet(env, host, sizeof(float) * in);
+  g.b = bench_buffer_quiet(env, host, sizeof(float) * in);
+  g.c = bench_buffer_quiet(env, NULL, sizeof(float) * out);
+  free(host);
+  if (!g.a || !g.b || !g.c) why = "the device could not hold the GEMM's matrices";
+  else if (gemm_once(env->ctx, &g) != CLPA_OK || clpa_context_finish(env->ctx) != CLPA_OK)
+    why = "CLBlastSgemmStridedBatched failed";
+  else if (bench_time(env, "GEMM route", gemm_once, &g, secs))
+    why = "timing failed";
+  cl_mem all[] = {g.a, g.b, g.c};
+  for (int i = 0; i < 3; i++)
+    if (all[i]) clReleaseMemObject(all[i]);
+  return why;
+}
+#endif
 
 /* Times one run: dense, the estimation, then sparse under its mask. */
 static const char *xrun_time(bench_env *env, const xattn_args *a, xrun *r, xresult *res) {
@@ -291,10 +348,13 @@ int bench_xattn(int argc, char **argv) {
       const char *why = xrun_make(&env, &a, L, kind == 1, &r);
       cli_progress_end();
       if (!why) {
-        res[n] = (xresult){L, kind == 1, 0, 0, 0, 0};
+        res[n] = (xresult){L, kind == 1, 0, 0, 0, 0, 0};
         why = xrun_time(&env, &a, &r, &res[n]);
       }
       xrun_release(&r);
+#ifdef CLPA_BENCH_CLBLAST
+      if (!why && a.gemm) why = gemm_time(&env, &a, L, &res[n].gemm);
+#endif
       if (why) {
         fprintf(stderr, "clpa-bench xattn: %d tokens, %s input: %s\n", L,
                 kind == 1 ? "structured" : "random", why);
@@ -325,6 +385,7 @@ int bench_xattn(int argc, char **argv) {
       cli_json_num(&j, "density", x->density, 4);
       cli_json_num(&j, "speedup", x->dense / (x->estimate + x->sparse), 3);
       cli_json_num(&j, "estimate_share", x->estimate / x->dense, 4);
+      if (x->gemm > 0) cli_json_num(&j, "gemm_ms", x->gemm * 1e3, 3);
       cli_json_end(&j);
     }
     cli_json_end(&j);
@@ -341,6 +402,9 @@ int bench_xattn(int argc, char **argv) {
              x->structured ? "structured" : "random", x->dense * 1e3, x->estimate * 1e3,
              x->sparse * 1e3, x->density, x->dense / (x->estimate + x->sparse),
              x->estimate / x->dense);
+      if (x->gemm > 0)
+        printf("%8s %-10s GEMM route's products (CLBlast, full square): %.3f ms\n", "", "",
+               x->gemm * 1e3);
     }
     printf("speedup = dense / (estimate + sparse); density = kept / causal block pairs\n");
   }
