@@ -2,9 +2,9 @@
  * tuning.c — the per-device tuning table: what decode and prefill pick
  * when their params leave a choice open. Looked up once per context, as
  * CLBlast does: the device's name, else its vendor, else its type, else
- * the defaults. Entries come from `clpa-bench prefill --tune` (it prints
- * the values to enter here) and `clpa-bench decode --partition N` on the
- * device, and say when and how they were measured.
+ * the defaults. Entries come from `clpa-bench prefill --tune` and
+ * `clpa-bench decode --tune` on the device (they print the values to
+ * enter here), and say when and how they were measured.
  */
 #include <string.h>
 
@@ -19,11 +19,12 @@ typedef struct tuning_entry {
 } tuning_entry;
 
 static const tuning_entry table[] = {
-    /* PoCL 3.1 on 2 AVX-512 cores, 2026-11-23 (notes/perf.md): decode v2 batch
-     * 4 x 4096, 32/8 heads, f16: partition 256/512/1024/2048 = 22.0/17.8/16.1/15.4 ms (lanes;
-     * the rows decode path: 512/1024/2048/4096 = 21.7/19.4/17.4/17.7 ms at batch 16); prefill
-     * 1 x 1024, 8/2 heads, head 128, rows path with 16-lane key vectors: rows 1/2/4/8/16 per
-     * work-item = 0.066/0.076/0.108/0.105/0.043 TFLOP/s (tiles 0.019). */
+    /* PoCL 3.1 on 2 AVX-512 cores, 2026-11-23 (notes/perf.md): `clpa-bench decode --tune`
+     * (16 x 4096, 32/8 heads, f16, rows path): partition 128/256/512/1024/2048/4096 =
+     * 31.9/21.0/15.9/15.3/15.4/15.5 ms (1024-4096 within noise; lanes at 1024: 63.1 ms);
+     * `clpa-bench prefill --batch 1 --new-tokens 1024 --heads 8 --kv-heads 2 --tune` (rows
+     * path with 4 blocks a step): rows 1/2/4/8/16 per work-item = 0.096/0.105/0.164/0.164/0.075
+     * TFLOP/s (tiles 0.030-0.041). */
     {BY_TYPE_CPU, NULL, {"", 2048, CLPA_PREFILL_ROWS, 4, 16}},
     /* NVIDIA (H100, 2026-11-23, notes/perf.md): prefill on tensor cores where it applies
      * (f16/bf16 caches, else the tiles heuristic), 32-key tiles: 8 x 2048, 32/8 heads, head 128,

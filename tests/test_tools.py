@@ -146,6 +146,11 @@ if doc:
        abs(doc["paged_ratio"] - doc["gbps"] / doc["paged_read_gbps"]) <= 2e-3 + 1e-3 * doc["paged_ratio"],
        "decode --json: the paged-read probe's bandwidth and decode's ratio to it", json.dumps(doc))
 check_refused([BENCH, "decode", *TINY_DECODE, "--heads", "5"], "num_heads = 5")
+TUNE = [BENCH, "decode", "--tune", *TINY_DECODE]
+rc, out, err = run(*TUNE)
+ok(rc == 0 and "partition  128, " in out and " us, " in out and
+   "tuning table (lib/tuning.c): decode_partition 128 (" in out,
+   "decode --tune: a time per candidate and the table's partition", show(TUNE, rc, out, err))
 
 doc = check_json([BENCH, "decode", "--cold", "--repeats", "3", "--json", *TINY_DECODE], "decode",
                  DECODE_KEYS + ["mode", "repeats", "lengths", "tokens"])

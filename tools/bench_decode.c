@@ -262,7 +262,7 @@ done:
  * -------------------------------------------------------------------- */
 typedef struct decode_args {
   bench_decode_shape s;
-  int cold, hot, json;
+  int cold, hot, json, tune;
   int32_t repeats;
 } decode_args;
 
@@ -270,7 +270,7 @@ typedef struct decode_args {
 static int parse(int argc, char **argv, decode_args *a) {
   *a = (decode_args){{32, 8, 128, 16, 16, 4096, 0, 0, CLPA_DTYPE_F16, CLPA_DECODE_AUTO, CLPA_DECODE_PATH_AUTO,
                       BENCH_LENGTHS_UNIFORM, 1},
-                     0, 0, 0, 30};
+                     0, 0, 0, 0, 30};
   bench_decode_shape *s = &a->s;
   const cli_opt opts[] = {
       {"heads", CLI_INT, &s->heads, 1, MAX_DIM, "N", "query heads", NULL, NULL},
@@ -306,6 +306,10 @@ static int parse(int argc, char **argv, decode_args *a) {
       {"hot", CLI_FLAG, &a->hot, 0, 0, NULL, "time back-to-back calls by the wall clock",
        "elsewhere", NULL},
       {"repeats", CLI_INT, &a->repeats, 1, 100000, "N", "cold: timed calls (the median is shown)",
+       NULL, NULL},
+      {"tune", CLI_FLAG, &a->tune, 0, 0, NULL,
+       "time this shape at every v2 partition (128 to\n4096 tokens) and the other paths at the "
+       "best;\nprint the tuning table's decode_partition",
        NULL, NULL},
       {"json", CLI_FLAG, &a->json, 0, 0, NULL, "print one JSON line instead of the table", NULL,
        NULL},
@@ -441,6 +445,54 @@ static void print_table(const decode_args *a, const bench_env *env, const bench_
            f->paged_gbps, gbps / f->paged_gbps);
 }
 
+/* --tune: the shape at every v2 partition of 128 .. 4096 tokens up to
+ * the context (the one partition past it too), on the heuristic's path,
+ * then every other path this device runs natively at the best partition;
+ * prints each time and the tuning table's decode_partition. */
+static int tune(bench_env *env, const decode_args *a, const bench_timing *t) {
+  static const int32_t parts[] = {128, 256, 512, 1024, 2048, 4096};
+  bench_decode_shape s = a->s;
+  s.paged_probe = 0, s.variant = CLPA_DECODE_V2;
+  bench_decode_figures f;
+  char why[2048];
+  double best = 0;
+  int32_t best_part = 0;
+  clpa_decode_path best_path = CLPA_DECODE_PATH_AUTO;
+  for (size_t i = 0; i < sizeof parts / sizeof *parts; i++) {
+    if (parts[i] % s.block_size || (i > 0 && parts[i - 1] >= s.context)) continue;
+    s.partition = parts[i];
+    if (bench_decode_measure(env, &s, t, &f, why, sizeof why) != BENCH_MEASURED) {
+      printf("partition %4d: refused (%s)\n", (int)parts[i], why);
+      continue;
+    }
+    printf("partition %4d, %-5s path: %10.1f us, %.2f GB/s\n", (int)parts[i], PATH_NAMES[f.path],
+           f.per_call * 1e6, f.kv_bytes / f.per_call / 1e9);
+    if (best == 0 || f.per_call < best) best = f.per_call, best_part = parts[i], best_path = f.path;
+  }
+  if (best == 0) {
+    fprintf(stderr, "clpa-bench decode: no partition ran\n");
+    return 1;
+  }
+  s.partition = best_part;
+  for (int p = CLPA_DECODE_PATH_LANES; p <= CLPA_DECODE_PATH_ROWS; p++) {
+    if ((clpa_decode_path)p == best_path) continue;
+    if (p == CLPA_DECODE_PATH_MMA && env->info.lanes != CLPA_LANES_NV_PTX) {
+      printf("partition %4d, mma   path: skipped (no mma instruction here: emulated, for tests)\n",
+             (int)best_part);
+      continue;
+    }
+    s.path = (clpa_decode_path)p;
+    if (bench_decode_measure(env, &s, t, &f, why, sizeof why) != BENCH_MEASURED)
+      printf("partition %4d, %-5s path: refused (%s)\n", (int)best_part, PATH_NAMES[p], why);
+    else
+      printf("partition %4d, %-5s path: %10.1f us, %.2f GB/s\n", (int)best_part, PATH_NAMES[p],
+             f.per_call * 1e6, f.kv_bytes / f.per_call / 1e9);
+  }
+  printf("tuning table (lib/tuning.c): decode_partition %d (%s path, %.1f us on %s, %s)\n",
+         (int)best_part, PATH_NAMES[best_path], best * 1e6, env->info.name, bench_mode_name(t));
+  return 0;
+}
+
 int bench_decode(int argc, char **argv) {
   decode_args a;
   int parsed = parse(argc, argv, &a);
@@ -449,6 +501,11 @@ int bench_decode(int argc, char **argv) {
   if (bench_open(&env)) return 1;
   bench_timing t;
   bench_timing_pick(&env, a.cold, a.hot, a.repeats, &t);
+  if (a.tune) {
+    const int rc = tune(&env, &a, &t);
+    bench_close(&env);
+    return rc;
+  }
   bench_decode_figures f;
   char why[2048];
   int rc = bench_decode_measure(&env, &a.s, &t, &f, why, sizeof why);

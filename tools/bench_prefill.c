@@ -168,7 +168,8 @@ int bench_prefill(int argc, char **argv) {
   p.rows_per_group = a.rows, p.keys_per_tile = a.keys, p.path = a.path;
 
   if (a.tune) { /* every candidate on the same inputs; the best becomes the table's line */
-    static const int cand[][3] = {{CLPA_PREFILL_TILES, 32, 32}, {CLPA_PREFILL_TILES, 16, 32},
+    static const int cand[][3] = {{CLPA_PREFILL_TILES, 64, 16}, {CLPA_PREFILL_TILES, 32, 32},
+                                  {CLPA_PREFILL_TILES, 16, 32},
                                   {CLPA_PREFILL_TILES, 32, 16}, {CLPA_PREFILL_TILES, 16, 16},
                                   {CLPA_PREFILL_ROWS, 1, 0},    {CLPA_PREFILL_ROWS, 2, 0},
                                   {CLPA_PREFILL_ROWS, 4, 0},    {CLPA_PREFILL_ROWS, 8, 0},
