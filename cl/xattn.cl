@@ -16,17 +16,19 @@
  *   clpa_xattn_stats   phase 1. Grid (rows / XROWS, num_heads,
  *                      num_chunks), a work-item per (XROWS strided rows,
  *                      head, key chunk): each row's online softmax state
- *                      (m, l) over the chunk's visible columns, in
- *                      increasing c.
+ *                      over each key block's visible columns (increasing
+ *                      c), kept per (row, key block) in bstat as (m_b,
+ *                      l_b), and their merge over the chunk, (m, l).
  *   clpa_xattn_mass    phases 2 and 3. Grid (k_blocks, q_blocks,
- *                      num_heads), a work-item per block pair: for each
- *                      XROWS rows of the query block (increasing) it merges
- *                      the rows' chunk states (softmax_merge, chunks in
- *                      order), recomputes the scores over the key block's
- *                      visible columns (increasing), sums e^(s-m)/l per row
- *                      and adds the rows' sums in increasing order.
- *                      No atomics: the sum order is fixed, so results are
- *                      deterministic. Pairs after the diagonal get 0.
+ *                      num_heads), a work-item per block pair: for each row
+ *                      of the query block (increasing) that sees the key
+ *                      block it merges the row's chunk states (softmax_merge,
+ *                      chunks in order) into (m, l) and adds the row's mass
+ *                      e^(m_b - m) l_b / l, which is the sum of e^(s-m)/l
+ *                      over the block's visible columns: the scores are
+ *                      computed once, in phase 1. No atomics: the sum order
+ *                      is fixed, so results are deterministic. Pairs after
+ *                      the diagonal get 0.
  *   clpa_xattn_select  phase 4. Grid (q_blocks, num_heads), a work-item
  *                      per query block: block 0, the diagonal, then the
  *                      rest by mass descending (ties by index) while the
@@ -38,6 +40,8 @@
  *   k_cache  [num_blocks, num_kv_heads, HEAD_SIZE / X, BLOCK_SIZE, X]
  *   table    [max_blocks_per_seq] int32     the sequence's blocks
  *   stat_m, stat_l [num_heads, num_chunks, rows] float
+ *   bstat    [num_heads, rows, k_blocks] float2 (m_b, l_b); only the blocks
+ *            a row sees are written
  *   mass     [num_heads, q_blocks, k_blocks] float
  *   mask     [num_heads, q_blocks, k_blocks] uchar
  *
@@ -198,57 +202,73 @@ inline xattn_src xattn_src_of(__global const io_t *q, ulong q_stride, int head,
 }
 
 /* ---- phase 1: rows' softmax states over one key chunk ---------------- */
+/* Rows r0 .. r0 + n - 1's states over key block kb (bm, bl) go to bstat
+ * and into the chunk's states (m, l); the block's states start over. */
+inline void xattn_flush(__global float2 *bstat, int at, int k_blocks, int kb, int n,
+                        float bm[XROWS], float bl[XROWS], float m[XROWS], float l[XROWS]) {
+  for (int i = 0; i < XROWS; i++) {
+    if (i < n) bstat[(ulong)(at + i) * k_blocks + kb] = (float2)(bm[i], bl[i]);
+    const softmax_state st =
+        softmax_merge(softmax_state_of(m[i], l[i]), softmax_state_of(bm[i], bl[i]));
+    m[i] = st.m, l[i] = st.l, bm[i] = -INFINITY, bl[i] = 0.0f;
+  }
+}
+
 __kernel void clpa_xattn_stats(__global float *stat_m, __global float *stat_l,
-                               __global const io_t *q, ulong q_stride,
+                               __global float2 *bstat, __global const io_t *q, ulong q_stride,
                                __global const kv_t *k_cache, ulong block_stride,
                                ulong head_stride, __global const int *table, int num_blocks,
                                int qpk, int stride, float scale, int rows, int row0,
-                               int chunk_cols, __global volatile int *faults) {
+                               int chunk_cols, int bs, int k_blocks,
+                               __global volatile int *faults) {
   const int r0 = get_global_id(0) * XROWS, head = get_global_id(1), ch = get_global_id(2);
   const int num_chunks = get_global_size(2);
   if (r0 >= rows) return;
   const int n = min(XROWS, rows - r0);
   const xattn_src s = xattn_src_of(q, q_stride, head, k_cache, table, block_stride, head_stride,
                                    num_blocks, qpk, stride, scale);
-  const int c0 = ch * chunk_cols;
+  const int c0 = ch * chunk_cols; /* a multiple of bs: a block lies in one chunk */
   const int c1 = min(c0 + chunk_cols, row0 + r0 + n); /* visible to the last row: c <= R(r) */
-  float m[XROWS], l[XROWS], x[XROWS][XCOLS];
+  float m[XROWS], l[XROWS], bm[XROWS], bl[XROWS], x[XROWS][XCOLS];
   int bad[XCOLS];
-  for (int i = 0; i < XROWS; i++) m[i] = -INFINITY, l[i] = 0.0f;
-  int faulted = 0;
+  for (int i = 0; i < XROWS; i++) m[i] = bm[i] = -INFINITY, l[i] = bl[i] = 0.0f;
+  int faulted = 0, kb = c0 / bs;
+  const int at = head * rows + r0;
   for (int cb = c0; cb < c1; cb += XCOLS) {
     const int nc = min(XCOLS, c1 - cb);
     xattn_scores(&s, r0, n, cb, nc, x, bad);
     for (int j = 0; j < nc; j++) {
       const int c = cb + j;
+      if (c / bs != kb) { /* the next key block */
+        xattn_flush(bstat, at, k_blocks, kb, n, bm, bl, m, l);
+        kb = c / bs;
+      }
       if (bad[j]) {
         faulted = 1;
         continue;
       }
       for (int i = 0; i < XROWS; i++) {
         if (c > row0 + r0 + i) continue; /* not visible to this row (or past the rows) */
-        if (x[i][j] > m[i]) { /* online softmax: rescale the sum to the new max */
-          l[i] = l[i] * exp(m[i] - x[i][j]) + 1.0f;
-          m[i] = x[i][j];
+        if (x[i][j] > bm[i]) { /* online softmax: rescale the sum to the new max */
+          bl[i] = bl[i] * exp(bm[i] - x[i][j]) + 1.0f;
+          bm[i] = x[i][j];
         } else {
-          l[i] += exp(x[i][j] - m[i]);
+          bl[i] += exp(x[i][j] - bm[i]);
         }
       }
     }
   }
+  if (c0 < c1) xattn_flush(bstat, at, k_blocks, kb, n, bm, bl, m, l);
   if (faulted) atomic_or(faults, CLPA_FAULT_BAD_BLOCK);
-  const ulong at = ((ulong)head * num_chunks + ch) * rows + r0;
-  for (int i = 0; i < n; i++) stat_m[at + i] = m[i], stat_l[at + i] = l[i];
+  const ulong cat = ((ulong)head * num_chunks + ch) * rows + r0;
+  for (int i = 0; i < n; i++) stat_m[cat + i] = m[i], stat_l[cat + i] = l[i];
 }
 
 /* ---- phases 2 and 3: merged statistics, block masses ------------------ */
 __kernel void clpa_xattn_mass(__global float *mass, __global const float *stat_m,
                               __global const float *stat_l, int num_chunks,
-                              __global const io_t *q, ulong q_stride,
-                              __global const kv_t *k_cache, ulong block_stride, ulong head_stride,
-                              __global const int *table, int num_blocks, int qpk, int stride,
-                              float scale, int rows, int row0, int bs, int diag0,
-                              __global volatile int *faults) {
+                              __global const float2 *bstat, int rows, int row0, int bs,
+                              int diag0) {
   const int kb = get_global_id(0), qb = get_global_id(1), head = get_global_id(2);
   const int k_blocks = get_global_size(0), q_blocks = get_global_size(1);
   const ulong at = ((ulong)head * q_blocks + qb) * k_blocks + kb;
@@ -256,41 +276,18 @@ __kernel void clpa_xattn_mass(__global float *mass, __global const float *stat_m
     mass[at] = 0.0f;
     return;
   }
-  const xattn_src s = xattn_src_of(q, q_stride, head, k_cache, table, block_stride, head_stride,
-                                   num_blocks, qpk, stride, scale);
   __global const float *hm = stat_m + (ulong)head * num_chunks * rows;
   __global const float *hl = stat_l + (ulong)head * num_chunks * rows;
   float acc = 0.0f;
-  int faulted = 0;
   const int r_end = min((qb + 1) * bs, rows);
-  for (int r0 = qb * bs; r0 < r_end; r0 += XROWS) {
-    const int n = min(XROWS, r_end - r0);
-    float sm[XROWS], sl[XROWS], part[XROWS], x[XROWS][XCOLS];
-    int bad[XCOLS];
-    for (int i = 0; i < XROWS; i++) { /* phase 2: each row merges its chunks */
-      softmax_state st = softmax_empty();
-      const int r = r0 + min(i, n - 1);
-      for (int ch = 0; ch < num_chunks; ch++)
-        st = softmax_merge(st, softmax_state_of(hm[(ulong)ch * rows + r], hl[(ulong)ch * rows + r]));
-      sm[i] = st.m, sl[i] = st.l, part[i] = 0.0f;
-    }
-    const int c1 = min((kb + 1) * bs, row0 + r0 + n);
-    for (int cb = kb * bs; cb < c1; cb += XCOLS) {
-      const int nc = min(XCOLS, c1 - cb);
-      xattn_scores(&s, r0, n, cb, nc, x, bad);
-      for (int j = 0; j < nc; j++) {
-        const int c = cb + j;
-        if (bad[j]) {
-          faulted = 1;
-          continue;
-        }
-        for (int i = 0; i < XROWS; i++) /* visible rows with something visible (bad blocks) */
-          if (i < n && c <= row0 + r0 + i && sl[i] > 0.0f) part[i] += exp(x[i][j] - sm[i]) / sl[i];
-      }
-    }
-    for (int i = 0; i < n; i++) acc += part[i]; /* rows in increasing order */
+  for (int r = qb * bs; r < r_end; r++) {
+    if (kb * bs > row0 + r) continue; /* the block's first column is past the row */
+    softmax_state st = softmax_empty(); /* phase 2: the row merges its chunks */
+    for (int ch = 0; ch < num_chunks; ch++)
+      st = softmax_merge(st, softmax_state_of(hm[(ulong)ch * rows + r], hl[(ulong)ch * rows + r]));
+    const float2 b = bstat[((ulong)head * rows + r) * k_blocks + kb];
+    acc += softmax_weight(softmax_state_of(b.x, b.y), st); /* rows in increasing order */
   }
-  if (faulted) atomic_or(faults, CLPA_FAULT_BAD_BLOCK);
   mass[at] = acc;
 }
 

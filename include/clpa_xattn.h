@@ -119,8 +119,10 @@ CLPA_API void clpa_xattn_params_init(clpa_xattn_params *p);
  * [0, num_blocks) takes no part (its column is masked) and sets
  * CLPA_FAULT_BAD_BLOCK (clpa_context_check_faults).
  *
- * Memory: besides the outputs, 2 * num_heads * rows * num_chunks floats
- * of the context's scratch (and the masses, when mass is NULL).
+ * Memory: besides the outputs, 2 * num_heads * rows * (num_chunks +
+ * k_blocks) floats of the context's scratch, rows = num_q / stride (each
+ * row's softmax state per chunk and per key block: the scores are
+ * computed once), and the masses when mass is NULL.
  *
  * Returns CLPA_OK, CLPA_ERR_INVALID_ARG (which field, which value),
  * CLPA_ERR_UNSUPPORTED (q_dtype), CLPA_ERR_BUILD, CLPA_ERR_OPENCL or

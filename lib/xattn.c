@@ -27,6 +27,7 @@ typedef struct xattn_plan {
   int32_t rows, row0, bs, q_blocks, k_blocks, diag0, chunk_cols, num_chunks;
   size_t blocks;     /* num_heads * q_blocks * k_blocks */
   size_t stats;      /* num_heads * num_chunks * rows */
+  size_t bstats;     /* num_heads * rows * k_blocks (float2 each) */
 } xattn_plan;
 
 /* The key cache: cache + layer, or key_cache + kv. */
@@ -101,7 +102,11 @@ static clpa_status check_shape(clpa_context *ctx, const clpa_xattn_params *p, xa
                           !clpa_size_mul_add((size_t)p->num_heads, (size_t)x->num_chunks, 0,
                                              &x->stats) ||
                           !clpa_size_mul_add(x->stats, (size_t)x->rows, 0, &x->stats) ||
-                          !clpa_size_mul_add(x->stats, sizeof(float), 0, &bytes),
+                          !clpa_size_mul_add(x->stats, sizeof(float), 0, &bytes) ||
+                          !clpa_size_mul_add((size_t)p->num_heads, (size_t)x->rows, 0,
+                                             &x->bstats) ||
+                          !clpa_size_mul_add(x->bstats, (size_t)x->k_blocks, 0, &x->bstats) ||
+                          !clpa_size_mul_add(x->bstats, 2 * sizeof(float), 0, &bytes),
                  CLPA_ERR_INVALID_ARG,
                  "num_heads = %d with %d x %d blocks and %d chunks of %d rows: the sizes overflow"
                  " size_t", p->num_heads, x->q_blocks, x->k_blocks, x->num_chunks, x->rows);
@@ -142,7 +147,8 @@ static clpa_status check_buffers(clpa_context *ctx, const clpa_xattn_params *p, 
 #define XROWS 8
 
 static clpa_status enqueue_all(clpa_context *ctx, const clpa_xattn_params *p, const xattn_plan *x,
-                               cl_kernel *ks, cl_mem faults, cl_mem sm, cl_mem sl, cl_mem mass) {
+                               cl_kernel *ks, cl_mem faults, cl_mem sm, cl_mem sl, cl_mem bst,
+                               cl_mem mass) {
   clpa_status st;
   const cl_ulong q_stride = x->q_stride, block_stride = x->kv.block_stride;
   const cl_ulong head_stride = x->kv.head_stride;
@@ -154,11 +160,12 @@ static clpa_status enqueue_all(clpa_context *ctx, const clpa_xattn_params *p, co
   const double kscale = clpa_dtype_size(x->kv.dtype) == 1 ? p->k_scale : 1.0;
   const cl_float scale = (cl_float)(kscale / (sqrt((double)x->kv.head_size) * p->stride));
   const cl_float tau = (cl_float)p->tau;
-  const clpa_arg a1[] = {CLPA_ARG(sm),           CLPA_ARG(sl),         CLPA_ARG(p->query),
-                         CLPA_ARG(q_stride),     CLPA_ARG(x->k),       CLPA_ARG(block_stride),
-                         CLPA_ARG(head_stride),  CLPA_ARG(p->block_table), CLPA_ARG(nb),
-                         CLPA_ARG(qpk),          CLPA_ARG(S),          CLPA_ARG(scale),
-                         CLPA_ARG(rows),         CLPA_ARG(row0),       CLPA_ARG(cc),
+  const clpa_arg a1[] = {CLPA_ARG(sm),           CLPA_ARG(sl),         CLPA_ARG(bst),
+                         CLPA_ARG(p->query),     CLPA_ARG(q_stride),   CLPA_ARG(x->k),
+                         CLPA_ARG(block_stride), CLPA_ARG(head_stride), CLPA_ARG(p->block_table),
+                         CLPA_ARG(nb),           CLPA_ARG(qpk),        CLPA_ARG(S),
+                         CLPA_ARG(scale),        CLPA_ARG(rows),       CLPA_ARG(row0),
+                         CLPA_ARG(cc),           CLPA_ARG(bs),         CLPA_ARG(kbl),
                          CLPA_ARG(faults)};
   const clpa_ndrange r1 = {3,
                            {(size_t)(x->rows + XROWS - 1) / XROWS, (size_t)p->num_heads,
@@ -167,13 +174,9 @@ static clpa_status enqueue_all(clpa_context *ctx, const clpa_xattn_params *p, co
                            p->num_wait_events,
                            p->wait_events,
                            NULL};
-  const clpa_arg a2[] = {CLPA_ARG(mass),        CLPA_ARG(sm),          CLPA_ARG(sl),
-                         CLPA_ARG(nch),         CLPA_ARG(p->query),    CLPA_ARG(q_stride),
-                         CLPA_ARG(x->k),        CLPA_ARG(block_stride), CLPA_ARG(head_stride),
-                         CLPA_ARG(p->block_table), CLPA_ARG(nb),       CLPA_ARG(qpk),
-                         CLPA_ARG(S),           CLPA_ARG(scale),       CLPA_ARG(rows),
-                         CLPA_ARG(row0),        CLPA_ARG(bs),          CLPA_ARG(diag0),
-                         CLPA_ARG(faults)};
+  const clpa_arg a2[] = {CLPA_ARG(mass), CLPA_ARG(sm),   CLPA_ARG(sl),    CLPA_ARG(nch),
+                         CLPA_ARG(bst),  CLPA_ARG(rows), CLPA_ARG(row0),  CLPA_ARG(bs),
+                         CLPA_ARG(diag0)};
   const clpa_ndrange r2 = {3,
                            {(size_t)x->k_blocks, (size_t)x->q_blocks, (size_t)p->num_heads},
                            {0, 0, 0},
@@ -196,16 +199,17 @@ static clpa_status launch(clpa_context *ctx, const clpa_xattn_params *p, const x
                                 (int32_t)p->q_dtype};
   static const char *const names[3] = {"clpa_xattn_stats", "clpa_xattn_mass", "clpa_xattn_select"};
   cl_kernel ks[3] = {NULL, NULL, NULL};
-  cl_mem faults, sm, sl, mass = p->mass;
+  cl_mem faults, sm, sl, bst, mass = p->mass;
   /* Everything that can fail short of an enqueue comes first: a build
    * failure leaves nothing half done. */
   clpa_status st = clpa_faults_buffer(ctx, &faults);
   if (st == CLPA_OK) st = clpa_scratch(ctx, 0, x->stats * sizeof(float), &sm);
   if (st == CLPA_OK) st = clpa_scratch(ctx, 1, x->stats * sizeof(float), &sl);
   if (st == CLPA_OK && !mass) st = clpa_scratch(ctx, 2, x->blocks * sizeof(float), &mass);
+  if (st == CLPA_OK) st = clpa_scratch(ctx, 3, x->bstats * 2 * sizeof(float), &bst);
   for (int i = 0; i < 3 && st == CLPA_OK; i++)
     st = clpa_family_kernel(ctx, &clpa_family_xattn, &spec, names[i], &ks[i]);
-  if (st == CLPA_OK) st = enqueue_all(ctx, p, x, ks, faults, sm, sl, mass);
+  if (st == CLPA_OK) st = enqueue_all(ctx, p, x, ks, faults, sm, sl, bst, mass);
   for (int i = 0; i < 3; i++)
     if (ks[i]) clReleaseKernel(ks[i]);
   return st;
