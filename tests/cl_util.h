@@ -110,4 +110,35 @@ static inline double test_worst(const float *got, const double *want, size_t n, 
   return worst;
 }
 
+/* Tables of refused calls for the validation tests: BAD_CALLS declares
+ * `bad` (up to N rows of params type T) and its count `n`; each BAD row is
+ * `good` with one change (`field_expr`), the words the context's message
+ * must hold and the status; BAD_CALLS_CHECK runs every row through `call`
+ * and checks the status, the words, that the message names the public
+ * call (`prefix`) and that the thread's last error is the same text. */
+#define BAD_CALLS(T, N)                 \
+  struct {                              \
+    const char *what, *needle;          \
+    clpa_status want;                   \
+    T p;                                \
+  } bad[N];                             \
+  int n = 0
+#define BAD(field_expr, needle_, want_)                                  \
+  do {                                                                   \
+    if (n == (int)(sizeof bad / sizeof *bad)) abort(); /* table full */ \
+    bad[n].p = good;                                                     \
+    bad[n].p.field_expr;                                                 \
+    bad[n].what = #field_expr;                                           \
+    bad[n].needle = needle_;                                             \
+    bad[n++].want = want_;                                               \
+  } while (0)
+#define BAD_CALLS_CHECK(call, prefix)                                                          \
+  for (int i_ = 0; i_ < n; i_++) {                                                             \
+    const clpa_status st_ = call(ctx, &bad[i_].p);                                             \
+    const char *msg_ = clpa_context_last_error(ctx);                                           \
+    ok(st_ == bad[i_].want && strstr(msg_, bad[i_].needle) &&                                  \
+           strncmp(msg_, prefix, strlen(prefix)) == 0 && strcmp(clpa_last_error(), msg_) == 0, \
+       "%s -> %s: %s", bad[i_].what, clpa_status_name(st_), msg_);                             \
+  }
+
 #endif

@@ -147,13 +147,7 @@ static void test_bad_args(void) {
   int32_t starts[3] = {0, 2, 4}, shared[2] = {1, 1}, bad_starts[3] = {0, 2, 2}, late[3] = {1, 2, 4};
   int32_t past[3] = {0, 2, 5}, big[2] = {5, 1}, zero[2] = {0, 1}, crowd[2] = {0, 20};
   good.num_groups = 2, good.group_starts = starts, good.shared_blocks = shared;
-  struct {
-    const char *what, *needle;
-    clpa_status want;
-    clpa_cascade_params p;
-  } t[16];
-  int n = 0;
-#define BAD(expr, needle_, want_) t[n].p = good, t[n].p.expr, t[n].what = #expr, t[n].needle = needle_, t[n++].want = want_
+  BAD_CALLS(clpa_cascade_params, 16);
   BAD(decode.alibi_slopes = al, "ALiBi", CLPA_ERR_UNSUPPORTED);
   BAD(decode.sliding_window = 8, "sliding windows", CLPA_ERR_UNSUPPORTED);
   BAD(num_groups = -1, "num_groups = -1", CLPA_ERR_INVALID_ARG);
@@ -164,17 +158,11 @@ static void test_bad_args(void) {
   BAD(shared_blocks = big, "shared_blocks[0] = 5", CLPA_ERR_INVALID_ARG);
   BAD(shared_blocks = zero, "shared_blocks[0] = 0", CLPA_ERR_INVALID_ARG);
   BAD(decode.num_seqs = 20, "at least as many tokens", CLPA_ERR_INVALID_ARG); /* 16 < 20 */
-  t[n - 1].p.num_groups = 1, t[n - 1].p.group_starts = crowd;
+  bad[n - 1].p.num_groups = 1, bad[n - 1].p.group_starts = crowd;
   BAD(decode.max_context_len = 65, "max_context_len = 65", CLPA_ERR_INVALID_ARG); /* decode's own checks, first */
   BAD(decode.heads_per_group = 3, "heads_per_group = 3", CLPA_ERR_INVALID_ARG);
   BAD(decode.out = NULL, "out", CLPA_ERR_INVALID_ARG);
-#undef BAD
-  for (int i = 0; i < n; i++) {
-    const clpa_status st = clpa_cascade_decode(ctx, &t[i].p);
-    const char *msg = clpa_context_last_error(ctx);
-    ok(st == t[i].want && strstr(msg, t[i].needle) && strncmp(msg, "clpa_cascade_decode: ", 21) == 0,
-       "%s -> %s: %s", t[i].what, clpa_status_name(st), msg);
-  }
+  BAD_CALLS_CHECK(clpa_cascade_decode, "clpa_cascade_decode: ");
   ok(clpa_cascade_decode(NULL, &good) == CLPA_ERR_INVALID_ARG, "NULL context");
   ok(clpa_cascade_decode(ctx, NULL) == CLPA_ERR_INVALID_ARG, "NULL params");
   ok(test_untouched(ctx, out, 20 * 4 * 64 * 4), "no refused call wrote to the output");

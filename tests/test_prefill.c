@@ -880,18 +880,7 @@ static void test_bad_args(void) {
   good.num_seqs = 2, good.num_heads = 4, good.kv = kv, good.key_cache = kc, good.value_cache = vc;
   good.max_blocks_per_seq = 4, good.cu_seqlens_q = cu, good.cached_lens = cached;
   good.scale = 0.125f, good.query = q, good.block_tables = bt, good.out = out;
-  struct {
-    const char *what, *needle;
-    clpa_status want;
-    clpa_prefill_params p;
-  } bad[64];
-  int n = 0;
-#define BAD(field_expr, needle_, want_) \
-  bad[n].p = good;                      \
-  bad[n].p.field_expr;                  \
-  bad[n].what = #field_expr;            \
-  bad[n].needle = needle_;              \
-  bad[n++].want = want_
+  BAD_CALLS(clpa_prefill_params, 64);
   BAD(num_seqs = -1, "num_seqs = -1", CLPA_ERR_INVALID_ARG);
   BAD(num_heads = 3, "num_heads = 3", CLPA_ERR_INVALID_ARG);
   BAD(num_heads = INT32_MIN, "num_heads", CLPA_ERR_INVALID_ARG);
@@ -952,13 +941,7 @@ static void test_bad_args(void) {
   BAD(num_wait_events = 1, "wait_events", CLPA_ERR_INVALID_ARG);
   BAD(wait_events = null_ev, "wait_events[0] is NULL", CLPA_ERR_INVALID_ARG);
   bad[n - 1].p.num_wait_events = 1;
-#undef BAD
-  for (int i = 0; i < n; i++) {
-    const clpa_status st = clpa_prefill(ctx, &bad[i].p);
-    const char *msg = clpa_context_last_error(ctx);
-    ok(st == bad[i].want && strstr(msg, bad[i].needle) && strncmp(msg, "clpa_prefill: ", 14) == 0,
-       "%s -> %s: %s", bad[i].what, clpa_status_name(st), msg);
-  }
+  BAD_CALLS_CHECK(clpa_prefill, "clpa_prefill: ");
   ok(clpa_prefill(NULL, &good) == CLPA_ERR_INVALID_ARG, "NULL context");
   ok(clpa_prefill(ctx, NULL) == CLPA_ERR_INVALID_ARG, "NULL params");
   ok(test_untouched(ctx, out, 4 * 4 * 64 * 10), "no refused call wrote to the output");

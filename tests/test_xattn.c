@@ -367,18 +367,7 @@ static void test_bad_args(void) {
   good.num_heads = 4, good.key_cache = kc, good.kv = kv, good.block_table = bt;
   good.max_blocks_per_seq = 8, good.query = q, good.num_q = 64, good.q_offset = 64;
   good.stride = 8, good.block = 64, good.mask = mask, good.mass = mass;
-  struct {
-    const char *what, *needle;
-    clpa_status want;
-    clpa_xattn_params p;
-  } bad[48];
-  int n = 0;
-#define BAD(field_expr, needle_, want_) \
-  bad[n].p = good;                      \
-  bad[n].p.field_expr;                  \
-  bad[n].what = #field_expr;            \
-  bad[n].needle = needle_;              \
-  bad[n++].want = want_
+  BAD_CALLS(clpa_xattn_params, 48);
   BAD(num_heads = 3, "num_heads = 3", CLPA_ERR_INVALID_ARG);
   BAD(num_heads = 0, "num_heads = 0", CLPA_ERR_INVALID_ARG);
   BAD(key_cache = NULL, "key_cache", CLPA_ERR_INVALID_ARG);
@@ -417,14 +406,7 @@ static void test_bad_args(void) {
   BAD(num_wait_events = 1, "wait_events", CLPA_ERR_INVALID_ARG);
   BAD(wait_events = null_ev, "wait_events[0] is NULL", CLPA_ERR_INVALID_ARG);
   bad[n - 1].p.num_wait_events = 1;
-#undef BAD
-  for (int i = 0; i < n; i++) {
-    const clpa_status st = clpa_xattn_estimate(ctx, &bad[i].p);
-    const char *msg = clpa_context_last_error(ctx);
-    ok(st == bad[i].want && strstr(msg, bad[i].needle) &&
-           strncmp(msg, "clpa_xattn_estimate: ", 21) == 0,
-       "%s -> %s: %s", bad[i].what, clpa_status_name(st), msg);
-  }
+  BAD_CALLS_CHECK(clpa_xattn_estimate, "clpa_xattn_estimate: ");
   ok(clpa_xattn_estimate(NULL, &good) == CLPA_ERR_INVALID_ARG, "NULL context");
   ok(clpa_xattn_estimate(ctx, NULL) == CLPA_ERR_INVALID_ARG, "NULL params");
   ok(test_untouched(ctx, mask, 8) && test_untouched(ctx, mass, 32),
