@@ -13,14 +13,17 @@
  *   visible iff c <= R(r)
  *
  * Kernels (one launch each, in order on an in-order queue):
- *   clpa_xattn_stats   phase 1. Grid (rows / XROWS, num_heads,
+ * Phases 1 and 3 run per piece: heads head0 .. head0 + grid heads - 1,
+ * rows rbase .. rend - 1 (whole query blocks), bstat holding the piece's
+ * rows only (the host picks pieces that fit its scratch).
+ *   clpa_xattn_stats   phase 1. Grid (piece rows / XROWS, piece heads,
  *                      num_chunks), a work-item per (XROWS strided rows,
  *                      head, key chunk): each row's online softmax state
  *                      over each key block's visible columns (increasing
  *                      c), kept per (row, key block) in bstat as (m_b,
  *                      l_b), and their merge over the chunk, (m, l).
- *   clpa_xattn_mass    phases 2 and 3. Grid (k_blocks, q_blocks,
- *                      num_heads), a work-item per block pair: for each row
+ *   clpa_xattn_mass    phases 2 and 3. Grid (k_blocks, piece query blocks,
+ *                      piece heads), a work-item per block pair: for each row
  *                      of the query block (increasing) that sees the key
  *                      block it merges the row's chunk states (softmax_merge,
  *                      chunks in order) into (m, l) and adds the row's mass
@@ -40,8 +43,8 @@
  *   k_cache  [num_blocks, num_kv_heads, HEAD_SIZE / X, BLOCK_SIZE, X]
  *   table    [max_blocks_per_seq] int32     the sequence's blocks
  *   stat_m, stat_l [num_heads, num_chunks, rows] float
- *   bstat    [num_heads, rows, k_blocks] float2 (m_b, l_b); only the blocks
- *            a row sees are written
+ *   bstat    [piece heads, piece rows, k_blocks] float2 (m_b, l_b); only the
+ *            blocks a row sees are written
  *   mass     [num_heads, q_blocks, k_blocks] float
  *   mask     [num_heads, q_blocks, k_blocks] uchar
  *
@@ -219,12 +222,12 @@ __kernel void clpa_xattn_stats(__global float *stat_m, __global float *stat_l,
                                __global const kv_t *k_cache, ulong block_stride,
                                ulong head_stride, __global const int *table, int num_blocks,
                                int qpk, int stride, float scale, int rows, int row0,
-                               int chunk_cols, int bs, int k_blocks,
-                               __global volatile int *faults) {
-  const int r0 = get_global_id(0) * XROWS, head = get_global_id(1), ch = get_global_id(2);
-  const int num_chunks = get_global_size(2);
-  if (r0 >= rows) return;
-  const int n = min(XROWS, rows - r0);
+                               int chunk_cols, int bs, int k_blocks, int head0, int rbase,
+                               int rend, __global volatile int *faults) {
+  const int r0 = rbase + get_global_id(0) * XROWS, ph = get_global_id(1), ch = get_global_id(2);
+  const int head = head0 + ph, num_chunks = get_global_size(2);
+  if (r0 >= rend) return;
+  const int n = min(XROWS, rend - r0);
   const xattn_src s = xattn_src_of(q, q_stride, head, k_cache, table, block_stride, head_stride,
                                    num_blocks, qpk, stride, scale);
   const int c0 = ch * chunk_cols; /* a multiple of bs: a block lies in one chunk */
@@ -233,7 +236,7 @@ __kernel void clpa_xattn_stats(__global float *stat_m, __global float *stat_l,
   int bad[XCOLS];
   for (int i = 0; i < XROWS; i++) m[i] = bm[i] = -INFINITY, l[i] = bl[i] = 0.0f;
   int faulted = 0, kb = c0 / bs;
-  const int at = head * rows + r0;
+  const int at = ph * (rend - rbase) + r0 - rbase; /* the piece's row */
   for (int cb = c0; cb < c1; cb += XCOLS) {
     const int nc = min(XCOLS, c1 - cb);
     xattn_scores(&s, r0, n, cb, nc, x, bad);
@@ -268,9 +271,9 @@ __kernel void clpa_xattn_stats(__global float *stat_m, __global float *stat_l,
 __kernel void clpa_xattn_mass(__global float *mass, __global const float *stat_m,
                               __global const float *stat_l, int num_chunks,
                               __global const float2 *bstat, int rows, int row0, int bs,
-                              int diag0) {
-  const int kb = get_global_id(0), qb = get_global_id(1), head = get_global_id(2);
-  const int k_blocks = get_global_size(0), q_blocks = get_global_size(1);
+                              int diag0, int q_blocks, int head0, int rbase, int rend) {
+  const int kb = get_global_id(0), qb = rbase / bs + get_global_id(1), ph = get_global_id(2);
+  const int head = head0 + ph, k_blocks = get_global_size(0);
   const ulong at = ((ulong)head * q_blocks + qb) * k_blocks + kb;
   if (kb > diag0 + qb) { /* after the diagonal: no visible pair */
     mass[at] = 0.0f;
@@ -279,13 +282,13 @@ __kernel void clpa_xattn_mass(__global float *mass, __global const float *stat_m
   __global const float *hm = stat_m + (ulong)head * num_chunks * rows;
   __global const float *hl = stat_l + (ulong)head * num_chunks * rows;
   float acc = 0.0f;
-  const int r_end = min((qb + 1) * bs, rows);
+  const int r_end = min((qb + 1) * bs, rend); /* rend: rows, or a whole block's end */
   for (int r = qb * bs; r < r_end; r++) {
     if (kb * bs > row0 + r) continue; /* the block's first column is past the row */
     softmax_state st = softmax_empty(); /* phase 2: the row merges its chunks */
     for (int ch = 0; ch < num_chunks; ch++)
       st = softmax_merge(st, softmax_state_of(hm[(ulong)ch * rows + r], hl[(ulong)ch * rows + r]));
-    const float2 b = bstat[((ulong)head * rows + r) * k_blocks + kb];
+    const float2 b = bstat[((ulong)ph * (rend - rbase) + r - rbase) * k_blocks + kb];
     acc += softmax_weight(softmax_state_of(b.x, b.y), st); /* rows in increasing order */
   }
   mass[at] = acc;

@@ -92,6 +92,9 @@ typedef struct clpa_xattn_params {
   int32_t block;               /* B: tokens per mask block, a positive multiple of stride (default 128) */
   int32_t chunk;               /* keys per KV chunk of phase 1: a positive multiple of block; 0 = one chunk */
   double tau;                  /* share of each query block's mass to keep: 0 < tau <= 1 (default 0.9) */
+  size_t scratch_limit;        /* bytes of per-(row, key block) states at once: the estimation runs in
+                                * pieces of heads and query blocks that fit; 0 = 256 MiB (or a quarter
+                                * of the device's largest buffer, if less) */
   /* Outputs, q_blocks = ceil(num_q / B), k_blocks = ceil((q_offset +
    * num_q) / B): */
   cl_mem mask;                 /* uint8 [num_heads][q_blocks][k_blocks]: 1 kept, 0 not */
@@ -119,10 +122,12 @@ CLPA_API void clpa_xattn_params_init(clpa_xattn_params *p);
  * [0, num_blocks) takes no part (its column is masked) and sets
  * CLPA_FAULT_BAD_BLOCK (clpa_context_check_faults).
  *
- * Memory: besides the outputs, 2 * num_heads * rows * (num_chunks +
- * k_blocks) floats of the context's scratch, rows = num_q / stride (each
- * row's softmax state per chunk and per key block: the scores are
- * computed once), and the masses when mass is NULL.
+ * Memory: besides the outputs, 2 * num_heads * rows * num_chunks floats
+ * of the context's scratch (each row's softmax state per chunk), rows =
+ * num_q / stride, the masses when mass is NULL, and each row's state per
+ * key block (2 * rows * k_blocks floats a head: the scores are computed
+ * once), for as many heads and query blocks at a time as scratch_limit
+ * allows (at least one query block of one head).
  *
  * Returns CLPA_OK, CLPA_ERR_INVALID_ARG (which field, which value),
  * CLPA_ERR_UNSUPPORTED (q_dtype), CLPA_ERR_BUILD, CLPA_ERR_OPENCL or

@@ -141,57 +141,88 @@ static clpa_status check_buffers(clpa_context *ctx, const clpa_xattn_params *p, 
   return CLPA_OK;
 }
 
-/* Enqueues the three kernels ks (stats, mass, select) in order; the
- * in-order queue makes each wait for the one before. */
 /* Strided rows per work-item of the stats kernel (cl/xattn.cl's XROWS). */
 #define XROWS 8
 
+/* The pieces phases 1 and 3 run in: heads_per heads and rows_per rows
+ * (whole query blocks) at a time, so that their per-(row, key block)
+ * states fit the scratch limit (at least one query block of one head). */
+static void plan_pieces(const clpa_context *ctx, const clpa_xattn_params *p, const xattn_plan *x,
+                        int32_t *heads_per, int32_t *rows_per) {
+  size_t limit = p->scratch_limit;
+  if (limit == 0) {
+    limit = (size_t)256 << 20;
+    if (ctx->info.max_alloc_bytes / 4 < limit) limit = (size_t)(ctx->info.max_alloc_bytes / 4);
+  }
+  const size_t per_row = (size_t)x->k_blocks * 2 * sizeof(float);
+  const size_t per_head = per_row * (size_t)x->rows;
+  if (per_head <= limit) {
+    const size_t h = limit / per_head;
+    *heads_per = h < (size_t)p->num_heads ? (int32_t)h : p->num_heads;
+    *rows_per = x->rows;
+  } else {
+    const size_t blocks = limit / per_row / (size_t)x->bs;
+    *heads_per = 1;
+    *rows_per = blocks > 1 ? (int32_t)blocks * x->bs : x->bs; /* < rows here */
+  }
+}
+
+/* Enqueues the kernels ks (stats and mass per piece, then select) in
+ * order; the in-order queue makes each wait for the one before. */
 static clpa_status enqueue_all(clpa_context *ctx, const clpa_xattn_params *p, const xattn_plan *x,
                                cl_kernel *ks, cl_mem faults, cl_mem sm, cl_mem sl, cl_mem bst,
-                               cl_mem mass) {
+                               cl_mem mass, int32_t heads_per, int32_t rows_per) {
   clpa_status st;
   const cl_ulong q_stride = x->q_stride, block_stride = x->kv.block_stride;
   const cl_ulong head_stride = x->kv.head_stride;
   const cl_int nb = x->kv.num_blocks, qpk = p->num_heads / x->kv.num_kv_heads, S = p->stride;
   const cl_int rows = x->rows, row0 = x->row0, cc = x->chunk_cols, nch = x->num_chunks;
-  const cl_int bs = x->bs, diag0 = x->diag0, kbl = x->k_blocks;
+  const cl_int bs = x->bs, diag0 = x->diag0, kbl = x->k_blocks, qbl = x->q_blocks;
   const cl_int keep_all = p->tau >= 1.0;
   /* fp8 caches store key / k_scale; the other dtypes ignore the scale. */
   const double kscale = clpa_dtype_size(x->kv.dtype) == 1 ? p->k_scale : 1.0;
   const cl_float scale = (cl_float)(kscale / (sqrt((double)x->kv.head_size) * p->stride));
   const cl_float tau = (cl_float)p->tau;
-  const clpa_arg a1[] = {CLPA_ARG(sm),           CLPA_ARG(sl),         CLPA_ARG(bst),
-                         CLPA_ARG(p->query),     CLPA_ARG(q_stride),   CLPA_ARG(x->k),
-                         CLPA_ARG(block_stride), CLPA_ARG(head_stride), CLPA_ARG(p->block_table),
-                         CLPA_ARG(nb),           CLPA_ARG(qpk),        CLPA_ARG(S),
-                         CLPA_ARG(scale),        CLPA_ARG(rows),       CLPA_ARG(row0),
-                         CLPA_ARG(cc),           CLPA_ARG(bs),         CLPA_ARG(kbl),
-                         CLPA_ARG(faults)};
-  const clpa_ndrange r1 = {3,
-                           {(size_t)(x->rows + XROWS - 1) / XROWS, (size_t)p->num_heads,
-                            (size_t)x->num_chunks},
-                           {0, 0, 0},
-                           p->num_wait_events,
-                           p->wait_events,
-                           NULL};
-  const clpa_arg a2[] = {CLPA_ARG(mass), CLPA_ARG(sm),   CLPA_ARG(sl),    CLPA_ARG(nch),
-                         CLPA_ARG(bst),  CLPA_ARG(rows), CLPA_ARG(row0),  CLPA_ARG(bs),
-                         CLPA_ARG(diag0)};
-  const clpa_ndrange r2 = {3,
-                           {(size_t)x->k_blocks, (size_t)x->q_blocks, (size_t)p->num_heads},
-                           {0, 0, 0},
-                           0,
-                           NULL,
-                           NULL};
+  int first = 1;
+  for (cl_int head0 = 0; head0 < p->num_heads; head0 += heads_per)
+    for (cl_int rbase = 0; rbase < rows; rbase += rows_per) {
+      const cl_int rend = rows - rbase < rows_per ? rows : rbase + rows_per;
+      const size_t hn = (size_t)(p->num_heads - head0 < heads_per ? p->num_heads - head0 : heads_per);
+      const clpa_arg a1[] = {CLPA_ARG(sm),           CLPA_ARG(sl),         CLPA_ARG(bst),
+                             CLPA_ARG(p->query),     CLPA_ARG(q_stride),   CLPA_ARG(x->k),
+                             CLPA_ARG(block_stride), CLPA_ARG(head_stride), CLPA_ARG(p->block_table),
+                             CLPA_ARG(nb),           CLPA_ARG(qpk),        CLPA_ARG(S),
+                             CLPA_ARG(scale),        CLPA_ARG(rows),       CLPA_ARG(row0),
+                             CLPA_ARG(cc),           CLPA_ARG(bs),         CLPA_ARG(kbl),
+                             CLPA_ARG(head0),        CLPA_ARG(rbase),      CLPA_ARG(rend),
+                             CLPA_ARG(faults)};
+      const clpa_ndrange r1 = {3,
+                               {(size_t)(rend - rbase + XROWS - 1) / XROWS, hn,
+                                (size_t)x->num_chunks},
+                               {0, 0, 0},
+                               first ? p->num_wait_events : 0,
+                               first ? p->wait_events : NULL,
+                               NULL};
+      const clpa_arg a2[] = {CLPA_ARG(mass),  CLPA_ARG(sm),    CLPA_ARG(sl),   CLPA_ARG(nch),
+                             CLPA_ARG(bst),   CLPA_ARG(rows),  CLPA_ARG(row0), CLPA_ARG(bs),
+                             CLPA_ARG(diag0), CLPA_ARG(qbl),   CLPA_ARG(head0), CLPA_ARG(rbase),
+                             CLPA_ARG(rend)};
+      const clpa_ndrange r2 = {3,
+                               {(size_t)x->k_blocks, (size_t)((rend - rbase + bs - 1) / bs), hn},
+                               {0, 0, 0},
+                               0,
+                               NULL,
+                               NULL};
+      first = 0;
+      if ((st = clpa_enqueue(ctx, ks[0], "clpa_xattn_stats", a1, CLPA_NARGS(a1), &r1)) ||
+          (st = clpa_enqueue(ctx, ks[1], "clpa_xattn_mass", a2, CLPA_NARGS(a2), &r2)))
+        return st;
+    }
   const clpa_arg a3[] = {CLPA_ARG(p->mask), CLPA_ARG(mass), CLPA_ARG(kbl),
                          CLPA_ARG(diag0),   CLPA_ARG(tau),  CLPA_ARG(keep_all)};
   const clpa_ndrange r3 = {2, {(size_t)x->q_blocks, (size_t)p->num_heads}, {0, 0}, 0, NULL,
                            p->event};
-  if ((st = clpa_enqueue(ctx, ks[0], "clpa_xattn_stats", a1, CLPA_NARGS(a1), &r1)) ||
-      (st = clpa_enqueue(ctx, ks[1], "clpa_xattn_mass", a2, CLPA_NARGS(a2), &r2)) ||
-      (st = clpa_enqueue(ctx, ks[2], "clpa_xattn_select", a3, CLPA_NARGS(a3), &r3)))
-    return st;
-  return CLPA_OK;
+  return clpa_enqueue(ctx, ks[2], "clpa_xattn_select", a3, CLPA_NARGS(a3), &r3);
 }
 
 static clpa_status launch(clpa_context *ctx, const clpa_xattn_params *p, const xattn_plan *x) {
@@ -206,10 +237,14 @@ static clpa_status launch(clpa_context *ctx, const clpa_xattn_params *p, const x
   if (st == CLPA_OK) st = clpa_scratch(ctx, 0, x->stats * sizeof(float), &sm);
   if (st == CLPA_OK) st = clpa_scratch(ctx, 1, x->stats * sizeof(float), &sl);
   if (st == CLPA_OK && !mass) st = clpa_scratch(ctx, 2, x->blocks * sizeof(float), &mass);
-  if (st == CLPA_OK) st = clpa_scratch(ctx, 3, x->bstats * 2 * sizeof(float), &bst);
+  int32_t heads_per = 0, rows_per = 0;
+  plan_pieces(ctx, p, x, &heads_per, &rows_per);
+  const size_t piece = (size_t)heads_per * (size_t)rows_per * (size_t)x->k_blocks;
+  if (st == CLPA_OK) st = clpa_scratch(ctx, 3, piece * 2 * sizeof(float), &bst);
   for (int i = 0; i < 3 && st == CLPA_OK; i++)
     st = clpa_family_kernel(ctx, &clpa_family_xattn, &spec, names[i], &ks[i]);
-  if (st == CLPA_OK) st = enqueue_all(ctx, p, x, ks, faults, sm, sl, bst, mass);
+  if (st == CLPA_OK)
+    st = enqueue_all(ctx, p, x, ks, faults, sm, sl, bst, mass, heads_per, rows_per);
   for (int i = 0; i < 3; i++)
     if (ks[i]) clReleaseKernel(ks[i]);
   return st;

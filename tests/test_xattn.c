@@ -41,6 +41,7 @@
 static clpa_context *ctx;
 static int no_mass;          /* run_device: leave mass NULL (the library's scratch) */
 static int32_t last_faults;  /* run_device: the fault word after the run */
+static size_t scratch_limit; /* run_device: params.scratch_limit */
 
 typedef struct xcase {
   int heads, kv_heads, hs, bs; /* query heads, KV heads, head size, cache block size */
@@ -162,6 +163,7 @@ static clpa_status run_device(const xcase *c, const inputs *in, size_t nblocks, 
   p.q_stride = c->q_pad ? in->q_stride : 0, p.num_q = c->num_q, p.q_offset = c->q_offset;
   p.stride = c->S, p.block = c->B, p.chunk = c->chunk, p.tau = c->tau;
   p.mask = mask, p.mass = no_mass ? NULL : mass;
+  p.scratch_limit = scratch_limit;
   cl_event ev = NULL;
   p.event = &ev;
   clpa_status st = clpa_xattn_estimate(ctx, &p);
@@ -318,6 +320,34 @@ static void test_no_mass_and_faults(void) {
   free_inputs(&in);
 }
 
+/* In pieces (scratch_limit): the same masses and masks, bit for bit, as
+ * in one piece: each row's states are computed the same way wherever it
+ * runs. Pieces of 1 head x 1 query block (a limit of 1 byte), of 2 heads
+ * with every row, and of 1 head x 2 query blocks, over uneven chunks and
+ * a partial last block. */
+static void test_pieces(void) {
+  const xcase c = {4, 2, 64, 16, 8, 64, 192, 776, 128, F16, F32, 0.9, 0};
+  inputs in;
+  make_inputs(&c, &in, NULL, NULL);
+  const int rows = c.num_q / c.S, qb = (c.num_q + c.B - 1) / c.B;
+  const int kb = (c.q_offset + c.num_q + c.B - 1) / c.B;
+  const size_t n = (size_t)c.heads * (size_t)qb * (size_t)kb, per_row = (size_t)kb * 8;
+  float *m1 = xmalloc(4 * n), *m2 = xmalloc(4 * n);
+  uint8_t *k1 = xmalloc(n), *k2 = xmalloc(n);
+  int good = run_device(&c, &in, n, m1, k1) == CLPA_OK;
+  const size_t limits[] = {1, 2 * per_row * (size_t)rows, per_row * 2 * (size_t)(c.B / c.S)};
+  const char *names[] = {"1 head x 1 query block", "2 heads, every row", "1 head x 2 query blocks"};
+  for (int i = 0; i < 3; i++) {
+    scratch_limit = limits[i];
+    const int ran = run_device(&c, &in, n, m2, k2) == CLPA_OK;
+    ok(good && ran && memcmp(m1, m2, 4 * n) == 0 && memcmp(k1, k2, n) == 0,
+       "in pieces of %s: the same masses and mask", names[i]);
+  }
+  scratch_limit = 0;
+  free(m1), free(m2), free(k1), free(k2);
+  free_inputs(&in);
+}
+
 /* Structured scene (as test_host_ref_xattn's): a sink on the first S keys
  * and rotary-like features that make attention local. */
 #define STRUCT_NUM_K 2048
@@ -431,6 +461,7 @@ int main(void) {
   for (size_t i = 0; i < sizeof grid / sizeof *grid; i++) run_case(&grid[i]);
   test_tau_one();
   test_no_mass_and_faults();
+  test_pieces();
   test_structured();
   test_bad_args();
   return test_context_done(ctx);
