@@ -240,6 +240,30 @@ __kernel void clpa_xattn_stats(__global float *stat_m, __global float *stat_l,
   for (int cb = c0; cb < c1; cb += XCOLS) {
     const int nc = min(XCOLS, c1 - cb);
     xattn_scores(&s, r0, n, cb, nc, x, bad);
+    if (bs % XCOLS == 0) { /* the tile lies in one key block: a vector update per row */
+      if (cb / bs != kb) { /* the next key block */
+        xattn_flush(bstat, at, k_blocks, kb, n, bm, bl, m, l);
+        kb = cb / bs;
+      }
+      int okc[XCOLS];
+      for (int j = 0; j < XCOLS; j++) {
+        okc[j] = j < nc && !bad[j] ? -1 : 0;
+        faulted |= j < nc && bad[j];
+      }
+      const int8 ok8 = vload8(0, okc);
+      for (int i = 0; i < XROWS; i++) { /* columns cb + j <= R(r0 + i) are visible */
+        const float8 v = select((float8)(-INFINITY), vload8(0, x[i]),
+                                ok8 & (IOTA8 <= (int8)(row0 + r0 + i - cb)));
+        const float tmax = vmax8(v);
+        if (tmax == -INFINITY) continue;
+        if (tmax > bm[i]) { /* online softmax: rescale the sum to the new max */
+          bl[i] *= exp(bm[i] - tmax); /* e^(-inf) = 0 while empty */
+          bm[i] = tmax;
+        }
+        bl[i] += VSUM(8, exp(v - bm[i]));
+      }
+      continue;
+    }
     for (int j = 0; j < nc; j++) {
       const int c = cb + j;
       if (c / bs != kb) { /* the next key block */

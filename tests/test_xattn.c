@@ -453,6 +453,7 @@ static const xcase grid[] = {
     {2, 2, 128, 32, 8, 128, 256, 776, 128, F32, F32, 0.95, 0}, /* partial last blocks */
     {2, 1, 64, 8, 8, 64, 64, 256, 64, E4M3, F16, 0.5, 0},      /* fp8, a chunk per block */
     {2, 2, 64, 16, 8, 64, 128, 256, 0, F16, F32, 0.9, 1},      /* two chunks, no prefix */
+    {2, 1, 64, 16, 16, 64, 128, 512, 64, F16, F32, 0.9, 0},    /* 4 columns a block: per column */
 };
 
 int main(void) {
