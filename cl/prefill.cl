@@ -85,6 +85,33 @@ inline int key_block(__global const int *table, int j, int k_lo, int kv_end, int
   return phys >= 0 && phys < num_blocks ? phys : -1;
 }
 
+/* Query row R of a tile (see the top): its head and position into *head
+ * and *pos (a row past the sequence's nrows gets the KV head's first
+ * query head at position cached, and is never written); whether it
+ * exists. */
+inline int tile_row(int R, int nrows, int qpk, int kv_head, int cached, int *head, int *pos) {
+  const int live = R < nrows;
+  *head = kv_head * qpk + (live ? R % qpk : 0);
+  *pos = cached + (live ? R / qpk : 0);
+  return live;
+}
+
+/* The block-mask row (mask_kb flags) of new token i of sequence s, query
+ * head `head`; NULL without a mask. */
+inline __global const uchar *mask_row(__global const uchar *block_mask, int s, int num_heads,
+                                      int head, int i, int mask_block, int mask_qb, int mask_kb) {
+  return block_mask ? block_mask + (((size_t)s * num_heads + head) * mask_qb + i / mask_block) *
+                                       (size_t)mask_kb
+                    : NULL;
+}
+
+/* The keys rows at positions p_lo .. p_hi walk: [k_lo, k_end) = (.x, .y),
+ * up to the last row when causal, from the first row's window start. */
+inline int2 tile_keys(int p_lo, int p_hi, int kv_end, int causal, int window) {
+  return (int2)(window > 0 ? max(p_lo - window + 1, 0) : 0,
+                causal ? min(kv_end, p_hi + 1) : kv_end);
+}
+
 #if CLPA_PREFILL_PATH == 1
 /*
  * clpa_prefill_paged — the portable path: f32 products from local memory
@@ -223,23 +250,16 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
   float slope[TM];
   __global const uchar *mrow[TM];
   for (int i = 0; i < TM; i++) {
-    const int R = R0 + rg + RGS * i;
-    live[i] = R < nrows;
-    head[i] = kv_head * qpk + (live[i] ? R % qpk : 0);
-    pos[i] = cached + (live[i] ? R / qpk : 0);
+    live[i] = tile_row(R0 + rg + RGS * i, nrows, qpk, kv_head, cached, &head[i], &pos[i]);
     slope[i] = alibi ? alibi[head[i]] : 0.0f;
-    mrow[i] = block_mask ? block_mask + (((size_t)s * num_heads + head[i]) * mask_qb +
-                                         (pos[i] - cached) / mask_block) *
-                                            (size_t)mask_kb
-                         : NULL;
+    mrow[i] = mask_row(block_mask, s, num_heads, head[i], pos[i] - cached, mask_block, mask_qb,
+                       mask_kb);
   }
 
-  /* The tile's key range: up to its last row's position when causal, from
-   * its first row's window start. */
+  /* The tile's key range. */
   const int p_lo = cached + R0 / qpk, p_hi = cached + (min(R0 + ROWS, nrows) - 1) / qpk;
-  const int k_end = causal ? min(kv_end, p_hi + 1) : kv_end;
-  const int k_lo = window > 0 ? max(p_lo - window + 1, 0) : 0;
-  const int k_begin = k_lo / BK * BK;
+  const int2 keys = tile_keys(p_lo, p_hi, kv_end, causal, window);
+  const int k_lo = keys.x, k_end = keys.y, k_begin = k_lo / BK * BK;
 
   load_rows(q_s, q, q_stride, first, R0, nrows, qpk, kv_head);
 
@@ -450,16 +470,13 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void clpa_prefill_rows(
   float16 q16[RG][HEAD_SIZE / KV_X]; /* query chunks repeated VT times (kv.cl's QREP) */
   for (int r = 0; r < RG; r++)
     for (int c = 0; c < HEAD_SIZE / KV_X; c++) q16[r][c] = QREP(&qr[r][c * KV_X]);
-  const int p_lo = pos[0], p_hi = pos[rows - 1];
-  const int k_end = causal ? min(kv_end, p_hi + 1) : kv_end;
-  const int k_lo = window > 0 ? max(p_lo - window + 1, 0) : 0;
+  const int2 keys = tile_keys(pos[0], pos[rows - 1], kv_end, causal, window);
+  const int k_lo = keys.x, k_end = keys.y;
 
   __global const uchar *mrow[RG];
   for (int r = 0; r < RG; r++)
-    mrow[r] = block_mask ? block_mask + (((size_t)s * num_heads + head[r]) * mask_qb +
-                                         (pos[r] - cached) / mask_block) *
-                                            (size_t)mask_kb
-                         : NULL;
+    mrow[r] = mask_row(block_mask, s, num_heads, head[r], pos[r] - cached, mask_block, mask_qb,
+                       mask_kb);
 
   for (int b0 = k_lo / BLOCK_SIZE; b0 * BLOCK_SIZE < k_end; b0 += GB) {
     /* The step's blocks that count: nv of them, with their value tiles and
@@ -728,21 +745,17 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
   float slope[2];
   __global const uchar *mrow[2];
   for (int h = 0; h < 2; h++) {
-    const int R = R0 + warp * 16 + g + 8 * h;
-    live[h] = R < nrows;
-    head[h] = kv_head * qpk + (live[h] ? R % qpk : 0);
-    pos[h] = cached + (live[h] ? R / qpk : 0);
+    live[h] = tile_row(R0 + warp * 16 + g + 8 * h, nrows, qpk, kv_head, cached, &head[h], &pos[h]);
     slope[h] = alibi ? alibi[head[h]] : 0.0f;
-    mrow[h] = block_mask && live[h] ? block_mask + (((size_t)s * num_heads + head[h]) * mask_qb +
-                                                    (pos[h] - cached) / mask_block) *
-                                                       (size_t)mask_kb
-                                    : NULL;
+    mrow[h] = live[h] ? mask_row(block_mask, s, num_heads, head[h], pos[h] - cached, mask_block,
+                                 mask_qb, mask_kb)
+                      : NULL;
   }
 
-  /* The work-group's key range, as clpa_prefill_paged's. */
+  /* The work-group's key range. */
   const int p_lo = cached + R0 / qpk, p_hi = cached + (min(R0 + ROWS, nrows) - 1) / qpk;
-  const int k_end = causal ? min(kv_end, p_hi + 1) : kv_end;
-  const int k_lo = window > 0 ? max(p_lo - window + 1, 0) : 0;
+  const int2 keys = tile_keys(p_lo, p_hi, kv_end, causal, window);
+  const int k_lo = keys.x, k_end = keys.y;
   const int sparse = block_mask != NULL;
   const int plain = soft_cap <= 0.0f && !alibi; /* logits are scaled products */
 
