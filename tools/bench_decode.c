@@ -445,6 +445,22 @@ static void print_table(const decode_args *a, const bench_env *env, const bench_
            f->paged_gbps, gbps / f->paged_gbps);
 }
 
+/* One --tune candidate: measures s and prints its line ("refused" with the
+ * library's reason, the path named as asked); fills f, returns whether it
+ * ran. */
+static int tune_point(bench_env *env, const bench_decode_shape *s, const bench_timing *t,
+                      bench_decode_figures *f) {
+  char why[2048];
+  if (bench_decode_measure(env, s, t, f, why, sizeof why) != BENCH_MEASURED) {
+    printf("partition %4d, %-5s path: refused (%s)\n", (int)s->partition, PATH_NAMES[s->path],
+           why);
+    return 0;
+  }
+  printf("partition %4d, %-5s path: %10.1f us, %.2f GB/s\n", (int)s->partition,
+         PATH_NAMES[f->path], f->per_call * 1e6, f->kv_bytes / f->per_call / 1e9);
+  return 1;
+}
+
 /* --tune: the shape at every v2 partition of 128 .. 4096 tokens up to
  * the context (the one partition past it too), on the heuristic's path,
  * then every other path this device runs natively at the best partition;
@@ -454,20 +470,14 @@ static int tune(bench_env *env, const decode_args *a, const bench_timing *t) {
   bench_decode_shape s = a->s;
   s.paged_probe = 0, s.variant = CLPA_DECODE_V2;
   bench_decode_figures f;
-  char why[2048];
   double best = 0;
   int32_t best_part = 0;
   clpa_decode_path best_path = CLPA_DECODE_PATH_AUTO;
   for (size_t i = 0; i < sizeof parts / sizeof *parts; i++) {
     if (parts[i] % s.block_size || (i > 0 && parts[i - 1] >= s.context)) continue;
     s.partition = parts[i];
-    if (bench_decode_measure(env, &s, t, &f, why, sizeof why) != BENCH_MEASURED) {
-      printf("partition %4d: refused (%s)\n", (int)parts[i], why);
-      continue;
-    }
-    printf("partition %4d, %-5s path: %10.1f us, %.2f GB/s\n", (int)parts[i], PATH_NAMES[f.path],
-           f.per_call * 1e6, f.kv_bytes / f.per_call / 1e9);
-    if (best == 0 || f.per_call < best) best = f.per_call, best_part = parts[i], best_path = f.path;
+    if (tune_point(env, &s, t, &f) && (best == 0 || f.per_call < best))
+      best = f.per_call, best_part = parts[i], best_path = f.path;
   }
   if (best == 0) {
     fprintf(stderr, "clpa-bench decode: no partition ran\n");
@@ -482,11 +492,7 @@ static int tune(bench_env *env, const decode_args *a, const bench_timing *t) {
       continue;
     }
     s.path = (clpa_decode_path)p;
-    if (bench_decode_measure(env, &s, t, &f, why, sizeof why) != BENCH_MEASURED)
-      printf("partition %4d, %-5s path: refused (%s)\n", (int)best_part, PATH_NAMES[p], why);
-    else
-      printf("partition %4d, %-5s path: %10.1f us, %.2f GB/s\n", (int)best_part, PATH_NAMES[p],
-             f.per_call * 1e6, f.kv_bytes / f.per_call / 1e9);
+    tune_point(env, &s, t, &f);
   }
   printf("tuning table (lib/tuning.c): decode_partition %d (%s path, %.1f us on %s, %s)\n",
          (int)best_part, PATH_NAMES[best_path], best * 1e6, env->info.name, bench_mode_name(t));
