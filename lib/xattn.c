@@ -27,7 +27,6 @@ typedef struct xattn_plan {
   int32_t rows, row0, bs, q_blocks, k_blocks, diag0, chunk_cols, num_chunks;
   size_t blocks;     /* num_heads * q_blocks * k_blocks */
   size_t stats;      /* num_heads * num_chunks * rows */
-  size_t bstats;     /* num_heads * rows * k_blocks (float2 each) */
 } xattn_plan;
 
 /* The key cache: cache + layer, or key_cache + kv. */
@@ -102,11 +101,7 @@ static clpa_status check_shape(clpa_context *ctx, const clpa_xattn_params *p, xa
                           !clpa_size_mul_add((size_t)p->num_heads, (size_t)x->num_chunks, 0,
                                              &x->stats) ||
                           !clpa_size_mul_add(x->stats, (size_t)x->rows, 0, &x->stats) ||
-                          !clpa_size_mul_add(x->stats, sizeof(float), 0, &bytes) ||
-                          !clpa_size_mul_add((size_t)p->num_heads, (size_t)x->rows, 0,
-                                             &x->bstats) ||
-                          !clpa_size_mul_add(x->bstats, (size_t)x->k_blocks, 0, &x->bstats) ||
-                          !clpa_size_mul_add(x->bstats, 2 * sizeof(float), 0, &bytes),
+                          !clpa_size_mul_add(x->stats, sizeof(float), 0, &bytes),
                  CLPA_ERR_INVALID_ARG,
                  "num_heads = %d with %d x %d blocks and %d chunks of %d rows: the sizes overflow"
                  " size_t", p->num_heads, x->q_blocks, x->k_blocks, x->num_chunks, x->rows);
