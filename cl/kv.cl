@@ -218,7 +218,7 @@ inline int value_index(int dim, int tok, int block_size) { return dim * block_si
       __global const float *alibi, float soft_cap, int window, __global const float *sinks,     \
       int max_parts, int logits_stride, __global volatile int *faults, __local float *logits
 
-/* The rows paths' value vectors (prefill.cl's clpa_prefill_rows,
+/* The rows paths' value vectors (prefill_rows.cl's clpa_prefill_rows,
  * decode_rows.cl): VB tokens of a value row, which the layout keeps
  * contiguous within a block; 8 for blocks of 8, else 16. */
 #if defined(CLPA_BLOCK_SIZE) && CLPA_BLOCK_SIZE == 8
@@ -229,7 +229,7 @@ inline int value_index(int dim, int tok, int block_size) { return dim * block_si
 #define floatB CAT(float, VB)
 #define intB CAT(int, VB)
 
-/* The rows paths' key vectors (decode_rows.cl, prefill.cl's rows path): a
+/* The rows paths' key vectors (decode_rows.cl, prefill_rows.cl): a
  * 16-element vector of the key layout holds VT tokens x KV_X dimensions
  * (one 16-byte row per token); queries are held repeated VT times, so one
  * multiply-add serves VT tokens. */

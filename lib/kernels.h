@@ -19,7 +19,7 @@ typedef struct clpa_tunable {
 
 typedef struct clpa_family {
   const char *name;           /* "decode": also the name clpa_program_get takes */
-  const char *parts[4];       /* embedded sources before the family's own file, NULL-ended */
+  const char *parts[5];       /* embedded sources before the family's own file, NULL-ended */
   const clpa_tunable *tunables;
   size_t num_tunables;
 } clpa_family;
@@ -40,12 +40,13 @@ typedef struct clpa_reduce_spec {
   int32_t head_size, io_dtype, num_threads, partition_size;
 } clpa_reduce_spec;
 
-/* prefill.cl: clpa_prefill_paged. */
+/* prefill_tiles.cl: clpa_prefill_paged, prefill_rows.cl: clpa_prefill_rows,
+ * prefill_mma.cl: clpa_prefill_mma (each after prefill.cl). */
 typedef struct clpa_prefill_spec {
   int32_t head_size, block_size, kv_dtype, io_dtype;
   int32_t num_threads; /* work-group size */
   int32_t rows, keys;  /* query rows per work-group, keys per tile */
-  int32_t path;        /* clpa_prefill_path: 1 tiles, 2 rows, 3 mma */
+  int32_t path;        /* clpa_prefill_path: which family (file) runs it, not an option */
   int32_t stages;      /* mma: key and value tiles in flight (1 or 2) */
 } clpa_prefill_spec;
 
@@ -66,7 +67,8 @@ typedef struct clpa_cache_spec {
 } clpa_cache_spec;
 
 extern const clpa_family clpa_family_decode, clpa_family_decode_mma, clpa_family_decode_rows,
-    clpa_family_reduce, clpa_family_prefill,
+    clpa_family_reduce, clpa_family_prefill_tiles, clpa_family_prefill_rows,
+    clpa_family_prefill_mma,
     clpa_family_merge, clpa_family_cache, clpa_family_blocks, clpa_family_smoke,
     clpa_family_xattn;
 

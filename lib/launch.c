@@ -35,7 +35,6 @@ static const clpa_tunable prefill_tunables[] = {
     T(clpa_prefill_spec, num_threads, "NUM_THREADS"),
     T(clpa_prefill_spec, rows, "ROWS"),
     T(clpa_prefill_spec, keys, "KEYS"),
-    T(clpa_prefill_spec, path, "PREFILL_PATH"),
     T(clpa_prefill_spec, stages, "STAGES"),
 };
 static const clpa_tunable merge_tunables[] = {
@@ -61,8 +60,14 @@ const clpa_family clpa_family_decode_mma = {"decode_mma", {"common", "kv", "mma"
                                             decode_tunables, N(decode_tunables)};
 const clpa_family clpa_family_reduce = {"reduce", {"common", NULL}, reduce_tunables,
                                         N(reduce_tunables)};
-const clpa_family clpa_family_prefill = {"prefill", {"common", "kv", "mma", NULL}, prefill_tunables,
-                                         N(prefill_tunables)};
+/* Prefill's paths: prefill.cl (what they share), then each path's file. */
+const clpa_family clpa_family_prefill_tiles = {"prefill_tiles", {"common", "kv", "prefill", NULL},
+                                               prefill_tunables, N(prefill_tunables)};
+const clpa_family clpa_family_prefill_rows = {"prefill_rows", {"common", "kv", "prefill", NULL},
+                                              prefill_tunables, N(prefill_tunables)};
+const clpa_family clpa_family_prefill_mma = {"prefill_mma",
+                                             {"common", "kv", "mma", "prefill", NULL},
+                                             prefill_tunables, N(prefill_tunables)};
 const clpa_family clpa_family_merge = {"merge", {"common", NULL}, merge_tunables,
                                        N(merge_tunables)};
 const clpa_family clpa_family_cache = {"cache", {"common", "kv", NULL}, cache_tunables,
@@ -74,7 +79,8 @@ const clpa_family clpa_family_smoke = {"smoke", {NULL}, NULL, 0};
 
 const clpa_family *clpa_family_find(const char *name) {
   static const clpa_family *const all[] = {
-      &clpa_family_decode, &clpa_family_reduce, &clpa_family_prefill, &clpa_family_merge,
+      &clpa_family_decode, &clpa_family_reduce, &clpa_family_prefill_tiles,
+      &clpa_family_prefill_rows, &clpa_family_prefill_mma, &clpa_family_merge,
       &clpa_family_cache,  &clpa_family_blocks, &clpa_family_smoke, &clpa_family_xattn,
       &clpa_family_decode_mma, &clpa_family_decode_rows};
   for (size_t i = 0; name && i < N(all); i++)

@@ -1,5 +1,5 @@
 /*
- * prefill.c — clpa_prefill (cl/prefill.cl) and clpa_merge_states
+ * prefill.c — clpa_prefill (cl/prefill.cl and a path's file) and clpa_merge_states
  * (cl/merge.cl): validate everything, including the host-side sequence
  * lengths, plan the work list of row tiles, upload it and launch.
  */
@@ -28,7 +28,7 @@ void clpa_merge_states_params_init(clpa_merge_states_params *p) {
 
 static int is_tile_size(int32_t v) { return v == 8 || v == 16 || v == 32 || v == 64; }
 
-/* cl/prefill.cl's clpa_prefill_paged: work-items a row group (CG there). */
+/* cl/prefill_tiles.cl's clpa_prefill_paged: work-items a row group (CG there). */
 static int tile_cols(int rows) { return PREFILL_THREADS / (rows < 16 ? rows : 16); }
 
 /* Its local memory: query and key/value rows padded by 4 floats, the
@@ -88,7 +88,7 @@ static int mma_applies(const clpa_kv_layout *kv) {
   return (kv->dtype == CLPA_DTYPE_F16 || kv->dtype == CLPA_DTYPE_BF16) && kv->head_size % 16 == 0;
 }
 
-/* cl/prefill.cl's clpa_prefill_mma, with `stages` tiles in flight: keys
+/* cl/prefill_mma.cl's clpa_prefill_mma, with `stages` tiles in flight: keys
  * and values in f16/bf16 rows padded by 8 elements, key flags, and
  * mma.cl's scratch when emulated (2 work-items a row). */
 static size_t mma_local_bytes(int head_size, int rows, int keys, int stages, int emulated) {
@@ -263,12 +263,15 @@ static clpa_status launch(clpa_context *ctx, const clpa_prefill_params *p, const
   cl_kernel k;
   cl_mem faults;
   clpa_status st;
-  const int rows_path = spec->path == CLPA_PREFILL_ROWS;
-  const char *name = rows_path                        ? "clpa_prefill_rows"
-                     : spec->path == CLPA_PREFILL_MMA ? "clpa_prefill_mma"
-                                                      : "clpa_prefill_paged";
+  const int rows_path = spec->path == CLPA_PREFILL_ROWS, mma = spec->path == CLPA_PREFILL_MMA;
+  const char *name = rows_path ? "clpa_prefill_rows"
+                     : mma     ? "clpa_prefill_mma"
+                               : "clpa_prefill_paged";
+  const clpa_family *fam = rows_path ? &clpa_family_prefill_rows
+                           : mma     ? &clpa_family_prefill_mma
+                                     : &clpa_family_prefill_tiles;
   if ((st = clpa_faults_buffer(ctx, &faults)) ||
-      (st = clpa_family_kernel(ctx, &clpa_family_prefill, spec, name, &k)))
+      (st = clpa_family_kernel(ctx, fam, spec, name, &k)))
     return st;
   const cl_ulong q_stride = a->q_stride, block_stride = a->kv.block_stride;
   const cl_ulong head_stride = a->kv.head_stride;

@@ -1,5 +1,5 @@
 /*
- * Prefill (cl/prefill.cl) against clpa_ref_prefill on fresh random
+ * Prefill (cl/prefill*.cl) against clpa_ref_prefill on fresh random
  * inputs: variable-length batches over cached prefixes (none, part of a
  * block, many blocks), new_len 0 and 1, GQA/MQA, every option, causal and
  * not, every head size, block size and KV dtype, f32/f16/bf16 queries,

@@ -1,0 +1,183 @@
+/* prefill_rows.cl — prefill's CPU path; built after prefill.cl (its arguments,
+ * helpers and layouts: lib/launch.c's prefill families). */
+/*
+ * clpa_prefill_rows — the same attention, shaped for CPUs (PoCL): a
+ * work-group of one work-item owns RG query rows and walks the keys a
+ * block at a time with explicit vectors, its rows' queries, softmax
+ * states and accumulators in private memory (which a CPU keeps in L1),
+ * and no barriers. Scores: per row and key, a dot product of 16-byte
+ * chunks of the key (KV_X elements: key_index's rows); values: per row
+ * and dimension, a dot product of the block's probabilities with the
+ * value row, which the value layout keeps contiguous over the block's
+ * tokens. Same arguments, masks and results as clpa_prefill_paged.
+ *
+ * Grid:  (num_items, num_kv_heads), work-groups of 1; work[t] = (s, R0)
+ *        with rows R0 .. R0 + RG - 1 of sequence s (RG = CLPA_ROWS).
+ */
+#define RG ROWS /* query rows per work-item */
+#define VLOADB(p) CAT(VLOAD, VB)(p)
+#define KV_LOADB(p) KV_LOAD(VB, (p))
+#define IOTAB CAT(IOTA, VB)
+#define BCH (BLOCK_SIZE / VB) /* value vectors per block of tokens */
+/* Key vectors sharing each query load: PTG x RG accumulators of 16 lanes. */
+#define PTG_ (RG >= 16 ? 1 : RG >= 8 ? 2 : 4)
+#define PTG (PTG_ < BLOCK_SIZE / VT ? PTG_ : BLOCK_SIZE / VT)
+#ifndef CLPA_KEY_BLOCKS
+#define CLPA_KEY_BLOCKS 4
+#endif
+#define GB CLPA_KEY_BLOCKS /* cache blocks a step: their P V products meet in registers */
+
+__kernel __attribute__((reqd_work_group_size(1, 1, 1))) void clpa_prefill_rows(
+    PREFILL_ARGS) {
+  const int s = work[2 * get_group_id(0)], R0 = work[2 * get_group_id(0) + 1];
+  const int kv_head = get_group_id(1), qpk = num_heads / num_kv_heads;
+  const int first = seq_info[3 * s], new_len = seq_info[3 * s + 1], cached = seq_info[3 * s + 2];
+  const int nrows = new_len * qpk, rows = min(RG, nrows - R0);
+  const int kv_end = cached + new_len;
+  __global const int *table = block_tables + (size_t)s * max_blocks_per_seq;
+  const float kscale = !KV_IS_FP8 ? 1.0f : k_scales ? k_scales[0] : k_scale;
+  const float vscale = !KV_IS_FP8 ? 1.0f : v_scales ? v_scales[0] : v_scale;
+
+  /* ---- 1. the rows: queries, positions, slopes; the accumulators keep
+   * one lane per token offset of a value vector, summed once at the end
+   * (no horizontal sum per block) ---- */
+  float qr[RG][HEAD_SIZE];
+  floatB acc[RG][HEAD_SIZE];
+  float m[RG], l[RG], slope[RG];
+  int pos[RG], head[RG];
+  for (int r = 0; r < RG; r++) {
+    const int R = R0 + min(r, rows - 1); /* rows past the end repeat the last: never written */
+    head[r] = kv_head * qpk + R % qpk;
+    pos[r] = cached + R / qpk;
+    slope[r] = alibi ? alibi[head[r]] : 0.0f;
+    const ulong t = (ulong)(first + R / qpk);
+    for (int d = 0; d < HEAD_SIZE; d++) {
+      qr[r][d] = IO_LOAD(q, t * q_stride + (ulong)head[r] * HEAD_SIZE + d);
+      acc[r][d] = (floatB)(0.0f);
+    }
+    m[r] = sinks ? sinks[head[r]] : -INFINITY;
+    l[r] = sinks ? 1.0f : 0.0f;
+  }
+  float16 q16[RG][HEAD_SIZE / KV_X]; /* query chunks repeated VT times (kv.cl's QREP) */
+  for (int r = 0; r < RG; r++)
+    for (int c = 0; c < HEAD_SIZE / KV_X; c++) q16[r][c] = QREP(&qr[r][c * KV_X]);
+  const int2 keys = tile_keys(pos[0], pos[rows - 1], kv_end, causal, window);
+  const int k_lo = keys.x, k_end = keys.y;
+
+  __global const uchar *mrow[RG];
+  for (int r = 0; r < RG; r++)
+    mrow[r] = mask_row(block_mask, s, num_heads, head[r], pos[r] - cached, mask_block, mask_qb,
+                       mask_kb);
+
+  for (int b0 = k_lo / BLOCK_SIZE; b0 * BLOCK_SIZE < k_end; b0 += GB) {
+    /* The step's blocks that count: nv of them, with their value tiles and
+     * first tokens; the scores of block g at sc[r][g * BLOCK_SIZE ..]. */
+    __global const kv_t *vbs[GB];
+    int j0s[GB], nv = 0;
+    float sc[RG][GB * BLOCK_SIZE];
+    for (int b = b0; b < b0 + GB && b * BLOCK_SIZE < k_end; b++) {
+      /* Block-sparse: rows that drop this block's mask block; none keeps it: skip. */
+      int keep[RG], any = 0;
+      for (int r = 0; r < RG; r++) {
+        keep[r] = !block_mask || (r < rows && mrow[r][(b * BLOCK_SIZE) / mask_block]);
+        any |= keep[r];
+      }
+      if (!any) continue;
+      const int phys = table[b];
+      if (phys < 0 || phys >= num_blocks) {
+        atomic_or(faults, CLPA_FAULT_BAD_BLOCK);
+        continue; /* its keys are masked */
+      }
+      const ulong tile = kv_tile((ulong)phys, kv_head, block_stride, head_stride);
+      __global const kv_t *kb = k_cache + tile;
+      const int j0 = b * BLOCK_SIZE;
+      vbs[nv] = v_cache + tile, j0s[nv] = j0;
+
+      /* ---- 2. scores of the block's keys, per row: PTG key vectors (VT
+       * tokens each, kv.cl) share each query load ---- */
+      for (int o0 = 0; o0 < BLOCK_SIZE / VT; o0 += PTG) {
+        float16 ka[PTG][RG];
+        ROWS_KEY_PRODUCTS(ka, PTG, RG, kb, o0, q16, kscale, BLOCK_SIZE);
+#pragma unroll
+        for (int i = 0; i < PTG; i++) {
+          const int j = j0 + (o0 + i) * VT; /* tokens j .. j + VT - 1 */
+          const intT jj = IOTAT + j;
+#pragma unroll
+          for (int r = 0; r < RG; r++) {
+            floatT x = token_sums(ka[i][r]) * scale;
+            if (soft_cap > 0.0f) x = soft_cap * tanh(x / soft_cap);
+            if (alibi) x += slope[r] * CAT(TO_FLOAT, VT)(jj - pos[r]);
+            intT masked = (jj < k_lo) | (jj >= k_end);
+            if (causal) masked |= jj > pos[r];
+            if (window > 0) masked |= pos[r] - jj >= window;
+            x = keep[r] ? select(x, (floatT)(-INFINITY), masked) : (floatT)(-INFINITY);
+#if VT == 1
+            sc[r][nv * BLOCK_SIZE + j - j0] = x;
+#else
+            CAT(vstore, VT)(x, 0, &sc[r][nv * BLOCK_SIZE + j - j0]);
+#endif
+          }
+        }
+      }
+      nv++;
+    }
+    if (nv == 0) continue;
+
+    /* ---- 3. online softmax over the step's blocks, per row ---- */
+    floatB pb[RG][GB * BCH];
+    for (int r = 0; r < RG; r++) {
+      floatB bmv = VLOADB(&sc[r][0]);
+      for (int c = 1; c < nv * BCH; c++) bmv = fmax(bmv, VLOADB(&sc[r][c * VB]));
+      const float mn = fmax(m[r], CAT(vmax, VB)(bmv));
+      const float base = mn == -INFINITY ? 0.0f : mn; /* every score -inf: p = 0 */
+      floatB sum = (floatB)(0.0f);
+#pragma unroll
+      for (int c = 0; c < GB * BCH; c++) {
+        pb[r][c] = c < nv * BCH ? exp(VLOADB(&sc[r][c * VB]) - base) : (floatB)(0.0f);
+        sum += pb[r][c]; /* e^(-inf) = 0 */
+      }
+      /* The old output's factor: 1 while the max stays (most steps after the
+       * first few), and then the accumulators are left alone. */
+      if (mn > m[r]) {
+        const float alpha = exp(m[r] - mn); /* 0 when m was -inf */
+        l[r] *= alpha;
+        for (int d = 0; d < HEAD_SIZE; d++) acc[r][d] *= alpha;
+      }
+      l[r] += VSUM(VB, sum);
+      m[r] = mn;
+    }
+
+    /* ---- 4. P V: each value row is contiguous over a block's tokens; the
+     * step's products for one dimension meet in registers, then one add
+     * to each row's accumulator. Slots past the context (or before the
+     * window) may hold NaN: zero them ---- */
+    for (int d = 0; d < HEAD_SIZE; d++) {
+      floatB t[RG];
+#pragma unroll
+      for (int r = 0; r < RG; r++) t[r] = (floatB)(0.0f);
+#pragma unroll
+      for (int g = 0; g < GB; g++) {
+        if (g < nv) {
+#pragma unroll
+          for (int c = 0; c < BCH; c++) {
+            floatB v = KV_LOADB(vbs[g] + value_index(d, c * VB, BLOCK_SIZE)) * vscale;
+            const intB jj = IOTAB + (j0s[g] + c * VB);
+            v = select((floatB)(0.0f), v, jj >= k_lo && jj < k_end);
+#pragma unroll
+            for (int r = 0; r < RG; r++) t[r] = fma(pb[r][g * BCH + c], v, t[r]);
+          }
+        }
+      }
+#pragma unroll
+      for (int r = 0; r < RG; r++) acc[r][d] += t[r];
+    }
+  }
+
+  /* ---- 5. normalise once and write ---- */
+  for (int r = 0; r < rows; r++) {
+    const size_t row = (size_t)(first + (R0 + r) / qpk) * num_heads + head[r];
+    const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
+    for (int d = 0; d < HEAD_SIZE; d++) IO_STORE(VSUM(VB, acc[r][d]) * inv, out, row * HEAD_SIZE + d);
+    if (lse) lse[row] = softmax_lse(softmax_state_of(m[r], l[r]));
+  }
+}
