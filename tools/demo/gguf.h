@@ -68,6 +68,9 @@ void demo_gguf_close(demo_gguf *g);
 /* Returns the message of this thread's last failed demo_gguf_* call ("" if
  * none failed). Valid until that thread's next failing call. */
 const char *demo_gguf_last_error(void);
+/* Sets the message demo_gguf_last_error returns (printf-style) and returns
+ * st: for the readers built on this one (gguf_llama.c). */
+clpa_status demo_gguf_fail(clpa_status st, const char *fmt, ...);
 
 /* Returns the file's GGUF version (2 or 3). */
 uint32_t demo_gguf_version(const demo_gguf *g);
@@ -195,7 +198,7 @@ clpa_status demo_gguf_expect(const demo_gguf *g, const char *name, int64_t ne0, 
 clpa_status demo_gguf_tensor_to_f32(const demo_gguf_tensor *t, float *dst, uint64_t n);
 
 /* ======================================================================
- * Llama
+ * Llama (gguf_llama.c: llama.cpp's conventions over the reader above)
  *
  * Metadata read (llama.cpp's names; * = required):
  *   general.architecture*            "llama" (else CLPA_ERR_UNSUPPORTED naming it)
