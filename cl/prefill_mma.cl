@@ -114,21 +114,32 @@ inline void mma_fix_values(__local uint4 *v_s, int k0, int k_lo, int k_end) {
 }
 
 /* Block-sparse: the first tile from k0 that a row of the work-group
- * keeps (k_end if none); every work-item calls it (a vote in local
- * memory). m0 / m1: this work-item's rows' mask rows, NULL for a row
- * past the end. Without a mask, k0. */
+ * keeps (k_end if none); every work-item calls it. Each finds the next
+ * kept mask block of its own rows (m0 / m1: their mask rows, NULL for a
+ * row past the end) from k0 on, remembered in *mine (the work-item's
+ * next kept key, >= the k0 it was found for: the scan only moves
+ * forward), then the work-group takes the least (local atomic_min): three
+ * barriers a kept tile however many tiles are skipped (a vote per tile
+ * cost three barriers per skipped tile: 2048 tiles of 32 keys at 64k).
+ * Kept positions are block starts (multiples of 64, so of BK) or k0.
+ * Without a mask, k0. */
 inline int mma_next_tile(int k0, int k_end, int sparse, __global const uchar *m0,
-                         __global const uchar *m1, int mask_block, __local int *any) {
+                         __global const uchar *m1, int mask_block, int *mine, __local int *next) {
   if (!sparse) return k0;
-  for (; k0 < k_end; k0 += BK) {
-    barrier(CLK_LOCAL_MEM_FENCE);
-    if (get_local_id(0) == 0) *any = 0;
-    barrier(CLK_LOCAL_MEM_FENCE);
-    if ((m0 && m0[k0 / mask_block]) || (m1 && m1[k0 / mask_block])) atomic_or(any, 1);
-    barrier(CLK_LOCAL_MEM_FENCE);
-    if (*any) break; /* the same answer for every work-item */
+  if (*mine < k0) {
+    *mine = k_end;
+    for (int b = k0 / mask_block; b * mask_block < k_end; b++)
+      if ((m0 && m0[b]) || (m1 && m1[b])) {
+        *mine = max(b * mask_block, k0);
+        break;
+      }
   }
-  return min(k0, k_end);
+  barrier(CLK_LOCAL_MEM_FENCE); /* the last call's answer is read */
+  if (get_local_id(0) == 0) *next = k_end;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (*mine < k_end) atomic_min(next, *mine);
+  barrier(CLK_LOCAL_MEM_FENCE);
+  return min(*next, k_end);
 }
 
 __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_prefill_mma(
@@ -137,7 +148,7 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
   __local uint4 v_s[STAGES * VTILE];
   __local uint xch[MMA_XCH];
   __local int kok[STAGES * BK];
-  __local int any_kept;
+  __local int next_kept;
   (void)k_scale, (void)v_scale, (void)k_scales, (void)v_scales; /* no fp8 here */
 
   const int lid = get_local_id(0), lane = lid % 32, warp = lid / 32, g = lane / 4, t = lane % 4;
@@ -192,7 +203,9 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
   MMA_UNROLL
   for (int n = 0; n < DTILES; n++) o[n] = (float4)(0.0f);
 
-  int k0 = mma_next_tile(k_lo / BK * BK, k_end, sparse, mrow[0], mrow[1], mask_block, &any_kept);
+  int mine = -1; /* mma_next_tile's memory */
+  int k0 = mma_next_tile(k_lo / BK * BK, k_end, sparse, mrow[0], mrow[1], mask_block, &mine,
+                         &next_kept);
   if (k0 < k_end) {
     mma_load_keys(k_s, kok, k_cache, table, k0, k_lo, k_end, num_blocks, kv_head, block_stride,
                   head_stride, faults);
@@ -211,7 +224,7 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
     mma_fix_values(vs_s, k0, k_lo, k_end);
     barrier(CLK_LOCAL_MEM_FENCE);
     const int next =
-        mma_next_tile(k0 + BK, k_end, sparse, mrow[0], mrow[1], mask_block, &any_kept);
+        mma_next_tile(k0 + BK, k_end, sparse, mrow[0], mrow[1], mask_block, &mine, &next_kept);
     if (next < k_end) {
       const int o1 = 1 - stage;
       mma_load_keys(k_s + o1 * KTILE, kok + o1 * BK, k_cache, table, next, k_lo, k_end,
@@ -284,7 +297,7 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
     mma_fix_values(vs_s, k0, k_lo, k_end);
     barrier(CLK_LOCAL_MEM_FENCE);
     const int next =
-        mma_next_tile(k0 + BK, k_end, sparse, mrow[0], mrow[1], mask_block, &any_kept);
+        mma_next_tile(k0 + BK, k_end, sparse, mrow[0], mrow[1], mask_block, &mine, &next_kept);
     if (next < k_end)
       mma_load_keys(k_s, kok, k_cache, table, next, k_lo, k_end, num_blocks, kv_head,
                     block_stride, head_stride, faults);
