@@ -151,15 +151,21 @@ inline void mma_copy_wait(void) {
  * (c = 2, 3) when a row holds B's k index in order. mma_ldm2 reads c = 0,
  * 1 only. Volatile: the data changes between calls at the same address
  * (barriers and cp.async order them, not the operands). */
-inline uint4 mma_ldm4(__local const uint *tile, int stride, int row0, int word0) {
-  const int lane = get_local_id(0) % 32;
 #if MMA_PTX
-  __local const uint *p = tile + (row0 + lane % 8) * stride + word0 + lane / 8 * 4;
+/* ldmatrix.x4: lanes 8 i .. 8 i + 7 give the row addresses of matrix i. */
+inline uint4 mma_ldsm4(__local const uint *p) {
   uint4 r;
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
                : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
                : "r"((uint)(size_t)p));
   return r;
+}
+#endif
+
+inline uint4 mma_ldm4(__local const uint *tile, int stride, int row0, int word0) {
+  const int lane = get_local_id(0) % 32;
+#if MMA_PTX
+  return mma_ldsm4(tile + (row0 + lane % 8) * stride + word0 + lane / 8 * 4);
 #else
   __local const uint *p = tile + (row0 + lane / 4) * stride + word0 + lane % 4;
   return (uint4)(p[0], p[4], p[8], p[12]);
@@ -179,6 +185,21 @@ inline uint2 mma_ldm2(__local const uint *tile, int stride, int row0, int word0)
 #else
   __local const uint *p = tile + (row0 + lane / 4) * stride + word0 + lane % 4;
   return (uint2)(p[0], p[4]);
+#endif
+}
+
+/* A fragments of rows row0 .. row0 + 15 of `tile` (row major, `stride`
+ * 32-bit words a row, rows 16-byte aligned), k index from word word0 (a
+ * k-step is 8 words): a.x = A[g][2t, 2t+1] and so on (the banner). One
+ * ldmatrix.x4 on NVIDIA: lanes 0-15 address rows 0-15 at word0, lanes
+ * 16-31 the same rows at word0 + 4. Volatile, as mma_ldm4. */
+inline uint4 mma_ldm_a(__local const uint *tile, int stride, int row0, int word0) {
+  const int lane = get_local_id(0) % 32;
+#if MMA_PTX
+  return mma_ldsm4(tile + (row0 + lane % 16) * stride + word0 + lane / 16 * 4);
+#else
+  __local const uint *p = tile + (row0 + lane / 4) * stride + word0 + lane % 4;
+  return (uint4)(p[0], p[8 * stride], p[4], p[8 * stride + 4]);
 #endif
 }
 

@@ -51,7 +51,10 @@
  * work-item per (head, query block). Arithmetic is f32: masses match the
  * reference to about 1e-5 relative, and a mask can differ from the
  * reference's only where a running sum lies within rounding of tau T (or
- * two masses at the cut are equal within rounding).
+ * two masses at the cut are equal within rounding). On tensor cores
+ * (path mma, auto on NVIDIA) phase 1's products take the queries rounded
+ * to the cache's dtype: the same holds against a reference given those
+ * rounded queries.
  * ==================================================================== */
 #ifndef CLPA_XATTN_H
 #define CLPA_XATTN_H
@@ -68,6 +71,19 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* Which kernel computes phase 1's scores (every path gives the same
+ * masses within rounding). */
+typedef enum clpa_xattn_path {
+  CLPA_XATTN_AUTO = 0, /* mma on NVIDIA where it applies, else f32 */
+  CLPA_XATTN_F32 = 1,  /* f32 products on every device: a register tile of scores a work-item */
+  /* Tensor cores: mma.sync m16n8k16 on NVIDIA (compute capability 8.0),
+   * f16 or bf16 caches (the queries rounded to the cache's dtype, f32
+   * accumulation), head sizes that are multiples of 32, block / stride a
+   * multiple of 8 that divides 64 or that 64 divides. Forced on other
+   * devices it runs emulated through local memory (slow: for tests). */
+  CLPA_XATTN_MMA = 2
+} clpa_xattn_path;
 
 typedef struct clpa_xattn_params {
   int32_t num_heads;           /* query heads, a positive multiple of the cache's num_kv_heads */
@@ -95,6 +111,7 @@ typedef struct clpa_xattn_params {
   size_t scratch_limit;        /* bytes of per-(row, key block) states at once: the estimation runs in
                                 * pieces of heads and query blocks that fit; 0 = 256 MiB (or a quarter
                                 * of the device's largest buffer, if less) */
+  clpa_xattn_path path;        /* 0 = auto */
   /* Outputs, q_blocks = ceil(num_q / B), k_blocks = ceil((q_offset +
    * num_q) / B): */
   cl_mem mask;                 /* uint8 [num_heads][q_blocks][k_blocks]: 1 kept, 0 not */
@@ -130,9 +147,14 @@ CLPA_API void clpa_xattn_params_init(clpa_xattn_params *p);
  * allows (at least one query block of one head).
  *
  * Returns CLPA_OK, CLPA_ERR_INVALID_ARG (which field, which value),
- * CLPA_ERR_UNSUPPORTED (q_dtype), CLPA_ERR_BUILD, CLPA_ERR_OPENCL or
+ * CLPA_ERR_UNSUPPORTED (q_dtype; path mma where it does not apply), CLPA_ERR_BUILD, CLPA_ERR_OPENCL or
  * CLPA_ERR_DEVICE_MEMORY. */
 CLPA_API clpa_status clpa_xattn_estimate(clpa_context *ctx, const clpa_xattn_params *p);
+
+/* The path clpa_xattn_estimate would take for p, after the same checks,
+ * with nothing enqueued. */
+CLPA_API clpa_status clpa_xattn_choice(clpa_context *ctx, const clpa_xattn_params *p,
+                                       clpa_xattn_path *path);
 
 #ifdef __cplusplus
 }

@@ -56,9 +56,13 @@ typedef struct clpa_merge_spec {
 } clpa_merge_spec;
 
 /* xattn.cl: clpa_xattn_stats, clpa_xattn_mass, clpa_xattn_select (stride,
- * block and chunk are kernel arguments: one program serves every shape). */
+ * block and chunk are kernel arguments: one program serves every shape;
+ * the first four fields). xattn_mma.cl: clpa_xattn_stats_mma, built for a
+ * stride, columns per key block and tile shape (all fields). */
 typedef struct clpa_xattn_spec {
   int32_t head_size, block_size, kv_dtype, io_dtype;
+  int32_t num_threads, stride, bcols; /* mma: work-group size, S, B / S */
+  int32_t rows, cols, kc;             /* mma: strided rows, columns a tile, k indices a step */
 } clpa_xattn_spec;
 
 /* cache.cl: clpa_cache_reshape (the source dtype is a kernel argument). */
@@ -70,7 +74,7 @@ extern const clpa_family clpa_family_decode, clpa_family_decode_mma, clpa_family
     clpa_family_reduce, clpa_family_prefill_tiles, clpa_family_prefill_rows,
     clpa_family_prefill_mma,
     clpa_family_merge, clpa_family_cache, clpa_family_blocks, clpa_family_smoke,
-    clpa_family_xattn;
+    clpa_family_xattn, clpa_family_xattn_mma;
 
 /* The family called `name`, or NULL. */
 const clpa_family *clpa_family_find(const char *name);

@@ -47,6 +47,18 @@ static const clpa_tunable xattn_tunables[] = {
     T(clpa_xattn_spec, kv_dtype, "KV_DTYPE"),
     T(clpa_xattn_spec, io_dtype, "IO_DTYPE"),
 };
+static const clpa_tunable xattn_mma_tunables[] = {
+    T(clpa_xattn_spec, head_size, "HEAD_SIZE"),
+    T(clpa_xattn_spec, block_size, "BLOCK_SIZE"),
+    T(clpa_xattn_spec, kv_dtype, "KV_DTYPE"),
+    T(clpa_xattn_spec, io_dtype, "IO_DTYPE"),
+    T(clpa_xattn_spec, num_threads, "NUM_THREADS"),
+    T(clpa_xattn_spec, stride, "STRIDE"),
+    T(clpa_xattn_spec, bcols, "BCOLS"),
+    T(clpa_xattn_spec, rows, "ROWS"),
+    T(clpa_xattn_spec, cols, "COLS"),
+    T(clpa_xattn_spec, kc, "KC"),
+};
 static const clpa_tunable cache_tunables[] = {T(clpa_cache_spec, kv_dtype, "KV_DTYPE")};
 #undef T
 #define N(a) (sizeof a / sizeof *a)
@@ -74,6 +86,8 @@ const clpa_family clpa_family_cache = {"cache", {"common", "kv", NULL}, cache_tu
                                        N(cache_tunables)};
 const clpa_family clpa_family_xattn = {"xattn", {"common", "kv", NULL}, xattn_tunables,
                                        N(xattn_tunables)};
+const clpa_family clpa_family_xattn_mma = {"xattn_mma", {"common", "kv", "mma", NULL},
+                                           xattn_mma_tunables, N(xattn_mma_tunables)};
 const clpa_family clpa_family_blocks = {"blocks", {"common", NULL}, NULL, 0};
 const clpa_family clpa_family_smoke = {"smoke", {NULL}, NULL, 0};
 
@@ -82,7 +96,7 @@ const clpa_family *clpa_family_find(const char *name) {
       &clpa_family_decode, &clpa_family_reduce, &clpa_family_prefill_tiles,
       &clpa_family_prefill_rows, &clpa_family_prefill_mma, &clpa_family_merge,
       &clpa_family_cache,  &clpa_family_blocks, &clpa_family_smoke, &clpa_family_xattn,
-      &clpa_family_decode_mma, &clpa_family_decode_rows};
+      &clpa_family_decode_mma, &clpa_family_decode_rows, &clpa_family_xattn_mma};
   for (size_t i = 0; name && i < N(all); i++)
     if (strcmp(all[i]->name, name) == 0) return all[i];
   return NULL;

@@ -139,6 +139,53 @@ static clpa_status check_buffers(clpa_context *ctx, const clpa_xattn_params *p, 
 /* Strided rows per work-item of the stats kernel (cl/xattn.cl's XROWS). */
 #define XROWS 8
 
+/* The tensor-core stats kernel's shape (cl/xattn_mma.cl): 4 warps, 64
+ * strided rows, tiles of 64 columns, steps of 64 k indices. */
+#define MMA_THREADS 128
+#define MMA_ROWS 64
+#define MMA_COLS 64
+#define MMA_KC 64
+
+static int mma_applies(const xattn_plan *x) {
+  return (x->kv.dtype == CLPA_DTYPE_F16 || x->kv.dtype == CLPA_DTYPE_BF16) &&
+         x->kv.head_size % 32 == 0 && x->kv.block_size % 2 == 0 && x->bs % 8 == 0 &&
+         (MMA_COLS % x->bs == 0 || x->bs % MMA_COLS == 0);
+}
+
+/* Two stages of query rows and key columns (padded by 16 bytes), the
+ * column flags, mma.cl's scratch when emulated. */
+static size_t mma_local_bytes(int emulated) {
+  const size_t row = 4 * (MMA_KC / 2 + 4);
+  return 2 * (MMA_ROWS + MMA_COLS) * row + 2 * MMA_COLS * sizeof(int) +
+         4 * (emulated ? MMA_THREADS * 6 : 1);
+}
+
+/* *mma = 1 where phase 1 runs on tensor cores: forced, or auto on NVIDIA
+ * where it applies; a forced path that cannot run is refused. */
+static clpa_status pick_path(clpa_context *ctx, const clpa_xattn_params *p, const xattn_plan *x,
+                             int *mma) {
+  CLPA_CTX_CHECK(ctx, (unsigned)p->path > CLPA_XATTN_MMA, CLPA_ERR_INVALID_ARG,
+                 "path = %d (0 auto, 1 f32, 2 mma)", (int)p->path);
+  const int emulated = ctx->lanes != CLPA_LANES_NV_PTX;
+  const int fits = mma_local_bytes(emulated) <= ctx->info.local_mem_bytes;
+  if (p->path != CLPA_XATTN_MMA) {
+    *mma = p->path == CLPA_XATTN_AUTO && clpa_mma_native(ctx) == 1 && mma_applies(x) && fits;
+    return CLPA_OK;
+  }
+  CLPA_CTX_CHECK(ctx, !mma_applies(x), CLPA_ERR_UNSUPPORTED,
+                 "path mma needs an f16 or bf16 cache, a head size that is a multiple of 32 and"
+                 " block / stride a multiple of 8 that divides %d or that %d divides (cache %s,"
+                 " head_size %d, block / stride %d)", MMA_COLS, MMA_COLS,
+                 clpa_dtype_name(x->kv.dtype), x->kv.head_size, x->bs);
+  clpa_status st = clpa_mma_check(ctx);
+  if (st != CLPA_OK) return st;
+  CLPA_CTX_CHECK(ctx, !fits, CLPA_ERR_UNSUPPORTED,
+                 "path mma needs %zu bytes of local memory (the device has %llu)",
+                 mma_local_bytes(emulated), (unsigned long long)ctx->info.local_mem_bytes);
+  *mma = 1;
+  return CLPA_OK;
+}
+
 /* The pieces phases 1 and 3 run in: heads_per heads and rows_per rows
  * (whole query blocks) at a time, so that their per-(row, key block)
  * states fit the scratch limit (at least one query block of one head). */
@@ -165,8 +212,8 @@ static void plan_pieces(const clpa_context *ctx, const clpa_xattn_params *p, con
 /* Enqueues the kernels ks (stats and mass per piece, then select) in
  * order; the in-order queue makes each wait for the one before. */
 static clpa_status enqueue_all(clpa_context *ctx, const clpa_xattn_params *p, const xattn_plan *x,
-                               cl_kernel *ks, cl_mem faults, cl_mem sm, cl_mem sl, cl_mem bst,
-                               cl_mem mass, int32_t heads_per, int32_t rows_per) {
+                               cl_kernel *ks, int mma, cl_mem faults, cl_mem sm, cl_mem sl,
+                               cl_mem bst, cl_mem mass, int32_t heads_per, int32_t rows_per) {
   clpa_status st;
   const cl_ulong q_stride = x->q_stride, block_stride = x->kv.block_stride;
   const cl_ulong head_stride = x->kv.head_stride;
@@ -174,6 +221,9 @@ static clpa_status enqueue_all(clpa_context *ctx, const clpa_xattn_params *p, co
   const cl_int rows = x->rows, row0 = x->row0, cc = x->chunk_cols, nch = x->num_chunks;
   const cl_int bs = x->bs, diag0 = x->diag0, kbl = x->k_blocks, qbl = x->q_blocks;
   const cl_int keep_all = p->tau >= 1.0;
+  /* the mma kernel copies 16-byte query chunks as they are where they are
+   * the cache's dtype and aligned */
+  const cl_int q_direct = p->q_dtype == x->kv.dtype && x->q_stride % 8 == 0;
   /* fp8 caches store key / k_scale; the other dtypes ignore the scale. */
   const double kscale = clpa_dtype_size(x->kv.dtype) == 1 ? p->k_scale : 1.0;
   const cl_float scale = (cl_float)(kscale / (sqrt((double)x->kv.head_size) * p->stride));
@@ -198,6 +248,21 @@ static clpa_status enqueue_all(clpa_context *ctx, const clpa_xattn_params *p, co
                                first ? p->num_wait_events : 0,
                                first ? p->wait_events : NULL,
                                NULL};
+      /* the mma kernel: head, row tile (the kernel walks them from the last), chunk */
+      const clpa_arg a1m[] = {CLPA_ARG(sm),           CLPA_ARG(sl),         CLPA_ARG(bst),
+                              CLPA_ARG(p->query),     CLPA_ARG(q_stride),   CLPA_ARG(q_direct),
+                              CLPA_ARG(x->k),         CLPA_ARG(block_stride), CLPA_ARG(head_stride),
+                              CLPA_ARG(p->block_table), CLPA_ARG(nb),       CLPA_ARG(qpk),
+                              CLPA_ARG(scale),        CLPA_ARG(rows),       CLPA_ARG(row0),
+                              CLPA_ARG(cc),           CLPA_ARG(kbl),        CLPA_ARG(head0),
+                              CLPA_ARG(rbase),        CLPA_ARG(rend),       CLPA_ARG(faults)};
+      const clpa_ndrange r1m = {3,
+                                {hn * MMA_THREADS, (size_t)(rend - rbase + MMA_ROWS - 1) / MMA_ROWS,
+                                 (size_t)x->num_chunks},
+                                {MMA_THREADS, 1, 1},
+                                r1.num_wait_events,
+                                r1.wait_events,
+                                NULL};
       const clpa_arg a2[] = {CLPA_ARG(mass),  CLPA_ARG(sm),    CLPA_ARG(sl),   CLPA_ARG(nch),
                              CLPA_ARG(bst),   CLPA_ARG(rows),  CLPA_ARG(row0), CLPA_ARG(bs),
                              CLPA_ARG(diag0), CLPA_ARG(qbl),   CLPA_ARG(head0), CLPA_ARG(rbase),
@@ -209,7 +274,8 @@ static clpa_status enqueue_all(clpa_context *ctx, const clpa_xattn_params *p, co
                                NULL,
                                NULL};
       first = 0;
-      if ((st = clpa_enqueue(ctx, ks[0], "clpa_xattn_stats", a1, CLPA_NARGS(a1), &r1)) ||
+      if ((st = mma ? clpa_enqueue(ctx, ks[0], "clpa_xattn_stats_mma", a1m, CLPA_NARGS(a1m), &r1m)
+                    : clpa_enqueue(ctx, ks[0], "clpa_xattn_stats", a1, CLPA_NARGS(a1), &r1)) ||
           (st = clpa_enqueue(ctx, ks[1], "clpa_xattn_mass", a2, CLPA_NARGS(a2), &r2)))
         return st;
     }
@@ -220,9 +286,13 @@ static clpa_status enqueue_all(clpa_context *ctx, const clpa_xattn_params *p, co
   return clpa_enqueue(ctx, ks[2], "clpa_xattn_select", a3, CLPA_NARGS(a3), &r3);
 }
 
-static clpa_status launch(clpa_context *ctx, const clpa_xattn_params *p, const xattn_plan *x) {
+static clpa_status launch(clpa_context *ctx, const clpa_xattn_params *p, const xattn_plan *x,
+                          int mma) {
   const clpa_xattn_spec spec = {x->kv.head_size, x->kv.block_size, (int32_t)x->kv.dtype,
-                                (int32_t)p->q_dtype};
+                                (int32_t)p->q_dtype, 0, 0, 0, 0, 0, 0};
+  const clpa_xattn_spec spec_mma = {x->kv.head_size, x->kv.block_size, (int32_t)x->kv.dtype,
+                                    (int32_t)p->q_dtype, MMA_THREADS, p->stride, x->bs,
+                                    MMA_ROWS, MMA_COLS, MMA_KC};
   static const char *const names[3] = {"clpa_xattn_stats", "clpa_xattn_mass", "clpa_xattn_select"};
   cl_kernel ks[3] = {NULL, NULL, NULL};
   cl_mem faults, sm, sl, bst, mass = p->mass;
@@ -236,27 +306,52 @@ static clpa_status launch(clpa_context *ctx, const clpa_xattn_params *p, const x
   plan_pieces(ctx, p, x, &heads_per, &rows_per);
   const size_t piece = (size_t)heads_per * (size_t)rows_per * (size_t)x->k_blocks;
   if (st == CLPA_OK) st = clpa_scratch(ctx, 3, piece * 2 * sizeof(float), &bst);
-  for (int i = 0; i < 3 && st == CLPA_OK; i++)
+  if (st == CLPA_OK)
+    st = mma ? clpa_family_kernel(ctx, &clpa_family_xattn_mma, &spec_mma, "clpa_xattn_stats_mma",
+                                  &ks[0])
+             : clpa_family_kernel(ctx, &clpa_family_xattn, &spec, names[0], &ks[0]);
+  for (int i = 1; i < 3 && st == CLPA_OK; i++)
     st = clpa_family_kernel(ctx, &clpa_family_xattn, &spec, names[i], &ks[i]);
   if (st == CLPA_OK)
-    st = enqueue_all(ctx, p, x, ks, faults, sm, sl, bst, mass, heads_per, rows_per);
+    st = enqueue_all(ctx, p, x, ks, mma, faults, sm, sl, bst, mass, heads_per, rows_per);
   for (int i = 0; i < 3; i++)
     if (ks[i]) clReleaseKernel(ks[i]);
   return st;
 }
 
-static clpa_status clpa_xattn_estimate_impl(clpa_context *ctx, const clpa_xattn_params *p) {
+/* Every check, then the path. */
+static clpa_status plan(clpa_context *ctx, const clpa_xattn_params *p, xattn_plan *x, int *mma) {
   CLPA_CHECK(NULL, !ctx, CLPA_ERR_INVALID_ARG, "ctx must not be NULL");
   CLPA_CTX_CHECK(ctx, !p, CLPA_ERR_INVALID_ARG, "p must not be NULL");
-  xattn_plan x;
-  memset(&x, 0, sizeof x);
+  memset(x, 0, sizeof *x);
   clpa_status st;
-  if ((st = resolve_cache(ctx, p, &x)) || (st = check_shape(ctx, p, &x)) ||
-      (st = check_buffers(ctx, p, &x)))
+  if ((st = resolve_cache(ctx, p, x)) || (st = check_shape(ctx, p, x)) ||
+      (st = check_buffers(ctx, p, x)))
     return st;
-  return launch(ctx, p, &x);
+  return pick_path(ctx, p, x, mma);
+}
+
+static clpa_status clpa_xattn_estimate_impl(clpa_context *ctx, const clpa_xattn_params *p) {
+  xattn_plan x;
+  int mma = 0;
+  const clpa_status st = plan(ctx, p, &x, &mma);
+  return st != CLPA_OK ? st : launch(ctx, p, &x, mma);
 }
 
 clpa_status clpa_xattn_estimate(clpa_context *ctx, const clpa_xattn_params *p) {
   CLPA_API_CALL(clpa_xattn_estimate_impl(ctx, p));
+}
+
+static clpa_status clpa_xattn_choice_impl(clpa_context *ctx, const clpa_xattn_params *p,
+                                          clpa_xattn_path *path) {
+  xattn_plan x;
+  int mma = 0;
+  const clpa_status st = plan(ctx, p, &x, &mma);
+  if (st == CLPA_OK && path) *path = mma ? CLPA_XATTN_MMA : CLPA_XATTN_F32;
+  return st;
+}
+
+clpa_status clpa_xattn_choice(clpa_context *ctx, const clpa_xattn_params *p,
+                              clpa_xattn_path *path) {
+  CLPA_API_CALL(clpa_xattn_choice_impl(ctx, p, path));
 }

@@ -99,12 +99,13 @@ check_refused([BENCH, "kvman", "stray"], "unexpected argument 'stray'")
 check_refused([BENCH, "xattn", "--tau", "0"], "--tau takes a number in (0, 1]")
 check_refused([BENCH, "xattn", "--tokens", "512,x"], "--tokens takes")
 check_refused([BENCH, "xattn", "--input", "zipf"], "--input takes", "not 'zipf'")
+check_refused([BENCH, "xattn", "--path", "tc"], "--path takes auto, f32 or mma", "not 'tc'")
 
 # xattn on a tiny prompt: both inputs, a density in (0, 1], the structured
 # one sparser than the random one, every time positive.
 doc = check_json([BENCH, "xattn", "--json", "--tokens", "256", "--heads", "2", "--kv-heads", "1",
                   "--head-size", "64", "--block", "64"], "xattn",
-                 ["device", "tau", "stride", "block", "runs"])
+                 ["device", "tau", "stride", "block", "path", "runs"])
 if doc:
     runs = {r["input"]: r for r in doc["runs"]}
     ok(set(runs) == {"structured", "random"} and
@@ -112,6 +113,14 @@ if doc:
            r["estimate_ms"] > 0 and r["sparse_ms"] > 0 and r["speedup"] > 0 for r in runs.values())
        and runs["structured"]["density"] < runs["random"]["density"],
        "xattn --json: both inputs, times, the structured input sparser", json.dumps(doc))
+
+# --path mma: the estimation on (emulated, off NVIDIA) tensor cores, named in the JSON.
+doc = check_json([BENCH, "xattn", "--json", "--tokens", "256", "--heads", "2", "--kv-heads", "1",
+                  "--head-size", "64", "--block", "64", "--input", "structured", "--path", "mma"],
+                 "xattn", ["path", "runs"])
+if doc:
+    ok(doc["path"] == "mma" and doc["runs"][0]["estimate_ms"] > 0 and
+       0 < doc["runs"][0]["density"] <= 1, "xattn --path mma: timed and named", json.dumps(doc))
 
 # --gemm: the GEMM route's time where clpa-bench has CLBlast, else a clean refusal.
 GEMM_ARGS = [BENCH, "xattn", "--json", "--gemm", "--tokens", "256", "--heads", "2", "--kv-heads",

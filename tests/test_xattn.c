@@ -42,6 +42,7 @@ static clpa_context *ctx;
 static int no_mass;          /* run_device: leave mass NULL (the library's scratch) */
 static int32_t last_faults;  /* run_device: the fault word after the run */
 static size_t scratch_limit; /* run_device: params.scratch_limit */
+static clpa_xattn_path xpath; /* run_device: params.path (reference: mma rounds the queries) */
 
 typedef struct xcase {
   int heads, kv_heads, hs, bs; /* query heads, KV heads, head size, cache block size */
@@ -137,6 +138,13 @@ static void reference(const xcase *c, const inputs *in, clpa_ref_xattn_dims *dim
     for (int i = 0; i < c->num_q; i++)
       for (int d = 0; d < c->hs; d++)
         qh[(size_t)i * c->hs + d] = in->q[(size_t)i * in->q_stride + (size_t)h * c->hs + d];
+    if (xpath == CLPA_XATTN_MMA) { /* its products take the queries in the cache's dtype */
+      const size_t qn = (size_t)c->num_q * c->hs;
+      void *t = xmalloc(qn * 2);
+      clpa_dtype_encode(c->kv, qh, t, qn, 1.0f);
+      clpa_dtype_decode(c->kv, t, qh, qn, 1.0f);
+      free(t);
+    }
     for (int j = 0; j < in->num_k; j++)
       for (int d = 0; d < c->hs; d++) kh[(size_t)j * c->hs + d] = key_at(in, kvh, j, d);
     if (clpa_ref_xattn_estimate_dense(&sh, qh, kh, c->tau, mass + h * nb, mask + h * nb, NULL) !=
@@ -164,6 +172,7 @@ static clpa_status run_device(const xcase *c, const inputs *in, size_t nblocks, 
   p.stride = c->S, p.block = c->B, p.chunk = c->chunk, p.tau = c->tau;
   p.mask = mask, p.mass = no_mass ? NULL : mass;
   p.scratch_limit = scratch_limit;
+  p.path = xpath;
   cl_event ev = NULL;
   p.event = &ev;
   clpa_status st = clpa_xattn_estimate(ctx, &p);
@@ -220,9 +229,10 @@ static int mark_near(const double *w, int d, double tau, uint8_t *near, int kb_c
 
 static void describe(const xcase *c, char *buf, size_t cap) {
   snprintf(buf, cap,
-           "heads %d/%d hs %d bs %d S %d B %d chunk %d num_q %d q_offset %d kv %s io %s tau %g%s",
-           c->heads, c->kv_heads, c->hs, c->bs, c->S, c->B, c->chunk, c->num_q, c->q_offset,
-           clpa_dtype_name(c->kv), clpa_dtype_name(c->io), c->tau, c->q_pad ? " q_stride" : "");
+           "%sheads %d/%d hs %d bs %d S %d B %d chunk %d num_q %d q_offset %d kv %s io %s tau %g%s",
+           xpath == CLPA_XATTN_MMA ? "mma: " : "", c->heads, c->kv_heads, c->hs, c->bs, c->S,
+           c->B, c->chunk, c->num_q, c->q_offset, clpa_dtype_name(c->kv), clpa_dtype_name(c->io),
+           c->tau, c->q_pad ? " q_stride" : "");
 }
 
 /* Checks one case; returns the device's density (kept / causal pairs). */
@@ -456,14 +466,77 @@ static const xcase grid[] = {
     {2, 1, 64, 16, 16, 64, 128, 512, 64, F16, F32, 0.9, 0},    /* 4 columns a block: per column */
 };
 
+/* The tensor-core path's own cases: key blocks of 128 columns (a block's
+ * state carried across tiles), of 32 (two blocks a tile), partial blocks
+ * and tiles, f16 queries copied as they are. */
+static const xcase mma_grid[] = {
+    {2, 1, 64, 16, 4, 512, 0, 1024, 512, F16, F32, 0.9, 0},    /* 128 columns a block */
+    {2, 2, 128, 32, 8, 128, 256, 776, 128, F16, F32, 0.95, 0}, /* partial last blocks */
+    {4, 2, 64, 16, 8, 256, 512, 512, 256, BF16, F32, 0.9, 1},  /* 32 columns a block */
+};
+
+/* Where the mma path applies (lib/xattn.c's rule). */
+static int mma_applies(const xcase *c) {
+  const int bc = c->B / c->S;
+  return (c->kv == F16 || c->kv == BF16) && c->hs % 32 == 0 && bc % 8 == 0 &&
+         (64 % bc == 0 || bc % 64 == 0);
+}
+
+/* The path auto takes here, and the refusals of the path field. */
+static void test_paths(void) {
+  clpa_kv_layout kv;
+  clpa_kv_layout_init(&kv, F16, 8, 16, 2, 64);
+  cl_mem q = test_buffer(ctx, NULL, 4 * 4 * 64 * 64), kc = test_buffer(ctx, NULL, kv.cache_bytes);
+  cl_mem bt = test_buffer(ctx, NULL, 4 * 8), mask = test_buffer(ctx, NULL, 64);
+  clpa_xattn_params p;
+  clpa_xattn_params_init(&p);
+  p.num_heads = 4, p.key_cache = kc, p.kv = kv, p.block_table = bt, p.max_blocks_per_seq = 8;
+  p.query = q, p.num_q = 64, p.q_offset = 64, p.stride = 8, p.block = 64, p.mask = mask;
+  clpa_xattn_path got = (clpa_xattn_path)-1;
+  clpa_device_info info;
+  if (clpa_context_device_info(ctx, &info) != CLPA_OK) BAIL_OUT("device info");
+  const int nv = info.lanes == CLPA_LANES_NV_PTX; /* the lent GPUs are compute capability 8.0+ */
+  const clpa_status st = clpa_xattn_choice(ctx, &p, &got);
+  ok(st == CLPA_OK && got == (nv ? CLPA_XATTN_MMA : CLPA_XATTN_F32), "auto takes %s here (got %d)",
+     nv ? "mma" : "f32", (int)got);
+  p.path = CLPA_XATTN_MMA;
+  ok(clpa_xattn_choice(ctx, &p, &got) == CLPA_OK && got == CLPA_XATTN_MMA, "mma when forced");
+  p.path = (clpa_xattn_path)3;
+  ok(clpa_xattn_choice(ctx, &p, &got) == CLPA_ERR_INVALID_ARG &&
+         strstr(clpa_context_last_error(ctx), "path = 3"),
+     "path 3 refused: %s", clpa_context_last_error(ctx));
+  p.path = CLPA_XATTN_MMA, p.block = 32; /* 4 columns a block */
+  ok(clpa_xattn_choice(ctx, &p, &got) == CLPA_ERR_UNSUPPORTED &&
+         strstr(clpa_context_last_error(ctx), "block / stride 4"),
+     "mma with 4 columns a block refused: %s", clpa_context_last_error(ctx));
+  p.block = 64, p.kv.dtype = F32, p.kv.cache_bytes *= 2, p.key_cache = NULL;
+  cl_mem k32 = test_buffer(ctx, NULL, p.kv.cache_bytes);
+  p.key_cache = k32;
+  ok(clpa_xattn_choice(ctx, &p, &got) == CLPA_ERR_UNSUPPORTED &&
+         strstr(clpa_context_last_error(ctx), "cache f32"),
+     "mma with an f32 cache refused: %s", clpa_context_last_error(ctx));
+  p.path = CLPA_XATTN_AUTO;
+  ok(clpa_xattn_choice(ctx, &p, &got) == CLPA_OK && got == CLPA_XATTN_F32,
+     "auto with an f32 cache: f32");
+  cl_mem all[] = {q, kc, bt, mask, k32};
+  for (size_t i = 0; i < sizeof all / sizeof *all; i++) clReleaseMemObject(all[i]);
+}
+
 int main(void) {
   rng_seed_from_env();
   ctx = test_context(0);
-  for (size_t i = 0; i < sizeof grid / sizeof *grid; i++) run_case(&grid[i]);
-  test_tau_one();
-  test_no_mass_and_faults();
-  test_pieces();
-  test_structured();
+  for (int pass = 0; pass < 2; pass++) { /* f32 products, then tensor cores */
+    xpath = pass ? CLPA_XATTN_MMA : CLPA_XATTN_F32;
+    for (size_t i = 0; i < sizeof grid / sizeof *grid; i++)
+      if (!pass || mma_applies(&grid[i])) run_case(&grid[i]);
+    for (size_t i = 0; pass && i < sizeof mma_grid / sizeof *mma_grid; i++) run_case(&mma_grid[i]);
+    test_tau_one();
+    test_no_mass_and_faults();
+    test_pieces();
+    test_structured();
+  }
+  xpath = CLPA_XATTN_AUTO;
+  test_paths();
   test_bad_args();
   return test_context_done(ctx);
 }

@@ -46,6 +46,7 @@ typedef struct xattn_args {
   int n_lengths;
   int input; /* 0 both, 1 structured, 2 random */
   int json, gemm;
+  int path; /* clpa_xattn_path */
 } xattn_args;
 
 static const char *parse_lengths_list(const char *text, void *value) {
@@ -64,14 +65,25 @@ static const char *parse_lengths_list(const char *text, void *value) {
   return a->n_lengths ? NULL : "at least one token count";
 }
 
-static const char *parse_input(const char *text, void *value) {
-  static const char *const names[] = {"both", "structured", "random"};
+/* *value = the index of text among the three names, or the message. */
+static const char *parse_of3(const char *text, void *value, const char *const names[3],
+                             const char *message) {
   for (int i = 0; i < 3; i++)
     if (strcmp(text, names[i]) == 0) {
       *(int *)value = i;
       return NULL;
     }
-  return "structured, random or both";
+  return message;
+}
+
+static const char *parse_input(const char *text, void *value) {
+  static const char *const names[] = {"both", "structured", "random"};
+  return parse_of3(text, value, names, "structured, random or both");
+}
+
+static const char *parse_path(const char *text, void *value) {
+  static const char *const names[] = {"auto", "f32", "mma"};
+  return parse_of3(text, value, names, "auto, f32 or mma");
 }
 
 static const char *parse_tau(const char *text, void *value) {
@@ -83,7 +95,7 @@ static const char *parse_tau(const char *text, void *value) {
 }
 
 static int parse(int argc, char **argv, xattn_args *a) {
-  *a = (xattn_args){32, 8, 128, 16, 8, 128, 0, 0.9, {8192, 32768, 65536}, 3, 0, 0, 0};
+  *a = (xattn_args){32, 8, 128, 16, 8, 128, 0, 0.9, {8192, 32768, 65536}, 3, 0, 0, 0, 0};
   const cli_opt opts[] = {
       {"heads", CLI_INT, &a->heads, 1, 256, "N", "query heads", NULL, NULL},
       {"kv-heads", CLI_INT, &a->kv_heads, 1, 256, "N", "key/value heads, a divisor of --heads",
@@ -105,6 +117,8 @@ static int parse(int argc, char **argv, xattn_args *a) {
        "also time the GEMM route for the scores: CLBlast's\nbatched SGEMM of the reshaped queries "
        "and keys\n(builds with CLBlast only)",
        NULL, NULL},
+      {"path", CLI_WORD, &a->path, 0, 0, "P",
+       "the estimation's products: auto, f32 or mma\n(tensor cores)", "auto", parse_path},
       {"json", CLI_FLAG, &a->json, 0, 0, NULL, "print one JSON line instead of the table", NULL,
        NULL},
       {NULL, 0, NULL, 0, 0, NULL, NULL, NULL, NULL},
@@ -119,7 +133,8 @@ static int parse(int argc, char **argv, xattn_args *a) {
       "pairs), on the first 4 tokens and on 16 scattered keys; random is uniform in\n"
       "[-1, 1]. f16 caches and queries. Timing as clpa-bench prefill (median of 7\n"
       "batches). JSON keys: op, device, heads, kv_heads, head_size, tau, stride,\n"
-      "block, runs (an array of: tokens, input, dense_ms, estimate_ms, sparse_ms,\n"
+      "block, path (the estimation's), runs (an array of: tokens, input, dense_ms,\n"
+      "estimate_ms, sparse_ms,\n"
       "density, speedup, estimate_share, and with --gemm gemm_ms).\n"
       "--gemm: per head, the (L/S) x (S D) reshaped queries times the transposed\n"
       "reshaped keys into a full (L/S) x (L/S) f32 score matrix, one strided-batched\n"
@@ -237,7 +252,7 @@ static const char *xrun_make(bench_env *env, const xattn_args *a, int L, int str
   x->num_heads = a->heads, x->key_cache = r->kc, x->kv = p->kv, x->block_table = r->bt;
   x->max_blocks_per_seq = nb, x->query = r->q, x->q_dtype = CLPA_DTYPE_F16, x->num_q = L;
   x->stride = a->stride, x->block = a->block, x->chunk = a->chunk, x->tau = a->tau;
-  x->mask = r->mask;
+  x->mask = r->mask, x->path = (clpa_xattn_path)a->path;
 out:
   free(tables), free(kf), free(qf), free(ks), free(qs), free(hot);
   return why;
@@ -255,6 +270,7 @@ static clpa_status estimate_once(clpa_context *ctx, const void *arg) {
 
 typedef struct xresult {
   int tokens, structured;
+  clpa_xattn_path path; /* the estimation's, as taken */
   double dense, estimate, sparse, density, gemm; /* gemm 0: not timed */
 } xresult;
 
@@ -348,8 +364,10 @@ int bench_xattn(int argc, char **argv) {
       const char *why = xrun_make(&env, &a, L, kind == 1, &r);
       cli_progress_end();
       if (!why) {
-        res[n] = (xresult){L, kind == 1, 0, 0, 0, 0, 0};
-        why = xrun_time(&env, &a, &r, &res[n]);
+        res[n] = (xresult){L, kind == 1, CLPA_XATTN_AUTO, 0, 0, 0, 0, 0};
+        why = clpa_xattn_choice(env.ctx, &r.x, &res[n].path) != CLPA_OK
+                  ? clpa_context_last_error(env.ctx)
+                  : xrun_time(&env, &a, &r, &res[n]);
       }
       xrun_release(&r);
 #ifdef CLPA_BENCH_CLBLAST
@@ -373,6 +391,7 @@ int bench_xattn(int argc, char **argv) {
     cli_json_num(&j, "tau", a.tau, 4);
     cli_json_int(&j, "stride", a.stride);
     cli_json_int(&j, "block", a.block);
+    cli_json_str(&j, "path", n && res[0].path == CLPA_XATTN_MMA ? "mma" : "f32");
     cli_json_array(&j, "runs");
     for (int i = 0; i < n; i++) {
       const xresult *x = &res[i];
@@ -394,6 +413,8 @@ int bench_xattn(int argc, char **argv) {
     printf("device  %s (%s lanes)\n", env.info.name, clpa_lanes_name(env.info.lanes));
     printf("shape   heads %d/%d, head size %d, block %d, f16; tau %.3g, stride %d, mask block %d\n",
            a.heads, a.kv_heads, a.head_size, a.block_size, a.tau, a.stride, a.block);
+    printf("path    estimation on %s\n",
+           n && res[0].path == CLPA_XATTN_MMA ? "tensor cores (mma)" : "f32 products");
     printf("%8s %-10s %11s %11s %11s %8s %8s %9s\n", "tokens", "input", "dense ms", "estimate ms",
            "sparse ms", "density", "speedup", "est/dense");
     for (int i = 0; i < n; i++) {
