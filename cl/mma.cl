@@ -141,6 +141,20 @@ inline void mma_copy_wait(void) {
 #endif
 }
 
+/* Deeper pipelines: mma_copy_commit() closes this work-item's copies
+ * issued since the last commit into a group; MMA_COPY_WAIT_GROUPS(n)
+ * waits until at most n (a literal 0-2) groups are still in flight. */
+inline void mma_copy_commit(void) {
+#if MMA_PTX
+  asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
+}
+#if MMA_PTX
+#define MMA_COPY_WAIT_GROUPS(n) asm volatile("cp.async.wait_group " #n ";" ::: "memory")
+#else
+#define MMA_COPY_WAIT_GROUPS(n) ((void)0)
+#endif
+
 /* B fragments from local memory (ldmatrix on NVIDIA: one instruction
  * for two k-steps' operands, where each would take two 32-bit reads):
  * the matrix is rows row0 .. row0 + 7 of `tile` (`stride` 32-bit words a

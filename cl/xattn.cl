@@ -13,7 +13,7 @@
  *   visible iff c <= R(r)
  *
  * Kernels (one launch each, in order on an in-order queue):
- * Phases 1 and 3 run per piece: heads head0 .. head0 + grid heads - 1,
+ * Phases 1 to 3 run per piece: heads head0 .. head0 + grid heads - 1,
  * rows rbase .. rend - 1 (whole query blocks), bstat holding the piece's
  * rows only (the host picks pieces that fit its scratch).
  *   clpa_xattn_stats   phase 1. Grid (piece rows / XROWS, piece heads,
@@ -22,11 +22,13 @@
  *                      over each key block's visible columns (increasing
  *                      c), kept per (row, key block) in bstat as (m_b,
  *                      l_b), and their merge over the chunk, (m, l).
- *   clpa_xattn_mass    phases 2 and 3. Grid (k_blocks, piece query blocks,
+ *   clpa_xattn_merge   phase 2. Grid (piece rows, piece heads): each row's
+ *                      chunk states merged (softmax_merge, chunks in order)
+ *                      into (m, l), written over chunk 0's.
+ *   clpa_xattn_mass    phase 3. Grid (k_blocks, piece query blocks,
  *                      piece heads), a work-item per block pair: for each row
  *                      of the query block (increasing) that sees the key
- *                      block it merges the row's chunk states (softmax_merge,
- *                      chunks in order) into (m, l) and adds the row's mass
+ *                      block it takes the row's merged (m, l) and adds the row's mass
  *                      e^(m_b - m) l_b / l, which is the sum of e^(s-m)/l
  *                      over the block's visible columns: the scores are
  *                      computed once, in phase 1. No atomics: the sum order
@@ -291,7 +293,20 @@ __kernel void clpa_xattn_stats(__global float *stat_m, __global float *stat_l,
   for (int i = 0; i < n; i++) stat_m[cat + i] = m[i], stat_l[cat + i] = l[i];
 }
 
-/* ---- phases 2 and 3: merged statistics, block masses ------------------ */
+/* ---- phase 2: each row's chunk states merged (chunks in order) into
+ * chunk 0's place. Grid (piece rows, piece heads). ---------------------- */
+__kernel void clpa_xattn_merge(__global float *stat_m, __global float *stat_l, int num_chunks,
+                               int rows, int head0, int rbase) {
+  const int r = rbase + get_global_id(0), head = head0 + get_global_id(1);
+  __global float *hm = stat_m + (ulong)head * num_chunks * rows + r;
+  __global float *hl = stat_l + (ulong)head * num_chunks * rows + r;
+  softmax_state st = softmax_empty();
+  for (int ch = 0; ch < num_chunks; ch++)
+    st = softmax_merge(st, softmax_state_of(hm[(ulong)ch * rows], hl[(ulong)ch * rows]));
+  *hm = st.m, *hl = st.l;
+}
+
+/* ---- phase 3: block masses from the merged states --------------------- */
 __kernel void clpa_xattn_mass(__global float *mass, __global const float *stat_m,
                               __global const float *stat_l, int num_chunks,
                               __global const float2 *bstat, int rows, int row0, int bs,
@@ -309,9 +324,7 @@ __kernel void clpa_xattn_mass(__global float *mass, __global const float *stat_m
   const int r_end = min((qb + 1) * bs, rend); /* rend: rows, or a whole block's end */
   for (int r = qb * bs; r < r_end; r++) {
     if (kb * bs > row0 + r) continue; /* the block's first column is past the row */
-    softmax_state st = softmax_empty(); /* phase 2: the row merges its chunks */
-    for (int ch = 0; ch < num_chunks; ch++)
-      st = softmax_merge(st, softmax_state_of(hm[(ulong)ch * rows + r], hl[(ulong)ch * rows + r]));
+    const softmax_state st = softmax_state_of(hm[r], hl[r]); /* phase 2's merge */
     const float2 b = bstat[((ulong)ph * (rend - rbase) + r - rbase) * k_blocks + kb];
     acc += softmax_weight(softmax_state_of(b.x, b.y), st); /* rows in increasing order */
   }

@@ -12,9 +12,9 @@
  * tile's product in steps of KC k indices: TP = KC / 32 consecutive t
  * (tokens cS + t, cS + t + 1 sit side by side in the cache: whole 32-byte
  * sectors) times 32 dimensions. A step's query rows and key columns are
- * copied into local memory (cp.async on NVIDIA, two stages: the next
- * step's copies run while this one is computed, one barrier a step) and
- * read back through ldmatrix. Each warp holds 16 MT rows x COLS scores
+ * copied into local memory (cp.async on NVIDIA, STAGES stages: the next
+ * STAGES - 1 steps' copies in flight while one is computed, one barrier a
+ * step) and read back through ldmatrix. Each warp holds 16 MT rows x COLS scores
  * in registers; after a tile's last step it folds them, per row and per
  * segment of min(BCOLS, COLS) columns, into the row's running state of
  * the current key block (quad shuffles), and at a block's end writes the
@@ -27,8 +27,9 @@
  * whose keys lie in a block outside the cache is masked and sets
  * CLPA_FAULT_BAD_BLOCK; slots past the sequence are never read.
  *
- * Grid: (piece heads * NUM_THREADS, ceil(piece rows / ROWS), num_chunks),
- * work-groups of NUM_THREADS.
+ * Grid: (num_chunks * NUM_THREADS, piece heads, ceil(piece rows / ROWS)),
+ * work-groups of NUM_THREADS: a row tile's chunks and heads run together
+ * (its queries are read once a tile by each of them: from L2 so).
  */
 #define HEAD_SIZE CLPA_HEAD_SIZE
 #define BLOCK_SIZE CLPA_BLOCK_SIZE
@@ -38,6 +39,7 @@
 #define XR CLPA_ROWS              /* strided rows per work-group */
 #define BN CLPA_COLS              /* columns per tile */
 #define KC CLPA_KC                /* k indices per step */
+#define STAGES CLPA_STAGES        /* steps in local memory: computed, and in flight (2-4) */
 #define WARPS (NUM_THREADS / 32)
 #define MT (XR / 16 / WARPS)      /* m-tiles per warp */
 #define NT (BN / 8)               /* n-tiles per tile */
@@ -51,22 +53,39 @@
 
 #if NUM_THREADS % 32 || XR % (16 * WARPS) || BN % 8 || (KC != 32 && KC != 64) || \
     HEAD_SIZE % 32 || STRIDE % TP || BCOLS % 8 || (BN % BCOLS && BCOLS % BN) || BLOCK_SIZE % 2 || \
-    BN > NUM_THREADS
-#error "xattn mma shape: whole warps, 16-row m-tiles, KC 32 or 64, HEAD_SIZE of 32, BCOLS of 8, BN <= NUM_THREADS"
+    BN > NUM_THREADS || STAGES < 2 || STAGES > 4 || NSTEP < STAGES
+#error "xattn mma shape: whole warps, 16-row m-tiles, KC 32 or 64, HEAD_SIZE of 32, BCOLS of 8, BN <= NUM_THREADS, 2-4 stages (at most the steps a tile)"
 #endif
 #if KV_BYTES != 2
 #error "xattn mma: the cache must be f16 or bf16"
 #endif
 
+/* A work-item's share of a step's copies: chunk u = lid % (KC / 8) of
+ * QI rows and KI columns (uint4 u: token t0 + u / 4, dimensions d0 + u %
+ * 4 * 8 .. + 7). Where a column's S keys lie in one cache block (S
+ * divides BLOCK_SIZE) its block is looked up once a tile. */
+#define CPR (KC / 8)                    /* uint4 chunks a row a step */
+#define QI (XR * CPR / NUM_THREADS)     /* query rows a work-item copies */
+#define KI (BN * CPR / NUM_THREADS)     /* key columns a work-item copies */
+#define ONEBLOCK (BLOCK_SIZE % STRIDE == 0)
+#if (XR * CPR) % NUM_THREADS || (BN * CPR) % NUM_THREADS
+#error "xattn mma: a step's copies must spread evenly over the work-items"
+#endif
+
+typedef struct xm_src {
+  __global const io_t *q[QI];   /* row's token rS + S - 1 at its chunk's dims; NULL: past r_last */
+  __global const uint4 *k[KI];  /* ONEBLOCK: the column's block at its first key + u / 4; NULL: none */
+} xm_src;
+
 /* Step `it`'s operands into stage `st`: the rows' query slices and the
  * tile's key slices (zeros for rows past r_last, columns past c1 and keys
- * in bad blocks). At a tile's first step also its column flags. */
-inline void xm_load(__local uint4 *qs, __local uint4 *ks, __local int *colok, int it, int st,
-                    __global const io_t *qh, ulong q_stride, int q_direct,
-                    __global const kv_t *k_cache, ulong block_stride, ulong head_stride,
-                    __global const int *table, int num_blocks, int kv_head, int r_wg, int r_last,
-                    int c0, int c1, __global volatile int *faults) {
-  const int lid = get_local_id(0), tile = it / NSTEP, step = it % NSTEP;
+ * in bad blocks). At a tile's first step also its column flags and (ONEBLOCK)
+ * the columns' blocks. */
+inline void xm_load(__local uint4 *qs, __local uint4 *ks, __local int *colok, xm_src *src, int it,
+                    int st, ulong q_stride, int q_direct, __global const kv_t *k_cache,
+                    ulong block_stride, ulong head_stride, __global const int *table,
+                    int num_blocks, int kv_head, int c0, int c1, __global volatile int *faults) {
+  const int lid = get_local_id(0), u = lid % CPR, tile = it / NSTEP, step = it % NSTEP;
   const int t0 = step / (HEAD_SIZE / 32) * TP, d0 = step % (HEAD_SIZE / 32) * 32;
   const int cb = c0 + tile * BN;
   if (step == 0 && lid < BN) { /* the tile's column flags */
@@ -78,44 +97,58 @@ inline void xm_load(__local uint4 *qs, __local uint4 *ks, __local int *colok, in
     }
     colok[(tile & 1) * BN + lid] = ok;
   }
-  /* uint4 u of a row: token t0 + u / 4, dimensions d0 + u % 4 * 8 .. + 7 */
-  __local uint4 *qd = qs + st * (XR * ROWW / 4);
-  for (int e = lid; e < XR * (KC / 8); e += NUM_THREADS) {
-    const int i = e / (KC / 8), u = e % (KC / 8), r = r_wg + i;
-    __local uint4 *dst = qd + i * (ROWW / 4) + u;
-    if (r > r_last) {
+  __local uint4 *qd = qs + st * (XR * ROWW / 4) + lid / CPR * (ROWW / 4) + u;
+  MMA_UNROLL
+  for (int i = 0; i < QI; i++) {
+    __local uint4 *dst = qd + i * (NUM_THREADS / CPR) * (ROWW / 4);
+    if (!src->q[i]) {
       *dst = (uint4)(0u);
       continue;
     }
-    __global const io_t *src = qh + (ulong)(r * STRIDE + STRIDE - 1 - (t0 + u / 4)) * q_stride +
-                               d0 + u % 4 * 8;
+    __global const io_t *p = src->q[i] - (long)(t0 + u / 4) * (long)q_stride + d0;
 #if CLPA_IO_DTYPE == CLPA_KV_DTYPE
     if (q_direct) {
-      mma_copy16(dst, (__global const uint4 *)src);
+      mma_copy16(dst, (__global const uint4 *)p);
       continue;
     }
 #else
     (void)q_direct;
 #endif
     float f[8];
-    for (int j = 0; j < 8; j++) f[j] = IO_LOAD(src, j);
+    for (int j = 0; j < 8; j++) f[j] = IO_LOAD(p, j);
     *dst = (uint4)(mma_pack(f[0], f[1]), mma_pack(f[2], f[3]), mma_pack(f[4], f[5]),
                    mma_pack(f[6], f[7]));
   }
-  __local uint4 *kd = ks + st * (BN * ROWW / 4);
-  for (int e = lid; e < BN * (KC / 8); e += NUM_THREADS) {
-    const int j = e / (KC / 8), u = e % (KC / 8), c = cb + j;
-    __local uint4 *dst = kd + j * (ROWW / 4) + u;
-    const int tok = c * STRIDE + t0 + u / 4;
-    const int b = c < c1 ? table[tok / BLOCK_SIZE] : -1;
-    if (b < 0 || b >= num_blocks) {
+  __local uint4 *kd = ks + st * (BN * ROWW / 4) + lid / CPR * (ROWW / 4) + u;
+  MMA_UNROLL
+  for (int i = 0; i < KI; i++) {
+    __local uint4 *dst = kd + i * (NUM_THREADS / CPR) * (ROWW / 4);
+    const int c = cb + lid / CPR + i * (NUM_THREADS / CPR);
+#if ONEBLOCK
+    if (step == 0) { /* the column's block, once a tile */
+      const int tok = c * STRIDE + u / 4, b = c < c1 ? table[tok / BLOCK_SIZE] : -1;
+      src->k[i] = b < 0 || b >= num_blocks
+                      ? NULL
+                      : (__global const uint4 *)(k_cache + kv_tile((ulong)b, kv_head, block_stride,
+                                                                   head_stride)) +
+                            tok % BLOCK_SIZE;
+    }
+    if (!src->k[i]) {
       *dst = (uint4)(0u);
       continue;
     }
     /* key_index(8 w, o): chunk w of token o is uint4 number w * BLOCK_SIZE + o */
-    __global const uint4 *src =
+    mma_copy16(dst, src->k[i] + (d0 / 8 + u % 4) * BLOCK_SIZE + t0);
+#else
+    const int tok = c * STRIDE + t0 + u / 4, b = c < c1 ? table[tok / BLOCK_SIZE] : -1;
+    if (b < 0 || b >= num_blocks) {
+      *dst = (uint4)(0u);
+      continue;
+    }
+    __global const uint4 *kb =
         (__global const uint4 *)(k_cache + kv_tile((ulong)b, kv_head, block_stride, head_stride));
-    mma_copy16(dst, src + (d0 / 8 + u % 4) * BLOCK_SIZE + tok % BLOCK_SIZE);
+    mma_copy16(dst, kb + (d0 / 8 + u % 4) * BLOCK_SIZE + tok % BLOCK_SIZE);
+#endif
   }
 }
 
@@ -125,14 +158,14 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_xatt
     ulong block_stride, ulong head_stride, __global const int *table, int num_blocks, int qpk,
     float scale, int rows, int row0, int chunk_cols, int k_blocks, int head0, int rbase, int rend,
     __global volatile int *faults) {
-  __local uint4 qs[2 * XR * ROWW / 4];
-  __local uint4 ks[2 * BN * ROWW / 4];
+  __local uint4 qs[STAGES * XR * ROWW / 4];
+  __local uint4 ks[STAGES * BN * ROWW / 4];
   __local int colok[2 * BN];
   __local uint xch[MMA_XCH];
   const int lid = get_local_id(0), lane = lid % 32, warp = lid / 32, g = lane / 4, t4 = lane % 4;
-  const int ph = get_group_id(0), head = head0 + ph, kv_head = head / qpk;
-  const int r_wg = rbase + (int)(get_num_groups(1) - 1 - get_group_id(1)) * XR;
-  const int ch = get_group_id(2), num_chunks = get_num_groups(2);
+  const int ch = get_group_id(0), num_chunks = get_num_groups(0);
+  const int ph = get_group_id(1), head = head0 + ph, kv_head = head / qpk;
+  const int r_wg = rbase + (int)(get_num_groups(2) - 1 - get_group_id(2)) * XR;
   const int r_last = min(r_wg + XR, rend) - 1;
   const int c0 = ch * chunk_cols; /* a multiple of BCOLS: a block lies in one chunk */
   const int c1 = min(c0 + chunk_cols, row0 + r_last + 1); /* visible to the last row */
@@ -149,17 +182,36 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_xatt
     for (int h = 0; h < 2; h++) bm[m][h] = sm[m][h] = -INFINITY, bl[m][h] = sl[m][h] = 0.0f;
   }
 
-  if (total > 0)
-    xm_load(qs, ks, colok, 0, 0, qh, q_stride, q_direct, k_cache, block_stride, head_stride, table,
-            num_blocks, kv_head, r_wg, r_last, c0, c1, faults);
+  xm_src src;
+  MMA_UNROLL
+  for (int i = 0; i < QI; i++) {
+    const int r = r_wg + lid / CPR + i * (NUM_THREADS / CPR), u = lid % CPR;
+    src.q[i] = r <= r_last ? qh + (ulong)(r * STRIDE + STRIDE - 1) * q_stride + u % 4 * 8 : NULL;
+  }
+  /* Steps 0 .. STAGES - 2 in flight, one copy group each (empty past the end). */
+  for (int it = 0; it < STAGES - 1; it++) {
+    if (it < total)
+      xm_load(qs, ks, colok, &src, it, it, q_stride, q_direct, k_cache, block_stride,
+              head_stride, table, num_blocks, kv_head, c0, c1, faults);
+    mma_copy_commit();
+  }
   for (int it = 0; it < total; it++) {
-    mma_copy_wait();
+#if STAGES == 2
+    MMA_COPY_WAIT_GROUPS(0); /* step it's group, and none after it */
+#elif STAGES == 3
+    MMA_COPY_WAIT_GROUPS(1);
+#else
+    MMA_COPY_WAIT_GROUPS(2);
+#endif
     barrier(CLK_LOCAL_MEM_FENCE); /* step it landed; step it - 1's stage is free */
-    if (it + 1 < total)
-      xm_load(qs, ks, colok, it + 1, (it + 1) & 1, qh, q_stride, q_direct, k_cache, block_stride,
-              head_stride, table, num_blocks, kv_head, r_wg, r_last, c0, c1, faults);
-    __local const uint *qw = (__local const uint *)qs + (it & 1) * XR * ROWW + warp * MT * 16 * ROWW;
-    __local const uint *kw = (__local const uint *)ks + (it & 1) * BN * ROWW;
+    const int ahead = it + STAGES - 1;
+    if (ahead < total)
+      xm_load(qs, ks, colok, &src, ahead, ahead % STAGES, q_stride, q_direct, k_cache,
+              block_stride, head_stride, table, num_blocks, kv_head, c0, c1, faults);
+    mma_copy_commit();
+    const int stage = it % STAGES;
+    __local const uint *qw = (__local const uint *)qs + stage * XR * ROWW + warp * MT * 16 * ROWW;
+    __local const uint *kw = (__local const uint *)ks + stage * BN * ROWW;
     MMA_UNROLL
     for (int kk = 0; kk < KSTEPS; kk += 2) {
       uint4 a[MT][2];

@@ -140,7 +140,9 @@ CLPA_API void clpa_xattn_params_init(clpa_xattn_params *p);
  * CLPA_FAULT_BAD_BLOCK (clpa_context_check_faults).
  *
  * Memory: besides the outputs, 2 * num_heads * rows * num_chunks floats
- * of the context's scratch (each row's softmax state per chunk), rows =
+ * of the context's scratch (each row's softmax state per chunk; the mma
+ * path cuts the keys into about 8 chunks where `chunk` leaves fewer, so
+ * that a row tile's chunks run side by side and share its queries), rows =
  * num_q / stride, the masses when mass is NULL, and each row's state per
  * key block (2 * rows * k_blocks floats a head: the scores are computed
  * once), for as many heads and query blocks at a time as scratch_limit

@@ -63,6 +63,7 @@ typedef struct clpa_xattn_spec {
   int32_t head_size, block_size, kv_dtype, io_dtype;
   int32_t num_threads, stride, bcols; /* mma: work-group size, S, B / S */
   int32_t rows, cols, kc;             /* mma: strided rows, columns a tile, k indices a step */
+  int32_t stages;                     /* mma: steps in local memory (2-4) */
 } clpa_xattn_spec;
 
 /* cache.cl: clpa_cache_reshape (the source dtype is a kernel argument). */

@@ -58,6 +58,7 @@ static const clpa_tunable xattn_mma_tunables[] = {
     T(clpa_xattn_spec, rows, "ROWS"),
     T(clpa_xattn_spec, cols, "COLS"),
     T(clpa_xattn_spec, kc, "KC"),
+    T(clpa_xattn_spec, stages, "STAGES"),
 };
 static const clpa_tunable cache_tunables[] = {T(clpa_cache_spec, kv_dtype, "KV_DTYPE")};
 #undef T

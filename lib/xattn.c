@@ -140,11 +140,19 @@ static clpa_status check_buffers(clpa_context *ctx, const clpa_xattn_params *p, 
 #define XROWS 8
 
 /* The tensor-core stats kernel's shape (cl/xattn_mma.cl): 4 warps, 64
- * strided rows, tiles of 64 columns, steps of 64 k indices. */
+ * strided rows, tiles of 64 columns, steps of 64 k indices, two of them
+ * in local memory (fewer where a tile has fewer steps). */
 #define MMA_THREADS 128
 #define MMA_ROWS 64
 #define MMA_COLS 64
 #define MMA_KC 64
+#define MMA_STAGES 2
+/* Key chunks on the mma path: the columns in about this many (the
+ * caller's chunks where smaller), whole tiles and key blocks: a row
+ * tile's chunks run side by side and read its queries from L2. H100, 64k
+ * tokens: one chunk 28.1 ms, 4 31.8, 8 22.2-23.2, 16 24.7; 32k: 2 6.8,
+ * 4 6.4, 8 5.9 (notes/perf.md). */
+#define MMA_CHUNKS 8
 
 static int mma_applies(const xattn_plan *x) {
   return (x->kv.dtype == CLPA_DTYPE_F16 || x->kv.dtype == CLPA_DTYPE_BF16) &&
@@ -152,11 +160,17 @@ static int mma_applies(const xattn_plan *x) {
          (MMA_COLS % x->bs == 0 || x->bs % MMA_COLS == 0);
 }
 
-/* Two stages of query rows and key columns (padded by 16 bytes), the
+/* Steps a tile: S D / KC; the stages, at most that many. */
+static int mma_stages(int stride, int head_size) {
+  const int steps = stride * head_size / MMA_KC;
+  return steps < MMA_STAGES ? steps : MMA_STAGES;
+}
+
+/* The stages of query rows and key columns (padded by 16 bytes), the
  * column flags, mma.cl's scratch when emulated. */
-static size_t mma_local_bytes(int emulated) {
+static size_t mma_local_bytes(int stages, int emulated) {
   const size_t row = 4 * (MMA_KC / 2 + 4);
-  return 2 * (MMA_ROWS + MMA_COLS) * row + 2 * MMA_COLS * sizeof(int) +
+  return (size_t)stages * (MMA_ROWS + MMA_COLS) * row + 2 * MMA_COLS * sizeof(int) +
          4 * (emulated ? MMA_THREADS * 6 : 1);
 }
 
@@ -167,7 +181,8 @@ static clpa_status pick_path(clpa_context *ctx, const clpa_xattn_params *p, cons
   CLPA_CTX_CHECK(ctx, (unsigned)p->path > CLPA_XATTN_MMA, CLPA_ERR_INVALID_ARG,
                  "path = %d (0 auto, 1 f32, 2 mma)", (int)p->path);
   const int emulated = ctx->lanes != CLPA_LANES_NV_PTX;
-  const int fits = mma_local_bytes(emulated) <= ctx->info.local_mem_bytes;
+  const size_t lbytes = mma_local_bytes(mma_stages(p->stride, x->kv.head_size), emulated);
+  const int fits = lbytes <= ctx->info.local_mem_bytes;
   if (p->path != CLPA_XATTN_MMA) {
     *mma = p->path == CLPA_XATTN_AUTO && clpa_mma_native(ctx) == 1 && mma_applies(x) && fits;
     return CLPA_OK;
@@ -180,8 +195,8 @@ static clpa_status pick_path(clpa_context *ctx, const clpa_xattn_params *p, cons
   clpa_status st = clpa_mma_check(ctx);
   if (st != CLPA_OK) return st;
   CLPA_CTX_CHECK(ctx, !fits, CLPA_ERR_UNSUPPORTED,
-                 "path mma needs %zu bytes of local memory (the device has %llu)",
-                 mma_local_bytes(emulated), (unsigned long long)ctx->info.local_mem_bytes);
+                 "path mma needs %zu bytes of local memory (the device has %llu)", lbytes,
+                 (unsigned long long)ctx->info.local_mem_bytes);
   *mma = 1;
   return CLPA_OK;
 }
@@ -248,7 +263,8 @@ static clpa_status enqueue_all(clpa_context *ctx, const clpa_xattn_params *p, co
                                first ? p->num_wait_events : 0,
                                first ? p->wait_events : NULL,
                                NULL};
-      /* the mma kernel: head, row tile (the kernel walks them from the last), chunk */
+      /* the mma kernel: chunk, head, row tile (the kernel takes them from the last):
+       * work-groups of one row tile's chunks run together and share its queries in L2 */
       const clpa_arg a1m[] = {CLPA_ARG(sm),           CLPA_ARG(sl),         CLPA_ARG(bst),
                               CLPA_ARG(p->query),     CLPA_ARG(q_stride),   CLPA_ARG(q_direct),
                               CLPA_ARG(x->k),         CLPA_ARG(block_stride), CLPA_ARG(head_stride),
@@ -257,12 +273,15 @@ static clpa_status enqueue_all(clpa_context *ctx, const clpa_xattn_params *p, co
                               CLPA_ARG(cc),           CLPA_ARG(kbl),        CLPA_ARG(head0),
                               CLPA_ARG(rbase),        CLPA_ARG(rend),       CLPA_ARG(faults)};
       const clpa_ndrange r1m = {3,
-                                {hn * MMA_THREADS, (size_t)(rend - rbase + MMA_ROWS - 1) / MMA_ROWS,
-                                 (size_t)x->num_chunks},
+                                {(size_t)x->num_chunks * MMA_THREADS, hn,
+                                 (size_t)(rend - rbase + MMA_ROWS - 1) / MMA_ROWS},
                                 {MMA_THREADS, 1, 1},
                                 r1.num_wait_events,
                                 r1.wait_events,
                                 NULL};
+      const clpa_arg am[] = {CLPA_ARG(sm), CLPA_ARG(sl), CLPA_ARG(nch), CLPA_ARG(rows),
+                             CLPA_ARG(head0), CLPA_ARG(rbase)};
+      const clpa_ndrange rm = {2, {(size_t)(rend - rbase), hn}, {0, 0}, 0, NULL, NULL};
       const clpa_arg a2[] = {CLPA_ARG(mass),  CLPA_ARG(sm),    CLPA_ARG(sl),   CLPA_ARG(nch),
                              CLPA_ARG(bst),   CLPA_ARG(rows),  CLPA_ARG(row0), CLPA_ARG(bs),
                              CLPA_ARG(diag0), CLPA_ARG(qbl),   CLPA_ARG(head0), CLPA_ARG(rbase),
@@ -276,6 +295,7 @@ static clpa_status enqueue_all(clpa_context *ctx, const clpa_xattn_params *p, co
       first = 0;
       if ((st = mma ? clpa_enqueue(ctx, ks[0], "clpa_xattn_stats_mma", a1m, CLPA_NARGS(a1m), &r1m)
                     : clpa_enqueue(ctx, ks[0], "clpa_xattn_stats", a1, CLPA_NARGS(a1), &r1)) ||
+          (st = clpa_enqueue(ctx, ks[3], "clpa_xattn_merge", am, CLPA_NARGS(am), &rm)) ||
           (st = clpa_enqueue(ctx, ks[1], "clpa_xattn_mass", a2, CLPA_NARGS(a2), &r2)))
         return st;
     }
@@ -286,15 +306,43 @@ static clpa_status enqueue_all(clpa_context *ctx, const clpa_xattn_params *p, co
   return clpa_enqueue(ctx, ks[2], "clpa_xattn_select", a3, CLPA_NARGS(a3), &r3);
 }
 
-static clpa_status launch(clpa_context *ctx, const clpa_xattn_params *p, const xattn_plan *x,
+/* The mma path's chunks: the columns in MMA_CHUNKS, rounded up to whole
+ * tiles and key blocks (mma_applies: bs divides the tile or the tile bs),
+ * unless the caller's are smaller. */
+static clpa_status mma_chunks(clpa_context *ctx, const clpa_xattn_params *p, xattn_plan *x) {
+  const int64_t cols = ((int64_t)p->q_offset + p->num_q) / p->stride;
+  const int64_t unit = x->bs > MMA_COLS ? x->bs : MMA_COLS;
+  const int64_t want = (cols + MMA_CHUNKS - 1) / MMA_CHUNKS;
+  const int32_t cap = (int32_t)((want + unit - 1) / unit * unit);
+  if (x->chunk_cols <= cap) return CLPA_OK;
+  x->chunk_cols = cap;
+  x->num_chunks = (int32_t)((cols + cap - 1) / cap);
+  size_t bytes;
+  CLPA_CTX_CHECK(ctx, !clpa_size_mul_add((size_t)p->num_heads, (size_t)x->num_chunks, 0,
+                                         &x->stats) ||
+                          !clpa_size_mul_add(x->stats, (size_t)x->rows, 0, &x->stats) ||
+                          !clpa_size_mul_add(x->stats, sizeof(float), 0, &bytes),
+                 CLPA_ERR_INVALID_ARG, "num_heads = %d with %d chunks of %d rows: the sizes"
+                 " overflow size_t", p->num_heads, x->num_chunks, x->rows);
+  return CLPA_OK;
+}
+
+static clpa_status launch(clpa_context *ctx, const clpa_xattn_params *p, const xattn_plan *xp,
                           int mma) {
+  xattn_plan plan = *xp, *x = &plan;
+  if (mma) {
+    const clpa_status st = mma_chunks(ctx, p, x);
+    if (st != CLPA_OK) return st;
+  }
   const clpa_xattn_spec spec = {x->kv.head_size, x->kv.block_size, (int32_t)x->kv.dtype,
-                                (int32_t)p->q_dtype, 0, 0, 0, 0, 0, 0};
+                                (int32_t)p->q_dtype, 0, 0, 0, 0, 0, 0, 0};
   const clpa_xattn_spec spec_mma = {x->kv.head_size, x->kv.block_size, (int32_t)x->kv.dtype,
                                     (int32_t)p->q_dtype, MMA_THREADS, p->stride, x->bs,
-                                    MMA_ROWS, MMA_COLS, MMA_KC};
-  static const char *const names[3] = {"clpa_xattn_stats", "clpa_xattn_mass", "clpa_xattn_select"};
-  cl_kernel ks[3] = {NULL, NULL, NULL};
+                                    MMA_ROWS, MMA_COLS, MMA_KC,
+                                    mma_stages(p->stride, x->kv.head_size)};
+  static const char *const names[4] = {"clpa_xattn_stats", "clpa_xattn_mass", "clpa_xattn_select",
+                                       "clpa_xattn_merge"};
+  cl_kernel ks[4] = {NULL, NULL, NULL, NULL};
   cl_mem faults, sm, sl, bst, mass = p->mass;
   /* Everything that can fail short of an enqueue comes first: a build
    * failure leaves nothing half done. */
@@ -310,11 +358,11 @@ static clpa_status launch(clpa_context *ctx, const clpa_xattn_params *p, const x
     st = mma ? clpa_family_kernel(ctx, &clpa_family_xattn_mma, &spec_mma, "clpa_xattn_stats_mma",
                                   &ks[0])
              : clpa_family_kernel(ctx, &clpa_family_xattn, &spec, names[0], &ks[0]);
-  for (int i = 1; i < 3 && st == CLPA_OK; i++)
+  for (int i = 1; i < 4 && st == CLPA_OK; i++)
     st = clpa_family_kernel(ctx, &clpa_family_xattn, &spec, names[i], &ks[i]);
   if (st == CLPA_OK)
     st = enqueue_all(ctx, p, x, ks, mma, faults, sm, sl, bst, mass, heads_per, rows_per);
-  for (int i = 0; i < 3; i++)
+  for (int i = 0; i < 4; i++)
     if (ks[i]) clReleaseKernel(ks[i]);
   return st;
 }

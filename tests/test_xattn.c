@@ -468,11 +468,15 @@ static const xcase grid[] = {
 
 /* The tensor-core path's own cases: key blocks of 128 columns (a block's
  * state carried across tiles), of 32 (two blocks a tile), partial blocks
- * and tiles, f16 queries copied as they are. */
+ * and tiles, f16 queries copied as they are, a stride longer than a cache
+ * block (each key's block looked up), the path's own chunks (lib/xattn.c's
+ * MMA_CHUNKS: 1088 columns in five chunks of 192 and one of 128). */
 static const xcase mma_grid[] = {
     {2, 1, 64, 16, 4, 512, 0, 1024, 512, F16, F32, 0.9, 0},    /* 128 columns a block */
     {2, 2, 128, 32, 8, 128, 256, 776, 128, F16, F32, 0.95, 0}, /* partial last blocks */
     {4, 2, 64, 16, 8, 256, 512, 512, 256, BF16, F32, 0.9, 1},  /* 32 columns a block */
+    {2, 1, 64, 8, 16, 128, 0, 512, 128, F16, F16, 0.9, 0},     /* a column's keys in 2 blocks */
+    {1, 1, 32, 16, 4, 64, 0, 4352, 0, F16, F16, 0.9, 0},      /* 1088 columns: the path's 6 chunks */
 };
 
 /* Where the mma path applies (lib/xattn.c's rule). */
