@@ -31,6 +31,9 @@
 #define CLPA_STAGES 1
 #endif
 #define STAGES CLPA_STAGES /* key and value tiles in flight: 1 or 2 */
+#ifndef CLPA_SPARSE
+#define CLPA_SPARSE 1 /* the build for calls with a block mask (mma_next_tile) */
+#endif
 #if ROWS != 16 * WARPS || NUM_THREADS % 32 || NUM_THREADS % BK || BK % 32 || HEAD_SIZE % 16 || \
     BLOCK_SIZE % 8 || (BK % BLOCK_SIZE && BLOCK_SIZE % BK) || (STAGES != 1 && STAGES != 2)
 #error "prefill mma shape: 16 rows a warp, BK of 32, HEAD_SIZE of 16, BLOCK_SIZE of 8, 1-2 stages"
@@ -114,15 +117,25 @@ inline void mma_fix_values(__local uint4 *v_s, int k0, int k_lo, int k_end) {
 }
 
 /* Block-sparse: the first tile from k0 that a row of the work-group
- * keeps (k_end if none); every work-item calls it. Each finds the next
- * kept mask block of its own rows (m0 / m1: their mask rows, NULL for a
- * row past the end) from k0 on, remembered in *mine (the work-item's
- * next kept key, >= the k0 it was found for: the scan only moves
- * forward), then the work-group takes the least (local atomic_min): three
- * barriers a kept tile however many tiles are skipped (a vote per tile
- * cost three barriers per skipped tile: 2048 tiles of 32 keys at 64k).
- * Kept positions are block starts (multiples of 64, so of BK) or k0.
- * Without a mask, k0. */
+ * keeps (k_end if none); every work-item calls it. m0 / m1: this
+ * work-item's rows' mask rows, NULL for a row past the end. Without a
+ * mask, k0. Two forms, both correct for any mask:
+ * - CLPA_SPARSE (the build for calls with a mask): each work-item finds
+ *   the next kept mask block of its own rows from k0 on, remembered in
+ *   *mine (its next kept key, >= the k0 it was found for: the scan only
+ *   moves forward), then the work-group takes the least (local
+ *   atomic_min): three barriers a kept tile however many are skipped.
+ *   Kept positions are block starts (multiples of 64, so of BK) or k0.
+ * - otherwise (the dense build) a vote per tile, three barriers each (at
+ *   64k tokens 2048 tiles a work-group: H100 XAttention sparse prefill
+ *   70.5 ms against 53.9 with the scan). Kept for dense calls because
+ *   NVIDIA's compiler gives the kernel 168 registers with it and 214
+ *   without it or 176 with the scan: past 170 only two work-groups fit an
+ *   SM, and dense prefill ran 113 -> 97 TFLOP/s (notes/perf.md). */
+#if CLPA_SPARSE
+#define MMA_NEXT_STATE int mine = -1; /* mma_next_tile's memory */
+#define MMA_NEXT_TILE(k) \
+  mma_next_tile(k, k_end, sparse, mrow[0], mrow[1], mask_block, &mine, &next_kept)
 inline int mma_next_tile(int k0, int k_end, int sparse, __global const uchar *m0,
                          __global const uchar *m1, int mask_block, int *mine, __local int *next) {
   if (!sparse) return k0;
@@ -141,6 +154,23 @@ inline int mma_next_tile(int k0, int k_end, int sparse, __global const uchar *m0
   barrier(CLK_LOCAL_MEM_FENCE);
   return min(*next, k_end);
 }
+#else
+#define MMA_NEXT_STATE
+#define MMA_NEXT_TILE(k) mma_next_tile(k, k_end, sparse, mrow[0], mrow[1], mask_block, &next_kept)
+inline int mma_next_tile(int k0, int k_end, int sparse, __global const uchar *m0,
+                         __global const uchar *m1, int mask_block, __local int *any) {
+  if (!sparse) return k0;
+  for (; k0 < k_end; k0 += BK) {
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (get_local_id(0) == 0) *any = 0;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if ((m0 && m0[k0 / mask_block]) || (m1 && m1[k0 / mask_block])) atomic_or(any, 1);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (*any) break; /* the same answer for every work-item */
+  }
+  return min(k0, k_end);
+}
+#endif
 
 __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_prefill_mma(
     PREFILL_ARGS) {
@@ -203,9 +233,8 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
   MMA_UNROLL
   for (int n = 0; n < DTILES; n++) o[n] = (float4)(0.0f);
 
-  int mine = -1; /* mma_next_tile's memory */
-  int k0 = mma_next_tile(k_lo / BK * BK, k_end, sparse, mrow[0], mrow[1], mask_block, &mine,
-                         &next_kept);
+  MMA_NEXT_STATE
+  int k0 = MMA_NEXT_TILE(k_lo / BK * BK);
   if (k0 < k_end) {
     mma_load_keys(k_s, kok, k_cache, table, k0, k_lo, k_end, num_blocks, kv_head, block_stride,
                   head_stride, faults);
@@ -223,8 +252,7 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
 #if STAGES == 2
     mma_fix_values(vs_s, k0, k_lo, k_end);
     barrier(CLK_LOCAL_MEM_FENCE);
-    const int next =
-        mma_next_tile(k0 + BK, k_end, sparse, mrow[0], mrow[1], mask_block, &mine, &next_kept);
+    const int next = MMA_NEXT_TILE(k0 + BK);
     if (next < k_end) {
       const int o1 = 1 - stage;
       mma_load_keys(k_s + o1 * KTILE, kok + o1 * BK, k_cache, table, next, k_lo, k_end,
@@ -296,8 +324,7 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
     mma_copy_wait();
     mma_fix_values(vs_s, k0, k_lo, k_end);
     barrier(CLK_LOCAL_MEM_FENCE);
-    const int next =
-        mma_next_tile(k0 + BK, k_end, sparse, mrow[0], mrow[1], mask_block, &mine, &next_kept);
+    const int next = MMA_NEXT_TILE(k0 + BK);
     if (next < k_end)
       mma_load_keys(k_s, kok, k_cache, table, next, k_lo, k_end, num_blocks, kv_head,
                     block_stride, head_stride, faults);

@@ -365,7 +365,8 @@ static clpa_status clpa_prefill_impl(clpa_context *ctx, const clpa_prefill_param
                                   rows,
                                   keys,
                                   path,
-                                  mma ? mma_stages(ctx, a.kv.head_size, rows, keys) : 1};
+                                  mma ? mma_stages(ctx, a.kv.head_size, rows, keys) : 1,
+                                  mma && p->block_mask != NULL};
   st = launch(ctx, p, &a, &spec, info, work, tiles);
   clReleaseMemObject(info);
   clReleaseMemObject(work);
