@@ -35,7 +35,7 @@ bench prefill
 bench prefill --batch 1 --new-tokens 8192
 bench prefill --cached-tokens 6144
 bench prefill --path tiles
-bench xattn --tokens 8192,32768 --input structured
+bench xattn --tokens 8192,32768,65536 --input structured
 echo "done in $(( $(date +%s) - start )) s" >> "$L"
 # registers and spills of the hot kernels (PTX from the binary cache through ptxas)
-python3 "$(dirname "$0")/ptx_audit.py" "$XDG_CACHE_HOME" "$OUT/ptx" clpa_prefill_mma clpa_paged_attention >> "$L" 2>&1
+python3 "$(dirname "$0")/ptx_audit.py" "$XDG_CACHE_HOME" "$OUT/ptx" clpa_prefill_mma clpa_paged_attention clpa_xattn_stats_mma >> "$L" 2>&1
