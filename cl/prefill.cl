@@ -106,6 +106,26 @@ inline __global const uchar *mask_row(__global const uchar *block_mask, int s, i
                     : NULL;
 }
 
+/* Block-sparse skipping, without a barrier per skipped tile: the first
+ * key from k0 (k0 itself, or a later mask block's start) that mask row m
+ * keeps, k_end if none (m NULL: none). */
+inline int mask_next(__global const uchar *m, int k0, int k_end, int mask_block) {
+  if (m)
+    for (int b = k0 / mask_block; b * mask_block < k_end; b++)
+      if (m[b]) return max(b * mask_block, k0);
+  return k_end;
+}
+
+/* The least of every work-item's v (all call it): three barriers. */
+inline int group_min(int v, __local int *slot) {
+  barrier(CLK_LOCAL_MEM_FENCE); /* the last call's answer is read */
+  if (get_local_id(0) == 0) *slot = INT_MAX;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  atomic_min(slot, v);
+  barrier(CLK_LOCAL_MEM_FENCE);
+  return *slot;
+}
+
 /* The keys rows at positions p_lo .. p_hi walk: [k_lo, k_end) = (.x, .y),
  * up to the last row when causal, from the first row's window start. */
 inline int2 tile_keys(int p_lo, int p_hi, int kv_end, int causal, int window) {

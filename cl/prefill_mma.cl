@@ -139,20 +139,9 @@ inline void mma_fix_values(__local uint4 *v_s, int k0, int k_lo, int k_end) {
 inline int mma_next_tile(int k0, int k_end, int sparse, __global const uchar *m0,
                          __global const uchar *m1, int mask_block, int *mine, __local int *next) {
   if (!sparse) return k0;
-  if (*mine < k0) {
-    *mine = k_end;
-    for (int b = k0 / mask_block; b * mask_block < k_end; b++)
-      if ((m0 && m0[b]) || (m1 && m1[b])) {
-        *mine = max(b * mask_block, k0);
-        break;
-      }
-  }
-  barrier(CLK_LOCAL_MEM_FENCE); /* the last call's answer is read */
-  if (get_local_id(0) == 0) *next = k_end;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  if (*mine < k_end) atomic_min(next, *mine);
-  barrier(CLK_LOCAL_MEM_FENCE);
-  return min(*next, k_end);
+  if (*mine < k0)
+    *mine = min(mask_next(m0, k0, k_end, mask_block), mask_next(m1, k0, k_end, mask_block));
+  return group_min(*mine, next);
 }
 #else
 #define MMA_NEXT_STATE

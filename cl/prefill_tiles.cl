@@ -113,6 +113,23 @@ inline void rows_reduce(float v[TM], int is_max, __local float *red) {
   barrier(CLK_LOCAL_MEM_FENCE);
 }
 
+/* Block-sparse: the work-group's first tile from k that a row keeps
+ * (k_end if none; k itself without a mask), every work-item calling it:
+ * each work-item's next kept key over its live rows (mask_next), kept in
+ * *mine while it lies ahead, then the work-group's least (group_min):
+ * three barriers a kept tile, none per skipped one. */
+inline int tiles_next(int k, int k_end, __global const uchar *block_mask,
+                      __global const uchar *const mrow[TM], const int live[TM], int mask_block,
+                      int *mine, __local int *slot) {
+  if (!block_mask) return k;
+  if (*mine < k) {
+    *mine = k_end;
+    for (int i = 0; i < TM; i++)
+      if (live[i]) *mine = min(*mine, mask_next(mrow[i], k, k_end, mask_block));
+  }
+  return group_min(*mine, slot);
+}
+
 __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_prefill_paged(
     PREFILL_ARGS) {
   __local float q_s[ROWS * QS];
@@ -120,7 +137,7 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
   __local float p_s[ROWS * BK];
   __local float red[ROWS * CG];
   __local int kok[BK];
-  __local int any_kept;
+  __local int next_kept;
 
   const int lid = get_local_id(0), rg = lid / CG, cg = lid % CG;
   const int s = work[2 * get_group_id(0)], R0 = work[2 * get_group_id(0) + 1];
@@ -171,21 +188,16 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
     for (int j = 0; j < DN; j++) acc[i][j] = 0.0f;
 #endif
 
-  for (int k0 = k_begin; k0 < k_end; k0 += BK) {
-    /* ---- 1b. block-sparse: does any row keep this tile's key block? ---- */
-    int keep[TM], mine = 0;
-    for (int i = 0; i < TM; i++) {
-      keep[i] = !block_mask || (live[i] && mrow[i][k0 / mask_block]);
-      mine |= keep[i];
-    }
-    if (block_mask) {
-      barrier(CLK_LOCAL_MEM_FENCE);
-      if (lid == 0) any_kept = 0;
-      barrier(CLK_LOCAL_MEM_FENCE);
-      if (mine) atomic_or(&any_kept, 1);
-      barrier(CLK_LOCAL_MEM_FENCE);
-      if (!any_kept) continue; /* the same answer for every work-item */
-    }
+  /* Block-sparse: the tiles from k0 on that no row keeps are skipped
+   * (next_tile: each work-item's next kept key over its rows, remembered
+   * in `mine` while it lies ahead, then the work-group's least). */
+  int mine = -1;
+  for (int k0 = tiles_next(k_begin, k_end, block_mask, mrow, live, mask_block, &mine, &next_kept);
+       k0 < k_end;
+       k0 = tiles_next(k0 + BK, k_end, block_mask, mrow, live, mask_block, &mine, &next_kept)) {
+    /* ---- 1b. which rows keep this tile's key block ---- */
+    int keep[TM];
+    for (int i = 0; i < TM; i++) keep[i] = !block_mask || (live[i] && mrow[i][k0 / mask_block]);
     /* ---- 2. load the key tile ---- */
     barrier(CLK_LOCAL_MEM_FENCE);
     load_keys(kv_s, kok, k_cache, table, k0, k_lo, k_end, num_blocks, kv_head, block_stride,
