@@ -3,33 +3,52 @@
  * m16n8k16 on NVIDIA, f16 or bf16 caches, f32 accumulation; emulated
  * elsewhere, for tests). Same arguments, grid, outputs (v1 or v2's
  * partition states for reduce.cl) and results as decode.cl's
- * clpa_decode_paged; the G <= 16 query heads of one KV head that a
- * work-group serves are the 16 rows of the products (rows past G are
- * zero queries):
+ * clpa_decode_paged. Checked by tests/test_decode.c against
+ * clpa_ref_decode.
  *
- *   S = Q K^T   M = heads, N = 8 tokens an n-tile, K = head dimensions
- *   O += P V    M = heads, K = 16 tokens a k-step,  N = 8 dimensions
+ * Decode is a stream over K and V with a few query heads: the work per
+ * byte must be a handful of instructions, or the kernel is bound by issue
+ * rather than by memory (decode.cl spends ~14 per element with 4 heads).
+ * Here the tokens and the value dimensions are the 16 rows of the
+ * products and the G <= 16 query heads of one KV head the columns (NH
+ * n-tiles of 8), so each warp instruction consumes 16 x 16 cache elements
+ * and no tensor work is spent on padding rows:
  *
- * so P leaves the first product in the layout the second takes (as in
- * FlashAttention-2), and each K/V element is read once, straight from
- * the cache into registers, 16 bytes per load:
+ *   S^T  = K Q^T     M = the 16 tokens of a chunk, N = heads, K = dimensions
+ *   O^T += V^T P^T   M = 16 dimensions,            N = heads, K = the chunk's tokens
+ *
+ * Every K and V element goes from the cache straight into an operand
+ * register, once:
  *   - keys: the sum over dimensions allows any order, so lane (g, t)
- *     loads dimensions 8 (4 P + t) .. 8 (4 P + t) + 7 of its token (one
- *     16-byte row of the key layout) and uses them for k-steps 2P and
- *     2P + 1; the queries are loaded in the same order;
- *   - values: column c of S's n-tile n is token TOK(n, c) of the step, so
- *     that lane t's tokens are 16 t .. 16 t + 15, two 16-byte pieces of a
- *     value row per dimension.
- * A warp takes steps of 64 tokens (the work-group's warps in turn), keeps
- * its rows' softmax state in base 2 (max and sum over the 4 lanes of a
- * row by quad_reduce), and the warps' states and outputs are merged in
- * local memory at the end. Tokens outside [window start, context) and
- * blocks with bad ids are masked (the latter set CLPA_FAULT_BAD_BLOCK);
- * value slots there are zeroed, since 0 * NaN is NaN.
+ *     loads 16-byte rows of the key layout (dimensions 8 (4 P + t) ..
+ *     + 7 of its tokens) and uses them for k-steps 2 P and 2 P + 1; the
+ *     queries' B fragments take the same order;
+ *   - S^T's C fragment (lane: rows g, g + 8 = tokens; columns 2t, 2t + 1
+ *     = heads), rounded to the cache dtype, is P^T's B fragment once each
+ *     8 x 8 half is transposed across the warp (mma_trans: movmatrix);
+ *   - for that, row r of S^T is token TOK(r) of the chunk, chosen so that
+ *     the tokens a lane's V^T fragment needs are 4 consecutive ones: lane
+ *     t reads value rows g and g + 8 at tokens 4t .. 4t + 3 (8 bytes each).
  *
- * Rows past G, steps past the end: computed on zeros and masked, so that
- * every work-item runs the same iterations (the emulated products use
- * barriers).
+ *   TOK(r): r  0  1  2  3  4  5  6  7 |  8  9 10 11 12 13 14 15
+ *           t  0  1  4  5  8  9 12 13 |  2  3  6  7 10 11 14 15
+ *
+ * The softmax runs over each column (a head): its max over the 8 lanes of
+ * a column (mma_col_reduce), once per chunk; each lane keeps its own part
+ * of the sum until the end. The warps take chunks in turn and merge their
+ * states and outputs in local memory at the end.
+ *
+ * Grid:  (num_heads / G * NUM_THREADS, num_seqs, partitions)
+ * Group: NUM_THREADS work-items, whole warps of 32.
+ * Buffers: as decode.cl's (kv.cl's DECODE_ARGS); the cache layouts
+ *   k_cache [num_blocks, num_kv_heads, HEAD_SIZE / 8, BLOCK_SIZE, 8]
+ *   v_cache [num_blocks, num_kv_heads, HEAD_SIZE, BLOCK_SIZE]
+ *
+ * Tokens outside [window start, context) and blocks with bad ids are
+ * masked (the latter set CLPA_FAULT_BAD_BLOCK); value slots there are
+ * zeroed, since 0 * NaN is NaN. Chunks past the end are computed on zeros
+ * and masked, so that every work-item runs the same iterations (the
+ * emulated products use barriers).
  */
 #if !defined(CLPA_HEAD_SIZE) || !defined(CLPA_BLOCK_SIZE) || !defined(CLPA_NUM_THREADS) || !defined(CLPA_PARTITION_SIZE) || !defined(CLPA_HEADS_PER_WG)
 #error "built through lib/launch.c, which passes every -DCLPA_ option of the family"
@@ -40,37 +59,74 @@
 #define PARTITION_SIZE CLPA_PARTITION_SIZE
 #define G CLPA_HEADS_PER_WG
 #define WARPS (NUM_THREADS / 32)
-#define STEP 64                 /* tokens a warp takes at a time */
-#define KSTEPS (HEAD_SIZE / 16) /* k-steps of Q K^T */
-#define DTILES (HEAD_SIZE / 8)  /* n-tiles of O */
+#define CHUNK 16                   /* tokens of a chunk: the rows of S^T */
+#define KPAIRS (HEAD_SIZE / 32)    /* 16-byte key rows a lane loads per token: 2 k-steps each */
+#define MTILES (HEAD_SIZE / 16)    /* m-tiles of O^T */
+#define NH ((G + 7) / 8)           /* n-tiles of heads */
 #define LOG2E 1.4426950408889634f
 
-#if HEAD_SIZE % 32 || G > 16 || NUM_THREADS % 32 || PARTITION_SIZE % STEP || BLOCK_SIZE % 8 || \
-    STEP % BLOCK_SIZE
-#error "decode mma: head size a multiple of 32, <= 16 heads, partitions of 64-token steps"
+#if HEAD_SIZE % 32 || G > 16 || NUM_THREADS % 32 || PARTITION_SIZE % CHUNK || BLOCK_SIZE % 4
+#error "decode mma: head size a multiple of 32, <= 16 heads, partitions of 16-token chunks"
 #endif
 #if KV_BYTES != 2
 #error "decode mma: the cache must be f16 or bf16"
 #endif
 
-/* The step's token at column c of S's n-tile n. */
-#define TOK(n, c) (((c) / 2) * 16 + 2 * (n) + (c) % 2)
-
-/* The physical block holding positions first .. last (one block), or -1
- * when none of them is inside [lo, L) (never read nor checked) or the
- * table's id is bad (then the fault bit). */
-inline int mma_block(__global const int *table, int first, int last, int lo, int L,
-                     int num_blocks, __global volatile int *faults) {
-  if (last < lo || first >= L) return -1;
+/* The physical block of the 4 tokens first .. first + 3 (one block, as
+ * BLOCK_SIZE % 4 == 0), or -1 when none of them is inside [lo, end)
+ * (never read nor checked) or the table's id is bad (then the fault bit). */
+inline int mma_block4(__global const int *table, int first, int lo, int end, int num_blocks,
+                      __global volatile int *faults) {
+  if (first + 3 < lo || first >= end) return -1;
   const int phys = table[first / BLOCK_SIZE];
   if (phys >= 0 && phys < num_blocks) return phys;
   atomic_or(faults, CLPA_FAULT_BAD_BLOCK);
   return -1;
 }
 
+/* One chunk's operands in this lane's registers: key rows g and g + 8 of
+ * S^T (tokens kt and kt + 2 of the chunk, KPAIRS 16-byte rows each) and
+ * value rows 16 mt + g, + 8 at tokens vt .. vt + 3; kb, vb the blocks (-1:
+ * nothing loaded, zeros). */
+typedef struct mma_chunk {
+  uint4 k0[KPAIRS], k1[KPAIRS];
+  uint2 v0[MTILES], v1[MTILES];
+  int kb, vb;
+} mma_chunk;
+
+/* Loads the chunk at c0 (positions past the end: zeros, nothing read). */
+inline void load_chunk(mma_chunk *ch, int c0, int g, int t, __global const int *table, int lo,
+                       int end, int num_blocks, __global volatile int *faults,
+                       __global const kv_t *k_cache, __global const kv_t *v_cache, ulong kv_off,
+                       ulong block_stride) {
+  const int kq = c0 + 4 * (g / 2), kt = kq + g % 2, vt = c0 + 4 * t;
+  ch->kb = mma_block4(table, kq, lo, end, num_blocks, faults);
+  ch->vb = mma_block4(table, vt, lo, end, num_blocks, faults);
+  __global const uint4 *kp = (__global const uint4 *)(k_cache + kv_off +
+                                                      (ulong)max(ch->kb, 0) * block_stride) +
+                             kt % BLOCK_SIZE;
+  __global const kv_t *vp = v_cache + kv_off + (ulong)max(ch->vb, 0) * block_stride + vt % BLOCK_SIZE;
+  MMA_UNROLL
+  for (int P = 0; P < KPAIRS; P++) {
+    /* key_index(8 c, o): uint4 number c * BLOCK_SIZE + o of the tile */
+    ch->k0[P] = ch->kb >= 0 ? kp[(4 * P + t) * BLOCK_SIZE] : (uint4)(0u);
+    ch->k1[P] = ch->kb >= 0 ? kp[(4 * P + t) * BLOCK_SIZE + 2] : (uint4)(0u);
+  }
+  MMA_UNROLL
+  for (int mt = 0; mt < MTILES; mt++) {
+    /* 8-byte aligned: vt and BLOCK_SIZE are multiples of 4 */
+    __global const uint2 *r0 = (__global const uint2 *)(vp + value_index(16 * mt + g, 0, BLOCK_SIZE));
+    __global const uint2 *r1 = (__global const uint2 *)(vp + value_index(16 * mt + g + 8, 0, BLOCK_SIZE));
+    ch->v0[mt] = ch->vb >= 0 ? *r0 : (uint2)(0u);
+    ch->v1[mt] = ch->vb >= 0 ? *r1 : (uint2)(0u);
+  }
+}
+#define MMA_CHUNK_ARGS \
+  g, t, table, lo, t_end, num_blocks, faults, k_cache, v_cache, kv_off, block_stride
+
 __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_decode_mma(
     DECODE_ARGS) {
-  __local float o_s[16 * HEAD_SIZE];
+  __local float o_s[G * HEAD_SIZE];
   __local float m_s[WARPS * 16], l_s[WARPS * 16], row_m[16], row_l[16];
   __local uint xch[MMA_XCH];
   (void)k_scale, (void)v_scale, (void)k_scales, (void)v_scales, (void)logits, (void)logits_stride;
@@ -96,136 +152,122 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
     }
     return;
   }
-  const int t_begin = max(part * PARTITION_SIZE, lo) / STEP * STEP;
+  const int t_begin = max(part * PARTITION_SIZE, lo) / CHUNK * CHUNK;
 #else
-  const int t_end = L, t_begin = lo / STEP * STEP;
+  const int t_end = L, t_begin = lo / CHUNK * CHUNK;
 #endif
-  const int nsteps = (t_end - t_begin + STEP - 1) / STEP;
+  const int nchunks = (t_end - t_begin + CHUNK - 1) / CHUNK;
   __global const int *table = block_tables + (size_t)seq * max_blocks_per_seq;
   const ulong kv_off = kv_tile(0, kv_head, block_stride, head_stride); /* + block * block_stride */
 
-  /* This lane's rows g and g + 8: heads head0 + row while row < G. */
-  int live[2];
-  float slope[2];
-  for (int h = 0; h < 2; h++) {
-    live[h] = g + 8 * h < G;
-    slope[h] = alibi && live[h] ? alibi[head0 + g + 8 * h] : 0.0f;
-  }
-
-  /* ---- 1. queries as A fragments, dimensions in the keys' order ---- */
-  uint4 qa[KSTEPS];
-  MMA_UNROLL
-  for (int ks = 0; ks < KSTEPS; ks++) {
-    float f[8];
-    for (int e = 0; e < 8; e++) {
-      const int h = e / 2 % 2, d = (4 * (ks / 2) + t) * 8 + (ks % 2) * 4 + (e / 4) * 2 + e % 2;
-      f[e] = live[h] ? IO_LOAD(q, (ulong)seq * q_stride + (ulong)(head0 + g + 8 * h) * HEAD_SIZE + d)
-                     : 0.0f;
+  /* This lane's columns 8 h + 2 t + i: heads head0 + column while column < G. */
+  float slope[NH][2];
+  for (int h = 0; h < NH; h++)
+    for (int i = 0; i < 2; i++) {
+      const int col = 8 * h + 2 * t + i;
+      slope[h][i] = alibi && col < G ? alibi[head0 + col] : 0.0f;
     }
-    qa[ks] = (uint4)(mma_pack(f[0], f[1]), mma_pack(f[2], f[3]), mma_pack(f[4], f[5]),
-                     mma_pack(f[6], f[7]));
+
+  /* ---- 1. queries as B fragments (column g of n-tile h), dimensions in the keys' order ---- */
+  uint2 qb[NH][2 * KPAIRS];
+  MMA_UNROLL
+  for (int h = 0; h < NH; h++) {
+    const int col = 8 * h + g;
+    __global const io_t *qh = q + (ulong)seq * q_stride + (ulong)(head0 + min(col, G - 1)) * HEAD_SIZE;
+    MMA_UNROLL
+    for (int ks = 0; ks < 2 * KPAIRS; ks++) {
+      const int d = (4 * (ks / 2) + t) * 8 + (ks % 2) * 4;
+      float f[4];
+      for (int e = 0; e < 4; e++) f[e] = col < G ? IO_LOAD(qh, d + e) : 0.0f;
+      qb[h][ks] = (uint2)(mma_pack(f[0], f[1]), mma_pack(f[2], f[3]));
+    }
   }
 
-  float m2[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
-  float4 o[DTILES];
+  float m2[NH][2], l[NH][2]; /* per column: running max (base 2), this lane's part of the sum */
+  float4 o[MTILES][NH];
+  for (int h = 0; h < NH; h++) m2[h][0] = m2[h][1] = -INFINITY, l[h][0] = l[h][1] = 0.0f;
   MMA_UNROLL
-  for (int n = 0; n < DTILES; n++) o[n] = (float4)(0.0f);
-
-  const int iters = (nsteps + WARPS - 1) / WARPS;
-  for (int it = 0; it < iters; it++) {
-    const int s0 = t_begin + (it * WARPS + warp) * STEP; /* past t_end: all masked */
-
-    /* ---- 2. keys: token TOK(n, g) = kt + 2 n, in block kb[n / 4] ---- */
-    const int kt = s0 + (g / 2) * 16 + g % 2;
-    const int kb0 = mma_block(table, kt, kt + (BLOCK_SIZE < 16 ? 6 : 14), lo, t_end, num_blocks,
-                              faults);
-    const int kb1 =
-        BLOCK_SIZE < 16 ? mma_block(table, kt + 8, kt + 14, lo, t_end, num_blocks, faults) : kb0;
-    float4 sc[8];
+  for (int mt = 0; mt < MTILES; mt++)
     MMA_UNROLL
-    for (int n = 0; n < 8; n++) {
-      const int j = kt + 2 * n, kb = n < 4 ? kb0 : kb1;
-      /* key_index(8 c, o): uint4 number c * BLOCK_SIZE + o of the tile */
-      __global const uint4 *kp = (__global const uint4 *)(k_cache + kv_off +
-                                                          (ulong)max(kb, 0) * block_stride) +
-                                 j % BLOCK_SIZE;
-      const int ok = kb >= 0; /* tokens of it outside [lo, t_end) are masked below */
+    for (int h = 0; h < NH; h++) o[mt][h] = (float4)(0.0f);
+
+  const int iters = (nchunks + WARPS - 1) / WARPS;
+  for (int it = 0; it < iters; it++) {
+    /* ---- 2. load the chunk's K and V ----
+     * Loading the next chunk while computing this one (registers for two:
+     * 239 instead of 156) measured the same on the H100's batch 1-64
+     * shapes, with 2 work-groups an SM instead of 3 (notes/perf.md). */
+    const int c0 = t_begin + (it * WARPS + warp) * CHUNK; /* past t_end: all masked */
+    const int kt = c0 + 4 * (g / 2) + g % 2, vt = c0 + 4 * t;
+    mma_chunk cur;
+    load_chunk(&cur, c0, MMA_CHUNK_ARGS);
+    if (cur.vb >= 0 && (vt < lo || vt + 4 > t_end)) { /* slots outside [lo, t_end) may hold NaN */
+      const short4 in = convert_short4((int4)(vt) + IOTA4 >= lo && (int4)(vt) + IOTA4 < t_end);
+      MMA_UNROLL
+      for (int mt = 0; mt < MTILES; mt++) {
+        cur.v0[mt] = as_uint2(select((ushort4)(0), as_ushort4(cur.v0[mt]), in));
+        cur.v1[mt] = as_uint2(select((ushort4)(0), as_ushort4(cur.v1[mt]), in));
+      }
+    }
+
+    /* ---- 3. S^T = K Q^T: rows g, g + 8 are tokens kt, kt + 2 ---- */
+    float4 sc[NH];
+    MMA_UNROLL
+    for (int h = 0; h < NH; h++) {
       float4 acc = (float4)(0.0f);
       MMA_UNROLL
-      for (int P = 0; P < KSTEPS / 2; P++) {
-        const uint4 kv = ok ? kp[(4 * P + t) * BLOCK_SIZE] : (uint4)(0u);
-        acc = mma_16816(acc, qa[2 * P], kv.xy, xch);
-        acc = mma_16816(acc, qa[2 * P + 1], kv.zw, xch);
+      for (int P = 0; P < KPAIRS; P++) {
+        acc = mma_16816(acc, (uint4)(cur.k0[P].x, cur.k1[P].x, cur.k0[P].y, cur.k1[P].y), qb[h][2 * P], xch);
+        acc = mma_16816(acc, (uint4)(cur.k0[P].z, cur.k1[P].z, cur.k0[P].w, cur.k1[P].w), qb[h][2 * P + 1], xch);
       }
-      sc[n] = acc;
+      sc[h] = acc;
     }
 
-    /* ---- 3. values: this lane's tokens vt .. vt + 15, blocks vb[0..1] ---- */
-    const int vt = s0 + 16 * t;
-    const int vb0 = mma_block(table, vt, vt + (BLOCK_SIZE < 16 ? 7 : 15), lo, t_end, num_blocks,
-                              faults);
-    const int vb1 =
-        BLOCK_SIZE < 16 ? mma_block(table, vt + 8, vt + 15, lo, t_end, num_blocks, faults) : vb0;
-    /* Rows and lanes whose every score counts (no masking needed). */
-    const int whole = vb0 >= 0 && vb1 >= 0 && vt >= lo && vt + 16 <= t_end;
-
-    /* ---- 4. logits in base 2; masks ---- */
-    const int plain = soft_cap <= 0.0f && !alibi;
-    if (whole && plain) {
-      MMA_UNROLL
-      for (int n = 0; n < 8; n++) sc[n] *= scale * LOG2E;
-    } else {
-      MMA_UNROLL
-      for (int n = 0; n < 8; n++) {
-        float x[4] = {sc[n].x, sc[n].y, sc[n].z, sc[n].w};
-        for (int i = 0; i < 4; i++) {
-          const int h = i / 2, j = vt + 2 * n + i % 2; /* TOK(n, 2t + i % 2) */
-          float v = x[i] * scale;
-          if (soft_cap > 0.0f) v = soft_cap * tanh(v / soft_cap);
-          v += slope[h] * (float)(j - L + 1);
-          const int masked = !live[h] || (n < 4 ? vb0 : vb1) < 0 || j < lo || j >= t_end;
-          x[i] = masked ? -INFINITY : v * LOG2E;
-        }
-        sc[n] = (float4)(x[0], x[1], x[2], x[3]);
-      }
-    }
-
-    /* ---- 5. online softmax per row; P as A fragments ---- */
-    float alpha[2];
-    uint4 pa[4];
-    MMA_SOFTMAX_STEP(sc, 8, m2, l, alpha, pa, xch);
-
-    /* ---- 6. O = O alpha + P V: dimension n * 8 + g is column g of n-tile n ---- */
-    __global const kv_t *vp0 = v_cache + kv_off + (ulong)max(vb0, 0) * block_stride;
-    __global const kv_t *vp1 = v_cache + kv_off + (ulong)max(vb1, 0) * block_stride;
+    /* ---- 4. logits in base 2, masks; the online softmax per column; P^T as B fragments ---- */
+    const int in0 = cur.kb >= 0 && kt >= lo && kt < t_end;
+    const int in1 = cur.kb >= 0 && kt + 2 >= lo && kt + 2 < t_end;
+    uint2 pb[NH];
+    float alpha[NH][2];
     MMA_UNROLL
-    for (int n = 0; n < DTILES; n++) {
-      const int d = n * 8 + g;
-      uint4 w0 = vb0 >= 0 ? vload4(0, (__global const uint *)(vp0 + value_index(d, vt % BLOCK_SIZE, BLOCK_SIZE)))
-                          : (uint4)(0u);
-      uint4 w1 = vb1 >= 0 ? vload4(0, (__global const uint *)(vp1 + value_index(d, (vt + 8) % BLOCK_SIZE, BLOCK_SIZE)))
-                          : (uint4)(0u);
-      if (!whole) { /* slots outside [lo, t_end) may hold NaN */
-        const int8 j0 = (int8)(vt) + IOTA8, j1 = j0 + 8;
-        w0 = as_uint4(select((ushort8)(0), as_ushort8(w0), convert_short8(j0 >= lo && j0 < t_end)));
-        w1 = as_uint4(select((ushort8)(0), as_ushort8(w1), convert_short8(j1 >= lo && j1 < t_end)));
+    for (int h = 0; h < NH; h++) {
+      float x[4] = {sc[h].x, sc[h].y, sc[h].z, sc[h].w}; /* (kt, 2t) (kt, 2t+1) (kt+2, 2t) (kt+2, 2t+1) */
+      MMA_UNROLL
+      for (int e = 0; e < 4; e++) {
+        float v = x[e] * scale;
+        if (soft_cap > 0.0f) v = soft_cap * tanh(v / soft_cap);
+        v += slope[h][e % 2] * (float)(kt + 2 * (e / 2) - L + 1);
+        x[e] = (e < 2 ? in0 : in1) ? v * LOG2E : -INFINITY;
       }
-      float4 acc = o[n] * (float4)(alpha[0], alpha[0], alpha[1], alpha[1]);
-      acc = mma_16816(acc, pa[0], w0.xy, xch);
-      acc = mma_16816(acc, pa[1], w0.zw, xch);
-      acc = mma_16816(acc, pa[2], w1.xy, xch);
-      acc = mma_16816(acc, pa[3], w1.zw, xch);
-      o[n] = acc;
+      float p[4];
+      MMA_UNROLL
+      for (int i = 0; i < 2; i++) {
+        const float mn = fmax(m2[h][i], mma_col_reduce(fmax(x[i], x[i + 2]), 1, xch));
+        alpha[h][i] = mn == -INFINITY ? 1.0f : MMA_EXP2(m2[h][i] - mn);
+        const float base = mn == -INFINITY ? 0.0f : mn; /* every score -inf: p = 0 */
+        m2[h][i] = mn;
+        p[i] = MMA_EXP2(x[i] - base), p[i + 2] = MMA_EXP2(x[i + 2] - base);
+        l[h][i] = l[h][i] * alpha[h][i] + p[i] + p[i + 2];
+      }
+      pb[h] = (uint2)(mma_trans(mma_pack(p[0], p[1]), xch), mma_trans(mma_pack(p[2], p[3]), xch));
     }
+
+    /* ---- 5. O^T = O^T alpha + V^T P^T: rows g, g + 8 are dimensions 16 mt + g, + 8 ---- */
+    MMA_UNROLL
+    for (int mt = 0; mt < MTILES; mt++)
+      MMA_UNROLL
+      for (int h = 0; h < NH; h++)
+        o[mt][h] = mma_16816(o[mt][h] * (float4)(alpha[h][0], alpha[h][1], alpha[h][0], alpha[h][1]),
+                             (uint4)(cur.v0[mt].x, cur.v1[mt].x, cur.v0[mt].y, cur.v1[mt].y), pb[h], xch);
   }
 
-  /* ---- 7. merge the warps: states, then outputs weighted to the common max ---- */
-  for (int h = 0; h < 2; h++) {
-    l[h] = quad_reduce(l[h], 0, xch);
-    if (t == 0) m_s[warp * 16 + g + 8 * h] = m2[h], l_s[warp * 16 + g + 8 * h] = l[h];
-  }
+  /* ---- 6. merge the warps: states, then outputs weighted to the common max ---- */
+  for (int h = 0; h < NH; h++)
+    for (int i = 0; i < 2; i++) {
+      l[h][i] = mma_col_reduce(l[h][i], 0, xch);
+      if (g == 0) m_s[warp * 16 + 8 * h + 2 * t + i] = m2[h][i], l_s[warp * 16 + 8 * h + 2 * t + i] = l[h][i];
+    }
   barrier(CLK_LOCAL_MEM_FENCE);
-  if (lid < 16) {
+  if (lid < 8 * NH) {
     float M = -INFINITY, S = 0.0f;
     for (int w = 0; w < WARPS; w++) M = fmax(M, m_s[w * 16 + lid]);
     for (int w = 0; w < WARPS; w++)
@@ -233,25 +275,27 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
     row_m[lid] = M, row_l[lid] = S;
   }
   barrier(CLK_LOCAL_MEM_FENCE);
-  float wgt[2];
-  for (int h = 0; h < 2; h++) {
-    const float M = row_m[g + 8 * h];
-    wgt[h] = l[h] > 0.0f ? MMA_EXP2(m2[h] - M) : 0.0f;
-  }
+  float wgt[NH][2];
+  for (int h = 0; h < NH; h++)
+    for (int i = 0; i < 2; i++)
+      wgt[h][i] = l[h][i] > 0.0f ? MMA_EXP2(m2[h][i] - row_m[8 * h + 2 * t + i]) : 0.0f;
   for (int w = 0; w < WARPS; w++) {
     if (warp == w) {
       MMA_UNROLL
-      for (int n = 0; n < DTILES; n++)
-        for (int i = 0; i < 4; i++) {
-          const int r = g + 8 * (i / 2), d = n * 8 + 2 * t + i % 2;
-          const float v = (i == 0 ? o[n].x : i == 1 ? o[n].y : i == 2 ? o[n].z : o[n].w) * wgt[i / 2];
-          o_s[r * HEAD_SIZE + d] = w == 0 ? v : o_s[r * HEAD_SIZE + d] + v;
-        }
+      for (int mt = 0; mt < MTILES; mt++)
+        for (int h = 0; h < NH; h++)
+          MMA_UNROLL
+          for (int e = 0; e < 4; e++) {
+            const int col = 8 * h + 2 * t + e % 2, d = 16 * mt + g + 8 * (e / 2);
+            const float4 a = o[mt][h];
+            const float v = (e == 0 ? a.x : e == 1 ? a.y : e == 2 ? a.z : a.w) * wgt[h][e % 2];
+            if (col < G) o_s[col * HEAD_SIZE + d] = w == 0 ? v : o_s[col * HEAD_SIZE + d] + v;
+          }
     }
     barrier(CLK_LOCAL_MEM_FENCE);
   }
 
-  /* ---- 8. write the output (v1) or the partition's state (v2) ---- */
+  /* ---- 7. write the output (v1) or the partition's state (v2) ---- */
   for (int i = lid; i < G * HEAD_SIZE; i += NUM_THREADS) {
     const int r = i / HEAD_SIZE, d = i % HEAD_SIZE;
     const size_t sh = (size_t)seq * num_heads + head0 + r;

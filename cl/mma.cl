@@ -98,16 +98,24 @@ inline float4 mma_16816(float4 c, uint4 a, uint2 b, __local uint *xch) {
 #endif
 }
 
+#if MMA_PTX
+/* Max or sum over the lanes that differ in the bits from..to of the lane
+ * number (a butterfly of shuffles). */
+inline float mma_xor_reduce(float v, int is_max, int from, int to) {
+  for (int mask = from; mask <= to; mask *= 2) {
+    const float o = lane_xor(v, mask);
+    v = is_max ? fmax(v, o) : v + o;
+  }
+  return v;
+}
+#endif
+
 /* Max and sum over the 4 lanes of a quad (the lanes g of one fragment
  * row share). */
 inline float quad_reduce(float v, int is_max, __local uint *xch) {
 #if MMA_PTX
   (void)xch;
-  for (int mask = 1; mask <= 2; mask *= 2) {
-    const float o = lane_xor(v, mask);
-    v = is_max ? fmax(v, o) : v + o;
-  }
-  return v;
+  return mma_xor_reduce(v, is_max, 1, 2);
 #else
   const int lid = get_local_id(0), q = lid & ~3;
   xch[lid] = as_uint(v);
@@ -117,6 +125,48 @@ inline float quad_reduce(float v, int is_max, __local uint *xch) {
   barrier(CLK_LOCAL_MEM_FENCE);
   /* The lanes' order, as the butterfly takes them: (0 1)(2 3). */
   return is_max ? fmax(fmax(a, b), fmax(c, d)) : (a + b) + (c + d);
+#endif
+}
+
+/* Max and sum over the 8 lanes of a fragment column (the lanes of one t:
+ * l, l ^ 4, .., l ^ 28). */
+inline float mma_col_reduce(float v, int is_max, __local uint *xch) {
+#if MMA_PTX
+  (void)xch;
+  return mma_xor_reduce(v, is_max, 4, 16);
+#else
+  const int lid = get_local_id(0), base = lid - lid % 32 + lid % 4;
+  xch[lid] = as_uint(v);
+  barrier(CLK_LOCAL_MEM_FENCE);
+  float x[8];
+  for (int j = 0; j < 8; j++) x[j] = as_float(xch[base + 4 * j]);
+  barrier(CLK_LOCAL_MEM_FENCE);
+  /* The lanes' order, as the butterfly takes them: (0 1)(2 3), then the pairs, then the halves. */
+  for (int s = 1; s < 8; s *= 2)
+    for (int j = 0; j < 8; j += 2 * s) x[j] = is_max ? fmax(x[j], x[j + s]) : x[j] + x[j + s];
+  return x[0];
+#endif
+}
+
+/* An 8 x 8 matrix of 16-bit values held one register a lane (lane l: row
+ * l / 4, columns 2 (l % 4) and + 1, the lower in the low half: the layout
+ * of a C fragment's rows packed in pairs), transposed: lane l gets row
+ * l / 4 of the transpose. movmatrix on NVIDIA (sm_75 and later). */
+inline uint mma_trans(uint r, __local uint *xch) {
+#if MMA_PTX
+  (void)xch;
+  uint d;
+  asm("movmatrix.sync.aligned.m8n8.trans.b16 %0, %1;" : "=r"(d) : "r"(r));
+  return d;
+#else
+  const int lid = get_local_id(0), lane = lid % 32, g = lane / 4, t = lane % 4;
+  __local uint *w = xch + (lid - lane);
+  w[lane] = r;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  /* row g of the transpose = column g: rows 2t and 2t + 1 of it */
+  const uint a = w[8 * t + g / 2], b = w[8 * t + 4 + g / 2];
+  barrier(CLK_LOCAL_MEM_FENCE);
+  return (g % 2 ? a >> 16 : a & 0xffffu) | (g % 2 ? b & 0xffff0000u : b << 16);
 #endif
 }
 

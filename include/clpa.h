@@ -301,13 +301,17 @@ typedef enum clpa_decode_variant {
 /* Which kernel computes the products (every path gives the same results,
  * up to the rounding below). */
 typedef enum clpa_decode_path {
-  CLPA_DECODE_PATH_AUTO = 0,  /* rows on CPUs, else lanes (mma measured slower on the H100) */
+  /* rows on CPUs; mma on NVIDIA (compute capability 8.0 and later) where it
+   * applies; else lanes */
+  CLPA_DECODE_PATH_AUTO = 0,
   CLPA_DECODE_PATH_LANES = 1, /* vLLM's kernel: lane groups, f32 FMAs, every dtype and head size */
-  /* Tensor cores for GQA: mma.sync m16n8k16 on NVIDIA with the query heads
-   * of a KV head as the rows (up to 16 a work-group), f16 or bf16 caches,
-   * head sizes that are multiples of 32, partitions of multiples of 64
-   * tokens; queries and probabilities rounded to the cache's dtype, sums
-   * in f32. Forced on other devices it runs emulated (slow: for tests). */
+  /* Tensor cores: mma.sync m16n8k16 on NVIDIA with the keys' tokens and the
+   * values' dimensions as the rows and the query heads of a KV head as the
+   * columns (up to 16 a work-group), f16 or bf16 caches, head sizes that are
+   * multiples of 32, partitions of multiples of 16 tokens; queries and
+   * probabilities rounded to the cache's dtype, sums in f32. On the H100
+   * 1.2-1.5x faster than lanes (0.86-0.97 of the copy bandwidth on batch
+   * 16-64). Forced on other devices it runs emulated (slow: for tests). */
   CLPA_DECODE_PATH_MMA = 2,
   /* CPUs: a work-item per (query heads of a KV head, sequence, partition),
    * explicit 16-wide vectors, no barriers; every dtype and head size. */
@@ -335,10 +339,16 @@ typedef struct clpa_decode_params {
   cl_mem lse;                 /* optional */
   cl_mem alibi_slopes;        /* optional */
   cl_mem sinks;               /* optional */
+  /* Optional: context_lens as the host knows them (int32 [num_seqs], each in
+   * [0, max_context_len]), read only to plan how the work is split (the
+   * kernels read context_lens): with it, a batch of one long context among
+   * short ones gets its long one cut finely enough to fill the device. */
+  const int32_t *host_context_lens;
   /* Kernel choice; every field can be forced for tests and benchmarks. */
   clpa_decode_variant variant;
   int32_t partition_size;     /* v2 tokens per partition, a multiple of block_size;
-                                 0 = the tuning table's (clpa_context_tuning) */
+                                 0 = planned: the mma path's rule (clpa_decode), else the
+                                 tuning table's (clpa_context_tuning) */
   int32_t heads_per_group;    /* query heads per work-group (GQA packing); 0 = auto, else divides num_heads / num_kv_heads */
   clpa_decode_path path;      /* 0 = auto */
   /* Events: wait for these before starting; *event (if not NULL) receives
@@ -364,6 +374,14 @@ CLPA_API void clpa_decode_params_init(clpa_decode_params *p);
  * does not pay off for these kernels. heads_per_group 0 packs the largest
  * of 8, 4, 2 that divides num_heads / num_kv_heads while its local memory
  * fits and it still leaves at least 2 work-groups per compute unit.
+ * The mma path (auto on NVIDIA) plans its own split: the longest
+ * partition, in whole 16-token chunks and evenly cut, that still gives 1.5
+ * busy work-groups per compute unit (counted from host_context_lens when
+ * given, else every sequence at max_context_len); v1 where the sequences
+ * alone give that many. Measured on the H100 (notes/perf.md): long
+ * partitions pay while the grid stays near one wave (batch 16 x 4096:
+ * 2048 tokens 103 us, 512 tokens 121 us; batch 64 x 2048: v1 190 us, 512
+ * tokens 221 us).
  *
  * Everything is validated before anything is enqueued (shapes, dtypes,
  * the layout, buffer sizes against what the shapes need). Block ids and

@@ -124,7 +124,12 @@ static clpa_status run(clpa_context *ctx, const clpa_cascade_params *p, const cl
      * probabilities rounded to the cache's dtype) only when decode runs on
      * them too. */
     clpa_prefill_path chosen = CLPA_PREFILL_AUTO;
-    if (d->path == CLPA_DECODE_PATH_MMA)
+    clpa_decode_path dpath = CLPA_DECODE_PATH_AUTO;
+    if ((st = clpa_decode_choice(ctx, d, &dpath, NULL, NULL, NULL)) != CLPA_OK) {
+      free(cached);
+      return st;
+    }
+    if (dpath == CLPA_DECODE_PATH_MMA)
       pp.path = CLPA_PREFILL_MMA;
     else if (clpa_prefill_choice(ctx, &pp, &chosen, NULL, NULL) == CLPA_OK &&
              chosen == CLPA_PREFILL_MMA)

@@ -28,6 +28,7 @@ typedef struct decode_call {
   int mma;              /* decode_mma.cl's tensor-core kernel */
   int rows;             /* decode_rows.cl's CPU kernel */
   int logits_stride;    /* floats of local logits per head */
+  int threads;          /* work-group size: DECODE_THREADS, or the mma plan's */
 } decode_call;
 
 
@@ -59,6 +60,10 @@ clpa_status clpa_decode_validate(clpa_context *ctx, const clpa_decode_params *p,
                  p->heads_per_group, qpk);
   CLPA_CTX_CHECK(ctx, p->heads_per_group > 16, CLPA_ERR_UNSUPPORTED,
                  "heads_per_group = %d (at most 16)", p->heads_per_group);
+  for (int32_t i = 0; p->host_context_lens && i < p->num_seqs; i++)
+    CLPA_CTX_CHECK(ctx, p->host_context_lens[i] < 0 || p->host_context_lens[i] > p->max_context_len,
+                   CLPA_ERR_INVALID_ARG, "host_context_lens[%d] = %d is outside [0, max_context_len = %d]",
+                   i, p->host_context_lens[i], p->max_context_len);
   return CLPA_OK;
 }
 
@@ -89,21 +94,25 @@ int clpa_lane_width(const clpa_context *ctx, int block_size) {
   }
 }
 
-/* decode_mma.cl's local memory: the merged outputs and states. */
+/* decode_mma.cl's local memory: the merged outputs and states (and mma.cl's scratch when
+ * emulated). */
 static size_t mma_local_bytes(int head_size) {
-  return sizeof(float) * (16 * (size_t)head_size + 4 * (DECODE_THREADS / 32) * 16 + 32) +
+  return sizeof(float) * (16 * (size_t)head_size + 2 * (DECODE_THREADS / 32) * 16 + 32) +
          4 * 6 * DECODE_THREADS + 256;
 }
 
+/* decode_mma.cl takes the context in chunks of 16 tokens. */
+#define MMA_CHUNK 16
+
 /* The tensor-core kernel or the lanes kernel: forced, or mma on NVIDIA
  * for f16/bf16 caches, head sizes of multiples of 32 and partitions of
- * whole 64-token steps. */
+ * whole 16-token chunks. */
 static clpa_status pick_path(clpa_context *ctx, const clpa_decode_params *p, decode_call *c) {
   const clpa_kv_layout *kv = &c->a.kv;
   CLPA_CTX_CHECK(ctx, (unsigned)p->path > CLPA_DECODE_PATH_ROWS, CLPA_ERR_INVALID_ARG,
                  "path = %d (0 auto, 1 lanes, 2 mma, 3 rows)", (int)p->path);
   const int fits = (kv->dtype == CLPA_DTYPE_F16 || kv->dtype == CLPA_DTYPE_BF16) &&
-                   kv->head_size % 32 == 0 && p->partition_size % 64 == 0 &&
+                   kv->head_size % 32 == 0 && p->partition_size % MMA_CHUNK == 0 &&
                    mma_local_bytes(kv->head_size) <= ctx->info.local_mem_bytes;
   if (p->path == CLPA_DECODE_PATH_MMA) {
     clpa_status st = clpa_mma_check(ctx);
@@ -111,11 +120,12 @@ static clpa_status pick_path(clpa_context *ctx, const clpa_decode_params *p, dec
   }
   CLPA_CTX_CHECK(ctx, p->path == CLPA_DECODE_PATH_MMA && !fits, CLPA_ERR_UNSUPPORTED,
                  "path mma needs an f16 or bf16 cache, a head size that is a multiple of 32 and"
-                 " partitions of multiples of 64 tokens (cache %s, head_size %d, partition_size %d)",
+                 " partitions of multiples of 16 tokens (cache %s, head_size %d, partition_size %d)",
                  clpa_dtype_name(kv->dtype), kv->head_size, p->partition_size);
-  /* Auto stays on lanes: on the H100 the first mma kernel is slower on S2-S5 (batch 16 x
-   * 4096, 32/8 heads, f16: 172.7 against 136.1 us cold, notes/perf.md). */
-  c->mma = p->path == CLPA_DECODE_PATH_MMA;
+  /* Auto takes mma where it runs natively: on the H100 1.2-1.5x faster than lanes on every
+   * shape measured (notes/perf.md; batch 16 x 4096, 32/8 heads, f16: 103 against 136 us cold). */
+  c->mma = p->path == CLPA_DECODE_PATH_MMA ||
+           (p->path == CLPA_DECODE_PATH_AUTO && fits && clpa_mma_native(ctx) == 1);
   c->rows = p->path == CLPA_DECODE_PATH_ROWS ||
             (p->path == CLPA_DECODE_PATH_AUTO && ctx->info.is_cpu);
   return CLPA_OK;
@@ -152,18 +162,66 @@ static clpa_status plan_rows(clpa_context *ctx, const clpa_decode_params *p, dec
   return CLPA_OK;
 }
 
+/* The work-groups that have work at partition size `part`: `groups` a
+ * sequence and partition, the partitions counted from the host's lengths
+ * when the caller gave them, else every sequence at max_ctx. */
+static long busy_groups(const clpa_decode_params *p, long groups, int part, int max_ctx) {
+  long parts = 0;
+  if (!p->host_context_lens) parts = (long)p->num_seqs * ((max_ctx + part - 1) / part);
+  for (int32_t i = 0; p->host_context_lens && i < p->num_seqs; i++)
+    parts += (p->host_context_lens[i] + part - 1) / part;
+  return parts * groups;
+}
+
+/* The tokens the work-groups read, each counted once per work-group
+ * (`groups` a sequence) that reads it. */
+static long total_work(const clpa_decode_params *p, long groups, int max_ctx) {
+  long work = 0;
+  if (!p->host_context_lens) work = (long)p->num_seqs * max_ctx;
+  for (int32_t i = 0; p->host_context_lens && i < p->num_seqs; i++) work += p->host_context_lens[i];
+  return work * groups;
+}
+
 /* Enough work-groups for the device (a batch of one long context must not
  * leave most compute units idle): unless the caller fixed the partition
- * size, halve it (not below 128 tokens) while `groups` per partition times
- * the partitions of the longest context are fewer than two per compute
- * unit, keeping it a multiple of `unit`. The H100 took S1 (batch 1 x 4096, 32/8 heads) from 0.10 to 0.15 of
- * copy with 256-token partitions instead of 512 (issue 11), and the mma
- * plan's 128 to 0.236. */
+ * size, halve it (not below 128 tokens) while the busy work-groups are
+ * fewer than two per compute unit, keeping it a multiple of `unit`. The
+ * H100 took S1 (batch 1 x 4096, 32/8 heads) from 0.10 to 0.15 of copy
+ * with 256-token partitions instead of 512 (issue 11). */
 static void fill_device(const clpa_decode_params *p, decode_call *c, long groups, int max_ctx,
                         unsigned cus, int unit) {
   while (!p->partition_size && c->partition > 128 && (c->partition / 2) % unit == 0 &&
-         groups * ((max_ctx + c->partition - 1) / c->partition) < 2L * cus)
+         busy_groups(p, groups, c->partition, max_ctx) < 2L * cus)
     c->partition /= 2;
+}
+
+/* decode_mma.cl's split, unless the caller fixed the partition: the
+ * fewest partitions of the longest context (cut evenly, whole `unit`s,
+ * not below 128 tokens) that give 1.5 busy work-groups per compute unit,
+ * none of them longer than the whole work shared among that many (so that
+ * one long context among short ones does not run on alone); one partition
+ * (v1, no reduce) where the sequences alone satisfy both. Both tests are
+ * monotone in the count: a binary search over it.
+ * H100, 32/8 heads, head 128, f16, cold (notes/perf.md): fewer, longer
+ * partitions pay while the grid stays near one wave, as each work-group's
+ * epilogue and each partition's merge cost the same whatever its length
+ * (batch 16 x 4096: partitions of 2048 tokens 103 us, 512 121 us, 256
+ * 138; batch 8 x 32768: 8192 365 us, 512 432; batch 64 x 2048: v1 190 us,
+ * 512 221), and stop paying below about one work-group per compute unit
+ * (batch 1 x 4096: 256 tokens 24 us, 512 25, 1024 33). */
+static int mma_partition(const clpa_decode_params *p, long groups, int max_ctx, unsigned cus,
+                         int unit) {
+  const long want = 3L * cus / 2, work = total_work(p, groups, max_ctx);
+  int lo = 1, hi = (max_ctx + 127) / 128; /* partitions of the longest context */
+  if (hi < 1) hi = 1;
+  while (lo < hi) { /* the fewest k in [lo, hi] whose partitions pass both tests */
+    const int k = lo + (hi - lo) / 2, part = round_up((max_ctx + k - 1) / k, unit);
+    if (busy_groups(p, groups, part, max_ctx) >= want && (long)part * want <= work)
+      hi = k;
+    else
+      lo = k + 1;
+  }
+  return round_up((max_ctx + lo - 1) / lo, unit);
 }
 
 static clpa_status plan(clpa_context *ctx, const clpa_decode_params *p, decode_call *c) {
@@ -173,14 +231,21 @@ static clpa_status plan(clpa_context *ctx, const clpa_decode_params *p, decode_c
   clpa_status st = pick_path(ctx, p, c);
   if (st != CLPA_OK) return st;
   c->sg = clpa_lane_width(ctx, bs);
+  c->threads = DECODE_THREADS;
   const unsigned cus = ctx->info.compute_units ? ctx->info.compute_units : 1;
   const int tuned = ctx->tuning.decode_partition > 0 ? ctx->tuning.decode_partition : DEFAULT_PARTITION;
-  c->partition = round_up(p->partition_size ? p->partition_size : tuned, c->mma ? 64 : bs);
+  /* whole blocks; on the mma path also whole chunks (block sizes are 8, 16 or 32) */
+  const int unit = c->mma && bs < MMA_CHUNK ? MMA_CHUNK : bs;
+  c->partition = round_up(p->partition_size ? p->partition_size : tuned, unit);
   const int max_ctx = p->max_context_len > 0 ? p->max_context_len : 1;
   if (c->rows) return plan_rows(ctx, p, c, qpk, max_ctx);
   if (c->mma) { /* every query head of a KV head in one work-group, up to 16 */
     const int g = all_heads(p, qpk);
-    fill_device(p, c, (long)p->num_seqs * (p->num_heads / g), max_ctx, cus, 64);
+    if (!p->partition_size) c->partition = mma_partition(p, p->num_heads / g, max_ctx, cus, unit);
+    /* Two warps where a busy work-group reads fewer than 256 tokens on average: its warps take
+     * 16-token chunks in turn, so four would mostly wait in the epilogue. */
+    const long busy = busy_groups(p, p->num_heads / g, c->partition, max_ctx);
+    c->threads = busy > 0 && total_work(p, p->num_heads / g, max_ctx) < 256 * busy ? 64 : 128;
     const int parts = (max_ctx + c->partition - 1) / c->partition;
     c->v2 = p->variant == CLPA_DECODE_V2 || (p->variant == CLPA_DECODE_AUTO && parts > 1);
     c->heads_per_group = g;
@@ -190,7 +255,7 @@ static clpa_status plan(clpa_context *ctx, const clpa_decode_params *p, decode_c
   }
   /* Work-groups serve at most a KV head's query heads: num_kv_heads groups
    * per sequence and partition at the least. */
-  fill_device(p, c, (long)p->num_seqs * c->a.kv.num_kv_heads, max_ctx, cus, bs);
+  fill_device(p, c, c->a.kv.num_kv_heads, max_ctx, cus, bs);
   const int v1_stride = round_up(max_ctx, bs);
   const int parts = (max_ctx + c->partition - 1) / c->partition;
 
@@ -224,7 +289,7 @@ static clpa_status plan(clpa_context *ctx, const clpa_decode_params *p, decode_c
 
 static clpa_decode_spec decode_spec(const clpa_decode_params *p, const decode_call *c) {
   const clpa_decode_spec s = {c->a.kv.head_size,  c->a.kv.block_size,        (int32_t)c->a.kv.dtype,
-                              (int32_t)p->q_dtype, c->rows ? 1 : DECODE_THREADS,
+                              (int32_t)p->q_dtype, c->rows ? 1 : c->threads,
                               c->mma || c->rows ? 0 : c->sg,
                               c->v2 || c->rows ? c->partition : 0, c->heads_per_group};
   return s;

@@ -221,10 +221,10 @@ static void release(device_case *d) {
 }
 
 /* The mma path takes f16/bf16 caches, head sizes of multiples of 32 and
- * partitions of multiples of 64 tokens. */
+ * partitions of multiples of 16 tokens. */
 static int mma_applies(const dcase *c) {
   return (c->kv == CLPA_DTYPE_F16 || c->kv == CLPA_DTYPE_BF16) && c->hs % 32 == 0 &&
-         c->partition % 64 == 0;
+         c->partition % 16 == 0;
 }
 
 static int run_case(const dcase *c, clpa_decode_path path) {
@@ -261,6 +261,8 @@ static int run_case(const dcase *c, clpa_decode_path path) {
   clpa_decode_params p;
   upload(c, &in, &d, &p);
   p.path = path;
+  /* Half the cases also give the host's lengths (they only steer the plan). */
+  if (rng_below(2)) p.host_context_lens = in.lens;
   clpa_status st = clpa_decode(ctx, &p);
   good &= ok(st == CLPA_OK, "decode %s", name);
   if (st != CLPA_OK) diag("%s: %s", clpa_status_name(st), clpa_context_last_error(ctx));
@@ -371,15 +373,19 @@ static void test_faults(void) {
   device_case d;
   clpa_decode_params p;
   upload(&c, &in, &d, &p);
-  for (int v = 1; v <= 2; v++) {
-    p.variant = (clpa_decode_variant)v;
-    ok(clpa_decode(ctx, &p) == CLPA_OK, "v%d decode with bad table entries is enqueued", v);
-    int32_t f = 0;
-    clpa_status st = clpa_context_check_faults(ctx, &f);
-    ok(st == CLPA_ERR_BAD_BLOCK && (f & CLPA_FAULT_BAD_BLOCK) && (f & CLPA_FAULT_BAD_CONTEXT_LEN),
-       "v%d faults reported: 0x%x, %s", v, f, clpa_context_last_error(ctx));
-    ok(clpa_context_check_faults(ctx, &f) == CLPA_OK && f == 0, "reading the faults clears them");
-  }
+  static const clpa_decode_path paths[] = {CLPA_DECODE_PATH_AUTO, CLPA_DECODE_PATH_MMA};
+  static const char *const names[] = {"auto", "mma"};
+  for (int k = 0; k < 2; k++)
+    for (int v = 1; v <= 2; v++) {
+      p.variant = (clpa_decode_variant)v, p.path = paths[k];
+      ok(clpa_decode(ctx, &p) == CLPA_OK, "v%d decode (%s path) with bad table entries is enqueued",
+         v, names[k]);
+      int32_t f = 0;
+      clpa_status st = clpa_context_check_faults(ctx, &f);
+      ok(st == CLPA_ERR_BAD_BLOCK && (f & CLPA_FAULT_BAD_BLOCK) && (f & CLPA_FAULT_BAD_CONTEXT_LEN),
+         "v%d faults reported: 0x%x, %s", v, f, clpa_context_last_error(ctx));
+      ok(clpa_context_check_faults(ctx, &f) == CLPA_OK && f == 0, "reading the faults clears them");
+    }
   release(&d);
   free_inputs(&in);
 }
@@ -430,6 +436,9 @@ static void test_bad_args(void) {
   BAD(soft_cap = -1, "soft_cap", CLPA_ERR_INVALID_ARG);
   BAD(sliding_window = -2, "sliding_window", CLPA_ERR_INVALID_ARG);
   BAD(q_stride = 10, "q_stride", CLPA_ERR_INVALID_ARG);
+  static const int32_t long_len[1] = {101}, neg_len[1] = {-1};
+  BAD(host_context_lens = long_len, "host_context_lens[0] = 101", CLPA_ERR_INVALID_ARG);
+  BAD(host_context_lens = neg_len, "host_context_lens[0] = -1", CLPA_ERR_INVALID_ARG);
   /* Strides whose products wrap size_t must not pass as small sizes. */
   BAD(q_stride = ((size_t)1 << 61) + 512, "q_stride", CLPA_ERR_INVALID_ARG);
   bad[n - 1].p.num_seqs = 3;
@@ -446,8 +455,8 @@ static void test_bad_args(void) {
   BAD(variant = (clpa_decode_variant)7, "variant", CLPA_ERR_INVALID_ARG);
   BAD(variant = (clpa_decode_variant)-1, "variant", CLPA_ERR_INVALID_ARG);
   BAD(path = (clpa_decode_path)4, "path = 4", CLPA_ERR_INVALID_ARG);
-  BAD(path = CLPA_DECODE_PATH_MMA, "partitions of multiples of 64", CLPA_ERR_UNSUPPORTED);
-  bad[n - 1].p.partition_size = 32;
+  BAD(path = CLPA_DECODE_PATH_MMA, "partitions of multiples of 16", CLPA_ERR_UNSUPPORTED);
+  bad[n - 1].p.partition_size = 24, bad[n - 1].p.kv.block_size = 8, bad[n - 1].p.max_context_len = 64;
   BAD(path = CLPA_DECODE_PATH_MMA, "f16 or bf16 cache", CLPA_ERR_UNSUPPORTED);
   bad[n - 1].p.kv.dtype = CLPA_DTYPE_FP8_E4M3, bad[n - 1].p.kv.head_size = 32; /* fits the buffers */
   BAD(layer = 3, "value_cache", CLPA_ERR_INVALID_ARG); /* layer without a cache: ignored */
@@ -475,10 +484,14 @@ static void test_bad_args(void) {
   p = good;
   clpa_device_info info;
   clpa_context_device_info(ctx, &info);
-  const clpa_decode_path want = info.is_cpu ? CLPA_DECODE_PATH_ROWS : CLPA_DECODE_PATH_LANES;
+  const int nv_mma = info.lanes == CLPA_LANES_NV_PTX && info.nv_compute_capability >= 80;
+  const clpa_decode_path want = info.is_cpu ? CLPA_DECODE_PATH_ROWS
+                                : nv_mma    ? CLPA_DECODE_PATH_MMA
+                                            : CLPA_DECODE_PATH_LANES;
   ok(clpa_decode_choice(ctx, &p, &path, &variant, &part, &hpg) == CLPA_OK && path == want &&
          variant == CLPA_DECODE_V1 && part == 0 && hpg >= 1,
-     "clpa_decode_choice: %s, v1 for 100 tokens", info.is_cpu ? "rows on a CPU" : "lanes");
+     "clpa_decode_choice: %s, v1 for 100 tokens",
+     info.is_cpu ? "rows on a CPU" : nv_mma ? "mma on NVIDIA" : "lanes");
   p.path = CLPA_DECODE_PATH_MMA, p.variant = CLPA_DECODE_V2, p.partition_size = 64;
   ok(clpa_decode_choice(ctx, &p, &path, &variant, &part, &hpg) == CLPA_OK &&
          path == CLPA_DECODE_PATH_MMA && variant == CLPA_DECODE_V2 && part == 64 && hpg == 1,
@@ -572,6 +585,55 @@ static void test_codes(void) {
 }
 
 /* Chaining: the kernel waits for a user event and hands back its own. */
+/* The mma path's split (clpa_decode's rule): the fewest evenly cut
+ * partitions of the longest context, whole 16-token chunks, that give 1.5
+ * busy work-groups per compute unit, none longer than all the tokens
+ * shared among that many; the host's lengths, when given, say which
+ * work-groups are busy and how much work there is. One long sequence
+ * among empty ones: without the lengths the plan counts all three as long. */
+static int32_t model_partition(const int32_t *lens, int n, int max_ctx, unsigned cus) {
+  for (int k = 1; k <= max_ctx / 128; k++) {
+    const int part = ((max_ctx + k - 1) / k + 15) / 16 * 16;
+    long busy = 0, tokens = 0;
+    for (int i = 0; i < n; i++) {
+      busy += ((lens ? lens[i] : max_ctx) + part - 1) / part;
+      tokens += lens ? lens[i] : max_ctx;
+    }
+    if (2 * busy >= 3L * cus && (long)part * (3L * cus / 2) <= tokens)
+      return k == 1 ? 0 : part; /* one partition: v1 */
+  }
+  return 128;
+}
+
+static void test_plan(void) {
+  clpa_kv_layout kv;
+  clpa_kv_layout_init(&kv, CLPA_DTYPE_F16, 256, 16, 1, 64);
+  cl_mem q = test_buffer(ctx, NULL, 3 * 64 * 4), kc = test_buffer(ctx, NULL, kv.cache_bytes);
+  cl_mem vc = test_buffer(ctx, NULL, kv.cache_bytes), bt = test_buffer(ctx, NULL, 3 * 256 * 4);
+  cl_mem cl = test_buffer(ctx, NULL, 3 * 4), out = test_buffer(ctx, NULL, 3 * 64 * 4);
+  clpa_decode_params p;
+  clpa_decode_params_init(&p);
+  p.num_seqs = 3, p.num_heads = 1, p.kv = kv, p.max_blocks_per_seq = 256, p.max_context_len = 4096;
+  p.scale = 0.125f, p.query = q, p.key_cache = kc, p.value_cache = vc, p.block_tables = bt;
+  p.context_lens = cl, p.out = out, p.path = CLPA_DECODE_PATH_MMA;
+  clpa_device_info info;
+  clpa_context_device_info(ctx, &info);
+  const unsigned cus = info.compute_units ? info.compute_units : 1;
+  static const int32_t lens[3] = {4096, 0, 0};
+  for (int host = 0; host < 2; host++) {
+    p.host_context_lens = host ? lens : NULL;
+    int32_t part = -1;
+    clpa_decode_variant v = CLPA_DECODE_AUTO;
+    const int32_t want = model_partition(p.host_context_lens, 3, 4096, cus);
+    const clpa_status st = clpa_decode_choice(ctx, &p, NULL, &v, &part, NULL);
+    ok(st == CLPA_OK && part == want && (v == CLPA_DECODE_V1) == (want == 0),
+       "mma plan %s the host's lengths: partition %d (the rule's %d for %u compute units)",
+       host ? "with" : "without", part, want, cus);
+  }
+  cl_mem all[] = {q, kc, vc, bt, cl, out};
+  for (size_t i = 0; i < sizeof all / sizeof *all; i++) clReleaseMemObject(all[i]);
+}
+
 static void test_events(void) {
   dcase c = {2, 4, 4, 64, 16, 64, F32, F32, V2, 32, 0, 0, 0, 0, 0, 0, 0, 0};
   inputs in;
@@ -615,6 +677,7 @@ int main(int argc, char **argv) {
     test_codes();
     test_faults();
     test_bad_args();
+    test_plan();
     test_events();
   }
   return test_context_done(ctx);

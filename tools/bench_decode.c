@@ -231,6 +231,7 @@ int bench_decode_measure(bench_env *env, const bench_decode_shape *s, const benc
   p.scale = 1.0f / sqrtf((float)s->head_size), p.k_scale = p.v_scale = 0.01f;
   p.query = in.bq, p.key_cache = in.kc, p.value_cache = in.vc, p.block_tables = in.bt;
   p.context_lens = in.bl, p.out = in.out;
+  p.host_context_lens = in.lens; /* as an engine would: it knows its lengths */
   p.variant = s->variant, p.partition_size = s->partition, p.heads_per_group = s->hpg;
   p.path = s->path;
   if (clpa_decode_choice(env->ctx, &p, &f->path, &f->variant, &f->partition, &f->hpg) != CLPA_OK)

@@ -697,6 +697,7 @@ static clpa_status attention(demo_model *m, clpa_cache *cache, const demo_batch 
     p.max_blocks_per_seq = b->max_blocks_per_seq, p.max_context_len = max_ctx;
     p.q_dtype = CLPA_DTYPE_F32, p.scale = scale, p.q_stride = (size_t)m->qkv_dim;
     p.query = m->qkv, p.block_tables = m->bt_dec, p.context_lens = m->ctx_lens, p.out = m->attn;
+    p.host_context_lens = m->h_ctx; /* the same lengths, for the split's plan */
     p.event = next_event(m, TIME_ATTN);
     if ((st = clpa_check(clpa_decode(m->ctx, &p), "clpa_decode", l)) != CLPA_OK) return st;
   }
