@@ -28,9 +28,11 @@ static const tuning_entry table[] = {
     {BY_TYPE_CPU, NULL, {"", 2048, CLPA_PREFILL_ROWS, 4, 16}},
     /* NVIDIA (H100, 2026-11-23, notes/perf.md): prefill on tensor cores where it applies
      * (f16/bf16 caches, else the tiles heuristic), 32-key tiles: 8 x 2048, 32/8 heads, head 128,
-     * f16: 108.5 TFLOP/s against 95.6 with 64 keys (tiles: 2.2). Decode partitions as the GPU
-     * entry's. */
-    {BY_VENDOR, "NVIDIA", {"", 512, CLPA_PREFILL_MMA, 64, 32}},
+     * f16: 108.5 TFLOP/s against 95.6 with 64 keys (tiles: 2.2). Decode on tensor cores (f16/bf16)
+     * plans its own partitions; this one is the lanes path's (f32, fp8): `clpa-bench decode
+     * --batch 16 --context 4096 --path lanes --tune` (2026-11-24, cold): partition 128/256/512/
+     * 1024/2048/4096 = 214.2/149.7/137.0/129.2/229.1/335.9 us. */
+    {BY_VENDOR, "NVIDIA", {"", 1024, CLPA_PREFILL_MMA, 64, 32}},
     /* GPUs without an entry of their own: 512-token partitions (H100, 2026-11-22: 256/512/1024
      * within 8 % of each other at batch 16 x 4096) and the largest prefill tiles that fit. */
     {BY_TYPE_GPU, NULL, {"", 512, CLPA_PREFILL_TILES, 0, 0}},

@@ -30,7 +30,11 @@ bench decode --batch 16 --context 4096
 bench decode --batch 64 --context 2048
 bench decode --kv-heads 32 --batch 32 --context 1024
 bench decode --batch 8 --context 32768
-bench decode --batch 16 --context 4096 --path mma
+bench decode --batch 16 --context 4096 --path lanes
+bench decode --batch 16 --context 4096 --dtype bf16
+bench decode --batch 8 --context 32768 --dtype bf16
+bench decode --batch 16 --context 4096 --lengths one-long
+bench decode --batch 64 --context 8192 --lengths loguniform
 bench prefill
 bench prefill --batch 1 --new-tokens 8192
 bench prefill --cached-tokens 6144
@@ -38,4 +42,4 @@ bench prefill --path tiles
 bench xattn --tokens 8192,32768,65536 --input structured
 echo "done in $(( $(date +%s) - start )) s" >> "$L"
 # registers and spills of the hot kernels (PTX from the binary cache through ptxas)
-python3 "$(dirname "$0")/ptx_audit.py" "$XDG_CACHE_HOME" "$OUT/ptx" clpa_prefill_mma clpa_paged_attention clpa_xattn_stats_mma >> "$L" 2>&1
+python3 "$(dirname "$0")/ptx_audit.py" "$XDG_CACHE_HOME" "$OUT/ptx" clpa_prefill_mma clpa_decode_mma clpa_xattn_stats_mma >> "$L" 2>&1
