@@ -1,7 +1,8 @@
 /*
  * decode_mma.cl — decode on tensor cores for GQA (mma.cl: mma.sync
- * m16n8k16 on NVIDIA, f16 or bf16 caches, f32 accumulation; emulated
- * elsewhere, for tests). Same arguments, grid, outputs (v1 or v2's
+ * m16n8k16 on NVIDIA, f16, bf16 or fp8 caches (fp8 pairs converted to f16
+ * pairs in registers, exactly), f32 accumulation; emulated elsewhere, for
+ * tests). Same arguments, grid, outputs (v1 or v2's
  * partition states for reduce.cl) and results as decode.cl's
  * clpa_decode_paged. Checked by tests/test_decode.c against
  * clpa_ref_decode.
@@ -20,15 +21,17 @@
  * Every K and V element goes from the cache straight into an operand
  * register, once:
  *   - keys: the sum over dimensions allows any order, so lane (g, t)
- *     loads 16-byte rows of the key layout (dimensions 8 (4 P + t) ..
- *     + 7 of its tokens) and uses them for k-steps 2 P and 2 P + 1; the
- *     queries' B fragments take the same order;
+ *     loads 16-byte rows of the key layout (dimensions X (4 P + t) ..
+ *     + X - 1 of its tokens, X = 8, or 16 for fp8) and uses them for the
+ *     X / 4 k-steps P X / 4 + j, 4 dimensions each; the queries' B
+ *     fragments take the same order;
  *   - S^T's C fragment (lane: rows g, g + 8 = tokens; columns 2t, 2t + 1
  *     = heads), rounded to the cache dtype, is P^T's B fragment once each
  *     8 x 8 half is transposed across the warp (mma_trans: movmatrix);
  *   - for that, row r of S^T is token TOK(r) of the chunk, chosen so that
  *     the tokens a lane's V^T fragment needs are 4 consecutive ones: lane
- *     t reads value rows g and g + 8 at tokens 4t .. 4t + 3 (8 bytes each).
+ *     t reads value rows g and g + 8 at tokens 4t .. 4t + 3 (8 bytes each,
+ *     4 of fp8).
  *
  *   TOK(r): r  0  1  2  3  4  5  6  7 |  8  9 10 11 12 13 14 15
  *           t  0  1  4  5  8  9 12 13 |  2  3  6  7 10 11 14 15
@@ -60,16 +63,44 @@
 #define G CLPA_HEADS_PER_WG
 #define WARPS (NUM_THREADS / 32)
 #define CHUNK 16                   /* tokens of a chunk: the rows of S^T */
-#define KPAIRS (HEAD_SIZE / 32)    /* 16-byte key rows a lane loads per token: 2 k-steps each */
+/* A lane's 16-byte key row holds X dimensions (8 of f16/bf16, 16 of fp8)
+ * and serves KSPR k-steps (4 of its dimensions each); KROWS rows a token. */
+#define KSPR (X / 4)
+#define KROWS (HEAD_SIZE / (4 * X))
 #define MTILES (HEAD_SIZE / 16)    /* m-tiles of O^T */
 #define NH ((G + 7) / 8)           /* n-tiles of heads */
 #define LOG2E 1.4426950408889634f
 
-#if HEAD_SIZE % 32 || G > 16 || NUM_THREADS % 32 || PARTITION_SIZE % CHUNK || BLOCK_SIZE % 4
-#error "decode mma: head size a multiple of 32, <= 16 heads, partitions of 16-token chunks"
+#if HEAD_SIZE % (4 * X) || G > 16 || NUM_THREADS % 32 || PARTITION_SIZE % CHUNK || BLOCK_SIZE % 4
+#error "decode mma: head size a multiple of 32 (fp8: 64), <= 16 heads, partitions of 16-token chunks"
 #endif
-#if KV_BYTES != 2
-#error "decode mma: the cache must be f16 or bf16"
+#if KV_BYTES == 4
+#error "decode mma: the cache must be f16, bf16 or fp8"
+#endif
+
+/* A lane's value row piece: 4 tokens (8 bytes, or 4 of fp8). */
+#if KV_BYTES == 1
+typedef uint vrow_t;
+#define VROW_ZERO 0u
+#define VROW_MASKED(w, in) as_uint(select((uchar4)(0), as_uchar4(w), convert_char4(in)))
+#else
+typedef uint2 vrow_t;
+#define VROW_ZERO ((uint2)(0u))
+#define VROW_MASKED(w, in) as_uint2(select((ushort4)(0), as_ushort4(w), convert_short4(in)))
+#endif
+
+/* Operand registers (two f16 or bf16 pairs) of 4 cache elements in a
+ * 32-bit word (fp8, converted: mma.cl's mma_fp8x2) or in two. */
+#if KV_BYTES == 1
+#define PAIRS4_OF_WORD(w) ((uint2)(mma_fp8x2((w) & 0xffffu), mma_fp8x2((w) >> 16)))
+/* K-step j of a key row: its 4 dimensions. */
+inline uint2 key_kstep(uint4 r, int j) {
+  return PAIRS4_OF_WORD(j == 0 ? r.x : j == 1 ? r.y : j == 2 ? r.z : r.w);
+}
+inline uint2 value_pairs(vrow_t w) { return PAIRS4_OF_WORD(w); }
+#else
+inline uint2 key_kstep(uint4 r, int j) { return j == 0 ? r.xy : r.zw; }
+inline uint2 value_pairs(vrow_t w) { return w; }
 #endif
 
 /* The physical block of the 4 tokens first .. first + 3 (one block, as
@@ -85,12 +116,12 @@ inline int mma_block4(__global const int *table, int first, int lo, int end, int
 }
 
 /* One chunk's operands in this lane's registers: key rows g and g + 8 of
- * S^T (tokens kt and kt + 2 of the chunk, KPAIRS 16-byte rows each) and
+ * S^T (tokens kt and kt + 2 of the chunk, KROWS 16-byte rows each) and
  * value rows 16 mt + g, + 8 at tokens vt .. vt + 3; kb, vb the blocks (-1:
  * nothing loaded, zeros). */
 typedef struct mma_chunk {
-  uint4 k0[KPAIRS], k1[KPAIRS];
-  uint2 v0[MTILES], v1[MTILES];
+  uint4 k0[KROWS], k1[KROWS];
+  vrow_t v0[MTILES], v1[MTILES];
   int kb, vb;
 } mma_chunk;
 
@@ -107,18 +138,18 @@ inline void load_chunk(mma_chunk *ch, int c0, int g, int t, __global const int *
                              kt % BLOCK_SIZE;
   __global const kv_t *vp = v_cache + kv_off + (ulong)max(ch->vb, 0) * block_stride + vt % BLOCK_SIZE;
   MMA_UNROLL
-  for (int P = 0; P < KPAIRS; P++) {
+  for (int P = 0; P < KROWS; P++) {
     /* key_index(8 c, o): uint4 number c * BLOCK_SIZE + o of the tile */
     ch->k0[P] = ch->kb >= 0 ? kp[(4 * P + t) * BLOCK_SIZE] : (uint4)(0u);
     ch->k1[P] = ch->kb >= 0 ? kp[(4 * P + t) * BLOCK_SIZE + 2] : (uint4)(0u);
   }
   MMA_UNROLL
   for (int mt = 0; mt < MTILES; mt++) {
-    /* 8-byte aligned: vt and BLOCK_SIZE are multiples of 4 */
-    __global const uint2 *r0 = (__global const uint2 *)(vp + value_index(16 * mt + g, 0, BLOCK_SIZE));
-    __global const uint2 *r1 = (__global const uint2 *)(vp + value_index(16 * mt + g + 8, 0, BLOCK_SIZE));
-    ch->v0[mt] = ch->vb >= 0 ? *r0 : (uint2)(0u);
-    ch->v1[mt] = ch->vb >= 0 ? *r1 : (uint2)(0u);
+    /* aligned: vt and BLOCK_SIZE are multiples of 4 */
+    __global const vrow_t *r0 = (__global const vrow_t *)(vp + value_index(16 * mt + g, 0, BLOCK_SIZE));
+    __global const vrow_t *r1 = (__global const vrow_t *)(vp + value_index(16 * mt + g + 8, 0, BLOCK_SIZE));
+    ch->v0[mt] = ch->vb >= 0 ? *r0 : VROW_ZERO;
+    ch->v1[mt] = ch->vb >= 0 ? *r1 : VROW_ZERO;
   }
 }
 #define MMA_CHUNK_ARGS \
@@ -129,7 +160,7 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
   __local float o_s[G * HEAD_SIZE];
   __local float m_s[WARPS * 16], l_s[WARPS * 16], row_m[16], row_l[16];
   __local uint xch[MMA_XCH];
-  (void)k_scale, (void)v_scale, (void)k_scales, (void)v_scales, (void)logits, (void)logits_stride;
+  (void)logits, (void)logits_stride;
 
   const int lid = get_local_id(0), lane = lid % 32, warp = lid / 32, g = lane / 4, t = lane % 4;
   const int head0 = get_group_id(0) * G, seq = get_group_id(1), part = get_group_id(2);
@@ -169,14 +200,14 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
     }
 
   /* ---- 1. queries as B fragments (column g of n-tile h), dimensions in the keys' order ---- */
-  uint2 qb[NH][2 * KPAIRS];
+  uint2 qb[NH][KSPR * KROWS];
   MMA_UNROLL
   for (int h = 0; h < NH; h++) {
     const int col = 8 * h + g;
     __global const io_t *qh = q + (ulong)seq * q_stride + (ulong)(head0 + min(col, G - 1)) * HEAD_SIZE;
     MMA_UNROLL
-    for (int ks = 0; ks < 2 * KPAIRS; ks++) {
-      const int d = (4 * (ks / 2) + t) * 8 + (ks % 2) * 4;
+    for (int ks = 0; ks < KSPR * KROWS; ks++) {
+      const int d = (4 * (ks / KSPR) + t) * X + (ks % KSPR) * 4;
       float f[4];
       for (int e = 0; e < 4; e++) f[e] = col < G ? IO_LOAD(qh, d + e) : 0.0f;
       qb[h][ks] = (uint2)(mma_pack(f[0], f[1]), mma_pack(f[2], f[3]));
@@ -191,6 +222,9 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
     MMA_UNROLL
     for (int h = 0; h < NH; h++) o[mt][h] = (float4)(0.0f);
 
+  /* fp8: the cache holds values / scale; keys' scale goes into the logits, values' into the output */
+  const float qk_scale = scale * (!KV_IS_FP8 ? 1.0f : k_scales ? k_scales[0] : k_scale);
+  const float vscale = !KV_IS_FP8 ? 1.0f : v_scales ? v_scales[0] : v_scale;
   const int iters = (nchunks + WARPS - 1) / WARPS;
   for (int it = 0; it < iters; it++) {
     /* ---- 2. load the chunk's K and V ----
@@ -202,11 +236,11 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
     mma_chunk cur;
     load_chunk(&cur, c0, MMA_CHUNK_ARGS);
     if (cur.vb >= 0 && (vt < lo || vt + 4 > t_end)) { /* slots outside [lo, t_end) may hold NaN */
-      const short4 in = convert_short4((int4)(vt) + IOTA4 >= lo && (int4)(vt) + IOTA4 < t_end);
+      const int4 in = (int4)(vt) + IOTA4 >= lo && (int4)(vt) + IOTA4 < t_end;
       MMA_UNROLL
       for (int mt = 0; mt < MTILES; mt++) {
-        cur.v0[mt] = as_uint2(select((ushort4)(0), as_ushort4(cur.v0[mt]), in));
-        cur.v1[mt] = as_uint2(select((ushort4)(0), as_ushort4(cur.v1[mt]), in));
+        cur.v0[mt] = VROW_MASKED(cur.v0[mt], in);
+        cur.v1[mt] = VROW_MASKED(cur.v1[mt], in);
       }
     }
 
@@ -216,10 +250,12 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
     for (int h = 0; h < NH; h++) {
       float4 acc = (float4)(0.0f);
       MMA_UNROLL
-      for (int P = 0; P < KPAIRS; P++) {
-        acc = mma_16816(acc, (uint4)(cur.k0[P].x, cur.k1[P].x, cur.k0[P].y, cur.k1[P].y), qb[h][2 * P], xch);
-        acc = mma_16816(acc, (uint4)(cur.k0[P].z, cur.k1[P].z, cur.k0[P].w, cur.k1[P].w), qb[h][2 * P + 1], xch);
-      }
+      for (int P = 0; P < KROWS; P++)
+        MMA_UNROLL
+        for (int j = 0; j < KSPR; j++) {
+          const uint2 a0 = key_kstep(cur.k0[P], j), a1 = key_kstep(cur.k1[P], j);
+          acc = mma_16816(acc, (uint4)(a0.x, a1.x, a0.y, a1.y), qb[h][P * KSPR + j], xch);
+        }
       sc[h] = acc;
     }
 
@@ -233,7 +269,7 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
       float x[4] = {sc[h].x, sc[h].y, sc[h].z, sc[h].w}; /* (kt, 2t) (kt, 2t+1) (kt+2, 2t) (kt+2, 2t+1) */
       MMA_UNROLL
       for (int e = 0; e < 4; e++) {
-        float v = x[e] * scale;
+        float v = x[e] * qk_scale;
         if (soft_cap > 0.0f) v = soft_cap * tanh(v / soft_cap);
         v += slope[h][e % 2] * (float)(kt + 2 * (e / 2) - L + 1);
         x[e] = (e < 2 ? in0 : in1) ? v * LOG2E : -INFINITY;
@@ -253,11 +289,14 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
 
     /* ---- 5. O^T = O^T alpha + V^T P^T: rows g, g + 8 are dimensions 16 mt + g, + 8 ---- */
     MMA_UNROLL
-    for (int mt = 0; mt < MTILES; mt++)
+    for (int mt = 0; mt < MTILES; mt++) {
+      const uint2 w0 = value_pairs(cur.v0[mt]), w1 = value_pairs(cur.v1[mt]);
+      const uint4 vfrag = (uint4)(w0.x, w1.x, w0.y, w1.y);
       MMA_UNROLL
       for (int h = 0; h < NH; h++)
         o[mt][h] = mma_16816(o[mt][h] * (float4)(alpha[h][0], alpha[h][1], alpha[h][0], alpha[h][1]),
-                             (uint4)(cur.v0[mt].x, cur.v1[mt].x, cur.v0[mt].y, cur.v1[mt].y), pb[h], xch);
+                             vfrag, pb[h], xch);
+    }
   }
 
   /* ---- 6. merge the warps: states, then outputs weighted to the common max ---- */
@@ -301,13 +340,13 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
     const size_t sh = (size_t)seq * num_heads + head0 + r;
     const softmax_state st = softmax_state_of(row_m[r] / LOG2E, row_l[r]);
 #if PARTITION_SIZE
-    tmp_out[(sh * max_parts + part) * HEAD_SIZE + d] = st.l > 0.0f ? o_s[i] / st.l : 0.0f;
+    tmp_out[(sh * max_parts + part) * HEAD_SIZE + d] = st.l > 0.0f ? o_s[i] * vscale / st.l : 0.0f;
     if (d == 0) max_logits[sh * max_parts + part] = st.m, exp_sums[sh * max_parts + part] = st.l;
 #else
     /* The sink: one more logit in the softmax, with no value. */
     const softmax_state all = sinks ? softmax_merge(st, softmax_logit(sinks[head0 + r])) : st;
     const float w = softmax_weight(st, all);
-    IO_STORE(st.l > 0.0f ? o_s[i] / st.l * w : 0.0f, out, sh * HEAD_SIZE + d);
+    IO_STORE(st.l > 0.0f ? o_s[i] * vscale / st.l * w : 0.0f, out, sh * HEAD_SIZE + d);
     if (d == 0 && lse) lse[sh] = softmax_lse(all);
 #endif
   }

@@ -301,17 +301,19 @@ typedef enum clpa_decode_variant {
 /* Which kernel computes the products (every path gives the same results,
  * up to the rounding below). */
 typedef enum clpa_decode_path {
-  /* rows on CPUs; mma on NVIDIA (compute capability 8.0 and later) where it
-   * applies; else lanes */
+  /* rows on CPUs; mma on NVIDIA (compute capability 8.0 and later; 8.9
+   * for fp8) where it applies; else lanes */
   CLPA_DECODE_PATH_AUTO = 0,
   CLPA_DECODE_PATH_LANES = 1, /* vLLM's kernel: lane groups, f32 FMAs, every dtype and head size */
   /* Tensor cores: mma.sync m16n8k16 on NVIDIA with the keys' tokens and the
    * values' dimensions as the rows and the query heads of a KV head as the
-   * columns (up to 16 a work-group), f16 or bf16 caches, head sizes that are
-   * multiples of 32, partitions of multiples of 16 tokens; queries and
-   * probabilities rounded to the cache's dtype, sums in f32. On the H100
-   * 1.2-1.5x faster than lanes (0.86-0.97 of the copy bandwidth on batch
-   * 16-64). Forced on other devices it runs emulated (slow: for tests). */
+   * columns (up to 16 a work-group), f16 or bf16 caches with head sizes that
+   * are multiples of 32, fp8 caches (converted to f16 exactly) with multiples
+   * of 64, partitions of multiples of 16 tokens; queries and probabilities
+   * rounded to the cache's dtype (f16 for fp8), sums in f32. On the H100
+   * 1.2-1.5x faster than lanes for f16 (0.86-0.97 of the copy bandwidth on
+   * batch 16-64), 2.4-3.2x for fp8 (0.68-0.88). Forced on other devices it
+   * runs emulated (slow: for tests). */
   CLPA_DECODE_PATH_MMA = 2,
   /* CPUs: a work-item per (query heads of a KV head, sequence, partition),
    * explicit 16-wide vectors, no barriers; every dtype and head size. */

@@ -105,22 +105,26 @@ static size_t mma_local_bytes(int head_size) {
 #define MMA_CHUNK 16
 
 /* The tensor-core kernel or the lanes kernel: forced, or mma on NVIDIA
- * for f16/bf16 caches, head sizes of multiples of 32 and partitions of
- * whole 16-token chunks. */
+ * for f16/bf16 caches with head sizes of multiples of 32, fp8 caches with
+ * multiples of 64, and partitions of whole 16-token chunks. */
 static clpa_status pick_path(clpa_context *ctx, const clpa_decode_params *p, decode_call *c) {
   const clpa_kv_layout *kv = &c->a.kv;
   CLPA_CTX_CHECK(ctx, (unsigned)p->path > CLPA_DECODE_PATH_ROWS, CLPA_ERR_INVALID_ARG,
                  "path = %d (0 auto, 1 lanes, 2 mma, 3 rows)", (int)p->path);
-  const int fits = (kv->dtype == CLPA_DTYPE_F16 || kv->dtype == CLPA_DTYPE_BF16) &&
-                   kv->head_size % 32 == 0 && p->partition_size % MMA_CHUNK == 0 &&
+  const int fp8 = kv->dtype == CLPA_DTYPE_FP8_E4M3 || kv->dtype == CLPA_DTYPE_FP8_E5M2;
+  /* fp8 pairs become f16 pairs by cvt.rn.f16x2.e4m3x2 (sm_89 and later) on NVIDIA */
+  const int fp8_ok = ctx->lanes != CLPA_LANES_NV_PTX || ctx->info.nv_compute_capability >= 89;
+  const int fits = (kv->dtype == CLPA_DTYPE_F16 || kv->dtype == CLPA_DTYPE_BF16 || (fp8 && fp8_ok)) &&
+                   kv->head_size % (fp8 ? 64 : 32) == 0 && p->partition_size % MMA_CHUNK == 0 &&
                    mma_local_bytes(kv->head_size) <= ctx->info.local_mem_bytes;
   if (p->path == CLPA_DECODE_PATH_MMA) {
     clpa_status st = clpa_mma_check(ctx);
     if (st != CLPA_OK) return st;
   }
   CLPA_CTX_CHECK(ctx, p->path == CLPA_DECODE_PATH_MMA && !fits, CLPA_ERR_UNSUPPORTED,
-                 "path mma needs an f16 or bf16 cache, a head size that is a multiple of 32 and"
-                 " partitions of multiples of 16 tokens (cache %s, head_size %d, partition_size %d)",
+                 "path mma needs an f16 or bf16 cache (or fp8 where the device converts it: compute"
+                 " capability 8.9), a head size that is a multiple of 32 (fp8: 64) and partitions"
+                 " of multiples of 16 tokens (cache %s, head_size %d, partition_size %d)",
                  clpa_dtype_name(kv->dtype), kv->head_size, p->partition_size);
   /* Auto takes mma where it runs natively: on the H100 1.2-1.5x faster than lanes on every
    * shape measured (notes/perf.md; batch 16 x 4096, 32/8 heads, f16: 103 against 136 us cold). */

@@ -220,12 +220,20 @@ static void release(device_case *d) {
     if (all[i]) clReleaseMemObject(all[i]);
 }
 
-/* The mma path takes f16/bf16 caches, head sizes of multiples of 32 and
- * partitions of multiples of 16 tokens. */
+/* The mma path takes f16/bf16 caches with head sizes of multiples of 32,
+ * fp8 caches with multiples of 64 (on NVIDIA from compute capability 8.9)
+ * and partitions of multiples of 16 tokens. */
+static int is_fp8(clpa_dtype d) { return d == CLPA_DTYPE_FP8_E4M3 || d == CLPA_DTYPE_FP8_E5M2; }
 static int mma_applies(const dcase *c) {
-  return (c->kv == CLPA_DTYPE_F16 || c->kv == CLPA_DTYPE_BF16) && c->hs % 32 == 0 &&
+  clpa_device_info info;
+  clpa_context_device_info(ctx, &info);
+  const int fp8_ok = info.lanes != CLPA_LANES_NV_PTX || info.nv_compute_capability >= 89;
+  return (((c->kv == CLPA_DTYPE_F16 || c->kv == CLPA_DTYPE_BF16) && c->hs % 32 == 0) ||
+          (is_fp8(c->kv) && fp8_ok && c->hs % 64 == 0)) &&
          c->partition % 16 == 0;
 }
+/* The dtype the mma path rounds queries and probabilities to: the cache's, f16 for fp8. */
+static clpa_dtype mma_dtype(clpa_dtype kv) { return is_fp8(kv) ? CLPA_DTYPE_F16 : kv; }
 
 static int run_case(const dcase *c, clpa_decode_path path) {
   char name[300], shape[256];
@@ -237,9 +245,10 @@ static int run_case(const dcase *c, clpa_decode_path path) {
   const int mma = path == CLPA_DECODE_PATH_MMA;
   if (mma) { /* queries rounded to the cache's dtype, as the path does */
     const size_t qn = in.q_stride * c->seqs;
-    void *tmp = malloc(clpa_dtype_size(c->kv) * (qn ? qn : 1));
-    clpa_dtype_encode(c->kv, in.q, tmp, qn, 1.0f);
-    clpa_dtype_decode(c->kv, tmp, in.q, qn, 1.0f);
+    const clpa_dtype md = mma_dtype(c->kv);
+    void *tmp = malloc(clpa_dtype_size(md) * (qn ? qn : 1));
+    clpa_dtype_encode(md, in.q, tmp, qn, 1.0f);
+    clpa_dtype_decode(md, tmp, in.q, qn, 1.0f);
     free(tmp);
   }
   const float scale = 1.0f / sqrtf((float)c->hs);
@@ -276,7 +285,7 @@ static int run_case(const dcase *c, clpa_decode_path path) {
   double atol = 0, rtol = 0;
   for (size_t i = 0; i < sizeof tolerance / sizeof *tolerance; i++) {
     if (tolerance[i].io == c->io) atol = fmax(atol, tolerance[i].atol), rtol = fmax(rtol, tolerance[i].rtol);
-    if (mma && tolerance[i].io == c->kv) /* P rounded to the cache's dtype */
+    if (mma && tolerance[i].io == mma_dtype(c->kv)) /* P rounded to the cache's dtype */
       atol = fmax(atol, tolerance[i].atol), rtol = fmax(rtol, tolerance[i].rtol);
   }
   size_t at;
@@ -457,8 +466,10 @@ static void test_bad_args(void) {
   BAD(path = (clpa_decode_path)4, "path = 4", CLPA_ERR_INVALID_ARG);
   BAD(path = CLPA_DECODE_PATH_MMA, "partitions of multiples of 16", CLPA_ERR_UNSUPPORTED);
   bad[n - 1].p.partition_size = 24, bad[n - 1].p.kv.block_size = 8, bad[n - 1].p.max_context_len = 64;
-  BAD(path = CLPA_DECODE_PATH_MMA, "f16 or bf16 cache", CLPA_ERR_UNSUPPORTED);
+  BAD(path = CLPA_DECODE_PATH_MMA, "fp8: 64", CLPA_ERR_UNSUPPORTED);
   bad[n - 1].p.kv.dtype = CLPA_DTYPE_FP8_E4M3, bad[n - 1].p.kv.head_size = 32; /* fits the buffers */
+  BAD(path = CLPA_DECODE_PATH_MMA, "f16 or bf16 cache", CLPA_ERR_UNSUPPORTED);
+  bad[n - 1].p.kv.dtype = CLPA_DTYPE_F32, bad[n - 1].p.kv.head_size = 32;
   BAD(layer = 3, "value_cache", CLPA_ERR_INVALID_ARG); /* layer without a cache: ignored */
   bad[n - 1].p.value_cache = NULL;
   BAD(partition_size = 40, "partition_size = 40", CLPA_ERR_INVALID_ARG);
