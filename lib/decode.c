@@ -201,7 +201,7 @@ static void fill_device(const clpa_decode_params *p, decode_call *c, long groups
 
 /* decode_mma.cl's split, unless the caller fixed the partition: the
  * fewest partitions of the longest context (cut evenly, whole `unit`s,
- * not below 128 tokens) that give 1.5 busy work-groups per compute unit,
+ * not below 256 tokens) that give 1.5 busy work-groups per compute unit,
  * none of them longer than the whole work shared among that many (so that
  * one long context among short ones does not run on alone); one partition
  * (v1, no reduce) where the sequences alone satisfy both. Both tests are
@@ -212,11 +212,13 @@ static void fill_device(const clpa_decode_params *p, decode_call *c, long groups
  * (batch 16 x 4096: partitions of 2048 tokens 103 us, 512 121 us, 256
  * 138; batch 8 x 32768: 8192 365 us, 512 432; batch 64 x 2048: v1 190 us,
  * 512 221), and stop paying below about one work-group per compute unit
- * (batch 1 x 4096: 256 tokens 24 us, 512 25, 1024 33). */
+ * (batch 1 x 4096: 256 tokens 24 us, 512 25, 1024 33). The floor: 256
+ * against 128 took batch 1 x 4096 from 26.8 to 24.1 us and batch 4 x
+ * 1024 from 22.5 to 21.6 (batch 16 x 1024 log-uniform 24.8 -> 25.4). */
 static int mma_partition(const clpa_decode_params *p, long groups, int max_ctx, unsigned cus,
                          int unit) {
   const long want = 3L * cus / 2, work = total_work(p, groups, max_ctx);
-  int lo = 1, hi = (max_ctx + 127) / 128; /* partitions of the longest context */
+  int lo = 1, hi = (max_ctx + 255) / 256; /* partitions of the longest context */
   if (hi < 1) hi = 1;
   while (lo < hi) { /* the fewest k in [lo, hi] whose partitions pass both tests */
     const int k = lo + (hi - lo) / 2, part = round_up((max_ctx + k - 1) / k, unit);

@@ -597,13 +597,14 @@ static void test_codes(void) {
 
 /* Chaining: the kernel waits for a user event and hands back its own. */
 /* The mma path's split (clpa_decode's rule): the fewest evenly cut
- * partitions of the longest context, whole 16-token chunks, that give 1.5
+ * partitions of the longest context, whole 16-token chunks and at least
+ * 256 tokens, that give 1.5
  * busy work-groups per compute unit, none longer than all the tokens
  * shared among that many; the host's lengths, when given, say which
  * work-groups are busy and how much work there is. One long sequence
  * among empty ones: without the lengths the plan counts all three as long. */
 static int32_t model_partition(const int32_t *lens, int n, int max_ctx, unsigned cus) {
-  for (int k = 1; k <= max_ctx / 128; k++) {
+  for (int k = 1; k <= max_ctx / 256; k++) {
     const int part = ((max_ctx + k - 1) / k + 15) / 16 * 16;
     long busy = 0, tokens = 0;
     for (int i = 0; i < n; i++) {
@@ -613,7 +614,7 @@ static int32_t model_partition(const int32_t *lens, int n, int max_ctx, unsigned
     if (2 * busy >= 3L * cus && (long)part * (3L * cus / 2) <= tokens)
       return k == 1 ? 0 : part; /* one partition: v1 */
   }
-  return 128;
+  return 256;
 }
 
 static void test_plan(void) {
