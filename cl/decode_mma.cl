@@ -26,8 +26,9 @@
  *     X / 4 k-steps P X / 4 + j, 4 dimensions each; the queries' B
  *     fragments take the same order;
  *   - S^T's C fragment (lane: rows g, g + 8 = tokens; columns 2t, 2t + 1
- *     = heads), rounded to the cache dtype, is P^T's B fragment once each
- *     8 x 8 half is transposed across the warp (mma_trans: movmatrix);
+ *     = heads), rounded to the cache dtype (f16 for fp8), is P^T's B
+ *     fragment once each 8 x 8 half is transposed across the warp
+ *     (mma_trans: movmatrix);
  *   - for that, row r of S^T is token TOK(r) of the chunk, chosen so that
  *     the tokens a lane's V^T fragment needs are 4 consecutive ones: lane
  *     t reads value rows g and g + 8 at tokens 4t .. 4t + 3 (8 bytes each,
@@ -44,8 +45,9 @@
  * Grid:  (num_heads / G * NUM_THREADS, num_seqs, partitions)
  * Group: NUM_THREADS work-items, whole warps of 32.
  * Buffers: as decode.cl's (kv.cl's DECODE_ARGS); the cache layouts
- *   k_cache [num_blocks, num_kv_heads, HEAD_SIZE / 8, BLOCK_SIZE, 8]
+ *   k_cache [num_blocks, num_kv_heads, HEAD_SIZE / X, BLOCK_SIZE, X]
  *   v_cache [num_blocks, num_kv_heads, HEAD_SIZE, BLOCK_SIZE]
+ * The work-group: 4 warps, or 2 where its work is short (lib/decode.c).
  *
  * Tokens outside [window start, context) and blocks with bad ids are
  * masked (the latter set CLPA_FAULT_BAD_BLOCK); value slots there are

@@ -126,8 +126,10 @@ static clpa_status pick_path(clpa_context *ctx, const clpa_decode_params *p, dec
                  " capability 8.9), a head size that is a multiple of 32 (fp8: 64) and partitions"
                  " of multiples of 16 tokens (cache %s, head_size %d, partition_size %d)",
                  clpa_dtype_name(kv->dtype), kv->head_size, p->partition_size);
-  /* Auto takes mma where it runs natively: on the H100 1.2-1.5x faster than lanes on every
-   * shape measured (notes/perf.md; batch 16 x 4096, 32/8 heads, f16: 103 against 136 us cold). */
+  /* Auto takes mma where it runs natively: on the H100 faster than lanes on every GQA shape
+   * measured (batch 16 x 4096, 32/8 heads, f16: 103 against 136 us cold; fp8 2.4-3.2x) and on
+   * most MHA ones; the worst measured, MHA batch 128 of log-uniform lengths up to 128 tokens,
+   * takes 1.33x lanes' time (notes/perf.md). */
   c->mma = p->path == CLPA_DECODE_PATH_MMA ||
            (p->path == CLPA_DECODE_PATH_AUTO && fits && clpa_mma_native(ctx) == 1);
   c->rows = p->path == CLPA_DECODE_PATH_ROWS ||
