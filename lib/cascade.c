@@ -129,7 +129,7 @@ static clpa_status run(clpa_context *ctx, const clpa_cascade_params *p, const cl
       free(cached);
       return st;
     }
-    const int fp8 = kv->dtype == CLPA_DTYPE_FP8_E4M3 || kv->dtype == CLPA_DTYPE_FP8_E5M2;
+    const int fp8 = clpa_dtype_size(kv->dtype) == 1;
     if (dpath == CLPA_DECODE_PATH_MMA && !fp8) /* prefill's tensor cores take no fp8 */
       pp.path = CLPA_PREFILL_MMA;
     else if (clpa_prefill_choice(ctx, &pp, &chosen, NULL, NULL) == CLPA_OK &&

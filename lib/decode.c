@@ -111,7 +111,7 @@ static clpa_status pick_path(clpa_context *ctx, const clpa_decode_params *p, dec
   const clpa_kv_layout *kv = &c->a.kv;
   CLPA_CTX_CHECK(ctx, (unsigned)p->path > CLPA_DECODE_PATH_ROWS, CLPA_ERR_INVALID_ARG,
                  "path = %d (0 auto, 1 lanes, 2 mma, 3 rows)", (int)p->path);
-  const int fp8 = kv->dtype == CLPA_DTYPE_FP8_E4M3 || kv->dtype == CLPA_DTYPE_FP8_E5M2;
+  const int fp8 = clpa_dtype_size(kv->dtype) == 1;
   /* fp8 pairs become f16 pairs by cvt.rn.f16x2.e4m3x2 (sm_89 and later) on NVIDIA */
   const int fp8_ok = ctx->lanes != CLPA_LANES_NV_PTX || ctx->info.nv_compute_capability >= 89;
   const int fits = (kv->dtype == CLPA_DTYPE_F16 || kv->dtype == CLPA_DTYPE_BF16 || (fp8 && fp8_ok)) &&

@@ -15,9 +15,9 @@
  * happen, shows. Every storage dtype; fp8 with random scales. Output f32,
  * tolerance |got - want| <= 1e-4 + 1e-4 |want| (the reference reads the
  * same quantised values, so only f32 arithmetic differs); where decode
- * runs on tensor cores (NVIDIA, f16/bf16), which round the queries and
- * probabilities to the cache's dtype, test_decode's tolerance for that
- * dtype.
+ * runs on tensor cores (NVIDIA: f16, bf16 and fp8 caches), which round
+ * the queries and probabilities to the cache's dtype (f16 for fp8),
+ * test_decode's tolerance for that dtype.
  */
 #include <stdio.h>
 

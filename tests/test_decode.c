@@ -595,14 +595,13 @@ static void test_codes(void) {
     }
 }
 
-/* Chaining: the kernel waits for a user event and hands back its own. */
 /* The mma path's split (clpa_decode's rule): the fewest evenly cut
  * partitions of the longest context, whole 16-token chunks and at least
- * 256 tokens, that give 1.5
- * busy work-groups per compute unit, none longer than all the tokens
- * shared among that many; the host's lengths, when given, say which
- * work-groups are busy and how much work there is. One long sequence
- * among empty ones: without the lengths the plan counts all three as long. */
+ * 256 tokens, that give 1.5 busy work-groups per compute unit, none
+ * longer than all the tokens shared among that many; the host's lengths,
+ * when given, say which work-groups are busy and how much work there is.
+ * One long sequence among empty ones: without the lengths the plan counts
+ * all three as long. */
 static int32_t model_partition(const int32_t *lens, int n, int max_ctx, unsigned cus) {
   for (int k = 1; k <= max_ctx / 256; k++) {
     const int part = ((max_ctx + k - 1) / k + 15) / 16 * 16;
@@ -646,6 +645,7 @@ static void test_plan(void) {
   for (size_t i = 0; i < sizeof all / sizeof *all; i++) clReleaseMemObject(all[i]);
 }
 
+/* Chaining: the kernel waits for a user event and hands back its own. */
 static void test_events(void) {
   dcase c = {2, 4, 4, 64, 16, 64, F32, F32, V2, 32, 0, 0, 0, 0, 0, 0, 0, 0};
   inputs in;
