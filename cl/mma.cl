@@ -270,6 +270,41 @@ inline uint2 mma_ldm2(__local const uint *tile, int stride, int row0, int word0)
 #endif
 }
 
+/* ldmatrix with each lane's row address its own: this lane gives word
+ * `off` of `base` (16-byte aligned) as row lane % 8 of matrix lane / 8;
+ * lane l gets, of matrix c, the word l % 4 of row l / 4 (component c).
+ * mma_ldsm2_at reads matrices 0 and 1 (lanes 0-15's addresses; the
+ * others' must still be valid). Emulated through xch (the lanes' offsets
+ * exchanged; every work-item calls it). Volatile, as mma_ldm4. */
+inline uint4 mma_ldsm4_at(__local const uint *base, int off, __local uint *xch) {
+#if MMA_PTX
+  (void)xch;
+  return mma_ldsm4(base + off);
+#else
+  const int lid = get_local_id(0), lane = lid % 32, row = lane / 4, w = lane % 4;
+  __local uint *x = xch + (lid - lane) * 6; /* this warp's words */
+  x[lane] = (uint)off;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  const uint4 r = (uint4)(base[x[row] + w], base[x[8 + row] + w], base[x[16 + row] + w],
+                          base[x[24 + row] + w]);
+  barrier(CLK_LOCAL_MEM_FENCE);
+  return r;
+#endif
+}
+
+inline uint2 mma_ldsm2_at(__local const uint *base, int off, __local uint *xch) {
+#if MMA_PTX
+  (void)xch;
+  uint2 r;
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];"
+               : "=r"(r.x), "=r"(r.y)
+               : "r"((uint)(size_t)(base + off)));
+  return r;
+#else
+  return mma_ldsm4_at(base, off, xch).xy;
+#endif
+}
+
 /* A fragments of rows row0 .. row0 + 15 of `tile` (row major, `stride`
  * 32-bit words a row, rows 16-byte aligned), k index from word word0 (a
  * k-step is 8 words): a.x = A[g][2t, 2t+1] and so on (the banner). One
@@ -285,20 +320,40 @@ inline uint4 mma_ldm_a(__local const uint *tile, int stride, int row0, int word0
 #endif
 }
 
-/* exp2 on the path's probabilities: ex2.approx on NVIDIA (2 ulp). */
+/* exp2 on the path's probabilities: ex2.approx.ftz on NVIDIA (2 ulp; one
+ * MUFU.EX2, where native_exp2's ex2.approx.f32 takes four instructions to
+ * keep results below 2^-126, which a softmax weight can drop). */
 #if MMA_PTX
-#define MMA_EXP2(x) native_exp2(x)
+inline float mma_ex2(float x) {
+  float r;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
+}
+inline float4 mma_ex2x4(float4 x) {
+  return (float4)(mma_ex2(x.x), mma_ex2(x.y), mma_ex2(x.z), mma_ex2(x.w));
+}
+#define MMA_EXP2(x) mma_ex2(x)
+#define MMA_EXP2_4(x) mma_ex2x4(x)
 #else
 #define MMA_EXP2(x) exp2(x)
+#define MMA_EXP2_4(x) exp2(x)
 #endif
 
 /* One step of the online softmax on S's fragments, in base 2, for the
- * lane's rows g (h = 0) and g + 8 (h = 1): sc[0 .. NT) hold logits (-inf
- * where masked); m2[2], l[2] the running max and this lane's part of the
- * sum. Leaves alpha[2] (the factor for the old output) and pa[NT / 2],
- * the probabilities as A fragments of the next product (n-tiles 2j and
- * 2j + 1 are k-step j). A macro, so the fragments stay in registers. */
-#define MMA_SOFTMAX_STEP(sc, NT, m2, l, alpha, pa, xch)                                     \
+ * lane's rows g (h = 0) and g + 8 (h = 1): the logits (base 2) are
+ * sc[0 .. NT) times c2 (> 0; -inf where masked); m2[2], l[2] the running
+ * max and this lane's part of the sum. Leaves alpha[2] (the factor for
+ * the old output) and pa[NT / 2], the probabilities as A fragments of the
+ * next product (n-tiles 2j and 2j + 1 are k-step j). The max moves only
+ * when a tile's exceeds it by more than MMA_SLACK (base 2): in between
+ * the weights exp2(x - m2) stay below 2^MMA_SLACK, which f32 sums and
+ * f16 / bf16 operands hold exactly as well, and the output is rescaled
+ * once per jump instead of on every new maximum (FlashAttention-4 does
+ * the same); the normalisation at the end divides by l taken against the
+ * same m2, so the result does not change. A macro, so the fragments stay
+ * in registers. */
+#define MMA_SLACK 8.0f
+#define MMA_SOFTMAX_STEP(sc, NT, c2, m2, l, alpha, pa, xch)                                  \
   do {                                                                                      \
     float mx_[2] = {-INFINITY, -INFINITY}, base_[2];                                        \
     MMA_UNROLL                                                                              \
@@ -307,15 +362,19 @@ inline uint4 mma_ldm_a(__local const uint *tile, int stride, int row0, int word0
       mx_[1] = fmax(mx_[1], fmax((sc)[n_].z, (sc)[n_].w));                                  \
     }                                                                                       \
     for (int h_ = 0; h_ < 2; h_++) {                                                        \
-      const float mn_ = fmax((m2)[h_], quad_reduce(mx_[h_], 1, (xch)));                     \
-      (alpha)[h_] = mn_ == -INFINITY ? 1.0f : MMA_EXP2((m2)[h_] - mn_);                     \
-      base_[h_] = mn_ == -INFINITY ? 0.0f : mn_; /* every score -inf: p = 0 */              \
-      (m2)[h_] = mn_;                                                                       \
-      (l)[h_] *= (alpha)[h_];                                                               \
+      const float mn_ = quad_reduce(mx_[h_], 1, (xch)) * (c2);                              \
+      (alpha)[h_] = 1.0f;                                                                   \
+      if (mn_ > (m2)[h_] + MMA_SLACK) { /* false while every score is -inf */               \
+        (alpha)[h_] = MMA_EXP2((m2)[h_] - mn_);                                             \
+        (m2)[h_] = mn_;                                                                     \
+        (l)[h_] *= (alpha)[h_];                                                             \
+      }                                                                                     \
+      base_[h_] = (m2)[h_] == -INFINITY ? 0.0f : (m2)[h_]; /* every score -inf: p = 0 */    \
     }                                                                                       \
     MMA_UNROLL                                                                              \
     for (int n_ = 0; n_ < (NT); n_++) {                                                     \
-      const float4 p_ = MMA_EXP2((sc)[n_] - (float4)(base_[0], base_[0], base_[1], base_[1])); \
+      const float4 p_ = MMA_EXP2_4(                                                         \
+          fma((sc)[n_], (float4)(c2), -(float4)(base_[0], base_[0], base_[1], base_[1])));  \
       (l)[0] += p_.x + p_.y, (l)[1] += p_.z + p_.w;                                         \
       const uint lo_ = mma_pack(p_.x, p_.y), hi_ = mma_pack(p_.z, p_.w); /* rows g, g + 8 */ \
       if (n_ % 2 == 0) (pa)[n_ / 2].x = lo_, (pa)[n_ / 2].y = hi_;                          \

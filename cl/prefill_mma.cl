@@ -6,25 +6,31 @@
  * f32 accumulation; emulated elsewhere, for tests), FlashAttention-2's
  * shape: a work-group of WARPS warps owns ROWS = 16 * WARPS query rows,
  * 16 a warp, whose queries stay in registers as A fragments (rounded to
- * the operand type). Per tile of BK keys the work-group copies the keys
- * (a row of HEAD_SIZE per key) and the values (a row of BK keys per
- * dimension, as the value cache keeps them) into local memory, 16 bytes
- * per copy, rows padded by 16 bytes so that fragment reads hit 32
- * different banks; each warp computes S = Q K^T (16 x BK, f32), the
- * online softmax on S's fragments in base 2 (row max and sum over the 4
- * lanes that share a row) and O += P V with P rounded to the operand
- * type. As in FlashAttention-2 the copies overlap the products: the
- * values of a tile arrive while S is computed, the next tile's keys while
- * P V is (cp.async on NVIDIA); with STAGES = 2 (where local memory holds
- * two tiles) the next tile's keys and values both arrive while the whole
- * tile is computed, one barrier a tile. Operands come out of local
- * memory through ldmatrix (mma_ldm4). Tiles that need no mask (keys
- * inside every row's range, valid blocks, no block mask) skip the
- * per-element masking; the output is rescaled only where a row's maximum
- * moved. Same arguments, masks and results as clpa_prefill_paged.
+ * the operand type). Per tile of BK keys (BK / BLOCK_SIZE cache blocks,
+ * the tile's parts) the work-group copies each block's keys and values
+ * into local memory as the cache holds them: a block's part of one KV
+ * head is HEAD_SIZE / 8 x BLOCK_SIZE uint4 of keys and HEAD_SIZE x
+ * BLOCK_SIZE / 8 of values, contiguous, so work-item l copies uint4 l,
+ * l + NUM_THREADS, .. of each (one 64-bit add a copy, the block ids read a
+ * tile ahead, off the critical path). ldmatrix reads the fragments
+ * straight from that layout: a key fragment's 8 rows are 8 consecutive
+ * tokens of one 16-byte chunk (128 contiguous bytes), a value fragment's
+ * 8 rows are 8 dimensions of one 8-token chunk, whose chunks are swizzled
+ * (mma_vpos) so that the 8 rows hit 8 different bank groups. Each warp
+ * computes S = Q K^T (16 x BK, f32, 4 independent accumulators in flight),
+ * the online softmax on S's fragments in base 2 (row max and sum over the
+ * 4 lanes that share a row; mma.cl's MMA_SOFTMAX_STEP: the output is
+ * rescaled only when a row's max jumps) and O += P V with P rounded to
+ * the operand type. As in FlashAttention-2 the copies overlap the
+ * products: the values of a tile arrive while S is computed, the next
+ * tile's keys while P V is (cp.async on NVIDIA); with STAGES = 2 (where
+ * local memory holds two tiles) the next tile's keys and values both
+ * arrive while the whole tile is computed, one barrier a tile. Tiles
+ * that need no mask (keys inside every row's range, valid blocks, no
+ * block mask) skip the per-element masking. Same arguments, masks and
+ * results as clpa_prefill_paged.
  *
- * Local memory: STAGES * (BK * (HEAD_SIZE + 8) + HEAD_SIZE * (BK + 8))
- * halves.
+ * Local memory: STAGES * 2 * BK * HEAD_SIZE halves.
  */
 #define WARPS (NUM_THREADS / 32)
 #ifndef CLPA_STAGES
@@ -34,69 +40,72 @@
 #ifndef CLPA_SPARSE
 #define CLPA_SPARSE 1 /* the build for calls with a block mask (mma_next_tile) */
 #endif
-#if ROWS != 16 * WARPS || NUM_THREADS % 32 || NUM_THREADS % BK || BK % 32 || HEAD_SIZE % 16 || \
-    BLOCK_SIZE % 8 || (BK % BLOCK_SIZE && BLOCK_SIZE % BK) || (STAGES != 1 && STAGES != 2)
-#error "prefill mma shape: 16 rows a warp, BK of 32, HEAD_SIZE of 16, BLOCK_SIZE of 8, 1-2 stages"
+#if ROWS != 16 * WARPS || NUM_THREADS % 32 || BK % 32 || HEAD_SIZE % 16 || BLOCK_SIZE % 8 || \
+    BK % BLOCK_SIZE || (STAGES != 1 && STAGES != 2)
+#error "prefill mma shape: 16 rows a warp, BK of 32 and of BLOCK_SIZE, HEAD_SIZE of 16, 1-2 stages"
 #endif
 #if KV_BYTES != 2
 #error "prefill mma: the cache must be f16 or bf16"
 #endif
-#define KSTEPS (HEAD_SIZE / 16)  /* k-steps of Q K^T */
-#define DTILES (HEAD_SIZE / 8)   /* n-tiles of O */
-#define STILES (BK / 8)          /* n-tiles of S */
-#define KROW (HEAD_SIZE / 2 + 4) /* 32-bit words per key row in local memory */
-#define VROW (BK / 2 + 4)        /* 32-bit words per value row */
-#define PART (BLOCK_SIZE < BK ? BLOCK_SIZE : BK) /* keys of one cache block in a tile */
-#define KTILE (BK * KROW / 4)        /* uint4 of a key tile */
-#define VTILE (HEAD_SIZE * VROW / 4) /* uint4 of a value tile */
+#define KSTEPS (HEAD_SIZE / 16) /* k-steps of Q K^T */
+#define DTILES (HEAD_SIZE / 8)  /* n-tiles of O */
+#define STILES (BK / 8)         /* n-tiles of S */
+#define NP (BK / BLOCK_SIZE)    /* cache blocks (parts) of a tile */
+#define VS (BLOCK_SIZE / 8)     /* uint4 of a value row of a block: 1, 2 or 4 */
+#define PART4 (HEAD_SIZE * VS)  /* uint4 of a block's keys, and of its values */
+#define KTILE (NP * PART4)      /* uint4 of a key tile */
+#define VTILE (NP * PART4)      /* uint4 of a value tile */
+#define CPT ((PART4 + NUM_THREADS - 1) / NUM_THREADS) /* a work-item's copies of a part */
 #define LOG2E 1.4426950408889634f
 
-/* Tile k0's keys into k_s and their flags into kok: keys outside [k_lo,
- * k_end) or in a bad block (which sets the fault bit) are zeros, flagged
- * off. Work-item l copies key l % BK. */
-inline void mma_load_keys(__local uint4 *k_s, __local int *kok, __global const kv_t *k_cache,
-                          __global const int *table, int k0, int k_lo, int k_end,
-                          int num_blocks, int kv_head, ulong block_stride, ulong head_stride,
-                          __global volatile int *faults) {
-  const int lid = get_local_id(0), k = lid % BK, j = k0 + k;
-  const int phys = key_block(table, j, k_lo, k_end, num_blocks);
-  if (lid < BK) {
-    kok[k] = phys >= 0;
-    if (j >= k_lo && j < k_end && phys < 0) atomic_or(faults, CLPA_FAULT_BAD_BLOCK);
-  }
-  /* key_index(8 c, o): chunk c of token o is uint4 number c * BLOCK_SIZE + o */
-  __global const uint4 *src =
-      (__global const uint4 *)(k_cache + kv_tile((ulong)max(phys, 0), kv_head, block_stride,
-                                                 head_stride)) + j % BLOCK_SIZE;
-  for (int c = lid / BK; c < HEAD_SIZE / 8; c += NUM_THREADS / BK) {
-    __local uint4 *dst = k_s + k * (KROW / 4) + c;
-    if (phys >= 0) mma_copy16(dst, src + c * BLOCK_SIZE);
-    else *dst = (uint4)(0u);
+/* Where value chunk e of a part (dimension e / VS, tokens 8 (e % VS) ..
+ * + 7) sits in local memory: its row's chunks xor-ed with bits of the
+ * dimension, so that the 8 dimensions of one ldmatrix fragment hit 8
+ * different 16-byte bank groups (rows of VS uint4 alone would put 2 or 4
+ * of them in the same group). */
+inline int mma_vpos(int e) {
+  const int d = e / VS, cc = e % VS;
+  return d * VS + (cc ^ (d / (8 / VS) % VS));
+}
+
+/* The table entries of tile k0's parts whose keys meet [k_lo, k_end)
+ * (the others are not read and left as they are): issued a tile ahead,
+ * so that the load's latency passes while a tile is computed. */
+inline void mma_tile_entries(int *raw, __global const int *table, int k0, int k_lo, int k_end) {
+  for (int p = 0; p < NP; p++) {
+    const int j0 = k0 + p * BLOCK_SIZE;
+    if (j0 + BLOCK_SIZE > k_lo && j0 < k_end) raw[p] = table[(uint)j0 / BLOCK_SIZE];
   }
 }
 
-/* Tile k0's values into v_s, a block's part at a time (its rows are
- * contiguous): parts with no key in [k_lo, k_end) or in a bad block are
- * zeros; slots outside the range are zeroed by mma_fix_values once the
- * copies have landed. */
-inline void mma_load_values(__local uint4 *v_s, __global const kv_t *v_cache,
-                            __global const int *table, int k0, int k_lo, int k_end,
-                            int num_blocks, int kv_head, ulong block_stride, ulong head_stride) {
+/* The block ids of tile k0's parts from their entries raw[]: ph[p] >= 0
+ * the block, -1 for a part with no key in [k_lo, k_end) (not read), -2 for
+ * one whose entry is outside the cache (which sets the fault bit). */
+inline void mma_tile_blocks(int *ph, const int *raw, int k0, int k_lo, int k_end, int num_blocks,
+                            __global volatile int *faults) {
+  for (int p = 0; p < NP; p++) {
+    const int j0 = k0 + p * BLOCK_SIZE, b = raw[p];
+    ph[p] = j0 + BLOCK_SIZE <= k_lo || j0 >= k_end ? -1 : b >= 0 && b < num_blocks ? b : -2;
+    if (ph[p] == -2 && get_local_id(0) == 0) atomic_or(faults, CLPA_FAULT_BAD_BLOCK);
+  }
+}
+
+/* Copies the keys (or values: `cache` and `dst` say which) of the parts of
+ * a tile whose blocks are ph[] into dst (a stage's tile); this
+ * work-item's chunks of a part not read are zeros. */
+inline void mma_load_parts(__local uint4 *dst, __global const kv_t *cache, const int *ph,
+                           int kv_head, ulong block_stride, ulong head_stride, int values) {
   const int lid = get_local_id(0);
-  for (int kb = 0; kb < BK; kb += PART) {
-    const int j0 = k0 + kb;
-    const int phys = j0 + PART > k_lo && j0 < k_end
-                         ? key_block(table, max(j0, k_lo), k_lo, k_end, num_blocks)
-                         : -1;
-    /* value_index(d, o): 8 tokens from o are uint4 number (d * BLOCK_SIZE + o) / 8 */
-    __global const uint4 *src =
-        (__global const uint4 *)(v_cache + kv_tile((ulong)max(phys, 0), kv_head, block_stride,
-                                                   head_stride)) + j0 % BLOCK_SIZE / 8;
-    for (int e = lid; e < HEAD_SIZE * (PART / 8); e += NUM_THREADS) {
-      const int cc = e % (PART / 8), d = e / (PART / 8);
-      __local uint4 *dst = v_s + d * (VROW / 4) + kb / 8 + cc;
-      if (phys >= 0) mma_copy16(dst, src + d * (BLOCK_SIZE / 8) + cc);
-      else *dst = (uint4)(0u);
+  for (int p = 0; p < NP; p++) {
+    __global const uint4 *src = (__global const uint4 *)(cache + kv_tile((ulong)max(ph[p], 0),
+                                                                       kv_head, block_stride,
+                                                                       head_stride));
+    for (int i = 0; i < CPT; i++) {
+      const int e = lid + i * NUM_THREADS;
+      if (PART4 % NUM_THREADS && e >= PART4) break;
+      __local uint4 *d = dst + p * PART4 + (values ? mma_vpos(e) : e);
+      if (ph[p] >= 0) mma_copy16(d, src + e);
+      else *d = (uint4)(0u);
     }
   }
 }
@@ -106,13 +115,15 @@ inline void mma_load_values(__local uint4 *v_s, __global const kv_t *v_cache,
  * copied (after mma_copy_wait). */
 inline void mma_fix_values(__local uint4 *v_s, int k0, int k_lo, int k_end) {
   if (k0 >= k_lo && k0 + BK <= k_end) return;
-  for (int kb = 0; kb < BK; kb += PART)
-    for (int e = get_local_id(0); e < HEAD_SIZE * (PART / 8); e += NUM_THREADS) {
-      const int cc = e % (PART / 8), d = e / (PART / 8), j = k0 + kb + cc * 8;
+  for (int p = 0; p < NP; p++)
+    for (int i = 0; i < CPT; i++) {
+      const int e = get_local_id(0) + i * NUM_THREADS;
+      if (PART4 % NUM_THREADS && e >= PART4) break;
+      const int j = k0 + p * BLOCK_SIZE + e % VS * 8;
       if (j >= k_lo && j + 8 <= k_end) continue;
-      __local uint4 *p = v_s + d * (VROW / 4) + kb / 8 + cc;
+      __local uint4 *q = v_s + p * PART4 + mma_vpos(e);
       const int8 jj = (int8)(j) + IOTA8;
-      *p = as_uint4(select((ushort8)(0), as_ushort8(*p), convert_short8(jj >= k_lo && jj < k_end)));
+      *q = as_uint4(select((ushort8)(0), as_ushort8(*q), convert_short8(jj >= k_lo && jj < k_end)));
     }
 }
 
@@ -166,7 +177,6 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
   __local uint4 k_s[STAGES * KTILE];
   __local uint4 v_s[STAGES * VTILE];
   __local uint xch[MMA_XCH];
-  __local int kok[STAGES * BK];
   __local int next_kept;
   (void)k_scale, (void)v_scale, (void)k_scales, (void)v_scales; /* no fp8 here */
 
@@ -194,7 +204,8 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
   const int2 keys = tile_keys(p_lo, p_hi, kv_end, causal, window);
   const int k_lo = keys.x, k_end = keys.y;
   const int sparse = block_mask != NULL;
-  const int plain = soft_cap <= 0.0f && !alibi; /* logits are scaled products */
+  /* logits are scaled products: the scale rides in the exponent's fma */
+  const int plain = soft_cap <= 0.0f && !alibi && scale > 0.0f;
 
   /* ---- 1. queries as A fragments ---- */
   uint4 qa[KSTEPS];
@@ -222,82 +233,113 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
   MMA_UNROLL
   for (int n = 0; n < DTILES; n++) o[n] = (float4)(0.0f);
 
+  /* This lane's ldmatrix row addresses (uint4 within a tile; the rest of
+   * each address is a constant of the unrolled loops). Keys: row lane % 8
+   * is key n * 8 + lane % 8, matrix lane / 8 is chunk 2 ks + lane / 8 (its
+   * dimensions 16 ks + 8 (lane / 8) ..); values: row lane % 8 is dimension
+   * n * 8 + lane % 8, matrix i = lane / 8 is the tile's tokens 16 ks + 8 i ..
+   * (chunk i % VS of part i / VS, from k-step ks on). */
+  const int r8 = lane % 8, i8 = lane / 8;
+  const int klane = i8 * BLOCK_SIZE + r8, klane2 = i8 % 2 * BLOCK_SIZE + r8;
+  const int vlane = i8 / VS * PART4 + r8 * VS + ((i8 % VS) ^ (r8 / (8 / VS) % VS));
+
   MMA_NEXT_STATE
   int k0 = MMA_NEXT_TILE(k_lo / BK * BK);
+  /* this tile's blocks; the next one's table entries, read a tile ahead */
+  int ph[NP], pre[NP] = {0};
   if (k0 < k_end) {
-    mma_load_keys(k_s, kok, k_cache, table, k0, k_lo, k_end, num_blocks, kv_head, block_stride,
-                  head_stride, faults);
+    mma_tile_entries(pre, table, k0, k_lo, k_end);
+    mma_tile_blocks(ph, pre, k0, k_lo, k_end, num_blocks, faults);
+    mma_load_parts(k_s, k_cache, ph, kv_head, block_stride, head_stride, 0);
 #if STAGES == 2
-    mma_load_values(v_s, v_cache, table, k0, k_lo, k_end, num_blocks, kv_head, block_stride,
-                    head_stride);
+    mma_load_parts(v_s, v_cache, ph, kv_head, block_stride, head_stride, 1);
 #endif
+    if (!sparse) mma_tile_entries(pre, table, k0 + BK, k_lo, k_end);
   }
   for (int stage = 0; k0 < k_end; stage = STAGES - 1 - stage) {
-    __local uint4 *ks_s = k_s + stage * KTILE, *vs_s = v_s + stage * VTILE;
-    __local const int *ok = kok + stage * BK;
-    __local const uint *kw = (__local const uint *)ks_s, *vw = (__local const uint *)vs_s;
+    __local const uint *kw = (__local const uint *)(k_s + stage * KTILE);
+    __local const uint *vw = (__local const uint *)(v_s + stage * VTILE);
+    int nph[NP];
     /* ---- 2. keys here (and values, with 2 stages); the next ones on their way ---- */
     mma_copy_wait();
 #if STAGES == 2
-    mma_fix_values(vs_s, k0, k_lo, k_end);
+    mma_fix_values(v_s + stage * VTILE, k0, k_lo, k_end);
     barrier(CLK_LOCAL_MEM_FENCE);
     const int next = MMA_NEXT_TILE(k0 + BK);
     if (next < k_end) {
       const int o1 = 1 - stage;
-      mma_load_keys(k_s + o1 * KTILE, kok + o1 * BK, k_cache, table, next, k_lo, k_end,
-                    num_blocks, kv_head, block_stride, head_stride, faults);
-      mma_load_values(v_s + o1 * VTILE, v_cache, table, next, k_lo, k_end, num_blocks, kv_head,
-                      block_stride, head_stride);
+      if (sparse) mma_tile_entries(pre, table, next, k_lo, k_end);
+      mma_tile_blocks(nph, pre, next, k_lo, k_end, num_blocks, faults);
+      mma_load_parts(k_s + o1 * KTILE, k_cache, nph, kv_head, block_stride, head_stride, 0);
+      mma_load_parts(v_s + o1 * VTILE, v_cache, nph, kv_head, block_stride, head_stride, 1);
+      if (!sparse) mma_tile_entries(pre, table, next + BK, k_lo, k_end);
     }
 #else
     barrier(CLK_LOCAL_MEM_FENCE);
-    mma_load_values(vs_s, v_cache, table, k0, k_lo, k_end, num_blocks, kv_head, block_stride,
-                    head_stride);
+    mma_load_parts(v_s, v_cache, ph, kv_head, block_stride, head_stride, 1);
 #endif
 
     /* Whether every score of the tile counts: all keys inside every row's
      * range and in valid blocks, no block mask. */
     int full = !sparse && k0 >= k_lo && k0 + BK <= k_end && (!causal || k0 + BK - 1 <= p_lo) &&
                (window <= 0 || p_hi - k0 < window);
-    for (int b = 0; b < BK && full; b += PART) full = ok[b];
+    for (int p = 0; p < NP; p++) full = full && ph[p] >= 0;
     const int keep0 = !sparse || (mrow[0] && mrow[0][k0 / mask_block]);
     const int keep1 = !sparse || (mrow[1] && mrow[1][k0 / mask_block]);
 
-    /* ---- 3. S = Q K^T: key n * 8 + g of the tile is column g of n-tile n ---- */
+    /* ---- 3. S = Q K^T: key n * 8 + g of the tile is column g of n-tile n;
+     * 4 n-tiles at a time, so that 4 accumulators are in flight ---- */
     float4 sc[STILES];
     MMA_UNROLL
-    for (int n = 0; n < STILES; n++) {
-      float4 acc = (float4)(0.0f);
+    for (int n0 = 0; n0 < STILES; n0 += 4) {
       MMA_UNROLL
-      for (int ks = 0; ks < KSTEPS; ks += 2) {
-        if (ks + 1 < KSTEPS) {
-          const uint4 b = mma_ldm4(kw, KROW, n * 8, ks * 8);
-          acc = mma_16816(acc, qa[ks], b.xy, xch);
-          acc = mma_16816(acc, qa[ks + 1], b.zw, xch);
-        } else {
-          acc = mma_16816(acc, qa[ks], mma_ldm2(kw, KROW, n * 8, ks * 8), xch);
-        }
+      for (int n = n0; n < n0 + 4; n++) sc[n] = (float4)(0.0f);
+      MMA_UNROLL
+      for (int ks = 0; ks + 1 < KSTEPS; ks += 2) {
+        uint4 b[4];
+        MMA_UNROLL
+        for (int n = 0; n < 4; n++)
+          b[n] = mma_ldsm4_at(kw, 4 * (klane + (n0 + n) * 8 / BLOCK_SIZE * PART4 +
+                                       2 * ks * BLOCK_SIZE + (n0 + n) * 8 % BLOCK_SIZE),
+                              xch);
+        MMA_UNROLL
+        for (int n = 0; n < 4; n++) sc[n0 + n] = mma_16816(sc[n0 + n], qa[ks], b[n].xy, xch);
+        MMA_UNROLL
+        for (int n = 0; n < 4; n++) sc[n0 + n] = mma_16816(sc[n0 + n], qa[ks + 1], b[n].zw, xch);
       }
-      sc[n] = acc;
+      if (KSTEPS % 2) {
+        MMA_UNROLL
+        for (int n = n0; n < n0 + 4; n++)
+          sc[n] = mma_16816(sc[n], qa[KSTEPS - 1],
+                            mma_ldsm2_at(kw, 4 * (klane2 + n * 8 / BLOCK_SIZE * PART4 +
+                                                  (KSTEPS - 1) * 2 * BLOCK_SIZE +
+                                                  n * 8 % BLOCK_SIZE),
+                                         xch),
+                            xch);
+      }
     }
 
-    /* ---- 4. logits in base 2, masked where needed ---- */
-    if (full && plain) {
-      MMA_UNROLL
-      for (int n = 0; n < STILES; n++) sc[n] *= scale * LOG2E;
-    } else {
+    /* ---- 4. logits in base 2 are sc * c2, masked where needed: plain
+     * logits keep the raw products (the scale rides in the exponent's fma,
+     * the same arithmetic whether a tile is masked or not, so that a mask
+     * keeping every block gives dense prefill's output bit for bit) ---- */
+    const float c2 = plain ? scale * LOG2E : 1.0f;
+    if (!full || !plain) {
       MMA_UNROLL
       for (int n = 0; n < STILES; n++) {
         float x[4] = {sc[n].x, sc[n].y, sc[n].z, sc[n].w};
         for (int i = 0; i < 4; i++) {
           const int h = i / 2, k = n * 8 + 2 * t + i % 2, j = k0 + k;
-          float v = x[i] * scale;
-          if (soft_cap > 0.0f) v = soft_cap * tanh(v / soft_cap);
-          v += slope[h] * (float)(j - pos[h]);
-          const int masked = !full && (!live[h] || !(h ? keep1 : keep0) || !ok[k] ||
+          const int masked = !full && (!live[h] || !(h ? keep1 : keep0) ||
+                                       ph[n * 8 / BLOCK_SIZE] < 0 || j < k_lo || j >= k_end ||
                                        (causal && j > pos[h]) ||
                                        (window > 0 && pos[h] - j >= window));
-          x[i] = masked ? -INFINITY : v * LOG2E;
+          if (!plain) {
+            float v = x[i] * scale;
+            if (soft_cap > 0.0f) v = soft_cap * tanh(v / soft_cap);
+            x[i] = (v + slope[h] * (float)(j - pos[h])) * LOG2E;
+          }
+          x[i] = masked ? -INFINITY : x[i];
         }
         sc[n] = (float4)(x[0], x[1], x[2], x[3]);
       }
@@ -306,17 +348,20 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
     /* ---- 5. online softmax per row; P as A fragments ---- */
     float alpha[2];
     uint4 pa[BK / 16];
-    MMA_SOFTMAX_STEP(sc, STILES, m2, l, alpha, pa, xch);
+    MMA_SOFTMAX_STEP(sc, STILES, c2, m2, l, alpha, pa, xch);
 
 #if STAGES == 1
     /* ---- 6. values here; the next tile's keys on their way ---- */
     mma_copy_wait();
-    mma_fix_values(vs_s, k0, k_lo, k_end);
+    mma_fix_values(v_s, k0, k_lo, k_end);
     barrier(CLK_LOCAL_MEM_FENCE);
     const int next = MMA_NEXT_TILE(k0 + BK);
-    if (next < k_end)
-      mma_load_keys(k_s, kok, k_cache, table, next, k_lo, k_end, num_blocks, kv_head,
-                    block_stride, head_stride, faults);
+    if (next < k_end) {
+      if (sparse) mma_tile_entries(pre, table, next, k_lo, k_end);
+      mma_tile_blocks(nph, pre, next, k_lo, k_end, num_blocks, faults);
+      mma_load_parts(k_s, k_cache, nph, kv_head, block_stride, head_stride, 0);
+      if (!sparse) mma_tile_entries(pre, table, next + BK, k_lo, k_end);
+    }
 #endif
 
     /* ---- 7. O = O alpha + P V: dimension n * 8 + g is column g of n-tile n ---- */
@@ -325,14 +370,23 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
       for (int n = 0; n < DTILES; n++) o[n] *= (float4)(alpha[0], alpha[0], alpha[1], alpha[1]);
     }
     MMA_UNROLL
-    for (int n = 0; n < DTILES; n++) {
+    for (int n0 = 0; n0 < DTILES; n0 += 4) {
       MMA_UNROLL
       for (int ks = 0; ks < BK / 16; ks += 2) {
-        const uint4 b = mma_ldm4(vw, VROW, n * 8, ks * 8);
-        o[n] = mma_16816(o[n], pa[ks], b.xy, xch);
-        o[n] = mma_16816(o[n], pa[ks + 1], b.zw, xch);
+        uint4 b[4];
+        MMA_UNROLL
+        for (int n = 0; n < 4; n++)
+          if (n0 + n < DTILES)
+            b[n] = mma_ldsm4_at(vw, 4 * (vlane + 2 * ks / VS * PART4 + (n0 + n) * 8 * VS), xch);
+        MMA_UNROLL
+        for (int n = 0; n < 4; n++)
+          if (n0 + n < DTILES) o[n0 + n] = mma_16816(o[n0 + n], pa[ks], b[n].xy, xch);
+        MMA_UNROLL
+        for (int n = 0; n < 4; n++)
+          if (n0 + n < DTILES) o[n0 + n] = mma_16816(o[n0 + n], pa[ks + 1], b[n].zw, xch);
       }
     }
+    for (int p = 0; p < NP; p++) ph[p] = nph[p];
     k0 = next;
   }
 

@@ -75,6 +75,16 @@ int32_t clpa_block_mask_uncovered(int32_t num_seqs, const int32_t *cu_seqlens_q,
 
 /* 64-bit FNV-1a, used for cache keys and source hashes. */
 uint64_t clpa_hash64(uint64_t h, const void *data, size_t len);
+
+/* PTX text (what NVIDIA's OpenCL returns as a program binary) with
+ * `.maxnreg n` added to every kernel entry (before the `{` that opens its
+ * body), so that ptxas caps the registers there: NVIDIA's OpenCL takes no
+ * register option (-cl-nv-maxrregcount is accepted and ignored). `ptx` is
+ * `len` bytes; whatever follows the text (NUL padding) is kept. Returns a
+ * malloc'd copy and its length in *out_len, or NULL where there is no
+ * entry, an entry already has .maxnreg, or memory ran out. */
+unsigned char *clpa_ptx_with_maxnreg(const unsigned char *ptx, size_t len, int n,
+                                     size_t *out_len);
 #define CLPA_HASH64_INIT 0xcbf29ce484222325ULL
 
 #endif

@@ -49,6 +49,7 @@ typedef struct clpa_prefill_spec {
   int32_t path;        /* clpa_prefill_path: which family (file) runs it, not an option */
   int32_t stages;      /* mma: key and value tiles in flight (1 or 2) */
   int32_t sparse;      /* mma: 1 where a block mask is given (the dense build has no mask code) */
+  int32_t maxnreg;     /* NVIDIA: registers a work-item at most (program.c), 0 = ptxas's choice */
 } clpa_prefill_spec;
 
 /* merge.cl: clpa_merge_states. */

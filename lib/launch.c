@@ -37,6 +37,7 @@ static const clpa_tunable prefill_tunables[] = {
     T(clpa_prefill_spec, keys, "KEYS"),
     T(clpa_prefill_spec, stages, "STAGES"),
     T(clpa_prefill_spec, sparse, "SPARSE"),
+    T(clpa_prefill_spec, maxnreg, "MAXNREG"),
 };
 static const clpa_tunable merge_tunables[] = {
     T(clpa_merge_spec, io_dtype, "IO_DTYPE"),

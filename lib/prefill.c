@@ -89,11 +89,11 @@ static int mma_applies(const clpa_kv_layout *kv) {
 }
 
 /* cl/prefill_mma.cl's clpa_prefill_mma, with `stages` tiles in flight: keys
- * and values in f16/bf16 rows padded by 8 elements, key flags, and
- * mma.cl's scratch when emulated (2 work-items a row). */
+ * and values in f16/bf16 as the cache holds them, and mma.cl's scratch
+ * when emulated (2 work-items a row). */
 static size_t mma_local_bytes(int head_size, int rows, int keys, int stages, int emulated) {
-  const size_t tile = 2 * ((size_t)keys * (head_size + 8) + (size_t)head_size * (keys + 8));
-  return stages * (tile + sizeof(int) * (size_t)keys) + 4 * (emulated ? 12 * rows : 1) + 64;
+  const size_t tile = 2 * 2 * (size_t)keys * (size_t)head_size;
+  return stages * tile + 4 * (emulated ? 12 * rows : 1) + 64;
 }
 
 /* Two tiles in flight (the next one's copies overlap the whole tile's
@@ -103,6 +103,17 @@ static int mma_stages(const clpa_context *ctx, int head_size, int rows, int keys
   const int emulated = ctx->lanes != CLPA_LANES_NV_PTX;
   const uint64_t lmem = emulated ? 48 * 1024 : ctx->info.local_mem_bytes;
   return mma_local_bytes(head_size, rows, keys, 2, 0) <= lmem ? 2 : 1;
+}
+
+/* The mma path's register cap on NVIDIA (program.c writes it into the
+ * PTX): 128 where the head's accumulators and queries (3 head_size / 4
+ * registers) leave room, so that 4 work-groups of 64 rows (or 2 of 128)
+ * fit an SM; ptxas alone takes 186 at head 128 (64 rows) and fits 2. H100,
+ * 8 x 2048, the kernel alone (notes/perf.md, 2026-11-24): uncapped 143,
+ * 168 registers 169, 128 registers 174 TFLOP/s (a few spills). Larger
+ * heads keep ptxas's choice. */
+static int32_t mma_maxnreg(const clpa_context *ctx, int head_size) {
+  return ctx->lanes == CLPA_LANES_NV_PTX && head_size <= 128 ? 128 : 0;
 }
 
 /* The mma path's shape: rows the caller's, else the table's, else 64 (4
@@ -366,7 +377,8 @@ static clpa_status clpa_prefill_impl(clpa_context *ctx, const clpa_prefill_param
                                   keys,
                                   path,
                                   mma ? mma_stages(ctx, a.kv.head_size, rows, keys) : 1,
-                                  mma && p->block_mask != NULL};
+                                  mma && p->block_mask != NULL,
+                                  mma ? mma_maxnreg(ctx, a.kv.head_size) : 0};
   st = launch(ctx, p, &a, &spec, info, work, tiles);
   clReleaseMemObject(info);
   clReleaseMemObject(work);

@@ -118,11 +118,9 @@ static clpa_status build_from_source(clpa_context *ctx, const clpa_cl_source *co
   return CLPA_OK;
 }
 
-/* Tries the disk cache; returns the program or NULL (and counts a reject). */
-static cl_program load_cached(clpa_context *ctx, const char *key, const char *options) {
-  size_t len = 0;
-  unsigned char *bin = clpa_disk_cache_load(ctx, key, &len);
-  if (!bin) return NULL;
+/* A program built from a binary (`len` bytes, freed here), or NULL. */
+static cl_program from_binary(clpa_context *ctx, unsigned char *bin, size_t len,
+                              const char *options) {
   cl_int status = CL_SUCCESS, err;
   const unsigned char *bins[1] = {bin};
   cl_program prog = clCreateProgramWithBinary(ctx->cl, 1, &ctx->dev, &len, bins, &status, &err);
@@ -131,9 +129,40 @@ static cl_program load_cached(clpa_context *ctx, const char *key, const char *op
     err = clBuildProgram(prog, 1, &ctx->dev, options, NULL, NULL);
   if (err != CL_SUCCESS || status != CL_SUCCESS) {
     if (prog) clReleaseProgram(prog);
-    ctx->stats.disk_rejected++;
     return NULL;
   }
+  return prog;
+}
+
+/* On NVIDIA a program whose options carry -DCLPA_MAXNREG=N (N > 0) is
+ * rebuilt from its PTX with `.maxnreg N` in every kernel (host/util.c's
+ * clpa_ptx_with_maxnreg): NVIDIA's OpenCL has no working register option,
+ * and ptxas left alone gives the mma prefill 186 registers, 2 work-groups
+ * an SM where 128 fit 4 (H100: 143 -> 174 TFLOP/s, notes/perf.md). The
+ * disk cache then keeps the capped PTX. Where the rebuild fails, the
+ * program as built stays (the cap is a speed hint, not a meaning). */
+static cl_program with_register_cap(clpa_context *ctx, cl_program prog, const char *options) {
+  static const char opt[] = "-DCLPA_MAXNREG=";
+  const char *m = strstr(options, opt);
+  const int n = m ? atoi(m + sizeof opt - 1) : 0;
+  if (ctx->lanes != CLPA_LANES_NV_PTX || n <= 0) return prog;
+  size_t len = 0, plen = 0;
+  unsigned char *bin = program_binary(prog, &len);
+  unsigned char *ptx = bin ? clpa_ptx_with_maxnreg(bin, len, n, &plen) : NULL;
+  free(bin);
+  cl_program capped = ptx ? from_binary(ctx, ptx, plen, options) : NULL;
+  if (!capped) return prog;
+  clReleaseProgram(prog);
+  return capped;
+}
+
+/* Tries the disk cache; returns the program or NULL (and counts a reject). */
+static cl_program load_cached(clpa_context *ctx, const char *key, const char *options) {
+  size_t len = 0;
+  unsigned char *bin = clpa_disk_cache_load(ctx, key, &len);
+  if (!bin) return NULL;
+  cl_program prog = from_binary(ctx, bin, len, options);
+  if (!prog) ctx->stats.disk_rejected++;
   return prog;
 }
 
@@ -187,6 +216,7 @@ static clpa_status program_entry(clpa_context *ctx, const char *family, const ch
   if (!prog) {
     st = build_from_source(ctx, texts, ntexts, family, opts, &prog);
     if (st == CLPA_OK) {
+      prog = with_register_cap(ctx, prog, opts);
       ctx->stats.built_from_source++;
       size_t blen = 0;
       unsigned char *bin = dkey ? program_binary(prog, &blen) : NULL;

@@ -1,4 +1,5 @@
 /* Status names, dtype names and parsing, the allocator hook, error text. */
+#include <stdlib.h>
 #include <string.h>
 
 #include "tap.h"
@@ -35,5 +36,33 @@ int main(void) {
          clpa_block_mask_uncovered(3, cu, cached, 128, 1, 1) == -1 &&
          clpa_block_mask_uncovered(2, cu, cached, 64, 1, 2) == -1,
      "block mask coverage: the first sequence with new tokens past the blocks, else -1");
+  /* The register cap written into PTX (lib/program.c on NVIDIA): after each
+   * entry's directives, before its body; other functions and the NUL
+   * padding untouched; refused where there is nothing to cap or a cap. */
+  static const char ptx[] =
+      "//\n.version 9.0\n.func (.reg .f32 x) helper(\n)\n{\n\tret;\n}\n"
+      ".entry a(\n\t.param .u64 a_0\n)\n.reqntid 128, 1, 1\n{\n\tret;\n}\n"
+      ".entry b(\n)\n{\n\tret;\n}\n\0\0";
+  static const char want[] =
+      "//\n.version 9.0\n.func (.reg .f32 x) helper(\n)\n{\n\tret;\n}\n"
+      ".entry a(\n\t.param .u64 a_0\n)\n.reqntid 128, 1, 1\n.maxnreg 128\n{\n\tret;\n}\n"
+      ".entry b(\n)\n.maxnreg 128\n{\n\tret;\n}\n\0\0";
+  size_t out_len = 0;
+  unsigned char *out = clpa_ptx_with_maxnreg((const unsigned char *)ptx, sizeof ptx - 1, 128,
+                                             &out_len);
+  ok(out && out_len == sizeof want - 1 && memcmp(out, want, out_len) == 0,
+     "ptx: .maxnreg 128 before each entry's body (%zu bytes, want %zu)", out_len,
+     sizeof want - 1);
+  size_t again_len = 0;
+  unsigned char *again = out ? clpa_ptx_with_maxnreg(out, out_len, 96, &again_len) : NULL;
+  ok(out && !again, "ptx: an entry that has a cap is left alone");
+  free(out), free(again);
+  static const char no_entry[] = ".version 9.0\n.func f(\n)\n{\n}\n";
+  static const char no_body[] = ".entry a(\n)\n.reqntid 32";
+  ok(!clpa_ptx_with_maxnreg((const unsigned char *)no_entry, sizeof no_entry - 1, 128, &out_len) &&
+         !clpa_ptx_with_maxnreg((const unsigned char *)no_body, sizeof no_body - 1, 128,
+                                &out_len) &&
+         !clpa_ptx_with_maxnreg((const unsigned char *)ptx, sizeof ptx - 1, 0, &out_len),
+     "ptx: no entry, an entry without a body, or no cap: NULL");
   return done_testing();
 }
