@@ -127,6 +127,30 @@ inline void mma_fix_values(__local uint4 *v_s, int k0, int k_lo, int k_end) {
     }
 }
 
+/* Query elements i, i + 1 (i even) as one operand register, and an
+ * output pair stored: where queries and output have the cache's dtype,
+ * a 32-bit word each (`aligned`: the pair is 4-byte aligned), which is
+ * the rounding IO_STORE does too; else element by element. */
+inline uint mma_q_pair(__global const io_t *q, ulong i, int aligned) {
+#if CLPA_IO_DTYPE == CLPA_KV_DTYPE
+  if (aligned) return ((__global const uint *)q)[i / 2];
+#else
+  (void)aligned;
+#endif
+  return mma_pack(IO_LOAD(q, i), IO_LOAD(q, i + 1));
+}
+
+inline void mma_store_pair(__global io_t *out, ulong i, float2 v) {
+#if CLPA_IO_DTYPE == CLPA_KV_DTYPE
+  ((__global uint *)out)[i / 2] = mma_pack(v.x, v.y);
+#elif CLPA_IO_DTYPE == CLPA_CODE_F32
+  vstore2(v, 0, out + i);
+#else
+  IO_STORE(v.x, out, i);
+  IO_STORE(v.y, out, i + 1);
+#endif
+}
+
 /* Block-sparse: the first tile from k0 that a row of the work-group
  * keeps (k_end if none); every work-item calls it. m0 / m1: this
  * work-item's rows' mask rows, NULL for a row past the end. Without a
@@ -207,20 +231,20 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
   /* logits are scaled products: the scale rides in the exponent's fma */
   const int plain = soft_cap <= 0.0f && !alibi && scale > 0.0f;
 
-  /* ---- 1. queries as A fragments ---- */
+  /* ---- 1. queries as A fragments: a.x, a.z from row g (dimensions 2t, 2t + 8
+   * of the k-step), a.y, a.w from row g + 8 ---- */
   uint4 qa[KSTEPS];
+  ulong qrow[2];
+  for (int h = 0; h < 2; h++)
+    qrow[h] = (ulong)(first + (R0 + warp * 16 + g + 8 * h) / qpk) * q_stride +
+              (ulong)head[h] * HEAD_SIZE + 2 * t;
+  const int q_aligned = q_stride % 2 == 0;
   MMA_UNROLL
   for (int ks = 0; ks < KSTEPS; ks++) {
-    float f[8];
-    for (int e = 0; e < 8; e++) {
-      const int h = e / 2 % 2, d = ks * 16 + 2 * t + (e / 4) * 8 + e % 2;
-      const int R = R0 + warp * 16 + g + 8 * h;
-      f[e] = live[h] ? IO_LOAD(q, (ulong)(first + R / qpk) * q_stride +
-                                      (ulong)head[h] * HEAD_SIZE + d)
-                     : 0.0f;
-    }
-    qa[ks] = (uint4)(mma_pack(f[0], f[1]), mma_pack(f[2], f[3]), mma_pack(f[4], f[5]),
-                     mma_pack(f[6], f[7]));
+    uint a[4];
+    for (int e = 0; e < 4; e++)
+      a[e] = live[e % 2] ? mma_q_pair(q, qrow[e % 2] + ks * 16 + e / 2 * 8, q_aligned) : 0u;
+    qa[ks] = (uint4)(a[0], a[1], a[2], a[3]);
   }
 
   /* Softmax state per row, base 2 (m2 = m log2 e); l is this lane's part. */
@@ -401,11 +425,8 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
     const int R = R0 + warp * 16 + g + 8 * h;
     const size_t row = (size_t)(first + R / qpk) * num_heads + head[h];
     MMA_UNROLL
-    for (int n = 0; n < DTILES; n++) {
-      const float2 v = (h ? o[n].zw : o[n].xy) * inv[h];
-      IO_STORE(v.x, out, row * HEAD_SIZE + n * 8 + 2 * t);
-      IO_STORE(v.y, out, row * HEAD_SIZE + n * 8 + 2 * t + 1);
-    }
+    for (int n = 0; n < DTILES; n++)
+      mma_store_pair(out, row * HEAD_SIZE + n * 8 + 2 * t, (h ? o[n].zw : o[n].xy) * inv[h]);
     if (lse && t == 0) lse[row] = softmax_lse(softmax_state_of(m2[h] / LOG2E, l[h]));
   }
 }
