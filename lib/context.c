@@ -565,8 +565,13 @@ void clpa_context_destroy(clpa_context *ctx) {
   if (ctx->queue && ctx->owns_queue) clFinish(ctx->queue);
   clpa_programs_release(ctx);
   if (ctx->faults) clReleaseMemObject(ctx->faults);
-  for (int i = 0; i < 4; i++)
+  for (int i = 0; i < 6; i++)
     if (ctx->scratch[i]) clReleaseMemObject(ctx->scratch[i]);
+  if (ctx->plan_written) { /* the write reads plan_host until it is done */
+    clWaitForEvents(1, &ctx->plan_written);
+    clReleaseEvent(ctx->plan_written);
+  }
+  free(ctx->plan_host);
   if (ctx->queue) clReleaseCommandQueue(ctx->queue);
   if (ctx->cl) clReleaseContext(ctx->cl);
   free(ctx->cache_dir);

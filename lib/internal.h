@@ -34,8 +34,11 @@ struct clpa_context {
   clpa_program_entry *programs;
   clpa_program_stats stats;
   cl_mem faults;       /* int32 fault word the kernels OR into; created on first use */
-  cl_mem scratch[4];   /* grow-only temporary buffers (decode v2 partials) */
-  size_t scratch_size[4];
+  cl_mem scratch[6];   /* grow-only temporary buffers (decode v2 partials; 4, 5: prefill plans) */
+  size_t scratch_size[6];
+  int32_t *plan_host;      /* prefill plans' staging words, read by plan_written's writes */
+  size_t plan_host_words;
+  cl_event plan_written;   /* the last plan write, or NULL */
   int subgroup_size;   /* lanes of a subgroup in our kernels, learnt on first build (0: not yet) */
   clpa_tuning tuning;  /* the tuning table's entry for the device (tuning.c) */
   char error[CLPA_ERROR_MAX];

@@ -228,13 +228,24 @@ static clpa_status upload_plan(clpa_context *ctx, const clpa_prefill_params *p, 
   }
   *num_tiles = tiles;
   if (tiles == 0) return CLPA_OK;
-  int32_t *hi = malloc(sizeof(int32_t) * 3 * (size_t)p->num_seqs);
-  int32_t *hw = malloc(sizeof(int32_t) * 2 * tiles);
-  plan_tile *pt = malloc(sizeof(plan_tile) * tiles);
-  if (!hi || !hw || !pt) {
-    free(hi), free(hw), free(pt);
-    return CLPA_FAIL(ctx->error, CLPA_ERR_OUT_OF_MEMORY, "out of memory for %zu tiles", tiles);
+  /* The staging array is the context's: the last call's writes read it
+   * until they are done. */
+  if (ctx->plan_written) {
+    const cl_int err = clWaitForEvents(1, &ctx->plan_written);
+    clReleaseEvent(ctx->plan_written);
+    ctx->plan_written = NULL;
+    if (err != CL_SUCCESS) return CLPA_CL_FAIL(ctx, err, "clWaitForEvents(prefill plan)");
   }
+  const size_t ni = 3 * (size_t)p->num_seqs, words = ni + 2 * tiles;
+  if (ctx->plan_host_words < words) {
+    int32_t *grown = realloc(ctx->plan_host, sizeof(int32_t) * words);
+    if (!grown)
+      return CLPA_FAIL(ctx->error, CLPA_ERR_OUT_OF_MEMORY, "out of memory for %zu tiles", tiles);
+    ctx->plan_host = grown, ctx->plan_host_words = words;
+  }
+  int32_t *hi = ctx->plan_host, *hw = ctx->plan_host + ni;
+  plan_tile *pt = malloc(sizeof(plan_tile) * tiles);
+  if (!pt) return CLPA_FAIL(ctx->error, CLPA_ERR_OUT_OF_MEMORY, "out of memory for %zu tiles", tiles);
   size_t t = 0;
   for (int32_t s = 0; s < p->num_seqs; s++) {
     const int32_t new_len = p->cu_seqlens_q[s + 1] - p->cu_seqlens_q[s];
@@ -255,17 +266,20 @@ static clpa_status upload_plan(clpa_context *ctx, const clpa_prefill_params *p, 
   if (!ctx->info.is_cpu) qsort(pt, tiles, sizeof *pt, longest_first);
   for (t = 0; t < tiles; t++) hw[2 * t] = pt[t].seq, hw[2 * t + 1] = pt[t].r0;
   free(pt);
-  /* Buffers of their own, filled at creation: OpenCL keeps them alive
-   * until the kernel is done, and the host arrays may be reused at once. */
-  cl_int err;
-  const cl_mem_flags fl = CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR;
-  *info = clCreateBuffer(ctx->cl, fl, sizeof(int32_t) * 3 * (size_t)p->num_seqs, hi, &err);
-  if (err == CL_SUCCESS) {
-    *work = clCreateBuffer(ctx->cl, fl, sizeof(int32_t) * 2 * tiles, hw, &err);
-    if (err != CL_SUCCESS) clReleaseMemObject(*info);
-  }
-  free(hi), free(hw);
-  if (err != CL_SUCCESS) return CLPA_CL_FAIL(ctx, err, "clCreateBuffer(prefill plan)");
+  /* Into the context's grow-only plan buffers (scratch slots 4, 5) by
+   * writes that do not block: the queue is in order, so they land after the
+   * last call's kernel has read the old plan. A buffer pair created per
+   * call with CL_MEM_COPY_HOST_PTR cost 8 x 2048 on the H100 6 % (193.4 ->
+   * 206-208 TFLOP/s without it, notes/perf.md). */
+  clpa_status st;
+  if ((st = clpa_scratch(ctx, 4, sizeof(int32_t) * ni, info)) ||
+      (st = clpa_scratch(ctx, 5, sizeof(int32_t) * 2 * tiles, work)))
+    return st;
+  CLPA_CL_CHECK(ctx, clEnqueueWriteBuffer(ctx->queue, *info, CL_FALSE, 0, sizeof(int32_t) * ni, hi,
+                                          0, NULL, NULL), "clEnqueueWriteBuffer(prefill plan)");
+  CLPA_CL_CHECK(ctx, clEnqueueWriteBuffer(ctx->queue, *work, CL_FALSE, 0,
+                                          sizeof(int32_t) * 2 * tiles, hw, 0, NULL,
+                                          &ctx->plan_written), "clEnqueueWriteBuffer(prefill plan)");
   return CLPA_OK;
 }
 
@@ -380,8 +394,6 @@ static clpa_status clpa_prefill_impl(clpa_context *ctx, const clpa_prefill_param
                                   mma && p->block_mask != NULL,
                                   mma ? mma_maxnreg(ctx, a.kv.head_size) : 0};
   st = launch(ctx, p, &a, &spec, info, work, tiles);
-  clReleaseMemObject(info);
-  clReleaseMemObject(work);
   return st;
 }
 
