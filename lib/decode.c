@@ -128,8 +128,9 @@ static clpa_status pick_path(clpa_context *ctx, const clpa_decode_params *p, dec
                  clpa_dtype_name(kv->dtype), kv->head_size, p->partition_size);
   /* Auto takes mma where it runs natively: on the H100 faster than lanes on every GQA shape
    * measured (batch 16 x 4096, 32/8 heads, f16: 103 against 136 us cold; fp8 2.4-3.2x) and on
-   * most MHA ones; the worst measured, MHA batch 128 of log-uniform lengths up to 128 tokens,
-   * takes 1.33x lanes' time (notes/perf.md). */
+   * every MHA one of the last check (32/32 heads, batch 16-128, contexts 128-1024 uniform and
+   * log-uniform: 1.02-2.3x; MHA batch 128 of log-uniform lengths up to 128 tokens, once 1.33x
+   * lanes' time, now 58.5 against 81.6 us; notes/perf.md). */
   c->mma = p->path == CLPA_DECODE_PATH_MMA ||
            (p->path == CLPA_DECODE_PATH_AUTO && fits && clpa_mma_native(ctx) == 1);
   c->rows = p->path == CLPA_DECODE_PATH_ROWS ||
