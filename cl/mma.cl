@@ -270,40 +270,19 @@ inline uint2 mma_ldm2(__local const uint *tile, int stride, int row0, int word0)
 #endif
 }
 
-/* ldmatrix with each lane's row address its own: this lane gives word
- * `off` of `base` (16-byte aligned) as row lane % 8 of matrix lane / 8;
- * lane l gets, of matrix c, the word l % 4 of row l / 4 (component c).
- * mma_ldsm2_at reads matrices 0 and 1 (lanes 0-15's addresses; the
- * others' must still be valid). Emulated through xch (the lanes' offsets
- * exchanged; every work-item calls it). Volatile, as mma_ldm4. */
-inline uint4 mma_ldsm4_at(__local const uint *base, int off, __local uint *xch) {
+/* ldmatrix.x2 at word `off` of `base` (16-byte aligned) as this lane's
+ * row address: lanes 0-15 give matrices 0 and 1 (the others' addresses
+ * must still be valid). NVIDIA only; prefill_mma.cl emulates it. */
 #if MMA_PTX
-  (void)xch;
-  return mma_ldsm4(base + off);
-#else
-  const int lid = get_local_id(0), lane = lid % 32, row = lane / 4, w = lane % 4;
-  __local uint *x = xch + (lid - lane) * 6; /* this warp's words */
-  x[lane] = (uint)off;
-  barrier(CLK_LOCAL_MEM_FENCE);
-  const uint4 r = (uint4)(base[x[row] + w], base[x[8 + row] + w], base[x[16 + row] + w],
-                          base[x[24 + row] + w]);
-  barrier(CLK_LOCAL_MEM_FENCE);
-  return r;
-#endif
-}
-
 inline uint2 mma_ldsm2_at(__local const uint *base, int off, __local uint *xch) {
-#if MMA_PTX
   (void)xch;
   uint2 r;
   asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];"
                : "=r"(r.x), "=r"(r.y)
                : "r"((uint)(size_t)(base + off)));
   return r;
-#else
-  return mma_ldsm4_at(base, off, xch).xy;
-#endif
 }
+#endif
 
 /* A fragments of rows row0 .. row0 + 15 of `tile` (row major, `stride`
  * 32-bit words a row, rows 16-byte aligned), k index from word word0 (a

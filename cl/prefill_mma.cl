@@ -68,6 +68,35 @@ inline int mma_vpos(int e) {
   return d * VS + (cc ^ (d / (8 / VS) % VS));
 }
 
+/* The ldmatrix row address (in uint4 of a tile) that lane `lane` gives:
+ * keys: row lane % 8 is key n * 8 + lane % 8 and matrix lane / 8 is chunk
+ * 2 ks + lane / 8 (dimensions 16 ks + 8 (lane / 8) ..), the rest being the
+ * constant of the call (mma_kconst); for a lone last k-step (x2) lanes
+ * 16-31 repeat 0-15. Values: row lane % 8 is dimension n * 8 + lane % 8,
+ * matrix i = lane / 8 the tile's tokens 16 ks + 8 i .. (chunk i % VS of
+ * part i / VS from k-step ks on, swizzled as mma_vpos). */
+inline int mma_klane(int lane) { return lane / 8 * BLOCK_SIZE + lane % 8; }
+inline int mma_klane2(int lane) { return lane / 8 % 2 * BLOCK_SIZE + lane % 8; }
+inline int mma_vlane(int lane) {
+  const int r8 = lane % 8, i8 = lane / 8;
+  return i8 / VS * PART4 + r8 * VS + ((i8 % VS) ^ (r8 / (8 / VS) % VS));
+}
+
+/* ldmatrix.x4 (x2: .xy) from tile `w` (32-bit words) at row address
+ * LANEFN(lane) + c uint4: on NVIDIA the instruction; emulated, each lane
+ * computes the addresses the others would give (no exchange, no barrier:
+ * PoCL compiles barriers in loops slowly). */
+#if MMA_PTX
+#define MMA_LDSM4(w, LANEFN, c) mma_ldsm4((w) + 4 * (LANEFN(lane) + (c)))
+#define MMA_LDSM2(w, LANEFN, c) mma_ldsm2_at((w), 4 * (LANEFN(lane) + (c)), xch)
+#else
+#define MMA_LDSM_M(w, LANEFN, c, m) (w)[4 * (LANEFN(8 * (m) + lane / 4) + (c)) + lane % 4]
+#define MMA_LDSM4(w, LANEFN, c)                                                           \
+  (uint4)(MMA_LDSM_M(w, LANEFN, c, 0), MMA_LDSM_M(w, LANEFN, c, 1),                      \
+          MMA_LDSM_M(w, LANEFN, c, 2), MMA_LDSM_M(w, LANEFN, c, 3))
+#define MMA_LDSM2(w, LANEFN, c) (uint2)(MMA_LDSM_M(w, LANEFN, c, 0), MMA_LDSM_M(w, LANEFN, c, 1))
+#endif
+
 /* The table entries of tile k0's parts whose keys meet [k_lo, k_end)
  * (the others are not read and left as they are): issued a tile ahead,
  * so that the load's latency passes while a tile is computed. */
@@ -257,16 +286,6 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
   MMA_UNROLL
   for (int n = 0; n < DTILES; n++) o[n] = (float4)(0.0f);
 
-  /* This lane's ldmatrix row addresses (uint4 within a tile; the rest of
-   * each address is a constant of the unrolled loops). Keys: row lane % 8
-   * is key n * 8 + lane % 8, matrix lane / 8 is chunk 2 ks + lane / 8 (its
-   * dimensions 16 ks + 8 (lane / 8) ..); values: row lane % 8 is dimension
-   * n * 8 + lane % 8, matrix i = lane / 8 is the tile's tokens 16 ks + 8 i ..
-   * (chunk i % VS of part i / VS, from k-step ks on). */
-  const int r8 = lane % 8, i8 = lane / 8;
-  const int klane = i8 * BLOCK_SIZE + r8, klane2 = i8 % 2 * BLOCK_SIZE + r8;
-  const int vlane = i8 / VS * PART4 + r8 * VS + ((i8 % VS) ^ (r8 / (8 / VS) % VS));
-
   MMA_NEXT_STATE
   int k0 = MMA_NEXT_TILE(k_lo / BK * BK);
   /* this tile's blocks; the next one's table entries, read a tile ahead */
@@ -323,9 +342,9 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
         uint4 b[4];
         MMA_UNROLL
         for (int n = 0; n < 4; n++)
-          b[n] = mma_ldsm4_at(kw, 4 * (klane + (n0 + n) * 8 / BLOCK_SIZE * PART4 +
-                                       2 * ks * BLOCK_SIZE + (n0 + n) * 8 % BLOCK_SIZE),
-                              xch);
+          b[n] = MMA_LDSM4(kw, mma_klane,
+                           (n0 + n) * 8 / BLOCK_SIZE * PART4 + 2 * ks * BLOCK_SIZE +
+                               (n0 + n) * 8 % BLOCK_SIZE);
         MMA_UNROLL
         for (int n = 0; n < 4; n++) sc[n0 + n] = mma_16816(sc[n0 + n], qa[ks], b[n].xy, xch);
         MMA_UNROLL
@@ -335,10 +354,9 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
         MMA_UNROLL
         for (int n = n0; n < n0 + 4; n++)
           sc[n] = mma_16816(sc[n], qa[KSTEPS - 1],
-                            mma_ldsm2_at(kw, 4 * (klane2 + n * 8 / BLOCK_SIZE * PART4 +
-                                                  (KSTEPS - 1) * 2 * BLOCK_SIZE +
-                                                  n * 8 % BLOCK_SIZE),
-                                         xch),
+                            MMA_LDSM2(kw, mma_klane2,
+                                      n * 8 / BLOCK_SIZE * PART4 + (KSTEPS - 1) * 2 * BLOCK_SIZE +
+                                          n * 8 % BLOCK_SIZE),
                             xch);
       }
     }
@@ -401,7 +419,7 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
         MMA_UNROLL
         for (int n = 0; n < 4; n++)
           if (n0 + n < DTILES)
-            b[n] = mma_ldsm4_at(vw, 4 * (vlane + 2 * ks / VS * PART4 + (n0 + n) * 8 * VS), xch);
+            b[n] = MMA_LDSM4(vw, mma_vlane, 2 * ks / VS * PART4 + (n0 + n) * 8 * VS);
         MMA_UNROLL
         for (int n = 0; n < 4; n++)
           if (n0 + n < DTILES) o[n0 + n] = mma_16816(o[n0 + n], pa[ks], b[n].xy, xch);
