@@ -230,8 +230,7 @@ inline void mma_copy_commit(void) {
  * of the result is the register of the 8 x 8 submatrix at words word0 +
  * 4 c .. + 3: lane l gets word word0 + 4 c + l % 4 of row row0 + l / 4,
  * which is b.x, b.y of k-step word0 / 8 (c = 0, 1) and of the next one
- * (c = 2, 3) when a row holds B's k index in order. mma_ldm2 reads c = 0,
- * 1 only. Volatile: the data changes between calls at the same address
+ * (c = 2, 3) when a row holds B's k index in order. Volatile: the data changes between calls at the same address
  * (barriers and cp.async order them, not the operands). */
 #if MMA_PTX
 /* ldmatrix.x4: lanes 8 i .. 8 i + 7 give the row addresses of matrix i. */
@@ -239,6 +238,16 @@ inline uint4 mma_ldsm4(__local const uint *p) {
   uint4 r;
   asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
                : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+               : "r"((uint)(size_t)p));
+  return r;
+}
+
+/* ldmatrix.x2: lanes 0-15 give the row addresses of matrices 0 and 1 (the
+ * others' are ignored but must be valid shared addresses). */
+inline uint2 mma_ldsm2(__local const uint *p) {
+  uint2 r;
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];"
+               : "=r"(r.x), "=r"(r.y)
                : "r"((uint)(size_t)p));
   return r;
 }
@@ -253,36 +262,6 @@ inline uint4 mma_ldm4(__local const uint *tile, int stride, int row0, int word0)
   return (uint4)(p[0], p[4], p[8], p[12]);
 #endif
 }
-
-inline uint2 mma_ldm2(__local const uint *tile, int stride, int row0, int word0) {
-  const int lane = get_local_id(0) % 32;
-#if MMA_PTX
-  /* lanes 0-15 give the addresses (the others' are ignored but must be valid) */
-  __local const uint *p = tile + (row0 + lane % 8) * stride + word0 + lane / 8 % 2 * 4;
-  uint2 r;
-  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];"
-               : "=r"(r.x), "=r"(r.y)
-               : "r"((uint)(size_t)p));
-  return r;
-#else
-  __local const uint *p = tile + (row0 + lane / 4) * stride + word0 + lane % 4;
-  return (uint2)(p[0], p[4]);
-#endif
-}
-
-/* ldmatrix.x2 at word `off` of `base` (16-byte aligned) as this lane's
- * row address: lanes 0-15 give matrices 0 and 1 (the others' addresses
- * must still be valid). NVIDIA only; prefill_mma.cl emulates it. */
-#if MMA_PTX
-inline uint2 mma_ldsm2_at(__local const uint *base, int off, __local uint *xch) {
-  (void)xch;
-  uint2 r;
-  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];"
-               : "=r"(r.x), "=r"(r.y)
-               : "r"((uint)(size_t)(base + off)));
-  return r;
-}
-#endif
 
 /* A fragments of rows row0 .. row0 + 15 of `tile` (row major, `stride`
  * 32-bit words a row, rows 16-byte aligned), k index from word word0 (a

@@ -70,8 +70,8 @@ inline int mma_vpos(int e) {
 
 /* The ldmatrix row address (in uint4 of a tile) that lane `lane` gives:
  * keys: row lane % 8 is key n * 8 + lane % 8 and matrix lane / 8 is chunk
- * 2 ks + lane / 8 (dimensions 16 ks + 8 (lane / 8) ..), the rest being the
- * constant of the call (mma_kconst); for a lone last k-step (x2) lanes
+ * 2 ks + lane / 8 (dimensions 16 ks + 8 (lane / 8) ..), the rest being a
+ * constant of the call (MMA_LDSM4's c); for a lone last k-step (x2) lanes
  * 16-31 repeat 0-15. Values: row lane % 8 is dimension n * 8 + lane % 8,
  * matrix i = lane / 8 the tile's tokens 16 ks + 8 i .. (chunk i % VS of
  * part i / VS from k-step ks on, swizzled as mma_vpos). */
@@ -79,7 +79,7 @@ inline int mma_klane(int lane) { return lane / 8 * BLOCK_SIZE + lane % 8; }
 inline int mma_klane2(int lane) { return lane / 8 % 2 * BLOCK_SIZE + lane % 8; }
 inline int mma_vlane(int lane) {
   const int r8 = lane % 8, i8 = lane / 8;
-  return i8 / VS * PART4 + r8 * VS + ((i8 % VS) ^ (r8 / (8 / VS) % VS));
+  return i8 / VS * PART4 + mma_vpos(r8 * VS + i8 % VS);
 }
 
 /* ldmatrix.x4 (x2: .xy) from tile `w` (32-bit words) at row address
@@ -88,7 +88,7 @@ inline int mma_vlane(int lane) {
  * PoCL compiles barriers in loops slowly). */
 #if MMA_PTX
 #define MMA_LDSM4(w, LANEFN, c) mma_ldsm4((w) + 4 * (LANEFN(lane) + (c)))
-#define MMA_LDSM2(w, LANEFN, c) mma_ldsm2_at((w), 4 * (LANEFN(lane) + (c)), xch)
+#define MMA_LDSM2(w, LANEFN, c) mma_ldsm2((w) + 4 * (LANEFN(lane) + (c)))
 #else
 #define MMA_LDSM_M(w, LANEFN, c, m) (w)[4 * (LANEFN(8 * (m) + lane / 4) + (c)) + lane % 4]
 #define MMA_LDSM4(w, LANEFN, c)                                                           \
