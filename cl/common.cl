@@ -55,6 +55,20 @@ typedef uchar uchar1;
 #define TO_USHORT4(x) convert_ushort4(x)
 #define TO_USHORT8(x) convert_ushort8(x)
 #define TO_USHORT16(x) convert_ushort16(x)
+/* f16 bits to floats (what vload_half does to memory, on a register). */
+#define F16_BITS_DECODER(n)                                                                     \
+  inline CAT(float, n) CAT(f16_bits_to_float, n)(CAT(ushort, n) h) {                            \
+    return CAT(VLOADH, n)((const __private half *)&h);                                           \
+  }
+F16_BITS_DECODER(1)
+F16_BITS_DECODER(2)
+F16_BITS_DECODER(4)
+F16_BITS_DECODER(8)
+F16_BITS_DECODER(16)
+/* 4 bf16 elements held in a uint2 (little-endian pairs) to floats. */
+inline float4 bf16_bits_to_float4(uint2 x) {
+  return as_float4((uint4)(x.s0 << 16, x.s0 & 0xffff0000u, x.s1 << 16, x.s1 & 0xffff0000u));
+}
 #define TO_UINT1(x) convert_uint(x)
 #define TO_UINT2(x) convert_uint2(x)
 #define TO_UINT4(x) convert_uint4(x)
@@ -129,6 +143,30 @@ typedef ushort io_t;
 #else
 #error "CLPA_IO_DTYPE must be CLPA_CODE_F32, CLPA_CODE_F16 or CLPA_CODE_BF16"
 #endif
+/* n (2, 4, 8 or 16) consecutive elements from element i of p, as floatn.
+ * Or, for 4 of them, in two steps: IO_RAW4A / IO_RAW4U load them as
+ * stored, in 32-bit lanes (IO_RAW4: float4, or uint2 holding 16-bit
+ * elements), and IO_RAW4_FLOAT converts, so that a copy can load early
+ * and convert late. IO_RAW4A where p + i is aligned to 4 elements: one
+ * vector load (vloadn and vload_halfn may only assume an element's
+ * alignment, and NVIDIA's compiler then loads element by element). */
+#if CLPA_IO_DTYPE == CLPA_CODE_F32
+#define IO_LOADN(n, p, i) CAT(VLOAD, n)((p) + (i))
+#define IO_RAW4 float4
+#define IO_RAW4U(p, i) vload4(0, (p) + (i))
+#define IO_RAW4_FLOAT(x) (x)
+#elif CLPA_IO_DTYPE == CLPA_CODE_F16
+#define IO_LOADN(n, p, i) CAT(VLOADH, n)((p) + (i))
+#define IO_RAW4 uint2
+#define IO_RAW4U(p, i) as_uint2(vload4(0, (__global const ushort *)((p) + (i))))
+#define IO_RAW4_FLOAT(x) f16_bits_to_float4(as_ushort4(x))
+#else
+#define IO_LOADN(n, p, i) CAT(AS_FLOAT, n)(CAT(TO_UINT, n)(CAT(VLOAD, n)((p) + (i))) << 16)
+#define IO_RAW4 uint2
+#define IO_RAW4U(p, i) as_uint2(vload4(0, (p) + (i)))
+#define IO_RAW4_FLOAT(x) bf16_bits_to_float4(x)
+#endif
+#define IO_RAW4A(p, i) (*(__global const IO_RAW4 *)((p) + (i)))
 
 /* ---- 3. lane groups -------------------------------------------------- */
 

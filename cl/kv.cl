@@ -5,7 +5,10 @@
  *
  * 1. Storage dtypes: CLPA_KV_DTYPE (a clpa_codes.h code) picks how the
  *    cache stores an element (kv_t) and KV_LOAD(n, p) loads n consecutive
- *    elements as a float vector. All arithmetic is f32.
+ *    elements as a float vector (or, for 4, in two steps: KV_RAW4A(p),
+ *    where p is aligned to 4 elements, loads them as stored (KV_RAW4) in
+ *    one vector load, see IO_RAW4A; KV_RAW4_FLOAT converts). All
+ *    arithmetic is f32.
  *
  *      code  storage     element  X = 16 B / element
  *      F32   f32         float    4
@@ -61,34 +64,47 @@ typedef float kv_t;
 #define KV_BYTES 4
 #define KV_X 4 /* X as a literal, for pasting into vector names */
 #define KV_LOAD(n, p) CAT(VLOAD, n)(p)
+#define KV_RAW4 float4
+#define KV_RAW4_FLOAT(x) (x)
 #define KV_IS_FP8 0
 #elif CLPA_KV_DTYPE == CLPA_CODE_F16
 typedef half kv_t;
 #define KV_BYTES 2
 #define KV_X 8 /* X as a literal, for pasting into vector names */
 #define KV_LOAD(n, p) CAT(VLOADH, n)(p)
+#define KV_RAW4 uint2
+#define KV_RAW4_FLOAT(x) f16_bits_to_float4(as_ushort4(x))
 #define KV_IS_FP8 0
 #elif CLPA_KV_DTYPE == CLPA_CODE_BF16
 typedef ushort kv_t;
 #define KV_BYTES 2
 #define KV_X 8 /* X as a literal, for pasting into vector names */
 #define KV_LOAD(n, p) CAT(AS_FLOAT, n)(CAT(TO_UINT, n)(CAT(VLOAD, n)(p)) << 16)
+#define KV_RAW4 uint2
+#define KV_RAW4_FLOAT(x) bf16_bits_to_float4(x)
 #define KV_IS_FP8 0
 #elif CLPA_KV_DTYPE == CLPA_CODE_FP8_E4M3
 typedef uchar kv_t;
 #define KV_BYTES 1
 #define KV_X 16 /* X as a literal, for pasting into vector names */
 #define KV_LOAD(n, p) CAT(fp8e4m3_to_float, n)(CAT(TO_UINT, n)(CAT(VLOAD, n)(p)))
+#define KV_RAW4 uint
+#define KV_RAW4_FLOAT(x) fp8e4m3_to_float4(convert_uint4(as_uchar4(x)))
 #define KV_IS_FP8 1
 #elif CLPA_KV_DTYPE == CLPA_CODE_FP8_E5M2
 typedef uchar kv_t;
 #define KV_BYTES 1
 #define KV_X 16 /* X as a literal, for pasting into vector names */
 #define KV_LOAD(n, p) CAT(fp8e5m2_to_float, n)(CAT(TO_UINT, n)(CAT(VLOAD, n)(p)))
+#define KV_RAW4 uint
+#define KV_RAW4_FLOAT(x) fp8e5m2_to_float4(convert_uint4(as_uchar4(x)))
 #define KV_IS_FP8 1
 #else
 #error "CLPA_KV_DTYPE must be a storage dtype code of clpa_codes.h"
 #endif
+/* 4 elements at p (aligned to 4 elements) as stored, in 32-bit lanes:
+ * one vector load. */
+#define KV_RAW4A(p) (*(__global const KV_RAW4 *)(p))
 /* Elements per 16 bytes: the innermost dimension of the key cache. */
 #define X (16 / KV_BYTES)
 

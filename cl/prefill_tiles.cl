@@ -1,116 +1,204 @@
 /* prefill_tiles.cl — prefill's portable path; built after prefill.cl (its arguments,
  * helpers and layouts: lib/launch.c's prefill families). */
 /*
- * clpa_prefill_paged — the portable path: f32 products from local memory
- * in register tiles. The NUM_THREADS work-items form RGS row groups of CG
- * (RGS = min(ROWS, 16)); work-item (rg, cg) scores TM rows (r = rg + RGS
- * i) against TN keys of each tile (k = cg + CG j) with float4
- * accumulators, and owns those rows' output dimensions cg, cg + CG, ...
- * (float4s of them where HEAD_SIZE allows: dims 4 (cg + CG j) .. + 3).
- * So each query vector read from local memory serves TN keys and each key
- * vector TM rows (and in P V each value vector TM rows); rows of q_s and
- * kv_s are padded by 4 floats, so the CG work-items of a row group read
- * different banks. A row's max over the tile meets in local memory; its
- * sum l stays split over the CG work-items until the end.
+ * clpa_prefill_paged — the portable path: f32 products from local memory,
+ * staged the way a tiled SGEMM stages them. A work-group owns ROWS query
+ * rows; per tile of BK keys:
+ *   S = Q K^T  in chunks of DK head dims: the chunk's queries and keys go
+ *              to local memory transposed (qt[d][row], kt[d][key]), and
+ *              work-item (rg, cg) multiplies TM consecutive rows by TN
+ *              consecutive keys as outer products, one vector load of
+ *              rows and one of keys per dim (TM x TN multiply-adds);
+ *   softmax    each row's tile max meets in local memory (red), one
+ *              work-item a row folds it into the row's running max (mst)
+ *              and rescale factor (ast); probabilities go to pt[key][row];
+ *   O += P V   in chunks of VK keys (vs[key][dim]): the work-item's TM
+ *              rows by its output float4s cg, cg + CG, ... (TM x 4 DN
+ *              multiply-adds per key from TM / 4 + DN vector loads).
+ * Queries are read again for every key tile (from cache: they are the
+ * same each time), so local memory holds chunks, not the whole query
+ * tile, and the tiles can be 64 x 64 in NVIDIA's 48 KiB. Worked example,
+ * ROWS = BK = 64, 128 work-items, head 128: SPT = 32 scores a work-item,
+ * TM = 8, TN = 4, RGS = 8 row groups of CG = 16; per dim 3 float4 loads
+ * serve 32 multiply-adds, per value key 4 serve 64.
+ * lib/prefill.c's tile_local_bytes mirrors the local memory below.
  */
-#define RGS (ROWS < 16 ? ROWS : 16) /* row groups */
-#define CG (NUM_THREADS / RGS)      /* work-items a row group */
-#define TM (ROWS / RGS)             /* rows a work-item */
-#define TN (BK / CG)                /* keys a work-item scores per tile */
-#define QS (HEAD_SIZE + 4)          /* floats a row of q_s and kv_s */
-#define V4 (HEAD_SIZE % (4 * CG) == 0)
-#if V4
-#define DN (HEAD_SIZE / (4 * CG)) /* float4 output dimensions a work-item */
-#else
-#define DN ((HEAD_SIZE + CG - 1) / CG) /* output dimensions a work-item (the last may be past) */
+#ifndef CLPA_VKEYS
+#define CLPA_VKEYS 16 /* keys a value chunk (lib/prefill.c picks what fits) */
 #endif
-#if NUM_THREADS % RGS || ROWS % RGS || BK % CG || HEAD_SIZE % 4 || BK % 4
-#error "prefill tile shape: ROWS and BK must fit the work-group's row groups"
+#define VK CLPA_VKEYS
+#define DK 32 /* head dims a chunk of Q K^T */
+
+#define SPT (ROWS * BK / NUM_THREADS) /* scores a work-item per tile */
+#if SPT >= 8 /* rows a work-item: min(SPT, 8), as a literal (LDS pastes it) */
+#define TM 8
+#elif SPT == 4
+#define TM 4
+#elif SPT == 2
+#define TM 2
+#else
+#define TM 1
+#endif
+#if SPT / TM == 4
+#define TN 4 /* keys a work-item scores per tile */
+#elif SPT / TM == 2
+#define TN 2
+#else
+#define TN 1
+#endif
+#define RGS (ROWS / TM)                  /* row groups */
+#define CG (BK / TN)                     /* work-items a row group */
+#define QT (ROWS + 4)                    /* floats a row of qt and pt */
+#define KT (BK + 4)                      /* floats a row of kt */
+#define VS (HEAD_SIZE + 4)               /* floats a row of vs */
+#define U4 (HEAD_SIZE / 4)               /* float4s of a head */
+#define DN ((U4 + CG - 1) / CG)          /* output float4s a work-item (the last may be past) */
+#define NDC ((HEAD_SIZE + DK - 1) / DK)  /* chunks of Q K^T */
+/* 4-element pieces a work-item copies a chunk: queries, keys (of Q K^T),
+ * values; they wait in registers between a chunk's loads and its stores */
+#define QU ((ROWS * DK / 4 + NUM_THREADS - 1) / NUM_THREADS)
+#define KU ((BK * DK / 4 + NUM_THREADS - 1) / NUM_THREADS)
+#define VU ((VK / 4 * HEAD_SIZE + NUM_THREADS - 1) / NUM_THREADS)
+#define QK_FLOATS (DK * QT + DK * KT)
+#define UNION_FLOATS (QK_FLOATS > VK * VS ? QK_FLOATS : VK * VS)
+#if SPT < 1 || SPT * NUM_THREADS != ROWS * BK || TN * TM != SPT || RGS * CG != NUM_THREADS ||      \
+    HEAD_SIZE % 4 || BK % VK || VK % 4 || NUM_THREADS % BK
+#error "prefill tile shape: ROWS x BK must be a multiple of the work-group, VK of 4 dividing BK"
 #endif
 #if BLOCK_SIZE % 4
 #error "prefill reads values 4 tokens at a time: BLOCK_SIZE must be a multiple of 4"
 #endif
 
-#define floatX CAT(float, KV_X)
+/* n (1, 2, 4 or 8) floats of local memory at p, aligned to min(n, 4)
+ * floats, into a[0 .. n): one or two vector loads. */
+#define LDS_1(a, p) ((a)[0] = *(p))
+#define LDS_2(a, p)                                                                                \
+  do {                                                                                             \
+    const float2 t_ = *(__local const float2 *)(p);                                               \
+    (a)[0] = t_.s0, (a)[1] = t_.s1;                                                                \
+  } while (0)
+#define LDS_4(a, p)                                                                                \
+  do {                                                                                             \
+    const float4 t_ = *(__local const float4 *)(p);                                               \
+    (a)[0] = t_.s0, (a)[1] = t_.s1, (a)[2] = t_.s2, (a)[3] = t_.s3;                                \
+  } while (0)
+#define LDS_8(a, p)                                                                                \
+  do {                                                                                             \
+    LDS_4(a, p);                                                                                   \
+    LDS_4((a) + 4, (p) + 4);                                                                       \
+  } while (0)
+#define LDS(n, a, p) CAT(LDS_, n)(a, p)
 
-/* ---- 1. load the query rows (zeros for rows past the sequence) ---- */
-inline void load_rows(__local float *q_s, __global const io_t *q, ulong q_stride, int first,
-                      int R0, int nrows, int qpk, int kv_head) {
-  for (int e = get_local_id(0); e < ROWS * HEAD_SIZE; e += NUM_THREADS) {
-    const int r = e / HEAD_SIZE, d = e % HEAD_SIZE, R = R0 + r;
-    float v = 0.0f;
-    if (R < nrows) {
-      const ulong t = (ulong)(first + R / qpk);
-      v = IO_LOAD(q, t * q_stride + (ulong)(kv_head * qpk + R % qpk) * HEAD_SIZE + d);
-    }
-    q_s[r * QS + d] = v;
+/* 4 floats into column c of a transposed chunk t (rows of `stride`
+ * floats from row r). */
+inline void put_column4(__local float *t, int stride, int r, int c, float4 v) {
+  t[(r + 0) * stride + c] = v.s0;
+  t[(r + 1) * stride + c] = v.s1;
+  t[(r + 2) * stride + c] = v.s2;
+  t[(r + 3) * stride + c] = v.s3;
+}
+
+/* ---- the copies, in two halves: fetch_* loads a chunk from global
+ * memory into the work-item's registers as stored (qf, kf, vf), before
+ * the products of the chunk already in local memory, so that their
+ * latency hides behind them; store_* converts and writes them into local
+ * memory after the next barrier.
+ *
+ * 1. A chunk of queries and keys (head dims dc .. dc + DK), for
+ * qt[d][row] and kt[d][key]: work-item lid copies row lid % ROWS and key
+ * lid % BK (NUM_THREADS is a multiple of both), so neighbours write
+ * neighbouring columns (no bank conflicts). Dims past the head, rows past
+ * the sequence (qrow -1) and keys that take no part (outside [k_lo,
+ * k_end) or in a bad block, which sets the fault bit) are zeros. ---- */
+inline int q_dim(int t) { return 4 * ((int)get_local_id(0) / ROWS) + 4 * (NUM_THREADS / ROWS) * t; }
+inline int k_dim(int t) { return 4 * ((int)get_local_id(0) / BK) + 4 * (NUM_THREADS / BK) * t; }
+
+inline void fetch_qk(IO_RAW4 qf[QU], KV_RAW4 kf[KU], __global const io_t *q, long qrow,
+                     int qvec, __global const kv_t *k_cache, __global const int *table, int k0,
+                     int k_lo, int k_end, int num_blocks, int kv_head, ulong block_stride,
+                     ulong head_stride, int dc, __global volatile int *faults) {
+#pragma unroll
+  for (int t = 0; t < QU; t++) {
+    const int d = q_dim(t);
+    qf[t] = (IO_RAW4)(0);
+    if (d < DK && qrow >= 0 && dc + d < HEAD_SIZE)
+      qf[t] = qvec ? IO_RAW4A(q, qrow + dc + d) : IO_RAW4U(q, qrow + dc + d);
+  }
+  const int lid = get_local_id(0), j = k0 + lid % BK;
+  const int phys = key_block(table, j, k_lo, k_end, num_blocks);
+  if (dc == 0 && lid < BK && j >= k_lo && j < k_end && phys < 0)
+    atomic_or(faults, CLPA_FAULT_BAD_BLOCK);
+  __global const kv_t *kp =
+      k_cache + (phys >= 0 ? kv_tile((ulong)phys, kv_head, block_stride, head_stride) : 0);
+#pragma unroll
+  for (int t = 0; t < KU; t++) {
+    const int d = k_dim(t);
+    kf[t] = (KV_RAW4)(0);
+    if (d < DK && phys >= 0 && dc + d < HEAD_SIZE)
+      kf[t] = KV_RAW4A(kp + key_index(dc + d, j % BLOCK_SIZE, BLOCK_SIZE));
   }
 }
 
-/* ---- 2. a tile of keys into kv_s[k][d], 16 bytes per load, and which
- * of them take part at all into kok[k]: keys past kv_end or in a bad
- * block (which sets the fault bit) are zeros and never scored ---- */
-inline void load_keys(__local float *kv_s, __local int *kok, __global const kv_t *k_cache,
-                      __global const int *table, int k0, int k_lo, int kv_end, int num_blocks,
-                      int kv_head, ulong block_stride, ulong head_stride, float kscale,
-                      __global volatile int *faults) {
-  for (int k = get_local_id(0); k < BK; k += NUM_THREADS) {
-    const int j = k0 + k;
-    kok[k] = key_block(table, j, k_lo, kv_end, num_blocks) >= 0;
-    if (j >= k_lo && j < kv_end && !kok[k]) atomic_or(faults, CLPA_FAULT_BAD_BLOCK);
-  }
-  for (int e = get_local_id(0); e < BK * (HEAD_SIZE / X); e += NUM_THREADS) {
-    const int k = e / (HEAD_SIZE / X), d = (e % (HEAD_SIZE / X)) * X, j = k0 + k;
-    const int phys = key_block(table, j, k_lo, kv_end, num_blocks);
-    floatX v = (floatX)(0.0f);
-    if (phys >= 0) {
-      const ulong tile = kv_tile((ulong)phys, kv_head, block_stride, head_stride);
-      v = KV_LOAD(KV_X, k_cache + tile + key_index(d, j % BLOCK_SIZE, BLOCK_SIZE)) * kscale;
-    }
-    CAT(vstore, KV_X)(v, 0, kv_s + k * QS + d);
+inline void store_qk(const IO_RAW4 qf[QU], const KV_RAW4 kf[KU], __local float *qt,
+                     __local float *kt, float kscale) {
+  const int lid = get_local_id(0);
+#pragma unroll
+  for (int t = 0; t < QU; t++)
+    if (q_dim(t) < DK) put_column4(qt, QT, q_dim(t), lid % ROWS, IO_RAW4_FLOAT(qf[t]));
+#pragma unroll
+  for (int t = 0; t < KU; t++)
+    if (k_dim(t) < DK) put_column4(kt, KT, k_dim(t), lid % BK, KV_RAW4_FLOAT(kf[t]) * kscale);
+}
+
+/* ---- 4. a chunk of VK values (keys kv0 .. kv0 + VK of the tile), for
+ * vs[key][dim]: 4 tokens of one dim a load (a value row is contiguous
+ * over a block's tokens); slots of keys that take no part are zeros:
+ * they may hold NaN, and 0 * NaN is NaN ---- */
+inline int v_unit(int t) { return get_local_id(0) + NUM_THREADS * t; }
+
+inline void fetch_v(KV_RAW4 vf[VU], __global const kv_t *v_cache, __global const int *table,
+                    int k0, int kv0, int k_lo, int k_end, int num_blocks, int kv_head,
+                    ulong block_stride, ulong head_stride) {
+#pragma unroll
+  for (int t = 0; t < VU; t++) {
+    const int e = v_unit(t), d = e % HEAD_SIZE, j = k0 + kv0 + 4 * (e / HEAD_SIZE);
+    /* 4 keys of one block (k0, kv0 and BLOCK_SIZE are multiples of 4):
+     * ask for the block with a key of it inside [k_lo, k_end) */
+    const int phys = e < VK / 4 * HEAD_SIZE ? key_block(table, max(j, k_lo), k_lo, k_end, num_blocks)
+                                            : -1;
+    vf[t] = (KV_RAW4)(0);
+    if (phys >= 0)
+      vf[t] = KV_RAW4A(v_cache + kv_tile((ulong)phys, kv_head, block_stride, head_stride) +
+                             value_index(d, j % BLOCK_SIZE, BLOCK_SIZE));
   }
 }
 
-/* ---- 5. a tile of values into kv_s[k][d], 4 tokens of one row per load
- * (a value row is contiguous over a block's tokens) ---- */
-inline void load_values(__local float *kv_s, __global const kv_t *v_cache,
-                        __global const int *table, int k0, int k_lo, int kv_end, int num_blocks,
-                        int kv_head, ulong block_stride, ulong head_stride, float vscale) {
-  for (int e = get_local_id(0); e < (BK / 4) * HEAD_SIZE; e += NUM_THREADS) {
-    const int d = e % HEAD_SIZE, k = (e / HEAD_SIZE) * 4, j = k0 + k;
-    float4 v = (float4)(0.0f);
-    /* 4 keys of one block (k0, k and BLOCK_SIZE are multiples of 4): ask
-     * for the block with a key of it inside [k_lo, kv_end). */
-    const int phys = key_block(table, max(j, k_lo), k_lo, kv_end, num_blocks);
-    if (phys >= 0) {
-      const ulong tile = kv_tile((ulong)phys, kv_head, block_stride, head_stride);
-      v = KV_LOAD(4, v_cache + tile + value_index(d, j % BLOCK_SIZE, BLOCK_SIZE)) * vscale;
-      /* Slots past the context may hold anything, NaN included: zero
-       * them, since 0 * NaN is NaN. */
-      const int4 jj = (int4)(j, j + 1, j + 2, j + 3);
-      v = select((float4)(0.0f), v, jj < kv_end && jj >= k_lo);
-    }
-    kv_s[(k + 0) * QS + d] = v.s0;
-    kv_s[(k + 1) * QS + d] = v.s1;
-    kv_s[(k + 2) * QS + d] = v.s2;
-    kv_s[(k + 3) * QS + d] = v.s3;
+inline void store_v(const KV_RAW4 vf[VU], __local float *vs, int k0, int kv0, int k_lo,
+                    int k_end, float vscale) {
+#pragma unroll
+  for (int t = 0; t < VU; t++) {
+    const int e = v_unit(t), j = k0 + kv0 + 4 * (e / HEAD_SIZE);
+    if (e >= VK / 4 * HEAD_SIZE) break;
+    const int4 jj = (int4)(j, j + 1, j + 2, j + 3);
+    const float4 v = select((float4)(0.0f), KV_RAW4_FLOAT(vf[t]) * vscale, jj < k_end && jj >= k_lo);
+    __local float *o = vs + 4 * (e / HEAD_SIZE) * VS + e % HEAD_SIZE;
+    o[0] = v.s0, o[VS] = v.s1, o[2 * VS] = v.s2, o[3 * VS] = v.s3;
   }
 }
 
-/* v[i] over the CG work-items of row rg + RGS i, for each of this
- * work-item's TM rows (max or sum, in cg order); red holds ROWS * CG
- * floats. Every work-item of the work-group calls it (barriers). */
-inline void rows_reduce(float v[TM], int is_max, __local float *red) {
-  const int lid = get_local_id(0), rg = lid / CG, cg = lid % CG;
-  for (int i = 0; i < TM; i++) red[(rg + RGS * i) * CG + cg] = v[i];
-  barrier(CLK_LOCAL_MEM_FENCE);
-  for (int i = 0; i < TM; i++) {
-    __local const float *x = red + (rg + RGS * i) * CG;
-    float s = x[0];
-    for (int c = 1; c < CG; c++) s = is_max ? fmax(s, x[c]) : s + x[c];
-    v[i] = s;
-  }
-  barrier(CLK_LOCAL_MEM_FENCE);
+/* The rows of the tile (ROWS entries each in local memory): query head
+ * (-1 past the sequence), position, ALiBi slope. */
+typedef struct tile_rows {
+  __local int *head, *pos;
+  __local float *slope;
+} tile_rows;
+
+/* Row r's block-mask row (NULL without a mask). */
+inline __global const uchar *row_mask(tile_rows rows, int r, __global const uchar *block_mask,
+                                      int s, int num_heads, int cached, int mask_block,
+                                      int mask_qb, int mask_kb) {
+  return mask_row(block_mask, s, num_heads, rows.head[r], rows.pos[r] - cached, mask_block,
+                  mask_qb, mask_kb);
 }
 
 /* Block-sparse: the work-group's first tile from k that a row keeps
@@ -118,26 +206,34 @@ inline void rows_reduce(float v[TM], int is_max, __local float *red) {
  * each work-item's next kept key over its live rows (mask_next), kept in
  * *mine while it lies ahead, then the work-group's least (group_min):
  * three barriers a kept tile, none per skipped one. */
-inline int tiles_next(int k, int k_end, __global const uchar *block_mask,
-                      __global const uchar *const mrow[TM], const int live[TM], int mask_block,
+inline int tiles_next(int k, int k_end, __global const uchar *block_mask, tile_rows rows, int s,
+                      int num_heads, int cached, int mask_block, int mask_qb, int mask_kb,
                       int *mine, __local int *slot) {
   if (!block_mask) return k;
   if (*mine < k) {
     *mine = k_end;
-    for (int i = 0; i < TM; i++)
-      if (live[i]) *mine = min(*mine, mask_next(mrow[i], k, k_end, mask_block));
+    for (int i = 0; i < TM; i++) {
+      const int r = get_local_id(0) / CG * TM + i;
+      if (rows.head[r] >= 0)
+        *mine = min(*mine, mask_next(row_mask(rows, r, block_mask, s, num_heads, cached,
+                                              mask_block, mask_qb, mask_kb),
+                                     k, k_end, mask_block));
+    }
   }
   return group_min(*mine, slot);
 }
 
 __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_prefill_paged(
     PREFILL_ARGS) {
-  __local float q_s[ROWS * QS];
-  __local float kv_s[BK * QS];
-  __local float p_s[ROWS * BK];
-  __local float red[ROWS * CG];
-  __local int kok[BK];
+  __local float4 un4[(UNION_FLOATS + 3) / 4]; /* qt and kt, or vs */
+  __local float4 pt4[BK * QT / 4];            /* probabilities [key][row] */
+  __local float red[ROWS * CG];               /* a row's partial maxima or sums */
+  __local float mst[ROWS], ast[ROWS];         /* running max, this tile's rescale */
+  __local int rhead[ROWS], rpos[ROWS];
+  __local float rslope[ROWS];
   __local int next_kept;
+  __local float *const qt = (__local float *)un4, *const kt = qt + DK * QT;
+  __local float *const vs = (__local float *)un4, *const pt = (__local float *)pt4;
 
   const int lid = get_local_id(0), rg = lid / CG, cg = lid % CG;
   const int s = work[2 * get_group_id(0)], R0 = work[2 * get_group_id(0) + 1];
@@ -149,158 +245,181 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
   const float kscale = !KV_IS_FP8 ? 1.0f : k_scales ? k_scales[0] : k_scale;
   const float vscale = !KV_IS_FP8 ? 1.0f : v_scales ? v_scales[0] : v_scale;
 
-  /* This work-item's rows: row rg + RGS i of the tile. */
-  int live[TM], head[TM], pos[TM];
-  float slope[TM];
-  __global const uchar *mrow[TM];
-  for (int i = 0; i < TM; i++) {
-    live[i] = tile_row(R0 + rg + RGS * i, nrows, qpk, kv_head, cached, &head[i], &pos[i]);
-    slope[i] = alibi ? alibi[head[i]] : 0.0f;
-    mrow[i] = mask_row(block_mask, s, num_heads, head[i], pos[i] - cached, mask_block, mask_qb,
-                       mask_kb);
+  /* The tile's rows (work-item lid: row lid), the running max of row lid
+   * (the sink as a logit that is already there), and the element offset
+   * of the query row this work-item copies (-1 past the sequence). */
+  if (lid < ROWS) {
+    int head, p;
+    const int live = tile_row(R0 + lid, nrows, qpk, kv_head, cached, &head, &p);
+    rhead[lid] = live ? head : -1, rpos[lid] = p, rslope[lid] = alibi ? alibi[head] : 0.0f;
+    mst[lid] = sinks ? sinks[head] : -INFINITY;
   }
+  const tile_rows rows = {rhead, rpos, rslope};
+  const int Rq = R0 + lid % ROWS, qvec = q_stride % 4 == 0; /* aligned query loads */
+  const long qrow = Rq < nrows ? (long)(first + Rq / qpk) * (long)q_stride +
+                                     (long)(kv_head * qpk + Rq % qpk) * HEAD_SIZE
+                               : -1;
+  barrier(CLK_LOCAL_MEM_FENCE);
 
   /* The tile's key range. */
   const int p_lo = cached + R0 / qpk, p_hi = cached + (min(R0 + ROWS, nrows) - 1) / qpk;
   const int2 keys = tile_keys(p_lo, p_hi, kv_end, causal, window);
   const int k_lo = keys.x, k_end = keys.y, k_begin = k_lo / BK * BK;
 
-  load_rows(q_s, q, q_stride, first, R0, nrows, qpk, kv_head);
-
-  /* The rows' softmax states (the sink as a logit that is already there;
-   * l is split over the row's work-items, summed at the end). */
-  float m[TM], l[TM];
-  for (int i = 0; i < TM; i++) {
-    m[i] = sinks ? sinks[head[i]] : -INFINITY;
-    l[i] = sinks && cg == 0 ? 1.0f : 0.0f;
-  }
-#if V4
+  /* The rows' partial sums (l split over the row's work-items, summed at
+   * the end) and output accumulators. */
+  float l[TM];
   float4 acc[TM][DN];
 #pragma unroll
-  for (int i = 0; i < TM; i++)
+  for (int i = 0; i < TM; i++) {
+    l[i] = sinks && cg == 0 ? 1.0f : 0.0f;
 #pragma unroll
     for (int j = 0; j < DN; j++) acc[i][j] = (float4)(0.0f);
-#else
-  float acc[TM][DN];
-#pragma unroll
-  for (int i = 0; i < TM; i++)
-#pragma unroll
-    for (int j = 0; j < DN; j++) acc[i][j] = 0.0f;
-#endif
+  }
 
-  /* Block-sparse: the tiles from k0 on that no row keeps are skipped
-   * (next_tile: each work-item's next kept key over its rows, remembered
-   * in `mine` while it lies ahead, then the work-group's least). */
+  /* Block-sparse: the tiles from k0 on that no row keeps are skipped. The
+   * copies run a chunk ahead: the first chunk's loads before the loop, and
+   * each chunk's loads (the next tile's first after its last values)
+   * before the products of the one before. */
   int mine = -1;
-  for (int k0 = tiles_next(k_begin, k_end, block_mask, mrow, live, mask_block, &mine, &next_kept);
-       k0 < k_end;
-       k0 = tiles_next(k0 + BK, k_end, block_mask, mrow, live, mask_block, &mine, &next_kept)) {
-    /* ---- 1b. which rows keep this tile's key block ---- */
-    int keep[TM];
-    for (int i = 0; i < TM; i++) keep[i] = !block_mask || (live[i] && mrow[i][k0 / mask_block]);
-    /* ---- 2. load the key tile ---- */
-    barrier(CLK_LOCAL_MEM_FENCE);
-    load_keys(kv_s, kok, k_cache, table, k0, k_lo, k_end, num_blocks, kv_head, block_stride,
-              head_stride, kscale, faults);
-    barrier(CLK_LOCAL_MEM_FENCE);
-
-    /* ---- 3. scores: TM rows x TN keys, float4 accumulators ---- */
-    float4 dot[TM][TN];
+  int k0 = tiles_next(k_begin, k_end, block_mask, rows, s, num_heads, cached, mask_block, mask_qb,
+                      mask_kb, &mine, &next_kept);
+  IO_RAW4 qf[QU];
+  KV_RAW4 kf[KU], vf[VU];
+  if (k0 < k_end)
+    fetch_qk(qf, kf, q, qrow, qvec, k_cache, table, k0, k_lo, k_end, num_blocks, kv_head,
+             block_stride, head_stride, 0, faults);
+  while (k0 < k_end) {
+    /* ---- 1-2. scores: TM rows x TN keys, outer products over the head's chunks ---- */
+    float sc[TM][TN];
 #pragma unroll
     for (int i = 0; i < TM; i++)
 #pragma unroll
-      for (int j = 0; j < TN; j++) dot[i][j] = (float4)(0.0f);
-    for (int d = 0; d < HEAD_SIZE; d += 4) {
-      float4 qv[TM], kv[TN];
+      for (int j = 0; j < TN; j++) sc[i][j] = 0.0f;
+    for (int dc = 0; dc < HEAD_SIZE; dc += DK) {
+      barrier(CLK_LOCAL_MEM_FENCE); /* the last chunk (or tile) is read */
+      store_qk(qf, kf, qt, kt, kscale);
+      barrier(CLK_LOCAL_MEM_FENCE);
+      if (dc + DK < HEAD_SIZE)
+        fetch_qk(qf, kf, q, qrow, qvec, k_cache, table, k0, k_lo, k_end, num_blocks, kv_head,
+                 block_stride, head_stride, dc + DK, faults);
+      else
+        fetch_v(vf, v_cache, table, k0, 0, k_lo, k_end, num_blocks, kv_head, block_stride,
+                head_stride);
+#pragma unroll 8
+      for (int d = 0; d < DK; d++) {
+        float a[TM], b[TN];
+        LDS(TM, a, qt + d * QT + rg * TM);
+        LDS(TN, b, kt + d * KT + cg * TN);
 #pragma unroll
-      for (int i = 0; i < TM; i++) qv[i] = vload4(0, q_s + (rg + RGS * i) * QS + d);
+        for (int i = 0; i < TM; i++)
 #pragma unroll
-      for (int j = 0; j < TN; j++) kv[j] = vload4(0, kv_s + (cg + CG * j) * QS + d);
-#pragma unroll
-      for (int i = 0; i < TM; i++)
-#pragma unroll
-        for (int j = 0; j < TN; j++) dot[i][j] = mad(qv[i], kv[j], dot[i][j]);
-    }
-    float sc[TM][TN], tmax[TM];
-#pragma unroll
-    for (int i = 0; i < TM; i++) {
-      tmax[i] = -INFINITY;
-#pragma unroll
-      for (int j = 0; j < TN; j++) {
-        const int k = cg + CG * j, jj = k0 + k;
-        const float4 d4 = dot[i][j];
-        float x = ((d4.s0 + d4.s1) + (d4.s2 + d4.s3)) * scale;
-        if (soft_cap > 0.0f) x = soft_cap * tanh(x / soft_cap);
-        x += slope[i] * (float)(jj - pos[i]);
-        const int masked = !live[i] || !keep[i] || !kok[k] || (causal && jj > pos[i]) ||
-                           (window > 0 && pos[i] - jj >= window);
-        sc[i][j] = masked ? -INFINITY : x;
-        tmax[i] = fmax(tmax[i], sc[i][j]);
+          for (int j = 0; j < TN; j++) sc[i][j] = fma(a[i], b[j], sc[i][j]);
       }
     }
 
-    /* ---- 4. online softmax: new max, rescale, probabilities ---- */
-    rows_reduce(tmax, 1, red);
+    /* ---- 3. online softmax: logits, the rows' new max, probabilities ---- */
+    int kok[TN]; /* the key takes part (a bad block's keys never do) */
+#pragma unroll
+    for (int j = 0; j < TN; j++)
+      kok[j] = key_block(table, k0 + cg * TN + j, k_lo, k_end, num_blocks) >= 0;
 #pragma unroll
     for (int i = 0; i < TM; i++) {
-      const float mn = fmax(m[i], tmax[i]);
-      const float alpha = mn == -INFINITY ? 1.0f : exp(m[i] - mn); /* 0 when m was -inf */
-      l[i] *= alpha;
+      const int r = rg * TM + i, pos = rpos[r];
+      const int keep = rhead[r] >= 0 && (!block_mask || row_mask(rows, r, block_mask, s,
+                                                                num_heads, cached, mask_block,
+                                                                mask_qb, mask_kb)[k0 / mask_block]);
+      const float slope = rslope[r];
+      float tmax = -INFINITY;
+#pragma unroll
+      for (int j = 0; j < TN; j++) {
+        const int jj = k0 + cg * TN + j;
+        float x = sc[i][j] * scale;
+        if (soft_cap > 0.0f) x = soft_cap * tanh(x / soft_cap);
+        x += slope * (float)(jj - pos);
+        const int masked = !keep || !kok[j] || (causal && jj > pos) ||
+                           (window > 0 && pos - jj >= window);
+        sc[i][j] = masked ? -INFINITY : x;
+        tmax = fmax(tmax, sc[i][j]);
+      }
+      red[r * CG + cg] = tmax;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (lid < ROWS) {
+      float mx = mst[lid];
+      for (int c = 0; c < CG; c++) mx = fmax(mx, red[lid * CG + c]);
+      ast[lid] = mx == -INFINITY ? 1.0f : exp(mst[lid] - mx); /* 0 when the max was -inf */
+      mst[lid] = mx;
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+#pragma unroll
+    for (int i = 0; i < TM; i++) {
+      const float mn = mst[rg * TM + i], alpha = ast[rg * TM + i];
+      float sum = 0.0f;
 #pragma unroll
       for (int j = 0; j < TN; j++) {
         const float pr = sc[i][j] == -INFINITY ? 0.0f : exp(sc[i][j] - mn);
-        p_s[(rg + RGS * i) * BK + cg + CG * j] = pr;
-        l[i] += pr;
+        pt[(cg * TN + j) * QT + rg * TM + i] = pr;
+        sum += pr;
       }
-      m[i] = mn;
+      l[i] = l[i] * alpha + sum;
       if (alpha != 1.0f) {
 #pragma unroll
         for (int j = 0; j < DN; j++) acc[i][j] *= alpha;
       }
     }
 
-    /* ---- 5. load the value tile and accumulate P V ---- */
-    barrier(CLK_LOCAL_MEM_FENCE);
-    load_values(kv_s, v_cache, table, k0, k_lo, k_end, num_blocks, kv_head, block_stride,
-                head_stride, vscale);
-    barrier(CLK_LOCAL_MEM_FENCE);
-    for (int k = 0; k < BK; k++) {
-      float pr[TM];
+    /* ---- 4. P V, VK keys a chunk ---- */
+    const int k1 = tiles_next(k0 + BK, k_end, block_mask, rows, s, num_heads, cached, mask_block,
+                              mask_qb, mask_kb, &mine, &next_kept);
+    for (int kv0 = 0; kv0 < BK; kv0 += VK) {
+      barrier(CLK_LOCAL_MEM_FENCE); /* qt/kt (or the last chunk's values) read; pt written */
+      store_v(vf, vs, k0, kv0, k_lo, k_end, vscale);
+      barrier(CLK_LOCAL_MEM_FENCE);
+      if (kv0 + VK < BK)
+        fetch_v(vf, v_cache, table, k0, kv0 + VK, k_lo, k_end, num_blocks, kv_head, block_stride,
+                head_stride);
+      else if (k1 < k_end)
+        fetch_qk(qf, kf, q, qrow, qvec, k_cache, table, k1, k_lo, k_end, num_blocks, kv_head,
+                 block_stride, head_stride, 0, faults);
+#pragma unroll 4
+      for (int k = 0; k < VK; k++) {
+        float pr[TM];
+        LDS(TM, pr, pt + (kv0 + k) * QT + rg * TM);
 #pragma unroll
-      for (int i = 0; i < TM; i++) pr[i] = p_s[(rg + RGS * i) * BK + k];
+        for (int j = 0; j < DN; j++) {
+          const int u = cg + CG * j;
+          if (DN * CG != U4 && u >= U4) break;
+          const float4 v = *(__local const float4 *)(vs + k * VS + 4 * u);
 #pragma unroll
-      for (int j = 0; j < DN; j++) {
-#if V4
-        const float4 v = vload4(0, kv_s + k * QS + 4 * (cg + CG * j));
-#else
-        const int dd = cg + CG * j;
-        const float v = kv_s[k * QS + (dd < HEAD_SIZE ? dd : 0)];
-#endif
-#pragma unroll
-        for (int i = 0; i < TM; i++) acc[i][j] = mad(pr[i], v, acc[i][j]);
+          for (int i = 0; i < TM; i++) acc[i][j] = fma((float4)(pr[i]), v, acc[i][j]);
+        }
       }
     }
+    k0 = k1;
   }
 
-  /* ---- 6. normalise once and write ---- */
-  rows_reduce(l, 0, red);
+  /* ---- 5. normalise once and write ---- */
+  barrier(CLK_LOCAL_MEM_FENCE);
+#pragma unroll
+  for (int i = 0; i < TM; i++) red[(rg * TM + i) * CG + cg] = l[i];
+  barrier(CLK_LOCAL_MEM_FENCE);
   for (int i = 0; i < TM; i++) {
-    if (!live[i]) continue;
-    const int R = R0 + rg + RGS * i;
-    const size_t row = (size_t)(first + R / qpk) * num_heads + head[i];
-    const float inv = l[i] > 0.0f ? 1.0f / l[i] : 0.0f;
+    const int r = rg * TM + i, R = R0 + r, head = rhead[r];
+    if (head < 0) continue;
+    float sum = 0.0f;
+    for (int c = 0; c < CG; c++) sum += red[r * CG + c];
+    const size_t row = (size_t)(first + R / qpk) * num_heads + head;
+    const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
 #pragma unroll
     for (int j = 0; j < DN; j++) {
-#if V4
+      const int u = cg + CG * j;
+      if (DN * CG != U4 && u >= U4) break;
       const float4 o = acc[i][j] * inv;
-      const size_t d = row * HEAD_SIZE + 4 * (cg + CG * j);
+      const size_t d = row * HEAD_SIZE + 4 * u;
       IO_STORE(o.s0, out, d), IO_STORE(o.s1, out, d + 1);
       IO_STORE(o.s2, out, d + 2), IO_STORE(o.s3, out, d + 3);
-#else
-      const int dd = cg + CG * j;
-      if (dd < HEAD_SIZE) IO_STORE(acc[i][j] * inv, out, row * HEAD_SIZE + dd);
-#endif
     }
-    if (lse && cg == 0) lse[row] = softmax_lse(softmax_state_of(m[i], l[i]));
+    if (lse && cg == 0) lse[row] = softmax_lse(softmax_state_of(mst[r], sum));
   }
 }

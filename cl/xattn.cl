@@ -70,13 +70,7 @@
 
 #define floatX CAT(float, KV_X)
 /* X consecutive query elements from element i of p, as floats. */
-#if CLPA_IO_DTYPE == CLPA_CODE_F32
-#define IO_LOADX(p, i) CAT(VLOAD, KV_X)((p) + (i))
-#elif CLPA_IO_DTYPE == CLPA_CODE_F16
-#define IO_LOADX(p, i) CAT(VLOADH, KV_X)((p) + (i))
-#else
-#define IO_LOADX(p, i) CAT(AS_FLOAT, KV_X)(CAT(TO_UINT, KV_X)(CAT(VLOAD, KV_X)((p) + (i))) << 16)
-#endif
+#define IO_LOADX(p, i) IO_LOADN(KV_X, p, i)
 
 /* What every score needs: where the query head and the KV head live. */
 typedef struct xattn_src {

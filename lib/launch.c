@@ -38,6 +38,7 @@ static const clpa_tunable prefill_tunables[] = {
     T(clpa_prefill_spec, stages, "STAGES"),
     T(clpa_prefill_spec, sparse, "SPARSE"),
     T(clpa_prefill_spec, maxnreg, "MAXNREG"),
+    T(clpa_prefill_spec, vkeys, "VKEYS"),
 };
 static const clpa_tunable merge_tunables[] = {
     T(clpa_merge_spec, io_dtype, "IO_DTYPE"),

@@ -28,15 +28,35 @@ void clpa_merge_states_params_init(clpa_merge_states_params *p) {
 
 static int is_tile_size(int32_t v) { return v == 8 || v == 16 || v == 32 || v == 64; }
 
-/* cl/prefill_tiles.cl's clpa_prefill_paged: work-items a row group (CG there). */
-static int tile_cols(int rows) { return PREFILL_THREADS / (rows < 16 ? rows : 16); }
+/* cl/prefill_tiles.cl's clpa_prefill_paged, a tile of rows x keys: the
+ * scores a work-item (SPT there, at least 1), and work-items a row group
+ * (CG: keys over TN, the keys a work-item scores, with TM = min(SPT, 8)
+ * rows a work-item). */
+static int tile_scores(int rows, int keys) { return rows * keys / PREFILL_THREADS; }
+static int tile_cols(int rows, int keys) {
+  const int spt = tile_scores(rows, keys), tm = spt < 8 ? spt : 8;
+  return keys / (spt / tm);
+}
 
-/* Its local memory: query and key/value rows padded by 4 floats, the
- * probabilities, the row reductions, key flags. */
-static size_t tile_local_bytes(int head_size, int rows, int keys) {
-  return sizeof(float) * ((size_t)rows * (head_size + 4) + (size_t)keys * (head_size + 4) +
-                          (size_t)rows * keys + (size_t)rows * tile_cols(rows) + keys) +
+/* Its local memory with value chunks of vk keys (the kernel's
+ * declarations): chunks of 32 head dims of queries and keys, transposed,
+ * rows padded by 4 floats, sharing their space with the value chunk; the
+ * probabilities; the row reductions; per row the running max, rescale,
+ * head, position and slope. */
+static size_t tile_local_bytes(int head_size, int rows, int keys, int vk) {
+  const size_t qk = 32 * (size_t)(rows + 4) + 32 * (size_t)(keys + 4);
+  const size_t v = (size_t)vk * (size_t)(head_size + 4), un = qk > v ? qk : v;
+  return sizeof(float) * ((un + 3) / 4 * 4 + (size_t)keys * (rows + 4) +
+                          (size_t)rows * tile_cols(rows, keys) + 5 * (size_t)rows) +
          256; /* slack */
+}
+
+/* The value chunk: the most keys (32, 16, 8 or 4, at most the tile's)
+ * whose tile fits lmem bytes; 0 if none. */
+static int tile_vkeys(uint64_t lmem, int head_size, int rows, int keys) {
+  for (int vk = 32; vk >= 4; vk /= 2)
+    if (vk <= keys && tile_local_bytes(head_size, rows, keys, vk) <= lmem) return vk;
+  return 0;
 }
 
 /* The sequence lengths (host arrays): monotone offsets, each sequence
@@ -149,8 +169,7 @@ static clpa_status pick_mma(clpa_context *ctx, const clpa_prefill_params *p,
 
 /* Path and shape: forced, or the tuning table's, or rows (4 a
  * work-item) on CPUs, mma on NVIDIA where it applies, else the first of
- * the tiles 64 x 16, 32 x 32, 16 x 32, 32 x 16, 16 x 16, 8 x 16 that fits
- * local memory (rows a work-item pay most: notes/perf.md). */
+ * candidate tiles below whose smallest value chunk fits local memory. */
 static clpa_status pick_tiles(clpa_context *ctx, const clpa_prefill_params *p,
                               const clpa_kv_layout *kv, int *path, int *rows, int *keys) {
   const int head_size = kv->head_size;
@@ -182,7 +201,9 @@ static clpa_status pick_tiles(clpa_context *ctx, const clpa_prefill_params *p,
                  CLPA_ERR_INVALID_ARG,
                  "rows_per_group = %d, keys_per_tile = %d (each 0 = auto, or 8, 16, 32, 64)",
                  p->rows_per_group, p->keys_per_tile);
-  static const int cand[][2] = {{64, 16}, {32, 32}, {16, 32}, {32, 16}, {16, 16}, {8, 16}};
+  /* 64 x 64 first: H100, 8 x 2048 (notes/perf.md, 2026-11-24 third session) */
+  static const int cand[][2] = {{64, 64}, {64, 32}, {32, 64}, {32, 32}, {64, 16},
+                                {16, 64}, {32, 16}, {16, 32}, {16, 16}, {8, 16}};
   const int table_shape = !forced && tu->prefill_path == CLPA_PREFILL_TILES;
   const int32_t want_r = p->rows_per_group ? p->rows_per_group : table_shape ? tu->prefill_rows : 0;
   const int32_t want_k = p->keys_per_tile ? p->keys_per_tile : table_shape ? tu->prefill_keys : 0;
@@ -190,12 +211,12 @@ static clpa_status pick_tiles(clpa_context *ctx, const clpa_prefill_params *p,
   for (size_t i = 0; i < sizeof cand / sizeof *cand && !*rows; i++) {
     const int r = want_r ? want_r : cand[i][0];
     const int k = want_k ? want_k : cand[i][1];
-    if (k % tile_cols(r) || tile_local_bytes(head_size, r, k) > lmem) continue;
+    if (tile_scores(r, k) < 1 || !tile_vkeys(lmem, head_size, r, k)) continue;
     *rows = r, *keys = k;
   }
   CLPA_CTX_CHECK(ctx, !*rows, CLPA_ERR_UNSUPPORTED,
                  "no prefill tile of rows_per_group = %d, keys_per_tile = %d fits head_size %d in"
-                 " %llu bytes of local memory (keys must be a multiple of %d / min(rows, 16))",
+                 " %llu bytes of local memory (rows x keys must be at least %d)",
                  p->rows_per_group, p->keys_per_tile, head_size, (unsigned long long)lmem,
                  PREFILL_THREADS);
   return CLPA_OK;
@@ -392,7 +413,11 @@ static clpa_status clpa_prefill_impl(clpa_context *ctx, const clpa_prefill_param
                                   path,
                                   mma ? mma_stages(ctx, a.kv.head_size, rows, keys) : 1,
                                   mma && p->block_mask != NULL,
-                                  mma ? mma_maxnreg(ctx, a.kv.head_size) : 0};
+                                  mma ? mma_maxnreg(ctx, a.kv.head_size) : 0,
+                                  path == CLPA_PREFILL_TILES
+                                      ? tile_vkeys(ctx->info.local_mem_bytes, a.kv.head_size,
+                                                   rows, keys)
+                                      : 0};
   st = launch(ctx, p, &a, &spec, info, work, tiles);
   return st;
 }

@@ -110,7 +110,10 @@ int main(int argc, char **argv) {
     fprintf(stderr, "module load failed: %s\n", log);
     return 1;
   }
-  CK(cuModuleGetFunction(&fn, mod, "clpa_prefill_mma"));
+  /* PROBE_KERNEL=clpa_prefill_paged: the tiles path's kernel (128 work-items) */
+  const char *kname = getenv("PROBE_KERNEL") ? getenv("PROBE_KERNEL") : "clpa_prefill_mma";
+  const int tiles_path = strcmp(kname, "clpa_prefill_paged") == 0;
+  CK(cuModuleGetFunction(&fn, mod, kname));
   int regs = 0, smem = 0;
   cuFuncGetAttribute(&regs, CU_FUNC_ATTRIBUTE_NUM_REGS, fn);
   cuFuncGetAttribute(&smem, CU_FUNC_ATTRIBUTE_SHARED_SIZE_BYTES, fn);
@@ -162,7 +165,7 @@ int main(int argc, char **argv) {
                   &i_kvh,  &scale,      &ks,        &vs,       &null,     &null,    &null,
                   &cap,    &win,        &null,      &causal,   &d_faults, &null,    &mask_block,
                   &mask_qb, &mask_kb};
-  const unsigned threads = 2u * (unsigned)rows;
+  const unsigned threads = tiles_path ? 128u : 2u * (unsigned)rows;
   CUevent e0, e1;
   CK(cuEventCreate(&e0, 0));
   CK(cuEventCreate(&e1, 0));
