@@ -117,12 +117,15 @@ inline void fetch_qk(IO_RAW4 qf[QU], KV_RAW4 kf[KU], __global const io_t *q, lon
                      int qvec, __global const kv_t *k_cache, __global const int *table, int k0,
                      int k_lo, int k_end, int num_blocks, int kv_head, ulong block_stride,
                      ulong head_stride, int dc, __global volatile int *faults) {
+  /* Every address below is inside its buffer even where the load is not
+   * taken: PoCL's compiler hoisted a guarded vector load out of its branch,
+   * and a block id of -1 made its address 2^44 bytes off. */
 #pragma unroll
   for (int t = 0; t < QU; t++) {
     const int d = q_dim(t);
+    const long qo = (qrow >= 0 ? qrow : 0) + min(dc + d, HEAD_SIZE - 4);
     qf[t] = (IO_RAW4)(0);
-    if (d < DK && qrow >= 0 && dc + d < HEAD_SIZE)
-      qf[t] = qvec ? IO_RAW4A(q, qrow + dc + d) : IO_RAW4U(q, qrow + dc + d);
+    if (d < DK && qrow >= 0 && dc + d < HEAD_SIZE) qf[t] = qvec ? IO_RAW4A(q, qo) : IO_RAW4U(q, qo);
   }
   const int lid = get_local_id(0), j = k0 + lid % BK;
   const int phys = key_block(table, j, k_lo, k_end, num_blocks);
@@ -135,7 +138,7 @@ inline void fetch_qk(IO_RAW4 qf[QU], KV_RAW4 kf[KU], __global const io_t *q, lon
     const int d = k_dim(t);
     kf[t] = (KV_RAW4)(0);
     if (d < DK && phys >= 0 && dc + d < HEAD_SIZE)
-      kf[t] = KV_RAW4A(kp + key_index(dc + d, j % BLOCK_SIZE, BLOCK_SIZE));
+      kf[t] = KV_RAW4A(kp + key_index(min(dc + d, HEAD_SIZE - 4), j % BLOCK_SIZE, BLOCK_SIZE));
   }
 }
 
@@ -166,10 +169,9 @@ inline void fetch_v(KV_RAW4 vf[VU], __global const kv_t *v_cache, __global const
      * ask for the block with a key of it inside [k_lo, k_end) */
     const int phys = e < VK / 4 * HEAD_SIZE ? key_block(table, max(j, k_lo), k_lo, k_end, num_blocks)
                                             : -1;
+    const ulong tile = phys >= 0 ? kv_tile((ulong)phys, kv_head, block_stride, head_stride) : 0;
     vf[t] = (KV_RAW4)(0);
-    if (phys >= 0)
-      vf[t] = KV_RAW4A(v_cache + kv_tile((ulong)phys, kv_head, block_stride, head_stride) +
-                             value_index(d, j % BLOCK_SIZE, BLOCK_SIZE));
+    if (phys >= 0) vf[t] = KV_RAW4A(v_cache + tile + value_index(d, j % BLOCK_SIZE, BLOCK_SIZE));
   }
 }
 
