@@ -55,7 +55,8 @@ typedef uchar uchar1;
 #define TO_USHORT4(x) convert_ushort4(x)
 #define TO_USHORT8(x) convert_ushort8(x)
 #define TO_USHORT16(x) convert_ushort16(x)
-/* f16 bits to floats (what vload_half does to memory, on a register). */
+/* f16 bits to floats (what vload_half does to memory, on a register; kv.cl's
+ * fp8 decoders go through it too). */
 #define F16_BITS_DECODER(n)                                                                     \
   inline CAT(float, n) CAT(f16_bits_to_float, n)(CAT(ushort, n) h) {                            \
     return CAT(VLOADH, n)((const __private half *)&h);                                           \

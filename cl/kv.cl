@@ -37,16 +37,16 @@
  * f16, whose conversion devices do in hardware: e5m2 is the upper byte of
  * an f16; e4m3's bits, moved into f16's places, give the value / 2^8
  * (subnormals included), and only its NaN (0x7f, 0xff) needs a select. */
-#define FP8_E4M3_DECODER(n)                                                         \
-  inline CAT(float, n) CAT(fp8e4m3_to_float, n)(CAT(uint, n) b) {                   \
-    CAT(ushort, n) h = CAT(TO_USHORT, n)(((b & 0x80u) << 8) | ((b & 0x7fu) << 7));  \
-    CAT(float, n) r = CAT(VLOADH, n)((const __private half *)&h) * 0x1p8f;           \
-    return select(r, (CAT(float, n))(NAN), (b & 0x7fu) == 0x7fu);                   \
+#define FP8_E4M3_DECODER(n)                                                                  \
+  inline CAT(float, n) CAT(fp8e4m3_to_float, n)(CAT(uint, n) b) {                            \
+    CAT(float, n) r = CAT(f16_bits_to_float, n)(                                            \
+                          CAT(TO_USHORT, n)(((b & 0x80u) << 8) | ((b & 0x7fu) << 7))) *      \
+                      0x1p8f;                                                               \
+    return select(r, (CAT(float, n))(NAN), (b & 0x7fu) == 0x7fu);                            \
   }
-#define FP8_E5M2_DECODER(n)                                                         \
-  inline CAT(float, n) CAT(fp8e5m2_to_float, n)(CAT(uint, n) b) {                   \
-    CAT(ushort, n) h = CAT(TO_USHORT, n)(b << 8);                                    \
-    return CAT(VLOADH, n)((const __private half *)&h);                              \
+#define FP8_E5M2_DECODER(n)                                                                  \
+  inline CAT(float, n) CAT(fp8e5m2_to_float, n)(CAT(uint, n) b) {                            \
+    return CAT(f16_bits_to_float, n)(CAT(TO_USHORT, n)(b << 8));                             \
   }
 FP8_E4M3_DECODER(1)
 FP8_E4M3_DECODER(2)

@@ -53,7 +53,6 @@
 #define VS (HEAD_SIZE + 4)               /* floats a row of vs */
 #define U4 (HEAD_SIZE / 4)               /* float4s of a head */
 #define DN ((U4 + CG - 1) / CG)          /* output float4s a work-item (the last may be past) */
-#define NDC ((HEAD_SIZE + DK - 1) / DK)  /* chunks of Q K^T */
 /* 4-element pieces a work-item copies a chunk: queries, keys (of Q K^T),
  * values; they wait in registers between a chunk's loads and its stores */
 #define QU ((ROWS * DK / 4 + NUM_THREADS - 1) / NUM_THREADS)
