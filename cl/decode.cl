@@ -127,6 +127,16 @@
 #error "emulated lanes need SG == BLOCK_SIZE (one lane per key token, no reduction in the key loop)"
 #endif
 
+/* Keys and values come in aligned vectors: one load each (KV_LOADA). Not
+ * for f32, where NVIDIA's compiler then took 159 registers instead of 128
+ * and the H100 ran batch 16 x 4096 at 0.75 of copy instead of 0.91
+ * (notes/perf.md); KV_LOAD's element loads stay there. */
+#if KV_BYTES == 4
+#define DECODE_LOAD KV_LOAD
+#else
+#define DECODE_LOAD KV_LOADA
+#endif
+
 #define floatV CAT(float, V_VEC_SIZE)
 #define floatK CAT(float, VEC_SIZE)
 
@@ -273,7 +283,7 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
         const int e = (tg_off + j * TGS) * VEC_SIZE; /* first dim of this vec */
         const int koff = key_index(e, offset, BLOCK_SIZE);
         floatK k[KEY_BLOCKS];
-        for (int b = 0; b < KEY_BLOCKS; b++) k[b] = KV_LOAD(VEC_SIZE, kb[b] + koff) * kscale;
+        for (int b = 0; b < KEY_BLOCKS; b++) k[b] = DECODE_LOAD(VEC_SIZE, kb[b] + koff) * kscale;
         for (int g = 0; g < G; g++) {
           const floatK qv = CAT(VLOAD, VEC_SIZE)(q_s + g * HEAD_SIZE + e);
           for (int b = 0; b < KEY_BLOCKS; b++) acc[b][g] = mad(qv, k[b], acc[b][g]);
@@ -332,7 +342,7 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
     for (int i = 0; i < NUM_ROWS_PER_THREAD; i++) {
       const int row = lane / NUM_V_VECS_PER_ROW + i * NUM_ROWS_PER_ITER;
       if (row < HEAD_SIZE) {
-        floatV v = KV_LOAD(V_VEC_SIZE, vb + value_index(row, vcol, BLOCK_SIZE)) * vscale;
+        floatV v = DECODE_LOAD(V_VEC_SIZE, vb + value_index(row, vcol, BLOCK_SIZE)) * vscale;
         /* Slots past the context (or before the window) may hold anything,
          * NaN included: 0 * NaN is NaN, so zero the values, not just the
          * weights. */

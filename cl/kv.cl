@@ -7,7 +7,8 @@
  *    cache stores an element (kv_t) and KV_LOAD(n, p) loads n consecutive
  *    elements as a float vector (or, for 4, in two steps: KV_RAW4A(p),
  *    where p is aligned to 4 elements, loads them as stored (KV_RAW4) in
- *    one vector load, see IO_RAW4A; KV_RAW4_FLOAT converts). All
+ *    one vector load, see IO_RAW4A; KV_RAW4_FLOAT converts). KV_LOADA(n,
+ *    p) is KV_LOAD where p is aligned to n elements: one vector load. All
  *    arithmetic is f32.
  *
  *      code  storage     element  X = 16 B / element
@@ -66,6 +67,8 @@ typedef float kv_t;
 #define KV_LOAD(n, p) CAT(VLOAD, n)(p)
 #define KV_RAW4 float4
 #define KV_RAW4_FLOAT(x) (x)
+#define KV_STORED float
+#define KV_BITS_FLOAT(n, x) (x)
 #define KV_IS_FP8 0
 #elif CLPA_KV_DTYPE == CLPA_CODE_F16
 typedef half kv_t;
@@ -74,6 +77,8 @@ typedef half kv_t;
 #define KV_LOAD(n, p) CAT(VLOADH, n)(p)
 #define KV_RAW4 uint2
 #define KV_RAW4_FLOAT(x) f16_bits_to_float4(as_ushort4(x))
+#define KV_STORED ushort
+#define KV_BITS_FLOAT(n, x) CAT(f16_bits_to_float, n)(x)
 #define KV_IS_FP8 0
 #elif CLPA_KV_DTYPE == CLPA_CODE_BF16
 typedef ushort kv_t;
@@ -82,6 +87,8 @@ typedef ushort kv_t;
 #define KV_LOAD(n, p) CAT(AS_FLOAT, n)(CAT(TO_UINT, n)(CAT(VLOAD, n)(p)) << 16)
 #define KV_RAW4 uint2
 #define KV_RAW4_FLOAT(x) bf16_bits_to_float4(x)
+#define KV_STORED ushort
+#define KV_BITS_FLOAT(n, x) CAT(AS_FLOAT, n)(CAT(TO_UINT, n)(x) << 16)
 #define KV_IS_FP8 0
 #elif CLPA_KV_DTYPE == CLPA_CODE_FP8_E4M3
 typedef uchar kv_t;
@@ -90,6 +97,8 @@ typedef uchar kv_t;
 #define KV_LOAD(n, p) CAT(fp8e4m3_to_float, n)(CAT(TO_UINT, n)(CAT(VLOAD, n)(p)))
 #define KV_RAW4 uint
 #define KV_RAW4_FLOAT(x) fp8e4m3_to_float4(convert_uint4(as_uchar4(x)))
+#define KV_STORED uchar
+#define KV_BITS_FLOAT(n, x) CAT(fp8e4m3_to_float, n)(CAT(TO_UINT, n)(x))
 #define KV_IS_FP8 1
 #elif CLPA_KV_DTYPE == CLPA_CODE_FP8_E5M2
 typedef uchar kv_t;
@@ -98,6 +107,8 @@ typedef uchar kv_t;
 #define KV_LOAD(n, p) CAT(fp8e5m2_to_float, n)(CAT(TO_UINT, n)(CAT(VLOAD, n)(p)))
 #define KV_RAW4 uint
 #define KV_RAW4_FLOAT(x) fp8e5m2_to_float4(convert_uint4(as_uchar4(x)))
+#define KV_STORED uchar
+#define KV_BITS_FLOAT(n, x) CAT(fp8e5m2_to_float, n)(CAT(TO_UINT, n)(x))
 #define KV_IS_FP8 1
 #else
 #error "CLPA_KV_DTYPE must be a storage dtype code of clpa_codes.h"
@@ -105,6 +116,13 @@ typedef uchar kv_t;
 /* 4 elements at p (aligned to 4 elements) as stored, in 32-bit lanes:
  * one vector load. */
 #define KV_RAW4A(p) (*(__global const KV_RAW4 *)(p))
+/* n elements at p, aligned to n elements, as floatn: one vector load of
+ * the stored bits (KV_STORED: the element's bits as an integer type, or
+ * float), then KV_BITS_FLOAT. KV_LOAD's vloadn and vload_halfn may only
+ * assume an element's alignment, and NVIDIA's compiler loads those
+ * element by element (the lanes decode kernel: 80 16-bit loads, 81 32-bit
+ * ones for f32, 32 byte loads for fp8, no vector load). */
+#define KV_LOADA(n, p) KV_BITS_FLOAT(n, *(__global const CAT(KV_STORED, n) *)(p))
 /* Elements per 16 bytes: the innermost dimension of the key cache. */
 #define X (16 / KV_BYTES)
 

@@ -597,12 +597,13 @@ static void test_codes(void) {
 
 /* The mma path's split (clpa_decode's rule): the fewest evenly cut
  * partitions of the longest context, whole 16-token chunks and at least
- * 256 tokens, that give 1.5 busy work-groups per compute unit, none
- * longer than all the tokens shared among that many; the host's lengths,
- * when given, say which work-groups are busy and how much work there is.
- * One long sequence among empty ones: without the lengths the plan counts
- * all three as long. */
-static int32_t model_partition(const int32_t *lens, int n, int max_ctx, unsigned cus) {
+ * 256 tokens, that give 1.5 busy work-groups per compute unit (fp8
+ * caches: 2.5), none longer than all the tokens shared among that many;
+ * the host's lengths, when given, say which work-groups are busy and how
+ * much work there is. One long sequence among empty ones: without the
+ * lengths the plan counts all three as long. */
+static int32_t model_partition(const int32_t *lens, int n, int max_ctx, unsigned cus, int fp8) {
+  const long halves = fp8 ? 5 : 3; /* busy work-groups per compute unit, times 2 */
   for (int k = 1; k <= max_ctx / 256; k++) {
     const int part = ((max_ctx + k - 1) / k + 15) / 16 * 16;
     long busy = 0, tokens = 0;
@@ -610,15 +611,15 @@ static int32_t model_partition(const int32_t *lens, int n, int max_ctx, unsigned
       busy += ((lens ? lens[i] : max_ctx) + part - 1) / part;
       tokens += lens ? lens[i] : max_ctx;
     }
-    if (2 * busy >= 3L * cus && (long)part * (3L * cus / 2) <= tokens)
+    if (2 * busy >= halves * cus && (long)part * (halves * cus / 2) <= tokens)
       return k == 1 ? 0 : part; /* one partition: v1 */
   }
   return 256;
 }
 
-static void test_plan(void) {
+static void test_plan(clpa_dtype dtype) {
   clpa_kv_layout kv;
-  clpa_kv_layout_init(&kv, CLPA_DTYPE_F16, 256, 16, 1, 64);
+  clpa_kv_layout_init(&kv, dtype, 256, 16, 1, 64);
   cl_mem q = test_buffer(ctx, NULL, 3 * 64 * 4), kc = test_buffer(ctx, NULL, kv.cache_bytes);
   cl_mem vc = test_buffer(ctx, NULL, kv.cache_bytes), bt = test_buffer(ctx, NULL, 3 * 256 * 4);
   cl_mem cl = test_buffer(ctx, NULL, 3 * 4), out = test_buffer(ctx, NULL, 3 * 64 * 4);
@@ -635,11 +636,11 @@ static void test_plan(void) {
     p.host_context_lens = host ? lens : NULL;
     int32_t part = -1;
     clpa_decode_variant v = CLPA_DECODE_AUTO;
-    const int32_t want = model_partition(p.host_context_lens, 3, 4096, cus);
+    const int32_t want = model_partition(p.host_context_lens, 3, 4096, cus, is_fp8(dtype));
     const clpa_status st = clpa_decode_choice(ctx, &p, NULL, &v, &part, NULL);
     ok(st == CLPA_OK && part == want && (v == CLPA_DECODE_V1) == (want == 0),
-       "mma plan %s the host's lengths: partition %d (the rule's %d for %u compute units)",
-       host ? "with" : "without", part, want, cus);
+       "mma plan (%s) %s the host's lengths: partition %d (the rule's %d for %u compute units)",
+       clpa_dtype_name(dtype), host ? "with" : "without", part, want, cus);
   }
   cl_mem all[] = {q, kc, vc, bt, cl, out};
   for (size_t i = 0; i < sizeof all / sizeof *all; i++) clReleaseMemObject(all[i]);
@@ -689,7 +690,9 @@ int main(int argc, char **argv) {
     test_codes();
     test_faults();
     test_bad_args();
-    test_plan();
+    test_plan(F16);
+    const dcase fp8_plan = {3, 1, 1, 64, 16, 4096, E4M3, F32, AUTO, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    if (mma_applies(&fp8_plan)) test_plan(E4M3);
     test_events();
   }
   return test_context_done(ctx);
