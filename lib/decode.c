@@ -218,15 +218,19 @@ static void fill_device(const clpa_decode_params *p, decode_call *c, long groups
  * (batch 1 x 4096: 256 tokens 24 us, 512 25, 1024 33). The floor: 256
  * against 128 took batch 1 x 4096 from 26.8 to 24.1 us and batch 4 x
  * 1024 from 22.5 to 21.6 (batch 16 x 1024 log-uniform 24.8 -> 25.4).
- * fp8 caches want 2.5 busy work-groups per compute unit: a work-group
- * reads half the bytes for the same instructions, so more of them must be
- * in flight (H100, cold, e4m3: batch 16 x 4096 1376-token partitions 0.72
- * of copy against 2048's 0.69, batch 8 x 32768 5472 0.86 against 8192's
- * 0.81-0.84; f16 is the other way: 0.80-0.83 against 0.85, 0.92-0.93
- * against 0.95-0.96). */
+ * fp8 caches want 2.5 busy work-groups per compute unit where that
+ * leaves partitions of 512 tokens or more: a work-group reads half the
+ * bytes for the same instructions, so more of them must be in flight
+ * (H100, cold, e4m3: batch 16 x 4096 1376-token partitions 0.72 of copy
+ * against 2048's 0.69, 8 x 32768 5472 0.90 against 8192's 0.84, 4 x
+ * 16384 0.67 against 0.64, 64 x 8192 log-uniform 0.61 against 0.56; f16
+ * is the other way: 16 x 4096 0.80-0.83 against 0.85); shorter ones pay
+ * the fixed cost again (2 x 8192: 384 tokens 0.41 against 640's 0.42;
+ * 32 x 2048 log-uniform 304 0.39 against 512's 0.41). `halves`: the busy
+ * work-groups wanted per compute unit, times 2. */
 static int mma_partition(const clpa_decode_params *p, long groups, int max_ctx, unsigned cus,
-                         int unit, int fp8) {
-  const long want = (fp8 ? 5L : 3L) * cus / 2, work = total_work(p, groups, max_ctx);
+                         int unit, long halves) {
+  const long want = halves * cus / 2, work = total_work(p, groups, max_ctx);
   int lo = 1, hi = (max_ctx + 255) / 256; /* partitions of the longest context */
   if (hi < 1) hi = 1;
   while (lo < hi) { /* the fewest k in [lo, hi] whose partitions pass both tests */
@@ -256,8 +260,14 @@ static clpa_status plan(clpa_context *ctx, const clpa_decode_params *p, decode_c
   if (c->rows) return plan_rows(ctx, p, c, qpk, max_ctx);
   if (c->mma) { /* every query head of a KV head in one work-group, up to 16 */
     const int g = all_heads(p, qpk);
-    if (!p->partition_size) c->partition = mma_partition(p, p->num_heads / g, max_ctx, cus, unit,
-                                                           clpa_dtype_size(c->a.kv.dtype) == 1);
+    if (!p->partition_size) {
+      const long groups = p->num_heads / g;
+      c->partition = mma_partition(p, groups, max_ctx, cus, unit, 3);
+      if (clpa_dtype_size(c->a.kv.dtype) == 1) { /* fp8: more in flight, unless too short */
+        const int more = mma_partition(p, groups, max_ctx, cus, unit, 5);
+        if (more >= 512) c->partition = more;
+      }
+    }
     /* Two warps where a busy work-group reads fewer than 256 tokens on average: its warps take
      * 16-token chunks in turn, so four would mostly wait in the epilogue. */
     const long busy = busy_groups(p, p->num_heads / g, c->partition, max_ctx);

@@ -598,12 +598,11 @@ static void test_codes(void) {
 /* The mma path's split (clpa_decode's rule): the fewest evenly cut
  * partitions of the longest context, whole 16-token chunks and at least
  * 256 tokens, that give 1.5 busy work-groups per compute unit (fp8
- * caches: 2.5), none longer than all the tokens shared among that many;
- * the host's lengths, when given, say which work-groups are busy and how
- * much work there is. One long sequence among empty ones: without the
- * lengths the plan counts all three as long. */
-static int32_t model_partition(const int32_t *lens, int n, int max_ctx, unsigned cus, int fp8) {
-  const long halves = fp8 ? 5 : 3; /* busy work-groups per compute unit, times 2 */
+ * caches: 2.5 where that leaves 512 tokens or more), none longer than all
+ * the tokens shared among that many; the host's lengths, when given, say
+ * which work-groups are busy and how much work there is. Without the
+ * lengths the plan counts every sequence as long. 0: one partition (v1). */
+static int32_t model_rule(const int32_t *lens, int n, int max_ctx, unsigned cus, long halves) {
   for (int k = 1; k <= max_ctx / 256; k++) {
     const int part = ((max_ctx + k - 1) / k + 15) / 16 * 16;
     long busy = 0, tokens = 0;
@@ -615,6 +614,10 @@ static int32_t model_partition(const int32_t *lens, int n, int max_ctx, unsigned
       return k == 1 ? 0 : part; /* one partition: v1 */
   }
   return 256;
+}
+static int32_t model_partition(const int32_t *lens, int n, int max_ctx, unsigned cus, int fp8) {
+  const int32_t more = fp8 ? model_rule(lens, n, max_ctx, cus, 5) : 256;
+  return fp8 && (more == 0 || more >= 512) ? more : model_rule(lens, n, max_ctx, cus, 3);
 }
 
 static void test_plan(clpa_dtype dtype) {
@@ -631,17 +634,23 @@ static void test_plan(clpa_dtype dtype) {
   clpa_device_info info;
   clpa_context_device_info(ctx, &info);
   const unsigned cus = info.compute_units ? info.compute_units : 1;
-  static const int32_t lens[3] = {4096, 0, 0};
-  for (int host = 0; host < 2; host++) {
-    p.host_context_lens = host ? lens : NULL;
-    int32_t part = -1;
-    clpa_decode_variant v = CLPA_DECODE_AUTO;
-    const int32_t want = model_partition(p.host_context_lens, 3, 4096, cus, is_fp8(dtype));
-    const clpa_status st = clpa_decode_choice(ctx, &p, NULL, &v, &part, NULL);
-    ok(st == CLPA_OK && part == want && (v == CLPA_DECODE_V1) == (want == 0),
-       "mma plan (%s) %s the host's lengths: partition %d (the rule's %d for %u compute units)",
-       clpa_dtype_name(dtype), host ? "with" : "without", part, want, cus);
-  }
+  /* one long sequence among empty ones; two short ones (on 2 compute units
+   * fp8's 2.5 a unit would cut 352-token partitions: 1.5's 512 instead) */
+  static const int32_t lens[2][3] = {{4096, 0, 0}, {1024, 1024, 0}};
+  for (int set = 0; set < 2; set++)
+    for (int host = 0; host < 2; host++) {
+      p.max_context_len = lens[set][0];
+      p.host_context_lens = host ? lens[set] : NULL;
+      int32_t part = -1;
+      clpa_decode_variant v = CLPA_DECODE_AUTO;
+      const int32_t want =
+          model_partition(p.host_context_lens, 3, p.max_context_len, cus, is_fp8(dtype));
+      const clpa_status st = clpa_decode_choice(ctx, &p, NULL, &v, &part, NULL);
+      ok(st == CLPA_OK && part == want && (v == CLPA_DECODE_V1) == (want == 0),
+         "mma plan (%s, lengths %d %d %d) %s the host's lengths: partition %d (the rule's %d for"
+         " %u compute units)", clpa_dtype_name(dtype), lens[set][0], lens[set][1], lens[set][2],
+         host ? "with" : "without", part, want, cus);
+    }
   cl_mem all[] = {q, kc, vc, bt, cl, out};
   for (size_t i = 0; i < sizeof all / sizeof *all; i++) clReleaseMemObject(all[i]);
 }
