@@ -66,7 +66,6 @@ typedef float kv_t;
 #define KV_X 4 /* X as a literal, for pasting into vector names */
 #define KV_LOAD(n, p) CAT(VLOAD, n)(p)
 #define KV_RAW4 float4
-#define KV_RAW4_FLOAT(x) (x)
 #define KV_STORED float
 #define KV_BITS_FLOAT(n, x) (x)
 #define KV_IS_FP8 0
@@ -76,7 +75,6 @@ typedef half kv_t;
 #define KV_X 8 /* X as a literal, for pasting into vector names */
 #define KV_LOAD(n, p) CAT(VLOADH, n)(p)
 #define KV_RAW4 uint2
-#define KV_RAW4_FLOAT(x) f16_bits_to_float4(as_ushort4(x))
 #define KV_STORED ushort
 #define KV_BITS_FLOAT(n, x) CAT(f16_bits_to_float, n)(x)
 #define KV_IS_FP8 0
@@ -86,6 +84,7 @@ typedef ushort kv_t;
 #define KV_X 8 /* X as a literal, for pasting into vector names */
 #define KV_LOAD(n, p) CAT(AS_FLOAT, n)(CAT(TO_UINT, n)(CAT(VLOAD, n)(p)) << 16)
 #define KV_RAW4 uint2
+/* the pairs converted in their 32-bit lanes, not unpacked first */
 #define KV_RAW4_FLOAT(x) bf16_bits_to_float4(x)
 #define KV_STORED ushort
 #define KV_BITS_FLOAT(n, x) CAT(AS_FLOAT, n)(CAT(TO_UINT, n)(x) << 16)
@@ -96,7 +95,6 @@ typedef uchar kv_t;
 #define KV_X 16 /* X as a literal, for pasting into vector names */
 #define KV_LOAD(n, p) CAT(fp8e4m3_to_float, n)(CAT(TO_UINT, n)(CAT(VLOAD, n)(p)))
 #define KV_RAW4 uint
-#define KV_RAW4_FLOAT(x) fp8e4m3_to_float4(convert_uint4(as_uchar4(x)))
 #define KV_STORED uchar
 #define KV_BITS_FLOAT(n, x) CAT(fp8e4m3_to_float, n)(CAT(TO_UINT, n)(x))
 #define KV_IS_FP8 1
@@ -106,7 +104,6 @@ typedef uchar kv_t;
 #define KV_X 16 /* X as a literal, for pasting into vector names */
 #define KV_LOAD(n, p) CAT(fp8e5m2_to_float, n)(CAT(TO_UINT, n)(CAT(VLOAD, n)(p)))
 #define KV_RAW4 uint
-#define KV_RAW4_FLOAT(x) fp8e5m2_to_float4(convert_uint4(as_uchar4(x)))
 #define KV_STORED uchar
 #define KV_BITS_FLOAT(n, x) CAT(fp8e5m2_to_float, n)(CAT(TO_UINT, n)(x))
 #define KV_IS_FP8 1
@@ -114,8 +111,11 @@ typedef uchar kv_t;
 #error "CLPA_KV_DTYPE must be a storage dtype code of clpa_codes.h"
 #endif
 /* 4 elements at p (aligned to 4 elements) as stored, in 32-bit lanes:
- * one vector load. */
+ * one vector load; KV_RAW4_FLOAT converts them as KV_BITS_FLOAT does. */
 #define KV_RAW4A(p) (*(__global const KV_RAW4 *)(p))
+#ifndef KV_RAW4_FLOAT
+#define KV_RAW4_FLOAT(x) KV_BITS_FLOAT(4, CAT(as_, CAT(KV_STORED, 4))(x))
+#endif
 /* n elements at p, aligned to n elements, as floatn: one vector load of
  * the stored bits (KV_STORED: the element's bits as an integer type, or
  * float), then KV_BITS_FLOAT. KV_LOAD's vloadn and vload_halfn may only

@@ -260,8 +260,8 @@ static clpa_status plan(clpa_context *ctx, const clpa_decode_params *p, decode_c
   if (c->rows) return plan_rows(ctx, p, c, qpk, max_ctx);
   if (c->mma) { /* every query head of a KV head in one work-group, up to 16 */
     const int g = all_heads(p, qpk);
+    const long groups = p->num_heads / g;
     if (!p->partition_size) {
-      const long groups = p->num_heads / g;
       c->partition = mma_partition(p, groups, max_ctx, cus, unit, 3);
       if (clpa_dtype_size(c->a.kv.dtype) == 1) { /* fp8: more in flight, unless too short */
         const int more = mma_partition(p, groups, max_ctx, cus, unit, 5);
@@ -270,8 +270,8 @@ static clpa_status plan(clpa_context *ctx, const clpa_decode_params *p, decode_c
     }
     /* Two warps where a busy work-group reads fewer than 256 tokens on average: its warps take
      * 16-token chunks in turn, so four would mostly wait in the epilogue. */
-    const long busy = busy_groups(p, p->num_heads / g, c->partition, max_ctx);
-    c->threads = busy > 0 && total_work(p, p->num_heads / g, max_ctx) < 256 * busy ? 64 : 128;
+    const long busy = busy_groups(p, groups, c->partition, max_ctx);
+    c->threads = busy > 0 && total_work(p, groups, max_ctx) < 256 * busy ? 64 : 128;
     const int parts = (max_ctx + c->partition - 1) / c->partition;
     c->v2 = p->variant == CLPA_DECODE_V2 || (p->variant == CLPA_DECODE_AUTO && parts > 1);
     c->heads_per_group = g;

@@ -616,8 +616,11 @@ static int32_t model_rule(const int32_t *lens, int n, int max_ctx, unsigned cus,
   return 256;
 }
 static int32_t model_partition(const int32_t *lens, int n, int max_ctx, unsigned cus, int fp8) {
-  const int32_t more = fp8 ? model_rule(lens, n, max_ctx, cus, 5) : 256;
-  return fp8 && (more == 0 || more >= 512) ? more : model_rule(lens, n, max_ctx, cus, 3);
+  if (fp8) {
+    const int32_t more = model_rule(lens, n, max_ctx, cus, 5);
+    if (more == 0 || more >= 512) return more;
+  }
+  return model_rule(lens, n, max_ctx, cus, 3);
 }
 
 static void test_plan(clpa_dtype dtype) {
