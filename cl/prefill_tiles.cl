@@ -203,14 +203,21 @@ inline __global const uchar *row_mask(tile_rows rows, int r, __global const ucha
 }
 
 /* Block-sparse: the work-group's first tile from k that a row keeps
- * (k_end if none; k itself without a mask), every work-item calling it:
- * each work-item's next kept key over its live rows (mask_next), kept in
- * *mine while it lies ahead, then the work-group's least (group_min):
- * three barriers a kept tile, none per skipped one. */
+ * (k_end if none), every work-item calling it: each work-item's next kept
+ * key over its live rows (mask_next), kept in *mine while it lies ahead,
+ * then the work-group's least (group_min): three barriers a kept tile,
+ * none per skipped one. Only the build for calls with a mask (CLPA_SPARSE,
+ * lib/prefill.c) has them; the dense build takes every tile. No barrier
+ * may hang on a kernel argument: with them behind `if (block_mask)`, PoCL
+ * 5.0 (LLVM 16, AVX-512) miscompiled the kernel for dense calls too
+ * (some rows' maxima and sums wrong, which cases depending on the build). */
+#ifndef CLPA_SPARSE
+#define CLPA_SPARSE 1
+#endif
 inline int tiles_next(int k, int k_end, __global const uchar *block_mask, tile_rows rows, int s,
                       int num_heads, int cached, int mask_block, int mask_qb, int mask_kb,
                       int *mine, __local int *slot) {
-  if (!block_mask) return k;
+#if CLPA_SPARSE
   if (*mine < k) {
     *mine = k_end;
     for (int i = 0; i < TM; i++) {
@@ -222,6 +229,9 @@ inline int tiles_next(int k, int k_end, __global const uchar *block_mask, tile_r
     }
   }
   return group_min(*mine, slot);
+#else
+  return k;
+#endif
 }
 
 __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_prefill_paged(

@@ -412,7 +412,7 @@ static clpa_status clpa_prefill_impl(clpa_context *ctx, const clpa_prefill_param
                                   keys,
                                   path,
                                   mma ? mma_stages(ctx, a.kv.head_size, rows, keys) : 1,
-                                  mma && p->block_mask != NULL,
+                                  path != CLPA_PREFILL_ROWS && p->block_mask != NULL,
                                   mma ? mma_maxnreg(ctx, a.kv.head_size) : 0,
                                   path == CLPA_PREFILL_TILES
                                       ? tile_vkeys(ctx->info.local_mem_bytes, a.kv.head_size,

@@ -974,9 +974,13 @@ static void test_bad_args(void) {
 int main(int argc, char **argv) {
   rng_seed_from_env();
   ctx = test_context(0);
-  if (argc > 1 && strcmp(argv[1], "--mma") == 0) { /* the grid on the mma path alone */
-    for (size_t i = 0; i < sizeof default_grid / sizeof *default_grid; i++)
-      if (mma_applies(&default_grid[i])) run_case_on(&default_grid[i], CLPA_PREFILL_MMA);
+  for (int pi = CLPA_PREFILL_TILES; argc > 1 && pi <= CLPA_PREFILL_MMA; pi++) {
+    char flag[16];
+    snprintf(flag, sizeof flag, "--%s", path_name((clpa_prefill_path)pi));
+    if (strcmp(argv[1], flag) != 0) continue;
+    for (size_t i = 0; i < sizeof default_grid / sizeof *default_grid; i++) /* one path's grid */
+      if (pi != CLPA_PREFILL_MMA || mma_applies(&default_grid[i]))
+        run_case_on(&default_grid[i], (clpa_prefill_path)pi);
     return test_context_done(ctx);
   }
   for (size_t i = 0; i < sizeof default_grid / sizeof *default_grid; i++) run_case(&default_grid[i]);
