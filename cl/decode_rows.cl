@@ -11,7 +11,8 @@
  *      tokens x X dimensions (one 16-byte row of X elements per token,
  *      kv.cl's key_index); the queries are held repeated VT times, so one
  *      multiply-add serves VT tokens, and TG such vectors of successive
- *      tokens share each query load;
+ *      tokens share each query load (CLPA_KEY_VECTORS, 4, 2 or 1: as many
+ *      as leave the TG x G accumulators in registers; lib/decode.c);
  *   2. the softmax over the partition, per head;
  *   3. values: a value row is contiguous over a block's tokens; four rows
  *      at a time, the G heads' probabilities multiply VB tokens of each,
@@ -22,7 +23,8 @@
  * start, context) are -inf and their value slots zero; blocks with bad ids
  * set CLPA_FAULT_BAD_BLOCK and take no part.
  */
-#if !defined(CLPA_HEAD_SIZE) || !defined(CLPA_BLOCK_SIZE) || !defined(CLPA_PARTITION_SIZE) || !defined(CLPA_HEADS_PER_WG)
+#if !defined(CLPA_HEAD_SIZE) || !defined(CLPA_BLOCK_SIZE) || !defined(CLPA_PARTITION_SIZE) ||     \
+    !defined(CLPA_HEADS_PER_WG) || !defined(CLPA_KEY_VECTORS)
 #error "built through lib/launch.c, which passes every -DCLPA_ option of the family"
 #endif
 #define HEAD_SIZE CLPA_HEAD_SIZE
@@ -30,10 +32,10 @@
 #define PART CLPA_PARTITION_SIZE /* tokens per work-item (v1: the whole context fits) */
 #define G CLPA_HEADS_PER_WG
 #define NTG (BLOCK_SIZE / VT)     /* key vectors per block and chunk */
-#define TG (NTG < 4 ? NTG : 4)    /* key vectors sharing each query load */
+#define TG (NTG < CLPA_KEY_VECTORS ? NTG : CLPA_KEY_VECTORS) /* key vectors a query load */
 #define NCH (HEAD_SIZE / KV_X)    /* 16-byte chunks of a key row */
 #define VBLK 4 /* value blocks sharing each accumulator load and store */
-#if PART % BLOCK_SIZE || NTG % TG
+#if PART % BLOCK_SIZE || TG < 1 || NTG % TG
 #error "decode rows: partitions of whole blocks, head sizes of multiples of 4"
 #endif
 

@@ -165,6 +165,9 @@ clpa_status clpa_device_query(cl_platform_id p, cl_device_id d, clpa_device_info
   info->local_mem_bytes = lmem;
   info->max_alloc_bytes = maxalloc;
   info->max_work_group_size = wg;
+  cl_uint fw = 0;
+  if (clGetDeviceInfo(d, CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT, sizeof fw, &fw, NULL) == CL_SUCCESS)
+    info->native_float_width = fw;
 
   size_t sz = 0;
   char *exts = NULL;

@@ -27,6 +27,7 @@ typedef struct decode_call {
   int v2, partition, heads_per_group, sg, max_parts;
   int mma;              /* decode_mma.cl's tensor-core kernel */
   int rows;             /* decode_rows.cl's CPU kernel */
+  int key_vectors;      /* rows: key vectors a query load (TG there) */
   int logits_stride;    /* floats of local logits per head */
   int threads;          /* work-group size: DECODE_THREADS, or the mma plan's */
 } decode_call;
@@ -165,6 +166,15 @@ static clpa_status plan_rows(clpa_context *ctx, const clpa_decode_params *p, dec
                  "rows path v1: a context of %d tokens x %d heads does not fit one work-item's"
                  " logits (16384; use v2)", max_ctx, g);
   c->partition = part, c->heads_per_group = g, c->logits_stride = 1;
+  /* Key vectors sharing each query load: the most (4, 2, 1) whose g x kv
+   * float16 accumulators take at most half the SIMD registers, 32 of 16
+   * floats (AVX-512) or 16 of 8 (AVX2 and narrower). Past that they spill:
+   * PoCL on a 2-core AMD EPYC (AVX2), 32/8 heads (g 4), 4 -> 1 took 16 x
+   * 4096 from 26-28 to 22-24 ms and 64 x 2048 from 56 to 42-52 ms; 2 was
+   * in between (notes/perf.md, 2026-11-25). */
+  const int wide = ctx->info.native_float_width >= 16, regs = wide ? 32 : 16;
+  c->key_vectors = 4;
+  while (c->key_vectors > 1 && g * c->key_vectors * (wide ? 1 : 2) > regs / 2) c->key_vectors /= 2;
   c->max_parts = c->v2 ? parts : 1;
   return CLPA_OK;
 }
@@ -317,7 +327,8 @@ static clpa_decode_spec decode_spec(const clpa_decode_params *p, const decode_ca
   const clpa_decode_spec s = {c->a.kv.head_size,  c->a.kv.block_size,        (int32_t)c->a.kv.dtype,
                               (int32_t)p->q_dtype, c->rows ? 1 : c->threads,
                               c->mma || c->rows ? 0 : c->sg,
-                              c->v2 || c->rows ? c->partition : 0, c->heads_per_group};
+                              c->v2 || c->rows ? c->partition : 0, c->heads_per_group,
+                              c->rows ? c->key_vectors : 0};
   return s;
 }
 
@@ -342,7 +353,7 @@ static clpa_status learn_subgroup_size(clpa_context *ctx, cl_kernel k) {
 
 clpa_status clpa_lanes_settle(clpa_context *ctx) {
   if (ctx->lanes != CLPA_LANES_SUBGROUP || ctx->subgroup_size) return CLPA_OK;
-  const clpa_decode_spec spec = {128, 16, CLPA_DTYPE_F16, CLPA_DTYPE_F32, DECODE_THREADS, 32, 0, 1};
+  const clpa_decode_spec spec = {128, 16, CLPA_DTYPE_F16, CLPA_DTYPE_F32, DECODE_THREADS, 32, 0, 1, 0};
   cl_kernel k;
   clpa_status st = clpa_family_kernel(ctx, &clpa_family_decode, &spec, "clpa_decode_paged", &k);
   if (st == CLPA_OK) {

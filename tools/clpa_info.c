@@ -17,8 +17,8 @@ static void print_device(const clpa_device_info *d, int selected) {
   printf("      vendor       %s, driver %s\n", d->vendor, d->driver_version);
   printf("      version      %s, %s\n", d->device_version, d->c_version);
   printf("      type         %s\n", d->is_gpu ? "GPU" : d->is_cpu ? "CPU" : "other");
-  printf("      compute      %u units, max work-group %zu\n", d->compute_units,
-         d->max_work_group_size);
+  printf("      compute      %u units, max work-group %zu, native float vector %u\n",
+         d->compute_units, d->max_work_group_size, d->native_float_width);
   printf("      memory       global %.1f GiB (max alloc %.1f GiB), local %llu KiB\n",
          (double)d->global_mem_bytes / (1 << 30), (double)d->max_alloc_bytes / (1 << 30),
          (unsigned long long)(d->local_mem_bytes / 1024));
@@ -51,6 +51,7 @@ static void json_device(cli_json *j, const clpa_device_info *d, int selected) {
   cli_json_str(j, "type", type_name(d));
   cli_json_int(j, "compute_units", d->compute_units);
   cli_json_int(j, "max_work_group_size", (long long)d->max_work_group_size);
+  cli_json_int(j, "native_float_width", d->native_float_width);
   cli_json_int(j, "global_mem_bytes", (long long)d->global_mem_bytes);
   cli_json_int(j, "max_alloc_bytes", (long long)d->max_alloc_bytes);
   cli_json_int(j, "local_mem_bytes", (long long)d->local_mem_bytes);
