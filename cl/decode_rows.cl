@@ -35,6 +35,7 @@
 #define TG (NTG < CLPA_KEY_VECTORS ? NTG : CLPA_KEY_VECTORS) /* key vectors a query load */
 #define NCH (HEAD_SIZE / KV_X)    /* 16-byte chunks of a key row */
 #define VBLK 4 /* value blocks sharing each accumulator load and store */
+#define KTILE (HEAD_SIZE * BLOCK_SIZE * KV_BYTES) /* bytes of a block's keys (or values) */
 #if PART % BLOCK_SIZE || TG < 1 || NTG % TG
 #error "decode rows: partitions of whole blocks, head sizes of multiples of 4"
 #endif
@@ -77,14 +78,15 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void clpa_decode_rows(DE
     const int valid = phys >= 0 && phys < num_blocks;
     if (!valid) atomic_or(faults, CLPA_FAULT_BAD_BLOCK);
     __global const kv_t *kb = k_cache + kv_off + (ulong)(valid ? phys : 0) * block_stride;
-    if (b + 1 < b_end) { /* the next block's keys and values start coming now */
-      const int nx = table[b + 1];
-      if (nx >= 0 && nx < num_blocks) {
-        __global const uchar *nk = (__global const uchar *)(k_cache + kv_off + (ulong)nx * block_stride);
-        for (int o = 0; o < HEAD_SIZE * BLOCK_SIZE * KV_BYTES; o += 64) ROWS_PREFETCH(nk + o);
-      }
-    }
+    const int nx = b + 1 < b_end ? table[b + 1] : -1; /* the next block's keys start coming */
+    __global const uchar *nk =
+        nx >= 0 && nx < num_blocks ? (__global const uchar *)(k_cache + kv_off + (ulong)nx * block_stride)
+                                   : NULL;
     for (int o0 = 0; o0 < NTG; o0 += TG) { /* TG key vectors: tokens VT (o0 .. o0 + TG) */
+      /* a slice of the next block's lines each step, not all at once (a burst
+       * fills the core's miss buffers and stalls the products behind it) */
+      if (nk)
+        for (int o = o0 * KTILE / NTG; o < (o0 + TG) * KTILE / NTG; o += 64) ROWS_PREFETCH(nk + o);
       float16 acc[TG][G];
       if (valid) ROWS_KEY_PRODUCTS(acc, TG, G, kb, o0, q16, kscale, BLOCK_SIZE);
       else ROWS_KEY_PRODUCTS(acc, TG, G, kb, o0, q16, 0.0f, BLOCK_SIZE); /* masked below */
@@ -148,14 +150,19 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void clpa_decode_rows(DE
           pv[k][c][r] = ok[k] ? CAT(vload, VB)(0, &lg[r][j0 + c * VB - t0]) : (floatB)(0.0f);
     }
     const int edge = !all_ok || b0 * BLOCK_SIZE < lo || (b0 + VBLK) * BLOCK_SIZE > t_end;
-    for (int k = 0; k < VBLK && b0 + VBLK + k < b_end; k++) { /* the next group's values */
-      const int nx = table[b0 + VBLK + k];
-      if (nx >= 0 && nx < num_blocks) {
-        __global const uchar *nv = (__global const uchar *)(v_cache + kv_off + (ulong)nx * block_stride);
-        for (int o = 0; o < HEAD_SIZE * BLOCK_SIZE * KV_BYTES; o += 64) ROWS_PREFETCH(nv + o);
-      }
+    __global const uchar *nv[VBLK]; /* the next group's values: each row d as row d is read */
+    for (int k = 0; k < VBLK; k++) {
+      const int nx = b0 + VBLK + k < b_end ? table[b0 + VBLK + k] : -1;
+      nv[k] = nx >= 0 && nx < num_blocks
+                  ? (__global const uchar *)(v_cache + kv_off + (ulong)nx * block_stride)
+                  : NULL;
     }
-    for (int d = 0; d < HEAD_SIZE; d++)
+    for (int d = 0; d < HEAD_SIZE; d++) {
+      const int row = d * BLOCK_SIZE * KV_BYTES; /* row d's bytes in a value tile */
+#pragma unroll
+      for (int k = 0; k < VBLK; k++) /* the lines that start in row d */
+        for (int o = (row + 63) / 64 * 64; nv[k] && o < row + BLOCK_SIZE * KV_BYTES; o += 64)
+          ROWS_PREFETCH(nv[k] + o);
       for (int c = 0; c < BLOCK_SIZE / VB; c++) {
         floatB a[G];
 #pragma unroll
@@ -173,6 +180,7 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void clpa_decode_rows(DE
 #pragma unroll
         for (int r = 0; r < G; r++) acc[r][d] = a[r];
       }
+    }
   }
   float res[G][HEAD_SIZE];
   for (int r = 0; r < G; r++)
