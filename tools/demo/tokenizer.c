@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "gguf.h"
+#include "pretok.h"
 
 /* ---------------------------------------------------------------- errors */
 
@@ -38,12 +39,6 @@ typedef struct pair_slot {
 
 enum { PRE_GPT2 = 0, PRE_LLAMA3 = 1 };
 
-/* GPT-2's byte <-> character table (byte_map_init). */
-typedef struct byte_map {
-  uint32_t to_cp[256];
-  int16_t to_byte[256 + 68]; /* -1 outside the table */
-} byte_map;
-
 
 struct demo_tokenizer {
   demo_tokenizer_kind kind;
@@ -60,7 +55,7 @@ struct demo_tokenizer {
   char *piece_arena;
   uint32_t *piece_off; /* [n_vocab + 1] */
   int32_t byte_tok[256];
-  byte_map bmap;
+  demo_byte_map bmap;
   int32_t *specials; /* CONTROL / USER_DEFINED ids, longest text first */
   int32_t n_specials;
   int32_t bos, eos, eot, eom, unk;
@@ -130,166 +125,6 @@ static uint64_t pow2_at_least(uint64_t n) {
   uint64_t p = 16;
   while (p < n) p *= 2;
   return p;
-}
-
-/* --------------------------------------------------------------- UTF-8 */
-
-/* Length of the UTF-8 character at s (n bytes left); invalid bytes count
- * as one-byte characters. Decodes it into *cp (the byte for invalid). */
-static size_t utf8_next(const uint8_t *s, size_t n, uint32_t *cp) {
-  uint8_t c = s[0];
-  size_t len = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-  if (len == 0 || len > n) {
-    *cp = c;
-    return 1;
-  }
-  uint32_t v = len == 1 ? c : len == 2 ? (c & 0x1fu) : len == 3 ? (c & 0x0fu) : (c & 0x07u);
-  for (size_t i = 1; i < len; i++) {
-    if ((s[i] & 0xc0) != 0x80) {
-      *cp = c;
-      return 1;
-    }
-    v = (v << 6) | (s[i] & 0x3fu);
-  }
-  *cp = v;
-  return len;
-}
-
-static size_t utf8_put(uint32_t cp, char *out) {
-  if (cp < 0x80) {
-    out[0] = (char)cp;
-    return 1;
-  }
-  if (cp < 0x800) {
-    out[0] = (char)(0xc0 | (cp >> 6));
-    out[1] = (char)(0x80 | (cp & 0x3f));
-    return 2;
-  }
-  if (cp < 0x10000) {
-    out[0] = (char)(0xe0 | (cp >> 12));
-    out[1] = (char)(0x80 | ((cp >> 6) & 0x3f));
-    out[2] = (char)(0x80 | (cp & 0x3f));
-    return 3;
-  }
-  out[0] = (char)(0xf0 | (cp >> 18));
-  out[1] = (char)(0x80 | ((cp >> 12) & 0x3f));
-  out[2] = (char)(0x80 | ((cp >> 6) & 0x3f));
-  out[3] = (char)(0x80 | (cp & 0x3f));
-  return 4;
-}
-
-/* GPT-2's bytes_to_unicode: printable Latin-1 bytes map to themselves, the
- * other 68 to U+0100 onwards in byte order (space -> U+0120 "Ġ"). Built
- * once per call site into small tables. */
-static void byte_map_init(byte_map *m) {
-  uint32_t extra = 0;
-  for (int i = 0; i < 256 + 68; i++) m->to_byte[i] = -1;
-  for (int b = 0; b < 256; b++) {
-    bool printable = (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174;
-    m->to_cp[b] = printable ? (uint32_t)b : 256 + extra++;
-    m->to_byte[m->to_cp[b]] = (int16_t)b;
-  }
-}
-
-static int cp_to_byte(const byte_map *m, uint32_t cp) { return cp < 256 + 68 ? m->to_byte[cp] : -1; }
-
-/* --------------------------------------------- pre-tokenizer classes */
-
-enum { C_LETTER, C_NUMBER, C_SPACE, C_PUNCT };
-
-/* An approximation of \p{L}, \p{N}, \s (see tokenizer.h). */
-static int cp_class(uint32_t c) {
-  if (c < 0x80) {
-    if ((c | 32) >= 'a' && (c | 32) <= 'z') return C_LETTER;
-    if (c >= '0' && c <= '9') return C_NUMBER;
-    if (c == ' ' || (c >= 9 && c <= 13)) return C_SPACE;
-    return C_PUNCT;
-  }
-  if (c == 0x85 || c == 0xa0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200a) || c == 0x2028 ||
-      c == 0x2029 || c == 0x202f || c == 0x205f || c == 0x3000)
-    return C_SPACE;
-  if ((c >= 0x660 && c <= 0x669) || (c >= 0x6f0 && c <= 0x6f9) || (c >= 0x966 && c <= 0x96f) ||
-      (c >= 0xff10 && c <= 0xff19) || c == 0xb2 || c == 0xb3 || c == 0xb9 || (c >= 0xbc && c <= 0xbe))
-    return C_NUMBER;
-  if (c == 0xaa || c == 0xb5 || c == 0xba) return C_LETTER;
-  if ((c >= 0x80 && c <= 0xbf) || c == 0xd7 || c == 0xf7 || (c >= 0x2010 && c <= 0x2027) ||
-      (c >= 0x2030 && c <= 0x205e) || (c >= 0x20a0 && c <= 0x20cf) || (c >= 0x2190 && c <= 0x2bff) ||
-      (c >= 0x3001 && c <= 0x3003) || (c >= 0x3008 && c <= 0x3011) || (c >= 0xfe00 && c <= 0xfe0f) ||
-      (c >= 0xff01 && c <= 0xff0f) || (c >= 0xff1a && c <= 0xff20) || (c >= 0x1f000 && c <= 0x1faff))
-    return C_PUNCT;
-  return C_LETTER;
-}
-
-/* A text decoded once: code points, their classes and byte offsets. */
-typedef struct cps {
-  uint32_t *cp;
-  uint8_t *cls;
-  size_t *off; /* [n + 1] */
-  size_t n;
-} cps;
-
-static bool is_crlf(uint32_t c) { return c == '\r' || c == '\n'; }
-
-/* A contraction at i ('s 't 're 've 'm 'll 'd; any case when ci): its end or 0. */
-static size_t contraction(const cps *x, size_t i, bool ci) {
-  if (x->cp[i] != '\'' || i + 1 >= x->n) return 0;
-  uint32_t a = x->cp[i + 1], b = i + 2 < x->n ? x->cp[i + 2] : 0;
-  if (ci) {
-    a = a < 0x80 ? (a | 32) : a;
-    b = b < 0x80 ? (b | 32) : b;
-  }
-  if (a == 's' || a == 't' || a == 'm' || a == 'd') return i + 2;
-  if ((a == 'r' && b == 'e') || (a == 'v' && b == 'e') || (a == 'l' && b == 'l')) return i + 3;
-  return 0;
-}
-
-static size_t run(const cps *x, size_t i, int cls) {
-  while (i < x->n && x->cls[i] == cls) i++;
-  return i;
-}
-
-/* Whitespace at i: the regex tail \s*[\r\n]+ (llama3) | \s+(?!\S) | \s+. */
-static size_t spaces(const cps *x, size_t i, bool llama3) {
-  size_t e = run(x, i, C_SPACE);
-  if (llama3)
-    for (size_t k = e; k > i; k--)
-      if (is_crlf(x->cp[k - 1])) return k;
-  if (e == x->n || e - i < 2) return e;
-  return e - 1;
-}
-
-/* The end of the pre-token that starts at i. */
-static size_t pretok_next(const cps *x, size_t i, bool llama3) {
-  size_t e, j = i;
-  const uint8_t *c = x->cls;
-  if ((e = contraction(x, i, llama3))) return e;
-  if (llama3) {
-    /* [^\r\n\p{L}\p{N}]?\p{L}+ */
-    if ((c[j] == C_SPACE || c[j] == C_PUNCT) && !is_crlf(x->cp[j]) && j + 1 < x->n &&
-        c[j + 1] == C_LETTER)
-      j++;
-    if (c[j] == C_LETTER) return run(x, j, C_LETTER);
-    /* \p{N}{1,3} */
-    if (c[i] == C_NUMBER) {
-      e = i;
-      while (e < x->n && e < i + 3 && c[e] == C_NUMBER) e++;
-      return e;
-    }
-    /*  ?[^\s\p{L}\p{N}]+[\r\n]* */
-    j = i;
-    if (x->cp[j] == ' ' && j + 1 < x->n && c[j + 1] == C_PUNCT) j++;
-    if (c[j] == C_PUNCT) {
-      e = run(x, j, C_PUNCT);
-      while (e < x->n && is_crlf(x->cp[e])) e++;
-      return e;
-    }
-  } else {
-    /*  ?\p{L}+ | ?\p{N}+ | ?[^\s\p{L}\p{N}]+ */
-    if (x->cp[j] == ' ' && j + 1 < x->n && c[j + 1] != C_SPACE) j++;
-    if (c[j] != C_SPACE) return run(x, j, c[j]);
-  }
-  if (c[i] == C_SPACE) return spaces(x, i, llama3);
-  return i + 1;
 }
 
 /* ----------------------------------------------------- output buffer */
@@ -401,7 +236,7 @@ static clpa_status spm_segment(const demo_tokenizer *t, const char *text, size_t
   int32_t n = 0;
   for (size_t i = 0; i < wn; n++) {
     uint32_t cp;
-    size_t l = utf8_next((const uint8_t *)w + i, wn - i, &cp);
+    size_t l = demo_utf8_next((const uint8_t *)w + i, wn - i, &cp);
     s[n] = (sym){i, l, -1, n - 1, n + 1, 0, 0, false};
     i += l;
   }
@@ -425,7 +260,7 @@ static clpa_status bpe_word(const demo_tokenizer *t, const uint8_t *word, size_t
   if (t->pre == PRE_LLAMA3) {
     /* ignore_merges: a word that is a token as a whole */
     size_t mn = 0;
-    for (size_t i = 0; i < len; i++) mn += utf8_put(t->bmap.to_cp[word[i]], mapped + mn);
+    for (size_t i = 0; i < len; i++) mn += demo_utf8_put(t->bmap.to_cp[word[i]], mapped + mn);
     int32_t id = lookup(t, mapped, mn);
     if (id >= 0) return push(out, id);
   }
@@ -446,30 +281,22 @@ static clpa_status bpe_word(const demo_tokenizer *t, const uint8_t *word, size_t
 }
 
 static clpa_status bpe_segment(const demo_tokenizer *t, const char *text, size_t len, ids_buf *out) {
-  cps x = {malloc((len + 1) * sizeof(uint32_t)), malloc(len + 1), malloc((len + 1) * sizeof(size_t)), 0};
+  demo_pretok x;
+  const bool decoded = demo_pretok_init(&x, text, len);
   sym *s = malloc((len + 1) * sizeof *s);
   char *mapped = malloc(len * 2 + 1);
   clpa_status st = CLPA_OK;
-  if (!x.cp || !x.cls || !x.off || !s || !mapped) {
+  if (!decoded || !s || !mapped) {
     st = fail(CLPA_ERR_OUT_OF_MEMORY, "out of memory (encode)");
     goto done;
   }
-  for (size_t i = 0; i < len;) {
-    size_t l = utf8_next((const uint8_t *)text + i, len - i, &x.cp[x.n]);
-    x.cls[x.n] = (uint8_t)cp_class(x.cp[x.n]);
-    x.off[x.n++] = i;
-    i += l;
-  }
-  x.off[x.n] = len;
   for (size_t i = 0; !st && i < x.n;) {
-    size_t e = pretok_next(&x, i, t->pre == PRE_LLAMA3);
+    size_t e = demo_pretok_next(&x, i, t->pre == PRE_LLAMA3);
     st = bpe_word(t, (const uint8_t *)text + x.off[i], x.off[e] - x.off[i], s, mapped, out);
     i = e;
   }
 done:
-  free(x.cp);
-  free(x.cls);
-  free(x.off);
+  if (decoded) demo_pretok_free(&x);
   free(s);
   free(mapped);
   return st;
@@ -602,13 +429,13 @@ static size_t make_piece(const demo_tokenizer *t, int32_t id, char *out) {
   /* byte-level: each character back to its byte; others stay as UTF-8 */
   for (size_t i = 0; i < n;) {
     uint32_t cp;
-    size_t l = utf8_next((const uint8_t *)s + i, n - i, &cp);
-    int b = l > 1 || (uint8_t)s[i] < 0x80 ? cp_to_byte(&t->bmap, cp) : -1;
+    size_t l = demo_utf8_next((const uint8_t *)s + i, n - i, &cp);
+    int b = l > 1 || (uint8_t)s[i] < 0x80 ? demo_byte_map_byte(&t->bmap, cp) : -1;
     if (b >= 0) {
       if (out) out[w] = (char)b;
       w++;
     } else {
-      size_t k = l == 1 ? 1 : utf8_put(cp, tmp);
+      size_t k = l == 1 ? 1 : demo_utf8_put(cp, tmp);
       if (out) memcpy(out + w, l == 1 ? s + i : tmp, k);
       w += k;
     }
@@ -673,7 +500,7 @@ static clpa_status build_tables(demo_tokenizer *t, const struct demo_gguf *g) {
     char buf[8];
     size_t n;
     if (t->kind == DEMO_TOKENIZER_SPM) n = (size_t)snprintf(buf, sizeof buf, "<0x%02X>", b);
-    else n = utf8_put(t->bmap.to_cp[b], buf);
+    else n = demo_utf8_put(t->bmap.to_cp[b], buf);
     t->byte_tok[b] = lookup(t, buf, n);
   }
   t->specials = malloc((size_t)t->n_vocab * sizeof(int32_t));
@@ -806,7 +633,7 @@ clpa_status demo_tokenizer_create(const struct demo_gguf *g, demo_tokenizer **ou
   if (!g || !out) return fail(CLPA_ERR_INVALID_ARG, "demo_tokenizer_create: NULL argument");
   demo_tokenizer *t = calloc(1, sizeof *t);
   if (!t) return fail(CLPA_ERR_OUT_OF_MEMORY, "out of memory (tokenizer)");
-  byte_map_init(&t->bmap);
+  demo_byte_map_init(&t->bmap);
   clpa_status st = create(t, g);
   if (st) {
     demo_tokenizer_destroy(t);
