@@ -24,7 +24,9 @@ static const tuning_entry table[] = {
      * 31.9/21.0/15.9/15.3/15.4/15.5 ms (1024-4096 within noise; lanes at 1024: 63.1 ms);
      * `clpa-bench prefill --batch 1 --new-tokens 1024 --heads 8 --kv-heads 2 --tune` (rows
      * path with 4 blocks a step): rows 1/2/4/8/16 per work-item = 0.096/0.105/0.164/0.164/0.075
-     * TFLOP/s (tiles 0.030-0.041). */
+     * TFLOP/s (tiles 0.030-0.041). PoCL 3.1 on 2 AVX2 cores (AMD EPYC), 2026-11-25, after the
+     * rows kernel's register-sized key steps: 128/256/512/1024/2048/4096 = 60.2/48.3/34.4/23.9/
+     * 25.3/33.6 ms (1024 and 2048 within this machine's noise, so 2048 stays). */
     {BY_TYPE_CPU, NULL, {"", 2048, CLPA_PREFILL_ROWS, 4, 16}},
     /* NVIDIA (H100, notes/perf.md): prefill on tensor cores where it applies (f16/bf16 caches,
      * else the tiles heuristic), 128 rows and 32-key tiles (2026-11-24, registers capped at 128;
