@@ -40,6 +40,15 @@
 #error "decode rows: partitions of whole blocks, head sizes of multiples of 4"
 #endif
 
+/* Block phys's tile in a cache, as bytes to prefetch; NULL for an id
+ * outside the cache (-1: no next block). */
+inline __global const uchar *rows_tile(__global const kv_t *cache, ulong kv_off, int phys,
+                                       int num_blocks, ulong block_stride) {
+  return phys >= 0 && phys < num_blocks
+             ? (__global const uchar *)(cache + kv_off + (ulong)phys * block_stride)
+             : NULL;
+}
+
 __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void clpa_decode_rows(DECODE_ARGS) {
   (void)logits, (void)logits_stride;
   const int head0 = get_group_id(0) * G, seq = get_group_id(1), part = get_group_id(2);
@@ -78,10 +87,8 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void clpa_decode_rows(DE
     const int valid = phys >= 0 && phys < num_blocks;
     if (!valid) atomic_or(faults, CLPA_FAULT_BAD_BLOCK);
     __global const kv_t *kb = k_cache + kv_off + (ulong)(valid ? phys : 0) * block_stride;
-    const int nx = b + 1 < b_end ? table[b + 1] : -1; /* the next block's keys start coming */
-    __global const uchar *nk =
-        nx >= 0 && nx < num_blocks ? (__global const uchar *)(k_cache + kv_off + (ulong)nx * block_stride)
-                                   : NULL;
+    __global const uchar *nk = /* the next block's keys start coming */
+        rows_tile(k_cache, kv_off, b + 1 < b_end ? table[b + 1] : -1, num_blocks, block_stride);
     for (int o0 = 0; o0 < NTG; o0 += TG) { /* TG key vectors: tokens VT (o0 .. o0 + TG) */
       /* a slice of the next block's lines each step, not all at once (a burst
        * fills the core's miss buffers and stalls the products behind it) */
@@ -151,12 +158,9 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void clpa_decode_rows(DE
     }
     const int edge = !all_ok || b0 * BLOCK_SIZE < lo || (b0 + VBLK) * BLOCK_SIZE > t_end;
     __global const uchar *nv[VBLK]; /* the next group's values: each row d as row d is read */
-    for (int k = 0; k < VBLK; k++) {
-      const int nx = b0 + VBLK + k < b_end ? table[b0 + VBLK + k] : -1;
-      nv[k] = nx >= 0 && nx < num_blocks
-                  ? (__global const uchar *)(v_cache + kv_off + (ulong)nx * block_stride)
-                  : NULL;
-    }
+    for (int k = 0; k < VBLK; k++)
+      nv[k] = rows_tile(v_cache, kv_off, b0 + VBLK + k < b_end ? table[b0 + VBLK + k] : -1,
+                        num_blocks, block_stride);
     for (int d = 0; d < HEAD_SIZE; d++) {
       const int row = d * BLOCK_SIZE * KV_BYTES; /* row d's bytes in a value tile */
 #pragma unroll
