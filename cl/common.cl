@@ -189,6 +189,20 @@ inline float lane_xor(float v, int mask) {
 #endif
 #endif
 
+/* 2^x for a softmax's weights: ex2.approx.ftz on NVIDIA (2 ulp; one
+ * MUFU.EX2, where exp2 and native_exp2 take several instructions to keep
+ * results below 2^-126, which a softmax weight may drop), exp2 elsewhere. */
+#if CLPA_LANES == 3
+inline float exp2_fast(float x) {
+  float r;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return r;
+}
+#else
+#define exp2_fast(x) exp2(x)
+#endif
+#define LOG2E_F 1.4426950408889634f
+
 /* Sum over aligned groups of `width` lanes (a power of two <= SG); every
  * lane of the group gets the sum. The emulated form needs every work-item
  * of the work-group to call it (it has barriers); scratch holds one float

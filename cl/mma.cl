@@ -278,24 +278,13 @@ inline uint4 mma_ldm_a(__local const uint *tile, int stride, int row0, int word0
 #endif
 }
 
-/* exp2 on the path's probabilities: ex2.approx.ftz on NVIDIA (2 ulp; one
- * MUFU.EX2, where native_exp2's ex2.approx.f32 takes four instructions to
- * keep results below 2^-126, which a softmax weight can drop). */
-#if MMA_PTX
-inline float mma_ex2(float x) {
-  float r;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
-  return r;
-}
+/* exp2 on the path's probabilities: common.cl's exp2_fast (one
+ * MUFU.EX2 on NVIDIA). */
 inline float4 mma_ex2x4(float4 x) {
-  return (float4)(mma_ex2(x.x), mma_ex2(x.y), mma_ex2(x.z), mma_ex2(x.w));
+  return (float4)(exp2_fast(x.x), exp2_fast(x.y), exp2_fast(x.z), exp2_fast(x.w));
 }
-#define MMA_EXP2(x) mma_ex2(x)
+#define MMA_EXP2(x) exp2_fast(x)
 #define MMA_EXP2_4(x) mma_ex2x4(x)
-#else
-#define MMA_EXP2(x) exp2(x)
-#define MMA_EXP2_4(x) exp2(x)
-#endif
 
 /* One step of the online softmax on S's fragments, in base 2, for the
  * lane's rows g (h = 0) and g + 8 (h = 1): the logits (base 2) are

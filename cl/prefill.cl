@@ -76,16 +76,6 @@
       int causal, __global volatile int *faults, __global const uchar *block_mask,            \
       int mask_block, int mask_qb, int mask_kb
 
-/* The physical block holding key position j of the sequence, or -1 when
- * j is outside [k_lo, kv_end) (keys before k_lo are outside every row's
- * window: their blocks are neither read nor checked) or its table entry
- * is outside the cache. */
-inline int key_block(__global const int *table, int j, int k_lo, int kv_end, int num_blocks) {
-  if (j < k_lo || j >= kv_end) return -1;
-  const int phys = table[j / BLOCK_SIZE];
-  return phys >= 0 && phys < num_blocks ? phys : -1;
-}
-
 /* Query row R of a tile (see the top): its head and position into *head
  * and *pos (a row past the sequence's nrows gets the KV head's first
  * query head at position cached, and is never written); whether it

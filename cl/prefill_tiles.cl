@@ -9,9 +9,11 @@
  *              work-item (rg, cg) multiplies TM consecutive rows by TN
  *              consecutive keys as outer products, one vector load of
  *              rows and one of keys per dim (TM x TN multiply-adds);
- *   softmax    each row's tile max meets in local memory (red), one
- *              work-item a row folds it into the row's running max (mst)
- *              and rescale factor (ast); probabilities go to pt[key][row];
+ *   softmax    in base 2: each row's tile max meets in local memory
+ *              (red), one work-item a row folds it into the row's running
+ *              max (mst) and rescale factor (ast); probabilities go to
+ *              pt[key][row]. (Warp shuffles instead, on NVIDIA, measured
+ *              the same at head 128 and lost a sixth at head 64.)
  *   O += P V   in chunks of VK keys (vs[key][dim]): the work-item's TM
  *              rows by its output float4s cg, cg + CG, ... (TM x 4 DN
  *              multiply-adds per key from TM / 4 + DN vector loads).
@@ -97,6 +99,37 @@ inline void put_column4(__local float *t, int stride, int r, int c, float4 v) {
   t[(r + 3) * stride + c] = v.s3;
 }
 
+/* ---- the tile's blocks: NBT ids (whole blocks of a BK-key tile, or the
+ * one block holding it) looked up once per tile into local memory by the
+ * first NBT work-items, so that the copies and masks read an id from
+ * there instead of the table (a global load and 64-bit address each,
+ * ~20 times a tile a work-item). A block with no key in [k_lo, k_end)
+ * gets -1 unread; one with a key there and an id outside the cache gets
+ * -1 and sets the fault bit. ---- */
+#define NBT (BK >= BLOCK_SIZE ? BK / BLOCK_SIZE : 1)
+inline void tile_blocks(__local int *tb, __global const int *table, int k0, int k_lo, int k_end,
+                        int num_blocks, __global volatile int *faults) {
+  const int lid = get_local_id(0);
+  if (lid < NBT) {
+    const int b = (uint)k0 / BLOCK_SIZE + lid, first = b * BLOCK_SIZE;
+    int phys = -1;
+    if (first + BLOCK_SIZE > k_lo && first < k_end) {
+      phys = table[b];
+      if (phys < 0 || phys >= num_blocks) {
+        atomic_or(faults, CLPA_FAULT_BAD_BLOCK);
+        phys = -1;
+      }
+    }
+    tb[lid] = phys;
+  }
+}
+
+/* The block of key j of tile k0 (its id from tb, or -1 where j is outside
+ * [k_lo, k_end)). */
+inline int tile_key_block(__local const int *tb, int j, int k0, int k_lo, int k_end) {
+  return j >= k_lo && j < k_end ? tb[(uint)j / BLOCK_SIZE - (uint)k0 / BLOCK_SIZE] : -1;
+}
+
 /* ---- the copies, in two halves: fetch_* loads a chunk from global
  * memory into the work-item's registers as stored (qf, kf, vf), before
  * the products of the chunk already in local memory, so that their
@@ -113,9 +146,9 @@ inline int q_dim(int t) { return 4 * ((int)get_local_id(0) / ROWS) + 4 * (NUM_TH
 inline int k_dim(int t) { return 4 * ((int)get_local_id(0) / BK) + 4 * (NUM_THREADS / BK) * t; }
 
 inline void fetch_qk(IO_RAW4 qf[QU], KV_RAW4 kf[KU], __global const io_t *q, long qrow,
-                     int qvec, __global const kv_t *k_cache, __global const int *table, int k0,
-                     int k_lo, int k_end, int num_blocks, int kv_head, ulong block_stride,
-                     ulong head_stride, int dc, __global volatile int *faults) {
+                     int qvec, __global const kv_t *k_cache, __local const int *tb, int k0,
+                     int k_lo, int k_end, int kv_head, ulong block_stride, ulong head_stride,
+                     int dc) {
   /* Every address below is inside its buffer even where the load is not
    * taken: PoCL's compiler hoisted a guarded vector load out of its branch,
    * and a block id of -1 made its address 2^44 bytes off. */
@@ -126,10 +159,8 @@ inline void fetch_qk(IO_RAW4 qf[QU], KV_RAW4 kf[KU], __global const io_t *q, lon
     qf[t] = (IO_RAW4)(0);
     if (d < DK && qrow >= 0 && dc + d < HEAD_SIZE) qf[t] = qvec ? IO_RAW4A(q, qo) : IO_RAW4U(q, qo);
   }
-  const int lid = get_local_id(0), j = k0 + lid % BK;
-  const int phys = key_block(table, j, k_lo, k_end, num_blocks);
-  if (dc == 0 && lid < BK && j >= k_lo && j < k_end && phys < 0)
-    atomic_or(faults, CLPA_FAULT_BAD_BLOCK);
+  const int j = k0 + (int)get_local_id(0) % BK;
+  const int phys = tile_key_block(tb, j, k0, k_lo, k_end);
   __global const kv_t *kp =
       k_cache + (phys >= 0 ? kv_tile((ulong)phys, kv_head, block_stride, head_stride) : 0);
 #pragma unroll
@@ -137,7 +168,8 @@ inline void fetch_qk(IO_RAW4 qf[QU], KV_RAW4 kf[KU], __global const io_t *q, lon
     const int d = k_dim(t);
     kf[t] = (KV_RAW4)(0);
     if (d < DK && phys >= 0 && dc + d < HEAD_SIZE)
-      kf[t] = KV_RAW4A(kp + key_index(min(dc + d, HEAD_SIZE - 4), j % BLOCK_SIZE, BLOCK_SIZE));
+      kf[t] = KV_RAW4A(kp + key_index(min(dc + d, HEAD_SIZE - 4), (uint)j % BLOCK_SIZE,
+                                      BLOCK_SIZE));
   }
 }
 
@@ -158,19 +190,20 @@ inline void store_qk(const IO_RAW4 qf[QU], const KV_RAW4 kf[KU], __local float *
  * they may hold NaN, and 0 * NaN is NaN ---- */
 inline int v_unit(int t) { return get_local_id(0) + NUM_THREADS * t; }
 
-inline void fetch_v(KV_RAW4 vf[VU], __global const kv_t *v_cache, __global const int *table,
-                    int k0, int kv0, int k_lo, int k_end, int num_blocks, int kv_head,
-                    ulong block_stride, ulong head_stride) {
+inline void fetch_v(KV_RAW4 vf[VU], __global const kv_t *v_cache, __local const int *tb, int k0,
+                    int kv0, int k_lo, int k_end, int kv_head, ulong block_stride,
+                    ulong head_stride) {
 #pragma unroll
   for (int t = 0; t < VU; t++) {
     const int e = v_unit(t), d = e % HEAD_SIZE, j = k0 + kv0 + 4 * (e / HEAD_SIZE);
     /* 4 keys of one block (k0, kv0 and BLOCK_SIZE are multiples of 4):
      * ask for the block with a key of it inside [k_lo, k_end) */
-    const int phys = e < VK / 4 * HEAD_SIZE ? key_block(table, max(j, k_lo), k_lo, k_end, num_blocks)
-                                            : -1;
+    const int phys =
+        e < VK / 4 * HEAD_SIZE ? tile_key_block(tb, max(j, k_lo), k0, k_lo, k_end) : -1;
     const ulong tile = phys >= 0 ? kv_tile((ulong)phys, kv_head, block_stride, head_stride) : 0;
     vf[t] = (KV_RAW4)(0);
-    if (phys >= 0) vf[t] = KV_RAW4A(v_cache + tile + value_index(d, j % BLOCK_SIZE, BLOCK_SIZE));
+    if (phys >= 0)
+      vf[t] = KV_RAW4A(v_cache + tile + value_index(d, (uint)j % BLOCK_SIZE, BLOCK_SIZE));
   }
 }
 
@@ -243,6 +276,7 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
   __local int rhead[ROWS], rpos[ROWS];
   __local float rslope[ROWS];
   __local int next_kept;
+  __local int tblk[2 * NBT]; /* the block ids of this tile and the next (by tile parity) */
   __local float *const qt = (__local float *)un4, *const kt = qt + DK * QT;
   __local float *const vs = (__local float *)un4, *const pt = (__local float *)pt4;
 
@@ -255,6 +289,8 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
   __global const int *table = block_tables + (size_t)s * max_blocks_per_seq;
   const float kscale = !KV_IS_FP8 ? 1.0f : k_scales ? k_scales[0] : k_scale;
   const float vscale = !KV_IS_FP8 ? 1.0f : v_scales ? v_scales[0] : v_scale;
+  const int plain = !(soft_cap > 0.0f) && !alibi; /* logits are the products times c2 */
+  const float c2 = scale * LOG2E_F;
 
   /* The tile's rows (work-item lid: row lid), the running max of row lid
    * (the sink as a logit that is already there), and the element offset
@@ -263,7 +299,7 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
     int head, p;
     const int live = tile_row(R0 + lid, nrows, qpk, kv_head, cached, &head, &p);
     rhead[lid] = live ? head : -1, rpos[lid] = p, rslope[lid] = alibi ? alibi[head] : 0.0f;
-    mst[lid] = sinks ? sinks[head] : -INFINITY;
+    mst[lid] = sinks ? sinks[head] * LOG2E_F : -INFINITY; /* maxima in base 2 */
   }
   const tile_rows rows = {rhead, rpos, rslope};
   const int Rq = R0 + lid % ROWS, qvec = q_stride % 4 == 0; /* aligned query loads */
@@ -297,9 +333,12 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
                       mask_kb, &mine, &next_kept);
   IO_RAW4 qf[QU];
   KV_RAW4 kf[KU], vf[VU];
+  __local int *tb = tblk, *tb_next = tblk + NBT;
+  if (k0 < k_end) tile_blocks(tb, table, k0, k_lo, k_end, num_blocks, faults);
+  barrier(CLK_LOCAL_MEM_FENCE);
   if (k0 < k_end)
-    fetch_qk(qf, kf, q, qrow, qvec, k_cache, table, k0, k_lo, k_end, num_blocks, kv_head,
-             block_stride, head_stride, 0, faults);
+    fetch_qk(qf, kf, q, qrow, qvec, k_cache, tb, k0, k_lo, k_end, kv_head, block_stride,
+             head_stride, 0);
   while (k0 < k_end) {
     /* ---- 1-2. scores: TM rows x TN keys, outer products over the head's chunks ---- */
     float sc[TM][TN];
@@ -312,12 +351,11 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
       store_qk(qf, kf, qt, kt, kscale);
       barrier(CLK_LOCAL_MEM_FENCE);
       if (dc + DK < HEAD_SIZE)
-        fetch_qk(qf, kf, q, qrow, qvec, k_cache, table, k0, k_lo, k_end, num_blocks, kv_head,
-                 block_stride, head_stride, dc + DK, faults);
+        fetch_qk(qf, kf, q, qrow, qvec, k_cache, tb, k0, k_lo, k_end, kv_head, block_stride,
+                 head_stride, dc + DK);
       else
-        fetch_v(vf, v_cache, table, k0, 0, k_lo, k_end, num_blocks, kv_head, block_stride,
-                head_stride);
-#pragma unroll 8
+        fetch_v(vf, v_cache, tb, k0, 0, k_lo, k_end, kv_head, block_stride, head_stride);
+#pragma unroll 16
       for (int d = 0; d < DK; d++) {
         float a[TM], b[TN];
         LDS(TM, a, qt + d * QT + rg * TM);
@@ -329,37 +367,56 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
       }
     }
 
-    /* ---- 3. online softmax: logits, the rows' new max, probabilities ---- */
+    /* ---- 3. online softmax in base 2: logits times log2(e), the rows'
+     * new max, probabilities. Masks are applied only where the tile is
+     * not `full` (every key inside every row's range, in a valid block;
+     * dense builds only), and soft-cap and ALiBi only where the call has
+     * them (`plain` otherwise: the scale and log2(e) in one multiply). ---- */
+    int full = !CLPA_SPARSE && k0 >= k_lo && k0 + BK <= k_end &&
+               (!causal || k0 + BK - 1 <= p_lo) && (window <= 0 || p_hi - k0 < window);
     int kok[TN]; /* the key takes part (a bad block's keys never do) */
 #pragma unroll
-    for (int j = 0; j < TN; j++)
-      kok[j] = key_block(table, k0 + cg * TN + j, k_lo, k_end, num_blocks) >= 0;
+    for (int j = 0; j < TN; j++) {
+      kok[j] = tile_key_block(tb, k0 + cg * TN + j, k0, k_lo, k_end) >= 0;
+      full = full && kok[j];
+    }
 #pragma unroll
     for (int i = 0; i < TM; i++) {
       const int r = rg * TM + i, pos = rpos[r];
-      const int keep = rhead[r] >= 0 && (!block_mask || row_mask(rows, r, block_mask, s,
-                                                                num_heads, cached, mask_block,
-                                                                mask_qb, mask_kb)[k0 / mask_block]);
-      const float slope = rslope[r];
-      float tmax = -INFINITY;
+      if (plain) {
 #pragma unroll
-      for (int j = 0; j < TN; j++) {
-        const int jj = k0 + cg * TN + j;
-        float x = sc[i][j] * scale;
-        if (soft_cap > 0.0f) x = soft_cap * tanh(x / soft_cap);
-        x += slope * (float)(jj - pos);
-        const int masked = !keep || !kok[j] || (causal && jj > pos) ||
-                           (window > 0 && pos - jj >= window);
-        sc[i][j] = masked ? -INFINITY : x;
-        tmax = fmax(tmax, sc[i][j]);
+        for (int j = 0; j < TN; j++) sc[i][j] *= c2;
+      } else {
+        const float slope = rslope[r];
+#pragma unroll
+        for (int j = 0; j < TN; j++) {
+          float x = sc[i][j] * scale;
+          if (soft_cap > 0.0f) x = soft_cap * tanh(x / soft_cap);
+          sc[i][j] = (x + slope * (float)(k0 + cg * TN + j - pos)) * LOG2E_F;
+        }
       }
+      if (!full) { /* key jj counts for the row where lo <= jj <= hi */
+        const int keep = rhead[r] >= 0 && (!CLPA_SPARSE || !block_mask ||
+                                           row_mask(rows, r, block_mask, s, num_heads, cached,
+                                                    mask_block, mask_qb, mask_kb)[k0 / mask_block]);
+        const int hi = !keep ? INT_MIN : causal ? pos : INT_MAX;
+        const int lo = window > 0 ? pos - window + 1 : INT_MIN;
+#pragma unroll
+        for (int j = 0; j < TN; j++) {
+          const int jj = k0 + cg * TN + j;
+          sc[i][j] = kok[j] && jj >= lo && jj <= hi ? sc[i][j] : -INFINITY;
+        }
+      }
+      float tmax = sc[i][0];
+#pragma unroll
+      for (int j = 1; j < TN; j++) tmax = fmax(tmax, sc[i][j]);
       red[r * CG + cg] = tmax;
     }
     barrier(CLK_LOCAL_MEM_FENCE);
     if (lid < ROWS) {
       float mx = mst[lid];
       for (int c = 0; c < CG; c++) mx = fmax(mx, red[lid * CG + c]);
-      ast[lid] = mx == -INFINITY ? 1.0f : exp(mst[lid] - mx); /* 0 when the max was -inf */
+      ast[lid] = mx == -INFINITY ? 1.0f : exp2_fast(mst[lid] - mx); /* 0 when the max was -inf */
       mst[lid] = mx;
     }
     barrier(CLK_LOCAL_MEM_FENCE);
@@ -369,7 +426,7 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
       float sum = 0.0f;
 #pragma unroll
       for (int j = 0; j < TN; j++) {
-        const float pr = sc[i][j] == -INFINITY ? 0.0f : exp(sc[i][j] - mn);
+        const float pr = sc[i][j] == -INFINITY ? 0.0f : exp2_fast(sc[i][j] - mn);
         pt[(cg * TN + j) * QT + rg * TM + i] = pr;
         sum += pr;
       }
@@ -383,17 +440,17 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
     /* ---- 4. P V, VK keys a chunk ---- */
     const int k1 = tiles_next(k0 + BK, k_end, block_mask, rows, s, num_heads, cached, mask_block,
                               mask_qb, mask_kb, &mine, &next_kept);
+    if (k1 < k_end) tile_blocks(tb_next, table, k1, k_lo, k_end, num_blocks, faults);
     for (int kv0 = 0; kv0 < BK; kv0 += VK) {
       barrier(CLK_LOCAL_MEM_FENCE); /* qt/kt (or the last chunk's values) read; pt written */
       store_v(vf, vs, k0, kv0, k_lo, k_end, vscale);
       barrier(CLK_LOCAL_MEM_FENCE);
       if (kv0 + VK < BK)
-        fetch_v(vf, v_cache, table, k0, kv0 + VK, k_lo, k_end, num_blocks, kv_head, block_stride,
-                head_stride);
+        fetch_v(vf, v_cache, tb, k0, kv0 + VK, k_lo, k_end, kv_head, block_stride, head_stride);
       else if (k1 < k_end)
-        fetch_qk(qf, kf, q, qrow, qvec, k_cache, table, k1, k_lo, k_end, num_blocks, kv_head,
-                 block_stride, head_stride, 0, faults);
-#pragma unroll 4
+        fetch_qk(qf, kf, q, qrow, qvec, k_cache, tb_next, k1, k_lo, k_end, kv_head, block_stride,
+                 head_stride, 0);
+#pragma unroll 8
       for (int k = 0; k < VK; k++) {
         float pr[TM];
         LDS(TM, pr, pt + (kv0 + k) * QT + rg * TM);
@@ -408,6 +465,8 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
       }
     }
     k0 = k1;
+    __local int *const t_ = tb;
+    tb = tb_next, tb_next = t_;
   }
 
   /* ---- 5. normalise once and write ---- */
@@ -431,6 +490,6 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
       IO_STORE(o.s0, out, d), IO_STORE(o.s1, out, d + 1);
       IO_STORE(o.s2, out, d + 2), IO_STORE(o.s3, out, d + 3);
     }
-    if (lse && cg == 0) lse[row] = softmax_lse(softmax_state_of(mst[r], sum));
+    if (lse && cg == 0) lse[row] = softmax_lse(softmax_state_of(mst[r] / LOG2E_F, sum));
   }
 }

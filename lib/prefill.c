@@ -42,12 +42,12 @@ static int tile_cols(int rows, int keys) {
  * declarations): chunks of 32 head dims of queries and keys, transposed,
  * rows padded by 4 floats, sharing their space with the value chunk; the
  * probabilities; the row reductions; per row the running max, rescale,
- * head, position and slope. */
+ * head, position and slope; two tiles' block ids (at most 2 x 8). */
 static size_t tile_local_bytes(int head_size, int rows, int keys, int vk) {
   const size_t qk = 32 * (size_t)(rows + 4) + 32 * (size_t)(keys + 4);
   const size_t v = (size_t)vk * (size_t)(head_size + 4), un = qk > v ? qk : v;
   return sizeof(float) * ((un + 3) / 4 * 4 + (size_t)keys * (rows + 4) +
-                          (size_t)rows * tile_cols(rows, keys) + 5 * (size_t)rows) +
+                          (size_t)rows * tile_cols(rows, keys) + 5 * (size_t)rows + 16) +
          256; /* slack */
 }
 
