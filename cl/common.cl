@@ -201,7 +201,7 @@ inline float exp2_fast(float x) {
 #else
 #define exp2_fast(x) exp2(x)
 #endif
-#define LOG2E_F 1.4426950408889634f
+#define LOG2E 1.4426950408889634f /* log2(e): softmax exponents in base 2 */
 
 /* Sum over aligned groups of `width` lanes (a power of two <= SG); every
  * lane of the group gets the sum. The emulated form needs every work-item

@@ -71,7 +71,6 @@
 #define KROWS (HEAD_SIZE / (4 * X))
 #define MTILES (HEAD_SIZE / 16)    /* m-tiles of O^T */
 #define NH ((G + 7) / 8)           /* n-tiles of heads */
-#define LOG2E 1.4426950408889634f
 
 #if HEAD_SIZE % (4 * X) || G > 16 || NUM_THREADS % 32 || PARTITION_SIZE % CHUNK || BLOCK_SIZE % 4
 #error "decode mma: head size a multiple of 32 (fp8: 64), <= 16 heads, partitions of 16-token chunks"

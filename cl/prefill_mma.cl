@@ -56,7 +56,6 @@
 #define KTILE (NP * PART4)      /* uint4 of a key tile */
 #define VTILE (NP * PART4)      /* uint4 of a value tile */
 #define CPT ((PART4 + NUM_THREADS - 1) / NUM_THREADS) /* a work-item's copies of a part */
-#define LOG2E 1.4426950408889634f
 
 /* Where value chunk e of a part (dimension e / VS, tokens 8 (e % VS) ..
  * + 7) sits in local memory: its row's chunks xor-ed with bits of the

@@ -290,7 +290,7 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
   const float kscale = !KV_IS_FP8 ? 1.0f : k_scales ? k_scales[0] : k_scale;
   const float vscale = !KV_IS_FP8 ? 1.0f : v_scales ? v_scales[0] : v_scale;
   const int plain = !(soft_cap > 0.0f) && !alibi; /* logits are the products times c2 */
-  const float c2 = scale * LOG2E_F;
+  const float c2 = scale * LOG2E;
 
   /* The tile's rows (work-item lid: row lid), the running max of row lid
    * (the sink as a logit that is already there), and the element offset
@@ -299,7 +299,7 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
     int head, p;
     const int live = tile_row(R0 + lid, nrows, qpk, kv_head, cached, &head, &p);
     rhead[lid] = live ? head : -1, rpos[lid] = p, rslope[lid] = alibi ? alibi[head] : 0.0f;
-    mst[lid] = sinks ? sinks[head] * LOG2E_F : -INFINITY; /* maxima in base 2 */
+    mst[lid] = sinks ? sinks[head] * LOG2E : -INFINITY; /* maxima in base 2 */
   }
   const tile_rows rows = {rhead, rpos, rslope};
   const int Rq = R0 + lid % ROWS, qvec = q_stride % 4 == 0; /* aligned query loads */
@@ -392,7 +392,7 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
         for (int j = 0; j < TN; j++) {
           float x = sc[i][j] * scale;
           if (soft_cap > 0.0f) x = soft_cap * tanh(x / soft_cap);
-          sc[i][j] = (x + slope * (float)(k0 + cg * TN + j - pos)) * LOG2E_F;
+          sc[i][j] = (x + slope * (float)(k0 + cg * TN + j - pos)) * LOG2E;
         }
       }
       if (!full) { /* key jj counts for the row where lo <= jj <= hi */
@@ -490,6 +490,6 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
       IO_STORE(o.s0, out, d), IO_STORE(o.s1, out, d + 1);
       IO_STORE(o.s2, out, d + 2), IO_STORE(o.s3, out, d + 3);
     }
-    if (lse && cg == 0) lse[row] = softmax_lse(softmax_state_of(mst[r] / LOG2E_F, sum));
+    if (lse && cg == 0) lse[row] = softmax_lse(softmax_state_of(mst[r] / LOG2E, sum));
   }
 }

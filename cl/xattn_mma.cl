@@ -49,7 +49,6 @@
 #define NSTEP (STRIDE * HEAD_SIZE / KC)
 #define SEG (BCOLS < BN ? BCOLS : BN) /* columns folded at once: within one block */
 #define NSEG (BN / SEG)
-#define LOG2E 1.4426950408889634f
 
 #if NUM_THREADS % 32 || XR % (16 * WARPS) || BN % 8 || (KC != 32 && KC != 64) || \
     HEAD_SIZE % 32 || STRIDE % TP || BCOLS % 8 || (BN % BCOLS && BCOLS % BN) || BLOCK_SIZE % 2 || \
