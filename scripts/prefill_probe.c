@@ -13,11 +13,12 @@
  * (NVIDIA's OpenCL adds %envreg0-2, the enqueue's group offsets, to
  * %ctaid; a CUDA launch leaves them undefined, hence the sed.)
  * The arguments are PREFILL_ARGS (cl/prefill.c) for a causal f16 call,
- * 32/8 heads, head 128 (PROBE_HEAD=N: N), block 16, random data and a shuffled block table,
- * the work list ordered as lib/prefill.c orders it on GPUs. rows must be
- * the ROWS the PTX was built with (64 or 128), since the launch shape is
- * NUM_THREADS = 2 * rows. Prints the time per call (CUDA events, median of
- * 9 of 5 calls each) and TFLOP/s as clpa-bench prefill counts them.
+ * 32/8 heads, head 128 (PROBE_HEAD=N: N), block 16, random data and a
+ * shuffled block table, the work list ordered as lib/prefill.c orders it
+ * on GPUs. rows must be the ROWS the PTX was built with (64 or 128), since
+ * the launch shape is NUM_THREADS = 2 * rows. Prints the time per call
+ * (CUDA events, median of 9 of 5 calls each) and TFLOP/s as clpa-bench
+ * prefill counts them.
  * Timing and profiling only: the output is not checked here.
  */
 #include <cuda.h>
@@ -82,7 +83,8 @@ int main(int argc, char **argv) {
   const int batch = argc > 2 ? atoi(argv[2]) : 8, new_len = argc > 3 ? atoi(argv[3]) : 2048;
   const int cached = argc > 4 ? atoi(argv[4]) : 0, rows = argc > 5 ? atoi(argv[5]) : 64;
   const int heads = 32, kvh = 8, BS = 16, qpk = heads / kvh;
-  const int D = getenv("PROBE_HEAD") ? atoi(getenv("PROBE_HEAD")) : 128; /* PROBE_HEAD: the PTX's head size */
+  const char *head_env = getenv("PROBE_HEAD"); /* the head size the PTX was built with */
+  const int D = head_env ? atoi(head_env) : 128;
   FILE *f = fopen(argv[1], "rb");
   if (!f) return perror(argv[1]), 1;
   fseek(f, 0, SEEK_END);
