@@ -41,14 +41,15 @@ static int tile_cols(int rows, int keys) {
 /* Its local memory with value chunks of vk keys (the kernel's
  * declarations): chunks of 32 head dims of queries and keys, transposed,
  * rows padded by 4 floats, sharing their space with the value chunk; the
- * probabilities; the row reductions; per row the running max, rescale,
- * head, position and slope; two tiles' block ids (at most 2 x 8). */
+ * probabilities; the row reductions (rows padded by 1); per row the running max, rescale,
+ * head, position and slope; the next kept tile; two tiles' block offsets
+ * (64-bit, at most 2 x 8: blocks hold 8 tokens or more). */
 static size_t tile_local_bytes(int head_size, int rows, int keys, int vk) {
   const size_t qk = 32 * (size_t)(rows + 4) + 32 * (size_t)(keys + 4);
   const size_t v = (size_t)vk * (size_t)(head_size + 4), un = qk > v ? qk : v;
   return sizeof(float) * ((un + 3) / 4 * 4 + (size_t)keys * (rows + 4) +
-                          (size_t)rows * tile_cols(rows, keys) + 5 * (size_t)rows + 16) +
-         256; /* slack */
+                          (size_t)rows * (tile_cols(rows, keys) + 1) + 5 * (size_t)rows + 1) +
+         sizeof(int64_t) * 2 * (keys >= 8 ? (size_t)keys / 8 : 1) + 256; /* slack */
 }
 
 /* The value chunk: the most keys (32, 16, 8 or 4, at most the tile's)
