@@ -47,7 +47,7 @@
  * Buffers: as decode.cl's (kv.cl's DECODE_ARGS); the cache layouts
  *   k_cache [num_blocks, num_kv_heads, HEAD_SIZE / X, BLOCK_SIZE, X]
  *   v_cache [num_blocks, num_kv_heads, HEAD_SIZE, BLOCK_SIZE]
- * The work-group: 4 warps, or 2 where its work is short (lib/decode.c).
+ * The work-group: 4 warps, or 3 or 2 (lib/decode.c mma_warps).
  *
  * Tokens outside [window start, context) and blocks with bad ids are
  * masked (the latter set CLPA_FAULT_BAD_BLOCK); value slots there are

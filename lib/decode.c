@@ -253,29 +253,42 @@ static int mma_partition(const clpa_decode_params *p, long groups, int max_ctx, 
   return round_up((max_ctx + lo - 1) / lo, unit);
 }
 
-/* decode_mma.cl's work-group size: two warps instead of four
- * - where a busy work-group reads fewer than 256 tokens on average: its
+/* decode_mma.cl's warps per work-group: 4, or
+ * - 2 where a busy work-group reads fewer than 256 tokens on average: its
  *   warps take 16-token chunks in turn, so four would mostly wait in the
  *   epilogue;
- * - where the busy work-groups overflow one wave of four-warp ones but
+ * - 2 where the busy work-groups overflow one wave of four-warp ones but
  *   fit one of two-warp ones, are mostly full (uniform lengths: a long
  *   work-group at half the warps would run on alone) and keep 40 KB of
- *   K/V chunks in flight per compute unit with two warps each. The H100
- *   holds 12 warps of this kernel per compute unit (156-168 registers):
- *   3 work-groups of four warps or 6 of two. There (cold, 32/8 heads,
- *   head 128, 2026-11-25, 4 warps -> 2): f16 64 x 2048 (512 work-groups)
- *   0.887 -> 0.948 of copy, 32/32 heads 16 x 1024 0.818 -> 0.913, fp8
- *   96 x 2048 (768) 0.821 -> 0.900; but 128 x 2048 (1024, two waves
- *   either way) 0.964 -> 0.920, fp8 64 x 2048 (512: 31 KB in flight)
- *   0.880 -> 0.809, 64 x 4096 log-uniform 0.692 -> 0.638, 32 x 2048 (256,
- *   one wave of four) 0.896 -> 0.817 (notes/perf.md). */
+ *   K/V chunks in flight per compute unit with two warps each;
+ * - 3 where the busy work-groups take more than one wave of two-warp ones,
+ *   three-warp waves end at least 5 % fuller than four-warp ones, the
+ *   work-groups are mostly full and chunks are 8 KB or more (fp8 lost).
+ * The H100 holds 12 warps of this kernel per compute unit (156-168
+ * registers): 3 work-groups of four warps, 4 of three or 6 of two. There
+ * (cold, 32/8 heads, head 128, 2026-11-25, notes/perf.md), 4 warps -> 2:
+ * f16 64 x 2048 (512 work-groups) 0.887 -> 0.948 of copy, 32/32 heads 16
+ * x 1024 0.818 -> 0.913, fp8 96 x 2048 (768) 0.821 -> 0.900; but 128 x
+ * 2048 (1024) 0.964 -> 0.920, fp8 64 x 2048 (512: 31 KB in flight) 0.880
+ * -> 0.809, 64 x 4096 log-uniform 0.692 -> 0.638, 32 x 2048 (256, one
+ * wave of four) 0.896 -> 0.817; 4 warps -> 3: 32/32 heads 32 x 1024 (1024
+ * work-groups: 2.6 waves of four-warp ones, 1.9 of three) 0.916 -> 0.935,
+ * 128 x 2048 0.943 -> 0.975, fp8 32/32 32 x 1024 0.846 -> 0.803. */
 #define MMA_WARPS_PER_CU 12
-static int mma_two_warps(long busy, long work, int partition, unsigned cus, long chunk_bytes) {
-  if (busy <= 0) return 0;
-  if (work < 256 * busy) return 1;
-  const long four = (long)cus * (MMA_WARPS_PER_CU / 4), two = (long)cus * (MMA_WARPS_PER_CU / 2);
-  return busy > four && busy <= two && 4 * work >= 3L * partition * busy &&
-         busy * 2 * chunk_bytes >= 40L * 1024 * cus;
+static double wave_fill(long busy, long slots) { /* the waves' mean fullness */
+  return (double)busy / (double)(slots * ((busy + slots - 1) / slots));
+}
+static int mma_warps(long busy, long work, int partition, unsigned cus, long chunk_bytes) {
+  if (busy <= 0) return 4;
+  if (work < 256 * busy) return 2;
+  const long four = (long)cus * (MMA_WARPS_PER_CU / 4), three = (long)cus * (MMA_WARPS_PER_CU / 3);
+  const long two = (long)cus * (MMA_WARPS_PER_CU / 2);
+  const int full = 4 * work >= 3L * partition * busy;
+  if (full && busy > four && busy <= two && busy * 2 * chunk_bytes >= 40L * 1024 * cus) return 2;
+  if (full && busy > two && chunk_bytes >= 8192 &&
+      wave_fill(busy, three) >= wave_fill(busy, four) + 0.05)
+    return 3;
+  return 4;
 }
 
 static clpa_status plan(clpa_context *ctx, const clpa_decode_params *p, decode_call *c) {
@@ -305,9 +318,8 @@ static clpa_status plan(clpa_context *ctx, const clpa_decode_params *p, decode_c
     }
     const long busy = busy_groups(p, groups, c->partition, max_ctx);
     const long chunk_bytes = 2L * MMA_CHUNK * hs * (long)clpa_dtype_size(c->a.kv.dtype);
-    c->threads = mma_two_warps(busy, total_work(p, groups, max_ctx), c->partition, cus, chunk_bytes)
-                     ? 64
-                     : 128;
+    const long work = total_work(p, groups, max_ctx);
+    c->threads = 32 * mma_warps(busy, work, c->partition, cus, chunk_bytes);
     const int parts = (max_ctx + c->partition - 1) / c->partition;
     c->v2 = p->variant == CLPA_DECODE_V2 || (p->variant == CLPA_DECODE_AUTO && parts > 1);
     c->heads_per_group = g;
