@@ -263,7 +263,9 @@ static int mma_partition(const clpa_decode_params *p, long groups, int max_ctx, 
  *   K/V chunks in flight per compute unit with two warps each;
  * - 3 where the busy work-groups take more than one wave of two-warp ones,
  *   three-warp waves end at least 5 % fuller than four-warp ones, the
- *   work-groups are mostly full and chunks are 8 KB or more (fp8 lost).
+ *   work-groups are mostly full and chunks are 8 KB or more (fp8 lost);
+ * - 2 there where chunks are smaller (fp8, f16 head 64) and the
+ *   work-groups mostly full.
  * The H100 holds 12 warps of this kernel per compute unit (156-168
  * registers): 3 work-groups of four warps, 4 of three or 6 of two. There
  * (cold, 32/8 heads, head 128, 2026-11-25, notes/perf.md), 4 warps -> 2:
@@ -273,7 +275,10 @@ static int mma_partition(const clpa_decode_params *p, long groups, int max_ctx, 
  * -> 0.809, 64 x 4096 log-uniform 0.692 -> 0.638, 32 x 2048 (256, one
  * wave of four) 0.896 -> 0.817; 4 warps -> 3: 32/32 heads 32 x 1024 (1024
  * work-groups: 2.6 waves of four-warp ones, 1.9 of three) 0.916 -> 0.935,
- * 128 x 2048 0.943 -> 0.975, fp8 32/32 32 x 1024 0.846 -> 0.803. */
+ * 128 x 2048 0.943 -> 0.975, fp8 32/32 32 x 1024 0.846 -> 0.803; past
+ * one wave of two-warp ones, 4 warps -> 2: fp8 32/32 32 x 1024 0.839 ->
+ * 0.902, fp8 256 x 2048 0.942 -> 0.957, f16 head 64 128 x 2048 0.929 ->
+ * 0.942 (f16 head 128 128 x 2048: 0.964 -> 0.920). */
 #define MMA_WARPS_PER_CU 12
 static double wave_fill(long busy, long slots) { /* the waves' mean fullness */
   return (double)busy / (double)(slots * ((busy + slots - 1) / slots));
@@ -288,6 +293,7 @@ static int mma_warps(long busy, long work, int partition, unsigned cus, long chu
   if (full && busy > two && chunk_bytes >= 8192 &&
       wave_fill(busy, three) >= wave_fill(busy, four) + 0.05)
     return 3;
+  if (full && busy > two && chunk_bytes < 8192) return 2;
   return 4;
 }
 
