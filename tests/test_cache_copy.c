@@ -337,6 +337,7 @@ int main(void) {
   arena_cap = 0;
   test_copy_refusals();
   test_swap_refusals();
+  test_no_faults_left(ctx);
   clpa_context_destroy(ctx);
   return done_testing();
 }

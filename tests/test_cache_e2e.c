@@ -289,6 +289,7 @@ int main(void) {
   rng_seed_from_env();
   ctx = test_context(0);
   for (int d = 0; d < CLPA_DTYPE_COUNT_; d++) run((clpa_dtype)d);
+  test_no_faults_left(ctx);
   clpa_context_destroy(ctx);
   return done_testing();
 }

@@ -405,6 +405,7 @@ int main(void) {
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) failed += !run_case(&cases[i]);
   test_refusals();
   if (failed) diag("%d case(s) failed", failed);
+  test_no_faults_left(ctx);
   clpa_context_destroy(ctx);
   return done_testing();
 }

@@ -198,6 +198,7 @@ int main(void) {
   };
   for (size_t i = 0; i < sizeof grid / sizeof *grid; i++) run_case(&grid[i]);
   test_bad_args();
+  test_no_faults_left(ctx);
   clpa_context_destroy(ctx);
   return done_testing();
 }

@@ -261,6 +261,7 @@ int main(void) {
   diag("f16: worst logit error %.3g of max |logit|", w.worst);
   world_free(&w);
 
+  test_no_faults_left(ctx);
   clpa_context_destroy(ctx);
   return done_testing();
 }

@@ -214,6 +214,7 @@ int main(void) {
   clReleaseMemObject(b);
   clpa_cache_destroy(host);
   clpa_cache_destroy(cache);
+  test_no_faults_left(ctx);
   clpa_context_destroy(ctx);
   return done_testing();
 }
