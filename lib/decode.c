@@ -288,13 +288,10 @@ static int mma_warps(long busy, long work, int partition, unsigned cus, long chu
   if (work < 256 * busy) return 2;
   const long four = (long)cus * (MMA_WARPS_PER_CU / 4), three = (long)cus * (MMA_WARPS_PER_CU / 3);
   const long two = (long)cus * (MMA_WARPS_PER_CU / 2);
-  const int full = 4 * work >= 3L * partition * busy;
-  if (full && busy > four && busy <= two && busy * 2 * chunk_bytes >= 40L * 1024 * cus) return 2;
-  if (full && busy > two && chunk_bytes >= 8192 &&
-      wave_fill(busy, three) >= wave_fill(busy, four) + 0.05)
-    return 3;
-  if (full && busy > two && chunk_bytes < 8192) return 2;
-  return 4;
+  if (4 * work < 3L * partition * busy || busy <= four) return 4; /* not mostly full, one wave */
+  if (busy <= two) return busy * 2 * chunk_bytes >= 40L * 1024 * cus ? 2 : 4;
+  if (chunk_bytes < 8192) return 2;
+  return wave_fill(busy, three) >= wave_fill(busy, four) + 0.05 ? 3 : 4;
 }
 
 static clpa_status plan(clpa_context *ctx, const clpa_decode_params *p, decode_call *c) {

@@ -41,9 +41,10 @@ static int tile_cols(int rows, int keys) {
 /* Its local memory with value chunks of vk keys (the kernel's
  * declarations): chunks of 32 head dims of queries and keys, transposed,
  * rows padded by 4 floats, sharing their space with the value chunk; the
- * probabilities; the row reductions (rows padded by 1); per row the running max, rescale,
- * head, position and slope; the next kept tile; two tiles' block offsets
- * (64-bit, at most 2 x 8: blocks hold 8 tokens or more). */
+ * probabilities; the row reductions (rows padded by 1); per row the
+ * running max, rescale, head, position and slope; the next kept tile; two
+ * tiles' block offsets (64-bit, at most 2 x 8: blocks hold 8 tokens or
+ * more). */
 static size_t tile_local_bytes(int head_size, int rows, int keys, int vk) {
   const size_t qk = 32 * (size_t)(rows + 4) + 32 * (size_t)(keys + 4);
   const size_t v = (size_t)vk * (size_t)(head_size + 4), un = qk > v ? qk : v;

@@ -32,8 +32,9 @@ static const tuning_entry table[] = {
      * else the tiles heuristic), 128 rows and 32-key tiles (2026-11-24, registers capped at 128;
      * 32/8 heads, head 128, f16, TFLOP/s for rows 64 / 128 with 32 keys, then 64 / 128 with 64
      * keys): 8 x 2048 157.3/163.5, 140.9/152.3; 1 x 8192 196.5/214.1, 177.5/197.7; 8 x 2048 over
-     * 6144 cached 207.1/227.5, 185.1/213.9 (tiles, 64 x 64: 23.1; 27.4, then 31.3 on 2026-11-25). Decode on
-     * tensor cores (f16/bf16) plans its own partitions; this one is the lanes path's (f32, fp8):
+     * 6144 cached 207.1/227.5, 185.1/213.9 (tiles, 64 x 64: 23.1; 27.4, then 31.3 on
+     * 2026-11-25). Decode on tensor cores (f16/bf16) plans its own partitions; this one is the
+     * lanes path's (f32, fp8):
      * `clpa-bench decode --batch 16 --context 4096 --path lanes --tune` (2026-11-24, cold):
      * partition 128/256/512/1024/2048/4096 = 214.2/149.7/137.0/129.2/229.1/335.9 us. */
     {BY_VENDOR, "NVIDIA", {"", 1024, CLPA_PREFILL_MMA, 128, 32}},

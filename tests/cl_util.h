@@ -36,16 +36,21 @@ static inline clpa_context *test_context(int profiling) {
   return ctx;
 }
 
-/* The end of a kernel test: how the programs were had (built or from the
- * binary cache), the context destroyed, the TAP plan. */
+/* No fault bit is set (reading them clears them); `when` says after what. */
+static inline int test_no_faults(clpa_context *ctx, const char *when) {
+  int32_t faults = 0;
+  const clpa_status st = clpa_context_check_faults(ctx, &faults);
+  return ok(st == CLPA_OK && faults == 0, "no faults %s (0x%x)", when, faults);
+}
+
 /* Every fault a test provokes is read (and so cleared) by that test: at the
  * end none is left. A leftover means a launch nobody checked set one. */
 static inline void test_no_faults_left(clpa_context *ctx) {
-  int32_t faults = 0;
-  const clpa_status st = clpa_context_check_faults(ctx, &faults);
-  ok(st == CLPA_OK && faults == 0, "no fault bits left unread at the end (0x%x)", faults);
+  test_no_faults(ctx, "left unread at the end");
 }
 
+/* The end of a kernel test: how the programs were had (built or from the
+ * binary cache), the context destroyed, the TAP plan. */
 static inline int test_context_done(clpa_context *ctx) {
   test_no_faults_left(ctx);
   clpa_program_stats ps;

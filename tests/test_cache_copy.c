@@ -111,7 +111,7 @@ static void test_copy(clpa_dtype dtype, int wrapped, int l0, int nl) {
   if (ev) clWaitForEvents(1, &ev), clReleaseEvent(ev);
   cache_image got = cache_snapshot(ctx, c);
   ok(image_equal(&got, &want, bb, "copy_blocks"), "copied blocks match a host copy, the rest untouched");
-  ok(clpa_context_check_faults(ctx, NULL) == CLPA_OK, "no faults");
+  test_no_faults(ctx, "after the copies");
   image_free(&got), image_free(&want);
 
   /* Device pairs, int64 [n, 2]: one out of range (faults, skipped), one

@@ -276,7 +276,7 @@ static void run(clpa_dtype dtype) {
      "sequence's own tokens (%d sequences, %d block copies, k_scale %g)",
      clpa_dtype_name(dtype), nseqs, copies, (double)su.ks);
   ok(copies >= 2, "copy-on-write happened (%d copies)", copies);
-  ok(clpa_context_check_faults(ctx, NULL) == CLPA_OK, "no faults");
+  test_no_faults(ctx, "after the run");
   ok(clpa_pool_check(pool) == CLPA_OK, "pool invariants hold");
   for (int i = 0; i < MAX_SEQS; i++) lseq_free(&seqs[i]);
   for (int l = 0; l < LAYERS; l++) free(st.k[l]), free(st.v[l]);

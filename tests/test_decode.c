@@ -278,9 +278,7 @@ static int run_case(const dcase *c, clpa_decode_path path) {
   clpa_status st = clpa_decode(ctx, &p);
   good &= ok(st == CLPA_OK, "decode %s", name);
   if (st != CLPA_OK) diag("%s: %s", clpa_status_name(st), clpa_context_last_error(ctx));
-  int32_t faults = 0;
-  const clpa_status fst = clpa_context_check_faults(ctx, &faults);
-  good &= ok(fst == CLPA_OK, "no faults (0x%x)", faults);
+  good &= test_no_faults(ctx, "after the call");
 
   float *got = malloc(sizeof(float) * (outn ? outn : 1));
   void *got_store = malloc(qsz * (outn ? outn : 1));
@@ -524,9 +522,7 @@ static void test_bad_args(void) {
   p.kv.dtype = CLPA_DTYPE_FP8_E4M3;
   ok(clpa_decode(ctx, &p) == CLPA_OK && clpa_context_finish(ctx) == CLPA_OK,
      "scale buffers of 4 bytes or more are taken: %s", clpa_last_error());
-  int32_t faults = 0;
-  const clpa_status fst = clpa_context_check_faults(ctx, &faults);
-  ok(fst == CLPA_OK && faults == 0, "and that call set no fault (0x%x)", faults);
+  test_no_faults(ctx, "after that call");
   p = good;
   p.num_seqs = 0;
   cl_event ev = NULL;

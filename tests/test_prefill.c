@@ -312,8 +312,7 @@ static int run_case_on(const pcase *c, clpa_prefill_path path) {
   }
   good &= ok(st == CLPA_OK, "prefill %s", name);
   if (st != CLPA_OK) diag("%s: %s", clpa_status_name(st), clpa_context_last_error(ctx));
-  int32_t faults = 0;
-  good &= ok(clpa_context_check_faults(ctx, &faults) == CLPA_OK, "no faults (0x%x)", faults);
+  good &= test_no_faults(ctx, "after the call");
   float *got = malloc(sizeof(float) * (outn ? outn : 1)), *gl = malloc(sizeof(float) * (rows ? rows : 1));
   read_out(c, &d, outn, got, gl);
   double atol = 0, rtol = 0;
