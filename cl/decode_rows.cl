@@ -50,7 +50,7 @@ inline __global const uchar *rows_tile(__global const kv_t *cache, ulong kv_off,
 }
 
 __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void clpa_decode_rows(DECODE_ARGS) {
-  (void)logits, (void)logits_stride;
+  (void)logits, (void)logits_stride, (void)part_counts;
   const int head0 = get_group_id(0) * G, seq = get_group_id(1), part = get_group_id(2);
   const int kv_head = head0 / (num_heads / num_kv_heads);
   int L = context_lens[seq];

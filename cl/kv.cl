@@ -240,7 +240,11 @@ inline int key_index(int dim, int tok, int block_size) {
 inline int value_index(int dim, int tok, int block_size) { return dim * block_size + tok; }
 
 /* The arguments of every decode kernel (decode.cl's clpa_decode_paged,
- * decode_mma.cl's clpa_decode_mma): lib/decode.c sets them once. */
+ * decode_mma.cl's clpa_decode_mma, decode_rows.cl's clpa_decode_rows):
+ * lib/decode.c sets them once. part_counts (a counter a work-group row:
+ * num_seqs x work-groups a sequence, zero between calls) is the
+ * tensor-core kernel's v2: the partitions of a row count themselves done
+ * there, and the last one merges them. */
 #define DECODE_ARGS                                                                             \
   __global io_t *out, __global float *lse, __global float *tmp_out, __global float *max_logits, \
       __global float *exp_sums, __global const io_t *q, ulong q_stride,                         \
@@ -250,7 +254,8 @@ inline int value_index(int dim, int tok, int block_size) { return dim * block_si
       int num_kv_heads, float scale, float k_scale, float v_scale,                              \
       __global const float *k_scales, __global const float *v_scales,                           \
       __global const float *alibi, float soft_cap, int window, __global const float *sinks,     \
-      int max_parts, int logits_stride, __global volatile int *faults, __local float *logits
+      int max_parts, int logits_stride, __global volatile int *faults, __local float *logits, \
+      __global volatile int *part_counts
 
 /* The rows paths' value vectors (prefill_rows.cl's clpa_prefill_rows,
  * decode_rows.cl): VB tokens of a value row, which the layout keeps

@@ -1,5 +1,6 @@
-/* buffers.c — buffer checks, the fault word and scratch space. */
+/* buffers.c — buffer checks, the fault word, partition counters and scratch space. */
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "internal.h"
 
@@ -53,6 +54,24 @@ clpa_status clpa_faults_buffer(clpa_context *ctx, cl_mem *out) {
     }
   }
   *out = ctx->faults;
+  return CLPA_OK;
+}
+
+clpa_status clpa_part_counts(clpa_context *ctx, size_t n, cl_mem *out) {
+  if (n == 0) n = 1;
+  if (ctx->part_counts_size < n) {
+    int32_t *zeros = calloc(n, sizeof *zeros);
+    CLPA_CTX_CHECK(ctx, !zeros, CLPA_ERR_OUT_OF_MEMORY, "%zu partition counters", n);
+    cl_int err;
+    cl_mem m = clCreateBuffer(ctx->cl, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, n * sizeof *zeros,
+                              zeros, &err);
+    free(zeros);
+    if (err != CL_SUCCESS) return CLPA_CL_FAIL(ctx, err, "clCreateBuffer(partition counters)");
+    if (ctx->part_counts) clReleaseMemObject(ctx->part_counts); /* freed once idle */
+    ctx->part_counts = m;
+    ctx->part_counts_size = n;
+  }
+  *out = ctx->part_counts;
   return CLPA_OK;
 }
 

@@ -568,6 +568,7 @@ void clpa_context_destroy(clpa_context *ctx) {
   if (ctx->queue && ctx->owns_queue) clFinish(ctx->queue);
   clpa_programs_release(ctx);
   if (ctx->faults) clReleaseMemObject(ctx->faults);
+  if (ctx->part_counts) clReleaseMemObject(ctx->part_counts);
   for (int i = 0; i < 6; i++)
     if (ctx->scratch[i]) clReleaseMemObject(ctx->scratch[i]);
   if (ctx->plan_written) { /* the write reads plan_host until it is done */

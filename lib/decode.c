@@ -95,11 +95,13 @@ int clpa_lane_width(const clpa_context *ctx, int block_size) {
   }
 }
 
-/* decode_mma.cl's local memory: the merged outputs and states (and mma.cl's scratch when
- * emulated). */
+/* decode_mma.cl's local memory at most (16 heads, 4 warps): the warps'
+ * output slices (SLICES x G x head size floats, at most 32 KB), the
+ * states (and mma.cl's scratch when emulated). */
 static size_t mma_local_bytes(int head_size) {
-  return sizeof(float) * (16 * (size_t)head_size + 2 * (DECODE_THREADS / 32) * 16 + 32) +
-         4 * 6 * DECODE_THREADS + 256;
+  const size_t slices = 64 * (size_t)head_size < 8192 ? 64 * (size_t)head_size : 8192;
+  return sizeof(float) * (slices + 2 * (DECODE_THREADS / 32) * 16 + 32) + 4 * 6 * DECODE_THREADS +
+         256;
 }
 
 /* decode_mma.cl takes the context in chunks of 16 tokens. */
@@ -415,16 +417,21 @@ static clpa_status launch_decode(clpa_context *ctx, const clpa_decode_params *p,
                                  cl_mem exp_sums, cl_event *ev) {
   const clpa_decode_spec spec = decode_spec(p, c);
   cl_kernel k;
-  cl_mem faults;
+  cl_mem faults, counts = NULL;
   clpa_status st;
   const char *name = c->mma ? "clpa_decode_mma" : c->rows ? "clpa_decode_rows" : "clpa_decode_paged";
   const clpa_family *fam = c->mma    ? &clpa_family_decode_mma
                            : c->rows ? &clpa_family_decode_rows
                                      : &clpa_family_decode;
+  /* The tensor-core kernel writes the output in v2 too: the last partition of a row to finish
+   * merges them, told so by a counter a row. */
+  const int merges = c->v2 && c->mma;
+  const size_t rows = (size_t)p->num_seqs * (size_t)(p->num_heads / c->heads_per_group);
   if ((st = clpa_faults_buffer(ctx, &faults)) ||
+      (merges && (st = clpa_part_counts(ctx, rows, &counts))) ||
       (st = clpa_family_kernel(ctx, fam, &spec, name, &k)))
     return st;
-  const cl_mem out = c->v2 ? NULL : p->out, lse = c->v2 ? NULL : p->lse;
+  const cl_mem out = c->v2 && !merges ? NULL : p->out, lse = c->v2 && !merges ? NULL : p->lse;
   const cl_ulong q_stride = c->a.q_stride, block_stride = c->a.kv.block_stride;
   const cl_ulong head_stride = c->a.kv.head_stride;
   const cl_int maxb = p->max_blocks_per_seq, maxc = p->max_context_len, nb = c->a.kv.num_blocks;
@@ -447,7 +454,8 @@ static clpa_status launch_decode(clpa_context *ctx, const clpa_decode_params *p,
       CLPA_ARG(cap),          CLPA_ARG(win),
       CLPA_ARG(p->sinks),     CLPA_ARG(mp),
       CLPA_ARG(ls),           CLPA_ARG(faults),
-      CLPA_ARG_LOCAL(sizeof(float) * (size_t)ls * (size_t)c->heads_per_group)};
+      CLPA_ARG_LOCAL(sizeof(float) * (size_t)ls * (size_t)c->heads_per_group),
+      CLPA_ARG(counts)};
   const clpa_ndrange r = {3,
                           {(size_t)(p->num_heads / c->heads_per_group) * (size_t)spec.num_threads,
                            (size_t)p->num_seqs, (size_t)c->max_parts},
@@ -491,6 +499,13 @@ static clpa_status decode_v2(clpa_context *ctx, const clpa_decode_params *p, dec
       (st = clpa_scratch(ctx, 1, stats * sizeof(float), &max_logits)) ||
       (st = clpa_scratch(ctx, 2, stats * sizeof(float), &exp_sums)))
     return st;
+  /* The tensor-core kernel merges its partitions itself: one launch. On
+   * the H100 the reduce kernel cost ~6.5 us a call (batch 16 x 4096: the
+   * decode kernel's drain and the next launch 4.6 us, its work-groups
+   * ~1.8), the merge in the last partition's work-group ~4.7; with the
+   * kernel's other changes 102.8 -> 100.35 us, batch 1 x 4096 24.1 -> 19.0
+   * (notes/perf.md, 2026-11-27). */
+  if (c->mma) return launch_decode(ctx, p, c, tmp_out, max_logits, exp_sums, p->event);
   const clpa_reduce_spec spec = {c->a.kv.head_size, (int32_t)p->q_dtype, DECODE_THREADS,
                                  c->partition};
   cl_kernel reduce;

@@ -36,6 +36,8 @@ struct clpa_context {
   cl_mem faults;       /* int32 fault word the kernels OR into; created on first use */
   cl_mem scratch[6];   /* grow-only temporary buffers (decode v2 partials; 4, 5: prefill plans) */
   size_t scratch_size[6];
+  cl_mem part_counts;  /* decode_mma.cl's v2 counters, zero between calls; grow-only */
+  size_t part_counts_size;
   int32_t *plan_host;      /* prefill plans' staging words, read by plan_written's writes */
   size_t plan_host_words;
   cl_event plan_written;   /* the last plan write, or NULL */
@@ -128,7 +130,10 @@ clpa_status clpa_check_buffer(clpa_context *ctx, cl_mem buf, const char *name, s
 clpa_status clpa_check_wait_list(clpa_context *ctx, cl_uint n, const cl_event *evs);
 /* The fault word, created and zeroed on first use. */
 clpa_status clpa_faults_buffer(clpa_context *ctx, cl_mem *out);
-/* Temporary buffer number slot (< 4) of at least `size` bytes, contents
+/* At least n int32 counters that are zero between calls (the kernels
+ * that count in them set them back to zero), created zeroed. */
+clpa_status clpa_part_counts(clpa_context *ctx, size_t n, cl_mem *out);
+/* Temporary buffer number slot (< 6) of at least `size` bytes, contents
  * undefined. The queue is in order, so a later call may reuse it. */
 clpa_status clpa_scratch(clpa_context *ctx, int slot, size_t size, cl_mem *out);
 

@@ -346,6 +346,8 @@ static const dcase default_grid[] = {
     {4, 8, 2, 128, 16, 300, F16, BF16, AUTO, 0, 0, 0, 0, 0, 1, 1, 1, 0},  /* bf16 query and output */
     {4, 8, 4, 64, 8, 700, E4M3, BF16, V2, 64, 2, 0, 1, 0, 0, 1, 0, 1}, /* device scales */
     {4, 8, 4, 96, 32, 200, E5M2, F32, V1, 0, 2, 1, 0, 1, 0, 1, 0, 1},
+    /* more partitions (138) than the mma kernel's merge keeps weights of in local memory */
+    {4, 4, 4, 32, 16, 2200, F16, F32, V2, 16, 1, 0, 1, 0, 1, 1, 0, 0},
 };
 
 /* The cross product, for the slow suite: options drawn at random. */
