@@ -296,7 +296,8 @@ CLPA_API clpa_status clpa_context_tuning(const clpa_context *ctx, clpa_tuning *o
 typedef enum clpa_decode_variant {
   CLPA_DECODE_AUTO = 0, /* the heuristic below */
   CLPA_DECODE_V1 = 1,   /* one work-group per (heads, sequence) walks the whole context */
-  CLPA_DECODE_V2 = 2    /* partitions of partition_size tokens, then a reduce kernel */
+  CLPA_DECODE_V2 = 2    /* partitions of partition_size tokens, merged by their log-sum-exps
+                           (a reduce kernel; on the mma path the last partition to finish) */
 } clpa_decode_variant;
 
 /* Which kernel computes the products (every path gives the same results,
