@@ -139,10 +139,8 @@ inline void publish_fence(void) {
 }
 
 /* A partition's weight l e^(m - M) against the row's largest logit M (0
- * for an empty one). */
-inline float part_weight(float m, float l, float M) {
-  return m == -INFINITY || !(l > 0.0f) ? 0.0f : l * exp(m - M);
-}
+ * for an empty one): common.cl's softmax_weight over a sum of 1. */
+#define PART_WEIGHT(m, l, M) softmax_weight(softmax_state_of((m), (l)), softmax_state_of((M), 1.0f))
 
 /* Output element i summed over the warps' slices. */
 inline float slices_sum(__local const float *o_s, int i) {
@@ -479,7 +477,7 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
     float M = sinks ? sinks[head0 + r8] : -INFINITY, sum = 0.0f;
     for (int k = 0; k < HT; k++) M = fmax(M, red_m[r8 * HT + k]);
     for (int p = k8; p < nparts; p += HT) {
-      const float w = part_weight(max_logits[sh8 * max_parts + p], exp_sums[sh8 * max_parts + p], M);
+      const float w = PART_WEIGHT(max_logits[sh8 * max_parts + p], exp_sums[sh8 * max_parts + p], M);
       if (p < WCAP) wts[r8 * WCAP + p] = w;
       sum += w;
     }
@@ -498,9 +496,10 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
     const size_t sh = (size_t)seq * num_heads + head0 + r;
     __global const float *op = tmp_out + sh * max_parts * HEAD_SIZE + d;
     float acc = 0.0f; /* empty partitions wrote 0 outputs, and weigh 0 */
-    for (int p = 0; p < min(nparts, WCAP); p++) /* unrolled 8 on NVIDIA: +3 us at 1-4 partitions */ acc += wts[r * WCAP + p] * op[(size_t)p * HEAD_SIZE];
+    /* (unrolled 8 on NVIDIA, this loop took +3 us at 1-4 partitions) */
+    for (int p = 0; p < min(nparts, WCAP); p++) acc += wts[r * WCAP + p] * op[(size_t)p * HEAD_SIZE];
     for (int p = WCAP; p < nparts; p++)
-      acc += part_weight(max_logits[sh * max_parts + p], exp_sums[sh * max_parts + p], row_m[r]) *
+      acc += PART_WEIGHT(max_logits[sh * max_parts + p], exp_sums[sh * max_parts + p], row_m[r]) *
              op[(size_t)p * HEAD_SIZE];
     const softmax_state all = softmax_state_of(row_m[r], row_l[r]);
     IO_STORE(all.l > 0.0f ? acc / all.l : 0.0f, out, sh * HEAD_SIZE + d);

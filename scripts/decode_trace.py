@@ -21,12 +21,10 @@ reads constants. On the GPU machine (scripts/gpu.sh's set-up first):
 It patches by anchors in the sources (sys.exit names the one it misses)."""
 import sys, os
 d = sys.argv[1]
-def sub(path, old, new, count=1, optional=False):
+def sub(path, old, new, count=1):
     p = os.path.join(d, path); s = open(p).read()
-    if old not in s:
-        if optional: return False
-        sys.exit(f"anchor not found in {path}: {old[:60]!r}")
-    s = s.replace(old, new, count); open(p, 'w').write(s); return True
+    if old not in s: sys.exit(f"anchor not found in {path}: {old[:60]!r}")
+    s = s.replace(old, new, count); open(p, 'w').write(s)
 
 TIMER = r'''
 #if CLPA_LANES == 3
@@ -56,18 +54,14 @@ sub('cl/decode_mma.cl', '    /* ---- 5. O^T = O^T alpha', '    if (it == 0) tr1 
 sub('cl/decode_mma.cl', '  /* ---- 6. merge the warps', '  const ulong tr2 = tr_after(o[MTILES - 1][NH - 1].w);\n  /* ---- 6. merge the warps')
 sub('cl/decode_mma.cl', '  /* ---- 7. write the output', '  const ulong tr25 = tr_now();\n  /* ---- 7. write the output')
 p = os.path.join(d, 'cl/decode_mma.cl'); s = open(p).read().rstrip()
-assert s.endswith('}')
-i = s.index('  /* ---- 7. write the output')
-tail = s[i:-1].replace('    return;\n', '    TR_REC\n    return;\n').replace('  if (!last) return;', '  if (!last) { TR_REC return; }').replace('  if (!last[0]) return;', '  if (!last[0]) { TR_REC return; }')
-s = s[:i] + tail + '  TR_REC\n}\n'
+assert s.endswith('}')  # every work-group ends there: the kernel has no return past step 6
+s = s[:-1] + '  TR_REC\n}\n'
 open(p, 'w').write(s)
 
 # reduce: needs the fault buffer: it has none, so pass it as an extra argument
 sub('cl/reduce.cl', '__kernel __attribute__', TIMER + '__kernel __attribute__')
-if not sub('cl/reduce.cl', '__global const float *sinks, __local float *weights) {',
-    '__global const float *sinks, __local float *weights, __global volatile int *faults) {\n  const ulong r0 = tr_now();', optional=True):
-    sub('cl/reduce.cl', '__global const float *sinks) {',
-        '__global const float *sinks, __global volatile int *faults) {\n  const ulong r0 = tr_now();')
+sub('cl/reduce.cl', '__global const float *sinks, __local float *weights) {',
+    '__global const float *sinks, __local float *weights, __global volatile int *faults) {\n  const ulong r0 = tr_now();')
 p = os.path.join(d, 'cl/reduce.cl'); s = open(p).read().rstrip()
 s = s[:-1] + r'''  if (lid == 0) {
     const size_t w = (size_t)seq * num_heads + head;
@@ -85,10 +79,9 @@ sub('lib/buffers.c', '''    cl_int zero = 0, err;
     ctx->faults = clCreateBuffer(ctx->cl, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, sizeof zeros,
                                  zeros, &err);''')
 
-if not sub('lib/decode.c', '''                           CLPA_ARG(mp),             CLPA_ARG(p->sinks),
+sub('lib/decode.c', '''                           CLPA_ARG(mp),             CLPA_ARG(p->sinks),
                            CLPA_ARG_LOCAL(sizeof(float) * (size_t)mp)};''', '''                           CLPA_ARG(mp),             CLPA_ARG(p->sinks),
-                           CLPA_ARG_LOCAL(sizeof(float) * (size_t)mp), CLPA_ARG(trf)};''', optional=True):
-    sub('lib/decode.c', '''                           CLPA_ARG(mp),             CLPA_ARG(p->sinks)};''', '''                           CLPA_ARG(mp),             CLPA_ARG(p->sinks), CLPA_ARG(trf)};''')
+                           CLPA_ARG_LOCAL(sizeof(float) * (size_t)mp), CLPA_ARG(trf)};''')
 sub('lib/decode.c', '''  const cl_int maxc = p->max_context_len, nh = p->num_heads, mp = c->max_parts;
   const clpa_arg args[] = {CLPA_ARG(p->out),''', '''  const cl_int maxc = p->max_context_len, nh = p->num_heads, mp = c->max_parts;
   cl_mem trf;
