@@ -90,6 +90,9 @@
  * whose weights it keeps in local memory. */
 #define HT (NUM_THREADS / G)
 #define WCAP (SLICES * HEAD_SIZE)
+/* Partitions step 8 merges in registers, each work-item all of them for
+ * its output element. */
+#define MREG 8
 
 /* Slices of local memory the warps' outputs go to (step 6): one a warp
  * where they fit in 32 KB. */
@@ -454,26 +457,53 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
   const int merging = last[0];
   if (merging && lid == 0) *count = 0; /* for the next call; nothing here reads it again */
 
-  /* ---- 8. merge the row's partitions, each step spread over the
-   * work-group so that no work-item walks the partitions in a chain of
-   * dependent loads (a walk with the weights' exponentials in the loop
-   * took 15-18 us for 16 partitions on the H100):
-   *   a. each head's largest logit (the sink's too), HT work-items a head,
-   *      each over every HT-th partition, then over the HT maxima;
-   *   b. the partitions' weights l_p e^(m_p - M), into local memory (the
-   *      first WCAP a head; o_s is free), and their sums;
-   *   c. each output element, the weighted sum of the partitions' outputs,
-   *      its loads independent of one another. ---- */
+  /* ---- 8. merge the row's partitions, with no work-item walking them
+   * in a chain of dependent loads (a walk with the weights' exponentials
+   * in the loop took 15-18 us for 16 partitions on the H100):
+   *   - up to MREG partitions: each work-item loads every partition's
+   *     state and output of its element at once (one round trip to the
+   *     L2) and merges them in registers;
+   *   - more: each step spread over the work-group:
+   *     a. each head's largest logit (the sink's too), HT work-items a
+   *        head, each over every HT-th partition, then over the HT maxima;
+   *     b. the partitions' weights l_p e^(m_p - M), into local memory (the
+   *        first WCAP a head; o_s is free), and their sums;
+   *     c. each output element, the weighted sum of the partitions'
+   *        outputs, its loads independent of one another. ---- */
+  for (int i = lid; merging && nparts <= MREG && i < G * HEAD_SIZE; i += NUM_THREADS) {
+    const int r = i / HEAD_SIZE, d = i % HEAD_SIZE;
+    const size_t sh = (size_t)seq * num_heads + head0 + r;
+    float pm[MREG], pl[MREG], po[MREG];
+    MMA_UNROLL
+    for (int p = 0; p < MREG; p++) {
+      pm[p] = p < nparts ? max_logits[sh * max_parts + p] : -INFINITY;
+      pl[p] = p < nparts ? exp_sums[sh * max_parts + p] : 0.0f;
+      po[p] = p < nparts ? tmp_out[(sh * max_parts + p) * HEAD_SIZE + d] : 0.0f;
+    }
+    float M = sinks ? sinks[head0 + r] : -INFINITY;
+    MMA_UNROLL
+    for (int p = 0; p < MREG; p++) M = fmax(M, pm[p]);
+    float sum = sinks ? exp(sinks[head0 + r] - M) : 0.0f, acc = 0.0f;
+    MMA_UNROLL
+    for (int p = 0; p < MREG; p++) {
+      const float w = PART_WEIGHT(pm[p], pl[p], M); /* empty partitions (and p >= nparts) weigh 0 */
+      sum += w, acc += w * po[p];
+    }
+    const softmax_state all = softmax_state_of(M, sum);
+    IO_STORE(all.l > 0.0f ? acc / all.l : 0.0f, out, sh * HEAD_SIZE + d);
+    if (d == 0 && lse) lse[sh] = softmax_lse(all);
+  }
+  const int spread = merging && nparts > MREG;
   __local float *wts = o_s;
   const int r8 = lid / HT, k8 = lid % HT;
   const size_t sh8 = (size_t)seq * num_heads + head0 + r8;
-  if (merging && lid < G * HT) {
+  if (spread && lid < G * HT) {
     float M = -INFINITY;
     for (int p = k8; p < nparts; p += HT) M = fmax(M, max_logits[sh8 * max_parts + p]);
     red_m[lid] = M;
   }
   barrier(CLK_LOCAL_MEM_FENCE);
-  if (merging && lid < G * HT) {
+  if (spread && lid < G * HT) {
     float M = sinks ? sinks[head0 + r8] : -INFINITY, sum = 0.0f;
     for (int k = 0; k < HT; k++) M = fmax(M, red_m[r8 * HT + k]);
     for (int p = k8; p < nparts; p += HT) {
@@ -485,13 +515,13 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
     if (k8 == 0) row_m[r8] = M;
   }
   barrier(CLK_LOCAL_MEM_FENCE);
-  if (merging && lid < G) { /* the sink: one more logit, with no value */
+  if (spread && lid < G) { /* the sink: one more logit, with no value */
     float sum = sinks ? exp(sinks[head0 + lid] - row_m[lid]) : 0.0f;
     for (int k = 0; k < HT; k++) sum += red_l[lid * HT + k];
     row_l[lid] = sum;
   }
   barrier(CLK_LOCAL_MEM_FENCE);
-  for (int i = lid; merging && i < G * HEAD_SIZE; i += NUM_THREADS) {
+  for (int i = lid; spread && i < G * HEAD_SIZE; i += NUM_THREADS) {
     const int r = i / HEAD_SIZE, d = i % HEAD_SIZE;
     const size_t sh = (size_t)seq * num_heads + head0 + r;
     __global const float *op = tmp_out + sh * max_parts * HEAD_SIZE + d;
