@@ -3,11 +3,11 @@
  * m16n8k16 on NVIDIA, f16, bf16 or fp8 caches (fp8 pairs converted to f16
  * pairs in registers, exactly), f32 accumulation; emulated elsewhere, for
  * tests). Same arguments, grid and results as decode.cl's
- * clpa_decode_paged, but v2 needs no reduce kernel: the partitions write
- * their states (reduce.cl's layout), and the last of a sequence's to
- * finish, told by a counter (part_counts), merges them and writes the
- * output (steps 7 and 8). Checked by tests/test_decode.c against
- * clpa_ref_decode.
+ * clpa_decode_paged; in v2 the partitions write their states, and the
+ * last of a row's to finish, told by a counter (part_counts), merges them
+ * and writes the output (steps 7 and 8, kv.cl's decode_last_part and
+ * decode_merge_parts), with no reduce kernel. Checked by tests/test_decode.c
+ * against clpa_ref_decode.
  *
  * Decode is a stream over K and V with a few query heads: the work per
  * byte must be a handful of instructions, or the kernel is bound by issue
@@ -86,14 +86,6 @@
 #else
 #define PCH (1 << 28)
 #endif
-/* Work-items a head in step 8's merge of the states; partitions a head
- * whose weights it keeps in local memory. */
-#define HT (NUM_THREADS / G)
-#define WCAP (SLICES * HEAD_SIZE)
-/* Partitions step 8 merges in registers, each work-item all of them for
- * its output element. */
-#define MREG 8
-
 /* Slices of local memory the warps' outputs go to (step 6): one a warp
  * where they fit in 32 KB. */
 #define SLICES_FIT (8192 / (G * HEAD_SIZE) >= WARPS ? WARPS : 8192 / (G * HEAD_SIZE) >= 2 ? 2 : 1)
@@ -130,20 +122,6 @@ inline uint2 value_pairs(vrow_t w) { return PAIRS4_OF_WORD(w); }
 inline uint2 key_kstep(uint4 r, int j) { return j == 0 ? r.xy : r.zw; }
 inline uint2 value_pairs(vrow_t w) { return w; }
 #endif
-
-/* Makes this work-item's global writes visible to other work-groups
- * before what follows (membar.gl on NVIDIA). */
-inline void publish_fence(void) {
-#if MMA_PTX
-  asm volatile("membar.gl;" ::: "memory");
-#else
-  mem_fence(CLK_GLOBAL_MEM_FENCE);
-#endif
-}
-
-/* A partition's weight l e^(m - M) against the row's largest logit M (0
- * for an empty one): common.cl's softmax_weight over a sum of 1. */
-#define PART_WEIGHT(m, l, M) softmax_weight(softmax_state_of((m), (l)), softmax_state_of((M), 1.0f))
 
 /* Output element i summed over the warps' slices. */
 inline float slices_sum(__local const float *o_s, int i) {
@@ -222,8 +200,8 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
   __local float o_s[SLICES * G * HEAD_SIZE];
   __local float m_s[WARPS * 16], l_s[WARPS * 16], row_m[16], row_l[16];
 #if PARTITION_SIZE
-  __local float red_m[NUM_THREADS], red_l[NUM_THREADS]; /* step 8's partial states */
-  __local int last[1];                                  /* step 7: this merges the row */
+  __local float red_m[NUM_THREADS], red_l[NUM_THREADS]; /* step 8: decode_merge_parts's */
+  __local int last[1];                                  /* step 8: decode_last_part's */
 #endif
   __local uint xch[MMA_XCH];
   (void)logits, (void)logits_stride;
@@ -439,101 +417,12 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
     }
   }
 #if PARTITION_SIZE
-  /* Published: the work-group's writes, then one fenced count (CUDA's
-   * threadfence reduction; fences are cumulative, so work-item 0's covers
-   * the others' writes before the barrier); the last to count merges and
-   * sets the row's counter back to zero. */
-  barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
-  __global volatile int *count = part_counts + (size_t)seq * get_num_groups(0) + get_group_id(0);
-  if (lid == 0) {
-    last[0] = 0;
-    if (!alone) {
-      publish_fence();
-      last[0] = atomic_inc(count) == nparts - 1;
-      if (last[0]) publish_fence();
-    }
-  }
-  barrier(CLK_LOCAL_MEM_FENCE);
-  const int merging = last[0];
-  if (merging && lid == 0) *count = 0; /* for the next call; nothing here reads it again */
-
-  /* ---- 8. merge the row's partitions, with no work-item walking them
-   * in a chain of dependent loads (a walk with the weights' exponentials
-   * in the loop took 15-18 us for 16 partitions on the H100):
-   *   - up to MREG partitions: each work-item loads every partition's
-   *     state and output of its element at once (one round trip to the
-   *     L2) and merges them in registers;
-   *   - more: each step spread over the work-group:
-   *     a. each head's largest logit (the sink's too), HT work-items a
-   *        head, each over every HT-th partition, then over the HT maxima;
-   *     b. the partitions' weights l_p e^(m_p - M), into local memory (the
-   *        first WCAP a head; o_s is free), and their sums;
-   *     c. each output element, the weighted sum of the partitions'
-   *        outputs, its loads independent of one another. ---- */
-  for (int i = lid; merging && nparts <= MREG && i < G * HEAD_SIZE; i += NUM_THREADS) {
-    const int r = i / HEAD_SIZE, d = i % HEAD_SIZE;
-    const size_t sh = (size_t)seq * num_heads + head0 + r;
-    float pm[MREG], pl[MREG], po[MREG];
-    MMA_UNROLL
-    for (int p = 0; p < MREG; p++) {
-      pm[p] = p < nparts ? max_logits[sh * max_parts + p] : -INFINITY;
-      pl[p] = p < nparts ? exp_sums[sh * max_parts + p] : 0.0f;
-      po[p] = p < nparts ? tmp_out[(sh * max_parts + p) * HEAD_SIZE + d] : 0.0f;
-    }
-    float M = sinks ? sinks[head0 + r] : -INFINITY;
-    MMA_UNROLL
-    for (int p = 0; p < MREG; p++) M = fmax(M, pm[p]);
-    float sum = sinks ? exp(sinks[head0 + r] - M) : 0.0f, acc = 0.0f;
-    MMA_UNROLL
-    for (int p = 0; p < MREG; p++) {
-      const float w = PART_WEIGHT(pm[p], pl[p], M); /* empty partitions (and p >= nparts) weigh 0 */
-      sum += w, acc += w * po[p];
-    }
-    const softmax_state all = softmax_state_of(M, sum);
-    IO_STORE(all.l > 0.0f ? acc / all.l : 0.0f, out, sh * HEAD_SIZE + d);
-    if (d == 0 && lse) lse[sh] = softmax_lse(all);
-  }
-  const int spread = merging && nparts > MREG;
-  __local float *wts = o_s;
-  const int r8 = lid / HT, k8 = lid % HT;
-  const size_t sh8 = (size_t)seq * num_heads + head0 + r8;
-  if (spread && lid < G * HT) {
-    float M = -INFINITY;
-    for (int p = k8; p < nparts; p += HT) M = fmax(M, max_logits[sh8 * max_parts + p]);
-    red_m[lid] = M;
-  }
-  barrier(CLK_LOCAL_MEM_FENCE);
-  if (spread && lid < G * HT) {
-    float M = sinks ? sinks[head0 + r8] : -INFINITY, sum = 0.0f;
-    for (int k = 0; k < HT; k++) M = fmax(M, red_m[r8 * HT + k]);
-    for (int p = k8; p < nparts; p += HT) {
-      const float w = PART_WEIGHT(max_logits[sh8 * max_parts + p], exp_sums[sh8 * max_parts + p], M);
-      if (p < WCAP) wts[r8 * WCAP + p] = w;
-      sum += w;
-    }
-    red_l[lid] = sum;
-    if (k8 == 0) row_m[r8] = M;
-  }
-  barrier(CLK_LOCAL_MEM_FENCE);
-  if (spread && lid < G) { /* the sink: one more logit, with no value */
-    float sum = sinks ? exp(sinks[head0 + lid] - row_m[lid]) : 0.0f;
-    for (int k = 0; k < HT; k++) sum += red_l[lid * HT + k];
-    row_l[lid] = sum;
-  }
-  barrier(CLK_LOCAL_MEM_FENCE);
-  for (int i = lid; spread && i < G * HEAD_SIZE; i += NUM_THREADS) {
-    const int r = i / HEAD_SIZE, d = i % HEAD_SIZE;
-    const size_t sh = (size_t)seq * num_heads + head0 + r;
-    __global const float *op = tmp_out + sh * max_parts * HEAD_SIZE + d;
-    float acc = 0.0f; /* empty partitions wrote 0 outputs, and weigh 0 */
-    /* (unrolled 8 on NVIDIA, this loop took +3 us at 1-4 partitions) */
-    for (int p = 0; p < min(nparts, WCAP); p++) acc += wts[r * WCAP + p] * op[(size_t)p * HEAD_SIZE];
-    for (int p = WCAP; p < nparts; p++)
-      acc += PART_WEIGHT(max_logits[sh * max_parts + p], exp_sums[sh * max_parts + p], row_m[r]) *
-             op[(size_t)p * HEAD_SIZE];
-    const softmax_state all = softmax_state_of(row_m[r], row_l[r]);
-    IO_STORE(all.l > 0.0f ? acc / all.l : 0.0f, out, sh * HEAD_SIZE + d);
-    if (d == 0 && lse) lse[sh] = softmax_lse(all);
-  }
+  /* ---- 8. the last partition of the row to finish merges them (kv.cl;
+   * o_s is free: the weights' local memory) ---- */
+  const int merging = decode_last_part(!alone, part_counts + (size_t)seq * get_num_groups(0) +
+                                                   get_group_id(0), nparts, last);
+  decode_merge_parts(merging, nparts, seq, head0, num_heads, max_parts, max_logits, exp_sums,
+                     tmp_out, sinks, out, lse, G, HEAD_SIZE, NUM_THREADS, red_m, red_l, row_m,
+                     row_l, o_s, SLICES * HEAD_SIZE, MERGE_REG);
 #endif
 }

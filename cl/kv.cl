@@ -244,7 +244,8 @@ inline int value_index(int dim, int tok, int block_size) { return dim * block_si
  * lib/decode.c sets them once. part_counts (a counter a work-group row:
  * num_seqs x work-groups a sequence, zero between calls) is the
  * tensor-core kernel's v2: the partitions of a row count themselves done
- * there, and the last one merges them. */
+ * there, and the last one merges them (decode_last_part,
+ * decode_merge_parts below). */
 #define DECODE_ARGS                                                                             \
   __global io_t *out, __global float *lse, __global float *tmp_out, __global float *max_logits, \
       __global float *exp_sums, __global const io_t *q, ulong q_stride,                         \
@@ -256,6 +257,155 @@ inline int value_index(int dim, int tok, int block_size) { return dim * block_si
       __global const float *alibi, float soft_cap, int window, __global const float *sinks,     \
       int max_parts, int logits_stride, __global volatile int *faults, __local float *logits, \
       __global volatile int *part_counts
+
+/* ---- v2's partitions merged by the last of a row's work-groups ----
+ * (decode_mma.cl; decode.cl and decode_rows.cl still launch reduce.cl's
+ * kernel: notes/perf.md, 2026-11-27 second session, says why.)
+ * Each partition writes its state (max_logits, exp_sums: the natural-log
+ * max and sum of its logits, the sink left out) and its normalised output
+ * (tmp_out), reduce.cl's layout; decode_last_part counts the work-group
+ * done, and the last of the row's to count merges them all
+ * (decode_merge_parts). The CUDA threadfence-reduction pattern: writes,
+ * one fence and a counter. On the H100 it saved the reduce kernel's ~6.5
+ * us a call (its launch behind the decode kernel's drain, then its own
+ * round trips; notes/perf.md, 2026-11-27). */
+
+/* Makes this work-item's global writes visible to other work-groups
+ * before what follows (membar.gl on NVIDIA). */
+inline void publish_fence(void) {
+#if CLPA_LANES == 3
+  asm volatile("membar.gl;" ::: "memory");
+#else
+  mem_fence(CLK_GLOBAL_MEM_FENCE);
+#endif
+}
+
+/* Whether this work-group is the last of its row's nparts partitions to
+ * finish (the same answer for every work-item; 0 where `counts` is 0, and
+ * the counter left alone). The work-group's global writes before the
+ * call are published first: work-item 0's fence covers the others'
+ * writes before the barrier (fences are cumulative). The last sets the
+ * counter back to zero for the next call. Every work-item calls it. */
+inline int decode_last_part(int counts, __global volatile int *count, int nparts,
+                            __local int *flag) {
+  barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
+  if (get_local_id(0) == 0) {
+    flag[0] = 0;
+    if (counts) {
+      publish_fence();
+      flag[0] = atomic_inc(count) == nparts - 1;
+      if (flag[0]) publish_fence();
+    }
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  const int last = flag[0];
+  if (last && get_local_id(0) == 0) *count = 0; /* nothing here reads it again */
+  return last;
+}
+
+/* The most partitions decode_merge_parts merges in registers, each
+ * work-item all of them for its output element. */
+#define MERGE_REG 8
+
+/* The merge of a row's nparts partitions (ng heads of head size hs from
+ * head head0 of sequence seq) into out and lse, by the work-group of nt
+ * work-items that `merging` (where it is 0, only the barriers). No
+ * work-item walks the partitions in a chain of dependent loads (a walk
+ * with the weights' exponentials in the loop took 15-18 us for 16
+ * partitions on the H100):
+ *   - up to mreg partitions (0 or MERGE_REG; decode_mma.cl takes
+ *     MERGE_REG): each work-item loads every partition's state
+ *     and output of its element at once (one round trip to the L2) and
+ *     merges them in registers (on the H100 0.5-1.5 us faster than the
+ *     spread form at 2-3 partitions; at 16, 1.4 us slower);
+ *   - more: each step spread over the work-group:
+ *     a. each head's largest logit (the sink's too), ht = nt / ng
+ *        work-items a head, each over every ht-th partition, then over the
+ *        ht maxima (red_m);
+ *     b. the partitions' weights l_p e^(m_p - M), into local memory (wts,
+ *        the first wcap a head), and their sums (red_l);
+ *     c. each output element, the weighted sum of the partitions'
+ *        outputs, its loads independent of one another.
+ * Local memory: red_m, red_l nt floats, row_m, row_l ng, wts ng x wcap. */
+inline void decode_merge_parts(int merging, int nparts, int seq, int head0, int num_heads,
+                               int max_parts, __global const float *max_logits,
+                               __global const float *exp_sums, __global const float *tmp_out,
+                               __global const float *sinks, __global io_t *out,
+                               __global float *lse, const int ng, const int hs, const int nt,
+                               __local float *red_m, __local float *red_l, __local float *row_m,
+                               __local float *row_l, __local float *wts, const int wcap,
+                               const int mreg) {
+  const int lid = get_local_id(0);
+  for (int i = lid; mreg > 0 && merging && nparts <= mreg && i < ng * hs; i += nt) {
+    const int r = i / hs, d = i % hs;
+    const size_t sh = (size_t)seq * num_heads + head0 + r;
+    float pm[MERGE_REG], pl[MERGE_REG], po[MERGE_REG];
+#pragma unroll
+    for (int p = 0; p < MERGE_REG; p++) {
+      pm[p] = p < nparts ? max_logits[sh * max_parts + p] : -INFINITY;
+      pl[p] = p < nparts ? exp_sums[sh * max_parts + p] : 0.0f;
+      po[p] = p < nparts ? tmp_out[(sh * max_parts + p) * hs + d] : 0.0f;
+    }
+    float M = sinks ? sinks[head0 + r] : -INFINITY;
+#pragma unroll
+    for (int p = 0; p < MERGE_REG; p++) M = fmax(M, pm[p]);
+    const softmax_state top = softmax_state_of(M, 1.0f);
+    float sum = sinks ? exp(sinks[head0 + r] - M) : 0.0f, acc = 0.0f;
+#pragma unroll
+    for (int p = 0; p < MERGE_REG; p++) { /* empty partitions (and p >= nparts) weigh 0 */
+      const float w = softmax_weight(softmax_state_of(pm[p], pl[p]), top);
+      sum += w, acc += w * po[p];
+    }
+    const softmax_state all = softmax_state_of(M, sum);
+    IO_STORE(all.l > 0.0f ? acc / all.l : 0.0f, out, sh * hs + d);
+    if (d == 0 && lse) lse[sh] = softmax_lse(all);
+  }
+  const int spread = merging && nparts > mreg, ht = nt / ng;
+  const int r8 = lid / ht, k8 = lid % ht;
+  const size_t sh8 = (size_t)seq * num_heads + head0 + r8;
+  if (spread && lid < ng * ht) {
+    float M = -INFINITY;
+    for (int p = k8; p < nparts; p += ht) M = fmax(M, max_logits[sh8 * max_parts + p]);
+    red_m[lid] = M;
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (spread && lid < ng * ht) {
+    float M = sinks ? sinks[head0 + r8] : -INFINITY, sum = 0.0f;
+    for (int k = 0; k < ht; k++) M = fmax(M, red_m[r8 * ht + k]);
+    const softmax_state top = softmax_state_of(M, 1.0f);
+    for (int p = k8; p < nparts; p += ht) {
+      const float w = softmax_weight(
+          softmax_state_of(max_logits[sh8 * max_parts + p], exp_sums[sh8 * max_parts + p]), top);
+      if (p < wcap) wts[r8 * wcap + p] = w;
+      sum += w;
+    }
+    red_l[lid] = sum;
+    if (k8 == 0) row_m[r8] = M;
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (spread && lid < ng) { /* the sink: one more logit, with no value */
+    float sum = sinks ? exp(sinks[head0 + lid] - row_m[lid]) : 0.0f;
+    for (int k = 0; k < ht; k++) sum += red_l[lid * ht + k];
+    row_l[lid] = sum;
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int i = lid; spread && i < ng * hs; i += nt) {
+    const int r = i / hs, d = i % hs;
+    const size_t sh = (size_t)seq * num_heads + head0 + r;
+    __global const float *op = tmp_out + sh * max_parts * hs + d;
+    const softmax_state top = softmax_state_of(row_m[r], 1.0f);
+    float acc = 0.0f; /* empty partitions wrote 0 outputs, and weigh 0 */
+    /* (unrolled 8 on NVIDIA, this loop took +3 us at 1-4 partitions) */
+    for (int p = 0; p < min(nparts, wcap); p++) acc += wts[r * wcap + p] * op[(size_t)p * hs];
+    for (int p = wcap; p < nparts; p++)
+      acc += softmax_weight(softmax_state_of(max_logits[sh * max_parts + p],
+                                             exp_sums[sh * max_parts + p]), top) *
+             op[(size_t)p * hs];
+    const softmax_state all = softmax_state_of(row_m[r], row_l[r]);
+    IO_STORE(all.l > 0.0f ? acc / all.l : 0.0f, out, sh * hs + d);
+    if (d == 0 && lse) lse[sh] = softmax_lse(all);
+  }
+}
 
 /* The rows paths' value vectors (prefill_rows.cl's clpa_prefill_rows,
  * decode_rows.cl): VB tokens of a value row, which the layout keeps
