@@ -1,6 +1,8 @@
 /*
- * model.c — the demo's Llama-shaped model on the device (model.h has the
- * contract, reference.h the formulas).
+ * model.c — the demo's Llama-shaped model on the device, the object: its
+ * presets, kernels, weights (host and device) and their lifetime (model.h
+ * has the contract, reference.h the formulas). One engine step over it is
+ * model_step.c's; model_internal.h has the struct they share.
  *
  * Device buffers (f32 unless said; T = new tokens of the step, S = its
  * sequences; W = weight dtype, f32 or f16):
@@ -35,7 +37,7 @@
 #include <clblast_c.h>
 
 #include "kernels.h"
-#include "model_build.h"
+#include "model_internal.h"
 
 /* ---------------------------------------------------------------------
  * Errors: one message, kept for demo_last_error()
@@ -45,7 +47,7 @@ static char demo_err[2048];
 
 const char *demo_last_error(void) { return demo_err; }
 
-static clpa_status fail(clpa_status st, const char *fmt, ...) {
+clpa_status demo_model_fail(clpa_status st, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
   vsnprintf(demo_err, sizeof demo_err, fmt, ap);
@@ -53,7 +55,7 @@ static clpa_status fail(clpa_status st, const char *fmt, ...) {
   return st;
 }
 
-static clpa_status cl_status(cl_int e) {
+clpa_status demo_cl_status(cl_int e) {
   switch (e) {
   case CL_MEM_OBJECT_ALLOCATION_FAILURE: return CLPA_ERR_DEVICE_MEMORY;
   case CL_OUT_OF_RESOURCES: return CLPA_ERR_OUT_OF_RESOURCES;
@@ -64,21 +66,17 @@ static clpa_status cl_status(cl_int e) {
 }
 
 /* An OpenCL result: CLPA_OK, or the mapped status with `what` and the error. */
-static clpa_status cl_check(cl_int e, const char *what) {
-  return e == CL_SUCCESS ? CLPA_OK : fail(cl_status(e), "%s: OpenCL error %d", what, (int)e);
+clpa_status demo_cl_check(cl_int e, const char *what) {
+  return e == CL_SUCCESS ? CLPA_OK
+                         : demo_model_fail(demo_cl_status(e), "%s: OpenCL error %d", what, (int)e);
 }
 
 /* A clpa result: its message, prefixed with where the demo called it. */
-static clpa_status clpa_check(clpa_status st, const char *what, int32_t layer) {
+clpa_status demo_clpa_check(clpa_status st, const char *what, int32_t layer) {
   if (st == CLPA_OK) return CLPA_OK;
-  return fail(st, "%s (layer %d): %s: %s", what, (int)layer, clpa_status_name(st),
-              clpa_last_error());
+  return demo_model_fail(st, "%s (layer %d): %s: %s", what, (int)layer, clpa_status_name(st),
+                         clpa_last_error());
 }
-
-#define TRY(expr)                          \
-  do {                                     \
-    if ((st = (expr)) != CLPA_OK) goto out; \
-  } while (0)
 
 /* ---------------------------------------------------------------------
  * Presets
@@ -106,90 +104,31 @@ int demo_config_preset(const char *name, demo_config *out) {
  * The model object
  * ------------------------------------------------------------------- */
 
-enum { K_EMBED_F32, K_EMBED_F16, K_F16_TO_F32, K_RMSNORM, K_RMSNORM_ROWS, K_ROPE, K_SILU_MUL,
-       K_ARGMAX, K_COUNT };
-static const char *const kernel_names[K_COUNT] = {
-    "demo_embed_f32", "demo_embed_f16", "demo_f16_to_f32", "demo_rmsnorm",
-    "demo_rmsnorm_rows", "demo_rope", "demo_silu_mul", "demo_argmax"};
-#define DEMO_WG 64 /* kernels.c's row work-group */
-
-typedef struct host_layer {
-  float *attn_norm, *ffn_norm, *wqkv, *wo, *wgu, *wdown;
-} host_layer;
-typedef struct dev_layer {
-  cl_mem attn_norm, ffn_norm, wqkv, wo, wgu, wdown;
-} dev_layer;
-
-enum { TIME_ATTN, TIME_GEMM, TIME_OTHER };
-typedef struct timed_event {
-  cl_event start; /* a marker enqueued just before the op */
-  cl_event ev;    /* the op's (last) command */
-  int kind;
-} timed_event;
-
-struct demo_model {
-  clpa_context *ctx;
-  cl_context clctx;
-  cl_device_id dev;
-  cl_command_queue queue;
-  int profiling;
-  demo_config cfg;
-  clpa_dtype wdtype;
-  int32_t qkv_dim; /* (heads + 2 kv_heads) * head_size */
-
-  cl_program prog;
-  cl_kernel k[K_COUNT];
-
-  float *h_embed, *h_final_norm, *h_lm_head, *h_rope_factors;
-  host_layer *hl;
-  demo_layer_slots *slot_layers; /* the builder's view of hl */
-  demo_host_weights hw;
-
-  cl_mem d_embed, d_final_norm, d_lm_head, d_rope;
-  dev_layer *dl;
-  cl_mem d_wscratch; /* f32 expansion of one f16 weight */
-
-  /* per-step buffers, grown on demand */
-  int32_t cap_t, cap_s, cap_bt;
-  cl_mem x, xn, qkv, attn, gu, act, xl, logits, next;
-  cl_mem tokens, positions, slots, ctx_lens, last_rows, bt_dec, bt_pre;
-  int32_t *h_pos, *h_ctx, *h_last; /* staging for positions, context lengths, last rows */
-
-  timed_event *ev;
-  int n_ev, cap_ev;
-};
-
 const demo_config *demo_model_config(const demo_model *m) { return &m->cfg; }
 const demo_host_weights *demo_model_host(const demo_model *m) { return &m->hw; }
 
-static void release_mem(cl_mem *b) {
+const char *const demo_kernel_names[K_COUNT] = {
+    "demo_embed_f32",    "demo_embed_f16", "demo_f16_to_f32", "demo_rmsnorm",
+    "demo_rmsnorm_rows", "demo_rope",      "demo_silu_mul",   "demo_argmax"};
+
+void demo_release_mem(cl_mem *b) {
   if (*b) clReleaseMemObject(*b);
   *b = NULL;
-}
-
-static void release_events(demo_model *m);
-
-static void release_step_buffers(demo_model *m) {
-  cl_mem *bufs[] = {&m->x, &m->xn, &m->qkv, &m->attn, &m->gu, &m->act, &m->xl, &m->logits,
-                    &m->next, &m->tokens, &m->positions, &m->slots, &m->ctx_lens, &m->last_rows,
-                    &m->bt_dec, &m->bt_pre};
-  for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) release_mem(bufs[i]);
-  m->cap_t = m->cap_s = m->cap_bt = 0;
 }
 
 void demo_model_destroy(demo_model *m) {
   if (!m) return;
   if (m->queue) clFinish(m->queue);
-  release_step_buffers(m);
-  release_mem(&m->d_embed);
-  release_mem(&m->d_final_norm);
-  release_mem(&m->d_lm_head);
-  release_mem(&m->d_rope);
-  release_mem(&m->d_wscratch);
+  demo_model_release_step(m);
+  demo_release_mem(&m->d_embed);
+  demo_release_mem(&m->d_final_norm);
+  demo_release_mem(&m->d_lm_head);
+  demo_release_mem(&m->d_rope);
+  demo_release_mem(&m->d_wscratch);
   for (int32_t l = 0; m->dl && l < m->cfg.layers; l++) {
     dev_layer *d = &m->dl[l];
-    release_mem(&d->attn_norm), release_mem(&d->ffn_norm), release_mem(&d->wqkv);
-    release_mem(&d->wo), release_mem(&d->wgu), release_mem(&d->wdown);
+    demo_release_mem(&d->attn_norm), demo_release_mem(&d->ffn_norm), demo_release_mem(&d->wqkv);
+    demo_release_mem(&d->wo), demo_release_mem(&d->wgu), demo_release_mem(&d->wdown);
   }
   for (int32_t l = 0; m->hl && l < m->cfg.layers; l++) {
     host_layer *h = &m->hl[l];
@@ -207,11 +146,6 @@ void demo_model_destroy(demo_model *m) {
   for (int i = 0; i < K_COUNT; i++)
     if (m->k[i]) clReleaseKernel(m->k[i]);
   if (m->prog) clReleaseProgram(m->prog);
-  release_events(m);
-  free(m->ev);
-  free(m->h_pos);
-  free(m->h_ctx);
-  free(m->h_last);
   free(m);
 }
 
@@ -226,17 +160,19 @@ static clpa_status build_kernels(demo_model *m) {
   cl_int e;
   m->prog = clCreateProgramWithSource(m->clctx, demo_kernel_source_count,
                                       (const char **)demo_kernel_source, NULL, &e);
-  if (e != CL_SUCCESS) return cl_check(e, "clCreateProgramWithSource (demo kernels)");
+  if (e != CL_SUCCESS) return demo_cl_check(e, "clCreateProgramWithSource (demo kernels)");
   e = clBuildProgram(m->prog, 1, &m->dev, "-cl-std=CL1.2", NULL, NULL);
   if (e != CL_SUCCESS) {
     char log[1536] = "";
     clGetProgramBuildInfo(m->prog, m->dev, CL_PROGRAM_BUILD_LOG, sizeof log - 1, log, NULL);
-    return fail(CLPA_ERR_BUILD, "clBuildProgram (demo kernels): OpenCL error %d: %s", (int)e, log);
+    return demo_model_fail(CLPA_ERR_BUILD, "clBuildProgram (demo kernels): OpenCL error %d: %s",
+                           (int)e, log);
   }
   for (int i = 0; i < K_COUNT; i++) {
-    m->k[i] = clCreateKernel(m->prog, kernel_names[i], &e);
-    if (e != CL_SUCCESS) return fail(cl_status(e), "clCreateKernel(%s): OpenCL error %d",
-                                     kernel_names[i], (int)e);
+    m->k[i] = clCreateKernel(m->prog, demo_kernel_names[i], &e);
+    if (e != CL_SUCCESS)
+      return demo_model_fail(demo_cl_status(e), "clCreateKernel(%s): OpenCL error %d",
+                             demo_kernel_names[i], (int)e);
   }
   return CLPA_OK;
 }
@@ -247,14 +183,15 @@ static clpa_status upload(demo_model *m, const float *h, size_t n, clpa_dtype dt
   void *tmp = NULL;
   const void *src = h;
   if (dt != CLPA_DTYPE_F32) {
-    if (!(tmp = malloc(bytes))) return fail(CLPA_ERR_OUT_OF_MEMORY, "upload: %zu bytes", bytes);
+    if (!(tmp = malloc(bytes)))
+      return demo_model_fail(CLPA_ERR_OUT_OF_MEMORY, "upload: %zu bytes", bytes);
     clpa_dtype_encode(dt, h, tmp, n, 1.0f);
     src = tmp;
   }
   cl_int e;
   *out = clCreateBuffer(m->clctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, bytes, (void *)src, &e);
   free(tmp);
-  return cl_check(e, "clCreateBuffer (weights)");
+  return demo_cl_check(e, "clCreateBuffer (weights)");
 }
 
 /* The RoPE table: (cos, sin) of pos * theta^(-2i/hd) / factor_i, in
@@ -264,7 +201,7 @@ static clpa_status upload_rope(demo_model *m) {
   const int32_t half = c->head_size / 2;
   size_t n = (size_t)c->max_positions * half * 2;
   float *t = malloc(n * sizeof(float));
-  if (!t) return fail(CLPA_ERR_OUT_OF_MEMORY, "rope table: %zu floats", n);
+  if (!t) return demo_model_fail(CLPA_ERR_OUT_OF_MEMORY, "rope table: %zu floats", n);
   for (int32_t i = 0; i < half; i++) {
     double f = pow((double)c->rope_theta, -2.0 * i / c->head_size);
     if (m->h_rope_factors) f /= m->h_rope_factors[i];
@@ -316,12 +253,12 @@ static clpa_status model_new(clpa_context *ctx, const demo_config *cfg, clpa_dty
                              demo_model **out) {
   *out = NULL;
   if (!ctx || !cfg || !config_valid(cfg))
-    return fail(CLPA_ERR_INVALID_ARG, "demo_model: invalid context or config");
+    return demo_model_fail(CLPA_ERR_INVALID_ARG, "demo_model: invalid context or config");
   if (wdt != CLPA_DTYPE_F32 && wdt != CLPA_DTYPE_F16)
-    return fail(CLPA_ERR_UNSUPPORTED, "demo_model: weight dtype %s (f32 or f16)",
-                clpa_dtype_name(wdt));
+    return demo_model_fail(CLPA_ERR_UNSUPPORTED, "demo_model: weight dtype %s (f32 or f16)",
+                           clpa_dtype_name(wdt));
   demo_model *m = calloc(1, sizeof *m);
-  if (!m) return fail(CLPA_ERR_OUT_OF_MEMORY, "demo_model: out of memory");
+  if (!m) return demo_model_fail(CLPA_ERR_OUT_OF_MEMORY, "demo_model: out of memory");
   m->ctx = ctx;
   m->clctx = clpa_context_cl_context(ctx);
   m->dev = clpa_context_cl_device(ctx);
@@ -337,7 +274,7 @@ static clpa_status model_new(clpa_context *ctx, const demo_config *cfg, clpa_dty
   m->hw.layer = calloc((size_t)cfg->layers, sizeof *m->hw.layer);
   if (!m->hl || !m->dl || !m->hw.layer) {
     demo_model_destroy(m);
-    return fail(CLPA_ERR_OUT_OF_MEMORY, "demo_model: out of memory");
+    return demo_model_fail(CLPA_ERR_OUT_OF_MEMORY, "demo_model: out of memory");
   }
   clpa_status st = build_kernels(m);
   if (st != CLPA_OK) {
@@ -357,7 +294,7 @@ static clpa_status upload_all(demo_model *m) {
   TRY(upload(m, m->h_embed, (size_t)c->vocab * H, m->wdtype, &m->d_embed));
   if (m->h_lm_head != m->h_embed) {
     TRY(upload(m, m->h_lm_head, (size_t)c->vocab * H, m->wdtype, &m->d_lm_head));
-  } else if ((st = cl_check(clRetainMemObject(m->d_embed), "clRetainMemObject")) == CLPA_OK) {
+  } else if ((st = demo_cl_check(clRetainMemObject(m->d_embed), "clRetainMemObject")) == CLPA_OK) {
     m->d_lm_head = m->d_embed; /* tied: one buffer */
   }
   TRY(upload(m, m->h_final_norm, H, CLPA_DTYPE_F32, &m->d_final_norm));
@@ -379,7 +316,7 @@ static clpa_status upload_all(demo_model *m) {
       if (sizes[i] > biggest) biggest = sizes[i];
     cl_int e;
     m->d_wscratch = clCreateBuffer(m->clctx, CL_MEM_READ_WRITE, biggest * sizeof(float), NULL, &e);
-    TRY(cl_check(e, "clCreateBuffer (f16 weight scratch)"));
+    TRY(demo_cl_check(e, "clCreateBuffer (f16 weight scratch)"));
   }
 out:
   return st;
@@ -394,7 +331,8 @@ static void round_to(float *p, size_t n, clpa_dtype dt) {
 clpa_status demo_model_begin(clpa_context *ctx, const demo_config *cfg, clpa_dtype weight_dtype,
                              int tied, int rope_factors, demo_model **out,
                              demo_weight_slots *slots) {
-  if (!out || !slots) return fail(CLPA_ERR_INVALID_ARG, "demo_model_begin: NULL argument");
+  if (!out || !slots)
+    return demo_model_fail(CLPA_ERR_INVALID_ARG, "demo_model_begin: NULL argument");
   demo_model *m;
   clpa_status st = model_new(ctx, cfg, weight_dtype, &m);
   if (st != CLPA_OK) return st;
@@ -418,7 +356,7 @@ clpa_status demo_model_begin(clpa_context *ctx, const demo_config *cfg, clpa_dty
   }
   if (bad) {
     demo_model_destroy(m);
-    return fail(CLPA_ERR_OUT_OF_MEMORY, "demo_model_begin: host weights");
+    return demo_model_fail(CLPA_ERR_OUT_OF_MEMORY, "demo_model_begin: host weights");
   }
   set_host_view(m, slots);
   *out = m;
@@ -446,17 +384,10 @@ clpa_status demo_model_finish(demo_model *m, demo_model **out) {
   return CLPA_OK;
 }
 
-clpa_status demo_model_fail(clpa_status st, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(demo_err, sizeof demo_err, fmt, ap);
-  va_end(ap);
-  return st;
-}
-
 clpa_status demo_model_cache_create(demo_model *m, int32_t num_blocks, int32_t block_size,
                                     clpa_dtype kv_dtype, clpa_cache **out) {
-  if (!m || !out) return fail(CLPA_ERR_INVALID_ARG, "demo_model_cache_create: NULL argument");
+  if (!m || !out)
+    return demo_model_fail(CLPA_ERR_INVALID_ARG, "demo_model_cache_create: NULL argument");
   clpa_cache_config cc;
   clpa_cache_config_init(&cc);
   cc.num_layers = m->cfg.layers;
@@ -465,354 +396,5 @@ clpa_status demo_model_cache_create(demo_model *m, int32_t num_blocks, int32_t b
   cc.block_size = block_size;
   cc.dtype = kv_dtype;
   cc.num_blocks = num_blocks;
-  return clpa_check(clpa_cache_create(m->ctx, &cc, out), "clpa_cache_create", -1);
-}
-
-/* ---------------------------------------------------------------------
- * One engine step
- * ------------------------------------------------------------------- */
-
-/* Where the next op's event goes (NULL when the queue does not profile:
- * then no events are kept). With profiling, a marker goes on the queue
- * first: the op's time is from the marker's end to the end of its event,
- * so an op of several kernels (a CLBlast GEMM with its padding kernels,
- * decode v2 with its reduce) counts whole, and idle time before it (the
- * host still enqueueing) does not. A program built on first use inside
- * the op does count: time warm steps. */
-static cl_event *next_event(demo_model *m, int kind) {
-  if (!m->profiling) return NULL;
-  if (m->n_ev == m->cap_ev) {
-    int cap = m->cap_ev ? 2 * m->cap_ev : 256;
-    timed_event *p = realloc(m->ev, (size_t)cap * sizeof *p);
-    if (!p) return NULL; /* not timed, still run */
-    m->ev = p, m->cap_ev = cap;
-  }
-  timed_event *t = &m->ev[m->n_ev++];
-  t->ev = t->start = NULL;
-  t->kind = kind;
-  if (clEnqueueMarkerWithWaitList(m->queue, 0, NULL, &t->start) != CL_SUCCESS) t->start = NULL;
-  return &t->ev;
-}
-
-static int event_time(cl_event ev, cl_profiling_info what, cl_ulong *t) {
-  return ev && clGetEventProfilingInfo(ev, what, sizeof *t, t, NULL) == CL_SUCCESS;
-}
-
-/* Sums the step's ops by kind (next_event says how each is timed). On the
- * in-order queue an op cannot start before the op before it ended, so
- * that end bounds its start: PoCL 3.1 stamps a marker's end when it
- * reaches the marker, before the kernels ahead of it have finished, which
- * charged every GEMM before an attention call to attention (89.8 % of the
- * tiny demo's device time, where perf showed 3 % in attention kernels). */
-static void collect_times(demo_model *m, demo_times *t) {
-  double sum[3] = {0, 0, 0};
-  cl_ulong prev_end = 0;
-  for (int i = 0; i < m->n_ev; i++) {
-    cl_ulong from, end;
-    if (!event_time(m->ev[i].ev, CL_PROFILING_COMMAND_END, &end)) continue;
-    if (!event_time(m->ev[i].start, CL_PROFILING_COMMAND_END, &from) &&
-        !event_time(m->ev[i].ev, CL_PROFILING_COMMAND_START, &from))
-      continue;
-    if (from < prev_end) from = prev_end;
-    if (end > from) sum[m->ev[i].kind] += (double)(end - from) * 1e-9;
-    if (end > prev_end) prev_end = end;
-  }
-  if (t) t->attention_s = sum[TIME_ATTN], t->gemm_s = sum[TIME_GEMM], t->other_s = sum[TIME_OTHER];
-}
-
-static void release_events(demo_model *m) {
-  for (int i = 0; i < m->n_ev; i++) {
-    if (m->ev[i].ev) clReleaseEvent(m->ev[i].ev);
-    if (m->ev[i].start) clReleaseEvent(m->ev[i].start);
-  }
-  m->n_ev = 0;
-}
-
-static clpa_status new_buffer(demo_model *m, size_t bytes, cl_mem *out, const char *what) {
-  cl_int e;
-  release_mem(out);
-  *out = clCreateBuffer(m->clctx, CL_MEM_READ_WRITE, bytes ? bytes : 4, NULL, &e);
-  if (e != CL_SUCCESS) return fail(cl_status(e), "clCreateBuffer(%s, %zu bytes): OpenCL error %d",
-                                   what, bytes, (int)e);
-  return CLPA_OK;
-}
-
-/* Grows the per-step buffers to T tokens, S sequences and bt block-table
- * entries (all buffers of the previous steps are idle: each step waits). */
-static clpa_status ensure_capacity(demo_model *m, int32_t T, int32_t S, int32_t bt) {
-  const demo_config *c = &m->cfg;
-  const size_t f = sizeof(float), H = (size_t)c->hidden;
-  clpa_status st = CLPA_OK;
-  if (T > m->cap_t) {
-    int32_t n = T > 2 * m->cap_t ? T : 2 * m->cap_t;
-    m->cap_t = 0;
-    TRY(new_buffer(m, n * H * f, &m->x, "x"));
-    TRY(new_buffer(m, n * H * f, &m->xn, "xn"));
-    TRY(new_buffer(m, (size_t)n * m->qkv_dim * f, &m->qkv, "qkv"));
-    TRY(new_buffer(m, (size_t)n * c->heads * c->head_size * f, &m->attn, "attn"));
-    TRY(new_buffer(m, (size_t)n * 2 * c->ffn * f, &m->gu, "gu"));
-    TRY(new_buffer(m, (size_t)n * c->ffn * f, &m->act, "act"));
-    TRY(new_buffer(m, (size_t)n * 4, &m->tokens, "tokens"));
-    TRY(new_buffer(m, (size_t)n * 4, &m->positions, "positions"));
-    TRY(new_buffer(m, (size_t)n * 8, &m->slots, "slots"));
-    int32_t *p = realloc(m->h_pos, (size_t)n * sizeof *p);
-    if (!p) return fail(CLPA_ERR_OUT_OF_MEMORY, "demo_model_forward: staging");
-    m->h_pos = p;
-    m->cap_t = n;
-  }
-  if (S > m->cap_s) {
-    int32_t n = S > 2 * m->cap_s ? S : 2 * m->cap_s;
-    m->cap_s = 0;
-    TRY(new_buffer(m, n * H * f, &m->xl, "xl"));
-    TRY(new_buffer(m, (size_t)n * c->vocab * f, &m->logits, "logits"));
-    TRY(new_buffer(m, (size_t)n * 4, &m->next, "next"));
-    TRY(new_buffer(m, (size_t)n * 4, &m->ctx_lens, "context_lens"));
-    TRY(new_buffer(m, (size_t)n * 4, &m->last_rows, "last_rows"));
-    int32_t *a = realloc(m->h_ctx, (size_t)n * sizeof *a);
-    if (a) m->h_ctx = a;
-    int32_t *b = realloc(m->h_last, (size_t)n * sizeof *b);
-    if (b) m->h_last = b;
-    if (!a || !b) return fail(CLPA_ERR_OUT_OF_MEMORY, "demo_model_forward: staging");
-    m->cap_s = n;
-  }
-  if (bt > m->cap_bt) {
-    int32_t n = bt > 2 * m->cap_bt ? bt : 2 * m->cap_bt;
-    m->cap_bt = 0;
-    TRY(new_buffer(m, (size_t)n * 4, &m->bt_dec, "block_tables (decode)"));
-    TRY(new_buffer(m, (size_t)n * 4, &m->bt_pre, "block_tables (prefill)"));
-    m->cap_bt = n;
-  }
-out:
-  return st;
-}
-
-static clpa_status write_buf(demo_model *m, cl_mem b, size_t bytes, const void *src,
-                             const char *what) {
-  if (!bytes) return CLPA_OK;
-  cl_int e = clEnqueueWriteBuffer(m->queue, b, CL_FALSE, 0, bytes, src, 0, NULL,
-                                  next_event(m, TIME_OTHER));
-  return e == CL_SUCCESS ? CLPA_OK : fail(cl_status(e), "clEnqueueWriteBuffer(%s): OpenCL error %d",
-                                          what, (int)e);
-}
-
-/* Sets a kernel's arguments from (size, pointer) pairs and enqueues it. */
-static clpa_status launch_as(demo_model *m, int kind, int k, cl_uint dims, const size_t *global,
-                             const size_t *local, int nargs, ...) {
-  va_list ap;
-  va_start(ap, nargs);
-  for (int i = 0; i < nargs; i++) {
-    size_t size = va_arg(ap, size_t);
-    const void *p = va_arg(ap, const void *);
-    cl_int e = clSetKernelArg(m->k[k], (cl_uint)i, size, p);
-    if (e != CL_SUCCESS) {
-      va_end(ap);
-      return fail(cl_status(e), "clSetKernelArg(%s, %d): OpenCL error %d", kernel_names[k], i,
-                  (int)e);
-    }
-  }
-  va_end(ap);
-  for (cl_uint d = 0; d < dims; d++)
-    if (!global[d]) return CLPA_OK;
-  cl_int e = clEnqueueNDRangeKernel(m->queue, m->k[k], dims, NULL, global, local, 0, NULL,
-                                    next_event(m, kind));
-  return e == CL_SUCCESS ? CLPA_OK : fail(cl_status(e), "clEnqueueNDRangeKernel(%s): OpenCL error %d",
-                                          kernel_names[k], (int)e);
-}
-#define ARG(v) sizeof(v), (const void *)&(v)
-#define launch(m, ...) launch_as(m, TIME_OTHER, __VA_ARGS__)
-
-/* C [rows, n] = A [rows, k] . W^T (W [n, k] in the weight dtype) + beta C. */
-static clpa_status gemm(demo_model *m, cl_mem A, cl_mem W, cl_mem C, int32_t rows, int32_t n,
-                        int32_t k, float beta) {
-  if (!rows) return CLPA_OK;
-  cl_mem w = W;
-  if (m->wdtype == CLPA_DTYPE_F16) {
-    size_t count = (size_t)n * k;
-    clpa_status st =
-        launch_as(m, TIME_GEMM, K_F16_TO_F32, 1, &count, NULL, 2, ARG(W), ARG(m->d_wscratch));
-    if (st != CLPA_OK) return st;
-    w = m->d_wscratch;
-  }
-  CLBlastStatusCode e = CLBlastSgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo,
-                                     CLBlastTransposeYes, (size_t)rows, (size_t)n, (size_t)k, 1.0f,
-                                     A, 0, (size_t)k, w, 0, (size_t)k, beta, C, 0, (size_t)n,
-                                     &m->queue, next_event(m, TIME_GEMM));
-  if (e != CLBlastSuccess)
-    return fail(e == CLBlastOpenCLOutOfResources ? CLPA_ERR_OUT_OF_RESOURCES : CLPA_ERR_OPENCL,
-                "CLBlastSgemm(%d x %d x %d): CLBlast status %d", (int)rows, (int)n, (int)k, (int)e);
-  return CLPA_OK;
-}
-
-static clpa_status rmsnorm(demo_model *m, cl_mem x, cl_mem w, cl_mem y, int32_t rows) {
-  size_t g = (size_t)rows * DEMO_WG, l = DEMO_WG;
-  return launch(m, K_RMSNORM, 1, &g, &l, 5, ARG(x), ARG(w), ARG(y), ARG(m->cfg.hidden),
-                ARG(m->cfg.norm_eps));
-}
-
-/* Checks a batch against the model and the cache before anything runs. */
-static clpa_status check_batch(const demo_model *m, const clpa_kv_layout *kv, const demo_batch *b) {
-  const char *fn = "demo_model_forward";
-  if (b->num_seqs <= 0 || b->num_decode < 0 || b->num_decode > b->num_seqs)
-    return fail(CLPA_ERR_INVALID_ARG, "%s: num_seqs %d, num_decode %d", fn, (int)b->num_seqs,
-                (int)b->num_decode);
-  if (!b->tokens || !b->cu_seqlens || !b->cached_lens || !b->slots || !b->block_tables ||
-      b->max_blocks_per_seq <= 0)
-    return fail(CLPA_ERR_INVALID_ARG, "%s: NULL array or max_blocks_per_seq %d", fn,
-                (int)b->max_blocks_per_seq);
-  if (b->cu_seqlens[0] != 0) return fail(CLPA_ERR_INVALID_ARG, "%s: cu_seqlens[0] != 0", fn);
-  const int64_t cap = (int64_t)b->max_blocks_per_seq * kv->block_size;
-  for (int32_t s = 0; s < b->num_seqs; s++) {
-    int32_t n = b->cu_seqlens[s + 1] - b->cu_seqlens[s], c = b->cached_lens[s];
-    if (n < 1 || c < 0)
-      return fail(CLPA_ERR_INVALID_ARG, "%s: sequence %d has %d new tokens, cached_len %d", fn,
-                  (int)s, (int)n, (int)c);
-    if (s < b->num_decode && (n != 1 || c < 1))
-      return fail(CLPA_ERR_INVALID_ARG,
-                  "%s: decode sequence %d needs 1 new token and cached_len > 0 (has %d, %d)", fn,
-                  (int)s, (int)n, (int)c);
-    if ((int64_t)c + n > m->cfg.max_positions || (int64_t)c + n > cap)
-      return fail(CLPA_ERR_INVALID_ARG,
-                  "%s: sequence %d reaches %lld tokens (max_positions %d, block table %lld)", fn,
-                  (int)s, (long long)c + n, (int)m->cfg.max_positions, (long long)cap);
-  }
-  const int32_t T = b->cu_seqlens[b->num_seqs];
-  for (int32_t t = 0; t < T; t++)
-    if (b->tokens[t] < 0 || b->tokens[t] >= m->cfg.vocab)
-      return fail(CLPA_ERR_INVALID_ARG, "%s: token %d is %d (vocab %d)", fn, (int)t,
-                  (int)b->tokens[t], (int)m->cfg.vocab);
-  return CLPA_OK;
-}
-
-/* Attention of layer l: decode rows first, then the prefill chunks. */
-static clpa_status attention(demo_model *m, clpa_cache *cache, const demo_batch *b, int32_t l,
-                             int32_t max_ctx) {
-  const demo_config *c = &m->cfg;
-  const float scale = (float)(1.0 / sqrt((double)c->head_size));
-  const int32_t nd = b->num_decode, np = b->num_seqs - nd;
-  clpa_status st = CLPA_OK;
-  if (nd > 0) {
-    clpa_decode_params p;
-    clpa_decode_params_init(&p);
-    p.num_seqs = nd, p.num_heads = c->heads, p.cache = cache, p.layer = l;
-    p.max_blocks_per_seq = b->max_blocks_per_seq, p.max_context_len = max_ctx;
-    p.q_dtype = CLPA_DTYPE_F32, p.scale = scale, p.q_stride = (size_t)m->qkv_dim;
-    p.query = m->qkv, p.block_tables = m->bt_dec, p.context_lens = m->ctx_lens, p.out = m->attn;
-    p.host_context_lens = m->h_ctx; /* the same lengths, for the split's plan */
-    p.event = next_event(m, TIME_ATTN);
-    if ((st = clpa_check(clpa_decode(m->ctx, &p), "clpa_decode", l)) != CLPA_OK) return st;
-  }
-  if (np > 0) {
-    clpa_prefill_params p;
-    clpa_prefill_params_init(&p);
-    p.num_seqs = np, p.num_heads = c->heads, p.cache = cache, p.layer = l;
-    p.max_blocks_per_seq = b->max_blocks_per_seq;
-    p.cu_seqlens_q = b->cu_seqlens + nd, p.cached_lens = b->cached_lens + nd;
-    p.q_dtype = CLPA_DTYPE_F32, p.scale = scale, p.q_stride = (size_t)m->qkv_dim;
-    p.query = m->qkv, p.block_tables = m->bt_pre, p.out = m->attn;
-    p.event = next_event(m, TIME_ATTN);
-    st = clpa_check(clpa_prefill(m->ctx, &p), "clpa_prefill", l);
-  }
-  return st;
-}
-
-/* One layer over the step's T tokens; x holds the residual stream. */
-static clpa_status layer(demo_model *m, clpa_cache *cache, const demo_batch *b, int32_t l,
-                         int32_t T, int32_t max_ctx) {
-  const demo_config *c = &m->cfg;
-  const dev_layer *d = &m->dl[l];
-  const int32_t qd = c->heads * c->head_size, hd = c->head_size;
-  clpa_status st;
-  TRY(rmsnorm(m, m->x, d->attn_norm, m->xn, T));
-  TRY(gemm(m, m->xn, d->wqkv, m->qkv, T, m->qkv_dim, c->hidden, 0.0f));
-  size_t rg[3] = {(size_t)hd / 2, (size_t)(c->heads + c->kv_heads), (size_t)T};
-  TRY(launch(m, K_ROPE, 3, rg, NULL, 5, ARG(m->qkv), ARG(m->positions), ARG(m->d_rope),
-             ARG(m->qkv_dim), ARG(hd)));
-
-  clpa_reshape_and_cache_params rc;
-  clpa_reshape_and_cache_params_init(&rc);
-  rc.cache = cache, rc.layer = l, rc.num_tokens = T, rc.src_dtype = CLPA_DTYPE_F32;
-  rc.key = rc.value = m->qkv;
-  rc.key_offset = (size_t)qd, rc.value_offset = (size_t)qd + (size_t)c->kv_heads * hd;
-  rc.key_stride = rc.value_stride = (size_t)m->qkv_dim;
-  rc.slot_mapping = m->slots;
-  rc.event = next_event(m, TIME_ATTN);
-  TRY(clpa_check(clpa_reshape_and_cache(m->ctx, &rc), "clpa_reshape_and_cache", l));
-  TRY(attention(m, cache, b, l, max_ctx));
-
-  TRY(gemm(m, m->attn, d->wo, m->x, T, c->hidden, qd, 1.0f));
-  TRY(rmsnorm(m, m->x, d->ffn_norm, m->xn, T));
-  TRY(gemm(m, m->xn, d->wgu, m->gu, T, 2 * c->ffn, c->hidden, 0.0f));
-  size_t sg[2] = {(size_t)c->ffn, (size_t)T};
-  TRY(launch(m, K_SILU_MUL, 2, sg, NULL, 3, ARG(m->gu), ARG(m->act), ARG(c->ffn)));
-  TRY(gemm(m, m->act, d->wdown, m->x, T, c->hidden, c->ffn, 1.0f));
-out:
-  return st;
-}
-
-clpa_status demo_model_forward(demo_model *m, clpa_cache *cache, const demo_batch *b,
-                               float *logits, int32_t *next_tokens, demo_times *times) {
-  if (times) memset(times, 0, sizeof *times);
-  if (!m || !cache || !b || !next_tokens)
-    return fail(CLPA_ERR_INVALID_ARG, "demo_model_forward: NULL argument");
-  clpa_kv_layout kv;
-  clpa_status st = clpa_check(clpa_cache_get_layout(cache, &kv), "clpa_cache_get_layout", -1);
-  if (st != CLPA_OK) return st;
-  if (kv.num_kv_heads != m->cfg.kv_heads || kv.head_size != m->cfg.head_size)
-    return fail(CLPA_ERR_INVALID_ARG, "demo_model_forward: cache of %d x %d, model %d x %d",
-                (int)kv.num_kv_heads, (int)kv.head_size, (int)m->cfg.kv_heads,
-                (int)m->cfg.head_size);
-  if ((st = check_batch(m, &kv, b)) != CLPA_OK) return st;
-
-  const demo_config *c = &m->cfg;
-  const int32_t S = b->num_seqs, nd = b->num_decode, T = b->cu_seqlens[S];
-  const int32_t mb = b->max_blocks_per_seq;
-  const int32_t bt = (nd > S - nd ? nd : S - nd) * mb;
-  if ((st = ensure_capacity(m, T, S, bt)) != CLPA_OK) return st;
-
-  int32_t max_ctx = 0;
-  for (int32_t s = 0; s < S; s++) {
-    for (int32_t i = b->cu_seqlens[s]; i < b->cu_seqlens[s + 1]; i++)
-      m->h_pos[i] = b->cached_lens[s] + (i - b->cu_seqlens[s]);
-    m->h_last[s] = b->cu_seqlens[s + 1] - 1;
-    if (s < nd) {
-      m->h_ctx[s] = b->cached_lens[s] + 1;
-      if (m->h_ctx[s] > max_ctx) max_ctx = m->h_ctx[s];
-    }
-  }
-
-  release_events(m);
-  TRY(write_buf(m, m->tokens, (size_t)T * 4, b->tokens, "tokens"));
-  TRY(write_buf(m, m->positions, (size_t)T * 4, m->h_pos, "positions"));
-  TRY(write_buf(m, m->slots, (size_t)T * 8, b->slots, "slots"));
-  TRY(write_buf(m, m->last_rows, (size_t)S * 4, m->h_last, "last_rows"));
-  TRY(write_buf(m, m->ctx_lens, (size_t)nd * 4, m->h_ctx, "context_lens"));
-  TRY(write_buf(m, m->bt_dec, (size_t)nd * mb * 4, b->block_tables, "block_tables"));
-  TRY(write_buf(m, m->bt_pre, (size_t)(S - nd) * mb * 4, b->block_tables + (size_t)nd * mb,
-                "block_tables"));
-
-  size_t eg[2] = {(size_t)c->hidden, (size_t)T};
-  TRY(launch(m, m->wdtype == CLPA_DTYPE_F16 ? K_EMBED_F16 : K_EMBED_F32, 2, eg, NULL, 4,
-             ARG(m->d_embed), ARG(m->tokens), ARG(m->x), ARG(c->hidden)));
-  for (int32_t l = 0; l < c->layers; l++) TRY(layer(m, cache, b, l, T, max_ctx));
-
-  size_t ng = (size_t)S * DEMO_WG, nl = DEMO_WG;
-  TRY(launch(m, K_RMSNORM_ROWS, 1, &ng, &nl, 6, ARG(m->x), ARG(m->last_rows), ARG(m->d_final_norm),
-             ARG(m->xl), ARG(c->hidden), ARG(c->norm_eps)));
-  TRY(gemm(m, m->xl, m->d_lm_head, m->logits, S, c->vocab, c->hidden, 0.0f));
-  TRY(launch(m, K_ARGMAX, 1, &ng, &nl, 3, ARG(m->logits), ARG(c->vocab), ARG(m->next)));
-  TRY(cl_check(clEnqueueReadBuffer(m->queue, m->next, CL_FALSE, 0, (size_t)S * 4, next_tokens, 0,
-                                   NULL, next_event(m, TIME_OTHER)),
-               "clEnqueueReadBuffer(next tokens)"));
-  if (logits)
-    TRY(cl_check(clEnqueueReadBuffer(m->queue, m->logits, CL_FALSE, 0,
-                                     (size_t)S * c->vocab * sizeof(float), logits, 0, NULL,
-                                     next_event(m, TIME_OTHER)),
-                 "clEnqueueReadBuffer(logits)"));
-out:;
-  /* Wait in every case: the queue may still read the caller's arrays. */
-  cl_int e = clFinish(m->queue);
-  if (st == CLPA_OK) st = cl_check(e, "clFinish");
-  if (st == CLPA_OK && m->profiling) collect_times(m, times);
-  release_events(m);
-  return st;
+  return demo_clpa_check(clpa_cache_create(m->ctx, &cc, out), "clpa_cache_create", -1);
 }

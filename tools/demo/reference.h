@@ -4,7 +4,7 @@
  * paging, no prefix cache, no batching), so that --check and the tests
  * can hold the device engine to it.
  *
- * The formulas, once, for both engines (model.c's kernels compute the
+ * The formulas, once, for both engines (model_step.c's kernels compute the
  * same in f32; hd = head_size, positions from 0):
  *
  *   RMSNorm   y_i = x_i / sqrt(mean_j(x_j^2) + eps) * w_i

@@ -1,0 +1,82 @@
+/*
+ * model_internal.h — inside tools/demo only: the model object that model.c
+ * builds and owns and model_step.c runs one engine step over, and the
+ * helpers both use.
+ */
+#ifndef CLPA_DEMO_MODEL_INTERNAL_H
+#define CLPA_DEMO_MODEL_INTERNAL_H
+
+#include "model_build.h"
+
+/* The demo's own kernels (kernels.c), by index. */
+enum { K_EMBED_F32, K_EMBED_F16, K_F16_TO_F32, K_RMSNORM, K_RMSNORM_ROWS, K_ROPE, K_SILU_MUL,
+       K_ARGMAX, K_COUNT };
+extern const char *const demo_kernel_names[K_COUNT]; /* model.c */
+#define DEMO_WG 64 /* kernels.c's row work-group */
+
+typedef struct host_layer {
+  float *attn_norm, *ffn_norm, *wqkv, *wo, *wgu, *wdown;
+} host_layer;
+typedef struct dev_layer {
+  cl_mem attn_norm, ffn_norm, wqkv, wo, wgu, wdown;
+} dev_layer;
+
+enum { TIME_ATTN, TIME_GEMM, TIME_OTHER };
+typedef struct timed_event {
+  cl_event start; /* a marker enqueued just before the op */
+  cl_event ev;    /* the op's (last) command */
+  int kind;
+} timed_event;
+
+struct demo_model {
+  clpa_context *ctx;
+  cl_context clctx;
+  cl_device_id dev;
+  cl_command_queue queue;
+  int profiling;
+  demo_config cfg;
+  clpa_dtype wdtype;
+  int32_t qkv_dim; /* (heads + 2 kv_heads) * head_size */
+
+  cl_program prog;
+  cl_kernel k[K_COUNT];
+
+  float *h_embed, *h_final_norm, *h_lm_head, *h_rope_factors;
+  host_layer *hl;
+  demo_layer_slots *slot_layers; /* the builder's view of hl */
+  demo_host_weights hw;
+
+  cl_mem d_embed, d_final_norm, d_lm_head, d_rope;
+  dev_layer *dl;
+  cl_mem d_wscratch; /* f32 expansion of one f16 weight */
+
+  /* per-step buffers, grown on demand */
+  int32_t cap_t, cap_s, cap_bt;
+  cl_mem x, xn, qkv, attn, gu, act, xl, logits, next;
+  cl_mem tokens, positions, slots, ctx_lens, last_rows, bt_dec, bt_pre;
+  int32_t *h_pos, *h_ctx, *h_last; /* staging for positions, context lengths, last rows */
+
+  timed_event *ev;
+  int n_ev, cap_ev;
+};
+
+/* Errors (model.c): each records demo_last_error()'s message and returns a
+ * status (demo_model_fail, in model_build.h, is the general one). */
+/* An OpenCL error as a clpa status. */
+clpa_status demo_cl_status(cl_int e);
+/* An OpenCL result: CLPA_OK, or the mapped status with `what` and the error. */
+clpa_status demo_cl_check(cl_int e, const char *what);
+/* A clpa result: its message, prefixed with where the demo called it. */
+clpa_status demo_clpa_check(clpa_status st, const char *what, int32_t layer);
+
+/* Releases *b (if any) and sets it to NULL (model.c). */
+void demo_release_mem(cl_mem *b);
+/* Releases the per-step buffers, events and staging (model_step.c). */
+void demo_model_release_step(demo_model *m);
+
+#define TRY(expr)                          \
+  do {                                     \
+    if ((st = (expr)) != CLPA_OK) goto out; \
+  } while (0)
+
+#endif

@@ -1,0 +1,394 @@
+/*
+ * model_step.c — one engine step of the demo's model (model.c has the
+ * object and the layout of its device buffers): the per-step buffers,
+ * the forward pass over a batch (embedding, the layers' GEMMs, RoPE, cache
+ * writes and attention through clpa, the LM head and argmax) and the
+ * step's timing by profiling events.
+ */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <clblast_c.h>
+
+#include "model_internal.h"
+
+/* ---------------------------------------------------------------------
+ * One engine step
+ * ------------------------------------------------------------------- */
+
+/* Where the next op's event goes (NULL when the queue does not profile:
+ * then no events are kept). With profiling, a marker goes on the queue
+ * first: the op's time is from the marker's end to the end of its event,
+ * so an op of several kernels (a CLBlast GEMM with its padding kernels,
+ * decode v2 with its reduce) counts whole, and idle time before it (the
+ * host still enqueueing) does not. A program built on first use inside
+ * the op does count: time warm steps. */
+static cl_event *next_event(demo_model *m, int kind) {
+  if (!m->profiling) return NULL;
+  if (m->n_ev == m->cap_ev) {
+    int cap = m->cap_ev ? 2 * m->cap_ev : 256;
+    timed_event *p = realloc(m->ev, (size_t)cap * sizeof *p);
+    if (!p) return NULL; /* not timed, still run */
+    m->ev = p, m->cap_ev = cap;
+  }
+  timed_event *t = &m->ev[m->n_ev++];
+  t->ev = t->start = NULL;
+  t->kind = kind;
+  if (clEnqueueMarkerWithWaitList(m->queue, 0, NULL, &t->start) != CL_SUCCESS) t->start = NULL;
+  return &t->ev;
+}
+
+static int event_time(cl_event ev, cl_profiling_info what, cl_ulong *t) {
+  return ev && clGetEventProfilingInfo(ev, what, sizeof *t, t, NULL) == CL_SUCCESS;
+}
+
+/* Sums the step's ops by kind (next_event says how each is timed). On the
+ * in-order queue an op cannot start before the op before it ended, so
+ * that end bounds its start: PoCL 3.1 stamps a marker's end when it
+ * reaches the marker, before the kernels ahead of it have finished, which
+ * charged every GEMM before an attention call to attention (89.8 % of the
+ * tiny demo's device time, where perf showed 3 % in attention kernels). */
+static void collect_times(demo_model *m, demo_times *t) {
+  double sum[3] = {0, 0, 0};
+  cl_ulong prev_end = 0;
+  for (int i = 0; i < m->n_ev; i++) {
+    cl_ulong from, end;
+    if (!event_time(m->ev[i].ev, CL_PROFILING_COMMAND_END, &end)) continue;
+    if (!event_time(m->ev[i].start, CL_PROFILING_COMMAND_END, &from) &&
+        !event_time(m->ev[i].ev, CL_PROFILING_COMMAND_START, &from))
+      continue;
+    if (from < prev_end) from = prev_end;
+    if (end > from) sum[m->ev[i].kind] += (double)(end - from) * 1e-9;
+    if (end > prev_end) prev_end = end;
+  }
+  if (t) t->attention_s = sum[TIME_ATTN], t->gemm_s = sum[TIME_GEMM], t->other_s = sum[TIME_OTHER];
+}
+
+static void release_events(demo_model *m) {
+  for (int i = 0; i < m->n_ev; i++) {
+    if (m->ev[i].ev) clReleaseEvent(m->ev[i].ev);
+    if (m->ev[i].start) clReleaseEvent(m->ev[i].start);
+  }
+  m->n_ev = 0;
+}
+
+static void release_step_buffers(demo_model *m) {
+  cl_mem *bufs[] = {&m->x, &m->xn, &m->qkv, &m->attn, &m->gu, &m->act, &m->xl, &m->logits,
+                    &m->next, &m->tokens, &m->positions, &m->slots, &m->ctx_lens, &m->last_rows,
+                    &m->bt_dec, &m->bt_pre};
+  for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) demo_release_mem(bufs[i]);
+  m->cap_t = m->cap_s = m->cap_bt = 0;
+}
+
+void demo_model_release_step(demo_model *m) {
+  release_step_buffers(m);
+  release_events(m);
+  free(m->ev);
+  free(m->h_pos);
+  free(m->h_ctx);
+  free(m->h_last);
+  m->ev = NULL, m->cap_ev = 0;
+  m->h_pos = m->h_ctx = m->h_last = NULL;
+}
+
+static clpa_status new_buffer(demo_model *m, size_t bytes, cl_mem *out, const char *what) {
+  cl_int e;
+  demo_release_mem(out);
+  *out = clCreateBuffer(m->clctx, CL_MEM_READ_WRITE, bytes ? bytes : 4, NULL, &e);
+  if (e != CL_SUCCESS)
+    return demo_model_fail(demo_cl_status(e), "clCreateBuffer(%s, %zu bytes): OpenCL error %d",
+                           what, bytes, (int)e);
+  return CLPA_OK;
+}
+
+/* Grows the per-step buffers to T tokens, S sequences and bt block-table
+ * entries (all buffers of the previous steps are idle: each step waits). */
+static clpa_status ensure_capacity(demo_model *m, int32_t T, int32_t S, int32_t bt) {
+  const demo_config *c = &m->cfg;
+  const size_t f = sizeof(float), H = (size_t)c->hidden;
+  clpa_status st = CLPA_OK;
+  if (T > m->cap_t) {
+    int32_t n = T > 2 * m->cap_t ? T : 2 * m->cap_t;
+    m->cap_t = 0;
+    TRY(new_buffer(m, n * H * f, &m->x, "x"));
+    TRY(new_buffer(m, n * H * f, &m->xn, "xn"));
+    TRY(new_buffer(m, (size_t)n * m->qkv_dim * f, &m->qkv, "qkv"));
+    TRY(new_buffer(m, (size_t)n * c->heads * c->head_size * f, &m->attn, "attn"));
+    TRY(new_buffer(m, (size_t)n * 2 * c->ffn * f, &m->gu, "gu"));
+    TRY(new_buffer(m, (size_t)n * c->ffn * f, &m->act, "act"));
+    TRY(new_buffer(m, (size_t)n * 4, &m->tokens, "tokens"));
+    TRY(new_buffer(m, (size_t)n * 4, &m->positions, "positions"));
+    TRY(new_buffer(m, (size_t)n * 8, &m->slots, "slots"));
+    int32_t *p = realloc(m->h_pos, (size_t)n * sizeof *p);
+    if (!p) return demo_model_fail(CLPA_ERR_OUT_OF_MEMORY, "demo_model_forward: staging");
+    m->h_pos = p;
+    m->cap_t = n;
+  }
+  if (S > m->cap_s) {
+    int32_t n = S > 2 * m->cap_s ? S : 2 * m->cap_s;
+    m->cap_s = 0;
+    TRY(new_buffer(m, n * H * f, &m->xl, "xl"));
+    TRY(new_buffer(m, (size_t)n * c->vocab * f, &m->logits, "logits"));
+    TRY(new_buffer(m, (size_t)n * 4, &m->next, "next"));
+    TRY(new_buffer(m, (size_t)n * 4, &m->ctx_lens, "context_lens"));
+    TRY(new_buffer(m, (size_t)n * 4, &m->last_rows, "last_rows"));
+    int32_t *a = realloc(m->h_ctx, (size_t)n * sizeof *a);
+    if (a) m->h_ctx = a;
+    int32_t *b = realloc(m->h_last, (size_t)n * sizeof *b);
+    if (b) m->h_last = b;
+    if (!a || !b) return demo_model_fail(CLPA_ERR_OUT_OF_MEMORY, "demo_model_forward: staging");
+    m->cap_s = n;
+  }
+  if (bt > m->cap_bt) {
+    int32_t n = bt > 2 * m->cap_bt ? bt : 2 * m->cap_bt;
+    m->cap_bt = 0;
+    TRY(new_buffer(m, (size_t)n * 4, &m->bt_dec, "block_tables (decode)"));
+    TRY(new_buffer(m, (size_t)n * 4, &m->bt_pre, "block_tables (prefill)"));
+    m->cap_bt = n;
+  }
+out:
+  return st;
+}
+
+static clpa_status write_buf(demo_model *m, cl_mem b, size_t bytes, const void *src,
+                             const char *what) {
+  if (!bytes) return CLPA_OK;
+  cl_int e = clEnqueueWriteBuffer(m->queue, b, CL_FALSE, 0, bytes, src, 0, NULL,
+                                  next_event(m, TIME_OTHER));
+  return e == CL_SUCCESS
+             ? CLPA_OK
+             : demo_model_fail(demo_cl_status(e), "clEnqueueWriteBuffer(%s): OpenCL error %d", what,
+                               (int)e);
+}
+
+/* Sets a kernel's arguments from (size, pointer) pairs and enqueues it. */
+static clpa_status launch_as(demo_model *m, int kind, int k, cl_uint dims, const size_t *global,
+                             const size_t *local, int nargs, ...) {
+  va_list ap;
+  va_start(ap, nargs);
+  for (int i = 0; i < nargs; i++) {
+    size_t size = va_arg(ap, size_t);
+    const void *p = va_arg(ap, const void *);
+    cl_int e = clSetKernelArg(m->k[k], (cl_uint)i, size, p);
+    if (e != CL_SUCCESS) {
+      va_end(ap);
+      return demo_model_fail(demo_cl_status(e), "clSetKernelArg(%s, %d): OpenCL error %d",
+                             demo_kernel_names[k], i, (int)e);
+    }
+  }
+  va_end(ap);
+  for (cl_uint d = 0; d < dims; d++)
+    if (!global[d]) return CLPA_OK;
+  cl_int e = clEnqueueNDRangeKernel(m->queue, m->k[k], dims, NULL, global, local, 0, NULL,
+                                    next_event(m, kind));
+  return e == CL_SUCCESS
+             ? CLPA_OK
+             : demo_model_fail(demo_cl_status(e), "clEnqueueNDRangeKernel(%s): OpenCL error %d",
+                               demo_kernel_names[k], (int)e);
+}
+#define ARG(v) sizeof(v), (const void *)&(v)
+#define launch(m, ...) launch_as(m, TIME_OTHER, __VA_ARGS__)
+
+/* C [rows, n] = A [rows, k] . W^T (W [n, k] in the weight dtype) + beta C. */
+static clpa_status gemm(demo_model *m, cl_mem A, cl_mem W, cl_mem C, int32_t rows, int32_t n,
+                        int32_t k, float beta) {
+  if (!rows) return CLPA_OK;
+  cl_mem w = W;
+  if (m->wdtype == CLPA_DTYPE_F16) {
+    size_t count = (size_t)n * k;
+    clpa_status st =
+        launch_as(m, TIME_GEMM, K_F16_TO_F32, 1, &count, NULL, 2, ARG(W), ARG(m->d_wscratch));
+    if (st != CLPA_OK) return st;
+    w = m->d_wscratch;
+  }
+  CLBlastStatusCode e = CLBlastSgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo,
+                                     CLBlastTransposeYes, (size_t)rows, (size_t)n, (size_t)k, 1.0f,
+                                     A, 0, (size_t)k, w, 0, (size_t)k, beta, C, 0, (size_t)n,
+                                     &m->queue, next_event(m, TIME_GEMM));
+  if (e != CLBlastSuccess)
+    return demo_model_fail(
+        e == CLBlastOpenCLOutOfResources ? CLPA_ERR_OUT_OF_RESOURCES : CLPA_ERR_OPENCL,
+        "CLBlastSgemm(%d x %d x %d): CLBlast status %d", (int)rows, (int)n, (int)k, (int)e);
+  return CLPA_OK;
+}
+
+static clpa_status rmsnorm(demo_model *m, cl_mem x, cl_mem w, cl_mem y, int32_t rows) {
+  size_t g = (size_t)rows * DEMO_WG, l = DEMO_WG;
+  return launch(m, K_RMSNORM, 1, &g, &l, 5, ARG(x), ARG(w), ARG(y), ARG(m->cfg.hidden),
+                ARG(m->cfg.norm_eps));
+}
+
+/* Checks a batch against the model and the cache before anything runs. */
+static clpa_status check_batch(const demo_model *m, const clpa_kv_layout *kv, const demo_batch *b) {
+  const char *fn = "demo_model_forward";
+  if (b->num_seqs <= 0 || b->num_decode < 0 || b->num_decode > b->num_seqs)
+    return demo_model_fail(CLPA_ERR_INVALID_ARG, "%s: num_seqs %d, num_decode %d", fn,
+                           (int)b->num_seqs, (int)b->num_decode);
+  if (!b->tokens || !b->cu_seqlens || !b->cached_lens || !b->slots || !b->block_tables ||
+      b->max_blocks_per_seq <= 0)
+    return demo_model_fail(CLPA_ERR_INVALID_ARG, "%s: NULL array or max_blocks_per_seq %d", fn,
+                           (int)b->max_blocks_per_seq);
+  if (b->cu_seqlens[0] != 0)
+    return demo_model_fail(CLPA_ERR_INVALID_ARG, "%s: cu_seqlens[0] != 0", fn);
+  const int64_t cap = (int64_t)b->max_blocks_per_seq * kv->block_size;
+  for (int32_t s = 0; s < b->num_seqs; s++) {
+    int32_t n = b->cu_seqlens[s + 1] - b->cu_seqlens[s], c = b->cached_lens[s];
+    if (n < 1 || c < 0)
+      return demo_model_fail(CLPA_ERR_INVALID_ARG,
+                             "%s: sequence %d has %d new tokens, cached_len %d", fn, (int)s, (int)n,
+                             (int)c);
+    if (s < b->num_decode && (n != 1 || c < 1))
+      return demo_model_fail(
+          CLPA_ERR_INVALID_ARG,
+          "%s: decode sequence %d needs 1 new token and cached_len > 0 (has %d, %d)", fn, (int)s,
+          (int)n, (int)c);
+    if ((int64_t)c + n > m->cfg.max_positions || (int64_t)c + n > cap)
+      return demo_model_fail(
+          CLPA_ERR_INVALID_ARG,
+          "%s: sequence %d reaches %lld tokens (max_positions %d, block table %lld)", fn, (int)s,
+          (long long)c + n, (int)m->cfg.max_positions, (long long)cap);
+  }
+  const int32_t T = b->cu_seqlens[b->num_seqs];
+  for (int32_t t = 0; t < T; t++)
+    if (b->tokens[t] < 0 || b->tokens[t] >= m->cfg.vocab)
+      return demo_model_fail(CLPA_ERR_INVALID_ARG, "%s: token %d is %d (vocab %d)", fn, (int)t,
+                             (int)b->tokens[t], (int)m->cfg.vocab);
+  return CLPA_OK;
+}
+
+/* Attention of layer l: decode rows first, then the prefill chunks. */
+static clpa_status attention(demo_model *m, clpa_cache *cache, const demo_batch *b, int32_t l,
+                             int32_t max_ctx) {
+  const demo_config *c = &m->cfg;
+  const float scale = (float)(1.0 / sqrt((double)c->head_size));
+  const int32_t nd = b->num_decode, np = b->num_seqs - nd;
+  clpa_status st = CLPA_OK;
+  if (nd > 0) {
+    clpa_decode_params p;
+    clpa_decode_params_init(&p);
+    p.num_seqs = nd, p.num_heads = c->heads, p.cache = cache, p.layer = l;
+    p.max_blocks_per_seq = b->max_blocks_per_seq, p.max_context_len = max_ctx;
+    p.q_dtype = CLPA_DTYPE_F32, p.scale = scale, p.q_stride = (size_t)m->qkv_dim;
+    p.query = m->qkv, p.block_tables = m->bt_dec, p.context_lens = m->ctx_lens, p.out = m->attn;
+    p.host_context_lens = m->h_ctx; /* the same lengths, for the split's plan */
+    p.event = next_event(m, TIME_ATTN);
+    if ((st = demo_clpa_check(clpa_decode(m->ctx, &p), "clpa_decode", l)) != CLPA_OK) return st;
+  }
+  if (np > 0) {
+    clpa_prefill_params p;
+    clpa_prefill_params_init(&p);
+    p.num_seqs = np, p.num_heads = c->heads, p.cache = cache, p.layer = l;
+    p.max_blocks_per_seq = b->max_blocks_per_seq;
+    p.cu_seqlens_q = b->cu_seqlens + nd, p.cached_lens = b->cached_lens + nd;
+    p.q_dtype = CLPA_DTYPE_F32, p.scale = scale, p.q_stride = (size_t)m->qkv_dim;
+    p.query = m->qkv, p.block_tables = m->bt_pre, p.out = m->attn;
+    p.event = next_event(m, TIME_ATTN);
+    st = demo_clpa_check(clpa_prefill(m->ctx, &p), "clpa_prefill", l);
+  }
+  return st;
+}
+
+/* One layer over the step's T tokens; x holds the residual stream. */
+static clpa_status layer(demo_model *m, clpa_cache *cache, const demo_batch *b, int32_t l,
+                         int32_t T, int32_t max_ctx) {
+  const demo_config *c = &m->cfg;
+  const dev_layer *d = &m->dl[l];
+  const int32_t qd = c->heads * c->head_size, hd = c->head_size;
+  clpa_status st;
+  TRY(rmsnorm(m, m->x, d->attn_norm, m->xn, T));
+  TRY(gemm(m, m->xn, d->wqkv, m->qkv, T, m->qkv_dim, c->hidden, 0.0f));
+  size_t rg[3] = {(size_t)hd / 2, (size_t)(c->heads + c->kv_heads), (size_t)T};
+  TRY(launch(m, K_ROPE, 3, rg, NULL, 5, ARG(m->qkv), ARG(m->positions), ARG(m->d_rope),
+             ARG(m->qkv_dim), ARG(hd)));
+
+  clpa_reshape_and_cache_params rc;
+  clpa_reshape_and_cache_params_init(&rc);
+  rc.cache = cache, rc.layer = l, rc.num_tokens = T, rc.src_dtype = CLPA_DTYPE_F32;
+  rc.key = rc.value = m->qkv;
+  rc.key_offset = (size_t)qd, rc.value_offset = (size_t)qd + (size_t)c->kv_heads * hd;
+  rc.key_stride = rc.value_stride = (size_t)m->qkv_dim;
+  rc.slot_mapping = m->slots;
+  rc.event = next_event(m, TIME_ATTN);
+  TRY(demo_clpa_check(clpa_reshape_and_cache(m->ctx, &rc), "clpa_reshape_and_cache", l));
+  TRY(attention(m, cache, b, l, max_ctx));
+
+  TRY(gemm(m, m->attn, d->wo, m->x, T, c->hidden, qd, 1.0f));
+  TRY(rmsnorm(m, m->x, d->ffn_norm, m->xn, T));
+  TRY(gemm(m, m->xn, d->wgu, m->gu, T, 2 * c->ffn, c->hidden, 0.0f));
+  size_t sg[2] = {(size_t)c->ffn, (size_t)T};
+  TRY(launch(m, K_SILU_MUL, 2, sg, NULL, 3, ARG(m->gu), ARG(m->act), ARG(c->ffn)));
+  TRY(gemm(m, m->act, d->wdown, m->x, T, c->hidden, c->ffn, 1.0f));
+out:
+  return st;
+}
+
+clpa_status demo_model_forward(demo_model *m, clpa_cache *cache, const demo_batch *b,
+                               float *logits, int32_t *next_tokens, demo_times *times) {
+  if (times) memset(times, 0, sizeof *times);
+  if (!m || !cache || !b || !next_tokens)
+    return demo_model_fail(CLPA_ERR_INVALID_ARG, "demo_model_forward: NULL argument");
+  clpa_kv_layout kv;
+  clpa_status st = demo_clpa_check(clpa_cache_get_layout(cache, &kv), "clpa_cache_get_layout", -1);
+  if (st != CLPA_OK) return st;
+  if (kv.num_kv_heads != m->cfg.kv_heads || kv.head_size != m->cfg.head_size)
+    return demo_model_fail(
+        CLPA_ERR_INVALID_ARG, "demo_model_forward: cache of %d x %d, model %d x %d",
+        (int)kv.num_kv_heads, (int)kv.head_size, (int)m->cfg.kv_heads, (int)m->cfg.head_size);
+  if ((st = check_batch(m, &kv, b)) != CLPA_OK) return st;
+
+  const demo_config *c = &m->cfg;
+  const int32_t S = b->num_seqs, nd = b->num_decode, T = b->cu_seqlens[S];
+  const int32_t mb = b->max_blocks_per_seq;
+  const int32_t bt = (nd > S - nd ? nd : S - nd) * mb;
+  if ((st = ensure_capacity(m, T, S, bt)) != CLPA_OK) return st;
+
+  int32_t max_ctx = 0;
+  for (int32_t s = 0; s < S; s++) {
+    for (int32_t i = b->cu_seqlens[s]; i < b->cu_seqlens[s + 1]; i++)
+      m->h_pos[i] = b->cached_lens[s] + (i - b->cu_seqlens[s]);
+    m->h_last[s] = b->cu_seqlens[s + 1] - 1;
+    if (s < nd) {
+      m->h_ctx[s] = b->cached_lens[s] + 1;
+      if (m->h_ctx[s] > max_ctx) max_ctx = m->h_ctx[s];
+    }
+  }
+
+  release_events(m);
+  TRY(write_buf(m, m->tokens, (size_t)T * 4, b->tokens, "tokens"));
+  TRY(write_buf(m, m->positions, (size_t)T * 4, m->h_pos, "positions"));
+  TRY(write_buf(m, m->slots, (size_t)T * 8, b->slots, "slots"));
+  TRY(write_buf(m, m->last_rows, (size_t)S * 4, m->h_last, "last_rows"));
+  TRY(write_buf(m, m->ctx_lens, (size_t)nd * 4, m->h_ctx, "context_lens"));
+  TRY(write_buf(m, m->bt_dec, (size_t)nd * mb * 4, b->block_tables, "block_tables"));
+  TRY(write_buf(m, m->bt_pre, (size_t)(S - nd) * mb * 4, b->block_tables + (size_t)nd * mb,
+                "block_tables"));
+
+  size_t eg[2] = {(size_t)c->hidden, (size_t)T};
+  TRY(launch(m, m->wdtype == CLPA_DTYPE_F16 ? K_EMBED_F16 : K_EMBED_F32, 2, eg, NULL, 4,
+             ARG(m->d_embed), ARG(m->tokens), ARG(m->x), ARG(c->hidden)));
+  for (int32_t l = 0; l < c->layers; l++) TRY(layer(m, cache, b, l, T, max_ctx));
+
+  size_t ng = (size_t)S * DEMO_WG, nl = DEMO_WG;
+  TRY(launch(m, K_RMSNORM_ROWS, 1, &ng, &nl, 6, ARG(m->x), ARG(m->last_rows), ARG(m->d_final_norm),
+             ARG(m->xl), ARG(c->hidden), ARG(c->norm_eps)));
+  TRY(gemm(m, m->xl, m->d_lm_head, m->logits, S, c->vocab, c->hidden, 0.0f));
+  TRY(launch(m, K_ARGMAX, 1, &ng, &nl, 3, ARG(m->logits), ARG(c->vocab), ARG(m->next)));
+  TRY(demo_cl_check(clEnqueueReadBuffer(m->queue, m->next, CL_FALSE, 0, (size_t)S * 4, next_tokens,
+                                        0, NULL, next_event(m, TIME_OTHER)),
+                    "clEnqueueReadBuffer(next tokens)"));
+  if (logits)
+    TRY(demo_cl_check(clEnqueueReadBuffer(m->queue, m->logits, CL_FALSE, 0,
+                                          (size_t)S * c->vocab * sizeof(float), logits, 0, NULL,
+                                          next_event(m, TIME_OTHER)),
+                      "clEnqueueReadBuffer(logits)"));
+out:;
+  /* Wait in every case: the queue may still read the caller's arrays. */
+  cl_int e = clFinish(m->queue);
+  if (st == CLPA_OK) st = demo_cl_check(e, "clFinish");
+  if (st == CLPA_OK && m->profiling) collect_times(m, times);
+  release_events(m);
+  return st;
+}
