@@ -246,7 +246,16 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
   const int lo = window > 0 ? max(L - window, 0) : 0, t0 = lo / CHUNK * CHUNK;
   const int total = (L - t0 + CHUNK - 1) / CHUNK; /* the row's chunks */
   const int nparts = max((total + PCH - 1) / PCH, 1);
-  if (part >= nparts) return;
+  /* Work-groups past the row's partitions do nothing. On NVIDIA they leave
+   * here; the emulated path runs them through with no chunks (iters <= 0)
+   * and no writes: after this return and the barriers that follow, PoCL
+   * 3.1 got step 8's spread merge wrong (3 heads a work-group, more than
+   * MERGE_REG partitions: wrong outputs every time; notes/perf.md,
+   * 2026-11-27 second session). */
+  const int live = part < nparts;
+#if MMA_PTX
+  if (!live) return;
+#endif
   if (t0) ids = chunk_ids(table, t0 + c_first * CHUNK, g, t, max_blocks_per_seq);
   const int c_end = min((part + 1) * PCH, total); /* this work-group's chunks end */
   const int iters = (c_end - part * PCH + WARPS - 1) / WARPS;
@@ -395,13 +404,14 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
    * (always in v1), else the partition's state, and the last partition of
    * the row to finish merges them (step 8). No work-item returns between
    * barriers (PoCL 3.1 ran a loop past its bound after a uniform return
-   * followed by barriers). ---- */
+   * followed by barriers), and work-groups past the row's partitions
+   * write nothing. ---- */
 #if PARTITION_SIZE
   const int alone = nparts == 1;
 #else
   const int alone = 1;
 #endif
-  for (int i = lid; i < G * HEAD_SIZE; i += NUM_THREADS) {
+  for (int i = lid; live && i < G * HEAD_SIZE; i += NUM_THREADS) {
     const int r = i / HEAD_SIZE, d = i % HEAD_SIZE;
     const size_t sh = (size_t)seq * num_heads + head0 + r;
     const softmax_state st = softmax_state_of(row_m[r] / LOG2E, row_l[r]);
@@ -419,7 +429,7 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
 #if PARTITION_SIZE
   /* ---- 8. the last partition of the row to finish merges them (kv.cl;
    * o_s is free: the weights' local memory) ---- */
-  const int merging = decode_last_part(!alone, part_counts + (size_t)seq * get_num_groups(0) +
+  const int merging = decode_last_part(live && !alone, part_counts + (size_t)seq * get_num_groups(0) +
                                                    get_group_id(0), nparts, last);
   decode_merge_parts(merging, nparts, seq, head0, num_heads, max_parts, max_logits, exp_sums,
                      tmp_out, sinks, out, lse, G, HEAD_SIZE, NUM_THREADS, red_m, red_l, row_m,

@@ -348,6 +348,9 @@ static const dcase default_grid[] = {
     {4, 8, 4, 96, 32, 200, E5M2, F32, V1, 0, 2, 1, 0, 1, 0, 1, 0, 1},
     /* more partitions (138) than the mma kernel's merge keeps weights of in local memory */
     {4, 4, 4, 32, 16, 2200, F16, F32, V2, 16, 1, 0, 1, 0, 1, 1, 0, 0},
+    /* 3 heads a work-group, more partitions (25) than the mma kernel merges in registers:
+     * PoCL 3.1 got it wrong after the dead work-groups' early return */
+    {4, 12, 4, 128, 16, 400, F16, F32, V2, 16, 3, 0, 0, 1, 1, 1, 0, 0},
 };
 
 /* The cross product, for the slow suite: options drawn at random. */
