@@ -307,16 +307,21 @@ inline int decode_last_part(int counts, __global volatile int *count, int nparts
  * work-item all of them for its output element. */
 #define MERGE_REG 8
 
+/* A partition's weight l e^(m - M) against the row's largest logit M (0
+ * for an empty one): softmax_weight over a sum of 1. */
+inline float part_weight(float m, float l, float M) {
+  return softmax_weight(softmax_state_of(m, l), softmax_state_of(M, 1.0f));
+}
+
 /* The merge of a row's nparts partitions (ng heads of head size hs from
  * head head0 of sequence seq) into out and lse, by the work-group of nt
  * work-items that `merging` (where it is 0, only the barriers). No
  * work-item walks the partitions in a chain of dependent loads (a walk
  * with the weights' exponentials in the loop took 15-18 us for 16
  * partitions on the H100):
- *   - up to mreg partitions (0 or MERGE_REG; decode_mma.cl takes
- *     MERGE_REG): each work-item loads every partition's state
- *     and output of its element at once (one round trip to the L2) and
- *     merges them in registers (on the H100 0.5-1.5 us faster than the
+ *   - up to MERGE_REG partitions: each work-item loads every partition's
+ *     state and output of its element at once (one round trip to the L2)
+ *     and merges them in registers (on the H100 0.5-1.5 us faster than the
  *     spread form at 2-3 partitions; at 16, 1.4 us slower);
  *   - more: each step spread over the work-group:
  *     a. each head's largest logit (the sink's too), ht = nt / ng
@@ -333,10 +338,9 @@ inline void decode_merge_parts(int merging, int nparts, int seq, int head0, int 
                                __global const float *sinks, __global io_t *out,
                                __global float *lse, const int ng, const int hs, const int nt,
                                __local float *red_m, __local float *red_l, __local float *row_m,
-                               __local float *row_l, __local float *wts, const int wcap,
-                               const int mreg) {
+                               __local float *row_l, __local float *wts, const int wcap) {
   const int lid = get_local_id(0);
-  for (int i = lid; mreg > 0 && merging && nparts <= mreg && i < ng * hs; i += nt) {
+  for (int i = lid; merging && nparts <= MERGE_REG && i < ng * hs; i += nt) {
     const int r = i / hs, d = i % hs;
     const size_t sh = (size_t)seq * num_heads + head0 + r;
     float pm[MERGE_REG], pl[MERGE_REG], po[MERGE_REG];
@@ -349,18 +353,17 @@ inline void decode_merge_parts(int merging, int nparts, int seq, int head0, int 
     float M = sinks ? sinks[head0 + r] : -INFINITY;
 #pragma unroll
     for (int p = 0; p < MERGE_REG; p++) M = fmax(M, pm[p]);
-    const softmax_state top = softmax_state_of(M, 1.0f);
     float sum = sinks ? exp(sinks[head0 + r] - M) : 0.0f, acc = 0.0f;
 #pragma unroll
     for (int p = 0; p < MERGE_REG; p++) { /* empty partitions (and p >= nparts) weigh 0 */
-      const float w = softmax_weight(softmax_state_of(pm[p], pl[p]), top);
+      const float w = part_weight(pm[p], pl[p], M);
       sum += w, acc += w * po[p];
     }
     const softmax_state all = softmax_state_of(M, sum);
     IO_STORE(all.l > 0.0f ? acc / all.l : 0.0f, out, sh * hs + d);
     if (d == 0 && lse) lse[sh] = softmax_lse(all);
   }
-  const int spread = merging && nparts > mreg, ht = nt / ng;
+  const int spread = merging && nparts > MERGE_REG, ht = nt / ng;
   const int r8 = lid / ht, k8 = lid % ht;
   const size_t sh8 = (size_t)seq * num_heads + head0 + r8;
   if (spread && lid < ng * ht) {
@@ -372,10 +375,9 @@ inline void decode_merge_parts(int merging, int nparts, int seq, int head0, int 
   if (spread && lid < ng * ht) {
     float M = sinks ? sinks[head0 + r8] : -INFINITY, sum = 0.0f;
     for (int k = 0; k < ht; k++) M = fmax(M, red_m[r8 * ht + k]);
-    const softmax_state top = softmax_state_of(M, 1.0f);
     for (int p = k8; p < nparts; p += ht) {
-      const float w = softmax_weight(
-          softmax_state_of(max_logits[sh8 * max_parts + p], exp_sums[sh8 * max_parts + p]), top);
+      const size_t at = sh8 * max_parts + p;
+      const float w = part_weight(max_logits[at], exp_sums[at], M);
       if (p < wcap) wts[r8 * wcap + p] = w;
       sum += w;
     }
@@ -393,13 +395,11 @@ inline void decode_merge_parts(int merging, int nparts, int seq, int head0, int 
     const int r = i / hs, d = i % hs;
     const size_t sh = (size_t)seq * num_heads + head0 + r;
     __global const float *op = tmp_out + sh * max_parts * hs + d;
-    const softmax_state top = softmax_state_of(row_m[r], 1.0f);
     float acc = 0.0f; /* empty partitions wrote 0 outputs, and weigh 0 */
     /* (unrolled 8 on NVIDIA, this loop took +3 us at 1-4 partitions) */
     for (int p = 0; p < min(nparts, wcap); p++) acc += wts[r * wcap + p] * op[(size_t)p * hs];
     for (int p = wcap; p < nparts; p++)
-      acc += softmax_weight(softmax_state_of(max_logits[sh * max_parts + p],
-                                             exp_sums[sh * max_parts + p]), top) *
+      acc += part_weight(max_logits[sh * max_parts + p], exp_sums[sh * max_parts + p], row_m[r]) *
              op[(size_t)p * hs];
     const softmax_state all = softmax_state_of(row_m[r], row_l[r]);
     IO_STORE(all.l > 0.0f ? acc / all.l : 0.0f, out, sh * hs + d);
