@@ -16,15 +16,6 @@
  *   per step  x [T, hidden] (the residual stream), xn [T, hidden], qkv [T,
  *             qkv_dim], attn [T, heads hd], gu [T, 2 ffn], act [T, ffn],
  *             xl [S, hidden], logits [S, vocab], next int [S]
- *
- * GEMMs are CLBlast's row-major Sgemm, C [T, out] = A [T, in] . W^T; the
- * output projection and the down projection accumulate into x (beta = 1),
- * which is the residual add. f16 weights are expanded into an f32 scratch
- * buffer right before their GEMM (the device has no cl_khr_fp16, and
- * CLBlast's Hgemm needs it); that expansion is exact.
- *
- * Every command goes on the clpa context's in-order queue; the step waits
- * once, at its end.
  */
 #include "model.h"
 
@@ -33,8 +24,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include <clblast_c.h>
 
 #include "kernels.h"
 #include "model_internal.h"

@@ -4,6 +4,15 @@
  * the forward pass over a batch (embedding, the layers' GEMMs, RoPE, cache
  * writes and attention through clpa, the LM head and argmax) and the
  * step's timing by profiling events.
+ *
+ * GEMMs are CLBlast's row-major Sgemm, C [T, out] = A [T, in] . W^T; the
+ * output projection and the down projection accumulate into x (beta = 1),
+ * which is the residual add. f16 weights are expanded into an f32 scratch
+ * buffer right before their GEMM (the device has no cl_khr_fp16, and
+ * CLBlast's Hgemm needs it); that expansion is exact.
+ *
+ * Every command goes on the clpa context's in-order queue; the step waits
+ * once, at its end.
  */
 #include <math.h>
 #include <stdarg.h>
