@@ -10,7 +10,10 @@
  *       writes out (and lse).
  *   v2: one work-group per PARTITION_SIZE tokens writes its partition's
  *       softmax state (max_logits, exp_sums) and normalised output
- *       (tmp_out); clpa_decode_reduce (reduce.cl) merges the partitions.
+ *       (tmp_out), and the last of a row's partitions to finish merges
+ *       them into out (and lse): kv.cl's decode_last_part and
+ *       decode_merge_parts. A row of one partition writes out directly,
+ *       as v1.
  * A work-group serves HEADS_PER_WG query heads that share one KV head
  * (GQA packing), so each K/V byte it reads serves all of them.
  *
@@ -38,7 +41,8 @@
  * adjacent tokens, so a lane group reads whole 16-byte rows of the block.
  *
  * Phases: 1 load the query, 2 score the keys (logits into local memory),
- * 3 softmax, 4 accumulate the values, 5 reduce across lanes, 6 write.
+ * 3 softmax, 4 accumulate the values, 5 reduce across lanes, 6 write, 7
+ * (v2) the last partition of a row merges them.
  */
 #ifndef CLPA_HEAD_SIZE
 #define CLPA_HEAD_SIZE 128
@@ -194,7 +198,12 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
   __local float q_s[G * HEAD_SIZE];
   __local float out_s[G * HEAD_SIZE];
   __local float red[NUM_THREADS];
-  (void)part_counts; /* the tensor-core kernel's */
+#if PARTITION_SIZE
+  __local float red_l[NUM_THREADS], row_m[G], row_l[G]; /* the merge's (step 7) */
+  __local int last[1];
+#else
+  (void)part_counts; /* v1 merges nothing */
+#endif
 
   const int lid = get_local_id(0);
   const int warp = lid / SG, lane = lid % SG;
@@ -219,18 +228,23 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
    * neither read nor checked (an engine may already have freed them). */
   const int lo = window > 0 ? max(L - window, 0) : 0;
 #if PARTITION_SIZE
-  if (part * PARTITION_SIZE >= L) return; /* the reduce kernel skips empty partitions */
-  const int start_block = max(part * (PARTITION_SIZE / BLOCK_SIZE), lo / BLOCK_SIZE);
-  const int end_block = min((part + 1) * (PARTITION_SIZE / BLOCK_SIZE), ctx_blocks);
-  if (start_block >= end_block) { /* the whole partition is outside the window */
-    if (lid < G) {
-      const size_t sh = (size_t)seq * num_heads + head0 + lid;
-      exp_sums[sh * max_parts + part] = 0.0f;
-      max_logits[sh * max_parts + part] = -INFINITY;
-    }
-    return;
-  }
+  /* The row's partitions: its context's, and one for an empty context
+   * (which writes the empty output). A partition wholly before the window
+   * is empty (no blocks), and still counts for the merge. */
+  const int nparts = max((L + PARTITION_SIZE - 1) / PARTITION_SIZE, 1), alone = nparts == 1;
+  /* Work-groups past the row's partitions do nothing. On NVIDIA they leave
+   * here; elsewhere they run through with no blocks and no writes (after
+   * this return PoCL 3.1 got the spread merge wrong, as in decode_mma.cl;
+   * the run-through form cost the H100 197.7 -> 213.7 us on 64 x 8192
+   * log-uniform: notes/perf.md, 2026-11-27 second session). */
+  const int live = part < nparts;
+#if CLPA_LANES == 3
+  if (!live) return;
+#endif
+  const int end_block = live ? min((part + 1) * (PARTITION_SIZE / BLOCK_SIZE), ctx_blocks) : 0;
+  const int start_block = min(max(part * (PARTITION_SIZE / BLOCK_SIZE), lo / BLOCK_SIZE), end_block);
 #else
+  const int alone = 1, live = 1;
   const int start_block = lo / BLOCK_SIZE, end_block = ctx_blocks;
 #endif
   const int start_token = start_block * BLOCK_SIZE;
@@ -310,19 +324,20 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
   }
   barrier(CLK_LOCAL_MEM_FENCE);
 
-  /* ---- 3. softmax over this work-group's tokens, per head ---- */
+  /* ---- 3. softmax over this work-group's tokens, per head (with the sink
+   * where this is the row's only partition; else the merge adds it) ---- */
   for (int g = 0; g < G; g++) {
-    const int has_sink = !PARTITION_SIZE && sinks;
+    const int has_sink = alone && sinks;
     softmax_state st = softmax_logits(logits + g * logits_stride, num_tokens, qk_max[g], has_sink,
                                       has_sink ? sinks[head0 + g] : 0.0f, red);
-    if (lid == 0) {
+    if (lid == 0 && live) {
       const size_t sh = (size_t)seq * num_heads + head0 + g;
-#if PARTITION_SIZE
-      max_logits[sh * max_parts + part] = st.m;
-      exp_sums[sh * max_parts + part] = st.l;
-#else
-      if (lse) lse[sh] = softmax_lse(st);
-#endif
+      if (alone) {
+        if (lse) lse[sh] = softmax_lse(st);
+      } else {
+        max_logits[sh * max_parts + part] = st.m;
+        exp_sums[sh * max_parts + part] = st.l;
+      }
     }
   }
   barrier(CLK_LOCAL_MEM_FENCE);
@@ -366,13 +381,22 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
 
   reduce_rows(out_s, accs, red);
 
-  /* ---- 6. write the output (v1) or the partition's (v2) ---- */
-  for (int i = lid; i < G * HEAD_SIZE; i += NUM_THREADS) {
+  /* ---- 6. write the output (v1, or the row's only partition) or the
+   * partition's ---- */
+  for (int i = lid; live && i < G * HEAD_SIZE; i += NUM_THREADS) {
     const size_t sh = (size_t)seq * num_heads + head0 + i / HEAD_SIZE;
-#if PARTITION_SIZE
-    tmp_out[(sh * max_parts + part) * HEAD_SIZE + i % HEAD_SIZE] = out_s[i];
-#else
-    IO_STORE(out_s[i], out, sh * HEAD_SIZE + i % HEAD_SIZE);
-#endif
+    if (alone)
+      IO_STORE(out_s[i], out, sh * HEAD_SIZE + i % HEAD_SIZE);
+    else
+      tmp_out[(sh * max_parts + part) * HEAD_SIZE + i % HEAD_SIZE] = out_s[i];
   }
+#if PARTITION_SIZE
+  /* ---- 7. the last partition of the row to finish merges them (kv.cl;
+   * q_s is free: the weights' local memory) ---- */
+  const int merging = decode_last_part(live && !alone, part_counts + (size_t)seq * get_num_groups(0) +
+                                                   get_group_id(0), nparts, last);
+  decode_merge_parts(merging, nparts, seq, head0, num_heads, max_parts, max_logits, exp_sums,
+                     tmp_out, sinks, out, lse, G, HEAD_SIZE, NUM_THREADS, red, red_l, row_m, row_l,
+                     q_s, HEAD_SIZE, 0);
+#endif
 }

@@ -433,6 +433,6 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
   const int merging = decode_last_part(live && !alone, count, nparts, last);
   decode_merge_parts(merging, nparts, seq, head0, num_heads, max_parts, max_logits, exp_sums,
                      tmp_out, sinks, out, lse, G, HEAD_SIZE, NUM_THREADS, red_m, red_l, row_m,
-                     row_l, o_s, SLICES * HEAD_SIZE);
+                     row_l, o_s, SLICES * HEAD_SIZE, MERGE_REG);
 #endif
 }

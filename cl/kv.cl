@@ -242,10 +242,10 @@ inline int value_index(int dim, int tok, int block_size) { return dim * block_si
 /* The arguments of every decode kernel (decode.cl's clpa_decode_paged,
  * decode_mma.cl's clpa_decode_mma, decode_rows.cl's clpa_decode_rows):
  * lib/decode.c sets them once. part_counts (a counter a work-group row:
- * num_seqs x work-groups a sequence, zero between calls) is the
- * tensor-core kernel's v2: the partitions of a row count themselves done
- * there, and the last one merges them (decode_last_part,
- * decode_merge_parts below). */
+ * num_seqs x work-groups a sequence, zero between calls) is v2's in the
+ * work-group kernels (decode.cl, decode_mma.cl): the partitions of a row
+ * count themselves done there, and the last one merges them
+ * (decode_last_part, decode_merge_parts below). */
 #define DECODE_ARGS                                                                             \
   __global io_t *out, __global float *lse, __global float *tmp_out, __global float *max_logits, \
       __global float *exp_sums, __global const io_t *q, ulong q_stride,                         \
@@ -259,8 +259,8 @@ inline int value_index(int dim, int tok, int block_size) { return dim * block_si
       __global volatile int *part_counts
 
 /* ---- v2's partitions merged by the last of a row's work-groups ----
- * (decode_mma.cl; decode.cl and decode_rows.cl still launch reduce.cl's
- * kernel: notes/perf.md, 2026-11-27 second session, says why.)
+ * (decode.cl, decode_mma.cl; the rows path, one work-item a work-group,
+ * keeps reduce.cl's kernel.)
  * Each partition writes its state (max_logits, exp_sums: the natural-log
  * max and sum of its logits, the sink left out) and its normalised output
  * (tmp_out), reduce.cl's layout; decode_last_part counts the work-group
@@ -319,10 +319,13 @@ inline float part_weight(float m, float l, float M) {
  * work-item walks the partitions in a chain of dependent loads (a walk
  * with the weights' exponentials in the loop took 15-18 us for 16
  * partitions on the H100):
- *   - up to MERGE_REG partitions: each work-item loads every partition's
- *     state and output of its element at once (one round trip to the L2)
- *     and merges them in registers (on the H100 0.5-1.5 us faster than the
- *     spread form at 2-3 partitions; at 16, 1.4 us slower);
+ *   - up to mreg partitions (MERGE_REG in decode_mma.cl, 0 in decode.cl):
+ *     each work-item loads every partition's state and output of its
+ *     element at once (one round trip to the L2) and merges them in
+ *     registers (in decode_mma.cl on the H100 0.5-1.5 us faster than the
+ *     spread form at 2-3 partitions; at 16, 1.4 us slower; in decode.cl
+ *     the registers it holds cost more than it saves: f32 batch 16 x 4096
+ *     195 -> 210 us, f16 118.5 -> 120.4, notes/perf.md);
  *   - more: each step spread over the work-group:
  *     a. each head's largest logit (the sink's too), ht = nt / ng
  *        work-items a head, each over every ht-th partition, then over the
@@ -338,9 +341,10 @@ inline void decode_merge_parts(int merging, int nparts, int seq, int head0, int 
                                __global const float *sinks, __global io_t *out,
                                __global float *lse, const int ng, const int hs, const int nt,
                                __local float *red_m, __local float *red_l, __local float *row_m,
-                               __local float *row_l, __local float *wts, const int wcap) {
+                               __local float *row_l, __local float *wts, const int wcap,
+                               const int mreg) {
   const int lid = get_local_id(0);
-  for (int i = lid; merging && nparts <= MERGE_REG && i < ng * hs; i += nt) {
+  for (int i = lid; mreg > 0 && merging && nparts <= mreg && i < ng * hs; i += nt) {
     const int r = i / hs, d = i % hs;
     const size_t sh = (size_t)seq * num_heads + head0 + r;
     float pm[MERGE_REG], pl[MERGE_REG], po[MERGE_REG];
@@ -363,7 +367,7 @@ inline void decode_merge_parts(int merging, int nparts, int seq, int head0, int 
     IO_STORE(all.l > 0.0f ? acc / all.l : 0.0f, out, sh * hs + d);
     if (d == 0 && lse) lse[sh] = softmax_lse(all);
   }
-  const int spread = merging && nparts > MERGE_REG, ht = nt / ng;
+  const int spread = merging && nparts > mreg, ht = nt / ng;
   const int r8 = lid / ht, k8 = lid % ht;
   const size_t sh8 = (size_t)seq * num_heads + head0 + r8;
   if (spread && lid < ng * ht) {

@@ -6,8 +6,10 @@
  *           the sink as one more logit when there is one
  *   out   = sum_p softmax_weight(p, state) * tmp_out[p],  lse = softmax_lse(state)
  *
- * clpa_decode_reduce is vLLM's paged_attention_v2_reduce_kernel; checked
- * through tests/test_decode.c.
+ * clpa_decode_reduce is vLLM's paged_attention_v2_reduce_kernel, for the
+ * rows path (decode_rows.cl: a work-group of one work-item, on CPUs); the
+ * work-group kernels merge their partitions themselves (kv.cl's
+ * decode_merge_parts). Checked through tests/test_decode.c.
  *
  * Grid:  (num_heads * NUM_THREADS, num_seqs); one work-group per (seq, head).
  * Buffers:

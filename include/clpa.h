@@ -297,7 +297,8 @@ typedef enum clpa_decode_variant {
   CLPA_DECODE_AUTO = 0, /* the heuristic below */
   CLPA_DECODE_V1 = 1,   /* one work-group per (heads, sequence) walks the whole context */
   CLPA_DECODE_V2 = 2    /* partitions of partition_size tokens, merged by their log-sum-exps
-                           (a reduce kernel; on the mma path the last partition to finish) */
+                           (by the last partition of a row to finish, in the same launch; on
+                           the rows path by a reduce kernel) */
 } clpa_decode_variant;
 
 /* Which kernel computes the products (every path gives the same results,

@@ -1,8 +1,9 @@
 /*
  * decode.c — clpa_decode: resolves the caches (a clpa_cache or the
  * application's buffers with their layout), validates everything, plans
- * (v1 or v2, heads per work-group) and launches cl/decode.cl and
- * cl/reduce.cl through the launch path.
+ * (v1 or v2, heads per work-group, the path) and launches one of
+ * cl/decode.cl, cl/decode_mma.cl and cl/decode_rows.cl (the last with
+ * cl/reduce.cl in v2) through the launch path.
  */
 #include <math.h>
 #include <stdio.h>
@@ -366,12 +367,21 @@ static clpa_status plan(clpa_context *ctx, const clpa_decode_params *p, decode_c
   return CLPA_OK;
 }
 
+/* NVIDIA: registers the lanes kernel's f32 build may take (0: ptxas's
+ * choice). With v2's merge in the kernel ptxas took 167 for 4 heads
+ * (128 before) and the H100 ran batch 16 x 4096 at 0.72 of copy instead
+ * of 0.91; held to 128 (no spills) it runs at 0.91 again (notes/perf.md,
+ * 2026-11-27, second session). */
+#define LANES_F32_MAXNREG 128
+
 static clpa_decode_spec decode_spec(const clpa_decode_params *p, const decode_call *c) {
+  const int lanes = !c->mma && !c->rows;
   const clpa_decode_spec s = {c->a.kv.head_size,  c->a.kv.block_size,        (int32_t)c->a.kv.dtype,
                               (int32_t)p->q_dtype, c->rows ? 1 : c->threads,
-                              c->mma || c->rows ? 0 : c->sg,
+                              lanes ? c->sg : 0,
                               c->v2 || c->rows ? c->partition : 0, c->heads_per_group,
-                              c->rows ? c->key_vectors : 0};
+                              c->rows ? c->key_vectors : 0,
+                              lanes && c->a.kv.dtype == CLPA_DTYPE_F32 ? LANES_F32_MAXNREG : 0};
   return s;
 }
 
@@ -396,7 +406,7 @@ static clpa_status learn_subgroup_size(clpa_context *ctx, cl_kernel k) {
 
 clpa_status clpa_lanes_settle(clpa_context *ctx) {
   if (ctx->lanes != CLPA_LANES_SUBGROUP || ctx->subgroup_size) return CLPA_OK;
-  const clpa_decode_spec spec = {128, 16, CLPA_DTYPE_F16, CLPA_DTYPE_F32, DECODE_THREADS, 32, 0, 1, 0};
+  const clpa_decode_spec spec = {128, 16, CLPA_DTYPE_F16, CLPA_DTYPE_F32, DECODE_THREADS, 32, 0, 1, 0, 0};
   cl_kernel k;
   clpa_status st = clpa_family_kernel(ctx, &clpa_family_decode, &spec, "clpa_decode_paged", &k);
   if (st == CLPA_OK) {
@@ -423,9 +433,9 @@ static clpa_status launch_decode(clpa_context *ctx, const clpa_decode_params *p,
   const clpa_family *fam = c->mma    ? &clpa_family_decode_mma
                            : c->rows ? &clpa_family_decode_rows
                                      : &clpa_family_decode;
-  /* The tensor-core kernel writes the output in v2 too: the last partition of a row to finish
-   * merges them, told so by a counter a row. */
-  const int merges = c->v2 && c->mma;
+  /* The work-group kernels write the output in v2 too: the last partition of a row to finish
+   * merges them, told so by a counter a row (the rows path keeps the reduce kernel). */
+  const int merges = c->v2 && !c->rows;
   const size_t rows = (size_t)p->num_seqs * (size_t)(p->num_heads / c->heads_per_group);
   if ((st = clpa_faults_buffer(ctx, &faults)) ||
       (merges && (st = clpa_part_counts(ctx, rows, &counts))) ||
@@ -499,13 +509,14 @@ static clpa_status decode_v2(clpa_context *ctx, const clpa_decode_params *p, dec
       (st = clpa_scratch(ctx, 1, stats * sizeof(float), &max_logits)) ||
       (st = clpa_scratch(ctx, 2, stats * sizeof(float), &exp_sums)))
     return st;
-  /* The tensor-core kernel merges its partitions itself: one launch. On
-   * the H100 the reduce kernel cost ~6.5 us a call (batch 16 x 4096: the
-   * decode kernel's drain and the next launch 4.6 us, its work-groups
-   * ~1.8), the merge in the last partition's work-group ~4.7; with the
+  /* The work-group kernels merge their partitions themselves: one launch.
+   * On the H100 the reduce kernel cost ~6.5 us a call (batch 16 x 4096:
+   * the decode kernel's drain and the next launch 4.6 us, its work-groups
+   * ~1.8), the merge in the last partition's work-group ~4.7; with the mma
    * kernel's other changes 102.8 -> 100.35 us, batch 1 x 4096 24.1 -> 19.0
-   * (notes/perf.md, 2026-11-27). */
-  if (c->mma) return launch_decode(ctx, p, c, tmp_out, max_logits, exp_sums, p->event);
+   * (notes/perf.md, 2026-11-27). The rows path (one work-item a
+   * work-group, on CPUs) keeps the reduce kernel. */
+  if (!c->rows) return launch_decode(ctx, p, c, tmp_out, max_logits, exp_sums, p->event);
   const clpa_reduce_spec spec = {c->a.kv.head_size, (int32_t)p->q_dtype, DECODE_THREADS,
                                  c->partition};
   cl_kernel reduce;
