@@ -250,6 +250,8 @@ typedef struct clpa_tuning {
   int32_t prefill_path;       /* a clpa_prefill_path, when params.path is AUTO (AUTO: by type) */
   int32_t prefill_rows;       /* rows_per_group when 0 (0: the local-memory heuristic) */
   int32_t prefill_keys;       /* keys_per_tile when 0 (tiles only; 0: the heuristic) */
+  int32_t decode_resident;    /* decode's lanes path: work-groups a compute unit holds (0: not
+                                 known; the plan then only keeps every unit busy) */
 } clpa_tuning;
 
 /* The context's tuning entry. Returns CLPA_OK or CLPA_ERR_INVALID_ARG. */

@@ -202,17 +202,47 @@ static long total_work(const clpa_decode_params *p, long groups, int max_ctx) {
   return work * groups;
 }
 
-/* Enough work-groups for the device (a batch of one long context must not
- * leave most compute units idle): unless the caller fixed the partition
- * size, halve it (not below 128 tokens) while the busy work-groups are
- * fewer than two per compute unit, keeping it a multiple of `unit`. The
- * H100 took S1 (batch 1 x 4096, 32/8 heads) from 0.10 to 0.15 of copy
- * with 256-token partitions instead of 512 (issue 11). */
-static void fill_device(const clpa_decode_params *p, decode_call *c, long groups, int max_ctx,
-                        unsigned cus, int unit) {
-  while (!p->partition_size && c->partition > 128 && (c->partition / 2) % unit == 0 &&
-         busy_groups(p, groups, c->partition, max_ctx) < 2L * cus)
-    c->partition /= 2;
+static double wave_fill(long busy, long slots) { /* the waves' mean fullness */
+  return (double)busy / (double)(slots * ((busy + slots - 1) / slots));
+}
+
+/* The lanes path's partition, unless the caller fixed it: of the tuning
+ * table's and its halvings (whole blocks, not below 128 tokens), those
+ * that give 2.25 busy work-groups or more per compute unit (a batch of one
+ * long context must not leave most compute units idle; else the
+ * shortest); where the table says how many of the kernel's work-groups a
+ * compute unit holds (`resident`), the longest whose waves are within
+ * 0.05 of the fullest (one wave counts as full: it streams at the rate of
+ * a full one), as the last wave's few work-groups take as long as a full
+ * wave's; else the longest.
+ * H100 (4 resident: f32 at 128 registers), 32/8 heads, head 128, f32,
+ * cold, 2026-11-27 (notes/perf.md), us at partitions of 2048 / 1024 / 512
+ * (the waves' fullness at 2048): 12 x 4096 222.4 / 155.8 / 169.1 (1.5
+ * busy work-groups a compute unit: thin), 16 x 4096 253.7 / 195.2 / 200.5
+ * (1.9: thin), 20 x 4096 260.8 / 291.8 / 263.6 (one wave), 24 x 4096 295.2
+ * / 315.0 / 294.9 (one wave), 64 x 2048 368.9 / 376.9 / 386.8 (one wave),
+ * 8 x 32768 731.2 / 739.8 / 761.2 (0.97), 80 x 4096 965.6 / 917.5 (0.81);
+ * S1 (batch 1 x 4096) took 0.10 -> 0.15 of copy with 256-token partitions
+ * instead of 512 (issue 11). */
+static void lanes_partition(const clpa_decode_params *p, decode_call *c, long groups, int max_ctx,
+                            unsigned cus, int unit, int resident) {
+  if (p->partition_size) return;
+  const long slots = (long)resident * cus;
+  int parts[16], n = 0;
+  double fill[16], best = 0.0;
+  for (int part = c->partition; n < 16; part /= 2) {
+    const long busy = busy_groups(p, groups, part, max_ctx);
+    parts[n] = part;
+    fill[n] = 4 * busy < 9L * cus      ? -1.0 /* thin */
+              : !slots || busy <= slots ? 1.0
+                                        : wave_fill(busy, slots);
+    if (fill[n] > best) best = fill[n];
+    n++;
+    if (part <= 128 || (part / 2) % unit) break;
+  }
+  c->partition = parts[n - 1]; /* every one thin: the shortest */
+  for (int i = n - 1; i >= 0; i--)
+    if (fill[i] >= 0.0 && fill[i] >= best - 0.05) c->partition = parts[i];
 }
 
 /* decode_mma.cl's split, unless the caller fixed the partition: the
@@ -283,9 +313,6 @@ static int mma_partition(const clpa_decode_params *p, long groups, int max_ctx, 
  * 0.902, fp8 256 x 2048 0.942 -> 0.957, f16 head 64 128 x 2048 0.929 ->
  * 0.942 (f16 head 128 128 x 2048: 0.964 -> 0.920). */
 #define MMA_WARPS_PER_CU 12
-static double wave_fill(long busy, long slots) { /* the waves' mean fullness */
-  return (double)busy / (double)(slots * ((busy + slots - 1) / slots));
-}
 static int mma_warps(long busy, long work, int partition, unsigned cus, long chunk_bytes) {
   if (busy <= 0) return 4;
   if (work < 256 * busy) return 2;
@@ -335,7 +362,7 @@ static clpa_status plan(clpa_context *ctx, const clpa_decode_params *p, decode_c
   }
   /* Work-groups serve at most a KV head's query heads: num_kv_heads groups
    * per sequence and partition at the least. */
-  fill_device(p, c, c->a.kv.num_kv_heads, max_ctx, cus, bs);
+  lanes_partition(p, c, c->a.kv.num_kv_heads, max_ctx, cus, bs, ctx->tuning.decode_resident);
   const int v1_stride = round_up(max_ctx, bs);
   const int parts = (max_ctx + c->partition - 1) / c->partition;
 

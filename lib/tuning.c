@@ -27,7 +27,7 @@ static const tuning_entry table[] = {
      * TFLOP/s (tiles 0.030-0.041). PoCL 3.1 on 2 AVX2 cores (AMD EPYC), 2026-11-25, after the
      * rows kernel's register-sized key steps: 128/256/512/1024/2048/4096 = 60.2/48.3/34.4/23.9/
      * 25.3/33.6 ms (1024 and 2048 within this machine's noise, so 2048 stays). */
-    {BY_TYPE_CPU, NULL, {"", 2048, CLPA_PREFILL_ROWS, 4, 16}},
+    {BY_TYPE_CPU, NULL, {"", 2048, CLPA_PREFILL_ROWS, 4, 16, 0}},
     /* NVIDIA (H100, notes/perf.md): prefill on tensor cores where it applies (f16/bf16 caches,
      * else the tiles heuristic), 128 rows and 32-key tiles (2026-11-24, registers capped at 128;
      * 32/8 heads, head 128, f16, TFLOP/s for rows 64 / 128 with 32 keys, then 64 / 128 with 64
@@ -36,12 +36,17 @@ static const tuning_entry table[] = {
      * 2026-11-25). Decode on tensor cores (f16/bf16) plans its own partitions; this one is the
      * lanes path's (f32, fp8):
      * `clpa-bench decode --batch 16 --context 4096 --path lanes --tune` (2026-11-24, cold):
-     * partition 128/256/512/1024/2048/4096 = 214.2/149.7/137.0/129.2/229.1/335.9 us. */
-    {BY_VENDOR, "NVIDIA", {"", 1024, CLPA_PREFILL_MMA, 128, 32}},
+     * partition 128/256/512/1024/2048/4096 = 214.2/149.7/137.0/129.2/229.1/335.9 us. Since
+     * the lanes kernel merges its own partitions (2026-11-27, f32, `--tune`, us for
+     * 512/1024/2048): 64 x 2048 386.8/376.9/368.9, 8 x 32768 761.2/739.8/731.2, 16 x 4096
+     * 200.5/195.2/253.7: 2048, halved where the grid is thin or its waves ragged, 4 work-groups
+     * a compute unit (f32 at 128 registers; f16 and fp8 take 3, where 4 gives the same plans
+     * at batch 16 x 4096) — lib/decode.c lanes_partition. */
+    {BY_VENDOR, "NVIDIA", {"", 2048, CLPA_PREFILL_MMA, 128, 32, 4}},
     /* GPUs without an entry of their own: 512-token partitions (H100, 2026-11-22: 256/512/1024
      * within 8 % of each other at batch 16 x 4096) and the largest prefill tiles that fit. */
-    {BY_TYPE_GPU, NULL, {"", 512, CLPA_PREFILL_TILES, 0, 0}},
-    {BY_DEFAULT, NULL, {"", 512, CLPA_PREFILL_AUTO, 0, 0}},
+    {BY_TYPE_GPU, NULL, {"", 512, CLPA_PREFILL_TILES, 0, 0, 0}},
+    {BY_DEFAULT, NULL, {"", 512, CLPA_PREFILL_AUTO, 0, 0, 0}},
 };
 
 static int matches(const tuning_entry *e, const clpa_device_info *in) {

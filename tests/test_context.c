@@ -266,8 +266,9 @@ static void test_tuning(void) {
   memset(&t, 0, sizeof t);
   const clpa_status st = clpa_context_tuning(ctx, &t); /* before the message reads t */
   ok(st == CLPA_OK && t.matched[0] && t.decode_partition > 0,
-     "tuning entry '%s': decode partition %d, prefill path %d, rows %d, keys %d", t.matched,
-     t.decode_partition, t.prefill_path, t.prefill_rows, t.prefill_keys);
+     "tuning entry '%s': decode partition %d (%d resident), prefill path %d, rows %d, keys %d",
+     t.matched, t.decode_partition, t.decode_resident, t.prefill_path, t.prefill_rows,
+     t.prefill_keys);
   if (in.is_cpu)
     ok(strcmp(t.matched, "type:cpu") == 0 && t.prefill_path == CLPA_PREFILL_ROWS,
        "a CPU gets the CPU entry (rows prefill)");

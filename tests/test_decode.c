@@ -668,6 +668,73 @@ static void test_plan(clpa_dtype dtype) {
   for (size_t i = 0; i < sizeof all / sizeof *all; i++) clReleaseMemObject(all[i]);
 }
 
+/* The lanes path's split (clpa_decode's rule): of the tuning table's
+ * partition and its halvings down to 128 tokens, those with 2.25 busy
+ * work-groups or more a compute unit (none: the shortest); of them the
+ * longest, or, where the table says how many work-groups a unit holds,
+ * the longest whose waves are within 0.05 of the fullest (one wave or
+ * less counting as full). */
+static int32_t model_lanes(const int32_t *lens, int n, int max_ctx, unsigned cus, int32_t part,
+                           int resident) {
+  const double slots = (double)resident * cus;
+  double fill[16], best = 0.0;
+  int32_t size[16], k = 0;
+  for (; k < 16; part /= 2) {
+    long busy = 0;
+    for (int i = 0; i < n; i++) busy += ((lens ? lens[i] : max_ctx) + part - 1) / part;
+    const double waves = slots > 0 ? ceil((double)busy / slots) : 1.0;
+    size[k] = part;
+    fill[k] = (double)busy < 2.25 * cus ? -1.0 : waves <= 1.0 ? 1.0 : (double)busy / (waves * slots);
+    best = fill[k] > best ? fill[k] : best;
+    k++;
+    if (part <= 128) break;
+  }
+  for (int i = 0; i < k; i++)
+    if (fill[i] >= 0.0 && fill[i] >= best - 0.05) return size[i];
+  return size[k - 1];
+}
+
+static void test_lanes_plan(void) {
+  clpa_device_info info;
+  clpa_context_device_info(ctx, &info);
+  clpa_tuning t;
+  clpa_context_tuning(ctx, &t);
+  const unsigned cus = info.compute_units ? info.compute_units : 1;
+  const int most = 9 * (int)cus + 1, mbs = 512;
+  clpa_kv_layout kv;
+  clpa_kv_layout_init(&kv, F32, 64, 16, 1, 64);
+  cl_mem q = test_buffer(ctx, NULL, (size_t)most * 64 * 4), kc = test_buffer(ctx, NULL, kv.cache_bytes);
+  cl_mem vc = test_buffer(ctx, NULL, kv.cache_bytes);
+  cl_mem bt = test_buffer(ctx, NULL, (size_t)most * mbs * 4), cl = test_buffer(ctx, NULL, (size_t)most * 4);
+  cl_mem out = test_buffer(ctx, NULL, (size_t)most * 64 * 4);
+  int32_t *lens = malloc((size_t)most * sizeof *lens);
+  for (int i = 0; i < most; i++) lens[i] = 16 << (i % 10); /* 16 to 8192 tokens */
+  clpa_decode_params p;
+  clpa_decode_params_init(&p);
+  p.num_heads = 1, p.kv = kv, p.max_blocks_per_seq = mbs, p.scale = 0.125f, p.query = q;
+  p.key_cache = kc, p.value_cache = vc, p.block_tables = bt, p.context_lens = cl, p.out = out;
+  p.path = CLPA_DECODE_PATH_LANES, p.variant = CLPA_DECODE_V2;
+  /* batches below, at and past one wave of the table's residency, and past several */
+  const int seqs[] = {1, (int)cus / 2 + 1, (int)cus, 2 * (int)cus, 3 * (int)cus, 5 * (int)cus, most};
+  const int32_t tuned = t.decode_partition > 0 ? t.decode_partition : 512;
+  for (size_t i = 0; i < sizeof seqs / sizeof *seqs; i++)
+    for (int host = 0; host < 2; host++) {
+      p.num_seqs = seqs[i], p.max_context_len = host ? 8192 : 3000;
+      p.host_context_lens = host ? lens : NULL;
+      const int32_t want = model_lanes(p.host_context_lens, p.num_seqs, p.max_context_len, cus,
+                                       tuned, t.decode_resident);
+      int32_t part = -1;
+      const clpa_status st = clpa_decode_choice(ctx, &p, NULL, NULL, &part, NULL);
+      ok(st == CLPA_OK && part == want,
+         "lanes plan, %d sequences %s: partition %d (the rule's %d from %d, %d resident, %u"
+         " compute units) %s", p.num_seqs, host ? "of 16 to 8192 tokens" : "of 3000 tokens", part,
+         want, tuned, t.decode_resident, cus, st == CLPA_OK ? "" : clpa_last_error());
+    }
+  free(lens);
+  cl_mem all[] = {q, kc, vc, bt, cl, out};
+  for (size_t i = 0; i < sizeof all / sizeof *all; i++) clReleaseMemObject(all[i]);
+}
+
 /* The mma plan's three-warp work-groups (lib/decode.c mma_warps): on 2
  * compute units 16 busy work-groups of 300 tokens fill two waves of
  * three-warp ones (4 a unit) but not of four-warp ones (3 a unit); on
@@ -725,6 +792,7 @@ int main(int argc, char **argv) {
     test_faults();
     test_bad_args();
     test_plan(F16);
+    test_lanes_plan();
     const dcase fp8_plan = {3, 1, 1, 64, 16, 4096, E4M3, F32, AUTO, 0, 0, 0, 0, 0, 0, 0, 0, 0};
     if (mma_applies(&fp8_plan)) test_plan(E4M3);
     test_three_warps();

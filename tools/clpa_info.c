@@ -103,9 +103,12 @@ static void print_smoke(const smoke_result *r) {
          : r->ps.disk_rejected   ? " (a cache file was refused and rebuilt)"
                                  : "");
   const clpa_tuning *t = &r->tuning;
-  printf("tuning:       %s (decode partition %d; prefill %s path", t->matched, t->decode_partition,
+  printf("tuning:       %s (decode partition %d", t->matched, t->decode_partition);
+  if (t->decode_resident) printf(", %d lanes work-groups a compute unit", t->decode_resident);
+  printf("; prefill %s path",
          t->prefill_path == CLPA_PREFILL_ROWS    ? "rows"
          : t->prefill_path == CLPA_PREFILL_TILES ? "tiles"
+         : t->prefill_path == CLPA_PREFILL_MMA   ? "mma"
                                                  : "auto");
   if (t->prefill_rows) printf(", %d rows", t->prefill_rows);
   if (t->prefill_keys) printf(", %d keys", t->prefill_keys);
@@ -126,6 +129,7 @@ static void json_smoke(cli_json *j, const smoke_result *r) {
     cli_json_bool(j, "cache_file_refused", r->ps.disk_rejected > 0);
     cli_json_str(j, "tuning", r->tuning.matched);
     cli_json_num(j, "decode_partition", r->tuning.decode_partition, 0);
+    cli_json_num(j, "decode_resident", r->tuning.decode_resident, 0);
   }
   cli_json_end(j);
 }
@@ -162,7 +166,7 @@ static int parse(int argc, char **argv, int *smoke_run, int *json) {
 /* The --json report: everything main prints, as one line. */
 static int report_json(const clpa_device_info *devs, size_t n, clpa_status st, size_t sel,
                        const char *why, int smoke_run) {
-  smoke_result r = {CLPA_OK, NULL, {0}, "", {"", 0, 0, 0, 0}};
+  smoke_result r = {CLPA_OK, NULL, {0}, "", {"", 0, 0, 0, 0, 0}};
   if (smoke_run && st == CLPA_OK) smoke(&r);
   cli_json j;
   cli_json_begin(&j, stdout);
