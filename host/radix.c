@@ -1,15 +1,19 @@
 /*
- * radix.c — the radix-tree prefix cache (see clpa_radix.h for the picture).
+ * radix.c — the radix-tree prefix cache (see clpa_radix.h for the picture):
+ * nodes, the walk, match, insert, locks and eviction, inspection.
  *
  * Pieces:
  *   node        one edge: a run of whole blocks (tokens, then block ids, in
  *               one allocation after the header), its lock count, its tick
+ *               (radix_internal.h)
  *   child index one open-addressing hash table for the whole tree, keyed by
  *               (parent id, hash of namespace + first block's tokens): finding
  *               the child to follow costs one hash of block_size tokens
+ *               (radix_index.c)
  *   heap        a binary min-heap (by tick) of the eviction candidates, the
  *               unlocked leaves; each node knows its slot, so a node that
  *               stops or starts being a candidate costs O(log n)
+ *               (radix_heap.c)
  *
  * One walk (walk()) serves match and insert: it returns how many blocks
  * matched, the deepest node reached whole and, when the match stopped
@@ -23,71 +27,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "clpa_radix.h"
-#include "grow.h"
+#include "radix_internal.h"
 #include "util.h"
-
-struct clpa_radix_node {
-  clpa_radix_node *parent;
-  clpa_radix_node *first_child, *next_sib, *prev_sib;
-  uint64_t ns;
-  uint64_t key;         /* hash of ns and the edge's first block of tokens */
-  uint64_t id;          /* serial number; keys the child index */
-  uint64_t last_access; /* tick; never older than any child's */
-  int32_t num_blocks;   /* edge length; 0 only for the root */
-  int32_t cap_blocks;   /* what data[] was allocated for */
-  int32_t depth_blocks; /* root to the end of this edge */
-  int32_t num_children;
-  int32_t lock;     /* locks on this node or a descendant */
-  int32_t heap_idx; /* slot in the eviction heap, -1 when not a candidate */
-  int32_t data[];   /* tokens [cap_blocks * block_size], then blocks [cap_blocks] */
-};
-
-typedef struct idx_entry {
-  uint64_t h;
-  clpa_radix_node *node; /* NULL = empty */
-} idx_entry;
-
-struct clpa_radix {
-  clpa_pool *pool;
-  clpa_allocator alloc;
-  clpa_radix_evict_fn on_evict;
-  void *on_evict_user;
-  int32_t bs;          /* block size */
-  int32_t pool_blocks; /* blocks in the pool */
-  clpa_radix_node *root;
-  uint64_t tick, next_id;
-  idx_entry *idx;
-  size_t idx_cap, idx_count; /* cap is a power of two; count <= cap / 2 */
-  clpa_radix_node **heap;
-  int32_t heap_n, heap_cap;
-  uint8_t *in_tree; /* [pool_blocks]: the tree holds a reference */
-  uint32_t *seen;   /* [pool_blocks]: stamps for duplicate checks */
-  uint32_t seen_stamp;
-  clpa_radix_stats st;
-};
-
-#define NODE_TOKENS(n) ((n)->data)
-#define NODE_BLOCKS(t, n) ((n)->data + (size_t)(n)->cap_blocks * (size_t)(t)->bs)
-
-/* ----------------------------------------------------------------------
- * Hashing
- * -------------------------------------------------------------------- */
-static uint64_t mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-  return z ^ (z >> 31);
-}
-
-static uint64_t block_key(uint64_t ns, const int32_t *tok, int32_t bs) {
-  uint64_t h = mix64(ns ^ 0x51ed270b27e4e4c5ULL);
-  for (int32_t i = 0; i < bs; i++) h = (h ^ (uint32_t)tok[i]) * 0x100000001b3ULL;
-  return mix64(h);
-}
-
-static uint64_t idx_hash(uint64_t parent_id, uint64_t key) {
-  return mix64(key ^ (parent_id * 0x9e3779b97f4a7c15ULL));
-}
 
 /* ----------------------------------------------------------------------
  * Nodes
@@ -140,163 +81,6 @@ static const clpa_radix_node *preorder_next(const clpa_radix_node *root, const c
     n = n->parent;
   }
   return NULL;
-}
-
-/* ----------------------------------------------------------------------
- * Child index: linear probing, backward-shift deletion (no tombstones)
- * -------------------------------------------------------------------- */
-static clpa_radix_node *idx_find(const clpa_radix *t, const clpa_radix_node *parent, uint64_t ns,
-                                 const int32_t *first_block) {
-  uint64_t key = block_key(ns, first_block, t->bs);
-  size_t mask = t->idx_cap - 1;
-  for (size_t i = idx_hash(parent->id, key) & mask;; i = (i + 1) & mask) {
-    clpa_radix_node *c = t->idx[i].node;
-    if (!c) return NULL;
-    if (c->parent == parent && c->key == key && c->ns == ns &&
-        memcmp(NODE_TOKENS(c), first_block, (size_t)t->bs * sizeof(int32_t)) == 0)
-      return c;
-  }
-}
-
-static void idx_put(idx_entry *tab, size_t cap, uint64_t h, clpa_radix_node *n) {
-  size_t i = h & (cap - 1);
-  while (tab[i].node) i = (i + 1) & (cap - 1);
-  tab[i].h = h;
-  tab[i].node = n;
-}
-
-static void idx_insert(clpa_radix *t, clpa_radix_node *n) {
-  idx_put(t->idx, t->idx_cap, idx_hash(n->parent->id, n->key), n);
-  t->idx_count++;
-}
-
-static size_t idx_slot_of(const clpa_radix *t, const clpa_radix_node *n) {
-  size_t mask = t->idx_cap - 1;
-  size_t i = idx_hash(n->parent->id, n->key) & mask;
-  while (t->idx[i].node != n) i = (i + 1) & mask;
-  return i;
-}
-
-static void idx_remove(clpa_radix *t, const clpa_radix_node *n) {
-  size_t mask = t->idx_cap - 1;
-  size_t i = idx_slot_of(t, n);
-  for (size_t j = (i + 1) & mask; t->idx[j].node; j = (j + 1) & mask) {
-    size_t home = t->idx[j].h & mask;
-    /* move j back to the hole at i unless its home lies cyclically in (i, j] */
-    if (((j - home) & mask) >= ((j - i) & mask)) {
-      t->idx[i] = t->idx[j];
-      i = j;
-    }
-  }
-  t->idx[i].node = NULL;
-  t->idx_count--;
-}
-
-/* Makes room for `extra` more entries. Returns 0, or -1 when out of memory
- * (the index is unchanged). */
-static int idx_reserve(clpa_radix *t, size_t extra) {
-  if ((t->idx_count + extra) * 2 <= t->idx_cap) return 0;
-  size_t cap = t->idx_cap;
-  while ((t->idx_count + extra) * 2 > cap) {
-    if (cap > SIZE_MAX / 2 / sizeof(idx_entry)) return -1; /* stays a power of two or fails */
-    cap *= 2;
-  }
-  idx_entry *tab = clpa_mem_calloc(&t->alloc, cap, sizeof *tab);
-  if (!tab) return -1;
-  for (size_t i = 0; i < t->idx_cap; i++)
-    if (t->idx[i].node) idx_put(tab, cap, t->idx[i].h, t->idx[i].node);
-  clpa_mem_free(&t->alloc, t->idx, t->idx_cap * sizeof *tab);
-  t->idx = tab;
-  t->idx_cap = cap;
-  return 0;
-}
-
-/* ----------------------------------------------------------------------
- * Eviction heap: the unlocked leaves, oldest tick on top. Ties (only along
- * one path, never between two leaves) go to the deeper node.
- * -------------------------------------------------------------------- */
-static int older(const clpa_radix_node *a, const clpa_radix_node *b) {
-  if (a->last_access != b->last_access) return a->last_access < b->last_access;
-  return a->depth_blocks > b->depth_blocks;
-}
-
-static void heap_set(clpa_radix *t, int32_t i, clpa_radix_node *n) {
-  t->heap[i] = n;
-  n->heap_idx = i;
-}
-
-static void heap_up(clpa_radix *t, int32_t i) {
-  clpa_radix_node *n = t->heap[i];
-  while (i > 0) {
-    int32_t p = (i - 1) / 2;
-    if (!older(n, t->heap[p])) break;
-    heap_set(t, i, t->heap[p]);
-    i = p;
-  }
-  heap_set(t, i, n);
-}
-
-static void heap_down(clpa_radix *t, int32_t i) {
-  clpa_radix_node *n = t->heap[i];
-  for (;;) {
-    int32_t c = 2 * i + 1;
-    if (c >= t->heap_n) break;
-    if (c + 1 < t->heap_n && older(t->heap[c + 1], t->heap[c])) c++;
-    if (!older(t->heap[c], n)) break;
-    heap_set(t, i, t->heap[c]);
-    i = c;
-  }
-  heap_set(t, i, n);
-}
-
-static void heap_remove(clpa_radix *t, clpa_radix_node *n) {
-  int32_t i = n->heap_idx;
-  clpa_radix_node *last = t->heap[--t->heap_n];
-  n->heap_idx = -1;
-  if (last == n) return;
-  heap_set(t, i, last);
-  heap_up(t, i);
-  heap_down(t, last->heap_idx);
-}
-
-/* Capacity for every node to be a candidate: grown with the node count so
- * that eviction, which never allocates, can always push a parent. */
-static int heap_reserve(clpa_radix *t, int64_t nodes) {
-  if (nodes <= t->heap_cap) return 0;
-  int64_t cap = clpa_grow_cap(t->heap_cap, nodes, 64, INT32_MAX, sizeof(clpa_radix_node *));
-  if (cap < 0) return -1;
-  clpa_radix_node **h = clpa_mem_realloc(&t->alloc, t->heap, (size_t)t->heap_cap * sizeof *h,
-                                         (size_t)cap * sizeof *h);
-  if (!h) return -1;
-  t->heap = h;
-  t->heap_cap = (int32_t)cap;
-  return 0;
-}
-
-static int is_candidate(const clpa_radix *t, const clpa_radix_node *n) {
-  return n != t->root && n->num_children == 0 && n->lock == 0;
-}
-
-/* Puts n in or out of the heap, or moves it after its tick changed. */
-static void heap_sync(clpa_radix *t, clpa_radix_node *n) {
-  int want = is_candidate(t, n);
-  if (want && n->heap_idx < 0) {
-    heap_set(t, t->heap_n++, n);
-    heap_up(t, n->heap_idx);
-  } else if (!want && n->heap_idx >= 0) {
-    heap_remove(t, n);
-  } else if (want) {
-    heap_up(t, n->heap_idx);
-    heap_down(t, n->heap_idx);
-  }
-}
-
-/* Stamps the path from n up to the root with a fresh tick. Only n itself
- * can be a leaf, so at most one heap move. */
-static void touch_path(clpa_radix *t, clpa_radix_node *n) {
-  uint64_t tick = ++t->tick;
-  for (clpa_radix_node *p = n; p != t->root; p = p->parent) p->last_access = tick;
-  if (n != t->root) heap_sync(t, n);
 }
 
 /* ----------------------------------------------------------------------
@@ -357,7 +141,7 @@ clpa_status clpa_radix_create(clpa_pool *pool, const clpa_radix_config *cfg, clp
   t->idx = clpa_mem_calloc(&t->alloc, t->idx_cap, sizeof *t->idx);
   t->in_tree = clpa_mem_calloc(&t->alloc, (size_t)t->pool_blocks, 1);
   t->seen = clpa_mem_calloc(&t->alloc, (size_t)t->pool_blocks, sizeof *t->seen);
-  if (!t->root || !t->idx || !t->in_tree || !t->seen || heap_reserve(t, 64)) {
+  if (!t->root || !t->idx || !t->in_tree || !t->seen || clpa_radix_heap_reserve_(t, 64)) {
     if (!t->idx) t->idx_cap = 0;
     clpa_radix_destroy(t);
     return CLPA_FAIL(NULL, CLPA_ERR_OUT_OF_MEMORY, "no memory for the tree");
@@ -384,10 +168,10 @@ static walk_result walk(const clpa_radix *t, uint64_t ns, const int32_t *tokens,
   size_t bytes = (size_t)t->bs * sizeof(int32_t);
   while (w.blocks < max_blocks) {
     const int32_t *q = tokens + (size_t)w.blocks * (size_t)t->bs;
-    clpa_radix_node *c = idx_find(t, w.node, ns, q);
+    clpa_radix_node *c = clpa_radix_idx_find_(t, w.node, ns, q);
     if (!c) break;
     const int32_t *et = NODE_TOKENS(c);
-    int32_t k = 1; /* idx_find compared the first block */
+    int32_t k = 1; /* clpa_radix_idx_find_ compared the first block */
     while (k < c->num_blocks && w.blocks + k < max_blocks &&
            memcmp(et + (size_t)k * (size_t)t->bs, q + (size_t)k * (size_t)t->bs, bytes) == 0)
       k++;
@@ -436,18 +220,18 @@ static clpa_radix_node *split(clpa_radix *t, clpa_radix_node *n, int32_t k, clpa
   else
     p->first_child = m;
   if (m->next_sib) m->next_sib->prev_sib = m;
-  t->idx[idx_slot_of(t, n)].node = m;
+  t->idx[clpa_radix_idx_slot_of_(t, n)].node = m;
   /* n keeps the tail, moved to the front of its own data */
   int32_t rest = n->num_blocks - k;
   int32_t *nb = NODE_BLOCKS(t, n);
   memmove(NODE_TOKENS(n), NODE_TOKENS(n) + (size_t)k * bs, (size_t)rest * bs * sizeof(int32_t));
   memmove(nb, nb + k, (size_t)rest * sizeof(int32_t));
   n->num_blocks = rest;
-  n->key = block_key(n->ns, NODE_TOKENS(n), t->bs);
+  n->key = clpa_radix_block_key_(n->ns, NODE_TOKENS(n), t->bs);
   m->first_child = NULL;
   m->num_children = 0;
   child_link(m, n);
-  idx_insert(t, n);
+  clpa_radix_idx_insert_(t, n);
   t->st.num_nodes++;
   t->st.splits++;
   return m;
@@ -456,8 +240,8 @@ static clpa_radix_node *split(clpa_radix *t, clpa_radix_node *n, int32_t k, clpa
 /* Allocates what `new_nodes` more nodes need: the nodes themselves are
  * allocated by the caller; this grows the index and the heap. */
 static int reserve_nodes(clpa_radix *t, int32_t new_nodes) {
-  if (idx_reserve(t, (size_t)new_nodes)) return -1;
-  return heap_reserve(t, (int64_t)t->st.num_nodes + new_nodes);
+  if (clpa_radix_idx_reserve_(t, (size_t)new_nodes)) return -1;
+  return clpa_radix_heap_reserve_(t, (int64_t)t->st.num_nodes + new_nodes);
 }
 
 /* ----------------------------------------------------------------------
@@ -482,7 +266,7 @@ clpa_status clpa_radix_match(clpa_radix *t, uint64_t ns, const int32_t *tokens, 
     }
     end = split(t, w.partial, w.partial_blocks, m);
   }
-  touch_path(t, end);
+  clpa_radix_touch_path_(t, end);
   out->num_blocks = w.blocks;
   out->num_tokens = w.blocks * t->bs;
   out->node = end;
@@ -571,18 +355,18 @@ clpa_status clpa_radix_insert(clpa_radix *t, uint64_t ns, const int32_t *tokens,
     for (int32_t k = 0; k < fresh; k++) t->in_tree[blocks[i + k]] = 1;
     leaf->num_blocks = fresh;
     leaf->ns = ns;
-    leaf->key = block_key(ns, NODE_TOKENS(leaf), t->bs);
+    leaf->key = clpa_radix_block_key_(ns, NODE_TOKENS(leaf), t->bs);
     leaf->depth_blocks = end->depth_blocks + fresh;
     child_link(end, leaf);
-    idx_insert(t, leaf);
-    heap_sync(t, end); /* end is no longer a leaf */
+    clpa_radix_idx_insert_(t, leaf);
+    clpa_radix_heap_sync_(t, end); /* end is no longer a leaf */
     t->st.num_nodes++;
     t->st.cached_blocks += fresh;
     t->st.evictable_blocks += fresh;
     end = leaf;
   }
   /* case 1 needs nothing but the touch */
-  touch_path(t, end);
+  clpa_radix_touch_path_(t, end);
   out->num_tokens = n * t->bs;
   out->cached_tokens = i * t->bs;
   out->node = end;
@@ -603,7 +387,7 @@ clpa_status clpa_radix_lock(clpa_radix *t, clpa_radix_node *node) {
     if (p->lock++ == 0) {
       t->st.evictable_blocks -= p->num_blocks;
       t->st.protected_blocks += p->num_blocks;
-      heap_sync(t, p);
+      clpa_radix_heap_sync_(t, p);
     }
   }
   return CLPA_OK;
@@ -617,7 +401,7 @@ clpa_status clpa_radix_unlock(clpa_radix *t, clpa_radix_node *node) {
     if (--p->lock == 0) {
       t->st.protected_blocks -= p->num_blocks;
       t->st.evictable_blocks += p->num_blocks;
-      heap_sync(t, p);
+      clpa_radix_heap_sync_(t, p);
     }
   }
   return CLPA_OK;
@@ -640,8 +424,8 @@ static int32_t evict_leaf(clpa_radix *t, clpa_radix_node *n) {
     freed += clpa_pool_refcount(t->pool, b[i]) == 0;
   }
   clpa_radix_node *p = n->parent;
-  heap_remove(t, n);
-  idx_remove(t, n);
+  clpa_radix_heap_remove_(t, n);
+  clpa_radix_idx_remove_(t, n);
   child_unlink(n);
   node_free(t, n);
   t->st.num_nodes--;
@@ -649,7 +433,7 @@ static int32_t evict_leaf(clpa_radix *t, clpa_radix_node *n) {
   t->st.evictable_blocks -= nb;
   t->st.evicted_blocks += nb;
   t->st.evicted_nodes++;
-  heap_sync(t, p); /* p may have become an unlocked leaf */
+  clpa_radix_heap_sync_(t, p); /* p may have become an unlocked leaf */
   return freed;
 }
 
@@ -714,8 +498,9 @@ static clpa_status validate_node(const clpa_radix *t, const clpa_radix_node *n, 
   if (n->depth_blocks != p->depth_blocks + n->num_blocks) BAD("node %p has bad depth", (void *)n);
   if (p != t->root && n->ns != p->ns)
     BAD("node %p is in another namespace than its parent", (void *)n);
-  if (n->key != block_key(n->ns, NODE_TOKENS(n), t->bs)) BAD("node %p has a stale key", (void *)n);
-  if (idx_find(t, p, n->ns, NODE_TOKENS(n)) != n)
+  if (n->key != clpa_radix_block_key_(n->ns, NODE_TOKENS(n), t->bs))
+    BAD("node %p has a stale key", (void *)n);
+  if (clpa_radix_idx_find_(t, p, n->ns, NODE_TOKENS(n)) != n)
     BAD("node %p is not found from its parent", (void *)n);
   if (n->last_access > p->last_access && p != t->root)
     BAD("node %p is newer than its parent", (void *)n);
@@ -728,11 +513,11 @@ static clpa_status validate_node(const clpa_radix *t, const clpa_radix_node *n, 
   if (kids != n->num_children)
     BAD("node %p counts %d children, has %d", (void *)n, (int)n->num_children, (int)kids);
   if (n->lock < child_locks) BAD("node %p has fewer locks than its children", (void *)n);
-  int cand = is_candidate(t, n);
+  int cand = clpa_radix_is_candidate_(t, n);
   if (cand != (n->heap_idx >= 0)) BAD("node %p is %sin the heap", (void *)n, cand ? "not " : "");
   if (cand && (n->heap_idx >= t->heap_n || t->heap[n->heap_idx] != n))
     BAD("node %p: heap slot", (void *)n);
-  if (n->heap_idx > 0 && older(n, t->heap[(n->heap_idx - 1) / 2]))
+  if (n->heap_idx > 0 && clpa_radix_older_(n, t->heap[(n->heap_idx - 1) / 2]))
     BAD("heap order broken at %p", (void *)n);
   const int32_t *b = NODE_BLOCKS(t, n);
   for (int32_t i = 0; i < n->num_blocks; i++) {
