@@ -325,7 +325,7 @@ inline float part_weight(float m, float l, float M) {
  *     registers (in decode_mma.cl on the H100 0.5-1.5 us faster than the
  *     spread form at 2-3 partitions; at 16, 1.4 us slower; in decode.cl
  *     the registers it holds cost more than it saves: f32 batch 16 x 4096
- *     195 -> 210 us, f16 118.5 -> 120.4, notes/perf.md);
+ *     194 -> 210 us, f16 118.2 -> 120.4, notes/perf.md);
  *   - more: each step spread over the work-group:
  *     a. each head's largest logit (the sink's too), ht = nt / ng
  *        work-items a head, each over every ht-th partition, then over the
