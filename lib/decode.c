@@ -34,9 +34,11 @@ typedef struct decode_call {
 } decode_call;
 
 
-static size_t local_bytes(int head_size, int g, int logits_stride) {
+static size_t local_bytes(int head_size, int g, int logits_stride, int v2) {
+  /* v2: the merge's sums (DECODE_THREADS), per-head max and sum, flag */
+  const size_t merge = v2 ? sizeof(float) * (DECODE_THREADS + 2 * (size_t)g) + sizeof(int) : 0;
   return sizeof(float) * ((size_t)2 * g * head_size + DECODE_THREADS + (size_t)g * logits_stride) +
-         256; /* 256: compiler slack */
+         merge + 256; /* 256: compiler slack */
 }
 
 static int round_up(int a, int b) { return (a + b - 1) / b * b; }
@@ -208,13 +210,15 @@ static double wave_fill(long busy, long slots) { /* the waves' mean fullness */
 
 /* The lanes path's partition, unless the caller fixed it: of the tuning
  * table's and its halvings (whole blocks, not below 128 tokens), those
- * that give 2.25 busy work-groups or more per compute unit (a batch of one
- * long context must not leave most compute units idle; else the
- * shortest); where the table says how many of the kernel's work-groups a
- * compute unit holds (`resident`), the longest whose waves are within
- * 0.05 of the fullest (one wave counts as full: it streams at the rate of
- * a full one), as the last wave's few work-groups take as long as a full
- * wave's; else the longest.
+ * that give 2 busy work-groups or more per compute unit (a batch of one
+ * long context must not leave most compute units idle) and whose logits
+ * fit local memory with as many heads a work-group as the KV head's
+ * queries allow, up to 8 (else the shortest); of them, where the table
+ * says how many of the kernel's work-groups a compute unit holds
+ * (decode_resident), the longest whose waves are within 0.05 of the
+ * fullest (one wave counts as full: it streams at the rate of a full
+ * one), as the last wave's few work-groups take as long as a full wave's;
+ * else the longest.
  * H100 (4 resident: f32 at 128 registers), 32/8 heads, head 128, f32,
  * cold, 2026-11-27 (notes/perf.md), us at partitions of 2048 / 1024 / 512
  * (the waves' fullness at 2048): 12 x 4096 222.4 / 155.8 / 169.1 (1.5
@@ -223,24 +227,29 @@ static double wave_fill(long busy, long slots) { /* the waves' mean fullness */
  * / 315.0 / 294.9 (one wave), 64 x 2048 368.9 / 376.9 / 386.8 (one wave),
  * 8 x 32768 731.2 / 739.8 / 761.2 (0.97), 80 x 4096 965.6 / 917.5 (0.81);
  * S1 (batch 1 x 4096) took 0.10 -> 0.15 of copy with 256-token partitions
- * instead of 512 (issue 11). */
-static void lanes_partition(const clpa_decode_params *p, decode_call *c, long groups, int max_ctx,
-                            unsigned cus, int unit, int resident) {
+ * instead of 512 (issue 11). Not 2.25 a unit: 32/2 heads, 24 x 8192
+ * log-uniform took 142.9 us at 256 tokens (~2.1 a unit), 197.9 at 128. */
+static void lanes_partition(const clpa_context *ctx, const clpa_decode_params *p, decode_call *c,
+                            int qpk, int max_ctx, unsigned cus) {
   if (p->partition_size) return;
-  const long slots = (long)resident * cus;
+  const int hs = c->a.kv.head_size, unit = c->a.kv.block_size;
+  const long groups = c->a.kv.num_kv_heads, slots = (long)ctx->tuning.decode_resident * cus;
+  int gmax = 8; /* the most heads a work-group the plan below can give */
+  while (qpk % gmax) gmax /= 2;
   int parts[16], n = 0;
   double fill[16], best = 0.0;
   for (int part = c->partition; n < 16; part /= 2) {
     const long busy = busy_groups(p, groups, part, max_ctx);
     parts[n] = part;
-    fill[n] = 4 * busy < 9L * cus      ? -1.0 /* thin */
-              : !slots || busy <= slots ? 1.0
-                                        : wave_fill(busy, slots);
+    fill[n] = local_bytes(hs, gmax, part, 1) > ctx->info.local_mem_bytes ? -1.0 /* fewer heads */
+              : busy < 2L * cus                                           ? -1.0 /* thin */
+              : !slots || busy <= slots                                   ? 1.0
+                                                                          : wave_fill(busy, slots);
     if (fill[n] > best) best = fill[n];
     n++;
     if (part <= 128 || (part / 2) % unit) break;
   }
-  c->partition = parts[n - 1]; /* every one thin: the shortest */
+  c->partition = parts[n - 1]; /* every one thin or too long: the shortest */
   for (int i = n - 1; i >= 0; i--)
     if (fill[i] >= 0.0 && fill[i] >= best - 0.05) c->partition = parts[i];
 }
@@ -362,7 +371,7 @@ static clpa_status plan(clpa_context *ctx, const clpa_decode_params *p, decode_c
   }
   /* Work-groups serve at most a KV head's query heads: num_kv_heads groups
    * per sequence and partition at the least. */
-  lanes_partition(p, c, c->a.kv.num_kv_heads, max_ctx, cus, bs, ctx->tuning.decode_resident);
+  lanes_partition(ctx, p, c, qpk, max_ctx, cus);
   const int v1_stride = round_up(max_ctx, bs);
   const int parts = (max_ctx + c->partition - 1) / c->partition;
 
@@ -371,14 +380,14 @@ static clpa_status plan(clpa_context *ctx, const clpa_decode_params *p, decode_c
   else if (p->variant == CLPA_DECODE_V2)
     c->v2 = 1;
   else
-    c->v2 = parts > 1 || local_bytes(hs, 1, v1_stride) > lmem;
+    c->v2 = parts > 1 || local_bytes(hs, 1, v1_stride, 0) > lmem;
   const int stride = c->v2 ? c->partition : v1_stride;
   int g = p->heads_per_group;
   if (g == 0) {
     g = 1;
     for (int cand = 8; cand >= 2; cand /= 2) {
       long groups = (long)p->num_seqs * (p->num_heads / cand) * (c->v2 ? parts : 1);
-      if (qpk % cand == 0 && local_bytes(hs, cand, stride) <= lmem && groups >= 2L * cus) {
+      if (qpk % cand == 0 && local_bytes(hs, cand, stride, c->v2) <= lmem && groups >= 2L * cus) {
         g = cand;
         break;
       }
@@ -387,18 +396,20 @@ static clpa_status plan(clpa_context *ctx, const clpa_decode_params *p, decode_c
   c->heads_per_group = g;
   c->logits_stride = stride;
   c->max_parts = c->v2 ? parts : 1;
-  CLPA_CTX_CHECK(ctx, local_bytes(hs, g, stride) > lmem, CLPA_ERR_UNSUPPORTED,
+  CLPA_CTX_CHECK(ctx, local_bytes(hs, g, stride, c->v2) > lmem, CLPA_ERR_UNSUPPORTED,
                  "%s with %d heads per group needs %zu bytes of local memory; the device has %llu"
                  " (use v2 or a smaller partition_size)", c->v2 ? "v2" : "v1", g,
-                 local_bytes(hs, g, stride), (unsigned long long)lmem);
+                 local_bytes(hs, g, stride, c->v2), (unsigned long long)lmem);
   return CLPA_OK;
 }
 
-/* NVIDIA: registers the lanes kernel's f32 build may take (0: ptxas's
- * choice). With v2's merge in the kernel ptxas took 167 for 4 heads
- * (128 before) and the H100 ran batch 16 x 4096 at 0.72 of copy instead
- * of 0.91; held to 128 (no spills) it runs at 0.91 again (notes/perf.md,
- * 2026-11-27, second session). */
+/* NVIDIA: registers the lanes kernel's f32 build may take with up to 4
+ * heads a work-group (0: ptxas's choice). With v2's merge in the kernel
+ * ptxas took 167 for 4 heads (128 before) and the H100 ran batch 16 x
+ * 4096 at 0.72 of copy instead of 0.91; held to 128 (no spills) it runs
+ * at 0.91 again (notes/perf.md, 2026-11-27, second session). 8 heads hold
+ * 128 accumulators alone: capped, they spilled (32/2 heads, 24 x 2048:
+ * 152.5 -> 218.7 us; third session). */
 #define LANES_F32_MAXNREG 128
 
 static clpa_decode_spec decode_spec(const clpa_decode_params *p, const decode_call *c) {
@@ -408,7 +419,9 @@ static clpa_decode_spec decode_spec(const clpa_decode_params *p, const decode_ca
                               lanes ? c->sg : 0,
                               c->v2 || c->rows ? c->partition : 0, c->heads_per_group,
                               c->rows ? c->key_vectors : 0,
-                              lanes && c->a.kv.dtype == CLPA_DTYPE_F32 ? LANES_F32_MAXNREG : 0};
+                              lanes && c->a.kv.dtype == CLPA_DTYPE_F32 && c->heads_per_group <= 4
+                                  ? LANES_F32_MAXNREG
+                                  : 0};
   return s;
 }
 

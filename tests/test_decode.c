@@ -669,8 +669,9 @@ static void test_plan(clpa_dtype dtype) {
 }
 
 /* The lanes path's split (clpa_decode's rule): of the tuning table's
- * partition and its halvings down to 128 tokens, those with 2.25 busy
- * work-groups or more a compute unit (none: the shortest); of them the
+ * partition and its halvings down to 128 tokens, those with 2 busy
+ * work-groups or more a compute unit (none: the shortest; one head a KV
+ * head here, so local memory never rules one out); of them the
  * longest, or, where the table says how many work-groups a unit holds,
  * the longest whose waves are within 0.05 of the fullest (one wave or
  * less counting as full). */
@@ -684,7 +685,7 @@ static int32_t model_lanes(const int32_t *lens, int n, int max_ctx, unsigned cus
     for (int i = 0; i < n; i++) busy += ((lens ? lens[i] : max_ctx) + part - 1) / part;
     const double waves = slots > 0 ? ceil((double)busy / slots) : 1.0;
     size[k] = part;
-    fill[k] = (double)busy < 2.25 * cus ? -1.0 : waves <= 1.0 ? 1.0 : (double)busy / (waves * slots);
+    fill[k] = (double)busy < 2.0 * cus ? -1.0 : waves <= 1.0 ? 1.0 : (double)busy / (waves * slots);
     best = fill[k] > best ? fill[k] : best;
     k++;
     if (part <= 128) break;
@@ -703,10 +704,11 @@ static void test_lanes_plan(void) {
   const int most = 9 * (int)cus + 1, mbs = 512;
   clpa_kv_layout kv;
   clpa_kv_layout_init(&kv, F32, 64, 16, 1, 64);
-  cl_mem q = test_buffer(ctx, NULL, (size_t)most * 64 * 4), kc = test_buffer(ctx, NULL, kv.cache_bytes);
+  /* room for 8 query heads a sequence (the GQA check at the end) */
+  cl_mem q = test_buffer(ctx, NULL, (size_t)most * 8 * 64 * 4), kc = test_buffer(ctx, NULL, kv.cache_bytes);
   cl_mem vc = test_buffer(ctx, NULL, kv.cache_bytes);
   cl_mem bt = test_buffer(ctx, NULL, (size_t)most * mbs * 4), cl = test_buffer(ctx, NULL, (size_t)most * 4);
-  cl_mem out = test_buffer(ctx, NULL, (size_t)most * 64 * 4);
+  cl_mem out = test_buffer(ctx, NULL, (size_t)most * 8 * 64 * 4);
   int32_t *lens = malloc((size_t)most * sizeof *lens);
   for (int i = 0; i < most; i++) lens[i] = 16 << (i % 10); /* 16 to 8192 tokens */
   clpa_decode_params p;
@@ -730,6 +732,17 @@ static void test_lanes_plan(void) {
          " compute units) %s", p.num_seqs, host ? "of 16 to 8192 tokens" : "of 3000 tokens", part,
          want, tuned, t.decode_resident, cus, st == CLPA_OK ? "" : clpa_last_error());
     }
+  /* 8 query heads a KV head and sequences enough for any device: the
+   * partition leaves room in local memory for all 8 heads' logits (a
+   * 2048-token one would not on the GPUs' 48 KB, and a work-group would get
+   * 4 heads, each K/V byte read twice) */
+  p.num_heads = 8, p.num_seqs = most, p.max_context_len = 8192, p.host_context_lens = NULL;
+  int32_t part = -1, hpg = -1;
+  const clpa_status st = clpa_decode_choice(ctx, &p, NULL, NULL, &part, &hpg);
+  ok(st == CLPA_OK && hpg == 8,
+     "lanes plan, 8 heads a KV head, %d sequences of 8192 tokens: %d heads a work-group, partition"
+     " %d (%llu bytes of local memory) %s", most, hpg, part,
+     (unsigned long long)info.local_mem_bytes, st == CLPA_OK ? "" : clpa_last_error());
   free(lens);
   cl_mem all[] = {q, kc, vc, bt, cl, out};
   for (size_t i = 0; i < sizeof all / sizeof *all; i++) clReleaseMemObject(all[i]);
