@@ -39,9 +39,10 @@ static const tuning_entry table[] = {
      * partition 128/256/512/1024/2048/4096 = 214.2/149.7/137.0/129.2/229.1/335.9 us. Since
      * the lanes kernel merges its own partitions (2026-11-27, f32, `--tune`, us for
      * 512/1024/2048): 64 x 2048 386.8/376.9/368.9, 8 x 32768 761.2/739.8/731.2, 16 x 4096
-     * 200.5/195.2/253.7: 2048, halved where the grid is thin or its waves ragged, 4 work-groups
-     * a compute unit (f32 at 128 registers; f16 and fp8 take 3, where 4 gives the same plans
-     * at batch 16 x 4096) — lib/decode.c lanes_partition. */
+     * 200.5/195.2/253.7: 2048, halved where the grid is thin, its waves ragged or its logits
+     * too many for local memory, 4 work-groups a compute unit (f32 with up to 4 heads a
+     * work-group, at 128 registers; f16 and fp8 take 3, where 4 gives the same plans at batch
+     * 16 x 4096) — lib/decode.c lanes_partition. */
     {BY_VENDOR, "NVIDIA", {"", 2048, CLPA_PREFILL_MMA, 128, 32, 4}},
     /* GPUs without an entry of their own: 512-token partitions (H100, 2026-11-22: 256/512/1024
      * within 8 % of each other at batch 16 x 4096) and the largest prefill tiles that fit. */
