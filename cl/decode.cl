@@ -393,8 +393,7 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
 #if PARTITION_SIZE
   /* ---- 7. the last partition of the row to finish merges them (kv.cl;
    * q_s is free: the weights' local memory) ---- */
-  const int merging = decode_last_part(live && !alone, part_counts + (size_t)seq * get_num_groups(0) +
-                                                   get_group_id(0), nparts, last);
+  const int merging = decode_last_part(live && !alone, part_counts, seq, nparts, last);
   decode_merge_parts(merging, nparts, seq, head0, num_heads, max_parts, max_logits, exp_sums,
                      tmp_out, sinks, out, lse, G, HEAD_SIZE, NUM_THREADS, red, red_l, row_m, row_l,
                      q_s, HEAD_SIZE, 0);

@@ -429,8 +429,7 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
 #if PARTITION_SIZE
   /* ---- 8. the last partition of the row to finish merges them (kv.cl;
    * o_s is free: the weights' local memory) ---- */
-  __global volatile int *count = part_counts + (size_t)seq * get_num_groups(0) + get_group_id(0);
-  const int merging = decode_last_part(live && !alone, count, nparts, last);
+  const int merging = decode_last_part(live && !alone, part_counts, seq, nparts, last);
   decode_merge_parts(merging, nparts, seq, head0, num_heads, max_parts, max_logits, exp_sums,
                      tmp_out, sinks, out, lse, G, HEAD_SIZE, NUM_THREADS, red_m, red_l, row_m,
                      row_l, o_s, SLICES * HEAD_SIZE, MERGE_REG);
