@@ -55,7 +55,8 @@
  * Buffers: as decode.cl's (kv.cl's DECODE_ARGS); the cache layouts
  *   k_cache [num_blocks, num_kv_heads, HEAD_SIZE / X, BLOCK_SIZE, X]
  *   v_cache [num_blocks, num_kv_heads, HEAD_SIZE, BLOCK_SIZE]
- * The work-group: 4 warps, or 3 or 2 (lib/decode.c mma_warps).
+ * The work-group: 4 warps, or 3 or 2 (lib/decode.c mma_warps), or 6, 8 or
+ * 12 where fewer, wider work-groups do (mma_widen).
  *
  * Tokens outside [window start, context) and blocks with bad ids are
  * masked (the latter set CLPA_FAULT_BAD_BLOCK); value slots there are
@@ -87,9 +88,13 @@
 #define PCH (1 << 28)
 #endif
 /* Slices of local memory the warps' outputs go to (step 6): one a warp
- * where they fit in 32 KB. */
-#define SLICES_FIT (8192 / (G * HEAD_SIZE) >= WARPS ? WARPS : 8192 / (G * HEAD_SIZE) >= 2 ? 2 : 1)
-#define SLICES (WARPS % SLICES_FIT ? 1 : SLICES_FIT)
+ * where they fit in 32 KB, else the most that fit and divide the warps
+ * (lib/decode.c mma_slices; warps are 2, 3, 4, 6, 8 or 12). */
+#define SLICE_ROOM (8192 / (G * HEAD_SIZE))
+#define SLICE_OK(d) ((d) > 0 && WARPS % ((d) > 0 ? (d) : 1) == 0 && (d) <= SLICE_ROOM)
+#define SLICES                                                                                    \
+  (SLICE_OK(WARPS) ? WARPS : SLICE_OK(WARPS / 2) ? WARPS / 2 : SLICE_OK(WARPS / 3) ? WARPS / 3  \
+   : SLICE_OK(WARPS / 4) ? WARPS / 4 : SLICE_OK(WARPS / 6) ? WARPS / 6 : 1)
 
 #if HEAD_SIZE % (4 * X) || G > 16 || NUM_THREADS % 32 || PARTITION_SIZE % CHUNK || BLOCK_SIZE % 4
 #error "decode mma: head size a multiple of 32 (fp8: 64), <= 16 heads, partitions of 16-token chunks"

@@ -98,13 +98,23 @@ int clpa_lane_width(const clpa_context *ctx, int block_size) {
   }
 }
 
-/* decode_mma.cl's local memory at most (16 heads, 4 warps): the warps'
- * output slices (SLICES x G x head size floats, at most 32 KB), the
- * states (and mma.cl's scratch when emulated). */
-static size_t mma_local_bytes(int head_size) {
-  const size_t slices = 64 * (size_t)head_size < 8192 ? 64 * (size_t)head_size : 8192;
-  return sizeof(float) * (slices + 2 * (DECODE_THREADS / 32) * 16 + 32) + 4 * 6 * DECODE_THREADS +
-         256;
+/* decode_mma.cl's slices for the warps' outputs (its SLICES): one a warp
+ * where they fit in 32 KB, else the most that fit and divide the warps. */
+static int mma_slices(int g, int head_size, int warps) {
+  const int room = 8192 / (g * head_size);
+  for (int d = warps; d > 1; d--)
+    if (warps % d == 0 && d <= room) return d;
+  return 1;
+}
+
+/* decode_mma.cl's local memory with g heads and `warps` warps: the warps'
+ * output slices, their states, v2's merge sums and flag, and mma.cl's
+ * scratch (6 words a work-item where the products are emulated). */
+static size_t mma_local_bytes(const clpa_context *ctx, int g, int head_size, int warps) {
+  const size_t threads = 32 * (size_t)warps;
+  const size_t floats = (size_t)mma_slices(g, head_size, warps) * g * head_size + 2 * 16 * (size_t)warps +
+                        32 + 2 * threads + 1;
+  return sizeof(float) * floats + 4 * (ctx->lanes == CLPA_LANES_NV_PTX ? 1 : 6 * threads) + 256;
 }
 
 /* decode_mma.cl takes the context in chunks of 16 tokens. */
@@ -122,7 +132,7 @@ static clpa_status pick_path(clpa_context *ctx, const clpa_decode_params *p, dec
   const int fp8_ok = ctx->lanes != CLPA_LANES_NV_PTX || ctx->info.nv_compute_capability >= 89;
   const int fits = (kv->dtype == CLPA_DTYPE_F16 || kv->dtype == CLPA_DTYPE_BF16 || (fp8 && fp8_ok)) &&
                    kv->head_size % (fp8 ? 64 : 32) == 0 && p->partition_size % MMA_CHUNK == 0 &&
-                   mma_local_bytes(kv->head_size) <= ctx->info.local_mem_bytes;
+                   mma_local_bytes(ctx, 16, kv->head_size, 4) <= ctx->info.local_mem_bytes;
   if (p->path == CLPA_DECODE_PATH_MMA) {
     clpa_status st = clpa_mma_check(ctx);
     if (st != CLPA_OK) return st;
@@ -333,6 +343,52 @@ static int mma_warps(long busy, long work, int partition, unsigned cus, long chu
   return wave_fill(busy, three) >= wave_fill(busy, four) + 0.05 ? 3 : 4;
 }
 
+/* Fewer, wider work-groups where they keep as many warps in flight: the
+ * v2 partitions of decode_mma.cl each write a state and the last of a
+ * row's merges them (fence, counter, L2 round trips at the end of the
+ * call), while a work-group's warps merge in local memory. So, where the
+ * caller fixed neither variant nor partition: of k = 1, 2, ... partitions
+ * fewer than the plan's (evenly cut, whole `unit`s), the first whose busy
+ * work-groups are mostly full (uniform lengths), a quarter of the compute
+ * units or more (1 x 1024, 32 work-groups of 4 warps -> 16 of 8: 15.6 ->
+ * 16.4 us; with fewer a call is a few round trips long) and, at 4, 6, 8 or 12
+ * warps (at most `widest`), keep 0.95 of min(widest a compute unit, the
+ * plan's warps) in flight, in one wave (MMA_WARPS_PER_CU resident), with
+ * 64 tokens a warp or more and their local memory on the device.
+ * `widest` is 8 for 2-byte caches and 12 for fp8, which needs more bytes
+ * in flight. H100, cold, 32/8 heads, head 128 (notes/perf.md, 2026-11-27,
+ * fourth session), us, plan before -> widened: f16 16 x 4096 (2 x 2048
+ * tokens, 4 warps) 99.8 -> 96.4 (v1, 8 warps; 12: 97.6), bf16 99.7 ->
+ * 96.4, fp8 16 x 4096 (3 x 1376) 58.5 -> 55.6 (v1, 12; 16 warps 64.9),
+ * fp8 8 x 32768 194.4 -> 191.9 (2 x 16384, 12), 1 x 4096 (16 x 256) 18.6
+ * -> 18.1 (8 x 512, 8), 24 x 4096 144.4 -> 142.6 (v1, 6; 8 warps, two
+ * waves: 150.8), 4 x 16384 101.2 -> 98.7 (4 x 4096, 8), 64/8 heads 16 x
+ * 4096 102.4 -> 97.2 (v1, 8). */
+static const int mma_widths[] = {4, 6, 8, 12};
+static void mma_widen(const clpa_context *ctx, const clpa_decode_params *p, long groups,
+                      int max_ctx, int unit, int g, decode_call *c) {
+  const unsigned cus = ctx->info.compute_units ? ctx->info.compute_units : 1;
+  const int widest = clpa_dtype_size(c->a.kv.dtype) == 1 ? 12 : 8;
+  const long busy0 = busy_groups(p, groups, c->partition, max_ctx), work = total_work(p, groups, max_ctx);
+  const long had = busy0 * (c->threads / 32), most = (long)widest * cus;
+  const double want = 0.95 * (double)(had < most ? had : most);
+  const int k0 = (max_ctx + c->partition - 1) / c->partition;
+  for (int k = 1; k < k0; k++) {
+    const int part = round_up((max_ctx + k - 1) / k, unit);
+    const long busy = busy_groups(p, groups, part, max_ctx);
+    if (4 * busy < (long)cus || 4 * work < 3L * part * busy) continue; /* too few, not mostly full */
+    for (size_t i = 0; i < sizeof mma_widths / sizeof *mma_widths; i++) {
+      const int w = mma_widths[i];
+      if ((double)busy * w < want) continue;
+      if (w > widest || busy > (long)cus * (MMA_WARPS_PER_CU / w) || part < 64 * w ||
+          mma_local_bytes(ctx, g, c->a.kv.head_size, w) > ctx->info.local_mem_bytes)
+        break; /* wider only gets worse */
+      c->partition = part, c->threads = 32 * w;
+      return;
+    }
+  }
+}
+
 static clpa_status plan(clpa_context *ctx, const clpa_decode_params *p, decode_call *c) {
   const uint64_t lmem = ctx->info.local_mem_bytes;
   const int hs = c->a.kv.head_size, bs = c->a.kv.block_size;
@@ -362,6 +418,8 @@ static clpa_status plan(clpa_context *ctx, const clpa_decode_params *p, decode_c
     const long chunk_bytes = 2L * MMA_CHUNK * hs * (long)clpa_dtype_size(c->a.kv.dtype);
     const long work = total_work(p, groups, max_ctx);
     c->threads = 32 * mma_warps(busy, work, c->partition, cus, chunk_bytes);
+    if (!p->partition_size && p->variant == CLPA_DECODE_AUTO)
+      mma_widen(ctx, p, groups, max_ctx, unit, g, c);
     const int parts = (max_ctx + c->partition - 1) / c->partition;
     c->v2 = p->variant == CLPA_DECODE_V2 || (p->variant == CLPA_DECODE_AUTO && parts > 1);
     c->heads_per_group = g;

@@ -625,12 +625,63 @@ static int32_t model_rule(const int32_t *lens, int n, int max_ctx, unsigned cus,
   }
   return 256;
 }
-static int32_t model_partition(const int32_t *lens, int n, int max_ctx, unsigned cus, int fp8) {
+static int32_t model_split(const int32_t *lens, int n, int max_ctx, unsigned cus, int fp8) {
   if (fp8) {
     const int32_t more = model_rule(lens, n, max_ctx, cus, 5);
     if (more == 0 || more >= 512) return more;
   }
   return model_rule(lens, n, max_ctx, cus, 3);
+}
+
+static long model_busy(const int32_t *lens, int n, int max_ctx, int part) {
+  long busy = 0;
+  for (int i = 0; i < n; i++) busy += ((lens ? lens[i] : max_ctx) + part - 1) / part;
+  return busy;
+}
+
+/* Then fewer, wider work-groups (lib/decode.c mma_widen), modelled where
+ * the split's work-groups have 4 warps (at most 3 busy a compute unit,
+ * 256 tokens each or more; elsewhere -1): of k = 1, 2, ... partitions
+ * fewer than the split's (evenly cut, whole chunks), the first whose busy
+ * work-groups are mostly full (3/4 of their tokens there), a quarter of
+ * the compute units or more, and that, at 4,
+ * 6, 8 or 12 warps (at most 8; 12 for fp8), keep 0.95 of min(that many a
+ * compute unit, the split's warps) in flight, in one wave (12 warps
+ * resident a unit), 64 tokens a warp or more. Sets *warps; 0: v1. */
+static int32_t model_partition_warps(const int32_t *lens, int n, int max_ctx, unsigned cus, int fp8,
+                                     int *warps) {
+  const int32_t split = model_split(lens, n, max_ctx, cus, fp8);
+  const int32_t part0 = split ? split : (max_ctx + 15) / 16 * 16;
+  const long busy0 = model_busy(lens, n, max_ctx, part0);
+  long work = 0;
+  for (int i = 0; i < n; i++) work += lens ? lens[i] : max_ctx;
+  *warps = -1; /* -1: the model does not apply */
+  if (work < 256 * busy0) return -1;
+  if (4 * work >= 3L * part0 * busy0 && busy0 > 3L * cus) return -1;
+  *warps = 4;
+  const int widest = fp8 ? 12 : 8;
+  const long had = 4 * busy0, most = (long)widest * cus;
+  const double want = 0.95 * (double)(had < most ? had : most);
+  const int k0 = (max_ctx + part0 - 1) / part0;
+  static const int widths[] = {4, 6, 8, 12};
+  for (int k = 1; k < k0; k++) {
+    const int part = ((max_ctx + k - 1) / k + 15) / 16 * 16;
+    const long busy = model_busy(lens, n, max_ctx, part);
+    if (4 * busy < (long)cus || 4 * work < 3L * part * busy) continue;
+    for (int i = 0; i < 4; i++) {
+      const int w = widths[i];
+      if ((double)busy * w < want) continue;
+      if (w > widest || busy > (long)cus * (12 / w) || part < 64 * w) break;
+      *warps = w;
+      return k == 1 ? 0 : part;
+    }
+  }
+  return split;
+}
+/* -1 where the model does not apply (test_plan's shapes are all within it). */
+static int32_t model_partition(const int32_t *lens, int n, int max_ctx, unsigned cus, int fp8) {
+  int warps;
+  return model_partition_warps(lens, n, max_ctx, cus, fp8, &warps);
 }
 
 static void test_plan(clpa_dtype dtype) {
@@ -748,6 +799,68 @@ static void test_lanes_plan(void) {
   for (size_t i = 0; i < sizeof all / sizeof *all; i++) clReleaseMemObject(all[i]);
 }
 
+/* The mma plan's wider work-groups (lib/decode.c mma_widen): 1 to 2 x
+ * compute units + 2 sequences of one length (1024, then 4096 tokens), one
+ * KV head of 4 query heads, f16 and fp8 where the device converts it. The
+ * plan's partition is checked against the model's wherever the model
+ * applies, and the first shape of each width it gives past 4 warps (6, 8,
+ * 12: the H100 gives all three, 2 compute units 8 and 12) runs against
+ * the reference. */
+static void test_widen(void) {
+  clpa_device_info info;
+  clpa_context_device_info(ctx, &info);
+  const unsigned cus = info.compute_units ? info.compute_units : 1;
+  const int most = 2 * (int)cus + 2, mbs = 4096 / 16;
+  cl_mem q = test_buffer(ctx, NULL, (size_t)most * 4 * 64 * 4);
+  cl_mem bt = test_buffer(ctx, NULL, (size_t)most * mbs * 4), cl = test_buffer(ctx, NULL, (size_t)most * 4);
+  cl_mem out = test_buffer(ctx, NULL, (size_t)most * 4 * 64 * 4);
+  int ran[13] = {0};
+  long checked = 0, differ = 0;
+  static const clpa_dtype dts[] = {F16, E4M3};
+  for (int d = 0; d < 2; d++) {
+    const dcase probe = {1, 4, 1, 64, 16, 1024, dts[d], F32, AUTO, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    if (!mma_applies(&probe)) continue;
+    clpa_kv_layout kv;
+    clpa_kv_layout_init(&kv, dts[d], 64, 16, 1, 64);
+    cl_mem kc = test_buffer(ctx, NULL, kv.cache_bytes), vc = test_buffer(ctx, NULL, kv.cache_bytes);
+    clpa_decode_params p;
+    clpa_decode_params_init(&p);
+    p.num_heads = 4, p.kv = kv, p.max_blocks_per_seq = mbs, p.scale = 0.125f, p.query = q;
+    p.key_cache = kc, p.value_cache = vc, p.block_tables = bt, p.context_lens = cl, p.out = out;
+    p.path = CLPA_DECODE_PATH_MMA;
+    for (int len = 1024; len <= 4096; len *= 4)
+      for (int n = 1; n <= most; n++) {
+        int warps;
+        const int32_t want = model_partition_warps(NULL, n, len, cus, is_fp8(dts[d]), &warps);
+        if (warps < 0) continue;
+        p.num_seqs = n, p.max_context_len = len;
+        int32_t part = -1;
+        clpa_decode_variant v = CLPA_DECODE_AUTO;
+        const clpa_status st = clpa_decode_choice(ctx, &p, NULL, &v, &part, NULL);
+        checked++;
+        if (st != CLPA_OK || part != want || (v == CLPA_DECODE_V1) != (want == 0)) {
+          if (differ++ < 3)
+            diag("%s, %d x %d tokens: partition %d, the model's %d (%d warps) %s",
+                 clpa_dtype_name(dts[d]), n, len, part, want, warps, clpa_last_error());
+        }
+        if (warps > 4 && !ran[warps]) {
+          ran[warps] = 1;
+          const dcase c = {n, 4, 1, 64, 16, len, dts[d], F32, AUTO, 0, 0, 0, 0, 0, 0, 1, 0, 0};
+          plan_as_long = 1;
+          run_case(&c, CLPA_DECODE_PATH_MMA);
+          plan_as_long = 0;
+        }
+      }
+    clReleaseMemObject(kc), clReleaseMemObject(vc);
+  }
+  ok(checked > 0 && differ == 0,
+     "mma plan, wider work-groups: %ld shapes as the model on %u compute units, %ld differ", checked,
+     cus, differ);
+  ok(ran[8], "one of them had 8-warp work-groups (6: %d, 12: %d) and ran above", ran[6], ran[12]);
+  cl_mem all[] = {q, bt, cl, out};
+  for (size_t i = 0; i < sizeof all / sizeof *all; i++) clReleaseMemObject(all[i]);
+}
+
 /* The mma plan's three-warp work-groups (lib/decode.c mma_warps): on 2
  * compute units 16 busy work-groups of 300 tokens fill two waves of
  * three-warp ones (4 a unit) but not of four-warp ones (3 a unit); on
@@ -790,6 +903,7 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < sizeof default_grid / sizeof *default_grid; i++)
       if (mma_applies(&default_grid[i])) run_case(&default_grid[i], CLPA_DECODE_PATH_MMA);
     test_three_warps();
+    test_widen();
   } else if (argc > 1 && strcmp(argv[1], "--rows") == 0) { /* ... and on the rows path */
     for (size_t i = 0; i < sizeof default_grid / sizeof *default_grid; i++)
       run_case(&default_grid[i], CLPA_DECODE_PATH_ROWS);
@@ -809,6 +923,7 @@ int main(int argc, char **argv) {
     const dcase fp8_plan = {3, 1, 1, 64, 16, 4096, E4M3, F32, AUTO, 0, 0, 0, 0, 0, 0, 0, 0, 0};
     if (mma_applies(&fp8_plan)) test_plan(E4M3);
     test_three_warps();
+    test_widen();
     test_events();
   }
   return test_context_done(ctx);
