@@ -178,6 +178,12 @@ inline float lane_xor(float v, int mask) {
   asm volatile("shfl.sync.bfly.b32 %0, %1, %2, 0x1f, 0xffffffff;" : "=f"(r) : "f"(v), "r"(mask));
   return r;
 }
+/* Lane 0's v, in every lane of the warp. */
+inline int warp_lane0(int v) {
+  int r;
+  asm volatile("shfl.sync.idx.b32 %0, %1, 0, 0x1f, 0xffffffff;" : "=r"(r) : "r"(v));
+  return r;
+}
 #elif CLPA_LANES == 2
 #if defined(cl_intel_subgroups)
 #pragma OPENCL EXTENSION cl_intel_subgroups : enable

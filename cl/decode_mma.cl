@@ -41,8 +41,9 @@
  *
  * The softmax runs over each column (a head): its max over the 8 lanes of
  * a column (mma_col_reduce), once per chunk; each lane keeps its own part
- * of the sum until the end. The warps take chunks in turn and merge their
- * states and outputs in local memory at the end.
+ * of the sum until the end. The warps take chunks in turn (on NVIDIA, with
+ * 16 chunks a warp or more, as they ask) and merge their states and
+ * outputs in local memory at the end.
  *
  * Where the time goes on the H100 (a %globaltimer trace of every warp,
  * notes/perf.md 2026-11-27): batch 16 x 4096 streams at the copy
@@ -209,15 +210,17 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
   __local int last[1];                                  /* step 8: decode_last_part's */
 #endif
   __local uint xch[MMA_XCH];
+#if MMA_PTX
+  __local int handout[1]; /* the row's next chunk no warp has taken */
+#endif
   (void)logits, (void)logits_stride;
 
   const int lid = get_local_id(0), lane = lid % 32, warp = lid / 32, g = lane / 4, t = lane % 4;
   const int head0 = get_group_id(0) * G, seq = get_group_id(1), part = get_group_id(2);
   const int kv_head = head0 / (num_heads / num_kv_heads);
   /* The row's chunks (16 tokens from the window's start): partition p
-   * takes chunks [p PCH, (p + 1) PCH), its warps in turn. (Handing them
-   * out to warps as they ask, through a counter per row, kept a row's
-   * warps together but measured no faster on the H100: notes/perf.md.)
+   * takes chunks [p PCH, (p + 1) PCH), its warps in turn, or on NVIDIA
+   * as they ask (step 2).
    * The length, the queries and the first chunk's table entries are read
    * together (one round trip to memory instead of three before the first
    * K/V load); the entries again only where a sliding window moves the
@@ -260,6 +263,8 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
   const int live = part < nparts;
 #if MMA_PTX
   if (!live) return;
+  if (lid == 0) handout[0] = part * PCH + WARPS;
+  barrier(CLK_LOCAL_MEM_FENCE);
 #endif
   if (t0) ids = chunk_ids(table, t0 + c_first * CHUNK, g, t, max_blocks_per_seq);
   const int c_end = min((part + 1) * PCH, total); /* this work-group's chunks end */
@@ -286,7 +291,25 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
   const float qk_scale = scale * (!KV_IS_FP8 ? 1.0f : k_scales ? k_scales[0] : k_scale);
   const float vscale = !KV_IS_FP8 ? 1.0f : v_scales ? v_scales[0] : v_scale;
   int c = c_first;
+#if MMA_PTX
+  /* NVIDIA: where the warps have 16 chunks each or more, after its first a
+   * warp takes the work-group's next chunk as it asks (a chunk ahead), so
+   * that they end together (a warp's loop end spread over ~4 us within a
+   * work-group); with fewer the atomic's round trip cost more than it
+   * saved. The emulated products need every warp to run the same
+   * iterations. H100, cold, us, static / asked for (notes/perf.md,
+   * 2026-11-27 fourth session): 32/8 f16 16 x 4096 (v1, 8 warps) 96.1 /
+   * 95.3, fp8 55.8 / 53.8, 8 x 32768 361.6 / 357.3. 1 x 4096 (4 chunks a
+   * warp, so in turn) 18.1 / 18.4: the barrier and this loop's form, not
+   * the atomics; a form that kept the old loop where no warp asks cost
+   * the same there and gave back a third of the gains. (A counter in
+   * global memory, with 2 work-groups an SM, had measured no gain.) */
+  const int ask = c_end - part * PCH >= 16 * WARPS; /* the same in the whole work-group */
+  (void)iters;
+  while (c < c_end) {
+#else
   for (int it = 0; it < iters; it++) {
+#endif
     /* ---- 2. load the chunk's K and V; the next chunk's number and table entries ----
      * Loading the next chunk while computing this one (registers for two:
      * 239 instead of 156) measured the same on the H100's batch 1-64
@@ -295,7 +318,11 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
     const int kt = c0 + 4 * (g / 2) + g % 2, vt = c0 + 4 * t;
     mma_chunk cur;
     load_chunk(&cur, c0, ids, MMA_CHUNK_ARGS);
+#if MMA_PTX
+    const int next = ask ? warp_lane0(lane == 0 ? atomic_inc(handout) : 0) : c + WARPS;
+#else
     const int next = c + WARPS;
+#endif
     ids = chunk_ids(table, t0 + next * CHUNK, g, t, max_blocks_per_seq);
     if (cur.vb >= 0 && (vt < lo || vt + 4 > t_end)) { /* slots outside [lo, t_end) may hold NaN */
       const int4 in = (int4)(vt) + IOTA4 >= lo && (int4)(vt) + IOTA4 < t_end;
