@@ -93,6 +93,7 @@ check_refused([BENCH, "decode", "--cold", "--hot"], "--cold and --hot exclude ea
 check_refused([BENCH, "decode", "--lengths", "zipf"], "--lengths takes", "not 'zipf'")
 check_refused([BENCH, "sweep", "--batch", "1,,4"], "--batch takes a comma-separated list")
 check_refused([BENCH, "sweep", "--dtypes", "f16,f64"], "--dtypes takes", "not 'f16,f64'")
+check_refused([BENCH, "sweep", "--paths", "lanes,auto"], "--paths takes", "not 'lanes,auto'")
 check_refused([BENCH, "radix", "--requests", "-5"], "--requests takes a positive integer")
 check_refused([BENCH, "kvman", "--out-min", "100", "--out-max", "50"], "--out-max (50)")
 check_refused([BENCH, "kvman", "stray"], "unexpected argument 'stray'")
@@ -176,21 +177,46 @@ if doc:
        "decode --lengths one-long: 64 + 16 tokens, K/V bytes from the lengths", json.dumps(doc))
 
 CSV_HEADER = ["device", "mode", "dtype", "heads", "kv_heads", "head_size", "block_size", "batch",
-              "context", "lengths", "us_per_call", "gbps", "copy_gbps", "ratio"]
+              "context", "lengths", "us_per_call", "gbps", "copy_gbps", "ratio", "path",
+              "best_path", "best_us", "auto_vs_best"]
+PATHS = ("lanes", "mma", "rows")
+
+
+def read_csv(path):
+    try:
+        with open(path, newline="", encoding="utf-8") as f:
+            return list(csv.reader(f)), ""
+    except OSError as e:
+        return [], f"\ncsv: {e}"
+
+
 with tempfile.TemporaryDirectory() as tmp:
     path = os.path.join(tmp, "sweep.csv")
     args = [BENCH, "sweep", "--quick", "--csv", path]
     rc, out, err = run(*args)
-    try:
-        with open(path, newline="", encoding="utf-8") as f:
-            rows = list(csv.reader(f))
-    except OSError as e:
-        rows = []
-        err += f"\ncsv: {e}"
+    rows, why = read_csv(path)
     ok(rc == 0 and rows and rows[0] == CSV_HEADER and len(rows) >= 2 and
-       all(len(r) == len(CSV_HEADER) and float(r[-1]) > 0 for r in rows[1:]),
-       "sweep --quick --csv: the header and rows of 14 fields with a ratio",
-       show(args, rc, out, err) + f"\ncsv: {rows}")
+       all(len(r) == len(CSV_HEADER) and float(r[13]) > 0 and r[14] in PATHS and
+           r[15:] == ["", "", ""] for r in rows[1:]),
+       "sweep --quick --csv: the header and rows of 18 fields with a ratio and auto's path, no"
+       " comparison without --paths", show(args, rc, out, err + why) + f"\ncsv: {rows}")
+    # --paths: each point also on the lanes path; auto against the fastest
+    path2 = os.path.join(tmp, "paths.csv")
+    args2 = [BENCH, "sweep", "--quick", "--paths", "lanes", "--csv", path2, "--png", "none",
+             "--json"]
+    doc = check_json(args2, "sweep", ["worst_auto_vs_best", "worst_point", "below_0_8"])
+    rows2, why = read_csv(path2)
+    good = rows2 and rows2[0] == CSV_HEADER and len(rows2) >= 2
+    for r in (rows2[1:] if good else []):
+        us, best, vs = float(r[10]), float(r[16]), float(r[17])
+        good = good and r[15] in (r[14], "lanes") and 0 < best <= us and 0 < vs <= 1 and \
+            abs(vs - best / us) < 1e-3 + 1e-3 * vs
+    worst = min((float(r[17]) for r in rows2[1:]), default=None) if good else None
+    ok(good and doc is not None and worst is not None and
+       abs(doc["worst_auto_vs_best"] - worst) < 1e-3 and
+       doc["below_0_8"] == sum(float(r[16]) < 0.8 * float(r[10]) for r in rows2[1:]),
+       "sweep --paths lanes: every row's fastest path, its time and auto's share of it agree,"
+       " and the summary's worst and count match the rows", f"{doc}\ncsv: {rows2}{why}")
     png = os.path.join(tmp, "sweep.png")
     if shutil.which("gnuplot"):
         ok(os.path.exists(png) and open(png, "rb").read(8) == b"\x89PNG\r\n\x1a\n",

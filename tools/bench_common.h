@@ -88,6 +88,9 @@ const char *bench_lengths_name(bench_lengths l);
 /* cli_opt parse functions: a bench_lengths, a clpa_dtype. */
 const char *bench_parse_lengths(const char *text, void *value);
 const char *bench_parse_dtype(const char *text, void *value);
+/* A decode path's name (auto, lanes, mma, rows); cli_opt's parse of one. */
+const char *bench_path_name(clpa_decode_path p);
+const char *bench_parse_path(const char *text, void *value);
 
 typedef struct bench_decode_shape {
   int32_t heads, kv_heads, head_size, block_size, batch, context, partition, hpg;

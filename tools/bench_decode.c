@@ -60,8 +60,11 @@ static const char *variant_name(clpa_decode_variant v) {
 }
 
 static const char *const PATH_NAMES[] = {"auto", "lanes", "mma", "rows"};
+const char *bench_path_name(clpa_decode_path p) {
+  return (unsigned)p < sizeof PATH_NAMES / sizeof *PATH_NAMES ? PATH_NAMES[p] : "?";
+}
 
-static const char *parse_path(const char *text, void *value) {
+const char *bench_parse_path(const char *text, void *value) {
   for (int i = 0; i < 4; i++)
     if (strcmp(text, PATH_NAMES[i]) == 0) {
       *(clpa_decode_path *)value = (clpa_decode_path)i;
@@ -296,7 +299,7 @@ static int parse(int argc, char **argv, decode_args *a) {
       {"path", CLI_WORD, &s->path, 0, 0, "NAME",
        "lanes (f32 FMAs), mma (tensor cores; emulated\noff NVIDIA, slow), rows (CPUs) or auto",
        "auto",
-       parse_path},
+       bench_parse_path},
       {"partition", CLI_INT, &s->partition, 0, MAX_DIM, "N",
        "v2 tokens per partition, a multiple of\n--block-size; 0 takes the tuning\ntable's (clpa-info --smoke prints it)", NULL, NULL},
       {"heads-per-group", CLI_INT, &s->hpg, 0, MAX_DIM, "N",
@@ -393,7 +396,7 @@ static void print_json(const decode_args *a, const bench_env *env, const bench_t
   cli_json_str(&j, "variant", variant_name(s->variant));
   cli_json_int(&j, "partition", s->partition);
   cli_json_int(&j, "heads_per_group", s->hpg);
-  cli_json_str(&j, "path", PATH_NAMES[f->path]);
+  cli_json_str(&j, "path", bench_path_name(f->path));
   cli_json_str(&j, "used_variant", variant_name(f->variant));
   cli_json_int(&j, "used_partition", f->partition);
   cli_json_int(&j, "used_heads_per_group", f->hpg);
@@ -423,7 +426,7 @@ static void print_table(const decode_args *a, const bench_env *env, const bench_
          s->batch, s->context, s->heads, s->kv_heads, s->head_size, s->block_size,
          clpa_dtype_name(s->dtype));
   printf("lengths     %s: %lld tokens in all\n", bench_lengths_name(s->lengths), f->tokens);
-  printf("kernel      %s path, %s, partition %d, %d heads per work-group\n", PATH_NAMES[f->path],
+  printf("kernel      %s path, %s, partition %d, %d heads per work-group\n", bench_path_name(f->path),
          variant_name(f->variant), f->partition, f->hpg);
   if (t->cold)
     printf("mode        cold: L2 flushed (%.0f MiB read) before each call, event-timed\n",
@@ -453,12 +456,12 @@ static int tune_point(bench_env *env, const bench_decode_shape *s, const bench_t
                       bench_decode_figures *f) {
   char why[2048];
   if (bench_decode_measure(env, s, t, f, why, sizeof why) != BENCH_MEASURED) {
-    printf("partition %4d, %-5s path: refused (%s)\n", (int)s->partition, PATH_NAMES[s->path],
+    printf("partition %4d, %-5s path: refused (%s)\n", (int)s->partition, bench_path_name(s->path),
            why);
     return 0;
   }
   printf("partition %4d, %-5s path: %10.1f us, %.2f GB/s\n", (int)s->partition,
-         PATH_NAMES[f->path], f->per_call * 1e6, f->kv_bytes / f->per_call / 1e9);
+         bench_path_name(f->path), f->per_call * 1e6, f->kv_bytes / f->per_call / 1e9);
   return 1;
 }
 
@@ -496,7 +499,7 @@ static int tune(bench_env *env, const decode_args *a, const bench_timing *t) {
     tune_point(env, &s, t, &f);
   }
   printf("tuning table (lib/tuning.c): decode_partition %d (%s path, %.1f us on %s, %s)\n",
-         (int)best_part, PATH_NAMES[best_path], best * 1e6, env->info.name, bench_mode_name(t));
+         (int)best_part, bench_path_name(best_path), best * 1e6, env->info.name, bench_mode_name(t));
   return 0;
 }
 

@@ -72,6 +72,17 @@ static const char *parse_dtypes(const char *text, void *value) {
                     one_dtype);
 }
 
+static int one_path(const char *item, int32_t *v) {
+  clpa_decode_path p;
+  if (bench_parse_path(item, &p) || p == CLPA_DECODE_PATH_AUTO) return 0;
+  *v = (int32_t)p;
+  return 1;
+}
+
+static const char *parse_paths(const char *text, void *value) {
+  return parse_list(text, value, "a comma-separated list of lanes, mma, rows", one_path);
+}
+
 static const char *parse_lengths_list(const char *text, void *value) {
   return parse_list(text, value, "a comma-separated list of uniform, loguniform, one-long",
                     one_lengths);
@@ -89,7 +100,7 @@ static void list_default(int_list *l, const int32_t *v, int n) {
   } while (0)
 
 typedef struct sweep_args {
-  int_list heads, gqa, batch, context, dtypes, lengths;
+  int_list heads, gqa, batch, context, dtypes, lengths, paths;
   int32_t head_size, block_size, repeats;
   int quick, cold, hot, json;
   const char *csv, *png;
@@ -134,6 +145,10 @@ static int parse(int argc, char **argv, sweep_args *a) {
       {"csv", CLI_WORD, &a->csv, 0, 0, "FILE", "where the rows go", "clpa-sweep.csv", parse_path},
       {"png", CLI_WORD, &a->png, 0, 0, "FILE", "the plot ('none': no plot)",
        "the CSV's name, .png", parse_path},
+      {"paths", CLI_WORD, &a->paths, 0, 0, "LIST",
+       "also time each point on these paths (lanes, mma,\nrows; each with its own plan) and give "
+       "auto's\ntime against the fastest (issue 11: no point\nbelow 0.8)",
+       "none", parse_paths},
       {"json", CLI_FLAG, &a->json, 0, 0, NULL,
        "print one JSON line (the summary) instead of a\nline per point", NULL, NULL},
       {NULL, 0, NULL, 0, 0, NULL, NULL, NULL, NULL},
@@ -151,10 +166,14 @@ static int parse(int argc, char **argv, sweep_args *a) {
       "ceiling over the same bytes in the same mode. Shapes the device cannot hold\n"
       "or the library refuses are skipped with a note on stderr.\n"
       "CSV columns: device, mode, dtype, heads, kv_heads, head_size, block_size,\n"
-      "batch, context, lengths, us_per_call, gbps, copy_gbps, ratio.\n"
+      "batch, context, lengths, us_per_call, gbps, copy_gbps, ratio, path (auto's),\n"
+      "best_path, best_us, auto_vs_best (best_us / us_per_call; the last three\n"
+      "empty without --paths). A path that refuses a point is left out of it.\n"
       "The plot: a panel per dtype and lengths; a point is the median ratio over\n"
       "the (heads, GQA) pairs of the grid. Without gnuplot it says so and skips it.\n"
-      "JSON keys: op, device, mode, points, measured, skipped, failed, csv, png.",
+      "JSON keys: op, device, mode, points, measured, skipped, failed, csv, png;\n"
+      "with --paths also worst_auto_vs_best, worst_point and below_0_8 (points\n"
+      "where auto takes more than 1.25x the fastest path's time).",
   };
   int rc = cli_parse(&cmd, argc, argv);
   if (rc != CLI_RUN) return rc;
@@ -185,6 +204,8 @@ static int parse(int argc, char **argv, sweep_args *a) {
 typedef struct sweep_row {
   bench_decode_shape s;
   double us, gbps, copy, ratio;
+  clpa_decode_path path, best_path; /* auto's; the fastest's (--paths) */
+  double best_us;                   /* the fastest path's time (auto's without --paths) */
 } sweep_row;
 
 /* Calls visit for every point of the grid, in order; returns the count. */
@@ -259,6 +280,29 @@ static void shape_text(const bench_decode_shape *s, int padded, char *buf, size_
            (int)s->context, bench_lengths_name(s->lengths));
 }
 
+/* --paths: the point on each listed path other than auto's own (whose
+ * time is auto's), each with its own plan; the fastest goes into row. */
+static void compare_paths(sweep_run *r, sweep_row *row, const char *what) {
+  for (int i = 0; i < r->a->paths.n; i++) {
+    const clpa_decode_path p = (clpa_decode_path)r->a->paths.v[i];
+    if (p == row->path) continue;
+    bench_decode_shape sp = row->s;
+    sp.path = p;
+    bench_decode_figures f;
+    char why[2048];
+    cli_progress("sweep %d/%d: %s, %s path", r->done, r->points, what, bench_path_name(p));
+    const int rc = bench_decode_measure(r->env, &sp, &r->t, &f, why, sizeof why);
+    cli_progress_end();
+    if (rc == BENCH_MEASURED && f.per_call * 1e6 < row->best_us)
+      row->best_us = f.per_call * 1e6, row->best_path = p;
+    if (rc == BENCH_FAILED) {
+      r->failed++;
+      fprintf(stderr, "clpa-bench sweep: failed %s, %s path: %s\n", what, bench_path_name(p),
+              why[0] ? why : "(see above)");
+    }
+  }
+}
+
 static void measure_point(const bench_decode_shape *s, void *ctx) {
   sweep_run *r = ctx;
   char what[160], why[2048];
@@ -281,17 +325,30 @@ static void measure_point(const bench_decode_shape *s, void *ctx) {
     return;
   }
   sweep_row *row = &r->rows[r->measured++];
-  *row = (sweep_row){*s, f.per_call * 1e6, f.kv_bytes / f.per_call / 1e9, copy, 0};
+  *row = (sweep_row){*s, f.per_call * 1e6, f.kv_bytes / f.per_call / 1e9, copy, 0, f.path, f.path,
+                     f.per_call * 1e6};
   row->ratio = row->gbps / copy;
+  compare_paths(r, row, what);
   csv_field(r->csv, r->env->info.name);
-  fprintf(r->csv, ",%s,%s,%d,%d,%d,%d,%d,%d,%s,%.2f,%.3f,%.3f,%.4f\n", bench_mode_name(&r->t),
+  fprintf(r->csv, ",%s,%s,%d,%d,%d,%d,%d,%d,%s,%.2f,%.3f,%.3f,%.4f,%s", bench_mode_name(&r->t),
           clpa_dtype_name(s->dtype), (int)s->heads, (int)s->kv_heads, (int)s->head_size,
           (int)s->block_size, (int)s->batch, (int)s->context, bench_lengths_name(s->lengths),
-          row->us, row->gbps, row->copy, row->ratio);
+          row->us, row->gbps, row->copy, row->ratio, bench_path_name(row->path));
+  if (r->a->paths.n)
+    fprintf(r->csv, ",%s,%.2f,%.4f\n", bench_path_name(row->best_path), row->best_us,
+            row->best_us / row->us);
+  else
+    fputs(",,,\n", r->csv);
   fflush(r->csv);
   shape_text(s, 1, what, sizeof what);
-  if (!r->a->json)
-    printf("%s %10.1f us %9.2f GB/s  ratio %.3f\n", what, row->us, row->gbps, row->ratio);
+  if (!r->a->json) {
+    printf("%s %10.1f us %9.2f GB/s  ratio %.3f  %-5s", what, row->us, row->gbps, row->ratio,
+           bench_path_name(row->path));
+    if (r->a->paths.n)
+      printf("  %.2f of the fastest (%s, %.1f us)", row->best_us / row->us,
+             bench_path_name(row->best_path), row->best_us);
+    printf("\n");
+  }
   fflush(stdout);
 }
 
@@ -417,6 +474,21 @@ static int plot(const sweep_run *r, const char *png) {
 /* ----------------------------------------------------------------------
  * clpa-bench sweep
  * -------------------------------------------------------------------- */
+/* --paths: the point where auto is furthest from the fastest path (-1: none). */
+static int worst_point(const sweep_run *r) {
+  int w = -1;
+  for (int i = 0; i < r->measured; i++)
+    if (w < 0 || r->rows[i].best_us / r->rows[i].us < r->rows[w].best_us / r->rows[w].us) w = i;
+  return w;
+}
+
+/* Points where auto is below `at` of the fastest path's speed. */
+static int below(const sweep_run *r, double at) {
+  int n = 0;
+  for (int i = 0; i < r->measured; i++) n += r->rows[i].best_us < at * r->rows[i].us;
+  return n;
+}
+
 static void print_json(const sweep_run *r, const char *csv, const char *png) {
   cli_json j;
   cli_json_begin(&j, stdout);
@@ -429,6 +501,14 @@ static void print_json(const sweep_run *r, const char *csv, const char *png) {
   cli_json_int(&j, "failed", r->failed);
   cli_json_str(&j, "csv", csv);
   cli_json_str(&j, "png", png);
+  if (r->a->paths.n) {
+    char what[160] = "";
+    const int w = worst_point(r);
+    if (w >= 0) shape_text(&r->rows[w].s, 0, what, sizeof what);
+    cli_json_num(&j, "worst_auto_vs_best", w >= 0 ? r->rows[w].best_us / r->rows[w].us : 1.0, 4);
+    cli_json_str(&j, "worst_point", what);
+    cli_json_int(&j, "below_0_8", below(r, 0.8));
+  }
   cli_json_end(&j);
 }
 
@@ -469,7 +549,7 @@ int bench_sweep(int argc, char **argv) {
     goto done;
   }
   fputs("device,mode,dtype,heads,kv_heads,head_size,block_size,batch,context,lengths,"
-        "us_per_call,gbps,copy_gbps,ratio\n",
+        "us_per_call,gbps,copy_gbps,ratio,path,best_path,best_us,auto_vs_best\n",
         r.csv);
   if (!a.json)
     printf("device %s, %s L2, %d points -> %s\n", env.info.name, bench_mode_name(&r.t), r.points,
@@ -490,6 +570,15 @@ int bench_sweep(int argc, char **argv) {
            a.csv);
     if (plotted) printf(", plot in %s", png_path);
     printf("\n");
+    const int w = a.paths.n ? worst_point(&r) : -1;
+    if (w >= 0) {
+      char what[160];
+      shape_text(&r.rows[w].s, 0, what, sizeof what);
+      printf("auto against the fastest path: %.2f at worst (%s: %s %.1f us, %s %.1f us); %d of %d"
+             " points below 0.8\n",
+             r.rows[w].best_us / r.rows[w].us, what, bench_path_name(r.rows[w].path), r.rows[w].us,
+             bench_path_name(r.rows[w].best_path), r.rows[w].best_us, below(&r, 0.8), r.measured);
+    }
   }
   rc = r.failed ? 1 : 0;
 done:
