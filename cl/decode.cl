@@ -330,7 +330,7 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
     const int has_sink = alone && sinks;
     softmax_state st = softmax_logits(logits + g * logits_stride, num_tokens, qk_max[g], has_sink,
                                       has_sink ? sinks[head0 + g] : 0.0f, red);
-    if (lid == 0 && live) {
+    if (live && lid == 0) { /* a constant (v1's live) on the right of && draws a clang warning */
       const size_t sh = (size_t)seq * num_heads + head0 + g;
       if (alone) {
         if (lse) lse[sh] = softmax_lse(st);

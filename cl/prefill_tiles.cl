@@ -202,7 +202,7 @@ inline void fetch_qk(IO_RAW4 qf[QU], KV_RAW4 kf[KU], __global const io_t *q, lon
     const int d = q_dim(t);
     const int o = QK_EXACT ? dc + Q_STEP * t : min(dc + d, HEAD_SIZE - 4);
     qf[t] = (IO_RAW4)(0);
-    if (qrow >= 0 && (QK_EXACT || (d < DK && dc + d < HEAD_SIZE)))
+    if ((QK_EXACT || (d < DK && dc + d < HEAD_SIZE)) && qrow >= 0) /* the constant on the left: no clang warning */
       qf[t] = qvec ? IO_RAW4A(qp, o) : IO_RAW4U(qp, o);
   }
   __global const kv_t *const kp = k_cache + (krow >= 0 ? krow : 0);
@@ -212,7 +212,7 @@ inline void fetch_qk(IO_RAW4 qf[QU], KV_RAW4 kf[KU], __global const io_t *q, lon
     const int o = QK_EXACT ? dc * BLOCK_SIZE + key_index(K_STEP * t, 0, BLOCK_SIZE)
                            : key_index(min(dc + d, HEAD_SIZE - 4), 0, BLOCK_SIZE);
     kf[t] = (KV_RAW4)(0);
-    if (krow >= 0 && (QK_EXACT || (d < DK && dc + d < HEAD_SIZE))) kf[t] = KV_RAW4A(kp + o);
+    if ((QK_EXACT || (d < DK && dc + d < HEAD_SIZE)) && krow >= 0) kf[t] = KV_RAW4A(kp + o);
   }
 }
 
@@ -449,9 +449,13 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
         }
       }
       if (!full) { /* key jj counts for the row where lo <= jj <= hi */
-        const int keep = rhead[r] >= 0 && (!CLPA_SPARSE || !block_mask ||
+#if CLPA_SPARSE
+        const int keep = rhead[r] >= 0 && (!block_mask ||
                                            row_mask(rows, r, block_mask, s, num_heads, cached,
                                                     mask_block, mask_qb, mask_kb)[k0 / mask_block]);
+#else
+        const int keep = rhead[r] >= 0;
+#endif
         const int hi = !keep ? INT_MIN : causal ? pos : INT_MAX;
         const int lo = window > 0 ? pos - window + 1 : INT_MIN;
 #pragma unroll
