@@ -268,7 +268,6 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
 #endif
   if (t0) ids = chunk_ids(table, t0 + c_first * CHUNK, g, t, max_blocks_per_seq);
   const int c_end = min((part + 1) * PCH, total); /* this work-group's chunks end */
-  const int iters = (c_end - part * PCH + WARPS - 1) / WARPS;
   const ulong kv_off = kv_tile(0, kv_head, block_stride, head_stride); /* + block * block_stride */
 
   /* This lane's columns 8 h + 2 t + i: heads head0 + column while column < G. */
@@ -305,9 +304,9 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
    * the same there and gave back a third of the gains. (A counter in
    * global memory, with 2 work-groups an SM, had measured no gain.) */
   const int ask = c_end - part * PCH >= 16 * WARPS; /* the same in the whole work-group */
-  (void)iters;
   while (c < c_end) {
 #else
+  const int iters = (c_end - part * PCH + WARPS - 1) / WARPS;
   for (int it = 0; it < iters; it++) {
 #endif
     /* ---- 2. load the chunk's K and V; the next chunk's number and table entries ----

@@ -283,10 +283,11 @@ inline void publish_fence(void) {
 /* Whether this work-group is the last of its row's nparts partitions to
  * finish (the same answer for every work-item; 0 where `counts` is 0, and
  * the counter left alone). The row's counter is part_counts' entry for
- * sequence seq and this work-group's head group (get_group_id(0)). The work-group's global writes before the
- * call are published first: work-item 0's fence covers the others'
- * writes before the barrier (fences are cumulative). The last sets the
- * counter back to zero for the next call. Every work-item calls it. */
+ * sequence seq and this work-group's head group (get_group_id(0)). The
+ * work-group's global writes before the call are published first: work-item
+ * 0's fence covers the others' writes before the barrier (fences are
+ * cumulative). The last sets the counter back to zero for the next call.
+ * Every work-item calls it. */
 inline int decode_last_part(int counts, __global volatile int *part_counts, int seq,
                             int nparts, __local int *flag) {
   __global volatile int *count = part_counts + (size_t)seq * get_num_groups(0) + get_group_id(0);

@@ -363,13 +363,13 @@ static int mma_warps(long busy, long work, int partition, unsigned cus, long chu
  * fp8 8 x 32768 194.4 -> 191.9 (2 x 16384, 12), 1 x 4096 (16 x 256) 18.6
  * -> 18.1 (8 x 512, 8), 24 x 4096 144.4 -> 142.6 (v1, 6; 8 warps, two
  * waves: 150.8), 4 x 16384 101.2 -> 98.7 (4 x 4096, 8), 64/8 heads 16 x
- * 4096 102.4 -> 97.2 (v1, 8). */
+ * 4096 102.4 -> 97.2 (v1, 8). busy0 and work: the split's busy
+ * work-groups and the tokens they read (plan's). */
 static const int mma_widths[] = {4, 6, 8, 12};
 static void mma_widen(const clpa_context *ctx, const clpa_decode_params *p, long groups,
-                      int max_ctx, int unit, int g, decode_call *c) {
-  const unsigned cus = ctx->info.compute_units ? ctx->info.compute_units : 1;
+                      int max_ctx, unsigned cus, int unit, int g, long busy0, long work,
+                      decode_call *c) {
   const int widest = clpa_dtype_size(c->a.kv.dtype) == 1 ? 12 : 8;
-  const long busy0 = busy_groups(p, groups, c->partition, max_ctx), work = total_work(p, groups, max_ctx);
   const long had = busy0 * (c->threads / 32), most = (long)widest * cus;
   const double want = 0.95 * (double)(had < most ? had : most);
   const int k0 = (max_ctx + c->partition - 1) / c->partition;
@@ -419,7 +419,7 @@ static clpa_status plan(clpa_context *ctx, const clpa_decode_params *p, decode_c
     const long work = total_work(p, groups, max_ctx);
     c->threads = 32 * mma_warps(busy, work, c->partition, cus, chunk_bytes);
     if (!p->partition_size && p->variant == CLPA_DECODE_AUTO)
-      mma_widen(ctx, p, groups, max_ctx, unit, g, c);
+      mma_widen(ctx, p, groups, max_ctx, cus, unit, g, busy, work, c);
     const int parts = (max_ctx + c->partition - 1) / c->partition;
     c->v2 = p->variant == CLPA_DECODE_V2 || (p->variant == CLPA_DECODE_AUTO && parts > 1);
     c->heads_per_group = g;
