@@ -280,6 +280,9 @@ static void shape_text(const bench_decode_shape *s, int padded, char *buf, size_
            (int)s->context, bench_lengths_name(s->lengths));
 }
 
+/* --paths: auto's time against the fastest path's (1: auto is the fastest). */
+static double auto_vs_best(const sweep_row *row) { return row->best_us / row->us; }
+
 /* --paths: the point on each listed path other than auto's own (whose
  * time is auto's), each with its own plan; the fastest goes into row. */
 static void compare_paths(sweep_run *r, sweep_row *row, const char *what) {
@@ -336,7 +339,7 @@ static void measure_point(const bench_decode_shape *s, void *ctx) {
           row->us, row->gbps, row->copy, row->ratio, bench_path_name(row->path));
   if (r->a->paths.n)
     fprintf(r->csv, ",%s,%.2f,%.4f\n", bench_path_name(row->best_path), row->best_us,
-            row->best_us / row->us);
+            auto_vs_best(row));
   else
     fputs(",,,\n", r->csv);
   fflush(r->csv);
@@ -345,7 +348,7 @@ static void measure_point(const bench_decode_shape *s, void *ctx) {
     printf("%s %10.1f us %9.2f GB/s  ratio %.3f  %-5s", what, row->us, row->gbps, row->ratio,
            bench_path_name(row->path));
     if (r->a->paths.n)
-      printf("  %.2f of the fastest (%s, %.1f us)", row->best_us / row->us,
+      printf("  %.2f of the fastest (%s, %.1f us)", auto_vs_best(row),
              bench_path_name(row->best_path), row->best_us);
     printf("\n");
   }
@@ -478,14 +481,14 @@ static int plot(const sweep_run *r, const char *png) {
 static int worst_point(const sweep_run *r) {
   int w = -1;
   for (int i = 0; i < r->measured; i++)
-    if (w < 0 || r->rows[i].best_us / r->rows[i].us < r->rows[w].best_us / r->rows[w].us) w = i;
+    if (w < 0 || auto_vs_best(&r->rows[i]) < auto_vs_best(&r->rows[w])) w = i;
   return w;
 }
 
 /* Points where auto is below `at` of the fastest path's speed. */
 static int below(const sweep_run *r, double at) {
   int n = 0;
-  for (int i = 0; i < r->measured; i++) n += r->rows[i].best_us < at * r->rows[i].us;
+  for (int i = 0; i < r->measured; i++) n += auto_vs_best(&r->rows[i]) < at;
   return n;
 }
 
@@ -505,7 +508,7 @@ static void print_json(const sweep_run *r, const char *csv, const char *png) {
     char what[160] = "";
     const int w = worst_point(r);
     if (w >= 0) shape_text(&r->rows[w].s, 0, what, sizeof what);
-    cli_json_num(&j, "worst_auto_vs_best", w >= 0 ? r->rows[w].best_us / r->rows[w].us : 1.0, 4);
+    cli_json_num(&j, "worst_auto_vs_best", w >= 0 ? auto_vs_best(&r->rows[w]) : 1.0, 4);
     cli_json_str(&j, "worst_point", what);
     cli_json_int(&j, "below_0_8", below(r, 0.8));
   }
@@ -576,7 +579,7 @@ int bench_sweep(int argc, char **argv) {
       shape_text(&r.rows[w].s, 0, what, sizeof what);
       printf("auto against the fastest path: %.2f at worst (%s: %s %.1f us, %s %.1f us); %d of %d"
              " points below 0.8\n",
-             r.rows[w].best_us / r.rows[w].us, what, bench_path_name(r.rows[w].path), r.rows[w].us,
+             auto_vs_best(&r.rows[w]), what, bench_path_name(r.rows[w].path), r.rows[w].us,
              bench_path_name(r.rows[w].best_path), r.rows[w].best_us, below(&r, 0.8), r.measured);
     }
   }
