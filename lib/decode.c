@@ -154,15 +154,17 @@ static clpa_status pick_path(clpa_context *ctx, const clpa_decode_params *p, dec
   return CLPA_OK;
 }
 
-/* Query heads per work-group for the mma and rows kernels: the caller's,
- * else every query head of a KV head, up to 16 (the largest divisor of
- * qpk that is). */
-static int all_heads(const clpa_decode_params *p, int qpk) {
+/* Query heads per work-group: the caller's, else the most query heads of
+ * a KV head up to `cap` (the largest divisor of qpk that is). */
+static int heads_upto(const clpa_decode_params *p, int qpk, int cap) {
   int g = p->heads_per_group;
-  for (int cand = 16; g == 0; cand--)
+  for (int cand = cap; g == 0; cand--)
     if (qpk % cand == 0) g = cand;
   return g;
 }
+
+/* The rows kernel's: every query head of a KV head, up to 16. */
+static int all_heads(const clpa_decode_params *p, int qpk) { return heads_upto(p, qpk, 16); }
 
 /* decode_rows.cl's plan: every query head of a KV head in one work-item
  * (up to 16), the tuning table's partition (or the caller's), shortened
@@ -212,6 +214,29 @@ static long total_work(const clpa_decode_params *p, long groups, int max_ctx) {
   if (!p->host_context_lens) work = (long)p->num_seqs * max_ctx;
   for (int32_t i = 0; p->host_context_lens && i < p->num_seqs; i++) work += p->host_context_lens[i];
   return work * groups;
+}
+
+/* decode_mma.cl's: a KV head's query heads, up to 16 where the K/V tokens
+ * a compute unit reads (KV heads x the sequences' tokens / compute units)
+ * are 1536 or more, 8 from 192, else 4. Fewer heads a work-group give
+ * more work-groups for the same tokens (the products pad the heads to 8
+ * or 16 anyway), each K/V byte read by more of them (the later reads
+ * mostly from the L2): that pays where a call is too short to fill the
+ * device, and costs where it streams. H100, cold, f16, 2026-11-27 (fifth
+ * session, notes/perf.md), us at 16 / 8 / 4 heads a work-group (tokens a
+ * compute unit): 32/2 heads 1 x 4096 25.8 / 21.4 / 16.5 (62), 8 x 1024
+ * 25.6 / 18.2 / 16.5 (124), 16 x 4096 log-uniform 36.8 / 26.1 / 25.1
+ * (~180), 4 x 4096 27.2 / 21.3 / 22.4 (248), 1 x 16384 34.9 / 24.1 /
+ * 27.1 (248), 16 x 4096 40.9 / 38.0 / 49.2 (993), 64 x 2048 57.2 / 60.3
+ * / 91.6 (1986), 8 x 32768 108.6 / 111.0 / 169.8 (3972), fp8 16 x 4096
+ * 37.0 / 30.4 / 36.0; 32/4 heads 1 x 4096 - / 21.8 / 16.7 (124), 4 x 4096
+ * - / 24.5 / 24.6 (496); 64/8 heads 1 x 4096 - / 20.5 / 19.4 (248), 16 x
+ * 4096 - / 96.5 / 107.7. Not 2 (32/8 heads, 4 -> 2): 1 x 4096 18.4 ->
+ * 18.2, 16 x 4096 95.7 -> 107.1. */
+static int mma_heads(const clpa_decode_params *p, int qpk, long kv_heads, int max_ctx,
+                     unsigned cus) {
+  const long per_cu = total_work(p, kv_heads, max_ctx) / (long)cus;
+  return heads_upto(p, qpk, per_cu >= 1536 ? 16 : per_cu >= 192 ? 8 : 4);
 }
 
 static double wave_fill(long busy, long slots) { /* the waves' mean fullness */
@@ -404,8 +429,8 @@ static clpa_status plan(clpa_context *ctx, const clpa_decode_params *p, decode_c
   c->partition = round_up(p->partition_size ? p->partition_size : tuned, unit);
   const int max_ctx = p->max_context_len > 0 ? p->max_context_len : 1;
   if (c->rows) return plan_rows(ctx, p, c, qpk, max_ctx);
-  if (c->mma) { /* every query head of a KV head in one work-group, up to 16 */
-    const int g = all_heads(p, qpk);
+  if (c->mma) {
+    const int g = mma_heads(p, qpk, c->a.kv.num_kv_heads, max_ctx, cus);
     const long groups = p->num_heads / g;
     if (!p->partition_size) {
       c->partition = mma_partition(p, groups, max_ctx, cus, unit, 3);

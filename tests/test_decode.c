@@ -799,6 +799,16 @@ static void test_lanes_plan(void) {
   for (size_t i = 0; i < sizeof all / sizeof *all; i++) clReleaseMemObject(all[i]);
 }
 
+/* Decode arguments for the mma plan's checks: heads query heads over the
+ * layout's KV heads, one buffer each, the tables mbs blocks a sequence. */
+static void mma_plan_args(clpa_decode_params *p, int heads, const clpa_kv_layout *kv, int mbs,
+                          cl_mem q, cl_mem kc, cl_mem vc, cl_mem bt, cl_mem cl, cl_mem out) {
+  clpa_decode_params_init(p);
+  p->num_heads = heads, p->kv = *kv, p->max_blocks_per_seq = mbs, p->scale = 0.125f, p->query = q;
+  p->key_cache = kc, p->value_cache = vc, p->block_tables = bt, p->context_lens = cl, p->out = out;
+  p->path = CLPA_DECODE_PATH_MMA;
+}
+
 /* The mma plan's wider work-groups (lib/decode.c mma_widen): 1 to 2 x
  * compute units + 2 sequences of one length (1024, then 4096 tokens), one
  * KV head of 4 query heads, f16 and fp8 where the device converts it. The
@@ -824,10 +834,7 @@ static void test_widen(void) {
     clpa_kv_layout_init(&kv, dts[d], 64, 16, 1, 64);
     cl_mem kc = test_buffer(ctx, NULL, kv.cache_bytes), vc = test_buffer(ctx, NULL, kv.cache_bytes);
     clpa_decode_params p;
-    clpa_decode_params_init(&p);
-    p.num_heads = 4, p.kv = kv, p.max_blocks_per_seq = mbs, p.scale = 0.125f, p.query = q;
-    p.key_cache = kc, p.value_cache = vc, p.block_tables = bt, p.context_lens = cl, p.out = out;
-    p.path = CLPA_DECODE_PATH_MMA;
+    mma_plan_args(&p, 4, &kv, mbs, q, kc, vc, bt, cl, out);
     for (int len = 1024; len <= 4096; len *= 4)
       for (int n = 1; n <= most; n++) {
         int warps;
@@ -859,6 +866,49 @@ static void test_widen(void) {
   ok(ran[8], "one of them had 8-warp work-groups (6: %d, 12: %d) and ran above", ran[6], ran[12]);
   cl_mem all[] = {q, bt, cl, out};
   for (size_t i = 0; i < sizeof all / sizeof *all; i++) clReleaseMemObject(all[i]);
+}
+
+/* The mma plan's query heads a work-group (lib/decode.c mma_heads): 16
+ * of a KV head's 16 where its K/V tokens a compute unit (sequences x
+ * tokens / compute units, one KV head) are 1536 or more, 8 from 192, else
+ * 4; three shapes that give one each on any number of compute units, and
+ * a short call (4 heads a work-group of 16 a KV head) run against the
+ * reference. */
+static void test_mma_heads(void) {
+  const dcase probe = {1, 16, 1, 64, 16, 64, F16, F32, AUTO, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+  if (!mma_applies(&probe)) return;
+  clpa_device_info info;
+  clpa_context_device_info(ctx, &info);
+  const unsigned cus = info.compute_units ? info.compute_units : 1;
+  const int most = 2 * (int)cus + 2, mbs = 1024 / 16;
+  clpa_kv_layout kv;
+  clpa_kv_layout_init(&kv, F16, mbs, 16, 1, 64);
+  const size_t qbytes = (size_t)most * 16 * 64 * 4;
+  cl_mem q = test_buffer(ctx, NULL, qbytes), out = test_buffer(ctx, NULL, qbytes);
+  cl_mem bt = test_buffer(ctx, NULL, (size_t)most * mbs * 4);
+  cl_mem cl = test_buffer(ctx, NULL, (size_t)most * 4);
+  cl_mem kc = test_buffer(ctx, NULL, kv.cache_bytes), vc = test_buffer(ctx, NULL, kv.cache_bytes);
+  clpa_decode_params p;
+  mma_plan_args(&p, 16, &kv, mbs, q, kc, vc, bt, cl, out);
+  const int shapes[3][2] = {{1, 256}, {(int)cus, 256}, {most, 1024}};
+  int seen = 0;
+  for (int i = 0; i < 3; i++) {
+    p.num_seqs = shapes[i][0], p.max_context_len = shapes[i][1];
+    const long per_cu = (long)shapes[i][0] * shapes[i][1] / (long)cus;
+    const int want = per_cu >= 1536 ? 16 : per_cu >= 192 ? 8 : 4;
+    int32_t hpg = -1;
+    const clpa_status st = clpa_decode_choice(ctx, &p, NULL, NULL, NULL, &hpg);
+    ok(st == CLPA_OK && hpg == want,
+       "mma plan, 16 query heads a KV head, %d x %d tokens (%ld a compute unit): %d heads a"
+       " work-group, the rule's %d %s", shapes[i][0], shapes[i][1], per_cu, hpg, want,
+       st == CLPA_OK ? "" : clpa_last_error());
+    seen |= want;
+  }
+  ok(seen == (4 | 8 | 16), "the three shapes gave 4, 8 and 16 heads (0x%x)", seen);
+  cl_mem all[] = {q, out, bt, cl, kc, vc};
+  for (size_t i = 0; i < sizeof all / sizeof *all; i++) clReleaseMemObject(all[i]);
+  const dcase c = {2, 16, 1, 128, 16, 90, F16, F32, AUTO, 0, 0, 0, 0, 0, 0, 1, 0, 0};
+  run_case(&c, CLPA_DECODE_PATH_MMA);
 }
 
 /* The mma plan's three-warp work-groups (lib/decode.c mma_warps): on 2
@@ -904,6 +954,7 @@ int main(int argc, char **argv) {
       if (mma_applies(&default_grid[i])) run_case(&default_grid[i], CLPA_DECODE_PATH_MMA);
     test_three_warps();
     test_widen();
+    test_mma_heads();
   } else if (argc > 1 && strcmp(argv[1], "--rows") == 0) { /* ... and on the rows path */
     for (size_t i = 0; i < sizeof default_grid / sizeof *default_grid; i++)
       run_case(&default_grid[i], CLPA_DECODE_PATH_ROWS);
@@ -924,6 +975,7 @@ int main(int argc, char **argv) {
     if (mma_applies(&fp8_plan)) test_plan(E4M3);
     test_three_warps();
     test_widen();
+    test_mma_heads();
     test_events();
   }
   return test_context_done(ctx);
