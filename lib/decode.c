@@ -330,10 +330,22 @@ static int mma_partition(const clpa_decode_params *p, long groups, int max_ctx, 
   return round_up((max_ctx + lo - 1) / lo, unit);
 }
 
-/* decode_mma.cl's warps per work-group: 4, or
- * - 2 where a busy work-group reads fewer than 256 tokens on average: its
- *   warps take 16-token chunks in turn, so four would mostly wait in the
- *   epilogue;
+/* decode_mma.cl's warps per work-group: 4, or, where a busy work-group
+ * reads fewer than 256 tokens on average (short work-groups),
+ * - 2 where they overflow one wave of two-warp ones: the warps take
+ *   16-token chunks in turn, so four would mostly wait in the epilogue
+ *   (MHA 128 x 128 log-uniform: 51.0 us, 55.9 at four);
+ * - 8 where they are at most half the compute units (`wide`: where eight
+ *   warps' local memory fits): the call is as long as a warp's chain of
+ *   chunks, so shorter chains (32/4 heads 4 x 1024 log-uniform, 64 busy
+ *   work-groups: two warps 22.3 us, four 15.6, eight 13.6; 32/8 heads 4 x
+ *   256: four 12.3, eight 11.3; a partition of 128 tokens with eight,
+ *   12.9, was not worth a rule);
+ * - 4 in between (32/8 heads 16 x 1024 log-uniform: two 24.5, four 19.4,
+ *   eight 22.4; 64 x 1024 log-uniform 41.7 / 35.9 / 47.3; MHA 8 x 512
+ *   log-uniform 21.1 / 18.1 / 24.2; H100, cold, 2026-11-27, fifth
+ *   session); before, every short work-group had two;
+ * otherwise 4, or
  * - 2 where the busy work-groups overflow one wave of four-warp ones but
  *   fit one of two-warp ones, are mostly full (uniform lengths: a long
  *   work-group at half the warps would run on alone) and keep 40 KB of
@@ -357,11 +369,12 @@ static int mma_partition(const clpa_decode_params *p, long groups, int max_ctx, 
  * 0.902, fp8 256 x 2048 0.942 -> 0.957, f16 head 64 128 x 2048 0.929 ->
  * 0.942 (f16 head 128 128 x 2048: 0.964 -> 0.920). */
 #define MMA_WARPS_PER_CU 12
-static int mma_warps(long busy, long work, int partition, unsigned cus, long chunk_bytes) {
+static int mma_warps(long busy, long work, int partition, unsigned cus, long chunk_bytes,
+                     int wide) {
   if (busy <= 0) return 4;
-  if (work < 256 * busy) return 2;
   const long four = (long)cus * (MMA_WARPS_PER_CU / 4), three = (long)cus * (MMA_WARPS_PER_CU / 3);
   const long two = (long)cus * (MMA_WARPS_PER_CU / 2);
+  if (work < 256 * busy) return busy > two ? 2 : wide && 2 * busy <= (long)cus ? 8 : 4;
   if (4 * work < 3L * partition * busy || busy <= four) return 4; /* not mostly full, one wave */
   if (busy <= two) return busy * 2 * chunk_bytes >= 40L * 1024 * cus ? 2 : 4;
   if (chunk_bytes < 8192) return 2;
@@ -379,7 +392,8 @@ static int mma_warps(long busy, long work, int partition, unsigned cus, long chu
  * 16.4 us; with fewer a call is a few round trips long) and, at 4, 6, 8 or 12
  * warps (at most `widest`), keep 0.95 of min(widest a compute unit, the
  * plan's warps) in flight, in one wave (MMA_WARPS_PER_CU resident), with
- * 64 tokens a warp or more and their local memory on the device.
+ * 64 tokens a warp or more and their local memory and work-group size on
+ * the device.
  * `widest` is 8 for 2-byte caches and 12 for fp8, which needs more bytes
  * in flight. H100, cold, 32/8 heads, head 128 (notes/perf.md, 2026-11-27,
  * fourth session), us, plan before -> widened: f16 16 x 4096 (2 x 2048
@@ -406,7 +420,8 @@ static void mma_widen(const clpa_context *ctx, const clpa_decode_params *p, long
       const int w = mma_widths[i];
       if ((double)busy * w < want) continue;
       if (w > widest || busy > (long)cus * (MMA_WARPS_PER_CU / w) || part < 64 * w ||
-          mma_local_bytes(ctx, g, c->a.kv.head_size, w) > ctx->info.local_mem_bytes)
+          mma_local_bytes(ctx, g, c->a.kv.head_size, w) > ctx->info.local_mem_bytes ||
+          32 * (size_t)w > ctx->info.max_work_group_size)
         break; /* wider only gets worse */
       c->partition = part, c->threads = 32 * w;
       return;
@@ -442,7 +457,9 @@ static clpa_status plan(clpa_context *ctx, const clpa_decode_params *p, decode_c
     const long busy = busy_groups(p, groups, c->partition, max_ctx);
     const long chunk_bytes = 2L * MMA_CHUNK * hs * (long)clpa_dtype_size(c->a.kv.dtype);
     const long work = total_work(p, groups, max_ctx);
-    c->threads = 32 * mma_warps(busy, work, c->partition, cus, chunk_bytes);
+    const int wide = mma_local_bytes(ctx, g, hs, 8) <= ctx->info.local_mem_bytes &&
+                     ctx->info.max_work_group_size >= 256;
+    c->threads = 32 * mma_warps(busy, work, c->partition, cus, chunk_bytes, wide);
     if (!p->partition_size && p->variant == CLPA_DECODE_AUTO)
       mma_widen(ctx, p, groups, max_ctx, cus, unit, g, busy, work, c);
     const int parts = (max_ctx + c->partition - 1) / c->partition;

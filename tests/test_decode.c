@@ -911,14 +911,24 @@ static void test_mma_heads(void) {
   run_case(&c, CLPA_DECODE_PATH_MMA);
 }
 
-/* The mma plan's three-warp work-groups (lib/decode.c mma_warps): on 2
- * compute units 16 busy work-groups of 300 tokens fill two waves of
- * three-warp ones (4 a unit) but not of four-warp ones (3 a unit); on
- * other devices this is one more mma case. */
-static void test_three_warps(void) {
-  const dcase c = {4, 8, 4, 128, 16, 300, F16, F32, AUTO, 0, 0, 0, 0, 0, 0, 1, 0, 0};
+/* The mma plan's warps a work-group (lib/decode.c mma_warps), against the
+ * reference: three where, on 2 compute units, 16 busy work-groups of 300
+ * tokens fill two waves of three-warp ones (4 a unit) but not of
+ * four-warp ones (3 a unit; on other devices one more mma case); eight
+ * where one short work-group (100 tokens) has the device to itself; two
+ * where short ones (64 tokens, one a sequence and head) overflow a wave of
+ * two-warp ones (6 a compute unit). */
+static void test_warps(void) {
+  clpa_device_info info;
+  clpa_context_device_info(ctx, &info);
+  const int cus = info.compute_units ? (int)info.compute_units : 1;
+  const dcase three = {4, 8, 4, 128, 16, 300, F16, F32, AUTO, 0, 0, 0, 0, 0, 0, 1, 0, 0};
+  const dcase eight = {1, 4, 1, 128, 16, 100, F16, F32, AUTO, 0, 0, 0, 0, 0, 0, 1, 0, 0};
+  const dcase two = {6 * cus / 8 + 1, 8, 8, 64, 16, 64, F16, F32, AUTO, 0, 0, 0, 0, 0, 0, 1, 0, 0};
   plan_as_long = 1;
-  run_case(&c, CLPA_DECODE_PATH_MMA);
+  run_case(&three, CLPA_DECODE_PATH_MMA);
+  run_case(&eight, CLPA_DECODE_PATH_MMA);
+  run_case(&two, CLPA_DECODE_PATH_MMA);
   plan_as_long = 0;
 }
 
@@ -952,7 +962,7 @@ int main(int argc, char **argv) {
   if (argc > 1 && strcmp(argv[1], "--mma") == 0) { /* the grid on the mma path alone */
     for (size_t i = 0; i < sizeof default_grid / sizeof *default_grid; i++)
       if (mma_applies(&default_grid[i])) run_case(&default_grid[i], CLPA_DECODE_PATH_MMA);
-    test_three_warps();
+    test_warps();
     test_widen();
     test_mma_heads();
   } else if (argc > 1 && strcmp(argv[1], "--rows") == 0) { /* ... and on the rows path */
@@ -973,7 +983,7 @@ int main(int argc, char **argv) {
     test_lanes_plan();
     const dcase fp8_plan = {3, 1, 1, 64, 16, 4096, E4M3, F32, AUTO, 0, 0, 0, 0, 0, 0, 0, 0, 0};
     if (mma_applies(&fp8_plan)) test_plan(E4M3);
-    test_three_warps();
+    test_warps();
     test_widen();
     test_mma_heads();
     test_events();
