@@ -217,6 +217,15 @@ with tempfile.TemporaryDirectory() as tmp:
        doc["below_0_8"] == sum(float(r[16]) < 0.8 * float(r[10]) for r in rows2[1:]),
        "sweep --paths lanes: every row's fastest path, its time and auto's share of it agree,"
        " and the summary's worst and count match the rows", f"{doc}\ncsv: {rows2}{why}")
+    # log-uniform lengths: every path draws the lengths auto's call drew (a
+    # path whose call reads other tokens fails the point)
+    path3 = os.path.join(tmp, "loguniform.csv")
+    args3 = [BENCH, "sweep", "--quick", "--lengths", "loguniform", "--paths", "lanes,rows",
+             "--csv", path3, "--png", "none", "--json"]
+    doc = check_json(args3, "sweep", ["measured", "failed"])
+    ok(doc is not None and doc["measured"] >= 2 and doc["failed"] == 0,
+       "sweep --lengths loguniform --paths lanes,rows: every path on auto's lengths, none failed",
+       f"{doc}")
     png = os.path.join(tmp, "sweep.png")
     if shutil.which("gnuplot"):
         ok(os.path.exists(png) and open(png, "rb").read(8) == b"\x89PNG\r\n\x1a\n",

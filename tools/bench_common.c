@@ -13,6 +13,8 @@ uint64_t bench_rand(void) {
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
   return z ^ (z >> 31);
 }
+uint64_t bench_rand_state(void) { return rng_state; }
+void bench_rand_restore(uint64_t state) { rng_state = state; }
 
 int bench_open(bench_env *env) {
   memset(env, 0, sizeof *env);

@@ -21,6 +21,10 @@ typedef struct bench_env {
 int bench_open(bench_env *env);
 void bench_close(bench_env *env);
 uint64_t bench_rand(void);
+/* bench_rand's state: saved before a measurement and restored, another
+ * measurement draws the same lengths, tables and data. */
+uint64_t bench_rand_state(void);
+void bench_rand_restore(uint64_t state);
 /* A device buffer with a copy of host (or uninitialised when host is NULL).
  * quiet: say nothing when it fails (the caller skips the shape). */
 cl_mem bench_buffer(bench_env *env, const void *host, size_t bytes);

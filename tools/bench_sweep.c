@@ -146,8 +146,8 @@ static int parse(int argc, char **argv, sweep_args *a) {
       {"png", CLI_WORD, &a->png, 0, 0, "FILE", "the plot ('none': no plot)",
        "the CSV's name, .png", parse_path},
       {"paths", CLI_WORD, &a->paths, 0, 0, "LIST",
-       "also time each point on these paths (lanes, mma,\nrows; each with its own plan) and give "
-       "auto's\ntime against the fastest (issue 11: no point\nbelow 0.8)",
+       "also time each point on these paths (lanes, mma,\nrows; each with its own plan, on "
+       "auto's\nlengths) and give auto's time against the\nfastest (issue 11: no point below 0.8)",
        "none", parse_paths},
       {"json", CLI_FLAG, &a->json, 0, 0, NULL,
        "print one JSON line (the summary) instead of a\nline per point", NULL, NULL},
@@ -284,8 +284,14 @@ static void shape_text(const bench_decode_shape *s, int padded, char *buf, size_
 static double auto_vs_best(const sweep_row *row) { return row->best_us / row->us; }
 
 /* --paths: the point on each listed path other than auto's own (whose
- * time is auto's), each with its own plan; the fastest goes into row. */
-static void compare_paths(sweep_run *r, sweep_row *row, const char *what) {
+ * time is auto's), each with its own plan; the fastest goes into row.
+ * Each path draws what auto's call drew (the rng from `drawn`, auto's
+ * `tokens`: log-uniform lengths differ between draws); the rng then goes
+ * on from where auto's call left it, so later points do not depend on
+ * --paths. */
+static void compare_paths(sweep_run *r, sweep_row *row, const char *what, uint64_t drawn,
+                          long long tokens) {
+  const uint64_t after = bench_rand_state();
   for (int i = 0; i < r->a->paths.n; i++) {
     const clpa_decode_path p = (clpa_decode_path)r->a->paths.v[i];
     if (p == row->path) continue;
@@ -294,8 +300,13 @@ static void compare_paths(sweep_run *r, sweep_row *row, const char *what) {
     bench_decode_figures f;
     char why[2048];
     cli_progress("sweep %d/%d: %s, %s path", r->done, r->points, what, bench_path_name(p));
-    const int rc = bench_decode_measure(r->env, &sp, &r->t, &f, why, sizeof why);
+    bench_rand_restore(drawn);
+    int rc = bench_decode_measure(r->env, &sp, &r->t, &f, why, sizeof why);
     cli_progress_end();
+    if (rc == BENCH_MEASURED && f.tokens != tokens) {
+      rc = BENCH_FAILED;
+      snprintf(why, sizeof why, "%lld tokens, auto's call %lld", f.tokens, tokens);
+    }
     if (rc == BENCH_MEASURED && f.per_call * 1e6 < row->best_us)
       row->best_us = f.per_call * 1e6, row->best_path = p;
     if (rc == BENCH_FAILED) {
@@ -304,6 +315,7 @@ static void compare_paths(sweep_run *r, sweep_row *row, const char *what) {
               why[0] ? why : "(see above)");
     }
   }
+  bench_rand_restore(after);
 }
 
 static void measure_point(const bench_decode_shape *s, void *ctx) {
@@ -313,6 +325,7 @@ static void measure_point(const bench_decode_shape *s, void *ctx) {
   r->done++;
   cli_progress("sweep %d/%d: %s", r->done, r->points, what);
   bench_decode_figures f;
+  const uint64_t drawn = bench_rand_state();
   int rc = bench_decode_measure(r->env, s, &r->t, &f, why, sizeof why);
   double copy = rc == BENCH_MEASURED ? copy_for(r, f.cache_bytes) : 0;
   cli_progress_end();
@@ -331,7 +344,7 @@ static void measure_point(const bench_decode_shape *s, void *ctx) {
   *row = (sweep_row){*s, f.per_call * 1e6, f.kv_bytes / f.per_call / 1e9, copy, 0, f.path, f.path,
                      f.per_call * 1e6};
   row->ratio = row->gbps / copy;
-  compare_paths(r, row, what);
+  compare_paths(r, row, what, drawn, f.tokens);
   csv_field(r->csv, r->env->info.name);
   fprintf(r->csv, ",%s,%s,%d,%d,%d,%d,%d,%d,%s,%.2f,%.3f,%.3f,%.4f,%s", bench_mode_name(&r->t),
           clpa_dtype_name(s->dtype), (int)s->heads, (int)s->kv_heads, (int)s->head_size,
