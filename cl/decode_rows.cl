@@ -12,7 +12,8 @@
  *      kv.cl's key_index); the queries are held repeated VT times, so one
  *      multiply-add serves VT tokens, and TG such vectors of successive
  *      tokens share each query load (CLPA_KEY_VECTORS, 4, 2 or 1: as many
- *      as leave the TG x G accumulators in registers; lib/decode.c);
+ *      as leave the TG x G accumulators in registers; lib/decode.c); with
+ *      4, their token sums are taken together (kv.cl token_sums4);
  *   2. the softmax over the partition, per head;
  *   3. values: a value row is contiguous over a block's tokens; four rows
  *      at a time, the G heads' probabilities multiply VB tokens of each,
@@ -39,6 +40,20 @@
 #if PART % BLOCK_SIZE || TG < 1 || NTG % TG
 #error "decode rows: partitions of whole blocks, head sizes of multiples of 4"
 #endif
+/* Key vectors whose token sums are taken together: a step's 4 (kv.cl
+ * token_sums4: VS = 4 x VT tokens), else one at a time (VS = VT). */
+#if TG == 4
+#define SV 4
+#define VS VT4
+#define ROWS_SUMS(acc, i, r)                                                                  \
+  token_sums4(acc[i][r], acc[(i) + 1][r], acc[(i) + 2][r], acc[(i) + 3][r])
+#else
+#define SV 1
+#define VS VT
+#define ROWS_SUMS(acc, i, r) token_sums(acc[i][r])
+#endif
+#define floatS CAT(float, VS)
+#define intS CAT(int, VS)
 
 /* Block phys's tile in a cache, as bytes to prefetch; NULL for an id
  * outside the cache (-1: no next block). */
@@ -80,8 +95,8 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void clpa_decode_rows(DE
   for (int r = 0; r < G; r++)
     for (int c = 0; c < NCH; c++) q16[r][c] = QREP(&qf[r][c * KV_X]);
   float lg[G][PART], m[G];
-  floatT mv[G]; /* the running max, lane-wise */
-  for (int r = 0; r < G; r++) mv[r] = (floatT)(-INFINITY);
+  floatS mv[G]; /* the running max, lane-wise */
+  for (int r = 0; r < G; r++) mv[r] = (floatS)(-INFINITY);
   for (int b = b_begin; b < b_end; b++) {
     const int phys = table[b], j0 = b * BLOCK_SIZE;
     const int valid = phys >= 0 && phys < num_blocks;
@@ -90,28 +105,26 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void clpa_decode_rows(DE
     __global const uchar *nk = /* the next block's keys start coming */
         rows_tile(k_cache, kv_off, b + 1 < b_end ? table[b + 1] : -1, num_blocks, block_stride);
     for (int o0 = 0; o0 < NTG; o0 += TG) { /* TG key vectors: tokens VT (o0 .. o0 + TG) */
-      /* a slice of the next block's lines each step, not all at once (a burst
-       * fills the core's miss buffers and stalls the products behind it) */
-      if (nk)
-        for (int o = o0 * KTILE / NTG; o < (o0 + TG) * KTILE / NTG; o += 64) ROWS_PREFETCH(nk + o);
+      /* a slice of the next block's lines each step, spread over its chunks */
+      __global const uchar *pf = nk ? nk + o0 * KTILE / NTG : NULL;
       float16 acc[TG][G];
-      if (valid) ROWS_KEY_PRODUCTS(acc, TG, G, kb, o0, q16, kscale, BLOCK_SIZE);
-      else ROWS_KEY_PRODUCTS(acc, TG, G, kb, o0, q16, 0.0f, BLOCK_SIZE); /* masked below */
+      if (valid) ROWS_KEY_PRODUCTS(acc, TG, G, kb, o0, q16, kscale, BLOCK_SIZE, pf);
+      else ROWS_KEY_PRODUCTS(acc, TG, G, kb, o0, q16, 0.0f, BLOCK_SIZE, pf); /* masked below */
 #pragma unroll
-      for (int i = 0; i < TG; i++) {
-        const int j = j0 + (o0 + i) * VT; /* tokens j .. j + VT - 1 */
-        const intT jj = IOTAT + j;
-        const intT masked = (jj < lo) | (jj >= t_end);
+      for (int i = 0; i < TG; i += SV) {
+        const int j = j0 + (o0 + i) * VT; /* tokens j .. j + VS - 1 */
+        const intS jj = CAT(IOTA, VS) + j;
+        const intS masked = (jj < lo) | (jj >= t_end);
 #pragma unroll
         for (int r = 0; r < G; r++) {
-          floatT x = token_sums(acc[i][r]) * scale;
+          floatS x = ROWS_SUMS(acc, i, r) * scale;
           if (soft_cap > 0.0f) x = soft_cap * tanh(x / soft_cap);
-          if (alibi) x += slope[r] * CAT(TO_FLOAT, VT)(jj - L + 1);
-          x = valid ? select(x, (floatT)(-INFINITY), masked) : (floatT)(-INFINITY);
-#if VT == 1
+          if (alibi) x += slope[r] * CAT(TO_FLOAT, VS)(jj - L + 1);
+          x = valid ? select(x, (floatS)(-INFINITY), masked) : (floatS)(-INFINITY);
+#if VS == 1
           lg[r][j - t0] = x;
 #else
-          CAT(vstore, VT)(x, 0, &lg[r][j - t0]);
+          CAT(vstore, VS)(x, 0, &lg[r][j - t0]);
 #endif
           mv[r] = fmax(mv[r], x);
         }
@@ -120,7 +133,7 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void clpa_decode_rows(DE
   }
 
   /* ---- 2. softmax over the partition ---- */
-  for (int r = 0; r < G; r++) m[r] = CAT(vmax, VT)(mv[r]);
+  for (int r = 0; r < G; r++) m[r] = CAT(vmax, VS)(mv[r]);
   const int n = (b_end - b_begin) * BLOCK_SIZE;
   float l[G];
   for (int r = 0; r < G; r++) {

@@ -469,16 +469,50 @@ inline floatT token_sums(float16 a) {
 #endif
 }
 
+/* The token sums of 4 successive key vectors at once (4 x VT tokens, in
+ * order; the same pairwise sums as token_sums): two vectors merge into one
+ * while their lanes per token halve (one two-vector shuffle and add for
+ * the pair instead of one each), twice, then the lanes left halve as in
+ * token_sums. */
+#if VT == 1 /* 4 x VT, a literal */
+#define VT4 4
+#elif VT == 2
+#define VT4 8
+#else
+#define VT4 16
+#endif
+inline CAT(float, VT4) token_sums4(float16 a, float16 b, float16 c, float16 d) {
+  const float16 ab = (float16)(a.even, b.even) + (float16)(a.odd, b.odd);
+  const float16 cd = (float16)(c.even, d.even) + (float16)(c.odd, d.odd);
+  const float16 x = (float16)(ab.even, cd.even) + (float16)(ab.odd, cd.odd);
+#if KV_X == 4
+  return x;
+#elif KV_X == 8
+  return x.even + x.odd;
+#else
+  const float8 y = x.even + x.odd;
+  return y.even + y.odd;
+#endif
+}
+
 
 /* acc[i][r] = the 16-lane products of key vectors o0 + i (i < NV) of the
  * block at kb with the queries q16[r][chunk] (r < NR): every chunk's NV key
- * loads share each query load. A macro, so the accumulators stay in
- * registers (PoCL keeps arrays passed by pointer in memory). */
-#define ROWS_KEY_PRODUCTS(acc, NV, NR, kb, o0, q16, kscale, block_size)                       \
+ * loads share each query load. pf (bytes, or NULL): each chunk also
+ * prefetches its share of the 16 x NV elements there (a step's slice of
+ * the next block, spread over the chunks rather than a burst that would
+ * fill the core's miss buffers and stall the products behind it). A
+ * macro, so the accumulators stay in registers (PoCL keeps arrays passed
+ * by pointer in memory). */
+#define ROWS_KEY_PRODUCTS(acc, NV, NR, kb, o0, q16, kscale, block_size, pf)                   \
   do {                                                                                        \
     _Pragma("unroll") for (int i_ = 0; i_ < (NV); i_++)                                       \
       _Pragma("unroll") for (int r_ = 0; r_ < (NR); r_++)(acc)[i_][r_] = (float16)(0.0f);     \
     for (int c_ = 0; c_ < HEAD_SIZE / KV_X; c_++) {                                           \
+      const int pfb_ = 16 * (NV) * KV_BYTES; /* bytes a chunk prefetches */                   \
+      if (pf)                                                                                 \
+        for (int o_ = (c_ * pfb_ + 63) / 64 * 64; o_ < (c_ + 1) * pfb_; o_ += 64)              \
+          ROWS_PREFETCH((pf) + o_);                                                           \
       float16 kk_[NV];                                                                        \
       _Pragma("unroll") for (int i_ = 0; i_ < (NV); i_++) kk_[i_] =                            \
           KV_LOAD(16, (kb) + key_index(c_ * KV_X, ((o0) + i_) * VT, (block_size))) * (kscale); \

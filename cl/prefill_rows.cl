@@ -97,7 +97,8 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void clpa_prefill_rows(
        * tokens each, kv.cl) share each query load ---- */
       for (int o0 = 0; o0 < BLOCK_SIZE / VT; o0 += PTG) {
         float16 ka[PTG][RG];
-        ROWS_KEY_PRODUCTS(ka, PTG, RG, kb, o0, q16, kscale, BLOCK_SIZE);
+        ROWS_KEY_PRODUCTS(ka, PTG, RG, kb, o0, q16, kscale, BLOCK_SIZE,
+                          (__global const uchar *)0);
 #pragma unroll
         for (int i = 0; i < PTG; i++) {
           const int j = j0 + (o0 + i) * VT; /* tokens j .. j + VT - 1 */
