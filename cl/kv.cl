@@ -495,7 +495,6 @@ inline CAT(float, VT4) token_sums4(float16 a, float16 b, float16 c, float16 d) {
 #endif
 }
 
-
 /* acc[i][r] = the 16-lane products of key vectors o0 + i (i < NV) of the
  * block at kb with the queries q16[r][chunk] (r < NR): every chunk's NV key
  * loads share each query load. pf (bytes, or NULL): each chunk also

@@ -232,10 +232,10 @@ static long total_work(const clpa_decode_params *p, long groups, int max_ctx) {
  * 37.0 / 30.4 / 36.0; 32/4 heads 1 x 4096 - / 21.8 / 16.7 (124), 4 x 4096
  * - / 24.5 / 24.6 (496); 64/8 heads 1 x 4096 - / 20.5 / 19.4 (248), 16 x
  * 4096 - / 96.5 / 107.7. Not 2 (32/8 heads, 4 -> 2): 1 x 4096 18.4 ->
- * 18.2, 16 x 4096 95.7 -> 107.1. */
-static int mma_heads(const clpa_decode_params *p, int qpk, long kv_heads, int max_ctx,
-                     unsigned cus) {
-  const long per_cu = total_work(p, kv_heads, max_ctx) / (long)cus;
+ * 18.2, 16 x 4096 95.7 -> 107.1. kv_tokens: the KV heads x the sequences'
+ * tokens. */
+static int mma_heads(const clpa_decode_params *p, int qpk, long kv_tokens, unsigned cus) {
+  const long per_cu = kv_tokens / (long)cus;
   return heads_upto(p, qpk, per_cu >= 1536 ? 16 : per_cu >= 192 ? 8 : 4);
 }
 
@@ -369,6 +369,14 @@ static int mma_partition(const clpa_decode_params *p, long groups, int max_ctx, 
  * 0.902, fp8 256 x 2048 0.942 -> 0.957, f16 head 64 128 x 2048 0.929 ->
  * 0.942 (f16 head 128 128 x 2048: 0.964 -> 0.920). */
 #define MMA_WARPS_PER_CU 12
+
+/* Whether work-groups of `warps` warps (g heads) fit the device: their
+ * local memory and their size. */
+static int mma_width_fits(const clpa_context *ctx, int g, int head_size, int warps) {
+  return mma_local_bytes(ctx, g, head_size, warps) <= ctx->info.local_mem_bytes &&
+         32 * (size_t)warps <= ctx->info.max_work_group_size;
+}
+
 static int mma_warps(long busy, long work, int partition, unsigned cus, long chunk_bytes,
                      int wide) {
   if (busy <= 0) return 4;
@@ -420,8 +428,7 @@ static void mma_widen(const clpa_context *ctx, const clpa_decode_params *p, long
       const int w = mma_widths[i];
       if ((double)busy * w < want) continue;
       if (w > widest || busy > (long)cus * (MMA_WARPS_PER_CU / w) || part < 64 * w ||
-          mma_local_bytes(ctx, g, c->a.kv.head_size, w) > ctx->info.local_mem_bytes ||
-          32 * (size_t)w > ctx->info.max_work_group_size)
+          !mma_width_fits(ctx, g, c->a.kv.head_size, w))
         break; /* wider only gets worse */
       c->partition = part, c->threads = 32 * w;
       return;
@@ -445,7 +452,8 @@ static clpa_status plan(clpa_context *ctx, const clpa_decode_params *p, decode_c
   const int max_ctx = p->max_context_len > 0 ? p->max_context_len : 1;
   if (c->rows) return plan_rows(ctx, p, c, qpk, max_ctx);
   if (c->mma) {
-    const int g = mma_heads(p, qpk, c->a.kv.num_kv_heads, max_ctx, cus);
+    const long tokens = total_work(p, 1, max_ctx); /* the sequences' */
+    const int g = mma_heads(p, qpk, tokens * c->a.kv.num_kv_heads, cus);
     const long groups = p->num_heads / g;
     if (!p->partition_size) {
       c->partition = mma_partition(p, groups, max_ctx, cus, unit, 3);
@@ -456,9 +464,8 @@ static clpa_status plan(clpa_context *ctx, const clpa_decode_params *p, decode_c
     }
     const long busy = busy_groups(p, groups, c->partition, max_ctx);
     const long chunk_bytes = 2L * MMA_CHUNK * hs * (long)clpa_dtype_size(c->a.kv.dtype);
-    const long work = total_work(p, groups, max_ctx);
-    const int wide = mma_local_bytes(ctx, g, hs, 8) <= ctx->info.local_mem_bytes &&
-                     ctx->info.max_work_group_size >= 256;
+    const long work = tokens * groups;
+    const int wide = mma_width_fits(ctx, g, hs, 8);
     c->threads = 32 * mma_warps(busy, work, c->partition, cus, chunk_bytes, wide);
     if (!p->partition_size && p->variant == CLPA_DECODE_AUTO)
       mma_widen(ctx, p, groups, max_ctx, cus, unit, g, busy, work, c);
