@@ -104,6 +104,12 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void clpa_decode_rows(DE
     __global const kv_t *kb = k_cache + kv_off + (ulong)(valid ? phys : 0) * block_stride;
     __global const uchar *nk = /* the next block's keys start coming */
         rows_tile(k_cache, kv_off, b + 1 < b_end ? table[b + 1] : -1, num_blocks, block_stride);
+    /* and one line in each KB of the keys two blocks ahead: with it the
+     * next block's prefetches come faster (S3 20.4 -> 16.7 ms on the Zen 5
+     * here; a line every 2 KB, or the first few, gave nothing; notes/perf.md) */
+    __global const uchar *nk2 =
+        rows_tile(k_cache, kv_off, b + 2 < b_end ? table[b + 2] : -1, num_blocks, block_stride);
+    for (int o = 0; nk2 && o < KTILE; o += 1024) ROWS_PREFETCH(nk2 + o);
     for (int o0 = 0; o0 < NTG; o0 += TG) { /* TG key vectors: tokens VT (o0 .. o0 + TG) */
       /* a slice of the next block's lines each step, spread over its chunks */
       __global const uchar *pf = nk ? nk + o0 * KTILE / NTG : NULL;
