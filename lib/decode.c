@@ -635,11 +635,10 @@ static clpa_status launch_reduce(clpa_context *ctx, const clpa_decode_params *p,
                            CLPA_ARG(max_logits),     CLPA_ARG(exp_sums),
                            CLPA_ARG(tmp_out),        CLPA_ARG(p->context_lens),
                            CLPA_ARG(maxc),           CLPA_ARG(nh),
-                           CLPA_ARG(mp),             CLPA_ARG(p->sinks),
-                           CLPA_ARG_LOCAL(sizeof(float) * (size_t)mp)};
+                           CLPA_ARG(mp),             CLPA_ARG(p->sinks)};
   const clpa_ndrange r = {2,
-                          {(size_t)p->num_heads * DECODE_THREADS, (size_t)p->num_seqs},
-                          {DECODE_THREADS, 1},
+                          {(size_t)p->num_heads, (size_t)p->num_seqs},
+                          {1, 1},
                           0,
                           NULL,
                           ev};
@@ -664,8 +663,7 @@ static clpa_status decode_v2(clpa_context *ctx, const clpa_decode_params *p, dec
    * (notes/perf.md, 2026-11-27). The rows path (one work-item a
    * work-group, on CPUs) keeps the reduce kernel. */
   if (!c->rows) return launch_decode(ctx, p, c, tmp_out, max_logits, exp_sums, p->event);
-  const clpa_reduce_spec spec = {c->a.kv.head_size, (int32_t)p->q_dtype, DECODE_THREADS,
-                                 c->partition};
+  const clpa_reduce_spec spec = {c->a.kv.head_size, (int32_t)p->q_dtype, c->partition};
   cl_kernel reduce;
   if ((st = clpa_family_kernel(ctx, &clpa_family_reduce, &spec, "clpa_decode_reduce", &reduce)))
     return st;

@@ -39,7 +39,7 @@ typedef struct clpa_decode_spec {
 
 /* reduce.cl: clpa_decode_reduce. */
 typedef struct clpa_reduce_spec {
-  int32_t head_size, io_dtype, num_threads, partition_size;
+  int32_t head_size, io_dtype, partition_size;
 } clpa_reduce_spec;
 
 /* prefill_tiles.cl: clpa_prefill_paged, prefill_rows.cl: clpa_prefill_rows,

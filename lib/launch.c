@@ -26,7 +26,6 @@ static const clpa_tunable decode_tunables[] = {
 static const clpa_tunable reduce_tunables[] = {
     T(clpa_reduce_spec, head_size, "HEAD_SIZE"),
     T(clpa_reduce_spec, io_dtype, "IO_DTYPE"),
-    T(clpa_reduce_spec, num_threads, "NUM_THREADS"),
     T(clpa_reduce_spec, partition_size, "PARTITION_SIZE"),
 };
 static const clpa_tunable prefill_tunables[] = {
