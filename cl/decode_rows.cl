@@ -36,6 +36,8 @@
 #define TG (NTG < CLPA_KEY_VECTORS ? NTG : CLPA_KEY_VECTORS) /* key vectors a query load */
 #define NCH (HEAD_SIZE / KV_X)    /* 16-byte chunks of a key row */
 #define VBLK 4 /* value blocks sharing each accumulator load and store */
+#define KPF 2    /* key tiles prefetched this many blocks ahead, whole */
+#define KTOUCH 4 /* and touched, a line a KB, this many */
 #define KTILE (HEAD_SIZE * BLOCK_SIZE * KV_BYTES) /* bytes of a block's keys (or values) */
 #if PART % BLOCK_SIZE || TG < 1 || NTG % TG
 #error "decode rows: partitions of whole blocks, head sizes of multiples of 4"
@@ -102,16 +104,18 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void clpa_decode_rows(DE
     const int valid = phys >= 0 && phys < num_blocks;
     if (!valid) atomic_or(faults, CLPA_FAULT_BAD_BLOCK);
     __global const kv_t *kb = k_cache + kv_off + (ulong)(valid ? phys : 0) * block_stride;
-    __global const uchar *nk = /* the next block's keys start coming */
-        rows_tile(k_cache, kv_off, b + 1 < b_end ? table[b + 1] : -1, num_blocks, block_stride);
-    /* and one line in each KB of the keys two blocks ahead: with it the
-     * next block's prefetches come faster (S3 20.4 -> 16.7 ms on the Zen 5
-     * here; a line every 2 KB, or the first few, gave nothing; notes/perf.md) */
-    __global const uchar *nk2 =
-        rows_tile(k_cache, kv_off, b + 2 < b_end ? table[b + 2] : -1, num_blocks, block_stride);
-    for (int o = 0; nk2 && o < KTILE; o += 1024) ROWS_PREFETCH(nk2 + o);
+    __global const uchar *nk = /* the keys KPF blocks ahead start coming */
+        rows_tile(k_cache, kv_off, b + KPF < b_end ? table[b + KPF] : -1, num_blocks, block_stride);
+    /* and one line in each KB of the keys KTOUCH blocks ahead: with it the
+     * full prefetches come faster (S3 20.4 -> 16.7 ms on the Zen 5 here at
+     * 1 and 2 blocks ahead, 19.3 -> 16.4 more at 2 and 4; a line every 2
+     * KB, or the first few, gave nothing; notes/perf.md) */
+    __global const uchar *nt =
+        rows_tile(k_cache, kv_off, b + KTOUCH < b_end ? table[b + KTOUCH] : -1, num_blocks,
+                  block_stride);
+    for (int o = 0; nt && o < KTILE; o += 1024) ROWS_PREFETCH(nt + o);
     for (int o0 = 0; o0 < NTG; o0 += TG) { /* TG key vectors: tokens VT (o0 .. o0 + TG) */
-      /* a slice of the next block's lines each step, spread over its chunks */
+      /* a slice of that block's lines each step, spread over its chunks */
       __global const uchar *pf = nk ? nk + o0 * KTILE / NTG : NULL;
       float16 acc[TG][G];
       if (valid) ROWS_KEY_PRODUCTS(acc, TG, G, kb, o0, q16, kscale, BLOCK_SIZE, pf);
