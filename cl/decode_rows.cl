@@ -57,10 +57,12 @@
 #define floatS CAT(float, VS)
 #define intS CAT(int, VS)
 
-/* Block phys's tile in a cache, as bytes to prefetch; NULL for an id
- * outside the cache (-1: no next block). */
-inline __global const uchar *rows_tile(__global const kv_t *cache, ulong kv_off, int phys,
+/* The tile of the row's block b in a cache, as bytes to prefetch; NULL
+ * for a block at or past b_end or an id outside the cache. */
+inline __global const uchar *rows_tile(__global const kv_t *cache, ulong kv_off,
+                                       __global const int *table, int b, int b_end,
                                        int num_blocks, ulong block_stride) {
+  const int phys = b < b_end ? table[b] : -1;
   return phys >= 0 && phys < num_blocks
              ? (__global const uchar *)(cache + kv_off + (ulong)phys * block_stride)
              : NULL;
@@ -105,14 +107,13 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void clpa_decode_rows(DE
     if (!valid) atomic_or(faults, CLPA_FAULT_BAD_BLOCK);
     __global const kv_t *kb = k_cache + kv_off + (ulong)(valid ? phys : 0) * block_stride;
     __global const uchar *nk = /* the keys KPF blocks ahead start coming */
-        rows_tile(k_cache, kv_off, b + KPF < b_end ? table[b + KPF] : -1, num_blocks, block_stride);
+        rows_tile(k_cache, kv_off, table, b + KPF, b_end, num_blocks, block_stride);
     /* and one line in each KB of the keys KTOUCH blocks ahead: with it the
      * full prefetches come faster (S3 20.4 -> 16.7 ms on the Zen 5 here at
      * 1 and 2 blocks ahead, 19.3 -> 16.4 more at 2 and 4; a line every 2
      * KB, or the first few, gave nothing; notes/perf.md) */
     __global const uchar *nt =
-        rows_tile(k_cache, kv_off, b + KTOUCH < b_end ? table[b + KTOUCH] : -1, num_blocks,
-                  block_stride);
+        rows_tile(k_cache, kv_off, table, b + KTOUCH, b_end, num_blocks, block_stride);
     for (int o = 0; nt && o < KTILE; o += 1024) ROWS_PREFETCH(nt + o);
     for (int o0 = 0; o0 < NTG; o0 += TG) { /* TG key vectors: tokens VT (o0 .. o0 + TG) */
       /* a slice of that block's lines each step, spread over its chunks */
@@ -182,8 +183,7 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void clpa_decode_rows(DE
     const int edge = !all_ok || b0 * BLOCK_SIZE < lo || (b0 + VBLK) * BLOCK_SIZE > t_end;
     __global const uchar *nv[VBLK]; /* the next group's values: each row d as row d is read */
     for (int k = 0; k < VBLK; k++)
-      nv[k] = rows_tile(v_cache, kv_off, b0 + VBLK + k < b_end ? table[b0 + VBLK + k] : -1,
-                        num_blocks, block_stride);
+      nv[k] = rows_tile(v_cache, kv_off, table, b0 + VBLK + k, b_end, num_blocks, block_stride);
     for (int d = 0; d < HEAD_SIZE; d++) {
       const int row = d * BLOCK_SIZE * KV_BYTES; /* row d's bytes in a value tile */
 #pragma unroll

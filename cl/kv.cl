@@ -499,7 +499,7 @@ inline CAT(float, VT4) token_sums4(float16 a, float16 b, float16 c, float16 d) {
  * block at kb with the queries q16[r][chunk] (r < NR): every chunk's NV key
  * loads share each query load. pf (bytes, or NULL): each chunk also
  * prefetches its share of the 16 x NV elements there (a step's slice of
- * the next block, spread over the chunks rather than a burst that would
+ * a later block, spread over the chunks rather than a burst that would
  * fill the core's miss buffers and stall the products behind it). A
  * macro, so the accumulators stay in registers (PoCL keeps arrays passed
  * by pointer in memory). */
