@@ -44,10 +44,12 @@ __kernel void clpa_smoke_fma(__global float *out, float b, float c, int iters) {
  * checksum: the ceiling of decode's reads on the device, which clpa-bench
  * decode prints beside the copy bandwidth (random blocks of a few KB are
  * not a stream). Work-group (KV head, sequence, partition of part_blocks
- * blocks); its work-items share each block's two tiles 64 bytes at a
- * time (tile64 64-byte chunks a tile; block64 from one block to the
- * next). The checksum is written only if it hits a constant, so that the
- * reads cannot be dropped. */
+ * blocks); its work-items share the partition's tiles 64 bytes at a time,
+ * the blocks one after another (tile64 64-byte chunks a tile; block64
+ * from one block to the next), so that none idles where a tile has fewer
+ * chunks than the work-group has work-items (an fp8 tile of 16 tokens x
+ * 128: 32). The checksum is written only if it hits a constant, so that
+ * the reads cannot be dropped. */
 __kernel void clpa_smoke_paged_read(__global const uint16 *k, __global const uint16 *v,
                                     __global const int *tables, __global const int *lens,
                                     int blocks_per_seq, int block_size, int part_blocks,
@@ -55,11 +57,14 @@ __kernel void clpa_smoke_paged_read(__global const uint16 *k, __global const uin
   const int h = get_group_id(0), s = get_group_id(1), part = get_group_id(2);
   const int lid = get_local_id(0), nl = get_local_size(0);
   const int nb = (lens[s] + block_size - 1) / block_size;
+  const int b0 = part * part_blocks, n = max(min(b0 + part_blocks, nb) - b0, 0) * tile64;
+  __global const int *table = tables + (size_t)s * blocks_per_seq + b0;
   uint16 acc = (uint16)(0u);
-  for (int b = part * part_blocks; b < min((part + 1) * part_blocks, nb); b++) {
-    const ulong base = (ulong)tables[(size_t)s * blocks_per_seq + b] * block64 + (ulong)h * tile64;
 #pragma unroll 4
-    for (int i = lid; i < tile64; i += nl) acc ^= k[base + i] ^ v[base + i];
+  for (int i = lid; i < n; i += nl) {
+    const int b = i / tile64;
+    const ulong at = (ulong)table[b] * block64 + (ulong)h * tile64 + (ulong)(i - b * tile64);
+    acc ^= k[at] ^ v[at];
   }
   const uint8 r8 = acc.lo ^ acc.hi;
   const uint4 r4 = r8.lo ^ r8.hi;

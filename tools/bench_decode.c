@@ -119,15 +119,21 @@ static clpa_status paged_once(clpa_context *ctx, const void *arg_, cl_event *eve
 }
 
 /* K/V bytes per second through the probe, in partitions of the decode's
- * size (the whole context for v1), one work-item a work-group on CPUs
- * (as the rows path), 64 elsewhere; 0 where it does not apply (tiles not
+ * size (the whole context for v1) and one work-item a work-group on CPUs
+ * (as the rows path); elsewhere 64 work-items a work-group and partitions
+ * of at most 512 tokens (the decode's where shorter), so that the probe
+ * has the work-groups to fill the device whatever the decode's plan (a v1
+ * plan of 16 x 8 rows gave it 128); 0 where it does not apply (tiles not
  * whole 64-byte chunks) or failed. */
 static double paged_read_gbps(bench_env *env, const bench_decode_shape *s, const decode_inputs *in,
                               int32_t bpseq, const bench_decode_figures *f,
                               const bench_timing *t) {
   const size_t tile = (size_t)s->block_size * s->head_size * clpa_dtype_size(s->dtype);
   if (tile % 64) return 0;
-  const cl_int part_blocks = f->partition > 0 ? f->partition / s->block_size : bpseq;
+  const int32_t part = env->info.is_cpu                      ? f->partition
+                       : f->partition > 0 && f->partition < 512 ? f->partition
+                                                                : 512;
+  const cl_int part_blocks = part >= s->block_size ? part / s->block_size : part > 0 ? 1 : bpseq;
   const cl_int nparts = (bpseq + part_blocks - 1) / part_blocks, bs = s->block_size;
   const cl_ulong block64 = tile / 64 * s->kv_heads;
   const cl_int tile64 = (cl_int)(tile / 64);
