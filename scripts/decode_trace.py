@@ -50,7 +50,7 @@ sub('cl/decode_mma.cl', '__kernel __attribute__((reqd_work_group_size(NUM_THREAD
     TIMER + '__kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_decode_mma(')
 sub('cl/decode_mma.cl', 'const int lid = get_local_id(0), lane = lid % 32, warp = lid / 32, g = lane / 4, t = lane % 4;\n',
     'const int lid = get_local_id(0), lane = lid % 32, warp = lid / 32, g = lane / 4, t = lane % 4;\n  const ulong tr0 = tr_now(); ulong tr1 = 0;\n')
-sub('cl/decode_mma.cl', '    /* ---- 5. O^T = O^T alpha', '    if (it == 0) tr1 = tr_after(sc[0].x);\n    /* ---- 5. O^T = O^T alpha')
+sub('cl/decode_mma.cl', '    /* ---- 5. O^T = O^T alpha', '    if (!tr1) tr1 = tr_after(sc[0].x); /* the first chunk (the NVIDIA loop has no counter) */\n    /* ---- 5. O^T = O^T alpha')
 sub('cl/decode_mma.cl', '  /* ---- 6. merge the warps', '  const ulong tr2 = tr_after(o[MTILES - 1][NH - 1].w);\n  /* ---- 6. merge the warps')
 sub('cl/decode_mma.cl', '  /* ---- 7. write the output', '  const ulong tr25 = tr_now();\n  /* ---- 7. write the output')
 p = os.path.join(d, 'cl/decode_mma.cl'); s = open(p).read().rstrip()
@@ -60,10 +60,10 @@ open(p, 'w').write(s)
 
 # reduce: needs the fault buffer: it has none, so pass it as an extra argument
 sub('cl/reduce.cl', '__kernel __attribute__', TIMER + '__kernel __attribute__')
-sub('cl/reduce.cl', '__global const float *sinks, __local float *weights) {',
-    '__global const float *sinks, __local float *weights, __global volatile int *faults) {\n  const ulong r0 = tr_now();')
+sub('cl/reduce.cl', '    __global const float *sinks) {',
+    '    __global const float *sinks, __global volatile int *faults) {\n  const ulong r0 = tr_now();')
 p = os.path.join(d, 'cl/reduce.cl'); s = open(p).read().rstrip()
-s = s[:-1] + r'''  if (lid == 0) {
+s = s[:-1] + r'''  {
     const size_t w = (size_t)seq * num_heads + head;
     __global ulong *tr = TR_BASE(faults) + 6 * (size_t)TR_RECS + 3 * w;
     if (w < 20000) { tr[0] = tr_sm(); tr[1] = r0; tr[2] = tr_now(); }
@@ -79,9 +79,7 @@ sub('lib/buffers.c', '''    cl_int zero = 0, err;
     ctx->faults = clCreateBuffer(ctx->cl, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, sizeof zeros,
                                  zeros, &err);''')
 
-sub('lib/decode.c', '''                           CLPA_ARG(mp),             CLPA_ARG(p->sinks),
-                           CLPA_ARG_LOCAL(sizeof(float) * (size_t)mp)};''', '''                           CLPA_ARG(mp),             CLPA_ARG(p->sinks),
-                           CLPA_ARG_LOCAL(sizeof(float) * (size_t)mp), CLPA_ARG(trf)};''')
+sub('lib/decode.c', '''                           CLPA_ARG(mp),             CLPA_ARG(p->sinks)};''', '''                           CLPA_ARG(mp),             CLPA_ARG(p->sinks), CLPA_ARG(trf)};''')
 sub('lib/decode.c', '''  const cl_int maxc = p->max_context_len, nh = p->num_heads, mp = c->max_parts;
   const clpa_arg args[] = {CLPA_ARG(p->out),''', '''  const cl_int maxc = p->max_context_len, nh = p->num_heads, mp = c->max_parts;
   cl_mem trf;
