@@ -44,30 +44,36 @@ __kernel void clpa_smoke_fma(__global float *out, float b, float c, int iters) {
  * checksum: the ceiling of decode's reads on the device, which clpa-bench
  * decode prints beside the copy bandwidth (random blocks of a few KB are
  * not a stream). Work-group (KV head, sequence, partition of part_blocks
- * blocks); its work-items share the partition's tiles 64 bytes at a time,
- * the blocks one after another (tile64 64-byte chunks a tile; block64
- * from one block to the next), so that none idles where a tile has fewer
- * chunks than the work-group has work-items (an fp8 tile of 16 tokens x
- * 128: 32). The checksum is written only if it hits a constant, so that
- * the reads cannot be dropped. */
-__kernel void clpa_smoke_paged_read(__global const uint16 *k, __global const uint16 *v,
-                                    __global const int *tables, __global const int *lens,
-                                    int blocks_per_seq, int block_size, int part_blocks,
-                                    ulong block64, int tile64, __global uint *out) {
-  const int h = get_group_id(0), s = get_group_id(1), part = get_group_id(2);
-  const int lid = get_local_id(0), nl = get_local_size(0);
-  const int nb = (lens[s] + block_size - 1) / block_size;
-  const int b0 = part * part_blocks, n = max(min(b0 + part_blocks, nb) - b0, 0) * tile64;
-  __global const int *table = tables + (size_t)s * blocks_per_seq + b0;
-  uint16 acc = (uint16)(0u);
-#pragma unroll 4
-  for (int i = lid; i < n; i += nl) {
-    const int b = i / tile64;
-    const ulong at = (ulong)table[b] * block64 + (ulong)h * tile64 + (ulong)(i - b * tile64);
-    acc ^= k[at] ^ v[at];
+ * blocks); its work-items share the partition's tiles a vector T at a
+ * time, the blocks one after another, so that none idles where a tile
+ * has fewer vectors than the work-group has work-items (tile_n vectors a
+ * tile; block_n from one block to the next). Two widths: 64 bytes a
+ * work-item (uint16: a CPU's work-item, one AVX-512 register) and 16
+ * (uint4: a GPU's lanes then read 16 consecutive bytes each, a warp 512).
+ * The checksum is written only if it hits a constant, so that the reads
+ * cannot be dropped. */
+#define PAGED_READ(name, T, lo_half, hi_half)                                                  \
+  __kernel void name(__global const T *k, __global const T *v, __global const int *tables,    \
+                     __global const int *lens, int blocks_per_seq, int block_size,            \
+                     int part_blocks, ulong block_n, int tile_n, __global uint *out) {        \
+    const int h = get_group_id(0), s = get_group_id(1), part = get_group_id(2);               \
+    const int lid = get_local_id(0), nl = get_local_size(0);                                  \
+    const int nb = (lens[s] + block_size - 1) / block_size;                                   \
+    const int b0 = part * part_blocks, n = max(min(b0 + part_blocks, nb) - b0, 0) * tile_n;   \
+    __global const int *table = tables + (size_t)s * blocks_per_seq + b0;                     \
+    T acc = (T)(0u);                                                                          \
+    _Pragma("unroll 4") for (int i = lid; i < n; i += nl) {                                   \
+      const int b = i / tile_n;                                                               \
+      const ulong at = (ulong)table[b] * block_n + (ulong)h * tile_n + (ulong)(i - b * tile_n); \
+      acc ^= k[at] ^ v[at];                                                                   \
+    }                                                                                         \
+    const uint4 r4 = hi_half(acc) ^ lo_half(acc);                                             \
+    const uint r = r4.x ^ r4.y ^ r4.z ^ r4.w;                                                 \
+    if (r == 0x9e3779b9u) out[0] = r;                                                         \
   }
-  const uint8 r8 = acc.lo ^ acc.hi;
-  const uint4 r4 = r8.lo ^ r8.hi;
-  const uint r = r4.x ^ r4.y ^ r4.z ^ r4.w;
-  if (r == 0x9e3779b9u) out[0] = r;
-}
+#define PAGED_LO16(a) ((a).lo.lo ^ (a).hi.hi)
+#define PAGED_HI16(a) ((a).lo.hi ^ (a).hi.lo)
+#define PAGED_LO4(a) (a)
+#define PAGED_HI4(a) ((uint4)(0u))
+PAGED_READ(clpa_smoke_paged_read, uint16, PAGED_LO16, PAGED_HI16)
+PAGED_READ(clpa_smoke_paged_read4, uint4, PAGED_LO4, PAGED_HI4)

@@ -118,13 +118,17 @@ static clpa_status paged_once(clpa_context *ctx, const void *arg_, cl_event *eve
   return err == CL_SUCCESS ? CLPA_OK : CLPA_ERR_OPENCL;
 }
 
-/* K/V bytes per second through the probe, in partitions of the decode's
- * size (the whole context for v1) and one work-item a work-group on CPUs
- * (as the rows path); elsewhere 64 work-items a work-group and partitions
- * of at most 512 tokens (the decode's where shorter), so that the probe
- * has the work-groups to fill the device whatever the decode's plan (a v1
- * plan of 16 x 8 rows gave it 128); 0 where it does not apply (tiles not
- * whole 64-byte chunks) or failed. */
+/* K/V bytes per second through the probe: on CPUs in partitions of the
+ * decode's size (the whole context for v1), one work-item a work-group
+ * (as the rows path) reading 64 bytes at a time; elsewhere 128
+ * work-items a work-group reading 16 bytes each, consecutive, in
+ * partitions of at most 512 tokens (the decode's where shorter), so that
+ * the probe has the work-groups to fill the device whatever the decode's
+ * plan (a v1 plan of 16 x 8 rows gave it 128). H100, cold, 32/8 heads
+ * 16 x 4096, of copy: f16 0.868 with 64 work-items, 0.939 with 128,
+ * 0.929 with 256; fp8 0.821 / 0.877 / 0.861; f32 0.924 / 0.974 / 0.961
+ * (64 x 2048: 0.974 / 0.957 / 0.976; notes/perf.md). 0 where it does not
+ * apply (tiles not whole 64-byte chunks) or failed. */
 static double paged_read_gbps(bench_env *env, const bench_decode_shape *s, const decode_inputs *in,
                               int32_t bpseq, const bench_decode_figures *f,
                               const bench_timing *t) {
@@ -135,18 +139,19 @@ static double paged_read_gbps(bench_env *env, const bench_decode_shape *s, const
                                                                 : 512;
   const cl_int part_blocks = part >= s->block_size ? part / s->block_size : part > 0 ? 1 : bpseq;
   const cl_int nparts = (bpseq + part_blocks - 1) / part_blocks, bs = s->block_size;
-  const cl_ulong block64 = tile / 64 * s->kv_heads;
-  const cl_int tile64 = (cl_int)(tile / 64);
-  const size_t wg = env->info.is_cpu ? 1 : 64;
+  const size_t unit = env->info.is_cpu ? 64 : 16; /* bytes a work-item reads at once */
+  const cl_ulong block_n = tile / unit * s->kv_heads;
+  const cl_int tile_n = (cl_int)(tile / unit);
+  const size_t wg = env->info.is_cpu ? 1 : 128;
   paged_arg a = {NULL, {wg * s->kv_heads, (size_t)s->batch, (size_t)nparts}, {wg, 1, 1}};
   cl_mem out = bench_buffer_quiet(env, NULL, sizeof(cl_uint));
   cl_program prog;
   cl_int err = CL_INVALID_VALUE;
   double secs = 0, gbps = 0;
   if (out && clpa_program_get(env->ctx, "smoke", "", &prog) == CLPA_OK)
-    a.k = clCreateKernel(prog, "clpa_smoke_paged_read", &err);
-  const void *vals[] = {&in->kc, &in->vc, &in->bt, &in->bl, &bpseq, &bs, &part_blocks, &block64,
-                        &tile64, &out};
+    a.k = clCreateKernel(prog, unit == 64 ? "clpa_smoke_paged_read" : "clpa_smoke_paged_read4", &err);
+  const void *vals[] = {&in->kc, &in->vc, &in->bt, &in->bl, &bpseq, &bs, &part_blocks, &block_n,
+                        &tile_n, &out};
   const size_t sizes[] = {sizeof(cl_mem), sizeof(cl_mem), sizeof(cl_mem), sizeof(cl_mem),
                           sizeof(cl_int), sizeof(cl_int), sizeof(cl_int), sizeof(cl_ulong),
                           sizeof(cl_int), sizeof(cl_mem)};
