@@ -210,11 +210,11 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void clpa_decode_rows(DE
     }
   }
   float res[G][HEAD_SIZE];
-  for (int r = 0; r < G; r++)
-    /* one sum at a time: vectorized over d, PoCL 3.1 gathered the lanes
-     * (vgatherqps, slow on AMD: 0.3 ms of 64 x 2048's fixed ~1.8 here) */
-#pragma clang loop vectorize(disable)
-    for (int d = 0; d < HEAD_SIZE; d++) res[r][d] = VSUM(VB, acc[r][d]);
+  for (int r = 0; r < G; r++) {
+    for (int d = 0; d + VB <= HEAD_SIZE; d += VB) CAT(vstore, VB)(lane_sums(&acc[r][d]), 0, &res[r][d]);
+#pragma clang loop vectorize(disable) /* a head size's last few: one sum at a time */
+    for (int d = HEAD_SIZE / VB * VB; d < HEAD_SIZE; d++) res[r][d] = VSUM(VB, acc[r][d]);
+  }
 
   /* ---- 4. write the output (v1) or the partition's state (v2) ---- */
   for (int r = 0; r < G; r++) {

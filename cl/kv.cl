@@ -425,6 +425,24 @@ inline void decode_merge_parts(int merging, int nparts, int seq, int head0, int 
 #define floatB CAT(float, VB)
 #define intB CAT(int, VB)
 
+/* The lane sums of VB successive accumulators a[0 .. VB-1] as one vector,
+ * lane i the sum of a[i]: pairs of vectors merge into one while their
+ * lanes per vector halve (a two-vector shuffle and an add), log2(VB)
+ * times, VB - 1 vector adds in all; the same pairwise sums as VSUM(VB,
+ * a[i]). One VSUM at a time took 16 scalar loads and 15 adds a sum (40 %
+ * of the decode kernel's samples on 64 x 16 tokens; prefill 64 x 16 new
+ * on 256 cached 41.5 -> 39.2 ms with this; PoCL 3.1, Zen 5; notes/perf.md);
+ * vectorized over the accumulators, PoCL 3.1 had gathered their lanes
+ * (vgatherqps, slow on AMD). */
+inline floatB lane_sums(const floatB *a) {
+  floatB t[VB];
+  for (int i = 0; i < VB; i++) t[i] = a[i];
+  for (int n = VB; n > 1; n /= 2)
+    for (int i = 0; i < n / 2; i++)
+      t[i] = (floatB)(t[2 * i].even, t[2 * i + 1].even) + (floatB)(t[2 * i].odd, t[2 * i + 1].odd);
+  return t[0];
+}
+
 /* The rows paths' key vectors (decode_rows.cl, prefill_rows.cl): a
  * 16-element vector of the key layout holds VT tokens x KV_X dimensions
  * (one 16-byte row per token); queries are held repeated VT times, so one
