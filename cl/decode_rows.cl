@@ -210,11 +210,7 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void clpa_decode_rows(DE
     }
   }
   float res[G][HEAD_SIZE];
-  for (int r = 0; r < G; r++) {
-    for (int d = 0; d + VB <= HEAD_SIZE; d += VB) CAT(vstore, VB)(lane_sums(&acc[r][d]), 0, &res[r][d]);
-#pragma clang loop vectorize(disable) /* a head size's last few: one sum at a time */
-    for (int d = HEAD_SIZE / VB * VB; d < HEAD_SIZE; d++) res[r][d] = VSUM(VB, acc[r][d]);
-  }
+  for (int r = 0; r < G; r++) row_sums(acc[r], res[r], HEAD_SIZE);
 
   /* ---- 4. write the output (v1) or the partition's state (v2) ---- */
   for (int r = 0; r < G; r++) {

@@ -443,6 +443,14 @@ inline floatB lane_sums(const floatB *a) {
   return t[0];
 }
 
+/* res[d] = the lane sum of acc[d], d < n: VB at a time (lane_sums), the
+ * last n % VB (a head size's last few) one at a time. */
+inline void row_sums(const floatB *acc, float *res, int n) {
+  for (int d = 0; d + VB <= n; d += VB) CAT(vstore, VB)(lane_sums(acc + d), 0, res + d);
+#pragma clang loop vectorize(disable)
+  for (int d = n / VB * VB; d < n; d++) res[d] = VSUM(VB, acc[d]);
+}
+
 /* The rows paths' key vectors (decode_rows.cl, prefill_rows.cl): a
  * 16-element vector of the key layout holds VT tokens x KV_X dimensions
  * (one 16-byte row per token); queries are held repeated VT times, so one

@@ -178,10 +178,8 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void clpa_prefill_rows(
   for (int r = 0; r < rows; r++) {
     const size_t row = (size_t)(first + (R0 + r) / qpk) * num_heads + head[r];
     const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
-    float res[HEAD_SIZE]; /* the sums VB at a time (kv.cl lane_sums), the last few one at a time */
-    for (int d = 0; d + VB <= HEAD_SIZE; d += VB) CAT(vstore, VB)(lane_sums(&acc[r][d]), 0, &res[d]);
-#pragma clang loop vectorize(disable)
-    for (int d = HEAD_SIZE / VB * VB; d < HEAD_SIZE; d++) res[d] = VSUM(VB, acc[r][d]);
+    float res[HEAD_SIZE];
+    row_sums(acc[r], res, HEAD_SIZE);
     for (int d = 0; d < HEAD_SIZE; d++) IO_STORE(res[d] * inv, out, row * HEAD_SIZE + d);
     if (lse) lse[row] = softmax_lse(softmax_state_of(m[r], l[r]));
   }
