@@ -1,7 +1,10 @@
 /*
  * decode_mma.cl — decode on tensor cores for GQA (mma.cl: mma.sync
  * m16n8k16 on NVIDIA, f16, bf16 or fp8 caches (fp8 pairs converted to f16
- * pairs in registers, exactly), f32 accumulation; emulated elsewhere, for
+ * pairs in registers, exactly), f32 accumulation; f32 caches through
+ * m16n8k8 on tf32, 3xTF32, whose fragments hold one element where
+ * m16n8k16's hold a pair, so the bookkeeping below is the same with
+ * k-steps of 2 dimensions or tokens a register; emulated elsewhere, for
  * tests). Same arguments, grid and results as decode.cl's
  * clpa_decode_paged; in v2 the partitions write their states, and the
  * last of a row's to finish, told by a counter (part_counts), merges them
@@ -24,17 +27,18 @@
  * register, once:
  *   - keys: the sum over dimensions allows any order, so lane (g, t)
  *     loads 16-byte rows of the key layout (dimensions X (4 P + t) ..
- *     + X - 1 of its tokens, X = 8, or 16 for fp8) and uses them for the
- *     X / 4 k-steps P X / 4 + j, 4 dimensions each; the queries' B
- *     fragments take the same order;
+ *     + X - 1 of its tokens, X = 8, 16 for fp8, 4 for f32) and uses them
+ *     for the KSPR k-steps P KSPR + j, 4 dimensions each (f32: 2); the
+ *     queries' B fragments take the same order;
  *   - S^T's C fragment (lane: rows g, g + 8 = tokens; columns 2t, 2t + 1
- *     = heads), rounded to the cache dtype (f16 for fp8), is P^T's B
- *     fragment once each 8 x 8 half is transposed across the warp
- *     (mma_trans: movmatrix);
+ *     = heads), rounded to the cache dtype (f16 for fp8; f32 split into
+ *     high parts and remainders), is P^T's B fragment once each 8 x 8 half
+ *     is transposed across the warp (mma_trans: movmatrix; f32's 32-bit
+ *     values as two 16-bit halves, mma_trans32);
  *   - for that, row r of S^T is token TOK(r) of the chunk, chosen so that
  *     the tokens a lane's V^T fragment needs are 4 consecutive ones: lane
  *     t reads value rows g and g + 8 at tokens 4t .. 4t + 3 (8 bytes each,
- *     4 of fp8).
+ *     4 of fp8, 16 of f32: two k-steps of 2 tokens).
  *
  *   TOK(r): r  0  1  2  3  4  5  6  7 |  8  9 10 11 12 13 14 15
  *           t  0  1  4  5  8  9 12 13 |  2  3  6  7 10 11 14 15
@@ -75,11 +79,25 @@
 #define G CLPA_HEADS_PER_WG
 #define WARPS (NUM_THREADS / 32)
 #define CHUNK 16                   /* tokens of a chunk: the rows of S^T */
-/* A lane's 16-byte key row holds X dimensions (8 of f16/bf16, 16 of fp8)
- * and serves KSPR k-steps (4 of its dimensions each); KROWS rows a token. */
+/* A lane's 16-byte key row holds X dimensions (8 of f16/bf16, 16 of fp8,
+ * 4 of f32) and serves KSPR k-steps (4 of its dimensions each, 2 of f32's:
+ * m16n8k8's tf32 k-steps, mma.cl); KROWS rows a token. */
+#if KV_BYTES == 4
+#define KSPR 2
+#else
 #define KSPR (X / 4)
+#endif
+#define KDIMS (X / KSPR) /* a key row's dimensions a k-step */
 #define KROWS (HEAD_SIZE / (4 * X))
 #define MTILES (HEAD_SIZE / 16)    /* m-tiles of O^T */
+/* S^T's products go to QK_ACCS independent sums (the k-steps in turn),
+ * so that a chunk's chain of dependent mma is half as long (f32: 48 ->
+ * 24). H100, cold, 32/8 heads, us, one sum -> two (notes/perf.md,
+ * 2026-11-27 eighth session): f32 16 x 4096 184.1 / 184.4 -> 184.3 /
+ * 184.8, 64 x 2048 362.5 -> 360.9, 8 x 32768 717.7 -> 711.2; fp8 16 x
+ * 4096 54.3 -> 53.7; f16 and bf16 the same. */
+#define QK_ACCS 2
+#define KSTEPS (KSPR * KROWS)
 #define NH ((G + 7) / 8)           /* n-tiles of heads */
 
 /* Chunks of a partition (v1: all of the row's). */
@@ -98,14 +116,15 @@
    : SLICE_OK(WARPS / 4) ? WARPS / 4 : SLICE_OK(WARPS / 6) ? WARPS / 6 : 1)
 
 #if HEAD_SIZE % (4 * X) || G > 16 || NUM_THREADS % 32 || PARTITION_SIZE % CHUNK || BLOCK_SIZE % 4
-#error "decode mma: head size a multiple of 32 (fp8: 64), <= 16 heads, partitions of 16-token chunks"
-#endif
-#if KV_BYTES == 4
-#error "decode mma: the cache must be f16, bf16 or fp8"
+#error "decode mma: head size a multiple of 32 (fp8: 64, f32: 16), <= 16 heads, partitions of 16-token chunks"
 #endif
 
-/* A lane's value row piece: 4 tokens (8 bytes, or 4 of fp8). */
-#if KV_BYTES == 1
+/* A lane's value row piece: 4 tokens (8 bytes, 4 of fp8, 16 of f32). */
+#if KV_BYTES == 4
+typedef uint4 vrow_t;
+#define VROW_ZERO ((uint4)(0u))
+#define VROW_MASKED(w, in) select((uint4)(0u), (w), as_uint4(in))
+#elif KV_BYTES == 1
 typedef uint vrow_t;
 #define VROW_ZERO 0u
 #define VROW_MASKED(w, in) as_uint(select((uchar4)(0), as_uchar4(w), convert_char4(in)))
@@ -124,9 +143,11 @@ inline uint2 key_kstep(uint4 r, int j) {
   return PAIRS4_OF_WORD(j == 0 ? r.x : j == 1 ? r.y : j == 2 ? r.z : r.w);
 }
 inline uint2 value_pairs(vrow_t w) { return PAIRS4_OF_WORD(w); }
-#else
+#elif KV_BYTES == 2
 inline uint2 key_kstep(uint4 r, int j) { return j == 0 ? r.xy : r.zw; }
 inline uint2 value_pairs(vrow_t w) { return w; }
+#else /* f32: k-step j's 2 dimensions, one a register */
+inline uint2 key_kstep(uint4 r, int j) { return j == 0 ? r.xy : r.zw; }
 #endif
 
 /* Output element i summed over the warps' slices. */
@@ -230,17 +251,25 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
   int2 ids = chunk_ids(table, c_first * CHUNK, g, t, max_blocks_per_seq);
   int L = context_lens[seq];
   /* ---- 1. queries as B fragments (column g of n-tile h), dimensions in the keys' order ---- */
-  uint2 qb[NH][KSPR * KROWS];
+  uint2 qb[NH][KSTEPS];
+#if KV_BYTES == 4
+  uint2 ql[NH][KSTEPS]; /* f32: qb the high parts, ql the remainders (mma.cl's 3xTF32) */
+#endif
   MMA_UNROLL
   for (int h = 0; h < NH; h++) {
     const int col = 8 * h + g;
     __global const io_t *qh = q + (ulong)seq * q_stride + (ulong)(head0 + min(col, G - 1)) * HEAD_SIZE;
     MMA_UNROLL
-    for (int ks = 0; ks < KSPR * KROWS; ks++) {
-      const int d = (4 * (ks / KSPR) + t) * X + (ks % KSPR) * 4;
+    for (int ks = 0; ks < KSTEPS; ks++) {
+      const int d = (4 * (ks / KSPR) + t) * X + (ks % KSPR) * KDIMS;
       float f[4];
-      for (int e = 0; e < 4; e++) f[e] = col < G ? IO_LOAD(qh, d + e) : 0.0f;
+      for (int e = 0; e < KDIMS; e++) f[e] = col < G ? IO_LOAD(qh, d + e) : 0.0f;
+#if KV_BYTES == 4
+      const uint4 x = (uint4)(as_uint(f[0]), as_uint(f[1]), 0u, 0u), hi = mma_tf32_hi4(x);
+      qb[h][ks] = hi.xy, ql[h][ks] = mma_tf32_lo4(x, hi).xy;
+#else
       qb[h][ks] = (uint2)(mma_pack(f[0], f[1]), mma_pack(f[2], f[3]));
+#endif
     }
   }
 
@@ -336,21 +365,34 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
     float4 sc[NH];
     MMA_UNROLL
     for (int h = 0; h < NH; h++) {
-      float4 acc = (float4)(0.0f);
+      float4 acc[QK_ACCS];
+      MMA_UNROLL
+      for (int i = 0; i < QK_ACCS; i++) acc[i] = (float4)(0.0f);
       MMA_UNROLL
       for (int P = 0; P < KROWS; P++)
         MMA_UNROLL
         for (int j = 0; j < KSPR; j++) {
+          const int ks = P * KSPR + j, ai = ks % QK_ACCS;
           const uint2 a0 = key_kstep(cur.k0[P], j), a1 = key_kstep(cur.k1[P], j);
-          acc = mma_16816(acc, (uint4)(a0.x, a1.x, a0.y, a1.y), qb[h][P * KSPR + j], xch);
+#if KV_BYTES == 4
+          acc[ai] = mma_3xtf32(acc[ai], (uint4)(a0.x, a1.x, a0.y, a1.y), qb[h][ks], ql[h][ks], xch);
+#else
+          acc[ai] = mma_16816(acc[ai], (uint4)(a0.x, a1.x, a0.y, a1.y), qb[h][ks], xch);
+#endif
         }
-      sc[h] = acc;
+      MMA_UNROLL
+      for (int i = 1; i < QK_ACCS; i++) acc[0] += acc[i];
+      sc[h] = acc[0];
     }
 
     /* ---- 4. logits in base 2, masks; the online softmax per column; P^T as B fragments ---- */
     const int in0 = cur.kb >= 0 && kt >= lo && kt < t_end;
     const int in1 = cur.kb >= 0 && kt + 2 >= lo && kt + 2 < t_end;
+#if KV_BYTES == 4
+    uint4 pb[NH], pl[NH]; /* f32: tokens 4t .. 4t + 3 of column g, high parts and remainders */
+#else
     uint2 pb[NH];
+#endif
     float alpha[NH][2];
     MMA_UNROLL
     for (int h = 0; h < NH; h++) {
@@ -372,18 +414,35 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
         p[i] = MMA_EXP2(x[i] - base), p[i + 2] = MMA_EXP2(x[i + 2] - base);
         l[h][i] = l[h][i] * alpha[h][i] + p[i] + p[i + 2];
       }
+#if KV_BYTES == 4
+      const uint4 pt = (uint4)(mma_trans32(as_uint(p[0]), as_uint(p[1]), xch),
+                               mma_trans32(as_uint(p[2]), as_uint(p[3]), xch));
+      pb[h] = mma_tf32_hi4(pt), pl[h] = mma_tf32_lo4(pt, pb[h]);
+#else
       pb[h] = (uint2)(mma_trans(mma_pack(p[0], p[1]), xch), mma_trans(mma_pack(p[2], p[3]), xch));
+#endif
     }
 
     /* ---- 5. O^T = O^T alpha + V^T P^T: rows g, g + 8 are dimensions 16 mt + g, + 8 ---- */
     MMA_UNROLL
     for (int mt = 0; mt < MTILES; mt++) {
+#if KV_BYTES == 4 /* two k-steps: tokens 4t, 4t + 1, then 4t + 2, 4t + 3 */
+      const uint4 w0 = cur.v0[mt], w1 = cur.v1[mt];
+      const uint4 va = (uint4)(w0.x, w1.x, w0.y, w1.y), vb = (uint4)(w0.z, w1.z, w0.w, w1.w);
+      MMA_UNROLL
+      for (int h = 0; h < NH; h++) {
+        const float4 acc = o[mt][h] * (float4)(alpha[h][0], alpha[h][1], alpha[h][0], alpha[h][1]);
+        o[mt][h] = mma_3xtf32(mma_3xtf32(acc, va, pb[h].xy, pl[h].xy, xch), vb, pb[h].zw,
+                              pl[h].zw, xch);
+      }
+#else
       const uint2 w0 = value_pairs(cur.v0[mt]), w1 = value_pairs(cur.v1[mt]);
       const uint4 vfrag = (uint4)(w0.x, w1.x, w0.y, w1.y);
       MMA_UNROLL
       for (int h = 0; h < NH; h++)
         o[mt][h] = mma_16816(o[mt][h] * (float4)(alpha[h][0], alpha[h][1], alpha[h][0], alpha[h][1]),
                              vfrag, pb[h], xch);
+#endif
     }
     c = next;
   }

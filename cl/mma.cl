@@ -1,7 +1,8 @@
 /*
  * mma.cl — warp-level matrix products for the tensor-core paths: on
  * NVIDIA (CLPA_LANES == 3) PTX's mma.sync.aligned.m16n8k16 with f16 or
- * bf16 operands (the KV cache's dtype) and f32 accumulation; on every
+ * bf16 operands (the KV cache's dtype) and f32 accumulation, and for f32
+ * caches m16n8k8 on tf32 three times (mma_3xtf32, below); on every
  * other device the same products emulated through local memory, so that
  * a path's fragment bookkeeping runs, and is tested, on PoCL in CI (slow:
  * for tests, never picked by the heuristics there).
@@ -82,18 +83,18 @@ inline float mma_unpack(uint r, int hi) {
 }
 #endif
 
-/* D = A B + C for this warp. */
-inline float4 mma_16816(float4 c, uint4 a, uint2 b, __local uint *xch) {
-#if MMA_PTX
-  (void)xch;
-  float d0, d1, d2, d3;
-  asm("mma.sync.aligned.m16n8k16.row.col.f32." MMA_T "." MMA_T ".f32 "
-      "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};"
-      : "=f"(d0), "=f"(d1), "=f"(d2), "=f"(d3)
-      : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "r"(b.x), "r"(b.y), "f"(c.x), "f"(c.y),
-        "f"(c.z), "f"(c.w));
-  return (float4)(d0, d1, d2, d3);
-#else
+#if !MMA_PTX
+/* Element e of an operand register: half e of a pair (per == 2), or the
+ * register as a tf32 (per == 1: its low 13 bits ignored, as the tensor
+ * cores do). */
+inline float mma_elem(uint r, int e, int per) {
+  return per == 2 ? mma_unpack(r, e) : as_float(r & 0xffffe000u);
+}
+
+/* D = A B + C for this warp through local memory: m16n8k16 on pairs
+ * (per == 2) or m16n8k8 on tf32s (per == 1), whose registers sit at the
+ * same places (below). */
+inline float4 mma_emulated(float4 c, uint4 a, uint2 b, __local uint *xch, int per) {
   const int lid = get_local_id(0), lane = lid % 32, g = lane / 4, t = lane % 4;
   __local uint *w = xch + (lid - lane) * 6; /* this warp's 32 x 6 words */
   w[lane * 6 + 0] = a.x, w[lane * 6 + 1] = a.y, w[lane * 6 + 2] = a.z, w[lane * 6 + 3] = a.w;
@@ -103,17 +104,75 @@ inline float4 mma_16816(float4 c, uint4 a, uint2 b, __local uint *xch) {
   for (int i = 0; i < 4; i++) {
     const int row = g + 8 * (i / 2), col = 2 * t + i % 2;
     float s = 0.0f;
-    for (int k = 0; k < 16; k++) {
-      /* A[row][k] and B[k][col]: which lane and register hold them */
-      const uint ra = w[((row % 8) * 4 + (k % 8) / 2) * 6 + row / 8 + 2 * (k / 8)];
-      const uint rb = w[(col * 4 + (k % 8) / 2) * 6 + 4 + k / 8];
-      s = mad(mma_unpack(ra, k % 2), mma_unpack(rb, k % 2), s);
+    for (int k = 0; k < 8 * per; k++) {
+      /* A[row][k] and B[k][col]: which lane (t = q) and register (r) hold them */
+      const int q = k % (4 * per) / per, r = k / (4 * per), e = k % per;
+      const uint ra = w[((row % 8) * 4 + q) * 6 + row / 8 + 2 * r];
+      const uint rb = w[(col * 4 + q) * 6 + 4 + r];
+      s = mad(mma_elem(ra, e, per), mma_elem(rb, e, per), s);
     }
     d[i] += s;
   }
   barrier(CLK_LOCAL_MEM_FENCE);
   return (float4)(d[0], d[1], d[2], d[3]);
+}
 #endif
+
+#if MMA_PTX
+/* Returns D = A B + C of mma.sync.aligned.SPEC (f32 C and D, 4 A and 2 B
+ * registers). */
+#define MMA_SYNC_RETURN(SPEC, c, a, b)                                                        \
+  do {                                                                                      \
+    float d0_, d1_, d2_, d3_;                                                               \
+    asm("mma.sync.aligned." SPEC " {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "          \
+        "{%10, %11, %12, %13};"                                                             \
+        : "=f"(d0_), "=f"(d1_), "=f"(d2_), "=f"(d3_)                                        \
+        : "r"((a).x), "r"((a).y), "r"((a).z), "r"((a).w), "r"((b).x), "r"((b).y),           \
+          "f"((c).x), "f"((c).y), "f"((c).z), "f"((c).w));                                  \
+    return (float4)(d0_, d1_, d2_, d3_);                                                    \
+  } while (0)
+#endif
+
+/* D = A B + C for this warp. */
+inline float4 mma_16816(float4 c, uint4 a, uint2 b, __local uint *xch) {
+#if MMA_PTX
+  (void)xch;
+  MMA_SYNC_RETURN("m16n8k16.row.col.f32." MMA_T "." MMA_T ".f32", c, a, b);
+#else
+  return mma_emulated(c, a, b, xch, 2);
+#endif
+}
+
+/* f32 operands (3xTF32): mma.sync m16n8k8 with tf32 operands (10 stored
+ * mantissa bits, f32's range), three times, on each operand's high part
+ * (rounded to tf32) and its remainder: A B ~ Ah Bh + Ah Bl + Al Bh, the
+ * dropped Al Bl and the remainders' own rounding ~2^-21 of |A||B|.
+ * m16n8k8's fragments are m16n8k16's with one element a register where
+ * that has a pair (PTX ISA, "Matrix Fragments for mma.m16n8k8"):
+ *   A 16 x 8  a.x = A[g][t]  a.y = A[g+8][t]  a.z = A[g][t+4]  a.w = A[g+8][t+4]
+ *   B 8 x 8   b.x = B[t][g]  b.y = B[t+4][g]
+ *   C, D      as m16n8k16's. */
+inline float4 mma_1688(float4 c, uint4 a, uint2 b, __local uint *xch) {
+#if MMA_PTX
+  (void)xch;
+  MMA_SYNC_RETURN("m16n8k8.row.col.f32.tf32.tf32.f32", c, a, b);
+#else
+  return mma_emulated(c, a, b, xch, 1);
+#endif
+}
+
+/* An f32's high part: rounded to tf32's 10 stored mantissa bits (half
+ * away from zero, as cvt.rna), low bits zero; x minus it is exact. */
+inline uint4 mma_tf32_hi4(uint4 x) { return (x + 0x1000u) & 0xffffe000u; }
+inline uint4 mma_tf32_lo4(uint4 x, uint4 hi) { return as_uint4(as_float4(x) - as_float4(hi)); }
+
+/* C + A B for f32 operands: a (A's registers) split here, b given as
+ * high parts and remainders; the small products first. */
+inline float4 mma_3xtf32(float4 c, uint4 a, uint2 bh, uint2 bl, __local uint *xch) {
+  const uint4 ah = mma_tf32_hi4(a), al = mma_tf32_lo4(a, ah);
+  c = mma_1688(c, al, bh, xch);
+  c = mma_1688(c, ah, bl, xch);
+  return mma_1688(c, ah, bh, xch);
 }
 
 #if MMA_PTX
@@ -186,6 +245,14 @@ inline uint mma_trans(uint r, __local uint *xch) {
   barrier(CLK_LOCAL_MEM_FENCE);
   return (g % 2 ? a >> 16 : a & 0xffffu) | (g % 2 ? b & 0xffff0000u : b << 16);
 #endif
+}
+
+/* The same for 32-bit values, two registers a lane (columns 2t and 2t + 1
+ * of row l / 4): their upper and lower halves transposed apart. */
+inline uint2 mma_trans32(uint a, uint b, __local uint *xch) {
+  const uint hi = mma_trans((a >> 16) | (b & 0xffff0000u), xch);
+  const uint lo = mma_trans((a & 0xffffu) | (b << 16), xch);
+  return (uint2)((lo & 0xffffu) | (hi << 16), (lo >> 16) | (hi & 0xffff0000u));
 }
 
 /* 16 bytes from global to local memory: on NVIDIA asynchronously

@@ -315,10 +315,14 @@ typedef enum clpa_decode_path {
    * columns (up to 16 a work-group), f16 or bf16 caches with head sizes that
    * are multiples of 32, fp8 caches (converted to f16 exactly) with multiples
    * of 64, partitions of multiples of 16 tokens; queries and probabilities
-   * rounded to the cache's dtype (f16 for fp8), sums in f32. On the H100
-   * 1.2-1.5x faster than lanes for f16 (0.86-0.97 of the copy bandwidth on
-   * batch 16-64), 2.4-3.2x for fp8 (0.68-0.88). Forced on other devices it
-   * runs emulated (slow: for tests). */
+   * rounded to the cache's dtype (f16 for fp8), sums in f32. f32 caches with
+   * head sizes that are multiples of 16 take m16n8k8 on tf32 three times
+   * (3xTF32: each operand's high part and remainder), within ~2^-21 of f32
+   * products, queries and probabilities not rounded. On the H100 1.2-1.5x
+   * faster than lanes for f16 (0.91-0.99 of the copy bandwidth on batch
+   * 16-64), 2.4-3.2x for fp8 (0.8-0.9), 1.02-1.1x for f32 with 4 query heads
+   * a KV head (0.95-0.98), 3.3x with 16. Forced on other devices it runs
+   * emulated (slow: for tests). */
   CLPA_DECODE_PATH_MMA = 2,
   /* CPUs: a work-item per (query heads of a KV head, sequence, partition),
    * explicit 16-wide vectors, no barriers; every dtype and head size. */
@@ -594,8 +598,9 @@ CLPA_API void clpa_cascade_params_init(clpa_cascade_params *p);
  * the same groups (16 members sharing 2048 with 64 own each 0.79x, 4 of
  * them 1.09x). Not yet measured on a GPU, where decode is bandwidth-bound
  * and the gain should follow the K/V bytes saved. The prefix runs in
- * decode's precision: on prefill's mma path only when decode.path is
- * CLPA_DECODE_PATH_MMA (else tiles or rows), so the result is decode's.
+ * decode's precision: on prefill's mma path only when decode runs on
+ * CLPA_DECODE_PATH_MMA with an f16 or bf16 cache (else tiles or rows:
+ * decode's f32 products keep f32's precision), so the result is decode's.
  * Returns CLPA_OK, CLPA_ERR_INVALID_ARG (named: a group out of order or
  * too small for its members, a shared prefix past the table),
  * CLPA_ERR_UNSUPPORTED (ALiBi, a sliding window), what clpa_decode and

@@ -129,8 +129,10 @@ static clpa_status run(clpa_context *ctx, const clpa_cascade_params *p, const cl
       free(cached);
       return st;
     }
-    const int fp8 = clpa_dtype_size(kv->dtype) == 1;
-    if (dpath == CLPA_DECODE_PATH_MMA && !fp8) /* prefill's tensor cores take no fp8 */
+    /* prefill's tensor cores take f16 and bf16 caches; decode's f32 (3xTF32)
+     * keeps f32's precision, as the tiles path does */
+    const int rounded = clpa_dtype_size(kv->dtype) == 2;
+    if (dpath == CLPA_DECODE_PATH_MMA && rounded)
       pp.path = CLPA_PREFILL_MMA;
     else if (clpa_prefill_choice(ctx, &pp, &chosen, NULL, NULL) == CLPA_OK &&
              chosen == CLPA_PREFILL_MMA)

@@ -121,8 +121,9 @@ static size_t mma_local_bytes(const clpa_context *ctx, int g, int head_size, int
 #define MMA_CHUNK 16
 
 /* The tensor-core kernel or the lanes kernel: forced, or mma on NVIDIA
- * for f16/bf16 caches with head sizes of multiples of 32, fp8 caches with
- * multiples of 64, and partitions of whole 16-token chunks. */
+ * for f16/bf16 caches with head sizes of multiples of 32, f32 caches
+ * (3xTF32) with multiples of 16, fp8 caches with multiples of 64, and
+ * partitions of whole 16-token chunks. */
 static clpa_status pick_path(clpa_context *ctx, const clpa_decode_params *p, decode_call *c) {
   const clpa_kv_layout *kv = &c->a.kv;
   CLPA_CTX_CHECK(ctx, (unsigned)p->path > CLPA_DECODE_PATH_ROWS, CLPA_ERR_INVALID_ARG,
@@ -130,23 +131,28 @@ static clpa_status pick_path(clpa_context *ctx, const clpa_decode_params *p, dec
   const int fp8 = clpa_dtype_size(kv->dtype) == 1;
   /* fp8 pairs become f16 pairs by cvt.rn.f16x2.e4m3x2 (sm_89 and later) on NVIDIA */
   const int fp8_ok = ctx->lanes != CLPA_LANES_NV_PTX || ctx->info.nv_compute_capability >= 89;
-  const int fits = (kv->dtype == CLPA_DTYPE_F16 || kv->dtype == CLPA_DTYPE_BF16 || (fp8 && fp8_ok)) &&
-                   kv->head_size % (fp8 ? 64 : 32) == 0 && p->partition_size % MMA_CHUNK == 0 &&
+  const int f32 = kv->dtype == CLPA_DTYPE_F32; /* 3xTF32 */
+  const int fits = (kv->dtype == CLPA_DTYPE_F16 || kv->dtype == CLPA_DTYPE_BF16 || f32 || (fp8 && fp8_ok)) &&
+                   kv->head_size % (fp8 ? 64 : f32 ? 16 : 32) == 0 && p->partition_size % MMA_CHUNK == 0 &&
                    mma_local_bytes(ctx, 16, kv->head_size, 4) <= ctx->info.local_mem_bytes;
   if (p->path == CLPA_DECODE_PATH_MMA) {
     clpa_status st = clpa_mma_check(ctx);
     if (st != CLPA_OK) return st;
   }
   CLPA_CTX_CHECK(ctx, p->path == CLPA_DECODE_PATH_MMA && !fits, CLPA_ERR_UNSUPPORTED,
-                 "path mma needs an f16 or bf16 cache (or fp8 where the device converts it: compute"
-                 " capability 8.9), a head size that is a multiple of 32 (fp8: 64) and partitions"
-                 " of multiples of 16 tokens (cache %s, head_size %d, partition_size %d)",
+                 "path mma needs an f32, f16 or bf16 cache (or fp8 where the device converts it:"
+                 " compute capability 8.9), a head size that is a multiple of 32 (fp8: 64, f32: 16)"
+                 " and partitions of multiples of 16 tokens (cache %s, head_size %d, partition_size"
+                 " %d)",
                  clpa_dtype_name(kv->dtype), kv->head_size, p->partition_size);
   /* Auto takes mma where it runs natively: on the H100 faster than lanes on every GQA shape
    * measured (batch 16 x 4096, 32/8 heads, f16: 103 against 136 us cold; fp8 2.4-3.2x) and on
    * every MHA one of the last check (32/32 heads, batch 16-128, contexts 128-1024 uniform and
    * log-uniform: 1.02-2.3x; MHA batch 128 of log-uniform lengths up to 128 tokens, once 1.33x
-   * lanes' time, now 58.5 against 81.6 us; notes/perf.md). */
+   * lanes' time, now 58.5 against 81.6 us; notes/perf.md). f32 caches (3xTF32), H100, cold,
+   * 32/8 heads, us, mma against lanes: batch 16 x 4096 186.3 / 194.3, 64 x 2048 360.5 / 368.5,
+   * 8 x 32768 726.4 / 730.7, 1 x 4096 26.9 / 30.1; 32/2 heads 16 x 4096 62.4 / 205.0; MHA
+   * 32/32 32 x 1024 358.4 / 356.0 (notes/perf.md, 2026-11-27 eighth session). */
   c->mma = p->path == CLPA_DECODE_PATH_MMA ||
            (p->path == CLPA_DECODE_PATH_AUTO && fits && clpa_mma_native(ctx) == 1);
   c->rows = p->path == CLPA_DECODE_PATH_ROWS ||
@@ -232,11 +238,12 @@ static long total_work(const clpa_decode_params *p, long groups, int max_ctx) {
  * 37.0 / 30.4 / 36.0; 32/4 heads 1 x 4096 - / 21.8 / 16.7 (124), 4 x 4096
  * - / 24.5 / 24.6 (496); 64/8 heads 1 x 4096 - / 20.5 / 19.4 (248), 16 x
  * 4096 - / 96.5 / 107.7. Not 2 (32/8 heads, 4 -> 2): 1 x 4096 18.4 ->
- * 18.2, 16 x 4096 95.7 -> 107.1. kv_tokens: the KV heads x the sequences'
- * tokens. */
-static int mma_heads(const clpa_decode_params *p, int qpk, long kv_tokens, unsigned cus) {
+ * 18.2, 16 x 4096 95.7 -> 107.1. f32 caches: at most 8 (a second n-tile
+ * of heads doubles the queries' 64 registers, past the 255 the build
+ * already takes). kv_tokens: the KV heads x the sequences' tokens. */
+static int mma_heads(const clpa_decode_params *p, int qpk, long kv_tokens, unsigned cus, int f32) {
   const long per_cu = kv_tokens / (long)cus;
-  return heads_upto(p, qpk, per_cu >= 1536 ? 16 : per_cu >= 192 ? 8 : 4);
+  return heads_upto(p, qpk, per_cu >= 1536 && !f32 ? 16 : per_cu >= 192 ? 8 : 4);
 }
 
 static double wave_fill(long busy, long slots) { /* the waves' mean fullness */
@@ -369,6 +376,9 @@ static int mma_partition(const clpa_decode_params *p, long groups, int max_ctx, 
  * 0.902, fp8 256 x 2048 0.942 -> 0.957, f16 head 64 128 x 2048 0.929 ->
  * 0.942 (f16 head 128 128 x 2048: 0.964 -> 0.920). */
 #define MMA_WARPS_PER_CU 12
+/* f32 caches' build takes 255 registers (3xTF32: the queries' high parts
+ * and remainders, 16-byte rows of 4 tokens): 8 warps a compute unit. */
+static int mma_resident(clpa_dtype kv) { return kv == CLPA_DTYPE_F32 ? 8 : MMA_WARPS_PER_CU; }
 
 /* Whether work-groups of `warps` warps (g heads) fit the device: their
  * local memory and their size. */
@@ -378,10 +388,10 @@ static int mma_width_fits(const clpa_context *ctx, int g, int head_size, int war
 }
 
 static int mma_warps(long busy, long work, int partition, unsigned cus, long chunk_bytes,
-                     int wide) {
+                     int wide, int resident) {
   if (busy <= 0) return 4;
-  const long four = (long)cus * (MMA_WARPS_PER_CU / 4), three = (long)cus * (MMA_WARPS_PER_CU / 3);
-  const long two = (long)cus * (MMA_WARPS_PER_CU / 2);
+  const long four = (long)cus * (resident / 4), three = (long)cus * (resident / 3);
+  const long two = (long)cus * (resident / 2);
   if (work < 256 * busy) return busy > two ? 2 : wide && 2 * busy <= (long)cus ? 8 : 4;
   if (4 * work < 3L * partition * busy || busy <= four) return 4; /* not mostly full, one wave */
   if (busy <= two) return busy * 2 * chunk_bytes >= 40L * 1024 * cus ? 2 : 4;
@@ -399,7 +409,7 @@ static int mma_warps(long busy, long work, int partition, unsigned cus, long chu
  * units or more (1 x 1024, 32 work-groups of 4 warps -> 16 of 8: 15.6 ->
  * 16.4 us; with fewer a call is a few round trips long) and, at 4, 6, 8 or 12
  * warps (at most `widest`), keep 0.95 of min(widest a compute unit, the
- * plan's warps) in flight, in one wave (MMA_WARPS_PER_CU resident), with
+ * plan's warps) in flight, in one wave (mma_resident's warps), with
  * 64 tokens a warp or more and their local memory and work-group size on
  * the device.
  * `widest` is 8 for 2-byte caches and 12 for fp8, which needs more bytes
@@ -427,7 +437,7 @@ static void mma_widen(const clpa_context *ctx, const clpa_decode_params *p, long
     for (size_t i = 0; i < sizeof mma_widths / sizeof *mma_widths; i++) {
       const int w = mma_widths[i];
       if ((double)busy * w < want) continue;
-      if (w > widest || busy > (long)cus * (MMA_WARPS_PER_CU / w) || part < 64 * w ||
+      if (w > widest || busy > (long)cus * (mma_resident(c->a.kv.dtype) / w) || part < 64 * w ||
           !mma_width_fits(ctx, g, c->a.kv.head_size, w))
         break; /* wider only gets worse */
       c->partition = part, c->threads = 32 * w;
@@ -453,7 +463,8 @@ static clpa_status plan(clpa_context *ctx, const clpa_decode_params *p, decode_c
   if (c->rows) return plan_rows(ctx, p, c, qpk, max_ctx);
   if (c->mma) {
     const long tokens = total_work(p, 1, max_ctx); /* the sequences' */
-    const int g = mma_heads(p, qpk, tokens * c->a.kv.num_kv_heads, cus);
+    const int g = mma_heads(p, qpk, tokens * c->a.kv.num_kv_heads, cus,
+                            c->a.kv.dtype == CLPA_DTYPE_F32);
     const long groups = p->num_heads / g;
     if (!p->partition_size) {
       c->partition = mma_partition(p, groups, max_ctx, cus, unit, 3);
@@ -466,7 +477,8 @@ static clpa_status plan(clpa_context *ctx, const clpa_decode_params *p, decode_c
     const long chunk_bytes = 2L * MMA_CHUNK * hs * (long)clpa_dtype_size(c->a.kv.dtype);
     const long work = tokens * groups;
     const int wide = mma_width_fits(ctx, g, hs, 8);
-    c->threads = 32 * mma_warps(busy, work, c->partition, cus, chunk_bytes, wide);
+    c->threads = 32 * mma_warps(busy, work, c->partition, cus, chunk_bytes, wide,
+                                mma_resident(c->a.kv.dtype));
     if (!p->partition_size && p->variant == CLPA_DECODE_AUTO)
       mma_widen(ctx, p, groups, max_ctx, cus, unit, g, busy, work, c);
     const int parts = (max_ctx + c->partition - 1) / c->partition;

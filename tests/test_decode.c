@@ -221,15 +221,16 @@ static void release(device_case *d) {
 }
 
 /* The mma path takes f16/bf16 caches with head sizes of multiples of 32,
- * fp8 caches with multiples of 64 (on NVIDIA from compute capability 8.9)
- * and partitions of multiples of 16 tokens. */
+ * f32 caches with multiples of 16, fp8 caches with multiples of 64 (on
+ * NVIDIA from compute capability 8.9) and partitions of multiples of 16
+ * tokens. */
 static int is_fp8(clpa_dtype d) { return d == CLPA_DTYPE_FP8_E4M3 || d == CLPA_DTYPE_FP8_E5M2; }
 static int mma_applies(const dcase *c) {
   clpa_device_info info;
   clpa_context_device_info(ctx, &info);
   const int fp8_ok = info.lanes != CLPA_LANES_NV_PTX || info.nv_compute_capability >= 89;
   return (((c->kv == CLPA_DTYPE_F16 || c->kv == CLPA_DTYPE_BF16) && c->hs % 32 == 0) ||
-          (is_fp8(c->kv) && fp8_ok && c->hs % 64 == 0)) &&
+          (c->kv == CLPA_DTYPE_F32 && c->hs % 16 == 0) || (is_fp8(c->kv) && fp8_ok && c->hs % 64 == 0)) &&
          c->partition % 16 == 0;
 }
 /* The dtype the mma path rounds queries and probabilities to: the cache's, f16 for fp8. */
@@ -477,8 +478,9 @@ static void test_bad_args(void) {
   bad[n - 1].p.partition_size = 24, bad[n - 1].p.kv.block_size = 8, bad[n - 1].p.max_context_len = 64;
   BAD(path = CLPA_DECODE_PATH_MMA, "fp8: 64", CLPA_ERR_UNSUPPORTED);
   bad[n - 1].p.kv.dtype = CLPA_DTYPE_FP8_E4M3, bad[n - 1].p.kv.head_size = 32; /* fits the buffers */
-  BAD(path = CLPA_DECODE_PATH_MMA, "f16 or bf16 cache", CLPA_ERR_UNSUPPORTED);
-  bad[n - 1].p.kv.dtype = CLPA_DTYPE_F32, bad[n - 1].p.kv.head_size = 32;
+  BAD(path = CLPA_DECODE_PATH_MMA, "f32: 16", CLPA_ERR_UNSUPPORTED); /* one KV head of 120 fits the buffers */
+  bad[n - 1].p.kv.dtype = CLPA_DTYPE_F32, bad[n - 1].p.kv.head_size = 120;
+  bad[n - 1].p.kv.num_kv_heads = 1, bad[n - 1].p.kv.num_blocks = 1, bad[n - 1].p.num_heads = 1;
   BAD(layer = 3, "value_cache", CLPA_ERR_INVALID_ARG); /* layer without a cache: ignored */
   bad[n - 1].p.value_cache = NULL;
   BAD(partition_size = 40, "partition_size = 40", CLPA_ERR_INVALID_ARG);
