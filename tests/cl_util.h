@@ -101,6 +101,17 @@ static inline int test_untouched(clpa_context *ctx, cl_mem m, size_t bytes) {
   return same;
 }
 
+/* The tensor-core paths round the softmax weights P to `p_dtype` (the
+ * cache's; f16 for fp8) before P V, each by at most the unit roundoff u
+ * (2^-8 for bf16's 8 significant bits, 2^-11 for f16's 11; none for f32's
+ * 3xTF32), and sum P in f32 unrounded: the output, sum p v / sum p, moves
+ * by at most u * max|v|, absolutely, however much an output cancels. The
+ * atol that allows for it, given the values' largest magnitude. */
+static inline double test_p_round_atol(clpa_dtype p_dtype, double vmax) {
+  const double u = p_dtype == CLPA_DTYPE_BF16 ? 0x1p-8 : p_dtype == CLPA_DTYPE_F16 ? 0x1p-11 : 0.0;
+  return u * vmax;
+}
+
 /* Worst |got - want| / (atol + rtol * |want|) over n elements; a NaN or a
  * mismatched infinity counts as infinitely bad. Returns the ratio (<= 1
  * passes) and the index of the worst element. */
