@@ -321,7 +321,8 @@ typedef enum clpa_decode_path {
    * products, queries and probabilities not rounded. On the H100 1.2-1.5x
    * faster than lanes for f16 (0.91-0.99 of the copy bandwidth on batch
    * 16-64), 2.4-3.2x for fp8 (0.8-0.9), 1.02-1.1x for f32 with 4 query heads
-   * a KV head (0.95-0.98), 3.3x with 16. Forced on other devices it runs
+   * a KV head (0.95-0.98), 3.3x with 16 (auto takes it for f32 up to head
+   * 128; past it the build spills). Forced on other devices it runs
    * emulated (slow: for tests). */
   CLPA_DECODE_PATH_MMA = 2,
   /* CPUs: a work-item per (query heads of a KV head, sequence, partition),

@@ -122,8 +122,8 @@ static size_t mma_local_bytes(const clpa_context *ctx, int g, int head_size, int
 
 /* The tensor-core kernel or the lanes kernel: forced, or mma on NVIDIA
  * for f16/bf16 caches with head sizes of multiples of 32, f32 caches
- * (3xTF32) with multiples of 16, fp8 caches with multiples of 64, and
- * partitions of whole 16-token chunks. */
+ * (3xTF32) with multiples of 16 up to 128, fp8 caches with multiples of
+ * 64, and partitions of whole 16-token chunks. */
 static clpa_status pick_path(clpa_context *ctx, const clpa_decode_params *p, decode_call *c) {
   const clpa_kv_layout *kv = &c->a.kv;
   CLPA_CTX_CHECK(ctx, (unsigned)p->path > CLPA_DECODE_PATH_ROWS, CLPA_ERR_INVALID_ARG,
@@ -150,11 +150,16 @@ static clpa_status pick_path(clpa_context *ctx, const clpa_decode_params *p, dec
    * every MHA one of the last check (32/32 heads, batch 16-128, contexts 128-1024 uniform and
    * log-uniform: 1.02-2.3x; MHA batch 128 of log-uniform lengths up to 128 tokens, once 1.33x
    * lanes' time, now 58.5 against 81.6 us; notes/perf.md). f32 caches (3xTF32), H100, cold,
-   * 32/8 heads, us, mma against lanes: batch 16 x 4096 186.3 / 194.3, 64 x 2048 360.5 / 368.5,
-   * 8 x 32768 726.4 / 730.7, 1 x 4096 26.9 / 30.1; 32/2 heads 16 x 4096 62.4 / 205.0; MHA
-   * 32/32 32 x 1024 358.4 / 356.0 (notes/perf.md, 2026-11-27 eighth session). */
+   * 32/8 heads, us, mma against lanes: batch 16 x 4096 183.9 / 194.3, 64 x 2048 360.5 / 368.5,
+   * 8 x 32768 710.4 / 730.7, 1 x 4096 26.1 / 30.1; 32/2 heads 16 x 4096 62.4 / 205.0; MHA
+   * 32/32 32 x 1024 356.1 / 356.0; heads of 64-96 elements 0.92-0.99x lanes' time. Past head
+   * 128 the f32 build spills (432-1000 bytes of stack at 255 registers) and lanes is the
+   * faster on most shapes: head 192, 32/8 16 x 4096 423.7 / 493.7 but 1 x 4096 46.9 / 39.3 and
+   * MHA 16 x 4096 1594.7 / 1069.2; head 256 920.6 / 789.6, MHA 3546.2 / 1811.4 (notes/perf.md,
+   * 2026-11-27 eighth session). */
+  const int auto_ok = !f32 || kv->head_size <= 128;
   c->mma = p->path == CLPA_DECODE_PATH_MMA ||
-           (p->path == CLPA_DECODE_PATH_AUTO && fits && clpa_mma_native(ctx) == 1);
+           (p->path == CLPA_DECODE_PATH_AUTO && fits && auto_ok && clpa_mma_native(ctx) == 1);
   c->rows = p->path == CLPA_DECODE_PATH_ROWS ||
             (p->path == CLPA_DECODE_PATH_AUTO && ctx->info.is_cpu);
   return CLPA_OK;
@@ -376,8 +381,9 @@ static int mma_partition(const clpa_decode_params *p, long groups, int max_ctx, 
  * 0.902, fp8 256 x 2048 0.942 -> 0.957, f16 head 64 128 x 2048 0.929 ->
  * 0.942 (f16 head 128 128 x 2048: 0.964 -> 0.920). */
 #define MMA_WARPS_PER_CU 12
-/* f32 caches' build takes 255 registers (3xTF32: the queries' high parts
- * and remainders, 16-byte rows of 4 tokens): 8 warps a compute unit. */
+/* f32 caches' build takes 255 registers at head 128 (3xTF32: the queries'
+ * high parts and remainders, 16-byte rows of 4 tokens): 8 warps a compute
+ * unit (head 64: 160, 80: 188, 96: 216; counted as 8 all the same). */
 static int mma_resident(clpa_dtype kv) { return kv == CLPA_DTYPE_F32 ? 8 : MMA_WARPS_PER_CU; }
 
 /* Whether work-groups of `warps` warps (g heads) fit the device: their

@@ -520,6 +520,21 @@ static void test_bad_args(void) {
          variant == CLPA_DECODE_V1 && part == 0 && hpg >= 1,
      "clpa_decode_choice: %s, v1 for 100 tokens",
      info.is_cpu ? "rows on a CPU" : nv_mma ? "mma on NVIDIA" : "lanes");
+  /* f32 caches: mma on NVIDIA up to head 128 (past it the 3xTF32 build
+   * spills and lanes is faster), lanes beyond; one block fits the buffers. */
+  for (int hs = 64; hs <= 192; hs += 128) {
+    p = good;
+    p.kv.dtype = CLPA_DTYPE_F32, p.kv.head_size = hs, p.kv.num_blocks = 1;
+    p.kv.num_kv_heads = hs > 64 ? 1 : 4, p.num_heads = p.kv.num_kv_heads;
+    const clpa_decode_path w32 = info.is_cpu ? CLPA_DECODE_PATH_ROWS
+                                 : nv_mma && hs <= 128 ? CLPA_DECODE_PATH_MMA
+                                                      : CLPA_DECODE_PATH_LANES;
+    path = CLPA_DECODE_PATH_AUTO;
+    const clpa_status st = clpa_decode_choice(ctx, &p, &path, NULL, NULL, NULL);
+    ok(st == CLPA_OK && path == w32, "clpa_decode_choice: f32 cache, head %d: path %d (want %d) %s",
+       hs, (int)path, (int)w32, st == CLPA_OK ? "" : clpa_last_error());
+  }
+  p = good;
   p.path = CLPA_DECODE_PATH_MMA, p.variant = CLPA_DECODE_V2, p.partition_size = 64;
   ok(clpa_decode_choice(ctx, &p, &path, &variant, &part, &hpg) == CLPA_OK &&
          path == CLPA_DECODE_PATH_MMA && variant == CLPA_DECODE_V2 && part == 64 && hpg == 1,
