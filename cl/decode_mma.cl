@@ -143,11 +143,11 @@ inline uint2 key_kstep(uint4 r, int j) {
   return PAIRS4_OF_WORD(j == 0 ? r.x : j == 1 ? r.y : j == 2 ? r.z : r.w);
 }
 inline uint2 value_pairs(vrow_t w) { return PAIRS4_OF_WORD(w); }
-#elif KV_BYTES == 2
+#else /* k-step j: 2 pairs of f16/bf16 dimensions, or 2 f32 ones */
 inline uint2 key_kstep(uint4 r, int j) { return j == 0 ? r.xy : r.zw; }
+#if KV_BYTES == 2
 inline uint2 value_pairs(vrow_t w) { return w; }
-#else /* f32: k-step j's 2 dimensions, one a register */
-inline uint2 key_kstep(uint4 r, int j) { return j == 0 ? r.xy : r.zw; }
+#endif
 #endif
 
 /* Output element i summed over the warps' slices. */

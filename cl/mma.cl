@@ -85,8 +85,8 @@ inline float mma_unpack(uint r, int hi) {
 
 #if !MMA_PTX
 /* Element e of an operand register: half e of a pair (per == 2), or the
- * register as a tf32 (per == 1: its low 13 bits ignored, as the tensor
- * cores do). */
+ * register as a tf32 (per == 1: its low 13 bits dropped, truncation, the
+ * coarsest a tensor core may treat them; the high parts have none). */
 inline float mma_elem(uint r, int e, int per) {
   return per == 2 ? mma_unpack(r, e) : as_float(r & 0xffffe000u);
 }
