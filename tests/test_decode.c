@@ -39,8 +39,8 @@ static const struct {
 } tolerance[] = {{CLPA_DTYPE_F32, 1e-4, 1e-4}, {CLPA_DTYPE_F16, 1e-3, 2e-3},
                  {CLPA_DTYPE_BF16, 4e-3, 8e-3}};
 #define LSE_ATOL 1e-4
-#define V_MAX 2.0 /* the values' largest magnitude */
 #define LSE_RTOL 1e-5
+#define V_MAX 2.0 /* the values' largest magnitude */
 
 typedef struct dcase {
   int seqs, heads, kv_heads, hs, bs, max_ctx;

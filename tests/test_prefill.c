@@ -30,8 +30,8 @@ static const struct {
 } tolerance[] = {{CLPA_DTYPE_F32, 1e-4, 1e-4}, {CLPA_DTYPE_F16, 1e-3, 2e-3},
                  {CLPA_DTYPE_BF16, 4e-3, 8e-3}};
 #define LSE_ATOL 1e-4
-#define V_MAX 2.0 /* the values' largest magnitude */
 #define LSE_RTOL 1e-5
+#define V_MAX 2.0 /* the values' largest magnitude */
 
 typedef struct pcase {
   int seqs, heads, kv_heads, hs, bs, max_new, max_cached;
@@ -272,7 +272,7 @@ static void tolerance_for(const pcase *c, clpa_prefill_path path, double *atol, 
   if (path != CLPA_PREFILL_MMA) return;
   double a2 = 0, r2 = 0;
   tolerance_of(c->kv, &a2, &r2);
-  if (test_p_round_atol(c->kv, V_MAX) > a2) a2 = test_p_round_atol(c->kv, V_MAX);
+  a2 = fmax(a2, test_p_round_atol(c->kv, V_MAX));
   *atol = *atol > a2 ? *atol : a2, *rtol = *rtol > r2 ? *rtol : r2;
 }
 
