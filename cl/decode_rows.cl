@@ -38,6 +38,7 @@
 #define VBLK 4 /* value blocks sharing each accumulator load and store */
 #define KPF 2    /* key tiles prefetched this many blocks ahead, whole */
 #define KTOUCH 4 /* and touched, a line a KB, this many */
+#define VTOUCH 3 /* value tiles touched so, this many groups of VBLK ahead (notes/perf.md) */
 #define KTILE (HEAD_SIZE * BLOCK_SIZE * KV_BYTES) /* bytes of a block's keys (or values) */
 #if PART % BLOCK_SIZE || TG < 1 || NTG % TG
 #error "decode rows: partitions of whole blocks, head sizes of multiples of 4"
@@ -67,6 +68,41 @@ inline __global const uchar *rows_tile(__global const kv_t *cache, ulong kv_off,
              ? (__global const uchar *)(cache + kv_off + (ulong)phys * block_stride)
              : NULL;
 }
+
+/* Bytes of a value row within a tile; VROWS rows a prefetched line. */
+#define VROW_BYTES (BLOCK_SIZE * KV_BYTES)
+#define VROWS (VROW_BYTES >= 64 ? 1 : 64 / VROW_BYTES)
+#if HEAD_SIZE % VROWS
+#error "decode rows: head sizes of multiples of x"
+#endif
+/* Step 3's multiply-adds for VBLK value blocks (decode's locals): VROWS
+ * rows at a time, a prefetch of each row's lines in the next group's
+ * tiles (nv) per step. EDGE (a literal) masks the slots outside [lo,
+ * t_end) and blocks that are missing or bad; without it the loop has no
+ * selects nor branches. A macro so the accumulators' loads and stores and
+ * the weights stay as they are. */
+#define ROWS_VALUE_STEP(EDGE)                                                                  \
+  do {                                                                                        \
+    for (int d0 = 0; d0 < HEAD_SIZE; d0 += VROWS) {                                           \
+      _Pragma("unroll") for (int k = 0; k < VBLK; k++)                                        \
+        _Pragma("unroll") for (int o = 0; o < VROWS * VROW_BYTES; o += 64)                    \
+          ROWS_PREFETCH(nv[k] + d0 * VROW_BYTES + o);                                          \
+      _Pragma("unroll") for (int d = d0; d < d0 + VROWS; d++)                                 \
+        for (int c = 0; c < BLOCK_SIZE / VB; c++) {                                           \
+          floatB a[G];                                                                        \
+          _Pragma("unroll") for (int r = 0; r < G; r++) a[r] = acc[r][d];                      \
+          _Pragma("unroll") for (int k = 0; k < VBLK; k++) {                                  \
+            floatB v = KV_LOAD(VB, vb[k] + value_index(d, c * VB, BLOCK_SIZE)) * vscale;      \
+            if (EDGE) { /* slots outside the range may hold NaN: 0 * NaN is NaN */            \
+              const intB jj = CAT(IOTA, VB) + ((b0 + k) * BLOCK_SIZE + c * VB);               \
+              v = ok[k] ? select((floatB)(0.0f), v, jj >= lo && jj < t_end) : (floatB)(0.0f); \
+            }                                                                                 \
+            _Pragma("unroll") for (int r = 0; r < G; r++) a[r] = fma(pv[k][c][r], v, a[r]);    \
+          }                                                                                   \
+          _Pragma("unroll") for (int r = 0; r < G; r++) acc[r][d] = a[r];                      \
+        }                                                                                     \
+    }                                                                                         \
+  } while (0)
 
 __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void clpa_decode_rows(DECODE_ARGS) {
   (void)logits, (void)logits_stride, (void)part_counts;
@@ -181,33 +217,18 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void clpa_decode_rows(DE
           pv[k][c][r] = ok[k] ? CAT(vload, VB)(0, &lg[r][j0 + c * VB - t0]) : (floatB)(0.0f);
     }
     const int edge = !all_ok || b0 * BLOCK_SIZE < lo || (b0 + VBLK) * BLOCK_SIZE > t_end;
-    __global const uchar *nv[VBLK]; /* the next group's values: each row d as row d is read */
-    for (int k = 0; k < VBLK; k++)
+    /* the next group's values, a line per VROWS rows as those rows are
+     * read (a block past the end or a bad id: this group's, in cache) */
+    __global const uchar *nv[VBLK];
+    for (int k = 0; k < VBLK; k++) {
       nv[k] = rows_tile(v_cache, kv_off, table, b0 + VBLK + k, b_end, num_blocks, block_stride);
-    for (int d = 0; d < HEAD_SIZE; d++) {
-      const int row = d * BLOCK_SIZE * KV_BYTES; /* row d's bytes in a value tile */
-#pragma unroll
-      for (int k = 0; k < VBLK; k++) /* the lines that start in row d */
-        for (int o = (row + 63) / 64 * 64; nv[k] && o < row + BLOCK_SIZE * KV_BYTES; o += 64)
-          ROWS_PREFETCH(nv[k] + o);
-      for (int c = 0; c < BLOCK_SIZE / VB; c++) {
-        floatB a[G];
-#pragma unroll
-        for (int r = 0; r < G; r++) a[r] = acc[r][d];
-#pragma unroll
-        for (int k = 0; k < VBLK; k++) {
-          floatB v = KV_LOAD(VB, vb[k] + value_index(d, c * VB, BLOCK_SIZE)) * vscale;
-          if (edge) { /* slots outside the range may hold NaN: 0 * NaN is NaN */
-            const intB jj = CAT(IOTA, VB) + ((b0 + k) * BLOCK_SIZE + c * VB);
-            v = ok[k] ? select((floatB)(0.0f), v, jj >= lo && jj < t_end) : (floatB)(0.0f);
-          }
-#pragma unroll
-          for (int r = 0; r < G; r++) a[r] = fma(pv[k][c][r], v, a[r]);
-        }
-#pragma unroll
-        for (int r = 0; r < G; r++) acc[r][d] = a[r];
-      }
+      if (!nv[k]) nv[k] = (__global const uchar *)vb[k];
+      __global const uchar *tt = /* and touched, a line a KB, VTOUCH groups ahead */
+          rows_tile(v_cache, kv_off, table, b0 + VTOUCH * VBLK + k, b_end, num_blocks, block_stride);
+      for (int o = 0; tt && o < KTILE; o += 1024) ROWS_PREFETCH(tt + o);
     }
+    if (edge) ROWS_VALUE_STEP(1);
+    else ROWS_VALUE_STEP(0); /* no masks: the loop every group but the row's ends takes */
   }
   float res[G][HEAD_SIZE];
   for (int r = 0; r < G; r++) row_sums(acc[r], res[r], HEAD_SIZE);
