@@ -534,10 +534,12 @@ inline CAT(float, VT4) token_sums4(float16 a, float16 b, float16 c, float16 d) {
     _Pragma("unroll") for (int i_ = 0; i_ < (NV); i_++)                                       \
       _Pragma("unroll") for (int r_ = 0; r_ < (NR); r_++)(acc)[i_][r_] = (float16)(0.0f);     \
     for (int c_ = 0; c_ < HEAD_SIZE / KV_X; c_++) {                                           \
-      const int pfb_ = 16 * (NV) * KV_BYTES; /* bytes a chunk prefetches */                   \
-      if (pf)                                                                                 \
-        for (int o_ = (c_ * pfb_ + 63) / 64 * 64; o_ < (c_ + 1) * pfb_; o_ += 64)              \
-          ROWS_PREFETCH((pf) + o_);                                                           \
+      const int pfb_ = 16 * (NV) * KV_BYTES; /* bytes a chunk prefetches (a power of 2) */    \
+      if (pf && pfb_ >= 64)                                                                   \
+        _Pragma("unroll") for (int l_ = 0; l_ < pfb_ / 64; l_++)                              \
+          ROWS_PREFETCH((pf) + c_ * pfb_ + 64 * l_);                                          \
+      else if (pf && c_ * pfb_ % 64 == 0) /* a line every 64 / pfb_ chunks */                 \
+        ROWS_PREFETCH((pf) + c_ * pfb_);                                                      \
       float16 kk_[NV];                                                                        \
       _Pragma("unroll") for (int i_ = 0; i_ < (NV); i_++) kk_[i_] =                            \
           KV_LOAD(16, (kb) + key_index(c_ * KV_X, ((o0) + i_) * VT, (block_size))) * (kscale); \
