@@ -69,6 +69,15 @@ inline __global const uchar *rows_tile(__global const kv_t *cache, ulong kv_off,
              : NULL;
 }
 
+/* One line in each KB of the row's block b's tile (none past b_end or for
+ * a bad id): the hardware prefetchers then bring the rest faster than
+ * the whole-tile software prefetches alone (notes/perf.md). */
+inline void rows_touch(__global const kv_t *cache, ulong kv_off, __global const int *table, int b,
+                       int b_end, int num_blocks, ulong block_stride) {
+  __global const uchar *t = rows_tile(cache, kv_off, table, b, b_end, num_blocks, block_stride);
+  for (int o = 0; t && o < KTILE; o += 1024) ROWS_PREFETCH(t + o);
+}
+
 /* Bytes of a value row within a tile; VROWS rows a prefetched line. */
 #define VROW_BYTES (BLOCK_SIZE * KV_BYTES)
 #define VROWS (VROW_BYTES >= 64 ? 1 : 64 / VROW_BYTES)
@@ -149,9 +158,7 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void clpa_decode_rows(DE
      * full prefetches come faster (S3 20.4 -> 16.7 ms on the Zen 5 here at
      * 1 and 2 blocks ahead, 19.3 -> 16.4 more at 2 and 4; a line every 2
      * KB, or the first few, gave nothing; notes/perf.md) */
-    __global const uchar *nt =
-        rows_tile(k_cache, kv_off, table, b + KTOUCH, b_end, num_blocks, block_stride);
-    for (int o = 0; nt && o < KTILE; o += 1024) ROWS_PREFETCH(nt + o);
+    rows_touch(k_cache, kv_off, table, b + KTOUCH, b_end, num_blocks, block_stride);
     for (int o0 = 0; o0 < NTG; o0 += TG) { /* TG key vectors: tokens VT (o0 .. o0 + TG) */
       /* a slice of that block's lines each step, spread over its chunks */
       __global const uchar *pf = nk ? nk + o0 * KTILE / NTG : NULL;
@@ -226,9 +233,7 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void clpa_decode_rows(DE
       if (!nv[k]) nv[k] = (__global const uchar *)vb[k];
       /* and touched, a line a KB, VTOUCH groups ahead (S3 17.6 -> 15.7 ms,
        * S2 8.55 -> 8.18; 2 or 4 groups as good, 512 B or 2 KB no better) */
-      __global const uchar *tt =
-          rows_tile(v_cache, kv_off, table, b0 + VTOUCH * VBLK + k, b_end, num_blocks, block_stride);
-      for (int o = 0; tt && o < KTILE; o += 1024) ROWS_PREFETCH(tt + o);
+      rows_touch(v_cache, kv_off, table, b0 + VTOUCH * VBLK + k, b_end, num_blocks, block_stride);
     }
     if (edge) ROWS_VALUE_STEP(1);
     else ROWS_VALUE_STEP(0); /* no masks: the loop every group but the row's ends takes */
