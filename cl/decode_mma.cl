@@ -203,7 +203,14 @@ inline void load_chunk(mma_chunk *ch, int c0, int2 ids, int g, int t, int lo, in
   __global const uint4 *kp = (__global const uint4 *)(k_cache + kv_off +
                                                       (ulong)max(ch->kb, 0) * block_stride) +
                              kt % BLOCK_SIZE;
-  __global const kv_t *vp = v_cache + kv_off + (ulong)max(ch->vb, 0) * block_stride + vt % BLOCK_SIZE;
+  /* Value rows g + 16 mt and g + 8 + 16 mt at tokens vt .. vt + 3: one
+   * base and constant byte offsets. (An index a row had NVIDIA keep 16
+   * 64-bit offsets live and spend two adds and a pointer reload a load:
+   * fp8 168 -> 129 registers, f16 177 -> 158; notes/perf.md, 2026-11-28
+   * tenth session.) Aligned: vt and BLOCK_SIZE are multiples of 4. */
+  __global const uchar *vp =
+      (__global const uchar *)(v_cache + kv_off + (ulong)max(ch->vb, 0) * block_stride) +
+      (size_t)value_index(g, (uint)vt % BLOCK_SIZE, BLOCK_SIZE) * KV_BYTES;
   MMA_UNROLL
   for (int P = 0; P < KROWS; P++) {
     /* key_index(8 c, o): uint4 number c * BLOCK_SIZE + o of the tile */
@@ -212,11 +219,10 @@ inline void load_chunk(mma_chunk *ch, int c0, int2 ids, int g, int t, int lo, in
   }
   MMA_UNROLL
   for (int mt = 0; mt < MTILES; mt++) {
-    /* aligned: vt and BLOCK_SIZE are multiples of 4 */
-    __global const vrow_t *r0 = (__global const vrow_t *)(vp + value_index(16 * mt + g, 0, BLOCK_SIZE));
-    __global const vrow_t *r1 = (__global const vrow_t *)(vp + value_index(16 * mt + g + 8, 0, BLOCK_SIZE));
-    ch->v0[mt] = ch->vb >= 0 ? *r0 : VROW_ZERO;
-    ch->v1[mt] = ch->vb >= 0 ? *r1 : VROW_ZERO;
+    const size_t o0 = (size_t)value_index(16 * mt, 0, BLOCK_SIZE) * KV_BYTES;
+    const size_t o1 = (size_t)value_index(16 * mt + 8, 0, BLOCK_SIZE) * KV_BYTES;
+    ch->v0[mt] = ch->vb >= 0 ? *(__global const vrow_t *)(vp + o0) : VROW_ZERO;
+    ch->v1[mt] = ch->vb >= 0 ? *(__global const vrow_t *)(vp + o1) : VROW_ZERO;
   }
 }
 #define MMA_CHUNK_ARGS \
