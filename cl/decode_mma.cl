@@ -153,6 +153,18 @@ inline uint2 value_pairs(vrow_t w) { return w; }
 #endif
 #endif
 
+/* soft_cap tanh(v / soft_cap) as soft_cap (1 - 2 / (e^(2 |v| / soft_cap)
+ * + 1)) with v's sign: one exp2 and one reciprocal (MUFU on NVIDIA). Off
+ * tanh's value by 1.5e-7 of soft_cap with exact exp2 and reciprocal
+ * (checked on the host over |v| <= 400, soft_cap 30), a few ulp more with
+ * MUFU's. tanh and the division were ~40 instructions an element, 4
+ * copies in the chunk loop, on a branch most calls skip: the loop's size
+ * costs fp8 time (notes/perf.md, 2026-11-28 tenth session). */
+inline float mma_soft_cap(float v, float cap, float inv_cap) {
+  const float e = MMA_EXP2(fabs(v) * inv_cap * (2.0f * LOG2E));
+  return copysign(cap * (1.0f - 2.0f * native_recip(e + 1.0f)), v);
+}
+
 /* Output element i summed over the warps' slices. */
 inline float slices_sum(__local const float *o_s, int i) {
   float v = o_s[i];
@@ -327,6 +339,7 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
   /* fp8: the cache holds values / scale; keys' scale goes into the logits, values' into the output */
   const float qk_scale = scale * (!KV_IS_FP8 ? 1.0f : k_scales ? k_scales[0] : k_scale);
   const float vscale = !KV_IS_FP8 ? 1.0f : v_scales ? v_scales[0] : v_scale;
+  const float inv_cap = soft_cap > 0.0f ? 1.0f / soft_cap : 0.0f;
   int c = c_first;
 #if MMA_PTX
   /* NVIDIA: where the warps have 16 chunks each or more, after its first a
@@ -406,7 +419,7 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
       MMA_UNROLL
       for (int e = 0; e < 4; e++) {
         float v = x[e] * qk_scale;
-        if (soft_cap > 0.0f) v = soft_cap * tanh(v / soft_cap);
+        if (soft_cap > 0.0f) v = mma_soft_cap(v, soft_cap, inv_cap);
         v += slope[h][e % 2] * (float)(kt + 2 * (e / 2) - L + 1);
         x[e] = (e < 2 ? in0 : in1) ? v * LOG2E : -INFINITY;
       }
