@@ -230,10 +230,15 @@ static void release(device_case *d) {
  * NVIDIA from compute capability 8.9) and partitions of multiples of 16
  * tokens. */
 static int is_fp8(clpa_dtype d) { return d == CLPA_DTYPE_FP8_E4M3 || d == CLPA_DTYPE_FP8_E5M2; }
-static int mma_applies(const dcase *c) {
+/* Whether the mma path takes fp8 caches here (NVIDIA: cvt from sm_89 on). */
+static int mma_fp8_ok(void) {
   clpa_device_info info;
   clpa_context_device_info(ctx, &info);
-  const int fp8_ok = info.lanes != CLPA_LANES_NV_PTX || info.nv_compute_capability >= 89;
+  return info.lanes != CLPA_LANES_NV_PTX || info.nv_compute_capability >= 89;
+}
+
+static int mma_applies(const dcase *c) {
+  const int fp8_ok = mma_fp8_ok();
   return (((c->kv == CLPA_DTYPE_F16 || c->kv == CLPA_DTYPE_BF16) && c->hs % 32 == 0) ||
           (c->kv == CLPA_DTYPE_F32 && c->hs % 16 == 0) || (is_fp8(c->kv) && fp8_ok && c->hs % 64 == 0)) &&
          c->partition % 16 == 0;
@@ -573,9 +578,7 @@ static void test_bad_args(void) {
  * operations that turned NaN codes into 480 passed the mma grid, whose
  * random caches hold no NaN code). */
 static void test_codes(int mma) {
-  clpa_device_info info;
-  clpa_context_device_info(ctx, &info);
-  if (mma && info.lanes == CLPA_LANES_NV_PTX && info.nv_compute_capability < 89) return;
+  if (mma && !mma_fp8_ok()) return;
   const clpa_dtype dts[] = {E4M3, E5M2, F16, BF16};
   for (size_t di = 0; di < (mma ? 2 : sizeof dts / sizeof *dts); di++)
     for (int bs = 8; bs <= 16; bs += 8) {
