@@ -43,10 +43,15 @@
  *   TOK(r): r  0  1  2  3  4  5  6  7 |  8  9 10 11 12 13 14 15
  *           t  0  1  4  5  8  9 12 13 |  2  3  6  7 10 11 14 15
  *
+ *   With fp8's chunks of two m-tiles (MSUB, below), m-tile s's row r is
+ *   token 8 (r' / 2) + r' % 2 + 2 (r / 8) + 4 s (r' = r % 8), so lane t
+ *   reads its value rows at tokens 8t .. 8t + 7 (8 bytes): k-step s takes
+ *   8t + 4s .. 8t + 4s + 3.
+ *
  * The softmax runs over each column (a head): its max over the 8 lanes of
  * a column (mma_col_reduce), once per chunk; each lane keeps its own part
  * of the sum until the end. The warps take chunks in turn (on NVIDIA, with
- * 16 chunks a warp or more, as they ask) and merge their states and
+ * 256 tokens a warp or more, as they ask) and merge their states and
  * outputs in local memory at the end.
  *
  * Where the time goes on the H100 (a %globaltimer trace of every warp,
@@ -69,7 +74,7 @@
  * and masked, so that every work-item runs the same iterations (the
  * emulated products use barriers).
  */
-#if !defined(CLPA_HEAD_SIZE) || !defined(CLPA_BLOCK_SIZE) || !defined(CLPA_NUM_THREADS) || !defined(CLPA_PARTITION_SIZE) || !defined(CLPA_HEADS_PER_WG)
+#if !defined(CLPA_HEAD_SIZE) || !defined(CLPA_BLOCK_SIZE) || !defined(CLPA_NUM_THREADS) || !defined(CLPA_PARTITION_SIZE) || !defined(CLPA_HEADS_PER_WG) || !defined(CLPA_CHUNK)
 #error "built through lib/launch.c, which passes every -DCLPA_ option of the family"
 #endif
 #define HEAD_SIZE CLPA_HEAD_SIZE
@@ -78,7 +83,18 @@
 #define PARTITION_SIZE CLPA_PARTITION_SIZE
 #define G CLPA_HEADS_PER_WG
 #define WARPS (NUM_THREADS / 32)
-#define CHUNK 16                   /* tokens of a chunk: the rows of S^T */
+/* A chunk's tokens (CLPA_CHUNK: 16, or 32 for fp8 where lib/decode.c's
+ * mma_chunk_for says): MSUB m-tiles of S^T, 16 tokens each, and MSUB
+ * k-steps of O^T's product. A lane's value tokens are RUN = 4 MSUB
+ * consecutive ones (one 8-byte row piece with fp8's two m-tiles, where
+ * one gave 4 bytes), and the chunk's fixed work (the columns' max, the
+ * output's rescale, the table reads, the handout) is shared by 32 tokens
+ * instead of 16: fp8's chunks are half f16's bytes for the same fixed
+ * work. It costs ~35 registers (f16's would take 16-byte row pieces and
+ * twice the registers). */
+#define CHUNK CLPA_CHUNK /* tokens of a chunk */
+#define MSUB (CHUNK / 16)
+#define RUN (4 * MSUB)    /* a lane's consecutive value tokens (and key tokens' span) */
 /* A lane's 16-byte key row holds X dimensions (8 of f16/bf16, 16 of fp8,
  * 4 of f32) and serves KSPR k-steps (4 of its dimensions each, 2 of f32's:
  * m16n8k8's tf32 k-steps, mma.cl); KROWS rows a token. */
@@ -115,26 +131,37 @@
   (SLICE_OK(WARPS) ? WARPS : SLICE_OK(WARPS / 2) ? WARPS / 2 : SLICE_OK(WARPS / 3) ? WARPS / 3  \
    : SLICE_OK(WARPS / 4) ? WARPS / 4 : SLICE_OK(WARPS / 6) ? WARPS / 6 : 1)
 
-#if HEAD_SIZE % (4 * X) || G > 16 || NUM_THREADS % 32 || PARTITION_SIZE % CHUNK || BLOCK_SIZE % 4
-#error "decode mma: head size a multiple of 32 (fp8: 64, f32: 16), <= 16 heads, partitions of 16-token chunks"
+#if HEAD_SIZE % (4 * X) || G > 16 || NUM_THREADS % 32 || PARTITION_SIZE % CHUNK || BLOCK_SIZE % RUN
+#error "decode mma: head size a multiple of 32 (fp8: 64, f32: 16), <= 16 heads, partitions of whole chunks"
 #endif
 
-/* A lane's value row piece: 4 tokens (8 bytes, 4 of fp8, 16 of f32);
- * VROW_MASK(in), of the 4 tokens' -1 / 0 flags, its bits kept: one mask
- * for all the rows (a select a row was ~10 instructions a word with fp8,
- * 170 of the loop's 758). */
+/* A lane's value row piece: RUN tokens (8 bytes of f16 or of fp8's 8
+ * tokens, 16 of f32); VROW_KEEP(v, lo, end), of tokens v .. v + RUN - 1,
+ * the bits kept of those inside [lo, end): one mask for all the rows (a
+ * select a row was ~10 instructions a word with fp8, 170 of the loop's
+ * 758). VWORD(w, s): the 4 tokens of k-step s. */
 #if KV_BYTES == 4
 typedef uint4 vrow_t;
 #define VROW_ZERO ((uint4)(0u))
-#define VROW_MASK(in) as_uint4(in)
+#define VROW_KEEP(v, lo, end) as_uint4((int4)(v) + IOTA4 >= (lo) && (int4)(v) + IOTA4 < (end))
+#elif KV_BYTES == 1 && MSUB == 2
+typedef uint2 vrow_t;
+#define VROW_ZERO ((uint2)(0u))
+#define VROW_KEEP(v, lo, end) as_uint2(convert_char8((int8)(v) + IOTA8 >= (lo) && (int8)(v) + IOTA8 < (end)))
+#define VWORD(w, s) ((s) ? (w).y : (w).x)
 #elif KV_BYTES == 1
 typedef uint vrow_t;
 #define VROW_ZERO 0u
-#define VROW_MASK(in) as_uint(convert_char4(in))
+#define VROW_KEEP(v, lo, end) as_uint(convert_char4((int4)(v) + IOTA4 >= (lo) && (int4)(v) + IOTA4 < (end)))
+#define VWORD(w, s) (w)
 #else
 typedef uint2 vrow_t;
 #define VROW_ZERO ((uint2)(0u))
-#define VROW_MASK(in) as_uint2(convert_short4(in))
+#define VROW_KEEP(v, lo, end) as_uint2(convert_short4((int4)(v) + IOTA4 >= (lo) && (int4)(v) + IOTA4 < (end)))
+#define VWORD(w, s) (w)
+#endif
+#if (MSUB != 1 && MSUB != 2) || (MSUB == 2 && KV_BYTES != 1)
+#error "decode mma: chunks of 16 tokens, or 32 with fp8 caches"
 #endif
 
 /* Operand registers (two f16 or bf16 pairs) of 4 cache elements in a
@@ -145,11 +172,11 @@ typedef uint2 vrow_t;
 inline uint2 key_kstep(uint4 r, int j) {
   return PAIRS4_OF_WORD(j == 0 ? r.x : j == 1 ? r.y : j == 2 ? r.z : r.w);
 }
-inline uint2 value_pairs(vrow_t w) { return PAIRS4_OF_WORD(w); }
+inline uint2 value_pairs(vrow_t w, int s) { return PAIRS4_OF_WORD(VWORD(w, s)); }
 #else /* k-step j: 2 pairs of f16/bf16 dimensions, or 2 f32 ones */
 inline uint2 key_kstep(uint4 r, int j) { return j == 0 ? r.xy : r.zw; }
 #if KV_BYTES == 2
-inline uint2 value_pairs(vrow_t w) { return w; }
+inline uint2 value_pairs(vrow_t w, int s) { return VWORD(w, s); }
 #endif
 #endif
 
@@ -180,28 +207,28 @@ inline float slices_sum(__local const float *o_s, int i) {
  * before the context length arrives), so no chunk waits on a table read
  * before its K/V loads can start. */
 inline int2 chunk_ids(__global const int *table, int c0, int g, int t, int max_blocks) {
-  const int kq = c0 + 4 * (g / 2), vt = c0 + 4 * t;
+  const int kq = c0 + RUN * (g / 2), vt = c0 + RUN * t;
   return (int2)(table[min(kq / BLOCK_SIZE, max_blocks - 1)], table[min(vt / BLOCK_SIZE, max_blocks - 1)]);
 }
 
-/* The physical block `phys` (the table's entry) of the 4 tokens first ..
- * first + 3 (one block, as BLOCK_SIZE % 4 == 0), or -1 when none of them
- * is inside [lo, end) (never used nor checked) or the entry is bad (then
- * the fault bit). */
-inline int mma_block4(int phys, int first, int lo, int end, int num_blocks,
-                      __global volatile int *faults) {
-  if (first + 3 < lo || first >= end) return -1;
+/* The physical block `phys` (the table's entry) of the RUN tokens first
+ * .. first + RUN - 1 (one block, as BLOCK_SIZE % RUN == 0), or -1 when
+ * none of them is inside [lo, end) (never used nor checked) or the entry
+ * is bad (then the fault bit). */
+inline int mma_block_run(int phys, int first, int lo, int end, int num_blocks,
+                         __global volatile int *faults) {
+  if (first + RUN - 1 < lo || first >= end) return -1;
   if (phys >= 0 && phys < num_blocks) return phys;
   atomic_or(faults, CLPA_FAULT_BAD_BLOCK);
   return -1;
 }
 
 /* One chunk's operands in this lane's registers: key rows g and g + 8 of
- * S^T (tokens kt and kt + 2 of the chunk, KROWS 16-byte rows each) and
- * value rows 16 mt + g, + 8 at tokens vt .. vt + 3; kb, vb the blocks (-1:
- * nothing loaded, zeros). */
+ * S^T's m-tile s (tokens kt + 4 s and kt + 4 s + 2 of the chunk, KROWS
+ * 16-byte rows each) and value rows 16 mt + g, + 8 at tokens vt .. vt +
+ * RUN - 1; kb, vb the blocks (-1: nothing loaded, zeros). */
 typedef struct mma_chunk {
-  uint4 k0[KROWS], k1[KROWS];
+  uint4 k0[MSUB][KROWS], k1[MSUB][KROWS];
   vrow_t v0[MTILES], v1[MTILES];
   int kb, vb;
 } mma_chunk;
@@ -212,9 +239,9 @@ inline void load_chunk(mma_chunk *ch, int c0, int2 ids, int g, int t, int lo, in
                        int num_blocks, __global volatile int *faults,
                        __global const kv_t *k_cache, __global const kv_t *v_cache, ulong kv_off,
                        ulong block_stride) {
-  const int kq = c0 + 4 * (g / 2), kt = kq + g % 2, vt = c0 + 4 * t;
-  ch->kb = mma_block4(ids.x, kq, lo, end, num_blocks, faults);
-  ch->vb = mma_block4(ids.y, vt, lo, end, num_blocks, faults);
+  const int kq = c0 + RUN * (g / 2), kt = kq + g % 2, vt = c0 + RUN * t;
+  ch->kb = mma_block_run(ids.x, kq, lo, end, num_blocks, faults);
+  ch->vb = mma_block_run(ids.y, vt, lo, end, num_blocks, faults);
   __global const uint4 *kp = (__global const uint4 *)(k_cache + kv_off +
                                                       (ulong)max(ch->kb, 0) * block_stride) +
                              kt % BLOCK_SIZE;
@@ -222,16 +249,18 @@ inline void load_chunk(mma_chunk *ch, int c0, int2 ids, int g, int t, int lo, in
    * base and constant byte offsets. (An index a row had NVIDIA keep 16
    * 64-bit offsets live and spend two adds and a pointer reload a load:
    * fp8 168 -> 129 registers, f16 177 -> 158; notes/perf.md, 2026-11-28
-   * tenth session.) Aligned: vt and BLOCK_SIZE are multiples of 4. */
+   * tenth session.) Aligned: vt and BLOCK_SIZE are multiples of RUN. */
   __global const uchar *vp =
       (__global const uchar *)(v_cache + kv_off + (ulong)max(ch->vb, 0) * block_stride) +
       (size_t)value_index(g, (uint)vt % BLOCK_SIZE, BLOCK_SIZE) * KV_BYTES;
   MMA_UNROLL
-  for (int P = 0; P < KROWS; P++) {
-    /* key_index(8 c, o): uint4 number c * BLOCK_SIZE + o of the tile */
-    ch->k0[P] = ch->kb >= 0 ? kp[(4 * P + t) * BLOCK_SIZE] : (uint4)(0u);
-    ch->k1[P] = ch->kb >= 0 ? kp[(4 * P + t) * BLOCK_SIZE + 2] : (uint4)(0u);
-  }
+  for (int s = 0; s < MSUB; s++)
+    MMA_UNROLL
+    for (int P = 0; P < KROWS; P++) {
+      /* key_index(8 c, o): uint4 number c * BLOCK_SIZE + o of the tile */
+      ch->k0[s][P] = ch->kb >= 0 ? kp[(4 * P + t) * BLOCK_SIZE + 4 * s] : (uint4)(0u);
+      ch->k1[s][P] = ch->kb >= 0 ? kp[(4 * P + t) * BLOCK_SIZE + 4 * s + 2] : (uint4)(0u);
+    }
   MMA_UNROLL
   for (int mt = 0; mt < MTILES; mt++) {
     const size_t o0 = (size_t)value_index(16 * mt, 0, BLOCK_SIZE) * KV_BYTES;
@@ -354,7 +383,7 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
    * the atomics; a form that kept the old loop where no warp asks cost
    * the same there and gave back a third of the gains. (A counter in
    * global memory, with 2 work-groups an SM, had measured no gain.) */
-  const int ask = c_end - part * PCH >= 16 * WARPS; /* the same in the whole work-group */
+  const int ask = (c_end - part * PCH) * CHUNK >= 256 * WARPS; /* the same in the whole work-group */
   while (c < c_end) {
 #else
   const int iters = (c_end - part * PCH + WARPS - 1) / WARPS;
@@ -365,7 +394,7 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
      * 239 instead of 156) measured the same on the H100's batch 1-64
      * shapes, with 2 work-groups an SM instead of 3 (notes/perf.md). */
     const int c0 = t0 + c * CHUNK, t_end = c < c_end ? L : 0; /* t_end 0: all masked */
-    const int kt = c0 + 4 * (g / 2) + g % 2, vt = c0 + 4 * t;
+    const int kt = c0 + RUN * (g / 2) + g % 2, vt = c0 + RUN * t;
     mma_chunk cur;
     load_chunk(&cur, c0, ids, MMA_CHUNK_ARGS);
 #if MMA_PTX
@@ -374,72 +403,98 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
     const int next = c + WARPS;
 #endif
     ids = chunk_ids(table, t0 + next * CHUNK, g, t, max_blocks_per_seq);
-    if (cur.vb >= 0 && (vt < lo || vt + 4 > t_end)) { /* slots outside [lo, t_end) may hold NaN */
-      const vrow_t keep = VROW_MASK((int4)(vt) + IOTA4 >= lo && (int4)(vt) + IOTA4 < t_end);
+    if (cur.vb >= 0 && (vt < lo || vt + RUN > t_end)) { /* slots outside [lo, t_end) may hold NaN */
+      const vrow_t keep = VROW_KEEP(vt, lo, t_end);
       MMA_UNROLL
       for (int mt = 0; mt < MTILES; mt++) cur.v0[mt] &= keep, cur.v1[mt] &= keep;
     }
 
-    /* ---- 3. S^T = K Q^T: rows g, g + 8 are tokens kt, kt + 2 ---- */
-    float4 sc[NH];
+    /* ---- 3. S^T = K Q^T, m-tile s: rows g, g + 8 are tokens kt + 4 s, kt + 4 s + 2 ---- */
+    float4 sc[MSUB][NH];
     MMA_UNROLL
-    for (int h = 0; h < NH; h++) {
-      float4 acc[QK_ACCS];
+    for (int s = 0; s < MSUB; s++)
       MMA_UNROLL
-      for (int i = 0; i < QK_ACCS; i++) acc[i] = (float4)(0.0f);
-      MMA_UNROLL
-      for (int P = 0; P < KROWS; P++)
+      for (int h = 0; h < NH; h++) {
+        float4 acc[QK_ACCS];
         MMA_UNROLL
-        for (int j = 0; j < KSPR; j++) {
-          const int ks = P * KSPR + j, ai = ks % QK_ACCS;
-          const uint2 a0 = key_kstep(cur.k0[P], j), a1 = key_kstep(cur.k1[P], j);
+        for (int i = 0; i < QK_ACCS; i++) acc[i] = (float4)(0.0f);
+        MMA_UNROLL
+        for (int P = 0; P < KROWS; P++)
+          MMA_UNROLL
+          for (int j = 0; j < KSPR; j++) {
+            const int ks = P * KSPR + j, ai = ks % QK_ACCS;
+            const uint2 a0 = key_kstep(cur.k0[s][P], j), a1 = key_kstep(cur.k1[s][P], j);
 #if KV_BYTES == 4
-          acc[ai] = mma_3xtf32(acc[ai], (uint4)(a0.x, a1.x, a0.y, a1.y), qb[h][ks], ql[h][ks], xch);
+            acc[ai] = mma_3xtf32(acc[ai], (uint4)(a0.x, a1.x, a0.y, a1.y), qb[h][ks], ql[h][ks], xch);
 #else
-          acc[ai] = mma_16816(acc[ai], (uint4)(a0.x, a1.x, a0.y, a1.y), qb[h][ks], xch);
+            acc[ai] = mma_16816(acc[ai], (uint4)(a0.x, a1.x, a0.y, a1.y), qb[h][ks], xch);
 #endif
-        }
-      MMA_UNROLL
-      for (int i = 1; i < QK_ACCS; i++) acc[0] += acc[i];
-      sc[h] = acc[0];
-    }
+          }
+        MMA_UNROLL
+        for (int i = 1; i < QK_ACCS; i++) acc[0] += acc[i];
+        sc[s][h] = acc[0];
+      }
 
     /* ---- 4. logits in base 2, masks; the online softmax per column; P^T as B fragments ---- */
-    const int in0 = cur.kb >= 0 && kt >= lo && kt < t_end;
-    const int in1 = cur.kb >= 0 && kt + 2 >= lo && kt + 2 < t_end;
+    int in[MSUB][2];
+    MMA_UNROLL
+    for (int s = 0; s < MSUB; s++)
+      MMA_UNROLL
+      for (int r = 0; r < 2; r++) {
+        const int tok = kt + 4 * s + 2 * r;
+        in[s][r] = cur.kb >= 0 && tok >= lo && tok < t_end;
+      }
 #if KV_BYTES == 4
-    uint4 pb[NH], pl[NH]; /* f32: tokens 4t .. 4t + 3 of column g, high parts and remainders */
+    uint4 pb[MSUB][NH], pl[MSUB][NH]; /* f32: tokens 4t .. 4t + 3 of column g, high parts and remainders */
 #else
-    uint2 pb[NH];
+    uint2 pb[MSUB][NH];
 #endif
     float alpha[NH][2];
     MMA_UNROLL
     for (int h = 0; h < NH; h++) {
-      float x[4] = {sc[h].x, sc[h].y, sc[h].z, sc[h].w}; /* (kt, 2t) (kt, 2t+1) (kt+2, 2t) (kt+2, 2t+1) */
+      /* m-tile s: (kt + 4s, 2t) (kt + 4s, 2t+1) (kt + 4s + 2, 2t) (kt + 4s + 2, 2t+1) */
+      float x[MSUB][4];
       MMA_UNROLL
-      for (int e = 0; e < 4; e++) {
-        float v = x[e] * qk_scale;
-        if (soft_cap > 0.0f) v = mma_soft_cap(v, soft_cap, inv_cap);
-        v += slope[h][e % 2] * (float)(kt + 2 * (e / 2) - L + 1);
-        x[e] = (e < 2 ? in0 : in1) ? v * LOG2E : -INFINITY;
+      for (int s = 0; s < MSUB; s++) {
+        const float4 a = sc[s][h];
+        x[s][0] = a.x, x[s][1] = a.y, x[s][2] = a.z, x[s][3] = a.w;
+        MMA_UNROLL
+        for (int e = 0; e < 4; e++) {
+          float v = x[s][e] * qk_scale;
+          if (soft_cap > 0.0f) v = mma_soft_cap(v, soft_cap, inv_cap);
+          v += slope[h][e % 2] * (float)(kt + 4 * s + 2 * (e / 2) - L + 1);
+          x[s][e] = in[s][e / 2] ? v * LOG2E : -INFINITY;
+        }
       }
-      float p[4];
+      float p[MSUB][4];
       MMA_UNROLL
       for (int i = 0; i < 2; i++) {
-        const float mn = fmax(m2[h][i], mma_col_reduce(fmax(x[i], x[i + 2]), 1, xch));
+        float mx = fmax(x[0][i], x[0][i + 2]);
+        MMA_UNROLL
+        for (int s = 1; s < MSUB; s++) mx = fmax(mx, fmax(x[s][i], x[s][i + 2]));
+        const float mn = fmax(m2[h][i], mma_col_reduce(mx, 1, xch));
         alpha[h][i] = mn == -INFINITY ? 1.0f : MMA_EXP2(m2[h][i] - mn);
         const float base = mn == -INFINITY ? 0.0f : mn; /* every score -inf: p = 0 */
         m2[h][i] = mn;
-        p[i] = MMA_EXP2(x[i] - base), p[i + 2] = MMA_EXP2(x[i + 2] - base);
-        l[h][i] = l[h][i] * alpha[h][i] + p[i] + p[i + 2];
+        float sum = 0.0f;
+        MMA_UNROLL
+        for (int s = 0; s < MSUB; s++) {
+          p[s][i] = MMA_EXP2(x[s][i] - base), p[s][i + 2] = MMA_EXP2(x[s][i + 2] - base);
+          sum += p[s][i] + p[s][i + 2];
+        }
+        l[h][i] = l[h][i] * alpha[h][i] + sum;
       }
+      MMA_UNROLL
+      for (int s = 0; s < MSUB; s++) {
 #if KV_BYTES == 4
-      const uint4 pt = (uint4)(mma_trans32(as_uint(p[0]), as_uint(p[1]), xch),
-                               mma_trans32(as_uint(p[2]), as_uint(p[3]), xch));
-      pb[h] = mma_tf32_hi4(pt), pl[h] = mma_tf32_lo4(pt, pb[h]);
+        const uint4 pt = (uint4)(mma_trans32(as_uint(p[s][0]), as_uint(p[s][1]), xch),
+                                 mma_trans32(as_uint(p[s][2]), as_uint(p[s][3]), xch));
+        pb[s][h] = mma_tf32_hi4(pt), pl[s][h] = mma_tf32_lo4(pt, pb[s][h]);
 #else
-      pb[h] = (uint2)(mma_trans(mma_pack(p[0], p[1]), xch), mma_trans(mma_pack(p[2], p[3]), xch));
+        pb[s][h] = (uint2)(mma_trans(mma_pack(p[s][0], p[s][1]), xch),
+                           mma_trans(mma_pack(p[s][2], p[s][3]), xch));
 #endif
+      }
     }
 
     /* ---- 5. O^T = O^T alpha + V^T P^T: rows g, g + 8 are dimensions 16 mt + g, + 8 ---- */
@@ -451,16 +506,23 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
       MMA_UNROLL
       for (int h = 0; h < NH; h++) {
         const float4 acc = o[mt][h] * (float4)(alpha[h][0], alpha[h][1], alpha[h][0], alpha[h][1]);
-        o[mt][h] = mma_3xtf32(mma_3xtf32(acc, va, pb[h].xy, pl[h].xy, xch), vb, pb[h].zw,
-                              pl[h].zw, xch);
+        o[mt][h] = mma_3xtf32(mma_3xtf32(acc, va, pb[0][h].xy, pl[0][h].xy, xch), vb, pb[0][h].zw,
+                              pl[0][h].zw, xch);
       }
-#else
-      const uint2 w0 = value_pairs(cur.v0[mt]), w1 = value_pairs(cur.v1[mt]);
-      const uint4 vfrag = (uint4)(w0.x, w1.x, w0.y, w1.y);
+#else /* k-step s: tokens vt + 4 s .. vt + 4 s + 3 */
+      uint4 vfrag[MSUB];
       MMA_UNROLL
-      for (int h = 0; h < NH; h++)
-        o[mt][h] = mma_16816(o[mt][h] * (float4)(alpha[h][0], alpha[h][1], alpha[h][0], alpha[h][1]),
-                             vfrag, pb[h], xch);
+      for (int s = 0; s < MSUB; s++) {
+        const uint2 w0 = value_pairs(cur.v0[mt], s), w1 = value_pairs(cur.v1[mt], s);
+        vfrag[s] = (uint4)(w0.x, w1.x, w0.y, w1.y);
+      }
+      MMA_UNROLL
+      for (int h = 0; h < NH; h++) {
+        float4 acc = o[mt][h] * (float4)(alpha[h][0], alpha[h][1], alpha[h][0], alpha[h][1]);
+        MMA_UNROLL
+        for (int s = 0; s < MSUB; s++) acc = mma_16816(acc, vfrag[s], pb[s][h], xch);
+        o[mt][h] = acc;
+      }
 #endif
     }
     c = next;

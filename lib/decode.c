@@ -31,6 +31,7 @@ typedef struct decode_call {
   int key_vectors;      /* rows: key vectors a query load (TG there) */
   int logits_stride;    /* floats of local logits per head */
   int threads;          /* work-group size: DECODE_THREADS, or the mma plan's */
+  int chunk;            /* mma: tokens a chunk (mma_chunk_for) */
 } decode_call;
 
 
@@ -117,8 +118,10 @@ static size_t mma_local_bytes(const clpa_context *ctx, int g, int head_size, int
   return sizeof(float) * floats + 4 * (ctx->lanes == CLPA_LANES_NV_PTX ? 1 : 6 * threads) + 256;
 }
 
-/* decode_mma.cl takes the context in chunks of 16 tokens. */
-#define MMA_CHUNK 16
+/* decode_mma.cl takes the context in chunks of 16 tokens; fp8 caches in
+ * chunks of 32 where that pays (mma_chunk_for), so the partitions the
+ * plan cuts for them are whole 32-token units. */
+static int mma_unit(clpa_dtype kv) { return clpa_dtype_size(kv) == 1 ? 32 : 16; }
 
 /* The tensor-core kernel or the lanes kernel: forced, or mma on NVIDIA
  * for f16/bf16 caches with head sizes of multiples of 32, f32 caches
@@ -133,7 +136,7 @@ static clpa_status pick_path(clpa_context *ctx, const clpa_decode_params *p, dec
   const int fp8_ok = ctx->lanes != CLPA_LANES_NV_PTX || ctx->info.nv_compute_capability >= 89;
   const int f32 = kv->dtype == CLPA_DTYPE_F32; /* 3xTF32 */
   const int fits = (kv->dtype == CLPA_DTYPE_F16 || kv->dtype == CLPA_DTYPE_BF16 || f32 || (fp8 && fp8_ok)) &&
-                   kv->head_size % (fp8 ? 64 : f32 ? 16 : 32) == 0 && p->partition_size % MMA_CHUNK == 0 &&
+                   kv->head_size % (fp8 ? 64 : f32 ? 16 : 32) == 0 && p->partition_size % 16 == 0 &&
                    mma_local_bytes(ctx, 16, kv->head_size, 4) <= ctx->info.local_mem_bytes;
   if (p->path == CLPA_DECODE_PATH_MMA) {
     clpa_status st = clpa_mma_check(ctx);
@@ -405,6 +408,27 @@ static int mma_warps(long busy, long work, int partition, unsigned cus, long chu
   return wave_fill(busy, three) >= wave_fill(busy, four) + 0.05 ? 3 : 4;
 }
 
+/* decode_mma.cl's chunk: fp8 caches take 32 tokens a chunk (two m-tiles
+ * of S^T; a lane's value rows 8 bytes instead of 4, the chunk's fixed
+ * work shared by twice the tokens) where the call's busy warps are all
+ * resident at once at MMA_WARPS_PER_CU a compute unit: that build takes
+ * 158-164 registers on the H100 (12 warps a unit), the 16-token one
+ * 122-128 (16 warps). v2's partition must be whole 32-token units and the
+ * block size 8 or more. H200, cold, 32/8 heads, head 128, e4m3, us, 16 ->
+ * 32 (notes/perf.md, 2026-11-28 eleventh session): 16 x 4096 41.7 ->
+ * 41.2 (and 41.2 -> 40.2 in another job), log-uniform 26.6 -> 24.2, 24 x
+ * 4096 62.9 -> 59.0, 48 x 2048 58.9 -> 55.8, 8 x 32768 139.9 -> 135.5, 1
+ * x 4096 15.7 -> 15.2, e5m2 16 x 4096 43.4 -> 42.2; but where more warps
+ * are busy than that, 64 x 2048 (512 four-warp work-groups) 71.5 -> 89.0
+ * and 32/32 heads 32 x 1024 69.1 -> 83.0: there the 16-token build keeps
+ * 16 warps a unit. */
+static int mma_chunk_for(clpa_dtype kv, int partition, int block_size, long busy, int warps,
+                         unsigned cus) {
+  const int fits = partition % 32 == 0 && block_size % 8 == 0 &&
+                   busy * warps <= (long)MMA_WARPS_PER_CU * cus;
+  return clpa_dtype_size(kv) == 1 && fits ? 32 : 16;
+}
+
 /* Fewer, wider work-groups where they keep as many warps in flight: the
  * v2 partitions of decode_mma.cl each write a state and the last of a
  * row's merges them (fence, counter, L2 round trips at the end of the
@@ -462,9 +486,11 @@ static clpa_status plan(clpa_context *ctx, const clpa_decode_params *p, decode_c
   c->threads = DECODE_THREADS;
   const unsigned cus = ctx->info.compute_units ? ctx->info.compute_units : 1;
   const int tuned = ctx->tuning.decode_partition > 0 ? ctx->tuning.decode_partition : DEFAULT_PARTITION;
-  /* whole blocks; on the mma path also whole chunks (block sizes are 8, 16 or 32) */
-  const int unit = c->mma && bs < MMA_CHUNK ? MMA_CHUNK : bs;
-  c->partition = round_up(p->partition_size ? p->partition_size : tuned, unit);
+  /* The caller's partition as it is (whole blocks, and on the mma path
+   * whole 16-token chunks: checked); the plan's whole blocks and, on the
+   * mma path, whole units (block sizes are 8, 16 or 32). */
+  const int unit = c->mma && bs < mma_unit(c->a.kv.dtype) ? mma_unit(c->a.kv.dtype) : bs;
+  c->partition = p->partition_size ? p->partition_size : round_up(tuned, unit);
   const int max_ctx = p->max_context_len > 0 ? p->max_context_len : 1;
   if (c->rows) return plan_rows(ctx, p, c, qpk, max_ctx);
   if (c->mma) {
@@ -480,7 +506,8 @@ static clpa_status plan(clpa_context *ctx, const clpa_decode_params *p, decode_c
       }
     }
     const long busy = busy_groups(p, groups, c->partition, max_ctx);
-    const long chunk_bytes = 2L * MMA_CHUNK * hs * (long)clpa_dtype_size(c->a.kv.dtype);
+    /* K/V bytes of 16 tokens (mma_warps's measure, whatever the kernel's chunk) */
+    const long chunk_bytes = 2L * 16 * hs * (long)clpa_dtype_size(c->a.kv.dtype);
     const long work = tokens * groups;
     const int wide = mma_width_fits(ctx, g, hs, 8);
     c->threads = 32 * mma_warps(busy, work, c->partition, cus, chunk_bytes, wide,
@@ -489,6 +516,8 @@ static clpa_status plan(clpa_context *ctx, const clpa_decode_params *p, decode_c
       mma_widen(ctx, p, groups, max_ctx, cus, unit, g, busy, work, c);
     const int parts = (max_ctx + c->partition - 1) / c->partition;
     c->v2 = p->variant == CLPA_DECODE_V2 || (p->variant == CLPA_DECODE_AUTO && parts > 1);
+    c->chunk = mma_chunk_for(c->a.kv.dtype, c->v2 ? c->partition : 0, bs,
+                             busy_groups(p, groups, c->partition, max_ctx), c->threads / 32, cus);
     c->heads_per_group = g;
     c->logits_stride = 1; /* no logits in local memory */
     c->max_parts = c->v2 ? parts : 1;
@@ -546,7 +575,8 @@ static clpa_decode_spec decode_spec(const clpa_decode_params *p, const decode_ca
                               c->rows ? c->key_vectors : 0,
                               lanes && c->a.kv.dtype == CLPA_DTYPE_F32 && c->heads_per_group <= 4
                                   ? LANES_F32_MAXNREG
-                                  : 0};
+                                  : 0,
+                              c->mma ? c->chunk : 0};
   return s;
 }
 
@@ -571,7 +601,7 @@ static clpa_status learn_subgroup_size(clpa_context *ctx, cl_kernel k) {
 
 clpa_status clpa_lanes_settle(clpa_context *ctx) {
   if (ctx->lanes != CLPA_LANES_SUBGROUP || ctx->subgroup_size) return CLPA_OK;
-  const clpa_decode_spec spec = {128, 16, CLPA_DTYPE_F16, CLPA_DTYPE_F32, DECODE_THREADS, 32, 0, 1, 0, 0};
+  const clpa_decode_spec spec = {128, 16, CLPA_DTYPE_F16, CLPA_DTYPE_F32, DECODE_THREADS, 32, 0, 1, 0, 0, 0};
   cl_kernel k;
   clpa_status st = clpa_family_kernel(ctx, &clpa_family_decode, &spec, "clpa_decode_paged", &k);
   if (st == CLPA_OK) {

@@ -22,6 +22,7 @@ static const clpa_tunable decode_tunables[] = {
     T(clpa_decode_spec, heads_per_wg, "HEADS_PER_WG"),
     T(clpa_decode_spec, key_vectors, "KEY_VECTORS"),
     T(clpa_decode_spec, maxnreg, "MAXNREG"),
+    T(clpa_decode_spec, chunk, "CHUNK"),
 };
 static const clpa_tunable reduce_tunables[] = {
     T(clpa_reduce_spec, head_size, "HEAD_SIZE"),

@@ -363,6 +363,11 @@ static const dcase default_grid[] = {
     /* 3 heads a work-group, more partitions (25) than the mma kernel merges in registers:
      * PoCL 3.1 got it wrong after the dead work-groups' early return */
     {4, 12, 4, 128, 16, 400, F16, F32, V2, 16, 3, 0, 0, 1, 1, 1, 0, 0},
+    /* fp8 on the mma path in chunks of 32 tokens (few busy warps: on 2
+     * compute units too; block 8, the window's edges inside a chunk) and
+     * of 16 (a partition of 48 tokens, not whole 32-token chunks) */
+    {1, 4, 1, 128, 8, 300, E5M2, F16, V2, 128, 4, 1, 1, 1, 0, 1, 0, 1},
+    {3, 8, 2, 128, 16, 500, E4M3, F32, V2, 48, 4, 0, 0, 0, 1, 1, 0, 0},
 };
 
 /* The cross product, for the slow suite: options drawn at random. */
@@ -639,15 +644,17 @@ static void test_codes(int mma) {
 }
 
 /* The mma path's split (clpa_decode's rule): the fewest evenly cut
- * partitions of the longest context, whole 16-token chunks and at least
+ * partitions of the longest context, whole chunks (`unit`: 16 tokens, fp8
+ * 32) and at least
  * 256 tokens, that give 1.5 busy work-groups per compute unit (fp8
  * caches: 2.5 where that leaves 512 tokens or more), none longer than all
  * the tokens shared among that many; the host's lengths, when given, say
  * which work-groups are busy and how much work there is. Without the
  * lengths the plan counts every sequence as long. 0: one partition (v1). */
-static int32_t model_rule(const int32_t *lens, int n, int max_ctx, unsigned cus, long halves) {
+static int32_t model_rule(const int32_t *lens, int n, int max_ctx, unsigned cus, long halves,
+                          int unit) {
   for (int k = 1; k <= max_ctx / 256; k++) {
-    const int part = ((max_ctx + k - 1) / k + 15) / 16 * 16;
+    const int part = ((max_ctx + k - 1) / k + unit - 1) / unit * unit;
     long busy = 0, tokens = 0;
     for (int i = 0; i < n; i++) {
       busy += ((lens ? lens[i] : max_ctx) + part - 1) / part;
@@ -660,10 +667,10 @@ static int32_t model_rule(const int32_t *lens, int n, int max_ctx, unsigned cus,
 }
 static int32_t model_split(const int32_t *lens, int n, int max_ctx, unsigned cus, int fp8) {
   if (fp8) {
-    const int32_t more = model_rule(lens, n, max_ctx, cus, 5);
+    const int32_t more = model_rule(lens, n, max_ctx, cus, 5, 32);
     if (more == 0 || more >= 512) return more;
   }
-  return model_rule(lens, n, max_ctx, cus, 3);
+  return model_rule(lens, n, max_ctx, cus, 3, fp8 ? 32 : 16);
 }
 
 static long model_busy(const int32_t *lens, int n, int max_ctx, int part) {
@@ -684,7 +691,8 @@ static long model_busy(const int32_t *lens, int n, int max_ctx, int part) {
 static int32_t model_partition_warps(const int32_t *lens, int n, int max_ctx, unsigned cus, int fp8,
                                      int *warps) {
   const int32_t split = model_split(lens, n, max_ctx, cus, fp8);
-  const int32_t part0 = split ? split : (max_ctx + 15) / 16 * 16;
+  const int unit = fp8 ? 32 : 16;
+  const int32_t part0 = split ? split : (max_ctx + unit - 1) / unit * unit;
   const long busy0 = model_busy(lens, n, max_ctx, part0);
   long work = 0;
   for (int i = 0; i < n; i++) work += lens ? lens[i] : max_ctx;
@@ -698,7 +706,7 @@ static int32_t model_partition_warps(const int32_t *lens, int n, int max_ctx, un
   const int k0 = (max_ctx + part0 - 1) / part0;
   static const int widths[] = {4, 6, 8, 12};
   for (int k = 1; k < k0; k++) {
-    const int part = ((max_ctx + k - 1) / k + 15) / 16 * 16;
+    const int part = ((max_ctx + k - 1) / k + unit - 1) / unit * unit;
     const long busy = model_busy(lens, n, max_ctx, part);
     if (4 * busy < (long)cus || 4 * work < 3L * part * busy) continue;
     for (int i = 0; i < 4; i++) {
