@@ -387,8 +387,10 @@ CLPA_API void clpa_decode_params_init(clpa_decode_params *p);
  * of 8, 4, 2 that divides num_heads / num_kv_heads while its local memory
  * fits and it still leaves at least 2 work-groups per compute unit.
  * The mma path (auto on NVIDIA) plans its own split: the longest
- * partition, in whole 16-token chunks (at least 256 tokens) and evenly
- * cut, that still gives 1.5 busy work-groups per compute unit (counted from host_context_lens when
+ * partition, in whole 16-token units (32 for fp8 caches, whose kernel
+ * takes 32 tokens at a time where every busy warp is resident at once),
+ * at least 256 tokens and evenly cut, that still gives 1.5 busy
+ * work-groups per compute unit (counted from host_context_lens when
  * given, else every sequence at max_context_len); v1 where the sequences
  * alone give that many. Measured on the H100 (notes/perf.md): long
  * partitions pay while the grid stays near one wave (batch 16 x 4096:
