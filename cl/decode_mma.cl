@@ -165,9 +165,9 @@ typedef uint2 vrow_t;
 #endif
 
 /* Operand registers (two f16 or bf16 pairs) of 4 cache elements in a
- * 32-bit word (fp8, converted: mma.cl's mma_fp8x2) or in two. */
+ * 32-bit word (fp8, converted: mma.cl's mma_fp8x4) or in two. */
 #if KV_BYTES == 1
-#define PAIRS4_OF_WORD(w) ((uint2)(mma_fp8x2((w) & 0xffffu), mma_fp8x2((w) >> 16)))
+#define PAIRS4_OF_WORD(w) mma_fp8x4(w)
 /* K-step j of a key row: its 4 dimensions. */
 inline uint2 key_kstep(uint4 r, int j) {
   return PAIRS4_OF_WORD(j == 0 ? r.x : j == 1 ? r.y : j == 2 ? r.z : r.w);

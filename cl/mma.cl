@@ -69,6 +69,28 @@ inline uint mma_fp8x2(uint b) {
   return mma_pack(f.x, f.y);
 #endif
 }
+
+/* The four fp8 values of a word as two f16 pair registers (bytes 0, 1
+ * and bytes 2, 3). On NVIDIA the word's 16-bit halves go to the cvt as
+ * they are (the upper one had cost a shift a word) and e5m2 is one byte
+ * permute a pair. */
+inline uint2 mma_fp8x4(uint w) {
+#if MMA_PTX && CLPA_KV_DTYPE == CLPA_CODE_FP8_E5M2
+  uint lo, hi;
+  asm("prmt.b32 %0, %1, %2, 0x1404;" : "=r"(lo) : "r"(w), "r"(0u));
+  asm("prmt.b32 %0, %1, %2, 0x3424;" : "=r"(hi) : "r"(w), "r"(0u));
+  return (uint2)(lo, hi);
+#elif MMA_PTX
+  uint lo, hi;
+  asm("{\n\t.reg .b16 l, h;\n\tmov.b32 {l, h}, %2;\n\t"
+      "cvt.rn.f16x2.e4m3x2 %0, l;\n\tcvt.rn.f16x2.e4m3x2 %1, h;\n\t}"
+      : "=r"(lo), "=r"(hi)
+      : "r"(w));
+  return (uint2)(lo, hi);
+#else
+  return (uint2)(mma_fp8x2(w & 0xffffu), mma_fp8x2(w >> 16));
+#endif
+}
 #endif
 
 #if !MMA_PTX
