@@ -33,6 +33,10 @@ bench decode --batch 8 --context 32768
 bench decode --batch 16 --context 4096 --path lanes
 bench decode --batch 16 --context 4096 --dtype bf16
 bench decode --batch 8 --context 32768 --dtype bf16
+bench decode --batch 16 --context 4096 --dtype fp8_e4m3
+bench decode --batch 16 --context 4096 --dtype fp8_e4m3
+bench decode --batch 8 --context 32768 --dtype fp8_e4m3
+bench decode --batch 16 --context 4096 --dtype f32
 bench decode --batch 16 --context 4096 --lengths one-long
 bench decode --batch 64 --context 8192 --lengths loguniform
 bench prefill
