@@ -90,8 +90,9 @@
  * one gave 4 bytes), and the chunk's fixed work (the columns' max, the
  * output's rescale, the table reads, the handout) is shared by 32 tokens
  * instead of 16: fp8's chunks are half f16's bytes for the same fixed
- * work. It costs ~35 registers (f16's would take 16-byte row pieces and
- * twice the registers). */
+ * work. It costs ~35 registers. f16 in chunks of 32 (16-byte row pieces,
+ * 226-232 registers) measured slower on every shape (notes/perf.md,
+ * 2026-11-28 eleventh session). */
 #define CHUNK CLPA_CHUNK /* tokens of a chunk */
 #define MSUB (CHUNK / 16)
 #define RUN (4 * MSUB)    /* a lane's consecutive value tokens (and key tokens' span) */

@@ -371,7 +371,9 @@ static int mma_partition(const clpa_decode_params *p, long groups, int max_ctx, 
  * - 2 there where chunks are smaller (fp8, f16 head 64) and the
  *   work-groups mostly full.
  * The H100 holds 12 warps of this kernel per compute unit (156-168
- * registers): 3 work-groups of four warps, 4 of three or 6 of two. There
+ * registers; fp8's 16-token build takes 122-128, 16 warps, but the plan
+ * counts 12 for it too): 3 work-groups of four warps, 4 of three or 6 of
+ * two. There
  * (cold, 32/8 heads, head 128, 2026-11-25, notes/perf.md), 4 warps -> 2:
  * f16 64 x 2048 (512 work-groups) 0.887 -> 0.948 of copy, 32/32 heads 16
  * x 1024 0.818 -> 0.913, fp8 96 x 2048 (768) 0.821 -> 0.900; but 128 x
