@@ -140,25 +140,27 @@
  * tokens, 16 of f32); VROW_KEEP(v, lo, end), of tokens v .. v + RUN - 1,
  * the bits kept of those inside [lo, end): one mask for all the rows (a
  * select a row was ~10 instructions a word with fp8, 170 of the loop's
- * 758). VWORD(w, s): the 4 tokens of k-step s. */
+ * 758). VWORD(w, s): the 4 tokens of k-step s. RUN_IN(n, v, lo, end):
+ * the -1 / 0 flags of tokens v .. v + n - 1 inside [lo, end). */
+#define RUN_IN(n, v, lo, end) ((int##n)(v) + IOTA##n >= (lo) && (int##n)(v) + IOTA##n < (end))
 #if KV_BYTES == 4
 typedef uint4 vrow_t;
 #define VROW_ZERO ((uint4)(0u))
-#define VROW_KEEP(v, lo, end) as_uint4((int4)(v) + IOTA4 >= (lo) && (int4)(v) + IOTA4 < (end))
+#define VROW_KEEP(v, lo, end) as_uint4(RUN_IN(4, v, lo, end))
 #elif KV_BYTES == 1 && MSUB == 2
 typedef uint2 vrow_t;
 #define VROW_ZERO ((uint2)(0u))
-#define VROW_KEEP(v, lo, end) as_uint2(convert_char8((int8)(v) + IOTA8 >= (lo) && (int8)(v) + IOTA8 < (end)))
+#define VROW_KEEP(v, lo, end) as_uint2(convert_char8(RUN_IN(8, v, lo, end)))
 #define VWORD(w, s) ((s) ? (w).y : (w).x)
 #elif KV_BYTES == 1
 typedef uint vrow_t;
 #define VROW_ZERO 0u
-#define VROW_KEEP(v, lo, end) as_uint(convert_char4((int4)(v) + IOTA4 >= (lo) && (int4)(v) + IOTA4 < (end)))
+#define VROW_KEEP(v, lo, end) as_uint(convert_char4(RUN_IN(4, v, lo, end)))
 #define VWORD(w, s) (w)
 #else
 typedef uint2 vrow_t;
 #define VROW_ZERO ((uint2)(0u))
-#define VROW_KEEP(v, lo, end) as_uint2(convert_short4((int4)(v) + IOTA4 >= (lo) && (int4)(v) + IOTA4 < (end)))
+#define VROW_KEEP(v, lo, end) as_uint2(convert_short4(RUN_IN(4, v, lo, end)))
 #define VWORD(w, s) (w)
 #endif
 #if (MSUB != 1 && MSUB != 2) || (MSUB == 2 && KV_BYTES != 1)
