@@ -53,22 +53,20 @@ inline uint mma_pack(float lo, float hi) {
   return r;
 }
 
-/* Two fp8 values (the cache's e4m3 or e5m2, the lower in the low byte of
- * `b`) as an f16 pair register, exactly (every fp8 value is an f16): cvt
- * on NVIDIA (sm_89 and later), e5m2 is an f16's upper byte. */
 #if CLPA_KV_DTYPE == CLPA_CODE_FP8_E4M3 || CLPA_KV_DTYPE == CLPA_CODE_FP8_E5M2
+#if !MMA_PTX
+/* Two fp8 values (the cache's e4m3 or e5m2, the lower in the low byte of
+ * `b`) as an f16 pair register, exactly (every fp8 value is an f16): e5m2
+ * is an f16's upper byte. (NVIDIA: mma_fp8x4's cvt and prmt.) */
 inline uint mma_fp8x2(uint b) {
 #if CLPA_KV_DTYPE == CLPA_CODE_FP8_E5M2
   return ((b & 0xffu) << 8) | ((b & 0xff00u) << 16);
-#elif MMA_PTX
-  uint r;
-  asm("cvt.rn.f16x2.e4m3x2 %0, %1;" : "=r"(r) : "h"((ushort)b));
-  return r;
 #else
   const float2 f = fp8e4m3_to_float2((uint2)(b & 0xffu, (b >> 8) & 0xffu));
   return mma_pack(f.x, f.y);
 #endif
 }
+#endif
 
 /* The four fp8 values of a word as two f16 pair registers (bytes 0, 1
  * and bytes 2, 3). On NVIDIA the word's 16-bit halves go to the cvt as
