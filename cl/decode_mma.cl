@@ -74,7 +74,7 @@
  * and masked, so that every work-item runs the same iterations (the
  * emulated products use barriers).
  */
-#if !defined(CLPA_HEAD_SIZE) || !defined(CLPA_BLOCK_SIZE) || !defined(CLPA_NUM_THREADS) || !defined(CLPA_PARTITION_SIZE) || !defined(CLPA_HEADS_PER_WG) || !defined(CLPA_CHUNK)
+#if !defined(CLPA_HEAD_SIZE) || !defined(CLPA_BLOCK_SIZE) || !defined(CLPA_NUM_THREADS) || !defined(CLPA_PARTITION_SIZE) || !defined(CLPA_HEADS_PER_WG) || !defined(CLPA_CHUNK) || !defined(CLPA_PIPE)
 #error "built through lib/launch.c, which passes every -DCLPA_ option of the family"
 #endif
 #define HEAD_SIZE CLPA_HEAD_SIZE
@@ -95,6 +95,13 @@
  * 2026-11-28 eleventh session). */
 #define CHUNK CLPA_CHUNK /* tokens of a chunk */
 #define MSUB (CHUNK / 16)
+/* PIPE (lib/decode.c mma_pipe): a warp issues its next chunk's loads as
+ * soon as this chunk's have arrived and computes this one while they are
+ * in flight; else it loads a chunk, waits and computes it, and other
+ * warps' loads fill the wait. It takes a second chunk of registers (fp8
+ * in 32-token chunks: 228-242 registers against 158-164, so 8 warps a
+ * compute unit instead of 12). */
+#define PIPE CLPA_PIPE
 #define RUN (4 * MSUB)    /* a lane's consecutive value tokens (and key tokens' span) */
 /* A lane's 16-byte key row holds X dimensions (8 of f16/bf16, 16 of fp8,
  * 4 of f32) and serves KSPR k-steps (4 of its dimensions each, 2 of f32's:
@@ -147,21 +154,25 @@
 typedef uint4 vrow_t;
 #define VROW_ZERO ((uint4)(0u))
 #define VROW_KEEP(v, lo, end) as_uint4(RUN_IN(4, v, lo, end))
+#define VROW_W0(v) ((v).x)
 #elif KV_BYTES == 1 && MSUB == 2
 typedef uint2 vrow_t;
 #define VROW_ZERO ((uint2)(0u))
 #define VROW_KEEP(v, lo, end) as_uint2(convert_char8(RUN_IN(8, v, lo, end)))
 #define VWORD(w, s) ((s) ? (w).y : (w).x)
+#define VROW_W0(v) ((v).x)
 #elif KV_BYTES == 1
 typedef uint vrow_t;
 #define VROW_ZERO 0u
 #define VROW_KEEP(v, lo, end) as_uint(convert_char4(RUN_IN(4, v, lo, end)))
 #define VWORD(w, s) (w)
+#define VROW_W0(v) (v)
 #else
 typedef uint2 vrow_t;
 #define VROW_ZERO ((uint2)(0u))
 #define VROW_KEEP(v, lo, end) as_uint2(convert_short4(RUN_IN(4, v, lo, end)))
 #define VWORD(w, s) (w)
+#define VROW_W0(v) ((v).x)
 #endif
 #if (MSUB != 1 && MSUB != 2) || (MSUB == 2 && KV_BYTES != 1)
 #error "decode mma: chunks of 16 tokens, or 32 with fp8 caches"
@@ -387,25 +398,47 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
    * the same there and gave back a third of the gains. (A counter in
    * global memory, with 2 work-groups an SM, had measured no gain.) */
   const int ask = (c_end - part * PCH) * CHUNK >= 256 * WARPS; /* the same in the whole work-group */
+#define NEXT_CHUNK(c) (ask ? warp_lane0(lane == 0 ? atomic_inc(handout) : 0) : (c) + WARPS)
+#else
+#define NEXT_CHUNK(c) ((c) + WARPS)
+#endif
+#if PIPE
+  /* The first chunk here; in the loop, each chunk's successor. */
+  const uint dz = (uint)num_blocks >> 31; /* 0: num_blocks >= 0 (the host checks) */
+  mma_chunk cur;
+  load_chunk(&cur, t0 + c * CHUNK, ids, g, t, lo, c < c_end ? L : 0, num_blocks, faults, k_cache,
+             v_cache, kv_off, block_stride);
+  int next = NEXT_CHUNK(c);
+  ids = chunk_ids(table, t0 + next * CHUNK, g, t, max_blocks_per_seq);
+#endif
+#if MMA_PTX
   while (c < c_end) {
 #else
   const int iters = (c_end - part * PCH + WARPS - 1) / WARPS;
   for (int it = 0; it < iters; it++) {
 #endif
-    /* ---- 2. load the chunk's K and V; the next chunk's number and table entries ----
-     * Loading the next chunk while computing this one (registers for two:
-     * 239 instead of 156) measured the same on the H100's batch 1-64
-     * shapes, with 2 work-groups an SM instead of 3 (notes/perf.md). */
+    /* ---- 2. load the chunk's K and V (PIPE: the next chunk's); the next chunk's number and
+     * table entries ---- */
     const int c0 = t0 + c * CHUNK, t_end = c < c_end ? L : 0; /* t_end 0: all masked */
     const int kt = c0 + RUN * (g / 2) + g % 2, vt = c0 + RUN * t;
+#if PIPE
+    /* The next chunk's loads wait for this chunk's data: dep (zero at run
+     * time) puts a use of it into their address. Without it ptxas issues
+     * them first and counts both chunks' loads on one scoreboard, so the
+     * first use of this chunk would wait for the next one too (SASS,
+     * notes/perf.md 2026-11-29). */
+    const ulong dep = (ulong)((cur.k0[0][0].x ^ VROW_W0(cur.v0[0])) & dz);
+    mma_chunk nx;
+    load_chunk(&nx, t0 + next * CHUNK, ids, g, t, lo, next < c_end ? L : 0, num_blocks, faults,
+               k_cache, v_cache, kv_off + dep, block_stride);
+    const int next2 = NEXT_CHUNK(next);
+    ids = chunk_ids(table, t0 + next2 * CHUNK, g, t, max_blocks_per_seq);
+#else
     mma_chunk cur;
     load_chunk(&cur, c0, ids, MMA_CHUNK_ARGS);
-#if MMA_PTX
-    const int next = ask ? warp_lane0(lane == 0 ? atomic_inc(handout) : 0) : c + WARPS;
-#else
-    const int next = c + WARPS;
-#endif
+    const int next = NEXT_CHUNK(c);
     ids = chunk_ids(table, t0 + next * CHUNK, g, t, max_blocks_per_seq);
+#endif
     if (cur.vb >= 0 && (vt < lo || vt + RUN > t_end)) { /* slots outside [lo, t_end) may hold NaN */
       const vrow_t keep = VROW_KEEP(vt, lo, t_end);
       MMA_UNROLL
@@ -528,7 +561,11 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
       }
 #endif
     }
+#if PIPE
+    cur = nx, c = next, next = next2;
+#else
     c = next;
+#endif
   }
 
   /* ---- 6. merge the warps: states, then outputs weighted to the common max ----

@@ -32,6 +32,7 @@ typedef struct decode_call {
   int logits_stride;    /* floats of local logits per head */
   int threads;          /* work-group size: DECODE_THREADS, or the mma plan's */
   int chunk;            /* mma: tokens a chunk (mma_chunk_for) */
+  int pipe;             /* mma: the next chunk loaded while one is computed (mma_pipe) */
 } decode_call;
 
 
@@ -431,6 +432,22 @@ static int mma_chunk_for(clpa_dtype kv, int partition, int block_size, long busy
   return clpa_dtype_size(kv) == 1 && fits ? 32 : 16;
 }
 
+/* decode_mma.cl's PIPE (a warp loads its next chunk while it computes
+ * one) where fp8 runs in 32-token chunks and no compute unit holds more
+ * than one busy work-group: its 228-242 registers hold 8 warps a unit, so
+ * those work-groups take 8 warps at most (12 without). H200, cold, 32/8
+ * heads, head 128, e4m3 unless said, us, without -> with, in one job
+ * (notes/perf.md, 2026-11-29): 16 x 4096 40.13 / 39.70 / 39.71 / 40.34
+ * -> 39.55 / 39.36 / 39.42 / 39.66, e5m2 39.63 / 39.97 -> 39.60 / 39.39,
+ * 1 x 4096 14.82 / 14.94 -> 14.62 / 14.56, 2 x 8192 22.14 / 22.18 ->
+ * 21.89 / 21.86, 4 x 16384 42.59 / 42.83 -> 42.05 / 41.86, 8 x 32768
+ * 131.2 / 130.9 -> 131.6 / 131.1. Where more work-groups than units are
+ * busy, 12 warps a unit without it beat 8 with it: every work-group at 8
+ * warps and PIPE took 48 x 2048 from 55.3 to 66.2, 64 x 2048 from 70.9 to
+ * 92.9. */
+#define MMA_PIPE_WARPS 8
+static int mma_pipe(int chunk, long busy, unsigned cus) { return chunk == 32 && busy <= (long)cus; }
+
 /* Fewer, wider work-groups where they keep as many warps in flight: the
  * v2 partitions of decode_mma.cl each write a state and the last of a
  * row's merges them (fence, counter, L2 round trips at the end of the
@@ -518,8 +535,11 @@ static clpa_status plan(clpa_context *ctx, const clpa_decode_params *p, decode_c
       mma_widen(ctx, p, groups, max_ctx, cus, unit, g, busy, work, c);
     const int parts = (max_ctx + c->partition - 1) / c->partition;
     c->v2 = p->variant == CLPA_DECODE_V2 || (p->variant == CLPA_DECODE_AUTO && parts > 1);
-    c->chunk = mma_chunk_for(c->a.kv.dtype, c->v2 ? c->partition : 0, bs,
-                             busy_groups(p, groups, c->partition, max_ctx), c->threads / 32, cus);
+    const long busy_now = busy_groups(p, groups, c->partition, max_ctx);
+    c->chunk = mma_chunk_for(c->a.kv.dtype, c->v2 ? c->partition : 0, bs, busy_now,
+                             c->threads / 32, cus);
+    c->pipe = mma_pipe(c->chunk, busy_now, cus);
+    if (c->pipe && c->threads > 32 * MMA_PIPE_WARPS) c->threads = 32 * MMA_PIPE_WARPS;
     c->heads_per_group = g;
     c->logits_stride = 1; /* no logits in local memory */
     c->max_parts = c->v2 ? parts : 1;
@@ -578,7 +598,8 @@ static clpa_decode_spec decode_spec(const clpa_decode_params *p, const decode_ca
                               lanes && c->a.kv.dtype == CLPA_DTYPE_F32 && c->heads_per_group <= 4
                                   ? LANES_F32_MAXNREG
                                   : 0,
-                              c->mma ? c->chunk : 0};
+                              c->mma ? c->chunk : 0,
+                              c->mma ? c->pipe : 0};
   return s;
 }
 
@@ -603,7 +624,8 @@ static clpa_status learn_subgroup_size(clpa_context *ctx, cl_kernel k) {
 
 clpa_status clpa_lanes_settle(clpa_context *ctx) {
   if (ctx->lanes != CLPA_LANES_SUBGROUP || ctx->subgroup_size) return CLPA_OK;
-  const clpa_decode_spec spec = {128, 16, CLPA_DTYPE_F16, CLPA_DTYPE_F32, DECODE_THREADS, 32, 0, 1, 0, 0, 0};
+  const clpa_decode_spec spec = {128, 16, CLPA_DTYPE_F16, CLPA_DTYPE_F32, DECODE_THREADS,
+                                 32,  0,  1,              0,              0, 0, 0};
   cl_kernel k;
   clpa_status st = clpa_family_kernel(ctx, &clpa_family_decode, &spec, "clpa_decode_paged", &k);
   if (st == CLPA_OK) {

@@ -36,6 +36,7 @@ typedef struct clpa_decode_spec {
   int32_t key_vectors;    /* rows: 16-element key vectors sharing each query load, else 0 */
   int32_t maxnreg;        /* NVIDIA: registers a work-item at most (program.c), 0 = ptxas's choice */
   int32_t chunk;          /* mma: tokens a warp takes at a time (16, or 32 for fp8), else 0 */
+  int32_t pipe;           /* mma: 1 where a warp loads its next chunk while it computes one, else 0 */
 } clpa_decode_spec;
 
 /* reduce.cl: clpa_decode_reduce. */
