@@ -50,7 +50,7 @@ sub('cl/decode_mma.cl', '__kernel __attribute__((reqd_work_group_size(NUM_THREAD
     TIMER + '__kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_decode_mma(')
 sub('cl/decode_mma.cl', 'const int lid = get_local_id(0), lane = lid % 32, warp = lid / 32, g = lane / 4, t = lane % 4;\n',
     'const int lid = get_local_id(0), lane = lid % 32, warp = lid / 32, g = lane / 4, t = lane % 4;\n  const ulong tr0 = tr_now(); ulong tr1 = 0;\n')
-sub('cl/decode_mma.cl', '    /* ---- 5. O^T = O^T alpha', '    if (!tr1) tr1 = tr_after(sc[0].x); /* the first chunk (the NVIDIA loop has no counter) */\n    /* ---- 5. O^T = O^T alpha')
+sub('cl/decode_mma.cl', '    /* ---- 5. O^T = O^T alpha', '    if (!tr1) tr1 = tr_after(sc[0][0].x); /* the first chunk (the NVIDIA loop has no counter) */\n    /* ---- 5. O^T = O^T alpha')
 sub('cl/decode_mma.cl', '  /* ---- 6. merge the warps', '  const ulong tr2 = tr_after(o[MTILES - 1][NH - 1].w);\n  /* ---- 6. merge the warps')
 sub('cl/decode_mma.cl', '  /* ---- 7. write the output', '  const ulong tr25 = tr_now();\n  /* ---- 7. write the output')
 p = os.path.join(d, 'cl/decode_mma.cl'); s = open(p).read().rstrip()
