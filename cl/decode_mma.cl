@@ -66,7 +66,8 @@
  *   k_cache [num_blocks, num_kv_heads, HEAD_SIZE / X, BLOCK_SIZE, X]
  *   v_cache [num_blocks, num_kv_heads, HEAD_SIZE, BLOCK_SIZE]
  * The work-group: 4 warps, or 3 or 2 (lib/decode.c mma_warps), or 6, 8 or
- * 12 where fewer, wider work-groups do (mma_widen).
+ * 12 where fewer, wider work-groups do (mma_widen); 8 at most with PIPE
+ * (below: each warp loads its next chunk while it computes one).
  *
  * Tokens outside [window start, context) and blocks with bad ids are
  * masked (the latter set CLPA_FAULT_BAD_BLOCK); value slots there are
