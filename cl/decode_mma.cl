@@ -284,8 +284,10 @@ inline void load_chunk(mma_chunk *ch, int c0, int2 ids, int g, int t, int lo, in
     ch->v1[mt] = ch->vb >= 0 ? *(__global const vrow_t *)(vp + o1) : VROW_ZERO;
   }
 }
-#define MMA_CHUNK_ARGS \
-  g, t, lo, t_end, num_blocks, faults, k_cache, v_cache, kv_off, block_stride
+/* load_chunk's arguments after the table entries: positions from `end` on
+ * are masked, `off` the KV head's offset. */
+#define MMA_CHUNK_ARGS(end, off) \
+  g, t, lo, end, num_blocks, faults, k_cache, v_cache, off, block_stride
 
 __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_decode_mma(
     DECODE_ARGS) {
@@ -407,8 +409,7 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
   /* The first chunk here; in the loop, each chunk's successor. */
   const uint dz = (uint)num_blocks >> 31; /* 0: num_blocks >= 0 (the host checks) */
   mma_chunk cur;
-  load_chunk(&cur, t0 + c * CHUNK, ids, g, t, lo, c < c_end ? L : 0, num_blocks, faults, k_cache,
-             v_cache, kv_off, block_stride);
+  load_chunk(&cur, t0 + c * CHUNK, ids, MMA_CHUNK_ARGS(c < c_end ? L : 0, kv_off));
   int next = NEXT_CHUNK(c);
   ids = chunk_ids(table, t0 + next * CHUNK, g, t, max_blocks_per_seq);
 #endif
@@ -430,13 +431,12 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
      * notes/perf.md 2026-11-29). */
     const ulong dep = (ulong)((cur.k0[0][0].x ^ VROW_W0(cur.v0[0])) & dz);
     mma_chunk nx;
-    load_chunk(&nx, t0 + next * CHUNK, ids, g, t, lo, next < c_end ? L : 0, num_blocks, faults,
-               k_cache, v_cache, kv_off + dep, block_stride);
+    load_chunk(&nx, t0 + next * CHUNK, ids, MMA_CHUNK_ARGS(next < c_end ? L : 0, kv_off + dep));
     const int next2 = NEXT_CHUNK(next);
     ids = chunk_ids(table, t0 + next2 * CHUNK, g, t, max_blocks_per_seq);
 #else
     mma_chunk cur;
-    load_chunk(&cur, c0, ids, MMA_CHUNK_ARGS);
+    load_chunk(&cur, c0, ids, MMA_CHUNK_ARGS(t_end, kv_off));
     const int next = NEXT_CHUNK(c);
     ids = chunk_ids(table, t0 + next * CHUNK, g, t, max_blocks_per_seq);
 #endif
