@@ -377,25 +377,29 @@ CLPA_API void clpa_decode_params_init(clpa_decode_params *p);
 
 /* Enqueues decode attention on the context's queue; does not wait.
  *
- * Heuristic (CLPA_DECODE_AUTO): v1 when the context fits in one partition
- * (and its logits in local memory), v2 otherwise. Measured on an H100 with
- * the first kernels, before the QK loop took several key blocks per step
- * (clpa-bench decode, f16, batch 16, context 4096, 32/8 heads), v2 with 4
- * heads per group beat v1 at every setting v1's local memory allows (192
- * against 293 us); vLLM's extra rule (v1 when num_seqs * num_heads > 512)
- * does not pay off for these kernels. heads_per_group 0 packs the largest
- * of 8, 4, 2 that divides num_heads / num_kv_heads while its local memory
- * fits and it still leaves at least 2 work-groups per compute unit.
- * The mma path (auto on NVIDIA) plans its own split: the longest
- * partition, in whole 16-token units (32 for fp8 caches, whose kernel
- * takes 32 tokens at a time where every busy warp is resident at once),
- * at least 256 tokens and evenly cut, that still gives 1.5 busy
- * work-groups per compute unit (counted from host_context_lens when
- * given, else every sequence at max_context_len); v1 where the sequences
- * alone give that many. Measured on the H100 (notes/perf.md): long
- * partitions pay while the grid stays near one wave (batch 16 x 4096:
- * 2048 tokens 103 us, 512 tokens 121 us; batch 64 x 2048: v1 190 us, 512
- * tokens 221 us).
+ * The plan, for fields left 0 and CLPA_DECODE_AUTO (lib/decode.c has each
+ * rule with the measurements behind it; clpa_decode_choice says what a call
+ * would run):
+ *  - path: see clpa_decode_path.
+ *  - mma: 4, 8 or 16 query heads a work-group, more as the K/V tokens a
+ *    compute unit reads grow; the fewest partitions of the longest context
+ *    (evenly cut, at least 256 tokens) that give 1.5 busy work-groups a
+ *    compute unit, 2.5 for fp8 caches where that leaves partitions of 512
+ *    tokens or more, counted from host_context_lens when given (so one long
+ *    context among short ones is cut finely enough to fill the device); v1
+ *    where one partition holds the longest context; 2 to 12 warps a
+ *    work-group, and fewer, wider work-groups in place of partitions where
+ *    they keep as many warps in flight. fp8 caches run in 32-token chunks
+ *    where every busy warp is resident at once, and with one busy
+ *    work-group a compute unit or fewer each warp loads its next chunk while
+ *    it computes one.
+ *  - lanes: the tuning table's partition (clpa_context_tuning) or the
+ *    longest of its halvings that keeps 2 busy work-groups a compute unit
+ *    and fills its waves; v1 when one partition holds the context and its
+ *    logits fit local memory; 8, 4 or 2 query heads a work-group where local
+ *    memory allows and 2 work-groups a compute unit remain.
+ *  - rows: every query head of a KV head in one work-item (up to 16), the
+ *    tuning table's partition, shortened while its logits would pass 64 KiB.
  *
  * Everything is validated before anything is enqueued (shapes, dtypes,
  * the layout, buffer sizes against what the shapes need). Block ids and
