@@ -7,6 +7,8 @@ produce the reference's tokens; a bad option is named with exit status 2.
 
 usage: test_demo.py CLPA_DEMO"""
 import json
+import os
+import re
 import subprocess
 import sys
 
@@ -57,6 +59,24 @@ ok(rc == 0 and pre and pre["preemptions"] > 0 and pre["check_ok"],
    "a 30-block cache preempts (%s times) and still matches the reference"
    % (pre or {}).get("preemptions"))
 ok(pre and pre["refused"] == 0 and pre["requests"] == 10, "and serves every request")
+
+# A fresh process gets its programs during the run (from source or the
+# binary cache) and says so; built from source (no binary cache), the
+# summary names the builds, which the run's times include.
+ok(on and on["programs_built"] + on["programs_loaded"] >= 1 and on["build_s"] > 0,
+   "the run's program builds and loads are counted: %s built, %s loaded, %s s"
+   % ((on or {}).get("programs_built"), (on or {}).get("programs_loaded"), (on or {}).get("build_s")))
+env = dict(os.environ, CLPA_NO_BINARY_CACHE="1")
+p = subprocess.run([demo, "--requests", "2", "--output-min", "2", "--output-max", "2"],
+                   capture_output=True, text=True, timeout=600, env=env)
+line = [l for l in p.stdout.splitlines() if l.strip().startswith("kernel builds")]
+ok(p.returncode == 0 and len(line) == 1 and re.search(r"\(([1-9][0-9]*) programs built on first use", line[0]),
+   "without the binary cache the summary names the builds: %s" % (line[0].strip() if line else p.stdout[-300:]))
+for _ in range(2):  # the first stores what the second loads
+    p = subprocess.run([demo, "--requests", "2", "--output-min", "2", "--output-max", "2"],
+                       capture_output=True, text=True, timeout=600)
+ok(p.returncode == 0 and "kernel builds" not in p.stdout and "device time" in p.stdout,
+   "with a warm binary cache it does not")
 
 p = subprocess.run([demo, "--no-such-flag"], capture_output=True, text=True)
 ok(p.returncode == 2 and "no-such-flag" in p.stderr, "an unknown flag is named, exit 2")

@@ -229,9 +229,12 @@ int main(int argc, char **argv) {
     goto out;
   }
   cli_progress_end();
+  clpa_program_stats ps0 = {0}, ps1 = {0};
+  clpa_context_program_stats(ctx, &ps0);
   cli_progress_begin();
   st = demo_engine_run(e, demo_report_progress, NULL);
   cli_progress_end();
+  clpa_context_program_stats(ctx, &ps1);
   if (st != CLPA_OK) {
     fprintf(stderr, "clpa-demo: %s\n", demo_engine_error(e));
     goto out;
@@ -249,7 +252,9 @@ int main(int argc, char **argv) {
                          sc.prefix_cache, clpa_dtype_name(a.kv_dtype),
                          clpa_dtype_name(a.weight_dtype), sc.num_blocks,
                          sc.block_size, a.check ? verdict : NULL,
-                         check_ok};
+                         check_ok, ps1.built_from_source - ps0.built_from_source,
+                         ps1.loaded_from_disk - ps0.loaded_from_disk,
+                         ps1.build_seconds - ps0.build_seconds};
   if (a.prompt && !a.json) { /* the answer, as text */
     int32_t count;
     const demo_result *res = demo_engine_results(e, &count);

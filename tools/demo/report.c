@@ -97,6 +97,9 @@ void demo_report_summary(FILE *out, const demo_engine *e, const demo_report_info
     cli_json_num(&j, "attention_s", st->device.attention_s, 4);
     cli_json_num(&j, "gemm_s", st->device.gemm_s, 4);
     cli_json_num(&j, "other_s", st->device.other_s, 4);
+    cli_json_int(&j, "programs_built", (long long)in->programs_built);
+    cli_json_int(&j, "programs_loaded", (long long)in->programs_loaded);
+    cli_json_num(&j, "build_s", in->build_s, 3);
     if (in->check) {
       cli_json_bool(&j, "check_ok", in->check_ok);
       cli_json_str(&j, "check", in->check);
@@ -130,5 +133,9 @@ void demo_report_summary(FILE *out, const demo_engine *e, const demo_report_info
                  " profiling events)\n",
             100 * st->device.attention_s / dev, 100 * st->device.gemm_s / dev,
             100 * st->device.other_s / dev, dev);
+  if (in->programs_built)
+    fprintf(out, "  kernel builds         %8.2f s  (%u programs built on first use, in the times above;"
+                 " the next run loads them)\n",
+            in->build_s, in->programs_built);
   if (in->check) fprintf(out, "\ncheck: %s\n", in->check);
 }

@@ -16,6 +16,12 @@ typedef struct demo_report_info {
   int32_t num_blocks, block_size;
   const char *check; /* NULL: no check; else its verdict line */
   int check_ok;
+  /* clpa's programs that the run itself got on first use (built from
+   * source, loaded from the binary cache) and the wall time that took:
+   * inside the run's times, and its device time where an op waited on a
+   * build (a cold kernel cache). */
+  unsigned programs_built, programs_loaded;
+  double build_s;
 } demo_report_info;
 
 /* The progress line (call after each step; prints only on a terminal). */
