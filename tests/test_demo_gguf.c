@@ -44,10 +44,11 @@ static void put_le(buf *b, uint64_t v, int n) {
   for (int i = 0; i < n; i++) x[i] = (uint8_t)(v >> (8 * i));
   put(b, x, (size_t)n);
 }
-static void put_str(buf *b, const char *s) {
-  put_le(b, strlen(s), 8);
-  put(b, s, strlen(s));
+static void put_strn(buf *b, const char *s, size_t n) {
+  put_le(b, n, 8);
+  put(b, s, n);
 }
+static void put_str(buf *b, const char *s) { put_strn(b, s, strlen(s)); }
 static uint64_t f32_bits(float f) {
   uint32_t u;
   memcpy(&u, &f, 4);
@@ -68,6 +69,7 @@ typedef struct spec {
   const char *skip_tensor;  /* a tensor left out */
   const char *odd_tensor;   /* a tensor stored as i8 instead */
   const char *tok_model;    /* tokenizer.ggml.model override */
+  size_t arch_len, tok_model_len; /* their lengths when they hold a NUL (0: strlen) */
   uint32_t alignment;       /* 0: no general.alignment key (32) */
   bool dup_key, bad_merge, block_count_as_string;
 } spec;
@@ -104,11 +106,14 @@ static void kv_scalar(kvs *k, const char *key, uint32_t type, uint64_t bits, int
   put_le(&k->b, type, 4);
   put_le(&k->b, bits, size);
 }
-static void kv_str(kvs *k, const char *key, const char *v, size_t *len_mark) {
+static void kv_strn(kvs *k, const char *key, const char *v, size_t n, size_t *len_mark) {
   if (skip(k, key)) return;
   put_le(&k->b, DEMO_GGUF_STRING, 4);
   if (len_mark) *len_mark = k->base + k->b.n;
-  put_str(&k->b, v);
+  put_strn(&k->b, v, n);
+}
+static void kv_str(kvs *k, const char *key, const char *v, size_t *len_mark) {
+  kv_strn(k, key, v, strlen(v), len_mark);
 }
 static void kv_arr_head(kvs *k, uint32_t et, uint64_t n, size_t *type_mark, size_t *count_mark) {
   put_le(&k->b, DEMO_GGUF_ARRAY, 4);
@@ -252,7 +257,8 @@ static size_t type_bytes(uint32_t t, int64_t n) {
 }
 
 static void write_metadata(kvs *k, const spec *sp, marks *m) {
-  kv_str(k, "general.architecture", sp->arch ? sp->arch : "llama", NULL);
+  const char *arch = sp->arch ? sp->arch : "llama";
+  kv_strn(k, "general.architecture", arch, sp->arch_len ? sp->arch_len : strlen(arch), NULL);
   kv_str(k, "general.name", "tiny", &m->name_len);
   if (sp->alignment) kv_scalar(k, "general.alignment", DEMO_GGUF_U32, sp->alignment, 4);
   /* one of every type */
@@ -304,7 +310,8 @@ static void write_metadata(kvs *k, const spec *sp, marks *m) {
   kv_scalar(k, "llama.rope.dimension_count", DEMO_GGUF_U32, HD, 4);
   /* the tokenizer */
   bool spm = sp->tok == DEMO_TOKENIZER_SPM;
-  kv_str(k, "tokenizer.ggml.model", sp->tok_model ? sp->tok_model : spm ? "llama" : "gpt2", NULL);
+  const char *tm = sp->tok_model ? sp->tok_model : spm ? "llama" : "gpt2";
+  kv_strn(k, "tokenizer.ggml.model", tm, sp->tok_model_len ? sp->tok_model_len : strlen(tm), NULL);
   if (!spm && sp->pre) kv_str(k, "tokenizer.ggml.pre", sp->pre, NULL);
   kv_arr_strs(k, "tokenizer.ggml.tokens", spm ? spm_tokens : bpe_tokens, spm ? SPM_VOCAB : BPE_VOCAB,
               &m->tokens_count);
@@ -944,6 +951,29 @@ static void test_model_refusals(void) {
                    "merge whose result is no token");
 }
 
+/* GGUF strings are length-prefixed: "llama\0x" (7 bytes) read as a C
+ * string was "llama", and the demo took the file for a Llama (issue 41).
+ * The file still opens (an unused value may hold anything); reading such a
+ * value as a string is refused, naming the key, for every key alike. */
+static void regress_string_with_nul_is_refused(void) {
+  spec s = {.tok = DEMO_TOKENIZER_SPM, .arch = "llama\0x", .arch_len = 7};
+  uint8_t *bytes;
+  demo_gguf *g = open_spec(&s, &bytes);
+  ok(g != NULL, "regress: a file whose general.architecture is \"llama\\0x\" opens");
+  demo_gguf_str v = {"", 0};
+  clpa_status st = g ? demo_gguf_get_str(g, "general.architecture", &v, NULL) : CLPA_ERR_STATE;
+  ok(st == CLPA_ERR_INVALID_ARG &&
+         strstr(demo_gguf_last_error(), "metadata 'general.architecture' holds a NUL byte (byte 5 of 7)"),
+     "regress: demo_gguf_get_str refuses it -> %s: %s", clpa_status_name(st), demo_gguf_last_error());
+  demo_gguf_close(g);
+  free(bytes);
+  expect_config(&s, CLPA_ERR_INVALID_ARG, "metadata 'general.architecture' holds a NUL byte",
+                "regress: \"llama\\0x\" is not taken for a Llama");
+  spec t = {.tok = DEMO_TOKENIZER_SPM, .tok_model = "llama\0", .tok_model_len = 6};
+  expect_tokenizer(&t, CLPA_ERR_INVALID_ARG, "metadata 'tokenizer.ggml.model' holds a NUL byte (byte 5 of 6)",
+                   "regress: nor \"llama\\0\" for a SentencePiece tokenizer");
+}
+
 /* ================================================================= fuzz */
 
 static void fuzz(int iters) {
@@ -1010,6 +1040,7 @@ int main(int argc, char **argv) {
   test_bpe(NULL);
   test_corruptions();
   test_model_refusals();
+  regress_string_with_nul_is_refused();
   fuzz(iters);
   for (int i = 0; i < SPM_VOCAB; i++) free(spm_tokens[i]);
   for (int i = 0; i < BPE_VOCAB; i++) free(bpe_tokens[i]);

@@ -4,8 +4,8 @@
 SentencePiece tokenizer (byte fallback), in GGUF v3. The demo must serve a
 text prompt and print its answer, pass --check against the host reference
 (which reads the same weights), serve the synthetic workload on it, and
-refuse a truncated file or a non-llama architecture with a message naming
-the problem. TAP output.
+refuse a truncated file, a non-llama architecture or one holding a NUL
+byte with a message naming the problem. TAP output.
 
 usage: test_demo_gguf_model.py CLPA_DEMO"""
 import json
@@ -151,6 +151,13 @@ with tempfile.TemporaryDirectory() as tmp:
     write_gguf(other, arch="gpt2")
     p = run("--model", other, "--prompt", "hi")
     ok(p.returncode == 1 and "gpt2" in p.stderr, "a non-llama architecture is named: %s" % p.stderr.strip()[:160])
+    # regress (issue 41): GGUF strings are length-prefixed; "llama\0x" read
+    # as a C string was "llama" and the file was served as a Llama.
+    nul = os.path.join(tmp, "nul.gguf")
+    write_gguf(nul, arch="llama\0x")
+    p = run("--model", nul, "--prompt", "hi")
+    ok(p.returncode == 1 and "metadata 'general.architecture' holds a NUL byte" in p.stderr,
+       "regress: an architecture \"llama\\0x\" is refused, the key named: %s" % p.stderr.strip()[:200])
     p = run("--prompt", "hi")
     ok(p.returncode == 2 and "--model" in p.stderr, "--prompt without --model is a usage error")
 

@@ -777,6 +777,12 @@ clpa_status demo_gguf_get_str(const demo_gguf *g, const char *key, demo_gguf_str
   clpa_status st = lookup(g, key, found, &k);
   if (st || !k) return st;
   if (k->type != DEMO_GGUF_STRING) return wrong_type(k, "string");
+  /* GGUF strings are length-prefixed, so one may hold a NUL; callers read
+   * s as a C string, which would end there ("llama\0x" read as "llama"). */
+  const char *nul = memchr(k->v.s.s, 0, k->v.s.len);
+  if (nul)
+    return fail(CLPA_ERR_INVALID_ARG, "metadata '%s' holds a NUL byte (byte %zu of %zu)", key,
+                (size_t)(nul - k->v.s.s), k->v.s.len);
   *out = k->v.s;
   return CLPA_OK;
 }

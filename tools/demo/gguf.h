@@ -82,7 +82,8 @@ uint32_t demo_gguf_version(const demo_gguf *g);
  * (CLPA_ERR_INVALID_ARG "missing metadata key 'k'"); non-NULL makes it
  * optional (CLPA_OK, *found = false, *out untouched). A present key of
  * the wrong type is always CLPA_ERR_INVALID_ARG naming the key, its type
- * and the type wanted. Conversions allowed: the integer getters take any
+ * and the type wanted; so is a string value holding a NUL byte (the file
+ * opens, but demo_gguf_get_str refuses it: its s would end early). Conversions allowed: the integer getters take any
  * integer type whose value fits; demo_gguf_get_f32 takes f32, f64 (rounded)
  * and integers; nothing converts to or from strings, bools or arrays.
  * ==================================================================== */
@@ -108,7 +109,8 @@ typedef enum demo_gguf_type {
 const char *demo_gguf_type_name(demo_gguf_type t);
 
 /* A string from the file: s is a NUL-terminated copy, len its length in
- * bytes (a value may hold NUL bytes; keys and tensor names may not). */
+ * bytes. A string in an array may hold NUL bytes (read it by len); keys,
+ * tensor names and what demo_gguf_get_str returns may not. */
 typedef struct demo_gguf_str {
   const char *s;
   size_t len;
