@@ -3,7 +3,9 @@
 host reference engine), as TAP: the prefix cache computes fewer prompt
 tokens than --no-prefix-cache and both produce tokens identical to the
 reference; a cache too small for the batch forces preemptions, which still
-produce the reference's tokens; a bad option is named with exit status 2.
+produce the reference's tokens; one too small for every request fails
+(exit 1) saying what the smallest needs; a bad option is named with exit
+status 2.
 
 usage: test_demo.py CLPA_DEMO"""
 import json
@@ -59,6 +61,26 @@ ok(rc == 0 and pre and pre["preemptions"] > 0 and pre["check_ok"],
    "a 30-block cache preempts (%s times) and still matches the reference"
    % (pre or {}).get("preemptions"))
 ok(pre and pre["refused"] == 0 and pre["requests"] == 10, "and serves every request")
+
+# regress (issue 41): --blocks too small for every request served nothing,
+# yet exited 0 with a summary of zeros. It fails, saying what the smallest
+# request needs; that many blocks serve it (and refuse only the larger ones,
+# counted in the summary), one fewer fails again.
+tiny = ["--requests", "10", "--output-min", "2", "--output-max", "2", "--json"]
+p = subprocess.run([demo, *tiny, "--blocks", "2"], capture_output=True, text=True, timeout=600)
+m = re.search(r"clpa-demo: --blocks 2 is too small for every request: the smallest needs (\d+) blocks "
+              r"\((\d+) tokens, 16 a block\)", p.stderr)
+ok(p.returncode == 1 and not p.stdout.strip() and m and int(m.group(1)) == (int(m.group(2)) + 15) // 16 > 2,
+   "regress: --blocks 2 fails (exit %d) naming the smallest request's need: %s"
+   % (p.returncode, p.stderr.strip()[-200:]))
+need = int(m.group(1)) if m else 3
+rc, some = run(*tiny, "--blocks", str(need))
+ok(rc == 0 and some and 0 < some["refused"] < some["requests"] and some["generated_tokens"] > 0,
+   "--blocks %d: the larger requests are refused and counted (%s of %s), the rest served"
+   % (need, (some or {}).get("refused"), (some or {}).get("requests")))
+p = subprocess.run([demo, *tiny, "--blocks", str(need - 1)], capture_output=True, text=True, timeout=600)
+ok(p.returncode == 1 and "the smallest needs %d blocks" % need in p.stderr,
+   "--blocks %d fails the same way: %s" % (need - 1, p.stderr.strip()[-200:]))
 
 # A fresh process gets its programs during the run (from source or the
 # binary cache) and says so; built from source (no binary cache), the

@@ -5,12 +5,14 @@ SentencePiece tokenizer (byte fallback), in GGUF v3. The demo must serve a
 text prompt and print its answer, pass --check against the host reference
 (which reads the same weights), serve the synthetic workload on it, and
 refuse a truncated file, a non-llama architecture or one holding a NUL
-byte with a message naming the problem. TAP output.
+byte with a message naming the problem, and fail (exit 1) a prompt that
+does not fit the model's context, saying both lengths. TAP output.
 
 usage: test_demo_gguf_model.py CLPA_DEMO"""
 import json
 import os
 import random
+import re
 import struct
 import subprocess
 import sys
@@ -71,7 +73,7 @@ def tensor_bytes(vals, typ):
     return struct.pack("<%dH" % len(vals), *[struct.unpack("<I", struct.pack("<f", v))[0] >> 16 for v in vals])
 
 
-def write_gguf(path, arch="llama"):
+def write_gguf(path, arch="llama", context=512):
     rng = random.Random(7)
     hidden, layers, heads, kv_heads, hd, ffn = 64, 2, 2, 1, 32, 128
     pieces = ["<unk>", "<s>", "</s>"] + ["<0x%02X>" % b for b in range(256)]
@@ -84,7 +86,7 @@ def write_gguf(path, arch="llama"):
     meta = [kv("general.architecture", STR, arch), kv("llama.embedding_length", U32, hidden),
             kv("llama.block_count", U32, layers), kv("llama.attention.head_count", U32, heads),
             kv("llama.attention.head_count_kv", U32, kv_heads), kv("llama.feed_forward_length", U32, ffn),
-            kv("llama.context_length", U32, 512), kv("llama.rope.freq_base", F32, 10000.0),
+            kv("llama.context_length", U32, context), kv("llama.rope.freq_base", F32, 10000.0),
             kv("llama.attention.layer_norm_rms_epsilon", F32, 1e-5),
             kv("tokenizer.ggml.model", STR, "llama"), kv("tokenizer.ggml.tokens", ARR, (STR, pieces)),
             kv("tokenizer.ggml.scores", ARR, (F32, scores)), kv("tokenizer.ggml.token_type", ARR, (I32, types)),
@@ -158,6 +160,22 @@ with tempfile.TemporaryDirectory() as tmp:
     p = run("--model", nul, "--prompt", "hi")
     ok(p.returncode == 1 and "metadata 'general.architecture' holds a NUL byte" in p.stderr,
        "regress: an architecture \"llama\\0x\" is refused, the key named: %s" % p.stderr.strip()[:200])
+    # regress (issue 41): a prompt the model's context cannot hold was
+    # refused and the run exited 0, printing nothing for it.
+    short = os.path.join(tmp, "short.gguf")
+    write_gguf(short, context=16)
+    p = run("--model", short, "--prompt", " ".join(["the cat sat on the mat"] * 4), "--output-min", "1",
+            "--output-max", "4")
+    m = re.search(r"clpa-demo: --prompt \((\d+) tokens\) plus --output-max 4 does not fit the model's context "
+                  r"of 16 tokens", p.stderr)
+    ok(p.returncode == 1 and not p.stdout.strip() and m and int(m.group(1)) > 16,
+       "regress: a prompt longer than a 16-token context: exit %d, %s" % (p.returncode, p.stderr.strip()[-200:]))
+    p = run("--model", short, "--prompt", "hello world", "--output-max", "20")
+    m = re.search(r"--prompt \((\d+) tokens\) plus --output-max 20 does not fit the model's context of 16 tokens",
+                  p.stderr)
+    ok(p.returncode == 1 and m and int(m.group(1)) + 20 > 16 and int(m.group(1)) < 16,
+       "regress: a short prompt whose answer passes the context: exit %d, %s"
+       % (p.returncode, p.stderr.strip()[-200:]))
     p = run("--prompt", "hi")
     ok(p.returncode == 2 and "--model" in p.stderr, "--prompt without --model is a usage error")
 

@@ -119,7 +119,8 @@ static int parse(int argc, char **argv, demo_args *a) {
       "JSON keys include computed_tokens, cached_tokens, generated_tokens,\n"
       "tokens_per_s, hit_rate, ttft_p50_ms, tpot_p50_ms, peak_blocks, preemptions,\n"
       "attention_s, gemm_s and, with --check, check_ok.\n"
-      "Exit status: 0; 1 when something fails or --check finds a difference; 2 for a\n"
+      "Exit status: 0; 1 when something fails, every request is refused (too long\n"
+      "for the model's context or --blocks) or --check finds a difference; 2 for a\n"
       "bad command line.",
   };
   g_cmd = &cmd;
@@ -133,6 +134,42 @@ static int parse(int argc, char **argv, demo_args *a) {
   if (a->block_size != 8 && a->block_size != 16 && a->block_size != 32)
     return cli_error(&cmd, "--block-size takes 8, 16 or 32, not %d", (int)a->block_size);
   return CLI_RUN;
+}
+
+/* Every request was refused (too long for the model's context or for the
+ * KV cache): the run served nothing, which is a failure, not a summary of
+ * zeros. Says why for the shortest request (needing the fewest positions
+ * and blocks) and returns 1; returns 0 when something ran (requests
+ * refused among others are counted in the summary). */
+static int all_refused(const demo_engine *e, const demo_args *a, const demo_sched_config *sc,
+                       int32_t context) {
+  const demo_run_stats *st = demo_engine_stats(e);
+  if (st->requests == 0 || st->refused < st->requests) return 0;
+  int32_t count;
+  const demo_result *res = demo_engine_results(e, &count);
+  const demo_request *r = NULL;
+  int64_t need = 0;
+  for (int32_t i = 0; i < count; i++) {
+    const demo_request *q = res[i].req;
+    if (q && (!r || (int64_t)q->prompt_len + q->max_new_tokens < need))
+      r = q, need = (int64_t)q->prompt_len + q->max_new_tokens;
+  }
+  const int64_t blocks = (need + sc->block_size - 1) / sc->block_size;
+  if (need > context && a->prompt)
+    fprintf(stderr, "clpa-demo: --prompt (%d tokens) plus --output-max %d does not fit the model's "
+            "context of %d tokens\n", (int)r->prompt_len, (int)r->max_new_tokens, (int)context);
+  else if (need > context)
+    fprintf(stderr, "clpa-demo: every request is longer than the model's context of %d tokens (the "
+            "shortest: %d prompt + %d output tokens)\n", (int)context, (int)r->prompt_len,
+            (int)r->max_new_tokens);
+  else if (blocks > sc->num_blocks)
+    fprintf(stderr, "clpa-demo: --blocks %d is too small for every request: the smallest needs %lld "
+            "blocks (%lld tokens, %d a block)\n", (int)sc->num_blocks, (long long)blocks,
+            (long long)need, (int)sc->block_size);
+  else
+    fprintf(stderr, "clpa-demo: every request was refused: none could be admitted into the %d "
+            "blocks of the KV cache\n", (int)sc->num_blocks);
+  return 1;
 }
 
 int main(int argc, char **argv) {
@@ -239,6 +276,7 @@ int main(int argc, char **argv) {
     fprintf(stderr, "clpa-demo: %s\n", demo_engine_error(e));
     goto out;
   }
+  if (all_refused(e, &a, &sc, mc.max_positions)) goto out;
   char verdict[512] = "";
   int check_ok = 1;
   if (a.check) {
