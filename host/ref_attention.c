@@ -112,7 +112,7 @@ static void decode_one(const clpa_ref_decode_args *a, const clpa_kv_layout *kv, 
     double sj = (double)a->scale * dot;
     if (a->soft_cap > 0) sj = (double)a->soft_cap * tanh(sj / (double)a->soft_cap);
     if (a->alibi_slopes) sj += (double)a->alibi_slopes[h] * (double)(j - (len - 1));
-    logits[j] = sj;
+    logits[j - first] = sj;
     if (sj > m) m = sj;
   }
 
@@ -121,7 +121,7 @@ static void decode_one(const clpa_ref_decode_args *a, const clpa_kv_layout *kv, 
   for (size_t d = 0; d < hs; d++) acc[d] = 0.0;
   for (int32_t j = first; j < len; j++) {
     const int32_t b = row[j / kv->block_size], o = j % kv->block_size;
-    double w = exp(logits[j] - m);
+    double w = exp(logits[j - first] - m);
     den += w;
     for (int32_t d = 0; d < (int32_t)hs; d++)
       acc[d] += w * (double)a->value_cache[clpa_kv_value_index(kv, b, kvh, o, d)];
@@ -141,6 +141,11 @@ clpa_status clpa_ref_decode(const clpa_ref_decode_args *a) {
   int32_t max_len = 0;
   if (st == CLPA_OK) st = check_decode_data(a, &kv, &max_len);
   if (st != CLPA_OK) return st;
+  max_len = 0; /* the logits of one row: the tokens its window keeps */
+  for (int32_t s = 0; s < a->num_seqs; s++) {
+    const int32_t len = a->context_lens[s], span = len - first_token(len, a->sliding_window);
+    if (span > max_len) max_len = span;
+  }
 
   double *logits = malloc(((size_t)max_len + 1) * sizeof *logits);
   double *acc = malloc((size_t)kv.head_size * sizeof *acc);
@@ -228,10 +233,17 @@ static clpa_status check_prefill_data(const clpa_ref_prefill_args *a, const clpa
  * row j = token j (rows before the first key taking part are left unset),
  * the logits of one query and one head's accumulator. */
 typedef struct prefill_scratch {
-  double *k, *v;  /* [max_len][head_size] */
-  double *logits; /* [max_len + 1] */
+  int32_t base;   /* the first gathered token: row j of k, v and logits is token base + j */
+  double *k, *v;  /* [span][head_size] */
+  double *logits; /* [span + 1] */
   double *acc;    /* [head_size] */
 } prefill_scratch;
+
+/* The tokens any query of sequence s sees, from the first one's window:
+ * [first_token(cached + 1, window), cached + n). */
+static int32_t prefill_first(const clpa_ref_prefill_args *a, int32_t s) {
+  return first_token(a->cached_lens[s] + 1, a->sliding_window);
+}
 
 /* Gathers tokens [first, len) of sequence s, KV head kvh, one token at a
  * time through the block table. */
@@ -239,12 +251,13 @@ static void prefill_gather(const clpa_ref_prefill_args *a, const clpa_kv_layout 
                            int32_t kvh, int32_t first, int32_t len, prefill_scratch *w) {
   const int32_t *row = a->block_tables + (size_t)s * (size_t)a->max_blocks_per_seq;
   const size_t hs = (size_t)kv->head_size;
+  w->base = first;
   for (int32_t j = first; j < len; j++) {
     const int32_t b = row[j / kv->block_size], o = j % kv->block_size;
+    const size_t r = (size_t)(j - first) * hs;
     for (int32_t d = 0; d < kv->head_size; d++) {
-      w->k[(size_t)j * hs + (size_t)d] = (double)a->key_cache[clpa_kv_key_index(kv, b, kvh, o, d)];
-      w->v[(size_t)j * hs + (size_t)d] =
-          (double)a->value_cache[clpa_kv_value_index(kv, b, kvh, o, d)];
+      w->k[r + (size_t)d] = (double)a->key_cache[clpa_kv_key_index(kv, b, kvh, o, d)];
+      w->v[r + (size_t)d] = (double)a->value_cache[clpa_kv_value_index(kv, b, kvh, o, d)];
     }
   }
 }
@@ -270,13 +283,13 @@ static void prefill_row(const clpa_ref_prefill_args *a, size_t hs, int32_t t, in
   double m = a->sinks ? (double)a->sinks[h] : -INFINITY;
   for (int32_t j = lo; j < hi; j++) {
     if (mrow && !mrow[j / a->mask_block]) continue;
-    const double *k = w->k + (size_t)j * hs;
+    const double *k = w->k + (size_t)(j - w->base) * hs;
     double dot = 0.0;
     for (size_t d = 0; d < hs; d++) dot += (double)q[d] * k[d];
     double sj = (double)a->scale * dot;
     if (a->soft_cap > 0) sj = (double)a->soft_cap * tanh(sj / (double)a->soft_cap);
     if (a->alibi_slopes) sj += (double)a->alibi_slopes[h] * (double)(j - p);
-    w->logits[j] = sj;
+    w->logits[j - w->base] = sj;
     if (sj > m) m = sj;
   }
 
@@ -285,8 +298,8 @@ static void prefill_row(const clpa_ref_prefill_args *a, size_t hs, int32_t t, in
   for (size_t d = 0; d < hs; d++) w->acc[d] = 0.0;
   for (int32_t j = lo; j < hi; j++) {
     if (mrow && !mrow[j / a->mask_block]) continue;
-    const double *v = w->v + (size_t)j * hs;
-    double wj = exp(w->logits[j] - m);
+    const double *v = w->v + (size_t)(j - w->base) * hs;
+    double wj = exp(w->logits[j - w->base] - m);
     den += wj;
     for (size_t d = 0; d < hs; d++) w->acc[d] += wj * v[d];
   }
@@ -303,7 +316,7 @@ static void prefill_seq(const clpa_ref_prefill_args *a, const clpa_kv_layout *kv
   if (n == 0) return;
   const int32_t len = cached + n, group = a->num_heads / kv->num_kv_heads;
   for (int32_t kvh = 0; kvh < kv->num_kv_heads; kvh++) {
-    prefill_gather(a, kv, s, kvh, first_token(cached + 1, a->sliding_window), len, w);
+    prefill_gather(a, kv, s, kvh, prefill_first(a, s), len, w);
     for (int32_t h = kvh * group; h < (kvh + 1) * group; h++) {
       for (int32_t i = 0; i < n; i++) {
         const int32_t p = cached + i;
@@ -333,8 +346,15 @@ clpa_status clpa_ref_prefill(const clpa_ref_prefill_args *a) {
   int32_t max_len = 0;
   if (st == CLPA_OK) st = check_prefill_data(a, &kv, &max_len);
   if (st != CLPA_OK) return st;
+  /* The scratch holds one sequence's gathered tokens: the most of them. */
+  max_len = 0;
+  for (int32_t s = 0; s < a->num_seqs; s++) {
+    const int32_t span = a->cached_lens[s] + (a->cu_seqlens_q[s + 1] - a->cu_seqlens_q[s]) -
+                         prefill_first(a, s);
+    if (span > max_len) max_len = span;
+  }
 
-  prefill_scratch w = {NULL, NULL, NULL, NULL};
+  prefill_scratch w = {0, NULL, NULL, NULL, NULL};
   size_t kv_elems;
   if (clpa_size_mul_add((size_t)max_len, (size_t)kv.head_size, 0, &kv_elems) &&
       kv_elems <= SIZE_MAX / sizeof(double)) {

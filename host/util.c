@@ -43,6 +43,16 @@ const char *clpa_status_name(clpa_status status) {
 
 const char *clpa_last_error(void) { return tls_error; }
 
+clpa_status clpa_err_within(char *ctx_buf, clpa_status status, const char *field) {
+  char why[sizeof tls_error];
+  const char *sep = strstr(tls_error, ": ");
+  const size_t head = sep ? (size_t)(sep - tls_error) + 2 : 0;
+  snprintf(why, sizeof why, "%s", tls_error + head);
+  snprintf(tls_error + head, sizeof tls_error - head, "%s: %s", field, why);
+  if (ctx_buf) memcpy(ctx_buf, tls_error, sizeof tls_error);
+  return status;
+}
+
 void clpa_err_keep(char *ctx_buf) { memcpy(ctx_buf, tls_error, sizeof tls_error); }
 
 void clpa_err_clear(void) { tls_error[0] = '\0'; }

@@ -24,6 +24,10 @@ clpa_status clpa_err_vset(char *ctx_buf, clpa_status status, const char *func,
                           const char *fmt, va_list ap);
 /* Appends text to the last-error message of this thread (and ctx_buf). */
 void clpa_err_append(char *ctx_buf, const char *text);
+/* Names the field the last message is about: "<call>: <why>" becomes
+ * "<call>: <field>: <why>" (a nested check's message, the call named once);
+ * copies it into ctx_buf too. Returns status. */
+clpa_status clpa_err_within(char *ctx_buf, clpa_status status, const char *field);
 /* Copies this thread's last-error message into ctx_buf. */
 void clpa_err_keep(char *ctx_buf);
 /* Clears this thread's last-error message. */

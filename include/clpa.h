@@ -292,8 +292,17 @@ CLPA_API clpa_status clpa_context_tuning(const clpa_context *ctx, clpa_tuning *o
  *
  * Supported: head_size 32, 64, 80, 96, 112, 120, 128, 192, 256 (head_size a
  * multiple of x: fp8 excludes 120, as in vLLM); block_size 8, 16, 32;
- * num_heads % num_kv_heads == 0; query/out f32, f16 or bf16.
+ * num_heads % num_kv_heads == 0; query/out f32, f16 or bf16; contexts up
+ * to CLPA_MAX_CONTEXT_LEN tokens.
  * ==================================================================== */
+
+/* The longest context decode, prefill, cascade decode and XAttention take,
+ * and so the largest position + 1: 2^30 tokens. The kernels keep positions,
+ * and what they add to them (a tile's or a partition's end, a rounding up),
+ * in 32-bit ints; under this bound none of those passes 2^31. A call past
+ * it (max_context_len, cached_lens + new tokens, q_offset + num_q) is
+ * refused with CLPA_ERR_UNSUPPORTED and the field named. */
+#define CLPA_MAX_CONTEXT_LEN (1 << 30)
 
 typedef enum clpa_decode_variant {
   CLPA_DECODE_AUTO = 0, /* the heuristic below */
@@ -339,7 +348,8 @@ typedef struct clpa_decode_params {
   cl_mem key_cache, value_cache; /* without cache: the application's buffers ... */
   clpa_kv_layout kv;          /* ... and their layout */
   int32_t max_blocks_per_seq; /* columns of block_tables */
-  int32_t max_context_len;    /* upper bound of every context_lens entry, <= max_blocks_per_seq * block_size */
+  int32_t max_context_len;    /* upper bound of every context_lens entry: >= 0, <= max_blocks_per_seq *
+                                 block_size and <= CLPA_MAX_CONTEXT_LEN */
   clpa_dtype q_dtype;         /* query and output: f32, f16 or bf16 */
   float scale;                /* softmax scale, usually 1/sqrt(head_size) */
   float k_scale, v_scale;     /* fp8 per-tensor scales (1 by default) */
@@ -409,7 +419,8 @@ CLPA_API void clpa_decode_params_init(clpa_decode_params *p);
  * a bit in the context's fault word, which clpa_context_check_faults reads.
  *
  * Returns CLPA_OK, CLPA_ERR_INVALID_ARG (which field, which value),
- * CLPA_ERR_UNSUPPORTED (shape or dtype not supported, named),
+ * CLPA_ERR_UNSUPPORTED (shape or dtype not supported, a context past
+ * CLPA_MAX_CONTEXT_LEN: named),
  * CLPA_ERR_BUILD, CLPA_ERR_OPENCL or CLPA_ERR_DEVICE_MEMORY. */
 CLPA_API clpa_status clpa_decode(clpa_context *ctx, const clpa_decode_params *p);
 
@@ -446,7 +457,8 @@ CLPA_API clpa_status clpa_decode_choice(clpa_context *ctx, const clpa_decode_par
  * live on the device and a bad id there is masked and sets
  * CLPA_FAULT_BAD_BLOCK.
  *
- * Supported: decode's head sizes, block sizes and dtypes.
+ * Supported: decode's head sizes, block sizes and dtypes; cached_lens[s]
+ * + new tokens up to CLPA_MAX_CONTEXT_LEN.
  * ==================================================================== */
 
 /* How the work is shaped; every path gives the same results. */

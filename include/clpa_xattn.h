@@ -95,7 +95,8 @@ typedef struct clpa_xattn_params {
   clpa_kv_layout kv;           /* ... and its layout (holds kv.cache_bytes) */
   float k_scale;               /* fp8 caches: the per-tensor key scale (1 by default) */
   cl_mem block_table;          /* int32 [max_blocks_per_seq]: the sequence's physical blocks */
-  int32_t max_blocks_per_seq;  /* > 0; q_offset + num_q <= max_blocks_per_seq * kv.block_size */
+  int32_t max_blocks_per_seq;  /* > 0; q_offset + num_q <= max_blocks_per_seq * kv.block_size
+                                  and <= CLPA_MAX_CONTEXT_LEN (clpa.h) */
   /* The new tokens' queries: [num_q][q_stride] elements of q_dtype, head
    * h at h * head_size. */
   cl_mem query;
@@ -149,7 +150,8 @@ CLPA_API void clpa_xattn_params_init(clpa_xattn_params *p);
  * allows (at least one query block of one head).
  *
  * Returns CLPA_OK, CLPA_ERR_INVALID_ARG (which field, which value),
- * CLPA_ERR_UNSUPPORTED (q_dtype; path mma where it does not apply), CLPA_ERR_BUILD, CLPA_ERR_OPENCL or
+ * CLPA_ERR_UNSUPPORTED (q_dtype; path mma where it does not apply; keys past
+ * CLPA_MAX_CONTEXT_LEN), CLPA_ERR_BUILD, CLPA_ERR_OPENCL or
  * CLPA_ERR_DEVICE_MEMORY. */
 CLPA_API clpa_status clpa_xattn_estimate(clpa_context *ctx, const clpa_xattn_params *p);
 

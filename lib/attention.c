@@ -28,11 +28,7 @@ clpa_status clpa_attn_caches(clpa_context *ctx, clpa_attn *a, const clpa_cache *
   CLPA_CTX_CHECK(ctx, !key_cache || !value_cache, CLPA_ERR_INVALID_ARG,
                  "key_cache and value_cache (or cache) must be given");
   clpa_status st = clpa_kv_layout_check(kv, &a->kv);
-  if (st != CLPA_OK) {
-    char why[512]; /* the layout's own message, which the next line overwrites */
-    snprintf(why, sizeof why, "%s", clpa_last_error());
-    return clpa_err_set(ctx->error, st, __func__, "kv: %s", why);
-  }
+  if (st != CLPA_OK) return clpa_err_within(ctx->error, st, "kv");
   a->k = key_cache;
   a->v = value_cache;
   return CLPA_OK;

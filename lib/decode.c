@@ -49,16 +49,23 @@ static int round_up(int a, int b) { return (a + b - 1) / b * b; }
 clpa_status clpa_decode_validate(clpa_context *ctx, const clpa_decode_params *p,
                                  const clpa_kv_layout *kv) {
   CLPA_CTX_CHECK(ctx, p->num_seqs < 0, CLPA_ERR_INVALID_ARG, "num_seqs = %d", p->num_seqs);
-  CLPA_CTX_CHECK(ctx, p->max_context_len < 0 ||
-                          (int64_t)p->max_context_len > (int64_t)p->max_blocks_per_seq * kv->block_size,
+  CLPA_CTX_CHECK(ctx, p->max_context_len < 0, CLPA_ERR_INVALID_ARG,
+                 "max_context_len = %d (must be >= 0)", p->max_context_len);
+  CLPA_CTX_CHECK(ctx, (int64_t)p->max_context_len > (int64_t)p->max_blocks_per_seq * kv->block_size,
                  CLPA_ERR_INVALID_ARG,
                  "max_context_len = %d exceeds the table's capacity %d blocks x %d tokens",
                  p->max_context_len, p->max_blocks_per_seq, kv->block_size);
+  CLPA_CTX_CHECK(ctx, p->max_context_len > CLPA_MAX_CONTEXT_LEN, CLPA_ERR_UNSUPPORTED,
+                 "max_context_len = %d is past CLPA_MAX_CONTEXT_LEN = %d tokens",
+                 p->max_context_len, CLPA_MAX_CONTEXT_LEN);
   CLPA_CTX_CHECK(ctx, (unsigned)p->variant > CLPA_DECODE_V2, CLPA_ERR_INVALID_ARG,
                  "variant = %d", (int)p->variant);
   CLPA_CTX_CHECK(ctx, p->partition_size < 0 || p->partition_size % kv->block_size != 0,
                  CLPA_ERR_INVALID_ARG, "partition_size = %d is not a multiple of block_size = %d",
                  p->partition_size, kv->block_size);
+  CLPA_CTX_CHECK(ctx, p->partition_size > CLPA_MAX_CONTEXT_LEN, CLPA_ERR_UNSUPPORTED,
+                 "partition_size = %d is past CLPA_MAX_CONTEXT_LEN = %d tokens", p->partition_size,
+                 CLPA_MAX_CONTEXT_LEN);
   const int qpk = p->num_heads / kv->num_kv_heads;
   CLPA_CTX_CHECK(ctx, p->heads_per_group < 0 || (p->heads_per_group > 0 && qpk % p->heads_per_group),
                  CLPA_ERR_INVALID_ARG,
@@ -214,9 +221,9 @@ static clpa_status plan_rows(clpa_context *ctx, const clpa_decode_params *p, dec
 /* The work-groups that have work at partition size `part`: `groups` a
  * sequence and partition, the partitions counted from the host's lengths
  * when the caller gave them, else every sequence at max_ctx. */
-static long busy_groups(const clpa_decode_params *p, long groups, int part, int max_ctx) {
-  long parts = 0;
-  if (!p->host_context_lens) parts = (long)p->num_seqs * ((max_ctx + part - 1) / part);
+static int64_t busy_groups(const clpa_decode_params *p, int64_t groups, int part, int max_ctx) {
+  int64_t parts = 0;
+  if (!p->host_context_lens) parts = (int64_t)p->num_seqs * ((max_ctx + part - 1) / part);
   for (int32_t i = 0; p->host_context_lens && i < p->num_seqs; i++)
     parts += (p->host_context_lens[i] + part - 1) / part;
   return parts * groups;
@@ -224,9 +231,9 @@ static long busy_groups(const clpa_decode_params *p, long groups, int part, int 
 
 /* The tokens the work-groups read, each counted once per work-group
  * (`groups` a sequence) that reads it. */
-static long total_work(const clpa_decode_params *p, long groups, int max_ctx) {
-  long work = 0;
-  if (!p->host_context_lens) work = (long)p->num_seqs * max_ctx;
+static int64_t total_work(const clpa_decode_params *p, int64_t groups, int max_ctx) {
+  int64_t work = 0;
+  if (!p->host_context_lens) work = (int64_t)p->num_seqs * max_ctx;
   for (int32_t i = 0; p->host_context_lens && i < p->num_seqs; i++) work += p->host_context_lens[i];
   return work * groups;
 }
@@ -250,12 +257,12 @@ static long total_work(const clpa_decode_params *p, long groups, int max_ctx) {
  * 18.2, 16 x 4096 95.7 -> 107.1. f32 caches: at most 8 (a second n-tile
  * of heads doubles the queries' 64 registers, past the 255 the build
  * already takes). kv_tokens: the KV heads x the sequences' tokens. */
-static int mma_heads(const clpa_decode_params *p, int qpk, long kv_tokens, unsigned cus, int f32) {
-  const long per_cu = kv_tokens / (long)cus;
+static int mma_heads(const clpa_decode_params *p, int qpk, int64_t kv_tokens, unsigned cus, int f32) {
+  const int64_t per_cu = kv_tokens / (int64_t)cus;
   return heads_upto(p, qpk, per_cu >= 1536 && !f32 ? 16 : per_cu >= 192 ? 8 : 4);
 }
 
-static double wave_fill(long busy, long slots) { /* the waves' mean fullness */
+static double wave_fill(int64_t busy, int64_t slots) { /* the waves' mean fullness */
   return (double)busy / (double)(slots * ((busy + slots - 1) / slots));
 }
 
@@ -284,13 +291,13 @@ static void lanes_partition(const clpa_context *ctx, const clpa_decode_params *p
                             int qpk, int max_ctx, unsigned cus) {
   if (p->partition_size) return;
   const int hs = c->a.kv.head_size, unit = c->a.kv.block_size;
-  const long groups = c->a.kv.num_kv_heads, slots = (long)ctx->tuning.decode_resident * cus;
+  const int64_t groups = c->a.kv.num_kv_heads, slots = (int64_t)ctx->tuning.decode_resident * cus;
   int gmax = 8; /* the most heads a work-group the plan below can give */
   while (qpk % gmax) gmax /= 2;
   int parts[16], n = 0;
   double fill[16], best = 0.0;
   for (int part = c->partition; n < 16; part /= 2) {
-    const long busy = busy_groups(p, groups, part, max_ctx);
+    const int64_t busy = busy_groups(p, groups, part, max_ctx);
     parts[n] = part;
     fill[n] = local_bytes(hs, gmax, part, 1) > ctx->info.local_mem_bytes ? -1.0 /* fewer heads */
               : busy < 2L * cus                                           ? -1.0 /* thin */
@@ -331,14 +338,14 @@ static void lanes_partition(const clpa_context *ctx, const clpa_decode_params *p
  * the fixed cost again (2 x 8192: 384 tokens 0.41 against 640's 0.42;
  * 32 x 2048 log-uniform 304 0.39 against 512's 0.41). `halves`: the busy
  * work-groups wanted per compute unit, times 2. */
-static int mma_partition(const clpa_decode_params *p, long groups, int max_ctx, unsigned cus,
-                         int unit, long halves) {
-  const long want = halves * cus / 2, work = total_work(p, groups, max_ctx);
+static int mma_partition(const clpa_decode_params *p, int64_t groups, int max_ctx, unsigned cus,
+                         int unit, int64_t halves) {
+  const int64_t want = halves * cus / 2, work = total_work(p, groups, max_ctx);
   int lo = 1, hi = (max_ctx + 255) / 256; /* partitions of the longest context */
   if (hi < 1) hi = 1;
   while (lo < hi) { /* the fewest k in [lo, hi] whose partitions pass both tests */
     const int k = lo + (hi - lo) / 2, part = round_up((max_ctx + k - 1) / k, unit);
-    if (busy_groups(p, groups, part, max_ctx) >= want && (long)part * want <= work)
+    if (busy_groups(p, groups, part, max_ctx) >= want && (int64_t)part * want <= work)
       hi = k;
     else
       lo = k + 1;
@@ -399,12 +406,12 @@ static int mma_width_fits(const clpa_context *ctx, int g, int head_size, int war
          32 * (size_t)warps <= ctx->info.max_work_group_size;
 }
 
-static int mma_warps(long busy, long work, int partition, unsigned cus, long chunk_bytes,
+static int mma_warps(int64_t busy, int64_t work, int partition, unsigned cus, int64_t chunk_bytes,
                      int wide, int resident) {
   if (busy <= 0) return 4;
-  const long four = (long)cus * (resident / 4), three = (long)cus * (resident / 3);
-  const long two = (long)cus * (resident / 2);
-  if (work < 256 * busy) return busy > two ? 2 : wide && 2 * busy <= (long)cus ? 8 : 4;
+  const int64_t four = (int64_t)cus * (resident / 4), three = (int64_t)cus * (resident / 3);
+  const int64_t two = (int64_t)cus * (resident / 2);
+  if (work < 256 * busy) return busy > two ? 2 : wide && 2 * busy <= (int64_t)cus ? 8 : 4;
   if (4 * work < 3L * partition * busy || busy <= four) return 4; /* not mostly full, one wave */
   if (busy <= two) return busy * 2 * chunk_bytes >= 40L * 1024 * cus ? 2 : 4;
   if (chunk_bytes < 8192) return 2;
@@ -425,10 +432,10 @@ static int mma_warps(long busy, long work, int partition, unsigned cus, long chu
  * are busy than that, 64 x 2048 (512 four-warp work-groups) 71.5 -> 89.0
  * and 32/32 heads 32 x 1024 69.1 -> 83.0: there the 16-token build keeps
  * 16 warps a unit. */
-static int mma_chunk_for(clpa_dtype kv, int partition, int block_size, long busy, int warps,
+static int mma_chunk_for(clpa_dtype kv, int partition, int block_size, int64_t busy, int warps,
                          unsigned cus) {
   const int fits = partition % 32 == 0 && block_size % 8 == 0 &&
-                   busy * warps <= (long)MMA_WARPS_PER_CU * cus;
+                   busy * warps <= (int64_t)MMA_WARPS_PER_CU * cus;
   return clpa_dtype_size(kv) == 1 && fits ? 32 : 16;
 }
 
@@ -446,7 +453,7 @@ static int mma_chunk_for(clpa_dtype kv, int partition, int block_size, long busy
  * warps and PIPE took 48 x 2048 from 55.3 to 66.2, 64 x 2048 from 70.9 to
  * 92.9. */
 #define MMA_PIPE_WARPS 8
-static int mma_pipe(int chunk, long busy, unsigned cus) { return chunk == 32 && busy <= (long)cus; }
+static int mma_pipe(int chunk, int64_t busy, unsigned cus) { return chunk == 32 && busy <= (int64_t)cus; }
 
 /* Fewer, wider work-groups where they keep as many warps in flight: the
  * v2 partitions of decode_mma.cl each write a state and the last of a
@@ -472,21 +479,21 @@ static int mma_pipe(int chunk, long busy, unsigned cus) { return chunk == 32 && 
  * 4096 102.4 -> 97.2 (v1, 8). busy0 and work: the split's busy
  * work-groups and the tokens they read (plan's). */
 static const int mma_widths[] = {4, 6, 8, 12};
-static void mma_widen(const clpa_context *ctx, const clpa_decode_params *p, long groups,
-                      int max_ctx, unsigned cus, int unit, int g, long busy0, long work,
+static void mma_widen(const clpa_context *ctx, const clpa_decode_params *p, int64_t groups,
+                      int max_ctx, unsigned cus, int unit, int g, int64_t busy0, int64_t work,
                       decode_call *c) {
   const int widest = clpa_dtype_size(c->a.kv.dtype) == 1 ? 12 : 8;
-  const long had = busy0 * (c->threads / 32), most = (long)widest * cus;
+  const int64_t had = busy0 * (c->threads / 32), most = (int64_t)widest * cus;
   const double want = 0.95 * (double)(had < most ? had : most);
   const int k0 = (max_ctx + c->partition - 1) / c->partition;
   for (int k = 1; k < k0; k++) {
     const int part = round_up((max_ctx + k - 1) / k, unit);
-    const long busy = busy_groups(p, groups, part, max_ctx);
-    if (4 * busy < (long)cus || 4 * work < 3L * part * busy) continue; /* too few, not mostly full */
+    const int64_t busy = busy_groups(p, groups, part, max_ctx);
+    if (4 * busy < (int64_t)cus || 4 * work < 3L * part * busy) continue; /* too few, not mostly full */
     for (size_t i = 0; i < sizeof mma_widths / sizeof *mma_widths; i++) {
       const int w = mma_widths[i];
       if ((double)busy * w < want) continue;
-      if (w > widest || busy > (long)cus * (mma_resident(c->a.kv.dtype) / w) || part < 64 * w ||
+      if (w > widest || busy > (int64_t)cus * (mma_resident(c->a.kv.dtype) / w) || part < 64 * w ||
           !mma_width_fits(ctx, g, c->a.kv.head_size, w))
         break; /* wider only gets worse */
       c->partition = part, c->threads = 32 * w;
@@ -513,10 +520,10 @@ static clpa_status plan(clpa_context *ctx, const clpa_decode_params *p, decode_c
   const int max_ctx = p->max_context_len > 0 ? p->max_context_len : 1;
   if (c->rows) return plan_rows(ctx, p, c, qpk, max_ctx);
   if (c->mma) {
-    const long tokens = total_work(p, 1, max_ctx); /* the sequences' */
+    const int64_t tokens = total_work(p, 1, max_ctx); /* the sequences' */
     const int g = mma_heads(p, qpk, tokens * c->a.kv.num_kv_heads, cus,
                             c->a.kv.dtype == CLPA_DTYPE_F32);
-    const long groups = p->num_heads / g;
+    const int64_t groups = p->num_heads / g;
     if (!p->partition_size) {
       c->partition = mma_partition(p, groups, max_ctx, cus, unit, 3);
       if (clpa_dtype_size(c->a.kv.dtype) == 1) { /* fp8: more in flight, unless too short */
@@ -524,10 +531,10 @@ static clpa_status plan(clpa_context *ctx, const clpa_decode_params *p, decode_c
         if (more >= 512) c->partition = more;
       }
     }
-    const long busy = busy_groups(p, groups, c->partition, max_ctx);
+    const int64_t busy = busy_groups(p, groups, c->partition, max_ctx);
     /* K/V bytes of 16 tokens (mma_warps's measure, whatever the kernel's chunk) */
-    const long chunk_bytes = 2L * 16 * hs * (long)clpa_dtype_size(c->a.kv.dtype);
-    const long work = tokens * groups;
+    const int64_t chunk_bytes = 2L * 16 * hs * (int64_t)clpa_dtype_size(c->a.kv.dtype);
+    const int64_t work = tokens * groups;
     const int wide = mma_width_fits(ctx, g, hs, 8);
     c->threads = 32 * mma_warps(busy, work, c->partition, cus, chunk_bytes, wide,
                                 mma_resident(c->a.kv.dtype));
@@ -535,7 +542,7 @@ static clpa_status plan(clpa_context *ctx, const clpa_decode_params *p, decode_c
       mma_widen(ctx, p, groups, max_ctx, cus, unit, g, busy, work, c);
     const int parts = (max_ctx + c->partition - 1) / c->partition;
     c->v2 = p->variant == CLPA_DECODE_V2 || (p->variant == CLPA_DECODE_AUTO && parts > 1);
-    const long busy_now = busy_groups(p, groups, c->partition, max_ctx);
+    const int64_t busy_now = busy_groups(p, groups, c->partition, max_ctx);
     c->chunk = mma_chunk_for(c->a.kv.dtype, c->v2 ? c->partition : 0, bs, busy_now,
                              c->threads / 32, cus);
     c->pipe = mma_pipe(c->chunk, busy_now, cus);
@@ -562,7 +569,7 @@ static clpa_status plan(clpa_context *ctx, const clpa_decode_params *p, decode_c
   if (g == 0) {
     g = 1;
     for (int cand = 8; cand >= 2; cand /= 2) {
-      long groups = (long)p->num_seqs * (p->num_heads / cand) * (c->v2 ? parts : 1);
+      int64_t groups = (int64_t)p->num_seqs * (p->num_heads / cand) * (c->v2 ? parts : 1);
       if (qpk % cand == 0 && local_bytes(hs, cand, stride, c->v2) <= lmem && groups >= 2L * cus) {
         g = cand;
         break;

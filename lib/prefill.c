@@ -80,6 +80,9 @@ static clpa_status check_lengths(clpa_context *ctx, const clpa_prefill_params *p
     CLPA_CTX_CHECK(ctx, (int64_t)c + (b - a) > cap, CLPA_ERR_INVALID_ARG,
                    "sequence %d: cached_lens %d + %d new tokens exceed its block-table row (%d"
                    " blocks x %d tokens)", s, c, b - a, p->max_blocks_per_seq, kv->block_size);
+    CLPA_CTX_CHECK(ctx, (int64_t)c + (b - a) > CLPA_MAX_CONTEXT_LEN, CLPA_ERR_UNSUPPORTED,
+                   "sequence %d: cached_lens %d + %d new tokens are past CLPA_MAX_CONTEXT_LEN = %d",
+                   s, c, b - a, CLPA_MAX_CONTEXT_LEN);
   }
   *total = p->cu_seqlens_q[p->num_seqs];
   if (!p->block_mask) return CLPA_OK;

@@ -39,11 +39,7 @@ static clpa_status resolve_cache(clpa_context *ctx, const clpa_xattn_params *p, 
   }
   CLPA_CTX_CHECK(ctx, !p->key_cache, CLPA_ERR_INVALID_ARG, "key_cache (or cache) must be given");
   clpa_status st = clpa_kv_layout_check(&p->kv, &x->kv);
-  if (st != CLPA_OK) {
-    char why[512]; /* the layout's own message, which the next line overwrites */
-    snprintf(why, sizeof why, "%s", clpa_last_error());
-    return clpa_err_set(ctx->error, st, __func__, "kv: %s", why);
-  }
+  if (st != CLPA_OK) return clpa_err_within(ctx->error, st, "kv");
   x->k = p->key_cache;
   return CLPA_OK;
 }
@@ -83,8 +79,9 @@ static clpa_status check_shape(clpa_context *ctx, const clpa_xattn_params *p, xa
                  "q_offset + num_q = %d + %d keys exceed the block table (max_blocks_per_seq ="
                  " %d x %d tokens)", p->q_offset, p->num_q, p->max_blocks_per_seq,
                  kv->block_size);
-  CLPA_CTX_CHECK(ctx, num_k > INT32_MAX, CLPA_ERR_INVALID_ARG,
-                 "q_offset + num_q = %d + %d overflows int32", p->q_offset, p->num_q);
+  CLPA_CTX_CHECK(ctx, num_k > CLPA_MAX_CONTEXT_LEN, CLPA_ERR_UNSUPPORTED,
+                 "q_offset + num_q = %d + %d keys are past CLPA_MAX_CONTEXT_LEN = %d", p->q_offset,
+                 p->num_q, CLPA_MAX_CONTEXT_LEN);
   const int32_t cols = (int32_t)(num_k / p->stride);
   x->rows = p->num_q / p->stride;
   x->row0 = p->q_offset / p->stride;

@@ -252,8 +252,8 @@ static int plan_as_long;
 static int run_case(const dcase *c, clpa_decode_path path) {
   char name[300], shape[256];
   describe(c, shape, sizeof shape);
-  snprintf(name, sizeof name, "%s, %s path", shape,
-           path == CLPA_DECODE_PATH_MMA ? "mma" : path == CLPA_DECODE_PATH_ROWS ? "rows" : "lanes");
+  static const char *const names[] = {"auto", "lanes", "mma", "rows"};
+  snprintf(name, sizeof name, "%s, %s path", shape, names[path]);
   inputs in;
   make_inputs(c, &in);
   const int mma = path == CLPA_DECODE_PATH_MMA;
@@ -501,6 +501,8 @@ static void test_bad_args(void) {
   BAD(path = CLPA_DECODE_PATH_MMA, "f32: 16", CLPA_ERR_UNSUPPORTED); /* one KV head of 120 fits the buffers */
   bad[n - 1].p.kv.dtype = CLPA_DTYPE_F32, bad[n - 1].p.kv.head_size = 120;
   bad[n - 1].p.kv.num_kv_heads = 1, bad[n - 1].p.kv.num_blocks = 1, bad[n - 1].p.num_heads = 1;
+  BAD(max_context_len = INT32_MAX, "max_context_len = 2147483647 exceeds the table", CLPA_ERR_INVALID_ARG);
+  BAD(partition_size = (1 << 30) + 16, "past CLPA_MAX_CONTEXT_LEN", CLPA_ERR_UNSUPPORTED);
   BAD(layer = 3, "value_cache", CLPA_ERR_INVALID_ARG); /* layer without a cache: ignored */
   bad[n - 1].p.value_cache = NULL;
   BAD(partition_size = 40, "partition_size = 40", CLPA_ERR_INVALID_ARG);
