@@ -45,24 +45,34 @@ __kernel void clpa_blocks_zero(__global uint4 *p, ulong n) {
 }
 
 /*
- * cascade_split: the suffix view of a batch for cascade decode. Sequence
- * s shares its first shared[s] table entries with its group; its suffix
- * table is the rest of its row, shifted to the front (then -1), and its
- * suffix context is what follows the shared tokens. A context shorter
- * than its shared part sets CLPA_FAULT_BAD_CONTEXT_LEN and counts as
- * empty. Grid: (max_blocks, num_seqs).
+ * cascade_split: the suffix view of a batch for cascade decode, after the
+ * groups' prefix attention. Sequence s shares its first shared[s] table
+ * entries with its group; its suffix table is the rest of its row,
+ * shifted to the front (then -1), and its suffix context is what follows
+ * the shared tokens. A context length that decode would refuse (outside
+ * [0, max_context_len]) or one shorter than its shared part sets
+ * CLPA_FAULT_BAD_CONTEXT_LEN and is taken as 0, as clpa_decode takes it:
+ * an empty suffix, and the prefix's lse of every head of s set to -inf so
+ * that the merge drops the prefix too. Grid: (max_blocks, num_seqs).
+ * prefix_lse: float [num_seqs, num_heads].
  */
 __kernel void clpa_blocks_cascade_split(__global const int *tables, __global const int *lens,
-                                        __global const int *shared, int max_blocks,
-                                        int block_size, __global int *suffix_tables,
-                                        __global int *suffix_lens,
+                                        int max_context_len, __global const int *shared,
+                                        int max_blocks, int block_size, int num_heads,
+                                        __global int *suffix_tables, __global int *suffix_lens,
+                                        __global float *prefix_lse,
                                         __global volatile int *faults) {
   const int i = get_global_id(0), s = get_global_id(1), sh = shared[s];
   const size_t row = (size_t)s * max_blocks;
   suffix_tables[row + i] = i + sh < max_blocks ? tables[row + i + sh] : -1;
   if (i == 0) {
-    const int rest = lens[s] - sh * block_size;
-    if (rest < 0) atomic_or(faults, CLPA_FAULT_BAD_CONTEXT_LEN);
-    suffix_lens[s] = max(rest, 0);
+    const int len = lens[s];
+    /* sh * block_size <= max_context_len: the host checks it */
+    const int bad = len < 0 || len > max_context_len || len < sh * block_size;
+    suffix_lens[s] = bad ? 0 : len - sh * block_size;
+    if (bad) {
+      atomic_or(faults, CLPA_FAULT_BAD_CONTEXT_LEN);
+      for (int h = 0; h < num_heads; h++) prefix_lse[(size_t)s * num_heads + h] = -INFINITY;
+    }
   }
 }

@@ -589,9 +589,12 @@ CLPA_API clpa_status clpa_merge_states(clpa_context *ctx, const clpa_merge_state
  * [group_starts[g], group_starts[g + 1]), and group_starts[0] == 0;
  * sequences after the last group share nothing. Every member's first
  * shared_blocks[g] table entries must be the same blocks (the caller's
- * promise: the radix tree gives it), its context at least that long (the
- * kernels check: a shorter one sets CLPA_FAULT_BAD_CONTEXT_LEN), and a
- * group must share at least as many tokens as it has members. ALiBi and
+ * promise: the radix tree gives it) and its context at least that long;
+ * the kernels check the lengths: a shorter one, or one outside [0,
+ * max_context_len], sets CLPA_FAULT_BAD_CONTEXT_LEN and is taken as 0, as
+ * clpa_decode takes a bad length (out 0, lse -inf or the sink). A group
+ * must share at least as many tokens as it has members, and at most
+ * max_context_len. ALiBi and
  * sliding windows are not supported here (they depend on each sequence's
  * own position in the shared part).
  * ==================================================================== */
@@ -621,7 +624,8 @@ CLPA_API void clpa_cascade_params_init(clpa_cascade_params *p);
  * CLPA_DECODE_PATH_MMA with an f16 or bf16 cache (else tiles or rows:
  * decode's f32 products keep f32's precision), so the result is decode's.
  * Returns CLPA_OK, CLPA_ERR_INVALID_ARG (named: a group out of order or
- * too small for its members, a shared prefix past the table),
+ * too small for its members, a shared prefix past the table or past
+ * max_context_len),
  * CLPA_ERR_UNSUPPORTED (ALiBi, a sliding window), what clpa_decode and
  * clpa_prefill return, CLPA_ERR_DEVICE_MEMORY. */
 CLPA_API clpa_status clpa_cascade_decode(clpa_context *ctx, const clpa_cascade_params *p);

@@ -36,6 +36,9 @@ static clpa_status check_groups(clpa_context *ctx, const clpa_cascade_params *p,
     CLPA_CTX_CHECK(ctx, sh < 1 || sh > d->max_blocks_per_seq, CLPA_ERR_INVALID_ARG,
                    "shared_blocks[%d] = %d (1 .. max_blocks_per_seq = %d)", g, sh,
                    d->max_blocks_per_seq);
+    CLPA_CTX_CHECK(ctx, (int64_t)sh * block_size > d->max_context_len, CLPA_ERR_INVALID_ARG,
+                   "group %d shares %lld tokens, more than max_context_len = %d (every member's"
+                   " context holds them)", g, (long long)sh * block_size, d->max_context_len);
     CLPA_CTX_CHECK(ctx, (int64_t)sh * block_size < b - a, CLPA_ERR_INVALID_ARG,
                    "group %d shares %d tokens but has %d members (a group must share at least as"
                    " many tokens as it has members)", g, sh * block_size, b - a);
@@ -58,12 +61,50 @@ static clpa_status scratch(clpa_context *ctx, size_t bytes, const void *host, cl
 
 enum { SHARED, SUFFIX_TABLES, SUFFIX_LENS, GROUP_TABLES, PRE_OUT, PRE_LSE, SUF_OUT, SUF_LSE, NBUF };
 
+/* The groups' prefix attention into b[PRE_OUT] and b[PRE_LSE]: the
+ * group's decode queries, non-causal, over its shared blocks, in decode's
+ * precision: tensor cores (queries and probabilities rounded to the
+ * cache's dtype) only when decode runs on them too. */
+static clpa_status prefix(clpa_context *ctx, const clpa_cascade_params *p, const clpa_kv_layout *kv,
+                          const cl_mem *b) {
+  const clpa_decode_params *d = &p->decode;
+  int32_t *cached = malloc(sizeof(int32_t) * (size_t)p->num_groups);
+  if (!cached) return CLPA_FAIL(ctx->error, CLPA_ERR_OUT_OF_MEMORY, "out of memory");
+  for (int32_t g = 0; g < p->num_groups; g++)
+    cached[g] = p->shared_blocks[g] * kv->block_size - (p->group_starts[g + 1] - p->group_starts[g]);
+  clpa_prefill_params pp;
+  clpa_prefill_params_init(&pp);
+  pp.num_seqs = p->num_groups, pp.num_heads = d->num_heads, pp.cache = d->cache;
+  pp.layer = d->layer, pp.key_cache = d->key_cache, pp.value_cache = d->value_cache, pp.kv = d->kv;
+  pp.max_blocks_per_seq = d->max_blocks_per_seq, pp.cu_seqlens_q = p->group_starts;
+  pp.cached_lens = cached, pp.causal = 0, pp.q_dtype = d->q_dtype, pp.scale = d->scale;
+  pp.k_scale = d->k_scale, pp.v_scale = d->v_scale, pp.k_scale_buffer = d->k_scale_buffer;
+  pp.v_scale_buffer = d->v_scale_buffer, pp.soft_cap = d->soft_cap, pp.q_stride = d->q_stride;
+  pp.query = d->query, pp.block_tables = b[GROUP_TABLES], pp.out = b[PRE_OUT], pp.lse = b[PRE_LSE];
+  clpa_prefill_path chosen = CLPA_PREFILL_AUTO;
+  clpa_decode_path dpath = CLPA_DECODE_PATH_AUTO;
+  clpa_status st = clpa_decode_choice(ctx, d, &dpath, NULL, NULL, NULL);
+  if (st == CLPA_OK) {
+    /* prefill's tensor cores take f16 and bf16 caches; decode's f32 (3xTF32)
+     * keeps f32's precision, as the tiles path does */
+    const int rounded = clpa_dtype_size(kv->dtype) == 2;
+    if (dpath == CLPA_DECODE_PATH_MMA && rounded)
+      pp.path = CLPA_PREFILL_MMA;
+    else if (clpa_prefill_choice(ctx, &pp, &chosen, NULL, NULL) == CLPA_OK &&
+             chosen == CLPA_PREFILL_MMA)
+      pp.path = CLPA_PREFILL_TILES;
+    st = clpa_prefill(ctx, &pp);
+  }
+  free(cached);
+  return st;
+}
+
 static clpa_status run(clpa_context *ctx, const clpa_cascade_params *p, const clpa_kv_layout *kv,
                        cl_mem *b) {
   const clpa_decode_params *d = &p->decode;
   const size_t n = (size_t)d->num_seqs, mb = (size_t)d->max_blocks_per_seq;
   const size_t rows = n * (size_t)d->num_heads, io = clpa_dtype_size(d->q_dtype);
-  int32_t *shared = calloc(n ? n : 1, sizeof *shared), *cached = NULL;
+  int32_t *shared = calloc(n ? n : 1, sizeof *shared);
   if (!shared) return CLPA_FAIL(ctx->error, CLPA_ERR_OUT_OF_MEMORY, "out of memory");
   for (int32_t g = 0; g < p->num_groups; g++)
     for (int32_t s = p->group_starts[g]; s < p->group_starts[g + 1]; s++) shared[s] = p->shared_blocks[g];
@@ -80,74 +121,45 @@ static clpa_status run(clpa_context *ctx, const clpa_cascade_params *p, const cl
     return st;
   }
   free(shared);
-  /* 1. The suffix view: tables shifted past the shared blocks, lengths less them. */
-  cl_mem faults;
-  cl_kernel k;
-  if ((st = clpa_faults_buffer(ctx, &faults)) ||
-      (st = clpa_family_kernel(ctx, &clpa_family_blocks, NULL, "clpa_blocks_cascade_split", &k)))
-    return st;
-  const cl_int maxb = d->max_blocks_per_seq, bs = kv->block_size;
-  const clpa_arg args[] = {CLPA_ARG(d->block_tables), CLPA_ARG(d->context_lens),
-                           CLPA_ARG(b[SHARED]),       CLPA_ARG(maxb),
-                           CLPA_ARG(bs),              CLPA_ARG(b[SUFFIX_TABLES]),
-                           CLPA_ARG(b[SUFFIX_LENS]),  CLPA_ARG(faults)};
-  const clpa_ndrange r = {2, {mb, n}, {0}, d->num_wait_events, d->wait_events, NULL};
-  st = clpa_enqueue(ctx, k, "clpa_blocks_cascade_split", args, CLPA_NARGS(args), &r);
-  clReleaseKernel(k);
-  if (st != CLPA_OK) return st;
-  /* 2. Each group's table: its first member's row (the shared blocks lead it). */
+  /* 1. The prefix: every row starts empty (lse -inf), the grouped rows get
+   * their group's shared keys, all of them (non-causal), through each
+   * group's table: its first member's row (the shared blocks lead it). */
+  const cl_float empty = -INFINITY;
+  CLPA_CL_CHECK(ctx, clEnqueueFillBuffer(ctx->queue, b[PRE_LSE], &empty, sizeof empty, 0, rows * 4,
+                                         d->num_wait_events, d->wait_events, NULL),
+                "clEnqueueFillBuffer(prefix lse)");
   for (int32_t g = 0; g < p->num_groups; g++)
     CLPA_CL_CHECK(ctx, clEnqueueCopyBuffer(ctx->queue, d->block_tables, b[GROUP_TABLES],
                                            (size_t)p->group_starts[g] * mb * 4, (size_t)g * mb * 4,
                                            mb * 4, 0, NULL, NULL),
                   "clEnqueueCopyBuffer(group table)");
-  /* 3. The prefix: every row starts empty (lse -inf), the grouped rows get
-   * their group's shared keys, all of them (non-causal). */
-  const cl_float empty = -INFINITY;
-  CLPA_CL_CHECK(ctx, clEnqueueFillBuffer(ctx->queue, b[PRE_LSE], &empty, sizeof empty, 0, rows * 4,
-                                         0, NULL, NULL), "clEnqueueFillBuffer(prefix lse)");
-  if (p->num_groups > 0) {
-    cached = malloc(sizeof(int32_t) * (size_t)p->num_groups);
-    if (!cached) return CLPA_FAIL(ctx->error, CLPA_ERR_OUT_OF_MEMORY, "out of memory");
-    for (int32_t g = 0; g < p->num_groups; g++)
-      cached[g] = p->shared_blocks[g] * kv->block_size - (p->group_starts[g + 1] - p->group_starts[g]);
-    clpa_prefill_params pp;
-    clpa_prefill_params_init(&pp);
-    pp.num_seqs = p->num_groups, pp.num_heads = d->num_heads, pp.cache = d->cache;
-    pp.layer = d->layer, pp.key_cache = d->key_cache, pp.value_cache = d->value_cache, pp.kv = d->kv;
-    pp.max_blocks_per_seq = d->max_blocks_per_seq, pp.cu_seqlens_q = p->group_starts;
-    pp.cached_lens = cached, pp.causal = 0, pp.q_dtype = d->q_dtype, pp.scale = d->scale;
-    pp.k_scale = d->k_scale, pp.v_scale = d->v_scale, pp.k_scale_buffer = d->k_scale_buffer;
-    pp.v_scale_buffer = d->v_scale_buffer, pp.soft_cap = d->soft_cap, pp.q_stride = d->q_stride;
-    pp.query = d->query, pp.block_tables = b[GROUP_TABLES], pp.out = b[PRE_OUT], pp.lse = b[PRE_LSE];
-    /* The prefix in decode's precision: tensor cores (queries and
-     * probabilities rounded to the cache's dtype) only when decode runs on
-     * them too. */
-    clpa_prefill_path chosen = CLPA_PREFILL_AUTO;
-    clpa_decode_path dpath = CLPA_DECODE_PATH_AUTO;
-    if ((st = clpa_decode_choice(ctx, d, &dpath, NULL, NULL, NULL)) != CLPA_OK) {
-      free(cached);
-      return st;
-    }
-    /* prefill's tensor cores take f16 and bf16 caches; decode's f32 (3xTF32)
-     * keeps f32's precision, as the tiles path does */
-    const int rounded = clpa_dtype_size(kv->dtype) == 2;
-    if (dpath == CLPA_DECODE_PATH_MMA && rounded)
-      pp.path = CLPA_PREFILL_MMA;
-    else if (clpa_prefill_choice(ctx, &pp, &chosen, NULL, NULL) == CLPA_OK &&
-             chosen == CLPA_PREFILL_MMA)
-      pp.path = CLPA_PREFILL_TILES;
-    st = clpa_prefill(ctx, &pp);
-    free(cached);
-    if (st != CLPA_OK) return st;
-  }
-  /* 4. Every sequence's own suffix (the sink, once, goes with it). */
+  if ((st = prefix(ctx, p, kv, b)) != CLPA_OK) return st;
+  /* 2. The suffix view: tables shifted past the shared blocks, lengths
+   * less them; a bad length is taken as 0, its prefix dropped. */
+  cl_mem faults;
+  cl_kernel k;
+  if ((st = clpa_faults_buffer(ctx, &faults)) ||
+      (st = clpa_family_kernel(ctx, &clpa_family_blocks, NULL, "clpa_blocks_cascade_split", &k)))
+    return st;
+  const cl_int maxb = d->max_blocks_per_seq, maxc = d->max_context_len, bs = kv->block_size;
+  const cl_int nh = d->num_heads;
+  const clpa_arg args[] = {CLPA_ARG(d->block_tables), CLPA_ARG(d->context_lens),
+                           CLPA_ARG(maxc),            CLPA_ARG(b[SHARED]),
+                           CLPA_ARG(maxb),            CLPA_ARG(bs),
+                           CLPA_ARG(nh),              CLPA_ARG(b[SUFFIX_TABLES]),
+                           CLPA_ARG(b[SUFFIX_LENS]),  CLPA_ARG(b[PRE_LSE]),
+                           CLPA_ARG(faults)};
+  const clpa_ndrange r = {2, {mb, n}, {0}, 0, NULL, NULL};
+  st = clpa_enqueue(ctx, k, "clpa_blocks_cascade_split", args, CLPA_NARGS(args), &r);
+  clReleaseKernel(k);
+  if (st != CLPA_OK) return st;
+  /* 3. Every sequence's own suffix (the sink, once, goes with it). */
   clpa_decode_params dp = *d;
   dp.block_tables = b[SUFFIX_TABLES], dp.context_lens = b[SUFFIX_LENS];
   dp.out = b[SUF_OUT], dp.lse = b[SUF_LSE];
   dp.num_wait_events = 0, dp.wait_events = NULL, dp.event = NULL;
   if ((st = clpa_decode(ctx, &dp)) != CLPA_OK) return st;
-  /* 5. Merge the two into the caller's output. */
+  /* 4. Merge the two into the caller's output. */
   clpa_merge_states_params mp;
   clpa_merge_states_params_init(&mp);
   mp.num_rows = (int32_t)rows, mp.head_size = kv->head_size, mp.dtype = d->q_dtype;

@@ -23,10 +23,20 @@ typedef struct ccase {
   clpa_dtype kv, io;
   int groups, members, shared_blocks, loners; /* loners: sequences in no group */
   int sinks, softcap;
+  int over; /* a grouped member's context_lens entry past max_context_len, by at most the shared tokens */
 } ccase;
 
 static double tol_a(clpa_dtype io) { return io == CLPA_DTYPE_F32 ? 2e-5 : io == CLPA_DTYPE_F16 ? 2e-3 : 1e-2; }
 static double tol_r(clpa_dtype io) { return io == CLPA_DTYPE_F32 ? 2e-5 : io == CLPA_DTYPE_F16 ? 4e-3 : 2e-2; }
+
+/* The call faulted with CLPA_FAULT_BAD_CONTEXT_LEN alone. */
+static int expect_bad_len(const char *call, int len, int maxc) {
+  int32_t faults = 0;
+  const clpa_status st = clpa_context_check_faults(ctx, &faults);
+  return ok(st == CLPA_ERR_BAD_CONTEXT_LEN && faults == CLPA_FAULT_BAD_CONTEXT_LEN,
+            "%s: context_lens[1] = %d past max_context_len = %d faults BAD_CONTEXT_LEN (%s, faults"
+            " 0x%x)", call, len, maxc, clpa_status_name(st), (unsigned)faults);
+}
 
 static int run_case(const ccase *c) {
   const int seqs = c->groups * c->members + c->loners, bs = c->bs;
@@ -77,6 +87,9 @@ static int run_case(const ccase *c) {
   for (int h = 0; h < c->heads; h++) sinks[h] = (float)rng_uniform(-1, 3);
   int maxc = 0;
   for (int s = 0; s < seqs; s++) maxc = lens[s] > maxc ? lens[s] : maxc;
+  /* The suffix decode alone would see maxc + extra - shared <= maxc and
+   * take it; decode faults and takes the length as 0, cascade must too. */
+  if (c->over) lens[1] = maxc + 1 + (int)rng_below((uint32_t)(c->shared_blocks * bs));
 
   cl_mem bk = test_buffer(ctx, ks, esz * elems), bv = test_buffer(ctx, vs, esz * elems);
   cl_mem bq = test_buffer(ctx, qst, qsz * qn), bt = test_buffer(ctx, tables, sizeof(int32_t) * seqs * max_blocks);
@@ -95,10 +108,14 @@ static int run_case(const ccase *c) {
   d->soft_cap = c->softcap ? 2.5f : 0.0f, d->sinks = bs_;
   d->query = bq, d->block_tables = bt, d->context_lens = bl, d->out = o1, d->lse = l1;
   int good = ok(clpa_decode(ctx, d) == CLPA_OK, "plain decode: %s", clpa_last_error());
+  if (c->over) good &= expect_bad_len("plain decode", lens[1], maxc);
   d->out = o2, d->lse = l2;
   cp.num_groups = c->groups, cp.group_starts = starts, cp.shared_blocks = shared;
   good &= ok(clpa_cascade_decode(ctx, &cp) == CLPA_OK, "cascade decode: %s", clpa_last_error());
-  good &= test_no_faults(ctx, "after the call");
+  if (c->over)
+    good &= expect_bad_len("cascade decode", lens[1], maxc);
+  else
+    good &= test_no_faults(ctx, "after the call");
   void *a = malloc(qsz * qn), *b = malloc(qsz * qn);
   float *fa = malloc(sizeof(float) * qn), *fb = malloc(sizeof(float) * qn);
   float *la = malloc(sizeof(float) * seqs * c->heads), *lb = malloc(sizeof(float) * seqs * c->heads);
@@ -133,6 +150,15 @@ static int run_case(const ccase *c) {
              c->groups, c->members, c->shared_blocks, c->loners, c->heads, c->kv_heads, c->hs, bs,
              clpa_dtype_name(c->kv), clpa_dtype_name(c->io), c->sinks ? ", sinks" : "",
              c->softcap ? ", soft cap" : "", worst, worst_l);
+  if (c->over) /* the bad row: out 0 and lse -inf (or the sink), as decode gives it */
+    for (int h = 0; h < c->heads; h++) {
+      int zero = 1;
+      for (int i = 0; i < c->hs; i++) zero &= fb[((size_t)c->heads + h) * c->hs + i] == 0.0f;
+      const float want = c->sinks ? sinks[h] : -INFINITY;
+      good &= ok(zero && lb[c->heads + h] == want,
+                 "regress_cascade_context_past_max: sequence 1 head %d out 0 (%s) and lse %g (want %g)",
+                 h, zero ? "yes" : "no", (double)lb[c->heads + h], (double)want);
+    }
   if (worst > 1.0) diag("worst element %zu: cascade %.9g decode %.9g", at, fb[at], fa[at]);
   cl_mem all[] = {bk, bv, bq, bt, bl, o1, o2, l1, l2, bs_};
   for (size_t i = 0; i < sizeof all / sizeof *all; i++)
@@ -173,6 +199,7 @@ static void test_bad_args(void) {
   BAD(decode.num_seqs = 20, "at least as many tokens", CLPA_ERR_INVALID_ARG); /* 16 < 20 */
   bad[n - 1].p.num_groups = 1, bad[n - 1].p.group_starts = crowd;
   BAD(decode.max_context_len = 65, "max_context_len = 65", CLPA_ERR_INVALID_ARG); /* decode's own checks, first */
+  BAD(decode.max_context_len = 8, "shares 16 tokens, more than max_context_len = 8", CLPA_ERR_INVALID_ARG);
   BAD(decode.heads_per_group = 3, "heads_per_group = 3", CLPA_ERR_INVALID_ARG);
   BAD(decode.out = NULL, "out", CLPA_ERR_INVALID_ARG);
   BAD_CALLS_CHECK(clpa_cascade_decode, "clpa_cascade_decode: ");
@@ -187,13 +214,17 @@ int main(void) {
   rng_seed_from_env();
   ctx = test_context(0);
   const ccase grid[] = {
-      {4, 4, 64, 16, CLPA_DTYPE_F32, CLPA_DTYPE_F32, 2, 3, 4, 2, 0, 0},
-      {8, 2, 128, 16, CLPA_DTYPE_F16, CLPA_DTYPE_F32, 1, 6, 40, 1, 1, 0},  /* a long prefix: several partitions */
-      {8, 1, 64, 8, CLPA_DTYPE_BF16, CLPA_DTYPE_F16, 3, 2, 6, 0, 0, 1},
-      {4, 2, 96, 32, CLPA_DTYPE_FP8_E4M3, CLPA_DTYPE_F32, 2, 4, 3, 3, 1, 1},
-      {4, 4, 128, 16, CLPA_DTYPE_F16, CLPA_DTYPE_BF16, 1, 8, 8, 0, 0, 0},
+      {4, 4, 64, 16, CLPA_DTYPE_F32, CLPA_DTYPE_F32, 2, 3, 4, 2, 0, 0, 0},
+      {8, 2, 128, 16, CLPA_DTYPE_F16, CLPA_DTYPE_F32, 1, 6, 40, 1, 1, 0, 0},  /* a long prefix: several partitions */
+      {8, 1, 64, 8, CLPA_DTYPE_BF16, CLPA_DTYPE_F16, 3, 2, 6, 0, 0, 1, 0},
+      {4, 2, 96, 32, CLPA_DTYPE_FP8_E4M3, CLPA_DTYPE_F32, 2, 4, 3, 3, 1, 1, 0},
+      {4, 4, 128, 16, CLPA_DTYPE_F16, CLPA_DTYPE_BF16, 1, 8, 8, 0, 0, 0, 0},
       /* fp8 that decode's tensor cores take (NVIDIA) and prefill's do not */
-      {8, 2, 128, 16, CLPA_DTYPE_FP8_E5M2, CLPA_DTYPE_F32, 2, 3, 5, 2, 1, 0},
+      {8, 2, 128, 16, CLPA_DTYPE_FP8_E5M2, CLPA_DTYPE_F32, 2, 3, 5, 2, 1, 0, 0},
+      /* regress_cascade_context_past_max: a member's length in (max_context_len,
+       * max_context_len + shared], with and without sinks */
+      {4, 2, 64, 16, CLPA_DTYPE_F16, CLPA_DTYPE_F32, 2, 3, 4, 1, 0, 0, 1},
+      {4, 2, 64, 16, CLPA_DTYPE_F32, CLPA_DTYPE_F32, 1, 4, 3, 1, 1, 0, 1},
   };
   for (size_t i = 0; i < sizeof grid / sizeof *grid; i++) run_case(&grid[i]);
   test_bad_args();
