@@ -10,10 +10,11 @@
  *       writes out (and lse).
  *   v2: one work-group per PARTITION_SIZE tokens writes its partition's
  *       softmax state (max_logits, exp_sums) and normalised output
- *       (tmp_out), and the last of a row's partitions to finish merges
- *       them into out (and lse): kv.cl's decode_last_part and
- *       decode_merge_parts. A row of one partition writes out directly,
- *       as v1.
+ *       (tmp_out); with CLPA_MERGE 1 the last of a row's partitions to
+ *       finish merges them into out (and lse): kv.cl's decode_last_part
+ *       and decode_merge_parts, and a row of one partition writes out
+ *       directly, as v1; with CLPA_MERGE 0 (devices without device-scope
+ *       ordering) reduce.cl's kernel merges every row after the launch.
  * A work-group serves HEADS_PER_WG query heads that share one KV head
  * (GQA packing), so each K/V byte it reads serves all of them.
  *
@@ -198,11 +199,11 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
   __local float q_s[G * HEAD_SIZE];
   __local float out_s[G * HEAD_SIZE];
   __local float red[NUM_THREADS];
-#if PARTITION_SIZE
+#if PARTITION_SIZE && CLPA_MERGE
   __local float red_l[NUM_THREADS], row_m[G], row_l[G]; /* the merge's (step 7) */
   __local int last[1];
 #else
-  (void)part_counts; /* v1 merges nothing */
+  (void)part_counts; /* v1, or reduce.cl's kernel merges */
 #endif
 
   const int lid = get_local_id(0);
@@ -231,7 +232,8 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
   /* The row's partitions: its context's, and one for an empty context
    * (which writes the empty output). A partition wholly before the window
    * is empty (no blocks), and still counts for the merge. */
-  const int nparts = max((L + PARTITION_SIZE - 1) / PARTITION_SIZE, 1), alone = nparts == 1;
+  const int nparts = max((L + PARTITION_SIZE - 1) / PARTITION_SIZE, 1);
+  const int alone = CLPA_MERGE && nparts == 1; /* else reduce.cl reads every partition's state */
   /* Work-groups past the row's partitions do nothing. On NVIDIA they leave
    * here; elsewhere they run through with no blocks and no writes (after
    * this return PoCL 3.1 got the spread merge wrong, as in decode_mma.cl;
@@ -390,7 +392,7 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
     else
       tmp_out[(sh * max_parts + part) * HEAD_SIZE + i % HEAD_SIZE] = out_s[i];
   }
-#if PARTITION_SIZE
+#if PARTITION_SIZE && CLPA_MERGE
   /* ---- 7. the last partition of the row to finish merges them (kv.cl;
    * q_s is free: the weights' local memory) ---- */
   const int merging = decode_last_part(live && !alone, part_counts, seq, nparts, last);

@@ -9,7 +9,9 @@
  * clpa_decode_paged; in v2 the partitions write their states, and the
  * last of a row's to finish, told by a counter (part_counts), merges them
  * and writes the output (steps 7 and 8, kv.cl's decode_last_part and
- * decode_merge_parts), with no reduce kernel. Checked by tests/test_decode.c
+ * decode_merge_parts), with no reduce kernel (CLPA_MERGE 1; with 0, on
+ * devices without device-scope ordering, reduce.cl's kernel merges after
+ * the launch). Checked by tests/test_decode.c
  * against clpa_ref_decode.
  *
  * Decode is a stream over K and V with a few query heads: the work per
@@ -293,7 +295,7 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
     DECODE_ARGS) {
   __local float o_s[SLICES * G * HEAD_SIZE];
   __local float m_s[WARPS * 16], l_s[WARPS * 16], row_m[16], row_l[16];
-#if PARTITION_SIZE
+#if PARTITION_SIZE && CLPA_MERGE
   __local float red_m[NUM_THREADS], red_l[NUM_THREADS]; /* step 8: decode_merge_parts's */
   __local int last[1];                                  /* step 8: decode_last_part's */
 #endif
@@ -357,6 +359,14 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
    * MERGE_REG partitions: wrong outputs every time; notes/perf.md,
    * 2026-11-27 second session). */
   const int live = part < nparts;
+#if PARTITION_SIZE && !CLPA_MERGE
+  /* reduce.cl merges the row's partitions counted from token 0, these
+   * from the window's first chunk: the ones past this row's are empty. */
+  for (int r = lid; !live && r < G; r += NUM_THREADS) {
+    const size_t sp = ((size_t)seq * num_heads + head0 + r) * max_parts + part;
+    max_logits[sp] = -INFINITY, exp_sums[sp] = 0.0f;
+  }
+#endif
 #if MMA_PTX
   if (!live) return;
   if (lid == 0) handout[0] = part * PCH + WARPS;
@@ -619,7 +629,7 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
    * followed by barriers), and work-groups past the row's partitions
    * write nothing. ---- */
 #if PARTITION_SIZE
-  const int alone = nparts == 1;
+  const int alone = CLPA_MERGE && nparts == 1; /* else reduce.cl reads every partition's state */
 #else
   const int alone = 1;
 #endif
@@ -638,7 +648,7 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
       if (d == 0) max_logits[sh * max_parts + part] = st.m, exp_sums[sh * max_parts + part] = st.l;
     }
   }
-#if PARTITION_SIZE
+#if PARTITION_SIZE && CLPA_MERGE
   /* ---- 8. the last partition of the row to finish merges them (kv.cl;
    * o_s is free: the weights' local memory) ---- */
   const int merging = decode_last_part(live && !alone, part_counts, seq, nparts, last);

@@ -259,52 +259,70 @@ inline int value_index(int dim, int tok, int block_size) { return dim * block_si
       __global volatile int *part_counts
 
 /* ---- v2's partitions merged by the last of a row's work-groups ----
- * (decode.cl, decode_mma.cl; the rows path, one work-item a work-group,
- * keeps reduce.cl's kernel.)
+ * (decode.cl, decode_mma.cl, where lib/decode.c builds them with
+ * CLPA_MERGE 1; elsewhere, and always on the rows path, reduce.cl's kernel
+ * merges after the launch.)
  * Each partition writes its state (max_logits, exp_sums: the natural-log
  * max and sum of its logits, the sink left out) and its normalised output
  * (tmp_out), reduce.cl's layout; decode_last_part counts the work-group
  * done, and the last of the row's to count merges them all
- * (decode_merge_parts). The CUDA threadfence-reduction pattern: writes,
- * one fence and a counter. On the H100 it saved the reduce kernel's ~6.5
- * us a call (its launch behind the decode kernel's drain, then its own
- * round trips; notes/perf.md, 2026-11-27). */
-
-/* Makes this work-item's global writes visible to other work-groups
- * before what follows (membar.gl on NVIDIA). */
-inline void publish_fence(void) {
-#if CLPA_LANES == 3
-  asm volatile("membar.gl;" ::: "memory");
-#else
-  mem_fence(CLK_GLOBAL_MEM_FENCE);
+ * (decode_merge_parts). The CUDA threadfence-reduction pattern, which
+ * needs ordering between work-groups that OpenCL 1.2 does not give: the
+ * partitions' writes released and the last one's reads acquired at device
+ * scope around the counter. On NVIDIA inline PTX gives it; elsewhere
+ * OpenCL C 2.0's atomics with memory_scope_device (lib/context.c builds
+ * these programs with -cl-std=CL2.0 or CL3.0 only where the device has
+ * them). On the H100 the in-launch merge saved the reduce kernel's ~6.5 us
+ * a call (notes/perf.md, 2026-11-27). */
+#ifndef CLPA_MERGE
+#define CLPA_MERGE 0 /* v2: 1, the last partition of a row merges them; 0, reduce.cl's kernel does */
 #endif
+#if CLPA_MERGE
+#if CLPA_LANES == 3
+/* PTX's fence-based release and acquire patterns: membar.gl (fence.sc.gpu)
+ * before the counter's relaxed atomic and, in the last work-group, after
+ * it. Fences are cumulative: work-item 0's covers the writes the barrier
+ * ordered before it. */
+inline int count_done(__global volatile int *count, int nparts) {
+  asm volatile("membar.gl;" ::: "memory");
+  const int last = atomic_inc(count) == nparts - 1;
+  if (last) {
+    asm volatile("membar.gl;" ::: "memory");
+    atomic_xchg(count, 0); /* for the next call: every partition has counted */
+  }
+  return last;
 }
+#define COUNTED_FENCE CLK_LOCAL_MEM_FENCE /* bar.sync orders global memory too */
+#elif __OPENCL_C_VERSION__ >= 200
+/* Acquire-release at device scope: the barrier before it orders the
+ * work-group's writes before work-item 0's release, the one after it
+ * orders work-item 0's acquire before the others' reads. */
+inline int count_done(__global volatile int *count, int nparts) {
+  volatile __global atomic_int *c = (volatile __global atomic_int *)count;
+  const int last =
+      atomic_fetch_add_explicit(c, 1, memory_order_acq_rel, memory_scope_device) == nparts - 1;
+  if (last) atomic_store_explicit(c, 0, memory_order_relaxed, memory_scope_device);
+  return last;
+}
+#define COUNTED_FENCE (CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE)
+#else
+#error "CLPA_MERGE needs inline PTX or OpenCL C 2.0's atomics (else reduce.cl merges: CLPA_MERGE 0)"
+#endif
 
 /* Whether this work-group is the last of its row's nparts partitions to
  * finish (the same answer for every work-item; 0 where `counts` is 0, and
  * the counter left alone). The row's counter is part_counts' entry for
- * sequence seq and this work-group's head group (get_group_id(0)). The
- * work-group's global writes before the call are published first: work-item
- * 0's fence covers the others' writes before the barrier (fences are
- * cumulative). The last sets the counter back to zero for the next call.
- * Every work-item calls it. */
+ * sequence seq and this work-group's head group (get_group_id(0)); the
+ * last sets it back to zero for the next call. Every work-item calls it. */
 inline int decode_last_part(int counts, __global volatile int *part_counts, int seq,
                             int nparts, __local int *flag) {
   __global volatile int *count = part_counts + (size_t)seq * get_num_groups(0) + get_group_id(0);
   barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);
-  if (get_local_id(0) == 0) {
-    flag[0] = 0;
-    if (counts) {
-      publish_fence();
-      flag[0] = atomic_inc(count) == nparts - 1;
-      if (flag[0]) publish_fence();
-    }
-  }
-  barrier(CLK_LOCAL_MEM_FENCE);
-  const int last = flag[0];
-  if (last && get_local_id(0) == 0) *count = 0; /* nothing here reads it again */
-  return last;
+  if (get_local_id(0) == 0) flag[0] = counts && count_done(count, nparts);
+  barrier(COUNTED_FENCE);
+  return flag[0];
 }
+#endif
 
 /* The most partitions decode_merge_parts merges in registers, each
  * work-item all of them for its output element. */

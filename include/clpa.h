@@ -44,7 +44,8 @@
  * may be used from different threads concurrently, one object from two
  * threads needs the caller's lock. Processes may share a binary cache
  * directory. clpa reads its environment variables (CLPA_DEVICE,
- * CLPA_NO_BINARY_CACHE, CLPA_CACHE_MAX_MB, XDG_CACHE_HOME, HOME, TMPDIR)
+ * CLPA_NO_BINARY_CACHE, CLPA_CACHE_MAX_MB, CLPA_DECODE_MERGE, XDG_CACHE_HOME,
+ * HOME, TMPDIR)
  * in clpa_context_create and clpa_device_select; do not setenv() while
  * another thread is inside them.
  */
@@ -307,10 +308,19 @@ CLPA_API clpa_status clpa_context_tuning(const clpa_context *ctx, clpa_tuning *o
 typedef enum clpa_decode_variant {
   CLPA_DECODE_AUTO = 0, /* the heuristic below */
   CLPA_DECODE_V1 = 1,   /* one work-group per (heads, sequence) walks the whole context */
-  CLPA_DECODE_V2 = 2    /* partitions of partition_size tokens, merged by their log-sum-exps
-                           (by the last partition of a row to finish, in the same launch; on
-                           the rows path by a reduce kernel) */
+  CLPA_DECODE_V2 = 2    /* partitions of partition_size tokens, merged by their log-sum-exps */
+
 } clpa_decode_variant;
+
+/* v2's merge: in the same launch, by the last partition of a row to
+ * finish, where the device orders one work-group's writes before another's
+ * reads at device scope: NVIDIA (inline PTX fences) and devices of OpenCL C
+ * 2.0 or later with device-scope acquire/release atomics (OpenCL 3.0:
+ * __opencl_c_atomic_order_acq_rel and __opencl_c_atomic_scope_device; those
+ * programs are built with -cl-std=CL2.0 or CL3.0). Elsewhere (OpenCL 1.2
+ * orders nothing between work-groups), on the rows path, and everywhere
+ * when the environment has CLPA_DECODE_MERGE=kernel (else auto), a reduce
+ * kernel merges them after the launch. */
 
 /* Which kernel computes the products (every path gives the same results,
  * up to the rounding below). */

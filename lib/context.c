@@ -363,6 +363,31 @@ static clpa_status pick_lanes(clpa_context *ctx, clpa_lanes want) {
   return CLPA_OK;
 }
 
+/* How decode v2's work-group kernels merge their partitions (kv.cl's
+ * CLPA_MERGE): in the launch where the device orders one work-group's
+ * writes before another's reads at device scope (inline PTX on NVIDIA;
+ * elsewhere OpenCL C 2.0's acquire-release atomics, so those programs
+ * build with -cl-std=CL2.0, or CL3.0 where the device lists the features),
+ * else by reduce.cl's kernel after the launch, which any OpenCL 1.2 device
+ * runs. CLPA_DECODE_MERGE=kernel takes the reduce kernel everywhere. */
+static clpa_status pick_merge(clpa_context *ctx) {
+  const char *env = getenv("CLPA_DECODE_MERGE");
+  CLPA_CTX_CHECK(ctx, env && env[0] && strcmp(env, "auto") != 0 && strcmp(env, "kernel") != 0,
+                 CLPA_ERR_INVALID_ARG, "CLPA_DECODE_MERGE = '%s' (expected auto or kernel)", env);
+  ctx->merge_in_launch = 0;
+  ctx->merge_std = "";
+  if (env && strcmp(env, "kernel") == 0) return CLPA_OK;
+  if (ctx->lanes == CLPA_LANES_NV_PTX) {
+    ctx->merge_in_launch = 1;
+  } else if (strncmp(ctx->info.c_version, "OpenCL C 2.", 11) == 0) {
+    ctx->merge_in_launch = 1, ctx->merge_std = "-cl-std=CL2.0";
+  } else if (has_c_feature(ctx->dev, "__opencl_c_atomic_order_acq_rel") &&
+             has_c_feature(ctx->dev, "__opencl_c_atomic_scope_device")) {
+    ctx->merge_in_launch = 1, ctx->merge_std = "-cl-std=CL3.0";
+  }
+  return CLPA_OK;
+}
+
 /* The cache directory in force. Without HOME (cron, services) the
  * fallback lives in the shared temporary directory, so it is per user:
  * program.c refuses it unless this user owns it and nobody else can
@@ -537,6 +562,7 @@ static clpa_status clpa_context_create_impl(const clpa_context_config *cfg, clpa
   st = cfg->cl_ctx ? wrap_handles(ctx, cfg) : open_device(ctx, cfg, &pi, &di);
   if (st == CLPA_OK) st = clpa_device_query(ctx->platform, ctx->dev, &ctx->info);
   if (st == CLPA_OK) st = pick_lanes(ctx, cfg->lanes);
+  if (st == CLPA_OK) st = pick_merge(ctx);
   if (st == CLPA_OK && cfg->cl_ctx) {
     locate(ctx);
   } else if (st == CLPA_OK) {

@@ -33,6 +33,7 @@ typedef struct decode_call {
   int threads;          /* work-group size: DECODE_THREADS, or the mma plan's */
   int chunk;            /* mma: tokens a chunk (mma_chunk_for) */
   int pipe;             /* mma: the next chunk loaded while one is computed (mma_pipe) */
+  int merge;            /* v2: the work-group kernel merges the partitions, else reduce.cl */
 } decode_call;
 
 
@@ -606,7 +607,8 @@ static clpa_decode_spec decode_spec(const clpa_decode_params *p, const decode_ca
                                   ? LANES_F32_MAXNREG
                                   : 0,
                               c->mma ? c->chunk : 0,
-                              c->mma ? c->pipe : 0};
+                              c->mma ? c->pipe : 0,
+                              c->merge};
   return s;
 }
 
@@ -632,7 +634,7 @@ static clpa_status learn_subgroup_size(clpa_context *ctx, cl_kernel k) {
 clpa_status clpa_lanes_settle(clpa_context *ctx) {
   if (ctx->lanes != CLPA_LANES_SUBGROUP || ctx->subgroup_size) return CLPA_OK;
   const clpa_decode_spec spec = {
-      128, 16, CLPA_DTYPE_F16, CLPA_DTYPE_F32, DECODE_THREADS, 32, 0, 1, 0, 0, 0, 0};
+      128, 16, CLPA_DTYPE_F16, CLPA_DTYPE_F32, DECODE_THREADS, 32, 0, 1, 0, 0, 0, 0, 0};
   cl_kernel k;
   clpa_status st = clpa_family_kernel(ctx, &clpa_family_decode, &spec, "clpa_decode_paged", &k);
   if (st == CLPA_OK) {
@@ -659,9 +661,9 @@ static clpa_status launch_decode(clpa_context *ctx, const clpa_decode_params *p,
   const clpa_family *fam = c->mma    ? &clpa_family_decode_mma
                            : c->rows ? &clpa_family_decode_rows
                                      : &clpa_family_decode;
-  /* The work-group kernels write the output in v2 too: the last partition of a row to finish
-   * merges them, told so by a counter a row (the rows path keeps the reduce kernel). */
-  const int merges = c->v2 && !c->rows;
+  /* Where the work-group kernels merge v2's partitions (decode_v2), they write the output: the
+   * last partition of a row to finish merges them, told so by a counter a row. */
+  const int merges = c->merge;
   const size_t rows = (size_t)p->num_seqs * (size_t)(p->num_heads / c->heads_per_group);
   if ((st = clpa_faults_buffer(ctx, &faults)) ||
       (merges && (st = clpa_part_counts(ctx, rows, &counts))) ||
@@ -734,14 +736,15 @@ static clpa_status decode_v2(clpa_context *ctx, const clpa_decode_params *p, dec
       (st = clpa_scratch(ctx, 1, stats * sizeof(float), &max_logits)) ||
       (st = clpa_scratch(ctx, 2, stats * sizeof(float), &exp_sums)))
     return st;
-  /* The work-group kernels merge their partitions themselves: one launch.
-   * On the H100 the reduce kernel cost ~6.5 us a call (batch 16 x 4096:
-   * the decode kernel's drain and the next launch 4.6 us, its work-groups
+  /* The work-group kernels merge their partitions themselves where the
+   * device orders work-groups (context.c's pick_merge): one launch. On the
+   * H100 the reduce kernel cost ~6.5 us a call (batch 16 x 4096: the
+   * decode kernel's drain and the next launch 4.6 us, its work-groups
    * ~1.8), the merge in the last partition's work-group ~4.7; with the mma
    * kernel's other changes 102.8 -> 100.35 us, batch 1 x 4096 24.1 -> 19.0
    * (notes/perf.md, 2026-11-27). The rows path (one work-item a
-   * work-group, on CPUs) keeps the reduce kernel. */
-  if (!c->rows) return launch_decode(ctx, p, c, tmp_out, max_logits, exp_sums, p->event);
+   * work-group, on CPUs) and other devices take the reduce kernel. */
+  if (c->merge) return launch_decode(ctx, p, c, tmp_out, max_logits, exp_sums, p->event);
   const clpa_reduce_spec spec = {c->a.kv.head_size, (int32_t)p->q_dtype, c->partition};
   cl_kernel reduce;
   if ((st = clpa_family_kernel(ctx, &clpa_family_reduce, &spec, "clpa_decode_reduce", &reduce)))
@@ -766,7 +769,9 @@ static clpa_status prepare(clpa_context *ctx, const clpa_decode_params *p, decod
       (st = clpa_attn_check_buffers(ctx, &c->a, p->num_seqs, (size_t)p->num_seqs)) ||
       (st = clpa_check_buffer(ctx, p->context_lens, "context_lens", (size_t)p->num_seqs * 4, 0)))
     return st;
-  return plan(ctx, p, c);
+  if ((st = plan(ctx, p, c)) != CLPA_OK) return st;
+  c->merge = c->v2 && !c->rows && ctx->merge_in_launch;
+  return CLPA_OK;
 }
 
 static clpa_status clpa_decode_choice_impl(clpa_context *ctx, const clpa_decode_params *p,

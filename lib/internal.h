@@ -42,6 +42,8 @@ struct clpa_context {
   size_t plan_host_words;
   cl_event plan_written;   /* the last plan write, or NULL */
   int subgroup_size;   /* lanes of a subgroup in our kernels, learnt on first build (0: not yet) */
+  int merge_in_launch; /* decode v2's work-group kernels merge their partitions (context.c's pick_merge) */
+  const char *merge_std; /* the -cl-std option those programs need, or "" */
   clpa_tuning tuning;  /* the tuning table's entry for the device (tuning.c) */
   char error[CLPA_ERROR_MAX];
 };

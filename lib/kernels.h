@@ -37,6 +37,8 @@ typedef struct clpa_decode_spec {
   int32_t maxnreg;        /* NVIDIA: registers a work-item at most (program.c), 0 = ptxas's choice */
   int32_t chunk;          /* mma: tokens a warp takes at a time (16, or 32 for fp8), else 0 */
   int32_t pipe;           /* mma: 1 where a warp loads its next chunk while it computes one, else 0 */
+  int32_t merge;          /* v2: 1 where the last partition of a row merges them (in the launch),
+                             0 where reduce.cl's kernel does (always on the rows path) */
 } clpa_decode_spec;
 
 /* reduce.cl: clpa_decode_reduce. */

@@ -24,6 +24,7 @@ static const clpa_tunable decode_tunables[] = {
     T(clpa_decode_spec, maxnreg, "MAXNREG"),
     T(clpa_decode_spec, chunk, "CHUNK"),
     T(clpa_decode_spec, pipe, "PIPE"),
+    T(clpa_decode_spec, merge, "MERGE"),
 };
 static const clpa_tunable reduce_tunables[] = {
     T(clpa_reduce_spec, head_size, "HEAD_SIZE"),

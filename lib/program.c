@@ -166,13 +166,15 @@ static cl_program load_cached(clpa_context *ctx, const char *key, const char *op
   return prog;
 }
 
-/* The full option string: the lane path and the caller's options, in
- * canonical order (launch.c). */
+/* The full option string: the lane path, the caller's options and the
+ * OpenCL C version decode's in-launch merge needs (context.c's
+ * pick_merge), in canonical order (launch.c). */
 static char *full_options(const clpa_context *ctx, const char *options) {
-  size_t n = strlen(options) + 96;
+  const char *std = strstr(options, "-DCLPA_MERGE=1") ? ctx->merge_std : "";
+  size_t n = strlen(options) + strlen(std) + 96;
   char *s = malloc(n);
   if (!s) return NULL;
-  snprintf(s, n, "-DCLPA_LANES=%d %s", (int)ctx->lanes, options);
+  snprintf(s, n, "-DCLPA_LANES=%d %s %s", (int)ctx->lanes, std, options);
   char *c = clpa_options_canonical(s);
   free(s);
   return c;

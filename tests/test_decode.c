@@ -1004,9 +1004,24 @@ static void test_events(void) {
 
 int main(int argc, char **argv) {
   rng_seed_from_env();
+  /* v2's partitions merged by reduce.cl's kernel after the launch, as on
+   * devices without device-scope ordering (lib/context.c pick_merge),
+   * where the default run merges them in the launch (on PoCL and NVIDIA) */
+  const int merge_kernel = argc > 1 && strcmp(argv[1], "--merge-kernel") == 0;
+  if (merge_kernel) setenv("CLPA_DECODE_MERGE", "kernel", 1);
   ctx = test_context(0);
   int full = argc > 1 && strcmp(argv[1], "--full") == 0;
-  if (argc > 1 && strcmp(argv[1], "--mma") == 0) { /* the grid on the mma path alone */
+  if (merge_kernel) {
+    /* v2 cases of the grid: f32, e5m2 with ALiBi, bf16 head 256 with sinks
+     * and a window, 138 partitions, fp8 in 32-token chunks */
+    static const int picks[] = {1, 4, 8, 23, 25};
+    for (size_t i = 0; i < sizeof picks / sizeof *picks; i++) {
+      const dcase *c = &default_grid[picks[i]];
+      ok(c->variant == V2, "grid case %d is a v2 case", picks[i]);
+      run_case(c, CLPA_DECODE_PATH_LANES);
+      if (mma_applies(c)) run_case(c, CLPA_DECODE_PATH_MMA);
+    }
+  } else if (argc > 1 && strcmp(argv[1], "--mma") == 0) { /* the grid on the mma path alone */
     for (size_t i = 0; i < sizeof default_grid / sizeof *default_grid; i++)
       if (mma_applies(&default_grid[i])) run_case(&default_grid[i], CLPA_DECODE_PATH_MMA);
     test_codes(1);
