@@ -291,6 +291,22 @@ CLPA_API clpa_status clpa_context_tuning(const clpa_context *ctx, clpa_tuning *o
  * fp8 caches store value / k_scale (v_scale); other dtypes ignore scales.
  * Arithmetic is f32.
  *
+ * Precision, against the exact result (tests/test_decode.c holds every
+ * path to it against a double-precision reference): the lanes and rows
+ * paths, and f32 caches on the mma path (3xTF32, products within ~2^-21
+ * of f32's), compute in f32 from the query as given: errors of f32
+ * sums (test_decode.c: 1e-4 + 1e-4 |out| with values in [-2, 2]), then
+ * the output's own rounding (f16 2^-11, bf16 2^-8 relative). The mma
+ * path on f16, bf16 and fp8 caches rounds the query and the softmax
+ * weights to the cache's dtype (f16 for fp8), unit roundoff u = 2^-11 for
+ * f16 and 2^-8 for bf16: a logit moves by at most
+ * u * scale * sum_d |q_d k_d|, and the output by about twice the largest
+ * such move times max |v|, plus u * max |v| for the weights. So with a
+ * bf16 cache and large queries it can be off in the third digit, where
+ * lanes is not. precision = CLPA_PRECISION_F32 keeps the query as given:
+ * auto then takes no path that rounds it (vLLM's kernel rounds the
+ * weights as the mma path does).
+ *
  * Supported: head_size 32, 64, 80, 96, 112, 120, 128, 192, 256 (head_size a
  * multiple of x: fp8 excludes 120, as in vLLM); block_size 8, 16, 32;
  * num_heads % num_kv_heads == 0; query/out f32, f16 or bf16; contexts up
@@ -304,6 +320,14 @@ CLPA_API clpa_status clpa_context_tuning(const clpa_context *ctx, clpa_tuning *o
  * it (max_context_len, cached_lens + new tokens, q_offset + num_q) is
  * refused with CLPA_ERR_UNSUPPORTED and the field named. */
 #define CLPA_MAX_CONTEXT_LEN (1 << 30)
+
+/* How the query is taken by decode, prefill and cascade decode. */
+typedef enum clpa_precision {
+  CLPA_PRECISION_AUTO = 0, /* the fastest path: the tensor cores may round the query and the
+                              softmax weights to the cache's dtype (see "Precision" above) */
+  CLPA_PRECISION_F32 = 1   /* f32 products of the query as given: auto takes no path that rounds
+                              it, and such a path forced is refused (CLPA_ERR_UNSUPPORTED) */
+} clpa_precision;
 
 typedef enum clpa_decode_variant {
   CLPA_DECODE_AUTO = 0, /* the heuristic below */
@@ -383,6 +407,7 @@ typedef struct clpa_decode_params {
                                  tuning table's (clpa_context_tuning) */
   int32_t heads_per_group;    /* query heads per work-group (GQA packing); 0 = auto, else divides num_heads / num_kv_heads */
   clpa_decode_path path;      /* 0 = auto */
+  clpa_precision precision;   /* 0 = auto */
   /* Events: wait for these before starting; *event (if not NULL) receives
    * an event that completes with the last kernel; the caller releases it. */
   cl_uint num_wait_events;
@@ -511,6 +536,7 @@ typedef struct clpa_prefill_params {
    * mma. */
   clpa_prefill_path path;
   int32_t rows_per_group, keys_per_tile;
+  clpa_precision precision;       /* 0 = auto; as decode's (the mma path rounds the query and P) */
   /* Block-sparse prefill (XAttention's mask, clpa_xattn.h), or NULL: uint8
    * [num_seqs][num_heads][mask_q_blocks][mask_k_blocks] on the device;
    * query i of sequence s, head h, drops the keys j with mask[s][h]

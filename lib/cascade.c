@@ -81,6 +81,7 @@ static clpa_status prefix(clpa_context *ctx, const clpa_cascade_params *p, const
   pp.k_scale = d->k_scale, pp.v_scale = d->v_scale, pp.k_scale_buffer = d->k_scale_buffer;
   pp.v_scale_buffer = d->v_scale_buffer, pp.soft_cap = d->soft_cap, pp.q_stride = d->q_stride;
   pp.query = d->query, pp.block_tables = b[GROUP_TABLES], pp.out = b[PRE_OUT], pp.lse = b[PRE_LSE];
+  pp.precision = d->precision;
   clpa_prefill_path chosen = CLPA_PREFILL_AUTO;
   clpa_decode_path dpath = CLPA_DECODE_PATH_AUTO;
   clpa_status st = clpa_decode_choice(ctx, d, &dpath, NULL, NULL, NULL);

@@ -140,6 +140,8 @@ static clpa_status pick_path(clpa_context *ctx, const clpa_decode_params *p, dec
   const clpa_kv_layout *kv = &c->a.kv;
   CLPA_CTX_CHECK(ctx, (unsigned)p->path > CLPA_DECODE_PATH_ROWS, CLPA_ERR_INVALID_ARG,
                  "path = %d (0 auto, 1 lanes, 2 mma, 3 rows)", (int)p->path);
+  CLPA_CTX_CHECK(ctx, (unsigned)p->precision > CLPA_PRECISION_F32, CLPA_ERR_INVALID_ARG,
+                 "precision = %d (0 auto, 1 f32)", (int)p->precision);
   const int fp8 = clpa_dtype_size(kv->dtype) == 1;
   /* fp8 pairs become f16 pairs by cvt.rn.f16x2.e4m3x2 (sm_89 and later) on NVIDIA */
   const int fp8_ok = ctx->lanes != CLPA_LANES_NV_PTX || ctx->info.nv_compute_capability >= 89;
@@ -151,6 +153,11 @@ static clpa_status pick_path(clpa_context *ctx, const clpa_decode_params *p, dec
     clpa_status st = clpa_mma_check(ctx);
     if (st != CLPA_OK) return st;
   }
+  /* the tensor cores round the query and the weights, but for f32 caches (3xTF32) */
+  const int exact = p->precision != CLPA_PRECISION_F32 || f32;
+  CLPA_CTX_CHECK(ctx, p->path == CLPA_DECODE_PATH_MMA && !exact, CLPA_ERR_UNSUPPORTED,
+                 "path mma rounds the query to the %s cache's dtype, and precision is f32 (lanes"
+                 " and rows keep it)", clpa_dtype_name(kv->dtype));
   CLPA_CTX_CHECK(ctx, p->path == CLPA_DECODE_PATH_MMA && !fits, CLPA_ERR_UNSUPPORTED,
                  "path mma needs an f32, f16 or bf16 cache (or fp8 where the device converts it:"
                  " compute capability 8.9), a head size that is a multiple of 32 (fp8: 64, f32: 16)"
@@ -169,7 +176,7 @@ static clpa_status pick_path(clpa_context *ctx, const clpa_decode_params *p, dec
    * faster on most shapes: head 192, 32/8 16 x 4096 423.7 / 493.7 but 1 x 4096 46.9 / 39.3 and
    * MHA 16 x 4096 1594.7 / 1069.2; head 256 920.6 / 789.6, MHA 3546.2 / 1811.4 (notes/perf.md,
    * 2026-11-27 eighth session). */
-  const int auto_ok = !f32 || kv->head_size <= 128;
+  const int auto_ok = (!f32 || kv->head_size <= 128) && exact;
   c->mma = p->path == CLPA_DECODE_PATH_MMA ||
            (p->path == CLPA_DECODE_PATH_AUTO && fits && auto_ok && clpa_mma_native(ctx) == 1);
   c->rows = p->path == CLPA_DECODE_PATH_ROWS ||

@@ -149,6 +149,9 @@ static clpa_status pick_mma(clpa_context *ctx, const clpa_prefill_params *p,
   CLPA_CTX_CHECK(ctx, !mma_applies(kv), CLPA_ERR_UNSUPPORTED,
                  "path mma needs an f16 or bf16 cache and a head size that is a multiple of 16"
                  " (cache %s, head_size %d)", clpa_dtype_name(kv->dtype), kv->head_size);
+  CLPA_CTX_CHECK(ctx, p->precision == CLPA_PRECISION_F32, CLPA_ERR_UNSUPPORTED,
+                 "path mma rounds the query to the %s cache's dtype, and precision is f32 (tiles"
+                 " and rows keep it)", clpa_dtype_name(kv->dtype));
   CLPA_CTX_CHECK(ctx, p->rows_per_group != 0 && p->rows_per_group != 64 &&
                           p->rows_per_group != 128,
                  CLPA_ERR_INVALID_ARG, "rows_per_group = %d (the mma path: 0 = auto, 64 or 128)",
@@ -181,8 +184,11 @@ static clpa_status pick_tiles(clpa_context *ctx, const clpa_prefill_params *p,
   const uint64_t lmem = ctx->info.local_mem_bytes;
   CLPA_CTX_CHECK(ctx, (unsigned)p->path > CLPA_PREFILL_MMA, CLPA_ERR_INVALID_ARG,
                  "path = %d (0 auto, 1 tiles, 2 rows, 3 mma)", (int)p->path);
+  CLPA_CTX_CHECK(ctx, (unsigned)p->precision > CLPA_PRECISION_F32, CLPA_ERR_INVALID_ARG,
+                 "precision = %d (0 auto, 1 f32)", (int)p->precision);
   const clpa_tuning *tu = &ctx->tuning;
-  const int mma_auto = clpa_mma_native(ctx) == 1 && mma_applies(kv);
+  const int mma_auto = clpa_mma_native(ctx) == 1 && mma_applies(kv) &&
+                       p->precision != CLPA_PRECISION_F32;
   *path = p->path               ? (int)p->path
           : tu->prefill_path    ? tu->prefill_path
           : ctx->info.is_cpu    ? CLPA_PREFILL_ROWS

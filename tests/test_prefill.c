@@ -940,6 +940,9 @@ static void test_bad_args(void) {
   bad[n - 1].p.path = CLPA_PREFILL_MMA;
   BAD(path = CLPA_PREFILL_MMA, "f16 or bf16 cache", CLPA_ERR_UNSUPPORTED);
   bad[n - 1].p.kv.dtype = CLPA_DTYPE_FP8_E4M3; /* half the bytes: fits the buffers */
+  BAD(precision = (clpa_precision)-1, "precision = -1", CLPA_ERR_INVALID_ARG);
+  BAD(path = CLPA_PREFILL_MMA, "precision is f32", CLPA_ERR_UNSUPPORTED);
+  bad[n - 1].p.precision = CLPA_PRECISION_F32;
   BAD(block_mask = small, "mask_block = 0", CLPA_ERR_INVALID_ARG);
   BAD(block_mask = small, "mask_block = 96", CLPA_ERR_INVALID_ARG);
   bad[n - 1].p.mask_block = 96;
