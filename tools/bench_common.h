@@ -131,6 +131,7 @@ int bench_decode(int argc, char **argv);
 int bench_sweep(int argc, char **argv);
 int bench_prefill(int argc, char **argv);
 int bench_xattn(int argc, char **argv);
+int bench_linear(int argc, char **argv); /* with CLBlast (clpa-demo's linear layers) */
 int clpa_bench_radix(int argc, char **argv);
 int clpa_bench_kvman(int argc, char **argv);
 

@@ -35,6 +35,9 @@ static const char USAGE[] =
     "            manager: calls per second and hit rate (no device)\n"
     "  kvman     the KV manager's host work per decode step with an engine-like\n"
     "            driver: steps per second, us per step (no device)\n"
+    "  linear    clpa-demo's linear layers on a model's weight shapes: GB/s of\n"
+    "            weights read over the copy bandwidth, per engine and row count\n"
+    "            (built with CLBlast)\n"
     "\n"
     "options:\n"
     "  -h, --help     this text ('clpa-bench COMMAND --help': a command's options)\n"
@@ -52,6 +55,9 @@ int main(int argc, char **argv) {
   if (cmd && strcmp(cmd, "xattn") == 0) return bench_xattn(argc - 1, argv + 1);
   if (cmd && strcmp(cmd, "radix") == 0) return clpa_bench_radix(argc - 1, argv + 1);
   if (cmd && strcmp(cmd, "kvman") == 0) return clpa_bench_kvman(argc - 1, argv + 1);
+#ifdef CLPA_BENCH_CLBLAST
+  if (cmd && strcmp(cmd, "linear") == 0) return bench_linear(argc - 1, argv + 1);
+#endif
   if (cmd && (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0)) {
     fputs(USAGE, stdout);
     return 0;

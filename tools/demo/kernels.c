@@ -1,8 +1,8 @@
 /*
  * kernels.c — the demo model's own OpenCL C kernels, embedded as source
  * (model.c builds them on the clpa context's device): embedding gather,
- * f16 -> f32 weight expansion, RMSNorm, RoPE, SwiGLU's silu(gate) * up and
- * the greedy argmax. Attention is clpa's, GEMMs are CLBlast's.
+ * RMSNorm, RoPE, SwiGLU's silu(gate) * up and the greedy argmax. Attention
+ * is clpa's, the linear layers linear.h's.
  *
  * OpenCL C 1.2, f32 arithmetic; f16 weights are read with vload_half, so
  * no cl_khr_fp16 is needed. The source is split into pieces because ISO
@@ -26,12 +26,6 @@ const char *const demo_kernel_source[] = {
     "                             __global float *x, int hidden) {\n"
     "  size_t i = get_global_id(0), t = get_global_id(1);\n"
     "  x[t * hidden + i] = vload_half((size_t)tok[t] * hidden + i, E);\n"
-    "}\n"
-    "\n"
-    "/* out [n] = (float)in [n] (exact)   grid (n) */\n"
-    "__kernel void demo_f16_to_f32(__global const half *in, __global float *out) {\n"
-    "  size_t i = get_global_id(0);\n"
-    "  out[i] = vload_half(i, in);\n"
     "}\n"
     "\n",
     /* ---------------------------------------------------------------- */

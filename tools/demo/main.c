@@ -26,6 +26,7 @@ typedef struct demo_args {
   uint64_t seed;
   clpa_dtype kv_dtype, weight_dtype;
   int no_prefix_cache, check, json;
+  demo_linear_engine linear;
 } demo_args;
 
 static const char *parse_text(const char *text, void *value) {
@@ -54,11 +55,20 @@ static const char *parse_dtype(const char *text, void *value) {
   return NULL;
 }
 
+static const char *parse_linear(const char *text, void *value) {
+  demo_linear_engine *e = value;
+  if (strcmp(text, "auto") == 0) *e = DEMO_LINEAR_AUTO;
+  else if (strcmp(text, "stream") == 0) *e = DEMO_LINEAR_STREAM;
+  else if (strcmp(text, "clblast") == 0) *e = DEMO_LINEAR_CLBLAST;
+  else return "auto, stream or clblast";
+  return NULL;
+}
+
 static const cli_cmd *g_cmd;
 
 static int parse(int argc, char **argv, demo_args *a) {
   *a = (demo_args){"tiny", NULL, NULL, "lpm", NULL, 24, 16, 32, 0, 16, 16, 512, 24, 64, 1,
-                   CLPA_DTYPE_F16, CLPA_DTYPE_F32, 0, 0, 0};
+                   CLPA_DTYPE_F16, CLPA_DTYPE_F32, 0, 0, 0, DEMO_LINEAR_AUTO};
   const cli_opt opts[] = {
       {"preset", CLI_WORD, &a->preset, 0, 0, "NAME",
        "random-weight model: tiny (CPU, seconds) or\nllama-1b (Llama-3.2-1B's shape, for GPUs)",
@@ -93,6 +103,9 @@ static int parse(int argc, char **argv, demo_args *a) {
        parse_dtype},
       {"weight-dtype", CLI_WORD, &a->weight_dtype, 0, 0, "NAME", "weight dtype: f32 or f16",
        "f32", parse_dtype},
+      {"linear", CLI_WORD, &a->linear, 0, 0, "NAME",
+       "the linear layers' engine: auto (the device's\ntable by rows), stream (the weight-streaming\n"
+       "kernel) or clblast (CLBlast's SGEMM)", "auto", parse_linear},
       {"max-running", CLI_INT, &a->max_running, 1, 4096, "N", "requests decoding at once", NULL,
        NULL},
       {"token-budget", CLI_INT, &a->token_budget, 16, 1 << 20, "N",
@@ -112,7 +125,7 @@ static int parse(int argc, char **argv, demo_args *a) {
       "clpa-demo",
       "A small LLM engine on OpenCL: continuous batching over clpa's KV manager, a\n"
       "paged KV cache with radix prefix sharing, clpa attention (prefill with prefix\n"
-      "hits, decode), CLBlast GEMMs. Serves a seeded synthetic workload (shared\n"
+      "hits, decode), its own linear-layer kernels or CLBlast. Serves a seeded synthetic workload (shared\n"
       "system prompts, few-shot groups, multi-turn chats, unique prompts) and prints\n"
       "a summary.",
       opts,
@@ -224,6 +237,7 @@ int main(int argc, char **argv) {
       goto out;
     }
   }
+  demo_model_set_linear(m, a.linear);
   demo_workload_config wc;
   demo_workload_config_init(&wc, a.requests, mc.vocab);
   wc.output_min = a.output_min, wc.output_max = a.output_max, wc.seed = a.seed;

@@ -20,52 +20,12 @@
 #include "model.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "kernels.h"
 #include "model_internal.h"
-
-/* ---------------------------------------------------------------------
- * Errors: one message, kept for demo_last_error()
- * ------------------------------------------------------------------- */
-
-static char demo_err[2048];
-
-const char *demo_last_error(void) { return demo_err; }
-
-clpa_status demo_model_fail(clpa_status st, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(demo_err, sizeof demo_err, fmt, ap);
-  va_end(ap);
-  return st;
-}
-
-clpa_status demo_cl_status(cl_int e) {
-  switch (e) {
-  case CL_MEM_OBJECT_ALLOCATION_FAILURE: return CLPA_ERR_DEVICE_MEMORY;
-  case CL_OUT_OF_RESOURCES: return CLPA_ERR_OUT_OF_RESOURCES;
-  case CL_OUT_OF_HOST_MEMORY: return CLPA_ERR_OUT_OF_MEMORY;
-  case CL_BUILD_PROGRAM_FAILURE: return CLPA_ERR_BUILD;
-  default: return CLPA_ERR_OPENCL;
-  }
-}
-
-/* An OpenCL result: CLPA_OK, or the mapped status with `what` and the error. */
-clpa_status demo_cl_check(cl_int e, const char *what) {
-  return e == CL_SUCCESS ? CLPA_OK
-                         : demo_model_fail(demo_cl_status(e), "%s: OpenCL error %d", what, (int)e);
-}
-
-/* A clpa result: its message, prefixed with where the demo called it. */
-clpa_status demo_clpa_check(clpa_status st, const char *what, int32_t layer) {
-  if (st == CLPA_OK) return CLPA_OK;
-  return demo_model_fail(st, "%s (layer %d): %s: %s", what, (int)layer, clpa_status_name(st),
-                         clpa_last_error());
-}
 
 /* ---------------------------------------------------------------------
  * Presets
@@ -95,10 +55,14 @@ int demo_config_preset(const char *name, demo_config *out) {
 
 const demo_config *demo_model_config(const demo_model *m) { return &m->cfg; }
 const demo_host_weights *demo_model_host(const demo_model *m) { return &m->hw; }
+void demo_model_set_linear(demo_model *m, demo_linear_engine e) { m->engine = e; }
+demo_linear_engine demo_model_linear_for(const demo_model *m, int32_t rows) {
+  return m->engine != DEMO_LINEAR_AUTO ? m->engine : demo_linear_pick(m->lin, rows, m->cfg.hidden, m->wdtype);
+}
 
 const char *const demo_kernel_names[K_COUNT] = {
-    "demo_embed_f32",    "demo_embed_f16", "demo_f16_to_f32", "demo_rmsnorm",
-    "demo_rmsnorm_rows", "demo_rope",      "demo_silu_mul",   "demo_argmax"};
+    "demo_embed_f32", "demo_embed_f16", "demo_rmsnorm", "demo_rmsnorm_rows",
+    "demo_rope",      "demo_silu_mul",  "demo_argmax"};
 
 void demo_release_mem(cl_mem *b) {
   if (*b) clReleaseMemObject(*b);
@@ -113,7 +77,7 @@ void demo_model_destroy(demo_model *m) {
   demo_release_mem(&m->d_final_norm);
   demo_release_mem(&m->d_lm_head);
   demo_release_mem(&m->d_rope);
-  demo_release_mem(&m->d_wscratch);
+  demo_linear_destroy(m->lin);
   for (int32_t l = 0; m->dl && l < m->cfg.layers; l++) {
     dev_layer *d = &m->dl[l];
     demo_release_mem(&d->attn_norm), demo_release_mem(&d->ffn_norm), demo_release_mem(&d->wqkv);
@@ -266,6 +230,7 @@ static clpa_status model_new(clpa_context *ctx, const demo_config *cfg, clpa_dty
     return demo_model_fail(CLPA_ERR_OUT_OF_MEMORY, "demo_model: out of memory");
   }
   clpa_status st = build_kernels(m);
+  if (st == CLPA_OK) st = demo_linear_create(m->clctx, m->dev, m->queue, NULL, &m->lin);
   if (st != CLPA_OK) {
     demo_model_destroy(m);
     return st;
@@ -279,7 +244,6 @@ static clpa_status upload_all(demo_model *m) {
   const demo_config *c = &m->cfg;
   const size_t H = (size_t)c->hidden, qd = (size_t)c->heads * c->head_size;
   clpa_status st;
-  size_t biggest = 0;
   TRY(upload(m, m->h_embed, (size_t)c->vocab * H, m->wdtype, &m->d_embed));
   if (m->h_lm_head != m->h_embed) {
     TRY(upload(m, m->h_lm_head, (size_t)c->vocab * H, m->wdtype, &m->d_lm_head));
@@ -298,15 +262,6 @@ static clpa_status upload_all(demo_model *m) {
     TRY(upload(m, h->wdown, H * c->ffn, m->wdtype, &d->wdown));
   }
   TRY(upload_rope(m));
-  if (m->wdtype == CLPA_DTYPE_F16) {
-    size_t sizes[] = {(size_t)c->vocab * H, (size_t)m->qkv_dim * H, H * qd,
-                      2 * (size_t)c->ffn * H, H * c->ffn};
-    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++)
-      if (sizes[i] > biggest) biggest = sizes[i];
-    cl_int e;
-    m->d_wscratch = clCreateBuffer(m->clctx, CL_MEM_READ_WRITE, biggest * sizeof(float), NULL, &e);
-    TRY(demo_cl_check(e, "clCreateBuffer (f16 weight scratch)"));
-  }
 out:
   return st;
 }

@@ -22,6 +22,8 @@
 #include <stdint.h>
 
 #include "clpa.h"
+#include "error.h"
+#include "linear.h"
 
 typedef struct demo_config {
   int32_t vocab, hidden, layers, heads, kv_heads, head_size, ffn;
@@ -49,6 +51,12 @@ clpa_status demo_model_create_gguf(clpa_context *ctx, const struct demo_gguf *g,
                                    clpa_dtype weight_dtype, demo_model **out);
 void demo_model_destroy(demo_model *m);
 const demo_config *demo_model_config(const demo_model *m);
+/* The linear layers' engine: DEMO_LINEAR_AUTO (the device's table, the
+ * default) or one forced for every call (linear.h). */
+void demo_model_set_linear(demo_model *m, demo_linear_engine e);
+/* The engine a step of `rows` new tokens runs its linear layers on (the
+ * LM head's rows are the step's sequences). */
+demo_linear_engine demo_model_linear_for(const demo_model *m, int32_t rows);
 
 /* The host copy of the weights (floats, row-major [out][in] like the
  * device's), for the reference engine. */
@@ -98,9 +106,8 @@ typedef struct demo_times {
   double attention_s, gemm_s, other_s;
 } demo_times;
 
-/* The message of the demo's last failed call (model.c): what failed and
- * why, with clpa's message when a clpa call failed. "" if none. */
-const char *demo_last_error(void);
+/* demo_last_error() (error.h) says why a call failed, with clpa's
+ * message when a clpa call failed. */
 
 /* Runs one engine step. next_tokens[s] = the argmax of sequence s's last
  * token's logits; logits (if not NULL) gets those rows, [num_seqs][vocab].

@@ -34,7 +34,5 @@ clpa_status demo_model_begin(clpa_context *ctx, const demo_config *cfg, clpa_dty
                              demo_weight_slots *slots);
 /* Rounds and uploads; *out = m, or m is destroyed and the error returned. */
 clpa_status demo_model_finish(demo_model *m, demo_model **out);
-/* Records demo_last_error()'s message and returns st. */
-clpa_status demo_model_fail(clpa_status st, const char *fmt, ...);
 
 #endif

@@ -6,11 +6,12 @@
 #ifndef CLPA_DEMO_MODEL_INTERNAL_H
 #define CLPA_DEMO_MODEL_INTERNAL_H
 
+#include "linear.h"
 #include "model_build.h"
 
 /* The demo's own kernels (kernels.c), by index. */
-enum { K_EMBED_F32, K_EMBED_F16, K_F16_TO_F32, K_RMSNORM, K_RMSNORM_ROWS, K_ROPE, K_SILU_MUL,
-       K_ARGMAX, K_COUNT };
+enum { K_EMBED_F32, K_EMBED_F16, K_RMSNORM, K_RMSNORM_ROWS, K_ROPE, K_SILU_MUL, K_ARGMAX,
+       K_COUNT };
 extern const char *const demo_kernel_names[K_COUNT]; /* model.c */
 #define DEMO_WG 64 /* kernels.c's row work-group */
 
@@ -48,7 +49,8 @@ struct demo_model {
 
   cl_mem d_embed, d_final_norm, d_lm_head, d_rope;
   dev_layer *dl;
-  cl_mem d_wscratch; /* f32 expansion of one f16 weight */
+  demo_linear *lin;          /* the linear layers' engines (linear.h) */
+  demo_linear_engine engine; /* AUTO: the device's table; else forced (demo_model_set_linear) */
 
   /* per-step buffers, grown on demand */
   int32_t cap_t, cap_s, cap_bt;
@@ -59,15 +61,6 @@ struct demo_model {
   timed_event *ev;
   int n_ev, cap_ev;
 };
-
-/* Errors (model.c): each records demo_last_error()'s message and returns a
- * status (demo_model_fail, in model_build.h, is the general one). */
-/* An OpenCL error as a clpa status. */
-clpa_status demo_cl_status(cl_int e);
-/* An OpenCL result: CLPA_OK, or the mapped status with `what` and the error. */
-clpa_status demo_cl_check(cl_int e, const char *what);
-/* A clpa result: its message, prefixed with where the demo called it. */
-clpa_status demo_clpa_check(clpa_status st, const char *what, int32_t layer);
 
 /* Releases *b (if any) and sets it to NULL (model.c). */
 void demo_release_mem(cl_mem *b);

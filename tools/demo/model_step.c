@@ -5,11 +5,9 @@
  * writes and attention through clpa, the LM head and argmax) and the
  * step's timing by profiling events.
  *
- * GEMMs are CLBlast's row-major Sgemm, C [T, out] = A [T, in] . W^T; the
- * output projection and the down projection accumulate into x (beta = 1),
- * which is the residual add. f16 weights are expanded into an f32 scratch
- * buffer right before their GEMM (the device has no cl_khr_fp16, and
- * CLBlast's Hgemm needs it); that expansion is exact.
+ * The linear layers are linear.h's, C [T, out] = A [T, in] . W^T by the
+ * engine the device's table picks for T rows; the output projection and
+ * the down projection accumulate into x, which is the residual add.
  *
  * Every command goes on the clpa context's in-order queue; the step waits
  * once, at its end.
@@ -19,8 +17,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-
-#include <clblast_c.h>
 
 #include "model_internal.h"
 
@@ -201,27 +197,12 @@ static clpa_status launch_as(demo_model *m, int kind, int k, cl_uint dims, const
 #define ARG(v) sizeof(v), (const void *)&(v)
 #define launch(m, ...) launch_as(m, TIME_OTHER, __VA_ARGS__)
 
-/* C [rows, n] = A [rows, k] . W^T (W [n, k] in the weight dtype) + beta C. */
+/* C [rows, n] = A [rows, k] . W^T (W [n, k] in the weight dtype), or C += that. */
 static clpa_status gemm(demo_model *m, cl_mem A, cl_mem W, cl_mem C, int32_t rows, int32_t n,
-                        int32_t k, float beta) {
+                        int32_t k, int accumulate) {
   if (!rows) return CLPA_OK;
-  cl_mem w = W;
-  if (m->wdtype == CLPA_DTYPE_F16) {
-    size_t count = (size_t)n * k;
-    clpa_status st =
-        launch_as(m, TIME_GEMM, K_F16_TO_F32, 1, &count, NULL, 2, ARG(W), ARG(m->d_wscratch));
-    if (st != CLPA_OK) return st;
-    w = m->d_wscratch;
-  }
-  CLBlastStatusCode e = CLBlastSgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo,
-                                     CLBlastTransposeYes, (size_t)rows, (size_t)n, (size_t)k, 1.0f,
-                                     A, 0, (size_t)k, w, 0, (size_t)k, beta, C, 0, (size_t)n,
-                                     &m->queue, next_event(m, TIME_GEMM));
-  if (e != CLBlastSuccess)
-    return demo_model_fail(
-        e == CLBlastOpenCLOutOfResources ? CLPA_ERR_OUT_OF_RESOURCES : CLPA_ERR_OPENCL,
-        "CLBlastSgemm(%d x %d x %d): CLBlast status %d", (int)rows, (int)n, (int)k, (int)e);
-  return CLPA_OK;
+  return demo_linear_run(m->lin, m->engine, m->wdtype, A, W, C, rows, n, k, accumulate,
+                         next_event(m, TIME_GEMM));
 }
 
 static clpa_status rmsnorm(demo_model *m, cl_mem x, cl_mem w, cl_mem y, int32_t rows) {
@@ -308,7 +289,7 @@ static clpa_status layer(demo_model *m, clpa_cache *cache, const demo_batch *b, 
   const int32_t qd = c->heads * c->head_size, hd = c->head_size;
   clpa_status st;
   TRY(rmsnorm(m, m->x, d->attn_norm, m->xn, T));
-  TRY(gemm(m, m->xn, d->wqkv, m->qkv, T, m->qkv_dim, c->hidden, 0.0f));
+  TRY(gemm(m, m->xn, d->wqkv, m->qkv, T, m->qkv_dim, c->hidden, 0));
   size_t rg[3] = {(size_t)hd / 2, (size_t)(c->heads + c->kv_heads), (size_t)T};
   TRY(launch(m, K_ROPE, 3, rg, NULL, 5, ARG(m->qkv), ARG(m->positions), ARG(m->d_rope),
              ARG(m->qkv_dim), ARG(hd)));
@@ -324,12 +305,12 @@ static clpa_status layer(demo_model *m, clpa_cache *cache, const demo_batch *b, 
   TRY(demo_clpa_check(clpa_reshape_and_cache(m->ctx, &rc), "clpa_reshape_and_cache", l));
   TRY(attention(m, cache, b, l, max_ctx));
 
-  TRY(gemm(m, m->attn, d->wo, m->x, T, c->hidden, qd, 1.0f));
+  TRY(gemm(m, m->attn, d->wo, m->x, T, c->hidden, qd, 1));
   TRY(rmsnorm(m, m->x, d->ffn_norm, m->xn, T));
-  TRY(gemm(m, m->xn, d->wgu, m->gu, T, 2 * c->ffn, c->hidden, 0.0f));
+  TRY(gemm(m, m->xn, d->wgu, m->gu, T, 2 * c->ffn, c->hidden, 0));
   size_t sg[2] = {(size_t)c->ffn, (size_t)T};
   TRY(launch(m, K_SILU_MUL, 2, sg, NULL, 3, ARG(m->gu), ARG(m->act), ARG(c->ffn)));
-  TRY(gemm(m, m->act, d->wdown, m->x, T, c->hidden, c->ffn, 1.0f));
+  TRY(gemm(m, m->act, d->wdown, m->x, T, c->hidden, c->ffn, 1));
 out:
   return st;
 }
@@ -383,7 +364,7 @@ clpa_status demo_model_forward(demo_model *m, clpa_cache *cache, const demo_batc
   size_t ng = (size_t)S * DEMO_WG, nl = DEMO_WG;
   TRY(launch(m, K_RMSNORM_ROWS, 1, &ng, &nl, 6, ARG(m->x), ARG(m->last_rows), ARG(m->d_final_norm),
              ARG(m->xl), ARG(c->hidden), ARG(c->norm_eps)));
-  TRY(gemm(m, m->xl, m->d_lm_head, m->logits, S, c->vocab, c->hidden, 0.0f));
+  TRY(gemm(m, m->xl, m->d_lm_head, m->logits, S, c->vocab, c->hidden, 0));
   TRY(launch(m, K_ARGMAX, 1, &ng, &nl, 3, ARG(m->logits), ARG(c->vocab), ARG(m->next)));
   TRY(demo_cl_check(clEnqueueReadBuffer(m->queue, m->next, CL_FALSE, 0, (size_t)S * 4, next_tokens,
                                         0, NULL, next_event(m, TIME_OTHER)),

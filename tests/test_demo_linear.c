@@ -1,0 +1,179 @@
+/*
+ * clpa-demo's linear layers (tools/demo/linear.h): both engines against a
+ * double-precision reference on fresh random inputs, for f32, f16 and bf16
+ * weights, row counts on and off the streaming kernel's row blocks (1, 3,
+ * 4, 5, 16, 17, 40), column counts off its column groups, with and without
+ * accumulating into C; outputs poisoned (NaN) first: with the device's
+ * table entry and with two forced shapes (the GPUs' lanes splitting k and
+ * meeting in local memory, and an odd one), so that every form of the
+ * kernel runs on every device. Then the table's pick and the refusals.
+ *
+ * Tolerance: any order of f32 sums of k products is within k u sum |a w|
+ * of the exact dot (u = 2^-24), as the weights are exact in f32; the test
+ * allows that bound (plus u |C| when accumulating).
+ */
+#include <stdio.h>
+
+#include "cl_util.h"
+#include "linear.h"
+#include "model.h"
+
+static clpa_context *ctx;
+
+static uint16_t bf16_of(float x) { /* round to nearest even */
+  uint32_t u;
+  memcpy(&u, &x, 4);
+  return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+static float f32_of_bf16(uint16_t h) {
+  uint32_t u = (uint32_t)h << 16;
+  float x;
+  memcpy(&x, &u, 4);
+  return x;
+}
+
+/* Weights n x k in dtype dt: the stored bytes and the floats they hold. */
+static void *make_weights(clpa_dtype dt, int32_t n, int32_t k, float *exact) {
+  const size_t count = (size_t)n * (size_t)k;
+  void *w = malloc(count * clpa_dtype_size(dt));
+  for (size_t i = 0; i < count; i++) exact[i] = (float)rng_uniform(-1, 1);
+  if (dt == CLPA_DTYPE_F32) {
+    memcpy(w, exact, count * 4);
+  } else if (dt == CLPA_DTYPE_F16) {
+    clpa_dtype_encode(dt, exact, w, count, 1.0f);
+    clpa_dtype_decode(dt, w, exact, count, 1.0f);
+  } else {
+    uint16_t *b = w;
+    for (size_t i = 0; i < count; i++) b[i] = bf16_of(exact[i]), exact[i] = f32_of_bf16(b[i]);
+  }
+  return w;
+}
+
+static int run_case(demo_linear *l, demo_linear_engine e, clpa_dtype dt, int32_t rows, int32_t n,
+                    int32_t k, int accumulate) {
+  const size_t an = (size_t)rows * k, cn = (size_t)rows * n, wn = (size_t)n * k;
+  float *a = malloc(sizeof(float) * (an ? an : 1)), *wf = malloc(sizeof(float) * wn);
+  float *c0 = malloc(sizeof(float) * (cn ? cn : 1)), *got = malloc(sizeof(float) * (cn ? cn : 1));
+  for (size_t i = 0; i < an; i++) a[i] = (float)rng_uniform(-2, 2);
+  for (size_t i = 0; i < cn; i++) c0[i] = (float)rng_uniform(-4, 4);
+  void *w = make_weights(dt, n, k, wf);
+  cl_mem A = test_buffer(ctx, a, sizeof(float) * an), W = test_buffer(ctx, w, wn * clpa_dtype_size(dt));
+  cl_mem C = accumulate ? test_buffer(ctx, c0, sizeof(float) * cn) : test_buffer(ctx, NULL, sizeof(float) * cn);
+  if (!accumulate) test_poison(ctx, C, sizeof(float) * cn);
+  const clpa_status st = demo_linear_run(l, e, dt, A, W, C, rows, n, k, accumulate, NULL);
+  int good = ok(st == CLPA_OK, "%s, %s weights, %d x %d x %d%s: %s", demo_linear_engine_name(e),
+                clpa_dtype_name(dt), (int)rows, (int)n, (int)k, accumulate ? ", accumulating" : "",
+                st == CLPA_OK ? "ran" : demo_last_error());
+  test_read(ctx, C, got, sizeof(float) * cn);
+  double worst = 0;
+  size_t at = 0;
+  for (int32_t r = 0; r < rows; r++)
+    for (int32_t j = 0; j < n; j++) {
+      double dot = 0, mag = 0;
+      for (int32_t i = 0; i < k; i++) {
+        const double p = (double)a[(size_t)r * k + i] * wf[(size_t)j * k + i];
+        dot += p, mag += fabs(p);
+      }
+      const size_t o = (size_t)r * n + j;
+      const double want = accumulate ? c0[o] + dot : dot;
+      const double bound = (double)k * 0x1p-24 * mag + (accumulate ? 0x1p-24 * fabs(want) : 0) + 1e-30;
+      const double ratio = isfinite(got[o]) ? fabs(got[o] - want) / bound : INFINITY;
+      if (!(ratio <= worst)) worst = ratio, at = o;
+    }
+  good &= ok(worst <= 1.0, "  within k u sum|a w| (worst %.3g of it)", worst);
+  if (worst > 1.0) diag("worst element row %zu col %zu: got %.9g", at / (size_t)n, at % (size_t)n, got[at]);
+  clReleaseMemObject(A), clReleaseMemObject(W), clReleaseMemObject(C);
+  free(a), free(wf), free(c0), free(got), free(w);
+  return good;
+}
+
+static demo_linear *create(const demo_linear_tuning *t) {
+  demo_linear *l;
+  if (demo_linear_create(clpa_context_cl_context(ctx), clpa_context_cl_device(ctx),
+                         clpa_context_cl_queue(ctx), t, &l) != CLPA_OK) {
+    printf("not ok - demo_linear_create: %s\n", demo_last_error());
+    exit(1);
+  }
+  return l;
+}
+
+/* The streaming kernel in shape t (NULL: the table's) over every dtype and row count. */
+static const clpa_dtype dts[] = {CLPA_DTYPE_F32, CLPA_DTYPE_F16, CLPA_DTYPE_BF16};
+
+static void stream_grid(const demo_linear_tuning *t) {
+  demo_linear *l = create(t);
+  t = demo_linear_tuning_of(l);
+  diag("streaming kernel, %s: lanes %d, groups %d, nc %d", t->match, (int)t->lanes,
+       (int)t->groups, (int)t->nc);
+  const int32_t rows[] = {1, 3, 4, 5, 16, 17, 40};
+  for (size_t d = 0; d < 3; d++)
+    for (size_t r = 0; r < sizeof rows / sizeof *rows; r++) {
+      const int32_t n = 37 + (int32_t)rng_below(90), k = 8 * (1 + (int32_t)rng_below(80));
+      run_case(l, DEMO_LINEAR_STREAM, dts[d], rows[r], n, k, (int)(r % 2));
+    }
+  demo_linear_destroy(l);
+}
+
+int main(void) {
+  rng_seed_from_env();
+  ctx = test_context(0);
+  const demo_linear_tuning gpu = {"forced: lanes split k", 64, 16, 8, 4, 0, 0};
+  const demo_linear_tuning odd = {"forced: odd shape", 64, 4, 3, 3, 0, 0};
+  stream_grid(NULL);
+  stream_grid(&gpu);
+  stream_grid(&odd);
+  demo_linear *l = create(NULL);
+  clpa_device_info info;
+  clpa_context_device_info(ctx, &info);
+  const int nvidia = strstr(info.vendor, "NVIDIA") != NULL;
+  if (nvidia) { /* the tensor-core kernel: every row block, several blocks, k in chunks of 32 */
+    const int32_t rows[] = {1, 7, 8, 9, 16, 31, 64, 65, 130};
+    for (size_t d = 1; d < 3; d++)
+      for (size_t r = 0; r < sizeof rows / sizeof *rows; r++) {
+        const int32_t n = 20 + (int32_t)rng_below(200), k = 32 * (1 + (int32_t)rng_below(40));
+        run_case(l, DEMO_LINEAR_MMA, dts[d], rows[r], n, k, (int)(r % 2));
+      }
+  } else {
+    cl_mem b = test_buffer(ctx, NULL, 4096);
+    ok(demo_linear_run(l, DEMO_LINEAR_MMA, CLPA_DTYPE_F16, b, b, b, 2, 4, 32, 0, NULL) ==
+               CLPA_ERR_INVALID_ARG && strstr(demo_last_error(), "NVIDIA"),
+       "the tensor-core kernel refused off NVIDIA: %s", demo_last_error());
+    clReleaseMemObject(b);
+  }
+  const demo_linear_tuning bad = {"forced: bad", 64, 16, 128, 4, 0, 0};
+  demo_linear *nope = NULL;
+  ok(demo_linear_create(clpa_context_cl_context(ctx), clpa_context_cl_device(ctx),
+                        clpa_context_cl_queue(ctx), &bad, &nope) == CLPA_ERR_INVALID_ARG && !nope,
+     "a work-group of 2048 refused: %s", demo_last_error());
+  for (size_t d = 0; d < 3; d++) {
+    run_case(l, DEMO_LINEAR_CLBLAST, dts[d], 33, 70, 200, 0);
+    run_case(l, DEMO_LINEAR_CLBLAST, dts[d], 2, 45, 96, 1);
+  }
+  run_case(l, DEMO_LINEAR_AUTO, CLPA_DTYPE_F16, 3, 300, 1024, 1); /* a longer k */
+  const demo_linear_tuning rule = {"forced: the rule", 16, 16, 8, 4, 64, 8};
+  demo_linear *lr = create(&rule);
+  const clpa_dtype F16 = CLPA_DTYPE_F16, F32 = CLPA_DTYPE_F32;
+  ok(demo_linear_pick(lr, 16, 64, F32) == DEMO_LINEAR_STREAM &&
+         demo_linear_pick(lr, 17, 64, F32) == DEMO_LINEAR_CLBLAST &&
+         demo_linear_pick(lr, 1, 60, F32) == DEMO_LINEAR_CLBLAST &&
+         demo_linear_pick(lr, 64, 64, F16) == (nvidia ? DEMO_LINEAR_MMA : DEMO_LINEAR_CLBLAST) &&
+         demo_linear_pick(lr, 64, 64, F32) == DEMO_LINEAR_CLBLAST &&
+         demo_linear_pick(lr, 17, 48, F16) == DEMO_LINEAR_CLBLAST &&
+         demo_linear_pick(lr, 65, 64, F16) == DEMO_LINEAR_CLBLAST &&
+         demo_linear_pick(lr, 16, 48, F16) == DEMO_LINEAR_STREAM,
+     "the pick: stream up to 16 rows (k a multiple of 8), then mma up to 64 on NVIDIA (k a"
+     " multiple of 32, f16 or bf16), else clblast");
+  demo_linear_destroy(lr);
+  cl_mem b = test_buffer(ctx, NULL, 4096);
+  ok(demo_linear_run(l, DEMO_LINEAR_STREAM, CLPA_DTYPE_F16, b, b, b, 2, 4, 12, 0, NULL) ==
+             CLPA_ERR_INVALID_ARG && strstr(demo_last_error(), "multiple of 8"),
+     "stream with k 12 refused: %s", demo_last_error());
+  ok(demo_linear_run(l, DEMO_LINEAR_AUTO, CLPA_DTYPE_FP8_E4M3, b, b, b, 2, 4, 16, 0, NULL) ==
+             CLPA_ERR_INVALID_ARG && strstr(demo_last_error(), "fp8_e4m3"),
+     "fp8 weights refused: %s", demo_last_error());
+  ok(demo_linear_run(l, DEMO_LINEAR_AUTO, CLPA_DTYPE_F16, b, b, b, -1, 4, 16, 0, NULL) ==
+             CLPA_ERR_INVALID_ARG, "rows -1 refused: %s", demo_last_error());
+  clReleaseMemObject(b);
+  demo_linear_destroy(l);
+  return test_context_done(ctx);
+}

@@ -1,0 +1,258 @@
+/*
+ * bench_linear.c — clpa-bench linear: clpa-demo's linear layers
+ * (tools/demo/linear.h) on the model's weight shapes: time per call, the
+ * weight bytes read as GB/s over the copy bandwidth measured in the same
+ * run, and FLOP/s over the f32 FMA peak, per engine and row count; then a
+ * decode step's layers summed (every layer's projections and the LM head).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench_common.h"
+#include "demo/error.h"
+#include "demo/linear.h"
+
+#define MAX_ROWS_LIST 16
+
+typedef struct rows_list {
+  int32_t n, v[MAX_ROWS_LIST];
+} rows_list;
+
+typedef struct linear_args {
+  const char *model;
+  clpa_dtype dtype;
+  rows_list rows;
+  const char *engine;
+  int32_t lanes, groups, nc, mwarps;
+  int json, cold, hot;
+  int32_t repeats;
+} linear_args;
+
+static const char *parse_rows(const char *text, void *value) {
+  rows_list *r = value;
+  r->n = 0;
+  for (const char *p = text; *p;) {
+    char *end;
+    long v = strtol(p, &end, 10);
+    if (end == p || v < 1 || v > 65536 || r->n == MAX_ROWS_LIST) return "up to 16 counts in 1..65536, comma-separated";
+    r->v[r->n++] = (int32_t)v;
+    p = *end == ',' ? end + 1 : end;
+    if (*end && *end != ',') return "up to 16 counts in 1..65536, comma-separated";
+  }
+  return r->n ? NULL : "up to 16 counts in 1..65536, comma-separated";
+}
+
+static const char *parse_word(const char *text, void *value) {
+  *(const char **)value = text;
+  return NULL;
+}
+
+/* A model's linear layers: the weight [n, k] and how many a decode step runs. */
+typedef struct lin_shape {
+  const char *what;
+  int32_t n, k, per_step;
+} lin_shape;
+
+static int model_shapes(const char *model, lin_shape *s) {
+  /* hidden, ffn, heads, kv_heads, head_size, vocab, layers (tools/demo/model.c's presets) */
+  int32_t H, F, qh, kvh, hd, V, L;
+  if (strcmp(model, "llama-1b") == 0)
+    H = 2048, F = 8192, qh = 32, kvh = 8, hd = 64, V = 128256, L = 16;
+  else if (strcmp(model, "tiny") == 0)
+    H = 128, F = 256, qh = 4, kvh = 2, hd = 32, V = 512, L = 4;
+  else
+    return 0;
+  s[0] = (lin_shape){"qkv", (qh + 2 * kvh) * hd, H, L};
+  s[1] = (lin_shape){"o", H, qh * hd, L};
+  s[2] = (lin_shape){"gate_up", 2 * F, H, L};
+  s[3] = (lin_shape){"down", H, F, L};
+  s[4] = (lin_shape){"lm_head", V, H, 1};
+  return 5;
+}
+
+typedef struct call {
+  demo_linear *l;
+  demo_linear_engine engine;
+  clpa_dtype dtype;
+  cl_mem A, W, C;
+  int32_t rows, n, k;
+} call;
+
+static clpa_status one_call(clpa_context *ctx, const void *arg, cl_event *event) {
+  (void)ctx;
+  const call *c = arg;
+  return demo_linear_run(c->l, c->engine, c->dtype, c->A, c->W, c->C, c->rows, c->n, c->k, 0, event);
+}
+
+int bench_linear(int argc, char **argv) {
+  linear_args a = {"llama-1b", CLPA_DTYPE_F16, {5, {1, 4, 16, 64, 256}}, "all", 0, 0, 0, 8, 0, 0, 0, 30};
+  const cli_opt opts[] = {
+      {"model", CLI_WORD, &a.model, 0, 0, "NAME", "the weight shapes: llama-1b or tiny", "llama-1b",
+       parse_word},
+      {"dtype", CLI_WORD, &a.dtype, 0, 0, "NAME", "weight dtype: f32, f16 or bf16", "f16",
+       bench_parse_dtype},
+      {"rows", CLI_WORD, &a.rows, 0, 0, "LIST", "rows of A (tokens of a step), comma-separated",
+       "1,4,16,64,256", parse_rows},
+      {"engine", CLI_WORD, &a.engine, 0, 0, "NAME",
+       "stream, mma (NVIDIA), clblast, auto (the\ntable's) or all", "all", parse_word},
+      {"lanes", CLI_INT, &a.lanes, 0, 64, "N", "the streaming kernel's shape, forced (0: the table's)",
+       NULL, NULL},
+      {"groups", CLI_INT, &a.groups, 0, 1024, "N", "column groups a work-group (with --lanes)", NULL, NULL},
+      {"nc", CLI_INT, &a.nc, 0, 16, "N", "columns a column group (with --lanes)", NULL, NULL},
+      {"mwarps", CLI_INT, &a.mwarps, 1, 16, "N", "the tensor-core kernel's warps (with --lanes)", NULL,
+       NULL},
+      {"cold", CLI_FLAG, &a.cold, 0, 0, NULL, "flush the L2 before every timed call (default on a GPU)",
+       NULL, NULL},
+      {"hot", CLI_FLAG, &a.hot, 0, 0, NULL, "back-to-back calls (default elsewhere)", NULL, NULL},
+      {"repeats", CLI_INT, &a.repeats, 1, 1000, "N", "cold: timed calls (the median)", NULL, NULL},
+      {"json", CLI_FLAG, &a.json, 0, 0, NULL, "one JSON line a measurement", NULL, NULL},
+      {NULL, 0, NULL, 0, 0, NULL, NULL, NULL, NULL},
+  };
+  const cli_cmd cmd = {
+      "clpa-bench linear",
+      "Times clpa-demo's linear layers, C [rows, n] = A [rows, k] . W^T with W in its\n"
+      "stored dtype, on a model's weight shapes: GB/s of weights read over the copy\n"
+      "bandwidth, and TFLOP/s over the f32 FMA peak, both measured in the same run;\n"
+      "then a decode step of `rows` sequences: every layer's projections and the LM\n"
+      "head, summed.",
+      opts,
+      "JSON keys: op, device, engine, shape, dtype, rows, n, k, us_per_call,\n"
+      "weight_bytes, gbps, copy_gbps, ratio, tflops, fma_peak_tflops, lanes, groups,\n"
+      "nc; the step's lines have shape \"step\" and the summed time and bytes.",
+  };
+  int rc = cli_parse(&cmd, argc, argv);
+  if (rc != CLI_RUN) return rc;
+  lin_shape shapes[5];
+  const int ns = model_shapes(a.model, shapes);
+  if (!ns) return cli_error(&cmd, "--model %s (llama-1b or tiny)", a.model);
+  if (a.dtype != CLPA_DTYPE_F32 && a.dtype != CLPA_DTYPE_F16 && a.dtype != CLPA_DTYPE_BF16)
+    return cli_error(&cmd, "--dtype %s (f32, f16 or bf16)", clpa_dtype_name(a.dtype));
+  demo_linear_engine engines[3];
+  int ne = 0, all = strcmp(a.engine, "all") == 0;
+  if (all)
+    engines[ne++] = DEMO_LINEAR_STREAM, engines[ne++] = DEMO_LINEAR_CLBLAST; /* + mma on NVIDIA, below */
+  else if (strcmp(a.engine, "stream") == 0)
+    engines[ne++] = DEMO_LINEAR_STREAM;
+  else if (strcmp(a.engine, "mma") == 0)
+    engines[ne++] = DEMO_LINEAR_MMA;
+  else if (strcmp(a.engine, "clblast") == 0)
+    engines[ne++] = DEMO_LINEAR_CLBLAST;
+  else if (strcmp(a.engine, "auto") == 0)
+    engines[ne++] = DEMO_LINEAR_AUTO;
+  else
+    return cli_error(&cmd, "--engine %s (stream, mma, clblast, auto or all)", a.engine);
+
+  bench_env env;
+  if (bench_open(&env)) return 1;
+  bench_timing t;
+  bench_timing_pick(&env, a.cold, a.hot, a.repeats, &t);
+  cl_context cl = clpa_context_cl_context(env.ctx);
+  if (all && strstr(env.info.vendor, "NVIDIA")) engines[ne++] = DEMO_LINEAR_MMA;
+  demo_linear_tuning forced = {"forced", 1 << 30, a.lanes, a.groups, a.nc, 1 << 30, a.mwarps};
+  demo_linear *l = NULL;
+  if (demo_linear_create(cl, clpa_context_cl_device(env.ctx), clpa_context_cl_queue(env.ctx),
+                         a.lanes ? &forced : NULL, &l) != CLPA_OK) {
+    fprintf(stderr, "clpa-bench linear: %s\n", demo_last_error());
+    bench_close(&env);
+    return 1;
+  }
+  const demo_linear_tuning *tu = demo_linear_tuning_of(l);
+  int32_t max_rows = 0, max_n = 0, max_k = 0;
+  for (int i = 0; i < a.rows.n; i++) max_rows = a.rows.v[i] > max_rows ? a.rows.v[i] : max_rows;
+  for (int i = 0; i < ns; i++) {
+    max_n = shapes[i].n > max_n ? shapes[i].n : max_n;
+    max_k = shapes[i].k > max_k ? shapes[i].k : max_k;
+  }
+  cl_mem A = bench_random_cache(&env, CLPA_DTYPE_F32, (size_t)max_rows * max_k);
+  cl_mem C = bench_buffer(&env, NULL, sizeof(float) * (size_t)max_rows * max_n);
+  cli_progress("linear: measuring the copy bandwidth and the FMA peak...");
+  const double copy = bench_copy_gbps(&env, (size_t)256 << 20, &t), peak = bench_fma_tflops(&env);
+  cli_progress_end();
+  rc = A && C && copy > 0 ? 0 : 1;
+  for (int e = 0; e < ne && rc == 0; e++)
+    for (int r = 0; r < a.rows.n && rc == 0; r++) {
+      double step_s = 0, step_bytes = 0;
+      for (int i = 0; i < ns && rc == 0; i++) {
+        const lin_shape *s = &shapes[i];
+        cl_mem W = bench_random_cache(&env, a.dtype, (size_t)s->n * s->k);
+        if (!W) {
+          rc = 1;
+          break;
+        }
+        call c = {l, engines[e], a.dtype, A, W, C, a.rows.v[r], s->n, s->k};
+        const demo_linear_engine used =
+            engines[e] == DEMO_LINEAR_AUTO ? demo_linear_pick(l, c.rows, c.k, a.dtype) : engines[e];
+        double per_call = 0;
+        char what[96];
+        snprintf(what, sizeof what, "linear %s %s rows %d", demo_linear_engine_name(used), s->what,
+                 (int)c.rows);
+        if (bench_measure(&env, what, one_call, &c, &t, &per_call)) {
+          fprintf(stderr, "clpa-bench linear: %s\n", demo_last_error());
+          rc = 1;
+        }
+        clReleaseMemObject(W);
+        if (rc) break;
+        const double bytes = (double)s->n * s->k * (double)clpa_dtype_size(a.dtype);
+        const double gbps = bytes / per_call / 1e9;
+        const double tflops = 2.0 * c.rows * (double)s->n * s->k / per_call / 1e12;
+        step_s += per_call * s->per_step, step_bytes += bytes * s->per_step;
+        if (a.json) {
+          cli_json j;
+          cli_json_begin(&j, stdout);
+          cli_json_str(&j, "op", "linear");
+          cli_json_str(&j, "device", env.info.name);
+          cli_json_str(&j, "mode", bench_mode_name(&t));
+          cli_json_str(&j, "engine", demo_linear_engine_name(used));
+          cli_json_str(&j, "shape", s->what);
+          cli_json_str(&j, "dtype", clpa_dtype_name(a.dtype));
+          cli_json_int(&j, "rows", c.rows);
+          cli_json_int(&j, "n", s->n);
+          cli_json_int(&j, "k", s->k);
+          cli_json_num(&j, "us_per_call", per_call * 1e6, 2);
+          cli_json_num(&j, "weight_bytes", bytes, 0);
+          cli_json_num(&j, "gbps", gbps, 1);
+          cli_json_num(&j, "copy_gbps", copy, 1);
+          cli_json_num(&j, "ratio", gbps / copy, 4);
+          cli_json_num(&j, "tflops", tflops, 3);
+          cli_json_num(&j, "fma_peak_tflops", peak, 3);
+          cli_json_int(&j, "lanes", tu->lanes);
+          cli_json_int(&j, "groups", tu->groups);
+          cli_json_int(&j, "nc", tu->nc);
+          cli_json_end(&j);
+        } else {
+          printf("%-8s %-8s rows %5d  %6d x %5d  %10.1f us  %8.1f GB/s (%.3f of copy)  %7.3f TFLOP/s\n",
+                 demo_linear_engine_name(used), s->what, (int)c.rows, (int)s->n, (int)s->k,
+                 per_call * 1e6, gbps, gbps / copy, tflops);
+        }
+      }
+      if (rc) break;
+      const double gbps = step_bytes / step_s / 1e9;
+      if (a.json) {
+        cli_json j;
+        cli_json_begin(&j, stdout);
+        cli_json_str(&j, "op", "linear");
+        cli_json_str(&j, "device", env.info.name);
+        cli_json_str(&j, "engine", demo_linear_engine_name(engines[e]));
+        cli_json_str(&j, "shape", "step");
+        cli_json_str(&j, "model", a.model);
+        cli_json_str(&j, "dtype", clpa_dtype_name(a.dtype));
+        cli_json_int(&j, "rows", a.rows.v[r]);
+        cli_json_num(&j, "us_per_call", step_s * 1e6, 1);
+        cli_json_num(&j, "weight_bytes", step_bytes, 0);
+        cli_json_num(&j, "gbps", gbps, 1);
+        cli_json_num(&j, "copy_gbps", copy, 1);
+        cli_json_num(&j, "ratio", gbps / copy, 4);
+        cli_json_end(&j);
+      } else {
+        printf("%-8s step     rows %5d  %s's layers: %.1f us, %.3f of copy (floor %.1f us)\n",
+               demo_linear_engine_name(engines[e]), (int)a.rows.v[r], a.model, step_s * 1e6,
+               gbps / copy, step_bytes / (copy * 1e9) * 1e6);
+      }
+    }
+  if (A) clReleaseMemObject(A);
+  if (C) clReleaseMemObject(C);
+  demo_linear_destroy(l);
+  bench_close(&env);
+  return rc;
+}

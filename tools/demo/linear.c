@@ -1,0 +1,310 @@
+/*
+ * linear.c — see linear.h: the table of engines per device, the streaming
+ * kernel's programs (one per weight dtype and row block), and the CLBlast
+ * route with its f32 copy of the weight.
+ */
+#include "linear.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <clblast_c.h>
+
+#include "error.h"
+
+/* The table, first match wins: device → vendor → type → default. One
+ * sentence a row; the measurements that chose each (device, date,
+ * command, figures) are in notes/linear.md. */
+static const demo_linear_tuning table[] = {
+    /* NVIDIA: streaming for the fewest rows, then the tensor cores */
+    {"vendor:NVIDIA", 4, 32, 4, 4, 256, 8},
+    /* CPUs (PoCL): one work-item a column group, no reduction */
+    {"type:cpu", 64, 1, 16, 4, 0, 0},
+    {"default", 16, 16, 8, 4, 0, 0},
+};
+
+/* Row blocks the kernels are built for: the smallest that holds the
+ * call's rows, else the largest, several blocks. */
+static const int32_t row_blocks[] = {1, 4, 16};
+#define NBLOCKS (int)(sizeof row_blocks / sizeof row_blocks[0])
+static const int32_t mma_blocks[] = {8, 16, 32, 64}; /* 8 NT */
+#define NMMA (int)(sizeof mma_blocks / sizeof mma_blocks[0])
+
+enum { WDT_F32, WDT_F16, WDT_BF16, NWDT };
+
+struct demo_linear {
+  cl_context ctx;
+  cl_device_id dev;
+  cl_command_queue queue;
+  demo_linear_tuning tune;
+  int nvidia;         /* inline PTX: the tensor-core kernel runs */
+  cl_program prog[NWDT][NBLOCKS], mprog[NWDT][NMMA];
+  cl_kernel stream[NWDT][NBLOCKS], widen[NWDT], mma[NWDT][NMMA];
+  cl_mem wide;        /* CLBlast's f32 copy of one weight */
+  size_t wide_elems;
+};
+
+static int wdt_index(clpa_dtype d) {
+  return d == CLPA_DTYPE_F32 ? WDT_F32 : d == CLPA_DTYPE_F16 ? WDT_F16 : d == CLPA_DTYPE_BF16 ? WDT_BF16 : -1;
+}
+
+static int is_nvidia(cl_device_id dev) {
+  char vendor[256] = "";
+  clGetDeviceInfo(dev, CL_DEVICE_VENDOR, sizeof vendor - 1, vendor, NULL);
+  return strstr(vendor, "NVIDIA") != NULL;
+}
+
+static const demo_linear_tuning *lookup(cl_device_id dev) {
+  char vendor[256] = "";
+  cl_device_type type = 0;
+  clGetDeviceInfo(dev, CL_DEVICE_VENDOR, sizeof vendor - 1, vendor, NULL);
+  clGetDeviceInfo(dev, CL_DEVICE_TYPE, sizeof type, &type, NULL);
+  for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
+    const char *m = table[i].match;
+    if ((strncmp(m, "vendor:", 7) == 0 && strstr(vendor, m + 7)) ||
+        (strcmp(m, "type:cpu") == 0 && (type & CL_DEVICE_TYPE_CPU)) ||
+        (strcmp(m, "type:gpu") == 0 && (type & CL_DEVICE_TYPE_GPU)) || strcmp(m, "default") == 0)
+      return &table[i];
+  }
+  return &table[sizeof table / sizeof table[0] - 1];
+}
+
+clpa_status demo_linear_create(cl_context ctx, cl_device_id dev, cl_command_queue queue,
+                               const demo_linear_tuning *tuning, demo_linear **out) {
+  *out = NULL;
+  const demo_linear_tuning *t = tuning ? tuning : lookup(dev);
+  if (t->lanes < 1 || t->lanes > 64 || t->groups < 1 || t->groups * t->lanes > 1024 || t->nc < 1 ||
+      t->nc > 16 || t->stream_max_rows < 0 || t->mma_max_rows < 0 ||
+      (t->mma_max_rows > 0 && (t->mwarps < 1 || t->mwarps > 16)))
+    return demo_model_fail(CLPA_ERR_INVALID_ARG,
+                           "demo_linear_create: lanes %d, groups %d, nc %d, stream_max_rows %d,"
+                           " mma_max_rows %d, mwarps %d", (int)t->lanes, (int)t->groups,
+                           (int)t->nc, (int)t->stream_max_rows, (int)t->mma_max_rows,
+                           (int)t->mwarps);
+  demo_linear *l = calloc(1, sizeof *l);
+  if (!l) return demo_model_fail(CLPA_ERR_OUT_OF_MEMORY, "demo_linear_create: out of memory");
+  l->ctx = ctx, l->dev = dev, l->queue = queue;
+  l->tune = *t;
+  l->nvidia = is_nvidia(dev);
+  *out = l;
+  return CLPA_OK;
+}
+
+void demo_linear_destroy(demo_linear *l) {
+  if (!l) return;
+  for (int d = 0; d < NWDT; d++) {
+    for (int b = 0; b < NBLOCKS; b++) {
+      if (l->stream[d][b]) clReleaseKernel(l->stream[d][b]);
+      if (l->prog[d][b]) clReleaseProgram(l->prog[d][b]);
+    }
+    if (l->widen[d]) clReleaseKernel(l->widen[d]);
+    for (int b = 0; b < NMMA; b++) {
+      if (l->mma[d][b]) clReleaseKernel(l->mma[d][b]);
+      if (l->mprog[d][b]) clReleaseProgram(l->mprog[d][b]);
+    }
+  }
+  if (l->wide) clReleaseMemObject(l->wide);
+  free(l);
+}
+
+const demo_linear_tuning *demo_linear_tuning_of(const demo_linear *l) { return &l->tune; }
+
+const char *demo_linear_engine_name(demo_linear_engine e) {
+  return e == DEMO_LINEAR_STREAM    ? "stream"
+         : e == DEMO_LINEAR_CLBLAST ? "clblast"
+         : e == DEMO_LINEAR_MMA     ? "mma"
+                                    : "auto";
+}
+
+/* The tensor-core kernel takes the call: NVIDIA, k in chunks of 32, f16 or bf16 weights. */
+static int mma_runs(const demo_linear *l, int32_t k, clpa_dtype wdt) {
+  return l->nvidia && k % 32 == 0 && (wdt == CLPA_DTYPE_F16 || wdt == CLPA_DTYPE_BF16);
+}
+
+demo_linear_engine demo_linear_pick(const demo_linear *l, int32_t rows, int32_t k, clpa_dtype wdt) {
+  if (rows <= l->tune.stream_max_rows && k % 8 == 0) return DEMO_LINEAR_STREAM;
+  return rows <= l->tune.mma_max_rows && mma_runs(l, k, wdt) ? DEMO_LINEAR_MMA : DEMO_LINEAR_CLBLAST;
+}
+
+static int block_in(const int32_t *blocks, int count, int32_t rows) {
+  for (int b = 0; b < count; b++)
+    if (rows <= blocks[b]) return b;
+  return count - 1;
+}
+#define block_for(rows) block_in(row_blocks, NBLOCKS, rows)
+
+/* Builds the kernels' source (with the tensor-core kernel: mma) with
+ * these options and returns the program and its kernel `name`. */
+static clpa_status build(demo_linear *l, int mma, const char *opts, const char *name,
+                         cl_program *prog, cl_kernel *kern) {
+  const char *src[8];
+  unsigned n = 0;
+  for (unsigned i = 0; i < demo_linear_source_count; i++) src[n++] = demo_linear_source[i];
+  for (unsigned i = 0; mma && i < demo_linear_mma_source_count; i++) src[n++] = demo_linear_mma_source[i];
+  cl_int e;
+  cl_program p = clCreateProgramWithSource(l->ctx, n, src, NULL, &e);
+  if (e != CL_SUCCESS)
+    return demo_model_fail(demo_cl_status(e), "demo_linear: clCreateProgramWithSource: OpenCL error %d",
+                           (int)e);
+  e = clBuildProgram(p, 1, &l->dev, opts, NULL, NULL);
+  if (e != CL_SUCCESS) {
+    char log[1536] = "";
+    clGetProgramBuildInfo(p, l->dev, CL_PROGRAM_BUILD_LOG, sizeof log - 1, log, NULL);
+    clReleaseProgram(p);
+    return demo_model_fail(CLPA_ERR_BUILD, "demo_linear: clBuildProgram(%s): OpenCL error %d: %s",
+                           opts, (int)e, log);
+  }
+  cl_kernel k = clCreateKernel(p, name, &e);
+  if (e != CL_SUCCESS) {
+    clReleaseProgram(p);
+    return demo_model_fail(demo_cl_status(e), "demo_linear: clCreateKernel(%s): OpenCL error %d",
+                           name, (int)e);
+  }
+  *prog = p, *kern = k;
+  return CLPA_OK;
+}
+
+/* The streaming program of dtype d and row block b, built on first use;
+ * demo_linear_widen of that dtype comes from it too. */
+static clpa_status program(demo_linear *l, int d, int b) {
+  if (l->stream[d][b]) return CLPA_OK;
+  char opts[160];
+  snprintf(opts, sizeof opts, "-cl-std=CL1.2 -DDEMO_WDT=%d -DROWS=%d -DNC=%d -DLANES=%d -DGROUPS=%d",
+           d, (int)row_blocks[b], (int)l->tune.nc, (int)l->tune.lanes, (int)l->tune.groups);
+  clpa_status st = build(l, 0, opts, "demo_linear_stream", &l->prog[d][b], &l->stream[d][b]);
+  if (st != CLPA_OK || l->widen[d]) return st;
+  cl_int e;
+  l->widen[d] = clCreateKernel(l->prog[d][b], "demo_linear_widen", &e);
+  return demo_cl_check(e, "demo_linear: clCreateKernel(demo_linear_widen)");
+}
+
+/* The tensor-core program of dtype d and row block b (mma_blocks). */
+static clpa_status mma_program(demo_linear *l, int d, int b) {
+  if (l->mma[d][b]) return CLPA_OK;
+  char opts[160];
+  snprintf(opts, sizeof opts, "-cl-std=CL1.2 -DDEMO_WDT=%d -DNT=%d -DMWARPS=%d", d,
+           (int)mma_blocks[b] / 8, (int)l->tune.mwarps);
+  return build(l, 1, opts, "demo_linear_mma", &l->mprog[d][b], &l->mma[d][b]);
+}
+
+static clpa_status check(clpa_dtype wdt, int32_t rows, int32_t n, int32_t k, int d) {
+  if (d < 0)
+    return demo_model_fail(CLPA_ERR_INVALID_ARG, "demo_linear_run: weight dtype %s (f32, f16 or bf16)",
+                           clpa_dtype_name(wdt));
+  if (rows < 0 || n <= 0 || k <= 0)
+    return demo_model_fail(CLPA_ERR_INVALID_ARG, "demo_linear_run: rows %d, n %d, k %d", (int)rows,
+                           (int)n, (int)k);
+  return CLPA_OK;
+}
+
+static clpa_status set_args(cl_kernel kr, cl_mem A, int32_t rows, int32_t k, cl_mem W, int32_t n,
+                            cl_mem C, int accumulate) {
+  const cl_int acc = accumulate != 0;
+  cl_int e = clSetKernelArg(kr, 0, sizeof A, &A);
+  e |= clSetKernelArg(kr, 1, sizeof rows, &rows);
+  e |= clSetKernelArg(kr, 2, sizeof k, &k);
+  e |= clSetKernelArg(kr, 3, sizeof W, &W);
+  e |= clSetKernelArg(kr, 4, sizeof n, &n);
+  e |= clSetKernelArg(kr, 5, sizeof C, &C);
+  e |= clSetKernelArg(kr, 6, sizeof acc, &acc);
+  return e == CL_SUCCESS ? CLPA_OK
+                         : demo_model_fail(CLPA_ERR_OPENCL, "demo_linear_run: clSetKernelArg failed");
+}
+
+static clpa_status run_stream(demo_linear *l, int d, cl_mem A, cl_mem W, cl_mem C, int32_t rows,
+                              int32_t n, int32_t k, int accumulate, cl_event *ev) {
+  if (k % 8)
+    return demo_model_fail(CLPA_ERR_INVALID_ARG,
+                           "demo_linear_run: the streaming kernel needs k a multiple of 8 (k %d)",
+                           (int)k);
+  const int b = block_for(rows);
+  clpa_status st = program(l, d, b);
+  if (st == CLPA_OK) st = set_args(l->stream[d][b], A, rows, k, W, n, C, accumulate);
+  if (st != CLPA_OK) return st;
+  cl_kernel kr = l->stream[d][b];
+  const size_t wg = (size_t)l->tune.groups * (size_t)l->tune.lanes;
+  const size_t cols = (size_t)l->tune.groups * (size_t)l->tune.nc, rb = (size_t)row_blocks[b];
+  const size_t global[2] = {((size_t)rows + rb - 1) / rb * wg, ((size_t)n + cols - 1) / cols};
+  const size_t local[2] = {wg, 1};
+  return demo_cl_check(clEnqueueNDRangeKernel(l->queue, kr, 2, NULL, global, local, 0, NULL, ev),
+                       "demo_linear_run: clEnqueueNDRangeKernel(demo_linear_stream)");
+}
+
+static clpa_status run_mma(demo_linear *l, int d, clpa_dtype wdt, cl_mem A, cl_mem W, cl_mem C,
+                           int32_t rows, int32_t n, int32_t k, int accumulate, cl_event *ev) {
+  if (!mma_runs(l, k, wdt))
+    return demo_model_fail(CLPA_ERR_INVALID_ARG,
+                           "demo_linear_run: the tensor-core kernel needs NVIDIA, k a multiple of 32"
+                           " and f16 or bf16 weights (k %d, %s)", (int)k, clpa_dtype_name(wdt));
+  const int b = block_in(mma_blocks, NMMA, rows);
+  clpa_status st = mma_program(l, d, b);
+  if (st == CLPA_OK) st = set_args(l->mma[d][b], A, rows, k, W, n, C, accumulate);
+  if (st != CLPA_OK) return st;
+  const size_t wg = 32 * (size_t)l->tune.mwarps, rb = (size_t)mma_blocks[b];
+  const size_t global[2] = {((size_t)n + 15) / 16 * wg, ((size_t)rows + rb - 1) / rb};
+  const size_t local[2] = {wg, 1};
+  return demo_cl_check(clEnqueueNDRangeKernel(l->queue, l->mma[d][b], 2, NULL, global, local, 0,
+                                              NULL, ev),
+                       "demo_linear_run: clEnqueueNDRangeKernel(demo_linear_mma)");
+}
+
+static clpa_status run_clblast(demo_linear *l, int d, cl_mem A, cl_mem W, cl_mem C, int32_t rows,
+                               int32_t n, int32_t k, int accumulate, cl_event *ev) {
+  cl_mem w = W;
+  const size_t count = (size_t)n * (size_t)k;
+  clpa_status st;
+  if (d != WDT_F32) {
+    if ((st = program(l, d, 0)) != CLPA_OK) return st;
+    if (l->wide_elems < count) {
+      if (l->wide) clReleaseMemObject(l->wide);
+      l->wide_elems = 0;
+      cl_int e;
+      l->wide = clCreateBuffer(l->ctx, CL_MEM_READ_WRITE, count * sizeof(float), NULL, &e);
+      if (e != CL_SUCCESS) {
+        l->wide = NULL;
+        return demo_model_fail(demo_cl_status(e),
+                               "demo_linear_run: clCreateBuffer(f32 copy of a %d x %d weight): "
+                               "OpenCL error %d", (int)n, (int)k, (int)e);
+      }
+      l->wide_elems = count;
+    }
+    cl_int e = clSetKernelArg(l->widen[d], 0, sizeof W, &W);
+    e |= clSetKernelArg(l->widen[d], 1, sizeof l->wide, &l->wide);
+    if (e == CL_SUCCESS) e = clEnqueueNDRangeKernel(l->queue, l->widen[d], 1, NULL, &count, NULL, 0, NULL, NULL);
+    if ((st = demo_cl_check(e, "demo_linear_run: demo_linear_widen")) != CLPA_OK) return st;
+    w = l->wide;
+  }
+  CLBlastStatusCode s = CLBlastSgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeYes,
+                                     (size_t)rows, (size_t)n, (size_t)k, 1.0f, A, 0, (size_t)k, w,
+                                     0, (size_t)k, accumulate ? 1.0f : 0.0f, C, 0, (size_t)n,
+                                     &l->queue, ev);
+  if (s != CLBlastSuccess)
+    return demo_model_fail(
+        s == CLBlastOpenCLOutOfResources ? CLPA_ERR_OUT_OF_RESOURCES : CLPA_ERR_OPENCL,
+        "CLBlastSgemm(%d x %d x %d): CLBlast status %d", (int)rows, (int)n, (int)k, (int)s);
+  return CLPA_OK;
+}
+
+clpa_status demo_linear_run(demo_linear *l, demo_linear_engine e, clpa_dtype wdt, cl_mem A,
+                            cl_mem W, cl_mem C, int32_t rows, int32_t n, int32_t k, int accumulate,
+                            cl_event *ev) {
+  const int d = wdt_index(wdt);
+  clpa_status st = check(wdt, rows, n, k, d);
+  if (st != CLPA_OK || rows == 0) return st;
+  if (e == DEMO_LINEAR_AUTO) e = demo_linear_pick(l, rows, k, wdt);
+  return e == DEMO_LINEAR_STREAM ? run_stream(l, d, A, W, C, rows, n, k, accumulate, ev)
+         : e == DEMO_LINEAR_MMA  ? run_mma(l, d, wdt, A, W, C, rows, n, k, accumulate, ev)
+                                 : run_clblast(l, d, A, W, C, rows, n, k, accumulate, ev);
+}
+
+clpa_status demo_linear_warm(demo_linear *l, clpa_dtype wdt, int32_t rows, int32_t k) {
+  const int d = wdt_index(wdt);
+  clpa_status st = check(wdt, rows, 1, k, d);
+  if (st != CLPA_OK || rows == 0) return st;
+  switch (demo_linear_pick(l, rows, k, wdt)) {
+  case DEMO_LINEAR_MMA: return mma_program(l, d, block_in(mma_blocks, NMMA, rows));
+  case DEMO_LINEAR_STREAM: return program(l, d, block_for(rows));
+  default: return d != WDT_F32 ? program(l, d, 0) : CLPA_OK;
+  }
+}

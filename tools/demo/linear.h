@@ -1,0 +1,86 @@
+/*
+ * linear.h — the demo's linear layers: C [rows, n] = A [rows, k] . W^T,
+ * or C += that (the residual add), W [n, k] row-major in its stored dtype
+ * (f32, f16 or bf16), A and C f32 on the device, f32 sums. Two engines:
+ *
+ *   stream   linear_kernels.c: reads each weight once per row block, in
+ *            its stored form; bound by the weights' bytes for few rows
+ *            (a decode step); any OpenCL 1.2 device
+ *   mma      linear_kernels.c: the same on NVIDIA's tensor cores (2xTF32,
+ *            f16 and bf16 weights)
+ *   clblast  CLBlast's SGEMM, the weight widened to f32 first where it is
+ *            stored narrower (no device here has cl_khr_fp16 for HGEMM);
+ *            for many rows (a prefill chunk)
+ *
+ * The engine for a call comes from the device's entry of a table (device
+ * name, then vendor, then type, then the default; linear.c holds it and
+ * the measurements behind each entry), by the number of rows.
+ */
+#ifndef CLPA_DEMO_LINEAR_H
+#define CLPA_DEMO_LINEAR_H
+
+#include "clpa.h"
+
+typedef enum demo_linear_engine {
+  DEMO_LINEAR_AUTO = 0,   /* the device's table */
+  DEMO_LINEAR_STREAM = 1, /* linear_kernels.c */
+  DEMO_LINEAR_CLBLAST = 2, /* CLBlast's SGEMM */
+  DEMO_LINEAR_MMA = 3      /* linear_kernels.c's tensor-core kernel (NVIDIA) */
+} demo_linear_engine;
+
+/* One entry of the table. */
+typedef struct demo_linear_tuning {
+  const char *match;       /* "vendor:NVIDIA", "type:cpu", "type:gpu", "default" */
+  int32_t stream_max_rows; /* the streaming kernel up to this many rows */
+  int32_t lanes, groups, nc; /* the streaming kernel's shape (linear_kernels.c) */
+  int32_t mma_max_rows;    /* NVIDIA: then the tensor-core kernel up to this many (0: never);
+                              CLBlast past them */
+  int32_t mwarps;          /* its warps a work-group, splitting k */
+} demo_linear_tuning;
+
+typedef struct demo_linear demo_linear;
+
+/* The engines on a device and queue (the clpa context's), with the
+ * table's entry for the device, or `tuning` where it is not NULL (tests
+ * and benchmarks try other shapes). Returns CLPA_OK and *out,
+ * CLPA_ERR_INVALID_ARG (a shape the kernel cannot take: lanes 1 to 64,
+ * groups x lanes 1 to 1024, nc 1 to 16, stream_max_rows >= 0) or
+ * CLPA_ERR_OUT_OF_MEMORY. Programs are built on first use. */
+clpa_status demo_linear_create(cl_context ctx, cl_device_id dev, cl_command_queue queue,
+                               const demo_linear_tuning *tuning, demo_linear **out);
+void demo_linear_destroy(demo_linear *l);
+
+/* The device's table entry (its match says which row applied). */
+const demo_linear_tuning *demo_linear_tuning_of(const demo_linear *l);
+
+/* The engine the table picks for `rows` rows over a k of k, weights of
+ * dtype wdt: stream up to stream_max_rows (k a multiple of 8), else mma up
+ * to mma_max_rows where it runs (NVIDIA, k a multiple of 32, f16 or bf16
+ * weights), else clblast. */
+demo_linear_engine demo_linear_pick(const demo_linear *l, int32_t rows, int32_t k, clpa_dtype wdt);
+
+/* "stream", "mma", "clblast" or "auto". */
+const char *demo_linear_engine_name(demo_linear_engine e);
+
+/* Enqueues C = A . W^T (accumulate 0) or C += A . W^T (1) by engine e
+ * (AUTO: demo_linear_pick's); *ev (if not NULL) gets the last command's
+ * event. wdt is W's dtype: f32, f16 or bf16. Returns CLPA_OK,
+ * CLPA_ERR_INVALID_ARG (shapes, dtype; the message says which), CLPA_ERR_BUILD,
+ * CLPA_ERR_OPENCL, CLPA_ERR_DEVICE_MEMORY (CLBlast's f32 copy of W) or
+ * CLPA_ERR_OUT_OF_RESOURCES. Messages go to demo_last_error(). */
+clpa_status demo_linear_run(demo_linear *l, demo_linear_engine e, clpa_dtype wdt, cl_mem A,
+                            cl_mem W, cl_mem C, int32_t rows, int32_t n, int32_t k, int accumulate,
+                            cl_event *ev);
+
+/* Builds the programs calls of this dtype and row count would take, so
+ * that no build falls inside a timed step. Returns as demo_linear_run. */
+clpa_status demo_linear_warm(demo_linear *l, clpa_dtype wdt, int32_t rows, int32_t k);
+
+/* The kernels' source (linear_kernels.c): the streaming kernel and the
+ * widening one; the tensor-core kernel, built after them. */
+extern const char *const demo_linear_source[];
+extern const unsigned demo_linear_source_count;
+extern const char *const demo_linear_mma_source[];
+extern const unsigned demo_linear_mma_source_count;
+
+#endif

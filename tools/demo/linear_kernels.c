@@ -1,0 +1,239 @@
+/*
+ * linear_kernels.c — the demo's weight-streaming linear kernel, OpenCL C
+ * 1.2 source (linear.c builds it once per weight dtype and shape):
+ *
+ *   C [rows, n] = A [rows, k] . W^T (+ C when ACC),  W [n, k] row-major
+ *
+ * in the weight's stored dtype (DEMO_WDT 0 f32, 1 f16 through vload_half,
+ * 2 bf16 as 16-bit words), A and C f32, f32 accumulation. It reads each
+ * weight once per row block (ROWS rows of A, whose work-groups for the
+ * same columns run side by side so that the later ones find W in the
+ * cache), so for a decode step's few rows it is bound by the weights'
+ * bytes, not by arithmetic.
+ *
+ * Work-group: GROUPS column groups of LANES work-items. Column group g of
+ * work-group (b, j) owns columns c0 .. c0 + NC - 1, c0 = (j GROUPS + g) NC,
+ * of row block b (rows r0 .. r0 + ROWS - 1, r0 = b ROWS); its LANES
+ * work-items split k in 8-element pieces, lane l taking pieces l, l +
+ * LANES, ...: each 16-byte (f16) or 32-byte (f32) load of a weight row is
+ * one lane's, and the lanes' loads of one row are contiguous. Each lane
+ * keeps ROWS x NC sums; where LANES > 1 they meet in local memory
+ * (padded rows: no bank conflicts) and each lane finishes some outputs.
+ *
+ * Grid: (ceil(rows / ROWS) * WG, ceil(n / (GROUPS NC))), WG = GROUPS LANES.
+ * k is a multiple of 8 (linear.c checks). Checked against a double
+ * reference by tests/test_demo_linear.c.
+ */
+#include "linear.h"
+
+const char *const demo_linear_source[] = {
+    "#ifndef DEMO_WDT\n"
+    "#define DEMO_WDT 1 /* 0 f32, 1 f16, 2 bf16 */\n"
+    "#endif\n"
+    "#ifndef ROWS\n"
+    "#define ROWS 4  /* rows of A a work-group takes */\n"
+    "#endif\n"
+    "#ifndef NC\n"
+    "#define NC 4    /* columns (rows of W) a column group takes */\n"
+    "#endif\n"
+    "#ifndef LANES\n"
+    "#define LANES 16 /* work-items of a column group, splitting k */\n"
+    "#endif\n"
+    "#ifndef GROUPS\n"
+    "#define GROUPS 8 /* column groups a work-group */\n"
+    "#endif\n"
+    "#define WG (GROUPS * LANES)\n"
+    "#define OUTS (ROWS * NC)   /* a column group's outputs */\n"
+    "#define PAD (LANES + 1)   /* local row of a column group's partial sums */\n"
+    "\n"
+    "#if DEMO_WDT == 0\n"
+    "typedef float wt_t;\n"
+    "#define LOAD8(p) vload8(0, p)\n"
+    "#elif DEMO_WDT == 1\n"
+    "typedef half wt_t;\n"
+    "#define LOAD8(p) vload_half8(0, p)\n"
+    "#else\n"
+    "typedef ushort wt_t;\n"
+    "#define LOAD8(p) as_float8(convert_uint8(vload8(0, p)) << 16)\n"
+    "#endif\n"
+    "\n"
+    "inline float dot8(float8 a, float8 b) {\n"
+    "  float8 p = a * b;\n"
+    "  return (p.s0 + p.s1) + (p.s2 + p.s3) + ((p.s4 + p.s5) + (p.s6 + p.s7));\n"
+    "}\n"
+    "\n",
+    "__kernel __attribute__((reqd_work_group_size(WG, 1, 1)))\n"
+    "void demo_linear_stream(__global const float *A, int rows, int k,\n"
+    "                        __global const wt_t *W, int n,\n"
+    "                        __global float *C, int acc_into) {\n"
+    "  const int lid = get_local_id(0), lane = lid % LANES, grp = lid / LANES;\n"
+    "  const int r0 = get_group_id(0) * ROWS;\n"
+    "  const int c0 = (get_group_id(1) * GROUPS + grp) * NC;\n"
+    "  float acc[ROWS][NC];\n"
+    "  for (int r = 0; r < ROWS; r++)\n"
+    "    for (int c = 0; c < NC; c++) acc[r][c] = 0.0f;\n"
+    "  /* columns past n read row 0 (their sums are never written) */\n"
+    "  __global const wt_t *wrow[NC];\n"
+    "  for (int c = 0; c < NC; c++) wrow[c] = W + (size_t)(c0 + c < n ? c0 + c : 0) * k;\n"
+    "  __global const float *arow[ROWS];\n"
+    "  for (int r = 0; r < ROWS; r++) arow[r] = A + (size_t)(r0 + r < rows ? r0 + r : r0) * k;\n"
+    "  for (int kk = lane * 8; kk < k; kk += LANES * 8) {\n"
+    "    float8 w[NC];\n"
+    "    for (int c = 0; c < NC; c++) w[c] = LOAD8(wrow[c] + kk);\n"
+    "    for (int r = 0; r < ROWS; r++) {\n"
+    "      const float8 a = vload8(0, arow[r] + kk);\n"
+    "      for (int c = 0; c < NC; c++) acc[r][c] += dot8(a, w[c]);\n"
+    "    }\n"
+    "  }\n"
+    "#if LANES > 1\n"
+    "  __local float part[GROUPS * OUTS * PAD];\n"
+    "  __local float *mine = part + grp * OUTS * PAD;\n"
+    "  for (int r = 0; r < ROWS; r++)\n"
+    "    for (int c = 0; c < NC; c++) mine[(r * NC + c) * PAD + lane] = acc[r][c];\n"
+    "  barrier(CLK_LOCAL_MEM_FENCE);\n"
+    "  for (int o = lane; o < OUTS; o += LANES) {\n"
+    "    float s = 0.0f;\n"
+    "    for (int l = 0; l < LANES; l++) s += mine[o * PAD + l];\n"
+    "    const int r = r0 + o / NC, c = c0 + o % NC;\n"
+    "    if (r < rows && c < n) {\n"
+    "      __global float *out = C + (size_t)r * n + c;\n"
+    "      *out = acc_into ? *out + s : s;\n"
+    "    }\n"
+    "  }\n"
+    "#else\n"
+    "  for (int r = 0; r < ROWS; r++)\n"
+    "    for (int c = 0; c < NC; c++)\n"
+    "      if (r0 + r < rows && c0 + c < n) {\n"
+    "        __global float *out = C + (size_t)(r0 + r) * n + c0 + c;\n"
+    "        *out = acc_into ? *out + acc[r][c] : acc[r][c];\n"
+    "      }\n"
+    "#endif\n"
+    "}\n"
+    "\n"
+    "/* out [count] = (float)W [count], exact (CLBlast's SGEMM takes f32).\n"
+    " * grid (count) */\n"
+    "__kernel void demo_linear_widen(__global const wt_t *W, __global float *out) {\n"
+    "  const size_t i = get_global_id(0);\n"
+    "#if DEMO_WDT == 0\n"
+    "  out[i] = W[i];\n"
+    "#elif DEMO_WDT == 1\n"
+    "  out[i] = vload_half(i, W);\n"
+    "#else\n"
+    "  out[i] = as_float((uint)W[i] << 16);\n"
+    "#endif\n"
+    "}\n",
+};
+
+/*
+ * demo_linear_mma (NVIDIA, inline PTX): the same product on tensor cores,
+ * mma.sync m16n8k8 on tf32 with W as A (16 columns x 8 k) and the rows of
+ * A as B (8 k x 8 rows). f16 and bf16 weights are exact in tf32; each
+ * activation goes in twice, its tf32 high part and its remainder (2xTF32:
+ * within ~2^-21 of f32's products, as clpa's decode_mma does for f32
+ * caches with 3xTF32).
+ *
+ * Work-group: MWARPS warps on 16 columns (c0 = 16 group), all rows up to
+ * 8 NT (row tile i: rows 8i .. 8i + 7), k cut in chunks of 32 that the
+ * warps take in turn (warp w: chunks w, w + MWARPS, ...); their sums meet
+ * in local memory. Fragments (PTX ISA, m16n8k8 tf32; g = lane / 4, t =
+ * lane % 4): A a.x = A[g][t], a.y = A[g+8][t], a.z = A[g][t+4], a.w =
+ * A[g+8][t+4]; B b.x = B[t][g], b.y = B[t+4][g]; D .x, .y = D[g][2t, 2t+1],
+ * .z, .w = D[g+8][2t, 2t+1]. The dot product does not care in which order
+ * k comes, so within a chunk lane (g, t) takes the 8 consecutive k at
+ * 8t .. 8t + 7 of its columns g and g + 8 and of its rows (one 16-byte
+ * weight load a column), step s of the chunk's four treating k = 8t + 2s
+ * as logical t and 8t + 2s + 1 as t + 4 on both sides.
+ *
+ * Grid: (MWARPS 32 ceil(n / 16), ceil(rows / (8 NT))).
+ */
+const char *const demo_linear_mma_source[] = {
+    "#ifndef NT\n"
+    "#define NT 8      /* row tiles of 8 */\n"
+    "#endif\n"
+    "#ifndef MWARPS\n"
+    "#define MWARPS 8  /* warps splitting k */\n"
+    "#endif\n"
+    "\n"
+    "inline float4 mma_tf32(float4 c, uint4 a, uint2 b) {\n"
+    "  float d0, d1, d2, d3;\n"
+    "  asm(\"mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, \"\n"
+    "      \"{%4, %5, %6, %7}, {%8, %9}, {%10, %11, %12, %13};\"\n"
+    "      : \"=f\"(d0), \"=f\"(d1), \"=f\"(d2), \"=f\"(d3)\n"
+    "      : \"r\"(a.x), \"r\"(a.y), \"r\"(a.z), \"r\"(a.w), \"r\"(b.x), \"r\"(b.y),\n"
+    "        \"f\"(c.x), \"f\"(c.y), \"f\"(c.z), \"f\"(c.w));\n"
+    "  return (float4)(d0, d1, d2, d3);\n"
+    "}\n"
+    "\n"
+    "/* 8 consecutive weights of a column as f32 bits (0 past n) */\n"
+    "inline uint8 wload(__global const wt_t *w, int ok) {\n"
+    "  return ok ? as_uint8(LOAD8(w)) : (uint8)(0u);\n"
+    "}\n"
+    "\n",
+    "__kernel __attribute__((reqd_work_group_size(MWARPS * 32, 1, 1)))\n"
+    "void demo_linear_mma(__global const float *A, int rows, int k,\n"
+    "                     __global const wt_t *W, int n,\n"
+    "                     __global float *C, int acc_into) {\n"
+    "  const int lid = get_local_id(0), warp = lid / 32, lane = lid % 32;\n"
+    "  const int g = lane / 4, t = lane % 4;\n"
+    "  const int c0 = get_group_id(0) * 16, r0 = get_group_id(1) * (8 * NT);\n"
+    "  const int ca = c0 + g, cb = c0 + g + 8;\n"
+    "  __global const wt_t *wa = W + (size_t)(ca < n ? ca : 0) * k + 8 * t;\n"
+    "  __global const wt_t *wb = W + (size_t)(cb < n ? cb : 0) * k + 8 * t;\n"
+    "  float4 acc[NT];\n"
+    "  for (int i = 0; i < NT; i++) acc[i] = (float4)(0.0f);\n"
+    "  const int chunks = k / 32;\n"
+    "  /* two chunks ahead in flight: x0 the next, x1 the one after */\n"
+    "  int ch = warp;\n"
+    "  uint8 xa0 = (uint8)(0u), xb0 = (uint8)(0u), xa1 = (uint8)(0u), xb1 = (uint8)(0u);\n"
+    "  if (ch < chunks) xa0 = wload(wa + 32 * ch, ca < n), xb0 = wload(wb + 32 * ch, cb < n);\n"
+    "  if (ch + MWARPS < chunks)\n"
+    "    xa1 = wload(wa + 32 * (ch + MWARPS), ca < n), xb1 = wload(wb + 32 * (ch + MWARPS), cb < n);\n"
+    "  for (; ch < chunks; ch += MWARPS) {\n"
+    "    const uint8 ya = xa0, yb = xb0; /* this chunk's */\n"
+    "    xa0 = xa1, xb0 = xb1;\n"
+    "    const int far = ch + 2 * MWARPS;\n"
+    "    if (far < chunks) xa1 = wload(wa + 32 * far, ca < n), xb1 = wload(wb + 32 * far, cb < n);\n"
+    "    const uint a[8] = {ya.s0, ya.s1, ya.s2, ya.s3, ya.s4, ya.s5, ya.s6, ya.s7};\n"
+    "    const uint b[8] = {yb.s0, yb.s1, yb.s2, yb.s3, yb.s4, yb.s5, yb.s6, yb.s7};\n"
+    "    for (int i = 0; i < NT; i++) {\n"
+    "      const int r = r0 + 8 * i + g;\n"
+    "      if (r0 + 8 * i >= rows) break;\n"
+    "      uint8 x = (uint8)(0u);\n"
+    "      if (r < rows) x = as_uint8(vload8(0, A + (size_t)r * k + 32 * ch + 8 * t));\n"
+    "      const uint8 hi = (x + 0x1000u) & 0xffffe000u;\n"
+    "      const uint8 lo = as_uint8(as_float8(x) - as_float8(hi));\n"
+    "      const uint h[8] = {hi.s0, hi.s1, hi.s2, hi.s3, hi.s4, hi.s5, hi.s6, hi.s7};\n"
+    "      const uint l[8] = {lo.s0, lo.s1, lo.s2, lo.s3, lo.s4, lo.s5, lo.s6, lo.s7};\n"
+    "      for (int s = 0; s < 4; s++) {\n"
+    "        const uint4 af = (uint4)(a[2 * s], b[2 * s], a[2 * s + 1], b[2 * s + 1]);\n"
+    "        acc[i] = mma_tf32(acc[i], af, (uint2)(l[2 * s], l[2 * s + 1]));\n"
+    "        acc[i] = mma_tf32(acc[i], af, (uint2)(h[2 * s], h[2 * s + 1]));\n"
+    "      }\n"
+    "    }\n"
+    "  }\n"
+    "  /* the warps' sums: part[warp][i][lane] */\n"
+    "  __local float4 part[MWARPS * NT * 32];\n"
+    "  for (int i = 0; i < NT; i++) part[(warp * NT + i) * 32 + lane] = acc[i];\n"
+    "  barrier(CLK_LOCAL_MEM_FENCE);\n"
+    "  for (int o = lid; o < NT * 32; o += MWARPS * 32) {\n"
+    "    float4 s = (float4)(0.0f);\n"
+    "    for (int w = 0; w < MWARPS; w++) s += part[w * NT * 32 + o];\n"
+    "    const int i = o / 32, gg = o % 32 / 4, tt = o % 4;\n"
+    "    const int r = r0 + 8 * i + 2 * tt, col[2] = {c0 + gg, c0 + gg + 8};\n"
+    "    const float v[4] = {s.x, s.y, s.z, s.w}; /* (col, row) (g, 2t) (g, 2t+1) (g+8, 2t) (g+8, 2t+1) */\n"
+    "    for (int e = 0; e < 4; e++) {\n"
+    "      const int rr = r + e % 2, cc = col[e / 2];\n"
+    "      if (rr < rows && cc < n) {\n"
+    "        __global float *out = C + (size_t)rr * n + cc;\n"
+    "        *out = acc_into ? *out + v[e] : v[e];\n"
+    "      }\n"
+    "    }\n"
+    "  }\n"
+    "}\n",
+};
+
+const unsigned demo_linear_mma_source_count =
+    (unsigned)(sizeof demo_linear_mma_source / sizeof demo_linear_mma_source[0]);
+
+const unsigned demo_linear_source_count =
+    (unsigned)(sizeof demo_linear_source / sizeof demo_linear_source[0]);
