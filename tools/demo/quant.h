@@ -109,9 +109,10 @@ clpa_status demo_quant_dequantize(uint32_t type, const void *src, float *dst, ui
  *   Q5_K  (hi - lo) / 62 + A / 1200 + 2^-24
  *         hi = max, lo = min(0, min) of x's sub-block of 32. dmin = the
  *         smallest f16 >= (the most negative lo) / -63; d = the smallest
- *         f16 with 63 L d (L = 15, 31) covering the widest sub-block; per
- *         sub-block the (m, sc) with the least largest error among those
- *         whose grid [-dmin m, L d sc - dmin m] covers it (quant.c)
+ *         f16 with 63 L d (L = 15, 31) covering the widest sub-block,
+ *         which takes its least covering (m, sc); every other sub-block
+ *         the (m, sc) with the least largest error among those whose grid
+ *         [-dmin m, L d sc - dmin m] covers it (quant.c, enc_k_min)
  *   Q6_K  A16 / 62 + A / 7000 + 2^-24
  *         A16 = max |x| over x's sub-block of 16; d = the smallest f16 >=
  *         A / (31 * 127); per sub-block the sc in [A16 / (31 d), 127] with
@@ -132,11 +133,12 @@ clpa_status demo_quant_dequantize(uint32_t type, const void *src, float *dst, ui
  * Elements must be finite, and each block's f16 scales must not pass
  * 65504: A <= 65504 * 127 (Q8_0), * 8 (Q4_0), * 3937 (Q6_K); for Q4_K /
  * Q5_K, 63 * 65504 below zero and about 945 / 1953 * 65504 of span.
- * |x| <= DEMO_QUANT_MAX_ABS always encodes, and decoded blocks always
- * re-encode. Returns CLPA_OK, CLPA_ERR_UNSUPPORTED (another type) or
- * CLPA_ERR_INVALID_ARG (n not a multiple of the block, NULL, an element
- * not finite or a block too large, named), with dst untouched on an
- * error. Writes every byte of its n / block blocks; deterministic.
+ * |x| <= DEMO_QUANT_MAX_ABS always encodes, and so do the values decoded
+ * from blocks this encoder wrote. Returns CLPA_OK, CLPA_ERR_UNSUPPORTED
+ * (another type) or CLPA_ERR_INVALID_ARG (n not a multiple of the block,
+ * NULL, an element not finite or a block too large, named), with dst
+ * untouched on an error. Writes every byte of its n / block blocks;
+ * deterministic.
  * ==================================================================== */
 #define DEMO_QUANT_MAX_ABS 524032.0f /* 65504 * 8: within every type's range */
 clpa_status demo_quant_quantize(uint32_t type, const float *src, void *dst, uint64_t n);
