@@ -2,8 +2,9 @@
  * test_demo_gguf.c — the demo's GGUF reader and tokenizers (host suite).
  *
  * The test writes its own tiny GGUF files (a writer below: metadata of
- * every type, a two-layer Llama of hidden 8 with f32/f16/bf16 tensors and
- * one q8_0 tensor, and a tokenizer of each kind), reads them back and
+ * every type, a two-layer Llama of hidden 8 with f32/f16/bf16 tensors,
+ * tensors of each quantized block type quant.h knows, and a tokenizer of
+ * each kind), reads them back and
  * checks every value; encodes and decodes strings whose ids were worked
  * out by hand for the tiny vocabularies; then corrupts the file in every
  * way the reader must catch and checks the status and that the message
@@ -19,6 +20,7 @@
 #include <string.h>
 
 #include "../tools/demo/gguf.h"
+#include "../tools/demo/quant.h"
 #include "../tools/demo/tokenizer.h"
 #include "clpa_base.h"
 #include "tap.h"
@@ -241,7 +243,12 @@ static int model_tensors(const spec *sp, tdesc *td) {
       T(nm, per[i].ty, per[i].a, per[i].b);
     }
   }
-  T("extra.q8", 8, 32, 2); /* q8_0: opens, but cannot be read as floats */
+  /* quantized: encoded by quant.c from tval (q8_0's blocks are by hand) */
+  T("extra.q4_0", DEMO_GGML_Q4_0, 64, 2);
+  T("extra.q4_K", DEMO_GGML_Q4_K, 256, 2);
+  T("extra.q5_K", DEMO_GGML_Q5_K, 512, 0);
+  T("extra.q6_K", DEMO_GGML_Q6_K, 256, 3);
+  T("extra.q8", DEMO_GGML_Q8_0, 32, 2); /* last: the corruption tests name it */
 #undef T
   int w = 0;
   for (int i = 0; i < n; i++) {
@@ -253,7 +260,28 @@ static int model_tensors(const spec *sp, tdesc *td) {
 }
 
 static size_t type_bytes(uint32_t t, int64_t n) {
-  return t == DEMO_GGML_F32 ? 4 * (size_t)n : t == 8 ? (size_t)n / 32 * 34 : t == 24 ? (size_t)n : 2 * (size_t)n;
+  if (demo_quant_supported(t)) return (size_t)n / demo_quant_block_elems(t) * demo_quant_block_bytes(t);
+  return t == DEMO_GGML_F32 ? 4 * (size_t)n : t == 24 ? (size_t)n : 2 * (size_t)n;
+}
+
+/* Tensor i's quantized bytes as the writer stores them: quant.c's encoding
+ * of tval; q8_0 by hand, block b = scale 0.5, quants 0..31 (element e is
+ * e % 32 * 0.5). Returns malloc'd bytes. */
+static uint8_t *quant_bytes(int i, uint32_t type, int64_t ne) {
+  uint8_t *q = malloc(type_bytes(type, ne));
+  float *v = malloc(sizeof(float) * (size_t)ne);
+  if (!q || !v) BAIL_OUT("out of memory");
+  for (int64_t e = 0; e < ne; e++) v[e] = tval(i, e);
+  if (type == DEMO_GGML_Q8_0)
+    for (int64_t b = 0; b < ne / 32; b++) {
+      q[34 * b] = (uint8_t)clpa_f32_to_f16(0.5f);
+      q[34 * b + 1] = (uint8_t)(clpa_f32_to_f16(0.5f) >> 8);
+      for (int k = 0; k < 32; k++) q[34 * b + 2 + k] = (uint8_t)k;
+    }
+  else if (demo_quant_quantize(type, v, q, (uint64_t)ne))
+    BAIL_OUT("%s", demo_quant_last_error());
+  free(v);
+  return q;
 }
 
 static void write_metadata(kvs *k, const spec *sp, marks *m) {
@@ -382,11 +410,11 @@ static uint8_t *build(const spec *sp, size_t *size, marks *m) {
       else if (td[i].type == DEMO_GGML_BF16) put_le(&f, clpa_f32_to_bf16(v), 2);
       else if (td[i].type == 24) put_le(&f, (uint8_t)e, 1);
     }
-    if (td[i].type == 8) /* q8_0: scale then 32 quants, per block */
-      for (int64_t b = 0; b < ne / 32; b++) {
-        put_le(&f, clpa_f32_to_f16(0.5f), 2);
-        for (int q = 0; q < 32; q++) put_le(&f, (uint8_t)q, 1);
-      }
+    if (demo_quant_supported(td[i].type)) {
+      uint8_t *q = quant_bytes(i, td[i].type, ne);
+      put(&f, q, type_bytes(td[i].type, ne));
+      free(q);
+    }
     m->data_end = f.n;
     while ((f.n - m->data_start) % align) put_le(&f, 0, 1);
   }
@@ -502,6 +530,41 @@ static void test_metadata(void) {
   free(bytes);
 }
 
+/* A quantized tensor read back: its raw blocks are the bytes the writer
+ * stored, at the size rows x ne[0] / block x block bytes; as floats it is
+ * quant.c's decoding of those bytes, bit for bit, and (q8_0 by hand) the
+ * values the blocks were built to hold. */
+static void check_quant_tensor(const demo_gguf_tensor *t, int i, uint32_t type, int64_t ne) {
+  const char *name = demo_gguf_ggml_type_name(type);
+  uint8_t *want_bytes = quant_bytes(i, type, ne);
+  size_t nbytes = type_bytes(type, ne);
+  float *got = malloc(sizeof(float) * (size_t)ne), *want = malloc(sizeof(float) * (size_t)ne);
+  for (int64_t e = 0; e < ne; e++) got[e] = NAN;
+  demo_gguf_raw r;
+  clpa_status st = demo_gguf_tensor_raw(t, &r);
+  uint64_t rows = (uint64_t)(ne / t->ne[0]), row_bytes = (uint64_t)t->ne[0] / demo_quant_block_elems(type) *
+                                                         demo_quant_block_bytes(type);
+  ok(st == CLPA_OK && r.data == t->data && r.type == type && r.size == nbytes && r.size == t->size &&
+         r.rows == rows && r.row_bytes == row_bytes && r.block_elems == demo_quant_block_elems(type) &&
+         r.block_bytes == demo_quant_block_bytes(type) && !memcmp(r.data, want_bytes, nbytes),
+     "%s: raw blocks are the written bytes, %llu rows of %llu bytes", t->name, (unsigned long long)r.rows,
+     (unsigned long long)r.row_bytes);
+  st = demo_gguf_tensor_to_f32(t, got, (uint64_t)ne);
+  demo_quant_dequantize(type, want_bytes, want, (uint64_t)ne);
+  int64_t bad = -1;
+  for (int64_t e = 0; e < ne && bad < 0; e++)
+    if (memcmp(&got[e], &want[e], 4) ||
+        (type == DEMO_GGML_Q8_0 ? got[e] != (float)(e % 32) * 0.5f : fabsf(got[e] - tval(i, e)) > 0.25f))
+      bad = e;
+  if (bad >= 0) diag("%s [%lld] = %g; quant.c gives %g from the written blocks; written from %g", t->name,
+                     (long long)bad, (double)got[bad], (double)want[bad], (double)tval(i, bad));
+  ok(st == CLPA_OK && bad < 0, "%s (%s, %lld elements) to floats: quant.c's decoding of its blocks%s", t->name,
+     name, (long long)ne, type == DEMO_GGML_Q8_0 ? ", q*0.5 as built by hand" : "");
+  free(want_bytes);
+  free(got);
+  free(want);
+}
+
 static void test_tensors_and_config(int tok) {
   spec sp = {.tok = tok, .alignment = tok == DEMO_TOKENIZER_SPM ? 64 : 0};
   uint8_t *bytes;
@@ -523,10 +586,8 @@ static void test_tensors_and_config(int tok) {
       bad++;
       continue;
     }
-    if (td[i].type == 8) {
-      clpa_status st = demo_gguf_tensor_to_f32(t, f, (uint64_t)ne);
-      ok(st == CLPA_ERR_UNSUPPORTED && strstr(demo_gguf_last_error(), "'extra.q8' has type q8_0"),
-         "q8_0 tensor to floats: %s", demo_gguf_last_error());
+    if (demo_quant_supported(td[i].type)) {
+      check_quant_tensor(t, i, td[i].type, ne);
       continue;
     }
     if (demo_gguf_tensor_to_f32(t, f, (uint64_t)ne)) {
@@ -544,6 +605,20 @@ static void test_tensors_and_config(int tok) {
   ok(bad == 0, "every tensor's info and values (f32, f16, bf16 exact)");
   ok(demo_gguf_get_tensor(g, "nope") == NULL && demo_gguf_get_tensor(g, "blk.0.attn_q") == NULL,
      "unknown names give NULL");
+  {
+    demo_gguf_raw r;
+    const demo_gguf_tensor *e = demo_gguf_get_tensor(g, "token_embd.weight");
+    int32_t v = tok == DEMO_TOKENIZER_SPM ? SPM_VOCAB : BPE_VOCAB;
+    ok(e && !demo_gguf_tensor_raw(e, &r) && r.data == e->data && r.type == DEMO_GGML_F16 && r.rows == (uint64_t)v &&
+           r.row_bytes == 2 * HIDDEN && r.size == r.rows * r.row_bytes && r.block_elems == 1 && r.block_bytes == 2,
+       "raw token_embd.weight (f16): %d rows of %d bytes", (int)v, 2 * HIDDEN);
+    ok(demo_gguf_tensor_raw(NULL, &r) == CLPA_ERR_INVALID_ARG && demo_gguf_tensor_raw(e, NULL) == CLPA_ERR_INVALID_ARG,
+       "raw: NULL refused");
+    const demo_gguf_tensor *qt = NULL;
+    ok(!demo_gguf_expect(g, "extra.q4_K", 256, 2, &qt) && qt == demo_gguf_get_tensor(g, "extra.q4_K") &&
+           !demo_gguf_expect(g, "extra.q5_K", 512, 0, &qt),
+       "expect: quantized tensors are of a type the demo reads");
+  }
   const demo_gguf_tensor *t = demo_gguf_get_tensor(g, "blk.0.attn_q.weight");
   ok(demo_gguf_tensor_to_f32(t, f, 3) == CLPA_ERR_INVALID_ARG, "to_f32 with the wrong count: %s",
      demo_gguf_last_error());
@@ -856,6 +931,40 @@ static void test_corruptions(void) {
   FRESH();
   patch_le(b, m.t_type[k], 2, 4); /* q4_0 over ne[0] = 8: not whole blocks */
   expect_open(b, n, CLPA_ERR_INVALID_ARG, "q4_0 with ne[0] 8", "not a multiple of q4_0's block of 32", NULL);
+  int q4 = -1, norm = -1;
+  for (int i = 0; i < m.n_tensors; i++) {
+    const char *nm = (const char *)good + m.t_name[i];
+    if (!strncmp(nm, "extra.q4_0", 10)) q4 = i;
+    if (!strncmp(nm, "output_norm.weight", 18)) norm = i;
+  }
+  FRESH();
+  patch_le(b, m.t_type[q4], DEMO_GGML_Q4_K, 4); /* q4_K over ne[0] = 64: not whole super-blocks */
+  expect_open(b, n, CLPA_ERR_INVALID_ARG, "q4_K with ne[0] 64",
+              "tensor 'extra.q4_0': ne[0] = 64 is not a multiple of q4_K's block of 256", NULL);
+  patch_le(b, m.t_type[q4], DEMO_GGML_Q6_K, 4);
+  expect_open(b, n, CLPA_ERR_INVALID_ARG, "q6_K with ne[0] 64", "not a multiple of q6_K's block of 256", NULL);
+  FRESH();
+  patch_le(b, m.t_type[q4], 3, 4); /* q4_1: whole blocks, opens, but not read */
+  {
+    demo_gguf *g = NULL;
+    demo_gguf_raw r;
+    float f[128];
+    clpa_status st = demo_gguf_open_memory(b, n, &g);
+    const demo_gguf_tensor *t = g ? demo_gguf_get_tensor(g, "extra.q4_0") : NULL;
+    st = t ? demo_gguf_tensor_to_f32(t, f, 128) : st;
+    ok(st == CLPA_ERR_UNSUPPORTED &&
+           strstr(demo_gguf_last_error(),
+                  "tensor 'extra.q4_0' has type q4_1; the demo reads f32, f16, bf16, q4_0, q8_0, q4_K, q5_K and q6_K") &&
+           t && demo_gguf_tensor_raw(t, &r) == CLPA_ERR_UNSUPPORTED,
+       "a q4_1 tensor opens, but to_f32 and raw refuse it, listing the types read: %s", demo_gguf_last_error());
+    demo_gguf_close(g);
+  }
+  /* regress: an f32 tensor of 2^62 elements has 2^64 bytes; the size
+   * wrapped to 0, and the file opened */
+  FRESH();
+  patch_le(b, m.t_ndims[norm] + 4, 1ull << 62, 8);
+  expect_open(b, n, CLPA_ERR_INVALID_ARG, "regress: an f32 tensor of 2^62 elements",
+              "tensor 'output_norm.weight': 4611686018427387904 elements of f32 take more than 2^64 bytes", NULL);
   FRESH();
   patch_le(b, m.t_ndims[k], 5, 4);
   expect_open(b, n, CLPA_ERR_INVALID_ARG, "n_dims 5", "'blk.0.attn_k.weight': n_dims 5 is not in [1, 4]", NULL);

@@ -6,7 +6,12 @@ text prompt and print its answer, pass --check against the host reference
 (which reads the same weights), serve the synthetic workload on it, and
 refuse a truncated file, a non-llama architecture or one holding a NUL
 byte with a message naming the problem, and fail (exit 1) a prompt that
-does not fit the model's context, saying both lengths. TAP output.
+does not fit the model's context, saying both lengths. The same with
+quantized weight matrices (issue 42): Q8_0 / Q4_0 (encoded here, as
+ggml's reference quantizers do) and, on a hidden-256 model, Q4_K / Q5_K /
+Q6_K (valid blocks of random bits); a K-quant row that is not whole
+256-element blocks and a q4_1 tensor are refused, naming tensor and type.
+TAP output.
 
 usage: test_demo_gguf_model.py CLPA_DEMO"""
 import json
@@ -35,6 +40,9 @@ def ok(cond, what):
 # GGUF value types and ggml tensor types used here.
 U32, I32, F32, STR, ARR = 4, 5, 6, 8, 9
 T_F32, T_F16, T_BF16 = 0, 1, 30
+T_Q4_1, T_Q4_0, T_Q8_0, T_Q4_K, T_Q5_K, T_Q6_K = 3, 2, 8, 12, 13, 14
+BLOCK_BYTES = {T_Q4_1: (32, 20), T_Q4_0: (32, 18), T_Q8_0: (32, 34), T_Q4_K: (256, 144), T_Q5_K: (256, 176),
+               T_Q6_K: (256, 210)}
 
 
 def gstr(s):
@@ -64,7 +72,53 @@ def f16_bits(x):
     return struct.unpack("<H", struct.pack("<e", x))[0]
 
 
+def f16(x):
+    return struct.unpack("<e", struct.pack("<e", x))[0]
+
+
+def q8_0(vals):
+    """ggml's quantize_row_q8_0_ref: per 32, d = max|x| / 127 as f16, q = round(x / d)."""
+    out = b""
+    for i in range(0, len(vals), 32):
+        blk = vals[i:i + 32]
+        d = f16(max(abs(v) for v in blk) / 127)
+        out += struct.pack("<e32b", d, *[max(-127, min(127, round(v / d))) if d else 0 for v in blk])
+    return out
+
+
+def q4_0(vals):
+    """ggml's quantize_row_q4_0_ref: d = -v / 8 for v the element of largest magnitude, q = x / d + 8 in
+    [0, 15]; element j in byte j's low nibble, element j + 16 in its high nibble."""
+    out = b""
+    for i in range(0, len(vals), 32):
+        blk = vals[i:i + 32]
+        d = f16(max(blk, key=abs) / -8)
+        q = [max(0, min(15, int(v / d + 8.5))) if d else 8 for v in blk]
+        out += struct.pack("<e", d) + bytes(q[j] | q[j + 16] << 4 for j in range(16))
+    return out
+
+
+def k_random(rng, n, typ, scale):
+    """n elements of valid K-quant blocks of random bits, scaled so that values spread over about
+    [-scale, scale] around 0 (test_demo_quant checks decoding; here the model serves what they hold)."""
+    out = b""
+    for _ in range(n // 256):
+        if typ == T_Q6_K:  # y = d * sc * (q - 32): |y| <= 4096 d
+            out += bytes(rng.getrandbits(8) for _ in range(208)) + struct.pack("<e", scale / 4096)
+        else:  # y = d * sc * q - dmin * m: mean 0 with these d, dmin
+            levels = 15 if typ == T_Q4_K else 31
+            out += struct.pack("<ee", 2 * scale / (63 * levels), scale / 63)
+            out += bytes(rng.getrandbits(8) for _ in range(BLOCK_BYTES[typ][1] - 4))
+    return out
+
+
 def tensor_bytes(vals, typ):
+    if isinstance(vals, bytes):
+        return vals
+    if typ == T_Q8_0:
+        return q8_0(vals)
+    if typ == T_Q4_0:
+        return q4_0(vals)
     if typ == T_F32:
         return struct.pack("<%df" % len(vals), *vals)
     if typ == T_F16:
@@ -73,9 +127,13 @@ def tensor_bytes(vals, typ):
     return struct.pack("<%dH" % len(vals), *[struct.unpack("<I", struct.pack("<f", v))[0] >> 16 for v in vals])
 
 
-def write_gguf(path, arch="llama", context=512):
+def write_gguf(path, arch="llama", context=512, quant=None, odd=None):
+    """quant: None (f32/f16/bf16), "legacy" (Q8_0 / Q4_0 matrices) or "k" (Q4_K / Q5_K / Q6_K matrices, hidden
+    256); odd: (tensor name, ggml type) written with random bytes of that type's size instead."""
     rng = random.Random(7)
     hidden, layers, heads, kv_heads, hd, ffn = 64, 2, 2, 1, 32, 128
+    if quant == "k":
+        hidden, hd, ffn = 256, 128, 256
     pieces = ["<unk>", "<s>", "</s>"] + ["<0x%02X>" % b for b in range(256)]
     words = ["\u2581the", "\u2581a", "\u2581cat", "\u2581sat", "\u2581on", "\u2581mat", "\u2581hello",
              "\u2581world", "\u2581", "e", "t", "a", "o", "n", "s", "h", "l", "r", "d", "w", "c", "m"]
@@ -92,23 +150,39 @@ def write_gguf(path, arch="llama", context=512):
             kv("tokenizer.ggml.scores", ARR, (F32, scores)), kv("tokenizer.ggml.token_type", ARR, (I32, types)),
             kv("tokenizer.ggml.bos_token_id", U32, 1), kv("tokenizer.ggml.eos_token_id", U32, 2)]
 
-    def mat(rows, cols, scale):
-        return [rng.uniform(-1, 1) * scale for _ in range(rows * cols)]
+    # each matrix's type: plain, then with quant="legacy", then with quant="k"
+    kinds = {"token_embd": (T_F32, T_Q8_0, T_Q6_K), "output": (T_F16, T_Q4_0, T_Q6_K),
+             "attn_q": (T_F16, T_Q8_0, T_Q4_K), "attn_k": (T_BF16, T_Q4_0, T_Q4_K),
+             "attn_v": (T_F32, T_Q8_0, T_Q6_K), "attn_output": (T_F32, T_Q4_0, T_Q4_K),
+             "ffn_gate": (T_F16, T_Q8_0, T_Q4_K), "ffn_up": (T_F32, T_Q4_0, T_Q5_K), "ffn_down": (T_F32, T_Q8_0, T_Q6_K)}
 
-    tensors = [("token_embd.weight", [hidden, vocab], mat(vocab, hidden, 1.0), T_F32),
+    def mat(kind, rows, cols, scale):
+        typ = kinds[kind][(None, "legacy", "k").index(quant)]
+        if typ in (T_Q4_K, T_Q5_K, T_Q6_K):
+            return k_random(rng, rows * cols, typ, scale), typ
+        return [rng.uniform(-1, 1) * scale for _ in range(rows * cols)], typ
+
+    tensors = [("token_embd.weight", [hidden, vocab], *mat("token_embd", vocab, hidden, 1.0)),
                ("output_norm.weight", [hidden], [1.0 + rng.uniform(-0.1, 0.1) for _ in range(hidden)], T_F32),
-               ("output.weight", [hidden, vocab], mat(vocab, hidden, 3.0 / hidden ** 0.5), T_F16)]
+               ("output.weight", [hidden, vocab], *mat("output", vocab, hidden, 3.0 / hidden ** 0.5))]
     for l in range(layers):
         p = "blk.%d." % l
         tensors += [(p + "attn_norm.weight", [hidden], [1.0] * hidden, T_F32),
-                    (p + "attn_q.weight", [hidden, heads * hd], mat(heads * hd, hidden, hidden ** -0.5), T_F16),
-                    (p + "attn_k.weight", [hidden, kv_heads * hd], mat(kv_heads * hd, hidden, hidden ** -0.5), T_BF16),
-                    (p + "attn_v.weight", [hidden, kv_heads * hd], mat(kv_heads * hd, hidden, hidden ** -0.5), T_F32),
-                    (p + "attn_output.weight", [heads * hd, hidden], mat(hidden, heads * hd, (heads * hd) ** -0.5), T_F32),
+                    (p + "attn_q.weight", [hidden, heads * hd], *mat("attn_q", heads * hd, hidden, hidden ** -0.5)),
+                    (p + "attn_k.weight", [hidden, kv_heads * hd], *mat("attn_k", kv_heads * hd, hidden, hidden ** -0.5)),
+                    (p + "attn_v.weight", [hidden, kv_heads * hd], *mat("attn_v", kv_heads * hd, hidden, hidden ** -0.5)),
+                    (p + "attn_output.weight", [heads * hd, hidden],
+                     *mat("attn_output", hidden, heads * hd, (heads * hd) ** -0.5)),
                     (p + "ffn_norm.weight", [hidden], [1.0] * hidden, T_F32),
-                    (p + "ffn_gate.weight", [hidden, ffn], mat(ffn, hidden, hidden ** -0.5), T_F16),
-                    (p + "ffn_up.weight", [hidden, ffn], mat(ffn, hidden, hidden ** -0.5), T_F32),
-                    (p + "ffn_down.weight", [ffn, hidden], mat(hidden, ffn, ffn ** -0.5), T_F32)]
+                    (p + "ffn_gate.weight", [hidden, ffn], *mat("ffn_gate", ffn, hidden, hidden ** -0.5)),
+                    (p + "ffn_up.weight", [hidden, ffn], *mat("ffn_up", ffn, hidden, hidden ** -0.5)),
+                    (p + "ffn_down.weight", [ffn, hidden], *mat("ffn_down", hidden, ffn, ffn ** -0.5))]
+    if odd:
+        for i, (name, dims, vals, typ) in enumerate(tensors):
+            if name == odd[0]:
+                n = dims[0] * (dims[1] if len(dims) > 1 else 1)
+                elems, nbytes = BLOCK_BYTES[odd[1]]
+                tensors[i] = (name, dims, bytes(rng.getrandbits(8) for _ in range(-(-n // elems) * nbytes)), odd[1])
     infos, data = b"", b""
     for name, dims, vals, typ in tensors:
         while len(data) % 32:
@@ -176,6 +250,29 @@ with tempfile.TemporaryDirectory() as tmp:
     ok(p.returncode == 1 and m and int(m.group(1)) + 20 > 16 and int(m.group(1)) < 16,
        "regress: a short prompt whose answer passes the context: exit %d, %s"
        % (p.returncode, p.stderr.strip()[-200:]))
+    # issue 42: quantized weight matrices, decoded to floats on the host
+    for quant, what in (("legacy", "Q8_0 / Q4_0"), ("k", "Q4_K / Q5_K / Q6_K (hidden 256)")):
+        qm = os.path.join(tmp, "tiny-%s.gguf" % quant)
+        write_gguf(qm, quant=quant)
+        p = run("--model", qm, "--prompt", "hello world the cat", "--output-min", "1", "--output-max", "12",
+                "--check")
+        ok(p.returncode == 0 and "check: passed" in p.stdout and p.stdout.startswith("hello world the cat"),
+           "%s weight matrices: the answer printed, --check passes" % what)
+        if p.returncode != 0:
+            print("# " + (p.stdout + p.stderr)[-1500:].replace("\n", "\n# "))
+        p = run("--model", qm, "--requests", "6", "--output-min", "4", "--output-max", "8", "--check", "--json")
+        j = json.loads(p.stdout.strip().splitlines()[-1]) if p.returncode == 0 and p.stdout.strip() else {}
+        ok(j.get("check_ok") is True, "%s weight matrices: the synthetic workload passes --check" % what)
+    odd = os.path.join(tmp, "odd.gguf")
+    write_gguf(odd, odd=("blk.0.attn_q.weight", T_Q4_K))
+    p = run("--model", odd, "--prompt", "hi")
+    ok(p.returncode == 1 and "tensor 'blk.0.attn_q.weight': ne[0] = 64 is not a multiple of q4_K's block of 256"
+       in p.stderr, "a Q4_K matrix of 64 columns is refused, tensor and type named: %s" % p.stderr.strip()[:200])
+    write_gguf(odd, odd=("blk.1.ffn_up.weight", T_Q4_1))
+    p = run("--model", odd, "--prompt", "hi")
+    ok(p.returncode == 1 and "tensor 'blk.1.ffn_up.weight' has type q4_1; the demo reads f32, f16, bf16, q4_0, "
+       "q8_0, q4_K, q5_K and q6_K" in p.stderr,
+       "a q4_1 matrix is refused, the types read listed: %s" % p.stderr.strip()[-200:])
     p = run("--prompt", "hi")
     ok(p.returncode == 2 and "--model" in p.stderr, "--prompt without --model is a usage error")
 

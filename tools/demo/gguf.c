@@ -274,7 +274,13 @@ const char *demo_gguf_ggml_type_name(uint32_t type) {
 }
 
 static bool convertible(uint32_t type) {
-  return type == DEMO_GGML_F32 || type == DEMO_GGML_F16 || type == DEMO_GGML_BF16;
+  return type == DEMO_GGML_F32 || type == DEMO_GGML_F16 || type == DEMO_GGML_BF16 ||
+         demo_quant_supported(type);
+}
+
+static clpa_status not_convertible(const demo_gguf_tensor *t) {
+  return fail(CLPA_ERR_UNSUPPORTED, "tensor '%s' has type %s; the demo reads " DEMO_GGUF_TYPE_NAMES, t->name,
+              demo_gguf_ggml_type_name(t->type));
 }
 
 /* --------------------------------------------------------- tensor infos */
@@ -320,7 +326,13 @@ static clpa_status rd_tensor_info(demo_gguf *g, rd *r, uint64_t i, uint64_t *fix
     return fail(CLPA_ERR_INVALID_ARG,
                 "tensor '%.*s': ne[0] = %" PRId64 " is not a multiple of %s's block of %" PRIu32,
                 nl, name.s, t->ne[0], ti->name, ti->block);
-  /* n_elems < 2^63 and bytes/block <= 292 < 2^9 with block >= 1: in range */
+  /* rows x (ne[0] / block) x bytes = (n_elems / block) x bytes, ne[0] being
+   * whole blocks; it can pass 2^64 (2^62 f32s), and a wrapped size would
+   * pass the placement check */
+  if (n_elems / ti->block > UINT64_MAX / ti->bytes)
+    return fail(CLPA_ERR_INVALID_ARG,
+                "tensor '%.*s': %" PRIu64 " elements of %s take more than 2^64 bytes", nl, name.s,
+                n_elems, ti->name);
   t->size = n_elems / ti->block * ti->bytes;
   snprintf(what, sizeof what, "offset of tensor '%.*s'", nl, name.s);
   if ((st = rd_uint(r, 8, &t->offset, what))) return st;
@@ -866,21 +878,23 @@ clpa_status demo_gguf_expect(const demo_gguf *g, const char *name, int64_t ne0, 
     return fail(CLPA_ERR_INVALID_ARG, "tensor '%s' has shape %s, expected %s (GGUF order, ne[0] first)",
                 name, have, want);
   }
-  if (!convertible(t->type))
-    return fail(CLPA_ERR_UNSUPPORTED, "tensor '%s' has type %s; the demo reads only f32, f16 and bf16",
-                name, demo_gguf_ggml_type_name(t->type));
+  if (!convertible(t->type)) return not_convertible(t);
   *out = t;
   return CLPA_OK;
 }
 
 clpa_status demo_gguf_tensor_to_f32(const demo_gguf_tensor *t, float *dst, uint64_t n) {
   if (!t || (!dst && n)) return fail(CLPA_ERR_INVALID_ARG, "demo_gguf_tensor_to_f32: NULL argument");
-  if (!convertible(t->type))
-    return fail(CLPA_ERR_UNSUPPORTED, "tensor '%s' has type %s; the demo reads only f32, f16 and bf16",
-                t->name, demo_gguf_ggml_type_name(t->type));
+  if (!convertible(t->type)) return not_convertible(t);
   if (n != (uint64_t)t->n_elems)
     return fail(CLPA_ERR_INVALID_ARG, "tensor '%s' has %" PRId64 " elements, not %" PRIu64, t->name,
                 t->n_elems, n);
+  if (demo_quant_supported(t->type)) {
+    /* whole blocks: ne[0] is (rd_tensor_info), so n_elems is too */
+    clpa_status st = demo_quant_dequantize(t->type, t->data, dst, n);
+    if (st) return fail(st, "tensor '%s': %s", t->name, demo_quant_last_error());
+    return CLPA_OK;
+  }
   const uint8_t *p = t->data;
   const uint16_t one = 1;
   bool host_le = *(const uint8_t *)&one == 1;
@@ -900,5 +914,16 @@ clpa_status demo_gguf_tensor_to_f32(const demo_gguf_tensor *t, float *dst, uint6
       dst[i] = conv(h);
     }
   }
+  return CLPA_OK;
+}
+
+clpa_status demo_gguf_tensor_raw(const demo_gguf_tensor *t, demo_gguf_raw *out) {
+  if (!t || !out) return fail(CLPA_ERR_INVALID_ARG, "demo_gguf_tensor_raw: NULL argument");
+  if (!convertible(t->type)) return not_convertible(t);
+  const ggml_type_info *ti = &ggml_types[t->type];
+  demo_gguf_raw r = {t->data, t->type, t->size, 0, 0, ti->block, ti->bytes};
+  r.row_bytes = (uint64_t)t->ne[0] / ti->block * ti->bytes;
+  r.rows = t->ne[0] ? (uint64_t)t->n_elems / (uint64_t)t->ne[0] : 0;
+  *out = r;
   return CLPA_OK;
 }

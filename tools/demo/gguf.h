@@ -19,9 +19,11 @@
  * and count against the bytes left (so a corrupt count cannot make it
  * allocate or read past the end), UTF-8-agnostic but NUL-free keys and
  * names, duplicate keys and tensor names, n_dims in [1, 4], known tensor
- * types (quantized ones included: the file opens; asking for one as floats
- * is CLPA_ERR_UNSUPPORTED), each tensor's [offset, offset + size) aligned
- * and inside the file. Overlapping tensors are not checked (harmless to
+ * types (any type ggml defines: the file opens; asking for one the demo
+ * cannot convert as floats is CLPA_ERR_UNSUPPORTED), ne[0] a whole number
+ * of the type's blocks, each tensor's size (rows x ne[0] / block x bytes
+ * per block) within 64 bits and its [offset, offset + size) aligned and
+ * inside the file. Overlapping tensors are not checked (harmless to
  * read). Every failure returns a status with a message naming the problem
  * in demo_gguf_last_error():
  *
@@ -47,6 +49,7 @@
 #include <stdint.h>
 
 #include "clpa_base.h"
+#include "quant.h"
 
 /* ======================================================================
  * Opening
@@ -155,13 +158,16 @@ float demo_gguf_arr_f32(const demo_gguf_arr *a, uint64_t i);
  * Tensors
  * ==================================================================== */
 
-/* ggml tensor types the demo converts to floats; the file may hold any
- * type ggml knows (demo_gguf_ggml_type_name names them). */
+/* ggml tensor types the demo converts to floats: these three and quant.h's
+ * block types (DEMO_GGML_Q4_0, _Q8_0, _Q4_K, _Q5_K, _Q6_K). The file may
+ * hold any type ggml knows (demo_gguf_ggml_type_name names them). */
 enum {
   DEMO_GGML_F32 = 0,
   DEMO_GGML_F16 = 1,
   DEMO_GGML_BF16 = 30,
 };
+/* For messages: every type the demo reads. */
+#define DEMO_GGUF_TYPE_NAMES "f32, f16, bf16, " DEMO_QUANT_TYPE_NAMES
 
 /* Returns "f32", "f16", "q4_0", "q8_0", "bf16", ... or NULL for a type
  * number ggml does not define. */
@@ -174,7 +180,7 @@ typedef struct demo_gguf_tensor {
   int64_t n_elems;  /* product of ne */
   uint32_t type;    /* ggml type number */
   uint64_t offset;  /* from the start of the data section */
-  uint64_t size;    /* bytes */
+  uint64_t size;    /* bytes: ne[1] * ne[2] * ne[3] rows of ne[0] / block blocks */
   const void *data; /* inside the file's bytes; aligned as the file says */
 } demo_gguf_tensor;
 
@@ -187,17 +193,39 @@ const demo_gguf_tensor *demo_gguf_get_tensor(const demo_gguf *g, const char *nam
 /* Looks up a tensor the model needs and checks it: present
  * (CLPA_ERR_INVALID_ARG "missing tensor 'x'"), of shape [ne0] (ne1 == 0)
  * or [ne0, ne1] in GGUF order (CLPA_ERR_INVALID_ARG naming both shapes),
- * of type F32, F16 or BF16 (CLPA_ERR_UNSUPPORTED naming tensor and type).
- * Returns CLPA_OK with *out set. */
+ * of a type the demo reads, DEMO_GGUF_TYPE_NAMES (else
+ * CLPA_ERR_UNSUPPORTED naming tensor and type and listing those). Returns
+ * CLPA_OK with *out set. */
 clpa_status demo_gguf_expect(const demo_gguf *g, const char *name, int64_t ne0, int64_t ne1,
                              const demo_gguf_tensor **out);
 
 /* Converts all of t's elements to floats in file order (for 2-D, the
- * row-major [ne1][ne0]); exact for f32, f16 and bf16 (clpa_f16_to_f32,
- * clpa_bf16_to_f32). n must equal t->n_elems. Returns CLPA_OK,
- * CLPA_ERR_UNSUPPORTED (other types, naming tensor and type) or
+ * row-major [ne1][ne0]): exact for f32, f16 and bf16 (clpa_f16_to_f32,
+ * clpa_bf16_to_f32); the quantized types decoded on the host by
+ * demo_quant_dequantize, bit for bit as ggml's dequantize_row_*. n must
+ * equal t->n_elems. Returns CLPA_OK, CLPA_ERR_UNSUPPORTED (other types,
+ * naming tensor and type and listing DEMO_GGUF_TYPE_NAMES) or
  * CLPA_ERR_INVALID_ARG (n wrong, NULL). */
 clpa_status demo_gguf_tensor_to_f32(const demo_gguf_tensor *t, float *dst, uint64_t n);
+
+/* A tensor's bytes as the file holds them (little-endian; for the block
+ * types, ne[0] / block blocks per row laid out as quant.h draws them), for
+ * a caller that uploads quantized weights as they are. */
+typedef struct demo_gguf_raw {
+  const void *data;      /* t->data */
+  uint32_t type;         /* ggml type number (DEMO_GGML_*) */
+  uint64_t size;         /* bytes: rows * row_bytes */
+  uint64_t rows;         /* ne[1] * ne[2] * ne[3] (0 when ne[0] is) */
+  uint64_t row_bytes;    /* ne[0] / block_elems * block_bytes */
+  uint32_t block_elems;  /* 1 for f32 / f16 / bf16; 32 or 256 */
+  uint32_t block_bytes;  /* 4 or 2; 18, 34, 144, 176 or 210 */
+} demo_gguf_raw;
+
+/* Fills *out for a tensor of a type the demo reads (DEMO_GGUF_TYPE_NAMES;
+ * t->data, t->type and t->size hold the same for any type). Returns
+ * CLPA_OK, CLPA_ERR_UNSUPPORTED (another type, as demo_gguf_tensor_to_f32
+ * says it) or CLPA_ERR_INVALID_ARG (NULL); *out untouched on an error. */
+clpa_status demo_gguf_tensor_raw(const demo_gguf_tensor *t, demo_gguf_raw *out);
 
 /* ======================================================================
  * Llama (gguf_llama.c: llama.cpp's conventions over the reader above)
