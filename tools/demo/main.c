@@ -15,6 +15,7 @@
 #include "gguf.h"
 #include "model.h"
 #include "report.h"
+#include "sampler.h"
 #include "scheduler.h"
 #include "tokenizer.h"
 #include "workload.h"
@@ -25,6 +26,8 @@ typedef struct demo_args {
   int32_t arrival_steps, max_wait;
   uint64_t seed;
   clpa_dtype kv_dtype, weight_dtype;
+  float temperature, top_p;
+  int32_t top_k;
   int no_prefix_cache, check, json;
 } demo_args;
 
@@ -54,11 +57,30 @@ static const char *parse_dtype(const char *text, void *value) {
   return NULL;
 }
 
+/* A finite float in [lo, hi]; lo itself excluded when open_lo. */
+static const char *parse_float(const char *text, float *value, float lo, int open_lo, float hi) {
+  char *end;
+  const float v = strtof(text, &end);
+  if (end == text || *end || !(v >= lo && v <= hi) || (open_lo && v == lo)) return "";
+  *value = v;
+  return NULL;
+}
+
+static const char *parse_temperature(const char *text, void *value) {
+  return parse_float(text, value, 0.0f, 0, 1e4f) ? "a number from 0 (greedy) to 10000" : NULL;
+}
+
+static const char *parse_top_p(const char *text, void *value) {
+  return parse_float(text, value, 0.0f, 1, 1.0f) ? "a number above 0 and at most 1" : NULL;
+}
+
 static const cli_cmd *g_cmd;
 
 static int parse(int argc, char **argv, demo_args *a) {
-  *a = (demo_args){"tiny", NULL, NULL, "lpm", NULL, 24, 16, 32, 0, 16, 16, 512, 24, 64, 1,
-                   CLPA_DTYPE_F16, CLPA_DTYPE_F32, 0, 0, 0};
+  *a = (demo_args){.preset = "tiny", .schedule = "lpm", .requests = 24, .output_min = 16,
+                   .output_max = 32, .block_size = 16, .max_running = 16, .token_budget = 512,
+                   .arrival_steps = 24, .max_wait = 64, .seed = 1, .kv_dtype = CLPA_DTYPE_F16,
+                   .weight_dtype = CLPA_DTYPE_F32, .top_p = 1.0f};
   const cli_opt opts[] = {
       {"preset", CLI_WORD, &a->preset, 0, 0, "NAME",
        "random-weight model: tiny (CPU, seconds) or\nllama-1b (Llama-3.2-1B's shape, for GPUs)",
@@ -76,7 +98,16 @@ static int parse(int argc, char **argv, demo_args *a) {
        NULL},
       {"arrival-steps", CLI_INT, &a->arrival_steps, 0, 1 << 20, "N",
        "requests arrive over this many engine steps\n(0: all at once)", NULL, NULL},
-      {"seed", CLI_U64, &a->seed, 0, 0, "N", "seed of the weights and the workload", NULL, NULL},
+      {"seed", CLI_U64, &a->seed, 0, 0, "N", "seed of the weights, the workload and sampling",
+       NULL, NULL},
+      {"temperature", CLI_WORD, &a->temperature, 0, 0, "T",
+       "sample at temperature T on the host from the\nlogits (0: greedy, the device's argmax)", "0",
+       parse_temperature},
+      {"top-k", CLI_INT, &a->top_k, 0, 1 << 30, "K",
+       "sample among the K likeliest tokens (0: all;\nnothing at --temperature 0)", NULL, NULL},
+      {"top-p", CLI_WORD, &a->top_p, 0, 0, "P",
+       "then among the likeliest whose probability\nsums to P (1: all; nothing at --temperature 0)",
+       "1", parse_top_p},
       {"schedule", CLI_WORD, &a->schedule, 0, 0, "NAME",
        "lpm (longest matched prefix first, SGLang's\ncache-aware order) or fcfs", "lpm",
        parse_schedule},
@@ -118,7 +149,11 @@ static int parse(int argc, char **argv, demo_args *a) {
       opts,
       "JSON keys include computed_tokens, cached_tokens, generated_tokens,\n"
       "tokens_per_s, hit_rate, ttft_p50_ms, tpot_p50_ms, peak_blocks, preemptions,\n"
-      "attention_s, gemm_s and, with --check, check_ok.\n"
+      "attention_s, gemm_s, temperature and, with --check, check_ok.\n"
+      "\n"
+      "Sampling draws token n of request i from a hash of (--seed, i, n): a run\n"
+      "repeats whatever the batching.\n"
+      "\n"
       "Exit status: 0; 1 when something fails, every request is refused (too long\n"
       "for the model's context or --blocks) or --check finds a difference; 2 for a\n"
       "bad command line.",
@@ -131,6 +166,9 @@ static int parse(int argc, char **argv, demo_args *a) {
                      (int)a->output_min);
   if (a->prompt && !a->model)
     return cli_error(&cmd, "--prompt needs --model (the random models have no tokenizer)");
+  if (a->check && a->temperature > 0)
+    return cli_error(&cmd, "--check compares every token with the reference's argmax, so it needs"
+                     " greedy decoding: --temperature 0, not %g", (double)a->temperature);
   if (a->block_size != 8 && a->block_size != 16 && a->block_size != 32)
     return cli_error(&cmd, "--block-size takes 8, 16 or 32, not %d", (int)a->block_size);
   return CLI_RUN;
@@ -181,6 +219,7 @@ int main(int argc, char **argv) {
   demo_model *m = NULL;
   demo_workload *w = NULL;
   demo_engine *e = NULL;
+  demo_sampler *smp = NULL;
   clpa_context_config cc;
   clpa_context_config_init(&cc);
   cc.device = a.device, cc.profiling = 1; /* the time split comes from profiling events */
@@ -249,11 +288,21 @@ int main(int argc, char **argv) {
     w = demo_workload_create(&wc);
   }
   if (!w) goto out;
+  if (a.temperature > 0) {
+    demo_sampler_config scfg;
+    demo_sampler_config_init(&scfg);
+    scfg.temperature = a.temperature, scfg.top_k = a.top_k, scfg.top_p = a.top_p, scfg.seed = a.seed;
+    if (!(smp = demo_sampler_create(&scfg, mc.vocab))) {
+      cli_progress_end();
+      fprintf(stderr, "clpa-demo: out of memory for the sampler\n");
+      goto out;
+    }
+  }
   demo_sched_config sc;
   demo_sched_config_init(&sc);
   sc.block_size = a.block_size, sc.kv_dtype = a.kv_dtype, sc.max_running = a.max_running;
   sc.token_budget = a.token_budget, sc.lpm = strcmp(a.schedule, "lpm") == 0, sc.max_wait = a.max_wait;
-  sc.prefix_cache = !a.no_prefix_cache, sc.keep_logits = a.check;
+  sc.prefix_cache = !a.no_prefix_cache, sc.keep_logits = a.check, sc.sampler = smp;
   sc.eos = tok ? demo_tokenizer_eos(tok) : -1;
   /* Blocks: enough for every running request's longest sequence, twice. */
   const int32_t longest = wc.system_len + wc.fewshot_len + wc.question_len + 4 * wc.turn_len +
@@ -292,7 +341,8 @@ int main(int argc, char **argv) {
                          sc.block_size, a.check ? verdict : NULL,
                          check_ok, ps1.built_from_source - ps0.built_from_source,
                          ps1.loaded_from_disk - ps0.loaded_from_disk,
-                         ps1.build_seconds - ps0.build_seconds};
+                         ps1.build_seconds - ps0.build_seconds,
+                         a.temperature, a.top_k, a.top_p, a.seed};
   if (a.prompt && !a.json) { /* the answer, as text */
     int32_t count;
     const demo_result *res = demo_engine_results(e, &count);
@@ -307,6 +357,7 @@ int main(int argc, char **argv) {
   rc = check_ok ? 0 : 1;
 out:
   demo_engine_destroy(e);
+  demo_sampler_destroy(smp);
   demo_workload_destroy(w);
   demo_model_destroy(m);
   demo_tokenizer_destroy(tok);

@@ -75,6 +75,12 @@ void demo_report_summary(FILE *out, const demo_engine *e, const demo_report_info
     cli_json_str(&j, "weight_dtype", in->weight_dtype);
     cli_json_int(&j, "num_blocks", in->num_blocks);
     cli_json_int(&j, "block_size", in->block_size);
+    cli_json_num(&j, "temperature", in->temperature, 4);
+    if (in->temperature > 0) {
+      cli_json_int(&j, "top_k", in->top_k);
+      cli_json_num(&j, "top_p", in->top_p, 4);
+      cli_json_int(&j, "seed", (long long)in->seed);
+    }
     cli_json_int(&j, "requests", st->requests);
     cli_json_int(&j, "refused", st->refused);
     cli_json_int(&j, "steps", st->steps);
@@ -110,7 +116,13 @@ void demo_report_summary(FILE *out, const demo_engine *e, const demo_report_info
   fprintf(out, "clpa-demo on %s (%s lanes): model %s, %s weights, %s KV cache of %d blocks x %d\n",
           in->device, in->lanes, in->model, in->weight_dtype, in->kv_dtype, in->num_blocks,
           in->block_size);
-  fprintf(out, "schedule %s, prefix cache %s\n\n", in->schedule, in->prefix_cache ? "on" : "off");
+  fprintf(out, "schedule %s, prefix cache %s, ", in->schedule, in->prefix_cache ? "on" : "off");
+  if (in->temperature > 0)
+    fprintf(out, "sampling at temperature %g, top-k %d, top-p %g, seed %llu\n\n",
+            (double)in->temperature, (int)in->top_k, (double)in->top_p,
+            (unsigned long long)in->seed);
+  else
+    fprintf(out, "greedy\n\n");
   fprintf(out, "  requests              %8d  (%d refused: too long for the model or cache)\n",
           st->requests, st->refused);
   fprintf(out, "  prompt tokens         %8lld\n", (long long)st->prompt_tokens);

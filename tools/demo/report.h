@@ -22,6 +22,11 @@ typedef struct demo_report_info {
    * build (a cold kernel cache). */
   unsigned programs_built, programs_loaded;
   double build_s;
+  /* sampling: temperature 0 is greedy */
+  float temperature;
+  int32_t top_k;
+  float top_p;
+  uint64_t seed;
 } demo_report_info;
 
 /* The progress line (call after each step; prints only on a terminal). */

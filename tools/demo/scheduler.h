@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "model.h"
+#include "sampler.h"
 #include "workload.h"
 
 typedef struct demo_sched_config {
@@ -28,6 +29,10 @@ typedef struct demo_sched_config {
   int prefix_cache;      /* 0: never match, never cache */
   int keep_logits;       /* store each generated token's logits (for --check) */
   int32_t eos;           /* a token that ends a request early (GGUF), or -1 */
+  /* NULL: greedy, the device's argmax. Else every token is drawn on the
+   * host from its logits (read back each step), stream = the request's
+   * id, n = the token's index in its output. Not owned. */
+  demo_sampler *sampler;
 } demo_sched_config;
 
 void demo_sched_config_init(demo_sched_config *c);
