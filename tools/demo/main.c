@@ -20,6 +20,9 @@
 #include "tokenizer.h"
 #include "workload.h"
 
+/* --output-min and --output-max when not given (0 marks "not given"). */
+enum { OUTPUT_MIN = 16, OUTPUT_MAX = 32 };
+
 typedef struct demo_args {
   const char *preset, *model, *device, *schedule, *prompt;
   int32_t requests, output_min, output_max, blocks, block_size, max_running, token_budget;
@@ -77,10 +80,10 @@ static const char *parse_top_p(const char *text, void *value) {
 static const cli_cmd *g_cmd;
 
 static int parse(int argc, char **argv, demo_args *a) {
-  *a = (demo_args){.preset = "tiny", .schedule = "lpm", .requests = 24, .output_min = 16,
-                   .output_max = 32, .block_size = 16, .max_running = 16, .token_budget = 512,
-                   .arrival_steps = 24, .max_wait = 64, .seed = 1, .kv_dtype = CLPA_DTYPE_F16,
-                   .weight_dtype = CLPA_DTYPE_F32, .top_p = 1.0f};
+  *a = (demo_args){.preset = "tiny", .schedule = "lpm", .requests = 24, .block_size = 16,
+                   .max_running = 16, .token_budget = 512, .arrival_steps = 24, .max_wait = 64,
+                   .seed = 1, .kv_dtype = CLPA_DTYPE_F16, .weight_dtype = CLPA_DTYPE_F32,
+                   .top_p = 1.0f};
   const cli_opt opts[] = {
       {"preset", CLI_WORD, &a->preset, 0, 0, "NAME",
        "random-weight model: tiny (CPU, seconds) or\nllama-1b (Llama-3.2-1B's shape, for GPUs)",
@@ -92,10 +95,12 @@ static int parse(int argc, char **argv, demo_args *a) {
        "instead of the synthetic workload", "none", parse_text},
       {"requests", CLI_INT, &a->requests, 1, 1 << 16, "N",
        "requests, chat turns included", NULL, NULL},
-      {"output-min", CLI_INT, &a->output_min, 1, 1 << 20, "N", "shortest answer (tokens)", NULL,
+      {"output-min", CLI_INT, &a->output_min, 1, 1 << 20, "N",
+       "shortest answer (tokens); given alone above\n--output-max's default, it raises it", "16",
        NULL},
-      {"output-max", CLI_INT, &a->output_max, 1, 1 << 20, "N", "longest answer (tokens)", NULL,
-       NULL},
+      {"output-max", CLI_INT, &a->output_max, 1, 1 << 20, "N",
+       "longest answer (tokens); given alone, it sets\n--output-min too; the answer's limit with\n"
+       "--prompt", "32", NULL},
       {"arrival-steps", CLI_INT, &a->arrival_steps, 0, 1 << 20, "N",
        "requests arrive over this many engine steps\n(0: all at once)", NULL, NULL},
       {"seed", CLI_U64, &a->seed, 0, 0, "N", "seed of the weights, the workload and sampling",
@@ -161,6 +166,12 @@ static int parse(int argc, char **argv, demo_args *a) {
   g_cmd = &cmd;
   int rc = cli_parse(&cmd, argc, argv);
   if (rc != CLI_RUN) return rc;
+  /* One bound given alone sets the other where the default would not do:
+   * --output-max N alone is every answer N long; --output-min alone
+   * raises the default maximum up to itself. */
+  const int min_given = a->output_min != 0, max_given = a->output_max != 0;
+  if (!max_given) a->output_max = a->output_min > OUTPUT_MAX ? a->output_min : OUTPUT_MAX;
+  if (!min_given) a->output_min = max_given ? a->output_max : OUTPUT_MIN;
   if (a->output_max < a->output_min)
     return cli_error(&cmd, "--output-max %d is below --output-min %d", (int)a->output_max,
                      (int)a->output_min);
