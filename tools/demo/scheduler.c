@@ -194,6 +194,7 @@ static clpa_status arrive(demo_engine *e, int32_t step) {
     if (need > e->mc->max_positions ||
         (need + e->cfg.block_size - 1) / e->cfg.block_size > e->cfg.num_blocks) {
       res->refused = 1; /* can never run: say so in the report, do not spin */
+      res->finish = need > e->mc->max_positions ? DEMO_FINISH_CONTEXT : DEMO_FINISH_CACHE;
       e->st.refused++;
       finish_request(e, l, step, 0);
       continue;
@@ -359,6 +360,7 @@ static clpa_status take_token(demo_engine *e, int32_t s, int32_t step) {
   e->st.generated_tokens++;
   if (res->num_generated == 1) res->first_token_s = now_s(e);
   if (res->num_generated == l->req->max_new_tokens || tok == e->cfg.eos) {
+    res->finish = tok == e->cfg.eos ? DEMO_FINISH_STOP : DEMO_FINISH_LENGTH;
     for (int32_t i = 0; i < e->n_run; i++) /* out of the running list */
       if (e->running[i] == l) e->running[i] = e->running[--e->n_run];
     finish_request(e, l, step, e->cfg.prefix_cache);
@@ -432,6 +434,7 @@ clpa_status demo_engine_run(demo_engine *e, void (*progress)(const demo_engine *
       live *l = e->waiting[0];
       memmove(e->waiting, e->waiting + 1, sizeof *e->waiting * (size_t)--e->n_wait);
       l->res->refused = 1;
+      l->res->finish = DEMO_FINISH_CACHE;
       e->st.refused++;
       finish_request(e, l, step, 0);
       continue;
