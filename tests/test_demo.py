@@ -5,7 +5,8 @@ tokens than --no-prefix-cache and both produce tokens identical to the
 reference; a cache too small for the batch forces preemptions, which still
 produce the reference's tokens; one too small for every request fails
 (exit 1) saying what the smallest needs; a bad option is named with exit
-status 2.
+status 2; sampling serves the synthetic workload and says so; --check
+refuses it; --output-max alone sets both bounds.
 
 usage: test_demo.py CLPA_DEMO"""
 import json
@@ -110,6 +111,28 @@ ok(p.returncode == 0 and "--no-prefix-cache" in p.stdout and "--check" in p.stdo
 rc, fc = run("--requests", "6", "--output-min", "2", "--output-max", "4", "--schedule", "fcfs",
              "--check", "--json")
 ok(rc == 0 and fc and fc["check_ok"] and fc["schedule"] == "fcfs", "fcfs schedule passes --check")
+
+# regress (issue 42): --output-max below --output-min's default was refused
+# when given alone; now it sets both bounds (every answer that long: the
+# random model has no end token), and --output-min alone above the
+# default maximum raises it.
+rc, j = run("--requests", "6", "--output-max", "3", "--json")
+ok(rc == 0 and j and j["generated_tokens"] == 18 and j["requests"] == 6,
+   "regress: --output-max 3 alone: 6 answers of 3 tokens (%s)" % (j or {}).get("generated_tokens"))
+rc, j = run("--requests", "3", "--output-min", "40", "--json")
+ok(rc == 0 and j and j["generated_tokens"] == 120,
+   "--output-min 40 alone: 3 answers of 40 tokens (%s)" % (j or {}).get("generated_tokens"))
+p = subprocess.run([demo, "--output-min", "50", "--output-max", "40"], capture_output=True, text=True)
+ok(p.returncode == 2 and "--output-max 40 is below --output-min 50" in p.stderr, "both given, crossed: exit 2")
+
+rc, j = run("--requests", "6", "--output-min", "4", "--output-max", "4", "--temperature", "0.8", "--top-k", "40",
+            "--top-p", "0.9", "--json")
+ok(rc == 0 and j and j["generated_tokens"] == 24 and j["temperature"] == 0.8 and j["top_k"] == 40
+   and j["top_p"] == 0.9, "sampling serves the synthetic workload, the settings in the JSON")
+p = subprocess.run([demo, "--top-p", "0"], capture_output=True, text=True)
+ok(p.returncode == 2 and "--top-p" in p.stderr, "--top-p 0 is refused: %s" % p.stderr.strip().split("\n")[0])
+p = subprocess.run([demo, "--temperature", "0.7", "--check"], capture_output=True, text=True)
+ok(p.returncode == 2 and "--temperature 0" in p.stderr, "--check with sampling is refused, exit 2")
 
 print("1..%d" % n)
 sys.exit(1 if failed else 0)

@@ -11,7 +11,13 @@ quantized weight matrices (issue 42): Q8_0 / Q4_0 (encoded here, as
 ggml's reference quantizers do) and, on a hidden-256 model, Q4_K / Q5_K /
 Q6_K (valid blocks of random bits); a K-quant row that is not whole
 256-element blocks and a q4_1 tensor are refused, naming tensor and type.
-TAP output.
+
+--prompts serves a file through continuous batching: plain text and JSON
+lines give, in the file's order, the answers each prompt gets alone with
+--prompt (greedy), refused requests in their place with the reason, the
+summary on stderr; malformed lines are refused with FILE:LINE:COLUMN (exit
+2). Sampling repeats under one seed whatever the batching, changes with
+the seed, and top-k 1 is greedy; --check refuses it. TAP output.
 
 usage: test_demo_gguf_model.py CLPA_DEMO"""
 import json
@@ -201,6 +207,45 @@ def run(*args):
     return subprocess.run([demo, *args], capture_output=True, text=True, errors="replace", timeout=600)
 
 
+def run_bytes(*args):
+    return subprocess.run([demo, *args], capture_output=True, timeout=600)
+
+
+def plain_line(answer):
+    """An answer as --prompts writes it on its line (bytes)."""
+    return answer.replace(b"\\", b"\\\\").replace(b"\n", b"\\n").replace(b"\r", b"\\r")
+
+
+def json_text(answer):
+    """An answer's bytes as the demo's JSON writer reads them (tools/tool_cli.c):
+    valid UTF-8 kept, every other byte U+FFFD on its own."""
+    out, i = [], 0
+    while i < len(answer):
+        c = answer[i]
+        n = 1 if c < 0x80 else 4 if 0xF0 <= c <= 0xF4 else 3 if 0xE0 <= c <= 0xEF else 2 if 0xC2 <= c < 0xE0 else 0
+        try:
+            ch = answer[i:i + n].decode("utf-8") if n and i + n <= len(answer) else None
+        except UnicodeDecodeError:
+            ch = None
+        if ch is None:
+            out.append("\ufffd")
+            i += 1
+        else:
+            out.append(ch)
+            i += n
+    return "".join(out)
+
+
+def alone(model, prompt, *extra):
+    """The answer --prompt prints for one prompt (bytes), or None."""
+    p = run_bytes("--model", model, "--prompt", prompt, *extra)
+    end = p.stdout.rfind(b"\n\nclpa-demo on ")
+    if p.returncode != 0 or end < 0 or not p.stdout.startswith(prompt.encode()):
+        print("# --prompt %r: exit %d, %r" % (prompt, p.returncode, (p.stdout + p.stderr)[-300:]))
+        return None
+    return p.stdout[len(prompt.encode()):end]
+
+
 with tempfile.TemporaryDirectory() as tmp:
     model = os.path.join(tmp, "tiny-llama.gguf")
     write_gguf(model)
@@ -275,6 +320,121 @@ with tempfile.TemporaryDirectory() as tmp:
        "a q4_1 matrix is refused, the types read listed: %s" % p.stderr.strip()[-200:])
     p = run("--prompt", "hi")
     ok(p.returncode == 2 and "--model" in p.stderr, "--prompt without --model is a usage error")
+
+    # --prompts: a plain file (a blank line skipped; a line that starts with
+    # "{" is text, since the first line decides the format), two prompts
+    # that share whole blocks for the prefix cache, and one too long for the
+    # 512-token context, refused in its place.
+    mat = "the cat sat on the mat " * 3
+    texts = ["hello world the cat", mat + "hello", mat + "world", "{the cat}", "a"]
+    too_long = "the cat sat on the mat " * 40
+    plain = os.path.join(tmp, "prompts.txt")
+    with open(plain, "w") as f:
+        f.write("\n".join(texts[:2]) + "\n\n" + "\n".join(texts[2:]) + "\n" + too_long + "\n")
+    p = run_bytes("--model", model, "--prompts", plain, "--output-max", "10")
+    lines = p.stdout.split(b"\n")
+    ok(p.returncode == 0 and len(lines) == len(texts) + 2 and lines[-1] == b"" and b"requests" in p.stderr
+       and b"clpa-demo on" not in p.stdout,
+       "--prompts, plain: %d answer lines on stdout, the summary on stderr (exit %d)"
+       % (len(lines) - 1, p.returncode))
+    if p.returncode != 0:
+        print("# " + p.stderr.decode(errors="replace")[-800:].replace("\n", "\n# "))
+    answers = [alone(model, t, "--output-max", "10") for t in texts]
+    same = [a is not None and i < len(lines) and lines[i] == plain_line(a) for i, a in enumerate(answers)]
+    ok(all(same), "each answer, in the file's order, is what --prompt gives that prompt alone (greedy): %s"
+       % same)
+    # All of them arrive at once and are admitted together, so the two that
+    # share a prefix both compute it; one at a time, the second finds it.
+    p1 = run_bytes("--model", model, "--prompts", plain, "--output-max", "10", "--max-running", "1")
+    m = re.search(rb"served from cache +(\d+)", p1.stderr)
+    ok(p1.returncode == 0 and p1.stdout == p.stdout and m and int(m.group(1)) >= 16,
+       "one request at a time: the same answers, and the prompts sharing a prefix hit the cache (%s tokens)"
+       % (m.group(1).decode() if m else None))
+    p1 = run("--model", model, "--prompts", plain, "--output-max", "10", "--check")
+    ok(p1.returncode == 0 and "check: passed: 5 requests" in p1.stderr,
+       "--prompts with --check: the 5 served pass (the verdict on stderr)")
+    refusal = lines[len(texts)] if len(lines) > len(texts) else b""
+    ok(re.fullmatch(rb"\[refused: \d+ prompt tokens \+ max_tokens 10 is past the model's context of 512 tokens\]",
+                    refusal),
+       "the prompt too long for the context is refused in its place: %r" % refusal[:120])
+
+    # JSON lines: the same prompts written with escapes, max_tokens per line
+    # (one past the context), a blank line, CRLF.
+    def esc(t):
+        return t.replace("t", "\\u0074").replace(" ", "\\u0020", 1)
+    jl = os.path.join(tmp, "prompts.jsonl")
+    with open(jl, "w", newline="") as f:
+        f.write('{"prompt": "%s"}\n' % esc(texts[0]))
+        f.write('\r\n{ "max_tokens" : 10, "prompt": "%s" }\r\n' % esc(texts[1]))
+        f.write('{"prompt": "%s", "max_tokens": 3}\n' % esc(texts[2]))
+        f.write('{"prompt": "%s", "max_tokens": 600}\n' % texts[4])
+        f.write('{"prompt": "caf\\u00e9 \\ud83d\\ude00 \\"q\\" \\\\ \\n"}\n')
+    p = run("--model", model, "--prompts", jl, "--output-max", "10", "--json")
+    try:
+        objs = [json.loads(l) for l in p.stdout.splitlines()]
+        summary = json.loads(p.stderr.strip().splitlines()[-1])
+    except (json.JSONDecodeError, IndexError):
+        objs, summary = [], {}
+    ok(p.returncode == 0 and [o.get("index") for o in objs] == [0, 1, 2, 3, 4]
+       and [o.get("line") for o in objs] == [1, 3, 4, 5, 6] and summary.get("requests") == 5,
+       "--prompts, JSON lines: 5 objects in order with their line numbers, the JSON summary on stderr")
+    if len(objs) == 5 and None not in answers:
+        ok(objs[0]["text"] == json_text(answers[0]) and objs[1]["text"] == json_text(answers[1])
+           and objs[0]["generated_tokens"] == 10 and objs[0]["finish_reason"] == "length",
+           "escaped prompts get the answers of their plain text: %r" % objs[0]["text"][:40])
+        ok(objs[2]["generated_tokens"] == 3 and objs[2]["finish_reason"] == "length"
+           and json_text(answers[2]).startswith(objs[2]["text"].rstrip("\ufffd")),
+           "max_tokens 3 stops after 3 tokens, the start of the 10-token answer: %r" % objs[2]["text"])
+        ok(objs[3]["finish_reason"] == "refused" and objs[3]["generated_tokens"] == 0 and objs[3]["text"] == ""
+           and "max_tokens 600 is past the model's context of 512" in objs[3].get("error", ""),
+           "max_tokens 600 is refused in its place: %s" % objs[3].get("error"))
+        with_unicode = alone(model, "caf\u00e9 \U0001F600 \"q\" \\ \n", "--output-max", "10")
+        ok(with_unicode is not None and objs[4]["text"] == json_text(with_unicode),
+           "\\u00e9, a surrogate pair, \\\" \\\\ and \\n decode to the text that --prompt is given")
+
+    bad = os.path.join(tmp, "bad.jsonl")
+    with open(bad, "w") as f:
+        f.write('{"prompt": "a"}\n\n{"prompt": "b", "max_tokens": 2.5}\n')
+    p = run("--model", model, "--prompts", bad)
+    ok(p.returncode == 2 and not p.stdout and "bad.jsonl:3:31: \"max_tokens\" takes an integer" in p.stderr,
+       "a malformed line: exit %d, %s" % (p.returncode, p.stderr.strip().split("\n")[0]))
+    with open(bad, "w") as f:
+        f.write('{"prompt": "a"}\nthe cat\n')
+    p = run("--model", model, "--prompts", bad)
+    ok(p.returncode == 2 and "bad.jsonl:2:1: expected a JSON object" in p.stderr,
+       "a plain line in a JSON file: exit %d, %s" % (p.returncode, p.stderr.strip().split("\n")[0]))
+    with open(bad, "w") as f:
+        f.write("\n  \n")
+    p = run("--model", model, "--prompts", bad)
+    ok(p.returncode == 2 and "no prompts" in p.stderr, "a file of blank lines: exit %d" % p.returncode)
+    p = run("--model", model, "--prompts", os.path.join(tmp, "missing.txt"))
+    ok(p.returncode == 1 and "missing.txt" in p.stderr, "a missing file: exit %d" % p.returncode)
+    p = run("--model", model, "--prompts", plain, "--prompt", "hi")
+    ok(p.returncode == 2 and "do not go together" in p.stderr, "--prompt and --prompts together: exit 2")
+    p = run("--prompts", plain)
+    ok(p.returncode == 2 and "--model" in p.stderr, "--prompts without --model: exit 2")
+
+    # Every request refused: the refusals are printed, then the run fails.
+    with open(bad, "w") as f:
+        f.write("the cat sat on the mat the cat sat on the mat\nhello world the cat\n")
+    p = run("--model", short, "--prompts", bad, "--output-max", "4")
+    ok(p.returncode == 1 and p.stdout.count("[refused: ") == 2 and "every request" in p.stderr,
+       "every prompt refused: both refusals printed, exit %d" % p.returncode)
+
+    # Sampling: seeded, independent of the batching; top-k 1 is greedy.
+    sample = ["--model", model, "--prompts", plain, "--output-max", "10", "--temperature", "1", "--top-p", "0.95"]
+    a = run_bytes(*sample, "--seed", "5").stdout
+    b = run_bytes(*sample, "--seed", "5", "--max-running", "1", "--no-prefix-cache").stdout
+    c = run_bytes(*sample, "--seed", "6").stdout
+    ok(a and a == b, "one seed samples the same answers, all batched or one request at a time without"
+       " the prefix cache")
+    ok(a and c and a != c, "another seed samples other answers")
+    k1 = run_bytes("--model", model, "--prompts", plain, "--output-max", "10", "--temperature", "2",
+                   "--top-k", "1", "--seed", "5").stdout
+    ok(k1 and k1.split(b"\n")[:len(texts)] == lines[:len(texts)], "--top-k 1 at temperature 2 gives the greedy answers")
+    p = run("--model", model, "--prompt", "hi", "--temperature", "0.5", "--check")
+    ok(p.returncode == 2 and "--check" in p.stderr and "--temperature 0" in p.stderr,
+       "--check with sampling is refused: %s" % p.stderr.strip().split("\n")[0])
 
 print("1..%d" % n)
 sys.exit(1 if failed else 0)

@@ -35,6 +35,14 @@ static void strings(cli_json *j) {
   cli_json_str(j, "key \"q\"", "");
 }
 
+/* Lengths, not terminators: a NUL byte is written, a character cut by the
+ * length is not read past it. */
+static void counted(cli_json *j) {
+  cli_json_strn(j, "nul", "a\0b", 3);
+  cli_json_strn(j, "cut", "caf\xc3\xa9", 4);
+  cli_json_strn(j, "empty", "xyz", 0);
+}
+
 static void numbers(cli_json *j) {
   cli_json_int(j, "i", -42);
   cli_json_int(j, "big", 4600790016LL);
@@ -106,6 +114,8 @@ int main(void) {
              "\"utf8\":\"caf\xc3\xa9 \xe2\x80\xa6\","
              "\"not_utf8\":\"x\\ufffd\\ufffd(\\ufffd\\ufffd\\ufffdy\","
              "\"null\":null,\"key \\\"q\\\"\":\"\"}\n");
+  check_json("counted strings", counted,
+             "{\"nul\":\"a\\u0000b\",\"cut\":\"caf\\ufffd\",\"empty\":\"\"}\n");
   check_json("numbers", numbers,
              "{\"i\":-42,\"big\":4600790016,\"x\":1.23,\"inf\":null,\"nan\":null,"
              "\"t\":true,\"f\":false}\n");

@@ -195,9 +195,10 @@ int cli_parse(const cli_cmd *cmd, int argc, char **argv) {
  * -------------------------------------------------------------------- */
 
 /* The length of the well-formed UTF-8 sequence at s, or 0. */
-static int utf8_len(const unsigned char *s) {
+static int utf8_len(const unsigned char *s, size_t left) {
   int n = s[0] >= 0xf0 && s[0] <= 0xf4 ? 4 : s[0] >= 0xe0 ? 3 : s[0] >= 0xc2 && s[0] < 0xe0 ? 2 : 0;
   if (n == 3 && s[0] > 0xef) n = 0;
+  if ((size_t)n > left) return 0;
   for (int i = 1; i < n; i++)
     if ((s[i] & 0xc0) != 0x80) return 0;
   /* overlong forms, UTF-16 surrogates, past U+10FFFF */
@@ -207,9 +208,12 @@ static int utf8_len(const unsigned char *s) {
   return n;
 }
 
-void cli_json_string(FILE *out, const char *s) {
+void cli_json_string(FILE *out, const char *s) { cli_json_string_n(out, s, strlen(s)); }
+
+void cli_json_string_n(FILE *out, const char *s, size_t len) {
   fputc('"', out);
-  for (const unsigned char *p = (const unsigned char *)s; *p;) {
+  const unsigned char *p = (const unsigned char *)s, *end = p + len;
+  while (p < end) {
     unsigned char c = *p;
     if (c == '"' || c == '\\') {
       fputc('\\', out), fputc(c, out), p++;
@@ -223,7 +227,7 @@ void cli_json_string(FILE *out, const char *s) {
     } else if (c < 0x80) {
       fputc(c, out), p++;
     } else {
-      int n = utf8_len(p);
+      int n = utf8_len(p, (size_t)(end - p));
       if (n)
         fwrite(p, 1, (size_t)n, out), p += n;
       else
@@ -276,6 +280,11 @@ void cli_json_str(cli_json *j, const char *key, const char *s) {
     cli_json_string(j->out, s);
   else
     fputs("null", j->out);
+}
+
+void cli_json_strn(cli_json *j, const char *key, const char *s, size_t len) {
+  member(j, key);
+  cli_json_string_n(j->out, s, len);
 }
 
 void cli_json_int(cli_json *j, const char *key, long long v) {

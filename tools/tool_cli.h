@@ -86,11 +86,14 @@ void cli_json_end(cli_json *j);
 void cli_json_object(cli_json *j, const char *key);
 void cli_json_array(cli_json *j, const char *key);
 void cli_json_str(cli_json *j, const char *key, const char *s); /* NULL: null */
+/* len bytes of s, NUL bytes included (written \u0000). */
+void cli_json_strn(cli_json *j, const char *key, const char *s, size_t len);
 void cli_json_int(cli_json *j, const char *key, long long v);
 void cli_json_num(cli_json *j, const char *key, double v, int decimals);
 void cli_json_bool(cli_json *j, const char *key, int v);
-/* Writes s as a JSON string (with its quotes). */
+/* Writes s as a JSON string (with its quotes); _n: len bytes of s. */
 void cli_json_string(FILE *out, const char *s);
+void cli_json_string_n(FILE *out, const char *s, size_t len);
 
 /* ----------------------------------------------------------------------
  * Progress: one status line on stderr, rewritten in place with \r, only

@@ -4,8 +4,10 @@
  * radix prefix sharing, every attention call through clpa (prefill with
  * prefix hits, decode over the paged cache), GEMMs through CLBlast. The
  * default runs a seeded synthetic workload with realistic sharing on a
- * tiny random-weight model; --model loads a Llama GGUF. See --help.
+ * tiny random-weight model; --model loads a Llama GGUF, and --prompt or
+ * --prompts serves text through its tokenizer. See --help.
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,17 +16,24 @@
 #include "check.h"
 #include "gguf.h"
 #include "model.h"
+#include "prompts.h"
 #include "report.h"
+#include "sampler.h"
 #include "scheduler.h"
 #include "tokenizer.h"
 #include "workload.h"
 
+/* --output-min and --output-max when not given (0 marks "not given"). */
+enum { OUTPUT_MIN = 16, OUTPUT_MAX = 32 };
+
 typedef struct demo_args {
-  const char *preset, *model, *device, *schedule, *prompt;
+  const char *preset, *model, *device, *schedule, *prompt, *prompts;
   int32_t requests, output_min, output_max, blocks, block_size, max_running, token_budget;
   int32_t arrival_steps, max_wait;
   uint64_t seed;
   clpa_dtype kv_dtype, weight_dtype;
+  float temperature, top_p;
+  int32_t top_k;
   int no_prefix_cache, check, json;
   demo_linear_engine linear;
 } demo_args;
@@ -59,34 +68,68 @@ static const char *parse_linear(const char *text, void *value) {
   demo_linear_engine *e = value;
   if (strcmp(text, "auto") == 0) *e = DEMO_LINEAR_AUTO;
   else if (strcmp(text, "stream") == 0) *e = DEMO_LINEAR_STREAM;
+  else if (strcmp(text, "mma") == 0) *e = DEMO_LINEAR_MMA;
   else if (strcmp(text, "clblast") == 0) *e = DEMO_LINEAR_CLBLAST;
-  else return "auto, stream or clblast";
+  else return "auto, stream, mma or clblast";
   return NULL;
+}
+
+/* A finite float in [lo, hi]; lo itself excluded when open_lo. */
+static const char *parse_float(const char *text, float *value, float lo, int open_lo, float hi) {
+  char *end;
+  const float v = strtof(text, &end);
+  if (end == text || *end || !(v >= lo && v <= hi) || (open_lo && v == lo)) return "";
+  *value = v;
+  return NULL;
+}
+
+static const char *parse_temperature(const char *text, void *value) {
+  return parse_float(text, value, 0.0f, 0, 1e4f) ? "a number from 0 (greedy) to 10000" : NULL;
+}
+
+static const char *parse_top_p(const char *text, void *value) {
+  return parse_float(text, value, 0.0f, 1, 1.0f) ? "a number above 0 and at most 1" : NULL;
 }
 
 static const cli_cmd *g_cmd;
 
 static int parse(int argc, char **argv, demo_args *a) {
-  *a = (demo_args){"tiny", NULL, NULL, "lpm", NULL, 24, 16, 32, 0, 16, 16, 512, 24, 64, 1,
-                   CLPA_DTYPE_F16, CLPA_DTYPE_F32, 0, 0, 0, DEMO_LINEAR_AUTO};
+  *a = (demo_args){.preset = "tiny", .schedule = "lpm", .requests = 24, .block_size = 16,
+                   .max_running = 16, .token_budget = 512, .arrival_steps = 24, .max_wait = 64,
+                   .seed = 1, .kv_dtype = CLPA_DTYPE_F16, .weight_dtype = CLPA_DTYPE_F32,
+                   .top_p = 1.0f, .linear = DEMO_LINEAR_AUTO};
   const cli_opt opts[] = {
       {"preset", CLI_WORD, &a->preset, 0, 0, "NAME",
        "random-weight model: tiny (CPU, seconds) or\nllama-1b (Llama-3.2-1B's shape, for GPUs)",
        "tiny", parse_preset},
       {"model", CLI_WORD, &a->model, 0, 0, "FILE",
-       "a Llama GGUF (f32/f16/bf16 tensors) instead\nof random weights", "none", parse_text},
+       "a Llama GGUF (f32, f16, bf16, q8_0, q4_0,\nq4_K, q5_K or q6_K tensors) instead of\nrandom weights", "none", parse_text},
       {"prompt", CLI_WORD, &a->prompt, 0, 0, "TEXT",
        "with --model: serve this text (tokenized by\nthe file's tokenizer) and print the answer\n"
        "instead of the synthetic workload", "none", parse_text},
+      {"prompts", CLI_WORD, &a->prompts, 0, 0, "FILE",
+       "with --model: serve every line of FILE (see\nbelow) with continuous batching; answers on\n"
+       "stdout in the file's order, the summary on stderr", "none", parse_text},
       {"requests", CLI_INT, &a->requests, 1, 1 << 16, "N",
        "requests, chat turns included", NULL, NULL},
-      {"output-min", CLI_INT, &a->output_min, 1, 1 << 20, "N", "shortest answer (tokens)", NULL,
+      {"output-min", CLI_INT, &a->output_min, 1, DEMO_MAX_TOKENS_LIMIT, "N",
+       "shortest answer (tokens); given alone above\n--output-max's default, it raises it", "16",
        NULL},
-      {"output-max", CLI_INT, &a->output_max, 1, 1 << 20, "N", "longest answer (tokens)", NULL,
-       NULL},
+      {"output-max", CLI_INT, &a->output_max, 1, DEMO_MAX_TOKENS_LIMIT, "N",
+       "longest answer (tokens); given alone, it sets\n--output-min too; the answer's limit with\n"
+       "--prompt, and --prompts' default max_tokens", "32", NULL},
       {"arrival-steps", CLI_INT, &a->arrival_steps, 0, 1 << 20, "N",
        "requests arrive over this many engine steps\n(0: all at once)", NULL, NULL},
-      {"seed", CLI_U64, &a->seed, 0, 0, "N", "seed of the weights and the workload", NULL, NULL},
+      {"seed", CLI_U64, &a->seed, 0, 0, "N", "seed of the weights, the workload and sampling",
+       NULL, NULL},
+      {"temperature", CLI_WORD, &a->temperature, 0, 0, "T",
+       "sample at temperature T on the host from the\nlogits (0: greedy, the device's argmax)", "0",
+       parse_temperature},
+      {"top-k", CLI_INT, &a->top_k, 0, 1 << 30, "K",
+       "sample among the K likeliest tokens (0: all;\nnothing at --temperature 0)", NULL, NULL},
+      {"top-p", CLI_WORD, &a->top_p, 0, 0, "P",
+       "then among the likeliest whose probability\nsums to P (1: all; nothing at --temperature 0)",
+       "1", parse_top_p},
       {"schedule", CLI_WORD, &a->schedule, 0, 0, "NAME",
        "lpm (longest matched prefix first, SGLang's\ncache-aware order) or fcfs", "lpm",
        parse_schedule},
@@ -105,7 +148,7 @@ static int parse(int argc, char **argv, demo_args *a) {
        "f32", parse_dtype},
       {"linear", CLI_WORD, &a->linear, 0, 0, "NAME",
        "the linear layers' engine: auto (the device's\ntable by rows), stream (the weight-streaming\n"
-       "kernel) or clblast (CLBlast's SGEMM)", "auto", parse_linear},
+       "kernel), mma (its tensor-core form, NVIDIA)\nor clblast (CLBlast's SGEMM)", "auto", parse_linear},
       {"max-running", CLI_INT, &a->max_running, 1, 4096, "N", "requests decoding at once", NULL,
        NULL},
       {"token-budget", CLI_INT, &a->token_budget, 16, 1 << 20, "N",
@@ -116,8 +159,8 @@ static int parse(int argc, char **argv, demo_args *a) {
       {"check", CLI_FLAG, &a->check, 0, 0, NULL,
        "run every request again through the host\nreference engine and compare tokens and logits",
        NULL, NULL},
-      {"json", CLI_FLAG, &a->json, 0, 0, NULL, "print one JSON line instead of the table", NULL,
-       NULL},
+      {"json", CLI_FLAG, &a->json, 0, 0, NULL,
+       "print one JSON line instead of the table\n(with --prompts, one a request too)", NULL, NULL},
       {NULL, 0, NULL, 0, 0, NULL, NULL, NULL, NULL},
   };
   static cli_cmd cmd;
@@ -131,19 +174,45 @@ static int parse(int argc, char **argv, demo_args *a) {
       opts,
       "JSON keys include computed_tokens, cached_tokens, generated_tokens,\n"
       "tokens_per_s, hit_rate, ttft_p50_ms, tpot_p50_ms, peak_blocks, preemptions,\n"
-      "attention_s, gemm_s and, with --check, check_ok.\n"
+      "attention_s, gemm_s, temperature and, with --check, check_ok.\n"
+      "\n"
+      "Sampling draws token n of request i from a hash of (--seed, i, n): a run\n"
+      "repeats whatever the batching.\n"
+      "\n"
+      "--prompts FILE: when the file's first non-blank line starts with {, every line\n"
+      "is a JSON object {\"prompt\": \"text\", \"max_tokens\": 64} (max_tokens optional,\n"
+      "default --output-max; strings take JSON's escapes); otherwise every line is a\n"
+      "prompt as it stands. Blank lines are skipped. Answers go to stdout in the\n"
+      "file's order, one a line (backslash, newline and carriage return written \\\\,\n"
+      "\\n and \\r; a refused request as [refused: why]), or with --json one object a\n"
+      "line: index, line, prompt_tokens, generated_tokens, text, finish_reason (stop,\n"
+      "length, or refused with an error saying why); the summary goes to stderr.\n"
+      "\n"
       "Exit status: 0; 1 when something fails, every request is refused (too long\n"
       "for the model's context or --blocks) or --check finds a difference; 2 for a\n"
-      "bad command line.",
+      "bad command line or a malformed --prompts line (FILE:LINE:COLUMN says where).",
   };
   g_cmd = &cmd;
   int rc = cli_parse(&cmd, argc, argv);
   if (rc != CLI_RUN) return rc;
+  /* One bound given alone sets the other where the default would not do:
+   * --output-max N alone is every answer N long; --output-min alone
+   * raises the default maximum up to itself. */
+  const int min_given = a->output_min != 0, max_given = a->output_max != 0;
+  if (!max_given) a->output_max = a->output_min > OUTPUT_MAX ? a->output_min : OUTPUT_MAX;
+  if (!min_given) a->output_min = max_given ? a->output_max : OUTPUT_MIN;
   if (a->output_max < a->output_min)
     return cli_error(&cmd, "--output-max %d is below --output-min %d", (int)a->output_max,
                      (int)a->output_min);
   if (a->prompt && !a->model)
     return cli_error(&cmd, "--prompt needs --model (the random models have no tokenizer)");
+  if (a->prompts && !a->model)
+    return cli_error(&cmd, "--prompts needs --model (the random models have no tokenizer)");
+  if (a->prompt && a->prompts)
+    return cli_error(&cmd, "--prompt and --prompts do not go together: one text, or a file of them");
+  if (a->check && a->temperature > 0)
+    return cli_error(&cmd, "--check compares every token with the reference's argmax, so it needs"
+                     " greedy decoding: --temperature 0, not %g", (double)a->temperature);
   if (a->block_size != 8 && a->block_size != 16 && a->block_size != 32)
     return cli_error(&cmd, "--block-size takes 8, 16 or 32, not %d", (int)a->block_size);
   return CLI_RUN;
@@ -185,15 +254,84 @@ static int all_refused(const demo_engine *e, const demo_args *a, const demo_sche
   return 1;
 }
 
+/* The prompts served as text (--prompt: one, --prompts: the file's), as
+ * token ids, each with its output limit and its line in the file. */
+typedef struct served {
+  int32_t **ids, *lens, *max_new, *lines;
+  int32_t n;
+} served;
+
+static void served_free(served *sv) {
+  for (int32_t i = 0; sv->ids && i < sv->n; i++) free(sv->ids[i]);
+  free(sv->ids), free(sv->lens), free(sv->max_new), free(sv->lines);
+}
+
+/* Tokenizes what --prompt or --prompts gives. Returns 0, or 1 after
+ * saying which prompt failed. */
+static int tokenize(const demo_tokenizer *tok, const demo_args *a, const demo_prompts *pf,
+                    served *sv) {
+  const int32_t n = a->prompt ? 1 : pf->count;
+  sv->ids = calloc((size_t)n, sizeof *sv->ids);
+  sv->lens = calloc((size_t)n, sizeof *sv->lens);
+  sv->max_new = calloc((size_t)n, sizeof *sv->max_new);
+  sv->lines = calloc((size_t)n, sizeof *sv->lines);
+  if (!sv->ids || !sv->lens || !sv->max_new || !sv->lines) {
+    fprintf(stderr, "clpa-demo: out of memory for %d prompts\n", (int)n);
+    return 1;
+  }
+  sv->n = n;
+  for (int32_t i = 0; i < n; i++) {
+    const demo_prompt *q = a->prompt ? NULL : &pf->items[i];
+    size_t len = 0;
+    const clpa_status st = demo_tokenizer_encode(tok, q ? q->text : a->prompt,
+                                                 q ? q->len : strlen(a->prompt),
+                                                 demo_tokenizer_add_bos(tok), false, &sv->ids[i], &len);
+    if (st != CLPA_OK || len == 0 || len > INT32_MAX / 2) {
+      const char *why = st != CLPA_OK ? demo_tokenizer_last_error() : len ? "too long" : "no tokens";
+      if (q)
+        fprintf(stderr, "clpa-demo: %s:%d: %s\n", a->prompts, (int)q->line, why);
+      else
+        fprintf(stderr, "clpa-demo: --prompt: %s\n", why);
+      return 1;
+    }
+    sv->lens[i] = (int32_t)len;
+    sv->max_new[i] = q && q->max_tokens > 0 ? q->max_tokens : a->output_max;
+    sv->lines[i] = q ? q->line : 0;
+  }
+  return 0;
+}
+
+/* Reads --prompts' file before anything starts. Returns CLI_RUN, or the
+ * exit status after saying why: 2 for a malformed file, 1 when it cannot
+ * be read. */
+static int read_prompts(const demo_args *a, demo_prompts *pf) {
+  char err[512];
+  const clpa_status st = demo_prompts_read(a->prompts, pf, err, sizeof err);
+  if (st == CLPA_ERR_INVALID_ARG) return cli_error(g_cmd, "%s", err);
+  if (st != CLPA_OK) {
+    fprintf(stderr, "clpa-demo: --prompts: %s\n", err);
+    return 1;
+  }
+  if (pf->count == 0) return cli_error(g_cmd, "%s: no prompts (every line is blank)", a->prompts);
+  if (pf->count > 1 << 16)
+    return cli_error(g_cmd, "%s: %d prompts, more than the %d the demo serves in one run",
+                     a->prompts, (int)pf->count, 1 << 16);
+  return CLI_RUN;
+}
+
 int main(int argc, char **argv) {
   demo_args a;
   int rc = parse(argc, argv, &a);
   if (rc != CLI_RUN) return rc;
+  demo_prompts pf = {0};
+  if (a.prompts && (rc = read_prompts(&a, &pf)) != CLI_RUN) return rc;
   rc = 1;
   clpa_context *ctx = NULL;
   demo_model *m = NULL;
   demo_workload *w = NULL;
   demo_engine *e = NULL;
+  demo_sampler *smp = NULL;
+  served sv = {0};
   clpa_context_config cc;
   clpa_context_config_init(&cc);
   cc.device = a.device, cc.profiling = 1; /* the time split comes from profiling events */
@@ -201,6 +339,7 @@ int main(int argc, char **argv) {
   if (clpa_context_create(&cc, &ctx) != CLPA_OK) {
     cli_progress_end();
     fprintf(stderr, "clpa-demo: %s\n", clpa_last_error());
+    demo_prompts_free(&pf);
     return 1;
   }
   clpa_device_info info;
@@ -238,40 +377,44 @@ int main(int argc, char **argv) {
     }
   }
   demo_model_set_linear(m, a.linear);
-  demo_workload_config wc;
-  demo_workload_config_init(&wc, a.requests, mc.vocab);
-  wc.output_min = a.output_min, wc.output_max = a.output_max, wc.seed = a.seed;
-  wc.arrival_steps = a.arrival_steps;
-  if (a.prompt) {
-    int32_t *ids = NULL;
-    size_t n = 0;
-    if (demo_tokenizer_encode(tok, a.prompt, strlen(a.prompt), demo_tokenizer_add_bos(tok), false,
-                              &ids, &n) != CLPA_OK || n == 0) {
+  /* The cache holds every running request's longest sequence, twice. */
+  int32_t longest = 1;
+  if (a.prompt || a.prompts) {
+    if (tokenize(tok, &a, &pf, &sv)) {
       cli_progress_end();
-      fprintf(stderr, "clpa-demo: --prompt: %s\n", n == 0 ? "no tokens" : demo_tokenizer_last_error());
-      free(ids);
       goto out;
     }
-    const int32_t len = (int32_t)n;
-    const int32_t *const prompts[1] = {ids};
-    w = demo_workload_create_prompts(prompts, &len, 1, a.output_max);
-    free(ids);
-    /* One prompt: its longest sequence decides the cache. */
-    wc.system_len = wc.fewshot_len = wc.question_len = wc.turn_len = 0;
-    wc.question_len = len;
+    w = demo_workload_create_prompts((const int32_t *const *)sv.ids, sv.lens, sv.max_new, sv.n);
+    for (int32_t i = 0; i < sv.n; i++) { /* longer than the model's context: refused anyway */
+      const int64_t need = (int64_t)sv.lens[i] + sv.max_new[i];
+      const int32_t fit = need < mc.max_positions ? (int32_t)need : mc.max_positions;
+      longest = fit > longest ? fit : longest;
+    }
   } else {
+    demo_workload_config wc;
+    demo_workload_config_init(&wc, a.requests, mc.vocab);
+    wc.output_min = a.output_min, wc.output_max = a.output_max, wc.seed = a.seed;
+    wc.arrival_steps = a.arrival_steps;
     w = demo_workload_create(&wc);
+    longest = wc.system_len + wc.fewshot_len + wc.question_len + 4 * wc.turn_len + 4 * a.output_max;
   }
   if (!w) goto out;
+  if (a.temperature > 0) {
+    demo_sampler_config scfg;
+    demo_sampler_config_init(&scfg);
+    scfg.temperature = a.temperature, scfg.top_k = a.top_k, scfg.top_p = a.top_p, scfg.seed = a.seed;
+    if (!(smp = demo_sampler_create(&scfg, mc.vocab))) {
+      cli_progress_end();
+      fprintf(stderr, "clpa-demo: out of memory for the sampler\n");
+      goto out;
+    }
+  }
   demo_sched_config sc;
   demo_sched_config_init(&sc);
   sc.block_size = a.block_size, sc.kv_dtype = a.kv_dtype, sc.max_running = a.max_running;
   sc.token_budget = a.token_budget, sc.lpm = strcmp(a.schedule, "lpm") == 0, sc.max_wait = a.max_wait;
-  sc.prefix_cache = !a.no_prefix_cache, sc.keep_logits = a.check;
+  sc.prefix_cache = !a.no_prefix_cache, sc.keep_logits = a.check, sc.sampler = smp;
   sc.eos = tok ? demo_tokenizer_eos(tok) : -1;
-  /* Blocks: enough for every running request's longest sequence, twice. */
-  const int32_t longest = wc.system_len + wc.fewshot_len + wc.question_len + 4 * wc.turn_len +
-                          4 * a.output_max;
   sc.num_blocks = a.blocks ? a.blocks : 2 * a.max_running * ((longest + a.block_size - 1) / a.block_size);
   cli_progress("clpa-demo: building kernels and the KV cache (fast with a warm kernel cache)...");
   if ((st = demo_engine_create(m, w, &sc, &e)) != CLPA_OK) {
@@ -290,6 +433,13 @@ int main(int argc, char **argv) {
     fprintf(stderr, "clpa-demo: %s\n", demo_engine_error(e));
     goto out;
   }
+  if (a.prompts) { /* every request's answer, the refused ones included */
+    const demo_answers_info ai = {tok, sv.lines, mc.max_positions, sc.num_blocks, sc.block_size};
+    if (demo_report_answers(stdout, e, &ai, a.json)) {
+      fprintf(stderr, "clpa-demo: out of memory writing the answers\n");
+      goto out;
+    }
+  }
   if (all_refused(e, &a, &sc, mc.max_positions)) goto out;
   char verdict[512] = "";
   int check_ok = 1;
@@ -306,22 +456,30 @@ int main(int argc, char **argv) {
                          sc.block_size, a.check ? verdict : NULL,
                          check_ok, ps1.built_from_source - ps0.built_from_source,
                          ps1.loaded_from_disk - ps0.loaded_from_disk,
-                         ps1.build_seconds - ps0.build_seconds};
+                         ps1.build_seconds - ps0.build_seconds,
+                         a.temperature, a.top_k, a.top_p, a.seed};
   if (a.prompt && !a.json) { /* the answer, as text */
     int32_t count;
     const demo_result *res = demo_engine_results(e, &count);
-    char *text = NULL;
     size_t tl = 0;
-    if (count > 0 && demo_tokenizer_decode(tok, res[0].generated, (size_t)res[0].num_generated,
-                                           &text, &tl) == CLPA_OK)
-      printf("%s%.*s\n\n", a.prompt, (int)tl, text);
+    char *text = count > 0 ? demo_report_text(tok, res[0].generated, res[0].num_generated, &tl) : NULL;
+    if (text) {
+      printf("%s", a.prompt);
+      fwrite(text, 1, tl, stdout);
+      printf("\n\n");
+    }
     free(text);
   }
-  demo_report_summary(stdout, e, &ri, a.json);
+  /* With --prompts, stdout holds the answers alone (as llama.cpp's tools
+   * keep their logs on stderr). */
+  demo_report_summary(a.prompts ? stderr : stdout, e, &ri, a.json);
   rc = check_ok ? 0 : 1;
 out:
   demo_engine_destroy(e);
+  demo_sampler_destroy(smp);
   demo_workload_destroy(w);
+  served_free(&sv);
+  demo_prompts_free(&pf);
   demo_model_destroy(m);
   demo_tokenizer_destroy(tok);
   demo_gguf_close(g);

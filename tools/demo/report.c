@@ -75,6 +75,12 @@ void demo_report_summary(FILE *out, const demo_engine *e, const demo_report_info
     cli_json_str(&j, "weight_dtype", in->weight_dtype);
     cli_json_int(&j, "num_blocks", in->num_blocks);
     cli_json_int(&j, "block_size", in->block_size);
+    cli_json_num(&j, "temperature", in->temperature, 4);
+    if (in->temperature > 0) {
+      cli_json_int(&j, "top_k", in->top_k);
+      cli_json_num(&j, "top_p", in->top_p, 4);
+      cli_json_int(&j, "seed", (long long)in->seed);
+    }
     cli_json_int(&j, "requests", st->requests);
     cli_json_int(&j, "refused", st->refused);
     cli_json_int(&j, "steps", st->steps);
@@ -110,7 +116,13 @@ void demo_report_summary(FILE *out, const demo_engine *e, const demo_report_info
   fprintf(out, "clpa-demo on %s (%s lanes): model %s, %s weights, %s KV cache of %d blocks x %d\n",
           in->device, in->lanes, in->model, in->weight_dtype, in->kv_dtype, in->num_blocks,
           in->block_size);
-  fprintf(out, "schedule %s, prefix cache %s\n\n", in->schedule, in->prefix_cache ? "on" : "off");
+  fprintf(out, "schedule %s, prefix cache %s, ", in->schedule, in->prefix_cache ? "on" : "off");
+  if (in->temperature > 0)
+    fprintf(out, "sampling at temperature %g, top-k %d, top-p %g, seed %llu\n\n",
+            (double)in->temperature, (int)in->top_k, (double)in->top_p,
+            (unsigned long long)in->seed);
+  else
+    fprintf(out, "greedy\n\n");
   fprintf(out, "  requests              %8d  (%d refused: too long for the model or cache)\n",
           st->requests, st->refused);
   fprintf(out, "  prompt tokens         %8lld\n", (long long)st->prompt_tokens);
@@ -138,4 +150,85 @@ void demo_report_summary(FILE *out, const demo_engine *e, const demo_report_info
                  " the next run loads them)\n",
             in->build_s, in->programs_built);
   if (in->check) fprintf(out, "\ncheck: %s\n", in->check);
+}
+
+char *demo_report_text(const demo_tokenizer *tok, const int32_t *ids, int32_t n, size_t *len) {
+  size_t total = 0;
+  for (int32_t i = 0; i < n; i++) {
+    const char *b;
+    size_t bl;
+    if (demo_tokenizer_piece(tok, ids[i], &b, &bl) == CLPA_OK) total += bl;
+  }
+  char *text = malloc(total + 1);
+  if (!text) return NULL;
+  size_t at = 0;
+  for (int32_t i = 0; i < n; i++) {
+    const char *b;
+    size_t bl;
+    if (demo_tokenizer_piece(tok, ids[i], &b, &bl) != CLPA_OK) continue;
+    memcpy(text + at, b, bl);
+    at += bl;
+  }
+  text[at] = '\0';
+  *len = at;
+  return text;
+}
+
+/* Why request r was refused, in a few words. */
+static void refusal(const demo_request *r, demo_finish f, const demo_answers_info *in, char *why,
+                    size_t cap) {
+  const int64_t need = (int64_t)r->prompt_len + r->max_new_tokens;
+  const int64_t blocks = (need + in->block_size - 1) / in->block_size;
+  if (f == DEMO_FINISH_CONTEXT)
+    snprintf(why, cap, "%d prompt tokens + max_tokens %d is past the model's context of %d tokens",
+             (int)r->prompt_len, (int)r->max_new_tokens, (int)in->context);
+  else if (blocks > in->num_blocks)
+    snprintf(why, cap, "it needs %lld blocks of %d tokens, the KV cache has %d (--blocks)",
+             (long long)blocks, (int)in->block_size, (int)in->num_blocks);
+  else
+    snprintf(why, cap, "the KV cache of %d blocks could not admit it", (int)in->num_blocks);
+}
+
+static const char *finish_name(demo_finish f) {
+  return f == DEMO_FINISH_STOP ? "stop" : f == DEMO_FINISH_LENGTH ? "length" : "refused";
+}
+
+int demo_report_answers(FILE *out, const demo_engine *e, const demo_answers_info *in, int json) {
+  int32_t count;
+  const demo_result *res = demo_engine_results(e, &count);
+  for (int32_t i = 0; i < count; i++) {
+    const demo_result *r = &res[i];
+    if (!r->req) continue;
+    char why[256] = "";
+    if (r->refused) refusal(r->req, r->finish, in, why, sizeof why);
+    size_t len = 0;
+    char *text = demo_report_text(in->tok, r->generated, r->num_generated, &len);
+    if (!text) return -1;
+    if (json) {
+      cli_json j;
+      cli_json_begin(&j, out);
+      cli_json_int(&j, "index", i);
+      if (in->lines) cli_json_int(&j, "line", in->lines[i]);
+      cli_json_int(&j, "prompt_tokens", r->req->prompt_len);
+      cli_json_int(&j, "generated_tokens", r->num_generated);
+      cli_json_strn(&j, "text", text, len);
+      cli_json_str(&j, "finish_reason", finish_name(r->finish));
+      if (r->refused) cli_json_str(&j, "error", why);
+      cli_json_end(&j);
+    } else if (r->refused) {
+      fprintf(out, "[refused: %s]\n", why);
+    } else {
+      for (size_t k = 0; k < len; k++) {
+        const char c = text[k];
+        if (c == '\\' || c == '\n' || c == '\r')
+          fputc('\\', out), fputc(c == '\n' ? 'n' : c == '\r' ? 'r' : '\\', out);
+        else
+          fputc(c, out);
+      }
+      fputc('\n', out);
+    }
+    free(text);
+  }
+  fflush(out);
+  return 0;
 }

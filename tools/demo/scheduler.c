@@ -42,6 +42,8 @@ struct demo_engine {
   live **batch;
   int32_t *tokens, *cu, *cached, *tables, *next;
   int64_t *slots;
+  /* [max_running + 1][vocab]: the step's last-token logits, read back when
+   * --check keeps them or the sampler draws from them. */
   float *logits;
   demo_run_stats st;
   char err[1024];
@@ -108,9 +110,10 @@ clpa_status demo_engine_create(demo_model *m, demo_workload *w, const demo_sched
   e->cached = calloc(seqs, sizeof *e->cached);
   e->next = calloc(seqs, sizeof *e->next);
   e->tables = calloc(seqs * (size_t)e->max_blocks, sizeof *e->tables);
-  e->logits = cfg->keep_logits ? calloc(seqs * (size_t)e->mc->vocab, sizeof *e->logits) : NULL;
+  const int read_logits = cfg->keep_logits || cfg->sampler;
+  e->logits = read_logits ? calloc(seqs * (size_t)e->mc->vocab, sizeof *e->logits) : NULL;
   if (!e->results || !e->waiting || !e->running || !e->batch || !e->tokens || !e->slots ||
-      !e->cu || !e->cached || !e->next || !e->tables || (cfg->keep_logits && !e->logits)) {
+      !e->cu || !e->cached || !e->next || !e->tables || (read_logits && !e->logits)) {
     demo_engine_destroy(e);
     return CLPA_ERR_OUT_OF_MEMORY;
   }
@@ -191,6 +194,7 @@ static clpa_status arrive(demo_engine *e, int32_t step) {
     if (need > e->mc->max_positions ||
         (need + e->cfg.block_size - 1) / e->cfg.block_size > e->cfg.num_blocks) {
       res->refused = 1; /* can never run: say so in the report, do not spin */
+      res->finish = need > e->mc->max_positions ? DEMO_FINISH_CONTEXT : DEMO_FINISH_CACHE;
       e->st.refused++;
       finish_request(e, l, step, 0);
       continue;
@@ -327,8 +331,10 @@ static clpa_status preempt(demo_engine *e, live *l, int32_t step) {
   return CLPA_OK;
 }
 
-/* Sequence s of the batch produced token tok (its logits at row s). */
-static clpa_status take_token(demo_engine *e, int32_t s, int32_t tok, int32_t step) {
+/* Sequence s of the batch ran (its logits at row s): the device's argmax,
+ * or the sampler's draw, is its next token unless a prefill chunk left
+ * more of its prompt to go. */
+static clpa_status take_token(demo_engine *e, int32_t s, int32_t step) {
   live *l = e->batch[s];
   demo_result *res = l->res;
   if (l->state == PREFILL) {
@@ -341,14 +347,20 @@ static clpa_status take_token(demo_engine *e, int32_t s, int32_t tok, int32_t st
       return fail(e, CLPA_ERR_OUT_OF_MEMORY, "checkpoint: %s", clpa_last_error());
     if (l->computed < l->prompt_len) return CLPA_OK; /* more chunks to go */
   }
+  const int32_t tok = e->cfg.sampler ? demo_sampler_sample(e->cfg.sampler,
+                                                           e->logits + (size_t)s * e->mc->vocab,
+                                                           (uint64_t)l->req->id,
+                                                           (uint64_t)res->num_generated)
+                                     : e->next[s];
   res->generated[res->num_generated] = tok;
-  if (e->logits)
+  if (e->cfg.keep_logits)
     memcpy(res->logits + (size_t)res->num_generated * e->mc->vocab,
            e->logits + (size_t)s * e->mc->vocab, sizeof(float) * (size_t)e->mc->vocab);
   res->num_generated++;
   e->st.generated_tokens++;
   if (res->num_generated == 1) res->first_token_s = now_s(e);
   if (res->num_generated == l->req->max_new_tokens || tok == e->cfg.eos) {
+    res->finish = tok == e->cfg.eos ? DEMO_FINISH_STOP : DEMO_FINISH_LENGTH;
     for (int32_t i = 0; i < e->n_run; i++) /* out of the running list */
       if (e->running[i] == l) e->running[i] = e->running[--e->n_run];
     finish_request(e, l, step, e->cfg.prefix_cache);
@@ -381,6 +393,16 @@ static clpa_status step_once(demo_engine *e, int32_t step) {
   b.block_tables = e->tables, b.max_blocks_per_seq = e->max_blocks;
   const double t0 = now_s(e);
   demo_times dt = {0, 0, 0};
+  /* With logits asked for, the forward reads back num_seqs x vocab floats
+   * after the argmax (the rows of prefill chunks that end mid-prompt too):
+   * 4 bytes a vocabulary entry a sequence, 501 KiB for Llama 3's 128256,
+   * 8 MiB a step at 16 sequences, into pageable memory: by PCIe's rates
+   * about a millisecond a step (an estimate, not measured), where greedy
+   * reads 4 bytes a sequence. Drawing on the host then costs O(vocab) a
+   * sequence, one after another: measured on one core of the 2-core test
+   * machine for 128256 random logits, ~1.5 ms (the exponentials), up to
+   * ~10 ms for a top-p over a flat distribution (a sort of thousands),
+   * ~0.2 ms with top-k 40. */
   clpa_status st = demo_model_forward(e->m, e->cache, &b, e->logits, e->next, &dt);
   if (st != CLPA_OK) return fail(e, st, "forward: %s", clpa_last_error());
   const double t = now_s(e) - t0;
@@ -393,7 +415,7 @@ static clpa_status step_once(demo_engine *e, int32_t step) {
   clpa_kvman_stats ks;
   clpa_kvman_stats_get(e->km, &ks);
   if (ks.blocks_used > e->st.peak_blocks) e->st.peak_blocks = ks.blocks_used;
-  for (int32_t s = 0; s < b.num_seqs && st == CLPA_OK; s++) st = take_token(e, s, e->next[s], step);
+  for (int32_t s = 0; s < b.num_seqs && st == CLPA_OK; s++) st = take_token(e, s, step);
   /* Off the critical path in a real engine (while the device runs). */
   clpa_kvman_reclaim(e->km, NULL);
   return st;
@@ -412,6 +434,7 @@ clpa_status demo_engine_run(demo_engine *e, void (*progress)(const demo_engine *
       live *l = e->waiting[0];
       memmove(e->waiting, e->waiting + 1, sizeof *e->waiting * (size_t)--e->n_wait);
       l->res->refused = 1;
+      l->res->finish = DEMO_FINISH_CACHE;
       e->st.refused++;
       finish_request(e, l, step, 0);
       continue;

@@ -16,6 +16,7 @@
 #include <stdint.h>
 
 #include "model.h"
+#include "sampler.h"
 #include "workload.h"
 
 typedef struct demo_sched_config {
@@ -28,9 +29,23 @@ typedef struct demo_sched_config {
   int prefix_cache;      /* 0: never match, never cache */
   int keep_logits;       /* store each generated token's logits (for --check) */
   int32_t eos;           /* a token that ends a request early (GGUF), or -1 */
+  /* NULL: greedy, the device's argmax. Else every token is drawn on the
+   * host from its logits (read back each step), stream = the request's
+   * id, n = the token's index in its output. Not owned. */
+  demo_sampler *sampler;
 } demo_sched_config;
 
 void demo_sched_config_init(demo_sched_config *c);
+
+/* Why a request ended. */
+typedef enum demo_finish {
+  DEMO_FINISH_NONE = 0, /* still running (or never arrived) */
+  DEMO_FINISH_LENGTH,   /* it generated max_new_tokens */
+  DEMO_FINISH_STOP,     /* it generated the eos token */
+  DEMO_FINISH_CONTEXT,  /* refused: prompt + max_new_tokens is past the model's positions */
+  DEMO_FINISH_CACHE,    /* refused: the KV cache cannot hold it (too few blocks in all, or
+                           it could not be admitted into an empty cache) */
+} demo_finish;
 
 /* What one request went through. */
 typedef struct demo_result {
@@ -42,6 +57,7 @@ typedef struct demo_result {
   int32_t preemptions;
   double arrived_s, first_token_s, done_s; /* wall clock from the run's start */
   int refused;              /* too long for the model or the cache: never run */
+  demo_finish finish;
 } demo_result;
 
 typedef struct demo_run_stats {

@@ -150,7 +150,7 @@ demo_workload *demo_workload_create(const demo_workload_config *cfg) {
 }
 
 demo_workload *demo_workload_create_prompts(const int32_t *const *prompts, const int32_t *lens,
-                                            int32_t n, int32_t max_new) {
+                                            const int32_t *max_new, int32_t n) {
   demo_workload *w = calloc(1, sizeof *w);
   if (!w) return NULL;
   demo_workload_config_init(&w->cfg, n, 2);
@@ -162,7 +162,7 @@ demo_workload *demo_workload_create_prompts(const int32_t *const *prompts, const
   }
   for (int32_t i = 0; i < n; i++) {
     demo_request *r = &w->reqs[i];
-    r->id = i, r->kind = DEMO_UNIQUE, r->prompt_len = lens[i], r->max_new_tokens = max_new;
+    r->id = i, r->kind = DEMO_UNIQUE, r->prompt_len = lens[i], r->max_new_tokens = max_new[i];
     r->chat = r->turn = -1;
     r->prompt = malloc(sizeof(int32_t) * (size_t)(lens[i] > 0 ? lens[i] : 1));
     if (!r->prompt) {

@@ -53,10 +53,11 @@ typedef struct demo_workload demo_workload;
 demo_workload *demo_workload_create(const demo_workload_config *cfg);
 void demo_workload_destroy(demo_workload *w);
 /* A workload of given prompts instead (text turned into tokens, say):
- * prompt i is requests i, all arriving at step 0, each allowed max_new
- * generated tokens. The prompts are copied. NULL when out of memory. */
+ * prompt i is request i, all arriving at step 0, request i allowed
+ * max_new[i] generated tokens. The prompts are copied. NULL when out of
+ * memory. */
 demo_workload *demo_workload_create_prompts(const int32_t *const *prompts, const int32_t *lens,
-                                            int32_t n, int32_t max_new);
+                                            const int32_t *max_new, int32_t n);
 
 /* The next request that has arrived by `step`, or NULL. The workload
  * keeps owning it; it stays valid until demo_workload_destroy. */
