@@ -116,7 +116,7 @@ static clpa_status parse_string(cursor *c, char **out, size_t *len) {
     if (e && simple) {
       s[n++] = value[simple - "\"\\/bfnrt"];
     } else if (e == 'u') {
-      uint32_t cp;
+      uint32_t cp = 0; /* set by unicode_escape when it succeeds (-O3 cannot tell) */
       if ((st = unicode_escape(c, esc, &cp)) != CLPA_OK) break;
       n += demo_utf8_put(cp, s + n);
     } else {
