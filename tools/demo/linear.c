@@ -61,8 +61,8 @@ static const demo_linear_tuning *lookup(cl_device_id dev) {
   clGetDeviceInfo(dev, CL_DEVICE_VENDOR, sizeof vendor - 1, vendor, NULL);
   clGetDeviceInfo(dev, CL_DEVICE_TYPE, sizeof type, &type, NULL);
   for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
-    const char *m = table[i].match;
-    if ((strncmp(m, "vendor:", 7) == 0 && strstr(vendor, m + 7)) ||
+    const char *m = table[i].match, *name = strchr(m, ':');
+    if ((strncmp(m, "vendor:", 7) == 0 && name && strstr(vendor, name + 1)) ||
         (strcmp(m, "type:cpu") == 0 && (type & CL_DEVICE_TYPE_CPU)) ||
         (strcmp(m, "type:gpu") == 0 && (type & CL_DEVICE_TYPE_GPU)) || strcmp(m, "default") == 0)
       return &table[i];
