@@ -44,7 +44,10 @@ static size_t local_bytes(int head_size, int g, int logits_stride, int v2) {
          merge + 256; /* 256: compiler slack */
 }
 
-static int round_up(int a, int b) { return (a + b - 1) / b * b; }
+/* ceil(a / b) and a rounded up to a multiple of b, for a, b in (0,
+ * CLPA_MAX_CONTEXT_LEN]: the sum a + b - 1 can pass INT32_MAX, so in 64 bits. */
+static int ceil_div(int a, int b) { return (int)(((int64_t)a + b - 1) / b); }
+static int round_up(int a, int b) { return ceil_div(a, b) * b; }
 
 
 clpa_status clpa_decode_validate(clpa_context *ctx, const clpa_decode_params *p,
@@ -206,7 +209,7 @@ static clpa_status plan_rows(clpa_context *ctx, const clpa_decode_params *p, dec
   int part = c->partition; /* the caller's or the table's, whole blocks */
   const int cap = 16384 / g / bs * bs; /* logits: g x part floats */
   if (part > cap) part = cap;
-  const int parts = (max_ctx + part - 1) / part;
+  const int parts = ceil_div(max_ctx, part);
   c->v2 = p->variant == CLPA_DECODE_V2 || (p->variant == CLPA_DECODE_AUTO && parts > 1);
   if (!c->v2) part = round_up(max_ctx, bs); /* v1: the whole context, no larger than needed */
   CLPA_CTX_CHECK(ctx, part > 16384 / g, CLPA_ERR_UNSUPPORTED,
@@ -231,9 +234,9 @@ static clpa_status plan_rows(clpa_context *ctx, const clpa_decode_params *p, dec
  * when the caller gave them, else every sequence at max_ctx. */
 static int64_t busy_groups(const clpa_decode_params *p, int64_t groups, int part, int max_ctx) {
   int64_t parts = 0;
-  if (!p->host_context_lens) parts = (int64_t)p->num_seqs * ((max_ctx + part - 1) / part);
+  if (!p->host_context_lens) parts = (int64_t)p->num_seqs * ceil_div(max_ctx, part);
   for (int32_t i = 0; p->host_context_lens && i < p->num_seqs; i++)
-    parts += (p->host_context_lens[i] + part - 1) / part;
+    parts += ceil_div(p->host_context_lens[i], part);
   return parts * groups;
 }
 
@@ -352,13 +355,13 @@ static int mma_partition(const clpa_decode_params *p, int64_t groups, int max_ct
   int lo = 1, hi = (max_ctx + 255) / 256; /* partitions of the longest context */
   if (hi < 1) hi = 1;
   while (lo < hi) { /* the fewest k in [lo, hi] whose partitions pass both tests */
-    const int k = lo + (hi - lo) / 2, part = round_up((max_ctx + k - 1) / k, unit);
+    const int k = lo + (hi - lo) / 2, part = round_up(ceil_div(max_ctx, k), unit);
     if (busy_groups(p, groups, part, max_ctx) >= want && (int64_t)part * want <= work)
       hi = k;
     else
       lo = k + 1;
   }
-  return round_up((max_ctx + lo - 1) / lo, unit);
+  return round_up(ceil_div(max_ctx, lo), unit);
 }
 
 /* decode_mma.cl's warps per work-group: 4, or, where a busy work-group
@@ -493,9 +496,9 @@ static void mma_widen(const clpa_context *ctx, const clpa_decode_params *p, int6
   const int widest = clpa_dtype_size(c->a.kv.dtype) == 1 ? 12 : 8;
   const int64_t had = busy0 * (c->threads / 32), most = (int64_t)widest * cus;
   const double want = 0.95 * (double)(had < most ? had : most);
-  const int k0 = (max_ctx + c->partition - 1) / c->partition;
+  const int k0 = ceil_div(max_ctx, c->partition);
   for (int k = 1; k < k0; k++) {
-    const int part = round_up((max_ctx + k - 1) / k, unit);
+    const int part = round_up(ceil_div(max_ctx, k), unit);
     const int64_t busy = busy_groups(p, groups, part, max_ctx);
     if (4 * busy < (int64_t)cus || 4 * work < 3L * part * busy) continue; /* too few, not mostly full */
     for (size_t i = 0; i < sizeof mma_widths / sizeof *mma_widths; i++) {
@@ -548,7 +551,7 @@ static clpa_status plan(clpa_context *ctx, const clpa_decode_params *p, decode_c
                                 mma_resident(c->a.kv.dtype));
     if (!p->partition_size && p->variant == CLPA_DECODE_AUTO)
       mma_widen(ctx, p, groups, max_ctx, cus, unit, g, busy, work, c);
-    const int parts = (max_ctx + c->partition - 1) / c->partition;
+    const int parts = ceil_div(max_ctx, c->partition);
     c->v2 = p->variant == CLPA_DECODE_V2 || (p->variant == CLPA_DECODE_AUTO && parts > 1);
     const int64_t busy_now = busy_groups(p, groups, c->partition, max_ctx);
     c->chunk = mma_chunk_for(c->a.kv.dtype, c->v2 ? c->partition : 0, bs, busy_now,
@@ -564,7 +567,7 @@ static clpa_status plan(clpa_context *ctx, const clpa_decode_params *p, decode_c
    * per sequence and partition at the least. */
   lanes_partition(ctx, p, c, qpk, max_ctx, cus);
   const int v1_stride = round_up(max_ctx, bs);
-  const int parts = (max_ctx + c->partition - 1) / c->partition;
+  const int parts = ceil_div(max_ctx, c->partition);
 
   if (p->variant == CLPA_DECODE_V1)
     c->v2 = 0;

@@ -471,7 +471,7 @@ static void test_bad_args(void) {
   BAD(kv.block_size = 4, "block_size = 4", CLPA_ERR_UNSUPPORTED);
   BAD(kv.block_size = 0, "block_size = 0", CLPA_ERR_INVALID_ARG);
   BAD(kv.num_kv_heads = 0, "num_kv_heads = 0", CLPA_ERR_INVALID_ARG);
-  BAD(kv.num_blocks = -1, "num_blocks = -1", CLPA_ERR_INVALID_ARG);
+  BAD(kv.num_blocks = -1, "clpa_decode: kv: num_blocks = -1", CLPA_ERR_INVALID_ARG); /* the call named once */
   BAD(kv.num_blocks = 3, "key_cache holds", CLPA_ERR_INVALID_ARG);
   BAD(kv.num_blocks = INT32_MAX, "key_cache holds", CLPA_ERR_INVALID_ARG);
   BAD(kv.dtype = (clpa_dtype)9, "dtype = 9", CLPA_ERR_INVALID_ARG);
@@ -480,7 +480,7 @@ static void test_bad_args(void) {
   BAD(q_dtype = CLPA_DTYPE_FP8_E4M3, "q_dtype = fp8_e4m3", CLPA_ERR_UNSUPPORTED);
   BAD(q_dtype = (clpa_dtype)-1, "q_dtype", CLPA_ERR_UNSUPPORTED);
   BAD(max_context_len = 129, "max_context_len = 129", CLPA_ERR_INVALID_ARG);
-  BAD(max_context_len = -1, "max_context_len = -1", CLPA_ERR_INVALID_ARG);
+  BAD(max_context_len = -1, "max_context_len = -1 (must be >= 0)", CLPA_ERR_INVALID_ARG);
   BAD(max_blocks_per_seq = 0, "max_blocks_per_seq = 0", CLPA_ERR_INVALID_ARG);
   BAD(max_blocks_per_seq = INT32_MAX, "block_tables holds", CLPA_ERR_INVALID_ARG);
   BAD(scale = NAN, "scale", CLPA_ERR_INVALID_ARG);
