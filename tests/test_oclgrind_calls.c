@@ -205,12 +205,15 @@ static int oclgrind_quiet(const char *call) {
 }
 
 /* Proof that the job can fail: a kernel with a data race (every work-item
- * writes its own id to p[0]) and a use of an uninitialised value (u is
- * never written) must draw the reports of the checks oclgrind runs
- * (OCLGRIND_DATA_RACES, OCLGRIND_UNINITIALIZED: its launcher sets them). */
+ * writes its own id to p[0]), a use of an uninitialised value (u is never
+ * written) and a write past its buffer (p holds one int) must draw the
+ * reports of the checks oclgrind runs: out-of-bounds always, the others
+ * where OCLGRIND_DATA_RACES and OCLGRIND_UNINITIALIZED (its launcher sets
+ * them) say so. */
 static void oclgrind_canary(void) {
   static const char *src = "__kernel void canary(__global int *p, __global const int *u) {\n"
                            "  p[0] = (int)get_global_id(0) + u[0];\n"
+                           "  if (get_global_id(0) == 0) p[1] = 0;\n"
                            "}\n";
   cl_context cl = clpa_context_cl_context(ctx);
   cl_device_id dev = clpa_context_cl_device(ctx);
@@ -228,17 +231,18 @@ static void oclgrind_canary(void) {
   ok(err == CL_SUCCESS, "canary: the racy kernel ran (%d)", err);
   og_reports r;
   og_read(&r);
-  int races = 0, uninit = 0;
+  int races = 0, uninit = 0, oob = 0;
   for (int i = 0; i < r.num_kinds; i++) {
     races |= strstr(r.kinds[i].what, "data race") != NULL;
     uninit |= strstr(r.kinds[i].what, "ninitialized") != NULL;
+    oob |= strstr(r.kinds[i].what, "Invalid write") != NULL;
   }
-  const char *want_races = getenv("OCLGRIND_DATA_RACES");
-  const char *want_uninit = getenv("OCLGRIND_UNINITIALIZED");
-  if (want_races && *want_races == '1') ok(races, "canary: oclgrind reports its data race");
-  if (want_uninit && *want_uninit == '1')
-    ok(uninit, "canary: oclgrind reports its uninitialised value");
-  if (!races && !uninit) og_show("canary", &r);
+  ok(oob, "canary: oclgrind reports its write past the buffer");
+  const char *e_races = getenv("OCLGRIND_DATA_RACES"), *e_uninit = getenv("OCLGRIND_UNINITIALIZED");
+  const int want_races = e_races && *e_races == '1', want_uninit = e_uninit && *e_uninit == '1';
+  if (want_races) ok(races, "canary: oclgrind reports its data race");
+  if (want_uninit) ok(uninit, "canary: oclgrind reports its uninitialised value");
+  if (!oob || (want_races && !races) || (want_uninit && !uninit)) og_show("canary", &r);
   release_later(p), release_later(u);
   if (k) clReleaseKernel(k);
   if (prog) clReleaseProgram(prog);
@@ -262,7 +266,8 @@ static int check_floats(const char *call, const char *what, cl_mem m, const doub
   const double worst = test_worst(got, want, n, atol, rtol, &at);
   const int good = ok(worst <= 1.0, "%s: %s within %g / %g (worst %.3g of it)", call, what, atol,
                       rtol, worst);
-  if (!good) diag("%s: worst %s element %zu: got %.9g want %.9g", call, what, at, got[at], want[at]);
+  if (!good)
+    diag("%s: worst %s element %zu: got %.9g want %.9g", call, what, at, got[at], want[at]);
   free(got);
   return good;
 }
@@ -377,8 +382,10 @@ static void call_merge(const char *call) {
   clpa_merge_states_params p;
   clpa_merge_states_params_init(&p);
   p.num_rows = R, p.head_size = HS, p.num_inputs = 2;
-  for (int i = 0; i < 2; i++)
-    p.outs[i] = test_buffer(ctx, o[i], sizeof o[i]), p.lses[i] = test_buffer(ctx, l[i], sizeof l[i]);
+  for (int i = 0; i < 2; i++) {
+    p.outs[i] = test_buffer(ctx, o[i], sizeof o[i]);
+    p.lses[i] = test_buffer(ctx, l[i], sizeof l[i]);
+  }
   p.out = poisoned_buffer(sizeof o[0]), p.lse = poisoned_buffer(sizeof l[0]);
   const clpa_status st = clpa_merge_states(ctx, &p);
   ok(st == CLPA_OK, "%s: clpa_merge_states %s", call, st ? clpa_context_last_error(ctx) : "ok");
@@ -444,7 +451,8 @@ static void call_xattn(const char *call, clpa_xattn_path path) {
   int32_t table[NB]; /* blocks in reverse; the spare (block 0) NaN, never read */
   for (int b = 0; b < NB; b++) table[b] = NB - 1 - b;
   float *k = xmalloc(sizeof(float) * elems), *xq = xmalloc(sizeof(float) * nqe);
-  for (size_t i = 0; i < elems; i++) k[i] = i < xl.block_stride ? NAN : (float)rng_uniform(-1.5, 1.5);
+  for (size_t i = 0; i < elems; i++)
+    k[i] = i < xl.block_stride ? NAN : (float)rng_uniform(-1.5, 1.5);
   for (size_t i = 0; i < nqe; i++) xq[i] = (float)rng_uniform(-2, 2);
   void *kst = xmalloc(2 * elems);
   clpa_dtype_encode(F16, k, kst, elems, 1.0f);
@@ -528,7 +536,8 @@ static void make_scene(void) {
                                   .key_cache = kf, .value_cache = vf};
   if (clpa_ref_reshape_and_cache(&ra) != CLPA_OK) BAIL_OUT("reference: %s", clpa_last_error());
   cl_mem dk = test_buffer(ctx, key, sizeof(float) * T * ROW);
-  cl_mem dv = test_buffer(ctx, val, sizeof(float) * T * ROW), ds = test_buffer(ctx, slots, sizeof slots);
+  cl_mem dv = test_buffer(ctx, val, sizeof(float) * T * ROW);
+  cl_mem ds = test_buffer(ctx, slots, sizeof slots);
   clpa_reshape_and_cache_params p;
   clpa_reshape_and_cache_params_init(&p);
   p.cache = cache, p.num_tokens = T, p.key = dk, p.value = dv, p.slot_mapping = ds;
@@ -614,7 +623,8 @@ int main(int argc, char **argv) {
   rng_seed_from_env();
   og_log = getenv("OCLGRIND_LOG");
   if (og_log && !*og_log) og_log = NULL;
-  if (require && !og_log) BAIL_OUT("--oclgrind: OCLGRIND_LOG is not set (run under oclgrind --log FILE)");
+  if (require && !og_log)
+    BAIL_OUT("--oclgrind: OCLGRIND_LOG is not set (run under oclgrind --log FILE)");
   /* Programs are built for the options oclgrind adds (-cl-opt-disable and
    * the like) without clpa knowing: never load or store binaries. */
   clpa_context_config cfg;
