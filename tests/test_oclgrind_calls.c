@@ -17,9 +17,10 @@
  *   smoke          clpa_smoke_test                       smoke
  *   copy_blocks    clpa_copy_blocks                      blocks (clpa_blocks_copy)
  *   decode_v1      clpa_decode, lanes path, v1           decode
- *   decode_v2      lanes, v2: 2 partitions merged by     decode
- *                  the launch's last work-group
- *   decode_mma     mma path, v2 (emulated off NVIDIA)    decode_mma
+ *   decode_v2      lanes, v2, 2 partitions               decode (+ reduce where the
+ *                                                        device merges with a kernel,
+ *                                                        as OpenCL 1.2 oclgrind does)
+ *   decode_mma     mma path, v2 (emulated off NVIDIA)    decode_mma (+ reduce, as v2)
  *   decode_rows    rows path, v2                         decode_rows, reduce
  *   prefill_tiles  clpa_prefill, tiles path              prefill_tiles
  *   prefill_rows   rows path                             prefill_rows
