@@ -55,6 +55,12 @@ if on and off:
        % (on["computed_tokens"], on["cached_tokens"], off["computed_tokens"]))
     ok(on["cached_tokens"] + on["computed_tokens"] == on["prompt_tokens"],
        "cached + computed = prompt tokens without preemption")
+    # The step floor: the copy bandwidth measured in the run, TPOT over it, the engines named.
+    ok(on["copy_gbps"] > 0 and on["step_floor_ms"] > 0 and on["linear"].startswith("stream")
+       and abs(on["tpot_floor_ratio"] - on["tpot_p50_ms"] / on["step_floor_ms"])
+       <= 0.02 * on["tpot_floor_ratio"] + 0.01,
+       "the summary's step floor %.3f ms at %.1f GB/s, TPOT %.1fx it; linear layers: %s"
+       % (on["step_floor_ms"], on["copy_gbps"], on["tpot_floor_ratio"], on["linear"]))
 
 rc, pre = run("--requests", "10", "--output-min", "40", "--output-max", "48", "--blocks", "30",
               "--kv-dtype", "f32", "--check", "--json")

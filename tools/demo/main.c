@@ -449,6 +449,9 @@ int main(int argc, char **argv) {
     check_ok = demo_check(m, e, tol, verdict, sizeof verdict);
     cli_progress_end();
   }
+  char linear_rule[192];
+  demo_model_linear_rule(m, linear_rule, sizeof linear_rule);
+  const double copy_gbps = demo_model_copy_gbps(m); /* after the run: its buffers are idle */
   demo_report_info ri = {info.name,   clpa_lanes_name(info.lanes),
                          a.model ? a.model : a.preset, a.schedule,
                          sc.prefix_cache, clpa_dtype_name(a.kv_dtype),
@@ -457,7 +460,10 @@ int main(int argc, char **argv) {
                          check_ok, ps1.built_from_source - ps0.built_from_source,
                          ps1.loaded_from_disk - ps0.loaded_from_disk,
                          ps1.build_seconds - ps0.build_seconds,
-                         a.temperature, a.top_k, a.top_p, a.seed};
+                         a.temperature, a.top_k, a.top_p, a.seed,
+                         linear_rule, copy_gbps, demo_model_weight_bytes(m),
+                         2.0 * mc.layers * mc.kv_heads * mc.head_size *
+                             (double)clpa_dtype_size(a.kv_dtype)};
   if (a.prompt && !a.json) { /* the answer, as text */
     int32_t count;
     const demo_result *res = demo_engine_results(e, &count);

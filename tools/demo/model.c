@@ -60,6 +60,52 @@ demo_linear_engine demo_model_linear_for(const demo_model *m, int32_t rows) {
   return m->engine != DEMO_LINEAR_AUTO ? m->engine : demo_linear_pick(m->lin, rows, m->cfg.hidden, m->wdtype);
 }
 
+void demo_model_linear_rule(const demo_model *m, char *buf, size_t cap) {
+  const demo_linear_tuning *t = demo_linear_tuning_of(m->lin);
+  if (m->engine != DEMO_LINEAR_AUTO)
+    snprintf(buf, cap, "%s (forced)", demo_linear_engine_name(m->engine));
+  else if (t->stream_max_rows >= (1 << 30))
+    snprintf(buf, cap, "stream at every row count (table %s)", t->match);
+  else if (t->mma_max_rows > t->stream_max_rows)
+    snprintf(buf, cap, "stream up to %d rows, mma (where it runs) up to %d, then clblast (table %s)",
+             (int)t->stream_max_rows, (int)t->mma_max_rows, t->match);
+  else
+    snprintf(buf, cap, "stream up to %d rows, then clblast (table %s)", (int)t->stream_max_rows,
+             t->match);
+}
+
+double demo_model_weight_bytes(const demo_model *m) {
+  const demo_config *c = &m->cfg;
+  const double w = (double)clpa_dtype_size(m->wdtype), H = c->hidden;
+  const double per_layer = (double)m->qkv_dim * H + H * c->heads * c->head_size + 3.0 * c->ffn * H;
+  return c->layers * (per_layer * w + 2 * H * 4) + (double)c->vocab * H * w + H * 4;
+}
+
+double demo_model_copy_gbps(demo_model *m) {
+  const size_t bytes = (size_t)64 << 20;
+  cl_int e;
+  cl_mem a = clCreateBuffer(m->clctx, CL_MEM_READ_WRITE, bytes, NULL, &e);
+  cl_mem b = e == CL_SUCCESS ? clCreateBuffer(m->clctx, CL_MEM_READ_WRITE, bytes, NULL, &e) : NULL;
+  double best = 0;
+  for (int i = 0; m->profiling && b && i < 4; i++) {
+    cl_event ev;
+    cl_ulong t0, t1;
+    if (clEnqueueCopyBuffer(m->queue, a, b, 0, 0, bytes, 0, NULL, &ev) != CL_SUCCESS) break;
+    const int got = clWaitForEvents(1, &ev) == CL_SUCCESS &&
+                    clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_START, sizeof t0, &t0, NULL) == CL_SUCCESS &&
+                    clGetEventProfilingInfo(ev, CL_PROFILING_COMMAND_END, sizeof t1, &t1, NULL) == CL_SUCCESS;
+    clReleaseEvent(ev);
+    if (!got) break;
+    if (i > 0 && t1 > t0) { /* the first copy touches the pages */
+      const double gbps = 2.0 * (double)bytes / (double)(t1 - t0);
+      if (gbps > best) best = gbps;
+    }
+  }
+  if (a) clReleaseMemObject(a);
+  if (b) clReleaseMemObject(b);
+  return best;
+}
+
 const char *const demo_kernel_names[K_COUNT] = {
     "demo_embed_f32", "demo_embed_f16", "demo_rmsnorm", "demo_rmsnorm_rows",
     "demo_rope",      "demo_silu_mul",  "demo_argmax"};

@@ -57,6 +57,16 @@ void demo_model_set_linear(demo_model *m, demo_linear_engine e);
 /* The engine a step of `rows` new tokens runs its linear layers on (the
  * LM head's rows are the step's sequences). */
 demo_linear_engine demo_model_linear_for(const demo_model *m, int32_t rows);
+/* The linear layers' choice in words: "stream up to 4 rows, mma up to 256,
+ * then clblast (table vendor:NVIDIA)", or the forced engine. */
+void demo_model_linear_rule(const demo_model *m, char *buf, size_t cap);
+/* Bytes every step reads of the weights: every layer's projections, the
+ * norms and the LM head. */
+double demo_model_weight_bytes(const demo_model *m);
+/* The device's copy bandwidth in GB/s (bytes read + written), the best of
+ * three clEnqueueCopyBuffer of 64 MiB timed by profiling events; 0 when
+ * the queue does not profile or a call fails. */
+double demo_model_copy_gbps(demo_model *m);
 
 /* The host copy of the weights (floats, row-major [out][in] like the
  * device's), for the reference engine. */

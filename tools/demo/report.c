@@ -62,6 +62,9 @@ void demo_report_summary(FILE *out, const demo_engine *e, const demo_report_info
   const double prefill_tps = st->prefill_s > 0 ? (double)st->prefill_tokens_in_prefill_steps / st->prefill_s : 0;
   const double decode_tps = st->decode_s > 0 ? (double)(st->generated_tokens) / st->decode_s : 0;
   const double dev = st->device.attention_s + st->device.gemm_s + st->device.other_s;
+  /* The step floor: a decode step reads every weight and its sequences' K/V once. */
+  const double kv_step = st->decode_steps ? (double)st->decode_kv_tokens / st->decode_steps * in->kv_bytes_per_token : 0;
+  const double floor_s = in->copy_gbps > 0 ? (in->weight_bytes + kv_step) / (in->copy_gbps * 1e9) : 0;
   if (json) {
     cli_json j;
     cli_json_begin(&j, out);
@@ -106,6 +109,10 @@ void demo_report_summary(FILE *out, const demo_engine *e, const demo_report_info
     cli_json_int(&j, "programs_built", (long long)in->programs_built);
     cli_json_int(&j, "programs_loaded", (long long)in->programs_loaded);
     cli_json_num(&j, "build_s", in->build_s, 3);
+    cli_json_str(&j, "linear", in->linear ? in->linear : "");
+    cli_json_num(&j, "copy_gbps", in->copy_gbps, 1);
+    cli_json_num(&j, "step_floor_ms", floor_s * 1e3, 3);
+    cli_json_num(&j, "tpot_floor_ratio", floor_s > 0 ? tpot50 / floor_s : 0, 2);
     if (in->check) {
       cli_json_bool(&j, "check_ok", in->check_ok);
       cli_json_str(&j, "check", in->check);
@@ -145,6 +152,11 @@ void demo_report_summary(FILE *out, const demo_engine *e, const demo_report_info
                  " profiling events)\n",
             100 * st->device.attention_s / dev, 100 * st->device.gemm_s / dev,
             100 * st->device.other_s / dev, dev);
+  if (in->linear) fprintf(out, "  linear layers         %s\n", in->linear);
+  if (floor_s > 0)
+    fprintf(out, "  step floor            %8.2f ms  (%.3g MB of weights + %.3g MB of K/V a decode step at"
+                 " %.0f GB/s, the copy bandwidth of this run); TPOT p50 is %.1fx it\n",
+            floor_s * 1e3, in->weight_bytes / 1e6, kv_step / 1e6, in->copy_gbps, tpot50 / floor_s);
   if (in->programs_built)
     fprintf(out, "  kernel builds         %8.2f s  (%u programs built on first use, in the times above;"
                  " the next run loads them)\n",

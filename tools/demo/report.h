@@ -29,6 +29,10 @@ typedef struct demo_report_info {
   int32_t top_k;
   float top_p;
   uint64_t seed;
+  /* The step floor: the weights and a decode step's K/V read once at the
+   * copy bandwidth measured in the same run (0: not measured). */
+  const char *linear;        /* the linear layers' engines, in words */
+  double copy_gbps, weight_bytes, kv_bytes_per_token; /* K and V of every layer */
 } demo_report_info;
 
 /* The progress line (call after each step; prints only on a terminal). */

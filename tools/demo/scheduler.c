@@ -410,6 +410,10 @@ static clpa_status step_once(demo_engine *e, int32_t step) {
   e->st.prefill_s += t * (all - decode_tokens) / all;
   e->st.decode_s += t * decode_tokens / all;
   e->st.prefill_tokens_in_prefill_steps += all - decode_tokens;
+  if (decode_tokens == all) { /* a decode step: its K/V, for the step floor (report.c) */
+    e->st.decode_steps++;
+    for (int32_t s = 0; s < b.num_seqs; s++) e->st.decode_kv_tokens += e->cached[s] + 1;
+  }
   e->st.device.attention_s += dt.attention_s, e->st.device.gemm_s += dt.gemm_s;
   e->st.device.other_s += dt.other_s;
   clpa_kvman_stats ks;

@@ -67,6 +67,8 @@ typedef struct demo_run_stats {
   int32_t peak_blocks;      /* blocks in use at the busiest step */
   double seconds, prefill_s, decode_s; /* wall clock: all, steps with prefill, decode-only steps */
   int64_t prefill_tokens_in_prefill_steps;
+  int32_t decode_steps;     /* steps that were all decodes */
+  int64_t decode_kv_tokens; /* the context tokens those steps' attention read, summed */
   demo_times device;        /* summed over steps */
   double hit_rate;          /* cached / prompt tokens */
 } demo_run_stats;
