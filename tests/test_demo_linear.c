@@ -17,6 +17,7 @@
 #include "cl_util.h"
 #include "linear.h"
 #include "model.h"
+#include "quant.h"
 
 static clpa_context *ctx;
 
@@ -32,16 +33,30 @@ static float f32_of_bf16(uint16_t h) {
   return x;
 }
 
-/* Weights n x k in dtype dt: the stored bytes and the floats they hold. */
-static void *make_weights(clpa_dtype dt, int32_t n, int32_t k, float *exact) {
+/* ggml's type number of each block form (quant.h) */
+static uint32_t ggml_of(demo_wfmt w) {
+  return w == DEMO_W_Q8_0 ? DEMO_GGML_Q8_0 : w == DEMO_W_Q4_0 ? DEMO_GGML_Q4_0
+         : w == DEMO_W_Q4_K ? DEMO_GGML_Q4_K : w == DEMO_W_Q5_K ? DEMO_GGML_Q5_K : DEMO_GGML_Q6_K;
+}
+
+/* Weights n x k in form wf: the stored bytes and the floats they hold
+ * (the block forms quantized by quant.c and decoded by it, as ggml does:
+ * the device must give the same floats). */
+static void *make_weights(demo_wfmt wf, int32_t n, int32_t k, float *exact) {
   const size_t count = (size_t)n * (size_t)k;
-  void *w = malloc(count * clpa_dtype_size(dt));
+  void *w = malloc(demo_wfmt_row_bytes(wf, k) * (size_t)n);
   for (size_t i = 0; i < count; i++) exact[i] = (float)rng_uniform(-1, 1);
-  if (dt == CLPA_DTYPE_F32) {
+  if (wf >= DEMO_W_Q8_0) {
+    if (demo_quant_quantize(ggml_of(wf), exact, w, count) != CLPA_OK ||
+        demo_quant_dequantize(ggml_of(wf), w, exact, count) != CLPA_OK) {
+      printf("not ok - quant.c: %s\n", demo_quant_last_error());
+      exit(1);
+    }
+  } else if (wf == DEMO_W_F32) {
     memcpy(w, exact, count * 4);
-  } else if (dt == CLPA_DTYPE_F16) {
-    clpa_dtype_encode(dt, exact, w, count, 1.0f);
-    clpa_dtype_decode(dt, w, exact, count, 1.0f);
+  } else if (wf == DEMO_W_F16) {
+    clpa_dtype_encode(CLPA_DTYPE_F16, exact, w, count, 1.0f);
+    clpa_dtype_decode(CLPA_DTYPE_F16, w, exact, count, 1.0f);
   } else {
     uint16_t *b = w;
     for (size_t i = 0; i < count; i++) b[i] = bf16_of(exact[i]), exact[i] = f32_of_bf16(b[i]);
@@ -49,7 +64,7 @@ static void *make_weights(clpa_dtype dt, int32_t n, int32_t k, float *exact) {
   return w;
 }
 
-static int run_case(demo_linear *l, demo_linear_engine e, clpa_dtype dt, int32_t rows, int32_t n,
+static int run_case(demo_linear *l, demo_linear_engine e, demo_wfmt dt, int32_t rows, int32_t n,
                     int32_t k, int accumulate) {
   const size_t an = (size_t)rows * k, cn = (size_t)rows * n, wn = (size_t)n * k;
   float *a = malloc(sizeof(float) * (an ? an : 1)), *wf = malloc(sizeof(float) * wn);
@@ -57,12 +72,12 @@ static int run_case(demo_linear *l, demo_linear_engine e, clpa_dtype dt, int32_t
   for (size_t i = 0; i < an; i++) a[i] = (float)rng_uniform(-2, 2);
   for (size_t i = 0; i < cn; i++) c0[i] = (float)rng_uniform(-4, 4);
   void *w = make_weights(dt, n, k, wf);
-  cl_mem A = test_buffer(ctx, a, sizeof(float) * an), W = test_buffer(ctx, w, wn * clpa_dtype_size(dt));
+  cl_mem A = test_buffer(ctx, a, sizeof(float) * an), W = test_buffer(ctx, w, demo_wfmt_row_bytes(dt, k) * (size_t)n);
   cl_mem C = accumulate ? test_buffer(ctx, c0, sizeof(float) * cn) : test_buffer(ctx, NULL, sizeof(float) * cn);
   if (!accumulate) test_poison(ctx, C, sizeof(float) * cn);
   const clpa_status st = demo_linear_run(l, e, dt, A, W, C, rows, n, k, accumulate, NULL);
   int good = ok(st == CLPA_OK, "%s, %s weights, %d x %d x %d%s: %s", demo_linear_engine_name(e),
-                clpa_dtype_name(dt), (int)rows, (int)n, (int)k, accumulate ? ", accumulating" : "",
+                demo_wfmt_name(dt), (int)rows, (int)n, (int)k, accumulate ? ", accumulating" : "",
                 st == CLPA_OK ? "ran" : demo_last_error());
   test_read(ctx, C, got, sizeof(float) * cn);
   double worst = 0;
@@ -98,7 +113,7 @@ static demo_linear *create(const demo_linear_tuning *t) {
 }
 
 /* The streaming kernel in shape t (NULL: the table's) over every dtype and row count. */
-static const clpa_dtype dts[] = {CLPA_DTYPE_F32, CLPA_DTYPE_F16, CLPA_DTYPE_BF16};
+static const demo_wfmt dts[] = {DEMO_W_F32, DEMO_W_F16, DEMO_W_BF16};
 
 static void stream_grid(const demo_linear_tuning *t) {
   demo_linear *l = create(t);
@@ -135,7 +150,7 @@ int main(void) {
       }
   } else {
     cl_mem b = test_buffer(ctx, NULL, 4096);
-    ok(demo_linear_run(l, DEMO_LINEAR_MMA, CLPA_DTYPE_F16, b, b, b, 2, 4, 32, 0, NULL) ==
+    ok(demo_linear_run(l, DEMO_LINEAR_MMA, DEMO_W_F16, b, b, b, 2, 4, 32, 0, NULL) ==
                CLPA_ERR_INVALID_ARG && strstr(demo_last_error(), "NVIDIA"),
        "the tensor-core kernel refused off NVIDIA: %s", demo_last_error());
     clReleaseMemObject(b);
@@ -149,10 +164,46 @@ int main(void) {
     run_case(l, DEMO_LINEAR_CLBLAST, dts[d], 33, 70, 200, 0);
     run_case(l, DEMO_LINEAR_CLBLAST, dts[d], 2, 45, 96, 1);
   }
-  run_case(l, DEMO_LINEAR_AUTO, CLPA_DTYPE_F16, 3, 300, 1024, 1); /* a longer k */
+  run_case(l, DEMO_LINEAR_AUTO, DEMO_W_F16, 3, 300, 1024, 1); /* a longer k */
+  /* ggml's block forms, dequantized in the kernels: on the stream kernel
+   * in each shape, and widened for CLBlast */
+  const demo_wfmt quants[] = {DEMO_W_Q8_0, DEMO_W_Q4_0, DEMO_W_Q4_K, DEMO_W_Q5_K, DEMO_W_Q6_K};
+  const demo_linear_tuning *shapes[] = {NULL, &gpu, &odd};
+  for (size_t s = 0; s < 3; s++) {
+    demo_linear *lq = create(shapes[s]);
+    for (size_t q = 0; q < 5; q++) {
+      const int32_t kq = (quants[q] <= DEMO_W_Q4_0 ? 32 : 256) * (1 + (int32_t)rng_below(4));
+      run_case(lq, DEMO_LINEAR_STREAM, quants[q], 1 + (int32_t)rng_below(20), 20 + (int32_t)rng_below(60), kq,
+               (int)(q % 2));
+    }
+    demo_linear_destroy(lq);
+  }
+  for (size_t q = 0; q < 5; q++)
+    run_case(l, DEMO_LINEAR_CLBLAST, quants[q], 9, 40, 512, (int)(q % 2));
+  /* the device's decoding of every block form, bit for bit quant.c's (ggml's) */
+  for (size_t q = 0; q < 5; q++) {
+    const int32_t n = 7, k = 512;
+    float *want = malloc(sizeof(float) * n * k), *got = malloc(sizeof(float) * n * k);
+    void *blocks = make_weights(quants[q], n, k, want);
+    cl_mem W = test_buffer(ctx, blocks, demo_wfmt_row_bytes(quants[q], k) * n);
+    cl_mem out = test_buffer(ctx, NULL, sizeof(float) * n * k);
+    test_poison(ctx, out, sizeof(float) * n * k);
+    const clpa_status st = demo_linear_dequantize(l, quants[q], W, out, n, k);
+    test_read(ctx, out, got, sizeof(float) * n * k);
+    ok(st == CLPA_OK && memcmp(got, want, sizeof(float) * n * k) == 0,
+       "%s decoded on the device bit for bit as quant.c (ggml) decodes it: %s",
+       demo_wfmt_name(quants[q]), st == CLPA_OK ? "ran" : demo_last_error());
+    clReleaseMemObject(W), clReleaseMemObject(out);
+    free(want), free(got), free(blocks);
+  }
+  cl_mem bq = test_buffer(ctx, NULL, 4096);
+  ok(demo_linear_run(l, DEMO_LINEAR_STREAM, DEMO_W_Q4_K, bq, bq, bq, 2, 4, 128, 0, NULL) ==
+             CLPA_ERR_INVALID_ARG && strstr(demo_last_error(), "whole number of q4_K blocks"),
+     "q4_K with k 128 refused: %s", demo_last_error());
+  clReleaseMemObject(bq);
   const demo_linear_tuning rule = {"forced: the rule", 16, 16, 8, 4, 64, 8};
   demo_linear *lr = create(&rule);
-  const clpa_dtype F16 = CLPA_DTYPE_F16, F32 = CLPA_DTYPE_F32;
+  const demo_wfmt F16 = DEMO_W_F16, F32 = DEMO_W_F32;
   ok(demo_linear_pick(lr, 16, 64, F32) == DEMO_LINEAR_STREAM &&
          demo_linear_pick(lr, 17, 64, F32) == DEMO_LINEAR_CLBLAST &&
          demo_linear_pick(lr, 1, 60, F32) == DEMO_LINEAR_CLBLAST &&
@@ -165,13 +216,13 @@ int main(void) {
      " multiple of 32, f16 or bf16), else clblast");
   demo_linear_destroy(lr);
   cl_mem b = test_buffer(ctx, NULL, 4096);
-  ok(demo_linear_run(l, DEMO_LINEAR_STREAM, CLPA_DTYPE_F16, b, b, b, 2, 4, 12, 0, NULL) ==
+  ok(demo_linear_run(l, DEMO_LINEAR_STREAM, DEMO_W_F16, b, b, b, 2, 4, 12, 0, NULL) ==
              CLPA_ERR_INVALID_ARG && strstr(demo_last_error(), "multiple of 8"),
      "stream with k 12 refused: %s", demo_last_error());
-  ok(demo_linear_run(l, DEMO_LINEAR_AUTO, CLPA_DTYPE_FP8_E4M3, b, b, b, 2, 4, 16, 0, NULL) ==
-             CLPA_ERR_INVALID_ARG && strstr(demo_last_error(), "fp8_e4m3"),
+  ok(demo_linear_run(l, DEMO_LINEAR_AUTO, demo_wfmt_of_dtype(CLPA_DTYPE_FP8_E4M3), b, b, b, 2, 4, 16,
+                     0, NULL) == CLPA_ERR_INVALID_ARG && strstr(demo_last_error(), "weight form"),
      "fp8 weights refused: %s", demo_last_error());
-  ok(demo_linear_run(l, DEMO_LINEAR_AUTO, CLPA_DTYPE_F16, b, b, b, -1, 4, 16, 0, NULL) ==
+  ok(demo_linear_run(l, DEMO_LINEAR_AUTO, DEMO_W_F16, b, b, b, -1, 4, 16, 0, NULL) ==
              CLPA_ERR_INVALID_ARG, "rows -1 refused: %s", demo_last_error());
   clReleaseMemObject(b);
   demo_linear_destroy(l);

@@ -82,7 +82,8 @@ typedef struct call {
 static clpa_status one_call(clpa_context *ctx, const void *arg, cl_event *event) {
   (void)ctx;
   const call *c = arg;
-  return demo_linear_run(c->l, c->engine, c->dtype, c->A, c->W, c->C, c->rows, c->n, c->k, 0, event);
+  return demo_linear_run(c->l, c->engine, demo_wfmt_of_dtype(c->dtype), c->A, c->W, c->C, c->rows,
+                         c->n, c->k, 0, event);
 }
 
 int bench_linear(int argc, char **argv) {
@@ -182,7 +183,7 @@ int bench_linear(int argc, char **argv) {
         }
         call c = {l, engines[e], a.dtype, A, W, C, a.rows.v[r], s->n, s->k};
         const demo_linear_engine used =
-            engines[e] == DEMO_LINEAR_AUTO ? demo_linear_pick(l, c.rows, c.k, a.dtype) : engines[e];
+            engines[e] == DEMO_LINEAR_AUTO ? demo_linear_pick(l, c.rows, c.k, demo_wfmt_of_dtype(a.dtype)) : engines[e];
         double per_call = 0;
         char what[96];
         snprintf(what, sizeof what, "linear %s %s rows %d", demo_linear_engine_name(used), s->what,

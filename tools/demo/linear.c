@@ -31,7 +31,7 @@ static const int32_t row_blocks[] = {1, 4, 16};
 static const int32_t mma_blocks[] = {8, 16, 32, 64}; /* 8 NT */
 #define NMMA (int)(sizeof mma_blocks / sizeof mma_blocks[0])
 
-enum { WDT_F32, WDT_F16, WDT_BF16, NWDT };
+enum { NWDT = DEMO_W_COUNT };
 
 struct demo_linear {
   cl_context ctx;
@@ -45,8 +45,33 @@ struct demo_linear {
   size_t wide_elems;
 };
 
-static int wdt_index(clpa_dtype d) {
-  return d == CLPA_DTYPE_F32 ? WDT_F32 : d == CLPA_DTYPE_F16 ? WDT_F16 : d == CLPA_DTYPE_BF16 ? WDT_BF16 : -1;
+/* Elements and bytes of a block of each form (a float a "block" of 1). */
+static const struct {
+  const char *name;
+  uint32_t ggml, elems, bytes;
+} forms[DEMO_W_COUNT] = {
+    {"f32", 0, 1, 4},       {"f16", 1, 1, 2},        {"bf16", 30, 1, 2},     {"q8_0", 8, 32, 34},
+    {"q4_0", 2, 32, 18},    {"q4_K", 12, 256, 144}, {"q5_K", 13, 256, 176}, {"q6_K", 14, 256, 210},
+};
+
+demo_wfmt demo_wfmt_of_dtype(clpa_dtype d) {
+  return d == CLPA_DTYPE_F32    ? DEMO_W_F32
+         : d == CLPA_DTYPE_F16  ? DEMO_W_F16
+         : d == CLPA_DTYPE_BF16 ? DEMO_W_BF16
+                                : DEMO_W_COUNT;
+}
+
+demo_wfmt demo_wfmt_of_ggml(uint32_t type) {
+  for (int w = 0; w < DEMO_W_COUNT; w++)
+    if (forms[w].ggml == type) return (demo_wfmt)w;
+  return DEMO_W_COUNT;
+}
+
+const char *demo_wfmt_name(demo_wfmt w) { return (unsigned)w < DEMO_W_COUNT ? forms[w].name : "invalid"; }
+
+size_t demo_wfmt_row_bytes(demo_wfmt w, int32_t k) {
+  if ((unsigned)w >= DEMO_W_COUNT || k < 0 || k % (int32_t)forms[w].elems) return 0;
+  return (size_t)(k / (int32_t)forms[w].elems) * forms[w].bytes;
 }
 
 static int is_nvidia(cl_device_id dev) {
@@ -118,13 +143,13 @@ const char *demo_linear_engine_name(demo_linear_engine e) {
 }
 
 /* The tensor-core kernel takes the call: NVIDIA, k in chunks of 32, f16 or bf16 weights. */
-static int mma_runs(const demo_linear *l, int32_t k, clpa_dtype wdt) {
-  return l->nvidia && k % 32 == 0 && (wdt == CLPA_DTYPE_F16 || wdt == CLPA_DTYPE_BF16);
+static int mma_runs(const demo_linear *l, int32_t k, demo_wfmt w) {
+  return l->nvidia && k % 32 == 0 && (w == DEMO_W_F16 || w == DEMO_W_BF16);
 }
 
-demo_linear_engine demo_linear_pick(const demo_linear *l, int32_t rows, int32_t k, clpa_dtype wdt) {
+demo_linear_engine demo_linear_pick(const demo_linear *l, int32_t rows, int32_t k, demo_wfmt w) {
   if (rows <= l->tune.stream_max_rows && k % 8 == 0) return DEMO_LINEAR_STREAM;
-  return rows <= l->tune.mma_max_rows && mma_runs(l, k, wdt) ? DEMO_LINEAR_MMA : DEMO_LINEAR_CLBLAST;
+  return rows <= l->tune.mma_max_rows && mma_runs(l, k, w) ? DEMO_LINEAR_MMA : DEMO_LINEAR_CLBLAST;
 }
 
 static int block_in(const int32_t *blocks, int count, int32_t rows) {
@@ -188,13 +213,18 @@ static clpa_status mma_program(demo_linear *l, int d, int b) {
   return build(l, 1, opts, "demo_linear_mma", &l->mprog[d][b], &l->mma[d][b]);
 }
 
-static clpa_status check(clpa_dtype wdt, int32_t rows, int32_t n, int32_t k, int d) {
-  if (d < 0)
-    return demo_model_fail(CLPA_ERR_INVALID_ARG, "demo_linear_run: weight dtype %s (f32, f16 or bf16)",
-                           clpa_dtype_name(wdt));
+static clpa_status check(demo_wfmt w, int32_t rows, int32_t n, int32_t k) {
+  if ((unsigned)w >= DEMO_W_COUNT)
+    return demo_model_fail(CLPA_ERR_INVALID_ARG,
+                           "demo_linear_run: weight form %d (f32, f16, bf16, q8_0, q4_0, q4_K, q5_K"
+                           " or q6_K)", (int)w);
   if (rows < 0 || n <= 0 || k <= 0)
     return demo_model_fail(CLPA_ERR_INVALID_ARG, "demo_linear_run: rows %d, n %d, k %d", (int)rows,
                            (int)n, (int)k);
+  if (!demo_wfmt_row_bytes(w, k))
+    return demo_model_fail(CLPA_ERR_INVALID_ARG,
+                           "demo_linear_run: k %d is not a whole number of %s blocks of %u", (int)k,
+                           forms[w].name, (unsigned)forms[w].elems);
   return CLPA_OK;
 }
 
@@ -231,12 +261,12 @@ static clpa_status run_stream(demo_linear *l, int d, cl_mem A, cl_mem W, cl_mem 
                        "demo_linear_run: clEnqueueNDRangeKernel(demo_linear_stream)");
 }
 
-static clpa_status run_mma(demo_linear *l, int d, clpa_dtype wdt, cl_mem A, cl_mem W, cl_mem C,
-                           int32_t rows, int32_t n, int32_t k, int accumulate, cl_event *ev) {
-  if (!mma_runs(l, k, wdt))
+static clpa_status run_mma(demo_linear *l, int d, cl_mem A, cl_mem W, cl_mem C, int32_t rows,
+                           int32_t n, int32_t k, int accumulate, cl_event *ev) {
+  if (!mma_runs(l, k, (demo_wfmt)d))
     return demo_model_fail(CLPA_ERR_INVALID_ARG,
                            "demo_linear_run: the tensor-core kernel needs NVIDIA, k a multiple of 32"
-                           " and f16 or bf16 weights (k %d, %s)", (int)k, clpa_dtype_name(wdt));
+                           " and f16 or bf16 weights (k %d, %s)", (int)k, forms[d].name);
   const int b = block_in(mma_blocks, NMMA, rows);
   clpa_status st = mma_program(l, d, b);
   if (st == CLPA_OK) st = set_args(l->mma[d][b], A, rows, k, W, n, C, accumulate);
@@ -249,12 +279,31 @@ static clpa_status run_mma(demo_linear *l, int d, clpa_dtype wdt, cl_mem A, cl_m
                        "demo_linear_run: clEnqueueNDRangeKernel(demo_linear_mma)");
 }
 
+/* out [n, k] = W as floats (demo_linear_widen); the program is built. */
+static clpa_status widen(demo_linear *l, int d, cl_mem W, cl_mem out, int32_t n, int32_t k) {
+  const size_t count = (size_t)n * (size_t)k;
+  const size_t items = d >= DEMO_W_Q8_0 ? count / 8 : count; /* block formats: 8 elements an item */
+  cl_int e = clSetKernelArg(l->widen[d], 0, sizeof W, &W);
+  e |= clSetKernelArg(l->widen[d], 1, sizeof out, &out);
+  e |= clSetKernelArg(l->widen[d], 2, sizeof k, &k);
+  if (e == CL_SUCCESS)
+    e = clEnqueueNDRangeKernel(l->queue, l->widen[d], 1, NULL, &items, NULL, 0, NULL, NULL);
+  return demo_cl_check(e, "demo_linear: demo_linear_widen");
+}
+
+clpa_status demo_linear_dequantize(demo_linear *l, demo_wfmt w, cl_mem W, cl_mem out, int32_t n,
+                                   int32_t k) {
+  clpa_status st = check(w, 1, n, k);
+  if (st == CLPA_OK) st = program(l, (int)w, 0);
+  return st == CLPA_OK ? widen(l, (int)w, W, out, n, k) : st;
+}
+
 static clpa_status run_clblast(demo_linear *l, int d, cl_mem A, cl_mem W, cl_mem C, int32_t rows,
                                int32_t n, int32_t k, int accumulate, cl_event *ev) {
   cl_mem w = W;
   const size_t count = (size_t)n * (size_t)k;
   clpa_status st;
-  if (d != WDT_F32) {
+  if (d != DEMO_W_F32) {
     if ((st = program(l, d, 0)) != CLPA_OK) return st;
     if (l->wide_elems < count) {
       if (l->wide) clReleaseMemObject(l->wide);
@@ -269,10 +318,7 @@ static clpa_status run_clblast(demo_linear *l, int d, cl_mem A, cl_mem W, cl_mem
       }
       l->wide_elems = count;
     }
-    cl_int e = clSetKernelArg(l->widen[d], 0, sizeof W, &W);
-    e |= clSetKernelArg(l->widen[d], 1, sizeof l->wide, &l->wide);
-    if (e == CL_SUCCESS) e = clEnqueueNDRangeKernel(l->queue, l->widen[d], 1, NULL, &count, NULL, 0, NULL, NULL);
-    if ((st = demo_cl_check(e, "demo_linear_run: demo_linear_widen")) != CLPA_OK) return st;
+    if ((st = widen(l, d, W, l->wide, n, k)) != CLPA_OK) return st;
     w = l->wide;
   }
   CLBlastStatusCode s = CLBlastSgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeYes,
@@ -286,25 +332,25 @@ static clpa_status run_clblast(demo_linear *l, int d, cl_mem A, cl_mem W, cl_mem
   return CLPA_OK;
 }
 
-clpa_status demo_linear_run(demo_linear *l, demo_linear_engine e, clpa_dtype wdt, cl_mem A,
+clpa_status demo_linear_run(demo_linear *l, demo_linear_engine e, demo_wfmt w, cl_mem A,
                             cl_mem W, cl_mem C, int32_t rows, int32_t n, int32_t k, int accumulate,
                             cl_event *ev) {
-  const int d = wdt_index(wdt);
-  clpa_status st = check(wdt, rows, n, k, d);
+  const int d = (int)w;
+  clpa_status st = check(w, rows, n, k);
   if (st != CLPA_OK || rows == 0) return st;
-  if (e == DEMO_LINEAR_AUTO) e = demo_linear_pick(l, rows, k, wdt);
+  if (e == DEMO_LINEAR_AUTO) e = demo_linear_pick(l, rows, k, w);
   return e == DEMO_LINEAR_STREAM ? run_stream(l, d, A, W, C, rows, n, k, accumulate, ev)
-         : e == DEMO_LINEAR_MMA  ? run_mma(l, d, wdt, A, W, C, rows, n, k, accumulate, ev)
+         : e == DEMO_LINEAR_MMA  ? run_mma(l, d, A, W, C, rows, n, k, accumulate, ev)
                                  : run_clblast(l, d, A, W, C, rows, n, k, accumulate, ev);
 }
 
-clpa_status demo_linear_warm(demo_linear *l, clpa_dtype wdt, int32_t rows, int32_t k) {
-  const int d = wdt_index(wdt);
-  clpa_status st = check(wdt, rows, 1, k, d);
+clpa_status demo_linear_warm(demo_linear *l, demo_wfmt w, int32_t rows, int32_t k) {
+  const int d = (int)w;
+  clpa_status st = check(w, rows, 1, k);
   if (st != CLPA_OK || rows == 0) return st;
-  switch (demo_linear_pick(l, rows, k, wdt)) {
+  switch (demo_linear_pick(l, rows, k, w)) {
   case DEMO_LINEAR_MMA: return mma_program(l, d, block_in(mma_blocks, NMMA, rows));
   case DEMO_LINEAR_STREAM: return program(l, d, block_for(rows));
-  default: return d != WDT_F32 ? program(l, d, 0) : CLPA_OK;
+  default: return d != DEMO_W_F32 ? program(l, d, 0) : CLPA_OK;
   }
 }

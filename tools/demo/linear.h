@@ -1,7 +1,9 @@
 /*
  * linear.h — the demo's linear layers: C [rows, n] = A [rows, k] . W^T,
- * or C += that (the residual add), W [n, k] row-major in its stored dtype
- * (f32, f16 or bf16), A and C f32 on the device, f32 sums. Two engines:
+ * or C += that (the residual add), W [n, k] row-major in its stored form
+ * (f32, f16, bf16, or one of ggml's block formats, dequantized in the
+ * kernels exactly as ggml does), A and C f32 on the device, f32 sums.
+ * Three engines:
  *
  *   stream   linear_kernels.c: reads each weight once per row block, in
  *            its stored form; bound by the weights' bytes for few rows
@@ -20,6 +22,21 @@
 #define CLPA_DEMO_LINEAR_H
 
 #include "clpa.h"
+
+/* A weight's stored form. The block formats are quant.h's: a row of k
+ * elements is k / 32 (Q8_0, Q4_0) or k / 256 (the K-quants) blocks. */
+typedef enum demo_wfmt {
+  DEMO_W_F32, DEMO_W_F16, DEMO_W_BF16,
+  DEMO_W_Q8_0, DEMO_W_Q4_0, DEMO_W_Q4_K, DEMO_W_Q5_K, DEMO_W_Q6_K,
+  DEMO_W_COUNT /* none */
+} demo_wfmt;
+/* The form of a clpa dtype (f32, f16, bf16) or of a ggml type number; DEMO_W_COUNT for others. */
+demo_wfmt demo_wfmt_of_dtype(clpa_dtype d);
+demo_wfmt demo_wfmt_of_ggml(uint32_t type);
+/* "f32", "f16", "bf16", "q8_0", "q4_0", "q4_K", "q5_K", "q6_K" ("invalid"). */
+const char *demo_wfmt_name(demo_wfmt w);
+/* Bytes of a row of k elements: 0 where k is not a whole number of blocks. */
+size_t demo_wfmt_row_bytes(demo_wfmt w, int32_t k);
 
 typedef enum demo_linear_engine {
   DEMO_LINEAR_AUTO = 0,   /* the device's table */
@@ -53,28 +70,34 @@ void demo_linear_destroy(demo_linear *l);
 /* The device's table entry (its match says which row applied). */
 const demo_linear_tuning *demo_linear_tuning_of(const demo_linear *l);
 
-/* The engine the table picks for `rows` rows over a k of k, weights of
- * dtype wdt: stream up to stream_max_rows (k a multiple of 8), else mma up
+/* The engine the table picks for `rows` rows over a k of k, weights in
+ * form w: stream up to stream_max_rows (k a multiple of 8), else mma up
  * to mma_max_rows where it runs (NVIDIA, k a multiple of 32, f16 or bf16
- * weights), else clblast. */
-demo_linear_engine demo_linear_pick(const demo_linear *l, int32_t rows, int32_t k, clpa_dtype wdt);
+ * weights), else clblast (block formats widened to f32 first). */
+demo_linear_engine demo_linear_pick(const demo_linear *l, int32_t rows, int32_t k, demo_wfmt w);
 
 /* "stream", "mma", "clblast" or "auto". */
 const char *demo_linear_engine_name(demo_linear_engine e);
 
 /* Enqueues C = A . W^T (accumulate 0) or C += A . W^T (1) by engine e
  * (AUTO: demo_linear_pick's); *ev (if not NULL) gets the last command's
- * event. wdt is W's dtype: f32, f16 or bf16. Returns CLPA_OK,
+ * event. w is W's form. Returns CLPA_OK,
  * CLPA_ERR_INVALID_ARG (shapes, dtype; the message says which), CLPA_ERR_BUILD,
  * CLPA_ERR_OPENCL, CLPA_ERR_DEVICE_MEMORY (CLBlast's f32 copy of W) or
  * CLPA_ERR_OUT_OF_RESOURCES. Messages go to demo_last_error(). */
-clpa_status demo_linear_run(demo_linear *l, demo_linear_engine e, clpa_dtype wdt, cl_mem A,
+clpa_status demo_linear_run(demo_linear *l, demo_linear_engine e, demo_wfmt w, cl_mem A,
                             cl_mem W, cl_mem C, int32_t rows, int32_t n, int32_t k, int accumulate,
                             cl_event *ev);
 
+/* Enqueues out [n, k] = W as floats (f32, exactly what the kernels
+ * compute with: ggml's block forms decoded as ggml does), the step
+ * CLBlast's route takes first. Returns as demo_linear_run. */
+clpa_status demo_linear_dequantize(demo_linear *l, demo_wfmt w, cl_mem W, cl_mem out, int32_t n,
+                                   int32_t k);
+
 /* Builds the programs calls of this dtype and row count would take, so
  * that no build falls inside a timed step. Returns as demo_linear_run. */
-clpa_status demo_linear_warm(demo_linear *l, clpa_dtype wdt, int32_t rows, int32_t k);
+clpa_status demo_linear_warm(demo_linear *l, demo_wfmt w, int32_t rows, int32_t k);
 
 /* The kernels' source (linear_kernels.c): the streaming kernel and the
  * widening one; the tensor-core kernel, built after them. */

@@ -57,7 +57,7 @@ const demo_config *demo_model_config(const demo_model *m) { return &m->cfg; }
 const demo_host_weights *demo_model_host(const demo_model *m) { return &m->hw; }
 void demo_model_set_linear(demo_model *m, demo_linear_engine e) { m->engine = e; }
 demo_linear_engine demo_model_linear_for(const demo_model *m, int32_t rows) {
-  return m->engine != DEMO_LINEAR_AUTO ? m->engine : demo_linear_pick(m->lin, rows, m->cfg.hidden, m->wdtype);
+  return m->engine != DEMO_LINEAR_AUTO ? m->engine : demo_linear_pick(m->lin, rows, m->cfg.hidden, demo_wfmt_of_dtype(m->wdtype));
 }
 
 void demo_model_linear_rule(const demo_model *m, char *buf, size_t cap) {

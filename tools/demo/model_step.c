@@ -201,7 +201,8 @@ static clpa_status launch_as(demo_model *m, int kind, int k, cl_uint dims, const
 static clpa_status gemm(demo_model *m, cl_mem A, cl_mem W, cl_mem C, int32_t rows, int32_t n,
                         int32_t k, int accumulate) {
   if (!rows) return CLPA_OK;
-  return demo_linear_run(m->lin, m->engine, m->wdtype, A, W, C, rows, n, k, accumulate,
+  return demo_linear_run(m->lin, m->engine, demo_wfmt_of_dtype(m->wdtype), A, W, C, rows, n, k,
+                         accumulate,
                          next_event(m, TIME_GEMM));
 }
 
