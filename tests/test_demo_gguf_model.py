@@ -295,7 +295,9 @@ with tempfile.TemporaryDirectory() as tmp:
     ok(p.returncode == 1 and m and int(m.group(1)) + 20 > 16 and int(m.group(1)) < 16,
        "regress: a short prompt whose answer passes the context: exit %d, %s"
        % (p.returncode, p.stderr.strip()[-200:]))
-    # issue 42: quantized weight matrices, decoded to floats on the host
+    # issue 42: quantized weight matrices; where every tensor of a fused matrix has one block
+    # form (here the output projection, the down projection and the LM head) its blocks go to
+    # the device as they are, decoded in the kernels
     for quant, what in (("legacy", "Q8_0 / Q4_0"), ("k", "Q4_K / Q5_K / Q6_K (hidden 256)")):
         qm = os.path.join(tmp, "tiny-%s.gguf" % quant)
         write_gguf(qm, quant=quant)
@@ -308,6 +310,9 @@ with tempfile.TemporaryDirectory() as tmp:
         p = run("--model", qm, "--requests", "6", "--output-min", "4", "--output-max", "8", "--check", "--json")
         j = json.loads(p.stdout.strip().splitlines()[-1]) if p.returncode == 0 and p.stdout.strip() else {}
         ok(j.get("check_ok") is True, "%s weight matrices: the synthetic workload passes --check" % what)
+        want = "blocks q8_0" if quant == "legacy" else "blocks q4_K q6_K"
+        ok(want in j.get("weight_dtype", ""), "%s: the device keeps blocks (weights: %s)"
+           % (what, j.get("weight_dtype")))
     odd = os.path.join(tmp, "odd.gguf")
     write_gguf(odd, odd=("blk.0.attn_q.weight", T_Q4_K))
     p = run("--model", odd, "--prompt", "hi")

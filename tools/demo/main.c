@@ -449,13 +449,14 @@ int main(int argc, char **argv) {
     check_ok = demo_check(m, e, tol, verdict, sizeof verdict);
     cli_progress_end();
   }
-  char linear_rule[192];
+  char linear_rule[192], weight_forms[96];
+  demo_model_weight_forms(m, weight_forms, sizeof weight_forms);
   demo_model_linear_rule(m, linear_rule, sizeof linear_rule);
   const double copy_gbps = demo_model_copy_gbps(m); /* after the run: its buffers are idle */
   demo_report_info ri = {info.name,   clpa_lanes_name(info.lanes),
                          a.model ? a.model : a.preset, a.schedule,
                          sc.prefix_cache, clpa_dtype_name(a.kv_dtype),
-                         clpa_dtype_name(a.weight_dtype), sc.num_blocks,
+                         weight_forms, sc.num_blocks,
                          sc.block_size, a.check ? verdict : NULL,
                          check_ok, ps1.built_from_source - ps0.built_from_source,
                          ps1.loaded_from_disk - ps0.loaded_from_disk,

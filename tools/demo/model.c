@@ -74,12 +74,6 @@ void demo_model_linear_rule(const demo_model *m, char *buf, size_t cap) {
              t->match);
 }
 
-double demo_model_weight_bytes(const demo_model *m) {
-  const demo_config *c = &m->cfg;
-  const double w = (double)clpa_dtype_size(m->wdtype), H = c->hidden;
-  const double per_layer = (double)m->qkv_dim * H + H * c->heads * c->head_size + 3.0 * c->ffn * H;
-  return c->layers * (per_layer * w + 2 * H * 4) + (double)c->vocab * H * w + H * 4;
-}
 
 double demo_model_copy_gbps(demo_model *m) {
   const size_t bytes = (size_t)64 << 20;
@@ -292,7 +286,7 @@ static clpa_status upload_all(demo_model *m) {
   clpa_status st;
   TRY(upload(m, m->h_embed, (size_t)c->vocab * H, m->wdtype, &m->d_embed));
   if (m->h_lm_head != m->h_embed) {
-    TRY(upload(m, m->h_lm_head, (size_t)c->vocab * H, m->wdtype, &m->d_lm_head));
+    if (!m->d_lm_head) TRY(upload(m, m->h_lm_head, (size_t)c->vocab * H, m->wdtype, &m->d_lm_head));
   } else if ((st = demo_cl_check(clRetainMemObject(m->d_embed), "clRetainMemObject")) == CLPA_OK) {
     m->d_lm_head = m->d_embed; /* tied: one buffer */
   }
@@ -302,10 +296,11 @@ static clpa_status upload_all(demo_model *m) {
     dev_layer *d = &m->dl[l];
     TRY(upload(m, h->attn_norm, H, CLPA_DTYPE_F32, &d->attn_norm));
     TRY(upload(m, h->ffn_norm, H, CLPA_DTYPE_F32, &d->ffn_norm));
-    TRY(upload(m, h->wqkv, (size_t)m->qkv_dim * H, m->wdtype, &d->wqkv));
-    TRY(upload(m, h->wo, H * qd, m->wdtype, &d->wo));
-    TRY(upload(m, h->wgu, 2 * (size_t)c->ffn * H, m->wdtype, &d->wgu));
-    TRY(upload(m, h->wdown, H * c->ffn, m->wdtype, &d->wdown));
+    /* matrices the source gave as blocks are on the device already */
+    if (!d->wqkv) TRY(upload(m, h->wqkv, (size_t)m->qkv_dim * H, m->wdtype, &d->wqkv));
+    if (!d->wo) TRY(upload(m, h->wo, H * qd, m->wdtype, &d->wo));
+    if (!d->wgu) TRY(upload(m, h->wgu, 2 * (size_t)c->ffn * H, m->wdtype, &d->wgu));
+    if (!d->wdown) TRY(upload(m, h->wdown, H * c->ffn, m->wdtype, &d->wdown));
   }
   TRY(upload_rope(m));
 out:
@@ -353,17 +348,96 @@ clpa_status demo_model_begin(clpa_context *ctx, const demo_config *cfg, clpa_dty
   return CLPA_OK;
 }
 
+/* A matrix's shape: rows (n) and columns (k). */
+static void matrix_shape(const demo_model *m, demo_matrix which, int32_t *n, int32_t *k) {
+  const demo_config *c = &m->cfg;
+  const int32_t H = c->hidden, qd = c->heads * c->head_size;
+  switch (which) {
+  case DEMO_MAT_QKV: *n = m->qkv_dim, *k = H; break;
+  case DEMO_MAT_O: *n = H, *k = qd; break;
+  case DEMO_MAT_GU: *n = 2 * c->ffn, *k = H; break;
+  case DEMO_MAT_DOWN: *n = H, *k = c->ffn; break;
+  default: *n = c->vocab, *k = H; break;
+  }
+}
+
+/* A matrix's form: its blocks' (demo_model_set_blocks), else the weight dtype's. */
+static demo_wfmt form_of(const demo_model *m, int32_t layer, demo_matrix which) {
+  const demo_wfmt f = which == DEMO_MAT_LM_HEAD ? m->lm_form : m->dl[layer].form[which];
+  return f ? f : demo_wfmt_of_dtype(m->wdtype);
+}
+
+demo_wfmt demo_model_form(const demo_model *m, int32_t layer, demo_matrix which) {
+  return form_of(m, layer, which);
+}
+
+clpa_status demo_model_set_blocks(demo_model *m, int32_t layer, demo_matrix which, demo_wfmt w,
+                                  const void *blocks, size_t bytes) {
+  int32_t n, k;
+  matrix_shape(m, which, &n, &k);
+  const size_t want = demo_wfmt_row_bytes(w, k) * (size_t)n;
+  if (w < DEMO_W_Q8_0 || w >= DEMO_W_COUNT || !want || bytes != want ||
+      (which != DEMO_MAT_LM_HEAD && (layer < 0 || layer >= m->cfg.layers)) ||
+      (which == DEMO_MAT_LM_HEAD && m->h_lm_head == m->h_embed))
+    return demo_model_fail(CLPA_ERR_INVALID_ARG,
+                           "demo_model_set_blocks: layer %d matrix %d as %s: %zu bytes (%zu wanted)",
+                           (int)layer, (int)which, demo_wfmt_name(w), bytes, want);
+  cl_mem *dst = which == DEMO_MAT_LM_HEAD ? &m->d_lm_head
+                : which == DEMO_MAT_QKV   ? &m->dl[layer].wqkv
+                : which == DEMO_MAT_O     ? &m->dl[layer].wo
+                : which == DEMO_MAT_GU    ? &m->dl[layer].wgu
+                                          : &m->dl[layer].wdown;
+  cl_int e;
+  demo_release_mem(dst);
+  *dst = clCreateBuffer(m->clctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, bytes, (void *)blocks, &e);
+  if (e != CL_SUCCESS) {
+    *dst = NULL;
+    return demo_cl_check(e, "clCreateBuffer (weight blocks)");
+  }
+  if (which == DEMO_MAT_LM_HEAD)
+    m->lm_form = w;
+  else
+    m->dl[layer].form[which] = w;
+  return CLPA_OK;
+}
+
+double demo_model_weight_bytes(const demo_model *m) {
+  const demo_config *c = &m->cfg;
+  double bytes = (1 + 2.0 * c->layers) * c->hidden * 4; /* the norms */
+  for (int32_t l = 0; l <= c->layers; l++)
+    for (int w = l < c->layers ? DEMO_MAT_QKV : DEMO_MAT_LM_HEAD; w <= (l < c->layers ? DEMO_MAT_DOWN : DEMO_MAT_LM_HEAD); w++) {
+      int32_t n, k;
+      matrix_shape(m, (demo_matrix)w, &n, &k);
+      bytes += (double)demo_wfmt_row_bytes(form_of(m, l, (demo_matrix)w), k) * n;
+    }
+  return bytes;
+}
+
+void demo_model_weight_forms(const demo_model *m, char *buf, size_t cap) {
+  int used[DEMO_W_COUNT] = {0};
+  for (int32_t l = 0; l < m->cfg.layers; l++)
+    for (int w = DEMO_MAT_QKV; w <= DEMO_MAT_DOWN; w++) used[m->dl[l].form[w]] = 1;
+  used[m->lm_form] = 1;
+  size_t n = (size_t)snprintf(buf, cap, "%s", clpa_dtype_name(m->wdtype));
+  for (int w = DEMO_W_Q8_0; w < DEMO_W_COUNT && n < cap; w++)
+    if (used[w])
+      n += (size_t)snprintf(buf + n, cap - n, "%s%s", n == strlen(clpa_dtype_name(m->wdtype)) ? ", blocks " : " ",
+                            demo_wfmt_name((demo_wfmt)w));
+}
+
 clpa_status demo_model_finish(demo_model *m, demo_model **out) {
   const demo_config *c = &m->cfg;
   const size_t H = (size_t)c->hidden, qd = (size_t)c->heads * c->head_size, F = (size_t)c->ffn;
+  /* the host keeps what the device computes with: block matrices as decoded */
   round_to(m->h_embed, (size_t)c->vocab * H, m->wdtype);
-  if (m->h_lm_head != m->h_embed) round_to(m->h_lm_head, (size_t)c->vocab * H, m->wdtype);
+  if (m->h_lm_head != m->h_embed && !m->lm_form) round_to(m->h_lm_head, (size_t)c->vocab * H, m->wdtype);
   for (int32_t l = 0; l < c->layers; l++) {
     host_layer *h = &m->hl[l];
-    round_to(h->wqkv, (size_t)m->qkv_dim * H, m->wdtype);
-    round_to(h->wo, H * qd, m->wdtype);
-    round_to(h->wgu, 2 * F * H, m->wdtype);
-    round_to(h->wdown, H * F, m->wdtype);
+    const demo_wfmt *f = m->dl[l].form;
+    if (!f[DEMO_MAT_QKV]) round_to(h->wqkv, (size_t)m->qkv_dim * H, m->wdtype);
+    if (!f[DEMO_MAT_O]) round_to(h->wo, H * qd, m->wdtype);
+    if (!f[DEMO_MAT_GU]) round_to(h->wgu, 2 * F * H, m->wdtype);
+    if (!f[DEMO_MAT_DOWN]) round_to(h->wdown, H * F, m->wdtype);
   }
   clpa_status st = upload_all(m);
   if (st != CLPA_OK) {

@@ -60,8 +60,11 @@ demo_linear_engine demo_model_linear_for(const demo_model *m, int32_t rows);
 /* The linear layers' choice in words: "stream up to 4 rows, mma up to 256,
  * then clblast (table vendor:NVIDIA)", or the forced engine. */
 void demo_model_linear_rule(const demo_model *m, char *buf, size_t cap);
-/* Bytes every step reads of the weights: every layer's projections, the
- * norms and the LM head. */
+/* The weights' stored forms in words: the weight dtype, and the block
+ * forms some matrices kept ("f32, blocks q4_0 q8_0"). */
+void demo_model_weight_forms(const demo_model *m, char *buf, size_t cap);
+/* Bytes every step reads of the weights (in their stored forms): every
+ * layer's projections, the norms and the LM head. */
 double demo_model_weight_bytes(const demo_model *m);
 /* The device's copy bandwidth in GB/s (bytes read + written), the best of
  * three clEnqueueCopyBuffer of 64 MiB timed by profiling events; 0 when

@@ -11,6 +11,9 @@
 
 #include "model.h"
 
+/* A layer's matrices, as the model fuses them, and the LM head. */
+typedef enum demo_matrix { DEMO_MAT_QKV, DEMO_MAT_O, DEMO_MAT_GU, DEMO_MAT_DOWN, DEMO_MAT_LM_HEAD } demo_matrix;
+
 typedef struct demo_layer_slots {
   float *attn_norm, *ffn_norm;   /* [hidden] */
   float *wq, *wk, *wv;           /* [heads*hd][hidden], [kv_heads*hd][hidden] x2 */
@@ -32,6 +35,17 @@ typedef struct demo_weight_slots {
 clpa_status demo_model_begin(clpa_context *ctx, const demo_config *cfg, clpa_dtype weight_dtype,
                              int tied, int rope_factors, demo_model **out,
                              demo_weight_slots *slots);
+/* A layer's matrix (or the LM head, layer ignored) stored on the device
+ * as the source's blocks of ggml's form w (rows in the order of the
+ * model's fused matrix: q, k, v; gate, up), the kernels decoding them
+ * (linear.h); the host floats, which the source still writes, are then
+ * kept as they are (its exact decoding), not rounded to the weight dtype.
+ * Returns CLPA_OK, CLPA_ERR_INVALID_ARG (bytes that do not make the
+ * matrix in form w) or the upload's error. */
+clpa_status demo_model_set_blocks(demo_model *m, int32_t layer, demo_matrix which, demo_wfmt w,
+                                  const void *blocks, size_t bytes);
+/* A matrix's stored form (layer ignored for the LM head). */
+demo_wfmt demo_model_form(const demo_model *m, int32_t layer, demo_matrix which);
 /* Rounds and uploads; *out = m, or m is destroyed and the error returned. */
 clpa_status demo_model_finish(demo_model *m, demo_model **out);
 

@@ -8,6 +8,8 @@
  * embedding; rope_freqs.weight becomes the RoPE frequency factors.
  */
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "gguf.h"
 #include "model_build.h"
@@ -21,6 +23,35 @@ static clpa_status load(const demo_gguf *g, const char *name, int64_t ne0, int64
   if (st != CLPA_OK)
     return demo_model_fail(st, "demo_model_create_gguf: %s", demo_gguf_last_error());
   return CLPA_OK;
+}
+
+/* Stores matrix `which` of layer l as the file's blocks where every tensor
+ * of it (q, k, v; gate, up; or one) holds the same block form, stacked in
+ * the model's order; other forms stay the host floats' path. */
+static clpa_status keep_blocks(const demo_gguf *g, demo_model *m, int32_t l, demo_matrix which,
+                               const char *const *what, int parts) {
+  demo_gguf_raw raw[3];
+  size_t total = 0;
+  for (int i = 0; i < parts; i++) {
+    char name[96];
+    if (l >= 0)
+      snprintf(name, sizeof name, "blk.%d.%s.weight", (int)l, what[i]);
+    else
+      snprintf(name, sizeof name, "%s", what[i]);
+    const demo_gguf_tensor *t = demo_gguf_get_tensor(g, name);
+    if (!t || demo_gguf_tensor_raw(t, &raw[i]) != CLPA_OK) return CLPA_OK;
+    const demo_wfmt w = demo_wfmt_of_ggml(raw[i].type);
+    if (w < DEMO_W_Q8_0 || w >= DEMO_W_COUNT || raw[i].type != raw[0].type) return CLPA_OK;
+    total += (size_t)raw[i].size;
+  }
+  unsigned char *buf = malloc(total ? total : 1);
+  if (!buf) return demo_model_fail(CLPA_ERR_OUT_OF_MEMORY, "demo_model_create_gguf: %zu bytes", total);
+  for (size_t i = 0, at = 0; i < (size_t)parts; at += (size_t)raw[i].size, i++)
+    memcpy(buf + at, raw[i].data, (size_t)raw[i].size);
+  const clpa_status st =
+      demo_model_set_blocks(m, l < 0 ? 0 : l, which, demo_wfmt_of_ggml(raw[0].type), buf, total);
+  free(buf);
+  return st;
 }
 
 clpa_status demo_model_create_gguf(clpa_context *ctx, const struct demo_gguf *g,
@@ -63,6 +94,18 @@ clpa_status demo_model_create_gguf(clpa_context *ctx, const struct demo_gguf *g,
       st = load(g, name, t[i].ne0, t[i].ne1, t[i].dst);
     }
   }
+  /* ggml's block forms stay blocks on the device, decoded by the kernels
+   * (the host floats above, their exact decoding, serve the reference) */
+  static const char *const qkv[] = {"attn_q", "attn_k", "attn_v"}, *const o[] = {"attn_output"};
+  static const char *const gu[] = {"ffn_gate", "ffn_up"}, *const down[] = {"ffn_down"};
+  static const char *const head[] = {"output.weight"};
+  for (int32_t l = 0; l < c.layers && st == CLPA_OK; l++) {
+    st = keep_blocks(g, m, l, DEMO_MAT_QKV, qkv, 3);
+    if (st == CLPA_OK) st = keep_blocks(g, m, l, DEMO_MAT_O, o, 1);
+    if (st == CLPA_OK) st = keep_blocks(g, m, l, DEMO_MAT_GU, gu, 2);
+    if (st == CLPA_OK) st = keep_blocks(g, m, l, DEMO_MAT_DOWN, down, 1);
+  }
+  if (st == CLPA_OK && !L.tied_embeddings) st = keep_blocks(g, m, -1, DEMO_MAT_LM_HEAD, head, 1);
   if (st != CLPA_OK) {
     demo_model_destroy(m);
     return st;

@@ -20,6 +20,8 @@ typedef struct host_layer {
 } host_layer;
 typedef struct dev_layer {
   cl_mem attn_norm, ffn_norm, wqkv, wo, wgu, wdown;
+  demo_wfmt form[DEMO_MAT_LM_HEAD]; /* of wqkv, wo, wgu, wdown: a block form where the source gave
+                                      one (demo_model_set_blocks), else 0 (the weight dtype's) */
 } dev_layer;
 
 enum { TIME_ATTN, TIME_GEMM, TIME_OTHER };
@@ -48,6 +50,7 @@ struct demo_model {
   demo_host_weights hw;
 
   cl_mem d_embed, d_final_norm, d_lm_head, d_rope;
+  demo_wfmt lm_form; /* d_lm_head's block form, or 0 (the weight dtype's) */
   dev_layer *dl;
   demo_linear *lin;          /* the linear layers' engines (linear.h) */
   demo_linear_engine engine; /* AUTO: the device's table; else forced (demo_model_set_linear) */

@@ -197,13 +197,13 @@ static clpa_status launch_as(demo_model *m, int kind, int k, cl_uint dims, const
 #define ARG(v) sizeof(v), (const void *)&(v)
 #define launch(m, ...) launch_as(m, TIME_OTHER, __VA_ARGS__)
 
-/* C [rows, n] = A [rows, k] . W^T (W [n, k] in the weight dtype), or C += that. */
-static clpa_status gemm(demo_model *m, cl_mem A, cl_mem W, cl_mem C, int32_t rows, int32_t n,
-                        int32_t k, int accumulate) {
+/* C [rows, n] = A [rows, k] . W^T (W [n, k], layer l's matrix `which`, in its
+ * stored form), or C += that. */
+static clpa_status gemm(demo_model *m, int32_t l, demo_matrix which, cl_mem A, cl_mem W, cl_mem C,
+                        int32_t rows, int32_t n, int32_t k, int accumulate) {
   if (!rows) return CLPA_OK;
-  return demo_linear_run(m->lin, m->engine, demo_wfmt_of_dtype(m->wdtype), A, W, C, rows, n, k,
-                         accumulate,
-                         next_event(m, TIME_GEMM));
+  return demo_linear_run(m->lin, m->engine, demo_model_form(m, l, which), A, W, C, rows, n, k,
+                         accumulate, next_event(m, TIME_GEMM));
 }
 
 static clpa_status rmsnorm(demo_model *m, cl_mem x, cl_mem w, cl_mem y, int32_t rows) {
@@ -290,7 +290,7 @@ static clpa_status layer(demo_model *m, clpa_cache *cache, const demo_batch *b, 
   const int32_t qd = c->heads * c->head_size, hd = c->head_size;
   clpa_status st;
   TRY(rmsnorm(m, m->x, d->attn_norm, m->xn, T));
-  TRY(gemm(m, m->xn, d->wqkv, m->qkv, T, m->qkv_dim, c->hidden, 0));
+  TRY(gemm(m, l, DEMO_MAT_QKV, m->xn, d->wqkv, m->qkv, T, m->qkv_dim, c->hidden, 0));
   size_t rg[3] = {(size_t)hd / 2, (size_t)(c->heads + c->kv_heads), (size_t)T};
   TRY(launch(m, K_ROPE, 3, rg, NULL, 5, ARG(m->qkv), ARG(m->positions), ARG(m->d_rope),
              ARG(m->qkv_dim), ARG(hd)));
@@ -306,12 +306,12 @@ static clpa_status layer(demo_model *m, clpa_cache *cache, const demo_batch *b, 
   TRY(demo_clpa_check(clpa_reshape_and_cache(m->ctx, &rc), "clpa_reshape_and_cache", l));
   TRY(attention(m, cache, b, l, max_ctx));
 
-  TRY(gemm(m, m->attn, d->wo, m->x, T, c->hidden, qd, 1));
+  TRY(gemm(m, l, DEMO_MAT_O, m->attn, d->wo, m->x, T, c->hidden, qd, 1));
   TRY(rmsnorm(m, m->x, d->ffn_norm, m->xn, T));
-  TRY(gemm(m, m->xn, d->wgu, m->gu, T, 2 * c->ffn, c->hidden, 0));
+  TRY(gemm(m, l, DEMO_MAT_GU, m->xn, d->wgu, m->gu, T, 2 * c->ffn, c->hidden, 0));
   size_t sg[2] = {(size_t)c->ffn, (size_t)T};
   TRY(launch(m, K_SILU_MUL, 2, sg, NULL, 3, ARG(m->gu), ARG(m->act), ARG(c->ffn)));
-  TRY(gemm(m, m->act, d->wdown, m->x, T, c->hidden, c->ffn, 1));
+  TRY(gemm(m, l, DEMO_MAT_DOWN, m->act, d->wdown, m->x, T, c->hidden, c->ffn, 1));
 out:
   return st;
 }
@@ -365,7 +365,7 @@ clpa_status demo_model_forward(demo_model *m, clpa_cache *cache, const demo_batc
   size_t ng = (size_t)S * DEMO_WG, nl = DEMO_WG;
   TRY(launch(m, K_RMSNORM_ROWS, 1, &ng, &nl, 6, ARG(m->x), ARG(m->last_rows), ARG(m->d_final_norm),
              ARG(m->xl), ARG(c->hidden), ARG(c->norm_eps)));
-  TRY(gemm(m, m->xl, m->d_lm_head, m->logits, S, c->vocab, c->hidden, 0));
+  TRY(gemm(m, 0, DEMO_MAT_LM_HEAD, m->xl, m->d_lm_head, m->logits, S, c->vocab, c->hidden, 0));
   TRY(launch(m, K_ARGMAX, 1, &ng, &nl, 3, ARG(m->logits), ARG(c->vocab), ARG(m->next)));
   TRY(demo_cl_check(clEnqueueReadBuffer(m->queue, m->next, CL_FALSE, 0, (size_t)S * 4, next_tokens,
                                         0, NULL, next_event(m, TIME_OTHER)),
