@@ -67,7 +67,7 @@
  * Buffers: as decode.cl's (kv.cl's DECODE_ARGS); the cache layouts
  *   k_cache [num_blocks, num_kv_heads, HEAD_SIZE / X, BLOCK_SIZE, X]
  *   v_cache [num_blocks, num_kv_heads, HEAD_SIZE, BLOCK_SIZE]
- * The work-group: 4 warps, or 3 or 2 (lib/decode.c mma_warps), or 6, 8 or
+ * The work-group: 4 warps, or 3 or 2 (lib/decode_plan.c mma_warps), or 6, 8 or
  * 12 where fewer, wider work-groups do (mma_widen); 8 at most with PIPE
  * (below: each warp loads its next chunk while it computes one).
  *
@@ -86,7 +86,7 @@
 #define PARTITION_SIZE CLPA_PARTITION_SIZE
 #define G CLPA_HEADS_PER_WG
 #define WARPS (NUM_THREADS / 32)
-/* A chunk's tokens (CLPA_CHUNK: 16, or 32 for fp8 where lib/decode.c's
+/* A chunk's tokens (CLPA_CHUNK: 16, or 32 for fp8 where lib/decode_plan.c's
  * mma_chunk_for says): MSUB m-tiles of S^T, 16 tokens each, and MSUB
  * k-steps of O^T's product. A lane's value tokens are RUN = 4 MSUB
  * consecutive ones (one 8-byte row piece with fp8's two m-tiles, where
@@ -98,7 +98,7 @@
  * 2026-11-28 eleventh session). */
 #define CHUNK CLPA_CHUNK /* tokens of a chunk */
 #define MSUB (CHUNK / 16)
-/* PIPE (lib/decode.c mma_pipe): a warp issues its next chunk's loads as
+/* PIPE (lib/decode_plan.c mma_pipe): a warp issues its next chunk's loads as
  * soon as this chunk's have arrived and computes this one while they are
  * in flight; else it loads a chunk, waits and computes it, and other
  * warps' loads fill the wait. It takes a second chunk of registers (fp8
@@ -135,7 +135,7 @@
 #endif
 /* Slices of local memory the warps' outputs go to (step 6): one a warp
  * where they fit in 32 KB, else the most that fit and divide the warps
- * (lib/decode.c mma_slices; warps are 2, 3, 4, 6, 8 or 12). */
+ * (lib/decode_plan.c mma_slices; warps are 2, 3, 4, 6, 8 or 12). */
 #define SLICE_ROOM (8192 / (G * HEAD_SIZE))
 #define SLICE_OK(d) ((d) > 0 && WARPS % ((d) > 0 ? (d) : 1) == 0 && (d) <= SLICE_ROOM)
 #define SLICES                                                                                    \

@@ -12,7 +12,7 @@
  *      kv.cl's key_index); the queries are held repeated VT times, so one
  *      multiply-add serves VT tokens, and TG such vectors of successive
  *      tokens share each query load (CLPA_KEY_VECTORS, 4, 2 or 1: as many
- *      as leave the TG x G accumulators in registers; lib/decode.c); with
+ *      as leave the TG x G accumulators in registers; lib/decode_plan.c); with
  *      4, their token sums are taken together (kv.cl token_sums4);
  *   2. the softmax over the partition, per head;
  *   3. values: a value row is contiguous over a block's tokens; four rows

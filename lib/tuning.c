@@ -42,7 +42,7 @@ static const tuning_entry table[] = {
      * 200.5/195.2/253.7: 2048, halved where the grid is thin, its waves ragged or its logits
      * too many for local memory, 4 work-groups a compute unit (f32 with up to 4 heads a
      * work-group, at 128 registers; f16 and fp8 take 3, where 4 gives the same plans at batch
-     * 16 x 4096) — lib/decode.c lanes_partition. */
+     * 16 x 4096) — lib/decode_plan.c lanes_partition. */
     {BY_VENDOR, "NVIDIA", {"", 2048, CLPA_PREFILL_MMA, 128, 32, 4}},
     /* GPUs without an entry of their own: 512-token partitions (H100, 2026-11-22: 256/512/1024
      * within 8 % of each other at batch 16 x 4096) and the largest prefill tiles that fit. */

@@ -372,7 +372,7 @@ static const dcase default_grid[] = {
     {1, 4, 1, 128, 8, 300, E5M2, F16, V2, 128, 4, 1, 1, 1, 0, 1, 0, 1},
     {3, 8, 2, 128, 16, 500, E4M3, F32, V2, 48, 4, 0, 0, 0, 1, 1, 0, 0},
     /* fp8 in 32-token chunks without PIPE on NVIDIA (144 busy work-groups:
-     * more than its 132 compute units, lib/decode.c mma_pipe); most fp8
+     * more than its 132 compute units, lib/decode_plan.c mma_pipe); most fp8
      * cases above run with PIPE there, and on 2 compute units without it */
     {36, 4, 4, 64, 16, 200, E4M3, F32, V1, 0, 1, 0, 0, 0, 1, 1, 0, 0},
 };
@@ -702,7 +702,7 @@ static long model_busy(const int32_t *lens, int n, int max_ctx, int part) {
   return busy;
 }
 
-/* Then fewer, wider work-groups (lib/decode.c mma_widen), modelled where
+/* Then fewer, wider work-groups (lib/decode_plan.c mma_widen), modelled where
  * the split's work-groups have 4 warps (at most 3 busy a compute unit,
  * 256 tokens each or more; elsewhere -1): of k = 1, 2, ... partitions
  * fewer than the split's (evenly cut, whole chunks), the first whose busy
@@ -873,7 +873,7 @@ static void mma_plan_args(clpa_decode_params *p, int heads, const clpa_kv_layout
   p->path = CLPA_DECODE_PATH_MMA;
 }
 
-/* The mma plan's wider work-groups (lib/decode.c mma_widen): 1 to 2 x
+/* The mma plan's wider work-groups (lib/decode_plan.c mma_widen): 1 to 2 x
  * compute units + 2 sequences of one length (1024, then 4096 tokens), one
  * KV head of 4 query heads, f16 and fp8 where the device converts it. The
  * plan's partition is checked against the model's wherever the model
@@ -932,7 +932,7 @@ static void test_widen(void) {
   for (size_t i = 0; i < sizeof all / sizeof *all; i++) clReleaseMemObject(all[i]);
 }
 
-/* The mma plan's query heads a work-group (lib/decode.c mma_heads): 16
+/* The mma plan's query heads a work-group (lib/decode_plan.c mma_heads): 16
  * of a KV head's 16 where its K/V tokens a compute unit (sequences x
  * tokens / compute units, one KV head) are 1536 or more, 8 from 192, else
  * 4; three shapes that give one each on any number of compute units, and
@@ -975,7 +975,7 @@ static void test_mma_heads(void) {
   run_case(&c, CLPA_DECODE_PATH_MMA);
 }
 
-/* The mma plan's warps a work-group (lib/decode.c mma_warps), against the
+/* The mma plan's warps a work-group (lib/decode_plan.c mma_warps), against the
  * reference: three where, on 2 compute units, 16 busy work-groups of 300
  * tokens fill two waves of three-warp ones (4 a unit) but not of
  * four-warp ones (3 a unit; on other devices one more mma case); eight

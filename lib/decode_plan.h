@@ -1,0 +1,33 @@
+/*
+ * decode_plan.h — inside lib/ only: what one clpa_decode call works on
+ * (decode_plan.c plans it, decode.c launches it).
+ */
+#ifndef CLPA_LIB_DECODE_PLAN_H
+#define CLPA_LIB_DECODE_PLAN_H
+
+#include "internal.h"
+
+#define DECODE_THREADS 128   /* the lanes kernel's work-group */
+#define DEFAULT_PARTITION 512 /* v2 tokens a partition where the tuning table has none */
+
+/* What one call works on, resolved and checked. */
+typedef struct decode_call {
+  clpa_attn a;          /* caches, layout, query, options (attention.c) */
+  int v2, partition, heads_per_group, sg, max_parts;
+  int mma;              /* decode_mma.cl's tensor-core kernel */
+  int rows;             /* decode_rows.cl's CPU kernel */
+  int key_vectors;      /* rows: key vectors a query load (TG there) */
+  int logits_stride;    /* floats of local logits per head */
+  int threads;          /* work-group size: DECODE_THREADS, or the mma plan's */
+  int chunk;            /* mma: tokens a chunk (mma_chunk_for) */
+  int pipe;             /* mma: the next chunk loaded while one is computed (mma_pipe) */
+  int merge;            /* v2: the work-group kernel merges the partitions, else reduce.cl */
+} decode_call;
+
+/* The path, v1 or v2, the partition, the query heads a work-group and the
+ * work-group's shape for p, whose caches, layout and buffers are checked
+ * (c->a resolved): lib/decode_plan.c has each rule and what measured it.
+ * Returns CLPA_OK, CLPA_ERR_INVALID_ARG or CLPA_ERR_UNSUPPORTED (named). */
+clpa_status clpa_decode_plan(clpa_context *ctx, const clpa_decode_params *p, decode_call *c);
+
+#endif
