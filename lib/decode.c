@@ -93,13 +93,12 @@ static clpa_status launch_decode(clpa_context *ctx, const clpa_decode_params *p,
                                      : &clpa_family_decode;
   /* Where the work-group kernels merge v2's partitions (decode_v2), they write the output: the
    * last partition of a row to finish merges them, told so by a counter a row. */
-  const int merges = c->merge;
   const size_t rows = (size_t)p->num_seqs * (size_t)(p->num_heads / c->heads_per_group);
   if ((st = clpa_faults_buffer(ctx, &faults)) ||
-      (merges && (st = clpa_part_counts(ctx, rows, &counts))) ||
+      (c->merge && (st = clpa_part_counts(ctx, rows, &counts))) ||
       (st = clpa_family_kernel(ctx, fam, &spec, name, &k)))
     return st;
-  const cl_mem out = c->v2 && !merges ? NULL : p->out, lse = c->v2 && !merges ? NULL : p->lse;
+  const cl_mem out = c->v2 && !c->merge ? NULL : p->out, lse = c->v2 && !c->merge ? NULL : p->lse;
   const cl_ulong q_stride = c->a.q_stride, block_stride = c->a.kv.block_stride;
   const cl_ulong head_stride = c->a.kv.head_stride;
   const cl_int maxb = p->max_blocks_per_seq, maxc = p->max_context_len, nb = c->a.kv.num_blocks;

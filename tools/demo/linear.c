@@ -343,14 +343,3 @@ clpa_status demo_linear_run(demo_linear *l, demo_linear_engine e, demo_wfmt w, c
          : e == DEMO_LINEAR_MMA  ? run_mma(l, d, A, W, C, rows, n, k, accumulate, ev)
                                  : run_clblast(l, d, A, W, C, rows, n, k, accumulate, ev);
 }
-
-clpa_status demo_linear_warm(demo_linear *l, demo_wfmt w, int32_t rows, int32_t k) {
-  const int d = (int)w;
-  clpa_status st = check(w, rows, 1, k);
-  if (st != CLPA_OK || rows == 0) return st;
-  switch (demo_linear_pick(l, rows, k, w)) {
-  case DEMO_LINEAR_MMA: return mma_program(l, d, block_in(mma_blocks, NMMA, rows));
-  case DEMO_LINEAR_STREAM: return program(l, d, block_for(rows));
-  default: return d != DEMO_W_F32 ? program(l, d, 0) : CLPA_OK;
-  }
-}

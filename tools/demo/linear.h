@@ -95,10 +95,6 @@ clpa_status demo_linear_run(demo_linear *l, demo_linear_engine e, demo_wfmt w, c
 clpa_status demo_linear_dequantize(demo_linear *l, demo_wfmt w, cl_mem W, cl_mem out, int32_t n,
                                    int32_t k);
 
-/* Builds the programs calls of this dtype and row count would take, so
- * that no build falls inside a timed step. Returns as demo_linear_run. */
-clpa_status demo_linear_warm(demo_linear *l, demo_wfmt w, int32_t rows, int32_t k);
-
 /* The kernels' source (linear_kernels.c): the streaming kernel and the
  * widening one; the tensor-core kernel, built after them. */
 extern const char *const demo_linear_source[];

@@ -56,10 +56,6 @@ int demo_config_preset(const char *name, demo_config *out) {
 const demo_config *demo_model_config(const demo_model *m) { return &m->cfg; }
 const demo_host_weights *demo_model_host(const demo_model *m) { return &m->hw; }
 void demo_model_set_linear(demo_model *m, demo_linear_engine e) { m->engine = e; }
-demo_linear_engine demo_model_linear_for(const demo_model *m, int32_t rows) {
-  return m->engine != DEMO_LINEAR_AUTO ? m->engine : demo_linear_pick(m->lin, rows, m->cfg.hidden, demo_wfmt_of_dtype(m->wdtype));
-}
-
 void demo_model_linear_rule(const demo_model *m, char *buf, size_t cap) {
   const demo_linear_tuning *t = demo_linear_tuning_of(m->lin);
   if (m->engine != DEMO_LINEAR_AUTO)
@@ -362,13 +358,9 @@ static void matrix_shape(const demo_model *m, demo_matrix which, int32_t *n, int
 }
 
 /* A matrix's form: its blocks' (demo_model_set_blocks), else the weight dtype's. */
-static demo_wfmt form_of(const demo_model *m, int32_t layer, demo_matrix which) {
+demo_wfmt demo_model_form(const demo_model *m, int32_t layer, demo_matrix which) {
   const demo_wfmt f = which == DEMO_MAT_LM_HEAD ? m->lm_form : m->dl[layer].form[which];
   return f ? f : demo_wfmt_of_dtype(m->wdtype);
-}
-
-demo_wfmt demo_model_form(const demo_model *m, int32_t layer, demo_matrix which) {
-  return form_of(m, layer, which);
 }
 
 clpa_status demo_model_set_blocks(demo_model *m, int32_t layer, demo_matrix which, demo_wfmt w,
@@ -404,13 +396,14 @@ clpa_status demo_model_set_blocks(demo_model *m, int32_t layer, demo_matrix whic
 double demo_model_weight_bytes(const demo_model *m) {
   const demo_config *c = &m->cfg;
   double bytes = (1 + 2.0 * c->layers) * c->hidden * 4; /* the norms */
-  for (int32_t l = 0; l <= c->layers; l++)
-    for (int w = l < c->layers ? DEMO_MAT_QKV : DEMO_MAT_LM_HEAD; w <= (l < c->layers ? DEMO_MAT_DOWN : DEMO_MAT_LM_HEAD); w++) {
-      int32_t n, k;
+  int32_t n, k;
+  for (int32_t l = 0; l < c->layers; l++)
+    for (int w = DEMO_MAT_QKV; w <= DEMO_MAT_DOWN; w++) {
       matrix_shape(m, (demo_matrix)w, &n, &k);
-      bytes += (double)demo_wfmt_row_bytes(form_of(m, l, (demo_matrix)w), k) * n;
+      bytes += (double)demo_wfmt_row_bytes(demo_model_form(m, l, (demo_matrix)w), k) * n;
     }
-  return bytes;
+  matrix_shape(m, DEMO_MAT_LM_HEAD, &n, &k);
+  return bytes + (double)demo_wfmt_row_bytes(demo_model_form(m, 0, DEMO_MAT_LM_HEAD), k) * n;
 }
 
 void demo_model_weight_forms(const demo_model *m, char *buf, size_t cap) {
@@ -419,10 +412,12 @@ void demo_model_weight_forms(const demo_model *m, char *buf, size_t cap) {
     for (int w = DEMO_MAT_QKV; w <= DEMO_MAT_DOWN; w++) used[m->dl[l].form[w]] = 1;
   used[m->lm_form] = 1;
   size_t n = (size_t)snprintf(buf, cap, "%s", clpa_dtype_name(m->wdtype));
+  const char *sep = ", blocks ";
   for (int w = DEMO_W_Q8_0; w < DEMO_W_COUNT && n < cap; w++)
-    if (used[w])
-      n += (size_t)snprintf(buf + n, cap - n, "%s%s", n == strlen(clpa_dtype_name(m->wdtype)) ? ", blocks " : " ",
-                            demo_wfmt_name((demo_wfmt)w));
+    if (used[w]) {
+      n += (size_t)snprintf(buf + n, cap - n, "%s%s", sep, demo_wfmt_name((demo_wfmt)w));
+      sep = " ";
+    }
 }
 
 clpa_status demo_model_finish(demo_model *m, demo_model **out) {

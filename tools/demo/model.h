@@ -54,9 +54,6 @@ const demo_config *demo_model_config(const demo_model *m);
 /* The linear layers' engine: DEMO_LINEAR_AUTO (the device's table, the
  * default) or one forced for every call (linear.h). */
 void demo_model_set_linear(demo_model *m, demo_linear_engine e);
-/* The engine a step of `rows` new tokens runs its linear layers on (the
- * LM head's rows are the step's sequences). */
-demo_linear_engine demo_model_linear_for(const demo_model *m, int32_t rows);
 /* The linear layers' choice in words: "stream up to 4 rows, mma up to 256,
  * then clblast (table vendor:NVIDIA)", or the forced engine. */
 void demo_model_linear_rule(const demo_model *m, char *buf, size_t cap);
