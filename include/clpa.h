@@ -21,7 +21,8 @@
  *   5. Prefill: many new tokens per sequence over a cached prefix
  *   6. merge_states: combining attention over disjoint key sets
  *   7. Cascade decode: a shared prefix attended once per group
- *   8. The KV cache: allocation, reshape_and_cache, copy_blocks,
+ *   8. Plans: plan once per step, run per layer (what engines call)
+ *   9. The KV cache: allocation, reshape_and_cache, copy_blocks,
  *      swap_blocks (clpa_cache.h)
  *
  * Conventions: every call returns clpa_status (clpa_base.h) and writes
@@ -431,8 +432,10 @@ CLPA_API void clpa_decode_params_init(clpa_decode_params *p);
  *    (evenly cut, at least 256 tokens) that give 1.5 busy work-groups a
  *    compute unit, 2.5 for fp8 caches where that leaves partitions of 512
  *    tokens or more, counted from host_context_lens when given (so one long
- *    context among short ones is cut finely enough to fill the device); v1
- *    where one partition holds the longest context; 2 to 12 warps a
+ *    context among short ones is cut finely enough to fill the device);
+ *    without them, no partition longer than what one context at
+ *    max_context_len needs to fill the device alone, or 512 tokens where
+ *    that is longer; v1 where one partition holds the longest context; 2 to 12 warps a
  *    work-group, and fewer, wider work-groups in place of partitions where
  *    they keep as many warps in flight. fp8 caches run in 32-token chunks
  *    where every busy warp is resident at once, and with one busy
@@ -665,6 +668,99 @@ CLPA_API void clpa_cascade_params_init(clpa_cascade_params *p);
  * CLPA_ERR_UNSUPPORTED (ALiBi, a sliding window), what clpa_decode and
  * clpa_prefill return, CLPA_ERR_DEVICE_MEMORY. */
 CLPA_API clpa_status clpa_cascade_decode(clpa_context *ctx, const clpa_cascade_params *p);
+
+/* ======================================================================
+ * 8. Plans: plan once per step, run per layer
+ *
+ * An engine calls attention once per layer with the same batch. A plan is
+ * made once per step from the params of decode, prefill or cascade decode
+ * (the shapes, dtypes, options and host lengths): it checks them, picks
+ * the path and the work division, builds the kernels and, for prefill and
+ * cascade, uploads its work list. clpa_run then takes only what a layer
+ * changes (clpa_attn_inputs: the caches, query, output and per-layer
+ * options) and enqueues. clpa_decode, clpa_prefill and clpa_cascade_decode
+ * are a plan, one run and a release, so a run's results are theirs bit for
+ * bit.
+ *
+ * A plan fixes everything in its params but the buffers and the fields of
+ * clpa_attn_inputs: the number of sequences, heads, q_dtype, scale, soft
+ * cap, window, q_stride, path and shape; the caches' shape (dtype, block
+ * size, KV heads, head size: a run's caches must have it; their number of
+ * blocks may differ); whether there is a block mask; and
+ *  - decode: max_context_len. The device lengths (context_lens) and block
+ *    tables are read by each run, so both may change between runs within
+ *    max_context_len: the next step can run on this step's plan. A plan
+ *    made from host_context_lens divides the work for those lengths (the
+ *    fastest for them); one made without divides it so that no
+ *    work-group walks much more than its share of any lengths up to
+ *    max_context_len.
+ *  - prefill: cu_seqlens_q and cached_lens (the work list is made from
+ *    them); the block tables may change.
+ *  - cascade: decode's, and the groups and their shared blocks.
+ * The params' buffers are not read (they may be NULL); their cache (any
+ * valid layer) or kv gives the caches' shape, and cache or key_cache and
+ * value_cache may be left out when kv is given.
+ * A plan belongs to its context: use it from one thread at a time (the
+ * context's), release it before the context.
+ * ==================================================================== */
+
+typedef struct clpa_plan clpa_plan;
+
+/* What a run takes: one layer's buffers and per-layer options. */
+typedef struct clpa_attn_inputs {
+  const clpa_cache *cache;       /* a device cache of this context, or NULL */
+  int32_t layer;                 /* with cache: which layer */
+  cl_mem key_cache, value_cache; /* without cache: buffers in the plan's layout */
+  cl_mem query, out;
+  cl_mem lse;                    /* optional */
+  cl_mem block_tables;           /* int32 [num_seqs, max_blocks_per_seq] */
+  cl_mem context_lens;           /* decode and cascade: int32 [num_seqs] */
+  float k_scale, v_scale;        /* fp8 per-tensor scales (1 by default) */
+  cl_mem k_scale_buffer, v_scale_buffer; /* optional, as in clpa_decode_params */
+  cl_mem alibi_slopes, sinks;    /* optional (cascade refuses ALiBi) */
+  cl_mem block_mask;             /* prefill: where the plan's params had one */
+  cl_uint num_wait_events;
+  const cl_event *wait_events;
+  cl_event *event;               /* completes with the last kernel; the caller releases it */
+} clpa_attn_inputs;
+
+/* Fills in with the defaults: zeros and NULLs, k_scale = v_scale = 1. */
+CLPA_API void clpa_attn_inputs_init(clpa_attn_inputs *in);
+
+/* Plans p as clpa_decode, clpa_prefill or clpa_cascade_decode would run
+ * it, with nothing enqueued (prefill and cascade upload their work lists;
+ * the plan's first run waits for that). *plan receives the plan, or NULL on
+ * failure. Returns what those calls return for p's shapes and options, and
+ * CLPA_ERR_OUT_OF_MEMORY. */
+CLPA_API clpa_status clpa_plan_decode(clpa_context *ctx, const clpa_decode_params *p,
+                                      clpa_plan **plan);
+CLPA_API clpa_status clpa_plan_prefill(clpa_context *ctx, const clpa_prefill_params *p,
+                                       clpa_plan **plan);
+CLPA_API clpa_status clpa_plan_cascade(clpa_context *ctx, const clpa_cascade_params *p,
+                                       clpa_plan **plan);
+
+/* Enqueues the planned attention over in's buffers; does not wait. Every
+ * buffer is checked against the plan's shapes first, and the caches
+ * against its layout. Returns CLPA_OK, CLPA_ERR_INVALID_ARG (named),
+ * CLPA_ERR_OPENCL or CLPA_ERR_DEVICE_MEMORY. */
+CLPA_API clpa_status clpa_run(clpa_plan *plan, const clpa_attn_inputs *in);
+
+/* What a plan runs: decode's path (clpa_decode_path), variant, partition
+ * (0 for v1) and query heads a work-group; prefill's path
+ * (clpa_prefill_path) and rows and keys a work-group; cascade's suffix
+ * decode as decode's. */
+typedef struct clpa_plan_info {
+  int32_t path;
+  clpa_decode_variant variant;
+  int32_t partition_size, heads_per_group;
+  int32_t rows, keys;
+} clpa_plan_info;
+
+/* Fills *out for plan. Returns CLPA_OK or CLPA_ERR_INVALID_ARG (NULL). */
+CLPA_API clpa_status clpa_plan_describe(const clpa_plan *plan, clpa_plan_info *out);
+
+/* Releases the plan (NULL is fine); runs already enqueued complete. */
+CLPA_API void clpa_plan_release(clpa_plan *plan);
 
 /* The fault bits the kernels set are CLPA_FAULT_* in clpa_codes.h. */
 

@@ -34,6 +34,15 @@ clpa_status clpa_attn_caches(clpa_context *ctx, clpa_attn *a, const clpa_cache *
   return CLPA_OK;
 }
 
+clpa_status clpa_attn_layout(clpa_context *ctx, clpa_attn *a, const clpa_cache *cache,
+                             int32_t layer, cl_mem key_cache, cl_mem value_cache,
+                             const clpa_kv_layout *kv) {
+  if (cache || key_cache || value_cache)
+    return clpa_attn_caches(ctx, a, cache, layer, key_cache, value_cache, kv);
+  const clpa_status st = clpa_kv_layout_check(kv, &a->kv);
+  return st == CLPA_OK ? st : clpa_err_within(ctx->error, st, "kv");
+}
+
 clpa_status clpa_attn_validate(clpa_context *ctx, const clpa_attn *a) {
   const clpa_kv_layout *kv = &a->kv;
   CLPA_CTX_CHECK(ctx, a->num_heads <= 0 || a->num_heads % kv->num_kv_heads != 0,

@@ -1,15 +1,16 @@
 /*
- * cascade.c — clpa_cascade_decode: the shared prefix of each group
- * through clpa_prefill (the group's decode queries, non-causal, over the
- * shared blocks), every sequence's suffix through clpa_decode (a suffix
- * view of its table made on the device), and clpa_merge_states. Only
- * public calls underneath, so every check they make holds here too.
+ * cascade.c — clpa_cascade_decode and its plan: the shared prefix of each
+ * group through a prefill plan (the group's decode queries, non-causal,
+ * over the shared blocks), every sequence's suffix through a decode plan
+ * (a suffix view of its table made on the device), and clpa_merge_states.
+ * The prefill and decode plans check what they check for their own calls,
+ * so every check holds here too.
  */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "plan.h"
 
 void clpa_cascade_params_init(clpa_cascade_params *p) {
   if (!p) return;
@@ -46,9 +47,8 @@ static clpa_status check_groups(clpa_context *ctx, const clpa_cascade_params *p,
   return CLPA_OK;
 }
 
-/* A buffer of its own (released by the caller once enqueued: OpenCL keeps
- * it alive for the commands that use it). */
-static clpa_status scratch(clpa_context *ctx, size_t bytes, const void *host, cl_mem *out) {
+/* A buffer of the plan's own. */
+static clpa_status own_buffer(clpa_context *ctx, size_t bytes, const void *host, cl_mem *out) {
   cl_int err;
   *out = clCreateBuffer(ctx->cl, host ? CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR : CL_MEM_READ_WRITE,
                         bytes ? bytes : 4, (void *)host, &err);
@@ -61,133 +61,178 @@ static clpa_status scratch(clpa_context *ctx, size_t bytes, const void *host, cl
 
 enum { SHARED, SUFFIX_TABLES, SUFFIX_LENS, GROUP_TABLES, PRE_OUT, PRE_LSE, SUF_OUT, SUF_LSE, NBUF };
 
-/* The groups' prefix attention into b[PRE_OUT] and b[PRE_LSE]: the
- * group's decode queries, non-causal, over its shared blocks, in decode's
- * precision: tensor cores (queries and probabilities rounded to the
- * cache's dtype) only when decode runs on them too. */
-static clpa_status prefix(clpa_context *ctx, const clpa_cascade_params *p, const clpa_kv_layout *kv,
-                          const cl_mem *b) {
+/* The groups' prefix plan: the group's decode queries, non-causal, over
+ * its shared blocks, in decode's precision: tensor cores (queries and
+ * probabilities rounded to the cache's dtype) only when decode runs on
+ * them too. */
+static clpa_status plan_prefix(clpa_context *ctx, const clpa_cascade_params *p, int make,
+                               clpa_plan *pl) {
   const clpa_decode_params *d = &p->decode;
   int32_t *cached = malloc(sizeof(int32_t) * (size_t)p->num_groups);
   if (!cached) return CLPA_FAIL(ctx->error, CLPA_ERR_OUT_OF_MEMORY, "out of memory");
   for (int32_t g = 0; g < p->num_groups; g++)
-    cached[g] = p->shared_blocks[g] * kv->block_size - (p->group_starts[g + 1] - p->group_starts[g]);
+    cached[g] = p->shared_blocks[g] * pl->kv.block_size - (p->group_starts[g + 1] - p->group_starts[g]);
   clpa_prefill_params pp;
   clpa_prefill_params_init(&pp);
   pp.num_seqs = p->num_groups, pp.num_heads = d->num_heads, pp.cache = d->cache;
   pp.layer = d->layer, pp.key_cache = d->key_cache, pp.value_cache = d->value_cache, pp.kv = d->kv;
   pp.max_blocks_per_seq = d->max_blocks_per_seq, pp.cu_seqlens_q = p->group_starts;
   pp.cached_lens = cached, pp.causal = 0, pp.q_dtype = d->q_dtype, pp.scale = d->scale;
-  pp.k_scale = d->k_scale, pp.v_scale = d->v_scale, pp.k_scale_buffer = d->k_scale_buffer;
-  pp.v_scale_buffer = d->v_scale_buffer, pp.soft_cap = d->soft_cap, pp.q_stride = d->q_stride;
-  pp.query = d->query, pp.block_tables = b[GROUP_TABLES], pp.out = b[PRE_OUT], pp.lse = b[PRE_LSE];
-  pp.precision = d->precision;
-  clpa_prefill_path chosen = CLPA_PREFILL_AUTO;
-  clpa_decode_path dpath = CLPA_DECODE_PATH_AUTO;
-  clpa_status st = clpa_decode_choice(ctx, d, &dpath, NULL, NULL, NULL);
-  if (st == CLPA_OK) {
-    /* prefill's tensor cores take f16 and bf16 caches; decode's f32 (3xTF32)
-     * keeps f32's precision, as the tiles path does */
-    const int rounded = clpa_dtype_size(kv->dtype) == 2;
-    if (dpath == CLPA_DECODE_PATH_MMA && rounded)
-      pp.path = CLPA_PREFILL_MMA;
-    else if (clpa_prefill_choice(ctx, &pp, &chosen, NULL, NULL) == CLPA_OK &&
-             chosen == CLPA_PREFILL_MMA)
-      pp.path = CLPA_PREFILL_TILES;
-    st = clpa_prefill(ctx, &pp);
+  pp.soft_cap = d->soft_cap, pp.q_stride = d->q_stride, pp.precision = d->precision;
+  /* prefill's tensor cores take f16 and bf16 caches; decode's f32 (3xTF32)
+   * keeps f32's precision, as the tiles path does */
+  const int rounded = clpa_dtype_size(pl->kv.dtype) == 2;
+  clpa_plan check;
+  clpa_status st = CLPA_OK;
+  if (pl->suffix->dc.mma && rounded) {
+    pp.path = CLPA_PREFILL_MMA;
+  } else if ((st = clpa_prefill_plan_fill(ctx, &pp, PLAN_CHECK, &check)) == CLPA_OK) {
+    if (check.ps.path == CLPA_PREFILL_MMA) pp.path = CLPA_PREFILL_TILES;
+    clpa_plan_fini(&check);
+  }
+  if (st == CLPA_OK && !(pl->prefix = malloc(sizeof *pl->prefix)))
+    st = CLPA_FAIL(ctx->error, CLPA_ERR_OUT_OF_MEMORY, "out of memory");
+  /* the prefix's work list is the plan's own: the suffix plan's run comes between */
+  if (st == CLPA_OK && (st = clpa_prefill_plan_fill(ctx, &pp, make ? PLAN_OWN : PLAN_CHECK,
+                                                    pl->prefix)) != CLPA_OK) {
+    free(pl->prefix);
+    pl->prefix = NULL;
   }
   free(cached);
   return st;
 }
 
-static clpa_status run(clpa_context *ctx, const clpa_cascade_params *p, const clpa_kv_layout *kv,
-                       cl_mem *b) {
+/* The plan's buffers: which group each sequence is in (as shared
+ * blocks), the suffix views, the group tables, the two halves' results. */
+static clpa_status plan_buffers(clpa_context *ctx, const clpa_cascade_params *p, clpa_plan *pl) {
   const clpa_decode_params *d = &p->decode;
   const size_t n = (size_t)d->num_seqs, mb = (size_t)d->max_blocks_per_seq;
   const size_t rows = n * (size_t)d->num_heads, io = clpa_dtype_size(d->q_dtype);
+  const size_t outs = rows * (size_t)pl->kv.head_size * io;
   int32_t *shared = calloc(n ? n : 1, sizeof *shared);
   if (!shared) return CLPA_FAIL(ctx->error, CLPA_ERR_OUT_OF_MEMORY, "out of memory");
   for (int32_t g = 0; g < p->num_groups; g++)
     for (int32_t s = p->group_starts[g]; s < p->group_starts[g + 1]; s++) shared[s] = p->shared_blocks[g];
+  const size_t bytes[NBUF] = {n * 4, n * mb * 4, n * 4, (size_t)p->num_groups * mb * 4,
+                              outs, rows * 4, outs, rows * 4};
+  clpa_status st = CLPA_OK;
+  for (int i = 0; i < NBUF && st == CLPA_OK; i++)
+    st = own_buffer(ctx, bytes[i], i == SHARED ? shared : NULL, &pl->cascade_bufs[i]);
+  free(shared);
+  return st;
+}
+
+clpa_status clpa_cascade_plan_fill(clpa_context *ctx, const clpa_cascade_params *p, int make,
+                                   clpa_plan *pl) {
+  memset(pl, 0, sizeof *pl);
+  CLPA_CHECK(NULL, !ctx, CLPA_ERR_INVALID_ARG, "ctx must not be NULL");
+  CLPA_CTX_CHECK(ctx, !p, CLPA_ERR_INVALID_ARG, "p must not be NULL");
+  pl->ctx = ctx, pl->kind = PLAN_CASCADE;
+  const clpa_decode_params *d = &p->decode;
+  clpa_attn a;
+  CLPA_ATTN_OF(&a, d);
   clpa_status st;
-  if ((st = scratch(ctx, n * 4, shared, &b[SHARED])) ||
-      (st = scratch(ctx, n * mb * 4, NULL, &b[SUFFIX_TABLES])) ||
-      (st = scratch(ctx, n * 4, NULL, &b[SUFFIX_LENS])) ||
-      (st = scratch(ctx, (size_t)p->num_groups * mb * 4, NULL, &b[GROUP_TABLES])) ||
-      (st = scratch(ctx, rows * (size_t)kv->head_size * io, NULL, &b[PRE_OUT])) ||
-      (st = scratch(ctx, rows * 4, NULL, &b[PRE_LSE])) ||
-      (st = scratch(ctx, rows * (size_t)kv->head_size * io, NULL, &b[SUF_OUT])) ||
-      (st = scratch(ctx, rows * 4, NULL, &b[SUF_LSE]))) {
-    free(shared);
+  if ((st = clpa_attn_layout(ctx, &a, d->cache, d->layer, d->key_cache, d->value_cache, &d->kv)) ||
+      (st = clpa_attn_validate(ctx, &a)) || (st = clpa_decode_validate(ctx, d, &a.kv)) ||
+      (st = check_groups(ctx, p, a.kv.block_size)))
+    return st;
+  pl->kv = a.kv;
+  if (!(pl->suffix = malloc(sizeof *pl->suffix)))
+    return CLPA_FAIL(ctx->error, CLPA_ERR_OUT_OF_MEMORY, "out of memory");
+  if ((st = clpa_decode_plan_fill(ctx, d, make, pl->suffix)) != CLPA_OK) {
+    free(pl->suffix);
+    pl->suffix = NULL;
     return st;
   }
-  free(shared);
+  if (d->num_seqs == 0 || p->num_groups == 0) return CLPA_OK; /* nothing shared: decode alone */
+  pl->num_groups = p->num_groups;
+  pl->group_starts = malloc(sizeof(int32_t) * ((size_t)p->num_groups + 1));
+  if (!pl->group_starts) st = CLPA_FAIL(ctx->error, CLPA_ERR_OUT_OF_MEMORY, "out of memory");
+  else memcpy(pl->group_starts, p->group_starts, sizeof(int32_t) * ((size_t)p->num_groups + 1));
+  if (st == CLPA_OK) st = plan_prefix(ctx, p, make, pl);
+  if (st == CLPA_OK && make)
+    if ((st = plan_buffers(ctx, p, pl)) == CLPA_OK)
+      st = clpa_family_kernel(ctx, &clpa_family_blocks, NULL, "clpa_blocks_cascade_split", &pl->split);
+  if (st != CLPA_OK) clpa_plan_fini(pl);
+  return st;
+}
+
+clpa_status clpa_cascade_run(clpa_plan *pl, const clpa_attn_inputs *in) {
+  clpa_context *ctx = pl->ctx;
+  clpa_decode_params d = pl->suffix->dp;
+  CLPA_APPLY_INPUTS(&d, in);
+  d.context_lens = in->context_lens;
+  CLPA_CTX_CHECK(ctx, in->alibi_slopes, CLPA_ERR_UNSUPPORTED,
+                 "ALiBi depends on each sequence's own position in the shared prefix: use"
+                 " clpa_decode");
+  if (!pl->prefix) return clpa_decode_run(pl->suffix, in); /* nothing shared */
+  clpa_attn a;
+  clpa_status st;
+  CLPA_ATTN_OF(&a, &d);
+  if ((st = clpa_plan_caches(pl, in, &a)) || (st = clpa_attn_validate(ctx, &a)) ||
+      (st = clpa_attn_check_buffers(ctx, &a, d.num_seqs, (size_t)d.num_seqs)) ||
+      (st = clpa_check_buffer(ctx, d.context_lens, "context_lens", (size_t)d.num_seqs * 4, 0)))
+    return st;
+  const cl_mem *b = pl->cascade_bufs;
+  const size_t n = (size_t)d.num_seqs, mb = (size_t)d.max_blocks_per_seq;
+  const size_t rows = n * (size_t)d.num_heads;
   /* 1. The prefix: every row starts empty (lse -inf), the grouped rows get
    * their group's shared keys, all of them (non-causal), through each
    * group's table: its first member's row (the shared blocks lead it). */
   const cl_float empty = -INFINITY;
   CLPA_CL_CHECK(ctx, clEnqueueFillBuffer(ctx->queue, b[PRE_LSE], &empty, sizeof empty, 0, rows * 4,
-                                         d->num_wait_events, d->wait_events, NULL),
+                                         d.num_wait_events, d.wait_events, NULL),
                 "clEnqueueFillBuffer(prefix lse)");
-  for (int32_t g = 0; g < p->num_groups; g++)
-    CLPA_CL_CHECK(ctx, clEnqueueCopyBuffer(ctx->queue, d->block_tables, b[GROUP_TABLES],
-                                           (size_t)p->group_starts[g] * mb * 4, (size_t)g * mb * 4,
+  for (int32_t g = 0; g < pl->num_groups; g++)
+    CLPA_CL_CHECK(ctx, clEnqueueCopyBuffer(ctx->queue, d.block_tables, b[GROUP_TABLES],
+                                           (size_t)pl->group_starts[g] * mb * 4, (size_t)g * mb * 4,
                                            mb * 4, 0, NULL, NULL),
                   "clEnqueueCopyBuffer(group table)");
-  if ((st = prefix(ctx, p, kv, b)) != CLPA_OK) return st;
+  clpa_attn_inputs pre = *in;
+  pre.block_tables = b[GROUP_TABLES], pre.out = b[PRE_OUT], pre.lse = b[PRE_LSE];
+  pre.alibi_slopes = pre.sinks = NULL, pre.num_wait_events = 0, pre.wait_events = NULL;
+  pre.event = NULL;
+  if ((st = clpa_prefill_run(pl->prefix, &pre)) != CLPA_OK) return st;
   /* 2. The suffix view: tables shifted past the shared blocks, lengths
    * less them; a bad length is taken as 0, its prefix dropped. */
   cl_mem faults;
-  cl_kernel k;
-  if ((st = clpa_faults_buffer(ctx, &faults)) ||
-      (st = clpa_family_kernel(ctx, &clpa_family_blocks, NULL, "clpa_blocks_cascade_split", &k)))
-    return st;
-  const cl_int maxb = d->max_blocks_per_seq, maxc = d->max_context_len, bs = kv->block_size;
-  const cl_int nh = d->num_heads;
-  const clpa_arg args[] = {CLPA_ARG(d->block_tables), CLPA_ARG(d->context_lens),
-                           CLPA_ARG(maxc),            CLPA_ARG(b[SHARED]),
-                           CLPA_ARG(maxb),            CLPA_ARG(bs),
-                           CLPA_ARG(nh),              CLPA_ARG(b[SUFFIX_TABLES]),
-                           CLPA_ARG(b[SUFFIX_LENS]),  CLPA_ARG(b[PRE_LSE]),
+  if ((st = clpa_faults_buffer(ctx, &faults))) return st;
+  const cl_int maxb = d.max_blocks_per_seq, maxc = d.max_context_len, bs = pl->kv.block_size;
+  const cl_int nh = d.num_heads;
+  const clpa_arg args[] = {CLPA_ARG(d.block_tables),   CLPA_ARG(d.context_lens),
+                           CLPA_ARG(maxc),             CLPA_ARG(b[SHARED]),
+                           CLPA_ARG(maxb),             CLPA_ARG(bs),
+                           CLPA_ARG(nh),               CLPA_ARG(b[SUFFIX_TABLES]),
+                           CLPA_ARG(b[SUFFIX_LENS]),   CLPA_ARG(b[PRE_LSE]),
                            CLPA_ARG(faults)};
   const clpa_ndrange r = {2, {mb, n}, {0}, 0, NULL, NULL};
-  st = clpa_enqueue(ctx, k, "clpa_blocks_cascade_split", args, CLPA_NARGS(args), &r);
-  clReleaseKernel(k);
-  if (st != CLPA_OK) return st;
+  if ((st = clpa_enqueue(ctx, pl->split, "clpa_blocks_cascade_split", args, CLPA_NARGS(args), &r)))
+    return st;
   /* 3. Every sequence's own suffix (the sink, once, goes with it). */
-  clpa_decode_params dp = *d;
-  dp.block_tables = b[SUFFIX_TABLES], dp.context_lens = b[SUFFIX_LENS];
-  dp.out = b[SUF_OUT], dp.lse = b[SUF_LSE];
-  dp.num_wait_events = 0, dp.wait_events = NULL, dp.event = NULL;
-  if ((st = clpa_decode(ctx, &dp)) != CLPA_OK) return st;
+  clpa_attn_inputs suf = *in;
+  suf.block_tables = b[SUFFIX_TABLES], suf.context_lens = b[SUFFIX_LENS];
+  suf.out = b[SUF_OUT], suf.lse = b[SUF_LSE];
+  suf.num_wait_events = 0, suf.wait_events = NULL, suf.event = NULL;
+  if ((st = clpa_decode_run(pl->suffix, &suf)) != CLPA_OK) return st;
   /* 4. Merge the two into the caller's output. */
   clpa_merge_states_params mp;
   clpa_merge_states_params_init(&mp);
-  mp.num_rows = (int32_t)rows, mp.head_size = kv->head_size, mp.dtype = d->q_dtype;
+  mp.num_rows = (int32_t)rows, mp.head_size = pl->kv.head_size, mp.dtype = d.q_dtype;
   mp.outs[0] = b[PRE_OUT], mp.lses[0] = b[PRE_LSE], mp.outs[1] = b[SUF_OUT], mp.lses[1] = b[SUF_LSE];
-  mp.out = d->out, mp.lse = d->lse, mp.event = d->event;
+  mp.out = d.out, mp.lse = d.lse, mp.event = d.event;
   return clpa_merge_states(ctx, &mp);
 }
 
+/* A plan, one run, a release. */
 static clpa_status clpa_cascade_decode_impl(clpa_context *ctx, const clpa_cascade_params *p) {
-  CLPA_CHECK(NULL, !ctx, CLPA_ERR_INVALID_ARG, "ctx must not be NULL");
-  CLPA_CTX_CHECK(ctx, !p, CLPA_ERR_INVALID_ARG, "p must not be NULL");
-  const clpa_decode_params *d = &p->decode;
-  clpa_attn a;
-  CLPA_ATTN_OF(&a, d);
-  clpa_status st;
-  if ((st = clpa_attn_caches(ctx, &a, d->cache, d->layer, d->key_cache, d->value_cache, &d->kv)) ||
-      (st = clpa_attn_validate(ctx, &a)) || (st = clpa_decode_validate(ctx, d, &a.kv)))
-    return st;
-  if ((st = check_groups(ctx, p, a.kv.block_size)) ||
-      (st = clpa_attn_check_buffers(ctx, &a, d->num_seqs, (size_t)d->num_seqs)) ||
-      (st = clpa_check_buffer(ctx, d->context_lens, "context_lens", (size_t)d->num_seqs * 4, 0)))
-    return st;
-  if (d->num_seqs == 0 || p->num_groups == 0) return clpa_decode(ctx, d); /* nothing shared */
-  cl_mem b[NBUF] = {0};
-  st = run(ctx, p, &a.kv, b);
-  for (int i = 0; i < NBUF; i++)
-    if (b[i]) clReleaseMemObject(b[i]);
+  clpa_plan pl;
+  clpa_status st = clpa_cascade_plan_fill(ctx, p, PLAN_KERNELS, &pl);
+  if (st != CLPA_OK) return st;
+  clpa_attn_inputs in;
+  CLPA_INPUTS_OF(&in, &p->decode);
+  in.context_lens = p->decode.context_lens;
+  st = clpa_cascade_run(&pl, &in);
+  clpa_plan_fini(&pl);
   return st;
 }
 

@@ -7,7 +7,7 @@
  */
 #include <string.h>
 
-#include "decode_plan.h"
+#include "plan.h"
 
 void clpa_decode_params_init(clpa_decode_params *p) {
   if (!p) return;
@@ -80,23 +80,36 @@ clpa_status clpa_lanes_settle(clpa_context *ctx) {
   return CLPA_OK;
 }
 
-static clpa_status launch_decode(clpa_context *ctx, const clpa_decode_params *p,
-                                 const decode_call *c, cl_mem tmp_out, cl_mem max_logits,
-                                 cl_mem exp_sums, cl_event *ev) {
+static const char *decode_kernel_name(const decode_call *c) {
+  return c->mma ? "clpa_decode_mma" : c->rows ? "clpa_decode_rows" : "clpa_decode_paged";
+}
+
+/* The plan's kernels: the work-groups' and, for v2 without the in-launch
+ * merge, reduce.cl's. */
+static clpa_status decode_kernels(clpa_context *ctx, const clpa_decode_params *p, clpa_plan *pl) {
+  const decode_call *c = &pl->dc;
   const clpa_decode_spec spec = decode_spec(p, c);
-  cl_kernel k;
-  cl_mem faults, counts = NULL;
-  clpa_status st;
-  const char *name = c->mma ? "clpa_decode_mma" : c->rows ? "clpa_decode_rows" : "clpa_decode_paged";
   const clpa_family *fam = c->mma    ? &clpa_family_decode_mma
                            : c->rows ? &clpa_family_decode_rows
                                      : &clpa_family_decode;
+  clpa_status st = clpa_family_kernel(ctx, fam, &spec, decode_kernel_name(c), &pl->dk);
+  if (st != CLPA_OK || !c->v2 || c->merge) return st;
+  const clpa_reduce_spec rspec = {c->a.kv.head_size, (int32_t)p->q_dtype, c->partition};
+  return clpa_family_kernel(ctx, &clpa_family_reduce, &rspec, "clpa_decode_reduce", &pl->reduce);
+}
+
+static clpa_status launch_decode(clpa_context *ctx, const clpa_decode_params *p,
+                                 const decode_call *c, cl_kernel k, cl_mem tmp_out,
+                                 cl_mem max_logits, cl_mem exp_sums, cl_event *ev) {
+  const clpa_decode_spec spec = decode_spec(p, c);
+  cl_mem faults, counts = NULL;
+  clpa_status st;
+  const char *name = decode_kernel_name(c);
   /* Where the work-group kernels merge v2's partitions (decode_v2), they write the output: the
    * last partition of a row to finish merges them, told so by a counter a row. */
   const size_t rows = (size_t)p->num_seqs * (size_t)(p->num_heads / c->heads_per_group);
   if ((st = clpa_faults_buffer(ctx, &faults)) ||
-      (c->merge && (st = clpa_part_counts(ctx, rows, &counts))) ||
-      (st = clpa_family_kernel(ctx, fam, &spec, name, &k)))
+      (c->merge && (st = clpa_part_counts(ctx, rows, &counts))))
     return st;
   const cl_mem out = c->v2 && !c->merge ? NULL : p->out, lse = c->v2 && !c->merge ? NULL : p->lse;
   const cl_ulong q_stride = c->a.q_stride, block_stride = c->a.kv.block_stride;
@@ -130,13 +143,10 @@ static clpa_status launch_decode(clpa_context *ctx, const clpa_decode_params *p,
                           p->num_wait_events,
                           p->wait_events,
                           ev};
-  st = clpa_enqueue(ctx, k, name, args, CLPA_NARGS(args), &r);
-  clReleaseKernel(k);
-  return st;
+  return clpa_enqueue(ctx, k, name, args, CLPA_NARGS(args), &r);
 }
 
-/* Enqueues the reduce kernel k (got before anything was enqueued, so a
- * build failure leaves nothing half done); releases it. */
+/* Enqueues the reduce kernel k. */
 static clpa_status launch_reduce(clpa_context *ctx, const clpa_decode_params *p,
                                  const decode_call *c, cl_kernel k, cl_mem tmp_out,
                                  cl_mem max_logits, cl_mem exp_sums, cl_event *ev) {
@@ -152,12 +162,11 @@ static clpa_status launch_reduce(clpa_context *ctx, const clpa_decode_params *p,
                           0,
                           NULL,
                           ev};
-  clpa_status st = clpa_enqueue(ctx, k, "clpa_decode_reduce", args, CLPA_NARGS(args), &r);
-  clReleaseKernel(k);
-  return st;
+  return clpa_enqueue(ctx, k, "clpa_decode_reduce", args, CLPA_NARGS(args), &r);
 }
 
-static clpa_status decode_v2(clpa_context *ctx, const clpa_decode_params *p, decode_call *c) {
+static clpa_status decode_v2(clpa_context *ctx, const clpa_decode_params *p, const clpa_plan *pl,
+                             const decode_call *c) {
   const size_t stats = (size_t)p->num_seqs * (size_t)p->num_heads * (size_t)c->max_parts;
   cl_mem tmp_out, max_logits, exp_sums;
   clpa_status st;
@@ -173,46 +182,70 @@ static clpa_status decode_v2(clpa_context *ctx, const clpa_decode_params *p, dec
    * kernel's other changes 102.8 -> 100.35 us, batch 1 x 4096 24.1 -> 19.0
    * (notes/perf.md, 2026-11-27). The rows path (one work-item a
    * work-group, on CPUs) and other devices take the reduce kernel. */
-  if (c->merge) return launch_decode(ctx, p, c, tmp_out, max_logits, exp_sums, p->event);
-  const clpa_reduce_spec spec = {c->a.kv.head_size, (int32_t)p->q_dtype, c->partition};
-  cl_kernel reduce;
-  if ((st = clpa_family_kernel(ctx, &clpa_family_reduce, &spec, "clpa_decode_reduce", &reduce)))
+  if (c->merge) return launch_decode(ctx, p, c, pl->dk, tmp_out, max_logits, exp_sums, p->event);
+  if ((st = launch_decode(ctx, p, c, pl->dk, tmp_out, max_logits, exp_sums, NULL)) != CLPA_OK)
     return st;
-  if ((st = launch_decode(ctx, p, c, tmp_out, max_logits, exp_sums, NULL)) != CLPA_OK) {
-    clReleaseKernel(reduce);
-    return st;
-  }
-  return launch_reduce(ctx, p, c, reduce, tmp_out, max_logits, exp_sums, p->event);
+  return launch_reduce(ctx, p, c, pl->reduce, tmp_out, max_logits, exp_sums, p->event);
 }
 
-/* Everything checked, and the kernels planned. */
-static clpa_status prepare(clpa_context *ctx, const clpa_decode_params *p, decode_call *c) {
+clpa_status clpa_decode_plan_fill(clpa_context *ctx, const clpa_decode_params *p, int make,
+                                  clpa_plan *pl) {
+  memset(pl, 0, sizeof *pl);
   CLPA_CHECK(NULL, !ctx, CLPA_ERR_INVALID_ARG, "ctx must not be NULL");
   CLPA_CTX_CHECK(ctx, !p, CLPA_ERR_INVALID_ARG, "p must not be NULL");
-  memset(c, 0, sizeof *c);
+  pl->ctx = ctx, pl->kind = PLAN_DECODE;
+  decode_call *c = &pl->dc;
   clpa_status st;
   CLPA_ATTN_OF(&c->a, p);
-  if ((st = clpa_attn_caches(ctx, &c->a, p->cache, p->layer, p->key_cache, p->value_cache,
+  if ((st = clpa_attn_layout(ctx, &c->a, p->cache, p->layer, p->key_cache, p->value_cache,
                              &p->kv)) ||
       (st = clpa_attn_validate(ctx, &c->a)) || (st = clpa_decode_validate(ctx, p, &c->a.kv)) ||
-      (st = clpa_attn_check_buffers(ctx, &c->a, p->num_seqs, (size_t)p->num_seqs)) ||
-      (st = clpa_check_buffer(ctx, p->context_lens, "context_lens", (size_t)p->num_seqs * 4, 0)))
+      (st = clpa_decode_plan(ctx, p, c)))
     return st;
-  if ((st = clpa_decode_plan(ctx, p, c)) != CLPA_OK) return st;
   c->merge = c->v2 && !c->rows && ctx->merge_in_launch;
+  pl->kv = c->a.kv;
+  /* What a run reads: the shapes and options; the buffers are the run's */
+  pl->dp = *p;
+  pl->dp.host_context_lens = NULL, pl->dp.cache = NULL, pl->dp.key_cache = NULL;
+  pl->dp.value_cache = NULL, pl->dp.event = NULL, pl->dp.wait_events = NULL;
+  pl->dp.num_wait_events = 0;
+  if (make && p->num_seqs > 0 && (st = decode_kernels(ctx, p, pl)) != CLPA_OK) {
+    clpa_plan_fini(pl);
+    return st;
+  }
   return CLPA_OK;
+}
+
+clpa_status clpa_decode_run(clpa_plan *pl, const clpa_attn_inputs *in) {
+  clpa_context *ctx = pl->ctx;
+  clpa_decode_params q = pl->dp;
+  CLPA_APPLY_INPUTS(&q, in);
+  q.context_lens = in->context_lens;
+  decode_call c = pl->dc;
+  clpa_status st;
+  CLPA_ATTN_OF(&c.a, &q);
+  if ((st = clpa_plan_caches(pl, in, &c.a)) || (st = clpa_attn_validate(ctx, &c.a)) ||
+      (st = clpa_attn_check_buffers(ctx, &c.a, q.num_seqs, (size_t)q.num_seqs)) ||
+      (st = clpa_check_buffer(ctx, q.context_lens, "context_lens", (size_t)q.num_seqs * 4, 0)))
+    return st;
+  if (q.num_seqs == 0) return clpa_run_nothing(ctx, in);
+  if (!c.v2) return launch_decode(ctx, &q, &c, pl->dk, NULL, NULL, NULL, q.event);
+  return decode_v2(ctx, &q, pl, &c);
 }
 
 static clpa_status clpa_decode_choice_impl(clpa_context *ctx, const clpa_decode_params *p,
                                            clpa_decode_path *path, clpa_decode_variant *variant,
                                            int32_t *partition_size, int32_t *heads_per_group) {
-  decode_call c;
-  clpa_status st = prepare(ctx, p, &c);
+  clpa_plan pl;
+  clpa_status st = clpa_decode_plan_fill(ctx, p, PLAN_CHECK, &pl);
   if (st != CLPA_OK) return st;
-  if (path) *path = c.mma ? CLPA_DECODE_PATH_MMA : c.rows ? CLPA_DECODE_PATH_ROWS : CLPA_DECODE_PATH_LANES;
-  if (variant) *variant = c.v2 ? CLPA_DECODE_V2 : CLPA_DECODE_V1;
-  if (partition_size) *partition_size = c.v2 ? c.partition : 0;
-  if (heads_per_group) *heads_per_group = c.heads_per_group;
+  clpa_plan_info info;
+  clpa_plan_describe(&pl, &info);
+  clpa_plan_fini(&pl);
+  if (path) *path = (clpa_decode_path)info.path;
+  if (variant) *variant = info.variant;
+  if (partition_size) *partition_size = info.partition_size;
+  if (heads_per_group) *heads_per_group = info.heads_per_group;
   return CLPA_OK;
 }
 
@@ -222,18 +255,17 @@ clpa_status clpa_decode_choice(clpa_context *ctx, const clpa_decode_params *p,
   CLPA_API_CALL(clpa_decode_choice_impl(ctx, p, path, variant, partition_size, heads_per_group));
 }
 
+/* A plan, one run, a release: a plan's run gives the same results. */
 static clpa_status clpa_decode_impl(clpa_context *ctx, const clpa_decode_params *p) {
-  decode_call c;
-  clpa_status st = prepare(ctx, p, &c);
+  clpa_plan pl;
+  clpa_status st = clpa_decode_plan_fill(ctx, p, PLAN_KERNELS, &pl);
   if (st != CLPA_OK) return st;
-  if (p->num_seqs == 0) {
-    if (!p->event) return CLPA_OK;
-    CLPA_CL_CHECK(ctx, clEnqueueMarkerWithWaitList(ctx->queue, p->num_wait_events, p->wait_events,
-                                                   p->event), "clEnqueueMarkerWithWaitList");
-    return CLPA_OK;
-  }
-  if (!c.v2) return launch_decode(ctx, p, &c, NULL, NULL, NULL, p->event);
-  return decode_v2(ctx, p, &c);
+  clpa_attn_inputs in;
+  CLPA_INPUTS_OF(&in, p);
+  in.context_lens = p->context_lens;
+  st = clpa_decode_run(&pl, &in);
+  clpa_plan_fini(&pl);
+  return st;
 }
 
 clpa_status clpa_decode(clpa_context *ctx, const clpa_decode_params *p) {

@@ -442,7 +442,7 @@ static int mma_pipe(int chunk, int64_t busy, unsigned cus) { return chunk == 32 
  * row's merges them (fence, counter, L2 round trips at the end of the
  * call), while a work-group's warps merge in local memory. So, where the
  * caller fixed neither variant nor partition: of k = 1, 2, ... partitions
- * fewer than the plan's (evenly cut, whole `unit`s), the first whose busy
+ * fewer than the plan's (evenly cut, whole `unit`s, none past `cap`), the first whose busy
  * work-groups are mostly full (uniform lengths), a quarter of the compute
  * units or more (1 x 1024, 32 work-groups of 4 warps -> 16 of 8: 15.6 ->
  * 16.4 us; with fewer a call is a few round trips long) and, at 4, 6, 8 or 12
@@ -463,13 +463,14 @@ static int mma_pipe(int chunk, int64_t busy, unsigned cus) { return chunk == 32 
 static const int mma_widths[] = {4, 6, 8, 12};
 static void mma_widen(const clpa_context *ctx, const clpa_decode_params *p, int64_t groups,
                       int max_ctx, unsigned cus, int unit, int g, int64_t busy0, int64_t work,
-                      decode_call *c) {
+                      int cap, decode_call *c) {
   const int widest = clpa_dtype_size(c->a.kv.dtype) == 1 ? 12 : 8;
   const int64_t had = busy0 * (c->threads / 32), most = (int64_t)widest * cus;
   const double want = 0.95 * (double)(had < most ? had : most);
   const int k0 = ceil_div(max_ctx, c->partition);
   for (int k = 1; k < k0; k++) {
     const int part = round_up(ceil_div(max_ctx, k), unit);
+    if (part > cap) continue; /* blind_cap */
     const int64_t busy = busy_groups(p, groups, part, max_ctx);
     if (4 * busy < (int64_t)cus || 4 * work < 3L * part * busy) continue; /* too few, not mostly full */
     for (size_t i = 0; i < sizeof mma_widths / sizeof *mma_widths; i++) {
@@ -482,6 +483,20 @@ static void mma_widen(const clpa_context *ctx, const clpa_decode_params *p, int6
       return;
     }
   }
+}
+
+/* Without host lengths the plan counts every sequence at max_ctx, so it
+ * would cut no partitions where one long context sits among short ones
+ * and one work-group would walk it alone. So no partition is longer than
+ * what a single sequence at max_ctx needs to give `want` busy work-groups
+ * by itself, or BLIND_PARTITION tokens where that is longer (a uniform
+ * batch then pays a few partitions more than it needs): decision record
+ * notes/plan.md ("blind partitions"). */
+#define BLIND_PARTITION 512
+static int blind_cap(int max_ctx, int64_t groups, int64_t want, int unit) {
+  const int64_t k = (want + groups - 1) / groups; /* partitions of the one long context */
+  const int part = round_up(ceil_div(max_ctx, (int)(k < max_ctx ? k : max_ctx)), unit);
+  return part > BLIND_PARTITION ? part : round_up(BLIND_PARTITION, unit);
 }
 
 clpa_status clpa_decode_plan(clpa_context *ctx, const clpa_decode_params *p, decode_call *c) {
@@ -506,12 +521,15 @@ clpa_status clpa_decode_plan(clpa_context *ctx, const clpa_decode_params *p, dec
     const int g = mma_heads(p, qpk, tokens * c->a.kv.num_kv_heads, cus,
                             c->a.kv.dtype == CLPA_DTYPE_F32);
     const int64_t groups = p->num_heads / g;
+    const int cap = p->host_context_lens ? CLPA_MAX_CONTEXT_LEN
+                                         : blind_cap(max_ctx, groups, 3L * cus / 2, unit);
     if (!p->partition_size) {
       c->partition = mma_partition(p, groups, max_ctx, cus, unit, 3);
       if (clpa_dtype_size(c->a.kv.dtype) == 1) { /* fp8: more in flight, unless too short */
         const int more = mma_partition(p, groups, max_ctx, cus, unit, 5);
         if (more >= 512) c->partition = more;
       }
+      if (c->partition > cap) c->partition = cap;
     }
     const int64_t busy = busy_groups(p, groups, c->partition, max_ctx);
     /* K/V bytes of 16 tokens (mma_warps's measure, whatever the kernel's chunk) */
@@ -521,7 +539,7 @@ clpa_status clpa_decode_plan(clpa_context *ctx, const clpa_decode_params *p, dec
     c->threads = 32 * mma_warps(busy, work, c->partition, cus, chunk_bytes, wide,
                                 mma_resident(c->a.kv.dtype));
     if (!p->partition_size && p->variant == CLPA_DECODE_AUTO)
-      mma_widen(ctx, p, groups, max_ctx, cus, unit, g, busy, work, c);
+      mma_widen(ctx, p, groups, max_ctx, cus, unit, g, busy, work, cap, c);
     const int parts = ceil_div(max_ctx, c->partition);
     c->v2 = p->variant == CLPA_DECODE_V2 || (p->variant == CLPA_DECODE_AUTO && parts > 1);
     const int64_t busy_now = busy_groups(p, groups, c->partition, max_ctx);

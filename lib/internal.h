@@ -111,6 +111,11 @@ typedef struct clpa_attn {
 clpa_status clpa_attn_caches(clpa_context *ctx, clpa_attn *a, const clpa_cache *cache,
                              int32_t layer, cl_mem key_cache, cl_mem value_cache,
                              const clpa_kv_layout *kv);
+/* A plan's caches' shape: as clpa_attn_caches where any cache is given,
+ * else kv alone (a plan reads no buffer). */
+clpa_status clpa_attn_layout(clpa_context *ctx, clpa_attn *a, const clpa_cache *cache,
+                             int32_t layer, cl_mem key_cache, cl_mem value_cache,
+                             const clpa_kv_layout *kv);
 /* Heads, head and block sizes, dtypes, options, wait list. */
 clpa_status clpa_attn_validate(clpa_context *ctx, const clpa_attn *a);
 /* Every buffer against what num_rows query rows (tokens) of num_seqs

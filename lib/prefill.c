@@ -1,12 +1,13 @@
 /*
  * prefill.c — clpa_prefill (cl/prefill.cl and a path's file) and clpa_merge_states
  * (cl/merge.cl): validate everything, including the host-side sequence
- * lengths, plan the work list of row tiles, upload it and launch.
+ * lengths, plan the work list of row tiles, upload it (plan) and launch
+ * (run).
  */
 #include <stdlib.h>
 #include <string.h>
 
-#include "internal.h"
+#include "plan.h"
 
 #define PREFILL_THREADS 128
 #define MERGE_THREADS 64
@@ -64,7 +65,7 @@ static int tile_vkeys(uint64_t lmem, int head_size, int rows, int keys) {
 /* The sequence lengths (host arrays): monotone offsets, each sequence
  * inside its block-table row. Sets *total to the new tokens. */
 static clpa_status check_lengths(clpa_context *ctx, const clpa_prefill_params *p,
-                                 const clpa_kv_layout *kv, int32_t *total) {
+                                 const clpa_kv_layout *kv, int32_t *total, size_t *mask_bytes) {
   CLPA_CTX_CHECK(ctx, p->num_seqs < 0, CLPA_ERR_INVALID_ARG, "num_seqs = %d", p->num_seqs);
   CLPA_CTX_CHECK(ctx, !p->cu_seqlens_q || (p->num_seqs > 0 && !p->cached_lens),
                  CLPA_ERR_INVALID_ARG, "cu_seqlens_q and cached_lens (host arrays) must be given");
@@ -85,6 +86,7 @@ static clpa_status check_lengths(clpa_context *ctx, const clpa_prefill_params *p
                    s, c, b - a, CLPA_MAX_CONTEXT_LEN);
   }
   *total = p->cu_seqlens_q[p->num_seqs];
+  *mask_bytes = 0;
   if (!p->block_mask) return CLPA_OK;
   CLPA_CTX_CHECK(ctx, p->mask_block <= 0 || p->mask_block % 64 != 0, CLPA_ERR_INVALID_ARG,
                  "mask_block = %d (a positive multiple of 64 tokens)", p->mask_block);
@@ -104,7 +106,8 @@ static clpa_status check_lengths(clpa_context *ctx, const clpa_prefill_params *p
                                          (size_t)p->mask_q_blocks, 0, &need) ||
                           !clpa_size_mul_add(need, (size_t)p->mask_k_blocks, 0, &need),
                  CLPA_ERR_INVALID_ARG, "the block mask's size overflows size_t");
-  return clpa_check_buffer(ctx, p->block_mask, "block_mask", need, 0);
+  *mask_bytes = need;
+  return CLPA_OK;
 }
 
 /* The tensor-core path applies: an f16 or bf16 cache, a head size that is
@@ -250,32 +253,10 @@ static int longest_first(const void *a, const void *b) {
 }
 
 /* The per-sequence info (first token, new_len, cached_len) and the work
- * list of row tiles (sequence, first row), as device buffers. */
-static clpa_status upload_plan(clpa_context *ctx, const clpa_prefill_params *p, int qpk, int rows,
-                               cl_mem *info, cl_mem *work, size_t *num_tiles) {
-  size_t tiles = 0;
-  for (int32_t s = 0; s < p->num_seqs; s++) {
-    const int64_t nrows = (int64_t)(p->cu_seqlens_q[s + 1] - p->cu_seqlens_q[s]) * qpk;
-    tiles += (size_t)((nrows + rows - 1) / rows);
-  }
-  *num_tiles = tiles;
-  if (tiles == 0) return CLPA_OK;
-  /* The staging array is the context's: the last call's writes read it
-   * until they are done. */
-  if (ctx->plan_written) {
-    const cl_int err = clWaitForEvents(1, &ctx->plan_written);
-    clReleaseEvent(ctx->plan_written);
-    ctx->plan_written = NULL;
-    if (err != CL_SUCCESS) return CLPA_CL_FAIL(ctx, err, "clWaitForEvents(prefill plan)");
-  }
-  const size_t ni = 3 * (size_t)p->num_seqs, words = ni + 2 * tiles;
-  if (ctx->plan_host_words < words) {
-    int32_t *grown = realloc(ctx->plan_host, sizeof(int32_t) * words);
-    if (!grown)
-      return CLPA_FAIL(ctx->error, CLPA_ERR_OUT_OF_MEMORY, "out of memory for %zu tiles", tiles);
-    ctx->plan_host = grown, ctx->plan_host_words = words;
-  }
-  int32_t *hi = ctx->plan_host, *hw = ctx->plan_host + ni;
+ * list of row tiles (sequence, first row) into host words hi[3 *
+ * num_seqs] and hw[2 * tiles]. */
+static clpa_status make_lists(clpa_context *ctx, const clpa_prefill_params *p, int qpk, int rows,
+                              size_t tiles, int32_t *hi, int32_t *hw) {
   plan_tile *pt = malloc(sizeof(plan_tile) * tiles);
   if (!pt) return CLPA_FAIL(ctx->error, CLPA_ERR_OUT_OF_MEMORY, "out of memory for %zu tiles", tiles);
   size_t t = 0;
@@ -298,38 +279,74 @@ static clpa_status upload_plan(clpa_context *ctx, const clpa_prefill_params *p, 
   if (!ctx->info.is_cpu) qsort(pt, tiles, sizeof *pt, longest_first);
   for (t = 0; t < tiles; t++) hw[2 * t] = pt[t].seq, hw[2 * t + 1] = pt[t].r0;
   free(pt);
-  /* Into the context's grow-only plan buffers (scratch slots 4, 5) by
-   * writes that do not block: the queue is in order, so they land after the
-   * last call's kernel has read the old plan. A buffer pair created per
-   * call with CL_MEM_COPY_HOST_PTR cost 8 x 2048 on the H100 6 % (193.4 ->
-   * 206-208 TFLOP/s without it, notes/perf.md). */
+  return CLPA_OK;
+}
+
+/* A plan's own work list: buffers made from the host words, which they
+ * copy. */
+static clpa_status own_lists(clpa_context *ctx, const clpa_prefill_params *p, int qpk, int rows,
+                             clpa_plan *pl) {
+  const size_t ni = 3 * (size_t)p->num_seqs, words = ni + 2 * pl->tiles;
+  int32_t *h = malloc(sizeof(int32_t) * words);
+  if (!h) return CLPA_FAIL(ctx->error, CLPA_ERR_OUT_OF_MEMORY, "out of memory for %zu tiles", pl->tiles);
+  clpa_status st = make_lists(ctx, p, qpk, rows, pl->tiles, h, h + ni);
+  cl_int err = CL_SUCCESS;
+  const cl_mem_flags flags = CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR;
+  pl->owns_lists = 1;
+  if (st == CLPA_OK) pl->info = clCreateBuffer(ctx->cl, flags, sizeof(int32_t) * ni, h, &err);
+  if (st == CLPA_OK && err == CL_SUCCESS)
+    pl->work = clCreateBuffer(ctx->cl, flags, sizeof(int32_t) * 2 * pl->tiles, h + ni, &err);
+  free(h);
+  if (st == CLPA_OK && err != CL_SUCCESS) st = CLPA_CL_FAIL(ctx, err, "clCreateBuffer(prefill plan)");
+  return st;
+}
+
+/* One call's work list, in the context's grow-only scratch (slots 4, 5)
+ * by writes that do not block: the queue is in order, so they land after
+ * the last call's kernel has read the old list. A buffer pair created per
+ * call with CL_MEM_COPY_HOST_PTR cost 8 x 2048 on the H100 6 % (193.4 ->
+ * 206-208 TFLOP/s without it, notes/perf.md). */
+static clpa_status scratch_lists(clpa_context *ctx, const clpa_prefill_params *p, int qpk, int rows,
+                                 clpa_plan *pl) {
+  /* The staging array is the context's: the last call's writes read it
+   * until they are done. */
+  if (ctx->plan_written) {
+    const cl_int err = clWaitForEvents(1, &ctx->plan_written);
+    clReleaseEvent(ctx->plan_written);
+    ctx->plan_written = NULL;
+    if (err != CL_SUCCESS) return CLPA_CL_FAIL(ctx, err, "clWaitForEvents(prefill plan)");
+  }
+  const size_t ni = 3 * (size_t)p->num_seqs, words = ni + 2 * pl->tiles;
+  if (ctx->plan_host_words < words) {
+    int32_t *grown = realloc(ctx->plan_host, sizeof(int32_t) * words);
+    if (!grown)
+      return CLPA_FAIL(ctx->error, CLPA_ERR_OUT_OF_MEMORY, "out of memory for %zu tiles", pl->tiles);
+    ctx->plan_host = grown, ctx->plan_host_words = words;
+  }
+  int32_t *hi = ctx->plan_host, *hw = ctx->plan_host + ni;
   clpa_status st;
-  if ((st = clpa_scratch(ctx, 4, sizeof(int32_t) * ni, info)) ||
-      (st = clpa_scratch(ctx, 5, sizeof(int32_t) * 2 * tiles, work)))
+  if ((st = make_lists(ctx, p, qpk, rows, pl->tiles, hi, hw)) ||
+      (st = clpa_scratch(ctx, 4, sizeof(int32_t) * ni, &pl->info)) ||
+      (st = clpa_scratch(ctx, 5, sizeof(int32_t) * 2 * pl->tiles, &pl->work)))
     return st;
-  CLPA_CL_CHECK(ctx, clEnqueueWriteBuffer(ctx->queue, *info, CL_FALSE, 0, sizeof(int32_t) * ni, hi,
-                                          0, NULL, NULL), "clEnqueueWriteBuffer(prefill plan)");
-  CLPA_CL_CHECK(ctx, clEnqueueWriteBuffer(ctx->queue, *work, CL_FALSE, 0,
-                                          sizeof(int32_t) * 2 * tiles, hw, 0, NULL,
+  CLPA_CL_CHECK(ctx, clEnqueueWriteBuffer(ctx->queue, pl->info, CL_FALSE, 0, sizeof(int32_t) * ni,
+                                          hi, 0, NULL, NULL), "clEnqueueWriteBuffer(prefill plan)");
+  CLPA_CL_CHECK(ctx, clEnqueueWriteBuffer(ctx->queue, pl->work, CL_FALSE, 0,
+                                          sizeof(int32_t) * 2 * pl->tiles, hw, 0, NULL,
                                           &ctx->plan_written), "clEnqueueWriteBuffer(prefill plan)");
   return CLPA_OK;
 }
 
 static clpa_status launch(clpa_context *ctx, const clpa_prefill_params *p, const clpa_attn *a,
-                          const clpa_prefill_spec *spec, cl_mem info, cl_mem work, size_t tiles) {
-  cl_kernel k;
+                          const clpa_plan *pl) {
   cl_mem faults;
   clpa_status st;
+  const clpa_prefill_spec *spec = &pl->ps;
   const int rows_path = spec->path == CLPA_PREFILL_ROWS, mma = spec->path == CLPA_PREFILL_MMA;
   const char *name = rows_path ? "clpa_prefill_rows"
                      : mma     ? "clpa_prefill_mma"
                                : "clpa_prefill_paged";
-  const clpa_family *fam = rows_path ? &clpa_family_prefill_rows
-                           : mma     ? &clpa_family_prefill_mma
-                                     : &clpa_family_prefill_tiles;
-  if ((st = clpa_faults_buffer(ctx, &faults)) ||
-      (st = clpa_family_kernel(ctx, fam, spec, name, &k)))
-    return st;
+  if ((st = clpa_faults_buffer(ctx, &faults))) return st;
   const cl_ulong q_stride = a->q_stride, block_stride = a->kv.block_stride;
   const cl_ulong head_stride = a->kv.head_stride;
   const cl_int maxb = p->max_blocks_per_seq, nb = a->kv.num_blocks, nh = p->num_heads;
@@ -341,7 +358,7 @@ static clpa_status launch(clpa_context *ctx, const clpa_prefill_params *p, const
       CLPA_ARG(p->out),          CLPA_ARG(p->lse),          CLPA_ARG(p->query),
       CLPA_ARG(q_stride),        CLPA_ARG(a->k),            CLPA_ARG(a->v),
       CLPA_ARG(block_stride),    CLPA_ARG(head_stride),     CLPA_ARG(p->block_tables),
-      CLPA_ARG(maxb),            CLPA_ARG(info),            CLPA_ARG(work),
+      CLPA_ARG(maxb),            CLPA_ARG(pl->info),        CLPA_ARG(pl->work),
       CLPA_ARG(nb),              CLPA_ARG(nh),              CLPA_ARG(nkv),
       CLPA_ARG(scale),           CLPA_ARG(ks),              CLPA_ARG(vs),
       CLPA_ARG(p->k_scale_buffer), CLPA_ARG(p->v_scale_buffer), CLPA_ARG(p->alibi_slopes),
@@ -350,69 +367,60 @@ static clpa_status launch(clpa_context *ctx, const clpa_prefill_params *p, const
       CLPA_ARG(mask_block),      CLPA_ARG(mask_qb),         CLPA_ARG(mask_kb)};
   const size_t wg = rows_path ? 1 : (size_t)spec->num_threads;
   const clpa_ndrange r = {2,
-                          {tiles * wg, (size_t)a->kv.num_kv_heads},
+                          {pl->tiles * wg, (size_t)a->kv.num_kv_heads},
                           {wg, 1},
                           p->num_wait_events,
                           p->wait_events,
                           p->event};
-  st = clpa_enqueue(ctx, k, name, args, CLPA_NARGS(args), &r);
-  clReleaseKernel(k);
-  return st;
+  return clpa_enqueue(ctx, pl->pk, name, args, CLPA_NARGS(args), &r);
 }
 
-/* Everything checked, and the path and shape picked. */
-static clpa_status prepare(clpa_context *ctx, const clpa_prefill_params *p, clpa_attn *a,
-                           int32_t *total, int *path, int *rows, int *keys) {
+/* The kernel a plan's spec names. */
+static clpa_status prefill_kernel(clpa_context *ctx, clpa_plan *pl) {
+  const int path = pl->ps.path;
+  const char *name = path == CLPA_PREFILL_ROWS  ? "clpa_prefill_rows"
+                     : path == CLPA_PREFILL_MMA ? "clpa_prefill_mma"
+                                                : "clpa_prefill_paged";
+  const clpa_family *fam = path == CLPA_PREFILL_ROWS  ? &clpa_family_prefill_rows
+                           : path == CLPA_PREFILL_MMA ? &clpa_family_prefill_mma
+                                                      : &clpa_family_prefill_tiles;
+  return clpa_family_kernel(ctx, fam, &pl->ps, name, &pl->pk);
+}
+
+static size_t count_tiles(const clpa_prefill_params *p, int qpk, int rows) {
+  size_t tiles = 0;
+  for (int32_t s = 0; s < p->num_seqs; s++) {
+    const int64_t nrows = (int64_t)(p->cu_seqlens_q[s + 1] - p->cu_seqlens_q[s]) * qpk;
+    tiles += (size_t)((nrows + rows - 1) / rows);
+  }
+  return tiles;
+}
+
+clpa_status clpa_prefill_plan_fill(clpa_context *ctx, const clpa_prefill_params *p, int make,
+                                   clpa_plan *pl) {
+  memset(pl, 0, sizeof *pl);
   CLPA_CHECK(NULL, !ctx, CLPA_ERR_INVALID_ARG, "ctx must not be NULL");
   CLPA_CTX_CHECK(ctx, !p, CLPA_ERR_INVALID_ARG, "p must not be NULL");
-  CLPA_ATTN_OF(a, p);
+  pl->ctx = ctx, pl->kind = PLAN_PREFILL;
+  clpa_attn a;
+  CLPA_ATTN_OF(&a, p);
   clpa_status st;
-  if ((st = clpa_attn_caches(ctx, a, p->cache, p->layer, p->key_cache, p->value_cache, &p->kv)) ||
-      (st = clpa_attn_validate(ctx, a)))
+  if ((st = clpa_attn_layout(ctx, &a, p->cache, p->layer, p->key_cache, p->value_cache, &p->kv)) ||
+      (st = clpa_attn_validate(ctx, &a)))
     return st;
   CLPA_CTX_CHECK(ctx, p->causal != 0 && p->causal != 1, CLPA_ERR_INVALID_ARG,
                  "causal = %d (0 or 1)", p->causal);
-  if ((st = check_lengths(ctx, p, &a->kv, total)) ||
-      (st = clpa_attn_check_buffers(ctx, a, p->num_seqs, (size_t)*total)))
-    return st;
-  return pick_tiles(ctx, p, &a->kv, path, rows, keys);
-}
-
-static clpa_status clpa_prefill_choice_impl(clpa_context *ctx, const clpa_prefill_params *p,
-                                            clpa_prefill_path *path, int32_t *rows,
-                                            int32_t *keys) {
-  clpa_attn a;
-  int32_t total = 0;
-  int pa = 0, r = 0, k = 0;
-  clpa_status st = prepare(ctx, p, &a, &total, &pa, &r, &k);
-  if (st != CLPA_OK) return st;
-  if (path) *path = (clpa_prefill_path)pa;
-  if (rows) *rows = r;
-  if (keys) *keys = pa == CLPA_PREFILL_ROWS ? 0 : k;
-  return CLPA_OK;
-}
-
-clpa_status clpa_prefill_choice(clpa_context *ctx, const clpa_prefill_params *p,
-                                clpa_prefill_path *path, int32_t *rows, int32_t *keys) {
-  CLPA_API_CALL(clpa_prefill_choice_impl(ctx, p, path, rows, keys));
-}
-
-static clpa_status clpa_prefill_impl(clpa_context *ctx, const clpa_prefill_params *p) {
-  clpa_attn a;
-  int32_t total = 0;
+  size_t mask_bytes = 0;
   int path = 0, rows = 0, keys = 0;
-  clpa_status st = prepare(ctx, p, &a, &total, &path, &rows, &keys);
-  if (st != CLPA_OK) return st;
-  const int qpk = p->num_heads / a.kv.num_kv_heads;
-  cl_mem info = NULL, work = NULL;
-  size_t tiles = 0;
-  if ((st = upload_plan(ctx, p, qpk, rows, &info, &work, &tiles))) return st;
-  if (tiles == 0) {
-    if (!p->event) return CLPA_OK;
-    CLPA_CL_CHECK(ctx, clEnqueueMarkerWithWaitList(ctx->queue, p->num_wait_events, p->wait_events,
-                                                   p->event), "clEnqueueMarkerWithWaitList");
-    return CLPA_OK;
-  }
+  if ((st = check_lengths(ctx, p, &a.kv, &pl->total, &mask_bytes)) ||
+      (st = pick_tiles(ctx, p, &a.kv, &path, &rows, &keys)))
+    return st;
+  pl->kv = a.kv;
+  pl->pp = *p;
+  pl->pp.cu_seqlens_q = pl->pp.cached_lens = NULL, pl->pp.cache = NULL;
+  pl->pp.key_cache = pl->pp.value_cache = NULL, pl->pp.event = NULL, pl->pp.wait_events = NULL;
+  pl->pp.num_wait_events = 0;
+  pl->mask_bytes = mask_bytes;
   const int mma = path == CLPA_PREFILL_MMA;
   const clpa_prefill_spec spec = {a.kv.head_size,
                                   a.kv.block_size,
@@ -429,7 +437,78 @@ static clpa_status clpa_prefill_impl(clpa_context *ctx, const clpa_prefill_param
                                       ? tile_vkeys(ctx->info.local_mem_bytes, a.kv.head_size,
                                                    rows, keys)
                                       : 0};
-  st = launch(ctx, p, &a, &spec, info, work, tiles);
+  pl->ps = spec;
+  const int qpk = p->num_heads / a.kv.num_kv_heads;
+  pl->tiles = count_tiles(p, qpk, rows);
+  if (pl->tiles == 0 || make == PLAN_CHECK) return CLPA_OK;
+  if ((st = prefill_kernel(ctx, pl)) ||
+      (make == PLAN_OWN && (st = own_lists(ctx, p, qpk, rows, pl)))) {
+    clpa_plan_fini(pl);
+    return st;
+  }
+  return CLPA_OK;
+}
+
+clpa_status clpa_prefill_run(clpa_plan *pl, const clpa_attn_inputs *in) {
+  clpa_context *ctx = pl->ctx;
+  clpa_prefill_params q = pl->pp;
+  CLPA_APPLY_INPUTS(&q, in);
+  q.block_mask = in->block_mask;
+  clpa_attn a;
+  clpa_status st;
+  CLPA_ATTN_OF(&a, &q);
+  if ((st = clpa_plan_caches(pl, in, &a)) || (st = clpa_attn_validate(ctx, &a)) ||
+      (st = clpa_attn_check_buffers(ctx, &a, q.num_seqs, (size_t)pl->total)))
+    return st;
+  CLPA_CTX_CHECK(ctx, (pl->mask_bytes != 0) != (q.block_mask != NULL), CLPA_ERR_INVALID_ARG,
+                 "block_mask is %s, and the plan was made %s one", q.block_mask ? "given" : "NULL",
+                 pl->mask_bytes ? "with" : "without");
+  if (q.block_mask && (st = clpa_check_buffer(ctx, q.block_mask, "block_mask", pl->mask_bytes, 0)))
+    return st;
+  if (pl->tiles == 0) return clpa_run_nothing(ctx, in);
+  return launch(ctx, &q, &a, pl);
+}
+
+static clpa_status clpa_prefill_choice_impl(clpa_context *ctx, const clpa_prefill_params *p,
+                                            clpa_prefill_path *path, int32_t *rows,
+                                            int32_t *keys) {
+  clpa_plan pl;
+  clpa_status st = clpa_prefill_plan_fill(ctx, p, PLAN_CHECK, &pl);
+  if (st != CLPA_OK) return st;
+  clpa_plan_info info;
+  clpa_plan_describe(&pl, &info);
+  clpa_plan_fini(&pl);
+  if (path) *path = (clpa_prefill_path)info.path;
+  if (rows) *rows = info.rows;
+  if (keys) *keys = info.keys;
+  return CLPA_OK;
+}
+
+clpa_status clpa_prefill_choice(clpa_context *ctx, const clpa_prefill_params *p,
+                                clpa_prefill_path *path, int32_t *rows, int32_t *keys) {
+  CLPA_API_CALL(clpa_prefill_choice_impl(ctx, p, path, rows, keys));
+}
+
+/* A plan (its work list in the context's scratch), one run, a release. */
+static clpa_status clpa_prefill_impl(clpa_context *ctx, const clpa_prefill_params *p) {
+  clpa_plan pl;
+  clpa_status st = clpa_prefill_plan_fill(ctx, p, PLAN_KERNELS, &pl);
+  if (st != CLPA_OK) return st;
+  clpa_attn_inputs in;
+  CLPA_INPUTS_OF(&in, p);
+  in.block_mask = p->block_mask;
+  /* the buffers first, so that a refused call leaves its work list unwritten */
+  clpa_attn a;
+  CLPA_ATTN_OF(&a, p);
+  if ((st = clpa_plan_caches(&pl, &in, &a)) || (st = clpa_attn_validate(ctx, &a)) ||
+      (st = clpa_attn_check_buffers(ctx, &a, p->num_seqs, (size_t)pl.total)) ||
+      (pl.mask_bytes && (st = clpa_check_buffer(ctx, p->block_mask, "block_mask", pl.mask_bytes, 0))))
+    goto done;
+  const int qpk = p->num_heads / pl.kv.num_kv_heads;
+  if (pl.tiles && (st = scratch_lists(ctx, p, qpk, pl.ps.rows, &pl))) goto done;
+  st = clpa_prefill_run(&pl, &in);
+done:
+  clpa_plan_fini(&pl);
   return st;
 }
 

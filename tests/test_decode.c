@@ -688,12 +688,25 @@ static int32_t model_rule(const int32_t *lens, int n, int max_ctx, unsigned cus,
   }
   return 256;
 }
+/* Without the host's lengths no partition is longer than what one
+ * sequence at max_ctx needs for 1.5 busy work-groups a compute unit by
+ * itself (one work-group a sequence and partition here), or 512 tokens
+ * where that is longer (lib/decode_plan.c blind_cap). */
+static int32_t model_cap(const int32_t *lens, int max_ctx, unsigned cus, int unit) {
+  if (lens) return 1 << 30;
+  const long want = 3L * cus / 2, k = want < max_ctx ? want : max_ctx;
+  const int part = (int)(((max_ctx + k - 1) / k + unit - 1) / unit * unit);
+  return part > 512 ? part : (512 + unit - 1) / unit * unit;
+}
 static int32_t model_split(const int32_t *lens, int n, int max_ctx, unsigned cus, int fp8) {
+  const int unit = fp8 ? 32 : 16, whole = (max_ctx + unit - 1) / unit * unit;
+  const int32_t cap = model_cap(lens, max_ctx, cus, unit);
+  int32_t split = model_rule(lens, n, max_ctx, cus, 3, unit);
   if (fp8) {
     const int32_t more = model_rule(lens, n, max_ctx, cus, 5, 32);
-    if (more == 0 || more >= 512) return more;
+    if (more == 0 || more >= 512) split = more;
   }
-  return model_rule(lens, n, max_ctx, cus, 3, fp8 ? 32 : 16);
+  return (split ? split : whole) > cap ? cap : split;
 }
 
 static long model_busy(const int32_t *lens, int n, int max_ctx, int part) {
@@ -710,7 +723,8 @@ static long model_busy(const int32_t *lens, int n, int max_ctx, int part) {
  * the compute units or more, and that, at 4,
  * 6, 8 or 12 warps (at most 8; 12 for fp8), keep 0.95 of min(that many a
  * compute unit, the split's warps) in flight, in one wave (12 warps
- * resident a unit), 64 tokens a warp or more. Sets *warps; 0: v1. */
+ * resident a unit), 64 tokens a warp or more, none past model_cap. Sets
+ * *warps; 0: v1. */
 static int32_t model_partition_warps(const int32_t *lens, int n, int max_ctx, unsigned cus, int fp8,
                                      int *warps) {
   const int32_t split = model_split(lens, n, max_ctx, cus, fp8);
@@ -730,6 +744,7 @@ static int32_t model_partition_warps(const int32_t *lens, int n, int max_ctx, un
   static const int widths[] = {4, 6, 8, 12};
   for (int k = 1; k < k0; k++) {
     const int part = ((max_ctx + k - 1) / k + unit - 1) / unit * unit;
+    if (part > model_cap(lens, max_ctx, cus, unit)) continue;
     const long busy = model_busy(lens, n, max_ctx, part);
     if (4 * busy < (long)cus || 4 * work < 3L * part * busy) continue;
     for (int i = 0; i < 4; i++) {

@@ -103,6 +103,9 @@ typedef struct bench_decode_shape {
   clpa_decode_path path;
   bench_lengths lengths;
   int paged_probe; /* also time the paged-read probe (bench_decode_figures.paged_gbps) */
+  int32_t short_len;   /* one-long: the others' length (0: context / 64, at least 16) */
+  int no_host_lengths; /* plan without host_context_lens (an engine with device lengths only) */
+  int plan_run;        /* time clpa_run on a plan made once, and the host's cost per call */
 } bench_decode_shape;
 
 typedef struct bench_decode_figures {
@@ -115,6 +118,9 @@ typedef struct bench_decode_figures {
   clpa_decode_variant variant;
   int32_t partition, hpg;
   double paged_gbps; /* the paged-read probe's K/V GB/s (shape.paged_probe), 0 if not run */
+  /* plan_run: host seconds a plan takes to make, a clpa_run and a
+   * clpa_decode to enqueue (means over back-to-back calls) */
+  double plan_host, run_host, call_host;
 } bench_decode_figures;
 
 #define BENCH_MEASURED 0

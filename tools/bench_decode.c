@@ -79,7 +79,9 @@ const char *bench_parse_path(const char *text, void *value) {
 /* The sequences' lengths as s->lengths says (the rng is bench_rand's). */
 static void make_lengths(const bench_decode_shape *s, int32_t *lens) {
   const int32_t lo = s->context < 16 ? s->context : 16;
-  const int32_t short_len = s->context / 64 > lo ? s->context / 64 : lo;
+  const int32_t short_len = s->short_len     ? s->short_len
+                            : s->context / 64 > lo ? s->context / 64
+                                                   : lo;
   for (int i = 0; i < s->batch; i++) {
     if (s->lengths == BENCH_LENGTHS_LOGUNIFORM) {
       double u = (double)(bench_rand() >> 11) / 9007199254740992.0; /* [0, 1) */
@@ -170,6 +172,49 @@ static clpa_status decode_once(clpa_context *ctx, const void *arg, cl_event *eve
   return clpa_decode(ctx, &p);
 }
 
+/* --plan-run: a run of a plan made once, on the call's buffers. */
+typedef struct plan_run {
+  clpa_plan *plan;
+  clpa_attn_inputs in;
+} plan_run;
+
+static clpa_status run_once(clpa_context *ctx, const void *arg, cl_event *event) {
+  (void)ctx;
+  const plan_run *r = arg;
+  clpa_attn_inputs in = r->in;
+  in.event = event;
+  return clpa_run(r->plan, &in);
+}
+
+/* Host seconds per call of fn, enqueued back to back (the device's time
+ * overlaps), the mean of 200 after 10 warm-up calls; -1 on failure. */
+static double host_seconds(clpa_context *ctx, bench_event_fn fn, const void *arg) {
+  double t0 = 0;
+  for (int i = 0; i < 210; i++) {
+    if (i == 10) t0 = bench_now();
+    if (fn(ctx, arg, NULL) != CLPA_OK) return -1;
+  }
+  const double per = (bench_now() - t0) / 200;
+  return clpa_context_finish(ctx) == CLPA_OK ? per : -1;
+}
+
+/* The plan's host cost (the mean of 20 after one) and one run's beside
+ * one call's. */
+static int host_costs(clpa_context *ctx, const clpa_decode_params *p, const plan_run *r,
+                      bench_decode_figures *f) {
+  clpa_plan *plan = NULL;
+  double t0 = 0;
+  for (int i = 0; i < 21; i++) {
+    if (i == 1) t0 = bench_now();
+    if (clpa_plan_decode(ctx, p, &plan) != CLPA_OK) return -1;
+    clpa_plan_release(plan);
+  }
+  f->plan_host = (bench_now() - t0) / 20;
+  f->run_host = host_seconds(ctx, run_once, r);
+  f->call_host = host_seconds(ctx, decode_once, p);
+  return f->run_host < 0 || f->call_host < 0 ? -1 : 0;
+}
+
 #define WHY(code, ...)                         \
   do {                                         \
     snprintf(why, why_size, __VA_ARGS__);      \
@@ -245,7 +290,7 @@ int bench_decode_measure(bench_env *env, const bench_decode_shape *s, const benc
   p.scale = 1.0f / sqrtf((float)s->head_size), p.k_scale = p.v_scale = 0.01f;
   p.query = in.bq, p.key_cache = in.kc, p.value_cache = in.vc, p.block_tables = in.bt;
   p.context_lens = in.bl, p.out = in.out;
-  p.host_context_lens = in.lens; /* as an engine would: it knows its lengths */
+  if (!s->no_host_lengths) p.host_context_lens = in.lens; /* as an engine that knows them */
   p.variant = s->variant, p.partition_size = s->partition, p.heads_per_group = s->hpg;
   p.path = s->path;
   if (clpa_decode_choice(env->ctx, &p, &f->path, &f->variant, &f->partition, &f->hpg) != CLPA_OK)
@@ -261,7 +306,21 @@ int bench_decode_measure(bench_env *env, const bench_decode_shape *s, const benc
     WHY(BENCH_REFUSED, "%s", clpa_context_last_error(env->ctx));
   if (st == CLPA_ERR_OUT_OF_MEMORY) WHY(BENCH_TOO_BIG, "%s", clpa_context_last_error(env->ctx));
   if (st != CLPA_OK) WHY(BENCH_FAILED, "%s", clpa_context_last_error(env->ctx));
-  if (bench_measure(env, "decode", decode_once, &p, t, &f->per_call)) goto done;
+  plan_run run = {NULL, {0}};
+  if (s->plan_run) {
+    if (clpa_plan_decode(env->ctx, &p, &run.plan) != CLPA_OK)
+      WHY(BENCH_FAILED, "%s", clpa_context_last_error(env->ctx));
+    clpa_attn_inputs_init(&run.in);
+    run.in.key_cache = in.kc, run.in.value_cache = in.vc, run.in.query = in.bq;
+    run.in.block_tables = in.bt, run.in.context_lens = in.bl, run.in.out = in.out;
+    run.in.k_scale = p.k_scale, run.in.v_scale = p.v_scale;
+    const int bad = bench_measure(env, "decode", run_once, &run, t, &f->per_call) ||
+                    host_costs(env->ctx, &p, &run, f);
+    clpa_plan_release(run.plan);
+    if (bad) WHY(BENCH_FAILED, "%s", clpa_context_last_error(env->ctx));
+  } else if (bench_measure(env, "decode", decode_once, &p, t, &f->per_call)) {
+    goto done;
+  }
   if (clpa_context_check_faults(env->ctx, NULL) != CLPA_OK)
     WHY(BENCH_FAILED, "%s", clpa_context_last_error(env->ctx));
   if (s->paged_probe) f->paged_gbps = paged_read_gbps(env, s, &in, bpseq, f, t);
@@ -284,7 +343,7 @@ typedef struct decode_args {
 /* Returns CLI_RUN or the exit status. */
 static int parse(int argc, char **argv, decode_args *a) {
   *a = (decode_args){{32, 8, 128, 16, 16, 4096, 0, 0, CLPA_DTYPE_F16, CLPA_DECODE_AUTO, CLPA_DECODE_PATH_AUTO,
-                      BENCH_LENGTHS_UNIFORM, 1},
+                      BENCH_LENGTHS_UNIFORM, 1, 0, 0, 0},
                      0, 0, 0, 0, 30};
   bench_decode_shape *s = &a->s;
   const cli_opt opts[] = {
@@ -301,6 +360,14 @@ static int parse(int argc, char **argv, decode_args *a) {
        "uniform (every sequence at --context),\nloguniform (log-uniform in [16, --context]) or "
        "one-long\n(sequence 0 at --context, the others at --context/64,\nat least 16)",
        "uniform", bench_parse_lengths},
+      {"short", CLI_INT, &s->short_len, 0, MAX_DIM, "N",
+       "one-long: the other sequences' length\n(0: --context/64, at least 16)", NULL, NULL},
+      {"no-host-lengths", CLI_FLAG, &s->no_host_lengths, 0, 0, NULL,
+       "plan from max_context_len alone, as an engine\nthat keeps its lengths on the device", NULL,
+       NULL},
+      {"plan-run", CLI_FLAG, &s->plan_run, 0, 0, NULL,
+       "time clpa_run on a plan made once, and the\nhost's microseconds per plan, run and\n"
+       "clpa_decode call", NULL, NULL},
       {"dtype", CLI_WORD, &s->dtype, 0, 0, "NAME",
        "cache dtype: f32, f16, bf16, fp8_e4m3 or\nfp8_e5m2; queries and output are f32", "f16",
        bench_parse_dtype},
@@ -353,7 +420,8 @@ static int parse(int argc, char **argv, decode_args *a) {
       "block_size, batch, context, lengths, tokens, dtype, variant, partition,\n"
       "heads_per_group, us_per_call, kv_bytes, gbps, copy_gbps, ratio, flops,\n"
       "fma_peak_tflops, floor_us, bound (memory or compute), roofline_ratio,\n"
-      "paged_read_gbps, paged_ratio (where a block's tile is whole 64-byte chunks).",
+      "paged_read_gbps, paged_ratio (where a block's tile is whole 64-byte chunks),\n"
+      "host_lengths; with --plan-run plan_host_us, run_host_us, call_host_us.",
   };
   int rc = cli_parse(&cmd, argc, argv);
   if (rc != CLI_RUN) return rc;
@@ -425,6 +493,12 @@ static void print_json(const decode_args *a, const bench_env *env, const bench_t
     cli_json_num(&j, "paged_read_gbps", f->paged_gbps, 3);
     cli_json_num(&j, "paged_ratio", gbps / f->paged_gbps, 4);
   }
+  cli_json_int(&j, "host_lengths", !s->no_host_lengths);
+  if (s->plan_run) {
+    cli_json_num(&j, "plan_host_us", f->plan_host * 1e6, 2);
+    cli_json_num(&j, "run_host_us", f->run_host * 1e6, 2);
+    cli_json_num(&j, "call_host_us", f->call_host * 1e6, 2);
+  }
   cli_json_end(&j);
 }
 
@@ -458,6 +532,9 @@ static void print_table(const decode_args *a, const bench_env *env, const bench_
   if (f->paged_gbps > 0)
     printf("paged read  %.2f GB/s (the same blocks read, nothing computed); %.3f of it\n",
            f->paged_gbps, gbps / f->paged_gbps);
+  if (s->plan_run)
+    printf("host        %.1f us a plan, %.2f us a run, %.2f us a clpa_decode call (enqueue)\n",
+           f->plan_host * 1e6, f->run_host * 1e6, f->call_host * 1e6);
 }
 
 /* One --tune candidate: measures s and prints its line ("refused" with the

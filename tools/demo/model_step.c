@@ -250,41 +250,70 @@ static clpa_status check_batch(const demo_model *m, const clpa_kv_layout *kv, co
   return CLPA_OK;
 }
 
-/* Attention of layer l: decode rows first, then the prefill chunks. */
-static clpa_status attention(demo_model *m, clpa_cache *cache, const demo_batch *b, int32_t l,
-                             int32_t max_ctx) {
+/* The step's attention plans (decode rows first, then the prefill
+ * chunks; NULL where the step has none), made once and run per layer. */
+typedef struct step_plans {
+  clpa_plan *decode, *prefill;
+} step_plans;
+
+static void plans_release(step_plans *sp) {
+  clpa_plan_release(sp->decode);
+  clpa_plan_release(sp->prefill);
+  sp->decode = sp->prefill = NULL;
+}
+
+static clpa_status plans_make(demo_model *m, clpa_cache *cache, const demo_batch *b,
+                              int32_t max_ctx, step_plans *sp) {
   const demo_config *c = &m->cfg;
   const float scale = (float)(1.0 / sqrt((double)c->head_size));
   const int32_t nd = b->num_decode, np = b->num_seqs - nd;
   clpa_status st = CLPA_OK;
+  sp->decode = sp->prefill = NULL;
   if (nd > 0) {
     clpa_decode_params p;
     clpa_decode_params_init(&p);
-    p.num_seqs = nd, p.num_heads = c->heads, p.cache = cache, p.layer = l;
+    p.num_seqs = nd, p.num_heads = c->heads, p.cache = cache;
     p.max_blocks_per_seq = b->max_blocks_per_seq, p.max_context_len = max_ctx;
     p.q_dtype = CLPA_DTYPE_F32, p.scale = scale, p.q_stride = (size_t)m->qkv_dim;
-    p.query = m->qkv, p.block_tables = m->bt_dec, p.context_lens = m->ctx_lens, p.out = m->attn;
     p.host_context_lens = m->h_ctx; /* the same lengths, for the split's plan */
-    p.event = next_event(m, TIME_ATTN);
-    if ((st = demo_clpa_check(clpa_decode(m->ctx, &p), "clpa_decode", l)) != CLPA_OK) return st;
+    st = demo_clpa_check(clpa_plan_decode(m->ctx, &p, &sp->decode), "clpa_plan_decode", -1);
   }
-  if (np > 0) {
+  if (st == CLPA_OK && np > 0) {
     clpa_prefill_params p;
     clpa_prefill_params_init(&p);
-    p.num_seqs = np, p.num_heads = c->heads, p.cache = cache, p.layer = l;
+    p.num_seqs = np, p.num_heads = c->heads, p.cache = cache;
     p.max_blocks_per_seq = b->max_blocks_per_seq;
     p.cu_seqlens_q = b->cu_seqlens + nd, p.cached_lens = b->cached_lens + nd;
     p.q_dtype = CLPA_DTYPE_F32, p.scale = scale, p.q_stride = (size_t)m->qkv_dim;
-    p.query = m->qkv, p.block_tables = m->bt_pre, p.out = m->attn;
-    p.event = next_event(m, TIME_ATTN);
-    st = demo_clpa_check(clpa_prefill(m->ctx, &p), "clpa_prefill", l);
+    st = demo_clpa_check(clpa_plan_prefill(m->ctx, &p, &sp->prefill), "clpa_plan_prefill", -1);
+  }
+  if (st != CLPA_OK) plans_release(sp);
+  return st;
+}
+
+/* Attention of layer l: the step's plans on this layer's cache. */
+static clpa_status attention(demo_model *m, clpa_cache *cache, const step_plans *sp, int32_t l) {
+  clpa_attn_inputs in;
+  clpa_attn_inputs_init(&in);
+  in.cache = cache, in.layer = l, in.query = m->qkv, in.out = m->attn;
+  clpa_status st = CLPA_OK;
+  if (sp->decode) {
+    in.block_tables = m->bt_dec, in.context_lens = m->ctx_lens;
+    in.event = next_event(m, TIME_ATTN);
+    if ((st = demo_clpa_check(clpa_run(sp->decode, &in), "clpa_run (decode)", l)) != CLPA_OK)
+      return st;
+  }
+  if (sp->prefill) {
+    in.block_tables = m->bt_pre, in.context_lens = NULL;
+    in.event = next_event(m, TIME_ATTN);
+    st = demo_clpa_check(clpa_run(sp->prefill, &in), "clpa_run (prefill)", l);
   }
   return st;
 }
 
 /* One layer over the step's T tokens; x holds the residual stream. */
-static clpa_status layer(demo_model *m, clpa_cache *cache, const demo_batch *b, int32_t l,
-                         int32_t T, int32_t max_ctx) {
+static clpa_status layer(demo_model *m, clpa_cache *cache, const step_plans *sp, int32_t l,
+                         int32_t T) {
   const demo_config *c = &m->cfg;
   const dev_layer *d = &m->dl[l];
   const int32_t qd = c->heads * c->head_size, hd = c->head_size;
@@ -304,7 +333,7 @@ static clpa_status layer(demo_model *m, clpa_cache *cache, const demo_batch *b, 
   rc.slot_mapping = m->slots;
   rc.event = next_event(m, TIME_ATTN);
   TRY(demo_clpa_check(clpa_reshape_and_cache(m->ctx, &rc), "clpa_reshape_and_cache", l));
-  TRY(attention(m, cache, b, l, max_ctx));
+  TRY(attention(m, cache, sp, l));
 
   TRY(gemm(m, l, DEMO_MAT_O, m->attn, d->wo, m->x, T, c->hidden, qd, 1));
   TRY(rmsnorm(m, m->x, d->ffn_norm, m->xn, T));
@@ -337,6 +366,7 @@ clpa_status demo_model_forward(demo_model *m, clpa_cache *cache, const demo_batc
   if ((st = ensure_capacity(m, T, S, bt)) != CLPA_OK) return st;
 
   int32_t max_ctx = 0;
+  step_plans plans = {NULL, NULL};
   for (int32_t s = 0; s < S; s++) {
     for (int32_t i = b->cu_seqlens[s]; i < b->cu_seqlens[s + 1]; i++)
       m->h_pos[i] = b->cached_lens[s] + (i - b->cu_seqlens[s]);
@@ -360,7 +390,8 @@ clpa_status demo_model_forward(demo_model *m, clpa_cache *cache, const demo_batc
   size_t eg[2] = {(size_t)c->hidden, (size_t)T};
   TRY(launch(m, m->wdtype == CLPA_DTYPE_F16 ? K_EMBED_F16 : K_EMBED_F32, 2, eg, NULL, 4,
              ARG(m->d_embed), ARG(m->tokens), ARG(m->x), ARG(c->hidden)));
-  for (int32_t l = 0; l < c->layers; l++) TRY(layer(m, cache, b, l, T, max_ctx));
+  TRY(plans_make(m, cache, b, max_ctx, &plans));
+  for (int32_t l = 0; l < c->layers; l++) TRY(layer(m, cache, &plans, l, T));
 
   size_t ng = (size_t)S * DEMO_WG, nl = DEMO_WG;
   TRY(launch(m, K_RMSNORM_ROWS, 1, &ng, &nl, 6, ARG(m->x), ARG(m->last_rows), ARG(m->d_final_norm),
@@ -376,6 +407,7 @@ clpa_status demo_model_forward(demo_model *m, clpa_cache *cache, const demo_batc
                                           next_event(m, TIME_OTHER)),
                       "clEnqueueReadBuffer(logits)"));
 out:;
+  plans_release(&plans);
   /* Wait in every case: the queue may still read the caller's arrays. */
   cl_int e = clFinish(m->queue);
   if (st == CLPA_OK) st = demo_cl_check(e, "clFinish");

@@ -1,0 +1,91 @@
+/*
+ * plan.h — inside lib/ only: what a clpa_plan holds (plan.c makes, runs
+ * and releases plans; decode.c, prefill.c and cascade.c fill and run their
+ * kind).
+ */
+#ifndef CLPA_LIB_PLAN_H
+#define CLPA_LIB_PLAN_H
+
+#include "decode_plan.h"
+
+typedef enum plan_kind { PLAN_DECODE = 1, PLAN_PREFILL = 2, PLAN_CASCADE = 3 } plan_kind;
+
+struct clpa_plan {
+  clpa_context *ctx;
+  plan_kind kind;
+  clpa_kv_layout kv; /* the caches' shape the plan was made for */
+  /* decode (and cascade's suffix): the planning params with their buffers
+   * and host arrays cleared, the plan, the kernels */
+  clpa_decode_params dp;
+  decode_call dc;
+  cl_kernel dk, reduce; /* reduce: v2 without the in-launch merge */
+  /* prefill (and cascade's prefix) */
+  clpa_prefill_params pp;
+  clpa_prefill_spec ps;
+  int32_t total;       /* new tokens: the query's and output's rows */
+  size_t tiles;        /* work-groups' row tiles, 0: nothing to run */
+  cl_mem info, work;   /* the work list: the plan's own, or the context's scratch (one call) */
+  int owns_lists;
+  size_t mask_bytes;   /* the block mask's, 0: the plan has none */
+  cl_kernel pk;
+  /* cascade: the prefix and suffix plans, its own buffers and groups */
+  struct clpa_plan *prefix, *suffix;
+  cl_mem cascade_bufs[8];
+  cl_kernel split;     /* blocks.cl's suffix view */
+  int32_t num_groups, *group_starts;
+};
+
+/* Copies a params struct's per-layer fields (decode's or prefill's: the
+ * names are shared) into a clpa_attn_inputs, and back. */
+#define CLPA_INPUTS_OF(in, p)                                                                    \
+  do {                                                                                           \
+    clpa_attn_inputs_init(in);                                                                   \
+    (in)->cache = (p)->cache, (in)->layer = (p)->layer, (in)->key_cache = (p)->key_cache;        \
+    (in)->value_cache = (p)->value_cache, (in)->query = (p)->query, (in)->out = (p)->out;        \
+    (in)->lse = (p)->lse, (in)->block_tables = (p)->block_tables, (in)->k_scale = (p)->k_scale;  \
+    (in)->v_scale = (p)->v_scale, (in)->k_scale_buffer = (p)->k_scale_buffer;                    \
+    (in)->v_scale_buffer = (p)->v_scale_buffer, (in)->alibi_slopes = (p)->alibi_slopes;          \
+    (in)->sinks = (p)->sinks, (in)->num_wait_events = (p)->num_wait_events;                      \
+    (in)->wait_events = (p)->wait_events, (in)->event = (p)->event;                              \
+  } while (0)
+#define CLPA_APPLY_INPUTS(p, in)                                                                 \
+  do {                                                                                           \
+    (p)->cache = (in)->cache, (p)->layer = (in)->layer, (p)->key_cache = (in)->key_cache;        \
+    (p)->value_cache = (in)->value_cache, (p)->query = (in)->query, (p)->out = (in)->out;        \
+    (p)->lse = (in)->lse, (p)->block_tables = (in)->block_tables, (p)->k_scale = (in)->k_scale;  \
+    (p)->v_scale = (in)->v_scale, (p)->k_scale_buffer = (in)->k_scale_buffer;                    \
+    (p)->v_scale_buffer = (in)->v_scale_buffer, (p)->alibi_slopes = (in)->alibi_slopes;          \
+    (p)->sinks = (in)->sinks, (p)->num_wait_events = (in)->num_wait_events;                      \
+    (p)->wait_events = (in)->wait_events, (p)->event = (in)->event;                              \
+  } while (0)
+
+/* What a fill makes beside the checked plan: nothing (the *_choice
+ * calls), the kernels (a one-call op, which then writes its work list into
+ * the context's scratch), or the kernels and a work list of the plan's own
+ * (clpa_plan_*). */
+enum { PLAN_CHECK = 0, PLAN_KERNELS = 1, PLAN_OWN = 3 };
+
+/* Each kind's plan into *pl (zeroed first; on failure what it got is
+ * released) and its run. */
+clpa_status clpa_decode_plan_fill(clpa_context *ctx, const clpa_decode_params *p, int make,
+                                  clpa_plan *pl);
+clpa_status clpa_decode_run(clpa_plan *pl, const clpa_attn_inputs *in);
+clpa_status clpa_prefill_plan_fill(clpa_context *ctx, const clpa_prefill_params *p, int make,
+                                   clpa_plan *pl);
+clpa_status clpa_prefill_run(clpa_plan *pl, const clpa_attn_inputs *in);
+clpa_status clpa_cascade_plan_fill(clpa_context *ctx, const clpa_cascade_params *p, int make,
+                                   clpa_plan *pl);
+clpa_status clpa_cascade_run(clpa_plan *pl, const clpa_attn_inputs *in);
+
+/* Releases what pl holds (not pl itself); pl may be half filled. */
+void clpa_plan_fini(clpa_plan *pl);
+
+/* The run's caches into a (a->k, a->v, a->kv), refused unless they have
+ * the plan's shape. */
+clpa_status clpa_plan_caches(const clpa_plan *pl, const clpa_attn_inputs *in, clpa_attn *a);
+
+/* An empty run: a marker that completes after the wait list, where the
+ * caller wants an event. */
+clpa_status clpa_run_nothing(clpa_context *ctx, const clpa_attn_inputs *in);
+
+#endif

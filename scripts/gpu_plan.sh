@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# gpu_plan.sh — on the lent GPU machine (../shared/GPU.md; .gpu carried):
+# builds (release), runs the plan, cascade and decode tests on NVIDIA, then
+# the decode benches of the plan/run work (issue 43): each shape planned
+# with and without host_context_lens, cold, f16, 32/8 heads, head 128 unless
+# said, one JSON line a run, tagged by its arguments.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export B=${B:-/tmp/clpa-build}
+"$(dirname "$0")/gpu.sh" true > /dev/null
+export CLPA_DEVICE=${CLPA_DEVICE:-NVIDIA}
+for t in plan cascade; do timeout 300 "$B/tests/test_$t" > /tmp/t.log; echo "test_$t: rc $?, $(grep -c "^ok" /tmp/t.log) ok, $(grep -c "^not ok" /tmp/t.log) not ok"; done
+timeout 300 "$B/tests/test_decode" --mma > /tmp/t.log; echo "test_decode --mma: rc $?, $(grep -c "^ok" /tmp/t.log) ok, $(grep -c "^not ok" /tmp/t.log) not ok"; grep "^not ok" /tmp/t.log | head -5
+out=${OUT:-.}/plan.jsonl
+: > "$out"
+run() {
+  { printf '{"args":"%s",' "$*"
+    timeout 120 "$B/tools/clpa-bench" decode "$@" --cold --json | tail -n 1 | cut -c2-; } >> "$out"
+}
+while IFS= read -r line; do
+  [ -z "$line" ] && continue
+  # shellcheck disable=SC2086
+  run $line
+  # shellcheck disable=SC2086
+  run $line --no-host-lengths
+done <<'LIST'
+--batch 64 --context 32768 --lengths one-long --short 256
+--batch 32 --context 16384 --lengths loguniform
+--batch 16 --context 4096 --lengths one-long
+--batch 64 --context 8192 --lengths loguniform
+--batch 1 --context 4096
+--batch 16 --context 4096
+--batch 64 --context 2048
+--batch 8 --context 32768
+--batch 16 --context 4096 --dtype fp8_e4m3
+--batch 128 --context 512 --heads 64 --kv-heads 8
+LIST
+run --batch 16 --context 4096 --plan-run
+run --batch 64 --context 32768 --lengths one-long --short 256 --plan-run --no-host-lengths
+python3 - "$out" <<'P'
+import json, sys
+for line in open(sys.argv[1]):
+    d = json.loads(line)
+    host = f' plan {d["plan_host_us"]} run {d["run_host_us"]} call {d["call_host_us"]} us' if "plan_host_us" in d else ""
+    print(f'{d["args"]:80s} {d["us_per_call"]:8.2f} us {d["ratio"]:.3f} {d["used_variant"]} {d["used_partition"]}{host}')
+P
+timeout 240 "$B/tests/test_prefill" > /tmp/t.log; echo "test_prefill: rc $?, $(grep -c "^ok" /tmp/t.log) ok, $(grep -c "^not ok" /tmp/t.log) not ok"
+grep "^not ok" /tmp/t.log | head -5

@@ -1,0 +1,388 @@
+/*
+ * Plans (clpa_plan_decode, clpa_plan_prefill, clpa_plan_cascade, clpa_run):
+ * a plan made once runs on every layer of a cache and across steps whose
+ * device lengths and block tables change (decode: within its
+ * max_context_len), and gives the one-call ops' results bit for bit:
+ * - decode on every path (auto, lanes v1/v2, rows, mma: emulated off
+ *   NVIDIA), planned without host lengths and with one step's, three
+ *   steps of fresh lengths and tables, two layers: each run equal to
+ *   clpa_decode with the run's buffers (byte for byte) and to the double
+ *   reference (|got - want| <= atol + rtol |want|: f32 paths 1e-4 / 1e-4,
+ *   mma, which rounds the query and P to f16, 4e-3 / 4e-3);
+ * - prefill (cached prefixes, an empty sequence, a block mask) and
+ *   cascade on both layers, equal to clpa_prefill and clpa_cascade_decode;
+ * - a plan made from the layout alone (no buffers) runs on the
+ *   application's buffers as on the cache;
+ * - refusals with nothing written: a NULL plan or inputs, caches of
+ *   another shape, a mask the plan lacks, ALiBi in a cascade run; an
+ *   empty batch's run completes its event.
+ */
+#include <stdio.h>
+
+#include "cache_util.h"
+#include "cl_util.h"
+#include "ref_attention.h"
+#include "ref_util.h"
+
+static clpa_context *ctx;
+
+enum { LAYERS = 2, HEADS = 8, KV_HEADS = 2, HS = 64, BS = 16, BLOCKS = 96, MAXB = 12, SEQS = 5 };
+#define KV_DTYPE CLPA_DTYPE_F16
+
+static clpa_cache *cache;
+static clpa_kv_layout kv;
+static float *keys[LAYERS], *values[LAYERS]; /* the caches' values as the device holds them */
+
+/* Random keys and values in every layer, rounded to the cache's dtype. */
+static void fill_cache(void) {
+  const size_t n = (size_t)kv.block_stride * BLOCKS, esz = clpa_dtype_size(KV_DTYPE);
+  void *enc = malloc(esz * n);
+  for (int l = 0; l < LAYERS; l++)
+    for (int v = 0; v < 2; v++) {
+      float *f = malloc(sizeof(float) * n);
+      for (size_t i = 0; i < n; i++) f[i] = rnd(-1.5, 1.5);
+      clpa_dtype_encode(KV_DTYPE, f, enc, n, 1.0f);
+      clpa_dtype_decode(KV_DTYPE, enc, f, n, 1.0f);
+      cl_mem m = v ? clpa_cache_value(cache, l) : clpa_cache_key(cache, l);
+      test_write(ctx, m, enc, esz * n);
+      (v ? values : keys)[l] = f;
+    }
+  free(enc);
+}
+
+/* The buffers of one batch. */
+typedef struct batch {
+  int32_t lens[SEQS], tables[SEQS * MAXB];
+  float q[SEQS * HEADS * HS];
+  cl_mem bq, bt, bl, out_run, lse_run, out_call, lse_call;
+} batch;
+
+static void batch_make(batch *b) {
+  for (size_t i = 0; i < sizeof b->q / sizeof *b->q; i++) b->q[i] = rnd(-2, 2);
+  b->bq = test_buffer(ctx, b->q, sizeof b->q);
+  b->bt = test_buffer(ctx, NULL, sizeof b->tables);
+  b->bl = test_buffer(ctx, NULL, sizeof b->lens);
+  const size_t out = sizeof(float) * SEQS * HEADS * HS, lse = sizeof(float) * SEQS * HEADS;
+  b->out_run = test_buffer(ctx, NULL, out), b->out_call = test_buffer(ctx, NULL, out);
+  b->lse_run = test_buffer(ctx, NULL, lse), b->lse_call = test_buffer(ctx, NULL, lse);
+}
+
+static void batch_free(batch *b) {
+  cl_mem all[] = {b->bq, b->bt, b->bl, b->out_run, b->lse_run, b->out_call, b->lse_call};
+  for (size_t i = 0; i < sizeof all / sizeof *all; i++) clReleaseMemObject(all[i]);
+}
+
+/* A step's lengths (one 0, one at maxc, the rest random) and tables
+ * (distinct blocks, shuffled), written to the device. */
+static void batch_step(batch *b, int maxc) {
+  int32_t ids[BLOCKS];
+  for (int i = 0; i < BLOCKS; i++) ids[i] = i;
+  shuffle(ids, BLOCKS);
+  for (int s = 0; s < SEQS; s++) {
+    b->lens[s] = s == 0 ? 0 : s == 1 ? maxc : (int32_t)rng_below((uint32_t)maxc + 1);
+    for (int j = 0; j < MAXB; j++) b->tables[s * MAXB + j] = ids[s * MAXB + j];
+  }
+  test_write(ctx, b->bl, b->lens, sizeof b->lens);
+  test_write(ctx, b->bt, b->tables, sizeof b->tables);
+  test_poison(ctx, b->out_run, sizeof(float) * SEQS * HEADS * HS);
+  test_poison(ctx, b->lse_run, sizeof(float) * SEQS * HEADS);
+  test_poison(ctx, b->out_call, sizeof(float) * SEQS * HEADS * HS);
+  test_poison(ctx, b->lse_call, sizeof(float) * SEQS * HEADS);
+}
+
+/* Two device buffers hold the same bytes. */
+static int same_bytes(cl_mem a, cl_mem b, size_t n) {
+  unsigned char *x = malloc(n), *y = malloc(n);
+  test_read(ctx, a, x, n), test_read(ctx, b, y, n);
+  const int same = memcmp(x, y, n) == 0;
+  free(x), free(y);
+  return same;
+}
+
+/* The run's output against the double reference for layer l. */
+static double decode_error(const batch *b, int l, double tol) {
+  double *want = poisoned((size_t)SEQS * HEADS * HS), *want_lse = poisoned((size_t)SEQS * HEADS);
+  clpa_ref_decode_args r = {0};
+  r.num_seqs = SEQS, r.num_heads = HEADS, r.kv = kv, r.max_blocks_per_seq = MAXB;
+  r.query = b->q, r.q_stride = HEADS * HS, r.key_cache = keys[l], r.value_cache = values[l];
+  r.block_tables = b->tables, r.context_lens = b->lens, r.scale = 0.125f;
+  r.out = want, r.lse = want_lse;
+  double worst = clpa_ref_decode(&r) == CLPA_OK ? 0.0 : INFINITY;
+  float *got = malloc(sizeof(float) * SEQS * HEADS * HS), *lse = malloc(sizeof(float) * SEQS * HEADS);
+  test_read(ctx, b->out_run, got, sizeof(float) * SEQS * HEADS * HS);
+  test_read(ctx, b->lse_run, lse, sizeof(float) * SEQS * HEADS);
+  for (int i = 0; i < SEQS * HEADS * HS; i++)
+    worst = fmax(worst, fabs(got[i] - want[i]) / (tol + tol * fabs(want[i])));
+  for (int i = 0; i < SEQS * HEADS; i++) /* lse: -inf for the empty sequence */
+    worst = fmax(worst, want_lse[i] == -INFINITY ? (lse[i] == -INFINITY ? 0.0 : INFINITY)
+                                                 : fabs(lse[i] - want_lse[i]) / (tol + tol * fabs(want_lse[i])));
+  free(want), free(want_lse), free(got), free(lse);
+  return worst;
+}
+
+static void decode_params(clpa_decode_params *p, const batch *b, int maxc) {
+  clpa_decode_params_init(p);
+  p->num_seqs = SEQS, p->num_heads = HEADS, p->cache = cache, p->max_blocks_per_seq = MAXB;
+  p->max_context_len = maxc, p->scale = 0.125f, p->query = b->bq, p->block_tables = b->bt;
+  p->context_lens = b->bl, p->out = b->out_call, p->lse = b->lse_call;
+}
+
+static void inputs_of(clpa_attn_inputs *in, const batch *b, int layer) {
+  clpa_attn_inputs_init(in);
+  in->cache = cache, in->layer = layer, in->query = b->bq, in->block_tables = b->bt;
+  in->context_lens = b->bl, in->out = b->out_run, in->lse = b->lse_run;
+}
+
+/* One decode plan over three steps and both layers. */
+static void test_decode_reuse(const char *name, clpa_decode_path path, clpa_decode_variant variant,
+                              int partition, int host_lens) {
+  batch b;
+  batch_make(&b);
+  const int maxc = MAXB * BS - 7;
+  clpa_decode_params p;
+  decode_params(&p, &b, maxc);
+  p.path = path, p.variant = variant, p.partition_size = partition;
+  batch_step(&b, maxc);
+  if (host_lens) p.host_context_lens = b.lens; /* step 0's: later steps differ */
+  clpa_plan *plan = NULL;
+  clpa_status st = clpa_plan_decode(ctx, &p, &plan);
+  if (!ok(st == CLPA_OK, "decode %s: plan (%s)", name, clpa_last_error())) {
+    batch_free(&b);
+    return;
+  }
+  clpa_plan_info info;
+  clpa_decode_path cpath;
+  clpa_decode_variant cvar;
+  int32_t cpart, chpg;
+  clpa_plan_describe(plan, &info);
+  clpa_decode_choice(ctx, &p, &cpath, &cvar, &cpart, &chpg);
+  ok((int)cpath == info.path && cvar == info.variant && cpart == info.partition_size &&
+         chpg == info.heads_per_group,
+     "decode %s: the plan runs what clpa_decode_choice says (path %d, v%d, partition %d, %d"
+     " heads a group)", name, info.path, (int)info.variant, info.partition_size, info.heads_per_group);
+  p.host_context_lens = NULL;
+  const double tol = info.path == CLPA_DECODE_PATH_MMA ? 4e-3 : 1e-4;
+  int same = 1, ran = 1;
+  double worst = 0;
+  for (int step = 0; step < 3 && ran; step++) {
+    if (step) batch_step(&b, maxc);
+    for (int l = 0; l < LAYERS && ran; l++) {
+      clpa_attn_inputs in;
+      inputs_of(&in, &b, l);
+      p.layer = l;
+      st = clpa_run(plan, &in);
+      if (st == CLPA_OK && !host_lens) st = clpa_decode(ctx, &p);
+      if (st != CLPA_OK) { /* reported below */
+        ran = 0;
+        diag("decode %s: step %d layer %d: %s", name, step, l, clpa_last_error());
+        break;
+      }
+      if (!host_lens) /* the one call plans the same without host lengths */
+        same &= same_bytes(b.out_run, b.out_call, sizeof(float) * SEQS * HEADS * HS) &&
+                same_bytes(b.lse_run, b.lse_call, sizeof(float) * SEQS * HEADS);
+      worst = fmax(worst, decode_error(&b, l, tol));
+    }
+  }
+  if (!host_lens) ok(ran && same, "decode %s: 3 steps x %d layers equal clpa_decode bit for bit", name, LAYERS);
+  ok(ran && worst <= 1.0, "decode %s%s: 3 steps of new lengths and tables x %d layers on one plan match"
+     " the reference (worst %.3g of the tolerance)", name, host_lens ? " (planned from step 0's"
+     " host lengths)" : "", LAYERS, worst);
+  test_no_faults(ctx, name);
+  clpa_plan_release(plan);
+  batch_free(&b);
+}
+
+/* A plan from the layout alone runs on the application's buffers. */
+static void test_layout_only(void) {
+  batch b;
+  batch_make(&b);
+  clpa_decode_params p;
+  decode_params(&p, &b, MAXB * BS);
+  p.cache = NULL, p.kv = kv, p.query = p.block_tables = p.context_lens = p.out = p.lse = NULL;
+  clpa_plan *plan = NULL;
+  ok(clpa_plan_decode(ctx, &p, &plan) == CLPA_OK, "decode: a plan from the layout alone (%s)",
+     clpa_last_error());
+  batch_step(&b, MAXB * BS);
+  clpa_attn_inputs in;
+  inputs_of(&in, &b, 1);
+  int good = clpa_run(plan, &in) == CLPA_OK;
+  in.cache = NULL, in.key_cache = clpa_cache_key(cache, 1), in.value_cache = clpa_cache_value(cache, 1);
+  in.out = b.out_call, in.lse = b.lse_call;
+  good &= clpa_run(plan, &in) == CLPA_OK;
+  ok(good && same_bytes(b.out_run, b.out_call, sizeof(float) * SEQS * HEADS * HS),
+     "decode: it runs on layer 1 of the cache and on the application's buffers alike (%s)",
+     clpa_last_error());
+  clpa_plan_release(plan);
+  batch_free(&b);
+}
+
+static void test_prefill(int masked) {
+  const int32_t cu[] = {0, 7, 7, 27, 28}, cached[] = {5, 9, 0, 40}, n = 4, total = 28;
+  const size_t qn = (size_t)total * HEADS * HS, on = qn * sizeof(float);
+  float *q = malloc(on);
+  for (size_t i = 0; i < qn; i++) q[i] = rnd(-2, 2);
+  int32_t tables[4 * MAXB];
+  for (int i = 0; i < 4 * MAXB; i++) tables[i] = (i * 7) % BLOCKS;
+  const int mqb = 1, mkb = 2;
+  uint8_t mask[4 * HEADS * 1 * 2];
+  for (size_t i = 0; i < sizeof mask; i++) mask[i] = (uint8_t)(i % 3 != 0);
+  cl_mem bq = test_buffer(ctx, q, on), bt = test_buffer(ctx, tables, sizeof tables);
+  cl_mem bm = test_buffer(ctx, mask, sizeof mask);
+  cl_mem o1 = test_buffer(ctx, NULL, on), o2 = test_buffer(ctx, NULL, on);
+  clpa_prefill_params p;
+  clpa_prefill_params_init(&p);
+  p.num_seqs = n, p.num_heads = HEADS, p.cache = cache, p.max_blocks_per_seq = MAXB;
+  p.cu_seqlens_q = cu, p.cached_lens = cached, p.scale = 0.125f, p.query = bq, p.block_tables = bt;
+  if (masked) p.block_mask = bm, p.mask_block = 64, p.mask_q_blocks = mqb, p.mask_k_blocks = mkb;
+  clpa_plan *plan = NULL;
+  if (!ok(clpa_plan_prefill(ctx, &p, &plan) == CLPA_OK, "prefill%s: plan (%s)",
+          masked ? " (masked)" : "", clpa_last_error()))
+    return;
+  int same = 1;
+  for (int l = 0; l < LAYERS; l++) {
+    test_poison(ctx, o1, on), test_poison(ctx, o2, on);
+    clpa_attn_inputs in;
+    clpa_attn_inputs_init(&in);
+    in.cache = cache, in.layer = l, in.query = bq, in.block_tables = bt, in.out = o1;
+    in.block_mask = masked ? bm : NULL;
+    p.layer = l, p.out = o2;
+    same &= clpa_run(plan, &in) == CLPA_OK && clpa_prefill(ctx, &p) == CLPA_OK && same_bytes(o1, o2, on);
+  }
+  ok(same, "prefill%s: one plan on %d layers equals clpa_prefill bit for bit (%s)",
+     masked ? " with a block mask" : "", LAYERS, clpa_last_error());
+  if (masked) { /* a run without the plan's mask */
+    clpa_attn_inputs in;
+    clpa_attn_inputs_init(&in);
+    in.cache = cache, in.query = bq, in.block_tables = bt, in.out = o1;
+    test_poison(ctx, o1, on);
+    const clpa_status st = clpa_run(plan, &in);
+    ok(st == CLPA_ERR_INVALID_ARG && strstr(clpa_last_error(), "block_mask") && test_untouched(ctx, o1, on),
+       "prefill: a run without the plan's block mask is refused, nothing written (%s)", clpa_last_error());
+  }
+  test_no_faults(ctx, "prefill");
+  clpa_plan_release(plan);
+  cl_mem all[] = {bq, bt, bm, o1, o2};
+  for (size_t i = 0; i < sizeof all / sizeof *all; i++) clReleaseMemObject(all[i]);
+  free(q);
+}
+
+static void test_cascade(void) {
+  batch b;
+  batch_make(&b);
+  /* sequences 0-1 and 2-3 share their first 2 blocks; 4 is alone */
+  const int maxc = MAXB * BS;
+  for (int s = 0; s < SEQS; s++) {
+    b.lens[s] = 2 * BS + 1 + (int32_t)rng_below((uint32_t)(maxc - 2 * BS));
+    for (int j = 0; j < MAXB; j++) b.tables[s * MAXB + j] = s * MAXB + j;
+  }
+  for (int j = 0; j < 2; j++) b.tables[1 * MAXB + j] = j, b.tables[3 * MAXB + j] = 2 * MAXB + j;
+  test_write(ctx, b.bl, b.lens, sizeof b.lens);
+  test_write(ctx, b.bt, b.tables, sizeof b.tables);
+  const int32_t starts[] = {0, 2, 4}, shared[] = {2, 2};
+  clpa_cascade_params cp;
+  clpa_cascade_params_init(&cp);
+  decode_params(&cp.decode, &b, maxc);
+  cp.num_groups = 2, cp.group_starts = starts, cp.shared_blocks = shared;
+  clpa_plan *plan = NULL;
+  if (!ok(clpa_plan_cascade(ctx, &cp, &plan) == CLPA_OK, "cascade: plan (%s)", clpa_last_error())) {
+    batch_free(&b);
+    return;
+  }
+  int same = 1;
+  for (int l = 0; l < LAYERS; l++) {
+    clpa_attn_inputs in;
+    inputs_of(&in, &b, l);
+    cp.decode.layer = l;
+    same &= clpa_run(plan, &in) == CLPA_OK && clpa_cascade_decode(ctx, &cp) == CLPA_OK &&
+            same_bytes(b.out_run, b.out_call, sizeof(float) * SEQS * HEADS * HS) &&
+            same_bytes(b.lse_run, b.lse_call, sizeof(float) * SEQS * HEADS);
+  }
+  ok(same, "cascade: one plan on %d layers equals clpa_cascade_decode bit for bit (%s)", LAYERS,
+     clpa_last_error());
+  clpa_attn_inputs in;
+  inputs_of(&in, &b, 0);
+  in.alibi_slopes = b.bl; /* any buffer: refused before it is read */
+  test_poison(ctx, b.out_run, sizeof(float) * SEQS * HEADS * HS);
+  ok(clpa_run(plan, &in) == CLPA_ERR_UNSUPPORTED &&
+         test_untouched(ctx, b.out_run, sizeof(float) * SEQS * HEADS * HS),
+     "cascade: a run with ALiBi is refused, nothing written (%s)", clpa_last_error());
+  test_no_faults(ctx, "cascade");
+  clpa_plan_release(plan);
+  batch_free(&b);
+}
+
+static void test_refusals(void) {
+  batch b;
+  batch_make(&b);
+  clpa_decode_params p;
+  decode_params(&p, &b, MAXB * BS);
+  clpa_plan *plan = (clpa_plan *)&p; /* must come back NULL */
+  ok(clpa_plan_decode(ctx, NULL, &plan) == CLPA_ERR_INVALID_ARG && plan == NULL,
+     "plan: NULL params refused, *plan NULL (%s)", clpa_last_error());
+  ok(clpa_plan_decode(ctx, &p, NULL) == CLPA_ERR_INVALID_ARG, "plan: NULL out refused (%s)",
+     clpa_last_error());
+  clpa_attn_inputs in;
+  inputs_of(&in, &b, 0);
+  ok(clpa_run(NULL, &in) == CLPA_ERR_INVALID_ARG, "run: NULL plan refused (%s)", clpa_last_error());
+  clpa_plan_decode(ctx, &p, &plan);
+  ok(clpa_run(plan, NULL) == CLPA_ERR_INVALID_ARG, "run: NULL inputs refused (%s)", clpa_last_error());
+  /* caches of another shape */
+  clpa_cache_config cfg;
+  clpa_cache_config_init(&cfg);
+  cfg.num_kv_heads = KV_HEADS, cfg.head_size = 32, cfg.block_size = BS, cfg.dtype = KV_DTYPE;
+  cfg.num_blocks = BLOCKS;
+  clpa_cache *other = NULL;
+  clpa_cache_create(ctx, &cfg, &other);
+  batch_step(&b, MAXB * BS);
+  in.cache = other;
+  clpa_status st = clpa_run(plan, &in);
+  ok(st == CLPA_ERR_INVALID_ARG && strstr(clpa_last_error(), "the plan was made for") &&
+         test_untouched(ctx, b.out_run, sizeof(float) * SEQS * HEADS * HS),
+     "run: caches of head size 32 on a plan for 64 refused, nothing written (%s)", clpa_last_error());
+  in.cache = cache, in.layer = LAYERS;
+  ok(clpa_run(plan, &in) == CLPA_ERR_INVALID_ARG, "run: layer %d of %d refused (%s)", LAYERS,
+     LAYERS, clpa_last_error());
+  clpa_plan_release(plan);
+  clpa_cache_destroy(other);
+  /* an empty batch: nothing runs, the event completes */
+  p.num_seqs = 0;
+  cl_event ev = NULL;
+  ok(clpa_plan_decode(ctx, &p, &plan) == CLPA_OK, "plan: an empty batch (%s)", clpa_last_error());
+  inputs_of(&in, &b, 0);
+  in.event = &ev;
+  ok(clpa_run(plan, &in) == CLPA_OK && ev && clWaitForEvents(1, &ev) == CL_SUCCESS,
+     "run: an empty batch's event completes");
+  if (ev) clReleaseEvent(ev);
+  clpa_plan_release(plan);
+  clpa_plan_release(NULL);
+  batch_free(&b);
+}
+
+int main(void) {
+  ctx = test_context(0);
+  rng_seed_from_env();
+  clpa_cache_config cfg;
+  clpa_cache_config_init(&cfg);
+  cfg.num_layers = LAYERS, cfg.num_kv_heads = KV_HEADS, cfg.head_size = HS, cfg.block_size = BS;
+  cfg.dtype = KV_DTYPE, cfg.num_blocks = BLOCKS;
+  if (clpa_cache_create(ctx, &cfg, &cache) != CLPA_OK) {
+    printf("not ok 1 - cache: %s\n1..1\n", clpa_last_error());
+    return 1;
+  }
+  clpa_cache_get_layout(cache, &kv);
+  fill_cache();
+  test_decode_reuse("auto", CLPA_DECODE_PATH_AUTO, CLPA_DECODE_AUTO, 0, 0);
+  test_decode_reuse("auto", CLPA_DECODE_PATH_AUTO, CLPA_DECODE_AUTO, 0, 1);
+  test_decode_reuse("lanes v1", CLPA_DECODE_PATH_LANES, CLPA_DECODE_V1, 0, 0);
+  test_decode_reuse("lanes v2", CLPA_DECODE_PATH_LANES, CLPA_DECODE_V2, 32, 0);
+  test_decode_reuse("rows v2", CLPA_DECODE_PATH_ROWS, CLPA_DECODE_V2, 64, 0);
+  test_decode_reuse("mma v2", CLPA_DECODE_PATH_MMA, CLPA_DECODE_V2, 32, 0);
+  test_layout_only();
+  test_prefill(0);
+  test_prefill(1);
+  test_cascade();
+  test_refusals();
+  for (int l = 0; l < LAYERS; l++) free(keys[l]), free(values[l]);
+  clpa_cache_destroy(cache);
+  return test_context_done(ctx);
+}
