@@ -757,7 +757,7 @@ static int32_t model_partition_warps(const int32_t *lens, int n, int max_ctx, un
   }
   return split;
 }
-/* -1 where the model does not apply (test_plan's shapes are all within it). */
+/* -1 where the model does not apply. */
 static int32_t model_partition(const int32_t *lens, int n, int max_ctx, unsigned cus, int fp8) {
   int warps;
   return model_partition_warps(lens, n, max_ctx, cus, fp8, &warps);
@@ -786,8 +786,12 @@ static void test_plan(clpa_dtype dtype) {
       p.host_context_lens = host ? lens[set] : NULL;
       int32_t part = -1;
       clpa_decode_variant v = CLPA_DECODE_AUTO;
-      const int32_t want =
+      int32_t want =
           model_partition(p.host_context_lens, 3, p.max_context_len, cus, is_fp8(dtype));
+      /* Without the lengths on few compute units the blind cap leaves the
+       * split's warps outside the widening model, and every longer
+       * partition past the cap: the split stands. */
+      if (want < 0 && !host) want = model_split(NULL, 3, p.max_context_len, cus, is_fp8(dtype));
       const clpa_status st = clpa_decode_choice(ctx, &p, NULL, &v, &part, NULL);
       ok(st == CLPA_OK && part == want && (v == CLPA_DECODE_V1) == (want == 0),
          "mma plan (%s, lengths %d %d %d) %s the host's lengths: partition %d (the rule's %d for"
