@@ -124,14 +124,11 @@ static clpa_status plan_buffers(clpa_context *ctx, const clpa_cascade_params *p,
 
 clpa_status clpa_cascade_plan_fill(clpa_context *ctx, const clpa_cascade_params *p, int make,
                                    clpa_plan *pl) {
-  memset(pl, 0, sizeof *pl);
-  CLPA_CHECK(NULL, !ctx, CLPA_ERR_INVALID_ARG, "ctx must not be NULL");
-  CLPA_CTX_CHECK(ctx, !p, CLPA_ERR_INVALID_ARG, "p must not be NULL");
-  pl->ctx = ctx, pl->kind = PLAN_CASCADE;
+  clpa_status st = clpa_plan_begin(ctx, p, PLAN_CASCADE, pl);
+  if (st != CLPA_OK) return st;
   const clpa_decode_params *d = &p->decode;
   clpa_attn a;
   CLPA_ATTN_OF(&a, d);
-  clpa_status st;
   if ((st = clpa_attn_layout(ctx, &a, d->cache, d->layer, d->key_cache, d->value_cache, &d->kv)) ||
       (st = clpa_attn_validate(ctx, &a)) || (st = clpa_decode_validate(ctx, d, &a.kv)) ||
       (st = check_groups(ctx, p, a.kv.block_size)))

@@ -190,12 +190,9 @@ static clpa_status decode_v2(clpa_context *ctx, const clpa_decode_params *p, con
 
 clpa_status clpa_decode_plan_fill(clpa_context *ctx, const clpa_decode_params *p, int make,
                                   clpa_plan *pl) {
-  memset(pl, 0, sizeof *pl);
-  CLPA_CHECK(NULL, !ctx, CLPA_ERR_INVALID_ARG, "ctx must not be NULL");
-  CLPA_CTX_CHECK(ctx, !p, CLPA_ERR_INVALID_ARG, "p must not be NULL");
-  pl->ctx = ctx, pl->kind = PLAN_DECODE;
+  clpa_status st = clpa_plan_begin(ctx, p, PLAN_DECODE, pl);
+  if (st != CLPA_OK) return st;
   decode_call *c = &pl->dc;
-  clpa_status st;
   CLPA_ATTN_OF(&c->a, p);
   if ((st = clpa_attn_layout(ctx, &c->a, p->cache, p->layer, p->key_cache, p->value_cache,
                              &p->kv)) ||

@@ -15,6 +15,14 @@ void clpa_attn_inputs_init(clpa_attn_inputs *in) {
   in->k_scale = in->v_scale = 1.0f;
 }
 
+clpa_status clpa_plan_begin(clpa_context *ctx, const void *p, plan_kind kind, clpa_plan *pl) {
+  memset(pl, 0, sizeof *pl);
+  CLPA_CHECK(NULL, !ctx, CLPA_ERR_INVALID_ARG, "ctx must not be NULL");
+  CLPA_CTX_CHECK(ctx, !p, CLPA_ERR_INVALID_ARG, "p must not be NULL");
+  pl->ctx = ctx, pl->kind = kind;
+  return CLPA_OK;
+}
+
 void clpa_plan_fini(clpa_plan *pl) {
   if (!pl) return;
   if (pl->dk) clReleaseKernel(pl->dk);

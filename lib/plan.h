@@ -77,6 +77,9 @@ clpa_status clpa_cascade_plan_fill(clpa_context *ctx, const clpa_cascade_params 
                                    clpa_plan *pl);
 clpa_status clpa_cascade_run(clpa_plan *pl, const clpa_attn_inputs *in);
 
+/* A fill's start: pl zeroed, ctx and the params p checked (not NULL). */
+clpa_status clpa_plan_begin(clpa_context *ctx, const void *p, plan_kind kind, clpa_plan *pl);
+
 /* Releases what pl holds (not pl itself); pl may be half filled. */
 void clpa_plan_fini(clpa_plan *pl);
 

@@ -398,13 +398,10 @@ static size_t count_tiles(const clpa_prefill_params *p, int qpk, int rows) {
 
 clpa_status clpa_prefill_plan_fill(clpa_context *ctx, const clpa_prefill_params *p, int make,
                                    clpa_plan *pl) {
-  memset(pl, 0, sizeof *pl);
-  CLPA_CHECK(NULL, !ctx, CLPA_ERR_INVALID_ARG, "ctx must not be NULL");
-  CLPA_CTX_CHECK(ctx, !p, CLPA_ERR_INVALID_ARG, "p must not be NULL");
-  pl->ctx = ctx, pl->kind = PLAN_PREFILL;
+  clpa_status st = clpa_plan_begin(ctx, p, PLAN_PREFILL, pl);
+  if (st != CLPA_OK) return st;
   clpa_attn a;
   CLPA_ATTN_OF(&a, p);
-  clpa_status st;
   if ((st = clpa_attn_layout(ctx, &a, p->cache, p->layer, p->key_cache, p->value_cache, &p->kv)) ||
       (st = clpa_attn_validate(ctx, &a)))
     return st;
@@ -449,24 +446,33 @@ clpa_status clpa_prefill_plan_fill(clpa_context *ctx, const clpa_prefill_params 
   return CLPA_OK;
 }
 
-clpa_status clpa_prefill_run(clpa_plan *pl, const clpa_attn_inputs *in) {
+/* A run's params (the plan's with in's buffers) and caches into *q and
+ * *a, every buffer checked against the plan. */
+static clpa_status run_check(const clpa_plan *pl, const clpa_attn_inputs *in,
+                             clpa_prefill_params *q, clpa_attn *a) {
   clpa_context *ctx = pl->ctx;
-  clpa_prefill_params q = pl->pp;
-  CLPA_APPLY_INPUTS(&q, in);
-  q.block_mask = in->block_mask;
-  clpa_attn a;
+  *q = pl->pp;
+  CLPA_APPLY_INPUTS(q, in);
+  q->block_mask = in->block_mask;
   clpa_status st;
-  CLPA_ATTN_OF(&a, &q);
-  if ((st = clpa_plan_caches(pl, in, &a)) || (st = clpa_attn_validate(ctx, &a)) ||
-      (st = clpa_attn_check_buffers(ctx, &a, q.num_seqs, (size_t)pl->total)))
+  CLPA_ATTN_OF(a, q);
+  if ((st = clpa_plan_caches(pl, in, a)) || (st = clpa_attn_validate(ctx, a)) ||
+      (st = clpa_attn_check_buffers(ctx, a, q->num_seqs, (size_t)pl->total)))
     return st;
-  CLPA_CTX_CHECK(ctx, (pl->mask_bytes != 0) != (q.block_mask != NULL), CLPA_ERR_INVALID_ARG,
-                 "block_mask is %s, and the plan was made %s one", q.block_mask ? "given" : "NULL",
+  CLPA_CTX_CHECK(ctx, (pl->mask_bytes != 0) != (q->block_mask != NULL), CLPA_ERR_INVALID_ARG,
+                 "block_mask is %s, and the plan was made %s one", q->block_mask ? "given" : "NULL",
                  pl->mask_bytes ? "with" : "without");
-  if (q.block_mask && (st = clpa_check_buffer(ctx, q.block_mask, "block_mask", pl->mask_bytes, 0)))
-    return st;
-  if (pl->tiles == 0) return clpa_run_nothing(ctx, in);
-  return launch(ctx, &q, &a, pl);
+  return q->block_mask ? clpa_check_buffer(ctx, q->block_mask, "block_mask", pl->mask_bytes, 0)
+                       : CLPA_OK;
+}
+
+clpa_status clpa_prefill_run(clpa_plan *pl, const clpa_attn_inputs *in) {
+  clpa_prefill_params q;
+  clpa_attn a;
+  const clpa_status st = run_check(pl, in, &q, &a);
+  if (st != CLPA_OK) return st;
+  if (pl->tiles == 0) return clpa_run_nothing(pl->ctx, in);
+  return launch(pl->ctx, &q, &a, pl);
 }
 
 static clpa_status clpa_prefill_choice_impl(clpa_context *ctx, const clpa_prefill_params *p,
@@ -498,15 +504,14 @@ static clpa_status clpa_prefill_impl(clpa_context *ctx, const clpa_prefill_param
   CLPA_INPUTS_OF(&in, p);
   in.block_mask = p->block_mask;
   /* the buffers first, so that a refused call leaves its work list unwritten */
+  clpa_prefill_params q;
   clpa_attn a;
-  CLPA_ATTN_OF(&a, p);
-  if ((st = clpa_plan_caches(&pl, &in, &a)) || (st = clpa_attn_validate(ctx, &a)) ||
-      (st = clpa_attn_check_buffers(ctx, &a, p->num_seqs, (size_t)pl.total)) ||
-      (pl.mask_bytes && (st = clpa_check_buffer(ctx, p->block_mask, "block_mask", pl.mask_bytes, 0))))
-    goto done;
+  if ((st = run_check(&pl, &in, &q, &a))) goto done;
   const int qpk = p->num_heads / pl.kv.num_kv_heads;
-  if (pl.tiles && (st = scratch_lists(ctx, p, qpk, pl.ps.rows, &pl))) goto done;
-  st = clpa_prefill_run(&pl, &in);
+  if (pl.tiles == 0)
+    st = clpa_run_nothing(ctx, &in);
+  else if ((st = scratch_lists(ctx, p, qpk, pl.ps.rows, &pl)) == CLPA_OK)
+    st = launch(ctx, &q, &a, &pl);
 done:
   clpa_plan_fini(&pl);
   return st;
