@@ -132,8 +132,8 @@ static void stream_grid(const demo_linear_tuning *t) {
 int main(void) {
   rng_seed_from_env();
   ctx = test_context(0);
-  const demo_linear_tuning gpu = {"forced: lanes split k", 64, 16, 8, 4, 0, 0};
-  const demo_linear_tuning odd = {"forced: odd shape", 64, 4, 3, 3, 0, 0};
+  const demo_linear_tuning gpu = {"forced: lanes split k", 64, 16, 8, 4, 0, 0, 4, 2, 0};
+  const demo_linear_tuning odd = {"forced: odd shape", 64, 4, 3, 3, 0, 0, 4, 2, 0};
   stream_grid(NULL);
   stream_grid(&gpu);
   stream_grid(&odd);
@@ -141,21 +141,44 @@ int main(void) {
   clpa_device_info info;
   clpa_context_device_info(ctx, &info);
   const int nvidia = strstr(info.vendor, "NVIDIA") != NULL;
-  if (nvidia) { /* the tensor-core kernel: every row block, several blocks, k in chunks of 32 */
+  /* the tensor-core kernel (emulated off NVIDIA): every row block, several
+   * blocks, k in chunks of 32, partial stages; in the table's shape and in
+   * an odd one that splits k across work-groups */
+  const demo_linear_tuning split = {"forced: split k", 0, 16, 8, 4, 1, 256, 2, 3, 64};
+  const demo_linear_tuning *mshapes[] = {NULL, &split};
+  for (size_t s = 0; s < 2; s++) {
+    demo_linear *lm = create(mshapes[s]);
+    const demo_linear_tuning *tu = demo_linear_tuning_of(lm);
+    diag("tensor-core kernel, %s: mwarps %d, ct %d, fill %d", tu->match, (int)tu->mwarps,
+         (int)tu->mma_ct, (int)tu->mma_fill);
     const int32_t rows[] = {1, 7, 8, 9, 16, 31, 64, 65, 130};
+    int32_t most = 1;
     for (size_t d = 1; d < 3; d++)
       for (size_t r = 0; r < sizeof rows / sizeof *rows; r++) {
         const int32_t n = 20 + (int32_t)rng_below(200), k = 32 * (1 + (int32_t)rng_below(40));
-        run_case(l, DEMO_LINEAR_MMA, dts[d], rows[r], n, k, (int)(r % 2));
+        const int32_t sp = demo_linear_mma_split(lm, rows[r], n, k);
+        most = sp > most ? sp : most;
+        if (sp > 1) diag("  k %d in %d splits", (int)k, (int)sp);
+        run_case(lm, DEMO_LINEAR_MMA, dts[d], rows[r], n, k, (int)(r % 2));
       }
-  } else {
+    if (s == 1) {
+      ok(most > 1, "the forced shape split k (up to %d splits)", (int)most);
+      ok(demo_linear_mma_split(lm, 1, 20, 4096) == 8 && demo_linear_mma_split(lm, 1, 20, 1024) == 2 &&
+             demo_linear_mma_split(lm, 1, 20, 96) == 1,
+         "the split: doubled while warps < fill a CU and each split has two stages of 8 chunks"
+         " (1 x 20 x 4096: %d, x 1024: %d, x 96: %d)", (int)demo_linear_mma_split(lm, 1, 20, 4096),
+         (int)demo_linear_mma_split(lm, 1, 20, 1024), (int)demo_linear_mma_split(lm, 1, 20, 96));
+    }
+    demo_linear_destroy(lm);
+  }
+  {
     cl_mem b = test_buffer(ctx, NULL, 4096);
-    ok(demo_linear_run(l, DEMO_LINEAR_MMA, DEMO_W_F16, b, b, b, 2, 4, 32, 0, NULL) ==
-               CLPA_ERR_INVALID_ARG && strstr(demo_last_error(), "NVIDIA"),
-       "the tensor-core kernel refused off NVIDIA: %s", demo_last_error());
+    ok(demo_linear_run(l, DEMO_LINEAR_MMA, DEMO_W_F32, b, b, b, 2, 4, 32, 0, NULL) ==
+               CLPA_ERR_INVALID_ARG && strstr(demo_last_error(), "f16 or bf16"),
+       "the tensor-core kernel refuses f32 weights: %s", demo_last_error());
     clReleaseMemObject(b);
   }
-  const demo_linear_tuning bad = {"forced: bad", 64, 16, 128, 4, 0, 0};
+  const demo_linear_tuning bad = {"forced: bad", 64, 16, 128, 4, 0, 0, 4, 2, 0};
   demo_linear *nope = NULL;
   ok(demo_linear_create(clpa_context_cl_context(ctx), clpa_context_cl_device(ctx),
                         clpa_context_cl_queue(ctx), &bad, &nope) == CLPA_ERR_INVALID_ARG && !nope,
@@ -201,7 +224,7 @@ int main(void) {
              CLPA_ERR_INVALID_ARG && strstr(demo_last_error(), "whole number of q4_K blocks"),
      "q4_K with k 128 refused: %s", demo_last_error());
   clReleaseMemObject(bq);
-  const demo_linear_tuning rule = {"forced: the rule", 16, 16, 8, 4, 64, 8};
+  const demo_linear_tuning rule = {"forced: the rule", 16, 16, 8, 4, 17, 64, 4, 2, 0};
   demo_linear *lr = create(&rule);
   const demo_wfmt F16 = DEMO_W_F16, F32 = DEMO_W_F32;
   ok(demo_linear_pick(lr, 16, 64, F32) == DEMO_LINEAR_STREAM &&
@@ -212,8 +235,18 @@ int main(void) {
          demo_linear_pick(lr, 17, 48, F16) == DEMO_LINEAR_CLBLAST &&
          demo_linear_pick(lr, 65, 64, F16) == DEMO_LINEAR_CLBLAST &&
          demo_linear_pick(lr, 16, 48, F16) == DEMO_LINEAR_STREAM,
-     "the pick: stream up to 16 rows (k a multiple of 8), then mma up to 64 on NVIDIA (k a"
-     " multiple of 32, f16 or bf16), else clblast");
+     "the pick: mma from 17 to 64 rows on NVIDIA (k a multiple of 32, f16 or bf16), else stream up"
+     " to 16 rows (k a multiple of 8), else clblast");
+  demo_linear_destroy(lr);
+  const demo_linear_tuning first = {"forced: mma first", 16, 16, 8, 4, 2, 1 << 30, 4, 2, 16};
+  lr = create(&first);
+  const demo_wfmt Q4K = DEMO_W_Q4_K;
+  ok(demo_linear_pick(lr, 1, 64, F16) == DEMO_LINEAR_STREAM &&
+         demo_linear_pick(lr, 2, 64, F16) == (nvidia ? DEMO_LINEAR_MMA : DEMO_LINEAR_STREAM) &&
+         demo_linear_pick(lr, 100000, 64, F16) == (nvidia ? DEMO_LINEAR_MMA : DEMO_LINEAR_CLBLAST) &&
+         demo_linear_pick(lr, 16, 256, Q4K) == DEMO_LINEAR_STREAM &&
+         demo_linear_pick(lr, 17, 256, Q4K) == DEMO_LINEAR_CLBLAST,
+     "the pick: mma from 2 rows on NVIDIA before stream; block forms stream up to 16 rows");
   demo_linear_destroy(lr);
   cl_mem b = test_buffer(ctx, NULL, 4096);
   ok(demo_linear_run(l, DEMO_LINEAR_STREAM, DEMO_W_F16, b, b, b, 2, 4, 12, 0, NULL) ==

@@ -24,7 +24,7 @@ typedef struct linear_args {
   clpa_dtype dtype;
   rows_list rows;
   const char *engine;
-  int32_t lanes, groups, nc, mwarps;
+  int32_t lanes, groups, nc, mwarps, fill, ct;
   int json, cold, hot;
   int32_t repeats;
 } linear_args;
@@ -87,7 +87,8 @@ static clpa_status one_call(clpa_context *ctx, const void *arg, cl_event *event)
 }
 
 int bench_linear(int argc, char **argv) {
-  linear_args a = {"llama-1b", CLPA_DTYPE_F16, {5, {1, 4, 16, 64, 256}}, "all", 0, 0, 0, 8, 0, 0, 0, 30};
+  linear_args a = {"llama-1b", CLPA_DTYPE_F16, {5, {1, 4, 16, 64, 256}}, "all", 0, 0, 0, 0, -1, 0,
+                   0, 0, 0, 30};
   const cli_opt opts[] = {
       {"model", CLI_WORD, &a.model, 0, 0, "NAME", "the weight shapes: llama-1b or tiny", "llama-1b",
        parse_word},
@@ -101,8 +102,10 @@ int bench_linear(int argc, char **argv) {
        NULL, NULL},
       {"groups", CLI_INT, &a.groups, 0, 1024, "N", "column groups a work-group (with --lanes)", NULL, NULL},
       {"nc", CLI_INT, &a.nc, 0, 16, "N", "columns a column group (with --lanes)", NULL, NULL},
-      {"mwarps", CLI_INT, &a.mwarps, 1, 16, "N", "the tensor-core kernel's warps (with --lanes)", NULL,
-       NULL},
+      {"mwarps", CLI_INT, &a.mwarps, 1, 16, "N", "the tensor-core kernel's warps, forced", NULL, NULL},
+      {"fill", CLI_INT, &a.fill, 0, 64, "N",
+       "its split of k aims at N warps a compute unit, forced\n(0: no split)", NULL, NULL},
+      {"ct", CLI_INT, &a.ct, 1, 4, "N", "its tiles of 16 columns a warp, forced", NULL, NULL},
       {"cold", CLI_FLAG, &a.cold, 0, 0, NULL, "flush the L2 before every timed call (default on a GPU)",
        NULL, NULL},
       {"hot", CLI_FLAG, &a.hot, 0, 0, NULL, "back-to-back calls (default elsewhere)", NULL, NULL},
@@ -120,7 +123,8 @@ int bench_linear(int argc, char **argv) {
       opts,
       "JSON keys: op, device, engine, shape, dtype, rows, n, k, us_per_call,\n"
       "weight_bytes, gbps, copy_gbps, ratio, tflops, fma_peak_tflops, lanes, groups,\n"
-      "nc; the step's lines have shape \"step\" and the summed time and bytes.",
+      "nc, mwarps, fill, ct, ksplit (the tensor-core kernel's splits of k); the\n"
+      "step's lines have shape \"step\" and the summed time and bytes.",
   };
   int rc = cli_parse(&cmd, argc, argv);
   if (rc != CLI_RUN) return rc;
@@ -150,10 +154,25 @@ int bench_linear(int argc, char **argv) {
   bench_timing_pick(&env, a.cold, a.hot, a.repeats, &t);
   cl_context cl = clpa_context_cl_context(env.ctx);
   if (all && strstr(env.info.vendor, "NVIDIA")) engines[ne++] = DEMO_LINEAR_MMA;
-  demo_linear_tuning forced = {"forced", 1 << 30, a.lanes, a.groups, a.nc, 1 << 30, a.mwarps};
+  /* the table's entry, with what the options force */
   demo_linear *l = NULL;
-  if (demo_linear_create(cl, clpa_context_cl_device(env.ctx), clpa_context_cl_queue(env.ctx),
-                         a.lanes ? &forced : NULL, &l) != CLPA_OK) {
+  demo_linear_tuning forced = {"forced", 0, 0, 0, 0, 0, 0, 0, 0, 0};
+  const int force = a.lanes || a.mwarps || a.fill >= 0 || a.ct;
+  if (demo_linear_create(cl, clpa_context_cl_device(env.ctx), clpa_context_cl_queue(env.ctx), NULL,
+                         &l) == CLPA_OK && force) {
+    forced = *demo_linear_tuning_of(l);
+    forced.match = "forced";
+    forced.stream_max_rows = forced.mma_max_rows = 1 << 30;
+    if (a.lanes) forced.lanes = a.lanes, forced.groups = a.groups, forced.nc = a.nc;
+    if (a.mwarps) forced.mwarps = a.mwarps;
+    if (a.fill >= 0) forced.mma_fill = a.fill;
+    if (a.ct) forced.mma_ct = a.ct;
+    demo_linear_destroy(l);
+    l = NULL;
+    demo_linear_create(cl, clpa_context_cl_device(env.ctx), clpa_context_cl_queue(env.ctx), &forced,
+                       &l);
+  }
+  if (!l) {
     fprintf(stderr, "clpa-bench linear: %s\n", demo_last_error());
     bench_close(&env);
     return 1;
@@ -220,6 +239,10 @@ int bench_linear(int argc, char **argv) {
           cli_json_int(&j, "lanes", tu->lanes);
           cli_json_int(&j, "groups", tu->groups);
           cli_json_int(&j, "nc", tu->nc);
+          cli_json_int(&j, "mwarps", tu->mwarps);
+          cli_json_int(&j, "fill", tu->mma_fill);
+          cli_json_int(&j, "ct", tu->mma_ct);
+          cli_json_int(&j, "ksplit", used == DEMO_LINEAR_MMA ? demo_linear_mma_split(l, c.rows, s->n, s->k) : 1);
           cli_json_end(&j);
         } else {
           printf("%-8s %-8s rows %5d  %6d x %5d  %10.1f us  %8.1f GB/s (%.3f of copy)  %7.3f TFLOP/s\n",

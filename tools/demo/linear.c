@@ -17,11 +17,12 @@
  * sentence a row; the measurements that chose each (device, date,
  * command, figures) are in notes/linear.md. */
 static const demo_linear_tuning table[] = {
-    /* NVIDIA: streaming for the fewest rows, then the tensor cores */
-    {"vendor:NVIDIA", 4, 32, 4, 4, 256, 8},
+    /* NVIDIA: the tensor cores from 2 rows on, k split for small matrices; streaming for
+       1 row and for block forms up to 16 */
+    {"vendor:NVIDIA", 16, 32, 4, 4, 2, 1 << 30, 4, 2, 16},
     /* CPUs (PoCL): one work-item a column group, vector sums; faster than CLBlast at every row count */
-    {"type:cpu", 1 << 30, 1, 16, 2, 0, 0},
-    {"default", 16, 16, 8, 4, 0, 0},
+    {"type:cpu", 1 << 30, 1, 16, 2, 0, 0, 4, 2, 0},
+    {"default", 16, 16, 8, 4, 0, 0, 4, 2, 0},
 };
 
 /* Row blocks the kernels are built for: the smallest that holds the
@@ -38,11 +39,14 @@ struct demo_linear {
   cl_device_id dev;
   cl_command_queue queue;
   demo_linear_tuning tune;
-  int nvidia;         /* inline PTX: the tensor-core kernel runs */
+  int nvidia;         /* inline PTX: the tensor-core kernel runs on the tensor cores */
+  int32_t cus;        /* compute units (the split's aim) */
   cl_program prog[NWDT][NBLOCKS], mprog[NWDT][NMMA];
-  cl_kernel stream[NWDT][NBLOCKS], widen[NWDT], mma[NWDT][NMMA];
+  cl_kernel stream[NWDT][NBLOCKS], widen[NWDT], mma[NWDT][NMMA], reduce[NWDT][NMMA];
   cl_mem wide;        /* CLBlast's f32 copy of one weight */
   size_t wide_elems;
+  cl_mem part, counts; /* the mma kernel's split sums and its tiles' counters (zero between calls) */
+  size_t part_elems, count_elems;
 };
 
 /* Elements and bytes of a block of each form (a float a "block" of 1). */
@@ -101,17 +105,22 @@ clpa_status demo_linear_create(cl_context ctx, cl_device_id dev, cl_command_queu
   const demo_linear_tuning *t = tuning ? tuning : lookup(dev);
   if (t->lanes < 1 || t->lanes > 64 || t->groups < 1 || t->groups * t->lanes > 1024 || t->nc < 1 ||
       t->nc > 16 || t->stream_max_rows < 0 || t->mma_max_rows < 0 ||
-      (t->mma_max_rows > 0 && (t->mwarps < 1 || t->mwarps > 16)))
+      t->mma_min_rows < 0 || t->mwarps < 1 || t->mwarps > 8 || t->mma_ct < 1 || t->mma_ct > 4 ||
+      t->mma_fill < 0 || t->mma_fill > 64)
     return demo_model_fail(CLPA_ERR_INVALID_ARG,
                            "demo_linear_create: lanes %d, groups %d, nc %d, stream_max_rows %d,"
-                           " mma_max_rows %d, mwarps %d", (int)t->lanes, (int)t->groups,
-                           (int)t->nc, (int)t->stream_max_rows, (int)t->mma_max_rows,
-                           (int)t->mwarps);
+                           " mma rows %d to %d, mwarps %d, mma_ct %d, mma_fill %d", (int)t->lanes,
+                           (int)t->groups, (int)t->nc, (int)t->stream_max_rows,
+                           (int)t->mma_min_rows, (int)t->mma_max_rows, (int)t->mwarps,
+                           (int)t->mma_ct, (int)t->mma_fill);
   demo_linear *l = calloc(1, sizeof *l);
   if (!l) return demo_model_fail(CLPA_ERR_OUT_OF_MEMORY, "demo_linear_create: out of memory");
   l->ctx = ctx, l->dev = dev, l->queue = queue;
   l->tune = *t;
   l->nvidia = is_nvidia(dev);
+  cl_uint cus = 1;
+  clGetDeviceInfo(dev, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof cus, &cus, NULL);
+  l->cus = cus ? (int32_t)cus : 1;
   *out = l;
   return CLPA_OK;
 }
@@ -126,10 +135,13 @@ void demo_linear_destroy(demo_linear *l) {
     if (l->widen[d]) clReleaseKernel(l->widen[d]);
     for (int b = 0; b < NMMA; b++) {
       if (l->mma[d][b]) clReleaseKernel(l->mma[d][b]);
+      if (l->reduce[d][b]) clReleaseKernel(l->reduce[d][b]);
       if (l->mprog[d][b]) clReleaseProgram(l->mprog[d][b]);
     }
   }
   if (l->wide) clReleaseMemObject(l->wide);
+  if (l->part) clReleaseMemObject(l->part);
+  if (l->counts) clReleaseMemObject(l->counts);
   free(l);
 }
 
@@ -142,14 +154,16 @@ const char *demo_linear_engine_name(demo_linear_engine e) {
                                     : "auto";
 }
 
-/* The tensor-core kernel takes the call: NVIDIA, k in chunks of 32, f16 or bf16 weights. */
-static int mma_runs(const demo_linear *l, int32_t k, demo_wfmt w) {
-  return l->nvidia && k % 32 == 0 && (w == DEMO_W_F16 || w == DEMO_W_BF16);
+/* The tensor-core kernel takes the call: k in chunks of 32, f16 or bf16
+ * weights (off NVIDIA it runs emulated, for tests: never picked there). */
+static int mma_runs(int32_t k, demo_wfmt w) {
+  return k % 32 == 0 && (w == DEMO_W_F16 || w == DEMO_W_BF16);
 }
 
 demo_linear_engine demo_linear_pick(const demo_linear *l, int32_t rows, int32_t k, demo_wfmt w) {
-  if (rows <= l->tune.stream_max_rows && k % 8 == 0) return DEMO_LINEAR_STREAM;
-  return rows <= l->tune.mma_max_rows && mma_runs(l, k, w) ? DEMO_LINEAR_MMA : DEMO_LINEAR_CLBLAST;
+  if (rows >= l->tune.mma_min_rows && rows <= l->tune.mma_max_rows && l->nvidia && mma_runs(k, w))
+    return DEMO_LINEAR_MMA;
+  return rows <= l->tune.stream_max_rows && k % 8 == 0 ? DEMO_LINEAR_STREAM : DEMO_LINEAR_CLBLAST;
 }
 
 static int block_in(const int32_t *blocks, int count, int32_t rows) {
@@ -204,13 +218,64 @@ static clpa_status program(demo_linear *l, int d, int b) {
   return demo_cl_check(e, "demo_linear: clCreateKernel(demo_linear_widen)");
 }
 
-/* The tensor-core program of dtype d and row block b (mma_blocks). */
+/* Chunks of 32 a stage of the tensor-core kernel for nt row tiles: its
+ * activations' local memory at most 16 KB. */
+static int mma_stage(int nt) { return nt >= 8 ? 2 : nt >= 4 ? 4 : 8; }
+
+/* Columns a work-group of the tensor-core kernel takes. */
+static int64_t mma_cols(const demo_linear *l) { return 16 * (int64_t)l->tune.mma_ct * l->tune.mwarps; }
+
+/* The tensor-core program of dtype d and row block b (mma_blocks), and
+ * its reduce kernel. */
 static clpa_status mma_program(demo_linear *l, int d, int b) {
   if (l->mma[d][b]) return CLPA_OK;
-  char opts[160];
-  snprintf(opts, sizeof opts, "-cl-std=CL1.2 -DDEMO_WDT=%d -DNT=%d -DMWARPS=%d", d,
-           (int)mma_blocks[b] / 8, (int)l->tune.mwarps);
-  return build(l, 1, opts, "demo_linear_mma", &l->mprog[d][b], &l->mma[d][b]);
+  char opts[192];
+  const int nt = (int)mma_blocks[b] / 8;
+  snprintf(opts, sizeof opts,
+           "-cl-std=CL1.2 -DDEMO_WDT=%d -DNT=%d -DMWARPS=%d -DCT=%d -DSC=%d -DDEMO_PTX=%d", d, nt,
+           (int)l->tune.mwarps, (int)l->tune.mma_ct, mma_stage(nt), l->nvidia);
+  clpa_status st = build(l, 1, opts, "demo_linear_mma", &l->mprog[d][b], &l->mma[d][b]);
+  if (st != CLPA_OK) return st;
+  cl_int e;
+  l->reduce[d][b] = clCreateKernel(l->mprog[d][b], "demo_linear_mma_reduce", &e);
+  if (e == CL_SUCCESS) return CLPA_OK;
+  clReleaseKernel(l->mma[d][b]), clReleaseProgram(l->mprog[d][b]);
+  l->mma[d][b] = NULL, l->mprog[d][b] = NULL, l->reduce[d][b] = NULL;
+  return demo_cl_check(e, "demo_linear: clCreateKernel(demo_linear_mma_reduce)");
+}
+
+/* linear.h; the aim (mma_fill) is the table's, notes/linear.md. */
+int32_t demo_linear_mma_split(const demo_linear *l, int32_t rows, int32_t n, int32_t k) {
+  const int b = block_in(mma_blocks, NMMA, rows);
+  const int64_t rb = mma_blocks[b], cols = mma_cols(l);
+  const int64_t warps = (((int64_t)n + cols - 1) / cols) * (((int64_t)rows + rb - 1) / rb) * l->tune.mwarps;
+  const int64_t want = (int64_t)l->cus * l->tune.mma_fill;
+  const int64_t least = 2 * mma_stage((int)rb / 8); /* chunks a split: two stages */
+  int32_t s = 1;
+  while (s < 64 && warps * s < want && k % (64 * s) == 0 && k / (64 * s) >= least) s *= 2;
+  return s;
+}
+
+/* Grows *buf to hold elems elements of size bytes (zeroed when zero is set). */
+static clpa_status grow(demo_linear *l, cl_mem *buf, size_t *have, size_t elems, size_t size,
+                        int zero, const char *what) {
+  if (*have >= elems) return CLPA_OK;
+  if (*buf) clReleaseMemObject(*buf);
+  *have = 0;
+  cl_int e;
+  *buf = clCreateBuffer(l->ctx, CL_MEM_READ_WRITE, elems * size, NULL, &e);
+  if (e == CL_SUCCESS && zero) {
+    const cl_int z = 0;
+    e = clEnqueueFillBuffer(l->queue, *buf, &z, sizeof z, 0, elems * size, 0, NULL, NULL);
+  }
+  if (e != CL_SUCCESS) {
+    if (*buf) clReleaseMemObject(*buf);
+    *buf = NULL;
+    return demo_model_fail(demo_cl_status(e), "demo_linear_run: %s (%zu bytes): OpenCL error %d",
+                           what, elems * size, (int)e);
+  }
+  *have = elems;
+  return CLPA_OK;
 }
 
 static clpa_status check(demo_wfmt w, int32_t rows, int32_t n, int32_t k) {
@@ -230,6 +295,7 @@ static clpa_status check(demo_wfmt w, int32_t rows, int32_t n, int32_t k) {
 
 static clpa_status set_args(cl_kernel kr, cl_mem A, int32_t rows, int32_t k, cl_mem W, int32_t n,
                             cl_mem C, int accumulate) {
+  /* args 0-6; the mma kernel's 7 and 8 are set by run_mma */
   const cl_int acc = accumulate != 0;
   cl_int e = clSetKernelArg(kr, 0, sizeof A, &A);
   e |= clSetKernelArg(kr, 1, sizeof rows, &rows);
@@ -263,20 +329,47 @@ static clpa_status run_stream(demo_linear *l, int d, cl_mem A, cl_mem W, cl_mem 
 
 static clpa_status run_mma(demo_linear *l, int d, cl_mem A, cl_mem W, cl_mem C, int32_t rows,
                            int32_t n, int32_t k, int accumulate, cl_event *ev) {
-  if (!mma_runs(l, k, (demo_wfmt)d))
+  if (!mma_runs(k, (demo_wfmt)d))
     return demo_model_fail(CLPA_ERR_INVALID_ARG,
-                           "demo_linear_run: the tensor-core kernel needs NVIDIA, k a multiple of 32"
+                           "demo_linear_run: the tensor-core kernel needs k a multiple of 32"
                            " and f16 or bf16 weights (k %d, %s)", (int)k, forms[d].name);
   const int b = block_in(mma_blocks, NMMA, rows);
+  const int32_t split = demo_linear_mma_split(l, rows, n, k);
+  const size_t wg = 32 * (size_t)l->tune.mwarps, rb = (size_t)mma_blocks[b];
+  const size_t cols = (size_t)mma_cols(l);
+  const size_t tiles = ((size_t)n + cols - 1) / cols, blocks = ((size_t)rows + rb - 1) / rb;
   clpa_status st = mma_program(l, d, b);
+  if (st == CLPA_OK && split > 1)
+    st = grow(l, &l->part, &l->part_elems, (size_t)split * (size_t)rows * (size_t)n, sizeof(float),
+              0, "clCreateBuffer(the split sums)");
+  if (st == CLPA_OK && split > 1)
+    st = grow(l, &l->counts, &l->count_elems, tiles * blocks, sizeof(cl_int), 1,
+              "clCreateBuffer(the tiles' counters)");
   if (st == CLPA_OK) st = set_args(l->mma[d][b], A, rows, k, W, n, C, accumulate);
   if (st != CLPA_OK) return st;
-  const size_t wg = 32 * (size_t)l->tune.mwarps, rb = (size_t)mma_blocks[b];
-  const size_t global[2] = {((size_t)n + 15) / 16 * wg, ((size_t)rows + rb - 1) / rb};
-  const size_t local[2] = {wg, 1};
-  return demo_cl_check(clEnqueueNDRangeKernel(l->queue, l->mma[d][b], 2, NULL, global, local, 0,
-                                              NULL, ev),
-                       "demo_linear_run: clEnqueueNDRangeKernel(demo_linear_mma)");
+  cl_mem part = split > 1 ? l->part : C, counts = split > 1 ? l->counts : C; /* unread at split 1 */
+  cl_int e = clSetKernelArg(l->mma[d][b], 7, sizeof part, &part);
+  e |= clSetKernelArg(l->mma[d][b], 8, sizeof counts, &counts);
+  const size_t global[3] = {blocks * wg, tiles, (size_t)split}; /* row blocks fastest */
+  const size_t local[3] = {wg, 1, 1};
+  const int reduce = split > 1 && !l->nvidia; /* NVIDIA: the last split adds up */
+  if (e == CL_SUCCESS)
+    e = clEnqueueNDRangeKernel(l->queue, l->mma[d][b], 3, NULL, global, local, 0, NULL,
+                               reduce ? NULL : ev);
+  if (e != CL_SUCCESS || !reduce)
+    return demo_cl_check(e, "demo_linear_run: clEnqueueNDRangeKernel(demo_linear_mma)");
+  cl_kernel kr = l->reduce[d][b];
+  const cl_int acc = accumulate != 0;
+  e = clSetKernelArg(kr, 0, sizeof l->part, &l->part);
+  e |= clSetKernelArg(kr, 1, sizeof rows, &rows);
+  e |= clSetKernelArg(kr, 2, sizeof n, &n);
+  e |= clSetKernelArg(kr, 3, sizeof split, &split);
+  e |= clSetKernelArg(kr, 4, sizeof C, &C);
+  e |= clSetKernelArg(kr, 5, sizeof acc, &acc);
+  const size_t items = (size_t)rows * (size_t)n;
+  if (e == CL_SUCCESS)
+    e = clEnqueueNDRangeKernel(l->queue, kr, 1, NULL, &items, NULL, 0, NULL, ev);
+  return demo_cl_check(e, "demo_linear_run: clEnqueueNDRangeKernel(demo_linear_mma_reduce)");
 }
 
 /* out [n, k] = W as floats (demo_linear_widen); the program is built. */

@@ -9,7 +9,7 @@
  *            its stored form; bound by the weights' bytes for few rows
  *            (a decode step); any OpenCL 1.2 device
  *   mma      linear_kernels.c: the same on NVIDIA's tensor cores (2xTF32,
- *            f16 and bf16 weights)
+ *            f16 and bf16 weights; emulated elsewhere, for tests)
  *   clblast  CLBlast's SGEMM, the weight widened to f32 first where it is
  *            stored narrower (no device here has cl_khr_fp16 for HGEMM);
  *            for many rows (a prefill chunk)
@@ -42,7 +42,7 @@ typedef enum demo_linear_engine {
   DEMO_LINEAR_AUTO = 0,   /* the device's table */
   DEMO_LINEAR_STREAM = 1, /* linear_kernels.c */
   DEMO_LINEAR_CLBLAST = 2, /* CLBlast's SGEMM */
-  DEMO_LINEAR_MMA = 3      /* linear_kernels.c's tensor-core kernel (NVIDIA) */
+  DEMO_LINEAR_MMA = 3      /* linear_kernels.c's tensor-core kernel (NVIDIA; emulated elsewhere) */
 } demo_linear_engine;
 
 /* One entry of the table. */
@@ -50,9 +50,12 @@ typedef struct demo_linear_tuning {
   const char *match;       /* "vendor:NVIDIA", "type:cpu", "type:gpu", "default" */
   int32_t stream_max_rows; /* the streaming kernel up to this many rows */
   int32_t lanes, groups, nc; /* the streaming kernel's shape (linear_kernels.c) */
-  int32_t mma_max_rows;    /* NVIDIA: then the tensor-core kernel up to this many (0: never);
-                              CLBlast past them */
-  int32_t mwarps;          /* its warps a work-group, splitting k */
+  int32_t mma_min_rows, mma_max_rows; /* NVIDIA: the tensor-core kernel for these row counts,
+                                         before the streaming kernel (max 0: never) */
+  int32_t mwarps;          /* its warps a work-group */
+  int32_t mma_ct;          /* its tiles of 16 columns a warp */
+  int32_t mma_fill;        /* its split of k across work-groups aims at this many warps a
+                              compute unit (0: no split; demo_linear_mma_split) */
 } demo_linear_tuning;
 
 typedef struct demo_linear demo_linear;
@@ -71,10 +74,16 @@ void demo_linear_destroy(demo_linear *l);
 const demo_linear_tuning *demo_linear_tuning_of(const demo_linear *l);
 
 /* The engine the table picks for `rows` rows over a k of k, weights in
- * form w: stream up to stream_max_rows (k a multiple of 8), else mma up
- * to mma_max_rows where it runs (NVIDIA, k a multiple of 32, f16 or bf16
- * weights), else clblast (block formats widened to f32 first). */
+ * form w: mma from mma_min_rows to mma_max_rows where it runs (NVIDIA, k
+ * a multiple of 32, f16 or bf16 weights), else stream up to
+ * stream_max_rows (k a multiple of 8), else clblast (block formats
+ * widened to f32 first). */
 demo_linear_engine demo_linear_pick(const demo_linear *l, int32_t rows, int32_t k, demo_wfmt w);
+
+/* The tensor-core kernel's splits of k for a call (1: none): doubled
+ * while the call's warps stay under mma_fill a compute unit, each split
+ * a whole number of chunks of 32 and at least two stages. */
+int32_t demo_linear_mma_split(const demo_linear *l, int32_t rows, int32_t n, int32_t k);
 
 /* "stream", "mma", "clblast" or "auto". */
 const char *demo_linear_engine_name(demo_linear_engine e);

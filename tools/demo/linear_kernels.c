@@ -205,35 +205,63 @@ const char *const demo_linear_source[] = {
 };
 
 /*
- * demo_linear_mma (NVIDIA, inline PTX): the same product on tensor cores,
- * mma.sync m16n8k8 on tf32 with W as A (16 columns x 8 k) and the rows of
- * A as B (8 k x 8 rows). f16 and bf16 weights are exact in tf32; each
- * activation goes in twice, its tf32 high part and its remainder (2xTF32:
- * within ~2^-21 of f32's products, as clpa's decode_mma does for f32
- * caches with 3xTF32).
+ * demo_linear_mma: the same product on tensor cores, mma.sync m16n8k8 on
+ * tf32 with W as A (16 columns x 8 k) and the rows of A as B (8 k x 8
+ * rows). f16 and bf16 weights are exact in tf32; each activation goes in
+ * twice, its tf32 high part and its remainder (2xTF32: within ~2^-21 of
+ * f32's products, as clpa's decode_mma does for f32 caches with 3xTF32).
+ * On NVIDIA (DEMO_PTX) the instruction is inline PTX; elsewhere the same
+ * fragments are multiplied through local memory (slow: for tests only,
+ * so that the kernel's bookkeeping runs on PoCL).
  *
- * Work-group: MWARPS warps on 16 columns (c0 = 16 group), all rows up to
- * 8 NT (row tile i: rows 8i .. 8i + 7), k cut in chunks of 32 that the
- * warps take in turn (warp w: chunks w, w + MWARPS, ...); their sums meet
- * in local memory. Fragments (PTX ISA, m16n8k8 tf32; g = lane / 4, t =
- * lane % 4): A a.x = A[g][t], a.y = A[g+8][t], a.z = A[g][t+4], a.w =
- * A[g+8][t+4]; B b.x = B[t][g], b.y = B[t+4][g]; D .x, .y = D[g][2t, 2t+1],
- * .z, .w = D[g+8][2t, 2t+1]. The dot product does not care in which order
- * k comes, so within a chunk lane (g, t) takes the 8 consecutive k at
- * 8t .. 8t + 7 of its columns g and g + 8 and of its rows (one 16-byte
- * weight load a column), step s of the chunk's four treating k = 8t + 2s
- * as logical t and 8t + 2s + 1 as t + 4 on both sides.
+ * Work-group: MWARPS warps; warp w owns CT tiles of 16 columns from c0 =
+ * (group(1) MWARPS + w) 16 CT, all warps on the row block r0 = 8 NT
+ * group(0) (row tile i: rows r0 + 8i .. + 7). Row blocks vary fastest in
+ * the grid, so that a column block's work-groups run together and its
+ * weights come from the L2 for all but the first. k goes in chunks of 32,
+ * by stages of SC chunks: the work-group copies a stage's activations
+ * into local memory in fragment order (lane (g, t) of row tile i reads
+ * its 8 at once), then each warp runs the stage's chunks on its columns,
+ * the next chunk's weights in flight as raw 16-byte loads.
  *
- * Grid: (MWARPS 32 ceil(n / 16), ceil(rows / (8 NT))).
+ * The grid's third dimension splits k into ksplit equal runs of chunks
+ * (demo_linear_mma_split picks it, to give a small matrix enough
+ * work-groups). With ksplit 1 the sums go to C; else each split writes
+ * them to P [ksplit, rows, n], and on NVIDIA the last of a block's splits
+ * to finish (a counter a block, membar.gl around it, as clpa's decode
+ * merge) adds them up in split order into C; elsewhere
+ * demo_linear_mma_reduce does, a second launch. The order of the sums is
+ * fixed, so results do not change from run to run.
+ *
+ * Fragments (PTX ISA, m16n8k8 tf32; g = lane / 4, t = lane % 4): A a.x =
+ * A[g][t], a.y = A[g+8][t], a.z = A[g][t+4], a.w = A[g+8][t+4]; B b.x =
+ * B[t][g], b.y = B[t+4][g]; D .x, .y = D[g][2t, 2t+1], .z, .w = D[g+8][2t,
+ * 2t+1]. The dot product does not care in which order k comes, so within
+ * a chunk lane (g, t) takes the 8 consecutive k at 8t .. 8t + 7 of its
+ * columns g and g + 8 and of its rows (one 16-byte weight load a column),
+ * step s of the chunk's four treating k = 8t + 2s as logical t and 8t +
+ * 2s + 1 as t + 4 on both sides.
+ *
+ * Grid: (MWARPS 32 ceil(rows / (8 NT)), ceil(n / (16 CT MWARPS)), ksplit).
  */
 const char *const demo_linear_mma_source[] = {
     "#ifndef NT\n"
     "#define NT 8      /* row tiles of 8 */\n"
     "#endif\n"
     "#ifndef MWARPS\n"
-    "#define MWARPS 8  /* warps splitting k */\n"
+    "#define MWARPS 4  /* warps a work-group */\n"
+    "#endif\n"
+    "#ifndef CT\n"
+    "#define CT 2      /* column tiles of 16 a warp */\n"
+    "#endif\n"
+    "#ifndef SC\n"
+    "#define SC 4      /* chunks of 32 a stage */\n"
+    "#endif\n"
+    "#ifndef DEMO_PTX\n"
+    "#define DEMO_PTX 0 /* 1: NVIDIA's inline PTX */\n"
     "#endif\n"
     "\n"
+    "#if DEMO_PTX\n"
     "inline float4 mma_tf32(float4 c, uint4 a, uint2 b) {\n"
     "  float d0, d1, d2, d3;\n"
     "  asm(\"mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, \"\n"
@@ -243,70 +271,164 @@ const char *const demo_linear_mma_source[] = {
     "        \"f\"(c.x), \"f\"(c.y), \"f\"(c.z), \"f\"(c.w));\n"
     "  return (float4)(d0, d1, d2, d3);\n"
     "}\n"
-    "\n"
-    "/* 8 consecutive weights of a column as f32 bits (0 past n) */\n"
-    "inline uint8 wload(__global const wt_t *w, int ok) {\n"
-    "  return ok ? as_uint8(LOAD8(w)) : (uint8)(0u);\n"
+    "#define MMA(c, a, b) mma_tf32(c, a, b)\n"
+    "#else\n"
+    "/* The warp's fragments through x (32 x 6 words of local memory), each\n"
+    " * operand cut to tf32 as the tensor cores read it. Every work-item of\n"
+    " * the work-group calls it together (barriers). */\n"
+    "inline float tf32(uint v) { return as_float(v & 0xffffe000u); }\n"
+    "inline float4 mma_tf32(float4 c, uint4 a, uint2 b, __local uint *x) {\n"
+    "  const int lane = get_local_id(0) % 32, g = lane / 4, t = lane % 4;\n"
+    "  vstore4(a, 0, x + 6 * lane);\n"
+    "  vstore2(b, 0, x + 6 * lane + 4);\n"
+    "  barrier(CLK_LOCAL_MEM_FENCE);\n"
+    "  float d[4] = {c.x, c.y, c.z, c.w};\n"
+    "  for (int e = 0; e < 4; e++) {\n"
+    "    const int row = g + 8 * (e / 2), col = 2 * t + e % 2;\n"
+    "    for (int kk = 0; kk < 8; kk++)\n"
+    "      d[e] += tf32(x[6 * (4 * (row % 8) + kk % 4) + row / 8 + 2 * (kk / 4)]) *\n"
+    "              tf32(x[6 * (4 * col + kk % 4) + 4 + kk / 4]);\n"
+    "  }\n"
+    "  barrier(CLK_LOCAL_MEM_FENCE);\n"
+    "  return (float4)(d[0], d[1], d[2], d[3]);\n"
     "}\n"
-    "\n",
+    "#define MMA(c, a, b) mma_tf32(c, a, b, xch)\n"
+    "#endif\n"
+    "\n"
+    "/* 8 raw weights (16 bytes) as f32 bits */\n"
+    "inline uint8 widen8(uint4 raw) {\n"
+    "#if DEMO_WDT == 1\n"
+    "  return as_uint8(vload_half8(0, (const __private half *)&raw));\n"
+    "#else\n"
+    "  return convert_uint8(as_ushort8(raw)) << 16;\n"
+    "#endif\n"
+    "}\n",
     "__kernel __attribute__((reqd_work_group_size(MWARPS * 32, 1, 1)))\n"
     "void demo_linear_mma(__global const float *A, int rows, int k,\n"
     "                     __global const wt_t *W, int n,\n"
-    "                     __global float *C, int acc_into) {\n"
+    "                     __global float *C, int acc_into,\n"
+    "                     __global float *P, __global volatile int *counts) {\n"
     "  const int lid = get_local_id(0), warp = lid / 32, lane = lid % 32;\n"
     "  const int g = lane / 4, t = lane % 4;\n"
-    "  const int c0 = get_group_id(0) * 16, r0 = get_group_id(1) * (8 * NT);\n"
-    "  const int ca = c0 + g, cb = c0 + g + 8;\n"
-    "  __global const wt_t *wa = W + (size_t)(ca < n ? ca : 0) * k + 8 * t;\n"
-    "  __global const wt_t *wb = W + (size_t)(cb < n ? cb : 0) * k + 8 * t;\n"
-    "  float4 acc[NT];\n"
-    "  for (int i = 0; i < NT; i++) acc[i] = (float4)(0.0f);\n"
-    "  const int chunks = k / 32;\n"
-    "  /* the next chunk's loads in flight while this one is computed (two\n"
-    "   * ahead measured slower: notes/linear.md) */\n"
-    "  int ch = warp;\n"
-    "  uint8 xa = (uint8)(0u), xb = (uint8)(0u);\n"
-    "  if (ch < chunks) xa = wload(wa + 32 * ch, ca < n), xb = wload(wb + 32 * ch, cb < n);\n"
-    "  for (; ch < chunks; ch += MWARPS) {\n"
-    "    const uint8 ya = xa, yb = xb; /* this chunk's; the next one's loads go out now */\n"
-    "    if (ch + MWARPS < chunks)\n"
-    "      xa = wload(wa + 32 * (ch + MWARPS), ca < n), xb = wload(wb + 32 * (ch + MWARPS), cb < n);\n"
-    "    const uint a[8] = {ya.s0, ya.s1, ya.s2, ya.s3, ya.s4, ya.s5, ya.s6, ya.s7};\n"
-    "    const uint b[8] = {yb.s0, yb.s1, yb.s2, yb.s3, yb.s4, yb.s5, yb.s6, yb.s7};\n"
-    "    for (int i = 0; i < NT; i++) {\n"
-    "      const int r = r0 + 8 * i + g;\n"
-    "      if (r0 + 8 * i >= rows) break;\n"
-    "      uint8 x = (uint8)(0u);\n"
-    "      if (r < rows) x = as_uint8(vload8(0, A + (size_t)r * k + 32 * ch + 8 * t));\n"
-    "      const uint8 hi = (x + 0x1000u) & 0xffffe000u;\n"
-    "      const uint8 lo = as_uint8(as_float8(x) - as_float8(hi));\n"
-    "      const uint h[8] = {hi.s0, hi.s1, hi.s2, hi.s3, hi.s4, hi.s5, hi.s6, hi.s7};\n"
-    "      const uint l[8] = {lo.s0, lo.s1, lo.s2, lo.s3, lo.s4, lo.s5, lo.s6, lo.s7};\n"
-    "      for (int s = 0; s < 4; s++) {\n"
-    "        const uint4 af = (uint4)(a[2 * s], b[2 * s], a[2 * s + 1], b[2 * s + 1]);\n"
-    "        acc[i] = mma_tf32(acc[i], af, (uint2)(l[2 * s], l[2 * s + 1]));\n"
-    "        acc[i] = mma_tf32(acc[i], af, (uint2)(h[2 * s], h[2 * s + 1]));\n"
+    "  const int r0 = get_group_id(0) * (8 * NT);\n"
+    "  const int c0 = (get_group_id(1) * MWARPS + warp) * CT * 16;\n"
+    "  const int ksplit = get_num_groups(2), split = get_group_id(2);\n"
+    "  const int cps = k / 32 / ksplit, stages = (cps + SC - 1) / SC;\n"
+    "  const size_t kbeg = (size_t)32 * split * cps;\n"
+    "  __local float As[SC * NT * 32 * 8];\n"
+    "#if !DEMO_PTX\n"
+    "  __local uint xch_all[MWARPS * 32 * 6];\n"
+    "  __local uint *xch = xch_all + warp * 32 * 6;\n"
+    "#endif\n"
+    "  __global const wt_t *wp[CT][2];\n"
+    "  int wok[CT][2];\n"
+    "  for (int ct = 0; ct < CT; ct++)\n"
+    "    for (int h = 0; h < 2; h++) {\n"
+    "      const int col = c0 + 16 * ct + 8 * h + g;\n"
+    "      wok[ct][h] = col < n;\n"
+    "      wp[ct][h] = W + (size_t)(col < n ? col : 0) * k + kbeg + 8 * t;\n"
+    "    }\n"
+    "  float4 acc[NT][CT];\n"
+    "  for (int i = 0; i < NT; i++)\n"
+    "    for (int ct = 0; ct < CT; ct++) acc[i][ct] = (float4)(0.0f);\n"
+    "  uint4 wn[CT][2]; /* the next chunk's weights, raw */\n"
+    "#define LOADW(ch) \\\n"
+    "  for (int ct = 0; ct < CT; ct++) \\\n"
+    "    for (int h = 0; h < 2; h++) \\\n"
+    "      wn[ct][h] = wok[ct][h] && (ch) < cps \\\n"
+    "          ? vload4(0, (__global const uint *)(wp[ct][h] + 32 * (ch))) : (uint4)(0u)\n"
+    "  LOADW(0);\n"
+    "\n",
+    "  for (int st = 0; st < stages; st++) {\n"
+    "    barrier(CLK_LOCAL_MEM_FENCE); /* the last stage's reads are done */\n"
+    "    for (int q = lid; q < 8 * NT * SC * 8; q += MWARPS * 32) {\n"
+    "      const int r = q / (SC * 8), kk = 4 * (q % (SC * 8)), ch = st * SC + kk / 32;\n"
+    "      const int row = r0 + r;\n"
+    "      float4 v = (float4)(0.0f);\n"
+    "      if (row < rows && ch < cps) v = vload4(0, A + (size_t)row * k + kbeg + 32 * st * SC + kk);\n"
+    "      vstore4(v, 0, As + (((kk / 32) * NT + r / 8) * 32 + 4 * (r % 8) + kk % 32 / 8) * 8 + kk % 8);\n"
+    "    }\n"
+    "    barrier(CLK_LOCAL_MEM_FENCE);\n"
+    "    for (int c = 0; c < SC; c++) {\n"
+    "      const int ch = st * SC + c;\n"
+    "      if (ch >= cps) break; /* the same for the whole work-group */\n"
+    "      uint wa[CT][8], wb[CT][8];\n"
+    "      for (int ct = 0; ct < CT; ct++) {\n"
+    "        const uint8 x0 = widen8(wn[ct][0]), x1 = widen8(wn[ct][1]);\n"
+    "        wa[ct][0] = x0.s0, wa[ct][1] = x0.s1, wa[ct][2] = x0.s2, wa[ct][3] = x0.s3;\n"
+    "        wa[ct][4] = x0.s4, wa[ct][5] = x0.s5, wa[ct][6] = x0.s6, wa[ct][7] = x0.s7;\n"
+    "        wb[ct][0] = x1.s0, wb[ct][1] = x1.s1, wb[ct][2] = x1.s2, wb[ct][3] = x1.s3;\n"
+    "        wb[ct][4] = x1.s4, wb[ct][5] = x1.s5, wb[ct][6] = x1.s6, wb[ct][7] = x1.s7;\n"
+    "      }\n"
+    "      LOADW(ch + 1);\n"
+    "      for (int i = 0; i < NT; i++) {\n"
+    "        if (r0 + 8 * i >= rows) break;\n"
+    "        const uint8 x = as_uint8(vload8(0, As + ((c * NT + i) * 32 + lane) * 8));\n"
+    "        const uint8 hi = (x + 0x1000u) & 0xffffe000u;\n"
+    "        const uint8 lo = as_uint8(as_float8(x) - as_float8(hi));\n"
+    "        const uint h[8] = {hi.s0, hi.s1, hi.s2, hi.s3, hi.s4, hi.s5, hi.s6, hi.s7};\n"
+    "        const uint l[8] = {lo.s0, lo.s1, lo.s2, lo.s3, lo.s4, lo.s5, lo.s6, lo.s7};\n"
+    "        for (int ct = 0; ct < CT; ct++)\n"
+    "          for (int s = 0; s < 4; s++) {\n"
+    "            const uint4 af = (uint4)(wa[ct][2 * s], wb[ct][2 * s], wa[ct][2 * s + 1], wb[ct][2 * s + 1]);\n"
+    "            acc[i][ct] = MMA(acc[i][ct], af, (uint2)(l[2 * s], l[2 * s + 1]));\n"
+    "            acc[i][ct] = MMA(acc[i][ct], af, (uint2)(h[2 * s], h[2 * s + 1]));\n"
+    "          }\n"
     "      }\n"
     "    }\n"
+    "  }\n",
+    "  /* D: (col g, rows 2t, 2t+1) in .x .y, col g + 8 in .z .w */\n"
+    "  for (int i = 0; i < NT; i++)\n"
+    "    for (int ct = 0; ct < CT; ct++) {\n"
+    "      const float v[4] = {acc[i][ct].x, acc[i][ct].y, acc[i][ct].z, acc[i][ct].w};\n"
+    "      for (int e = 0; e < 4; e++) {\n"
+    "        const int rr = r0 + 8 * i + 2 * t + e % 2, cc = c0 + 16 * ct + g + 8 * (e / 2);\n"
+    "        if (rr < rows && cc < n) {\n"
+    "          if (ksplit > 1) {\n"
+    "            P[((size_t)split * rows + rr) * n + cc] = v[e];\n"
+    "          } else {\n"
+    "            __global float *out = C + (size_t)rr * n + cc;\n"
+    "            *out = acc_into ? *out + v[e] : v[e];\n"
+    "          }\n"
+    "        }\n"
+    "      }\n"
+    "    }\n"
+    "#if DEMO_PTX\n"
+    "  if (ksplit == 1) return;\n"
+    "  __local int last;\n"
+    "  barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);\n"
+    "  if (lid == 0) {\n"
+    "    __global volatile int *cnt = counts + (size_t)get_group_id(1) * get_num_groups(0) + get_group_id(0);\n"
+    "    asm volatile(\"membar.gl;\" ::: \"memory\");\n"
+    "    last = atomic_inc(cnt) == ksplit - 1;\n"
+    "    if (last) {\n"
+    "      asm volatile(\"membar.gl;\" ::: \"memory\");\n"
+    "      atomic_xchg(cnt, 0);\n"
+    "    }\n"
     "  }\n"
-    "  /* the warps' sums: part[warp][i][lane] */\n"
-    "  __local float4 part[MWARPS * NT * 32];\n"
-    "  for (int i = 0; i < NT; i++) part[(warp * NT + i) * 32 + lane] = acc[i];\n"
     "  barrier(CLK_LOCAL_MEM_FENCE);\n"
-    "  for (int o = lid; o < NT * 32; o += MWARPS * 32) {\n"
-    "    float4 s = (float4)(0.0f);\n"
-    "    for (int w = 0; w < MWARPS; w++) s += part[w * NT * 32 + o];\n"
-    "    const int i = o / 32, gg = o % 32 / 4, tt = o % 4;\n"
-    "    const int r = r0 + 8 * i + 2 * tt, col[2] = {c0 + gg, c0 + gg + 8};\n"
-    "    const float v[4] = {s.x, s.y, s.z, s.w}; /* (col, row) (g, 2t) (g, 2t+1) (g+8, 2t) (g+8, 2t+1) */\n"
-    "    for (int e = 0; e < 4; e++) {\n"
-    "      const int rr = r + e % 2, cc = col[e / 2];\n"
-    "      if (rr < rows && cc < n) {\n"
-    "        __global float *out = C + (size_t)rr * n + cc;\n"
-    "        *out = acc_into ? *out + v[e] : v[e];\n"
-    "      }\n"
+    "  if (!last) return;\n"
+    "  const int cb0 = get_group_id(1) * MWARPS * CT * 16;\n"
+    "  for (int o = lid; o < 8 * NT * MWARPS * CT * 16; o += MWARPS * 32) {\n"
+    "    const int rr = r0 + o / (MWARPS * CT * 16), cc = cb0 + o % (MWARPS * CT * 16);\n"
+    "    if (rr < rows && cc < n) {\n"
+    "      float v = 0.0f;\n"
+    "      for (int q = 0; q < ksplit; q++) v += P[((size_t)q * rows + rr) * n + cc];\n"
+    "      __global float *out = C + (size_t)rr * n + cc;\n"
+    "      *out = acc_into ? *out + v : v;\n"
     "    }\n"
     "  }\n"
+    "#endif\n"
+    "}\n"
+    "\n",
+    "/* C (+)= the splits' sums P [ksplit, rows, n], in split order; grid\n"
+    " * (rows n). Devices without DEMO_PTX (the last split adds up there). */\n"
+    "__kernel void demo_linear_mma_reduce(__global const float *P, int rows, int n, int ksplit,\n"
+    "                                     __global float *C, int acc_into) {\n"
+    "  const size_t o = get_global_id(0), plane = (size_t)rows * n;\n"
+    "  float v = 0.0f;\n"
+    "  for (int q = 0; q < ksplit; q++) v += P[q * plane + o];\n"
+    "  C[o] = acc_into ? C[o] + v : v;\n"
     "}\n",
 };
 

@@ -60,11 +60,15 @@ void demo_model_linear_rule(const demo_model *m, char *buf, size_t cap) {
   const demo_linear_tuning *t = demo_linear_tuning_of(m->lin);
   if (m->engine != DEMO_LINEAR_AUTO)
     snprintf(buf, cap, "%s (forced)", demo_linear_engine_name(m->engine));
-  else if (t->stream_max_rows >= (1 << 30))
+  else if (t->stream_max_rows >= (1 << 30) && t->mma_max_rows <= 0)
     snprintf(buf, cap, "stream at every row count (table %s)", t->match);
-  else if (t->mma_max_rows > t->stream_max_rows)
-    snprintf(buf, cap, "stream up to %d rows, mma (where it runs) up to %d, then clblast (table %s)",
-             (int)t->stream_max_rows, (int)t->mma_max_rows, t->match);
+  else if (t->mma_max_rows >= (1 << 30))
+    snprintf(buf, cap, "mma (where it runs) from %d rows, else stream up to %d, then clblast (table %s)",
+             (int)t->mma_min_rows, (int)t->stream_max_rows, t->match);
+  else if (t->mma_max_rows > 0)
+    snprintf(buf, cap,
+             "mma (where it runs) from %d to %d rows, else stream up to %d, then clblast (table %s)",
+             (int)t->mma_min_rows, (int)t->mma_max_rows, (int)t->stream_max_rows, t->match);
   else
     snprintf(buf, cap, "stream up to %d rows, then clblast (table %s)", (int)t->stream_max_rows,
              t->match);

@@ -54,8 +54,9 @@ const demo_config *demo_model_config(const demo_model *m);
 /* The linear layers' engine: DEMO_LINEAR_AUTO (the device's table, the
  * default) or one forced for every call (linear.h). */
 void demo_model_set_linear(demo_model *m, demo_linear_engine e);
-/* The linear layers' choice in words: "stream up to 4 rows, mma up to 256,
- * then clblast (table vendor:NVIDIA)", or the forced engine. */
+/* The linear layers' choice in words: "mma (where it runs) from 2 rows,
+ * else stream up to 16, then clblast (table vendor:NVIDIA)", or the forced
+ * engine. */
 void demo_model_linear_rule(const demo_model *m, char *buf, size_t cap);
 /* The weights' stored forms in words: the weight dtype, and the block
  * forms some matrices kept ("f32, blocks q4_0 q8_0"). */
