@@ -102,6 +102,17 @@ static int run_case(demo_linear *l, demo_linear_engine e, demo_wfmt dt, int32_t 
   return good;
 }
 
+/* demo_linear_run refuses the call (CLPA_ERR_INVALID_ARG, a message
+ * holding needle where it is not NULL) before touching the buffers. */
+static void refused(demo_linear *l, demo_linear_engine e, demo_wfmt w, int32_t rows, int32_t n,
+                    int32_t k, const char *needle, const char *what) {
+  cl_mem b = test_buffer(ctx, NULL, 4096);
+  const clpa_status st = demo_linear_run(l, e, w, b, b, b, rows, n, k, 0, NULL);
+  ok(st == CLPA_ERR_INVALID_ARG && (!needle || strstr(demo_last_error(), needle)), "%s refused: %s",
+     what, demo_last_error());
+  clReleaseMemObject(b);
+}
+
 static demo_linear *create(const demo_linear_tuning *t) {
   demo_linear *l;
   if (demo_linear_create(clpa_context_cl_context(ctx), clpa_context_cl_device(ctx),
@@ -171,13 +182,7 @@ int main(void) {
     }
     demo_linear_destroy(lm);
   }
-  {
-    cl_mem b = test_buffer(ctx, NULL, 4096);
-    ok(demo_linear_run(l, DEMO_LINEAR_MMA, DEMO_W_F32, b, b, b, 2, 4, 32, 0, NULL) ==
-               CLPA_ERR_INVALID_ARG && strstr(demo_last_error(), "f16 or bf16"),
-       "the tensor-core kernel refuses f32 weights: %s", demo_last_error());
-    clReleaseMemObject(b);
-  }
+  refused(l, DEMO_LINEAR_MMA, DEMO_W_F32, 2, 4, 32, "f16 or bf16", "the tensor-core kernel with f32 weights");
   const demo_linear_tuning bad = {"forced: bad", 64, 16, 128, 4, 0, 0, 4, 2, 0};
   demo_linear *nope = NULL;
   ok(demo_linear_create(clpa_context_cl_context(ctx), clpa_context_cl_device(ctx),
@@ -219,11 +224,7 @@ int main(void) {
     clReleaseMemObject(W), clReleaseMemObject(out);
     free(want), free(got), free(blocks);
   }
-  cl_mem bq = test_buffer(ctx, NULL, 4096);
-  ok(demo_linear_run(l, DEMO_LINEAR_STREAM, DEMO_W_Q4_K, bq, bq, bq, 2, 4, 128, 0, NULL) ==
-             CLPA_ERR_INVALID_ARG && strstr(demo_last_error(), "whole number of q4_K blocks"),
-     "q4_K with k 128 refused: %s", demo_last_error());
-  clReleaseMemObject(bq);
+  refused(l, DEMO_LINEAR_STREAM, DEMO_W_Q4_K, 2, 4, 128, "whole number of q4_K blocks", "q4_K with k 128");
   const demo_linear_tuning rule = {"forced: the rule", 16, 16, 8, 4, 17, 64, 4, 2, 0};
   demo_linear *lr = create(&rule);
   const demo_wfmt F16 = DEMO_W_F16, F32 = DEMO_W_F32;
@@ -248,16 +249,10 @@ int main(void) {
          demo_linear_pick(lr, 17, 256, Q4K) == DEMO_LINEAR_CLBLAST,
      "the pick: mma from 2 rows on NVIDIA before stream; block forms stream up to 16 rows");
   demo_linear_destroy(lr);
-  cl_mem b = test_buffer(ctx, NULL, 4096);
-  ok(demo_linear_run(l, DEMO_LINEAR_STREAM, DEMO_W_F16, b, b, b, 2, 4, 12, 0, NULL) ==
-             CLPA_ERR_INVALID_ARG && strstr(demo_last_error(), "multiple of 8"),
-     "stream with k 12 refused: %s", demo_last_error());
-  ok(demo_linear_run(l, DEMO_LINEAR_AUTO, demo_wfmt_of_dtype(CLPA_DTYPE_FP8_E4M3), b, b, b, 2, 4, 16,
-                     0, NULL) == CLPA_ERR_INVALID_ARG && strstr(demo_last_error(), "weight form"),
-     "fp8 weights refused: %s", demo_last_error());
-  ok(demo_linear_run(l, DEMO_LINEAR_AUTO, DEMO_W_F16, b, b, b, -1, 4, 16, 0, NULL) ==
-             CLPA_ERR_INVALID_ARG, "rows -1 refused: %s", demo_last_error());
-  clReleaseMemObject(b);
+  refused(l, DEMO_LINEAR_STREAM, DEMO_W_F16, 2, 4, 12, "multiple of 8", "stream with k 12");
+  refused(l, DEMO_LINEAR_AUTO, demo_wfmt_of_dtype(CLPA_DTYPE_FP8_E4M3), 2, 4, 16, "weight form",
+          "fp8 weights");
+  refused(l, DEMO_LINEAR_AUTO, DEMO_W_F16, -1, 4, 16, NULL, "rows -1");
   demo_linear_destroy(l);
   return test_context_done(ctx);
 }

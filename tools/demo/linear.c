@@ -342,12 +342,13 @@ static clpa_status run_mma(demo_linear *l, int d, cl_mem A, cl_mem W, cl_mem C, 
   if (st == CLPA_OK && split > 1)
     st = grow(l, &l->part, &l->part_elems, (size_t)split * (size_t)rows * (size_t)n, sizeof(float),
               0, "clCreateBuffer(the split sums)");
-  if (st == CLPA_OK && split > 1)
+  if (st == CLPA_OK && split > 1 && l->nvidia) /* elsewhere the reduce kernel adds up */
     st = grow(l, &l->counts, &l->count_elems, tiles * blocks, sizeof(cl_int), 1,
-              "clCreateBuffer(the tiles' counters)");
+              "clCreateBuffer(the blocks' counters)");
   if (st == CLPA_OK) st = set_args(l->mma[d][b], A, rows, k, W, n, C, accumulate);
   if (st != CLPA_OK) return st;
-  cl_mem part = split > 1 ? l->part : C, counts = split > 1 ? l->counts : C; /* unread at split 1 */
+  /* unread where they stand for C: split 1, and counters off NVIDIA */
+  cl_mem part = split > 1 ? l->part : C, counts = split > 1 && l->nvidia ? l->counts : C;
   cl_int e = clSetKernelArg(l->mma[d][b], 7, sizeof part, &part);
   e |= clSetKernelArg(l->mma[d][b], 8, sizeof counts, &counts);
   const size_t global[3] = {blocks * wg, tiles, (size_t)split}; /* row blocks fastest */
@@ -397,21 +398,11 @@ static clpa_status run_clblast(demo_linear *l, int d, cl_mem A, cl_mem W, cl_mem
   const size_t count = (size_t)n * (size_t)k;
   clpa_status st;
   if (d != DEMO_W_F32) {
-    if ((st = program(l, d, 0)) != CLPA_OK) return st;
-    if (l->wide_elems < count) {
-      if (l->wide) clReleaseMemObject(l->wide);
-      l->wide_elems = 0;
-      cl_int e;
-      l->wide = clCreateBuffer(l->ctx, CL_MEM_READ_WRITE, count * sizeof(float), NULL, &e);
-      if (e != CL_SUCCESS) {
-        l->wide = NULL;
-        return demo_model_fail(demo_cl_status(e),
-                               "demo_linear_run: clCreateBuffer(f32 copy of a %d x %d weight): "
-                               "OpenCL error %d", (int)n, (int)k, (int)e);
-      }
-      l->wide_elems = count;
-    }
-    if ((st = widen(l, d, W, l->wide, n, k)) != CLPA_OK) return st;
+    if ((st = program(l, d, 0)) != CLPA_OK ||
+        (st = grow(l, &l->wide, &l->wide_elems, count, sizeof(float), 0,
+                   "clCreateBuffer(f32 copy of a weight)")) != CLPA_OK ||
+        (st = widen(l, d, W, l->wide, n, k)) != CLPA_OK)
+      return st;
     w = l->wide;
   }
   CLBlastStatusCode s = CLBlastSgemm(CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeYes,
