@@ -1,0 +1,16 @@
+"""python/README.md's example runs as written (a user's first script)."""
+
+import os
+import re
+import subprocess
+import sys
+
+
+def test_readme_example_runs():
+    readme = os.path.join(os.path.dirname(__file__), "..", "README.md")
+    blocks = re.findall(r"```python\n(.*?)```", open(readme).read(), re.S)
+    assert blocks, "no python example in python/README.md"
+    r = subprocess.run([sys.executable, "-c", blocks[0]], capture_output=True, text=True,
+                       timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert "decode over 100 tokens" in r.stdout, r.stdout
