@@ -23,25 +23,24 @@ class LibraryNotFound(ImportError):
 
 def _load():
     path = os.environ.get("CLPA_LIBRARY")
-    tried = []
     if path:
         try:
             return ctypes.CDLL(path)
         except OSError as e:
             raise LibraryNotFound("CLPA_LIBRARY=%s could not be loaded: %s" % (path, e)) from None
-    for name in (ctypes.util.find_library("clpa"), "libclpa.so"):
+    found = ctypes.util.find_library("clpa")
+    for name in (found, "libclpa.so"):
         if not name:
             continue
-        tried.append(name)
         try:
             return ctypes.CDLL(name)
         except OSError:
             pass
     raise LibraryNotFound(
-        "libclpa not found (tried %s): set CLPA_LIBRARY to the path of libclpa.so "
-        "(build/lib/libclpa.so in a build tree), or install clpa (meson install) where the "
-        "dynamic linker finds it (run ldconfig, or set LD_LIBRARY_PATH for a custom prefix)"
-        % (", ".join(tried) or "find_library('clpa')"))
+        "libclpa not found (CLPA_LIBRARY unset, find_library('clpa') gave %s, libclpa.so did "
+        "not load): set CLPA_LIBRARY to the path of libclpa.so (build/lib/libclpa.so in a build "
+        "tree), or install clpa (meson install) where the dynamic linker finds it (run ldconfig, "
+        "or set LD_LIBRARY_PATH for a custom prefix)" % (found,))
 
 
 lib = _load()
