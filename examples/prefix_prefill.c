@@ -25,8 +25,8 @@
 #define HEADS 8
 #define KV_HEADS 2
 #define HEAD_SIZE 64
-#define ROW (KV_HEADS * HEAD_SIZE)          /* one token's keys (or values), all KV heads */
-#define SYSTEM 40                           /* the shared system prompt */
+#define ROW (KV_HEADS * HEAD_SIZE) /* one token's keys (or values), all KV heads */
+#define SYSTEM 40                  /* the shared system prompt */
 #define LEN_A (SYSTEM + 9)
 #define LEN_B (SYSTEM + 23)
 /* Against the double-precision answer: f32 paths land near 1e-6; the
@@ -129,7 +129,8 @@ int main(void) {
     return fail("reshape_and_cache A", ctx);
   int32_t blocks_a[LEN_A]; /* A's block table, for the check below */
   const clpa_seq *seq_a = clpa_kvreq_seq(ra.req);
-  for (int32_t i = 0; i < clpa_seq_num_blocks(seq_a); i++) blocks_a[i] = clpa_seq_block_table(seq_a)[i];
+  for (int32_t i = 0; i < clpa_seq_num_blocks(seq_a); i++)
+    blocks_a[i] = clpa_seq_block_table(seq_a)[i];
   if (clpa_kvman_finish(km, ra.req, 1) != CLPA_OK) return fail("finish A", NULL);
 
   /* Request B: admit matches the longest cached prefix in whole blocks,
@@ -154,7 +155,8 @@ int main(void) {
   if (write_kv(ctx, cache, prompt_b, cached, n, slots) != CLPA_OK)
     return fail("reshape_and_cache B", ctx);
   static float q[LEN_B * HEADS * HEAD_SIZE], out[LEN_B * HEADS * HEAD_SIZE];
-  for (int32_t i = 0; i < n * HEADS * HEAD_SIZE; i++) q[i] = draw(((uint64_t)1 << 60) + (uint64_t)i);
+  for (int32_t i = 0; i < n * HEADS * HEAD_SIZE; i++)
+    q[i] = draw(((uint64_t)1 << 60) + (uint64_t)i);
   cl_mem bq = buffer(ctx, sizeof(float) * HEADS * HEAD_SIZE * (size_t)n, q);
   cl_mem bo = buffer(ctx, sizeof(float) * HEADS * HEAD_SIZE * (size_t)n, NULL);
   cl_mem bt = buffer(ctx, sizeof(int32_t) * (size_t)num_blocks, (void *)table);
