@@ -175,8 +175,12 @@ int main(void) {
     for (int32_t t = 0; t < reqs[i].prompt_len; t++)
       reqs[i].prompt[t] = reqs[i].shares_system && t < SYSTEM ? 100 + t : 1000 * (i + 1) + t;
 
+  /* A context on the default device: $CLPA_DEVICE, else the first GPU,
+   * else the first device (cfg.device picks another). */
+  clpa_context_config cfg;
+  clpa_context_config_init(&cfg);
   clpa_context *ctx;
-  if (clpa_context_create(NULL, &ctx) != CLPA_OK) fail("context", NULL);
+  if (clpa_context_create(&cfg, &ctx) != CLPA_OK) fail("context", NULL);
 
   /* The cache (f16, 32 blocks of 16 tokens a layer), the KV manager over
    * the same blocks, and a batch whose table is always MAX_BLOCKS wide, so

@@ -93,8 +93,12 @@ static clpa_status write_kv(clpa_context *ctx, clpa_cache *cache, const int32_t 
 }
 
 int main(void) {
+  /* A context on the default device: $CLPA_DEVICE, else the first GPU,
+   * else the first device (cfg.device picks another). */
+  clpa_context_config cfg;
+  clpa_context_config_init(&cfg);
   clpa_context *ctx;
-  if (clpa_context_create(NULL, &ctx) != CLPA_OK) return fail("context", NULL);
+  if (clpa_context_create(&cfg, &ctx) != CLPA_OK) return fail("context", NULL);
 
   /* A one-layer f16 cache of 32 blocks of 16 tokens, and the KV manager
    * over the same blocks. */
