@@ -39,10 +39,11 @@ export PKG_CONFIG_PATH="$tmp/prefix/lib/pkgconfig"
 echo "pkg-config --cflags --libs clpa: $(pkg-config --cflags --libs clpa)"
 (cd "$tmp" && cc app.c $(pkg-config --cflags --libs clpa) -o app)
 LD_LIBRARY_PATH="$tmp/prefix/lib" "$tmp/app"
-echo "== the README's example, built the same way"
-(cd "$tmp" && cc "$src/examples/decode_basic.c" $(pkg-config --cflags --libs clpa) -lm \
-  -o decode_basic)
-LD_LIBRARY_PATH="$tmp/prefix/lib" "$tmp/decode_basic"
+echo "== the examples, built the same way"
+for ex in decode_basic prefix_prefill engine_loop; do
+  (cd "$tmp" && cc "$src/examples/$ex.c" $(pkg-config --cflags --libs clpa) -lm -o "$ex")
+  LD_LIBRARY_PATH="$tmp/prefix/lib" "$tmp/$ex"
+done
 
 echo "== clpa as a subproject builds the library only"
 mkdir -p "$tmp/parent/subprojects"
