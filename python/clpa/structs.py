@@ -151,6 +151,8 @@ class Struct(ctypes.Structure):
             v = getattr(self, name)
             if isinstance(v, bytes):
                 v = v.decode(errors="replace")
+            elif isinstance(v, ctypes.Array):
+                v = list(v)
             elif isinstance(v, (ctypes._SimpleCData,)):
                 v = v.value
             elif isinstance(v, Struct):

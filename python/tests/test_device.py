@@ -100,6 +100,9 @@ def test_context_wraps_the_pyopencl_queue(ctx, cl_queue):
     assert ctx.queue is cl_queue and ctx.cl_context == cl_queue.context
     assert clpa.lib.clpa_context_cl_queue(ctx._handle) == cl_queue.int_ptr
     assert ctx.device_info().name.decode() == cl_queue.device.name.strip()
+    with clpa.Context(cl_queue.context) as c2:  # a context alone: a new in-order queue on it
+        assert c2.cl_context == cl_queue.context and c2.queue != cl_queue
+        assert clpa.lib.clpa_context_cl_queue(c2._handle) == c2.queue.int_ptr
     # clpa's own context, handed back as PyOpenCL objects
     own = clpa.Context(device="%d:%d" % (ctx.device_info().platform_index,
                                          ctx.device_info().device_index))
