@@ -7,10 +7,11 @@ cd "$(dirname "$0")/.."
 
 want=(pocl-opencl-icd ocl-icd-opencl-dev opencl-headers clinfo meson ninja-build pkg-config
       gcc libclblast-dev python3)
-# The test command also runs the KV-manager fuzz target under libFuzzer, and
-# the Python package's tests (pytest over PyOpenCL and NumPy).
+# The test command also runs the KV-manager fuzz target under libFuzzer,
+# checks the CMake package with a CMake application, and runs the Python
+# package's tests (pytest over PyOpenCL and NumPy).
 if [ "${1:-demo}" = test ]; then
-  want+=(clang libclang-rt-14-dev python3-numpy python3-pyopencl python3-pytest)
+  want+=(clang libclang-rt-14-dev cmake python3-numpy python3-pyopencl python3-pytest)
 fi
 missing=()
 for p in "${want[@]}"; do
