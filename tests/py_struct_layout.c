@@ -39,11 +39,13 @@ int main(void) {
   end();
 
   S(clpa_context_config);
-  F(clpa_context_config, device), F(clpa_context_config, cl_ctx);
+  F(clpa_context_config, header_version), F(clpa_context_config, device);
+  F(clpa_context_config, cl_ctx);
   F(clpa_context_config, cl_dev), F(clpa_context_config, cl_queue);
   F(clpa_context_config, profiling), F(clpa_context_config, binary_cache);
   F(clpa_context_config, cache_dir), F(clpa_context_config, lanes);
   F(clpa_context_config, cache_max_bytes);
+  F(clpa_context_config, reserved);
   end();
 
   S(clpa_device_info);
@@ -58,6 +60,7 @@ int main(void) {
   F(clpa_device_info, has_subgroup_shuffle), F(clpa_device_info, has_fp16);
   F(clpa_device_info, has_fp64), F(clpa_device_info, lanes);
   F(clpa_device_info, nv_compute_capability), F(clpa_device_info, native_float_width);
+  F(clpa_device_info, reserved);
   end();
 
   S(clpa_kv_layout);
@@ -65,6 +68,7 @@ int main(void) {
   F(clpa_kv_layout, num_kv_heads), F(clpa_kv_layout, head_size), F(clpa_kv_layout, x);
   F(clpa_kv_layout, head_stride), F(clpa_kv_layout, block_stride);
   F(clpa_kv_layout, block_bytes), F(clpa_kv_layout, cache_bytes);
+  F(clpa_kv_layout, reserved);
   end();
 
   S(clpa_cache_config);
@@ -73,6 +77,7 @@ int main(void) {
   F(clpa_cache_config, dtype), F(clpa_cache_config, num_blocks);
   F(clpa_cache_config, mem_fraction), F(clpa_cache_config, placement);
   F(clpa_cache_config, pinned), F(clpa_cache_config, max_arena_bytes);
+  F(clpa_cache_config, reserved);
   end();
 
   S(clpa_cache_info);
@@ -83,6 +88,7 @@ int main(void) {
   F(clpa_cache_info, bytes_per_block), F(clpa_cache_info, allocated_bytes);
   F(clpa_cache_info, num_arenas), F(clpa_cache_info, placement);
   F(clpa_cache_info, pinned), F(clpa_cache_info, wrapped);
+  F(clpa_cache_info, reserved);
   end();
 
   S(clpa_reshape_and_cache_params);
@@ -95,6 +101,7 @@ int main(void) {
   F(clpa_reshape_and_cache_params, k_scale), F(clpa_reshape_and_cache_params, v_scale);
   F(clpa_reshape_and_cache_params, num_wait_events);
   F(clpa_reshape_and_cache_params, wait_events), F(clpa_reshape_and_cache_params, event);
+  F(clpa_reshape_and_cache_params, reserved);
   end();
 
   S(clpa_decode_params);
@@ -115,6 +122,7 @@ int main(void) {
   F(clpa_decode_params, path), F(clpa_decode_params, precision);
   F(clpa_decode_params, num_wait_events), F(clpa_decode_params, wait_events);
   F(clpa_decode_params, event);
+  F(clpa_decode_params, reserved);
   end();
 
   S(clpa_prefill_params);
@@ -137,6 +145,7 @@ int main(void) {
   F(clpa_prefill_params, mask_q_blocks), F(clpa_prefill_params, mask_k_blocks);
   F(clpa_prefill_params, num_wait_events), F(clpa_prefill_params, wait_events);
   F(clpa_prefill_params, event);
+  F(clpa_prefill_params, reserved);
   end();
 
   S(clpa_attn_inputs);
@@ -149,25 +158,30 @@ int main(void) {
   F(clpa_attn_inputs, alibi_slopes), F(clpa_attn_inputs, sinks);
   F(clpa_attn_inputs, block_mask), F(clpa_attn_inputs, num_wait_events);
   F(clpa_attn_inputs, wait_events), F(clpa_attn_inputs, event);
+  F(clpa_attn_inputs, reserved);
   end();
 
   S(clpa_plan_info);
   F(clpa_plan_info, path), F(clpa_plan_info, variant), F(clpa_plan_info, partition_size);
   F(clpa_plan_info, heads_per_group), F(clpa_plan_info, rows), F(clpa_plan_info, keys);
+  F(clpa_plan_info, reserved);
   end();
 
   S(clpa_pool_config);
   F(clpa_pool_config, num_blocks), F(clpa_pool_config, block_size);
   F(clpa_pool_config, allocator);
+  F(clpa_pool_config, reserved);
   end();
 
   S(clpa_pool_stats);
   F(clpa_pool_stats, num_blocks), F(clpa_pool_stats, free), F(clpa_pool_stats, used);
   F(clpa_pool_stats, shared);
+  F(clpa_pool_stats, reserved);
   end();
 
   S(clpa_batch_config);
   F(clpa_batch_config, min_blocks_per_seq);
+  F(clpa_batch_config, reserved);
   end();
 
   S(clpa_batch_view);
@@ -175,21 +189,25 @@ int main(void) {
   F(clpa_batch_view, num_seqs), F(clpa_batch_view, max_blocks_per_seq);
   F(clpa_batch_view, max_context_len), F(clpa_batch_view, changed_rows);
   F(clpa_batch_view, num_changed_rows);
+  F(clpa_batch_view, reserved);
   end();
 
   S(clpa_radix_config);
   F(clpa_radix_config, allocator), F(clpa_radix_config, on_evict);
   F(clpa_radix_config, on_evict_user);
+  F(clpa_radix_config, reserved);
   end();
 
   S(clpa_radix_match_result);
   F(clpa_radix_match_result, num_blocks), F(clpa_radix_match_result, num_tokens);
   F(clpa_radix_match_result, node);
+  F(clpa_radix_match_result, reserved);
   end();
 
   S(clpa_radix_insert_result);
   F(clpa_radix_insert_result, num_tokens), F(clpa_radix_insert_result, cached_tokens);
   F(clpa_radix_insert_result, node);
+  F(clpa_radix_insert_result, reserved);
   end();
 
   S(clpa_radix_stats);
@@ -198,6 +216,7 @@ int main(void) {
   F(clpa_radix_stats, protected_blocks), F(clpa_radix_stats, evictable_tokens);
   F(clpa_radix_stats, protected_tokens), F(clpa_radix_stats, evicted_blocks);
   F(clpa_radix_stats, evicted_nodes), F(clpa_radix_stats, splits);
+  F(clpa_radix_stats, reserved);
   end();
 
   S(clpa_radix_node_info);
@@ -206,21 +225,25 @@ int main(void) {
   F(clpa_radix_node_info, num_blocks), F(clpa_radix_node_info, depth_blocks);
   F(clpa_radix_node_info, num_children), F(clpa_radix_node_info, lock_count);
   F(clpa_radix_node_info, last_access);
+  F(clpa_radix_node_info, reserved);
   end();
 
   S(clpa_kvman_config);
   F(clpa_kvman_config, num_blocks), F(clpa_kvman_config, block_size);
   F(clpa_kvman_config, prefix_cache), F(clpa_kvman_config, allocator);
   F(clpa_kvman_config, free_watermark);
+  F(clpa_kvman_config, reserved);
   end();
 
   S(clpa_kvman_admit_result);
   F(clpa_kvman_admit_result, req), F(clpa_kvman_admit_result, cached_tokens);
   F(clpa_kvman_admit_result, num_new_tokens);
+  F(clpa_kvman_admit_result, reserved);
   end();
 
   S(clpa_kvman_admit_options);
   F(clpa_kvman_admit_options, reserve_tokens);
+  F(clpa_kvman_admit_options, reserved);
   end();
 
   S(clpa_kvman_stats);
@@ -231,6 +254,7 @@ int main(void) {
   F(clpa_kvman_stats, blocks_free), F(clpa_kvman_stats, blocks_used);
   F(clpa_kvman_stats, blocks_cached), F(clpa_kvman_stats, blocks_evictable);
   F(clpa_kvman_stats, hot_evictions);
+  F(clpa_kvman_stats, reserved);
   end();
 
   printf("\n  },\n  \"scalars\": {\"clpa_status\": %zu, \"clpa_dtype\": %zu, \"clpa_lanes\": %zu, "

@@ -15,7 +15,7 @@ PyOpenCL when first used, so the host part works without it.
 import ctypes as _ctypes
 
 from . import structs
-from ._lib import (ABI_VERSION, ClpaError, LibraryNotFound, check, dtype_of, lib, status_name,
+from ._lib import (HEADER_VERSION, ClpaError, LibraryNotFound, check, dtype_of, lib, status_name,
                    version)
 from .kv import (AdmitResult, Batch, BatchView, InsertResult, KVManager, MatchResult, Pool,
                  RadixCache, RadixNode, Request, kv_layout)
@@ -24,7 +24,7 @@ from .structs import (CachePlacement, DecodePath, DecodeVariant, DType, KVLayout
 
 __version__ = "0.1.0"
 
-__all__ = ["ABI_VERSION", "AdmitResult", "Batch", "BatchView", "Cache", "CachePlacement",
+__all__ = ["HEADER_VERSION", "AdmitResult", "Batch", "BatchView", "Cache", "CachePlacement",
            "ClpaError", "Context", "DType", "DecodePath", "DecodeVariant", "InsertResult",
            "KVLayout", "KVManager", "Lanes", "LibraryNotFound", "MatchResult", "Plan", "Pool",
            "Precision", "PrefillPath", "RadixCache", "RadixNode", "Request", "Status", "check",

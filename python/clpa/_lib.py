@@ -12,9 +12,17 @@ from ctypes import POINTER, c_char_p, c_int, c_int32, c_int64, c_size_t, c_uint,
 
 from . import structs as S
 
-# The C library this package mirrors: major.minor must match (0.x changes
-# the ABI with every minor).
-ABI_VERSION = (0, 1)
+# CLPA_VERSION_NUMBER of the clpa.h whose structs this package mirrors
+# (0.1.0), given to clpa_context_config_init_version as a C application's
+# clpa_context_config_init gives its header's. The library must have the
+# same ABI: the same minor while the major is 0, the same major after.
+HEADER_VERSION = 100
+
+
+def _abi(number):
+    """The ABI a CLPA_VERSION_NUMBER stands for: major and minor in 0.x, the major after."""
+    major, minor = number // 10000, number // 100 % 100
+    return (major, minor) if major == 0 else (major,)
 
 
 class LibraryNotFound(ImportError):
@@ -61,7 +69,7 @@ _PROTOS = [
     ("clpa_dtype_name", c_char_p, [c_int]),
     ("clpa_dtype_size", c_size_t, [c_int]),
     # context, devices
-    ("clpa_context_config_init", None, [POINTER(S.ContextConfig)]),
+    ("clpa_context_config_init_version", None, [POINTER(S.ContextConfig), c_uint]),
     ("clpa_context_create", _st, [POINTER(S.ContextConfig), POINTER(_p)]),
     ("clpa_context_destroy", None, [_p]),
     ("clpa_context_last_error", c_char_p, [_p]),
@@ -169,11 +177,11 @@ def version():
     return lib.clpa_version_string().decode()
 
 
-_number = lib.clpa_version_number()
-if (_number // 10000, _number // 100 % 100) != ABI_VERSION:
-    raise ImportError("libclpa %s (%s) has another ABI than this clpa package mirrors (%d.%d.x): "
-                      "install the package from the same clpa source tree as the library"
-                      % (version(), getattr(lib, "_name", "?"), ABI_VERSION[0], ABI_VERSION[1]))
+if _abi(lib.clpa_version_number()) != _abi(HEADER_VERSION):
+    raise ImportError("libclpa %s (%s) has another ABI than the clpa.h this package mirrors "
+                      "(%d.%d.%d): install the package from the same clpa source tree as the "
+                      "library" % (version(), getattr(lib, "_name", "?"), HEADER_VERSION // 10000,
+                                   HEADER_VERSION // 100 % 100, HEADER_VERSION % 100))
 
 
 # ---------------------------------------------------------------------------

@@ -24,7 +24,7 @@ import numpy as np
 import pyopencl as cl
 
 from . import structs as S
-from ._lib import ClpaError, check, dtype_of, lib
+from ._lib import HEADER_VERSION, ClpaError, check, dtype_of, lib
 from .kv import _Handle
 
 
@@ -87,7 +87,7 @@ def _params(cls, init, fields, what):
     keep = {}
     for name, value in fields.items():
         ftype = types.get(name)
-        if ftype is None:
+        if ftype is None or name == "reserved":  # reserved stays 0, as _init left it
             raise TypeError("%s: no field %r in %s (fields: %s)" % (
                 what, name, cls.c_name, ", ".join(types)))
         setattr(p, name, _convert(ftype, value, name, keep))
@@ -131,7 +131,7 @@ class Context(_Handle):
     def __init__(self, context=None, queue=None, *, device=None, binary_cache=None,
                  cache_dir=None, lanes=None, profiling=False, cache_max_bytes=0):
         cfg = S.ContextConfig()
-        lib.clpa_context_config_init(byref(cfg))
+        lib.clpa_context_config_init_version(byref(cfg), HEADER_VERSION)
         if queue is None and context is not None:
             queue = cl.CommandQueue(context)
         if queue is not None:

@@ -37,6 +37,7 @@ class Status(enum.IntEnum):
     ERR_STATE = -1005
     ERR_BAD_CONTEXT_LEN = -1006
     ERR_LANE_MISMATCH = -1007
+    ERR_VERSION = -1008
 
 
 class DType(enum.IntEnum):
@@ -140,6 +141,11 @@ class host_int32_array(c_void_p):  # const int32_t * read by the call (host leng
 # Structures
 # ---------------------------------------------------------------------------
 
+# Every struct but clpa_allocator ends in uint64_t reserved[8]: room for
+# fields to come (README's ABI); inputs must leave it 0, as _init does.
+RESERVED = ("reserved", c_uint64 * 8)
+
+
 class Struct(ctypes.Structure):
     """A mirror of a C struct: field access by C name, as_dict(), a repr."""
 
@@ -173,6 +179,7 @@ class Allocator(Struct):
 class ContextConfig(Struct):
     c_name = "clpa_context_config"
     _fields_ = [
+        ("header_version", c_uint),
         ("device", ctypes.c_char_p),
         ("cl_ctx", cl_context),
         ("cl_dev", cl_device_id),
@@ -182,6 +189,7 @@ class ContextConfig(Struct):
         ("cache_dir", ctypes.c_char_p),
         ("lanes", c_lanes),
         ("cache_max_bytes", c_uint64),
+        RESERVED,
     ]
 
 
@@ -211,6 +219,7 @@ class DeviceInfo(Struct):
         ("lanes", c_lanes),
         ("nv_compute_capability", c_int),
         ("native_float_width", c_uint),
+        RESERVED,
     ]
 
 
@@ -229,6 +238,7 @@ class KVLayout(Struct):
         ("block_stride", c_uint64),
         ("block_bytes", c_uint64),
         ("cache_bytes", c_uint64),
+        RESERVED,
     ]
 
     @property
@@ -264,6 +274,7 @@ class CacheConfig(Struct):
         ("placement", c_cache_placement),
         ("pinned", c_int),
         ("max_arena_bytes", c_uint64),
+        RESERVED,
     ]
 
 
@@ -285,6 +296,7 @@ class CacheInfo(Struct):
         ("placement", c_cache_placement),
         ("pinned", c_int),
         ("wrapped", c_int),
+        RESERVED,
     ]
 
 
@@ -307,6 +319,7 @@ class ReshapeAndCacheParams(Struct):
         ("num_wait_events", c_uint32),
         ("wait_events", cl_event_array),
         ("event", cl_event_p),
+        RESERVED,
     ]
 
 
@@ -347,6 +360,7 @@ class DecodeParams(Struct):
         ("num_wait_events", c_uint32),
         ("wait_events", cl_event_array),
         ("event", cl_event_p),
+        RESERVED,
     ]
 
 
@@ -390,6 +404,7 @@ class PrefillParams(Struct):
         ("num_wait_events", c_uint32),
         ("wait_events", cl_event_array),
         ("event", cl_event_p),
+        RESERVED,
     ]
 
 
@@ -415,6 +430,7 @@ class AttnInputs(Struct):
         ("num_wait_events", c_uint32),
         ("wait_events", cl_event_array),
         ("event", cl_event_p),
+        RESERVED,
     ]
 
 
@@ -427,23 +443,25 @@ class PlanInfo(Struct):
         ("heads_per_group", c_int32),
         ("rows", c_int32),
         ("keys", c_int32),
+        RESERVED,
     ]
 
 
 class PoolConfig(Struct):
     c_name = "clpa_pool_config"
-    _fields_ = [("num_blocks", c_int32), ("block_size", c_int32), ("allocator", Allocator)]
+    _fields_ = [("num_blocks", c_int32), ("block_size", c_int32), ("allocator", Allocator),
+                RESERVED]
 
 
 class PoolStats(Struct):
     c_name = "clpa_pool_stats"
     _fields_ = [("num_blocks", c_int32), ("free", c_int32), ("used", c_int32),
-                ("shared", c_int32)]
+                ("shared", c_int32), RESERVED]
 
 
 class BatchConfig(Struct):
     c_name = "clpa_batch_config"
-    _fields_ = [("min_blocks_per_seq", c_int32)]
+    _fields_ = [("min_blocks_per_seq", c_int32), RESERVED]
 
 
 class BatchView(Struct):
@@ -456,22 +474,26 @@ class BatchView(Struct):
         ("max_context_len", c_int32),
         ("changed_rows", POINTER(c_int32)),
         ("num_changed_rows", c_int32),
+        RESERVED,
     ]
 
 
 class RadixConfig(Struct):
     c_name = "clpa_radix_config"
-    _fields_ = [("allocator", Allocator), ("on_evict", c_void_p), ("on_evict_user", c_void_p)]
+    _fields_ = [("allocator", Allocator), ("on_evict", c_void_p), ("on_evict_user", c_void_p),
+                RESERVED]
 
 
 class RadixMatchResult(Struct):
     c_name = "clpa_radix_match_result"
-    _fields_ = [("num_blocks", c_int32), ("num_tokens", c_int32), ("node", c_void_p)]
+    _fields_ = [("num_blocks", c_int32), ("num_tokens", c_int32), ("node", c_void_p),
+                RESERVED]
 
 
 class RadixInsertResult(Struct):
     c_name = "clpa_radix_insert_result"
-    _fields_ = [("num_tokens", c_int32), ("cached_tokens", c_int32), ("node", c_void_p)]
+    _fields_ = [("num_tokens", c_int32), ("cached_tokens", c_int32), ("node", c_void_p),
+                RESERVED]
 
 
 class RadixStats(Struct):
@@ -487,6 +509,7 @@ class RadixStats(Struct):
         ("evicted_blocks", c_int64),
         ("evicted_nodes", c_int64),
         ("splits", c_int64),
+        RESERVED,
     ]
 
 
@@ -502,6 +525,7 @@ class RadixNodeInfo(Struct):
         ("num_children", c_int32),
         ("lock_count", c_int32),
         ("last_access", c_uint64),
+        RESERVED,
     ]
 
 
@@ -513,17 +537,19 @@ class KVManConfig(Struct):
         ("prefix_cache", c_int32),
         ("allocator", Allocator),
         ("free_watermark", c_int32),
+        RESERVED,
     ]
 
 
 class KVManAdmitResult(Struct):
     c_name = "clpa_kvman_admit_result"
-    _fields_ = [("req", c_void_p), ("cached_tokens", c_int32), ("num_new_tokens", c_int32)]
+    _fields_ = [("req", c_void_p), ("cached_tokens", c_int32), ("num_new_tokens", c_int32),
+                RESERVED]
 
 
 class KVManAdmitOptions(Struct):
     c_name = "clpa_kvman_admit_options"
-    _fields_ = [("reserve_tokens", c_int32)]
+    _fields_ = [("reserve_tokens", c_int32), RESERVED]
 
 
 class KVManStats(Struct):
@@ -542,6 +568,7 @@ class KVManStats(Struct):
         ("blocks_cached", c_int32),
         ("blocks_evictable", c_int32),
         ("hot_evictions", c_int64),
+        RESERVED,
     ]
 
 

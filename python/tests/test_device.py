@@ -10,6 +10,8 @@ holds the C paths to the same bound). Caches are f16; the reference reads them b
 rounding is not part of the error (reshape_and_cache's rounding is
 checked on its own, bit for bit against NumPy's float16)."""
 
+import ctypes
+
 import numpy as np
 import pyopencl as cl
 import pytest
@@ -112,6 +114,13 @@ def test_context_wraps_the_pyopencl_queue(ctx, cl_queue):
     own.close()  # closes the cache first
     with pytest.raises(ValueError):
         c.layout
+    # A header of another ABI is refused by name (what the binding's
+    # HEADER_VERSION guards against).
+    cfg, h = clpa.structs.ContextConfig(), ctypes.c_void_p()
+    clpa.lib.clpa_context_config_init_version(cfg, clpa.HEADER_VERSION + 100)
+    with pytest.raises(clpa.ClpaError) as e:
+        clpa.check(clpa.lib.clpa_context_create(cfg, ctypes.byref(h)))
+    assert e.value.status == clpa.Status.ERR_VERSION and not h.value
     with pytest.raises(clpa.ClpaError) as e:
         clpa.Context(device="no such device, really")
     assert e.value.name == "CLPA_ERR_DEVICE_NOT_FOUND" and "no such device" in e.value.message
@@ -329,6 +338,8 @@ def test_errors_name_the_field(ctx, cache):
     assert "num_heads" in e.value.message and e.value.message == ctx.last_error
     with pytest.raises(TypeError, match="num_head"):
         ctx.decode(num_head=8)
+    with pytest.raises(TypeError, match="reserved"):
+        ctx.decode(reserved=[1] * 8)  # stays 0, as clpa_decode_params_init leaves it
     with pytest.raises(TypeError, match="wait_for"):
         ctx.decode(event=None)
     with pytest.raises(ValueError, match="'tiles'"):

@@ -55,6 +55,8 @@ def test_version_and_status_names():
     if want:
         assert clpa.version() == want
     assert clpa.__version__ == clpa.version()
+    major, minor, patch = map(int, clpa.__version__.split("."))
+    assert clpa.HEADER_VERSION == major * 10000 + minor * 100 + patch
     for s in clpa.Status:
         assert clpa.status_name(s) == "CLPA_" + s.name
     assert clpa.status_name(12345) == "CLPA_ERR_UNKNOWN"
