@@ -14,8 +14,11 @@
  */
 #include <string.h>
 
+#include "alloc.h"
 #include "grow.h"
 #include "kv_internal.h"
+#include "last_error.h"
+#include "reserved.h"
 
 struct clpa_batch {
   clpa_pool *pool;

@@ -4,7 +4,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "util.h"
+#include "last_error.h"
 
 static uint32_t f32_bits(float f) {
   uint32_t u;

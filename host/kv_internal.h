@@ -7,7 +7,6 @@
 #define CLPA_HOST_KV_INTERNAL_H
 
 #include "clpa_kv.h"
-#include "util.h"
 
 /*
  * Free blocks sit on a stack (free_stack[0..num_free)), so taking and

@@ -13,10 +13,12 @@
  */
 #include <string.h>
 
+#include "alloc.h"
 #include "clpa_kvman.h"
 #include "grow.h"
 #include "kv_internal.h" /* the batch append moves a sequence inline */
-#include "util.h"
+#include "last_error.h"
+#include "reserved.h"
 
 struct clpa_kvreq {
   clpa_kvman *km; /* the owner: a request handed to another manager is refused */

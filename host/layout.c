@@ -5,7 +5,8 @@
  */
 #include "clpa_layout.h"
 
-#include "util.h"
+#include "last_error.h"
+#include "reserved.h"
 
 clpa_status clpa_kv_layout_init(clpa_kv_layout *out, clpa_dtype dtype, int32_t num_blocks,
                                 int32_t block_size, int32_t num_kv_heads, int32_t head_size) {

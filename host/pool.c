@@ -1,7 +1,10 @@
 /* pool.c — the block pool: a free stack and a refcount per block (see clpa_kv.h). */
 #include <string.h>
 
+#include "alloc.h"
 #include "kv_internal.h"
+#include "last_error.h"
+#include "reserved.h"
 
 void clpa_pool_config_init(clpa_pool_config *cfg) {
   if (!cfg) return;

@@ -27,8 +27,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "alloc.h"
+#include "last_error.h"
 #include "radix_internal.h"
-#include "util.h"
+#include "reserved.h"
 
 /* ----------------------------------------------------------------------
  * Nodes

@@ -6,9 +6,9 @@
  */
 #include <stdint.h>
 
+#include "alloc.h"
 #include "grow.h"
 #include "radix_internal.h"
-#include "util.h"
 
 /* ----------------------------------------------------------------------
  * Eviction heap: the unlocked leaves, oldest tick on top. Ties (only along

@@ -7,8 +7,8 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "alloc.h"
 #include "radix_internal.h"
-#include "util.h"
 
 /* ----------------------------------------------------------------------
  * Hashing

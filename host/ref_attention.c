@@ -4,7 +4,9 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "util.h"
+#include "block_mask.h"
+#include "last_error.h"
+#include "size_math.h"
 
 /* ======================================================================
  * Decode

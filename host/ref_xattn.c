@@ -4,7 +4,8 @@
 #include <math.h>
 #include <stdlib.h>
 
-#include "util.h"
+#include "last_error.h"
+#include "size_math.h"
 
 /* ======================================================================
  * Checks

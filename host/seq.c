@@ -9,8 +9,10 @@
  */
 #include <string.h>
 
+#include "alloc.h"
 #include "grow.h"
 #include "kv_internal.h"
+#include "last_error.h"
 
 static int32_t blocks_for(int64_t tokens, int32_t block_size) {
   return (int32_t)((tokens + block_size - 1) / block_size);

@@ -9,6 +9,7 @@
 #include <stdio.h>
 
 #include "internal.h"
+#include "size_math.h"
 
 static int supported_head_size(int hs) {
   static const int ok[] = {32, 64, 80, 96, 112, 120, 128, 192, 256};

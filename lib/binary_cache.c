@@ -43,6 +43,7 @@
 #include <unistd.h>
 
 #include "binary_cache.h"
+#include "hash.h"
 
 #define MAX_FILE_BYTES ((off_t)1 << 30)
 #define STALE_TMP_SECONDS 3600

@@ -7,7 +7,8 @@
 
 #include "clpa.h"
 #include "kernels.h"
-#include "util.h"
+#include "last_error.h"
+#include "reserved.h"
 
 typedef struct clpa_program_entry {
   struct clpa_program_entry *next;

@@ -7,7 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "block_mask.h"
 #include "plan.h"
+#include "size_math.h"
 
 #define PREFILL_THREADS 128
 #define MERGE_THREADS 64

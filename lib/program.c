@@ -14,6 +14,8 @@
 
 #include "binary_cache.h"
 #include "cl_sources.h"
+#include "hash.h"
+#include "ptx.h"
 
 static double now_seconds(void) {
   struct timespec ts;
@@ -135,7 +137,7 @@ static cl_program from_binary(clpa_context *ctx, unsigned char *bin, size_t len,
 }
 
 /* On NVIDIA a program whose options carry -DCLPA_MAXNREG=N (N > 0) is
- * rebuilt from its PTX with `.maxnreg N` in every kernel (host/util.c's
+ * rebuilt from its PTX with `.maxnreg N` in every kernel (host/ptx.c's
  * clpa_ptx_with_maxnreg): NVIDIA's OpenCL has no working register option,
  * and ptxas left alone gives the mma prefill 186 registers, 2 work-groups
  * an SM where 128 fit 4 (H100: 143 -> 174 TFLOP/s, notes/perf.md). The

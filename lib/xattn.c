@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "internal.h"
+#include "size_math.h"
 
 void clpa_xattn_params_init(clpa_xattn_params *p) {
   if (!p) return;

@@ -22,7 +22,7 @@
 #include "ref_attention.h"
 #include "ref_util.h"
 #include "tap.h"
-#include "util.h"
+#include "last_error.h"
 
 #define TOL 1e-12
 

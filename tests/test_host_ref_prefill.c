@@ -36,7 +36,7 @@
 #include "ref_attention.h"
 #include "ref_util.h"
 #include "tap.h"
-#include "util.h"
+#include "last_error.h"
 
 #define TOL 1e-12
 /* Upper bound on sum over sequences of n * L * num_heads * head_size for

@@ -36,7 +36,6 @@
 
 #include "ref_xattn.h"
 #include "tap.h"
-#include "util.h"
 
 #define TOL_STATS 1e-12
 #define TOL_MASS 1e-10

@@ -3,7 +3,10 @@
 #include <string.h>
 
 #include "tap.h"
-#include "util.h"
+#include "block_mask.h"
+#include "hash.h"
+#include "last_error.h"
+#include "ptx.h"
 
 int main(void) {
   ok(clpa_version_number() == CLPA_VERSION_NUMBER, "library version %u matches header %u",
