@@ -42,24 +42,33 @@ CLPA_API const char *clpa_version_string(void);
  * Every clpa call returns a clpa_status. The values are frozen. Where a
  * code means what an OpenCL error means, it reuses OpenCL's number (as
  * CLBlast does); clpa's own codes live at -1000 and below.
+ *
+ * CLPA_STATUS_MAP lists every status once, a line each: its name, its
+ * value and what it means. The enum and clpa_status_name's names are
+ * made from it (libuv's UV_ERRNO_MAP), so the two cannot drift apart.
  * ==================================================================== */
+#define CLPA_STATUS_MAP(XX)                                                                                           \
+  XX(CLPA_OK, 0)                      /* success */                                                                   \
+  XX(CLPA_ERR_DEVICE_NOT_FOUND, -1)   /* no device matches the spec (CL_DEVICE_NOT_FOUND) */                          \
+  XX(CLPA_ERR_DEVICE_MEMORY, -4)      /* device allocation failed (CL_MEM_OBJECT_ALLOCATION_FAILURE) */               \
+  XX(CLPA_ERR_OUT_OF_RESOURCES, -5)   /* device ran out of resources (CL_OUT_OF_RESOURCES) */                         \
+  XX(CLPA_ERR_OUT_OF_MEMORY, -6)      /* host allocation failed (CL_OUT_OF_HOST_MEMORY) */                            \
+  XX(CLPA_ERR_BUILD, -11)             /* kernel build failed; the log is in the message (CL_BUILD_PROGRAM_FAILURE) */ \
+  XX(CLPA_ERR_INVALID_ARG, -30)       /* an argument is invalid; the message names it (CL_INVALID_VALUE) */           \
+  XX(CLPA_ERR_OPENCL, -1000)          /* any other OpenCL error; the message names it */                              \
+  XX(CLPA_ERR_UNSUPPORTED, -1001)     /* shape, dtype or feature not supported (message names the value) */           \
+  XX(CLPA_ERR_POOL_EXHAUSTED, -1002)  /* the block pool has too few free blocks; nothing was taken */                 \
+  XX(CLPA_ERR_BAD_BLOCK, -1003)       /* a kernel saw a block id outside the cache and skipped it */                  \
+  XX(CLPA_ERR_IO, -1004)              /* file system error (binary cache) */                                          \
+  XX(CLPA_ERR_STATE, -1005)           /* the call is not valid in the object's current state */                       \
+  XX(CLPA_ERR_BAD_CONTEXT_LEN, -1006) /* a kernel saw a context length < 0 or > max_context_len (used 0) */           \
+  XX(CLPA_ERR_LANE_MISMATCH, -1007)   /* the device's subgroups did not match clpa's lane groups: results invalid */  \
+  XX(CLPA_ERR_VERSION, -1008)         /* the application's clpa.h and the library differ in ABI (README's ABI) */
+
 typedef enum clpa_status {
-  CLPA_OK = 0,
-  CLPA_ERR_DEVICE_NOT_FOUND = -1,  /* no device matches the spec (CL_DEVICE_NOT_FOUND) */
-  CLPA_ERR_DEVICE_MEMORY = -4,     /* device allocation failed (CL_MEM_OBJECT_ALLOCATION_FAILURE) */
-  CLPA_ERR_OUT_OF_RESOURCES = -5,  /* device ran out of resources (CL_OUT_OF_RESOURCES) */
-  CLPA_ERR_OUT_OF_MEMORY = -6,     /* host allocation failed (CL_OUT_OF_HOST_MEMORY) */
-  CLPA_ERR_BUILD = -11,            /* kernel build failed; the log is in the message (CL_BUILD_PROGRAM_FAILURE) */
-  CLPA_ERR_INVALID_ARG = -30,      /* an argument is invalid; the message names it (CL_INVALID_VALUE) */
-  CLPA_ERR_OPENCL = -1000,         /* any other OpenCL error; the message names it */
-  CLPA_ERR_UNSUPPORTED = -1001,    /* shape, dtype or feature not supported (message names the value) */
-  CLPA_ERR_POOL_EXHAUSTED = -1002, /* the block pool has too few free blocks; nothing was taken */
-  CLPA_ERR_BAD_BLOCK = -1003,      /* a kernel saw a block id outside the cache and skipped it */
-  CLPA_ERR_IO = -1004,             /* file system error (binary cache) */
-  CLPA_ERR_STATE = -1005,          /* the call is not valid in the object's current state */
-  CLPA_ERR_BAD_CONTEXT_LEN = -1006,/* a kernel saw a context length < 0 or > max_context_len (used 0) */
-  CLPA_ERR_LANE_MISMATCH = -1007,  /* the device's subgroups did not match clpa's lane groups: results invalid */
-  CLPA_ERR_VERSION = -1008         /* the application's clpa.h and the library differ in ABI (README's ABI) */
+#define CLPA_STATUS_ENUM_(name, value) name = value,
+  CLPA_STATUS_MAP(CLPA_STATUS_ENUM_)
+#undef CLPA_STATUS_ENUM_
 } clpa_status;
 
 /* Returns the enumerator's name ("CLPA_ERR_INVALID_ARG"), or
