@@ -61,6 +61,12 @@ void clpa_kvman_config_init(clpa_kvman_config *cfg) {
   cfg->prefix_cache = 1;
 }
 
+void clpa_kvman_config_from_layout(clpa_kvman_config *cfg, const clpa_kv_layout *l) {
+  if (!cfg || !l) return;
+  cfg->num_blocks = l->num_blocks;
+  cfg->block_size = l->block_size;
+}
+
 void clpa_kvman_admit_options_init(clpa_kvman_admit_options *opt) {
   if (opt) memset(opt, 0, sizeof *opt);
 }

@@ -68,15 +68,3 @@ uint64_t clpa_kv_value_index(const clpa_kv_layout *l, int32_t block, int32_t kv_
                              int32_t dim) {
   return tile(l, block, kv_head) + (uint64_t)dim * (uint64_t)l->block_size + (uint64_t)tok;
 }
-
-void clpa_pool_config_from_layout(clpa_pool_config *cfg, const clpa_kv_layout *l) {
-  if (!cfg || !l) return;
-  cfg->num_blocks = l->num_blocks;
-  cfg->block_size = l->block_size;
-}
-
-void clpa_kvman_config_from_layout(clpa_kvman_config *cfg, const clpa_kv_layout *l) {
-  if (!cfg || !l) return;
-  cfg->num_blocks = l->num_blocks;
-  cfg->block_size = l->block_size;
-}

@@ -12,6 +12,12 @@ void clpa_pool_config_init(clpa_pool_config *cfg) {
   cfg->block_size = 16;
 }
 
+void clpa_pool_config_from_layout(clpa_pool_config *cfg, const clpa_kv_layout *l) {
+  if (!cfg || !l) return;
+  cfg->num_blocks = l->num_blocks;
+  cfg->block_size = l->block_size;
+}
+
 clpa_status clpa_pool_create(const clpa_pool_config *cfg, clpa_pool **out) {
   CLPA_CHECK(NULL, !cfg, CLPA_ERR_INVALID_ARG, "cfg must not be NULL");
   CLPA_CHECK(NULL, !out, CLPA_ERR_INVALID_ARG, "out must not be NULL");

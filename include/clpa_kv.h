@@ -52,6 +52,7 @@
 #define CLPA_KV_H
 
 #include "clpa_base.h"
+#include "clpa_layout.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -72,6 +73,9 @@ typedef struct clpa_pool_config {
 /* Fills cfg with defaults: everything zero except block_size = 16.
  * num_blocks must still be set. */
 CLPA_API void clpa_pool_config_init(clpa_pool_config *cfg);
+/* Sets cfg's num_blocks and block_size from the layout (clpa_layout.h;
+ * the rest of cfg is left as it is: call clpa_pool_config_init first). */
+CLPA_API void clpa_pool_config_from_layout(clpa_pool_config *cfg, const clpa_kv_layout *l);
 
 /* Creates a pool whose blocks are all free. Blocks are handed out lowest
  * id first from a fresh pool.

@@ -82,6 +82,9 @@ typedef struct clpa_kvman_config {
 /* Fills cfg with defaults: block_size 16, prefix_cache 1, libc, no
  * watermark; num_blocks must still be set. */
 CLPA_API void clpa_kvman_config_init(clpa_kvman_config *cfg);
+/* Sets cfg's num_blocks and block_size from the layout (clpa_layout.h;
+ * the rest of cfg is left as it is: call clpa_kvman_config_init first). */
+CLPA_API void clpa_kvman_config_from_layout(clpa_kvman_config *cfg, const clpa_kv_layout *l);
 
 /* Creates a manager with its own pool and tree.
  * Returns CLPA_OK and *out, CLPA_ERR_INVALID_ARG (NULL cfg or out, bad

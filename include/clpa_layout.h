@@ -30,8 +30,6 @@
 #define CLPA_LAYOUT_H
 
 #include "clpa_base.h"
-#include "clpa_kv.h"
-#include "clpa_kvman.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -78,11 +76,6 @@ CLPA_API uint64_t clpa_kv_key_index(const clpa_kv_layout *l, int32_t block, int3
 /* The same for the value cache. */
 CLPA_API uint64_t clpa_kv_value_index(const clpa_kv_layout *l, int32_t block, int32_t kv_head,
                                       int32_t tok, int32_t dim);
-
-/* Sets cfg's num_blocks and block_size from the layout (the rest of cfg
- * is left as it is: call the config's _init first). */
-CLPA_API void clpa_pool_config_from_layout(clpa_pool_config *cfg, const clpa_kv_layout *l);
-CLPA_API void clpa_kvman_config_from_layout(clpa_kvman_config *cfg, const clpa_kv_layout *l);
 
 #ifdef __cplusplus
 }

@@ -11,6 +11,7 @@
  */
 #include <string.h>
 
+#include "clpa_kvman.h"
 #include "clpa_layout.h"
 #include "tap.h"
 
