@@ -173,6 +173,10 @@ void clpa_programs_release(clpa_context *ctx);
  * releases it (the cache keeps its own reference). */
 clpa_status clpa_kernel_create(clpa_context *ctx, const char *family, const char *options,
                                const char *name, cl_kernel *out);
+/* Build options with their words sorted and repeats dropped, so the same
+ * defines in another order name the same program; caller frees (NULL: out
+ * of memory). */
+char *clpa_options_canonical(const char *options);
 
 /* The tuning table's entry for a device (tuning.c). */
 void clpa_tuning_lookup(const clpa_device_info *in, clpa_tuning *out);
@@ -219,9 +223,5 @@ typedef struct clpa_ndrange {
 clpa_status clpa_enqueue(clpa_context *ctx, cl_kernel k, const char *name, const clpa_arg *args,
                          size_t num_args, const clpa_ndrange *r);
 #define CLPA_NARGS(a) (sizeof(a) / sizeof *(a))
-/* Build options with their words sorted and repeats dropped, so the same
- * defines in another order name the same program; caller frees (NULL: out
- * of memory). */
-char *clpa_options_canonical(const char *options);
 
 #endif

@@ -168,9 +168,39 @@ static cl_program load_cached(clpa_context *ctx, const char *key, const char *op
   return prog;
 }
 
+static int cmp_str(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+char *clpa_options_canonical(const char *options) {
+  if (!options) options = "";
+  size_t len = strlen(options);
+  char *copy = malloc(len + 1), *out = malloc(len + 1);
+  char **words = malloc(sizeof(char *) * (len / 2 + 1));
+  size_t n = 0;
+  if (!copy || !out || !words) {
+    free(copy), free(out), free(words);
+    return NULL;
+  }
+  memcpy(copy, options, len + 1);
+  for (char *w = strtok(copy, " \t\n"); w; w = strtok(NULL, " \t\n")) words[n++] = w;
+  qsort(words, n, sizeof *words, cmp_str);
+  out[0] = '\0';
+  for (size_t i = 0, o = 0; i < n; i++) {
+    if (i && strcmp(words[i], words[i - 1]) == 0) continue; /* a repeated define means one */
+    size_t wl = strlen(words[i]);
+    if (o) out[o++] = ' ';
+    memcpy(out + o, words[i], wl + 1);
+    o += wl;
+  }
+  free(copy);
+  free(words);
+  return out;
+}
+
 /* The full option string: the lane path, the caller's options and the
  * OpenCL C version decode's in-launch merge needs (context.c's
- * pick_merge), in canonical order (launch.c). */
+ * pick_merge), in canonical order. */
 static char *full_options(const clpa_context *ctx, const char *options) {
   const char *std = strstr(options, "-DCLPA_MERGE=1") ? ctx->merge_std : "";
   size_t n = strlen(options) + strlen(std) + 96;

@@ -1,0 +1,109 @@
+/*
+ * kernels.c — every kernel family, described once (kernels.h): its
+ * embedded sources and the tunables of its spec, and the lookup by name
+ * that the program cache (program.c) and the launch path (launch.c) use.
+ */
+#include <stddef.h>
+#include <string.h>
+
+#include "kernels.h"
+
+#define T(spec, field, name) {name, offsetof(spec, field)}
+static const clpa_tunable decode_tunables[] = {
+    T(clpa_decode_spec, head_size, "HEAD_SIZE"),
+    T(clpa_decode_spec, block_size, "BLOCK_SIZE"),
+    T(clpa_decode_spec, kv_dtype, "KV_DTYPE"),
+    T(clpa_decode_spec, io_dtype, "IO_DTYPE"),
+    T(clpa_decode_spec, num_threads, "NUM_THREADS"),
+    T(clpa_decode_spec, sg, "SG"),
+    T(clpa_decode_spec, partition_size, "PARTITION_SIZE"),
+    T(clpa_decode_spec, heads_per_wg, "HEADS_PER_WG"),
+    T(clpa_decode_spec, key_vectors, "KEY_VECTORS"),
+    T(clpa_decode_spec, maxnreg, "MAXNREG"),
+    T(clpa_decode_spec, chunk, "CHUNK"),
+    T(clpa_decode_spec, pipe, "PIPE"),
+    T(clpa_decode_spec, merge, "MERGE"),
+};
+static const clpa_tunable reduce_tunables[] = {
+    T(clpa_reduce_spec, head_size, "HEAD_SIZE"),
+    T(clpa_reduce_spec, io_dtype, "IO_DTYPE"),
+    T(clpa_reduce_spec, partition_size, "PARTITION_SIZE"),
+};
+static const clpa_tunable prefill_tunables[] = {
+    T(clpa_prefill_spec, head_size, "HEAD_SIZE"),
+    T(clpa_prefill_spec, block_size, "BLOCK_SIZE"),
+    T(clpa_prefill_spec, kv_dtype, "KV_DTYPE"),
+    T(clpa_prefill_spec, io_dtype, "IO_DTYPE"),
+    T(clpa_prefill_spec, num_threads, "NUM_THREADS"),
+    T(clpa_prefill_spec, rows, "ROWS"),
+    T(clpa_prefill_spec, keys, "KEYS"),
+    T(clpa_prefill_spec, stages, "STAGES"),
+    T(clpa_prefill_spec, sparse, "SPARSE"),
+    T(clpa_prefill_spec, maxnreg, "MAXNREG"),
+    T(clpa_prefill_spec, vkeys, "VKEYS"),
+};
+static const clpa_tunable merge_tunables[] = {
+    T(clpa_merge_spec, io_dtype, "IO_DTYPE"),
+    T(clpa_merge_spec, num_threads, "NUM_THREADS"),
+};
+static const clpa_tunable xattn_tunables[] = {
+    T(clpa_xattn_spec, head_size, "HEAD_SIZE"),
+    T(clpa_xattn_spec, block_size, "BLOCK_SIZE"),
+    T(clpa_xattn_spec, kv_dtype, "KV_DTYPE"),
+    T(clpa_xattn_spec, io_dtype, "IO_DTYPE"),
+};
+static const clpa_tunable xattn_mma_tunables[] = {
+    T(clpa_xattn_spec, head_size, "HEAD_SIZE"),
+    T(clpa_xattn_spec, block_size, "BLOCK_SIZE"),
+    T(clpa_xattn_spec, kv_dtype, "KV_DTYPE"),
+    T(clpa_xattn_spec, io_dtype, "IO_DTYPE"),
+    T(clpa_xattn_spec, num_threads, "NUM_THREADS"),
+    T(clpa_xattn_spec, stride, "STRIDE"),
+    T(clpa_xattn_spec, bcols, "BCOLS"),
+    T(clpa_xattn_spec, rows, "ROWS"),
+    T(clpa_xattn_spec, cols, "COLS"),
+    T(clpa_xattn_spec, kc, "KC"),
+    T(clpa_xattn_spec, stages, "STAGES"),
+};
+static const clpa_tunable cache_tunables[] = {T(clpa_cache_spec, kv_dtype, "KV_DTYPE")};
+#undef T
+#define N(a) (sizeof a / sizeof *a)
+
+const clpa_family clpa_family_decode = {"decode", {"common", "kv", NULL}, decode_tunables,
+                                        N(decode_tunables)};
+/* decode_mma.cl and decode_rows.cl take decode's specification (SG unused: 0). */
+const clpa_family clpa_family_decode_rows = {"decode_rows", {"common", "kv", NULL}, decode_tunables,
+                                             N(decode_tunables)};
+const clpa_family clpa_family_decode_mma = {"decode_mma", {"common", "kv", "mma", NULL},
+                                            decode_tunables, N(decode_tunables)};
+const clpa_family clpa_family_reduce = {"reduce", {"common", NULL}, reduce_tunables,
+                                        N(reduce_tunables)};
+/* Prefill's paths: prefill.cl (what they share), then each path's file. */
+const clpa_family clpa_family_prefill_tiles = {"prefill_tiles", {"common", "kv", "prefill", NULL},
+                                               prefill_tunables, N(prefill_tunables)};
+const clpa_family clpa_family_prefill_rows = {"prefill_rows", {"common", "kv", "prefill", NULL},
+                                              prefill_tunables, N(prefill_tunables)};
+const clpa_family clpa_family_prefill_mma = {"prefill_mma",
+                                             {"common", "kv", "mma", "prefill", NULL},
+                                             prefill_tunables, N(prefill_tunables)};
+const clpa_family clpa_family_merge = {"merge", {"common", NULL}, merge_tunables,
+                                       N(merge_tunables)};
+const clpa_family clpa_family_cache = {"cache", {"common", "kv", NULL}, cache_tunables,
+                                       N(cache_tunables)};
+const clpa_family clpa_family_xattn = {"xattn", {"common", "kv", NULL}, xattn_tunables,
+                                       N(xattn_tunables)};
+const clpa_family clpa_family_xattn_mma = {"xattn_mma", {"common", "kv", "mma", NULL},
+                                           xattn_mma_tunables, N(xattn_mma_tunables)};
+const clpa_family clpa_family_blocks = {"blocks", {"common", NULL}, NULL, 0};
+const clpa_family clpa_family_smoke = {"smoke", {NULL}, NULL, 0};
+
+const clpa_family *clpa_family_find(const char *name) {
+  static const clpa_family *const all[] = {
+      &clpa_family_decode, &clpa_family_reduce, &clpa_family_prefill_tiles,
+      &clpa_family_prefill_rows, &clpa_family_prefill_mma, &clpa_family_merge,
+      &clpa_family_cache,  &clpa_family_blocks, &clpa_family_smoke, &clpa_family_xattn,
+      &clpa_family_decode_mma, &clpa_family_decode_rows, &clpa_family_xattn_mma};
+  for (size_t i = 0; name && i < N(all); i++)
+    if (strcmp(all[i]->name, name) == 0) return all[i];
+  return NULL;
+}
