@@ -42,44 +42,6 @@ static clpa_decode_spec decode_spec(const clpa_decode_params *p, const decode_ca
   return s;
 }
 
-/* On the subgroup path the lane width is whatever the compiler gives our
- * kernel: learn it once, from the default decode kernel. */
-static clpa_status learn_subgroup_size(clpa_context *ctx, cl_kernel k) {
-  size_t local = DECODE_THREADS, sg = 0;
-  cl_int err = CL_INVALID_OPERATION;
-#ifdef CL_VERSION_2_1
-  if (strncmp(ctx->info.device_version, "OpenCL 2.1", 10) >= 0 ||
-      strncmp(ctx->info.device_version, "OpenCL 3", 8) == 0)
-    err = clGetKernelSubGroupInfo(k, ctx->dev, CL_KERNEL_MAX_SUB_GROUP_SIZE_FOR_NDRANGE,
-                                  sizeof local, &local, sizeof sg, &sg, NULL);
-#endif
-  if (err != CL_SUCCESS || sg == 0 || (sg & (sg - 1)) || sg > DECODE_THREADS)
-    return CLPA_FAIL(ctx->error, CLPA_ERR_UNSUPPORTED,
-                     "cannot learn a usable subgroup size on '%s' (%s, size %zu); force lanes"
-                     " 'emulated'", ctx->info.name, clpa_cl_error_name(err), sg);
-  ctx->subgroup_size = (int)sg;
-  return CLPA_OK;
-}
-
-clpa_status clpa_lanes_settle(clpa_context *ctx) {
-  if (ctx->lanes != CLPA_LANES_SUBGROUP || ctx->subgroup_size) return CLPA_OK;
-  const clpa_decode_spec spec = {
-      128, 16, CLPA_DTYPE_F16, CLPA_DTYPE_F32, DECODE_THREADS, 32, 0, 1, 0, 0, 0, 0, 0};
-  cl_kernel k;
-  clpa_status st = clpa_family_kernel(ctx, &clpa_family_decode, &spec, "clpa_decode_paged", &k);
-  if (st == CLPA_OK) {
-    st = learn_subgroup_size(ctx, k);
-    clReleaseKernel(k);
-  }
-  if (st == CLPA_OK || ctx->lanes_forced) return st;
-  /* Subgroups we cannot size (an OpenCL 2.0 device with only the KHR
-   * query, say): the emulated path works everywhere. */
-  ctx->lanes = CLPA_LANES_EMULATED;
-  clpa_err_clear();
-  ctx->error[0] = '\0';
-  return CLPA_OK;
-}
-
 static const char *decode_kernel_name(const decode_call *c) {
   return c->mma ? "clpa_decode_mma" : c->rows ? "clpa_decode_rows" : "clpa_decode_paged";
 }

@@ -55,33 +55,6 @@ clpa_status clpa_decode_validate(clpa_context *ctx, const clpa_decode_params *p,
   return CLPA_OK;
 }
 
-
-
-int clpa_mma_native(const clpa_context *ctx) {
-  if (ctx->lanes != CLPA_LANES_NV_PTX) return -1;
-  return ctx->info.nv_compute_capability >= 80;
-}
-
-clpa_status clpa_mma_check(clpa_context *ctx) {
-  CLPA_CTX_CHECK(ctx, clpa_mma_native(ctx) == 0, CLPA_ERR_UNSUPPORTED,
-                 "path mma needs compute capability 8.0 on NVIDIA ('%s' has %d.%d)",
-                 ctx->info.name, ctx->info.nv_compute_capability / 10,
-                 ctx->info.nv_compute_capability % 10);
-  return CLPA_OK;
-}
-
-int clpa_lane_width(const clpa_context *ctx, int block_size) {
-  switch (ctx->lanes) {
-    case CLPA_LANES_NV_PTX: return 32;
-    /* A lane group is an aligned 32-lane (or smaller) slice of a subgroup:
-     * xor shuffles with masks below its width stay inside it, so wider
-     * subgroups (PoCL makes the whole work-group one) serve as well. */
-    case CLPA_LANES_SUBGROUP:
-      return ctx->subgroup_size && ctx->subgroup_size < 32 ? ctx->subgroup_size : 32;
-    default: return block_size; /* emulated: one lane per key token */
-  }
-}
-
 /* decode_mma.cl's slices for the warps' outputs (its SLICES): one a warp
  * where they fit in 32 KB, else the most that fit and divide the warps. */
 static int mma_slices(int g, int head_size, int warps) {

@@ -7,7 +7,6 @@
 
 #include "internal.h"
 
-#define DECODE_THREADS 128   /* the lanes kernel's work-group */
 #define DEFAULT_PARTITION 512 /* v2 tokens a partition where the tuning table has none */
 
 /* What one call works on, resolved and checked. */

@@ -181,10 +181,11 @@ char *clpa_options_canonical(const char *options);
 /* The tuning table's entry for a device (tuning.c). */
 void clpa_tuning_lookup(const clpa_device_info *in, clpa_tuning *out);
 
+/* Device capabilities (device_caps.c). */
 /* Settles the context's lane-group path: on the subgroup path, learns the
- * subgroup size our kernels get (decode.c builds its default kernel for
- * that), and falls back to emulated lanes when it cannot be learnt and
- * the path was not forced. Called once by clpa_context_create. */
+ * subgroup size our kernels get (device_caps.c builds decode's default
+ * kernel for that), and falls back to emulated lanes when it cannot be
+ * learnt and the path was not forced. Called once by clpa_context_create. */
 clpa_status clpa_lanes_settle(clpa_context *ctx);
 /* Lanes per lane group the kernels use on this context. */
 int clpa_lane_width(const clpa_context *ctx, int block_size);

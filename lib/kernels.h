@@ -40,6 +40,7 @@ typedef struct clpa_decode_spec {
   int32_t merge;          /* v2: 1 where the last partition of a row merges them (in the launch),
                              0 where reduce.cl's kernel does (always on the rows path) */
 } clpa_decode_spec;
+#define DECODE_THREADS 128   /* the lanes kernel's work-group */
 
 /* reduce.cl: clpa_decode_reduce. */
 typedef struct clpa_reduce_spec {
