@@ -1,7 +1,7 @@
 /*
- * plan.h — inside lib/ only: what a clpa_plan holds (plan.c makes, runs
- * and releases plans; decode.c, prefill.c and cascade.c fill and run their
- * kind).
+ * plan.h — inside lib/ only: what a clpa_plan holds (plan.c makes and runs
+ * plans, plan_shared.c starts, describes and releases them; decode.c,
+ * prefill.c and cascade.c fill and run their kind).
  */
 #ifndef CLPA_LIB_PLAN_H
 #define CLPA_LIB_PLAN_H
