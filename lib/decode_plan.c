@@ -490,8 +490,8 @@ static void mma_widen(const clpa_context *ctx, const clpa_decode_params *p, int6
  * and one work-group would walk it alone. So no partition is longer than
  * what a single sequence at max_ctx needs to give `want` busy work-groups
  * by itself, or BLIND_PARTITION tokens where that is longer (a uniform
- * batch then pays a few partitions more than it needs): decision record
- * notes/plan.md ("blind partitions"). */
+ * batch then pays a few partitions more than it needs). The evidence:
+ * docs/decisions/0013-decode-blind-partitions.md. */
 #define BLIND_PARTITION 512
 static int blind_cap(int max_ctx, int64_t groups, int64_t want, int unit) {
   const int64_t k = (want + groups - 1) / groups; /* partitions of the one long context */

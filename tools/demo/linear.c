@@ -15,7 +15,7 @@
 
 /* The table, first match wins: device → vendor → type → default. One
  * sentence a row; the measurements that chose each (device, date,
- * command, figures) are in notes/linear.md. */
+ * command, figures) are in docs/decisions/0029-demo-linear-table.md. */
 static const demo_linear_tuning table[] = {
     /* NVIDIA: the tensor cores from 2 rows on, k split for small matrices; streaming for
        1 row and for block forms up to 16 */
@@ -244,7 +244,7 @@ static clpa_status mma_program(demo_linear *l, int d, int b) {
   return demo_cl_check(e, "demo_linear: clCreateKernel(demo_linear_mma_reduce)");
 }
 
-/* linear.h; the aim (mma_fill) is the table's, notes/linear.md. */
+/* linear.h; the aim (mma_fill) is the table's, docs/decisions/0029-demo-linear-table.md. */
 int32_t demo_linear_mma_split(const demo_linear *l, int32_t rows, int32_t n, int32_t k) {
   const int b = block_in(mma_blocks, NMMA, rows);
   const int64_t rb = mma_blocks[b], cols = mma_cols(l);
