@@ -126,10 +126,8 @@ static clpa_status paged_once(clpa_context *ctx, const void *arg_, cl_event *eve
  * work-items a work-group reading 16 bytes each, consecutive, in
  * partitions of at most 512 tokens (the decode's where shorter), so that
  * the probe has the work-groups to fill the device whatever the decode's
- * plan (a v1 plan of 16 x 8 rows gave it 128). H100, cold, 32/8 heads
- * 16 x 4096, of copy: f16 0.868 with 64 work-items, 0.939 with 128,
- * 0.929 with 256; fp8 0.821 / 0.877 / 0.861; f32 0.924 / 0.974 / 0.961
- * (64 x 2048: 0.974 / 0.957 / 0.976; notes/perf.md). 0 where it does not
+ * plan (a v1 plan of 16 x 8 rows gave it 128;
+ * docs/decisions/0028-bench-paged-read-probe.md). 0 where it does not
  * apply (tiles not whole 64-byte chunks) or failed. */
 static double paged_read_gbps(bench_env *env, const bench_decode_shape *s, const decode_inputs *in,
                               int32_t bpseq, const bench_decode_figures *f,
