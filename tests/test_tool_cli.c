@@ -81,8 +81,9 @@ static const char *parse_word(const char *text, void *value) {
   return NULL;
 }
 
-/* With line NULL, writes the usage to *usage (to free) instead of parsing. */
-static int run_parse(const char *line, opts *o, char **usage) {
+/* With line NULL, writes the usage to *usage (to free) instead of parsing.
+ * version: the command has a --version. */
+static int run_parse_v(const char *line, opts *o, char **usage, int version) {
   char buf[256], *argv[16];
   int argc = 0;
   snprintf(buf, sizeof buf, "test %s", line ? line : "");
@@ -97,7 +98,7 @@ static int run_parse(const char *line, opts *o, char **usage) {
       {"word", CLI_WORD, &o->word, 0, 0, "W", "yes or no", "no", parse_word},
       {NULL, CLI_FLAG, NULL, 0, 0, NULL, NULL, NULL, NULL},
   };
-  const cli_cmd cmd = {"test", NULL, table, NULL};
+  const cli_cmd cmd = {"test", NULL, table, NULL, version ? "9.8.7" : NULL};
   if (line) return cli_parse(&cmd, argc, argv);
   size_t len;
   FILE *f = open_memstream(usage, &len);
@@ -105,6 +106,10 @@ static int run_parse(const char *line, opts *o, char **usage) {
   cli_usage(&cmd, f);
   fclose(f);
   return 0;
+}
+
+static int run_parse(const char *line, opts *o, char **usage) {
+  return run_parse_v(line, o, usage, 1);
 }
 
 int main(void) {
@@ -135,10 +140,15 @@ int main(void) {
   if (!ok(strstr(usage, "usage: test [options]") && strstr(usage, "--n N") &&
               strstr(usage, "a number (default 7)") && strstr(usage, "(default no)") &&
               strstr(usage, "--seed N") && strstr(usage, "(default 1)") &&
-              strstr(usage, "-h, --help"),
-          "the usage lists every option with its default"))
+              strstr(usage, "-h, --help") && strstr(usage, "--version"),
+          "the usage lists every option with its default, and --version"))
     diag("%s", usage);
   free(usage);
+  run_parse_v(NULL, &o, &usage, 0);
+  ok(!strstr(usage, "--version"), "no --version in the usage of a command without one");
+  free(usage);
+  ok(run_parse_v("--version", &o, NULL, 0) == 2, "--version where there is none: 2");
+  ok(run_parse("--version=1", &o, NULL) == 2, "--version with a value: 2");
   ok(run_parse("--foo", &o, NULL) == 2, "unknown option: 2");
   ok(run_parse("--n x", &o, NULL) == 2, "--n x: 2");
   ok(run_parse("--n 0", &o, NULL) == 2, "--n below its range: 2");

@@ -422,6 +422,7 @@ static int parse(int argc, char **argv, decode_args *a) {
       "fma_peak_tflops, floor_us, bound (memory or compute), roofline_ratio,\n"
       "paged_read_gbps, paged_ratio (where a block's tile is whole 64-byte chunks),\n"
       "host_lengths; with --plan-run plan_host_us, run_host_us, call_host_us.",
+      clpa_version_string(),
   };
   int rc = cli_parse(&cmd, argc, argv);
   if (rc != CLI_RUN) return rc;

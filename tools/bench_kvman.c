@@ -94,6 +94,7 @@ static int parse(int argc, char **argv, kv_opts *o) {
       "admit_us_per_step, finish_us_per_step, decode_us_per_step, reclaim_us_per_step,\n"
       "admits, refused, hit_rate, evicted_blocks, hot_evictions, num_blocks,\n"
       "watermark).",
+      clpa_version_string(),
   };
   int rc = cli_parse(&cmd, argc, argv);
   if (rc == CLI_RUN && o->out_max < o->out_min)

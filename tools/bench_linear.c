@@ -125,6 +125,7 @@ int bench_linear(int argc, char **argv) {
       "weight_bytes, gbps, copy_gbps, ratio, tflops, fma_peak_tflops, lanes, groups,\n"
       "nc, mwarps, fill, ct, ksplit (the tensor-core kernel's splits of k); the\n"
       "step's lines have shape \"step\" and the summed time and bytes.",
+      clpa_version_string(),
   };
   int rc = cli_parse(&cmd, argc, argv);
   if (rc != CLI_RUN) return rc;

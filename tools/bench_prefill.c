@@ -94,6 +94,7 @@ static int parse(int argc, char **argv, prefill_args *a) {
       "JSON keys: op, device, lanes, path, heads, kv_heads, head_size, block_size,\n"
       "batch, new_tokens, cached_tokens, dtype, q_dtype, us_per_call, tflops,\n"
       "fma_peak_tflops, ratio.",
+      clpa_version_string(),
   };
   int rc = cli_parse(&cmd, argc, argv);
   if (rc != CLI_RUN) return rc;

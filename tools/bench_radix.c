@@ -66,6 +66,7 @@ static int parse(int argc, char **argv, bench_opts *o) {
       "JSON keys: op, bench, requests, block_size, num_blocks, window, prompt_tokens,\n"
       "hit_tokens, hit_rate, ops, ops_per_s, admit_per_s, append_per_s, finish_per_s,\n"
       "evictions, evicted_blocks, evicted_nodes, splits, refused, seconds.",
+      clpa_version_string(),
   };
   return cli_parse(&cmd, argc, argv);
 }

@@ -174,6 +174,7 @@ static int parse(int argc, char **argv, sweep_args *a) {
       "JSON keys: op, device, mode, points, measured, skipped, failed, csv, png;\n"
       "with --paths also worst_auto_vs_best, worst_point and below_0_8 (points\n"
       "where auto takes more than 1.25x the fastest path's time).",
+      clpa_version_string(),
   };
   int rc = cli_parse(&cmd, argc, argv);
   if (rc != CLI_RUN) return rc;

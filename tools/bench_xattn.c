@@ -141,6 +141,7 @@ static int parse(int argc, char **argv, xattn_args *a) {
       "CLBlastSgemm over the heads, from contiguous random matrices: the products\n"
       "alone (the reshape copies out of the paged cache and the softmax passes over\n"
       "the stored scores are not counted), so a lower bound on that route's cost.",
+      clpa_version_string(),
   };
   int rc = cli_parse(&cmd, argc, argv);
   if (rc != CLI_RUN) return rc;

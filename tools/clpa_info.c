@@ -159,6 +159,7 @@ static int parse(int argc, char **argv, int *smoke_run, int *json) {
       "(gpu, cpu, other), compute_units, max_work_group_size, global_mem_bytes,\n"
       "max_alloc_bytes, local_mem_bytes, subgroups, subgroup_shuffle, fp16, fp64,\n"
       "lanes.",
+      clpa_version_string(),
   };
   return cli_parse(&cmd, argc, argv);
 }

@@ -14,7 +14,7 @@
  * Options
  * -------------------------------------------------------------------- */
 #define MAX_OPTS 32
-#define OPT_VAL 256 /* getopt_long's value of opts[i] is OPT_VAL + i, clear of 'h' */
+#define OPT_VAL 256 /* getopt_long's value of opts[i] is OPT_VAL + i, clear of 'h' and 'V' */
 #define HELP_COLUMN 26 /* where the help text starts */
 #define LINE_WIDTH 80
 
@@ -79,6 +79,7 @@ void cli_usage(const cli_cmd *cmd, FILE *f) {
     print_opt(f, left, o->help, d);
   }
   print_opt(f, "-h, --help", "this text", NULL);
+  if (cmd->version) print_opt(f, "--version", "print the version", NULL);
   if (cmd->notes) fprintf(f, "\n%s\n", cmd->notes);
 }
 
@@ -138,9 +139,10 @@ static int unknown(const cli_cmd *cmd, const char *text) {
   const char *prefix = strncmp(name, "--", 2) == 0 && name[2] ? name + 2 : NULL;
   size_t used = 0;
   int matches = 0;
-  for (int i = 0; prefix && i <= count_opts(cmd->opts); i++) {
-    const char *o = cmd->opts[i].name ? cmd->opts[i].name : "help"; /* the table, then help */
-    if (strncmp(o, prefix, strlen(prefix)) == 0 && used < sizeof all)
+  const int n = count_opts(cmd->opts);
+  for (int i = 0; prefix && i < n + 2; i++) { /* the table, then help and version */
+    const char *o = i < n ? cmd->opts[i].name : i == n ? "help" : cmd->version ? "version" : "";
+    if (*o && strncmp(o, prefix, strlen(prefix)) == 0 && used < sizeof all)
       used += (size_t)snprintf(all + used, sizeof all - used, "%s--%s", matches++ ? ", " : "", o);
   }
   if (matches > 1) return cli_error(cmd, "ambiguous option '%s' (%s)", name, all);
@@ -149,14 +151,16 @@ static int unknown(const cli_cmd *cmd, const char *text) {
 
 int cli_parse(const cli_cmd *cmd, int argc, char **argv) {
   const int n = count_opts(cmd->opts);
-  struct option longs[MAX_OPTS + 2];
+  struct option longs[MAX_OPTS + 3];
   if (n > MAX_OPTS) abort(); /* a table this long is a mistake in the tool */
   for (int i = 0; i < n; i++)
     longs[i] = (struct option){cmd->opts[i].name,
                                cmd->opts[i].kind == CLI_FLAG ? no_argument : required_argument,
                                NULL, OPT_VAL + i};
   longs[n] = (struct option){"help", no_argument, NULL, 'h'};
-  longs[n + 1] = (struct option){NULL, 0, NULL, 0};
+  longs[n + 1] = cmd->version ? (struct option){"version", no_argument, NULL, 'V'}
+                              : (struct option){NULL, 0, NULL, 0};
+  longs[n + 2] = (struct option){NULL, 0, NULL, 0};
 
   opterr = 0; /* every message is ours */
   optind = 1;
@@ -165,6 +169,10 @@ int cli_parse(const cli_cmd *cmd, int argc, char **argv) {
     if (c == -1) break;
     if (c == 'h') {
       cli_usage(cmd, stdout);
+      return 0;
+    }
+    if (c == 'V') {
+      printf("%s (clpa %s)\n", cmd->name, cmd->version);
       return 0;
     }
     if (c >= OPT_VAL && c < OPT_VAL + n) {
@@ -181,8 +189,9 @@ int cli_parse(const cli_cmd *cmd, int argc, char **argv) {
                        known->kind == CLI_INT ? describe_int(known, what, sizeof what, 0, 0)
                                               : known->arg);
     }
-    if (known || (optopt == 'h' && strncmp(arg, "--", 2) == 0))
-      return cli_error(cmd, "--%s takes no value", known ? known->name : "help");
+    if (known || ((optopt == 'h' || optopt == 'V') && strncmp(arg, "--", 2) == 0))
+      return cli_error(cmd, "--%s takes no value",
+                       known ? known->name : optopt == 'h' ? "help" : "version");
     if (optopt) return cli_error(cmd, "unknown option '-%c'", optopt);
     return unknown(cmd, arg);
   }

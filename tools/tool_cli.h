@@ -14,7 +14,8 @@
  * Options
  *
  * Every option is long (--name value or --name=value); -h and --help are
- * added to every table. The usage lists each option with its help and its
+ * added to every table, and --version to every command that gives its
+ * clpa version. The usage lists each option with its help and its
  * default, read from the target before parsing, so the text cannot drift
  * from the code.
  * -------------------------------------------------------------------- */
@@ -43,13 +44,16 @@ typedef struct cli_cmd {
   const char *about;    /* printed after the usage line; may be NULL */
   const cli_opt *opts;  /* ends with an entry whose name is NULL */
   const char *notes;    /* printed after the options; may be NULL */
+  const char *version;  /* clpa's version, which --version prints as "NAME (clpa VERSION)";
+                           NULL: no --version */
 } cli_cmd;
 
 #define CLI_RUN (-1)
 
 /* Parses argv[1..argc) against cmd's options (argv[0] is the command's
  * own name). Returns CLI_RUN when the command should run, else the exit
- * status: 0 after printing the usage for -h/--help, 2 after printing why
+ * status: 0 after printing the usage for -h/--help or the version for
+ * --version, 2 after printing why
  * the command line was refused (an unknown, ambiguous or incomplete
  * option, a value outside what the option takes, a stray argument). */
 int cli_parse(const cli_cmd *cmd, int argc, char **argv);

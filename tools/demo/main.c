@@ -191,6 +191,7 @@ static int parse(int argc, char **argv, demo_args *a) {
       "Exit status: 0; 1 when something fails, every request is refused (too long\n"
       "for the model's context or --blocks) or --check finds a difference; 2 for a\n"
       "bad command line or a malformed --prompts line (FILE:LINE:COLUMN says where).",
+      clpa_version_string(),
   };
   g_cmd = &cmd;
   int rc = cli_parse(&cmd, argc, argv);
