@@ -249,11 +249,11 @@ try:
     info = json.loads(out) if len(out.splitlines()) == 1 else None
 except ValueError:
     info = None
-ok(rc == 0 and info is not None and len(info["devices"]) >= 1 and
+ok(rc == 0 and info is not None and info.get("op") == "info" and len(info["devices"]) >= 1 and
    sum(d["selected"] for d in info["devices"]) == 1 and
    all(k in info["devices"][0] for k in ("name", "vendor", "platform", "type", "compute_units",
                                          "global_mem_bytes", "local_mem_bytes", "lanes")),
-   "clpa-info --json: one line, the devices as an array, one selected",
+   "clpa-info --json: one line, op info, the devices as an array, one selected",
    show([INFO, "--json"], rc, out, err))
 
 # --smoke runs a kernel and names the tuning-table entry the context uses,
