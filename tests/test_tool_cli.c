@@ -1,7 +1,8 @@
 /*
  * test_tool_cli.c — the tools' JSON writer and option parser (tools/tool_cli.c)
  * on inputs a device name could bring: quotes, backslashes, control bytes,
- * bytes that are not UTF-8, numbers that are not finite. No device.
+ * bytes that are not UTF-8, numbers that are not finite; and the times
+ * printed for people (µs, ms or s by magnitude, the ETA). No device.
  */
 #include <math.h>
 #include <stdio.h>
@@ -112,6 +113,20 @@ static int run_parse(const char *line, opts *o, char **usage) {
   return run_parse_v(line, o, usage, 1);
 }
 
+/* cli_time_text(seconds, width) against want. */
+static void check_time(double seconds, int width, const char *want) {
+  char buf[64];
+  cli_time_text(buf, sizeof buf, seconds, width);
+  if (!ok(strcmp(buf, want) == 0, "time %g s, width %d: '%s'", seconds, width, want))
+    diag("got '%s'", buf);
+}
+
+static void check_duration(double seconds, const char *want) {
+  char buf[64];
+  cli_duration_text(buf, sizeof buf, seconds);
+  if (!ok(strcmp(buf, want) == 0, "duration %g s: '%s'", seconds, want)) diag("got '%s'", buf);
+}
+
 int main(void) {
   check_json("escaping", strings,
              "{\"device\":\"Dev \\\"quoted\\\" \\\\back\\\\slash\","
@@ -149,6 +164,28 @@ int main(void) {
   free(usage);
   ok(run_parse_v("--version", &o, NULL, 0) == 2, "--version where there is none: 2");
   ok(run_parse("--version=1", &o, NULL) == 2, "--version with a value: 2");
+
+  /* The unit follows the magnitude, chosen after rounding. */
+  check_time(22.4279897, 0, "22.4 s");
+  check_time(0.1072921, 0, "107.3 ms");
+  check_time(25.6e-6, 0, "25.6 \xc2\xb5s");
+  check_time(2.5e-6, 0, "2.50 \xc2\xb5s");
+  check_time(0.0, 0, "0.00 \xc2\xb5s");
+  check_time(999.96e-6, 0, "1.00 ms");
+  check_time(0.99996, 0, "1.00 s");
+  check_time(9.9951e-3, 0, "10.0 ms");
+  check_time(3725.0, 0, "3725.0 s");
+  check_time(25.6e-6, 10, "   25.6 \xc2\xb5s"); /* µ is one column of the ten */
+  check_time(0.1072921, 10, "  107.3 ms");
+  check_time(1.5, 10, "    1.50 s");
+  check_time(-1.0, 4, "   -");
+  check_time(NAN, 0, "-");
+  check_duration(0.2, "0 s");
+  check_duration(35.4, "35 s");
+  check_duration(59.6, "1 min 00 s");
+  check_duration(245, "4 min 05 s");
+  check_duration(7380, "2 h 03 min");
+  check_duration(INFINITY, "-");
   ok(run_parse("--foo", &o, NULL) == 2, "unknown option: 2");
   ok(run_parse("--n x", &o, NULL) == 2, "--n x: 2");
   ok(run_parse("--n 0", &o, NULL) == 2, "--n below its range: 2");

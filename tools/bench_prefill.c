@@ -196,9 +196,10 @@ int bench_prefill(int argc, char **argv) {
                cand[i][1], cand[i][2], clpa_context_last_error(env.ctx));
         continue;
       }
-      printf("%-5s rows %2d keys %2d: %10.1f us, %.4f TFLOP/s\n",
-             path_name((clpa_prefill_path)cand[i][0]), cand[i][1], cand[i][2], t * 1e6,
-             flops / t / 1e12);
+      char tt[32];
+      printf("%-5s rows %2d keys %2d: %s, %.4f TFLOP/s\n",
+             path_name((clpa_prefill_path)cand[i][0]), cand[i][1], cand[i][2],
+             cli_time_text(tt, sizeof tt, t, 10), flops / t / 1e12);
       if (flops / t > best) best = flops / t, bi = (int)i;
     }
     if (bi < 0) FAIL("no candidate ran");
@@ -259,7 +260,9 @@ int bench_prefill(int argc, char **argv) {
            " block %d, %s cache, %s queries\n",
            a.batch, L, C, a.heads, a.kv_heads, a.head_size, a.block_size,
            clpa_dtype_name(a.dtype), clpa_dtype_name(a.q_dtype));
-    printf("time        %.1f us per call (median of 7 batches)\n", per_call * 1e6);
+    char tt[32];
+    printf("time        %s per call (median of 7 batches)\n",
+           cli_time_text(tt, sizeof tt, per_call, 0));
     printf("attention   %.3f TFLOP/s (%.1f GFLOP per call)\n", tflops, flops / 1e9);
     printf("fma peak    %.3f TFLOP/s (f32, same run)\n", peak);
     printf("ratio       %.3f of the FMA peak\n", tflops / peak);

@@ -359,11 +359,13 @@ static void measure_point(const bench_decode_shape *s, void *ctx) {
   fflush(r->csv);
   shape_text(s, 1, what, sizeof what);
   if (!r->a->json) {
-    printf("%s %10.1f us %9.2f GB/s  ratio %.3f  %-5s", what, row->us, row->gbps, row->ratio,
+    char tt[32];
+    printf("%s %s %9.2f GB/s  ratio %.3f  %-5s", what,
+           cli_time_text(tt, sizeof tt, row->us * 1e-6, 10), row->gbps, row->ratio,
            bench_path_name(row->path));
     if (r->a->paths.n)
-      printf("  %.2f of the fastest (%s, %.1f us)", auto_vs_best(row),
-             bench_path_name(row->best_path), row->best_us);
+      printf("  %.2f of the fastest (%s, %s)", auto_vs_best(row), bench_path_name(row->best_path),
+             cli_time_text(tt, sizeof tt, row->best_us * 1e-6, 0));
     printf("\n");
   }
   fflush(stdout);
@@ -591,10 +593,13 @@ int bench_sweep(int argc, char **argv) {
     if (w >= 0) {
       char what[160];
       shape_text(&r.rows[w].s, 0, what, sizeof what);
-      printf("auto against the fastest path: %.2f at worst (%s: %s %.1f us, %s %.1f us); %d of %d"
+      char t1[32], t2[32];
+      printf("auto against the fastest path: %.2f at worst (%s: %s %s, %s %s); %d of %d"
              " points below 0.8\n",
-             auto_vs_best(&r.rows[w]), what, bench_path_name(r.rows[w].path), r.rows[w].us,
-             bench_path_name(r.rows[w].best_path), r.rows[w].best_us, below(&r, 0.8), r.measured);
+             auto_vs_best(&r.rows[w]), what, bench_path_name(r.rows[w].path),
+             cli_time_text(t1, sizeof t1, r.rows[w].us * 1e-6, 0),
+             bench_path_name(r.rows[w].best_path),
+             cli_time_text(t2, sizeof t2, r.rows[w].best_us * 1e-6, 0), below(&r, 0.8), r.measured);
     }
   }
   rc = r.failed ? 1 : 0;

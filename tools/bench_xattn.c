@@ -416,17 +416,20 @@ int bench_xattn(int argc, char **argv) {
            a.heads, a.kv_heads, a.head_size, a.block_size, a.tau, a.stride, a.block);
     printf("path    estimation on %s\n",
            n && res[0].path == CLPA_XATTN_MMA ? "tensor cores (mma)" : "f32 products");
-    printf("%8s %-10s %11s %11s %11s %8s %8s %9s\n", "tokens", "input", "dense ms", "estimate ms",
-           "sparse ms", "density", "speedup", "est/dense");
+    printf("%8s %-10s %10s %10s %10s %8s %8s %9s\n", "tokens", "input", "dense", "estimate",
+           "sparse", "density", "speedup", "est/dense");
     for (int i = 0; i < n; i++) {
       const xresult *x = &res[i];
-      printf("%8d %-10s %11.3f %11.3f %11.3f %8.4f %7.2fx %9.4f\n", x->tokens,
-             x->structured ? "structured" : "random", x->dense * 1e3, x->estimate * 1e3,
-             x->sparse * 1e3, x->density, x->dense / (x->estimate + x->sparse),
-             x->estimate / x->dense);
+      char dense[32], est[32], sparse[32];
+      printf("%8d %-10s %s %s %s %8.4f %7.2fx %9.4f\n", x->tokens,
+             x->structured ? "structured" : "random",
+             cli_time_text(dense, sizeof dense, x->dense, 10),
+             cli_time_text(est, sizeof est, x->estimate, 10),
+             cli_time_text(sparse, sizeof sparse, x->sparse, 10), x->density,
+             x->dense / (x->estimate + x->sparse), x->estimate / x->dense);
       if (x->gemm > 0)
-        printf("%8s %-10s GEMM route's products (CLBlast, full square): %.3f ms\n", "", "",
-               x->gemm * 1e3);
+        printf("%8s %-10s GEMM route's products (CLBlast, full square): %s\n", "", "",
+               cli_time_text(dense, sizeof dense, x->gemm, 0));
     }
     printf("speedup = dense / (estimate + sparse); density = kept / causal block pairs\n");
   }

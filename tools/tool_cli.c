@@ -315,6 +315,43 @@ void cli_json_bool(cli_json *j, const char *key, int v) {
 }
 
 /* ----------------------------------------------------------------------
+ * Times for people
+ * -------------------------------------------------------------------- */
+const char *cli_time_text(char *buf, size_t size, double seconds, int width) {
+  char text[64];
+  if (!isfinite(seconds) || seconds < 0) {
+    snprintf(text, sizeof text, "-");
+  } else {
+    /* The unit is chosen on the rounded value: 999.96 µs is 1.00 ms. */
+    static const char *const unit[] = {"\xc2\xb5s", "ms", "s"}; /* µs: U+00B5 */
+    double v = seconds * 1e6;
+    int u = 0;
+    while (u < 2 && v >= 999.95) v /= 1e3, u++;
+    snprintf(text, sizeof text, "%.*f %s", v < 9.995 ? 2 : 1, v, unit[u]);
+  }
+  /* columns: every byte but UTF-8's continuation bytes */
+  int cols = 0;
+  for (const char *p = text; *p; p++) cols += ((unsigned char)*p & 0xc0) != 0x80;
+  snprintf(buf, size, "%*s%s", width > cols ? width - cols : 0, "", text);
+  return buf;
+}
+
+const char *cli_duration_text(char *buf, size_t size, double seconds) {
+  if (!isfinite(seconds) || seconds < 0 || seconds > 1e9) {
+    snprintf(buf, size, "-");
+    return buf;
+  }
+  const long s = (long)(seconds + 0.5), m = (s + 30) / 60; /* past an hour, whole minutes */
+  if (s < 60)
+    snprintf(buf, size, "%ld s", s);
+  else if (s < 3600)
+    snprintf(buf, size, "%ld min %02ld s", s / 60, s % 60);
+  else
+    snprintf(buf, size, "%ld h %02ld min", m / 60, m % 60);
+  return buf;
+}
+
+/* ----------------------------------------------------------------------
  * Progress
  * -------------------------------------------------------------------- */
 static int progress_tty = -1; /* unknown until first asked */

@@ -100,6 +100,20 @@ void cli_json_string(FILE *out, const char *s);
 void cli_json_string_n(FILE *out, const char *s, size_t len);
 
 /* ----------------------------------------------------------------------
+ * Times for people: the unit follows the magnitude (JSON keeps its fixed
+ * units; these are for tables and lines).
+ * -------------------------------------------------------------------- */
+/* seconds in µs, ms or s, whichever puts it under 1000, with three or four
+ * significant digits: "25.6 µs", "107.3 ms", "22.4 s", "1.00 ms" (not
+ * "1000.0 µs"); "-" when it is negative or not finite. width > 0 pads it
+ * on the left to that many columns (µ counts as one, though UTF-8 makes
+ * it two bytes, so printf's widths would misalign it). Returns buf. */
+const char *cli_time_text(char *buf, size_t size, double seconds, int width);
+/* A duration to wait, rounded for a progress line: "35 s", "4 min 05 s",
+ * "2 h 03 min"; "-" when negative or not finite. Returns buf. */
+const char *cli_duration_text(char *buf, size_t size, double seconds);
+
+/* ----------------------------------------------------------------------
  * Progress: one status line on stderr, rewritten in place with \r, only
  * when stderr is a terminal (never in a pipe, a log or the JSON).
  * -------------------------------------------------------------------- */
