@@ -97,6 +97,8 @@ static int run_parse_v(const char *line, opts *o, char **usage, int version) {
       {"seed", CLI_U64, &o->seed, 0, 0, "N", "a seed", NULL, NULL},
       {"flag", CLI_FLAG, &o->flag, 0, 0, NULL, "a flag", NULL, NULL},
       {"word", CLI_WORD, &o->word, 0, 0, "W", "yes or no", "no", parse_word},
+      {"other-flag", CLI_FLAG, &o->flag, 0, 0, NULL, "a flag whose default takes two lines",
+       "off here;\nbut on there", NULL},
       {NULL, CLI_FLAG, NULL, 0, 0, NULL, NULL, NULL, NULL},
   };
   const cli_cmd cmd = {"test", NULL, table, NULL, version ? "9.8.7" : NULL};
@@ -157,6 +159,10 @@ int main(void) {
               strstr(usage, "--seed N") && strstr(usage, "(default 1)") &&
               strstr(usage, "-h, --help") && strstr(usage, "--version"),
           "the usage lists every option with its default, and --version"))
+    diag("%s", usage);
+  char two_lines[128];
+  snprintf(two_lines, sizeof two_lines, "(default off here;\n%26sbut on there)\n", "");
+  if (!ok(strstr(usage, two_lines) != NULL, "a default of two lines: the second indented"))
     diag("%s", usage);
   free(usage);
   run_parse_v(NULL, &o, &usage, 0);

@@ -103,8 +103,14 @@ typedef struct sweep_args {
   int_list heads, gqa, batch, context, dtypes, lengths, paths;
   int32_t head_size, block_size, repeats;
   int quick, cold, hot, json;
+  bench_shapes shapes; /* the defaults taken: gpu or cpu (auto until parse picks) */
   const char *csv, *png;
 } sweep_args;
+
+/* The grid the lists not given take: "quick", "cpu" or "gpu". */
+static const char *grid_name(const sweep_args *a) {
+  return a->quick ? "quick" : bench_shapes_name(a->shapes);
+}
 
 static const char *parse_path(const char *text, void *value) {
   if (!*text) return "a file name";
@@ -121,18 +127,21 @@ static int parse(int argc, char **argv, sweep_args *a) {
        "a tiny grid that takes seconds (for tests): heads 4,\nGQA 2, head size 64, batch 1,4, "
        "context 64,512,\ndtype f16, lengths uniform,one-long",
        NULL, NULL},
+      {"shapes", CLI_WORD, &a->shapes, 0, 0, "SET",
+       "the grid of the lists not given: gpu, cpu\n(marked CPU; under a minute on a 2-core CPU)\n"
+       "or auto (cpu when the device is a CPU)", "auto", bench_parse_shapes},
       {"dtypes", CLI_WORD, &a->dtypes, 0, 0, "LIST", "cache dtypes",
        "f32,f16,bf16,fp8_e4m3,fp8_e5m2", parse_dtypes},
-      {"heads", CLI_WORD, &a->heads, 0, 0, "LIST", "query heads", "8,32,128", parse_ints},
+      {"heads", CLI_WORD, &a->heads, 0, 0, "LIST", "query heads", "8,32,128; CPU 32", parse_ints},
       {"gqa", CLI_WORD, &a->gqa, 0, 0, "LIST",
-       "query heads per K/V head (pairs where it does\nnot divide --heads are left out)", "1,4,16",
-       parse_ints},
-      {"batch", CLI_WORD, &a->batch, 0, 0, "LIST", "sequences", "1,16,256", parse_ints},
+       "query heads per K/V head (pairs where it does\nnot divide --heads are left out)",
+       "1,4,16; CPU 4", parse_ints},
+      {"batch", CLI_WORD, &a->batch, 0, 0, "LIST", "sequences", "1,16,256; CPU 1,16", parse_ints},
       {"context", CLI_WORD, &a->context, 0, 0, "LIST", "tokens of the longest sequence",
-       "128,1024,8192,32768,131072", parse_ints},
+       "128,1024,8192,32768,131072;\nCPU 512,2048", parse_ints},
       {"lengths", CLI_WORD, &a->lengths, 0, 0, "LIST",
-       "as in decode --lengths; batch 1 runs only\nuniform", "uniform,loguniform,one-long",
-       parse_lengths_list},
+       "as in decode --lengths; batch 1 runs only\nuniform",
+       "uniform,loguniform,one-long;\nCPU uniform,one-long", parse_lengths_list},
       {"head-size", CLI_INT, &a->head_size, 1, MAX_DIM, "N", "elements per head",
        "128; 64 with --quick", NULL},
       {"block-size", CLI_INT, &a->block_size, 1, MAX_DIM, "N", "tokens per cache block", NULL,
@@ -160,8 +169,9 @@ static int parse(int argc, char **argv, sweep_args *a) {
       "bandwidth against the context, one line per batch size.",
       opts,
       "The grid: every dtype x heads x GQA ratio x batch x lengths x context, with\n"
-      "the options' lists (the defaults: up to 5 x 3 x 3 x 3 x 3 x 5 points, fewer\n"
-      "where a ratio does not divide the heads or the batch is 1). Each point is\n"
+      "the options' lists, leaving out the ratios that do not divide the heads and\n"
+      "batch 1's lengths but uniform: the GPU's defaults make 1400 points, the CPU's\n"
+      "30 (under a minute on PoCL with 2 cores and a warm kernel cache). Each point is\n"
       "measured as decode measures it (see 'clpa-bench decode --help'), the copy\n"
       "ceiling over the same bytes in the same mode. Shapes the device cannot hold\n"
       "or the library refuses are skipped with a note on stderr.\n"
@@ -171,14 +181,25 @@ static int parse(int argc, char **argv, sweep_args *a) {
       "empty without --paths). A path that refuses a point is left out of it.\n"
       "The plot: a panel per dtype and lengths; a point is the median ratio over\n"
       "the (heads, GQA) pairs of the grid. Without gnuplot it says so and skips it.\n"
-      "JSON keys: op, device, mode, points, measured, skipped, failed, csv, png;\n"
-      "with --paths also worst_auto_vs_best, worst_point and below_0_8 (points\n"
+      "JSON keys: op, device, mode, points, measured, skipped, failed, csv, png,\n"
+      "shapes (the grid the lists not given took: gpu, cpu or quick); with --paths\n"
+      "also worst_auto_vs_best, worst_point and below_0_8 (points\n"
       "where auto takes more than 1.25x the fastest path's time).",
       clpa_version_string(),
   };
   int rc = cli_parse(&cmd, argc, argv);
   if (rc != CLI_RUN) return rc;
   if (a->cold && a->hot) return cli_error(&cmd, "--cold and --hot exclude each other");
+  if (a->quick && a->shapes != BENCH_SHAPES_AUTO)
+    return cli_error(&cmd, "--quick and --shapes exclude each other");
+  if (!a->quick) a->shapes = bench_shapes_pick(a->shapes);
+  if (a->shapes == BENCH_SHAPES_CPU) { /* 30 points */
+    DEFAULT(a->heads, 32);
+    DEFAULT(a->gqa, 4);
+    DEFAULT(a->batch, 1, 16);
+    DEFAULT(a->context, 512, 2048);
+    DEFAULT(a->lengths, BENCH_LENGTHS_UNIFORM, BENCH_LENGTHS_ONE_LONG);
+  }
   if (a->quick) {
     DEFAULT(a->dtypes, CLPA_DTYPE_F16);
     DEFAULT(a->heads, 4);
@@ -190,7 +211,7 @@ static int parse(int argc, char **argv, sweep_args *a) {
   }
   DEFAULT(a->dtypes, CLPA_DTYPE_F32, CLPA_DTYPE_F16, CLPA_DTYPE_BF16, CLPA_DTYPE_FP8_E4M3,
           CLPA_DTYPE_FP8_E5M2);
-  DEFAULT(a->heads, 8, 32, 128);
+  DEFAULT(a->heads, 8, 32, 128); /* 1400 points */
   DEFAULT(a->gqa, 1, 4, 16);
   DEFAULT(a->batch, 1, 16, 256);
   DEFAULT(a->context, 128, 1024, 8192, 32768, 131072);
@@ -520,6 +541,7 @@ static void print_json(const sweep_run *r, const char *csv, const char *png) {
   cli_json_int(&j, "failed", r->failed);
   cli_json_str(&j, "csv", csv);
   cli_json_str(&j, "png", png);
+  cli_json_str(&j, "shapes", grid_name(r->a));
   if (r->a->paths.n) {
     char what[160] = "";
     const int w = worst_point(r);
@@ -571,8 +593,8 @@ int bench_sweep(int argc, char **argv) {
         "us_per_call,gbps,copy_gbps,ratio,path,best_path,best_us,auto_vs_best\n",
         r.csv);
   if (!a.json)
-    printf("device %s, %s L2, %d points -> %s\n", env.info.name, bench_mode_name(&r.t), r.points,
-           a.csv);
+    printf("device %s, %s L2, %d points (%s grid) -> %s\n", env.info.name, bench_mode_name(&r.t),
+           r.points, grid_name(&a), a.csv);
   fflush(stdout);
   grid_each(&a, measure_point, &r);
   int closed = fclose(r.csv);

@@ -50,13 +50,18 @@ static void print_opt(FILE *f, const char *left, const char *help, const char *d
     fputc(*p, f);
     if (*p == '\n') n = fprintf(f, "%*s", HELP_COLUMN, "") - 1;
   }
-  if (def) { /* on the help's last line when it fits, else on its own */
-    char text[96];
-    int len = snprintf(text, sizeof text, "(default %s)", def);
+  if (def) { /* on the help's last line when it fits, else on its own; '\n' as in help */
+    char text[128];
+    snprintf(text, sizeof text, "(default %s)", def);
+    const int len = (int)strcspn(text, "\n");
     if (n + 1 + len < LINE_WIDTH)
-      fprintf(f, " %s", text);
+      fputc(' ', f);
     else
-      fprintf(f, "\n%*s%s", HELP_COLUMN, "", text);
+      fprintf(f, "\n%*s", HELP_COLUMN, "");
+    for (const char *p = text; *p; p++) {
+      fputc(*p, f);
+      if (*p == '\n') fprintf(f, "%*s", HELP_COLUMN, "");
+    }
   }
   fputc('\n', f);
 }

@@ -33,7 +33,8 @@ typedef struct cli_opt {
   int32_t min, max; /* INT: the accepted range */
   const char *arg;  /* the value's name in the usage ("N"); NULL for flags */
   const char *help; /* what it does; '\n' continues it on an indented line */
-  const char *def;  /* the default as the usage shows it; NULL: the value's (INT, U64) */
+  const char *def;  /* the default as the usage shows it ('\n' as in help); NULL: the
+                       value's (INT, U64) */
   /* WORD: parses text into *value; returns NULL, or what the option takes
    * ("v1, v2 or auto") for the error message. */
   const char *(*parse)(const char *text, void *value);
