@@ -156,7 +156,7 @@ static int parse(int argc, char **argv, sweep_args *a) {
        "the CSV's name, .png", parse_path},
       {"paths", CLI_WORD, &a->paths, 0, 0, "LIST",
        "also time each point on these paths (lanes, mma,\nrows; each with its own plan, on "
-       "auto's\nlengths) and give auto's time against the\nfastest (issue 11: no point below 0.8)",
+       "auto's\nlengths) and give auto's time against the\nfastest path's",
        "none", parse_paths},
       {"json", CLI_FLAG, &a->json, 0, 0, NULL,
        "print one JSON line (the summary) instead of a\nline per point", NULL, NULL},
