@@ -10,6 +10,7 @@
  * against the context, one line per batch size; a point of a line is the
  * median ratio over the grid's (heads, GQA) pairs. Shapes the device
  * cannot hold, and shapes the library refuses, are skipped with a note.
+ * On a terminal the progress line counts the points and gives an ETA.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -181,6 +182,8 @@ static int parse(int argc, char **argv, sweep_args *a) {
       "empty without --paths). A path that refuses a point is left out of it.\n"
       "The plot: a panel per dtype and lengths; a point is the median ratio over\n"
       "the (heads, GQA) pairs of the grid. Without gnuplot it says so and skips it.\n"
+      "On a terminal, a progress line counts the points (i/N) and gives an ETA from\n"
+      "the points so far.\n"
       "JSON keys: op, device, mode, points, measured, skipped, failed, csv, png,\n"
       "shapes (the grid the lists not given took: gpu, cpu or quick); with --paths\n"
       "also worst_auto_vs_best, worst_point and below_0_8 (points\n"
@@ -281,6 +284,7 @@ typedef struct sweep_run {
   sweep_row *rows;
   copy_memo memo[64];
   int memo_n;
+  double started; /* when the first point began (bench_now), for the ETA */
 } sweep_run;
 
 /* The copy ceiling over bytes, measured once per size. */
@@ -321,7 +325,7 @@ static void compare_paths(sweep_run *r, sweep_row *row, const char *what, uint64
     sp.path = p;
     bench_decode_figures f;
     char why[2048];
-    cli_progress("sweep %d/%d: %s, %s path", r->done, r->points, what, bench_path_name(p));
+    cli_progress("%s, %s path", what, bench_path_name(p));
     bench_rand_restore(drawn);
     int rc = bench_decode_measure(r->env, &sp, &r->t, &f, why, sizeof why);
     cli_progress_end();
@@ -344,8 +348,18 @@ static void measure_point(const bench_decode_shape *s, void *ctx) {
   sweep_run *r = ctx;
   char what[160], why[2048];
   shape_text(s, 0, what, sizeof what);
-  r->done++;
-  cli_progress("sweep %d/%d: %s", r->done, r->points, what);
+  /* The counter and the ETA (from the points so far) stay on every
+   * progress line of the point. */
+  char counter[96], eta[32];
+  const int finished = r->done++;
+  if (finished > 0)
+    snprintf(counter, sizeof counter, "sweep %d/%d, ETA %s: ", r->done, r->points,
+             cli_duration_text(eta, sizeof eta,
+                               (bench_now() - r->started) / finished * (r->points - finished)));
+  else
+    snprintf(counter, sizeof counter, "sweep %d/%d: ", r->done, r->points);
+  cli_progress_prefix(counter);
+  cli_progress("%s", what);
   bench_decode_figures f;
   const uint64_t drawn = bench_rand_state();
   int rc = bench_decode_measure(r->env, s, &r->t, &f, why, sizeof why);
@@ -568,7 +582,7 @@ int bench_sweep(int argc, char **argv) {
   if (parsed != CLI_RUN) return parsed;
   char *png = a.png ? NULL : png_name(a.csv);
   const char *png_path = a.png ? (strcmp(a.png, "none") == 0 ? NULL : a.png) : png;
-  sweep_run r = {&a, NULL, {0, 0}, NULL, 0, 0, 0, 0, 0, NULL, {{0, 0}}, 0};
+  sweep_run r = {&a, NULL, {0, 0}, NULL, 0, 0, 0, 0, 0, NULL, {{0, 0}}, 0, 0};
   r.points = grid_each(&a, NULL, NULL);
   r.rows = malloc(sizeof *r.rows * (size_t)(r.points ? r.points : 1));
   if (!r.rows || (!a.png && !png)) {
@@ -596,7 +610,9 @@ int bench_sweep(int argc, char **argv) {
     printf("device %s, %s L2, %d points (%s grid) -> %s\n", env.info.name, bench_mode_name(&r.t),
            r.points, grid_name(&a), a.csv);
   fflush(stdout);
+  r.started = bench_now();
   grid_each(&a, measure_point, &r);
+  cli_progress_prefix(NULL);
   int closed = fclose(r.csv);
   r.csv = NULL;
   if (closed != 0) {

@@ -361,6 +361,7 @@ const char *cli_duration_text(char *buf, size_t size, double seconds) {
  * -------------------------------------------------------------------- */
 static int progress_tty = -1; /* unknown until first asked */
 static int progress_shown;    /* characters on the line now */
+static char progress_before[96]; /* cli_progress_prefix's text */
 static double progress_start, progress_last;
 
 static double seconds(void) {
@@ -374,14 +375,20 @@ static int on_terminal(void) {
   return progress_tty;
 }
 
+void cli_progress_prefix(const char *text) {
+  snprintf(progress_before, sizeof progress_before, "%s", text ? text : "");
+}
+
 void cli_progress(const char *fmt, ...) {
   if (!on_terminal()) return;
   char line[160];
+  const int before = snprintf(line, sizeof line, "%s", progress_before);
   va_list ap;
   va_start(ap, fmt);
-  int n = vsnprintf(line, sizeof line, fmt, ap);
+  int n = vsnprintf(line + before, sizeof line - (size_t)before, fmt, ap);
   va_end(ap);
   if (n < 0) return;
+  n += before;
   if (n >= (int)sizeof line) n = (int)sizeof line - 1;
   /* spaces wipe what is left of a longer line before */
   fprintf(stderr, "\r%s%*s", line, progress_shown > n ? progress_shown - n : 0, "");

@@ -118,6 +118,9 @@ const char *cli_duration_text(char *buf, size_t size, double seconds);
  * Progress: one status line on stderr, rewritten in place with \r, only
  * when stderr is a terminal (never in a pipe, a log or the JSON).
  * -------------------------------------------------------------------- */
+/* Text put before every line from now on (NULL: none), such as a long
+ * loop's counter, so that the steps inside the loop keep it on screen. */
+void cli_progress_prefix(const char *text);
 /* Shows the line now (before a call that blocks, such as a kernel build). */
 void cli_progress(const char *fmt, ...)
 #if defined(__GNUC__) || defined(__clang__)
