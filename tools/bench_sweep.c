@@ -8,10 +8,12 @@
  * that stops keeps what it measured), a line per point on stdout, and a
  * PNG when gnuplot is installed: one panel per (dtype, lengths), the ratio
  * against the context, one line per batch size; a point of a line is the
- * median ratio over the grid's (heads, GQA) pairs. Shapes the device
- * cannot hold, and shapes the library refuses, are skipped with a note.
- * On a terminal the progress line counts the points and gives an ETA.
+ * median ratio over the grid's (heads, GQA) pairs; every panel has the
+ * same y range, so dtypes compare at a glance. Shapes the device cannot
+ * hold, and shapes the library refuses, are skipped with a note. On a
+ * terminal the progress line counts the points and gives an ETA.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -180,10 +182,10 @@ static int parse(int argc, char **argv, sweep_args *a) {
       "batch, context, lengths, us_per_call, gbps, copy_gbps, ratio, path (auto's),\n"
       "best_path, best_us, auto_vs_best (best_us / us_per_call; the last three\n"
       "empty without --paths). A path that refuses a point is left out of it.\n"
-      "The plot: a panel per dtype and lengths; a point is the median ratio over\n"
-      "the (heads, GQA) pairs of the grid. Without gnuplot it says so and skips it.\n"
-      "On a terminal, a progress line counts the points (i/N) and gives an ETA from\n"
-      "the points so far.\n"
+      "The plot: a panel per dtype and lengths, all on one y range; a point is the\n"
+      "median ratio over the (heads, GQA) pairs of the grid. Without gnuplot it says\n"
+      "so and skips it. On a terminal, a progress line counts the points (i/N) and\n"
+      "gives an ETA from the points so far.\n"
       "JSON keys: op, device, mode, points, measured, skipped, failed, csv, png,\n"
       "shapes (the grid the lists not given took: gpu, cpu or quick); with --paths\n"
       "also worst_auto_vs_best, worst_point and below_0_8 (points\n"
@@ -447,11 +449,30 @@ static double median_ratio(const sweep_run *r, int32_t dtype, int32_t lengths, i
   return n % 2 ? buf[n / 2] : (buf[n / 2 - 1] + buf[n / 2]) / 2;
 }
 
-/* Writes the gnuplot script (data inline as datablocks) to f. */
+/* The top of the panels' shared y range: a tenth above the highest point,
+ * rounded up to a tenth, so that panels compare at a glance (1 when
+ * nothing was measured). */
+static double plot_ymax(const sweep_run *r, double *buf) {
+  const sweep_args *a = r->a;
+  double top = 0;
+  for (int d = 0; d < a->dtypes.n; d++)
+    for (int l = 0; l < a->lengths.n; l++)
+      for (int b = 0; b < a->batch.n; b++)
+        for (int c = 0; c < a->context.n; c++) {
+          const double m = median_ratio(r, a->dtypes.v[d], a->lengths.v[l], a->batch.v[b],
+                                        a->context.v[c], buf);
+          if (m > top) top = m;
+        }
+  return top > 0 ? ceil(top * 1.1 * 10 - 1e-9) / 10 : 1;
+}
+
+/* Writes the gnuplot script (data inline as datablocks) to f. Text is
+ * literal (noenhanced: fp8_e4m3 is no subscript); every panel has the
+ * same y range. */
 static void plot_script(const sweep_run *r, const char *png, FILE *f, double *buf) {
   const sweep_args *a = r->a;
   int cols = a->lengths.n, rows = a->dtypes.n;
-  fprintf(f, "set terminal png size %d,%d\nset output ", 560 * cols, 420 * rows);
+  fprintf(f, "set terminal png noenhanced size %d,%d\nset output ", 560 * cols, 420 * rows);
   gp_string(f, png);
   fputs("\nset multiplot layout ", f);
   fprintf(f, "%d,%d title ", rows, cols);
@@ -461,8 +482,9 @@ static void plot_script(const sweep_run *r, const char *png, FILE *f, double *bu
            bench_mode_name(&r->t), r->env->info.name);
   gp_string(f, title);
   fputs("\nset logscale x 2\nset xlabel 'context (tokens)'\nset ylabel 'ratio'\n"
-        "set yrange [0:*]\nset key top left\nset grid\n",
+        "set key top left\nset grid\n",
         f);
+  fprintf(f, "set yrange [0:%.1f]\n", plot_ymax(r, buf));
   for (int d = 0; d < a->dtypes.n; d++)
     for (int l = 0; l < a->lengths.n; l++) {
       int lines = 0;
@@ -481,7 +503,7 @@ static void plot_script(const sweep_run *r, const char *png, FILE *f, double *bu
       gp_string(f, title);
       fputc('\n', f);
       if (!lines) { /* nothing measured here: an empty panel keeps the layout */
-        fputs("set key off\nplot [1:2] [0:1] NaN notitle\nset key on\n", f);
+        fputs("set key off\nplot [1:2] NaN notitle\nset key on\n", f);
         continue;
       }
       fputs("plot ", f);
