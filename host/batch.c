@@ -42,6 +42,7 @@ clpa_status clpa_batch_create(clpa_pool *pool, const clpa_batch_config *cfg, clp
   clpa_batch_config def;
   clpa_batch_config_init(&def);
   if (!cfg) cfg = &def;
+  CLPA_CHECK_RESERVED(NULL, cfg, "cfg->");
   CLPA_CHECK(NULL, cfg->min_blocks_per_seq < 0, CLPA_ERR_INVALID_ARG,
              "cfg->min_blocks_per_seq (%d) must be >= 0", (int)cfg->min_blocks_per_seq);
   clpa_batch *b = clpa_mem_alloc(&pool->alloc, sizeof *b);

@@ -83,6 +83,7 @@ void clpa_kvman_destroy(clpa_kvman *km) {
 
 clpa_status clpa_kvman_create(const clpa_kvman_config *cfg, clpa_kvman **out) {
   CLPA_CHECK(NULL, !cfg || !out, CLPA_ERR_INVALID_ARG, "cfg and out must not be NULL");
+  CLPA_CHECK_RESERVED(NULL, cfg, "cfg->");
   CLPA_CHECK(NULL, cfg->num_blocks <= 0 || cfg->block_size <= 0, CLPA_ERR_INVALID_ARG,
              "num_blocks (%d) and block_size (%d) must be > 0", (int)cfg->num_blocks,
              (int)cfg->block_size);
@@ -207,6 +208,7 @@ clpa_status clpa_kvman_admit_ex(clpa_kvman *km, uint64_t ns, const int32_t *toke
              "km, tokens, slots and out must not be NULL");
   CLPA_CHECK(NULL, num_tokens < 1, CLPA_ERR_INVALID_ARG, "num_tokens (%d) must be >= 1",
              (int)num_tokens);
+  if (opt) CLPA_CHECK_RESERVED(NULL, opt, "opt->");
   int32_t reserve = opt ? opt->reserve_tokens : 0;
   CLPA_CHECK(NULL, reserve < 0 || reserve > INT32_MAX - num_tokens, CLPA_ERR_INVALID_ARG,
              "opt->reserve_tokens (%d) must be >= 0 and keep num_tokens (%d) + it <= INT32_MAX",

@@ -47,6 +47,7 @@ clpa_status clpa_kv_layout_init(clpa_kv_layout *out, clpa_dtype dtype, int32_t n
 
 clpa_status clpa_kv_layout_check(const clpa_kv_layout *l, clpa_kv_layout *out) {
   CLPA_CHECK(NULL, !l, CLPA_ERR_INVALID_ARG, "layout must not be NULL");
+  CLPA_CHECK_RESERVED(NULL, l, "layout->");
   return clpa_kv_layout_init(out, l->dtype, l->num_blocks, l->block_size, l->num_kv_heads,
                              l->head_size);
 }

@@ -12,6 +12,7 @@ void clpa_pool_config_init(clpa_pool_config *cfg) {
 clpa_status clpa_pool_create(const clpa_pool_config *cfg, clpa_pool **out) {
   CLPA_CHECK(NULL, !cfg, CLPA_ERR_INVALID_ARG, "cfg must not be NULL");
   CLPA_CHECK(NULL, !out, CLPA_ERR_INVALID_ARG, "out must not be NULL");
+  CLPA_CHECK_RESERVED(NULL, cfg, "cfg->");
   CLPA_CHECK(NULL, cfg->num_blocks <= 0, CLPA_ERR_INVALID_ARG,
              "cfg->num_blocks (%d) must be > 0", (int)cfg->num_blocks);
   CLPA_CHECK(NULL, cfg->block_size <= 0, CLPA_ERR_INVALID_ARG,

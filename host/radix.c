@@ -123,6 +123,7 @@ clpa_status clpa_radix_create(clpa_pool *pool, const clpa_radix_config *cfg, clp
     clpa_radix_config_init(&def);
     cfg = &def;
   }
+  CLPA_CHECK_RESERVED(NULL, cfg, "cfg->");
   CLPA_CHECK(NULL, !cfg->allocator.fn && cfg->allocator.user, CLPA_ERR_INVALID_ARG,
              "allocator has user data but no fn");
   clpa_pool_stats ps;

@@ -36,6 +36,7 @@ const char *clpa_status_name(clpa_status status) {
     CASE(CLPA_ERR_STATE);
     CASE(CLPA_ERR_BAD_CONTEXT_LEN);
     CASE(CLPA_ERR_LANE_MISMATCH);
+    CASE(CLPA_ERR_VERSION);
 #undef CASE
   }
   return "CLPA_ERR_UNKNOWN";
@@ -213,4 +214,10 @@ unsigned char *clpa_ptx_with_maxnreg(const unsigned char *ptx, size_t len, int n
   memcpy(out + o, ptx + i, len - i), o += len - i;
   *out_len = o;
   return out;
+}
+
+int clpa_reserved_used(const uint64_t *reserved, int n) {
+  for (int i = 0; i < n; i++)
+    if (reserved[i] != 0) return i;
+  return -1;
 }

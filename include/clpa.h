@@ -88,6 +88,11 @@ typedef enum clpa_lanes {
 CLPA_API const char *clpa_lanes_name(clpa_lanes lanes);
 
 typedef struct clpa_context_config {
+  /* CLPA_VERSION_NUMBER of the clpa.h the application was built with
+   * (clpa_context_config_init records it). clpa_context_create refuses a
+   * header whose ABI differs from the library's (README's ABI): the minor
+   * version must match while the major is 0, the major after. */
+  unsigned header_version;
   /* Device spec: "P:D" (platform and device indices, as clpa-info prints
    * them), or a case-insensitive substring of the device, vendor or
    * platform name. NULL: the CLPA_DEVICE environment variable, else the
@@ -117,13 +122,18 @@ typedef struct clpa_context_config {
   /* Cap of the binary cache directory in bytes; 0: the CLPA_CACHE_MAX_MB
    * environment variable (MiB), else CLPA_CACHE_MAX_DEFAULT. */
   uint64_t cache_max_bytes;
+  uint64_t reserved[8]; /* 0 (what ..._init leaves): room for fields to come, README's ABI */
 } clpa_context_config;
 
 /* Default cap of the binary cache: 256 MiB. */
 #define CLPA_CACHE_MAX_DEFAULT ((uint64_t)256 << 20)
 
-/* Fills cfg with the defaults (all NULL/0, binary_cache 1, lanes AUTO). */
-CLPA_API void clpa_context_config_init(clpa_context_config *cfg);
+/* Fills cfg with the defaults (all NULL/0, binary_cache 1, lanes AUTO)
+ * and header_version with this header's CLPA_VERSION_NUMBER. A macro, so
+ * that the version is the application's; a binding calls
+ * clpa_context_config_init_version with the version it was written for. */
+#define clpa_context_config_init(cfg) clpa_context_config_init_version((cfg), CLPA_VERSION_NUMBER)
+CLPA_API void clpa_context_config_init_version(clpa_context_config *cfg, unsigned header_version);
 
 /* Creates a context on the device the config selects (cfg NULL = defaults).
  * Returns CLPA_OK and *out, or CLPA_ERR_DEVICE_NOT_FOUND (bad or unmatched
@@ -166,6 +176,7 @@ typedef struct clpa_device_info {
   clpa_lanes lanes;        /* the lane-group path clpa picks on this device */
   int nv_compute_capability; /* NVIDIA: major * 10 + minor (90 on an H100); 0 elsewhere */
   unsigned native_float_width; /* CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT (a CPU's SIMD floats) */
+  uint64_t reserved[8]; /* room for fields to come (README's ABI) */
 } clpa_device_info;
 
 /* Lists every device of every platform. Writes at most cap entries to out
@@ -220,6 +231,7 @@ typedef struct clpa_program_stats {
   double build_seconds;       /* wall time spent building or loading programs */
   unsigned disk_write_failed; /* built programs that could not be stored (directory unusable or unwritable) */
   unsigned disk_pruned;       /* cache files removed to keep the directory under its cap */
+  uint64_t reserved[8]; /* room for fields to come (README's ABI) */
 } clpa_program_stats;
 
 /* Returns the context's program-cache counters. */
@@ -254,6 +266,7 @@ typedef struct clpa_tuning {
   int32_t prefill_keys;       /* keys_per_tile when 0 (tiles only; 0: the heuristic) */
   int32_t decode_resident;    /* decode's lanes path: work-groups a compute unit holds (0: not
                                  known; the plan then only keeps every unit busy) */
+  uint64_t reserved[8]; /* room for fields to come (README's ABI) */
 } clpa_tuning;
 
 /* The context's tuning entry. Returns CLPA_OK or CLPA_ERR_INVALID_ARG. */
@@ -414,6 +427,7 @@ typedef struct clpa_decode_params {
   cl_uint num_wait_events;
   const cl_event *wait_events;
   cl_event *event;
+  uint64_t reserved[8]; /* 0 (what ..._init leaves): room for fields to come, README's ABI */
 } clpa_decode_params;
 
 /* Fills p with the defaults: zeros and NULLs, q_dtype f32, k_scale =
@@ -551,6 +565,7 @@ typedef struct clpa_prefill_params {
   cl_uint num_wait_events;
   const cl_event *wait_events;
   cl_event *event;                /* completes with the kernel; the caller releases it */
+  uint64_t reserved[8]; /* 0 (what ..._init leaves): room for fields to come, README's ABI */
 } clpa_prefill_params;
 
 /* Fills p with the defaults: zeros and NULLs, causal 1, q_dtype f32,
@@ -603,6 +618,7 @@ typedef struct clpa_merge_states_params {
   cl_uint num_wait_events;
   const cl_event *wait_events;
   cl_event *event;
+  uint64_t reserved[8]; /* 0 (what ..._init leaves): room for fields to come, README's ABI */
 } clpa_merge_states_params;
 
 /* Fills p with the defaults: zeros and NULLs, dtype f32, num_inputs 2. */
@@ -642,6 +658,7 @@ typedef struct clpa_cascade_params {
   int32_t num_groups;          /* >= 0 */
   const int32_t *group_starts; /* host [num_groups + 1]: 0, then increasing, <= num_seqs */
   const int32_t *shared_blocks; /* host [num_groups]: >= 1 */
+  uint64_t reserved[8]; /* 0 (what ..._init leaves): room for fields to come, README's ABI */
 } clpa_cascade_params;
 
 /* Fills p with defaults: clpa_decode_params_init's, no groups. */
@@ -722,6 +739,7 @@ typedef struct clpa_attn_inputs {
   cl_uint num_wait_events;
   const cl_event *wait_events;
   cl_event *event;               /* completes with the last kernel; the caller releases it */
+  uint64_t reserved[8]; /* 0 (what ..._init leaves): room for fields to come, README's ABI */
 } clpa_attn_inputs;
 
 /* Fills in with the defaults: zeros and NULLs, k_scale = v_scale = 1. */
@@ -754,6 +772,7 @@ typedef struct clpa_plan_info {
   clpa_decode_variant variant;
   int32_t partition_size, heads_per_group;
   int32_t rows, keys;
+  uint64_t reserved[8]; /* room for fields to come (README's ABI) */
 } clpa_plan_info;
 
 /* Fills *out for plan. Returns CLPA_OK or CLPA_ERR_INVALID_ARG (NULL). */

@@ -58,7 +58,8 @@ typedef enum clpa_status {
   CLPA_ERR_IO = -1004,             /* file system error (binary cache) */
   CLPA_ERR_STATE = -1005,          /* the call is not valid in the object's current state */
   CLPA_ERR_BAD_CONTEXT_LEN = -1006,/* a kernel saw a context length < 0 or > max_context_len (used 0) */
-  CLPA_ERR_LANE_MISMATCH = -1007   /* the device's subgroups did not match clpa's lane groups: results invalid */
+  CLPA_ERR_LANE_MISMATCH = -1007,  /* the device's subgroups did not match clpa's lane groups: results invalid */
+  CLPA_ERR_VERSION = -1008         /* the application's clpa.h and the library differ in ABI (README's ABI) */
 } clpa_status;
 
 /* Returns the enumerator's name ("CLPA_ERR_INVALID_ARG"), or

@@ -80,7 +80,13 @@ typedef struct clpa_cache_config {
    * device's global memory holds (device caches only; a wrapped cache
    * takes 0 to mean as many as the smallest buffer holds). */
   int32_t num_blocks;
-  double mem_fraction;  /* in (0, 1], with num_blocks 0 (vLLM's gpu_memory_utilization, for the cache alone) */
+  /* With num_blocks 0: the share of the device's global memory the cache
+   * takes, in (0, 1] (vLLM's gpu_memory_utilization, for the cache alone);
+   * 0 (default) refuses a cache with neither size set. Global memory is
+   * what the implementation reports (clpa_device_info.global_mem_bytes):
+   * a GPU's whole memory, not what is free; on PoCL's CPU device a share
+   * of the host's RAM that moves with the memory free at the time. */
+  double mem_fraction;
   clpa_cache_placement placement;
   /* Host caches: 1 (default) pinned memory (CL_MEM_ALLOC_HOST_PTR, mapped)
    * where the device gives it, else plain host memory; 0 plain memory. */
@@ -89,11 +95,12 @@ typedef struct clpa_cache_config {
    * allocation. Smaller values split the layers over more arenas (a driver
    * that dislikes huge buffers; tests). */
   uint64_t max_arena_bytes;
+  uint64_t reserved[8]; /* 0 (what ..._init leaves): room for fields to come, README's ABI */
 } clpa_cache_config;
 
 /* Fills cfg with defaults: num_layers 1, block_size 16, dtype f16,
- * mem_fraction 0.9, placement device, pinned 1, the rest 0. The shape and
- * num_blocks (or mem_fraction) still need setting. */
+ * placement device, pinned 1, the rest 0. The shape and num_blocks (or
+ * mem_fraction) still need setting. */
 CLPA_API void clpa_cache_config_init(clpa_cache_config *cfg);
 
 /* Bytes one block takes over all layers, keys and values:
@@ -147,6 +154,7 @@ typedef struct clpa_cache_info {
   clpa_cache_placement placement;
   int pinned;                /* host cache in pinned (mapped OpenCL) memory */
   int wrapped;               /* made by clpa_cache_wrap */
+  uint64_t reserved[8]; /* room for fields to come (README's ABI) */
 } clpa_cache_info;
 
 /* Describes the cache. Returns CLPA_OK or CLPA_ERR_INVALID_ARG (NULL). */
@@ -203,6 +211,7 @@ typedef struct clpa_reshape_and_cache_params {
   cl_uint num_wait_events;
   const cl_event *wait_events;
   cl_event *event;        /* if not NULL: completes with the write */
+  uint64_t reserved[8]; /* 0 (what ..._init leaves): room for fields to come, README's ABI */
 } clpa_reshape_and_cache_params;
 
 /* Fills p with defaults: zeros and NULLs, src_dtype f32, scales 1. */
@@ -239,6 +248,7 @@ typedef struct clpa_copy_blocks_params {
   cl_uint num_wait_events;
   const cl_event *wait_events;
   cl_event *event;
+  uint64_t reserved[8]; /* 0 (what ..._init leaves): room for fields to come, README's ABI */
 } clpa_copy_blocks_params;
 
 /* Fills p with defaults: zeros and NULLs (all layers, no pairs). */
@@ -271,6 +281,7 @@ typedef struct clpa_swap_blocks_params {
   cl_uint num_wait_events;
   const cl_event *wait_events;
   cl_event *event;
+  uint64_t reserved[8]; /* 0 (what ..._init leaves): room for fields to come, README's ABI */
 } clpa_swap_blocks_params;
 
 /* Fills p with defaults: zeros and NULLs. */

@@ -66,6 +66,7 @@ typedef struct clpa_pool_config {
   int32_t num_blocks;       /* physical blocks in the device cache, > 0 */
   int32_t block_size;       /* tokens per block, > 0 */
   clpa_allocator allocator; /* host memory for the pool and its sequences; {NULL, NULL} = libc */
+  uint64_t reserved[8]; /* 0 (what ..._init leaves): room for fields to come, README's ABI */
 } clpa_pool_config;
 
 /* Fills cfg with defaults: everything zero except block_size = 16.
@@ -109,6 +110,7 @@ typedef struct clpa_pool_stats {
   int32_t free;       /* refcount 0 */
   int32_t used;       /* refcount > 0; free + used = num_blocks */
   int32_t shared;     /* refcount > 1 (a subset of used) */
+  uint64_t reserved[8]; /* room for fields to come (README's ABI) */
 } clpa_pool_stats;
 
 /* Fills *out with the pool's counters (all zero for a NULL pool). Does
@@ -255,6 +257,7 @@ typedef struct clpa_batch_config {
    * from step to step. 0 = as wide as the longest sequence. Never less
    * than 1, so the table is never empty when num_seqs > 0. */
   int32_t min_blocks_per_seq;
+  uint64_t reserved[8]; /* 0 (what ..._init leaves): room for fields to come, README's ABI */
 } clpa_batch_config;
 
 /* What clpa_batch_build produced; the arrays stay valid until the next
@@ -271,6 +274,7 @@ typedef struct clpa_batch_view {
    * context_lens is rewritten in full every build. */
   const int32_t *changed_rows; /* [num_changed_rows] */
   int32_t num_changed_rows;
+  uint64_t reserved[8]; /* room for fields to come (README's ABI) */
 } clpa_batch_view;
 
 /* Fills cfg with defaults (min_blocks_per_seq = 0). */

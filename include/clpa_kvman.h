@@ -76,6 +76,7 @@ typedef struct clpa_kvman_config {
   clpa_allocator allocator; /* host memory for everything; {NULL, NULL} = libc */
   int32_t free_watermark;   /* free blocks clpa_kvman_reclaim keeps in the pool by
                                evicting ahead, in [0, num_blocks]; 0 (default): none */
+  uint64_t reserved[8]; /* 0 (what ..._init leaves): room for fields to come, README's ABI */
 } clpa_kvman_config;
 
 /* Fills cfg with defaults: block_size 16, prefix_cache 1, libc, no
@@ -101,6 +102,7 @@ typedef struct clpa_kvman_admit_result {
                              multiple of block_size, < num_tokens */
   int32_t num_new_tokens; /* num_tokens - cached_tokens: the tokens to
                              compute, at positions cached_tokens + i */
+  uint64_t reserved[8]; /* room for fields to come (README's ABI) */
 } clpa_kvman_admit_result;
 
 /* Admits a request with prompt tokens[0..num_tokens) in namespace ns and
@@ -120,6 +122,7 @@ typedef struct clpa_kvman_admit_options {
    * the block table, not pool blocks) is taken at admission, so appends up
    * to that length allocate nothing. 0 (default): only the prompt. */
   int32_t reserve_tokens;
+  uint64_t reserved[8]; /* 0 (what ..._init leaves): room for fields to come, README's ABI */
 } clpa_kvman_admit_options;
 
 /* Fills opt with defaults (reserve_tokens 0). */
@@ -245,6 +248,7 @@ typedef struct clpa_kvman_stats {
   int32_t blocks_evictable; /* cached and not locked by a request */
   int64_t hot_evictions;    /* of the rounds, those inside admit or append: the
                                critical path a watermark (reclaim) keeps them off */
+  uint64_t reserved[8]; /* room for fields to come (README's ABI) */
 } clpa_kvman_stats;
 
 /* Fills *out (zeros for NULL km; nothing for NULL out). O(1). */

@@ -51,6 +51,7 @@ typedef struct clpa_kv_layout {
   uint64_t block_stride; /* between blocks: num_kv_heads * head_stride */
   uint64_t block_bytes;  /* one block of one cache, in bytes */
   uint64_t cache_bytes;  /* num_blocks * block_bytes: what each buffer must hold */
+  uint64_t reserved[8]; /* 0 (what ..._init leaves): room for fields to come, README's ABI */
 } clpa_kv_layout;
 
 /* Fills *out with the layout of caches of num_blocks blocks of block_size

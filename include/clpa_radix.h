@@ -103,6 +103,7 @@ typedef struct clpa_radix_config {
   clpa_allocator allocator;     /* host memory of the tree; {NULL, NULL} = libc */
   clpa_radix_evict_fn on_evict; /* optional */
   void *on_evict_user;
+  uint64_t reserved[8]; /* 0 (what ..._init leaves): room for fields to come, README's ABI */
 } clpa_radix_config;
 
 /* Fills cfg with defaults: libc allocator, no eviction callback. */
@@ -124,6 +125,7 @@ typedef struct clpa_radix_match_result {
   int32_t num_tokens;    /* num_blocks * block_size */
   clpa_radix_node *node; /* where the match ends: lock it to keep the prefix;
                             the root (clpa_radix_root) when nothing matched */
+  uint64_t reserved[8]; /* room for fields to come (README's ABI) */
 } clpa_radix_match_result;
 
 /* Finds the longest cached prefix of tokens[0..num_tokens) in namespace ns,
@@ -146,6 +148,7 @@ typedef struct clpa_radix_insert_result {
                             duplicates (unless they are the tree's own) */
   clpa_radix_node *node; /* where the inserted sequence ends (root if it
                             is shorter than a block) */
+  uint64_t reserved[8]; /* room for fields to come (README's ABI) */
 } clpa_radix_insert_result;
 
 /* Adds the whole blocks of tokens[0..num_tokens) in namespace ns, whose KV
@@ -189,6 +192,7 @@ typedef struct clpa_radix_stats {
   int64_t evicted_blocks; /* total over the tree's life */
   int64_t evicted_nodes;
   int64_t splits;
+  uint64_t reserved[8]; /* room for fields to come (README's ABI) */
 } clpa_radix_stats;
 
 /* Fills *out (zeros for a NULL tree; nothing when out is NULL). O(1). */
@@ -220,6 +224,7 @@ typedef struct clpa_radix_node_info {
   int32_t num_children;
   int32_t lock_count;
   uint64_t last_access; /* tick of the last match/insert through it */
+  uint64_t reserved[8]; /* room for fields to come (README's ABI) */
 } clpa_radix_node_info;
 
 /* Describes node; the pointers stay valid until the tree next changes.

@@ -122,6 +122,7 @@ typedef struct clpa_xattn_params {
   cl_uint num_wait_events;
   const cl_event *wait_events;
   cl_event *event;
+  uint64_t reserved[8]; /* 0 (what ..._init leaves): room for fields to come, README's ABI */
 } clpa_xattn_params;
 
 /* Fills p with the defaults: zeros and NULLs, k_scale 1, q_dtype f32,

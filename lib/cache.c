@@ -24,7 +24,6 @@ void clpa_cache_config_init(clpa_cache_config *cfg) {
   cfg->num_layers = 1;
   cfg->block_size = 16;
   cfg->dtype = CLPA_DTYPE_F16;
-  cfg->mem_fraction = 0.9;
   cfg->placement = CLPA_CACHE_DEVICE;
   cfg->pinned = 1;
 }
@@ -52,6 +51,7 @@ uint64_t clpa_cache_bytes_per_block(const clpa_cache_config *cfg) {
 
 static clpa_status check_shape(char *err, const clpa_cache_config *c) {
   CLPA_CHECK(err, !c, CLPA_ERR_INVALID_ARG, "cfg must not be NULL");
+  CLPA_CHECK_RESERVED(err, c, "cfg->");
   CLPA_CHECK(err, c->num_layers <= 0, CLPA_ERR_INVALID_ARG, "cfg->num_layers = %d (must be > 0)",
              c->num_layers);
   CLPA_CHECK(err, c->num_layers > INT32_MAX / 2, CLPA_ERR_INVALID_ARG,
@@ -112,6 +112,11 @@ static size_t device_align(const clpa_context *ctx) {
 static clpa_status blocks_from_fraction(clpa_context *ctx, const clpa_cache_config *cfg,
                                         uint64_t block_bytes, size_t align, uint64_t max_alloc,
                                         int32_t *out) {
+  CLPA_CTX_CHECK(ctx, cfg->mem_fraction == 0.0, CLPA_ERR_INVALID_ARG,
+                 "cfg->num_blocks and cfg->mem_fraction are both 0: set num_blocks (blocks per "
+                 "layer) or mem_fraction (the share of the device's %llu bytes the cache may "
+                 "take, in (0, 1]; what the weights and activations need must stay free)",
+                 (unsigned long long)ctx->info.global_mem_bytes);
   CLPA_CTX_CHECK(ctx, !(cfg->mem_fraction > 0.0 && cfg->mem_fraction <= 1.0),
                  CLPA_ERR_INVALID_ARG,
                  "cfg->mem_fraction = %g (with num_blocks 0 it must be in (0, 1])",

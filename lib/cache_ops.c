@@ -79,6 +79,7 @@ static clpa_status finish_event(clpa_context *ctx, int commands, cl_event last, 
 
 static clpa_status reshape_validate(clpa_context *ctx, const clpa_reshape_and_cache_params *p) {
   clpa_status st;
+  CLPA_CHECK_RESERVED(ctx->error, p, "p->");
   if ((st = check_events(ctx, p->num_wait_events, p->wait_events)) ||
       (st = check_cache(ctx, p->cache, "cache", 1)))
     return st;
@@ -284,6 +285,7 @@ static clpa_status copy_enqueue(clpa_context *ctx, const clpa_copy_blocks_params
 static clpa_status clpa_copy_blocks_impl(clpa_context *ctx, const clpa_copy_blocks_params *p) {
   CLPA_CHECK(NULL, !ctx, CLPA_ERR_INVALID_ARG, "ctx must not be NULL");
   CLPA_CTX_CHECK(ctx, !p, CLPA_ERR_INVALID_ARG, "p must not be NULL");
+  CLPA_CHECK_RESERVED(ctx->error, p, "p->");
   clpa_status st;
   int32_t layers = 0;
   if ((st = check_events(ctx, p->num_wait_events, p->wait_events)) ||
@@ -326,6 +328,7 @@ clpa_status clpa_copy_blocks(clpa_context *ctx, const clpa_copy_blocks_params *p
 static clpa_status swap_validate(clpa_context *ctx, const clpa_swap_blocks_params *p,
                                  int32_t *layers) {
   clpa_status st;
+  CLPA_CHECK_RESERVED(ctx->error, p, "p->");
   if ((st = check_events(ctx, p->num_wait_events, p->wait_events)) ||
       (st = check_cache(ctx, p->src, "src", 0)) || (st = check_cache(ctx, p->dst, "dst", 0)))
     return st;

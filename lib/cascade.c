@@ -126,6 +126,8 @@ clpa_status clpa_cascade_plan_fill(clpa_context *ctx, const clpa_cascade_params 
                                    clpa_plan *pl) {
   clpa_status st = clpa_plan_begin(ctx, p, PLAN_CASCADE, pl);
   if (st != CLPA_OK) return st;
+  CLPA_CHECK_RESERVED(ctx->error, p, "p->");
+  CLPA_CHECK_RESERVED(ctx->error, &p->decode, "p->decode.");
   const clpa_decode_params *d = &p->decode;
   clpa_attn a;
   CLPA_ATTN_OF(&a, d);

@@ -337,9 +337,10 @@ clpa_status clpa_device_select(const char *spec, size_t *index) {
   CLPA_API_CALL(clpa_device_select_impl(spec, index));
 }
 
-void clpa_context_config_init(clpa_context_config *cfg) {
+void clpa_context_config_init_version(clpa_context_config *cfg, unsigned header_version) {
   if (!cfg) return;
   memset(cfg, 0, sizeof *cfg);
+  cfg->header_version = header_version;
   cfg->binary_cache = 1;
   cfg->lanes = CLPA_LANES_AUTO;
 }
@@ -536,6 +537,21 @@ static void locate(clpa_context *ctx) {
   free(list);
 }
 
+/* The application's clpa.h against this library (README's ABI): the same
+ * minor version while the major is 0, the same major after. */
+static clpa_status check_version(unsigned header) {
+  CLPA_CHECK(NULL, header == 0, CLPA_ERR_VERSION,
+             "cfg->header_version = 0: fill cfg with clpa_context_config_init(), which records "
+             "the version of clpa.h the application was built with");
+  const unsigned major = header / 10000, minor = header / 100 % 100;
+  CLPA_CHECK(NULL, major != CLPA_VERSION_MAJOR || (major == 0 && minor != CLPA_VERSION_MINOR),
+             CLPA_ERR_VERSION,
+             "the application was built with clpa.h %u.%u.%u, this library is %s: their ABIs "
+             "differ (rebuild the application against this library's headers)",
+             major, minor, header % 100, clpa_version_string());
+  return CLPA_OK;
+}
+
 static clpa_status clpa_context_create_impl(const clpa_context_config *cfg, clpa_context **out) {
   CLPA_CHECK(NULL, !out, CLPA_ERR_INVALID_ARG, "out must not be NULL");
   *out = NULL;
@@ -544,6 +560,9 @@ static clpa_status clpa_context_create_impl(const clpa_context_config *cfg, clpa
     clpa_context_config_init(&defaults);
     cfg = &defaults;
   }
+  clpa_status st = check_version(cfg->header_version);
+  if (st != CLPA_OK) return st;
+  CLPA_CHECK_RESERVED(NULL, cfg, "cfg->");
   CLPA_CHECK(NULL, cfg->binary_cache != 0 && cfg->binary_cache != 1, CLPA_ERR_INVALID_ARG,
              "cfg->binary_cache = %d (expected 0 or 1)", cfg->binary_cache);
   CLPA_CHECK(NULL, cfg->profiling != 0 && cfg->profiling != 1, CLPA_ERR_INVALID_ARG,
@@ -552,7 +571,7 @@ static clpa_status clpa_context_create_impl(const clpa_context_config *cfg, clpa
              "cfg->cl_dev/cl_queue given without cfg->cl_ctx");
   int cache_on = 0;
   uint64_t cache_max = 0;
-  clpa_status st = cache_settings(cfg, &cache_on, &cache_max);
+  st = cache_settings(cfg, &cache_on, &cache_max);
   if (st != CLPA_OK) return st;
   clpa_context *ctx = calloc(1, sizeof *ctx);
   CLPA_CHECK(NULL, !ctx, CLPA_ERR_OUT_OF_MEMORY, "out of memory");

@@ -192,6 +192,7 @@ clpa_status clpa_decode_plan_fill(clpa_context *ctx, const clpa_decode_params *p
                                   clpa_plan *pl) {
   clpa_status st = clpa_plan_begin(ctx, p, PLAN_DECODE, pl);
   if (st != CLPA_OK) return st;
+  CLPA_CHECK_RESERVED(ctx->error, p, "p->");
   decode_call *c = &pl->dc;
   CLPA_ATTN_OF(&c->a, p);
   if ((st = clpa_attn_layout(ctx, &c->a, p->cache, p->layer, p->key_cache, p->value_cache,

@@ -94,6 +94,7 @@ clpa_status clpa_plan_cascade(clpa_context *ctx, const clpa_cascade_params *p, c
 static clpa_status run_impl(clpa_plan *plan, const clpa_attn_inputs *in) {
   CLPA_CHECK(NULL, !plan || !plan->ctx, CLPA_ERR_INVALID_ARG, "plan must not be NULL");
   CLPA_CTX_CHECK(plan->ctx, !in, CLPA_ERR_INVALID_ARG, "in must not be NULL");
+  CLPA_CHECK_RESERVED(plan->ctx->error, in, "in->");
   switch (plan->kind) {
     case PLAN_DECODE: return clpa_decode_run(plan, in);
     case PLAN_PREFILL: return clpa_prefill_run(plan, in);

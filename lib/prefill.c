@@ -400,6 +400,7 @@ clpa_status clpa_prefill_plan_fill(clpa_context *ctx, const clpa_prefill_params 
                                    clpa_plan *pl) {
   clpa_status st = clpa_plan_begin(ctx, p, PLAN_PREFILL, pl);
   if (st != CLPA_OK) return st;
+  CLPA_CHECK_RESERVED(ctx->error, p, "p->");
   clpa_attn a;
   CLPA_ATTN_OF(&a, p);
   if ((st = clpa_attn_layout(ctx, &a, p->cache, p->layer, p->key_cache, p->value_cache, &p->kv)) ||
@@ -526,6 +527,7 @@ clpa_status clpa_prefill(clpa_context *ctx, const clpa_prefill_params *p) {
 static clpa_status clpa_merge_states_impl(clpa_context *ctx, const clpa_merge_states_params *p) {
   CLPA_CHECK(NULL, !ctx, CLPA_ERR_INVALID_ARG, "ctx must not be NULL");
   CLPA_CTX_CHECK(ctx, !p, CLPA_ERR_INVALID_ARG, "p must not be NULL");
+  CLPA_CHECK_RESERVED(ctx->error, p, "p->");
   CLPA_CTX_CHECK(ctx, p->num_rows < 0, CLPA_ERR_INVALID_ARG, "num_rows = %d", p->num_rows);
   CLPA_CTX_CHECK(ctx, p->head_size <= 0, CLPA_ERR_INVALID_ARG, "head_size = %d", p->head_size);
   CLPA_CTX_CHECK(ctx, p->num_inputs < 2 || p->num_inputs > CLPA_MERGE_MAX_INPUTS,

@@ -27,7 +27,7 @@ static const tuning_entry table[] = {
      * TFLOP/s (tiles 0.030-0.041). PoCL 3.1 on 2 AVX2 cores (AMD EPYC), 2026-11-25, after the
      * rows kernel's register-sized key steps: 128/256/512/1024/2048/4096 = 60.2/48.3/34.4/23.9/
      * 25.3/33.6 ms (1024 and 2048 within this machine's noise, so 2048 stays). */
-    {BY_TYPE_CPU, NULL, {"", 2048, CLPA_PREFILL_ROWS, 4, 16, 0}},
+    {BY_TYPE_CPU, NULL, {"", 2048, CLPA_PREFILL_ROWS, 4, 16, 0, {0}}},
     /* NVIDIA (H100, notes/perf.md): prefill on tensor cores where it applies (f16/bf16 caches,
      * else the tiles heuristic), 128 rows and 32-key tiles (2026-11-24, registers capped at 128;
      * 32/8 heads, head 128, f16, TFLOP/s for rows 64 / 128 with 32 keys, then 64 / 128 with 64
@@ -43,11 +43,11 @@ static const tuning_entry table[] = {
      * too many for local memory, 4 work-groups a compute unit (f32 with up to 4 heads a
      * work-group, at 128 registers; f16 and fp8 take 3, where 4 gives the same plans at batch
      * 16 x 4096) — lib/decode_plan.c lanes_partition. */
-    {BY_VENDOR, "NVIDIA", {"", 2048, CLPA_PREFILL_MMA, 128, 32, 4}},
+    {BY_VENDOR, "NVIDIA", {"", 2048, CLPA_PREFILL_MMA, 128, 32, 4, {0}}},
     /* GPUs without an entry of their own: 512-token partitions (H100, 2026-11-22: 256/512/1024
      * within 8 % of each other at batch 16 x 4096) and the largest prefill tiles that fit. */
-    {BY_TYPE_GPU, NULL, {"", 512, CLPA_PREFILL_TILES, 0, 0, 0}},
-    {BY_DEFAULT, NULL, {"", 512, CLPA_PREFILL_AUTO, 0, 0, 0}},
+    {BY_TYPE_GPU, NULL, {"", 512, CLPA_PREFILL_TILES, 0, 0, 0, {0}}},
+    {BY_DEFAULT, NULL, {"", 512, CLPA_PREFILL_AUTO, 0, 0, 0, {0}}},
 };
 
 static int matches(const tuning_entry *e, const clpa_device_info *in) {

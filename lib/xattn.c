@@ -369,6 +369,7 @@ static clpa_status plan(clpa_context *ctx, const clpa_xattn_params *p, xattn_pla
   CLPA_CHECK(NULL, !ctx, CLPA_ERR_INVALID_ARG, "ctx must not be NULL");
   CLPA_CTX_CHECK(ctx, !p, CLPA_ERR_INVALID_ARG, "p must not be NULL");
   memset(x, 0, sizeof *x);
+  CLPA_CHECK_RESERVED(ctx->error, p, "p->");
   clpa_status st;
   if ((st = resolve_cache(ctx, p, x)) || (st = check_shape(ctx, p, x)) ||
       (st = check_buffers(ctx, p, x)))

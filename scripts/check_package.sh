@@ -5,7 +5,9 @@
 #     itself compiles and links with exactly
 #       cc app.c $(pkg-config --cflags --libs clpa)
 #     and runs;
-#  2. as a Meson subproject (subprojects/clpa a symlink to this tree) clpa
+#  2. a CMake application finds it with find_package(clpa) and links
+#     clpa::clpa;
+#  3. as a Meson subproject (subprojects/clpa a symlink to this tree) clpa
 #     builds only the library — no tests, no tools — without -Werror, and a
 #     parent links it through dependency('clpa').
 set -euo pipefail
@@ -39,10 +41,38 @@ export PKG_CONFIG_PATH="$tmp/prefix/lib/pkgconfig"
 echo "pkg-config --cflags --libs clpa: $(pkg-config --cflags --libs clpa)"
 (cd "$tmp" && cc app.c $(pkg-config --cflags --libs clpa) -o app)
 LD_LIBRARY_PATH="$tmp/prefix/lib" "$tmp/app"
-echo "== the README's example, built the same way"
-(cd "$tmp" && cc "$src/examples/decode_basic.c" $(pkg-config --cflags --libs clpa) -lm \
-  -o decode_basic)
-LD_LIBRARY_PATH="$tmp/prefix/lib" "$tmp/decode_basic"
+echo "== the examples, built the same way"
+for ex in decode_basic prefix_prefill engine_loop; do
+  (cd "$tmp" && cc "$src/examples/$ex.c" $(pkg-config --cflags --libs clpa) -lm -o "$ex")
+  LD_LIBRARY_PATH="$tmp/prefix/lib" "$tmp/$ex"
+done
+
+echo "== a CMake application: find_package(clpa), target clpa::clpa (README's)"
+mkdir -p "$tmp/cmake-app"
+cp "$tmp/app.c" "$src/examples/decode_basic.c" "$tmp/cmake-app/"
+abi=$(pkg-config --modversion clpa | cut -d. -f1,2)
+cat >"$tmp/cmake-app/CMakeLists.txt" <<EOF
+cmake_minimum_required(VERSION 3.16)
+project(app C)
+find_package(clpa $abi REQUIRED)
+add_executable(app app.c)
+target_link_libraries(app PRIVATE clpa::clpa)
+add_executable(decode_basic decode_basic.c)
+target_link_libraries(decode_basic PRIVATE clpa::clpa m)
+EOF
+cmake -S "$tmp/cmake-app" -B "$tmp/cmake-app/build" -DCMAKE_PREFIX_PATH="$tmp/prefix" \
+  >"$tmp/cmake.log" 2>&1 || { cat "$tmp/cmake.log"; exit 1; }
+cmake --build "$tmp/cmake-app/build" >"$tmp/cmake-build.log" 2>&1 ||
+  { cat "$tmp/cmake-build.log"; exit 1; }
+LD_LIBRARY_PATH="$tmp/prefix/lib" "$tmp/cmake-app/build/app"
+LD_LIBRARY_PATH="$tmp/prefix/lib" "$tmp/cmake-app/build/decode_basic"
+# Another minor version is another ABI: find_package must not take it.
+sed -i "s/find_package(clpa $abi REQUIRED)/find_package(clpa ${abi%.*}.99 REQUIRED)/" \
+  "$tmp/cmake-app/CMakeLists.txt"
+if cmake -S "$tmp/cmake-app" -B "$tmp/cmake-app/build2" -DCMAKE_PREFIX_PATH="$tmp/prefix" \
+  >"$tmp/cmake2.log" 2>&1; then
+  echo "FAIL: find_package(clpa ${abi%.*}.99) took clpa $abi" >&2; exit 1
+fi
 
 echo "== clpa as a subproject builds the library only"
 mkdir -p "$tmp/parent/subprojects"

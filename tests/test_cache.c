@@ -37,7 +37,7 @@ static void test_defaults_and_sizes(void) {
   clpa_cache_config cfg;
   clpa_cache_config_init(&cfg);
   ok(cfg.num_layers == 1 && cfg.block_size == 16 && cfg.dtype == CLPA_DTYPE_F16 &&
-         cfg.mem_fraction == 0.9 && cfg.placement == CLPA_CACHE_DEVICE && cfg.pinned == 1 &&
+         cfg.mem_fraction == 0 && cfg.placement == CLPA_CACHE_DEVICE && cfg.pinned == 1 &&
          cfg.num_blocks == 0 && cfg.num_kv_heads == 0,
      "config defaults");
   for (int d = 0; d < CLPA_DTYPE_COUNT_; d++) {
@@ -210,7 +210,7 @@ static void test_refusals(void) {
     int field;
   } t[] = {{"cfg must not be NULL", 0}, {"num_layers", 1},  {"num_kv_heads", 2},
            {"head_size", 3},            {"head_size", 4},   {"block_size", 5},
-           {"dtype", 6},                {"num_blocks", 7},  {"mem_fraction", 8},
+           {"dtype", 6},                {"num_blocks", 7},  {"are both 0: set num_blocks", 8},
            {"mem_fraction", 9},         {"placement", 10},  {"pinned", 11},
            {"host cache needs", 12},    {"too large", 13}};
   for (size_t i = 0; i < sizeof t / sizeof *t; i++) {

@@ -183,7 +183,7 @@ static void test_decode_step_api(void) {
   free(many);
   free(many_slots);
   ok(clpa_kvman_append_batch(km, NULL, 0, NULL, NULL, NULL) == CLPA_OK, "an empty batch is fine");
-  ok(clpa_kvman_admit_ex(km, 0, prompt, 10, &(clpa_kvman_admit_options){-1}, slots, &a[0]) ==
+  ok(clpa_kvman_admit_ex(km, 0, prompt, 10, &(clpa_kvman_admit_options){.reserve_tokens = -1}, slots, &a[0]) ==
              CLPA_ERR_INVALID_ARG &&
          strstr(clpa_last_error(), "reserve_tokens"),
      "a negative reserve is refused: %s", clpa_last_error());

@@ -56,7 +56,7 @@ int main(void) {
          l.head_stride == 2048 && l.block_stride == 16384 && l.block_bytes == 32768 &&
          l.cache_bytes == 32768000ull,
      "f16, 8 heads x 128, block 16: strides 2048 / 16384, 32 KiB a block");
-  clpa_kv_layout hand = {CLPA_DTYPE_FP8_E5M2, 3, 32, 2, 64, 0, 0, 0, 0, 0};
+  clpa_kv_layout hand = {CLPA_DTYPE_FP8_E5M2, 3, 32, 2, 64, 0, 0, 0, 0, 0, {0}};
   ok(clpa_kv_layout_check(&hand, &c) == CLPA_OK && c.x == 16 && c.block_bytes == 4096 &&
          c.cache_bytes == 3 * 4096,
      "a layout filled by hand gets its derived fields from clpa_kv_layout_check");

@@ -49,7 +49,7 @@ static void teardown(void) {
 static clpa_radix_insert_result put(uint64_t ns, const int32_t *tok, int32_t n) {
   int32_t blk[64];
   int32_t nb = n / clpa_pool_block_size(pool);
-  clpa_radix_insert_result r = {0, 0, NULL};
+  clpa_radix_insert_result r = {0, 0, NULL, {0}};
   if (clpa_pool_alloc(pool, nb, blk) != CLPA_OK) return r;
   if (clpa_radix_insert(tree, ns, tok, n, blk, &r) != CLPA_OK)
     diag("insert: %s", clpa_last_error());

@@ -168,7 +168,7 @@ static int parse(int argc, char **argv, int *smoke_run, int *json) {
 /* The --json report: everything main prints, as one line. */
 static int report_json(const clpa_device_info *devs, size_t n, clpa_status st, size_t sel,
                        const char *why, int smoke_run) {
-  smoke_result r = {CLPA_OK, NULL, {0}, "", {"", 0, 0, 0, 0, 0}};
+  smoke_result r = {CLPA_OK, NULL, {0}, "", {"", 0, 0, 0, 0, 0, {0}}};
   if (smoke_run && st == CLPA_OK) smoke(&r);
   cli_json j;
   cli_json_begin(&j, stdout);
