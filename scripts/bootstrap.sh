@@ -7,9 +7,12 @@ cd "$(dirname "$0")/.."
 
 want=(pocl-opencl-icd ocl-icd-opencl-dev opencl-headers clinfo meson ninja-build pkg-config
       gcc libclblast-dev python3)
-# The test command also runs the KV-manager fuzz target under libFuzzer and
-# checks the CMake package with a CMake application.
-if [ "${1:-demo}" = test ]; then want+=(clang libclang-rt-14-dev cmake); fi
+# The test command also runs the KV-manager fuzz target under libFuzzer,
+# checks the CMake package with a CMake application, and runs the Python
+# package's tests (pytest over PyOpenCL and NumPy).
+if [ "${1:-demo}" = test ]; then
+  want+=(clang libclang-rt-14-dev cmake python3-numpy python3-pyopencl python3-pytest)
+fi
 missing=()
 for p in "${want[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,0 +1,78 @@
+"""The ctypes mirrors (clpa/structs.py) against the C compiler's layout of
+the public structs (tests/py_struct_layout.c, built by meson, whose path
+meson passes in CLPA_STRUCT_LAYOUT), and the package against the library."""
+
+import ctypes
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+import clpa
+from clpa import structs
+
+
+def c_layout():
+    prog = os.environ.get("CLPA_STRUCT_LAYOUT")
+    if not prog:
+        pytest.skip("CLPA_STRUCT_LAYOUT is not set: meson test sets it to the path of "
+                    "tests/py_struct_layout in the build")
+    return json.loads(subprocess.run([prog], check=True, capture_output=True, text=True).stdout)
+
+
+def test_mirrors_match_the_c_layout():
+    layout = c_layout()
+    mirrors = {m.c_name: m for m in structs.MIRRORS}
+    assert sorted(layout["structs"]) == sorted(mirrors), "structs printed vs mirrored differ"
+    problems = []
+    for name, mirror in mirrors.items():
+        c = layout["structs"][name]
+        py_fields = [f for f, _ in mirror._fields_]
+        if py_fields != list(c["fields"]):
+            problems.append("%s: fields %s in C, %s in the mirror" % (name, list(c["fields"]),
+                                                                      py_fields))
+            continue
+        for field, (offset, size) in c["fields"].items():
+            f = getattr(mirror, field)
+            if (f.offset, f.size) != (offset, size):
+                problems.append("%s.%s: offset %d size %d in C, offset %d size %d in the mirror"
+                                % (name, field, offset, size, f.offset, f.size))
+        if ctypes.sizeof(mirror) != c["size"]:
+            problems.append("%s: sizeof %d in C, %d in the mirror (a field added or removed?)"
+                            % (name, c["size"], ctypes.sizeof(mirror)))
+    for name, size in layout["scalars"].items():
+        if ctypes.sizeof(structs.SCALARS[name]) != size:
+            problems.append("%s: %d bytes in C, %d in the mirrors"
+                            % (name, size, ctypes.sizeof(structs.SCALARS[name])))
+    assert not problems, "the mirrors in python/clpa/structs.py differ from the C structs:\n" + \
+        "\n".join(problems)
+
+
+def test_version_and_status_names():
+    want = os.environ.get("CLPA_VERSION_EXPECTED")
+    if want:
+        assert clpa.version() == want
+    assert clpa.__version__ == clpa.version()
+    major, minor, patch = map(int, clpa.__version__.split("."))
+    assert clpa.HEADER_VERSION == major * 10000 + minor * 100 + patch
+    for s in clpa.Status:
+        assert clpa.status_name(s) == "CLPA_" + s.name
+    assert clpa.status_name(12345) == "CLPA_ERR_UNKNOWN"
+
+
+def test_a_missing_library_is_named():
+    env = dict(os.environ, CLPA_LIBRARY="/nonexistent/libclpa.so")
+    r = subprocess.run([sys.executable, "-c", "import clpa"], env=env, capture_output=True,
+                       text=True)
+    assert r.returncode != 0
+    assert "LibraryNotFound" in r.stderr and "CLPA_LIBRARY=/nonexistent/libclpa.so" in r.stderr
+
+
+def test_dtype_names():
+    assert clpa.dtype_of("f16") == clpa.DType.F16
+    assert clpa.dtype_of("FP8_E4M3") == clpa.DType.FP8_E4M3
+    with pytest.raises(clpa.ClpaError) as e:
+        clpa.dtype_of("f64")
+    assert e.value.name == "CLPA_ERR_INVALID_ARG" and "f64" in e.value.message
