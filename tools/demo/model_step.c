@@ -251,7 +251,11 @@ static clpa_status check_batch(const demo_model *m, const clpa_kv_layout *kv, co
 }
 
 /* The step's attention plans (decode rows first, then the prefill
- * chunks; NULL where the step has none), made once and run per layer. */
+ * chunks; NULL where the step has none), made once and run per layer.
+ * Not kept for the next step: prefill's work list is this step's chunks,
+ * and decode's split is planned from this step's host lengths, so a plan
+ * kept would divide the next step's work otherwise than the one-call ops
+ * (and could change its results' last bits). */
 typedef struct step_plans {
   clpa_plan *decode, *prefill;
 } step_plans;
