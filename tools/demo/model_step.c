@@ -104,8 +104,8 @@ static clpa_status new_buffer(demo_model *m, size_t bytes, cl_mem *out, const ch
   demo_release_mem(out);
   *out = clCreateBuffer(m->clctx, CL_MEM_READ_WRITE, bytes ? bytes : 4, NULL, &e);
   if (e != CL_SUCCESS)
-    return demo_model_fail(demo_cl_status(e), "clCreateBuffer(%s, %zu bytes): OpenCL error %d",
-                           what, bytes, (int)e);
+    return demo_fail(demo_cl_status(e), "clCreateBuffer(%s, %zu bytes): OpenCL error %d",
+                     what, bytes, (int)e);
   return CLPA_OK;
 }
 
@@ -128,7 +128,7 @@ static clpa_status ensure_capacity(demo_model *m, int32_t T, int32_t S, int32_t 
     TRY(new_buffer(m, (size_t)n * 4, &m->positions, "positions"));
     TRY(new_buffer(m, (size_t)n * 8, &m->slots, "slots"));
     int32_t *p = realloc(m->h_pos, (size_t)n * sizeof *p);
-    if (!p) return demo_model_fail(CLPA_ERR_OUT_OF_MEMORY, "demo_model_forward: staging");
+    if (!p) return demo_fail(CLPA_ERR_OUT_OF_MEMORY, "demo_model_forward: staging");
     m->h_pos = p;
     m->cap_t = n;
   }
@@ -144,7 +144,7 @@ static clpa_status ensure_capacity(demo_model *m, int32_t T, int32_t S, int32_t 
     if (a) m->h_ctx = a;
     int32_t *b = realloc(m->h_last, (size_t)n * sizeof *b);
     if (b) m->h_last = b;
-    if (!a || !b) return demo_model_fail(CLPA_ERR_OUT_OF_MEMORY, "demo_model_forward: staging");
+    if (!a || !b) return demo_fail(CLPA_ERR_OUT_OF_MEMORY, "demo_model_forward: staging");
     m->cap_s = n;
   }
   if (bt > m->cap_bt) {
@@ -165,8 +165,8 @@ static clpa_status write_buf(demo_model *m, cl_mem b, size_t bytes, const void *
                                   next_event(m, TIME_OTHER));
   return e == CL_SUCCESS
              ? CLPA_OK
-             : demo_model_fail(demo_cl_status(e), "clEnqueueWriteBuffer(%s): OpenCL error %d", what,
-                               (int)e);
+             : demo_fail(demo_cl_status(e), "clEnqueueWriteBuffer(%s): OpenCL error %d", what,
+                         (int)e);
 }
 
 /* Sets a kernel's arguments from (size, pointer) pairs and enqueues it. */
@@ -180,8 +180,8 @@ static clpa_status launch_as(demo_model *m, int kind, int k, cl_uint dims, const
     cl_int e = clSetKernelArg(m->k[k], (cl_uint)i, size, p);
     if (e != CL_SUCCESS) {
       va_end(ap);
-      return demo_model_fail(demo_cl_status(e), "clSetKernelArg(%s, %d): OpenCL error %d",
-                             demo_kernel_names[k], i, (int)e);
+      return demo_fail(demo_cl_status(e), "clSetKernelArg(%s, %d): OpenCL error %d",
+                       demo_kernel_names[k], i, (int)e);
     }
   }
   va_end(ap);
@@ -191,8 +191,8 @@ static clpa_status launch_as(demo_model *m, int kind, int k, cl_uint dims, const
                                     next_event(m, kind));
   return e == CL_SUCCESS
              ? CLPA_OK
-             : demo_model_fail(demo_cl_status(e), "clEnqueueNDRangeKernel(%s): OpenCL error %d",
-                               demo_kernel_names[k], (int)e);
+             : demo_fail(demo_cl_status(e), "clEnqueueNDRangeKernel(%s): OpenCL error %d",
+                         demo_kernel_names[k], (int)e);
 }
 #define ARG(v) sizeof(v), (const void *)&(v)
 #define launch(m, ...) launch_as(m, TIME_OTHER, __VA_ARGS__)
@@ -216,28 +216,28 @@ static clpa_status rmsnorm(demo_model *m, cl_mem x, cl_mem w, cl_mem y, int32_t 
 static clpa_status check_batch(const demo_model *m, const clpa_kv_layout *kv, const demo_batch *b) {
   const char *fn = "demo_model_forward";
   if (b->num_seqs <= 0 || b->num_decode < 0 || b->num_decode > b->num_seqs)
-    return demo_model_fail(CLPA_ERR_INVALID_ARG, "%s: num_seqs %d, num_decode %d", fn,
-                           (int)b->num_seqs, (int)b->num_decode);
+    return demo_fail(CLPA_ERR_INVALID_ARG, "%s: num_seqs %d, num_decode %d", fn,
+                     (int)b->num_seqs, (int)b->num_decode);
   if (!b->tokens || !b->cu_seqlens || !b->cached_lens || !b->slots || !b->block_tables ||
       b->max_blocks_per_seq <= 0)
-    return demo_model_fail(CLPA_ERR_INVALID_ARG, "%s: NULL array or max_blocks_per_seq %d", fn,
-                           (int)b->max_blocks_per_seq);
+    return demo_fail(CLPA_ERR_INVALID_ARG, "%s: NULL array or max_blocks_per_seq %d", fn,
+                     (int)b->max_blocks_per_seq);
   if (b->cu_seqlens[0] != 0)
-    return demo_model_fail(CLPA_ERR_INVALID_ARG, "%s: cu_seqlens[0] != 0", fn);
+    return demo_fail(CLPA_ERR_INVALID_ARG, "%s: cu_seqlens[0] != 0", fn);
   const int64_t cap = (int64_t)b->max_blocks_per_seq * kv->block_size;
   for (int32_t s = 0; s < b->num_seqs; s++) {
     int32_t n = b->cu_seqlens[s + 1] - b->cu_seqlens[s], c = b->cached_lens[s];
     if (n < 1 || c < 0)
-      return demo_model_fail(CLPA_ERR_INVALID_ARG,
-                             "%s: sequence %d has %d new tokens, cached_len %d", fn, (int)s, (int)n,
-                             (int)c);
+      return demo_fail(CLPA_ERR_INVALID_ARG,
+                       "%s: sequence %d has %d new tokens, cached_len %d", fn, (int)s, (int)n,
+                       (int)c);
     if (s < b->num_decode && (n != 1 || c < 1))
-      return demo_model_fail(
+      return demo_fail(
           CLPA_ERR_INVALID_ARG,
           "%s: decode sequence %d needs 1 new token and cached_len > 0 (has %d, %d)", fn, (int)s,
           (int)n, (int)c);
     if ((int64_t)c + n > m->cfg.max_positions || (int64_t)c + n > cap)
-      return demo_model_fail(
+      return demo_fail(
           CLPA_ERR_INVALID_ARG,
           "%s: sequence %d reaches %lld tokens (max_positions %d, block table %lld)", fn, (int)s,
           (long long)c + n, (int)m->cfg.max_positions, (long long)cap);
@@ -245,8 +245,8 @@ static clpa_status check_batch(const demo_model *m, const clpa_kv_layout *kv, co
   const int32_t T = b->cu_seqlens[b->num_seqs];
   for (int32_t t = 0; t < T; t++)
     if (b->tokens[t] < 0 || b->tokens[t] >= m->cfg.vocab)
-      return demo_model_fail(CLPA_ERR_INVALID_ARG, "%s: token %d is %d (vocab %d)", fn, (int)t,
-                             (int)b->tokens[t], (int)m->cfg.vocab);
+      return demo_fail(CLPA_ERR_INVALID_ARG, "%s: token %d is %d (vocab %d)", fn, (int)t,
+                       (int)b->tokens[t], (int)m->cfg.vocab);
   return CLPA_OK;
 }
 
@@ -353,12 +353,12 @@ clpa_status demo_model_forward(demo_model *m, clpa_cache *cache, const demo_batc
                                float *logits, int32_t *next_tokens, demo_times *times) {
   if (times) memset(times, 0, sizeof *times);
   if (!m || !cache || !b || !next_tokens)
-    return demo_model_fail(CLPA_ERR_INVALID_ARG, "demo_model_forward: NULL argument");
+    return demo_fail(CLPA_ERR_INVALID_ARG, "demo_model_forward: NULL argument");
   clpa_kv_layout kv;
   clpa_status st = demo_clpa_check(clpa_cache_get_layout(cache, &kv), "clpa_cache_get_layout", -1);
   if (st != CLPA_OK) return st;
   if (kv.num_kv_heads != m->cfg.kv_heads || kv.head_size != m->cfg.head_size)
-    return demo_model_fail(
+    return demo_fail(
         CLPA_ERR_INVALID_ARG, "demo_model_forward: cache of %d x %d, model %d x %d",
         (int)kv.num_kv_heads, (int)kv.head_size, (int)m->cfg.kv_heads, (int)m->cfg.head_size);
   if ((st = check_batch(m, &kv, b)) != CLPA_OK) return st;
