@@ -2,7 +2,8 @@
  * model.c — the demo's Llama-shaped model on the device, the object: its
  * presets, kernels, weights (host and device) and their lifetime (model.h
  * has the contract, reference.h the formulas). One engine step over it is
- * model_step.c's; model_internal.h has the struct they share.
+ * model_step.c's, its per-step buffers model_buffers.c's and its timing
+ * model_timing.c's; model_internal.h has the struct they share.
  *
  * Device buffers (f32 unless said; T = new tokens of the step, S = its
  * sequences; W = weight dtype, f32 or f16):
@@ -104,15 +105,11 @@ const char *const demo_kernel_names[K_COUNT] = {
     "demo_embed_f32", "demo_embed_f16", "demo_rmsnorm", "demo_rmsnorm_rows",
     "demo_rope",      "demo_silu_mul",  "demo_argmax"};
 
-void demo_release_mem(cl_mem *b) {
-  if (*b) clReleaseMemObject(*b);
-  *b = NULL;
-}
-
 void demo_model_destroy(demo_model *m) {
   if (!m) return;
   if (m->queue) clFinish(m->queue);
-  demo_model_release_step(m);
+  demo_model_release_buffers(m);
+  demo_model_events_free(m);
   demo_release_mem(&m->d_embed);
   demo_release_mem(&m->d_final_norm);
   demo_release_mem(&m->d_lm_head);
