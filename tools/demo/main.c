@@ -172,7 +172,7 @@ static int parse(int argc, char **argv, demo_args *a) {
       "system prompts, few-shot groups, multi-turn chats, unique prompts) and prints\n"
       "a summary.",
       opts,
-      "JSON keys include computed_tokens, cached_tokens, generated_tokens,\n"
+      "JSON keys include op (\"demo\"), computed_tokens, cached_tokens, generated_tokens,\n"
       "tokens_per_s, hit_rate, ttft_p50_ms, tpot_p50_ms, peak_blocks, preemptions,\n"
       "attention_s, gemm_s, temperature and, with --check, check_ok.\n"
       "\n"
@@ -185,12 +185,14 @@ static int parse(int argc, char **argv, demo_args *a) {
       "prompt as it stands. Blank lines are skipped. Answers go to stdout in the\n"
       "file's order, one a line (backslash, newline and carriage return written \\\\,\n"
       "\\n and \\r; a refused request as [refused: why]), or with --json one object a\n"
-      "line: index, line, prompt_tokens, generated_tokens, text, finish_reason (stop,\n"
-      "length, or refused with an error saying why); the summary goes to stderr.\n"
+      "line: op (\"answer\"), index, line, prompt_tokens, generated_tokens, text,\n"
+      "finish_reason (stop, length, or refused with an error saying why); the\n"
+      "summary (op \"demo\") goes to stderr.\n"
       "\n"
       "Exit status: 0; 1 when something fails, every request is refused (too long\n"
       "for the model's context or --blocks) or --check finds a difference; 2 for a\n"
       "bad command line or a malformed --prompts line (FILE:LINE:COLUMN says where).",
+      clpa_version_string(),
   };
   g_cmd = &cmd;
   int rc = cli_parse(&cmd, argc, argv);
