@@ -91,10 +91,9 @@
 #endif
 #define NUM_VECS_PER_THREAD (HEAD_SIZE / (TGS * VEC_SIZE))
 /* Key blocks a lane group takes per step of the QK loop, so that each
- * query load from local memory serves several keys. Measured on an H100
- * (notes/perf.md): 4 when the heads times the vector width make 16 (f16
- * with 4 heads: 148 -> 132 us), 2 otherwise (4 was slower for f32 and
- * fp8 with 4 heads and for 1 head). */
+ * query load from local memory serves several keys: 4 when the heads
+ * times the vector width make 16, 2 otherwise
+ * (docs/decisions/0005-decode-lanes-kernel.md). */
 #ifndef CLPA_KEY_BLOCKS
 #if G * VEC_SIZE == 16
 #define CLPA_KEY_BLOCKS 4
@@ -133,9 +132,9 @@
 #endif
 
 /* Keys and values come in aligned vectors: one load each (KV_LOADA). Not
- * for f32, where NVIDIA's compiler then took 159 registers instead of 128
- * and the H100 ran batch 16 x 4096 at 0.75 of copy instead of 0.91
- * (notes/perf.md); KV_LOAD's element loads stay there. */
+ * for f32, where they cost NVIDIA's build registers and speed
+ * (docs/decisions/0005-decode-lanes-kernel.md); KV_LOAD's element loads
+ * stay there. */
 #if KV_BYTES == 4
 #define DECODE_LOAD KV_LOAD
 #else
@@ -236,9 +235,8 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
   const int alone = CLPA_MERGE && nparts == 1; /* else reduce.cl reads every partition's state */
   /* Work-groups past the row's partitions do nothing. On NVIDIA they leave
    * here; elsewhere they run through with no blocks and no writes (after
-   * this return PoCL 3.1 got the spread merge wrong, as in decode_mma.cl;
-   * the run-through form cost the H100 197.7 -> 213.7 us on 64 x 8192
-   * log-uniform: notes/perf.md, 2026-11-27 second session). */
+   * this return PoCL 3.1 got the spread merge wrong, as in decode_mma.cl:
+   * docs/decisions/0002-decode-v2-merge.md). */
   const int live = part < nparts;
 #if CLPA_LANES == 3
   if (!live) return;
@@ -272,8 +270,7 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
    * stand-in block.
    * Phases 2 and 4 stay in the kernel body: written as inline functions
    * (private arrays passed by pointer, the same PTX size and registers)
-   * they measured 13 % slower for f16 on the H100 (154 against 136 us,
-   * notes/perf.md). */
+   * they ran slower (docs/decisions/0005-decode-lanes-kernel.md). */
   const int tg_idx = lane / TGS, tg_off = lane % TGS;
   const int iters = (end_block - start_block + NUM_WARPS * KEY_BLOCKS - 1) / (NUM_WARPS * KEY_BLOCKS);
   for (int it = 0; it < iters; it++) {
@@ -368,9 +365,8 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
           const CAT(int, V_VEC_SIZE) tok = CAT(IOTA, V_VEC_SIZE) + tok0;
           v = select((floatV)(0.0f), v, tok < L && tok >= lo);
         }
-        /* Measured on an H100 (notes/perf.md): a mad chain pays for 16-wide
-         * rows (fp8: 216 -> 175 us), a tree sum for 8-wide ones (f16: 192
-         * against 215 us). */
+        /* A mad chain for 16-wide rows, a tree sum for narrower ones
+         * (docs/decisions/0005-decode-lanes-kernel.md). */
         for (int g = 0; g < G; g++)
 #if V_VEC_SIZE >= 16
           accs[g][i] = VDOT(V_VEC_SIZE, lv[g], v, accs[g][i]);

@@ -56,11 +56,8 @@
  * 256 tokens a warp or more, as they ask) and merge their states and
  * outputs in local memory at the end.
  *
- * Where the time goes on the H100 (a %globaltimer trace of every warp,
- * notes/perf.md 2026-11-27): batch 16 x 4096 streams at the copy
- * bandwidth; around it ~3 us from the previous kernel's end to the first
- * warp, the tail of the warps that memory served last (~4 us), and the
- * epilogue. The reduce kernel it replaced cost ~6.5 us a call.
+ * Where a call's time goes (a %globaltimer trace of every warp):
+ * docs/decisions/0012-decode-mma-kernel.md.
  *
  * Grid:  (num_heads / G * NUM_THREADS, num_seqs, partitions)
  * Group: NUM_THREADS work-items, whole warps of 32.
@@ -93,17 +90,16 @@
  * one gave 4 bytes), and the chunk's fixed work (the columns' max, the
  * output's rescale, the table reads, the handout) is shared by 32 tokens
  * instead of 16: fp8's chunks are half f16's bytes for the same fixed
- * work. It costs ~35 registers. f16 in chunks of 32 (16-byte row pieces,
- * 226-232 registers) measured slower on every shape (notes/perf.md,
- * 2026-11-28 eleventh session). */
+ * work. It costs registers; f16 in chunks of 32 (16-byte row pieces) ran
+ * slower (docs/decisions/0010-decode-mma-fp8-chunk.md). */
 #define CHUNK CLPA_CHUNK /* tokens of a chunk */
 #define MSUB (CHUNK / 16)
 /* PIPE (lib/decode_plan.c mma_pipe): a warp issues its next chunk's loads as
  * soon as this chunk's have arrived and computes this one while they are
  * in flight; else it loads a chunk, waits and computes it, and other
- * warps' loads fill the wait. It takes a second chunk of registers (fp8
- * in 32-token chunks: 228-242 registers against 158-164, so 8 warps a
- * compute unit instead of 12). */
+ * warps' loads fill the wait. It takes a second chunk of registers, so 8
+ * warps a compute unit instead of 12
+ * (docs/decisions/0011-decode-mma-pipe.md). */
 #define PIPE CLPA_PIPE
 #define RUN (4 * MSUB)    /* a lane's consecutive value tokens (and key tokens' span) */
 /* A lane's 16-byte key row holds X dimensions (8 of f16/bf16, 16 of fp8,
@@ -119,10 +115,7 @@
 #define MTILES (HEAD_SIZE / 16)    /* m-tiles of O^T */
 /* S^T's products go to QK_ACCS independent sums (the k-steps in turn),
  * so that a chunk's chain of dependent mma is half as long (f32: 48 ->
- * 24). H100, cold, 32/8 heads, us, one sum -> two (notes/perf.md,
- * 2026-11-27 eighth session): f32 16 x 4096 184.1 / 184.4 -> 184.3 /
- * 184.8, 64 x 2048 362.5 -> 360.9, 8 x 32768 717.7 -> 711.2; fp8 16 x
- * 4096 54.3 -> 53.7; f16 and bf16 the same. */
+ * 24; docs/decisions/0012-decode-mma-kernel.md). */
 #define QK_ACCS 2
 #define KSTEPS (KSPR * KROWS)
 #define NH ((G + 7) / 8)           /* n-tiles of heads */
@@ -201,9 +194,9 @@ inline uint2 value_pairs(vrow_t w, int s) { return VWORD(w, s); }
  * + 1)) with v's sign: one exp2 and one reciprocal (MUFU on NVIDIA). Off
  * tanh's value by 1.5e-7 of soft_cap with exact exp2 and reciprocal
  * (checked on the host over |v| <= 400, soft_cap 30), a few ulp more with
- * MUFU's. tanh and the division were ~40 instructions an element, 4
- * copies in the chunk loop, on a branch most calls skip: the loop's size
- * costs fp8 time (notes/perf.md, 2026-11-28 tenth session). */
+ * MUFU's. tanh and the division made the chunk loop larger, on a branch
+ * most calls skip, and the loop's size costs fp8 time
+ * (docs/decisions/0012-decode-mma-kernel.md). */
 inline float mma_soft_cap(float v, float cap, float inv_cap) {
   const float e = MMA_EXP2(fabs(v) * inv_cap * (2.0f * LOG2E));
   return copysign(cap * (1.0f - 2.0f * native_recip(e + 1.0f)), v);
@@ -265,8 +258,8 @@ inline void load_chunk(mma_chunk *ch, int c0, int2 ids, int g, int t, int lo, in
   /* Value rows g + 16 mt and g + 8 + 16 mt at tokens vt .. vt + 3: one
    * base and constant byte offsets. (An index a row had NVIDIA keep 16
    * 64-bit offsets live and spend two adds and a pointer reload a load:
-   * fp8 168 -> 129 registers, f16 177 -> 158; notes/perf.md, 2026-11-28
-   * tenth session.) Aligned: vt and BLOCK_SIZE are multiples of RUN. */
+   * docs/decisions/0012-decode-mma-kernel.md.) Aligned: vt and BLOCK_SIZE
+   * are multiples of RUN. */
   __global const uchar *vp =
       (__global const uchar *)(v_cache + kv_off + (ulong)max(ch->vb, 0) * block_stride) +
       (size_t)value_index(g, (uint)vt % BLOCK_SIZE, BLOCK_SIZE) * KV_BYTES;
@@ -356,8 +349,8 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
    * here; the emulated path runs them through with no chunks (iters <= 0)
    * and no writes: after this return and the barriers that follow, PoCL
    * 3.1 got step 8's spread merge wrong (3 heads a work-group, more than
-   * MERGE_REG partitions: wrong outputs every time; notes/perf.md,
-   * 2026-11-27 second session). */
+   * MERGE_REG partitions: wrong outputs every time;
+   * docs/decisions/0002-decode-v2-merge.md). */
   const int live = part < nparts;
 #if PARTITION_SIZE && !CLPA_MERGE
   /* reduce.cl merges the row's partitions counted from token 0, these
@@ -400,16 +393,9 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
 #if MMA_PTX
   /* NVIDIA: where the warps have 16 chunks each or more, after its first a
    * warp takes the work-group's next chunk as it asks (a chunk ahead), so
-   * that they end together (a warp's loop end spread over ~4 us within a
-   * work-group); with fewer the atomic's round trip cost more than it
-   * saved. The emulated products need every warp to run the same
-   * iterations. H100, cold, us, static / asked for (notes/perf.md,
-   * 2026-11-27 fourth session): 32/8 f16 16 x 4096 (v1, 8 warps) 96.1 /
-   * 95.3, fp8 55.8 / 53.8, 8 x 32768 361.6 / 357.3. 1 x 4096 (4 chunks a
-   * warp, so in turn) 18.1 / 18.4: the barrier and this loop's form, not
-   * the atomics; a form that kept the old loop where no warp asks cost
-   * the same there and gave back a third of the gains. (A counter in
-   * global memory, with 2 work-groups an SM, had measured no gain.) */
+   * that they end together; with fewer the atomic's round trip cost more
+   * than it saved. The emulated products need every warp to run the same
+   * iterations (docs/decisions/0012-decode-mma-kernel.md). */
   const int ask = (c_end - part * PCH) * CHUNK >= 256 * WARPS; /* the same in the whole work-group */
 #define NEXT_CHUNK(c) (ask ? warp_lane0(lane == 0 ? atomic_inc(handout) : 0) : (c) + WARPS)
 #else
@@ -437,8 +423,8 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
     /* The next chunk's loads wait for this chunk's data: dep (zero at run
      * time) puts a use of it into their address. Without it ptxas issues
      * them first and counts both chunks' loads on one scoreboard, so the
-     * first use of this chunk would wait for the next one too (SASS,
-     * notes/perf.md 2026-11-29). */
+     * first use of this chunk would wait for the next one too
+     * (docs/decisions/0011-decode-mma-pipe.md). */
     const ulong dep = (ulong)((cur.k0[0][0].x ^ VROW_W0(cur.v0[0])) & dz);
     mma_chunk nx;
     load_chunk(&nx, t0 + next * CHUNK, ids, MMA_CHUNK_ARGS(next < c_end ? L : 0, kv_off + dep));
@@ -583,8 +569,8 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
    * Each warp writes its weighted outputs to a slice of its own (SLICES of
    * them, rounds of SLICES warps adding into them where fewer fit), and
    * the sum over slices happens as the output is written: two barriers
-   * where rounds of one warp at a time took WARPS + 2 (the epilogue ran
-   * ~3 us a work-group on the H100, on every call's critical path). */
+   * where rounds of one warp at a time took WARPS + 2 (the epilogue is on
+   * every call's critical path: docs/decisions/0012-decode-mma-kernel.md). */
   for (int h = 0; h < NH; h++)
     for (int i = 0; i < 2; i++) {
       l[h][i] = mma_col_reduce(l[h][i], 0, xch);

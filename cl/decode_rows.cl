@@ -36,9 +36,10 @@
 #define TG (NTG < CLPA_KEY_VECTORS ? NTG : CLPA_KEY_VECTORS) /* key vectors a query load */
 #define NCH (HEAD_SIZE / KV_X)    /* 16-byte chunks of a key row */
 #define VBLK 4 /* value blocks sharing each accumulator load and store */
+/* The prefetch and touch distances: docs/decisions/0016-decode-rows-kernel.md */
 #define KPF 2    /* key tiles prefetched this many blocks ahead, whole */
 #define KTOUCH 4 /* and touched, a line a KB, this many */
-#define VTOUCH 3 /* value tiles touched so, this many groups of VBLK ahead (notes/perf.md) */
+#define VTOUCH 3 /* value tiles touched so, this many groups of VBLK ahead */
 #define KTILE (HEAD_SIZE * BLOCK_SIZE * KV_BYTES) /* bytes of a block's keys (or values) */
 #if PART % BLOCK_SIZE || TG < 1 || NTG % TG
 #error "decode rows: partitions of whole blocks, head sizes of multiples of 4"
@@ -71,7 +72,8 @@ inline __global const uchar *rows_tile(__global const kv_t *cache, ulong kv_off,
 
 /* One line in each KB of the row's block b's tile (none past b_end or for
  * a bad id): the hardware prefetchers then bring the rest faster than
- * the whole-tile software prefetches alone (notes/perf.md). */
+ * the whole-tile software prefetches alone
+ * (docs/decisions/0016-decode-rows-kernel.md). */
 inline void rows_touch(__global const kv_t *cache, ulong kv_off, __global const int *table, int b,
                        int b_end, int num_blocks, ulong block_stride) {
   __global const uchar *t = rows_tile(cache, kv_off, table, b, b_end, num_blocks, block_stride);
@@ -89,7 +91,7 @@ inline void rows_touch(__global const kv_t *cache, ulong kv_off, __global const 
  * tiles (nv) per step. EDGE (a literal) masks the slots outside [lo,
  * t_end) and blocks that are missing or bad; without it the loop has no
  * selects nor branches (PoCL had kept the test and flags on the stack in
- * the loop: S3's arithmetic alone 12.0 -> 10.3 ms on the Zen 5 here). A
+ * the loop: docs/decisions/0016-decode-rows-kernel.md). A
  * macro, not a function: PoCL keeps arrays passed by pointer in memory. */
 #define ROWS_VALUE_STEP(EDGE)                                                                  \
   do {                                                                                        \
@@ -155,9 +157,7 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void clpa_decode_rows(DE
     __global const uchar *nk = /* the keys KPF blocks ahead start coming */
         rows_tile(k_cache, kv_off, table, b + KPF, b_end, num_blocks, block_stride);
     /* and one line in each KB of the keys KTOUCH blocks ahead: with it the
-     * full prefetches come faster (S3 20.4 -> 16.7 ms on the Zen 5 here at
-     * 1 and 2 blocks ahead, 19.3 -> 16.4 more at 2 and 4; a line every 2
-     * KB, or the first few, gave nothing; notes/perf.md) */
+     * full prefetches come faster (docs/decisions/0016-decode-rows-kernel.md) */
     rows_touch(k_cache, kv_off, table, b + KTOUCH, b_end, num_blocks, block_stride);
     for (int o0 = 0; o0 < NTG; o0 += TG) { /* TG key vectors: tokens VT (o0 .. o0 + TG) */
       /* a slice of that block's lines each step, spread over its chunks */
@@ -231,8 +231,7 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void clpa_decode_rows(DE
     for (int k = 0; k < VBLK; k++) {
       nv[k] = rows_tile(v_cache, kv_off, table, b0 + VBLK + k, b_end, num_blocks, block_stride);
       if (!nv[k]) nv[k] = (__global const uchar *)vb[k];
-      /* and touched, a line a KB, VTOUCH groups ahead (S3 17.6 -> 15.7 ms,
-       * S2 8.55 -> 8.18; 2 or 4 groups as good, 512 B or 2 KB no better) */
+      /* and touched, a line a KB, VTOUCH groups ahead */
       rows_touch(v_cache, kv_off, table, b0 + VTOUCH * VBLK + k, b_end, num_blocks, block_stride);
     }
     if (edge) ROWS_VALUE_STEP(1);

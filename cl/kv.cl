@@ -272,8 +272,8 @@ inline int value_index(int dim, int tok, int block_size) { return dim * block_si
  * scope around the counter. On NVIDIA inline PTX gives it; elsewhere
  * OpenCL C 2.0's atomics with memory_scope_device (lib/context.c builds
  * these programs with -cl-std=CL2.0 or CL3.0 only where the device has
- * them). On the H100 the in-launch merge saved the reduce kernel's ~6.5 us
- * a call (notes/perf.md, 2026-11-27). */
+ * them). The in-launch merge saves the reduce kernel's launch
+ * (docs/decisions/0002-decode-v2-merge.md). */
 #ifndef CLPA_MERGE
 #define CLPA_MERGE 0 /* v2: 1, the last partition of a row merges them; 0, reduce.cl's kernel does */
 #endif
@@ -337,16 +337,13 @@ inline float part_weight(float m, float l, float M) {
 /* The merge of a row's nparts partitions (ng heads of head size hs from
  * head head0 of sequence seq) into out and lse, by the work-group of nt
  * work-items that `merging` (where it is 0, only the barriers). No
- * work-item walks the partitions in a chain of dependent loads (a walk
- * with the weights' exponentials in the loop took 15-18 us for 16
- * partitions on the H100):
+ * work-item walks the partitions in a chain of dependent loads
+ * (docs/decisions/0002-decode-v2-merge.md):
  *   - up to mreg partitions (MERGE_REG in decode_mma.cl, 0 in decode.cl):
  *     each work-item loads every partition's state and output of its
  *     element at once (one round trip to the L2) and merges them in
- *     registers (in decode_mma.cl on the H100 0.5-1.5 us faster than the
- *     spread form at 2-3 partitions; at 16, 1.4 us slower; in decode.cl
- *     the registers it holds cost more than it saves: f32 batch 16 x 4096
- *     194 -> 210 us, f16 118.2 -> 120.4, notes/perf.md);
+ *     registers (in decode.cl the registers it holds cost more than it
+ *     saves);
  *   - more: each step spread over the work-group:
  *     a. each head's largest logit (the sink's too), ht = nt / ng
  *        work-items a head, each over every ht-th partition, then over the
@@ -421,7 +418,8 @@ inline void decode_merge_parts(int merging, int nparts, int seq, int head0, int 
     const size_t sh = (size_t)seq * num_heads + head0 + r;
     __global const float *op = tmp_out + sh * max_parts * hs + d;
     float acc = 0.0f; /* empty partitions wrote 0 outputs, and weigh 0 */
-    /* (unrolled 8 on NVIDIA, this loop took +3 us at 1-4 partitions) */
+    /* Not unrolled: unrolled 8, it cost NVIDIA time at 1-4 partitions
+     * (docs/decisions/0002-decode-v2-merge.md). */
     for (int p = 0; p < min(nparts, wcap); p++) acc += wts[r * wcap + p] * op[(size_t)p * hs];
     for (int p = wcap; p < nparts; p++)
       acc += part_weight(max_logits[sh * max_parts + p], exp_sums[sh * max_parts + p], row_m[r]) *
@@ -447,11 +445,9 @@ inline void decode_merge_parts(int merging, int nparts, int seq, int head0, int 
  * lane i the sum of a[i]: pairs of vectors merge into one while their
  * lanes per vector halve (a two-vector shuffle and an add), log2(VB)
  * times, VB - 1 vector adds in all; the same pairwise sums as VSUM(VB,
- * a[i]). One VSUM at a time took 16 scalar loads and 15 adds a sum (40 %
- * of the decode kernel's samples on 64 x 16 tokens; prefill 64 x 16 new
- * on 256 cached 41.5 -> 39.2 ms with this; PoCL 3.1, Zen 5; notes/perf.md);
+ * a[i]). One VSUM at a time took 16 scalar loads and 15 adds a sum;
  * vectorized over the accumulators, PoCL 3.1 had gathered their lanes
- * (vgatherqps, slow on AMD). */
+ * (vgatherqps, slow on AMD) (docs/decisions/0016-decode-rows-kernel.md). */
 inline floatB lane_sums(const floatB *a) {
   floatB t[VB];
   for (int i = 0; i < VB; i++) t[i] = a[i];

@@ -189,12 +189,11 @@ inline void mma_store_pair(__global io_t *out, ulong i, float2 v) {
  *   moves forward), then the work-group takes the least (local
  *   atomic_min): three barriers a kept tile however many are skipped.
  *   Kept positions are block starts (multiples of 64, so of BK) or k0.
- * - otherwise (the dense build) a vote per tile, three barriers each (at
- *   64k tokens 2048 tiles a work-group: H100 XAttention sparse prefill
- *   70.5 ms against 53.9 with the scan). Kept for dense calls because
- *   NVIDIA's compiler gives the kernel 168 registers with it and 214
- *   without it or 176 with the scan: past 170 only two work-groups fit an
- *   SM, and dense prefill ran 113 -> 97 TFLOP/s (notes/perf.md). */
+ * - otherwise (the dense build) a vote per tile, three barriers each:
+ *   kept for dense calls because it keeps NVIDIA's build under the
+ *   registers at which only two work-groups fit an SM, where the scan (or
+ *   no vote) pushes it past them
+ *   (docs/decisions/0021-prefill-mma-sparse-scan.md). */
 #if CLPA_SPARSE
 #define MMA_NEXT_STATE int mine = -1; /* mma_next_tile's memory */
 #define MMA_NEXT_TILE(k) \

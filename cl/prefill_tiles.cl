@@ -13,9 +13,8 @@
  *   softmax    in base 2: each row's tile max meets in local memory
  *              (red), one work-item a row folds it into the row's running
  *              max (mst) and rescale factor (ast); probabilities go to
- *              pt[key][row], TM rows a store. (Warp shuffles instead,
- *              on NVIDIA, measured the same at head 128 and lost a sixth
- *              at head 64.)
+ *              pt[key][row], TM rows a store. (Not warp shuffles on
+ *              NVIDIA: docs/decisions/0022-prefill-tiles-shape.md.)
  *   O += P V   in chunks of VK keys (vs[key][dim]): the work-item's TM
  *              rows by its output float4s cg, cg + CG, ... (TM x 4 DN
  *              multiply-adds per key from TM / 4 + DN vector loads).
@@ -408,7 +407,7 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
         fetch_qk(qf, kf, q, qrow, qvec, k_cache, krow, dc + DK);
       else
         fetch_v(vf, v_cache, tb, k0, 0);
-#pragma unroll /* the whole chunk: H100 +3 % over 16 at head 128, +6 % at 256 */
+#pragma unroll /* the whole chunk (docs/decisions/0022-prefill-tiles-shape.md) */
       for (int d = 0; d < DK; d++) {
         float a[TM], b[TN];
         LDS(TM, a, qt + d * QT + rg * TM);

@@ -13,8 +13,9 @@
  * (seq, head) merges the states once and adds the partitions' outputs a
  * partition at a time over contiguous dimensions, which the compiler
  * vectorizes. (It had 128 work-items, each merging every state itself: on
- * a CPU that is 128 times the exponentials, 0.67 ms of batch 16 x 4096's
- * ~9.5 on PoCL; notes/perf.md.) Checked through tests/test_decode.c.
+ * a CPU that is 128 times the exponentials;
+ * docs/decisions/0016-decode-rows-kernel.md.) Checked through
+ * tests/test_decode.c.
  *
  * Grid:  (num_heads, num_seqs), work-groups of 1.
  * Buffers:

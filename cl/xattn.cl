@@ -85,10 +85,9 @@ typedef struct xattn_src {
 
 /* A register tile of scores: XROWS strided rows x XCOLS columns per
  * step, so each loaded query vector serves XCOLS columns and each key
- * vector XROWS rows. PoCL, 2k tokens (clpa-bench xattn --tokens 2048
- * --heads 8 --kv-heads 2): estimation 208 ms with 1 x 1, 93 with 8 x 1,
- * 70 with 8 x 8; 4 x 8, 8 x 4, 16 x 4, 4 x 16 and 8 x 16 all 66-75 ms, so
- * 8 x 8 keeps the registers a GPU can hold (64 scores + 8 key vectors). */
+ * vector XROWS rows; 8 x 8 is as fast on CPUs as larger tiles and keeps
+ * the registers a GPU can hold (64 scores + 8 key vectors;
+ * docs/decisions/0027-xattn-score-tile.md). */
 #define XROWS 8
 #define XCOLS 8
 
@@ -102,9 +101,9 @@ typedef struct xattn_src {
  * each score sums t, then d, lane-wise in increasing order. */
 #if CLPA_LANES == 3
 /* NVIDIA: one scalar accumulator a score, as before the sub-tiles, which
- * took the H100's estimation from 605 to 1216 ms at 32k tokens (64 X-wide
- * accumulators and every vector loaded twice cost more there than the
- * lane sums they save on CPUs). */
+ * cost NVIDIA more (64 X-wide accumulators, every vector loaded twice)
+ * than the lane sums they save on CPUs
+ * (docs/decisions/0027-xattn-score-tile.md). */
 inline void xattn_scores(const xattn_src *s, int r0, int n, int c0, int nc,
                          float acc[XROWS][XCOLS], int bad[XCOLS]) {
   for (int i = 0; i < XROWS; i++)

@@ -375,11 +375,9 @@ typedef enum clpa_decode_path {
    * rounded to the cache's dtype (f16 for fp8), sums in f32. f32 caches with
    * head sizes that are multiples of 16 take m16n8k8 on tf32 three times
    * (3xTF32: each operand's high part and remainder), within ~2^-21 of f32
-   * products, queries and probabilities not rounded. On the H100 1.2-1.5x
-   * faster than lanes for f16 (0.91-0.99 of the copy bandwidth on batch
-   * 16-64), 2.4-3.2x for fp8 (0.8-0.9), 1.02-1.1x for f32 with 4 query heads
-   * a KV head (0.95-0.98), 3.3x with 16 (auto takes it for f32 up to head
-   * 128; past it the build spills). Forced on other devices it runs
+   * products, queries and probabilities not rounded. Auto takes it for f32
+   * up to head 128 (past it the build spills); what it gave against lanes
+   * is in docs/decisions/0001-decode-path.md. Forced on other devices it runs
    * emulated (slow: for tests). */
   CLPA_DECODE_PATH_MMA = 2,
   /* CPUs: a work-item per (query heads of a KV head, sequence, partition),
@@ -438,8 +436,8 @@ CLPA_API void clpa_decode_params_init(clpa_decode_params *p);
 /* Enqueues decode attention on the context's queue; does not wait.
  *
  * The plan, for fields left 0 and CLPA_DECODE_AUTO (lib/decode_plan.c has each
- * rule with the measurements behind it; clpa_decode_choice says what a call
- * would run):
+ * rule, docs/decisions/ the measurements behind it; clpa_decode_choice says
+ * what a call would run):
  *  - path: see clpa_decode_path.
  *  - mma: 4, 8 or 16 query heads a work-group, more as the K/V tokens a
  *    compute unit reads grow; the fewest partitions of the longest context
@@ -573,12 +571,12 @@ typedef struct clpa_prefill_params {
 CLPA_API void clpa_prefill_params_init(clpa_prefill_params *p);
 
 /* Enqueues prefill attention; does not wait. Heuristic (after the
- * tuning table): the rows path on CPUs (PoCL, 2 cores: 0.18 TFLOP/s with
- * 4 rows a work-item, 0.38 of the FMA peak, notes/perf.md); on NVIDIA
+ * tuning table): the rows path on CPUs (4 rows a work-item); on NVIDIA
  * the mma path (tensor cores) for f16/bf16 caches and head sizes that are
- * multiples of 16; elsewhere tiles of 64 rows and 16 keys (the H100,
- * forced: 15.8 TFLOP/s), else 32 x 32 and smaller while they do not fit
- * the device's local memory (head sizes above 128).
+ * multiples of 16; elsewhere the tiles path with the first of 64 x 64, 64 x
+ * 32, 32 x 64, 32 x 32 and smaller tiles (rows x keys) that fits the
+ * device's local memory (docs/decisions/0017-tuning-cpu.md,
+ * 0020-prefill-mma-tile.md, 0022-prefill-tiles-shape.md).
  * Returns CLPA_OK, CLPA_ERR_INVALID_ARG (which field, which value: a
  * decreasing cu_seqlens_q, a sequence longer than its block-table row,
  * buffers too small), CLPA_ERR_UNSUPPORTED, CLPA_ERR_BUILD or
@@ -669,13 +667,9 @@ CLPA_API void clpa_cascade_params_init(clpa_cascade_params *p);
  *
  * When it pays (the caller decides): a group sharing S tokens reads them
  * once instead of once per member, against a prefill launch and a merge.
- * Measured on PoCL (2 cores; 32/8 heads, head 128, f16; notes/perf.md):
- * with the lanes decode kernel a group whose shared prefix was at least
- * twice its members' own tokens ran 1.6-2.0x faster; since decode runs on
- * the rows path there (3.6x faster then, 4.7x now) it does not pay on CPUs: 0.6-1.1x over
- * the same groups (16 members sharing 2048 with 64 own each 0.79x, 4 of
- * them 1.09x). Not yet measured on a GPU, where decode is bandwidth-bound
- * and the gain should follow the K/V bytes saved. The prefix runs in
+ * On CPUs, with decode on the rows path, it does not pay; on GPUs it is
+ * not measured yet, and the gain should follow the K/V bytes saved
+ * (docs/decisions/0025-cascade-when-it-pays.md). The prefix runs in
  * decode's precision: on prefill's mma path only when decode runs on
  * CLPA_DECODE_PATH_MMA with an f16 or bf16 cache (else tiles or rows:
  * decode's f32 products keep f32's precision), so the result is decode's.

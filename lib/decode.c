@@ -18,12 +18,10 @@ void clpa_decode_params_init(clpa_decode_params *p) {
 }
 
 /* NVIDIA: registers the lanes kernel's f32 build may take with up to 4
- * heads a work-group (0: ptxas's choice). With v2's merge in the kernel
- * ptxas took 167 for 4 heads (128 before) and the H100 ran batch 16 x
- * 4096 at 0.72 of copy instead of 0.91; held to 128 (no spills) it runs
- * at 0.91 again (notes/perf.md, 2026-11-27, second session). 8 heads hold
- * 128 accumulators alone: capped, they spilled (32/2 heads, 24 x 2048:
- * 152.5 -> 218.7 us; third session). */
+ * heads a work-group (0: ptxas's choice): held to 128 it does not spill
+ * and streams as before v2's merge moved into it; 8 heads hold 128
+ * accumulators alone and keep ptxas's choice
+ * (docs/decisions/0004-decode-lanes-f32-register-cap.md). */
 #define LANES_F32_MAXNREG 128
 
 static clpa_decode_spec decode_spec(const clpa_decode_params *p, const decode_call *c) {
@@ -137,13 +135,10 @@ static clpa_status decode_v2(clpa_context *ctx, const clpa_decode_params *p, con
       (st = clpa_scratch(ctx, 2, stats * sizeof(float), &exp_sums)))
     return st;
   /* The work-group kernels merge their partitions themselves where the
-   * device orders work-groups (context.c's pick_merge): one launch. On the
-   * H100 the reduce kernel cost ~6.5 us a call (batch 16 x 4096: the
-   * decode kernel's drain and the next launch 4.6 us, its work-groups
-   * ~1.8), the merge in the last partition's work-group ~4.7; with the mma
-   * kernel's other changes 102.8 -> 100.35 us, batch 1 x 4096 24.1 -> 19.0
-   * (notes/perf.md, 2026-11-27). The rows path (one work-item a
-   * work-group, on CPUs) and other devices take the reduce kernel. */
+   * device orders work-groups (context.c's pick_merge): one launch, no
+   * reduce kernel (docs/decisions/0002-decode-v2-merge.md). The rows path
+   * (one work-item a work-group, on CPUs) and other devices take the
+   * reduce kernel. */
   if (c->merge) return launch_decode(ctx, p, c, pl->dk, tmp_out, max_logits, exp_sums, p->event);
   if ((st = launch_decode(ctx, p, c, pl->dk, tmp_out, max_logits, exp_sums, NULL)) != CLPA_OK)
     return st;

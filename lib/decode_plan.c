@@ -3,7 +3,7 @@
  * v2, how long a partition, how many query heads and warps a work-group,
  * from the shapes, the device and, where the caller gives them, the
  * host's context lengths; and the checks of decode's own fields. Each rule
- * says what measured it (notes/perf.md).
+ * names its decision record (docs/decisions/): the measurements behind it.
  */
 
 #include "decode_plan.h"
@@ -111,18 +111,8 @@ static clpa_status pick_path(clpa_context *ctx, const clpa_decode_params *p, dec
                  " and partitions of multiples of 16 tokens (cache %s, head_size %d, partition_size"
                  " %d)",
                  clpa_dtype_name(kv->dtype), kv->head_size, p->partition_size);
-  /* Auto takes mma where it runs natively: on the H100 faster than lanes on every GQA shape
-   * measured (batch 16 x 4096, 32/8 heads, f16: 103 against 136 us cold; fp8 2.4-3.2x) and on
-   * every MHA one of the last check (32/32 heads, batch 16-128, contexts 128-1024 uniform and
-   * log-uniform: 1.02-2.3x; MHA batch 128 of log-uniform lengths up to 128 tokens, once 1.33x
-   * lanes' time, now 58.5 against 81.6 us; notes/perf.md). f32 caches (3xTF32), H100, cold,
-   * 32/8 heads, us, mma against lanes: batch 16 x 4096 183.9 / 194.3, 64 x 2048 360.5 / 368.5,
-   * 8 x 32768 710.4 / 730.7, 1 x 4096 26.1 / 30.1; 32/2 heads 16 x 4096 62.4 / 205.0; MHA
-   * 32/32 32 x 1024 356.1 / 356.0; heads of 64-96 elements 0.92-0.99x lanes' time. Past head
-   * 128 the f32 build spills (432-1000 bytes of stack at 255 registers) and lanes is the
-   * faster on most shapes: head 192, 32/8 16 x 4096 423.7 / 493.7 but 1 x 4096 46.9 / 39.3 and
-   * MHA 16 x 4096 1594.7 / 1069.2; head 256 920.6 / 789.6, MHA 3546.2 / 1811.4 (notes/perf.md,
-   * 2026-11-27 eighth session). */
+  /* Auto takes mma where it runs natively, f32 caches up to head 128 (past it
+   * their build spills): docs/decisions/0001-decode-path.md. */
   const int auto_ok = (!f32 || kv->head_size <= 128) && exact;
   c->mma = p->path == CLPA_DECODE_PATH_MMA ||
            (p->path == CLPA_DECODE_PATH_AUTO && fits && auto_ok && clpa_mma_native(ctx) == 1);
@@ -162,10 +152,8 @@ static clpa_status plan_rows(clpa_context *ctx, const clpa_decode_params *p, dec
   c->partition = part, c->heads_per_group = g, c->logits_stride = 1;
   /* Key vectors sharing each query load: the most (4, 2, 1) whose g x kv
    * float16 accumulators take at most half the SIMD registers, 32 of 16
-   * floats (AVX-512) or 16 of 8 (AVX2 and narrower). Past that they spill:
-   * PoCL on a 2-core AMD EPYC (AVX2), 32/8 heads (g 4), 4 -> 1 took 16 x
-   * 4096 from 26-28 to 22-24 ms and 64 x 2048 from 56 to 42-52 ms; 2 was
-   * in between (notes/perf.md, 2026-11-25). */
+   * floats (AVX-512) or 16 of 8 (AVX2 and narrower); past that they spill
+   * (docs/decisions/0015-decode-rows-key-vectors.md). */
   const int wide = ctx->info.native_float_width >= 16, regs = wide ? 32 : 16;
   c->key_vectors = 4;
   while (c->key_vectors > 1 && g * c->key_vectors * (wide ? 1 : 2) > regs / 2) c->key_vectors /= 2;
@@ -195,23 +183,10 @@ static int64_t total_work(const clpa_decode_params *p, int64_t groups, int max_c
 
 /* decode_mma.cl's: a KV head's query heads, up to 16 where the K/V tokens
  * a compute unit reads (KV heads x the sequences' tokens / compute units)
- * are 1536 or more, 8 from 192, else 4. Fewer heads a work-group give
- * more work-groups for the same tokens (the products pad the heads to 8
- * or 16 anyway), each K/V byte read by more of them (the later reads
- * mostly from the L2): that pays where a call is too short to fill the
- * device, and costs where it streams. H100, cold, f16, 2026-11-27 (fifth
- * session, notes/perf.md), us at 16 / 8 / 4 heads a work-group (tokens a
- * compute unit): 32/2 heads 1 x 4096 25.8 / 21.4 / 16.5 (62), 8 x 1024
- * 25.6 / 18.2 / 16.5 (124), 16 x 4096 log-uniform 36.8 / 26.1 / 25.1
- * (~180), 4 x 4096 27.2 / 21.3 / 22.4 (248), 1 x 16384 34.9 / 24.1 /
- * 27.1 (248), 16 x 4096 40.9 / 38.0 / 49.2 (993), 64 x 2048 57.2 / 60.3
- * / 91.6 (1986), 8 x 32768 108.6 / 111.0 / 169.8 (3972), fp8 16 x 4096
- * 37.0 / 30.4 / 36.0; 32/4 heads 1 x 4096 - / 21.8 / 16.7 (124), 4 x 4096
- * - / 24.5 / 24.6 (496); 64/8 heads 1 x 4096 - / 20.5 / 19.4 (248), 16 x
- * 4096 - / 96.5 / 107.7. Not 2 (32/8 heads, 4 -> 2): 1 x 4096 18.4 ->
- * 18.2, 16 x 4096 95.7 -> 107.1. f32 caches: at most 8 (a second n-tile
- * of heads doubles the queries' 64 registers, past the 255 the build
- * already takes). kv_tokens: the KV heads x the sequences' tokens. */
+ * are 1536 or more, 8 from 192, else 4 (f32 caches at most 8): fewer heads
+ * a work-group give a short call more work-groups
+ * (docs/decisions/0006-decode-mma-heads.md). kv_tokens: the KV heads x the
+ * sequences' tokens. */
 static int mma_heads(const clpa_decode_params *p, int qpk, int64_t kv_tokens, unsigned cus, int f32) {
   const int64_t per_cu = kv_tokens / (int64_t)cus;
   return heads_upto(p, qpk, per_cu >= 1536 && !f32 ? 16 : per_cu >= 192 ? 8 : 4);
@@ -231,17 +206,7 @@ static double wave_fill(int64_t busy, int64_t slots) { /* the waves' mean fullne
  * (decode_resident), the longest whose waves are within 0.05 of the
  * fullest (one wave counts as full: it streams at the rate of a full
  * one), as the last wave's few work-groups take as long as a full wave's;
- * else the longest.
- * H100 (4 resident: f32 at 128 registers), 32/8 heads, head 128, f32,
- * cold, 2026-11-27 (notes/perf.md), us at partitions of 2048 / 1024 / 512
- * (the waves' fullness at 2048): 12 x 4096 222.4 / 155.8 / 169.1 (1.5
- * busy work-groups a compute unit: thin), 16 x 4096 253.7 / 195.2 / 200.5
- * (1.9: thin), 20 x 4096 260.8 / 291.8 / 263.6 (one wave), 24 x 4096 295.2
- * / 315.0 / 294.9 (one wave), 64 x 2048 368.9 / 376.9 / 386.8 (one wave),
- * 8 x 32768 731.2 / 739.8 / 761.2 (0.97), 80 x 4096 965.6 / 917.5 (0.81);
- * S1 (batch 1 x 4096) took 0.10 -> 0.15 of copy with 256-token partitions
- * instead of 512 (issue 11). Not 2.25 a unit: 32/2 heads, 24 x 8192
- * log-uniform took 142.9 us at 256 tokens (~2.1 a unit), 197.9 at 128. */
+ * else the longest (docs/decisions/0003-decode-lanes-partition.md). */
 static void lanes_partition(const clpa_context *ctx, const clpa_decode_params *p, decode_call *c,
                             int qpk, int max_ctx, unsigned cus) {
   if (p->partition_size) return;
@@ -273,26 +238,10 @@ static void lanes_partition(const clpa_context *ctx, const clpa_decode_params *p
  * none of them longer than the whole work shared among that many (so that
  * one long context among short ones does not run on alone); one partition
  * (v1, no reduce) where the sequences alone satisfy both. Both tests are
- * monotone in the count: a binary search over it.
- * H100, 32/8 heads, head 128, f16, cold (notes/perf.md): fewer, longer
- * partitions pay while the grid stays near one wave, as each work-group's
- * epilogue and each partition's merge cost the same whatever its length
- * (batch 16 x 4096: partitions of 2048 tokens 103 us, 512 121 us, 256
- * 138; batch 8 x 32768: 8192 365 us, 512 432; batch 64 x 2048: v1 190 us,
- * 512 221), and stop paying below about one work-group per compute unit
- * (batch 1 x 4096: 256 tokens 24 us, 512 25, 1024 33). The floor: 256
- * against 128 took batch 1 x 4096 from 26.8 to 24.1 us and batch 4 x
- * 1024 from 22.5 to 21.6 (batch 16 x 1024 log-uniform 24.8 -> 25.4).
- * fp8 caches want 2.5 busy work-groups per compute unit where that
- * leaves partitions of 512 tokens or more: a work-group reads half the
- * bytes for the same instructions, so more of them must be in flight
- * (H100, cold, e4m3: batch 16 x 4096 1376-token partitions 0.72 of copy
- * against 2048's 0.69, 8 x 32768 5472 0.90 against 8192's 0.84, 4 x
- * 16384 0.67 against 0.64, 64 x 8192 log-uniform 0.61 against 0.56; f16
- * is the other way: 16 x 4096 0.80-0.83 against 0.85); shorter ones pay
- * the fixed cost again (2 x 8192: 384 tokens 0.41 against 640's 0.42;
- * 32 x 2048 log-uniform 304 0.39 against 512's 0.41). `halves`: the busy
- * work-groups wanted per compute unit, times 2. */
+ * monotone in the count: a binary search over it. fp8 caches want 2.5
+ * busy work-groups per compute unit where that leaves partitions of 512
+ * tokens or more (docs/decisions/0007-decode-mma-partition.md). `halves`:
+ * the busy work-groups wanted per compute unit, times 2. */
 static int mma_partition(const clpa_decode_params *p, int64_t groups, int max_ctx, unsigned cus,
                          int unit, int64_t halves) {
   const int64_t want = halves * cus / 2, work = total_work(p, groups, max_ctx);
@@ -311,18 +260,11 @@ static int mma_partition(const clpa_decode_params *p, int64_t groups, int max_ct
 /* decode_mma.cl's warps per work-group: 4, or, where a busy work-group
  * reads fewer than 256 tokens on average (short work-groups),
  * - 2 where they overflow one wave of two-warp ones: the warps take
- *   16-token chunks in turn, so four would mostly wait in the epilogue
- *   (MHA 128 x 128 log-uniform: 51.0 us, 55.9 at four);
+ *   16-token chunks in turn, so four would mostly wait in the epilogue;
  * - 8 where they are at most half the compute units (`wide`: where eight
  *   warps' local memory fits): the call is as long as a warp's chain of
- *   chunks, so shorter chains (32/4 heads 4 x 1024 log-uniform, 64 busy
- *   work-groups: two warps 22.3 us, four 15.6, eight 13.6; 32/8 heads 4 x
- *   256: four 12.3, eight 11.3; a partition of 128 tokens with eight,
- *   12.9, was not worth a rule);
- * - 4 in between (32/8 heads 16 x 1024 log-uniform: two 24.5, four 19.4,
- *   eight 22.4; 64 x 1024 log-uniform 41.7 / 35.9 / 47.3; MHA 8 x 512
- *   log-uniform 21.1 / 18.1 / 24.2; H100, cold, 2026-11-27, fifth
- *   session); before, every short work-group had two;
+ *   chunks, so shorter chains;
+ * - 4 in between;
  * otherwise 4, or
  * - 2 where the busy work-groups overflow one wave of four-warp ones but
  *   fit one of two-warp ones, are mostly full (uniform lengths: a long
@@ -333,25 +275,13 @@ static int mma_partition(const clpa_decode_params *p, int64_t groups, int max_ct
  *   work-groups are mostly full and chunks are 8 KB or more (fp8 lost);
  * - 2 there where chunks are smaller (fp8, f16 head 64) and the
  *   work-groups mostly full.
- * The H100 holds 12 warps of this kernel per compute unit (156-168
- * registers; fp8's 16-token build takes 122-128, 16 warps, but the plan
- * counts 12 for it too): 3 work-groups of four warps, 4 of three or 6 of
- * two. There
- * (cold, 32/8 heads, head 128, 2026-11-25, notes/perf.md), 4 warps -> 2:
- * f16 64 x 2048 (512 work-groups) 0.887 -> 0.948 of copy, 32/32 heads 16
- * x 1024 0.818 -> 0.913, fp8 96 x 2048 (768) 0.821 -> 0.900; but 128 x
- * 2048 (1024) 0.964 -> 0.920, fp8 64 x 2048 (512: 31 KB in flight) 0.880
- * -> 0.809, 64 x 4096 log-uniform 0.692 -> 0.638, 32 x 2048 (256, one
- * wave of four) 0.896 -> 0.817; 4 warps -> 3: 32/32 heads 32 x 1024 (1024
- * work-groups: 2.6 waves of four-warp ones, 1.9 of three) 0.916 -> 0.935,
- * 128 x 2048 0.943 -> 0.975, fp8 32/32 32 x 1024 0.846 -> 0.803; past
- * one wave of two-warp ones, 4 warps -> 2: fp8 32/32 32 x 1024 0.839 ->
- * 0.902, fp8 256 x 2048 0.942 -> 0.957, f16 head 64 128 x 2048 0.929 ->
- * 0.942 (f16 head 128 128 x 2048: 0.964 -> 0.920). */
+ * The plan counts 12 warps of this kernel a compute unit: 3 work-groups of
+ * four warps, 4 of three or 6 of two
+ * (docs/decisions/0008-decode-mma-warps.md). */
 #define MMA_WARPS_PER_CU 12
-/* f32 caches' build takes 255 registers at head 128 (3xTF32: the queries'
- * high parts and remainders, 16-byte rows of 4 tokens): 8 warps a compute
- * unit (head 64: 160, 80: 188, 96: 216; counted as 8 all the same). */
+/* f32 caches' build (3xTF32: the queries' high parts and remainders)
+ * holds 8 warps a compute unit, counted so at every head size
+ * (docs/decisions/0008-decode-mma-warps.md). */
 static int mma_resident(clpa_dtype kv) { return kv == CLPA_DTYPE_F32 ? 8 : MMA_WARPS_PER_CU; }
 
 /* Whether work-groups of `warps` warps (g heads) fit the device: their
@@ -376,17 +306,10 @@ static int mma_warps(int64_t busy, int64_t work, int partition, unsigned cus, in
 /* decode_mma.cl's chunk: fp8 caches take 32 tokens a chunk (two m-tiles
  * of S^T; a lane's value rows 8 bytes instead of 4, the chunk's fixed
  * work shared by twice the tokens) where the call's busy warps are all
- * resident at once at MMA_WARPS_PER_CU a compute unit: that build takes
- * 158-164 registers on the H100 (12 warps a unit), the 16-token one
- * 122-128 (16 warps). v2's partition must be whole 32-token units and the
- * block size 8 or more. H200, cold, 32/8 heads, head 128, e4m3, us, 16 ->
- * 32 (notes/perf.md, 2026-11-28 eleventh session): 16 x 4096 41.7 ->
- * 41.2 (and 41.2 -> 40.2 in another job), log-uniform 26.6 -> 24.2, 24 x
- * 4096 62.9 -> 59.0, 48 x 2048 58.9 -> 55.8, 8 x 32768 139.9 -> 135.5, 1
- * x 4096 15.7 -> 15.2, e5m2 16 x 4096 43.4 -> 42.2; but where more warps
- * are busy than that, 64 x 2048 (512 four-warp work-groups) 71.5 -> 89.0
- * and 32/32 heads 32 x 1024 69.1 -> 83.0: there the 16-token build keeps
- * 16 warps a unit. */
+ * resident at once at MMA_WARPS_PER_CU a compute unit (the 32-token build
+ * holds fewer warps a unit than the 16-token one); v2's partition must be
+ * whole 32-token units and the block size 8 or more
+ * (docs/decisions/0010-decode-mma-fp8-chunk.md). */
 static int mma_chunk_for(clpa_dtype kv, int partition, int block_size, int64_t busy, int warps,
                          unsigned cus) {
   const int fits = partition % 32 == 0 && block_size % 8 == 0 &&
@@ -396,17 +319,9 @@ static int mma_chunk_for(clpa_dtype kv, int partition, int block_size, int64_t b
 
 /* decode_mma.cl's PIPE (a warp loads its next chunk while it computes
  * one) where fp8 runs in 32-token chunks and no compute unit holds more
- * than one busy work-group: its 228-242 registers hold 8 warps a unit, so
- * those work-groups take 8 warps at most (12 without). H200, cold, 32/8
- * heads, head 128, e4m3 unless said, us, without -> with, in one job
- * (notes/perf.md, 2026-11-29): 16 x 4096 40.13 / 39.70 / 39.71 / 40.34
- * -> 39.55 / 39.36 / 39.42 / 39.66, e5m2 39.63 / 39.97 -> 39.60 / 39.39,
- * 1 x 4096 14.82 / 14.94 -> 14.62 / 14.56, 2 x 8192 22.14 / 22.18 ->
- * 21.89 / 21.86, 4 x 16384 42.59 / 42.83 -> 42.05 / 41.86, 8 x 32768
- * 131.2 / 130.9 -> 131.6 / 131.1. Where more work-groups than units are
- * busy, 12 warps a unit without it beat 8 with it: every work-group at 8
- * warps and PIPE took 48 x 2048 from 55.3 to 66.2, 64 x 2048 from 70.9 to
- * 92.9. */
+ * than one busy work-group: its registers hold 8 warps a unit, so those
+ * work-groups take 8 warps at most (12 without)
+ * (docs/decisions/0011-decode-mma-pipe.md). */
 #define MMA_PIPE_WARPS 8
 static int mma_pipe(int chunk, int64_t busy, unsigned cus) { return chunk == 32 && busy <= (int64_t)cus; }
 
@@ -417,22 +332,14 @@ static int mma_pipe(int chunk, int64_t busy, unsigned cus) { return chunk == 32 
  * caller fixed neither variant nor partition: of k = 1, 2, ... partitions
  * fewer than the plan's (evenly cut, whole `unit`s, none past `cap`), the first whose busy
  * work-groups are mostly full (uniform lengths), a quarter of the compute
- * units or more (1 x 1024, 32 work-groups of 4 warps -> 16 of 8: 15.6 ->
- * 16.4 us; with fewer a call is a few round trips long) and, at 4, 6, 8 or 12
+ * units or more (with fewer a call is a few round trips long) and, at 4, 6, 8 or 12
  * warps (at most `widest`), keep 0.95 of min(widest a compute unit, the
  * plan's warps) in flight, in one wave (mma_resident's warps), with
  * 64 tokens a warp or more and their local memory and work-group size on
  * the device.
  * `widest` is 8 for 2-byte caches and 12 for fp8, which needs more bytes
- * in flight. H100, cold, 32/8 heads, head 128 (notes/perf.md, 2026-11-27,
- * fourth session), us, plan before -> widened: f16 16 x 4096 (2 x 2048
- * tokens, 4 warps) 99.8 -> 96.4 (v1, 8 warps; 12: 97.6), bf16 99.7 ->
- * 96.4, fp8 16 x 4096 (3 x 1376) 58.5 -> 55.6 (v1, 12; 16 warps 64.9),
- * fp8 8 x 32768 194.4 -> 191.9 (2 x 16384, 12), 1 x 4096 (16 x 256) 18.6
- * -> 18.1 (8 x 512, 8), 24 x 4096 144.4 -> 142.6 (v1, 6; 8 warps, two
- * waves: 150.8), 4 x 16384 101.2 -> 98.7 (4 x 4096, 8), 64/8 heads 16 x
- * 4096 102.4 -> 97.2 (v1, 8). busy0 and work: the split's busy
- * work-groups and the tokens they read (plan's). */
+ * in flight (docs/decisions/0009-decode-mma-widen.md). busy0 and work:
+ * the split's busy work-groups and the tokens they read (plan's). */
 static const int mma_widths[] = {4, 6, 8, 12};
 static void mma_widen(const clpa_context *ctx, const clpa_decode_params *p, int64_t groups,
                       int max_ctx, unsigned cus, int unit, int g, int64_t busy0, int64_t work,
@@ -463,8 +370,8 @@ static void mma_widen(const clpa_context *ctx, const clpa_decode_params *p, int6
  * and one work-group would walk it alone. So no partition is longer than
  * what a single sequence at max_ctx needs to give `want` busy work-groups
  * by itself, or BLIND_PARTITION tokens where that is longer (a uniform
- * batch then pays a few partitions more than it needs): decision record
- * notes/plan.md ("blind partitions"). */
+ * batch then pays a few partitions more than it needs). The evidence:
+ * docs/decisions/0013-decode-blind-partitions.md. */
 #define BLIND_PARTITION 512
 static int blind_cap(int max_ctx, int64_t groups, int64_t want, int unit) {
   const int64_t k = (want + groups - 1) / groups; /* partitions of the one long context */

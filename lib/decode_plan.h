@@ -25,7 +25,8 @@ typedef struct decode_call {
 
 /* The path, v1 or v2, the partition, the query heads a work-group and the
  * work-group's shape for p, whose caches, layout and buffers are checked
- * (c->a resolved): lib/decode_plan.c has each rule and what measured it.
+ * (c->a resolved): lib/decode_plan.c has each rule, docs/decisions/ what
+ * measured it.
  * Returns CLPA_OK, CLPA_ERR_INVALID_ARG or CLPA_ERR_UNSUPPORTED (named). */
 clpa_status clpa_decode_plan(clpa_context *ctx, const clpa_decode_params *p, decode_call *c);
 

@@ -138,10 +138,8 @@ static int mma_stages(const clpa_context *ctx, int head_size, int rows, int keys
 /* The mma path's register cap on NVIDIA (program.c writes it into the
  * PTX): 128 where the head's accumulators and queries (3 head_size / 4
  * registers) leave room, so that 4 work-groups of 64 rows (or 2 of 128)
- * fit an SM; ptxas alone takes 186 at head 128 (64 rows) and fits 2. H100,
- * 8 x 2048, the kernel alone (notes/perf.md, 2026-11-24): uncapped 143,
- * 168 registers 169, 128 registers 174 TFLOP/s (a few spills). Larger
- * heads keep ptxas's choice. */
+ * fit an SM, where ptxas alone fits 2; larger heads keep ptxas's choice
+ * (docs/decisions/0019-prefill-mma-register-cap.md). */
 static int32_t mma_maxnreg(const clpa_context *ctx, int head_size) {
   return ctx->lanes == CLPA_LANES_NV_PTX && head_size <= 128 ? 128 : 0;
 }
@@ -172,7 +170,7 @@ static clpa_status pick_mma(clpa_context *ctx, const clpa_prefill_params *p,
                     (ctx->tuning.prefill_keys == 32 || ctx->tuning.prefill_keys == 64);
   const int table_rows = table && (ctx->tuning.prefill_rows == 64 || ctx->tuning.prefill_rows == 128);
   *rows = p->rows_per_group ? p->rows_per_group : table_rows ? ctx->tuning.prefill_rows : 64;
-  /* 32 keys: the H100 ran 13 % faster than with 64 (notes/perf.md) */
+  /* 32 keys by default (docs/decisions/0020-prefill-mma-tile.md) */
   *keys = p->keys_per_tile ? p->keys_per_tile : table ? ctx->tuning.prefill_keys : 32;
   CLPA_CTX_CHECK(ctx, mma_local_bytes(kv->head_size, *rows, *keys, 1, emulated) > lmem,
                  CLPA_ERR_UNSUPPORTED, "the mma path's tile of %d keys x head_size %d does not fit"
@@ -217,7 +215,7 @@ static clpa_status pick_tiles(clpa_context *ctx, const clpa_prefill_params *p,
                  CLPA_ERR_INVALID_ARG,
                  "rows_per_group = %d, keys_per_tile = %d (each 0 = auto, or 8, 16, 32, 64)",
                  p->rows_per_group, p->keys_per_tile);
-  /* 64 x 64 first: H100, 8 x 2048 (notes/perf.md, 2026-11-24 third session) */
+  /* 64 x 64 first (docs/decisions/0022-prefill-tiles-shape.md) */
   static const int cand[][2] = {{64, 64}, {64, 32}, {32, 64}, {32, 32}, {64, 16},
                                 {16, 64}, {32, 16}, {16, 32}, {16, 16}, {8, 16}};
   const int table_shape = !forced && tu->prefill_path == CLPA_PREFILL_TILES;
@@ -276,8 +274,7 @@ static clpa_status make_lists(clpa_context *ctx, const clpa_prefill_params *p, i
    * short ones then fill the compute units as the long ones finish,
    * instead of a last wave of long tiles running alone. CPUs keep each
    * sequence's tiles together, in order: consecutive tiles there reread
-   * the same keys from cache (PoCL, 8 x 2048: 0.138 TFLOP/s in this order,
-   * 0.120 longest first). */
+   * the same keys from cache (docs/decisions/0023-prefill-tile-order.md). */
   if (!ctx->info.is_cpu) qsort(pt, tiles, sizeof *pt, longest_first);
   for (t = 0; t < tiles; t++) hw[2 * t] = pt[t].seq, hw[2 * t + 1] = pt[t].r0;
   free(pt);
@@ -305,9 +302,8 @@ static clpa_status own_lists(clpa_context *ctx, const clpa_prefill_params *p, in
 
 /* One call's work list, in the context's grow-only scratch (slots 4, 5)
  * by writes that do not block: the queue is in order, so they land after
- * the last call's kernel has read the old list. A buffer pair created per
- * call with CL_MEM_COPY_HOST_PTR cost 8 x 2048 on the H100 6 % (193.4 ->
- * 206-208 TFLOP/s without it, notes/perf.md). */
+ * the last call's kernel has read the old list, and no buffer is created
+ * per call (docs/decisions/0024-prefill-work-list.md). */
 static clpa_status scratch_lists(clpa_context *ctx, const clpa_prefill_params *p, int qpk, int rows,
                                  clpa_plan *pl) {
   /* The staging array is the context's: the last call's writes read it

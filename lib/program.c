@@ -139,8 +139,8 @@ static cl_program from_binary(clpa_context *ctx, unsigned char *bin, size_t len,
 /* On NVIDIA a program whose options carry -DCLPA_MAXNREG=N (N > 0) is
  * rebuilt from its PTX with `.maxnreg N` in every kernel (host/ptx.c's
  * clpa_ptx_with_maxnreg): NVIDIA's OpenCL has no working register option,
- * and ptxas left alone gives the mma prefill 186 registers, 2 work-groups
- * an SM where 128 fit 4 (H100: 143 -> 174 TFLOP/s, notes/perf.md). The
+ * and ptxas left alone gives the mma prefill 2 work-groups an SM where 128
+ * registers fit 4 (docs/decisions/0019-prefill-mma-register-cap.md). The
  * disk cache then keeps the capped PTX. Where the rebuild fails, the
  * program as built stays (the cap is a speed hint, not a meaning). */
 static cl_program with_register_cap(clpa_context *ctx, cl_program prog, const char *options) {

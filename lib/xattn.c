@@ -147,9 +147,8 @@ static clpa_status check_buffers(clpa_context *ctx, const clpa_xattn_params *p, 
 #define MMA_STAGES 2
 /* Key chunks on the mma path: the columns in about this many (the
  * caller's chunks where smaller), whole tiles and key blocks: a row
- * tile's chunks run side by side and read its queries from L2. H100, 64k
- * tokens: one chunk 28.1 ms, 4 31.8, 8 22.2-23.2, 16 24.7; 32k: 2 6.8,
- * 4 6.4, 8 5.9 (notes/perf.md). */
+ * tile's chunks run side by side and read its queries from L2
+ * (docs/decisions/0026-xattn-mma-key-chunks.md). */
 #define MMA_CHUNKS 8
 
 static int mma_applies(const xattn_plan *x) {

@@ -279,7 +279,7 @@ static uint8_t *quant_bytes(int i, uint32_t type, int64_t ne) {
       for (int k = 0; k < 32; k++) q[34 * b + 2 + k] = (uint8_t)k;
     }
   else if (demo_quant_quantize(type, v, q, (uint64_t)ne))
-    BAIL_OUT("%s", demo_quant_last_error());
+    BAIL_OUT("%s", demo_last_error());
   free(v);
   return q;
 }
@@ -427,7 +427,7 @@ static demo_gguf *open_spec(const spec *sp, uint8_t **bytes) {
   marks m;
   *bytes = build(sp, &n, &m);
   demo_gguf *g = NULL;
-  if (demo_gguf_open_memory(*bytes, n, &g)) diag("open failed: %s", demo_gguf_last_error());
+  if (demo_gguf_open_memory(*bytes, n, &g)) diag("open failed: %s", demo_last_error());
   return g;
 }
 
@@ -446,7 +446,7 @@ static void test_metadata(void) {
   if (!fp || fwrite(bytes, 1, n, fp) != n || fclose(fp)) BAIL_OUT("cannot write %s", path);
   demo_gguf *g = NULL;
   clpa_status st = demo_gguf_open(path, &g);
-  if (!ok(st == CLPA_OK, "open %s (%zu bytes)", path, n)) BAIL_OUT("%s", demo_gguf_last_error());
+  if (!ok(st == CLPA_OK, "open %s (%zu bytes)", path, n)) BAIL_OUT("%s", demo_last_error());
   remove(path);
   ok(demo_gguf_version(g) == 3, "version 3");
 
@@ -473,23 +473,23 @@ static void test_metadata(void) {
   ok(!demo_gguf_get_u32(g, "general.alignment", &u32, NULL) && u32 == 64, "general.alignment 64");
   /* type checks and conversions */
   st = demo_gguf_get_u32(g, "test.i8", &u32, NULL);
-  ok(st == CLPA_ERR_INVALID_ARG && strstr(demo_gguf_last_error(), "does not fit"), "i8 -100 as u32: %s",
-     demo_gguf_last_error());
+  ok(st == CLPA_ERR_INVALID_ARG && strstr(demo_last_error(), "does not fit"), "i8 -100 as u32: %s",
+     demo_last_error());
   st = demo_gguf_get_u32(g, "test.u64", &u32, NULL);
-  ok(st == CLPA_ERR_INVALID_ARG && strstr(demo_gguf_last_error(), "test.u64"), "u64 2^40 as u32: %s",
-     demo_gguf_last_error());
+  ok(st == CLPA_ERR_INVALID_ARG && strstr(demo_last_error(), "test.u64"), "u64 2^40 as u32: %s",
+     demo_last_error());
   st = demo_gguf_get_u32(g, "test.str", &u32, NULL);
-  ok(st == CLPA_ERR_INVALID_ARG && strstr(demo_gguf_last_error(), "'test.str' is a string, expected u32"),
-     "string as u32: %s", demo_gguf_last_error());
+  ok(st == CLPA_ERR_INVALID_ARG && strstr(demo_last_error(), "'test.str' is a string, expected u32"),
+     "string as u32: %s", demo_last_error());
   st = demo_gguf_get_str(g, "test.u32", &s, NULL);
-  ok(st == CLPA_ERR_INVALID_ARG && strstr(demo_gguf_last_error(), "u32, expected string"), "u32 as string: %s",
-     demo_gguf_last_error());
+  ok(st == CLPA_ERR_INVALID_ARG && strstr(demo_last_error(), "u32, expected string"), "u32 as string: %s",
+     demo_last_error());
   st = demo_gguf_get_bool(g, "test.u8", &b, NULL);
-  ok(st == CLPA_ERR_INVALID_ARG, "u8 as bool: %s", demo_gguf_last_error());
+  ok(st == CLPA_ERR_INVALID_ARG, "u8 as bool: %s", demo_last_error());
   ok(!demo_gguf_get_f64(g, "test.i32", &f64, NULL) && f64 == -2e9, "i32 as f64");
   st = demo_gguf_get_u32(g, "no.such.key", &u32, NULL);
-  ok(st == CLPA_ERR_INVALID_ARG && strstr(demo_gguf_last_error(), "missing metadata key 'no.such.key'"),
-     "required missing key: %s", demo_gguf_last_error());
+  ok(st == CLPA_ERR_INVALID_ARG && strstr(demo_last_error(), "missing metadata key 'no.such.key'"),
+     "required missing key: %s", demo_last_error());
   u32 = 77;
   ok(!demo_gguf_get_u32(g, "no.such.key", &u32, &found) && !found && u32 == 77, "optional missing key");
   ok(!demo_gguf_get_u32(g, "test.u32", &u32, &found) && found, "optional present key");
@@ -511,10 +511,10 @@ static void test_metadata(void) {
          a.strs[1].len == 0 && !strcmp(a.strs[2].s, "ccc"),
      "string array [a, '', ccc]");
   st = demo_gguf_get_arr(g, "test.arr_str", DEMO_GGUF_F32, &a, NULL);
-  ok(st == CLPA_ERR_INVALID_ARG && strstr(demo_gguf_last_error(), "array of string, expected an array of f32"),
-     "string array as f32 array: %s", demo_gguf_last_error());
+  ok(st == CLPA_ERR_INVALID_ARG && strstr(demo_last_error(), "array of string, expected an array of f32"),
+     "string array as f32 array: %s", demo_last_error());
   st = demo_gguf_get_arr(g, "test.u8", DEMO_GGUF_U8, &a, NULL);
-  ok(st == CLPA_ERR_INVALID_ARG, "scalar as array: %s", demo_gguf_last_error());
+  ok(st == CLPA_ERR_INVALID_ARG, "scalar as array: %s", demo_last_error());
   ok(!demo_gguf_get_arr(g, "tokenizer.ggml.scores", DEMO_GGUF_F32, &a, NULL) && a.n == SPM_VOCAB &&
          demo_gguf_arr_f32(&a, 268) == -1.5f,
      "scores");
@@ -591,7 +591,7 @@ static void test_tensors_and_config(int tok) {
       continue;
     }
     if (demo_gguf_tensor_to_f32(t, f, (uint64_t)ne)) {
-      diag("%s", demo_gguf_last_error());
+      diag("%s", demo_last_error());
       bad++;
       continue;
     }
@@ -621,15 +621,15 @@ static void test_tensors_and_config(int tok) {
   }
   const demo_gguf_tensor *t = demo_gguf_get_tensor(g, "blk.0.attn_q.weight");
   ok(demo_gguf_tensor_to_f32(t, f, 3) == CLPA_ERR_INVALID_ARG, "to_f32 with the wrong count: %s",
-     demo_gguf_last_error());
+     demo_last_error());
   clpa_status st = demo_gguf_expect(g, "blk.0.attn_q.weight", 8, 4, &t);
-  ok(st == CLPA_ERR_INVALID_ARG && strstr(demo_gguf_last_error(), "has shape [8, 8], expected [8, 4]"),
-     "expect: shape named: %s", demo_gguf_last_error());
+  ok(st == CLPA_ERR_INVALID_ARG && strstr(demo_last_error(), "has shape [8, 8], expected [8, 4]"),
+     "expect: shape named: %s", demo_last_error());
   free(f);
 
   demo_gguf_llama c;
   st = demo_gguf_llama_config(g, &c);
-  if (!ok(st == CLPA_OK, "llama config")) diag("%s", demo_gguf_last_error());
+  if (!ok(st == CLPA_OK, "llama config")) diag("%s", demo_last_error());
   int32_t vocab = tok == DEMO_TOKENIZER_SPM ? SPM_VOCAB : BPE_VOCAB;
   ok(c.vocab == vocab && c.hidden == HIDDEN && c.layers == LAYERS && c.heads == HEADS && c.kv_heads == KV_HEADS &&
          c.head_size == HD && c.ffn == FFN && c.max_positions == 64 && c.rope_theta == 500000.0f &&
@@ -723,7 +723,7 @@ static void check_encode(demo_tokenizer *t, const char *text, bool bos, bool spe
     snprintf(got + strlen(got), sizeof got - strlen(got), " %d", ids[i]);
   ok(st == CLPA_OK && ids_eq(ids, n, want, n_want), "encode '%s'%s%s -> [%s ]", text, bos ? " +bos" : "",
      special ? " +special" : "", got);
-  if (st) diag("%s", demo_tokenizer_last_error());
+  if (st) diag("%s", demo_last_error());
   if (roundtrip && st == CLPA_OK) {
     char *back = NULL;
     size_t len = 0;
@@ -741,7 +741,7 @@ static void test_spm(void) {
   demo_gguf *g = open_spec(&sp, &bytes);
   demo_tokenizer *t = NULL;
   clpa_status st = demo_tokenizer_create(g, &t);
-  if (!ok(st == CLPA_OK, "SentencePiece tokenizer")) BAIL_OUT("%s", demo_tokenizer_last_error());
+  if (!ok(st == CLPA_OK, "SentencePiece tokenizer")) BAIL_OUT("%s", demo_last_error());
   demo_gguf_close(g); /* the tokenizer keeps its own copy */
   free(bytes);
   ok(demo_tokenizer_get_kind(t) == DEMO_TOKENIZER_SPM && demo_tokenizer_vocab_size(t) == SPM_VOCAB &&
@@ -764,14 +764,14 @@ static void test_spm(void) {
   ok(!demo_tokenizer_piece(t, 3 + 0x0a, &p, &len) && len == 1 && p[0] == '\n', "piece <0x0A> is a newline");
   ok(!demo_tokenizer_piece(t, 1, &p, &len) && len == 0, "piece <s> is empty");
   ok(demo_tokenizer_piece(t, SPM_VOCAB, &p, &len) == CLPA_ERR_INVALID_ARG, "piece out of range: %s",
-     demo_tokenizer_last_error());
+     demo_last_error());
   char *text;
   st = demo_tokenizer_decode(t, (const int32_t[]){1, 5}, 2, &text, &len);
   ok(st == CLPA_OK && len == 1 && text[0] == 2, "decode skips <s>, byte 0x02");
   if (!st) free(text);
   ok(demo_tokenizer_decode(t, (const int32_t[]){-1}, 1, &text, &len) == CLPA_ERR_INVALID_ARG &&
-         strstr(demo_tokenizer_last_error(), "ids[0] = -1"),
-     "decode of a bad id: %s", demo_tokenizer_last_error());
+         strstr(demo_last_error(), "ids[0] = -1"),
+     "decode of a bad id: %s", demo_last_error());
   demo_tokenizer_destroy(t);
 }
 
@@ -781,7 +781,7 @@ static void test_bpe(const char *pre) {
   demo_gguf *g = open_spec(&sp, &bytes);
   demo_tokenizer *t = NULL;
   clpa_status st = demo_tokenizer_create(g, &t);
-  if (!ok(st == CLPA_OK, "byte-level BPE tokenizer (pre %s)", pre ? pre : "none")) BAIL_OUT("%s", demo_tokenizer_last_error());
+  if (!ok(st == CLPA_OK, "byte-level BPE tokenizer (pre %s)", pre ? pre : "none")) BAIL_OUT("%s", demo_last_error());
   demo_gguf_close(g);
   free(bytes);
   bool llama3 = pre != NULL;
@@ -820,7 +820,7 @@ static void patch_le(uint8_t *p, size_t at, uint64_t v, int n) {
 static void expect_open(const uint8_t *bytes, size_t n, clpa_status want, const char *what, ...) {
   demo_gguf *g = NULL;
   clpa_status st = demo_gguf_open_memory(bytes, n, &g);
-  const char *msg = demo_gguf_last_error();
+  const char *msg = demo_last_error();
   bool all = true;
   va_list ap;
   va_start(ap, what);
@@ -845,7 +845,7 @@ static void test_corruptions(void) {
   for (size_t cut = 0; cut < m.data_end; cut += cut < m.data_start + 8 ? 1 : 61) {
     demo_gguf *g = NULL;
     clpa_status st = demo_gguf_open_memory(good, cut, &g);
-    const char *msg = demo_gguf_last_error();
+    const char *msg = demo_last_error();
     count++;
     if (st != CLPA_ERR_INVALID_ARG || g ||
         !(strstr(msg, "truncated") || strstr(msg, "past the end") || strstr(msg, "can hold") ||
@@ -953,10 +953,10 @@ static void test_corruptions(void) {
     const demo_gguf_tensor *t = g ? demo_gguf_get_tensor(g, "extra.q4_0") : NULL;
     st = t ? demo_gguf_tensor_to_f32(t, f, 128) : st;
     ok(st == CLPA_ERR_UNSUPPORTED &&
-           strstr(demo_gguf_last_error(),
+           strstr(demo_last_error(),
                   "tensor 'extra.q4_0' has type q4_1; the demo reads f32, f16, bf16, q4_0, q8_0, q4_K, q5_K and q6_K") &&
            t && demo_gguf_tensor_raw(t, &r) == CLPA_ERR_UNSUPPORTED,
-       "a q4_1 tensor opens, but to_f32 and raw refuse it, listing the types read: %s", demo_gguf_last_error());
+       "a q4_1 tensor opens, but to_f32 and raw refuse it, listing the types read: %s", demo_last_error());
     demo_gguf_close(g);
   }
   /* regress: an f32 tensor of 2^62 elements has 2^64 bytes; the size
@@ -995,8 +995,8 @@ static void test_corruptions(void) {
   free(v);
   demo_gguf *g = NULL;
   ok(demo_gguf_open("/nonexistent/dir/model.gguf", &g) == CLPA_ERR_IO && !g &&
-         strstr(demo_gguf_last_error(), "cannot open '/nonexistent/dir/model.gguf'"),
-     "missing file -> CLPA_ERR_IO: %s", demo_gguf_last_error());
+         strstr(demo_last_error(), "cannot open '/nonexistent/dir/model.gguf'"),
+     "missing file -> CLPA_ERR_IO: %s", demo_last_error());
   free(b);
   free(good);
 }
@@ -1007,8 +1007,8 @@ static void expect_config(const spec *sp, clpa_status want, const char *needle, 
   demo_gguf *g = open_spec(sp, &bytes);
   demo_gguf_llama c;
   clpa_status st = g ? demo_gguf_llama_config(g, &c) : CLPA_ERR_STATE;
-  ok(st == want && strstr(demo_gguf_last_error(), needle), "%s -> %s: %s", what, clpa_status_name(st),
-     demo_gguf_last_error());
+  ok(st == want && strstr(demo_last_error(), needle), "%s -> %s: %s", what, clpa_status_name(st),
+     demo_last_error());
   demo_gguf_close(g);
   free(bytes);
 }
@@ -1017,8 +1017,8 @@ static void expect_tokenizer(const spec *sp, clpa_status want, const char *needl
   demo_gguf *g = open_spec(sp, &bytes);
   demo_tokenizer *t = NULL;
   clpa_status st = g ? demo_tokenizer_create(g, &t) : CLPA_ERR_STATE;
-  ok(st == want && !t && strstr(demo_tokenizer_last_error(), needle), "%s -> %s: %s", what, clpa_status_name(st),
-     demo_tokenizer_last_error());
+  ok(st == want && !t && strstr(demo_last_error(), needle), "%s -> %s: %s", what, clpa_status_name(st),
+     demo_last_error());
   demo_tokenizer_destroy(t);
   demo_gguf_close(g);
   free(bytes);
@@ -1072,8 +1072,8 @@ static void regress_string_with_nul_is_refused(void) {
   demo_gguf_str v = {"", 0};
   clpa_status st = g ? demo_gguf_get_str(g, "general.architecture", &v, NULL) : CLPA_ERR_STATE;
   ok(st == CLPA_ERR_INVALID_ARG &&
-         strstr(demo_gguf_last_error(), "metadata 'general.architecture' holds a NUL byte (byte 5 of 7)"),
-     "regress: demo_gguf_get_str refuses it -> %s: %s", clpa_status_name(st), demo_gguf_last_error());
+         strstr(demo_last_error(), "metadata 'general.architecture' holds a NUL byte (byte 5 of 7)"),
+     "regress: demo_gguf_get_str refuses it -> %s: %s", clpa_status_name(st), demo_last_error());
   demo_gguf_close(g);
   free(bytes);
   expect_config(&s, CLPA_ERR_INVALID_ARG, "metadata 'general.architecture' holds a NUL byte",

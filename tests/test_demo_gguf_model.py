@@ -381,8 +381,10 @@ with tempfile.TemporaryDirectory() as tmp:
     except (json.JSONDecodeError, IndexError):
         objs, summary = [], {}
     ok(p.returncode == 0 and [o.get("index") for o in objs] == [0, 1, 2, 3, 4]
-       and [o.get("line") for o in objs] == [1, 3, 4, 5, 6] and summary.get("requests") == 5,
-       "--prompts, JSON lines: 5 objects in order with their line numbers, the JSON summary on stderr")
+       and [o.get("line") for o in objs] == [1, 3, 4, 5, 6] and summary.get("requests") == 5
+       and all(o.get("op") == "answer" for o in objs) and summary.get("op") == "demo",
+       "--prompts, JSON lines: 5 objects (op answer) in order with their line numbers, the JSON"
+       " summary (op demo) on stderr")
     if len(objs) == 5 and None not in answers:
         ok(objs[0]["text"] == json_text(answers[0]) and objs[1]["text"] == json_text(answers[1])
            and objs[0]["generated_tokens"] == 10 and objs[0]["finish_reason"] == "length",

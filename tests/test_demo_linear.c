@@ -49,7 +49,7 @@ static void *make_weights(demo_wfmt wf, int32_t n, int32_t k, float *exact) {
   if (wf >= DEMO_W_Q8_0) {
     if (demo_quant_quantize(ggml_of(wf), exact, w, count) != CLPA_OK ||
         demo_quant_dequantize(ggml_of(wf), w, exact, count) != CLPA_OK) {
-      printf("not ok - quant.c: %s\n", demo_quant_last_error());
+      printf("not ok - quant.c: %s\n", demo_last_error());
       exit(1);
     }
   } else if (wf == DEMO_W_F32) {

@@ -22,10 +22,8 @@
 #include "../tools/demo/prompts.h"
 #include "tap.h"
 
-static char err[512];
-
 static clpa_status parse(const char *text, demo_prompts *p) {
-  return demo_prompts_parse(text, strlen(text), "f.jsonl", p, err, sizeof err);
+  return demo_prompts_parse(text, strlen(text), "f.jsonl", p);
 }
 
 static int text_is(const demo_prompt *p, const char *bytes, size_t len) {
@@ -66,7 +64,7 @@ static void test_json(void) {
       "{\"prompt\": \"{\\\"nested\\\": 1}\", \"max_tokens\": 1048576}";
   clpa_status st = parse(file, &p);
   ok(st == CLPA_OK && p.json && p.count == 4, "JSON lines: 4 objects (status %s: %s)", clpa_status_name(st),
-     err);
+     demo_last_error());
   if (st != CLPA_OK || p.count != 4) return;
   ok(text_is(&p.items[0], "a\nb\t\"q\" \\ / \b\f\r", 15) && p.items[0].max_tokens == 7 &&
          p.items[0].line == 2,
@@ -122,18 +120,21 @@ static void test_errors(void) {
     const clpa_status st = parse(cases[i].line, &p);
     char want[64];
     snprintf(want, sizeof want, "f.jsonl%s ", cases[i].where);
-    ok(st == CLPA_ERR_INVALID_ARG && !strncmp(err, want, strlen(want)) && strstr(err, cases[i].why) &&
+    const char *msg = demo_last_error();
+    ok(st == CLPA_ERR_INVALID_ARG && !strncmp(msg, want, strlen(want)) && strstr(msg, cases[i].why) &&
            p.count == 0 && !p.items,
-       "refused: %s -> %s", cases[i].line, err);
+       "refused: %s -> %s", cases[i].line, msg);
   }
   /* The line number counts every line, blank ones included. */
   demo_prompts p;
   clpa_status st = parse("{\"prompt\": \"a\"}\n\n\r\n\"just a string\"\n", &p);
-  ok(st == CLPA_ERR_INVALID_ARG && !strncmp(err, "f.jsonl:4:1: expected a JSON object", 35),
-     "a non-object line in a JSON file: %s", err);
+  ok(st == CLPA_ERR_INVALID_ARG &&
+         !strncmp(demo_last_error(), "f.jsonl:4:1: expected a JSON object", 35),
+     "a non-object line in a JSON file: %s", demo_last_error());
   st = parse("{\"prompt\": \"a\"}\nplain text\n", &p);
-  ok(st == CLPA_ERR_INVALID_ARG && !strncmp(err, "f.jsonl:2:1: expected a JSON object", 35),
-     "the first line decides for the file: %s", err);
+  ok(st == CLPA_ERR_INVALID_ARG &&
+         !strncmp(demo_last_error(), "f.jsonl:2:1: expected a JSON object", 35),
+     "the first line decides for the file: %s", demo_last_error());
 }
 
 /* ---- random round trips ------------------------------------------------- */
@@ -202,7 +203,7 @@ static void test_round_trips(void) {
     at += (size_t)sprintf(file + at, "}%s", rng_below(2) ? "\r\n" : "\n");
   }
   demo_prompts p;
-  const clpa_status st = demo_prompts_parse(file, at, "r.jsonl", &p, err, sizeof err);
+  const clpa_status st = demo_prompts_parse(file, at, "r.jsonl", &p);
   int good = st == CLPA_OK && p.count == LINES;
   for (int i = 0; good && i < LINES; i++) {
     good = text_is(&p.items[i], want[i], want_len[i]) && p.items[i].max_tokens == want_max[i] &&
@@ -210,7 +211,7 @@ static void test_round_trips(void) {
     if (!good) diag("line %d: %zu bytes, want %zu", i + 1, p.items[i].len, want_len[i]);
   }
   ok(good, "%d random lines of up to %d characters (every plane, random escapes and pairs) decode"
-     " to their UTF-8 (%s)", LINES, CHARS, st == CLPA_OK ? "parsed" : err);
+     " to their UTF-8 (%s)", LINES, CHARS, st == CLPA_OK ? "parsed" : demo_last_error());
   demo_prompts_free(&p);
   for (int i = 0; i < LINES; i++) free(want[i]);
   free(want), free(want_len), free(want_max);
@@ -225,9 +226,10 @@ static void test_round_trips(void) {
     at += (size_t)sprintf(file, "{\"prompt\":\"");
     const int n = (int)rng_below(30);
     for (int k = 0; k < n; k++) at += (size_t)sprintf(file + at, "%s", bits[rng_below(sizeof bits / sizeof *bits)]);
-    const clpa_status s = demo_prompts_parse(file, at, "soup", &p, err, sizeof err);
-    const int fine = s == CLPA_OK || (s == CLPA_ERR_INVALID_ARG && !strncmp(err, "soup:", 5) && p.count == 0);
-    if (!fine && sane) diag("trial %d: status %s, message %s", trial, clpa_status_name(s), err);
+    const clpa_status s = demo_prompts_parse(file, at, "soup", &p);
+    const char *msg = demo_last_error();
+    const int fine = s == CLPA_OK || (s == CLPA_ERR_INVALID_ARG && !strncmp(msg, "soup:", 5) && p.count == 0);
+    if (!fine && sane) diag("trial %d: status %s, message %s", trial, clpa_status_name(s), msg);
     sane = sane && fine;
     demo_prompts_free(&p);
   }
@@ -237,9 +239,9 @@ static void test_round_trips(void) {
 
 static void test_files(void) {
   demo_prompts p;
-  clpa_status st = demo_prompts_read("/nonexistent/prompts.txt", &p, err, sizeof err);
-  ok(st == CLPA_ERR_IO && strstr(err, "/nonexistent/prompts.txt: ") && p.count == 0,
-     "a missing file: CLPA_ERR_IO, %s", err);
+  clpa_status st = demo_prompts_read("/nonexistent/prompts.txt", &p);
+  ok(st == CLPA_ERR_IO && strstr(demo_last_error(), "/nonexistent/prompts.txt: ") && p.count == 0,
+     "a missing file: CLPA_ERR_IO, %s", demo_last_error());
   char path[] = "/tmp/clpa_prompts_XXXXXX";
   FILE *f = NULL;
   const int fd = mkstemp(path);
@@ -247,10 +249,10 @@ static void test_files(void) {
   if (!f) BAIL_OUT("cannot make a temporary file");
   for (int i = 0; i < 5000; i++) fprintf(f, "prompt number %d\n", i); /* past the first read's 64 KiB */
   fclose(f);
-  st = demo_prompts_read(path, &p, err, sizeof err);
+  st = demo_prompts_read(path, &p);
   ok(st == CLPA_OK && p.count == 5000 && text_is(&p.items[4999], "prompt number 4999", 18) &&
          p.items[4999].line == 5000,
-     "a 5000-line file reads whole (%s)", st == CLPA_OK ? "ok" : err);
+     "a 5000-line file reads whole (%s)", st == CLPA_OK ? "ok" : demo_last_error());
   demo_prompts_free(&p);
   remove(path);
 }

@@ -328,7 +328,7 @@ static void test_round_trips(int n_super) {
       memset(q, 0xa5, bytes);
       memset(q2, 0x5a, bytes);
       if (demo_quant_quantize(t, x, q, (uint64_t)n) || demo_quant_quantize(t, x, q2, (uint64_t)n))
-        BAIL_OUT("%s: quantize failed: %s", names[k], demo_quant_last_error());
+        BAIL_OUT("%s: quantize failed: %s", names[k], demo_last_error());
       if (memcmp(q, q2, bytes)) changed++;
       for (int i = 0; i < n; i++) y[i] = y2[i] = NAN;
       if (demo_quant_dequantize(t, q, y, (uint64_t)n)) BAIL_OUT("dequantize failed");
@@ -344,7 +344,7 @@ static void test_round_trips(int n_super) {
       worst = fmax(worst, sw);
       /* decoded values re-encode to themselves, where quant.h says so */
       if (demo_quant_quantize(t, y, q2, (uint64_t)n) || demo_quant_dequantize(t, q2, y2, (uint64_t)n))
-        BAIL_OUT("%s, %s: re-encoding failed: %s", names[k], shape_names[sh], demo_quant_last_error());
+        BAIL_OUT("%s, %s: re-encoding failed: %s", names[k], shape_names[sh], demo_last_error());
       int be = (int)demo_quant_block_elems(t), other = 0;
       for (int j = 0; j < n / be; j++) {
         bool p = promised(t, x, q, j), moved = false;
@@ -421,23 +421,23 @@ static void test_edges(void) {
                     (double)fabsf(trials[j]), names[k]);
       bool refuse = j < 3 || j == 4 || j == 6;
       if (refuse)
-        ok(st == CLPA_ERR_INVALID_ARG && strstr(demo_quant_last_error(), needle) && untouched,
-           "%s: %g refused, nothing written: %s", names[k], (double)trials[j], demo_quant_last_error());
+        ok(st == CLPA_ERR_INVALID_ARG && strstr(demo_last_error(), needle) && untouched,
+           "%s: %g refused, nothing written: %s", names[k], (double)trials[j], demo_last_error());
       else
         ok(st == CLPA_OK, "%s: %g%s encodes", names[k], (double)trials[j], j == 5 ? " (a span)" : "");
     }
   }
   clpa_status st = demo_quant_quantize(DEMO_GGML_Q4_K, x, q, 128);
-  ok(st == CLPA_ERR_INVALID_ARG && strstr(demo_quant_last_error(), "128 elements are not whole q4_K blocks of 256"),
-     "quantize: a partial block refused: %s", demo_quant_last_error());
+  ok(st == CLPA_ERR_INVALID_ARG && strstr(demo_last_error(), "128 elements are not whole q4_K blocks of 256"),
+     "quantize: a partial block refused: %s", demo_last_error());
   st = demo_quant_dequantize(DEMO_GGML_Q8_0, q, y, 33);
-  ok(st == CLPA_ERR_INVALID_ARG && strstr(demo_quant_last_error(), "33 elements are not whole q8_0 blocks of 32"),
-     "dequantize: a partial block refused: %s", demo_quant_last_error());
+  ok(st == CLPA_ERR_INVALID_ARG && strstr(demo_last_error(), "33 elements are not whole q8_0 blocks of 32"),
+     "dequantize: a partial block refused: %s", demo_last_error());
   st = demo_quant_dequantize(3, q, y, 32);
-  ok(st == CLPA_ERR_UNSUPPORTED && strstr(demo_quant_last_error(), "ggml type 3 is not one of " DEMO_QUANT_TYPE_NAMES),
-     "dequantize: q4_1 (3) refused, the supported types listed: %s", demo_quant_last_error());
+  ok(st == CLPA_ERR_UNSUPPORTED && strstr(demo_last_error(), "ggml type 3 is not one of " DEMO_QUANT_TYPE_NAMES),
+     "dequantize: q4_1 (3) refused, the supported types listed: %s", demo_last_error());
   st = demo_quant_quantize(DEMO_GGML_Q6_K, NULL, q, 256);
-  ok(st == CLPA_ERR_INVALID_ARG && strstr(demo_quant_last_error(), "NULL"), "quantize: NULL refused");
+  ok(st == CLPA_ERR_INVALID_ARG && strstr(demo_last_error(), "NULL"), "quantize: NULL refused");
   ok(demo_quant_dequantize(DEMO_GGML_Q6_K, NULL, NULL, 0) == CLPA_OK, "zero elements: nothing to do");
 }
 

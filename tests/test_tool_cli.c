@@ -1,7 +1,8 @@
 /*
  * test_tool_cli.c — the tools' JSON writer and option parser (tools/tool_cli.c)
  * on inputs a device name could bring: quotes, backslashes, control bytes,
- * bytes that are not UTF-8, numbers that are not finite. No device.
+ * bytes that are not UTF-8, numbers that are not finite; and the times
+ * printed for people (µs, ms or s by magnitude, the ETA). No device.
  */
 #include <math.h>
 #include <stdio.h>
@@ -81,8 +82,9 @@ static const char *parse_word(const char *text, void *value) {
   return NULL;
 }
 
-/* With line NULL, writes the usage to *usage (to free) instead of parsing. */
-static int run_parse(const char *line, opts *o, char **usage) {
+/* With line NULL, writes the usage to *usage (to free) instead of parsing.
+ * version: the command has a --version. */
+static int run_parse_v(const char *line, opts *o, char **usage, int version) {
   char buf[256], *argv[16];
   int argc = 0;
   snprintf(buf, sizeof buf, "test %s", line ? line : "");
@@ -95,9 +97,11 @@ static int run_parse(const char *line, opts *o, char **usage) {
       {"seed", CLI_U64, &o->seed, 0, 0, "N", "a seed", NULL, NULL},
       {"flag", CLI_FLAG, &o->flag, 0, 0, NULL, "a flag", NULL, NULL},
       {"word", CLI_WORD, &o->word, 0, 0, "W", "yes or no", "no", parse_word},
+      {"other-flag", CLI_FLAG, &o->flag, 0, 0, NULL, "a flag whose default takes two lines",
+       "off here;\nbut on there", NULL},
       {NULL, CLI_FLAG, NULL, 0, 0, NULL, NULL, NULL, NULL},
   };
-  const cli_cmd cmd = {"test", NULL, table, NULL};
+  const cli_cmd cmd = {"test", NULL, table, NULL, version ? "9.8.7" : NULL};
   if (line) return cli_parse(&cmd, argc, argv);
   size_t len;
   FILE *f = open_memstream(usage, &len);
@@ -105,6 +109,24 @@ static int run_parse(const char *line, opts *o, char **usage) {
   cli_usage(&cmd, f);
   fclose(f);
   return 0;
+}
+
+static int run_parse(const char *line, opts *o, char **usage) {
+  return run_parse_v(line, o, usage, 1);
+}
+
+/* cli_time_text(seconds, width) against want. */
+static void check_time(double seconds, int width, const char *want) {
+  char buf[64];
+  cli_time_text(buf, sizeof buf, seconds, width);
+  if (!ok(strcmp(buf, want) == 0, "time %g s, width %d: '%s'", seconds, width, want))
+    diag("got '%s'", buf);
+}
+
+static void check_duration(double seconds, const char *want) {
+  char buf[64];
+  cli_duration_text(buf, sizeof buf, seconds);
+  if (!ok(strcmp(buf, want) == 0, "duration %g s: '%s'", seconds, want)) diag("got '%s'", buf);
 }
 
 int main(void) {
@@ -135,10 +157,41 @@ int main(void) {
   if (!ok(strstr(usage, "usage: test [options]") && strstr(usage, "--n N") &&
               strstr(usage, "a number (default 7)") && strstr(usage, "(default no)") &&
               strstr(usage, "--seed N") && strstr(usage, "(default 1)") &&
-              strstr(usage, "-h, --help"),
-          "the usage lists every option with its default"))
+              strstr(usage, "-h, --help") && strstr(usage, "--version"),
+          "the usage lists every option with its default, and --version"))
+    diag("%s", usage);
+  char two_lines[128];
+  snprintf(two_lines, sizeof two_lines, "(default off here;\n%26sbut on there)\n", "");
+  if (!ok(strstr(usage, two_lines) != NULL, "a default of two lines: the second indented"))
     diag("%s", usage);
   free(usage);
+  run_parse_v(NULL, &o, &usage, 0);
+  ok(!strstr(usage, "--version"), "no --version in the usage of a command without one");
+  free(usage);
+  ok(run_parse_v("--version", &o, NULL, 0) == 2, "--version where there is none: 2");
+  ok(run_parse("--version=1", &o, NULL) == 2, "--version with a value: 2");
+
+  /* The unit follows the magnitude, chosen after rounding. */
+  check_time(22.4279897, 0, "22.4 s");
+  check_time(0.1072921, 0, "107.3 ms");
+  check_time(25.6e-6, 0, "25.6 \xc2\xb5s");
+  check_time(2.5e-6, 0, "2.50 \xc2\xb5s");
+  check_time(0.0, 0, "0.00 \xc2\xb5s");
+  check_time(999.96e-6, 0, "1.00 ms");
+  check_time(0.99996, 0, "1.00 s");
+  check_time(9.9951e-3, 0, "10.0 ms");
+  check_time(3725.0, 0, "3725.0 s");
+  check_time(25.6e-6, 10, "   25.6 \xc2\xb5s"); /* µ is one column of the ten */
+  check_time(0.1072921, 10, "  107.3 ms");
+  check_time(1.5, 10, "    1.50 s");
+  check_time(-1.0, 4, "   -");
+  check_time(NAN, 0, "-");
+  check_duration(0.2, "0 s");
+  check_duration(35.4, "35 s");
+  check_duration(59.6, "1 min 00 s");
+  check_duration(245, "4 min 05 s");
+  check_duration(7380, "2 h 03 min");
+  check_duration(INFINITY, "-");
   ok(run_parse("--foo", &o, NULL) == 2, "unknown option: 2");
   ok(run_parse("--n x", &o, NULL) == 2, "--n x: 2");
   ok(run_parse("--n 0", &o, NULL) == 2, "--n below its range: 2");

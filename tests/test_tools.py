@@ -1,24 +1,32 @@
 #!/usr/bin/env python3
-"""test_tools.py — clpa-bench and clpa-info as a user runs them (TAP).
+"""test_tools.py — clpa-bench, clpa-info and clpa-demo as a user runs them (TAP).
 
-Usage: test_tools.py CLPA_BENCH CLPA_INFO
+Usage: test_tools.py CLPA_BENCH CLPA_INFO [CLPA_DEMO]
 
---help on the tools and on every subcommand exits 0 and prints the usage;
-an unknown flag or a bad value exits 2 and says which and why; --json
-prints one line that json.loads reads, with "op" (and "device" where a
-device is used). The decode runs are tiny shapes on the default device:
-hot, cold (a few flushed calls) and mixed lengths; the sweep runs its
---quick grid into a temporary directory.
+--help on the tools and on every subcommand exits 0 and prints the usage,
+which cites no tracker numbers; --version prints "NAME (clpa VERSION)"
+everywhere; an unknown flag or a bad value exits 2 and says which and why;
+--json prints one line that json.loads reads, with "op" (and "device"
+where a device is used). The decode runs are tiny shapes on the default
+device: hot, cold (a few flushed calls) and mixed lengths; the sweep runs
+its --quick grid into a temporary directory, once on a terminal (the
+counter and ETA) and once with a stand-in gnuplot (the plot's script).
+prefill, xattn and sweep take the CPU's default shapes on a CPU and the
+GPU's elsewhere (the expensive ones overridden, so each run is small).
 """
 import csv
 import json
+import math
 import os
+import pty
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
 
 BENCH, INFO = sys.argv[1], sys.argv[2]
+DEMO = sys.argv[3] if len(sys.argv) > 3 else None
 TINY_DECODE = ["--batch", "2", "--context", "64", "--heads", "4", "--kv-heads", "2",
                "--head-size", "64"]
 n_tests = 0
@@ -37,9 +45,16 @@ def ok(cond, what, detail=""):
     return cond
 
 
-def run(*args):
+def skip(what, why):
+    global n_tests
+    n_tests += 1
+    print(f"ok {n_tests} - {what} # SKIP {why}")
+    sys.stdout.flush()
+
+
+def run(*args, env=None):
     p = subprocess.run(list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                       timeout=240, check=False)
+                       timeout=240, check=False, env=env)
     return p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
 
 
@@ -47,10 +62,16 @@ def show(args, rc, out, err):
     return f"$ {' '.join(args)}\nexit {rc}\nstdout: {out}\nstderr: {err}"
 
 
+TRACKER = re.compile(r"#\d|\bissues?\b|\btracker\b", re.I)
+
+
 def check_help(*args):
     rc, out, err = run(*args)
     ok(rc == 0 and "usage" in out, f"{' '.join(args[1:])}: exit 0 with the usage",
        show(args, rc, out, err))
+    cited = TRACKER.findall(out)
+    ok(not cited, f"{' '.join(args[1:])}: the help cites no tracker numbers",
+       f"found {cited} in\n{out}")
 
 
 def check_refused(args, *needles):
@@ -74,10 +95,54 @@ def check_json(args, op, keys):
     return doc
 
 
-for cmd in ([], ["decode"], ["sweep"], ["prefill"], ["xattn"], ["radix"], ["kvman"]):
+# The device and clpa's version, from clpa-info.
+rc, out, err = run(INFO, "--json")
+try:
+    info = json.loads(out) if len(out.splitlines()) == 1 else None
+except ValueError:
+    info = None
+ok(rc == 0 and info is not None and info.get("version"),
+   "clpa-info --json: clpa's version (for --version) and the device",
+   show([INFO, "--json"], rc, out, err))
+VERSION = info.get("version", "?") if info else "?"
+SELECTED = info["devices"][info["selected"]] if info and info.get("selected") is not None else {}
+CPU = SELECTED.get("type") == "cpu"
+
+COMMANDS = ["decode", "sweep", "prefill", "xattn", "radix", "kvman"]
+if run(BENCH, "linear", "--help")[0] == 0:  # built with CLBlast
+    COMMANDS.append("linear")
+for cmd in [[]] + [[c] for c in COMMANDS]:
     check_help(BENCH, *cmd, "--help")
     check_help(BENCH, *cmd, "-h")
 check_help(INFO, "--help")
+if DEMO:
+    check_help(DEMO, "--help")
+
+
+def check_version(tool, *args):
+    name = " ".join([os.path.basename(tool).split(".")[0], *args])
+    rc, out, err = run(tool, *args, "--version")
+    ok(rc == 0 and out == f"{name} (clpa {VERSION})\n" and err == "",
+       f"{name} --version: '{name} (clpa {VERSION})'",
+       show([tool, *args, "--version"], rc, out, err))
+
+
+check_version(BENCH)
+for cmd in COMMANDS:
+    check_version(BENCH, cmd)
+check_version(INFO)
+if DEMO:
+    check_version(DEMO)
+    # the demo's JSON names its op too (one request of one token: a second)
+    doc = None
+    args = [DEMO, "--requests", "1", "--output-max", "1", "--json"]
+    rc, out, err = run(*args)
+    try:
+        doc = json.loads(out.splitlines()[-1]) if rc == 0 and out.strip() else None
+    except ValueError:
+        pass
+    ok(doc is not None and doc.get("op") == "demo" and doc.get("requests") == 1,
+       "clpa-demo --json: op demo", show(args, rc, out, err))
 
 for cmd in ("decode", "sweep", "prefill", "xattn", "radix", "kvman"):
     check_refused([BENCH, cmd, "--foo"], "unknown option '--foo'")
@@ -101,6 +166,33 @@ check_refused([BENCH, "xattn", "--tau", "0"], "--tau takes a number in (0, 1]")
 check_refused([BENCH, "xattn", "--tokens", "512,x"], "--tokens takes")
 check_refused([BENCH, "xattn", "--input", "zipf"], "--input takes", "not 'zipf'")
 check_refused([BENCH, "xattn", "--path", "tc"], "--path takes auto, f32 or mma", "not 'tc'")
+check_refused([BENCH, "prefill", "--shapes", "tpu"], "--shapes takes auto, gpu or cpu", "not 'tpu'")
+check_refused([BENCH, "sweep", "--quick", "--shapes", "cpu"],
+              "--quick and --shapes exclude each other")
+
+# The default shapes: the CPU's on a CPU, the GPU's elsewhere; the JSON
+# says which. The costly options are given, the ones the sets differ in
+# are not: prefill's batch (CPU 1, GPU 8), xattn's heads (CPU 8/2, GPU
+# 32/8), sweep's GQA ratios, batches and lengths (CPU 3 points here).
+SHAPES = "cpu" if CPU else "gpu"
+TINY_PREFILL = ["--new-tokens", "64", "--heads", "4", "--kv-heads", "1", "--head-size", "64"]
+doc = check_json([BENCH, "prefill", "--json", *TINY_PREFILL], "prefill", ["shapes", "batch"])
+if doc:
+    ok(doc["shapes"] == SHAPES and doc["batch"] == (1 if CPU else 8) and doc["new_tokens"] == 64,
+       f"prefill on a {SELECTED.get('type')} device: the {SHAPES} shapes (batch "
+       f"{1 if CPU else 8})", json.dumps(doc))
+# --shapes gpu anywhere; the time in a unit that suits it (under 1000 of it)
+args = [BENCH, "prefill", "--shapes", "gpu", *TINY_PREFILL]
+rc, out, err = run(*args)
+m = re.search(r"^time +(\d+\.\d+) (µs|ms|s) per call", out, re.M)
+ok(rc == 0 and "batch 8 x 64 new tokens" in out and "GPU defaults" in out and m and
+   float(m.group(1)) < 1000, "prefill --shapes gpu: batch 8, the time in µs, ms or s",
+   show(args, rc, out, err))
+doc = check_json([BENCH, "xattn", "--json", "--tokens", "256", "--head-size", "64", "--block",
+                  "64", "--input", "structured"], "xattn", ["shapes", "heads", "kv_heads"])
+if doc:
+    ok(doc["shapes"] == SHAPES and (doc["heads"], doc["kv_heads"]) == ((8, 2) if CPU else (32, 8)),
+       f"xattn: the {SHAPES} shapes' heads", json.dumps(doc))
 
 # xattn on a tiny prompt: both inputs, a density in (0, 1], the structured
 # one sparser than the random one, every time positive.
@@ -158,7 +250,7 @@ if doc:
 check_refused([BENCH, "decode", *TINY_DECODE, "--heads", "5"], "num_heads = 5")
 TUNE = [BENCH, "decode", "--tune", *TINY_DECODE]
 rc, out, err = run(*TUNE)
-ok(rc == 0 and "partition  128, " in out and " us, " in out and
+ok(rc == 0 and re.search(r"^partition  128, \w+ +path: +\d+\.\d+ (µs|ms|s), ", out, re.M) and
    "tuning table (lib/tuning.c): decode_partition 128 (" in out,
    "decode --tune: a time per candidate and the table's partition", show(TUNE, rc, out, err))
 
@@ -194,6 +286,7 @@ with tempfile.TemporaryDirectory() as tmp:
     path = os.path.join(tmp, "sweep.csv")
     args = [BENCH, "sweep", "--quick", "--csv", path]
     rc, out, err = run(*args)
+    quick_run = (args, rc, out, err)  # the PNG's checks at the end read it
     rows, why = read_csv(path)
     ok(rc == 0 and rows and rows[0] == CSV_HEADER and len(rows) >= 2 and
        all(len(r) == len(CSV_HEADER) and float(r[13]) > 0 and r[14] in PATHS and
@@ -204,7 +297,9 @@ with tempfile.TemporaryDirectory() as tmp:
     path2 = os.path.join(tmp, "paths.csv")
     args2 = [BENCH, "sweep", "--quick", "--paths", "lanes", "--csv", path2, "--png", "none",
              "--json"]
-    doc = check_json(args2, "sweep", ["worst_auto_vs_best", "worst_point", "below_0_8"])
+    doc = check_json(args2, "sweep", ["worst_auto_vs_best", "worst_point", "below_0_8", "shapes"])
+    ok(doc is not None and doc["shapes"] == "quick", "sweep --quick: the JSON names the quick grid",
+       f"{doc}")
     rows2, why = read_csv(path2)
     good = rows2 and rows2[0] == CSV_HEADER and len(rows2) >= 2
     for r in (rows2[1:] if good else []):
@@ -226,14 +321,91 @@ with tempfile.TemporaryDirectory() as tmp:
     ok(doc is not None and doc["measured"] >= 2 and doc["failed"] == 0,
        "sweep --lengths loguniform --paths lanes,rows: every path on auto's lengths, none failed",
        f"{doc}")
+    # the device's default grid, its costly lists given
+    args4 = [BENCH, "sweep", "--dtypes", "f16", "--heads", "4", "--head-size", "64", "--context",
+             "64", "--csv", os.path.join(tmp, "shapes.csv"), "--png", "none", "--json"]
+    doc = check_json(args4, "sweep", ["shapes", "points", "measured"])
+    if doc and CPU:
+        # GQA 4 on 4 heads; batch 1 uniform, batch 16 uniform and one-long
+        ok(doc["shapes"] == "cpu" and doc["points"] == 3 and doc["measured"] == 3,
+           "sweep on a CPU: the CPU grid (3 points with these lists)", json.dumps(doc))
+    elif doc:
+        # GQA 1 and 4 on 4 heads; batch 1 uniform, batches 16 and 256 in 3 lengths
+        ok(doc["shapes"] == "gpu" and doc["points"] == 14,
+           "sweep off a CPU: the GPU grid (14 points with these lists)", json.dumps(doc))
+
+    # On a terminal, every progress line of a point carries the counter,
+    # and from the second point on the ETA.
+    path5 = os.path.join(tmp, "tty.csv")
+    args5 = [BENCH, "sweep", "--quick", "--csv", path5, "--png", "none"]
+    try:
+        master, slave = pty.openpty()
+    except OSError as e:
+        master = None
+        skip("sweep on a terminal: the counter and the ETA", f"no pseudo-terminal ({e})")
+    if master is not None:
+        p = subprocess.Popen(args5, stdout=subprocess.PIPE, stderr=slave)
+        os.close(slave)
+        tty = b""
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:  # EIO: the program closed its end
+                break
+            if not chunk:
+                break
+            tty += chunk
+        os.close(master)
+        out = p.stdout.read().decode("utf-8", "replace")
+        p.stdout.close()
+        rc = p.wait(timeout=240)
+        lines = [l for l in re.split(r"[\r\n]", tty.decode("utf-8", "replace")) if l.strip()]
+        counters = {int(m.group(1)) for m in (re.match(r"sweep (\d+)/6[:,]", l) for l in lines)
+                    if m}
+        etas = [l for l in lines if re.match(r"sweep [2-6]/6, ETA \d+ (s|min \d\d s): ", l)]
+        ok(rc == 0 and counters == set(range(1, 7)) and len(etas) >= 5 and
+           all(re.match(r"sweep \d/6", l) for l in lines) and "ETA" not in out,
+           "sweep on a terminal: every progress line counts i/6, an ETA from the second point",
+           show(args5, rc, out, "\n".join(lines[:40])))
+
+    # The plot's script, through a stand-in gnuplot that keeps it: literal
+    # text (fp8_e4m3 is no subscript) and one y range for every panel,
+    # just above the highest ratio.
+    fake = os.path.join(tmp, "bin")
+    os.mkdir(fake)
+    script = os.path.join(tmp, "plot.gp")
+    with open(os.path.join(fake, "gnuplot"), "w", encoding="utf-8") as f:
+        f.write("#!/bin/sh\ncat > \"$CLPA_TEST_PLOT\"\n"
+                "out=$(sed -n \"s/^set output '\\(.*\\)'$/\\1/p\" \"$CLPA_TEST_PLOT\")\n"
+                "printf 'stand-in' > \"$out\"\n")
+    os.chmod(os.path.join(fake, "gnuplot"), 0o755)
+    env = dict(os.environ, PATH=fake + os.pathsep + os.environ.get("PATH", ""),
+               CLPA_TEST_PLOT=script)
+    path6 = os.path.join(tmp, "plot.csv")
+    args6 = [BENCH, "sweep", "--quick", "--dtypes", "f16,fp8_e4m3", "--csv", path6]
+    rc, out, err = run(*args6, env=env)
+    rows6, why = read_csv(path6)
+    try:
+        with open(script, encoding="utf-8") as f:
+            gp = f.read()
+    except OSError as e:
+        gp = f"(no script: {e})"
+    top = max((float(r[13]) for r in rows6[1:]), default=0)
+    ranges = [float(y) for y in re.findall(r"^set yrange \[0:(\d+(?:\.\d+)?)\]$", gp, re.M)]
+    ok(rc == 0 and gp.startswith("set terminal png noenhanced ") and
+       "set title 'fp8_e4m3, uniform lengths'" in gp and "[0:*]" not in gp and
+       len(ranges) == 1 and top > 0 and top <= ranges[0] <= math.ceil(top * 11) / 10 + 1e-9 and
+       os.path.exists(os.path.join(tmp, "plot.png")),
+       "sweep's plot: literal labels, one y range over every panel, just above the top ratio",
+       show(args6, rc, out, err + why) + f"\ntop ratio {top}, y ranges {ranges}\n{gp[:600]}")
+
     png = os.path.join(tmp, "sweep.png")
     if shutil.which("gnuplot"):
         ok(os.path.exists(png) and open(png, "rb").read(8) == b"\x89PNG\r\n\x1a\n",
-           "sweep --quick: gnuplot drew the PNG next to the CSV", show(args, rc, out, err))
+           "sweep --quick: gnuplot drew the PNG next to the CSV", show(*quick_run))
     else:
-        ok(not os.path.exists(png) and "skipped the plot" in err,
-           "sweep --quick without gnuplot: no PNG, says it skipped the plot",
-           show(args, rc, out, err))
+        ok(not os.path.exists(png) and "skipped the plot" in quick_run[3],
+           "sweep --quick without gnuplot: no PNG, says it skipped the plot", show(*quick_run))
 
 check_json([BENCH, "radix", "--json", "--requests", "200"], "radix",
            ["requests", "block_size", "num_blocks", "window", "prompt_tokens", "hit_tokens",
@@ -249,11 +421,11 @@ try:
     info = json.loads(out) if len(out.splitlines()) == 1 else None
 except ValueError:
     info = None
-ok(rc == 0 and info is not None and len(info["devices"]) >= 1 and
+ok(rc == 0 and info is not None and info.get("op") == "info" and len(info["devices"]) >= 1 and
    sum(d["selected"] for d in info["devices"]) == 1 and
    all(k in info["devices"][0] for k in ("name", "vendor", "platform", "type", "compute_units",
                                          "global_mem_bytes", "local_mem_bytes", "lanes")),
-   "clpa-info --json: one line, the devices as an array, one selected",
+   "clpa-info --json: one line, op info, the devices as an array, one selected",
    show([INFO, "--json"], rc, out, err))
 
 # --smoke runs a kernel and names the tuning-table entry the context uses,

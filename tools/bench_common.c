@@ -16,6 +16,32 @@ uint64_t bench_rand(void) {
 uint64_t bench_rand_state(void) { return rng_state; }
 void bench_rand_restore(uint64_t state) { rng_state = state; }
 
+const char *bench_shapes_name(bench_shapes s) {
+  return s == BENCH_SHAPES_CPU ? "cpu" : s == BENCH_SHAPES_GPU ? "gpu" : "auto";
+}
+
+const char *bench_parse_shapes(const char *text, void *value) {
+  bench_shapes *s = value;
+  if (strcmp(text, "auto") == 0) *s = BENCH_SHAPES_AUTO;
+  else if (strcmp(text, "gpu") == 0) *s = BENCH_SHAPES_GPU;
+  else if (strcmp(text, "cpu") == 0) *s = BENCH_SHAPES_CPU;
+  else return "auto, gpu or cpu";
+  return NULL;
+}
+
+bench_shapes bench_shapes_pick(bench_shapes asked) {
+  if (asked != BENCH_SHAPES_AUTO) return asked;
+  size_t n = 0, sel = 0;
+  clpa_device_info *devs = NULL;
+  int cpu = 0;
+  if (clpa_devices_list(NULL, 0, &n) == CLPA_OK && n > 0 && (devs = calloc(n, sizeof *devs)) &&
+      clpa_devices_list(devs, n, &n) == CLPA_OK && clpa_device_select(NULL, &sel) == CLPA_OK &&
+      sel < n)
+    cpu = devs[sel].is_cpu;
+  free(devs);
+  return cpu ? BENCH_SHAPES_CPU : BENCH_SHAPES_GPU;
+}
+
 int bench_open(bench_env *env) {
   memset(env, 0, sizeof *env);
   clpa_context_config cfg;

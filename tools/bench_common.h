@@ -17,6 +17,26 @@ typedef struct bench_env {
   size_t flush_bytes;
 } bench_env;
 
+/* The default shapes of prefill, xattn and sweep come in two sets: the
+ * GPU's, and the CPU's, small enough that a default run ends within a
+ * minute on a 2-core machine (PoCL). --shapes picks one; auto takes the
+ * CPU's when the selected device is a CPU. */
+typedef enum bench_shapes {
+  BENCH_SHAPES_AUTO,
+  BENCH_SHAPES_GPU,
+  BENCH_SHAPES_CPU
+} bench_shapes;
+
+/* "auto", "gpu" or "cpu". */
+const char *bench_shapes_name(bench_shapes s);
+/* cli_opt's parse of a bench_shapes. */
+const char *bench_parse_shapes(const char *text, void *value);
+/* asked, or for auto the selected device's set (CLPA_DEVICE, else the
+ * default rule): CPU for a CPU, GPU for any other device, and also when
+ * no device can be listed (bench_open then says why). Lists the devices
+ * and opens none. */
+bench_shapes bench_shapes_pick(bench_shapes asked);
+
 /* Opens a context on the selected device (CLPA_DEVICE); prints why not. */
 int bench_open(bench_env *env);
 void bench_close(bench_env *env);

@@ -126,10 +126,8 @@ static clpa_status paged_once(clpa_context *ctx, const void *arg_, cl_event *eve
  * work-items a work-group reading 16 bytes each, consecutive, in
  * partitions of at most 512 tokens (the decode's where shorter), so that
  * the probe has the work-groups to fill the device whatever the decode's
- * plan (a v1 plan of 16 x 8 rows gave it 128). H100, cold, 32/8 heads
- * 16 x 4096, of copy: f16 0.868 with 64 work-items, 0.939 with 128,
- * 0.929 with 256; fp8 0.821 / 0.877 / 0.861; f32 0.924 / 0.974 / 0.961
- * (64 x 2048: 0.974 / 0.957 / 0.976; notes/perf.md). 0 where it does not
+ * plan (a v1 plan of 16 x 8 rows gave it 128;
+ * docs/decisions/0028-bench-paged-read-probe.md). 0 where it does not
  * apply (tiles not whole 64-byte chunks) or failed. */
 static double paged_read_gbps(bench_env *env, const bench_decode_shape *s, const decode_inputs *in,
                               int32_t bpseq, const bench_decode_figures *f,
@@ -422,6 +420,7 @@ static int parse(int argc, char **argv, decode_args *a) {
       "fma_peak_tflops, floor_us, bound (memory or compute), roofline_ratio,\n"
       "paged_read_gbps, paged_ratio (where a block's tile is whole 64-byte chunks),\n"
       "host_lengths; with --plan-run plan_host_us, run_host_us, call_host_us.",
+      clpa_version_string(),
   };
   int rc = cli_parse(&cmd, argc, argv);
   if (rc != CLI_RUN) return rc;
@@ -518,23 +517,29 @@ static void print_table(const decode_args *a, const bench_env *env, const bench_
            (double)env->flush_bytes / 1048576.0);
   else
     printf("mode        hot: back-to-back calls, wall clock\n");
+  char t1[32], t2[32], t3[32];
   if (t->cold)
-    printf("time        %.1f us per call (median of %d calls)\n", f->per_call * 1e6, t->repeats);
+    printf("time        %s per call (median of %d calls)\n",
+           cli_time_text(t1, sizeof t1, f->per_call, 0), t->repeats);
   else
-    printf("time        %.1f us per call (median of 7 batches)\n", f->per_call * 1e6);
+    printf("time        %s per call (median of 7 batches)\n",
+           cli_time_text(t1, sizeof t1, f->per_call, 0));
   printf("K/V read    %.1f MB per call -> %.2f GB/s\n", f->kv_bytes / 1e6, gbps);
   printf("copy        %.2f GB/s (read + write, same run, %s)\n", copy, bench_mode_name(t));
   printf("ratio       %.3f of copy bandwidth\n", gbps / copy);
   printf("fma peak    %.3f TFLOP/s (f32, same run); %.2f GFLOP per call\n", r->peak_tflops,
          r->flops / 1e9);
-  printf("roofline    floor %.1f us (%s-bound); %.3f of it\n", r->floor_s * 1e6,
-         r->compute_bound ? "compute" : "memory", r->floor_s / f->per_call);
+  printf("roofline    floor %s (%s-bound); %.3f of it\n",
+         cli_time_text(t1, sizeof t1, r->floor_s, 0), r->compute_bound ? "compute" : "memory",
+         r->floor_s / f->per_call);
   if (f->paged_gbps > 0)
     printf("paged read  %.2f GB/s (the same blocks read, nothing computed); %.3f of it\n",
            f->paged_gbps, gbps / f->paged_gbps);
   if (s->plan_run)
-    printf("host        %.1f us a plan, %.2f us a run, %.2f us a clpa_decode call (enqueue)\n",
-           f->plan_host * 1e6, f->run_host * 1e6, f->call_host * 1e6);
+    printf("host        %s a plan, %s a run, %s a clpa_decode call (enqueue)\n",
+           cli_time_text(t1, sizeof t1, f->plan_host, 0),
+           cli_time_text(t2, sizeof t2, f->run_host, 0),
+           cli_time_text(t3, sizeof t3, f->call_host, 0));
 }
 
 /* One --tune candidate: measures s and prints its line ("refused" with the
@@ -548,8 +553,9 @@ static int tune_point(bench_env *env, const bench_decode_shape *s, const bench_t
            why);
     return 0;
   }
-  printf("partition %4d, %-5s path: %10.1f us, %.2f GB/s\n", (int)s->partition,
-         bench_path_name(f->path), f->per_call * 1e6, f->kv_bytes / f->per_call / 1e9);
+  char tt[32];
+  printf("partition %4d, %-5s path: %s, %.2f GB/s\n", (int)s->partition, bench_path_name(f->path),
+         cli_time_text(tt, sizeof tt, f->per_call, 10), f->kv_bytes / f->per_call / 1e9);
   return 1;
 }
 
@@ -586,8 +592,10 @@ static int tune(bench_env *env, const decode_args *a, const bench_timing *t) {
     s.path = (clpa_decode_path)p;
     tune_point(env, &s, t, &f);
   }
-  printf("tuning table (lib/tuning.c): decode_partition %d (%s path, %.1f us on %s, %s)\n",
-         (int)best_part, bench_path_name(best_path), best * 1e6, env->info.name, bench_mode_name(t));
+  char tt[32];
+  printf("tuning table (lib/tuning.c): decode_partition %d (%s path, %s on %s, %s)\n",
+         (int)best_part, bench_path_name(best_path), cli_time_text(tt, sizeof tt, best, 0),
+         env->info.name, bench_mode_name(t));
   return 0;
 }
 

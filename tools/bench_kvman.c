@@ -94,6 +94,7 @@ static int parse(int argc, char **argv, kv_opts *o) {
       "admit_us_per_step, finish_us_per_step, decode_us_per_step, reclaim_us_per_step,\n"
       "admits, refused, hit_rate, evicted_blocks, hot_evictions, num_blocks,\n"
       "watermark).",
+      clpa_version_string(),
   };
   int rc = cli_parse(&cmd, argc, argv);
   if (rc == CLI_RUN && o->out_max < o->out_min)
@@ -299,13 +300,18 @@ static int run_one(const kv_opts *o, int32_t running, cli_json *j) {
     cli_json_int(j, "watermark", kc.free_watermark);
     cli_json_end(j);
   } else {
-    printf("  %5d running: %8.0f steps/s  %6.2f us/step  p50 %6.2f  p99 %6.2f"
-           "  [admit %.2f, finish %.2f, append+view %.2f; reclaim %.2f off-path]\n"
+    char t[7][32];
+    printf("  %5d running: %8.0f steps/s  %s a step  p50 %s  p99 %s"
+           "  [admit %s, finish %s, append+view %s; reclaim %s off-path]\n"
            "                %lld admits, %lld refused, hit rate %.3f, %lld blocks evicted"
            " (%lld rounds on the hot path)\n",
-           (int)running, o->steps / total, mean, p50, p99, 1e6 * r.t_admit / o->steps,
-           1e6 * r.t_finish / o->steps, 1e6 * r.t_decode / o->steps,
-           1e6 * r.t_reclaim / o->steps, r.admits, r.refused, hit,
+           (int)running, o->steps / total, cli_time_text(t[0], sizeof t[0], mean * 1e-6, 9),
+           cli_time_text(t[1], sizeof t[1], p50 * 1e-6, 9),
+           cli_time_text(t[2], sizeof t[2], p99 * 1e-6, 9),
+           cli_time_text(t[3], sizeof t[3], r.t_admit / o->steps, 0),
+           cli_time_text(t[4], sizeof t[4], r.t_finish / o->steps, 0),
+           cli_time_text(t[5], sizeof t[5], r.t_decode / o->steps, 0),
+           cli_time_text(t[6], sizeof t[6], r.t_reclaim / o->steps, 0), r.admits, r.refused, hit,
            (long long)(s1.evicted_blocks - s0.evicted_blocks),
            (long long)(s1.hot_evictions - s0.hot_evictions));
   }

@@ -125,6 +125,7 @@ int bench_linear(int argc, char **argv) {
       "weight_bytes, gbps, copy_gbps, ratio, tflops, fma_peak_tflops, lanes, groups,\n"
       "nc, mwarps, fill, ct, ksplit (the tensor-core kernel's splits of k); the\n"
       "step's lines have shape \"step\" and the summed time and bytes.",
+      clpa_version_string(),
   };
   int rc = cli_parse(&cmd, argc, argv);
   if (rc != CLI_RUN) return rc;
@@ -245,9 +246,10 @@ int bench_linear(int argc, char **argv) {
           cli_json_int(&j, "ksplit", used == DEMO_LINEAR_MMA ? demo_linear_mma_split(l, c.rows, s->n, s->k) : 1);
           cli_json_end(&j);
         } else {
-          printf("%-8s %-8s rows %5d  %6d x %5d  %10.1f us  %8.1f GB/s (%.3f of copy)  %7.3f TFLOP/s\n",
+          char t[32];
+          printf("%-8s %-8s rows %5d  %6d x %5d  %s  %8.1f GB/s (%.3f of copy)  %7.3f TFLOP/s\n",
                  demo_linear_engine_name(used), s->what, (int)c.rows, (int)s->n, (int)s->k,
-                 per_call * 1e6, gbps, gbps / copy, tflops);
+                 cli_time_text(t, sizeof t, per_call, 10), gbps, gbps / copy, tflops);
         }
       }
       if (rc) break;
@@ -269,9 +271,11 @@ int bench_linear(int argc, char **argv) {
         cli_json_num(&j, "ratio", gbps / copy, 4);
         cli_json_end(&j);
       } else {
-        printf("%-8s step     rows %5d  %s's layers: %.1f us, %.3f of copy (floor %.1f us)\n",
-               demo_linear_engine_name(engines[e]), (int)a.rows.v[r], a.model, step_s * 1e6,
-               gbps / copy, step_bytes / (copy * 1e9) * 1e6);
+        char t1[32], t2[32];
+        printf("%-8s step     rows %5d  %s's layers: %s, %.3f of copy (floor %s)\n",
+               demo_linear_engine_name(engines[e]), (int)a.rows.v[r], a.model,
+               cli_time_text(t1, sizeof t1, step_s, 0), gbps / copy,
+               cli_time_text(t2, sizeof t2, step_bytes / (copy * 1e9), 0));
       }
     }
   if (A) clReleaseMemObject(A);

@@ -24,8 +24,14 @@ typedef struct prefill_args {
   int32_t heads, kv_heads, head_size, block_size, batch, new_tokens, cached, rows, keys;
   clpa_dtype dtype, q_dtype;
   clpa_prefill_path path;
+  bench_shapes shapes; /* the defaults taken: gpu or cpu (auto until parse picks) */
   int json, tune;
 } prefill_args;
+
+/* The shape sets' batch: 8 x 2048 new tokens on a GPU; 1 x 2048 on a CPU
+ * (about 0.2 s a call on PoCL with 2 cores, against 1.9 s). */
+#define GPU_BATCH 8
+#define CPU_BATCH 1
 
 static const char *path_name(clpa_prefill_path p) {
   return p == CLPA_PREFILL_ROWS ? "rows" : p == CLPA_PREFILL_MMA ? "mma" : "tiles";
@@ -48,8 +54,9 @@ static const char *parse_dtype(const char *text, void *value) {
 }
 
 static int parse(int argc, char **argv, prefill_args *a) {
-  *a = (prefill_args){32, 8, 128, 16, 8, 2048, 0, 0, 0, CLPA_DTYPE_F16, CLPA_DTYPE_F16,
-                      CLPA_PREFILL_AUTO, 0, 0};
+  /* batch 0: not given, the shape set's */
+  *a = (prefill_args){32, 8, 128, 16, 0, 2048, 0, 0, 0, CLPA_DTYPE_F16, CLPA_DTYPE_F16,
+                      CLPA_PREFILL_AUTO, BENCH_SHAPES_AUTO, 0, 0};
   const cli_opt opts[] = {
       {"heads", CLI_INT, &a->heads, 1, MAX_DIM, "N", "query heads", NULL, NULL},
       {"kv-heads", CLI_INT, &a->kv_heads, 1, MAX_DIM, "N", "key/value heads, a divisor of --heads",
@@ -57,7 +64,7 @@ static int parse(int argc, char **argv, prefill_args *a) {
       {"head-size", CLI_INT, &a->head_size, 1, MAX_DIM, "N", "elements per head", NULL, NULL},
       {"block-size", CLI_INT, &a->block_size, 1, MAX_DIM, "N", "tokens per cache block", NULL,
        NULL},
-      {"batch", CLI_INT, &a->batch, 1, MAX_DIM, "N", "sequences", NULL, NULL},
+      {"batch", CLI_INT, &a->batch, 1, MAX_DIM, "N", "sequences", "8; CPU 1", NULL},
       {"new-tokens", CLI_INT, &a->new_tokens, 1, MAX_DIM, "N", "new (prompt) tokens per sequence",
        NULL, NULL},
       {"cached-tokens", CLI_INT, &a->cached, 0, MAX_DIM, "N",
@@ -78,6 +85,9 @@ static int parse(int argc, char **argv, prefill_args *a) {
       {"tune", CLI_FLAG, &a->tune, 0, 0, NULL,
        "time every path and shape on these inputs and\nprint the tuning-table line for the best",
        NULL, NULL},
+      {"shapes", CLI_WORD, &a->shapes, 0, 0, "SET",
+       "the defaults the options not given take: gpu,\ncpu (marked CPU; seconds on a 2-core CPU)\n"
+       "or auto (cpu when the device is a CPU)", "auto", bench_parse_shapes},
       {"json", CLI_FLAG, &a->json, 0, 0, NULL, "print one JSON line instead of the table", NULL,
        NULL},
       {NULL, 0, NULL, 0, 0, NULL, NULL, NULL, NULL},
@@ -93,10 +103,13 @@ static int parse(int argc, char **argv, prefill_args *a) {
       "builds), two warm-ups, then 7 batches timed around clFinish; the median.\n"
       "JSON keys: op, device, lanes, path, heads, kv_heads, head_size, block_size,\n"
       "batch, new_tokens, cached_tokens, dtype, q_dtype, us_per_call, tflops,\n"
-      "fma_peak_tflops, ratio.",
+      "fma_peak_tflops, ratio, shapes (the set the defaults came from: gpu or cpu).",
+      clpa_version_string(),
   };
   int rc = cli_parse(&cmd, argc, argv);
   if (rc != CLI_RUN) return rc;
+  a->shapes = bench_shapes_pick(a->shapes);
+  if (!a->batch) a->batch = a->shapes == BENCH_SHAPES_CPU ? CPU_BATCH : GPU_BATCH;
   const long long per_seq = ((long long)a->cached + a->new_tokens + a->block_size - 1) / a->block_size;
   if (per_seq * a->batch > INT32_MAX || (long long)a->new_tokens * a->batch > INT32_MAX)
     return cli_error(&cmd, "--batch %d of %d + %d tokens is more than the library indexes",
@@ -195,9 +208,10 @@ int bench_prefill(int argc, char **argv) {
                cand[i][1], cand[i][2], clpa_context_last_error(env.ctx));
         continue;
       }
-      printf("%-5s rows %2d keys %2d: %10.1f us, %.4f TFLOP/s\n",
-             path_name((clpa_prefill_path)cand[i][0]), cand[i][1], cand[i][2], t * 1e6,
-             flops / t / 1e12);
+      char tt[32];
+      printf("%-5s rows %2d keys %2d: %s, %.4f TFLOP/s\n",
+             path_name((clpa_prefill_path)cand[i][0]), cand[i][1], cand[i][2],
+             cli_time_text(tt, sizeof tt, t, 10), flops / t / 1e12);
       if (flops / t > best) best = flops / t, bi = (int)i;
     }
     if (bi < 0) FAIL("no candidate ran");
@@ -250,15 +264,19 @@ int bench_prefill(int argc, char **argv) {
     cli_json_num(&j, "tflops", tflops, 4);
     cli_json_num(&j, "fma_peak_tflops", peak, 4);
     cli_json_num(&j, "ratio", tflops / peak, 4);
+    cli_json_str(&j, "shapes", bench_shapes_name(a.shapes));
     cli_json_end(&j);
   } else {
     printf("device      %s (%s lanes), %s path\n", env.info.name, clpa_lanes_name(env.info.lanes),
            path);
     printf("shape       batch %d x %d new tokens over %d cached, heads %d/%d, head size %d,"
-           " block %d, %s cache, %s queries\n",
+           " block %d, %s cache, %s queries; %s defaults\n",
            a.batch, L, C, a.heads, a.kv_heads, a.head_size, a.block_size,
-           clpa_dtype_name(a.dtype), clpa_dtype_name(a.q_dtype));
-    printf("time        %.1f us per call (median of 7 batches)\n", per_call * 1e6);
+           clpa_dtype_name(a.dtype), clpa_dtype_name(a.q_dtype),
+           a.shapes == BENCH_SHAPES_CPU ? "CPU" : "GPU");
+    char tt[32];
+    printf("time        %s per call (median of 7 batches)\n",
+           cli_time_text(tt, sizeof tt, per_call, 0));
     printf("attention   %.3f TFLOP/s (%.1f GFLOP per call)\n", tflops, flops / 1e9);
     printf("fma peak    %.3f TFLOP/s (f32, same run)\n", peak);
     printf("ratio       %.3f of the FMA peak\n", tflops / peak);

@@ -66,6 +66,7 @@ static int parse(int argc, char **argv, bench_opts *o) {
       "JSON keys: op, bench, requests, block_size, num_blocks, window, prompt_tokens,\n"
       "hit_tokens, hit_rate, ops, ops_per_s, admit_per_s, append_per_s, finish_per_s,\n"
       "evictions, evicted_blocks, evicted_nodes, splits, refused, seconds.",
+      clpa_version_string(),
   };
   return cli_parse(&cmd, argc, argv);
 }
@@ -183,14 +184,17 @@ int clpa_bench_radix(int argc, char **argv) {
     printf("radix: %d requests, %.1fM prompt tokens, block_size %d, %d blocks, %d in flight\n",
            (int)o.requests, (double)ks.prompt_tokens / 1e6, (int)o.block_size, (int)o.blocks,
            (int)o.window);
-    printf("  admit   %8lld calls  %10.0f /s  (%.2f us each)\n", b->n_admit,
-           b->n_admit / b->t_admit, 1e6 * b->t_admit / (double)b->n_admit);
+    char t[32];
+    printf("  admit   %8lld calls  %10.0f /s  (%s each)\n", b->n_admit,
+           b->n_admit / b->t_admit, cli_time_text(t, sizeof t, b->t_admit / (double)b->n_admit, 0));
     if (b->n_append)
-      printf("  append  %8lld calls  %10.0f /s  (%.2f us each, %d tokens)\n", b->n_append,
-             b->n_append / b->t_append, 1e6 * b->t_append / (double)b->n_append, ANSWER_LEN);
+      printf("  append  %8lld calls  %10.0f /s  (%s each, %d tokens)\n", b->n_append,
+             b->n_append / b->t_append,
+             cli_time_text(t, sizeof t, b->t_append / (double)b->n_append, 0), ANSWER_LEN);
     if (b->n_finish)
-      printf("  finish  %8lld calls  %10.0f /s  (%.2f us each)\n", b->n_finish,
-             b->n_finish / b->t_finish, 1e6 * b->t_finish / (double)b->n_finish);
+      printf("  finish  %8lld calls  %10.0f /s  (%s each)\n", b->n_finish,
+             b->n_finish / b->t_finish,
+             cli_time_text(t, sizeof t, b->t_finish / (double)b->n_finish, 0));
     printf("  all     %8lld ops    %10.0f /s\n", ops, ops / t_ops);
     printf("  evicted %lld blocks, %lld nodes in %lld rounds\n", (long long)st.evicted_blocks,
            (long long)st.evicted_nodes, (long long)ks.evictions);

@@ -8,9 +8,12 @@
  * that stops keeps what it measured), a line per point on stdout, and a
  * PNG when gnuplot is installed: one panel per (dtype, lengths), the ratio
  * against the context, one line per batch size; a point of a line is the
- * median ratio over the grid's (heads, GQA) pairs. Shapes the device
- * cannot hold, and shapes the library refuses, are skipped with a note.
+ * median ratio over the grid's (heads, GQA) pairs; every panel has the
+ * same y range, so dtypes compare at a glance. Shapes the device cannot
+ * hold, and shapes the library refuses, are skipped with a note. On a
+ * terminal the progress line counts the points and gives an ETA.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -103,8 +106,14 @@ typedef struct sweep_args {
   int_list heads, gqa, batch, context, dtypes, lengths, paths;
   int32_t head_size, block_size, repeats;
   int quick, cold, hot, json;
+  bench_shapes shapes; /* the defaults taken: gpu or cpu (auto until parse picks) */
   const char *csv, *png;
 } sweep_args;
+
+/* The grid the lists not given take: "quick", "cpu" or "gpu". */
+static const char *grid_name(const sweep_args *a) {
+  return a->quick ? "quick" : bench_shapes_name(a->shapes);
+}
 
 static const char *parse_path(const char *text, void *value) {
   if (!*text) return "a file name";
@@ -121,18 +130,21 @@ static int parse(int argc, char **argv, sweep_args *a) {
        "a tiny grid that takes seconds (for tests): heads 4,\nGQA 2, head size 64, batch 1,4, "
        "context 64,512,\ndtype f16, lengths uniform,one-long",
        NULL, NULL},
+      {"shapes", CLI_WORD, &a->shapes, 0, 0, "SET",
+       "the grid of the lists not given: gpu, cpu\n(marked CPU; under a minute on a 2-core CPU)\n"
+       "or auto (cpu when the device is a CPU)", "auto", bench_parse_shapes},
       {"dtypes", CLI_WORD, &a->dtypes, 0, 0, "LIST", "cache dtypes",
        "f32,f16,bf16,fp8_e4m3,fp8_e5m2", parse_dtypes},
-      {"heads", CLI_WORD, &a->heads, 0, 0, "LIST", "query heads", "8,32,128", parse_ints},
+      {"heads", CLI_WORD, &a->heads, 0, 0, "LIST", "query heads", "8,32,128; CPU 32", parse_ints},
       {"gqa", CLI_WORD, &a->gqa, 0, 0, "LIST",
-       "query heads per K/V head (pairs where it does\nnot divide --heads are left out)", "1,4,16",
-       parse_ints},
-      {"batch", CLI_WORD, &a->batch, 0, 0, "LIST", "sequences", "1,16,256", parse_ints},
+       "query heads per K/V head (pairs where it does\nnot divide --heads are left out)",
+       "1,4,16; CPU 4", parse_ints},
+      {"batch", CLI_WORD, &a->batch, 0, 0, "LIST", "sequences", "1,16,256; CPU 1,16", parse_ints},
       {"context", CLI_WORD, &a->context, 0, 0, "LIST", "tokens of the longest sequence",
-       "128,1024,8192,32768,131072", parse_ints},
+       "128,1024,8192,32768,131072;\nCPU 512,2048", parse_ints},
       {"lengths", CLI_WORD, &a->lengths, 0, 0, "LIST",
-       "as in decode --lengths; batch 1 runs only\nuniform", "uniform,loguniform,one-long",
-       parse_lengths_list},
+       "as in decode --lengths; batch 1 runs only\nuniform",
+       "uniform,loguniform,one-long;\nCPU uniform,one-long", parse_lengths_list},
       {"head-size", CLI_INT, &a->head_size, 1, MAX_DIM, "N", "elements per head",
        "128; 64 with --quick", NULL},
       {"block-size", CLI_INT, &a->block_size, 1, MAX_DIM, "N", "tokens per cache block", NULL,
@@ -147,7 +159,7 @@ static int parse(int argc, char **argv, sweep_args *a) {
        "the CSV's name, .png", parse_path},
       {"paths", CLI_WORD, &a->paths, 0, 0, "LIST",
        "also time each point on these paths (lanes, mma,\nrows; each with its own plan, on "
-       "auto's\nlengths) and give auto's time against the\nfastest (issue 11: no point below 0.8)",
+       "auto's\nlengths) and give auto's time against the\nfastest path's",
        "none", parse_paths},
       {"json", CLI_FLAG, &a->json, 0, 0, NULL,
        "print one JSON line (the summary) instead of a\nline per point", NULL, NULL},
@@ -160,8 +172,9 @@ static int parse(int argc, char **argv, sweep_args *a) {
       "bandwidth against the context, one line per batch size.",
       opts,
       "The grid: every dtype x heads x GQA ratio x batch x lengths x context, with\n"
-      "the options' lists (the defaults: up to 5 x 3 x 3 x 3 x 3 x 5 points, fewer\n"
-      "where a ratio does not divide the heads or the batch is 1). Each point is\n"
+      "the options' lists, leaving out the ratios that do not divide the heads and\n"
+      "batch 1's lengths but uniform: the GPU's defaults make 1400 points, the CPU's\n"
+      "30 (under a minute on PoCL with 2 cores and a warm kernel cache). Each point is\n"
       "measured as decode measures it (see 'clpa-bench decode --help'), the copy\n"
       "ceiling over the same bytes in the same mode. Shapes the device cannot hold\n"
       "or the library refuses are skipped with a note on stderr.\n"
@@ -169,15 +182,29 @@ static int parse(int argc, char **argv, sweep_args *a) {
       "batch, context, lengths, us_per_call, gbps, copy_gbps, ratio, path (auto's),\n"
       "best_path, best_us, auto_vs_best (best_us / us_per_call; the last three\n"
       "empty without --paths). A path that refuses a point is left out of it.\n"
-      "The plot: a panel per dtype and lengths; a point is the median ratio over\n"
-      "the (heads, GQA) pairs of the grid. Without gnuplot it says so and skips it.\n"
-      "JSON keys: op, device, mode, points, measured, skipped, failed, csv, png;\n"
-      "with --paths also worst_auto_vs_best, worst_point and below_0_8 (points\n"
+      "The plot: a panel per dtype and lengths, all on one y range; a point is the\n"
+      "median ratio over the (heads, GQA) pairs of the grid. Without gnuplot it says\n"
+      "so and skips it. On a terminal, a progress line counts the points (i/N) and\n"
+      "gives an ETA from the points so far.\n"
+      "JSON keys: op, device, mode, points, measured, skipped, failed, csv, png,\n"
+      "shapes (the grid the lists not given took: gpu, cpu or quick); with --paths\n"
+      "also worst_auto_vs_best, worst_point and below_0_8 (points\n"
       "where auto takes more than 1.25x the fastest path's time).",
+      clpa_version_string(),
   };
   int rc = cli_parse(&cmd, argc, argv);
   if (rc != CLI_RUN) return rc;
   if (a->cold && a->hot) return cli_error(&cmd, "--cold and --hot exclude each other");
+  if (a->quick && a->shapes != BENCH_SHAPES_AUTO)
+    return cli_error(&cmd, "--quick and --shapes exclude each other");
+  if (!a->quick) a->shapes = bench_shapes_pick(a->shapes);
+  if (a->shapes == BENCH_SHAPES_CPU) { /* 30 points */
+    DEFAULT(a->heads, 32);
+    DEFAULT(a->gqa, 4);
+    DEFAULT(a->batch, 1, 16);
+    DEFAULT(a->context, 512, 2048);
+    DEFAULT(a->lengths, BENCH_LENGTHS_UNIFORM, BENCH_LENGTHS_ONE_LONG);
+  }
   if (a->quick) {
     DEFAULT(a->dtypes, CLPA_DTYPE_F16);
     DEFAULT(a->heads, 4);
@@ -189,7 +216,7 @@ static int parse(int argc, char **argv, sweep_args *a) {
   }
   DEFAULT(a->dtypes, CLPA_DTYPE_F32, CLPA_DTYPE_F16, CLPA_DTYPE_BF16, CLPA_DTYPE_FP8_E4M3,
           CLPA_DTYPE_FP8_E5M2);
-  DEFAULT(a->heads, 8, 32, 128);
+  DEFAULT(a->heads, 8, 32, 128); /* 1400 points */
   DEFAULT(a->gqa, 1, 4, 16);
   DEFAULT(a->batch, 1, 16, 256);
   DEFAULT(a->context, 128, 1024, 8192, 32768, 131072);
@@ -259,6 +286,7 @@ typedef struct sweep_run {
   sweep_row *rows;
   copy_memo memo[64];
   int memo_n;
+  double started; /* when the first point began (bench_now), for the ETA */
 } sweep_run;
 
 /* The copy ceiling over bytes, measured once per size. */
@@ -299,7 +327,7 @@ static void compare_paths(sweep_run *r, sweep_row *row, const char *what, uint64
     sp.path = p;
     bench_decode_figures f;
     char why[2048];
-    cli_progress("sweep %d/%d: %s, %s path", r->done, r->points, what, bench_path_name(p));
+    cli_progress("%s, %s path", what, bench_path_name(p));
     bench_rand_restore(drawn);
     int rc = bench_decode_measure(r->env, &sp, &r->t, &f, why, sizeof why);
     cli_progress_end();
@@ -322,8 +350,18 @@ static void measure_point(const bench_decode_shape *s, void *ctx) {
   sweep_run *r = ctx;
   char what[160], why[2048];
   shape_text(s, 0, what, sizeof what);
-  r->done++;
-  cli_progress("sweep %d/%d: %s", r->done, r->points, what);
+  /* The counter and the ETA (from the points so far) stay on every
+   * progress line of the point. */
+  char counter[96], eta[32];
+  const int finished = r->done++;
+  if (finished > 0)
+    snprintf(counter, sizeof counter, "sweep %d/%d, ETA %s: ", r->done, r->points,
+             cli_duration_text(eta, sizeof eta,
+                               (bench_now() - r->started) / finished * (r->points - finished)));
+  else
+    snprintf(counter, sizeof counter, "sweep %d/%d: ", r->done, r->points);
+  cli_progress_prefix(counter);
+  cli_progress("%s", what);
   bench_decode_figures f;
   const uint64_t drawn = bench_rand_state();
   int rc = bench_decode_measure(r->env, s, &r->t, &f, why, sizeof why);
@@ -358,11 +396,13 @@ static void measure_point(const bench_decode_shape *s, void *ctx) {
   fflush(r->csv);
   shape_text(s, 1, what, sizeof what);
   if (!r->a->json) {
-    printf("%s %10.1f us %9.2f GB/s  ratio %.3f  %-5s", what, row->us, row->gbps, row->ratio,
+    char tt[32];
+    printf("%s %s %9.2f GB/s  ratio %.3f  %-5s", what,
+           cli_time_text(tt, sizeof tt, row->us * 1e-6, 10), row->gbps, row->ratio,
            bench_path_name(row->path));
     if (r->a->paths.n)
-      printf("  %.2f of the fastest (%s, %.1f us)", auto_vs_best(row),
-             bench_path_name(row->best_path), row->best_us);
+      printf("  %.2f of the fastest (%s, %s)", auto_vs_best(row), bench_path_name(row->best_path),
+             cli_time_text(tt, sizeof tt, row->best_us * 1e-6, 0));
     printf("\n");
   }
   fflush(stdout);
@@ -409,11 +449,30 @@ static double median_ratio(const sweep_run *r, int32_t dtype, int32_t lengths, i
   return n % 2 ? buf[n / 2] : (buf[n / 2 - 1] + buf[n / 2]) / 2;
 }
 
-/* Writes the gnuplot script (data inline as datablocks) to f. */
+/* The top of the panels' shared y range: a tenth above the highest point,
+ * rounded up to a tenth, so that panels compare at a glance (1 when
+ * nothing was measured). */
+static double plot_ymax(const sweep_run *r, double *buf) {
+  const sweep_args *a = r->a;
+  double top = 0;
+  for (int d = 0; d < a->dtypes.n; d++)
+    for (int l = 0; l < a->lengths.n; l++)
+      for (int b = 0; b < a->batch.n; b++)
+        for (int c = 0; c < a->context.n; c++) {
+          const double m = median_ratio(r, a->dtypes.v[d], a->lengths.v[l], a->batch.v[b],
+                                        a->context.v[c], buf);
+          if (m > top) top = m;
+        }
+  return top > 0 ? ceil(top * 1.1 * 10 - 1e-9) / 10 : 1;
+}
+
+/* Writes the gnuplot script (data inline as datablocks) to f. Text is
+ * literal (noenhanced: fp8_e4m3 is no subscript); every panel has the
+ * same y range. */
 static void plot_script(const sweep_run *r, const char *png, FILE *f, double *buf) {
   const sweep_args *a = r->a;
   int cols = a->lengths.n, rows = a->dtypes.n;
-  fprintf(f, "set terminal png size %d,%d\nset output ", 560 * cols, 420 * rows);
+  fprintf(f, "set terminal png noenhanced size %d,%d\nset output ", 560 * cols, 420 * rows);
   gp_string(f, png);
   fputs("\nset multiplot layout ", f);
   fprintf(f, "%d,%d title ", rows, cols);
@@ -423,8 +482,9 @@ static void plot_script(const sweep_run *r, const char *png, FILE *f, double *bu
            bench_mode_name(&r->t), r->env->info.name);
   gp_string(f, title);
   fputs("\nset logscale x 2\nset xlabel 'context (tokens)'\nset ylabel 'ratio'\n"
-        "set yrange [0:*]\nset key top left\nset grid\n",
+        "set key top left\nset grid\n",
         f);
+  fprintf(f, "set yrange [0:%.1f]\n", plot_ymax(r, buf));
   for (int d = 0; d < a->dtypes.n; d++)
     for (int l = 0; l < a->lengths.n; l++) {
       int lines = 0;
@@ -443,7 +503,7 @@ static void plot_script(const sweep_run *r, const char *png, FILE *f, double *bu
       gp_string(f, title);
       fputc('\n', f);
       if (!lines) { /* nothing measured here: an empty panel keeps the layout */
-        fputs("set key off\nplot [1:2] [0:1] NaN notitle\nset key on\n", f);
+        fputs("set key off\nplot [1:2] NaN notitle\nset key on\n", f);
         continue;
       }
       fputs("plot ", f);
@@ -517,6 +577,7 @@ static void print_json(const sweep_run *r, const char *csv, const char *png) {
   cli_json_int(&j, "failed", r->failed);
   cli_json_str(&j, "csv", csv);
   cli_json_str(&j, "png", png);
+  cli_json_str(&j, "shapes", grid_name(r->a));
   if (r->a->paths.n) {
     char what[160] = "";
     const int w = worst_point(r);
@@ -543,7 +604,7 @@ int bench_sweep(int argc, char **argv) {
   if (parsed != CLI_RUN) return parsed;
   char *png = a.png ? NULL : png_name(a.csv);
   const char *png_path = a.png ? (strcmp(a.png, "none") == 0 ? NULL : a.png) : png;
-  sweep_run r = {&a, NULL, {0, 0}, NULL, 0, 0, 0, 0, 0, NULL, {{0, 0}}, 0};
+  sweep_run r = {&a, NULL, {0, 0}, NULL, 0, 0, 0, 0, 0, NULL, {{0, 0}}, 0, 0};
   r.points = grid_each(&a, NULL, NULL);
   r.rows = malloc(sizeof *r.rows * (size_t)(r.points ? r.points : 1));
   if (!r.rows || (!a.png && !png)) {
@@ -568,10 +629,12 @@ int bench_sweep(int argc, char **argv) {
         "us_per_call,gbps,copy_gbps,ratio,path,best_path,best_us,auto_vs_best\n",
         r.csv);
   if (!a.json)
-    printf("device %s, %s L2, %d points -> %s\n", env.info.name, bench_mode_name(&r.t), r.points,
-           a.csv);
+    printf("device %s, %s L2, %d points (%s grid) -> %s\n", env.info.name, bench_mode_name(&r.t),
+           r.points, grid_name(&a), a.csv);
   fflush(stdout);
+  r.started = bench_now();
   grid_each(&a, measure_point, &r);
+  cli_progress_prefix(NULL);
   int closed = fclose(r.csv);
   r.csv = NULL;
   if (closed != 0) {
@@ -590,10 +653,13 @@ int bench_sweep(int argc, char **argv) {
     if (w >= 0) {
       char what[160];
       shape_text(&r.rows[w].s, 0, what, sizeof what);
-      printf("auto against the fastest path: %.2f at worst (%s: %s %.1f us, %s %.1f us); %d of %d"
+      char t1[32], t2[32];
+      printf("auto against the fastest path: %.2f at worst (%s: %s %s, %s %s); %d of %d"
              " points below 0.8\n",
-             auto_vs_best(&r.rows[w]), what, bench_path_name(r.rows[w].path), r.rows[w].us,
-             bench_path_name(r.rows[w].best_path), r.rows[w].best_us, below(&r, 0.8), r.measured);
+             auto_vs_best(&r.rows[w]), what, bench_path_name(r.rows[w].path),
+             cli_time_text(t1, sizeof t1, r.rows[w].us * 1e-6, 0),
+             bench_path_name(r.rows[w].best_path),
+             cli_time_text(t2, sizeof t2, r.rows[w].best_us * 1e-6, 0), below(&r, 0.8), r.measured);
     }
   }
   rc = r.failed ? 1 : 0;

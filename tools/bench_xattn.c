@@ -47,7 +47,17 @@ typedef struct xattn_args {
   int input; /* 0 both, 1 structured, 2 random */
   int json, gemm;
   int path; /* clpa_xattn_path */
+  bench_shapes shapes; /* the defaults taken: gpu or cpu (auto until parse picks) */
 } xattn_args;
+
+/* The shape sets: a GPU's heads 32/8 at 8k, 32k and 64k tokens; a CPU's
+ * heads 8/2 at 1k, 2k and 4k (15 s with both inputs on PoCL, 2 cores;
+ * the GPU's 64k alone would take hours there). */
+static const int32_t gpu_tokens[] = {8192, 32768, 65536}, cpu_tokens[] = {1024, 2048, 4096};
+#define GPU_HEADS 32
+#define GPU_KV_HEADS 8
+#define CPU_HEADS 8
+#define CPU_KV_HEADS 2
 
 static const char *parse_lengths_list(const char *text, void *value) {
   xattn_args *a = value;
@@ -95,15 +105,16 @@ static const char *parse_tau(const char *text, void *value) {
 }
 
 static int parse(int argc, char **argv, xattn_args *a) {
-  *a = (xattn_args){32, 8, 128, 16, 8, 128, 0, 0.9, {8192, 32768, 65536}, 3, 0, 0, 0, 0};
+  /* heads, kv_heads and the lengths 0: not given, the shape set's */
+  *a = (xattn_args){0, 0, 128, 16, 8, 128, 0, 0.9, {0}, 0, 0, 0, 0, 0, BENCH_SHAPES_AUTO};
   const cli_opt opts[] = {
-      {"heads", CLI_INT, &a->heads, 1, 256, "N", "query heads", NULL, NULL},
+      {"heads", CLI_INT, &a->heads, 1, 256, "N", "query heads", "32; CPU 8", NULL},
       {"kv-heads", CLI_INT, &a->kv_heads, 1, 256, "N", "key/value heads, a divisor of --heads",
-       NULL, NULL},
+       "8; CPU 2", NULL},
       {"head-size", CLI_INT, &a->head_size, 1, 512, "N", "elements per head", NULL, NULL},
       {"block-size", CLI_INT, &a->block_size, 1, 1024, "N", "tokens per cache block", NULL, NULL},
-      {"tokens", CLI_WORD, a, 0, 0, "LIST", "prompt lengths, comma-separated", "8192,32768,65536",
-       parse_lengths_list},
+      {"tokens", CLI_WORD, a, 0, 0, "LIST", "prompt lengths, comma-separated",
+       "8192,32768,65536; CPU 1024,2048,4096", parse_lengths_list},
       {"input", CLI_WORD, &a->input, 0, 0, "KIND",
        "structured (concentrated attention), random\n(nearly uniform) or both", "both", parse_input},
       {"tau", CLI_WORD, &a->tau, 0, 0, "T", "share of each query block's mass to keep, in\n(0, 1]",
@@ -119,6 +130,9 @@ static int parse(int argc, char **argv, xattn_args *a) {
        NULL, NULL},
       {"path", CLI_WORD, &a->path, 0, 0, "P",
        "the estimation's products: auto, f32 or mma\n(tensor cores)", "auto", parse_path},
+      {"shapes", CLI_WORD, &a->shapes, 0, 0, "SET",
+       "the defaults the options not given take: gpu,\ncpu (marked CPU; seconds on a 2-core CPU)\n"
+       "or auto (cpu when the device is a CPU)", "auto", bench_parse_shapes},
       {"json", CLI_FLAG, &a->json, 0, 0, NULL, "print one JSON line instead of the table", NULL,
        NULL},
       {NULL, 0, NULL, 0, 0, NULL, NULL, NULL, NULL},
@@ -133,17 +147,26 @@ static int parse(int argc, char **argv, xattn_args *a) {
       "pairs), on the first 4 tokens and on 16 scattered keys; random is uniform in\n"
       "[-1, 1]. f16 caches and queries. Timing as clpa-bench prefill (median of 7\n"
       "batches). JSON keys: op, device, heads, kv_heads, head_size, tau, stride,\n"
-      "block, path (the estimation's), runs (an array of: tokens, input, dense_ms,\n"
-      "estimate_ms, sparse_ms,\n"
+      "block, path (the estimation's), shapes (the set the defaults came from: gpu\n"
+      "or cpu), runs (an array of: tokens, input, dense_ms, estimate_ms, sparse_ms,\n"
       "density, speedup, estimate_share, and with --gemm gemm_ms).\n"
       "--gemm: per head, the (L/S) x (S D) reshaped queries times the transposed\n"
       "reshaped keys into a full (L/S) x (L/S) f32 score matrix, one strided-batched\n"
       "CLBlastSgemm over the heads, from contiguous random matrices: the products\n"
       "alone (the reshape copies out of the paged cache and the softmax passes over\n"
       "the stored scores are not counted), so a lower bound on that route's cost.",
+      clpa_version_string(),
   };
   int rc = cli_parse(&cmd, argc, argv);
   if (rc != CLI_RUN) return rc;
+  a->shapes = bench_shapes_pick(a->shapes);
+  const int cpu = a->shapes == BENCH_SHAPES_CPU;
+  if (!a->heads) a->heads = cpu ? CPU_HEADS : GPU_HEADS;
+  if (!a->kv_heads) a->kv_heads = cpu ? CPU_KV_HEADS : GPU_KV_HEADS;
+  if (!a->n_lengths) {
+    a->n_lengths = 3;
+    memcpy(a->lengths, cpu ? cpu_tokens : gpu_tokens, sizeof gpu_tokens);
+  }
 #ifndef CLPA_BENCH_CLBLAST
   if (a->gemm) return cli_error(&cmd, "--gemm needs a build with CLBlast");
 #endif
@@ -392,6 +415,7 @@ int bench_xattn(int argc, char **argv) {
     cli_json_int(&j, "stride", a.stride);
     cli_json_int(&j, "block", a.block);
     cli_json_str(&j, "path", n && res[0].path == CLPA_XATTN_MMA ? "mma" : "f32");
+    cli_json_str(&j, "shapes", bench_shapes_name(a.shapes));
     cli_json_array(&j, "runs");
     for (int i = 0; i < n; i++) {
       const xresult *x = &res[i];
@@ -411,21 +435,26 @@ int bench_xattn(int argc, char **argv) {
     cli_json_end(&j);
   } else {
     printf("device  %s (%s lanes)\n", env.info.name, clpa_lanes_name(env.info.lanes));
-    printf("shape   heads %d/%d, head size %d, block %d, f16; tau %.3g, stride %d, mask block %d\n",
-           a.heads, a.kv_heads, a.head_size, a.block_size, a.tau, a.stride, a.block);
+    printf("shape   heads %d/%d, head size %d, block %d, f16; tau %.3g, stride %d, mask block %d;"
+           " %s defaults\n",
+           a.heads, a.kv_heads, a.head_size, a.block_size, a.tau, a.stride, a.block,
+           a.shapes == BENCH_SHAPES_CPU ? "CPU" : "GPU");
     printf("path    estimation on %s\n",
            n && res[0].path == CLPA_XATTN_MMA ? "tensor cores (mma)" : "f32 products");
-    printf("%8s %-10s %11s %11s %11s %8s %8s %9s\n", "tokens", "input", "dense ms", "estimate ms",
-           "sparse ms", "density", "speedup", "est/dense");
+    printf("%8s %-10s %10s %10s %10s %8s %8s %9s\n", "tokens", "input", "dense", "estimate",
+           "sparse", "density", "speedup", "est/dense");
     for (int i = 0; i < n; i++) {
       const xresult *x = &res[i];
-      printf("%8d %-10s %11.3f %11.3f %11.3f %8.4f %7.2fx %9.4f\n", x->tokens,
-             x->structured ? "structured" : "random", x->dense * 1e3, x->estimate * 1e3,
-             x->sparse * 1e3, x->density, x->dense / (x->estimate + x->sparse),
-             x->estimate / x->dense);
+      char dense[32], est[32], sparse[32];
+      printf("%8d %-10s %s %s %s %8.4f %7.2fx %9.4f\n", x->tokens,
+             x->structured ? "structured" : "random",
+             cli_time_text(dense, sizeof dense, x->dense, 10),
+             cli_time_text(est, sizeof est, x->estimate, 10),
+             cli_time_text(sparse, sizeof sparse, x->sparse, 10), x->density,
+             x->dense / (x->estimate + x->sparse), x->estimate / x->dense);
       if (x->gemm > 0)
-        printf("%8s %-10s GEMM route's products (CLBlast, full square): %.3f ms\n", "", "",
-               x->gemm * 1e3);
+        printf("%8s %-10s GEMM route's products (CLBlast, full square): %s\n", "", "",
+               cli_time_text(dense, sizeof dense, x->gemm, 0));
     }
     printf("speedup = dense / (estimate + sparse); density = kept / causal block pairs\n");
   }

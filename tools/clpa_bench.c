@@ -45,7 +45,8 @@ static const char USAGE[] =
     "\n"
     "The device is CLPA_DEVICE's (P:D or a name substring), else the first GPU, else\n"
     "the first device; clpa-info lists them. --json on any command prints one JSON\n"
-    "line whose \"op\" names the command.\n";
+    "line whose \"op\" names the command. On a CPU, prefill, xattn and sweep default\n"
+    "to shapes that end within a minute on 2 cores (their --shapes picks).\n";
 
 int main(int argc, char **argv) {
   const char *cmd = argc >= 2 ? argv[1] : NULL;

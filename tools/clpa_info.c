@@ -141,7 +141,8 @@ static int parse(int argc, char **argv, int *smoke_run, int *json) {
        "came from the\nbinary cache, how long that took, where the\ncache is, and the tuning-table entry it uses",
        NULL, NULL},
       {"json", CLI_FLAG, json, 0, 0, NULL,
-       "print one JSON line: version, selected_by,\nselected (an index into devices or null), "
+       "print one JSON line: op (\"info\"), version,\n"
+       "selected_by, selected (an index into devices or\nnull), "
        "error,\ndevices (an array), and smoke with --smoke", NULL, NULL},
       {NULL, 0, NULL, 0, 0, NULL, NULL, NULL, NULL},
   };
@@ -159,6 +160,7 @@ static int parse(int argc, char **argv, int *smoke_run, int *json) {
       "(gpu, cpu, other), compute_units, max_work_group_size, global_mem_bytes,\n"
       "max_alloc_bytes, local_mem_bytes, subgroups, subgroup_shuffle, fp16, fp64,\n"
       "lanes.",
+      clpa_version_string(),
   };
   return cli_parse(&cmd, argc, argv);
 }
@@ -170,6 +172,7 @@ static int report_json(const clpa_device_info *devs, size_t n, clpa_status st, s
   if (smoke_run && st == CLPA_OK) smoke(&r);
   cli_json j;
   cli_json_begin(&j, stdout);
+  cli_json_str(&j, "op", "info");
   cli_json_str(&j, "version", clpa_version_string());
   cli_json_str(&j, "selected_by", getenv("CLPA_DEVICE") ? "CLPA_DEVICE" : "default");
   if (st == CLPA_OK && n > 0)

@@ -14,7 +14,7 @@
  * Options
  * -------------------------------------------------------------------- */
 #define MAX_OPTS 32
-#define OPT_VAL 256 /* getopt_long's value of opts[i] is OPT_VAL + i, clear of 'h' */
+#define OPT_VAL 256 /* getopt_long's value of opts[i] is OPT_VAL + i, clear of 'h' and 'V' */
 #define HELP_COLUMN 26 /* where the help text starts */
 #define LINE_WIDTH 80
 
@@ -50,13 +50,18 @@ static void print_opt(FILE *f, const char *left, const char *help, const char *d
     fputc(*p, f);
     if (*p == '\n') n = fprintf(f, "%*s", HELP_COLUMN, "") - 1;
   }
-  if (def) { /* on the help's last line when it fits, else on its own */
-    char text[96];
-    int len = snprintf(text, sizeof text, "(default %s)", def);
+  if (def) { /* on the help's last line when it fits, else on its own; '\n' as in help */
+    char text[128];
+    snprintf(text, sizeof text, "(default %s)", def);
+    const int len = (int)strcspn(text, "\n");
     if (n + 1 + len < LINE_WIDTH)
-      fprintf(f, " %s", text);
+      fputc(' ', f);
     else
-      fprintf(f, "\n%*s%s", HELP_COLUMN, "", text);
+      fprintf(f, "\n%*s", HELP_COLUMN, "");
+    for (const char *p = text; *p; p++) {
+      fputc(*p, f);
+      if (*p == '\n') fprintf(f, "%*s", HELP_COLUMN, "");
+    }
   }
   fputc('\n', f);
 }
@@ -79,6 +84,7 @@ void cli_usage(const cli_cmd *cmd, FILE *f) {
     print_opt(f, left, o->help, d);
   }
   print_opt(f, "-h, --help", "this text", NULL);
+  if (cmd->version) print_opt(f, "--version", "print the version", NULL);
   if (cmd->notes) fprintf(f, "\n%s\n", cmd->notes);
 }
 
@@ -138,9 +144,10 @@ static int unknown(const cli_cmd *cmd, const char *text) {
   const char *prefix = strncmp(name, "--", 2) == 0 && name[2] ? name + 2 : NULL;
   size_t used = 0;
   int matches = 0;
-  for (int i = 0; prefix && i <= count_opts(cmd->opts); i++) {
-    const char *o = cmd->opts[i].name ? cmd->opts[i].name : "help"; /* the table, then help */
-    if (strncmp(o, prefix, strlen(prefix)) == 0 && used < sizeof all)
+  const int n = count_opts(cmd->opts);
+  for (int i = 0; prefix && i < n + 2; i++) { /* the table, then help and version */
+    const char *o = i < n ? cmd->opts[i].name : i == n ? "help" : cmd->version ? "version" : "";
+    if (*o && strncmp(o, prefix, strlen(prefix)) == 0 && used < sizeof all)
       used += (size_t)snprintf(all + used, sizeof all - used, "%s--%s", matches++ ? ", " : "", o);
   }
   if (matches > 1) return cli_error(cmd, "ambiguous option '%s' (%s)", name, all);
@@ -149,14 +156,16 @@ static int unknown(const cli_cmd *cmd, const char *text) {
 
 int cli_parse(const cli_cmd *cmd, int argc, char **argv) {
   const int n = count_opts(cmd->opts);
-  struct option longs[MAX_OPTS + 2];
+  struct option longs[MAX_OPTS + 3];
   if (n > MAX_OPTS) abort(); /* a table this long is a mistake in the tool */
   for (int i = 0; i < n; i++)
     longs[i] = (struct option){cmd->opts[i].name,
                                cmd->opts[i].kind == CLI_FLAG ? no_argument : required_argument,
                                NULL, OPT_VAL + i};
   longs[n] = (struct option){"help", no_argument, NULL, 'h'};
-  longs[n + 1] = (struct option){NULL, 0, NULL, 0};
+  longs[n + 1] = cmd->version ? (struct option){"version", no_argument, NULL, 'V'}
+                              : (struct option){NULL, 0, NULL, 0};
+  longs[n + 2] = (struct option){NULL, 0, NULL, 0};
 
   opterr = 0; /* every message is ours */
   optind = 1;
@@ -165,6 +174,10 @@ int cli_parse(const cli_cmd *cmd, int argc, char **argv) {
     if (c == -1) break;
     if (c == 'h') {
       cli_usage(cmd, stdout);
+      return 0;
+    }
+    if (c == 'V') {
+      printf("%s (clpa %s)\n", cmd->name, cmd->version);
       return 0;
     }
     if (c >= OPT_VAL && c < OPT_VAL + n) {
@@ -181,8 +194,9 @@ int cli_parse(const cli_cmd *cmd, int argc, char **argv) {
                        known->kind == CLI_INT ? describe_int(known, what, sizeof what, 0, 0)
                                               : known->arg);
     }
-    if (known || (optopt == 'h' && strncmp(arg, "--", 2) == 0))
-      return cli_error(cmd, "--%s takes no value", known ? known->name : "help");
+    if (known || ((optopt == 'h' || optopt == 'V') && strncmp(arg, "--", 2) == 0))
+      return cli_error(cmd, "--%s takes no value",
+                       known ? known->name : optopt == 'h' ? "help" : "version");
     if (optopt) return cli_error(cmd, "unknown option '-%c'", optopt);
     return unknown(cmd, arg);
   }
@@ -306,10 +320,48 @@ void cli_json_bool(cli_json *j, const char *key, int v) {
 }
 
 /* ----------------------------------------------------------------------
+ * Times for people
+ * -------------------------------------------------------------------- */
+const char *cli_time_text(char *buf, size_t size, double seconds, int width) {
+  char text[64];
+  if (!isfinite(seconds) || seconds < 0) {
+    snprintf(text, sizeof text, "-");
+  } else {
+    /* The unit is chosen on the rounded value: 999.96 µs is 1.00 ms. */
+    static const char *const unit[] = {"\xc2\xb5s", "ms", "s"}; /* µs: U+00B5 */
+    double v = seconds * 1e6;
+    int u = 0;
+    while (u < 2 && v >= 999.95) v /= 1e3, u++;
+    snprintf(text, sizeof text, "%.*f %s", v < 9.995 ? 2 : 1, v, unit[u]);
+  }
+  /* columns: every byte but UTF-8's continuation bytes */
+  int cols = 0;
+  for (const char *p = text; *p; p++) cols += ((unsigned char)*p & 0xc0) != 0x80;
+  snprintf(buf, size, "%*s%s", width > cols ? width - cols : 0, "", text);
+  return buf;
+}
+
+const char *cli_duration_text(char *buf, size_t size, double seconds) {
+  if (!isfinite(seconds) || seconds < 0 || seconds > 1e9) {
+    snprintf(buf, size, "-");
+    return buf;
+  }
+  const long s = (long)(seconds + 0.5), m = (s + 30) / 60; /* past an hour, whole minutes */
+  if (s < 60)
+    snprintf(buf, size, "%ld s", s);
+  else if (s < 3600)
+    snprintf(buf, size, "%ld min %02ld s", s / 60, s % 60);
+  else
+    snprintf(buf, size, "%ld h %02ld min", m / 60, m % 60);
+  return buf;
+}
+
+/* ----------------------------------------------------------------------
  * Progress
  * -------------------------------------------------------------------- */
 static int progress_tty = -1; /* unknown until first asked */
 static int progress_shown;    /* characters on the line now */
+static char progress_before[96]; /* cli_progress_prefix's text */
 static double progress_start, progress_last;
 
 static double seconds(void) {
@@ -323,14 +375,20 @@ static int on_terminal(void) {
   return progress_tty;
 }
 
+void cli_progress_prefix(const char *text) {
+  snprintf(progress_before, sizeof progress_before, "%s", text ? text : "");
+}
+
 void cli_progress(const char *fmt, ...) {
   if (!on_terminal()) return;
   char line[160];
+  const int before = snprintf(line, sizeof line, "%s", progress_before);
   va_list ap;
   va_start(ap, fmt);
-  int n = vsnprintf(line, sizeof line, fmt, ap);
+  int n = vsnprintf(line + before, sizeof line - (size_t)before, fmt, ap);
   va_end(ap);
   if (n < 0) return;
+  n += before;
   if (n >= (int)sizeof line) n = (int)sizeof line - 1;
   /* spaces wipe what is left of a longer line before */
   fprintf(stderr, "\r%s%*s", line, progress_shown > n ? progress_shown - n : 0, "");

@@ -14,7 +14,8 @@
  * Options
  *
  * Every option is long (--name value or --name=value); -h and --help are
- * added to every table. The usage lists each option with its help and its
+ * added to every table, and --version to every command that gives its
+ * clpa version. The usage lists each option with its help and its
  * default, read from the target before parsing, so the text cannot drift
  * from the code.
  * -------------------------------------------------------------------- */
@@ -32,7 +33,8 @@ typedef struct cli_opt {
   int32_t min, max; /* INT: the accepted range */
   const char *arg;  /* the value's name in the usage ("N"); NULL for flags */
   const char *help; /* what it does; '\n' continues it on an indented line */
-  const char *def;  /* the default as the usage shows it; NULL: the value's (INT, U64) */
+  const char *def;  /* the default as the usage shows it ('\n' as in help); NULL: the
+                       value's (INT, U64) */
   /* WORD: parses text into *value; returns NULL, or what the option takes
    * ("v1, v2 or auto") for the error message. */
   const char *(*parse)(const char *text, void *value);
@@ -43,13 +45,16 @@ typedef struct cli_cmd {
   const char *about;    /* printed after the usage line; may be NULL */
   const cli_opt *opts;  /* ends with an entry whose name is NULL */
   const char *notes;    /* printed after the options; may be NULL */
+  const char *version;  /* clpa's version, which --version prints as "NAME (clpa VERSION)";
+                           NULL: no --version */
 } cli_cmd;
 
 #define CLI_RUN (-1)
 
 /* Parses argv[1..argc) against cmd's options (argv[0] is the command's
  * own name). Returns CLI_RUN when the command should run, else the exit
- * status: 0 after printing the usage for -h/--help, 2 after printing why
+ * status: 0 after printing the usage for -h/--help or the version for
+ * --version, 2 after printing why
  * the command line was refused (an unknown, ambiguous or incomplete
  * option, a value outside what the option takes, a stray argument). */
 int cli_parse(const cli_cmd *cmd, int argc, char **argv);
@@ -96,9 +101,26 @@ void cli_json_string(FILE *out, const char *s);
 void cli_json_string_n(FILE *out, const char *s, size_t len);
 
 /* ----------------------------------------------------------------------
+ * Times for people: the unit follows the magnitude (JSON keeps its fixed
+ * units; these are for tables and lines).
+ * -------------------------------------------------------------------- */
+/* seconds in µs, ms or s, whichever puts it under 1000, with three or four
+ * significant digits: "25.6 µs", "107.3 ms", "22.4 s", "1.00 ms" (not
+ * "1000.0 µs"); "-" when it is negative or not finite. width > 0 pads it
+ * on the left to that many columns (µ counts as one, though UTF-8 makes
+ * it two bytes, so printf's widths would misalign it). Returns buf. */
+const char *cli_time_text(char *buf, size_t size, double seconds, int width);
+/* A duration to wait, rounded for a progress line: "35 s", "4 min 05 s",
+ * "2 h 03 min"; "-" when negative or not finite. Returns buf. */
+const char *cli_duration_text(char *buf, size_t size, double seconds);
+
+/* ----------------------------------------------------------------------
  * Progress: one status line on stderr, rewritten in place with \r, only
  * when stderr is a terminal (never in a pipe, a log or the JSON).
  * -------------------------------------------------------------------- */
+/* Text put before every line from now on (NULL: none), such as a long
+ * loop's counter, so that the steps inside the loop keep it on screen. */
+void cli_progress_prefix(const char *text);
 /* Shows the line now (before a call that blocks, such as a kernel build). */
 void cli_progress(const char *fmt, ...)
 #if defined(__GNUC__) || defined(__clang__)

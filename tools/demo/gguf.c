@@ -7,7 +7,6 @@
 
 #include <errno.h>
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -23,21 +22,6 @@
 #define GGUF_HEADER_SIZE 24u /* magic, version, two u64 counts */
 #define GGUF_DEFAULT_ALIGNMENT 32u
 #define GGUF_MAX_DIMS 4u
-
-/* ---------------------------------------------------------------- errors */
-
-static _Thread_local char tls_error[512];
-
-const char *demo_gguf_last_error(void) { return tls_error; }
-
-clpa_status demo_gguf_fail(clpa_status st, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(tls_error, sizeof tls_error, fmt, ap);
-  va_end(ap);
-  return st;
-}
-#define fail demo_gguf_fail
 
 /* ------------------------------------------------------------ the object */
 
@@ -88,10 +72,10 @@ static uint64_t le(const uint8_t *p, int n) {
 /* Every read goes through need(): what names the field for the message. */
 static clpa_status need(const rd *r, uint64_t n, const char *what) {
   if (n > r->size - r->pos)
-    return fail(CLPA_ERR_INVALID_ARG,
-                "truncated: %s at offset %" PRIu64 " needs %" PRIu64 " bytes, the file has %" PRIu64
-                " left (size %" PRIu64 ")",
-                what, r->pos, n, r->size - r->pos, r->size);
+    return demo_fail(CLPA_ERR_INVALID_ARG,
+                     "truncated: %s at offset %" PRIu64 " needs %" PRIu64 " bytes, the file has %" PRIu64
+                     " left (size %" PRIu64 ")",
+                     what, r->pos, n, r->size - r->pos, r->size);
   return CLPA_OK;
 }
 
@@ -118,10 +102,10 @@ static clpa_status rd_str(rd *r, demo_gguf_str *out, const char *what) {
   clpa_status st = rd_uint(r, 8, &len, w);
   if (st) return st;
   if (len > r->size - r->pos)
-    return fail(CLPA_ERR_INVALID_ARG,
-                "%s at offset %" PRIu64 ": length %" PRIu64 " runs past the end of the file (%" PRIu64
-                " bytes left)",
-                what, r->pos - 8, len, r->size - r->pos);
+    return demo_fail(CLPA_ERR_INVALID_ARG,
+                     "%s at offset %" PRIu64 ": length %" PRIu64 " runs past the end of the file (%" PRIu64
+                     " bytes left)",
+                     what, r->pos - 8, len, r->size - r->pos);
   out->s = (const char *)(r->p + r->pos);
   out->len = (size_t)len;
   r->pos += len;
@@ -177,7 +161,7 @@ static clpa_status add_fixup(demo_gguf *g, demo_gguf_str *s, uint64_t *cap) {
   if (g->n_fixups == *cap) {
     uint64_t nc = *cap ? *cap * 2 : 256;
     void *p = realloc(g->str_fixups, (size_t)nc * sizeof *g->str_fixups);
-    if (!p) return fail(CLPA_ERR_OUT_OF_MEMORY, "out of memory (string index)");
+    if (!p) return demo_fail(CLPA_ERR_OUT_OF_MEMORY, "out of memory (string index)");
     g->str_fixups = p;
     *cap = nc;
   }
@@ -193,7 +177,7 @@ static clpa_status rd_value(demo_gguf *g, rd *r, kv *k, uint64_t *fix_cap) {
   snprintf(what, sizeof what, "type of metadata '%.100s'", k->key.s);
   if ((st = rd_u32(r, &t, what))) return st;
   if (t >= DEMO_GGUF_TYPE_COUNT_)
-    return fail(CLPA_ERR_INVALID_ARG, "metadata '%.100s': unknown value type %" PRIu32, k->key.s, t);
+    return demo_fail(CLPA_ERR_INVALID_ARG, "metadata '%.100s': unknown value type %" PRIu32, k->key.s, t);
   k->type = (demo_gguf_type)t;
   snprintf(what, sizeof what, "value of metadata '%.100s'", k->key.s);
   if (t == DEMO_GGUF_STRING) {
@@ -211,21 +195,21 @@ static clpa_status rd_value(demo_gguf *g, rd *r, kv *k, uint64_t *fix_cap) {
   snprintf(what, sizeof what, "element type of array '%.100s'", k->key.s);
   if ((st = rd_u32(r, &et, what))) return st;
   if (et == DEMO_GGUF_ARRAY)
-    return fail(CLPA_ERR_UNSUPPORTED, "metadata '%.100s': arrays of arrays are not supported",
-                k->key.s);
+    return demo_fail(CLPA_ERR_UNSUPPORTED, "metadata '%.100s': arrays of arrays are not supported",
+                     k->key.s);
   if (et >= DEMO_GGUF_TYPE_COUNT_)
-    return fail(CLPA_ERR_INVALID_ARG, "metadata '%.100s': unknown array element type %" PRIu32,
-                k->key.s, et);
+    return demo_fail(CLPA_ERR_INVALID_ARG, "metadata '%.100s': unknown array element type %" PRIu32,
+                     k->key.s, et);
   snprintf(what, sizeof what, "length of array '%.100s'", k->key.s);
   if ((st = rd_uint(r, 8, &n, what))) return st;
   uint64_t left = r->size - r->pos;
   /* each element needs at least its size (a string at least its u64 length) */
   uint64_t min_elem = et == DEMO_GGUF_STRING ? 8 : (uint64_t)type_size(et);
   if (n > left / min_elem)
-    return fail(CLPA_ERR_INVALID_ARG,
-                "metadata '%.100s': array of %" PRIu64 " %s needs at least %" PRIu64
-                " bytes per element, more than the %" PRIu64 " left in the file",
-                k->key.s, n, type_names[et], min_elem, left);
+    return demo_fail(CLPA_ERR_INVALID_ARG,
+                     "metadata '%.100s': array of %" PRIu64 " %s needs at least %" PRIu64
+                     " bytes per element, more than the %" PRIu64 " left in the file",
+                     k->key.s, n, type_names[et], min_elem, left);
   k->v.a.type = (demo_gguf_type)et;
   k->v.a.n = n;
   if (et != DEMO_GGUF_STRING) {
@@ -234,7 +218,7 @@ static clpa_status rd_value(demo_gguf *g, rd *r, kv *k, uint64_t *fix_cap) {
     return CLPA_OK;
   }
   demo_gguf_str *strs = calloc(n ? (size_t)n : 1, sizeof *strs);
-  if (!strs) return fail(CLPA_ERR_OUT_OF_MEMORY, "out of memory (array '%.100s')", k->key.s);
+  if (!strs) return demo_fail(CLPA_ERR_OUT_OF_MEMORY, "out of memory (array '%.100s')", k->key.s);
   k->v.a.strs = strs;
   for (uint64_t i = 0; i < n; i++) {
     snprintf(what, sizeof what, "string %" PRIu64 " of array '%.100s'", i, k->key.s);
@@ -279,8 +263,8 @@ static bool convertible(uint32_t type) {
 }
 
 static clpa_status not_convertible(const demo_gguf_tensor *t) {
-  return fail(CLPA_ERR_UNSUPPORTED, "tensor '%s' has type %s; the demo reads " DEMO_GGUF_TYPE_NAMES, t->name,
-              demo_gguf_ggml_type_name(t->type));
+  return demo_fail(CLPA_ERR_UNSUPPORTED, "tensor '%s' has type %s; the demo reads " DEMO_GGUF_TYPE_NAMES, t->name,
+                   demo_gguf_ggml_type_name(t->type));
 }
 
 /* --------------------------------------------------------- tensor infos */
@@ -292,16 +276,16 @@ static clpa_status rd_tensor_info(demo_gguf *g, rd *r, uint64_t i, uint64_t *fix
   clpa_status st;
   snprintf(what, sizeof what, "name of tensor %" PRIu64, i);
   if ((st = rd_str(r, &name, what))) return st;
-  if (name.len == 0) return fail(CLPA_ERR_INVALID_ARG, "tensor %" PRIu64 " has an empty name", i);
+  if (name.len == 0) return demo_fail(CLPA_ERR_INVALID_ARG, "tensor %" PRIu64 " has an empty name", i);
   if (memchr(name.s, 0, name.len))
-    return fail(CLPA_ERR_INVALID_ARG, "tensor %" PRIu64 ": name holds a NUL byte", i);
+    return demo_fail(CLPA_ERR_INVALID_ARG, "tensor %" PRIu64 ": name holds a NUL byte", i);
   /* the name is printed below before the arena exists: bound it by length */
   int nl = name.len > 100 ? 100 : (int)name.len;
   snprintf(what, sizeof what, "n_dims of tensor '%.*s'", nl, name.s);
   if ((st = rd_u32(r, &t->n_dims, what))) return st;
   if (t->n_dims == 0 || t->n_dims > GGUF_MAX_DIMS)
-    return fail(CLPA_ERR_INVALID_ARG, "tensor '%.*s': n_dims %" PRIu32 " is not in [1, %u]", nl,
-                name.s, t->n_dims, GGUF_MAX_DIMS);
+    return demo_fail(CLPA_ERR_INVALID_ARG, "tensor '%.*s': n_dims %" PRIu32 " is not in [1, %u]", nl,
+                     name.s, t->n_dims, GGUF_MAX_DIMS);
   uint64_t n_elems = 1;
   for (uint32_t d = 0; d < GGUF_MAX_DIMS; d++) t->ne[d] = 1;
   for (uint32_t d = 0; d < t->n_dims; d++) {
@@ -309,9 +293,9 @@ static clpa_status rd_tensor_info(demo_gguf *g, rd *r, uint64_t i, uint64_t *fix
     snprintf(what, sizeof what, "ne[%" PRIu32 "] of tensor '%.*s'", d, nl, name.s);
     if ((st = rd_uint(r, 8, &ne, what))) return st;
     if (ne > (uint64_t)INT64_MAX || (ne && n_elems > (uint64_t)INT64_MAX / ne))
-      return fail(CLPA_ERR_INVALID_ARG,
-                  "tensor '%.*s': ne[%" PRIu32 "] = %" PRIu64 " makes the element count overflow",
-                  nl, name.s, d, ne);
+      return demo_fail(CLPA_ERR_INVALID_ARG,
+                       "tensor '%.*s': ne[%" PRIu32 "] = %" PRIu64 " makes the element count overflow",
+                       nl, name.s, d, ne);
     t->ne[d] = (int64_t)ne;
     n_elems *= ne;
   }
@@ -319,20 +303,20 @@ static clpa_status rd_tensor_info(demo_gguf *g, rd *r, uint64_t i, uint64_t *fix
   snprintf(what, sizeof what, "type of tensor '%.*s'", nl, name.s);
   if ((st = rd_u32(r, &t->type, what))) return st;
   if (!demo_gguf_ggml_type_name(t->type))
-    return fail(CLPA_ERR_INVALID_ARG, "tensor '%.*s': unknown ggml type %" PRIu32, nl, name.s,
-                t->type);
+    return demo_fail(CLPA_ERR_INVALID_ARG, "tensor '%.*s': unknown ggml type %" PRIu32, nl, name.s,
+                     t->type);
   const ggml_type_info *ti = &ggml_types[t->type];
   if (t->ne[0] % ti->block)
-    return fail(CLPA_ERR_INVALID_ARG,
-                "tensor '%.*s': ne[0] = %" PRId64 " is not a multiple of %s's block of %" PRIu32,
-                nl, name.s, t->ne[0], ti->name, ti->block);
+    return demo_fail(CLPA_ERR_INVALID_ARG,
+                     "tensor '%.*s': ne[0] = %" PRId64 " is not a multiple of %s's block of %" PRIu32,
+                     nl, name.s, t->ne[0], ti->name, ti->block);
   /* rows x (ne[0] / block) x bytes = (n_elems / block) x bytes, ne[0] being
    * whole blocks; it can pass 2^64 (2^62 f32s), and a wrapped size would
    * pass the placement check */
   if (n_elems / ti->block > UINT64_MAX / ti->bytes)
-    return fail(CLPA_ERR_INVALID_ARG,
-                "tensor '%.*s': %" PRIu64 " elements of %s take more than 2^64 bytes", nl, name.s,
-                n_elems, ti->name);
+    return demo_fail(CLPA_ERR_INVALID_ARG,
+                     "tensor '%.*s': %" PRIu64 " elements of %s take more than 2^64 bytes", nl, name.s,
+                     n_elems, ti->name);
   t->size = n_elems / ti->block * ti->bytes;
   snprintf(what, sizeof what, "offset of tensor '%.*s'", nl, name.s);
   if ((st = rd_uint(r, 8, &t->offset, what))) return st;
@@ -363,7 +347,7 @@ static int cmp_tensor_idx(const void *a, const void *b) {
 static clpa_status build_indexes(demo_gguf *g) {
   g->kv_sorted = malloc((size_t)(g->n_kv ? g->n_kv : 1) * sizeof(uint32_t));
   g->tensor_sorted = malloc((size_t)(g->n_tensors ? g->n_tensors : 1) * sizeof(uint32_t));
-  if (!g->kv_sorted || !g->tensor_sorted) return fail(CLPA_ERR_OUT_OF_MEMORY, "out of memory (index)");
+  if (!g->kv_sorted || !g->tensor_sorted) return demo_fail(CLPA_ERR_OUT_OF_MEMORY, "out of memory (index)");
   for (uint64_t i = 0; i < g->n_kv; i++) g->kv_sorted[i] = (uint32_t)i;
   for (uint64_t i = 0; i < g->n_tensors; i++) g->tensor_sorted[i] = (uint32_t)i;
   sort_g = g;
@@ -373,15 +357,15 @@ static clpa_status build_indexes(demo_gguf *g) {
   for (uint64_t i = 1; i < g->n_kv; i++) {
     const kv *a = &g->kvs[g->kv_sorted[i - 1]], *b = &g->kvs[g->kv_sorted[i]];
     if (!cmp_name(a->key.s, a->key.len, b->key.s, b->key.len))
-      return fail(CLPA_ERR_INVALID_ARG, "duplicate metadata key '%.100s' (pairs %" PRIu32 " and %" PRIu32 ")",
-                  a->key.s, g->kv_sorted[i - 1], g->kv_sorted[i]);
+      return demo_fail(CLPA_ERR_INVALID_ARG, "duplicate metadata key '%.100s' (pairs %" PRIu32 " and %" PRIu32 ")",
+                       a->key.s, g->kv_sorted[i - 1], g->kv_sorted[i]);
   }
   for (uint64_t i = 1; i < g->n_tensors; i++) {
     const demo_gguf_tensor *a = &g->tensors[g->tensor_sorted[i - 1]];
     const demo_gguf_tensor *b = &g->tensors[g->tensor_sorted[i]];
     if (!strcmp(a->name, b->name))
-      return fail(CLPA_ERR_INVALID_ARG, "duplicate tensor name '%.100s' (tensors %" PRIu32 " and %" PRIu32 ")",
-                  a->name, g->tensor_sorted[i - 1], g->tensor_sorted[i]);
+      return demo_fail(CLPA_ERR_INVALID_ARG, "duplicate tensor name '%.100s' (tensors %" PRIu32 " and %" PRIu32 ")",
+                       a->name, g->tensor_sorted[i - 1], g->tensor_sorted[i]);
   }
   return CLPA_OK;
 }
@@ -391,7 +375,7 @@ static clpa_status build_arena(demo_gguf *g) {
   uint64_t total = 0;
   for (uint64_t i = 0; i < g->n_fixups; i++) total += g->str_fixups[i]->len + 1;
   g->arena = malloc((size_t)(total ? total : 1));
-  if (!g->arena) return fail(CLPA_ERR_OUT_OF_MEMORY, "out of memory (%" PRIu64 " bytes of strings)", total);
+  if (!g->arena) return demo_fail(CLPA_ERR_OUT_OF_MEMORY, "out of memory (%" PRIu64 " bytes of strings)", total);
   char *p = g->arena;
   for (uint64_t i = 0; i < g->n_fixups; i++) {
     demo_gguf_str *s = g->str_fixups[i];
@@ -411,46 +395,46 @@ static clpa_status parse_header(demo_gguf *g, rd *r) {
   clpa_status st;
   uint32_t magic;
   if (r->size < GGUF_HEADER_SIZE)
-    return fail(CLPA_ERR_INVALID_ARG,
-                "truncated: the file is %" PRIu64 " bytes, shorter than the %u-byte GGUF header",
-                r->size, GGUF_HEADER_SIZE);
+    return demo_fail(CLPA_ERR_INVALID_ARG,
+                     "truncated: the file is %" PRIu64 " bytes, shorter than the %u-byte GGUF header",
+                     r->size, GGUF_HEADER_SIZE);
   if ((st = rd_u32(r, &magic, "magic"))) return st;
   if (memcmp(r->p, "GGUF", 4))
-    return fail(CLPA_ERR_INVALID_ARG,
-                "bad magic: the file starts with %02x %02x %02x %02x, not \"GGUF\" (47 47 55 46)",
-                r->p[0], r->p[1], r->p[2], r->p[3]);
+    return demo_fail(CLPA_ERR_INVALID_ARG,
+                     "bad magic: the file starts with %02x %02x %02x %02x, not \"GGUF\" (47 47 55 46)",
+                     r->p[0], r->p[1], r->p[2], r->p[3]);
   if ((st = rd_u32(r, &g->version, "version"))) return st;
   if (g->version != 2 && g->version != 3)
-    return fail(CLPA_ERR_UNSUPPORTED, "GGUF version %" PRIu32 " is not supported (only 2 and 3)",
-                g->version);
+    return demo_fail(CLPA_ERR_UNSUPPORTED, "GGUF version %" PRIu32 " is not supported (only 2 and 3)",
+                     g->version);
   if ((st = rd_uint(r, 8, &g->n_tensors, "tensor count"))) return st;
   if ((st = rd_uint(r, 8, &g->n_kv, "metadata count"))) return st;
   /* a pair needs >= 8 (key length) + 1 (key) + 4 (type) + 1 bytes, a tensor
    * info >= 8 + 1 + 4 + 8 + 4 + 8: checked now, so nothing huge is allocated */
   uint64_t left = r->size - r->pos;
   if (g->n_kv > left / 14 || g->n_kv >= UINT32_MAX)
-    return fail(CLPA_ERR_INVALID_ARG,
-                "metadata count %" PRIu64 " is more than the %" PRIu64 " bytes after the header can hold",
-                g->n_kv, left);
+    return demo_fail(CLPA_ERR_INVALID_ARG,
+                     "metadata count %" PRIu64 " is more than the %" PRIu64 " bytes after the header can hold",
+                     g->n_kv, left);
   if (g->n_tensors > left / 33 || g->n_tensors >= UINT32_MAX)
-    return fail(CLPA_ERR_INVALID_ARG,
-                "tensor count %" PRIu64 " is more than the %" PRIu64 " bytes after the header can hold",
-                g->n_tensors, left);
+    return demo_fail(CLPA_ERR_INVALID_ARG,
+                     "tensor count %" PRIu64 " is more than the %" PRIu64 " bytes after the header can hold",
+                     g->n_tensors, left);
   return CLPA_OK;
 }
 
 static clpa_status parse_kvs(demo_gguf *g, rd *r, uint64_t *fix_cap) {
   clpa_status st;
   g->kvs = calloc((size_t)(g->n_kv ? g->n_kv : 1), sizeof *g->kvs);
-  if (!g->kvs) return fail(CLPA_ERR_OUT_OF_MEMORY, "out of memory (%" PRIu64 " pairs)", g->n_kv);
+  if (!g->kvs) return demo_fail(CLPA_ERR_OUT_OF_MEMORY, "out of memory (%" PRIu64 " pairs)", g->n_kv);
   for (uint64_t i = 0; i < g->n_kv; i++) {
     kv *k = &g->kvs[i];
     char what[64];
     snprintf(what, sizeof what, "key of metadata pair %" PRIu64, i);
     if ((st = rd_str(r, &k->key, what))) return st;
-    if (k->key.len == 0) return fail(CLPA_ERR_INVALID_ARG, "metadata pair %" PRIu64 " has an empty key", i);
+    if (k->key.len == 0) return demo_fail(CLPA_ERR_INVALID_ARG, "metadata pair %" PRIu64 " has an empty key", i);
     if (memchr(k->key.s, 0, k->key.len))
-      return fail(CLPA_ERR_INVALID_ARG, "metadata pair %" PRIu64 ": key holds a NUL byte", i);
+      return demo_fail(CLPA_ERR_INVALID_ARG, "metadata pair %" PRIu64 ": key holds a NUL byte", i);
     if ((st = add_fixup(g, &k->key, fix_cap))) return st;
     /* messages print the key with %s before the arena exists: make a
      * bounded copy for them */
@@ -473,11 +457,11 @@ static clpa_status parse_alignment(demo_gguf *g) {
     const kv *k = &g->kvs[i];
     if (k->key.len != 17 || memcmp(k->key.s, "general.alignment", 17)) continue;
     if (!type_is_int(k->type) || type_is_signed(k->type))
-      return fail(CLPA_ERR_INVALID_ARG, "general.alignment is a %s, not an unsigned integer",
-                  type_names[k->type]);
+      return demo_fail(CLPA_ERR_INVALID_ARG, "general.alignment is a %s, not an unsigned integer",
+                       type_names[k->type]);
     uint64_t a = k->v.u;
     if (a == 0 || (a & (a - 1)) || a > (1u << 30))
-      return fail(CLPA_ERR_INVALID_ARG, "general.alignment %" PRIu64 " is not a power of two in [1, 2^30]", a);
+      return demo_fail(CLPA_ERR_INVALID_ARG, "general.alignment %" PRIu64 " is not a power of two in [1, 2^30]", a);
     g->alignment = a;
   }
   return CLPA_OK;
@@ -488,7 +472,7 @@ static clpa_status parse_tensors(demo_gguf *g, rd *r, uint64_t *fix_cap) {
   g->tensors = calloc((size_t)(g->n_tensors ? g->n_tensors : 1), sizeof *g->tensors);
   g->tensor_names = calloc((size_t)(g->n_tensors ? g->n_tensors : 1), sizeof *g->tensor_names);
   if (!g->tensors || !g->tensor_names)
-    return fail(CLPA_ERR_OUT_OF_MEMORY, "out of memory (%" PRIu64 " tensors)", g->n_tensors);
+    return demo_fail(CLPA_ERR_OUT_OF_MEMORY, "out of memory (%" PRIu64 " tensors)", g->n_tensors);
   for (uint64_t i = 0; i < g->n_tensors; i++)
     if ((st = rd_tensor_info(g, r, i, fix_cap))) return st;
   return CLPA_OK;
@@ -502,27 +486,27 @@ static clpa_status place_tensors(demo_gguf *g, const rd *r) {
   uint64_t pad = (g->alignment - r->pos % g->alignment) % g->alignment;
   g->data_start = r->pos + pad;
   if (g->n_tensors && g->data_start > r->size)
-    return fail(CLPA_ERR_INVALID_ARG,
-                "truncated: the data section would start at %" PRIu64 ", past the end of the file (size %" PRIu64 ")",
-                g->data_start, r->size);
+    return demo_fail(CLPA_ERR_INVALID_ARG,
+                     "truncated: the data section would start at %" PRIu64 ", past the end of the file (size %" PRIu64 ")",
+                     g->data_start, r->size);
   for (uint64_t i = 0; i < g->n_tensors; i++) {
     demo_gguf_tensor *t = &g->tensors[i];
     int nl = 100;
     if (t->offset % g->alignment)
-      return fail(CLPA_ERR_INVALID_ARG,
-                  "tensor '%.*s': offset %" PRIu64 " is not a multiple of the alignment %" PRIu64,
-                  nl, t->name, t->offset, g->alignment);
+      return demo_fail(CLPA_ERR_INVALID_ARG,
+                       "tensor '%.*s': offset %" PRIu64 " is not a multiple of the alignment %" PRIu64,
+                       nl, t->name, t->offset, g->alignment);
     uint64_t room = r->size - g->data_start;
     if (t->offset > room || t->size > room - t->offset) {
       /* the file offsets, when they fit in 64 bits */
       if (t->offset <= UINT64_MAX - g->data_start && t->size <= UINT64_MAX - g->data_start - t->offset)
-        return fail(CLPA_ERR_INVALID_ARG,
-                    "tensor '%.*s': data [%" PRIu64 ", %" PRIu64 ") runs past the end of the file (size %" PRIu64 ")",
+        return demo_fail(CLPA_ERR_INVALID_ARG,
+                         "tensor '%.*s': data [%" PRIu64 ", %" PRIu64 ") runs past the end of the file (size %" PRIu64 ")",
                     nl, t->name, g->data_start + t->offset, g->data_start + t->offset + t->size, r->size);
-      return fail(CLPA_ERR_INVALID_ARG,
-                  "tensor '%.*s': data at offset %" PRIu64 " (%" PRIu64 " bytes) past the data section's start %"
-                  PRIu64 " runs past the end of the file (size %" PRIu64 ")",
-                  nl, t->name, t->offset, t->size, g->data_start, r->size);
+      return demo_fail(CLPA_ERR_INVALID_ARG,
+                       "tensor '%.*s': data at offset %" PRIu64 " (%" PRIu64 " bytes) past the data section's start %"
+                       PRIu64 " runs past the end of the file (size %" PRIu64 ")",
+                       nl, t->name, t->offset, t->size, g->data_start, r->size);
     }
     t->data = r->p + g->data_start + t->offset;
   }
@@ -558,9 +542,9 @@ static clpa_status parse(demo_gguf *g) {
 }
 
 clpa_status demo_gguf_open_memory(const void *data, size_t size, demo_gguf **out) {
-  if (!out || (!data && size)) return fail(CLPA_ERR_INVALID_ARG, "demo_gguf_open_memory: NULL argument");
+  if (!out || (!data && size)) return demo_fail(CLPA_ERR_INVALID_ARG, "demo_gguf_open_memory: NULL argument");
   demo_gguf *g = calloc(1, sizeof *g);
-  if (!g) return fail(CLPA_ERR_OUT_OF_MEMORY, "out of memory");
+  if (!g) return demo_fail(CLPA_ERR_OUT_OF_MEMORY, "out of memory");
   static const uint8_t empty[1];
   g->bytes = data ? data : empty;
   g->size = size;
@@ -577,18 +561,18 @@ clpa_status demo_gguf_open_memory(const void *data, size_t size, demo_gguf **out
 static clpa_status load_file(const char *path, demo_gguf *g) {
 #ifdef DEMO_GGUF_MMAP
   int fd = open(path, O_RDONLY);
-  if (fd < 0) return fail(CLPA_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+  if (fd < 0) return demo_fail(CLPA_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
   struct stat sb;
   if (fstat(fd, &sb) || !S_ISREG(sb.st_mode)) {
     int e = errno;
     close(fd);
-    return fail(CLPA_ERR_IO, "'%s' is not a readable regular file%s%s", path, e ? ": " : "",
-                e ? strerror(e) : "");
+    return demo_fail(CLPA_ERR_IO, "'%s' is not a readable regular file%s%s", path, e ? ": " : "",
+                     e ? strerror(e) : "");
   }
   g->size = (uint64_t)sb.st_size;
   if ((uint64_t)sb.st_size > SIZE_MAX) {
     close(fd);
-    return fail(CLPA_ERR_IO, "'%s' is larger than this platform can map", path);
+    return demo_fail(CLPA_ERR_IO, "'%s' is larger than this platform can map", path);
   }
   if (g->size == 0) {
     close(fd);
@@ -599,13 +583,13 @@ static clpa_status load_file(const char *path, demo_gguf *g) {
   void *p = mmap(NULL, (size_t)g->size, PROT_READ, MAP_PRIVATE, fd, 0);
   int e = errno;
   close(fd);
-  if (p == MAP_FAILED) return fail(CLPA_ERR_IO, "cannot map '%s': %s", path, strerror(e));
+  if (p == MAP_FAILED) return demo_fail(CLPA_ERR_IO, "cannot map '%s': %s", path, strerror(e));
   g->mapped = p;
   g->bytes = p;
   return CLPA_OK;
 #else
   FILE *f = fopen(path, "rb");
-  if (!f) return fail(CLPA_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
+  if (!f) return demo_fail(CLPA_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
   size_t cap = 1 << 20, n = 0;
   uint8_t *buf = malloc(cap);
   while (buf) {
@@ -618,10 +602,10 @@ static clpa_status load_file(const char *path, demo_gguf *g) {
   }
   int err = ferror(f);
   fclose(f);
-  if (!buf) return fail(CLPA_ERR_OUT_OF_MEMORY, "out of memory reading '%s'", path);
+  if (!buf) return demo_fail(CLPA_ERR_OUT_OF_MEMORY, "out of memory reading '%s'", path);
   if (err) {
     free(buf);
-    return fail(CLPA_ERR_IO, "error reading '%s'", path);
+    return demo_fail(CLPA_ERR_IO, "error reading '%s'", path);
   }
   g->owned = buf;
   g->bytes = buf;
@@ -631,17 +615,15 @@ static clpa_status load_file(const char *path, demo_gguf *g) {
 }
 
 clpa_status demo_gguf_open(const char *path, demo_gguf **out) {
-  if (!path || !out) return fail(CLPA_ERR_INVALID_ARG, "demo_gguf_open: NULL argument");
+  if (!path || !out) return demo_fail(CLPA_ERR_INVALID_ARG, "demo_gguf_open: NULL argument");
   demo_gguf *g = calloc(1, sizeof *g);
-  if (!g) return fail(CLPA_ERR_OUT_OF_MEMORY, "out of memory");
+  if (!g) return demo_fail(CLPA_ERR_OUT_OF_MEMORY, "out of memory");
   clpa_status st = load_file(path, g);
   if (!st) st = parse(g);
   if (st) {
     if (st != CLPA_ERR_IO && st != CLPA_ERR_OUT_OF_MEMORY) {
       /* name the file in front of the parser's message */
-      char msg[sizeof tls_error];
-      snprintf(msg, sizeof msg, "%s", tls_error);
-      fail(st, "'%s': %s", path, msg);
+      demo_fail(st, "'%s': %s", path, demo_last_error());
     }
     demo_gguf_close(g);
     return st;
@@ -689,20 +671,20 @@ static const kv *find_kv(const demo_gguf *g, const char *key) {
 /* The common head of every getter: finds key, handles `found`. Returns
  * CLPA_OK with *k NULL for an optional missing key. */
 static clpa_status lookup(const demo_gguf *g, const char *key, bool *found, const kv **k) {
-  if (!g || !key) return fail(CLPA_ERR_INVALID_ARG, "demo_gguf_get: NULL argument");
+  if (!g || !key) return demo_fail(CLPA_ERR_INVALID_ARG, "demo_gguf_get: NULL argument");
   *k = find_kv(g, key);
   if (found) *found = *k != NULL;
-  if (!*k && !found) return fail(CLPA_ERR_INVALID_ARG, "missing metadata key '%s'", key);
+  if (!*k && !found) return demo_fail(CLPA_ERR_INVALID_ARG, "missing metadata key '%s'", key);
   return CLPA_OK;
 }
 
 static clpa_status wrong_type(const kv *k, const char *want) {
-  return fail(CLPA_ERR_INVALID_ARG, "metadata '%s' is a%s %s, expected %s", k->key.s,
-              k->type == DEMO_GGUF_U8 || k->type == DEMO_GGUF_I8 || k->type == DEMO_GGUF_I16 ||
+  return demo_fail(CLPA_ERR_INVALID_ARG, "metadata '%s' is a%s %s, expected %s", k->key.s,
+                   k->type == DEMO_GGUF_U8 || k->type == DEMO_GGUF_I8 || k->type == DEMO_GGUF_I16 ||
                       k->type == DEMO_GGUF_I32 || k->type == DEMO_GGUF_I64 || k->type == DEMO_GGUF_ARRAY
                   ? "n"
                   : "",
-              type_names[k->type], want);
+                   type_names[k->type], want);
 }
 
 /* Any integer value into [lo, hi] (as int64 or uint64 depending on sign). */
@@ -714,12 +696,12 @@ static clpa_status get_int(const demo_gguf *g, const char *key, bool *found, int
   if (!type_is_int(k->type)) return wrong_type(k, want);
   if (type_is_signed(k->type)) {
     if (k->v.i < lo || (k->v.i >= 0 && (uint64_t)k->v.i > hi))
-      return fail(CLPA_ERR_INVALID_ARG, "metadata '%s' = %" PRId64 " does not fit in %s", key, k->v.i, want);
+      return demo_fail(CLPA_ERR_INVALID_ARG, "metadata '%s' = %" PRId64 " does not fit in %s", key, k->v.i, want);
     if (u_out) *u_out = (uint64_t)k->v.i;
     if (i_out) *i_out = k->v.i;
   } else {
     if (k->v.u > hi)
-      return fail(CLPA_ERR_INVALID_ARG, "metadata '%s' = %" PRIu64 " does not fit in %s", key, k->v.u, want);
+      return demo_fail(CLPA_ERR_INVALID_ARG, "metadata '%s' = %" PRIu64 " does not fit in %s", key, k->v.u, want);
     if (u_out) *u_out = k->v.u;
     if (i_out) *i_out = (int64_t)k->v.u;
   }
@@ -793,8 +775,8 @@ clpa_status demo_gguf_get_str(const demo_gguf *g, const char *key, demo_gguf_str
    * s as a C string, which would end there ("llama\0x" read as "llama"). */
   const char *nul = memchr(k->v.s.s, 0, k->v.s.len);
   if (nul)
-    return fail(CLPA_ERR_INVALID_ARG, "metadata '%s' holds a NUL byte (byte %zu of %zu)", key,
-                (size_t)(nul - k->v.s.s), k->v.s.len);
+    return demo_fail(CLPA_ERR_INVALID_ARG, "metadata '%s' holds a NUL byte (byte %zu of %zu)", key,
+                     (size_t)(nul - k->v.s.s), k->v.s.len);
   *out = k->v.s;
   return CLPA_OK;
 }
@@ -805,8 +787,8 @@ clpa_status demo_gguf_get_arr(const demo_gguf *g, const char *key, demo_gguf_typ
   if (st || !k) return st;
   if (k->type != DEMO_GGUF_ARRAY) return wrong_type(k, "array");
   if (elem_type != DEMO_GGUF_TYPE_COUNT_ && k->v.a.type != elem_type)
-    return fail(CLPA_ERR_INVALID_ARG, "metadata '%s' is an array of %s, expected an array of %s", key,
-                type_names[k->v.a.type], demo_gguf_type_name(elem_type));
+    return demo_fail(CLPA_ERR_INVALID_ARG, "metadata '%s' is an array of %s, expected an array of %s", key,
+                     type_names[k->v.a.type], demo_gguf_type_name(elem_type));
   *out = k->v.a;
   return CLPA_OK;
 }
@@ -866,17 +848,17 @@ static void shape_str(char *buf, size_t n, const demo_gguf_tensor *t) {
 
 clpa_status demo_gguf_expect(const demo_gguf *g, const char *name, int64_t ne0, int64_t ne1,
                              const demo_gguf_tensor **out) {
-  if (!g || !name || !out) return fail(CLPA_ERR_INVALID_ARG, "demo_gguf_expect: NULL argument");
+  if (!g || !name || !out) return demo_fail(CLPA_ERR_INVALID_ARG, "demo_gguf_expect: NULL argument");
   const demo_gguf_tensor *t = demo_gguf_get_tensor(g, name);
-  if (!t) return fail(CLPA_ERR_INVALID_ARG, "missing tensor '%s'", name);
+  if (!t) return demo_fail(CLPA_ERR_INVALID_ARG, "missing tensor '%s'", name);
   uint32_t want_dims = ne1 ? 2 : 1;
   if (t->n_dims != want_dims || t->ne[0] != ne0 || (ne1 && t->ne[1] != ne1)) {
     char have[128], want[64];
     shape_str(have, sizeof have, t);
     if (ne1) snprintf(want, sizeof want, "[%" PRId64 ", %" PRId64 "]", ne0, ne1);
     else snprintf(want, sizeof want, "[%" PRId64 "]", ne0);
-    return fail(CLPA_ERR_INVALID_ARG, "tensor '%s' has shape %s, expected %s (GGUF order, ne[0] first)",
-                name, have, want);
+    return demo_fail(CLPA_ERR_INVALID_ARG, "tensor '%s' has shape %s, expected %s (GGUF order, ne[0] first)",
+                     name, have, want);
   }
   if (!convertible(t->type)) return not_convertible(t);
   *out = t;
@@ -884,15 +866,15 @@ clpa_status demo_gguf_expect(const demo_gguf *g, const char *name, int64_t ne0, 
 }
 
 clpa_status demo_gguf_tensor_to_f32(const demo_gguf_tensor *t, float *dst, uint64_t n) {
-  if (!t || (!dst && n)) return fail(CLPA_ERR_INVALID_ARG, "demo_gguf_tensor_to_f32: NULL argument");
+  if (!t || (!dst && n)) return demo_fail(CLPA_ERR_INVALID_ARG, "demo_gguf_tensor_to_f32: NULL argument");
   if (!convertible(t->type)) return not_convertible(t);
   if (n != (uint64_t)t->n_elems)
-    return fail(CLPA_ERR_INVALID_ARG, "tensor '%s' has %" PRId64 " elements, not %" PRIu64, t->name,
-                t->n_elems, n);
+    return demo_fail(CLPA_ERR_INVALID_ARG, "tensor '%s' has %" PRId64 " elements, not %" PRIu64, t->name,
+                     t->n_elems, n);
   if (demo_quant_supported(t->type)) {
     /* whole blocks: ne[0] is (rd_tensor_info), so n_elems is too */
     clpa_status st = demo_quant_dequantize(t->type, t->data, dst, n);
-    if (st) return fail(st, "tensor '%s': %s", t->name, demo_quant_last_error());
+    if (st) return demo_fail(st, "tensor '%s': %s", t->name, demo_last_error());
     return CLPA_OK;
   }
   const uint8_t *p = t->data;
@@ -918,7 +900,7 @@ clpa_status demo_gguf_tensor_to_f32(const demo_gguf_tensor *t, float *dst, uint6
 }
 
 clpa_status demo_gguf_tensor_raw(const demo_gguf_tensor *t, demo_gguf_raw *out) {
-  if (!t || !out) return fail(CLPA_ERR_INVALID_ARG, "demo_gguf_tensor_raw: NULL argument");
+  if (!t || !out) return demo_fail(CLPA_ERR_INVALID_ARG, "demo_gguf_tensor_raw: NULL argument");
   if (!convertible(t->type)) return not_convertible(t);
   const ggml_type_info *ti = &ggml_types[t->type];
   demo_gguf_raw r = {t->data, t->type, t->size, 0, 0, ti->block, ti->bytes};

@@ -25,7 +25,7 @@
  * per block) within 64 bits and its [offset, offset + size) aligned and
  * inside the file. Overlapping tensors are not checked (harmless to
  * read). Every failure returns a status with a message naming the problem
- * in demo_gguf_last_error():
+ * in demo_last_error() (error.h):
  *
  *   CLPA_ERR_IO           the file cannot be opened, sized or read
  *   CLPA_ERR_UNSUPPORTED  version other than 2/3, arrays of arrays, a
@@ -49,6 +49,7 @@
 #include <stdint.h>
 
 #include "clpa_base.h"
+#include "error.h"
 #include "quant.h"
 
 /* ======================================================================
@@ -67,13 +68,6 @@ clpa_status demo_gguf_open(const char *path, demo_gguf **out);
 clpa_status demo_gguf_open_memory(const void *data, size_t size, demo_gguf **out);
 /* Frees everything (and unmaps); accepts NULL. */
 void demo_gguf_close(demo_gguf *g);
-
-/* Returns the message of this thread's last failed demo_gguf_* call ("" if
- * none failed). Valid until that thread's next failing call. */
-const char *demo_gguf_last_error(void);
-/* Sets the message demo_gguf_last_error returns (printf-style) and returns
- * st: for the readers built on this one (gguf_llama.c). */
-clpa_status demo_gguf_fail(clpa_status st, const char *fmt, ...);
 
 /* Returns the file's GGUF version (2 or 3). */
 uint32_t demo_gguf_version(const demo_gguf *g);

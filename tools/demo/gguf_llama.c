@@ -8,7 +8,6 @@
 
 #include "gguf.h"
 
-#define fail demo_gguf_fail
 
 /* A required (or optional, with dflt) positive int32 key. */
 static clpa_status llama_int(const demo_gguf *g, const char *key, bool required, int32_t dflt,
@@ -18,7 +17,7 @@ static clpa_status llama_int(const demo_gguf *g, const char *key, bool required,
   clpa_status st = demo_gguf_get_u32(g, key, &v, required ? NULL : &found);
   if (st) return st;
   if (v == 0 || v > INT32_MAX)
-    return fail(CLPA_ERR_INVALID_ARG, "metadata '%s' = %" PRIu32 " is not in [1, 2^31)", key, v);
+    return demo_fail(CLPA_ERR_INVALID_ARG, "metadata '%s' = %" PRIu32 " is not in [1, 2^31)", key, v);
   *out = (int32_t)v;
   return CLPA_OK;
 }
@@ -53,14 +52,14 @@ static clpa_status llama_tensors(const demo_gguf *g, const demo_gguf_llama *c, b
 }
 
 clpa_status demo_gguf_llama_config(const demo_gguf *g, demo_gguf_llama *out) {
-  if (!g || !out) return fail(CLPA_ERR_INVALID_ARG, "demo_gguf_llama_config: NULL argument");
+  if (!g || !out) return demo_fail(CLPA_ERR_INVALID_ARG, "demo_gguf_llama_config: NULL argument");
   demo_gguf_llama c;
   memset(&c, 0, sizeof c);
   demo_gguf_str arch = {"", 0};
   clpa_status st;
   if ((st = demo_gguf_get_str(g, "general.architecture", &arch, NULL))) return st;
   if (strcmp(arch.s, "llama"))
-    return fail(CLPA_ERR_UNSUPPORTED, "architecture '%.100s' is not supported (only 'llama')", arch.s);
+    return demo_fail(CLPA_ERR_UNSUPPORTED, "architecture '%.100s' is not supported (only 'llama')", arch.s);
   if ((st = llama_int(g, "llama.embedding_length", true, 0, &c.hidden))) return st;
   if ((st = llama_int(g, "llama.block_count", true, 0, &c.layers))) return st;
   if ((st = llama_int(g, "llama.attention.head_count", true, 0, &c.heads))) return st;
@@ -73,46 +72,46 @@ clpa_status demo_gguf_llama_config(const demo_gguf *g, demo_gguf_llama *out) {
   if ((st = demo_gguf_get_f32(g, "llama.attention.layer_norm_rms_epsilon", &c.norm_eps, NULL)))
     return st;
   if (!(c.rope_theta > 0.0f) || c.rope_theta > 1e30f)
-    return fail(CLPA_ERR_INVALID_ARG, "llama.rope.freq_base = %g is not a positive number", (double)c.rope_theta);
+    return demo_fail(CLPA_ERR_INVALID_ARG, "llama.rope.freq_base = %g is not a positive number", (double)c.rope_theta);
   if (!(c.norm_eps > 0.0f) || c.norm_eps > 1.0f)
-    return fail(CLPA_ERR_INVALID_ARG, "llama.attention.layer_norm_rms_epsilon = %g is not in (0, 1]",
-                (double)c.norm_eps);
+    return demo_fail(CLPA_ERR_INVALID_ARG, "llama.attention.layer_norm_rms_epsilon = %g is not in (0, 1]",
+                     (double)c.norm_eps);
   if (c.hidden % c.heads)
-    return fail(CLPA_ERR_INVALID_ARG, "llama.embedding_length %" PRId32 " is not a multiple of head_count %" PRId32,
-                c.hidden, c.heads);
+    return demo_fail(CLPA_ERR_INVALID_ARG, "llama.embedding_length %" PRId32 " is not a multiple of head_count %" PRId32,
+                     c.hidden, c.heads);
   if (c.kv_heads > c.heads || c.heads % c.kv_heads)
-    return fail(CLPA_ERR_INVALID_ARG, "llama.attention.head_count %" PRId32 " is not a multiple of head_count_kv %" PRId32,
-                c.heads, c.kv_heads);
+    return demo_fail(CLPA_ERR_INVALID_ARG, "llama.attention.head_count %" PRId32 " is not a multiple of head_count_kv %" PRId32,
+                     c.heads, c.kv_heads);
   c.head_size = c.hidden / c.heads;
   if (c.head_size % 2)
-    return fail(CLPA_ERR_UNSUPPORTED, "head size %" PRId32 " is odd: RoPE needs pairs", c.head_size);
+    return demo_fail(CLPA_ERR_UNSUPPORTED, "head size %" PRId32 " is odd: RoPE needs pairs", c.head_size);
   static const char *const hd_keys[] = {"llama.rope.dimension_count", "llama.attention.key_length",
                                         "llama.attention.value_length"};
   for (int i = 0; i < 3; i++) {
     uint32_t v;
     if ((st = demo_gguf_get_u32(g, hd_keys[i], &v, &found))) return st;
     if (found && v != (uint32_t)c.head_size)
-      return fail(CLPA_ERR_UNSUPPORTED, "%s = %" PRIu32 " differs from the head size %" PRId32
+      return demo_fail(CLPA_ERR_UNSUPPORTED, "%s = %" PRIu32 " differs from the head size %" PRId32
                   " (embedding_length / head_count): not supported", hd_keys[i], v, c.head_size);
   }
   /* vocab: token_embd's rows, which the token list must match */
   const demo_gguf_tensor *embd = demo_gguf_get_tensor(g, "token_embd.weight");
-  if (!embd) return fail(CLPA_ERR_INVALID_ARG, "missing tensor 'token_embd.weight'");
+  if (!embd) return demo_fail(CLPA_ERR_INVALID_ARG, "missing tensor 'token_embd.weight'");
   if (embd->n_dims != 2 || embd->ne[1] < 1 || embd->ne[1] > INT32_MAX)
-    return fail(CLPA_ERR_INVALID_ARG, "tensor 'token_embd.weight' is not a [hidden, vocab] matrix");
+    return demo_fail(CLPA_ERR_INVALID_ARG, "tensor 'token_embd.weight' is not a [hidden, vocab] matrix");
   c.vocab = (int32_t)embd->ne[1];
   demo_gguf_arr toks;
   if ((st = demo_gguf_get_arr(g, "tokenizer.ggml.tokens", DEMO_GGUF_STRING, &toks, &found))) return st;
   if (found && toks.n != (uint64_t)c.vocab)
-    return fail(CLPA_ERR_INVALID_ARG, "tokenizer.ggml.tokens has %" PRIu64 " tokens but token_embd.weight has %" PRId32 " rows",
-                toks.n, c.vocab);
+    return demo_fail(CLPA_ERR_INVALID_ARG, "tokenizer.ggml.tokens has %" PRIu64 " tokens but token_embd.weight has %" PRId32 " rows",
+                     toks.n, c.vocab);
   uint32_t vs;
   if ((st = demo_gguf_get_u32(g, "llama.vocab_size", &vs, &found))) return st;
   if (found && vs != (uint32_t)c.vocab)
-    return fail(CLPA_ERR_INVALID_ARG, "llama.vocab_size %" PRIu32 " but token_embd.weight has %" PRId32 " rows",
-                vs, c.vocab);
+    return demo_fail(CLPA_ERR_INVALID_ARG, "llama.vocab_size %" PRIu32 " but token_embd.weight has %" PRId32 " rows",
+                     vs, c.vocab);
   if ((int64_t)c.heads * c.head_size > INT32_MAX || (int64_t)c.ffn * c.hidden > INT64_MAX / 4)
-    return fail(CLPA_ERR_INVALID_ARG, "llama dimensions are too large");
+    return demo_fail(CLPA_ERR_INVALID_ARG, "llama dimensions are too large");
   if ((st = llama_tensors(g, &c, &c.tied_embeddings))) return st;
   c.has_rope_freqs = demo_gguf_get_tensor(g, "rope_freqs.weight") != NULL;
   *out = c;
@@ -121,11 +120,11 @@ clpa_status demo_gguf_llama_config(const demo_gguf *g, demo_gguf_llama *out) {
 
 clpa_status demo_gguf_unpermute_qk(float *w, int32_t n_head, int32_t hd, int64_t in) {
   if (!w || n_head < 1 || hd < 2 || hd % 2 || in < 1)
-    return fail(CLPA_ERR_INVALID_ARG, "demo_gguf_unpermute_qk: bad arguments (n_head %" PRId32
-                ", hd %" PRId32 ", in %" PRId64 ")", n_head, hd, in);
+    return demo_fail(CLPA_ERR_INVALID_ARG, "demo_gguf_unpermute_qk: bad arguments (n_head %" PRId32
+                     ", hd %" PRId32 ", in %" PRId64 ")", n_head, hd, in);
   size_t row = (size_t)in * sizeof(float);
   float *tmp = malloc((size_t)hd * row);
-  if (!tmp) return fail(CLPA_ERR_OUT_OF_MEMORY, "out of memory (unpermute)");
+  if (!tmp) return demo_fail(CLPA_ERR_OUT_OF_MEMORY, "out of memory (unpermute)");
   for (int32_t h = 0; h < n_head; h++) {
     float *head = w + (size_t)h * (size_t)hd * (size_t)in;
     memcpy(tmp, head, (size_t)hd * row);

@@ -15,7 +15,7 @@
 
 /* The table, first match wins: device → vendor → type → default. One
  * sentence a row; the measurements that chose each (device, date,
- * command, figures) are in notes/linear.md. */
+ * command, figures) are in docs/decisions/0029-demo-linear-table.md. */
 static const demo_linear_tuning table[] = {
     /* NVIDIA: the tensor cores from 2 rows on, k split for small matrices; streaming for
        1 row and for block forms up to 16 */
@@ -107,14 +107,14 @@ clpa_status demo_linear_create(cl_context ctx, cl_device_id dev, cl_command_queu
       t->nc > 16 || t->stream_max_rows < 0 || t->mma_max_rows < 0 ||
       t->mma_min_rows < 0 || t->mwarps < 1 || t->mwarps > 8 || t->mma_ct < 1 || t->mma_ct > 4 ||
       t->mma_fill < 0 || t->mma_fill > 64)
-    return demo_model_fail(CLPA_ERR_INVALID_ARG,
-                           "demo_linear_create: lanes %d, groups %d, nc %d, stream_max_rows %d,"
-                           " mma rows %d to %d, mwarps %d, mma_ct %d, mma_fill %d", (int)t->lanes,
-                           (int)t->groups, (int)t->nc, (int)t->stream_max_rows,
-                           (int)t->mma_min_rows, (int)t->mma_max_rows, (int)t->mwarps,
-                           (int)t->mma_ct, (int)t->mma_fill);
+    return demo_fail(CLPA_ERR_INVALID_ARG,
+                     "demo_linear_create: lanes %d, groups %d, nc %d, stream_max_rows %d,"
+                     " mma rows %d to %d, mwarps %d, mma_ct %d, mma_fill %d", (int)t->lanes,
+                     (int)t->groups, (int)t->nc, (int)t->stream_max_rows,
+                     (int)t->mma_min_rows, (int)t->mma_max_rows, (int)t->mwarps,
+                     (int)t->mma_ct, (int)t->mma_fill);
   demo_linear *l = calloc(1, sizeof *l);
-  if (!l) return demo_model_fail(CLPA_ERR_OUT_OF_MEMORY, "demo_linear_create: out of memory");
+  if (!l) return demo_fail(CLPA_ERR_OUT_OF_MEMORY, "demo_linear_create: out of memory");
   l->ctx = ctx, l->dev = dev, l->queue = queue;
   l->tune = *t;
   l->nvidia = is_nvidia(dev);
@@ -184,21 +184,21 @@ static clpa_status build(demo_linear *l, int mma, const char *opts, const char *
   cl_int e;
   cl_program p = clCreateProgramWithSource(l->ctx, n, src, NULL, &e);
   if (e != CL_SUCCESS)
-    return demo_model_fail(demo_cl_status(e), "demo_linear: clCreateProgramWithSource: OpenCL error %d",
-                           (int)e);
+    return demo_fail(demo_cl_status(e), "demo_linear: clCreateProgramWithSource: OpenCL error %d",
+                     (int)e);
   e = clBuildProgram(p, 1, &l->dev, opts, NULL, NULL);
   if (e != CL_SUCCESS) {
     char log[1536] = "";
     clGetProgramBuildInfo(p, l->dev, CL_PROGRAM_BUILD_LOG, sizeof log - 1, log, NULL);
     clReleaseProgram(p);
-    return demo_model_fail(CLPA_ERR_BUILD, "demo_linear: clBuildProgram(%s): OpenCL error %d: %s",
-                           opts, (int)e, log);
+    return demo_fail(CLPA_ERR_BUILD, "demo_linear: clBuildProgram(%s): OpenCL error %d: %s",
+                     opts, (int)e, log);
   }
   cl_kernel k = clCreateKernel(p, name, &e);
   if (e != CL_SUCCESS) {
     clReleaseProgram(p);
-    return demo_model_fail(demo_cl_status(e), "demo_linear: clCreateKernel(%s): OpenCL error %d",
-                           name, (int)e);
+    return demo_fail(demo_cl_status(e), "demo_linear: clCreateKernel(%s): OpenCL error %d",
+                     name, (int)e);
   }
   *prog = p, *kern = k;
   return CLPA_OK;
@@ -244,7 +244,7 @@ static clpa_status mma_program(demo_linear *l, int d, int b) {
   return demo_cl_check(e, "demo_linear: clCreateKernel(demo_linear_mma_reduce)");
 }
 
-/* linear.h; the aim (mma_fill) is the table's, notes/linear.md. */
+/* linear.h; the aim (mma_fill) is the table's, docs/decisions/0029-demo-linear-table.md. */
 int32_t demo_linear_mma_split(const demo_linear *l, int32_t rows, int32_t n, int32_t k) {
   const int b = block_in(mma_blocks, NMMA, rows);
   const int64_t rb = mma_blocks[b], cols = mma_cols(l);
@@ -271,8 +271,8 @@ static clpa_status grow(demo_linear *l, cl_mem *buf, size_t *have, size_t elems,
   if (e != CL_SUCCESS) {
     if (*buf) clReleaseMemObject(*buf);
     *buf = NULL;
-    return demo_model_fail(demo_cl_status(e), "demo_linear_run: %s (%zu bytes): OpenCL error %d",
-                           what, elems * size, (int)e);
+    return demo_fail(demo_cl_status(e), "demo_linear_run: %s (%zu bytes): OpenCL error %d",
+                     what, elems * size, (int)e);
   }
   *have = elems;
   return CLPA_OK;
@@ -280,16 +280,16 @@ static clpa_status grow(demo_linear *l, cl_mem *buf, size_t *have, size_t elems,
 
 static clpa_status check(demo_wfmt w, int32_t rows, int32_t n, int32_t k) {
   if ((unsigned)w >= DEMO_W_COUNT)
-    return demo_model_fail(CLPA_ERR_INVALID_ARG,
-                           "demo_linear_run: weight form %d (f32, f16, bf16, q8_0, q4_0, q4_K, q5_K"
-                           " or q6_K)", (int)w);
+    return demo_fail(CLPA_ERR_INVALID_ARG,
+                     "demo_linear_run: weight form %d (f32, f16, bf16, q8_0, q4_0, q4_K, q5_K"
+                     " or q6_K)", (int)w);
   if (rows < 0 || n <= 0 || k <= 0)
-    return demo_model_fail(CLPA_ERR_INVALID_ARG, "demo_linear_run: rows %d, n %d, k %d", (int)rows,
-                           (int)n, (int)k);
+    return demo_fail(CLPA_ERR_INVALID_ARG, "demo_linear_run: rows %d, n %d, k %d", (int)rows,
+                     (int)n, (int)k);
   if (!demo_wfmt_row_bytes(w, k))
-    return demo_model_fail(CLPA_ERR_INVALID_ARG,
-                           "demo_linear_run: k %d is not a whole number of %s blocks of %u", (int)k,
-                           forms[w].name, (unsigned)forms[w].elems);
+    return demo_fail(CLPA_ERR_INVALID_ARG,
+                     "demo_linear_run: k %d is not a whole number of %s blocks of %u", (int)k,
+                     forms[w].name, (unsigned)forms[w].elems);
   return CLPA_OK;
 }
 
@@ -305,15 +305,15 @@ static clpa_status set_args(cl_kernel kr, cl_mem A, int32_t rows, int32_t k, cl_
   e |= clSetKernelArg(kr, 5, sizeof C, &C);
   e |= clSetKernelArg(kr, 6, sizeof acc, &acc);
   return e == CL_SUCCESS ? CLPA_OK
-                         : demo_model_fail(CLPA_ERR_OPENCL, "demo_linear_run: clSetKernelArg failed");
+                         : demo_fail(CLPA_ERR_OPENCL, "demo_linear_run: clSetKernelArg failed");
 }
 
 static clpa_status run_stream(demo_linear *l, int d, cl_mem A, cl_mem W, cl_mem C, int32_t rows,
                               int32_t n, int32_t k, int accumulate, cl_event *ev) {
   if (k % 8)
-    return demo_model_fail(CLPA_ERR_INVALID_ARG,
-                           "demo_linear_run: the streaming kernel needs k a multiple of 8 (k %d)",
-                           (int)k);
+    return demo_fail(CLPA_ERR_INVALID_ARG,
+                     "demo_linear_run: the streaming kernel needs k a multiple of 8 (k %d)",
+                     (int)k);
   const int b = block_for(rows);
   clpa_status st = program(l, d, b);
   if (st == CLPA_OK) st = set_args(l->stream[d][b], A, rows, k, W, n, C, accumulate);
@@ -330,9 +330,9 @@ static clpa_status run_stream(demo_linear *l, int d, cl_mem A, cl_mem W, cl_mem 
 static clpa_status run_mma(demo_linear *l, int d, cl_mem A, cl_mem W, cl_mem C, int32_t rows,
                            int32_t n, int32_t k, int accumulate, cl_event *ev) {
   if (!mma_runs(k, (demo_wfmt)d))
-    return demo_model_fail(CLPA_ERR_INVALID_ARG,
-                           "demo_linear_run: the tensor-core kernel needs k a multiple of 32"
-                           " and f16 or bf16 weights (k %d, %s)", (int)k, forms[d].name);
+    return demo_fail(CLPA_ERR_INVALID_ARG,
+                     "demo_linear_run: the tensor-core kernel needs k a multiple of 32"
+                     " and f16 or bf16 weights (k %d, %s)", (int)k, forms[d].name);
   const int b = block_in(mma_blocks, NMMA, rows);
   const int32_t split = demo_linear_mma_split(l, rows, n, k);
   const size_t wg = 32 * (size_t)l->tune.mwarps, rb = (size_t)mma_blocks[b];
@@ -410,7 +410,7 @@ static clpa_status run_clblast(demo_linear *l, int d, cl_mem A, cl_mem W, cl_mem
                                      0, (size_t)k, accumulate ? 1.0f : 0.0f, C, 0, (size_t)n,
                                      &l->queue, ev);
   if (s != CLBlastSuccess)
-    return demo_model_fail(
+    return demo_fail(
         s == CLBlastOpenCLOutOfResources ? CLPA_ERR_OUT_OF_RESOURCES : CLPA_ERR_OPENCL,
         "CLBlastSgemm(%d x %d x %d): CLBlast status %d", (int)rows, (int)n, (int)k, (int)s);
   return CLPA_OK;

@@ -172,7 +172,7 @@ static int parse(int argc, char **argv, demo_args *a) {
       "system prompts, few-shot groups, multi-turn chats, unique prompts) and prints\n"
       "a summary.",
       opts,
-      "JSON keys include computed_tokens, cached_tokens, generated_tokens,\n"
+      "JSON keys include op (\"demo\"), computed_tokens, cached_tokens, generated_tokens,\n"
       "tokens_per_s, hit_rate, ttft_p50_ms, tpot_p50_ms, peak_blocks, preemptions,\n"
       "attention_s, gemm_s, temperature and, with --check, check_ok.\n"
       "\n"
@@ -185,12 +185,14 @@ static int parse(int argc, char **argv, demo_args *a) {
       "prompt as it stands. Blank lines are skipped. Answers go to stdout in the\n"
       "file's order, one a line (backslash, newline and carriage return written \\\\,\n"
       "\\n and \\r; a refused request as [refused: why]), or with --json one object a\n"
-      "line: index, line, prompt_tokens, generated_tokens, text, finish_reason (stop,\n"
-      "length, or refused with an error saying why); the summary goes to stderr.\n"
+      "line: op (\"answer\"), index, line, prompt_tokens, generated_tokens, text,\n"
+      "finish_reason (stop, length, or refused with an error saying why); the\n"
+      "summary (op \"demo\") goes to stderr.\n"
       "\n"
       "Exit status: 0; 1 when something fails, every request is refused (too long\n"
       "for the model's context or --blocks) or --check finds a difference; 2 for a\n"
       "bad command line or a malformed --prompts line (FILE:LINE:COLUMN says where).",
+      clpa_version_string(),
   };
   g_cmd = &cmd;
   int rc = cli_parse(&cmd, argc, argv);
@@ -287,7 +289,7 @@ static int tokenize(const demo_tokenizer *tok, const demo_args *a, const demo_pr
                                                  q ? q->len : strlen(a->prompt),
                                                  demo_tokenizer_add_bos(tok), false, &sv->ids[i], &len);
     if (st != CLPA_OK || len == 0 || len > INT32_MAX / 2) {
-      const char *why = st != CLPA_OK ? demo_tokenizer_last_error() : len ? "too long" : "no tokens";
+      const char *why = st != CLPA_OK ? demo_last_error() : len ? "too long" : "no tokens";
       if (q)
         fprintf(stderr, "clpa-demo: %s:%d: %s\n", a->prompts, (int)q->line, why);
       else
@@ -305,11 +307,10 @@ static int tokenize(const demo_tokenizer *tok, const demo_args *a, const demo_pr
  * exit status after saying why: 2 for a malformed file, 1 when it cannot
  * be read. */
 static int read_prompts(const demo_args *a, demo_prompts *pf) {
-  char err[512];
-  const clpa_status st = demo_prompts_read(a->prompts, pf, err, sizeof err);
-  if (st == CLPA_ERR_INVALID_ARG) return cli_error(g_cmd, "%s", err);
+  const clpa_status st = demo_prompts_read(a->prompts, pf);
+  if (st == CLPA_ERR_INVALID_ARG) return cli_error(g_cmd, "%s", demo_last_error());
   if (st != CLPA_OK) {
-    fprintf(stderr, "clpa-demo: --prompts: %s\n", err);
+    fprintf(stderr, "clpa-demo: --prompts: %s\n", demo_last_error());
     return 1;
   }
   if (pf->count == 0) return cli_error(g_cmd, "%s: no prompts (every line is blank)", a->prompts);
@@ -352,12 +353,12 @@ int main(int argc, char **argv) {
     cli_progress("clpa-demo: loading %s...", a.model);
     if (demo_gguf_open(a.model, &g) != CLPA_OK) {
       cli_progress_end();
-      fprintf(stderr, "clpa-demo: %s\n", demo_gguf_last_error());
+      fprintf(stderr, "clpa-demo: %s\n", demo_last_error());
       goto out;
     }
     if (demo_tokenizer_create(g, &tok) != CLPA_OK) {
       cli_progress_end();
-      fprintf(stderr, "clpa-demo: %s: tokenizer: %s\n", a.model, demo_tokenizer_last_error());
+      fprintf(stderr, "clpa-demo: %s: tokenizer: %s\n", a.model, demo_last_error());
       goto out;
     }
     if ((st = demo_model_create_gguf(ctx, g, a.weight_dtype, &m)) != CLPA_OK) {
@@ -419,7 +420,7 @@ int main(int argc, char **argv) {
   cli_progress("clpa-demo: building kernels and the KV cache (fast with a warm kernel cache)...");
   if ((st = demo_engine_create(m, w, &sc, &e)) != CLPA_OK) {
     cli_progress_end();
-    fprintf(stderr, "clpa-demo: engine: %s\n", clpa_last_error());
+    fprintf(stderr, "clpa-demo: engine: %s\n", demo_last_error());
     goto out;
   }
   cli_progress_end();
@@ -430,7 +431,7 @@ int main(int argc, char **argv) {
   cli_progress_end();
   clpa_context_program_stats(ctx, &ps1);
   if (st != CLPA_OK) {
-    fprintf(stderr, "clpa-demo: %s\n", demo_engine_error(e));
+    fprintf(stderr, "clpa-demo: %s\n", demo_last_error());
     goto out;
   }
   if (a.prompts) { /* every request's answer, the refused ones included */

@@ -2,7 +2,8 @@
  * model.c — the demo's Llama-shaped model on the device, the object: its
  * presets, kernels, weights (host and device) and their lifetime (model.h
  * has the contract, reference.h the formulas). One engine step over it is
- * model_step.c's; model_internal.h has the struct they share.
+ * model_step.c's, its per-step buffers model_buffers.c's and its timing
+ * model_timing.c's; model_internal.h has the struct they share.
  *
  * Device buffers (f32 unless said; T = new tokens of the step, S = its
  * sequences; W = weight dtype, f32 or f16):
@@ -104,15 +105,11 @@ const char *const demo_kernel_names[K_COUNT] = {
     "demo_embed_f32", "demo_embed_f16", "demo_rmsnorm", "demo_rmsnorm_rows",
     "demo_rope",      "demo_silu_mul",  "demo_argmax"};
 
-void demo_release_mem(cl_mem *b) {
-  if (*b) clReleaseMemObject(*b);
-  *b = NULL;
-}
-
 void demo_model_destroy(demo_model *m) {
   if (!m) return;
   if (m->queue) clFinish(m->queue);
-  demo_model_release_step(m);
+  demo_model_release_buffers(m);
+  demo_model_events_free(m);
   demo_release_mem(&m->d_embed);
   demo_release_mem(&m->d_final_norm);
   demo_release_mem(&m->d_lm_head);
@@ -158,14 +155,14 @@ static clpa_status build_kernels(demo_model *m) {
   if (e != CL_SUCCESS) {
     char log[1536] = "";
     clGetProgramBuildInfo(m->prog, m->dev, CL_PROGRAM_BUILD_LOG, sizeof log - 1, log, NULL);
-    return demo_model_fail(CLPA_ERR_BUILD, "clBuildProgram (demo kernels): OpenCL error %d: %s",
-                           (int)e, log);
+    return demo_fail(CLPA_ERR_BUILD, "clBuildProgram (demo kernels): OpenCL error %d: %s",
+                     (int)e, log);
   }
   for (int i = 0; i < K_COUNT; i++) {
     m->k[i] = clCreateKernel(m->prog, demo_kernel_names[i], &e);
     if (e != CL_SUCCESS)
-      return demo_model_fail(demo_cl_status(e), "clCreateKernel(%s): OpenCL error %d",
-                             demo_kernel_names[i], (int)e);
+      return demo_fail(demo_cl_status(e), "clCreateKernel(%s): OpenCL error %d",
+                       demo_kernel_names[i], (int)e);
   }
   return CLPA_OK;
 }
@@ -177,7 +174,7 @@ static clpa_status upload(demo_model *m, const float *h, size_t n, clpa_dtype dt
   const void *src = h;
   if (dt != CLPA_DTYPE_F32) {
     if (!(tmp = malloc(bytes)))
-      return demo_model_fail(CLPA_ERR_OUT_OF_MEMORY, "upload: %zu bytes", bytes);
+      return demo_fail(CLPA_ERR_OUT_OF_MEMORY, "upload: %zu bytes", bytes);
     clpa_dtype_encode(dt, h, tmp, n, 1.0f);
     src = tmp;
   }
@@ -194,7 +191,7 @@ static clpa_status upload_rope(demo_model *m) {
   const int32_t half = c->head_size / 2;
   size_t n = (size_t)c->max_positions * half * 2;
   float *t = malloc(n * sizeof(float));
-  if (!t) return demo_model_fail(CLPA_ERR_OUT_OF_MEMORY, "rope table: %zu floats", n);
+  if (!t) return demo_fail(CLPA_ERR_OUT_OF_MEMORY, "rope table: %zu floats", n);
   for (int32_t i = 0; i < half; i++) {
     double f = pow((double)c->rope_theta, -2.0 * i / c->head_size);
     if (m->h_rope_factors) f /= m->h_rope_factors[i];
@@ -246,12 +243,12 @@ static clpa_status model_new(clpa_context *ctx, const demo_config *cfg, clpa_dty
                              demo_model **out) {
   *out = NULL;
   if (!ctx || !cfg || !config_valid(cfg))
-    return demo_model_fail(CLPA_ERR_INVALID_ARG, "demo_model: invalid context or config");
+    return demo_fail(CLPA_ERR_INVALID_ARG, "demo_model: invalid context or config");
   if (wdt != CLPA_DTYPE_F32 && wdt != CLPA_DTYPE_F16)
-    return demo_model_fail(CLPA_ERR_UNSUPPORTED, "demo_model: weight dtype %s (f32 or f16)",
-                           clpa_dtype_name(wdt));
+    return demo_fail(CLPA_ERR_UNSUPPORTED, "demo_model: weight dtype %s (f32 or f16)",
+                     clpa_dtype_name(wdt));
   demo_model *m = calloc(1, sizeof *m);
-  if (!m) return demo_model_fail(CLPA_ERR_OUT_OF_MEMORY, "demo_model: out of memory");
+  if (!m) return demo_fail(CLPA_ERR_OUT_OF_MEMORY, "demo_model: out of memory");
   m->ctx = ctx;
   m->clctx = clpa_context_cl_context(ctx);
   m->dev = clpa_context_cl_device(ctx);
@@ -267,7 +264,7 @@ static clpa_status model_new(clpa_context *ctx, const demo_config *cfg, clpa_dty
   m->hw.layer = calloc((size_t)cfg->layers, sizeof *m->hw.layer);
   if (!m->hl || !m->dl || !m->hw.layer) {
     demo_model_destroy(m);
-    return demo_model_fail(CLPA_ERR_OUT_OF_MEMORY, "demo_model: out of memory");
+    return demo_fail(CLPA_ERR_OUT_OF_MEMORY, "demo_model: out of memory");
   }
   clpa_status st = build_kernels(m);
   if (st == CLPA_OK) st = demo_linear_create(m->clctx, m->dev, m->queue, NULL, &m->lin);
@@ -317,7 +314,7 @@ clpa_status demo_model_begin(clpa_context *ctx, const demo_config *cfg, clpa_dty
                              int tied, int rope_factors, demo_model **out,
                              demo_weight_slots *slots) {
   if (!out || !slots)
-    return demo_model_fail(CLPA_ERR_INVALID_ARG, "demo_model_begin: NULL argument");
+    return demo_fail(CLPA_ERR_INVALID_ARG, "demo_model_begin: NULL argument");
   demo_model *m;
   clpa_status st = model_new(ctx, cfg, weight_dtype, &m);
   if (st != CLPA_OK) return st;
@@ -341,7 +338,7 @@ clpa_status demo_model_begin(clpa_context *ctx, const demo_config *cfg, clpa_dty
   }
   if (bad) {
     demo_model_destroy(m);
-    return demo_model_fail(CLPA_ERR_OUT_OF_MEMORY, "demo_model_begin: host weights");
+    return demo_fail(CLPA_ERR_OUT_OF_MEMORY, "demo_model_begin: host weights");
   }
   set_host_view(m, slots);
   *out = m;
@@ -375,9 +372,9 @@ clpa_status demo_model_set_blocks(demo_model *m, int32_t layer, demo_matrix whic
   if (w < DEMO_W_Q8_0 || w >= DEMO_W_COUNT || !want || bytes != want ||
       (which != DEMO_MAT_LM_HEAD && (layer < 0 || layer >= m->cfg.layers)) ||
       (which == DEMO_MAT_LM_HEAD && m->h_lm_head == m->h_embed))
-    return demo_model_fail(CLPA_ERR_INVALID_ARG,
-                           "demo_model_set_blocks: layer %d matrix %d as %s: %zu bytes (%zu wanted)",
-                           (int)layer, (int)which, demo_wfmt_name(w), bytes, want);
+    return demo_fail(CLPA_ERR_INVALID_ARG,
+                     "demo_model_set_blocks: layer %d matrix %d as %s: %zu bytes (%zu wanted)",
+                     (int)layer, (int)which, demo_wfmt_name(w), bytes, want);
   cl_mem *dst = which == DEMO_MAT_LM_HEAD ? &m->d_lm_head
                 : which == DEMO_MAT_QKV   ? &m->dl[layer].wqkv
                 : which == DEMO_MAT_O     ? &m->dl[layer].wo
@@ -450,7 +447,7 @@ clpa_status demo_model_finish(demo_model *m, demo_model **out) {
 clpa_status demo_model_cache_create(demo_model *m, int32_t num_blocks, int32_t block_size,
                                     clpa_dtype kv_dtype, clpa_cache **out) {
   if (!m || !out)
-    return demo_model_fail(CLPA_ERR_INVALID_ARG, "demo_model_cache_create: NULL argument");
+    return demo_fail(CLPA_ERR_INVALID_ARG, "demo_model_cache_create: NULL argument");
   clpa_cache_config cc;
   clpa_cache_config_init(&cc);
   cc.num_layers = m->cfg.layers;

@@ -10,11 +10,13 @@
  *   logits = Wlm . rms(x)        (greedy: the argmax)
  *
  * One forward call runs one engine step: a batch whose first num_decode
- * sequences decode one token each (clpa_decode over the paged cache) and
- * whose others run a prefill chunk (clpa_prefill: new tokens over their
- * cached prefix). Every new token's K/V goes into the cache first
- * (clpa_reshape_and_cache through its slot). Tools use clpa's public
- * headers only.
+ * sequences decode one token each over the paged cache and whose others
+ * run a prefill chunk (new tokens over their cached prefix). The step's
+ * attention is planned once (clpa_plan_decode, clpa_plan_prefill: the
+ * step's shapes and host lengths) and run on every layer's cache
+ * (clpa_run); the plans are released when the step ends. Every new
+ * token's K/V goes into the cache first (clpa_reshape_and_cache through
+ * its slot). Tools use clpa's public headers only.
  */
 #ifndef CLPA_DEMO_MODEL_H
 #define CLPA_DEMO_MODEL_H

@@ -21,7 +21,7 @@ static clpa_status load(const demo_gguf *g, const char *name, int64_t ne0, int64
   clpa_status st = demo_gguf_expect(g, name, ne0, ne1, &t);
   if (st == CLPA_OK) st = demo_gguf_tensor_to_f32(t, dst, (uint64_t)(ne1 ? ne0 * ne1 : ne0));
   if (st != CLPA_OK)
-    return demo_model_fail(st, "demo_model_create_gguf: %s", demo_gguf_last_error());
+    return demo_fail(st, "demo_model_create_gguf: %s", demo_last_error());
   return CLPA_OK;
 }
 
@@ -45,7 +45,7 @@ static clpa_status keep_blocks(const demo_gguf *g, demo_model *m, int32_t l, dem
     total += (size_t)raw[i].size;
   }
   unsigned char *buf = malloc(total ? total : 1);
-  if (!buf) return demo_model_fail(CLPA_ERR_OUT_OF_MEMORY, "demo_model_create_gguf: %zu bytes", total);
+  if (!buf) return demo_fail(CLPA_ERR_OUT_OF_MEMORY, "demo_model_create_gguf: %zu bytes", total);
   for (size_t i = 0, at = 0; i < (size_t)parts; at += (size_t)raw[i].size, i++)
     memcpy(buf + at, raw[i].data, (size_t)raw[i].size);
   const clpa_status st =
@@ -56,12 +56,12 @@ static clpa_status keep_blocks(const demo_gguf *g, demo_model *m, int32_t l, dem
 
 clpa_status demo_model_create_gguf(clpa_context *ctx, const struct demo_gguf *g,
                                    clpa_dtype weight_dtype, demo_model **out) {
-  if (!g || !out) return demo_model_fail(CLPA_ERR_INVALID_ARG, "demo_model_create_gguf: NULL");
+  if (!g || !out) return demo_fail(CLPA_ERR_INVALID_ARG, "demo_model_create_gguf: NULL");
   *out = NULL;
   demo_gguf_llama L;
   clpa_status st = demo_gguf_llama_config(g, &L);
   if (st != CLPA_OK)
-    return demo_model_fail(st, "demo_model_create_gguf: %s", demo_gguf_last_error());
+    return demo_fail(st, "demo_model_create_gguf: %s", demo_last_error());
   demo_config c = {L.vocab, L.hidden, L.layers, L.heads, L.kv_heads, L.head_size, L.ffn,
                    L.rope_theta, L.norm_eps, L.max_positions};
   demo_model *m;

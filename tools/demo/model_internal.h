@@ -1,7 +1,14 @@
 /*
  * model_internal.h — inside tools/demo only: the model object that model.c
  * builds and owns and model_step.c runs one engine step over, and the
- * helpers both use.
+ * helpers they share. Calls go one way:
+ *
+ *   model_step.c --> model.c           (the object: kernels, weights' forms)
+ *        |             |
+ *        +-------------+--> model_buffers.c  (the step's buffers, grown on demand)
+ *                      +--> model_timing.c   (the step's profiling events)
+ *
+ * model.c calls the two below it only to release what they hold.
  */
 #ifndef CLPA_DEMO_MODEL_INTERNAL_H
 #define CLPA_DEMO_MODEL_INTERNAL_H
@@ -65,10 +72,25 @@ struct demo_model {
   int n_ev, cap_ev;
 };
 
-/* Releases *b (if any) and sets it to NULL (model.c). */
-void demo_release_mem(cl_mem *b);
-/* Releases the per-step buffers, events and staging (model_step.c). */
-void demo_model_release_step(demo_model *m);
+/* Releases *b (if any) and sets it to NULL. */
+static inline void demo_release_mem(cl_mem *b) {
+  if (*b) clReleaseMemObject(*b);
+  *b = NULL;
+}
+
+/* model_buffers.c: grows the per-step buffers to T tokens, S sequences and
+ * bt block-table entries (the previous steps' are idle: each step waits);
+ * releases them and the staging. */
+clpa_status demo_model_reserve(demo_model *m, int32_t T, int32_t S, int32_t bt);
+void demo_model_release_buffers(demo_model *m);
+
+/* model_timing.c: where the next op's event goes (NULL when the queue does
+ * not profile); the step's events summed by kind; their release (clear:
+ * for the next step; free: with the model). */
+cl_event *demo_model_event(demo_model *m, int kind);
+void demo_model_times(demo_model *m, demo_times *t);
+void demo_model_events_clear(demo_model *m);
+void demo_model_events_free(demo_model *m);
 
 #define TRY(expr)                          \
   do {                                     \

@@ -1,9 +1,9 @@
 /*
  * model_step.c — one engine step of the demo's model (model.c has the
- * object and the layout of its device buffers): the per-step buffers,
- * the forward pass over a batch (embedding, the layers' GEMMs, RoPE, cache
- * writes and attention through clpa, the LM head and argmax) and the
- * step's timing by profiling events.
+ * object and the layout of its device buffers): the forward pass over a
+ * batch (embedding, the layers' GEMMs, RoPE, cache writes and attention
+ * through clpa, the LM head and argmax), on the per-step buffers of
+ * model_buffers.c, each op timed by model_timing.c's events.
  *
  * The linear layers are linear.h's, C [T, out] = A [T, in] . W^T by the
  * engine the device's table picks for T rows; the output projection and
@@ -14,8 +14,6 @@
  */
 #include <math.h>
 #include <stdarg.h>
-#include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
 #include "model_internal.h"
@@ -24,149 +22,15 @@
  * One engine step
  * ------------------------------------------------------------------- */
 
-/* Where the next op's event goes (NULL when the queue does not profile:
- * then no events are kept). With profiling, a marker goes on the queue
- * first: the op's time is from the marker's end to the end of its event,
- * so an op of several kernels (a CLBlast GEMM with its padding kernels,
- * decode v2 with its reduce) counts whole, and idle time before it (the
- * host still enqueueing) does not. A program built on first use inside
- * the op does count: time warm steps. */
-static cl_event *next_event(demo_model *m, int kind) {
-  if (!m->profiling) return NULL;
-  if (m->n_ev == m->cap_ev) {
-    int cap = m->cap_ev ? 2 * m->cap_ev : 256;
-    timed_event *p = realloc(m->ev, (size_t)cap * sizeof *p);
-    if (!p) return NULL; /* not timed, still run */
-    m->ev = p, m->cap_ev = cap;
-  }
-  timed_event *t = &m->ev[m->n_ev++];
-  t->ev = t->start = NULL;
-  t->kind = kind;
-  if (clEnqueueMarkerWithWaitList(m->queue, 0, NULL, &t->start) != CL_SUCCESS) t->start = NULL;
-  return &t->ev;
-}
-
-static int event_time(cl_event ev, cl_profiling_info what, cl_ulong *t) {
-  return ev && clGetEventProfilingInfo(ev, what, sizeof *t, t, NULL) == CL_SUCCESS;
-}
-
-/* Sums the step's ops by kind (next_event says how each is timed). On the
- * in-order queue an op cannot start before the op before it ended, so
- * that end bounds its start: PoCL 3.1 stamps a marker's end when it
- * reaches the marker, before the kernels ahead of it have finished, which
- * charged every GEMM before an attention call to attention (89.8 % of the
- * tiny demo's device time, where perf showed 3 % in attention kernels). */
-static void collect_times(demo_model *m, demo_times *t) {
-  double sum[3] = {0, 0, 0};
-  cl_ulong prev_end = 0;
-  for (int i = 0; i < m->n_ev; i++) {
-    cl_ulong from, end;
-    if (!event_time(m->ev[i].ev, CL_PROFILING_COMMAND_END, &end)) continue;
-    if (!event_time(m->ev[i].start, CL_PROFILING_COMMAND_END, &from) &&
-        !event_time(m->ev[i].ev, CL_PROFILING_COMMAND_START, &from))
-      continue;
-    if (from < prev_end) from = prev_end;
-    if (end > from) sum[m->ev[i].kind] += (double)(end - from) * 1e-9;
-    if (end > prev_end) prev_end = end;
-  }
-  if (t) t->attention_s = sum[TIME_ATTN], t->gemm_s = sum[TIME_GEMM], t->other_s = sum[TIME_OTHER];
-}
-
-static void release_events(demo_model *m) {
-  for (int i = 0; i < m->n_ev; i++) {
-    if (m->ev[i].ev) clReleaseEvent(m->ev[i].ev);
-    if (m->ev[i].start) clReleaseEvent(m->ev[i].start);
-  }
-  m->n_ev = 0;
-}
-
-static void release_step_buffers(demo_model *m) {
-  cl_mem *bufs[] = {&m->x, &m->xn, &m->qkv, &m->attn, &m->gu, &m->act, &m->xl, &m->logits,
-                    &m->next, &m->tokens, &m->positions, &m->slots, &m->ctx_lens, &m->last_rows,
-                    &m->bt_dec, &m->bt_pre};
-  for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) demo_release_mem(bufs[i]);
-  m->cap_t = m->cap_s = m->cap_bt = 0;
-}
-
-void demo_model_release_step(demo_model *m) {
-  release_step_buffers(m);
-  release_events(m);
-  free(m->ev);
-  free(m->h_pos);
-  free(m->h_ctx);
-  free(m->h_last);
-  m->ev = NULL, m->cap_ev = 0;
-  m->h_pos = m->h_ctx = m->h_last = NULL;
-}
-
-static clpa_status new_buffer(demo_model *m, size_t bytes, cl_mem *out, const char *what) {
-  cl_int e;
-  demo_release_mem(out);
-  *out = clCreateBuffer(m->clctx, CL_MEM_READ_WRITE, bytes ? bytes : 4, NULL, &e);
-  if (e != CL_SUCCESS)
-    return demo_model_fail(demo_cl_status(e), "clCreateBuffer(%s, %zu bytes): OpenCL error %d",
-                           what, bytes, (int)e);
-  return CLPA_OK;
-}
-
-/* Grows the per-step buffers to T tokens, S sequences and bt block-table
- * entries (all buffers of the previous steps are idle: each step waits). */
-static clpa_status ensure_capacity(demo_model *m, int32_t T, int32_t S, int32_t bt) {
-  const demo_config *c = &m->cfg;
-  const size_t f = sizeof(float), H = (size_t)c->hidden;
-  clpa_status st = CLPA_OK;
-  if (T > m->cap_t) {
-    int32_t n = T > 2 * m->cap_t ? T : 2 * m->cap_t;
-    m->cap_t = 0;
-    TRY(new_buffer(m, n * H * f, &m->x, "x"));
-    TRY(new_buffer(m, n * H * f, &m->xn, "xn"));
-    TRY(new_buffer(m, (size_t)n * m->qkv_dim * f, &m->qkv, "qkv"));
-    TRY(new_buffer(m, (size_t)n * c->heads * c->head_size * f, &m->attn, "attn"));
-    TRY(new_buffer(m, (size_t)n * 2 * c->ffn * f, &m->gu, "gu"));
-    TRY(new_buffer(m, (size_t)n * c->ffn * f, &m->act, "act"));
-    TRY(new_buffer(m, (size_t)n * 4, &m->tokens, "tokens"));
-    TRY(new_buffer(m, (size_t)n * 4, &m->positions, "positions"));
-    TRY(new_buffer(m, (size_t)n * 8, &m->slots, "slots"));
-    int32_t *p = realloc(m->h_pos, (size_t)n * sizeof *p);
-    if (!p) return demo_model_fail(CLPA_ERR_OUT_OF_MEMORY, "demo_model_forward: staging");
-    m->h_pos = p;
-    m->cap_t = n;
-  }
-  if (S > m->cap_s) {
-    int32_t n = S > 2 * m->cap_s ? S : 2 * m->cap_s;
-    m->cap_s = 0;
-    TRY(new_buffer(m, n * H * f, &m->xl, "xl"));
-    TRY(new_buffer(m, (size_t)n * c->vocab * f, &m->logits, "logits"));
-    TRY(new_buffer(m, (size_t)n * 4, &m->next, "next"));
-    TRY(new_buffer(m, (size_t)n * 4, &m->ctx_lens, "context_lens"));
-    TRY(new_buffer(m, (size_t)n * 4, &m->last_rows, "last_rows"));
-    int32_t *a = realloc(m->h_ctx, (size_t)n * sizeof *a);
-    if (a) m->h_ctx = a;
-    int32_t *b = realloc(m->h_last, (size_t)n * sizeof *b);
-    if (b) m->h_last = b;
-    if (!a || !b) return demo_model_fail(CLPA_ERR_OUT_OF_MEMORY, "demo_model_forward: staging");
-    m->cap_s = n;
-  }
-  if (bt > m->cap_bt) {
-    int32_t n = bt > 2 * m->cap_bt ? bt : 2 * m->cap_bt;
-    m->cap_bt = 0;
-    TRY(new_buffer(m, (size_t)n * 4, &m->bt_dec, "block_tables (decode)"));
-    TRY(new_buffer(m, (size_t)n * 4, &m->bt_pre, "block_tables (prefill)"));
-    m->cap_bt = n;
-  }
-out:
-  return st;
-}
-
 static clpa_status write_buf(demo_model *m, cl_mem b, size_t bytes, const void *src,
                              const char *what) {
   if (!bytes) return CLPA_OK;
   cl_int e = clEnqueueWriteBuffer(m->queue, b, CL_FALSE, 0, bytes, src, 0, NULL,
-                                  next_event(m, TIME_OTHER));
+                                  demo_model_event(m, TIME_OTHER));
   return e == CL_SUCCESS
              ? CLPA_OK
-             : demo_model_fail(demo_cl_status(e), "clEnqueueWriteBuffer(%s): OpenCL error %d", what,
-                               (int)e);
+             : demo_fail(demo_cl_status(e), "clEnqueueWriteBuffer(%s): OpenCL error %d", what,
+                         (int)e);
 }
 
 /* Sets a kernel's arguments from (size, pointer) pairs and enqueues it. */
@@ -180,19 +44,19 @@ static clpa_status launch_as(demo_model *m, int kind, int k, cl_uint dims, const
     cl_int e = clSetKernelArg(m->k[k], (cl_uint)i, size, p);
     if (e != CL_SUCCESS) {
       va_end(ap);
-      return demo_model_fail(demo_cl_status(e), "clSetKernelArg(%s, %d): OpenCL error %d",
-                             demo_kernel_names[k], i, (int)e);
+      return demo_fail(demo_cl_status(e), "clSetKernelArg(%s, %d): OpenCL error %d",
+                       demo_kernel_names[k], i, (int)e);
     }
   }
   va_end(ap);
   for (cl_uint d = 0; d < dims; d++)
     if (!global[d]) return CLPA_OK;
   cl_int e = clEnqueueNDRangeKernel(m->queue, m->k[k], dims, NULL, global, local, 0, NULL,
-                                    next_event(m, kind));
+                                    demo_model_event(m, kind));
   return e == CL_SUCCESS
              ? CLPA_OK
-             : demo_model_fail(demo_cl_status(e), "clEnqueueNDRangeKernel(%s): OpenCL error %d",
-                               demo_kernel_names[k], (int)e);
+             : demo_fail(demo_cl_status(e), "clEnqueueNDRangeKernel(%s): OpenCL error %d",
+                         demo_kernel_names[k], (int)e);
 }
 #define ARG(v) sizeof(v), (const void *)&(v)
 #define launch(m, ...) launch_as(m, TIME_OTHER, __VA_ARGS__)
@@ -203,7 +67,7 @@ static clpa_status gemm(demo_model *m, int32_t l, demo_matrix which, cl_mem A, c
                         int32_t rows, int32_t n, int32_t k, int accumulate) {
   if (!rows) return CLPA_OK;
   return demo_linear_run(m->lin, m->engine, demo_model_form(m, l, which), A, W, C, rows, n, k,
-                         accumulate, next_event(m, TIME_GEMM));
+                         accumulate, demo_model_event(m, TIME_GEMM));
 }
 
 static clpa_status rmsnorm(demo_model *m, cl_mem x, cl_mem w, cl_mem y, int32_t rows) {
@@ -216,28 +80,28 @@ static clpa_status rmsnorm(demo_model *m, cl_mem x, cl_mem w, cl_mem y, int32_t 
 static clpa_status check_batch(const demo_model *m, const clpa_kv_layout *kv, const demo_batch *b) {
   const char *fn = "demo_model_forward";
   if (b->num_seqs <= 0 || b->num_decode < 0 || b->num_decode > b->num_seqs)
-    return demo_model_fail(CLPA_ERR_INVALID_ARG, "%s: num_seqs %d, num_decode %d", fn,
-                           (int)b->num_seqs, (int)b->num_decode);
+    return demo_fail(CLPA_ERR_INVALID_ARG, "%s: num_seqs %d, num_decode %d", fn,
+                     (int)b->num_seqs, (int)b->num_decode);
   if (!b->tokens || !b->cu_seqlens || !b->cached_lens || !b->slots || !b->block_tables ||
       b->max_blocks_per_seq <= 0)
-    return demo_model_fail(CLPA_ERR_INVALID_ARG, "%s: NULL array or max_blocks_per_seq %d", fn,
-                           (int)b->max_blocks_per_seq);
+    return demo_fail(CLPA_ERR_INVALID_ARG, "%s: NULL array or max_blocks_per_seq %d", fn,
+                     (int)b->max_blocks_per_seq);
   if (b->cu_seqlens[0] != 0)
-    return demo_model_fail(CLPA_ERR_INVALID_ARG, "%s: cu_seqlens[0] != 0", fn);
+    return demo_fail(CLPA_ERR_INVALID_ARG, "%s: cu_seqlens[0] != 0", fn);
   const int64_t cap = (int64_t)b->max_blocks_per_seq * kv->block_size;
   for (int32_t s = 0; s < b->num_seqs; s++) {
     int32_t n = b->cu_seqlens[s + 1] - b->cu_seqlens[s], c = b->cached_lens[s];
     if (n < 1 || c < 0)
-      return demo_model_fail(CLPA_ERR_INVALID_ARG,
-                             "%s: sequence %d has %d new tokens, cached_len %d", fn, (int)s, (int)n,
-                             (int)c);
+      return demo_fail(CLPA_ERR_INVALID_ARG,
+                       "%s: sequence %d has %d new tokens, cached_len %d", fn, (int)s, (int)n,
+                       (int)c);
     if (s < b->num_decode && (n != 1 || c < 1))
-      return demo_model_fail(
+      return demo_fail(
           CLPA_ERR_INVALID_ARG,
           "%s: decode sequence %d needs 1 new token and cached_len > 0 (has %d, %d)", fn, (int)s,
           (int)n, (int)c);
     if ((int64_t)c + n > m->cfg.max_positions || (int64_t)c + n > cap)
-      return demo_model_fail(
+      return demo_fail(
           CLPA_ERR_INVALID_ARG,
           "%s: sequence %d reaches %lld tokens (max_positions %d, block table %lld)", fn, (int)s,
           (long long)c + n, (int)m->cfg.max_positions, (long long)cap);
@@ -245,13 +109,17 @@ static clpa_status check_batch(const demo_model *m, const clpa_kv_layout *kv, co
   const int32_t T = b->cu_seqlens[b->num_seqs];
   for (int32_t t = 0; t < T; t++)
     if (b->tokens[t] < 0 || b->tokens[t] >= m->cfg.vocab)
-      return demo_model_fail(CLPA_ERR_INVALID_ARG, "%s: token %d is %d (vocab %d)", fn, (int)t,
-                             (int)b->tokens[t], (int)m->cfg.vocab);
+      return demo_fail(CLPA_ERR_INVALID_ARG, "%s: token %d is %d (vocab %d)", fn, (int)t,
+                       (int)b->tokens[t], (int)m->cfg.vocab);
   return CLPA_OK;
 }
 
 /* The step's attention plans (decode rows first, then the prefill
- * chunks; NULL where the step has none), made once and run per layer. */
+ * chunks; NULL where the step has none), made once and run per layer.
+ * Not kept for the next step: prefill's work list is this step's chunks,
+ * and decode's split is planned from this step's host lengths, so a plan
+ * kept would divide the next step's work otherwise than the one-call ops
+ * (and could change its results' last bits). */
 typedef struct step_plans {
   clpa_plan *decode, *prefill;
 } step_plans;
@@ -299,13 +167,13 @@ static clpa_status attention(demo_model *m, clpa_cache *cache, const step_plans 
   clpa_status st = CLPA_OK;
   if (sp->decode) {
     in.block_tables = m->bt_dec, in.context_lens = m->ctx_lens;
-    in.event = next_event(m, TIME_ATTN);
+    in.event = demo_model_event(m, TIME_ATTN);
     if ((st = demo_clpa_check(clpa_run(sp->decode, &in), "clpa_run (decode)", l)) != CLPA_OK)
       return st;
   }
   if (sp->prefill) {
     in.block_tables = m->bt_pre, in.context_lens = NULL;
-    in.event = next_event(m, TIME_ATTN);
+    in.event = demo_model_event(m, TIME_ATTN);
     st = demo_clpa_check(clpa_run(sp->prefill, &in), "clpa_run (prefill)", l);
   }
   return st;
@@ -331,7 +199,7 @@ static clpa_status layer(demo_model *m, clpa_cache *cache, const step_plans *sp,
   rc.key_offset = (size_t)qd, rc.value_offset = (size_t)qd + (size_t)c->kv_heads * hd;
   rc.key_stride = rc.value_stride = (size_t)m->qkv_dim;
   rc.slot_mapping = m->slots;
-  rc.event = next_event(m, TIME_ATTN);
+  rc.event = demo_model_event(m, TIME_ATTN);
   TRY(demo_clpa_check(clpa_reshape_and_cache(m->ctx, &rc), "clpa_reshape_and_cache", l));
   TRY(attention(m, cache, sp, l));
 
@@ -349,12 +217,12 @@ clpa_status demo_model_forward(demo_model *m, clpa_cache *cache, const demo_batc
                                float *logits, int32_t *next_tokens, demo_times *times) {
   if (times) memset(times, 0, sizeof *times);
   if (!m || !cache || !b || !next_tokens)
-    return demo_model_fail(CLPA_ERR_INVALID_ARG, "demo_model_forward: NULL argument");
+    return demo_fail(CLPA_ERR_INVALID_ARG, "demo_model_forward: NULL argument");
   clpa_kv_layout kv;
   clpa_status st = demo_clpa_check(clpa_cache_get_layout(cache, &kv), "clpa_cache_get_layout", -1);
   if (st != CLPA_OK) return st;
   if (kv.num_kv_heads != m->cfg.kv_heads || kv.head_size != m->cfg.head_size)
-    return demo_model_fail(
+    return demo_fail(
         CLPA_ERR_INVALID_ARG, "demo_model_forward: cache of %d x %d, model %d x %d",
         (int)kv.num_kv_heads, (int)kv.head_size, (int)m->cfg.kv_heads, (int)m->cfg.head_size);
   if ((st = check_batch(m, &kv, b)) != CLPA_OK) return st;
@@ -363,7 +231,7 @@ clpa_status demo_model_forward(demo_model *m, clpa_cache *cache, const demo_batc
   const int32_t S = b->num_seqs, nd = b->num_decode, T = b->cu_seqlens[S];
   const int32_t mb = b->max_blocks_per_seq;
   const int32_t bt = (nd > S - nd ? nd : S - nd) * mb;
-  if ((st = ensure_capacity(m, T, S, bt)) != CLPA_OK) return st;
+  if ((st = demo_model_reserve(m, T, S, bt)) != CLPA_OK) return st;
 
   int32_t max_ctx = 0;
   step_plans plans = {NULL, NULL};
@@ -377,7 +245,7 @@ clpa_status demo_model_forward(demo_model *m, clpa_cache *cache, const demo_batc
     }
   }
 
-  release_events(m);
+  demo_model_events_clear(m);
   TRY(write_buf(m, m->tokens, (size_t)T * 4, b->tokens, "tokens"));
   TRY(write_buf(m, m->positions, (size_t)T * 4, m->h_pos, "positions"));
   TRY(write_buf(m, m->slots, (size_t)T * 8, b->slots, "slots"));
@@ -399,19 +267,19 @@ clpa_status demo_model_forward(demo_model *m, clpa_cache *cache, const demo_batc
   TRY(gemm(m, 0, DEMO_MAT_LM_HEAD, m->xl, m->d_lm_head, m->logits, S, c->vocab, c->hidden, 0));
   TRY(launch(m, K_ARGMAX, 1, &ng, &nl, 3, ARG(m->logits), ARG(c->vocab), ARG(m->next)));
   TRY(demo_cl_check(clEnqueueReadBuffer(m->queue, m->next, CL_FALSE, 0, (size_t)S * 4, next_tokens,
-                                        0, NULL, next_event(m, TIME_OTHER)),
+                                        0, NULL, demo_model_event(m, TIME_OTHER)),
                     "clEnqueueReadBuffer(next tokens)"));
   if (logits)
     TRY(demo_cl_check(clEnqueueReadBuffer(m->queue, m->logits, CL_FALSE, 0,
                                           (size_t)S * c->vocab * sizeof(float), logits, 0, NULL,
-                                          next_event(m, TIME_OTHER)),
+                                          demo_model_event(m, TIME_OTHER)),
                       "clEnqueueReadBuffer(logits)"));
 out:;
   plans_release(&plans);
   /* Wait in every case: the queue may still read the caller's arrays. */
   cl_int e = clFinish(m->queue);
   if (st == CLPA_OK) st = demo_cl_check(e, "clFinish");
-  if (st == CLPA_OK && m->profiling) collect_times(m, times);
-  release_events(m);
+  if (st == CLPA_OK && m->profiling) demo_model_times(m, times);
+  demo_model_events_clear(m);
   return st;
 }

@@ -28,7 +28,7 @@ static void fill(uint64_t *s, float *p, size_t n, double mean, double std) {
 
 clpa_status demo_model_create_random(clpa_context *ctx, const demo_config *cfg, uint64_t seed,
                                      clpa_dtype weight_dtype, demo_model **out) {
-  if (!out || !cfg) return demo_model_fail(CLPA_ERR_INVALID_ARG, "demo_model_create_random: NULL");
+  if (!out || !cfg) return demo_fail(CLPA_ERR_INVALID_ARG, "demo_model_create_random: NULL");
   demo_model *m;
   demo_weight_slots w;
   clpa_status st = demo_model_begin(ctx, cfg, weight_dtype, 0, 0, &m, &w);
@@ -62,7 +62,7 @@ clpa_status demo_model_create_host(clpa_context *ctx, const demo_config *cfg,
                                    const demo_host_weights *src, clpa_dtype weight_dtype,
                                    demo_model **out) {
   if (!out || !cfg || !src || !src->layer)
-    return demo_model_fail(CLPA_ERR_INVALID_ARG, "demo_model_create_host: NULL argument");
+    return demo_fail(CLPA_ERR_INVALID_ARG, "demo_model_create_host: NULL argument");
   demo_model *m;
   demo_weight_slots w;
   const int tied = src->lm_head == src->embed;

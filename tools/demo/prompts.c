@@ -18,26 +18,23 @@ typedef struct cursor {
   const char *name;
   const char *line_start, *p, *end;
   int32_t line;
-  char *err;
-  size_t cap;
 } cursor;
 
 #if defined(__GNUC__) || defined(__clang__)
 __attribute__((format(printf, 3, 4)))
 #endif
 static clpa_status bad(cursor *c, const char *at, const char *fmt, ...) {
-  int n = snprintf(c->err, c->cap, "%s:%d:%d: ", c->name, (int)c->line, (int)(at - c->line_start) + 1);
-  if (n < 0 || (size_t)n >= c->cap) return CLPA_ERR_INVALID_ARG;
+  char what[512];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(c->err + n, c->cap - (size_t)n, fmt, ap);
+  vsnprintf(what, sizeof what, fmt, ap);
   va_end(ap);
-  return CLPA_ERR_INVALID_ARG;
+  return demo_fail(CLPA_ERR_INVALID_ARG, "%s:%d:%d: %s", c->name, (int)c->line,
+                   (int)(at - c->line_start) + 1, what);
 }
 
 static clpa_status oom(cursor *c) {
-  snprintf(c->err, c->cap, "%s:%d: out of memory", c->name, (int)c->line);
-  return CLPA_ERR_OUT_OF_MEMORY;
+  return demo_fail(CLPA_ERR_OUT_OF_MEMORY, "%s:%d: out of memory", c->name, (int)c->line);
 }
 
 static int is_blank(char ch) { return ch == ' ' || ch == '\t' || ch == '\r'; }
@@ -235,11 +232,9 @@ static clpa_status plain_line(cursor *c, demo_prompt *out) {
   return CLPA_OK;
 }
 
-clpa_status demo_prompts_parse(const char *data, size_t size, const char *name, demo_prompts *out,
-                               char *err, size_t cap) {
+clpa_status demo_prompts_parse(const char *data, size_t size, const char *name, demo_prompts *out) {
   memset(out, 0, sizeof *out);
-  if (cap) err[0] = '\0';
-  cursor c = {name, NULL, NULL, NULL, 0, err, cap};
+  cursor c = {name, NULL, NULL, NULL, 0};
   const char *p = data, *end = data + size;
   if (size >= 3 && !memcmp(p, "\xEF\xBB\xBF", 3)) p += 3; /* a byte order mark */
   int32_t room = 0;
@@ -280,13 +275,10 @@ clpa_status demo_prompts_parse(const char *data, size_t size, const char *name, 
   return CLPA_OK;
 }
 
-clpa_status demo_prompts_read(const char *path, demo_prompts *out, char *err, size_t cap) {
+clpa_status demo_prompts_read(const char *path, demo_prompts *out) {
   memset(out, 0, sizeof *out);
   FILE *f = fopen(path, "rb");
-  if (!f) {
-    snprintf(err, cap, "%s: %s", path, strerror(errno));
-    return CLPA_ERR_IO;
-  }
+  if (!f) return demo_fail(CLPA_ERR_IO, "%s: %s", path, strerror(errno));
   /* In chunks, not by its size: a pipe (/dev/stdin) has none. */
   char *data = NULL;
   size_t n = 0, room = 0;
@@ -296,8 +288,7 @@ clpa_status demo_prompts_read(const char *path, demo_prompts *out, char *err, si
       room = room ? 2 * room : 1 << 16;
       char *grown = realloc(data, room);
       if (!grown) {
-        snprintf(err, cap, "%s: out of memory", path);
-        st = CLPA_ERR_OUT_OF_MEMORY;
+        st = demo_fail(CLPA_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
         break;
       }
       data = grown;
@@ -306,14 +297,13 @@ clpa_status demo_prompts_read(const char *path, demo_prompts *out, char *err, si
     n += got;
     if (got == 0) {
       if (ferror(f)) {
-        snprintf(err, cap, "%s: %s", path, strerror(errno));
-        st = CLPA_ERR_IO;
+        st = demo_fail(CLPA_ERR_IO, "%s: %s", path, strerror(errno));
       }
       break;
     }
   }
   fclose(f);
-  if (st == CLPA_OK) st = demo_prompts_parse(data, n, path, out, err, cap);
+  if (st == CLPA_OK) st = demo_prompts_parse(data, n, path, out);
   free(data);
   return st;
 }

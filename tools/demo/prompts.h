@@ -37,6 +37,7 @@
 #include <stdint.h>
 
 #include "clpa_base.h"
+#include "error.h"
 
 #define DEMO_MAX_TOKENS_LIMIT (1 << 20) /* the largest "max_tokens" (--output-max's) */
 
@@ -56,13 +57,12 @@ typedef struct demo_prompts {
 /* Parses size bytes of a file's contents; name is the file's name in
  * messages. On CLPA_OK *out holds the prompts (zero when the file has no
  * non-blank line); free them with demo_prompts_free. On
- * CLPA_ERR_INVALID_ARG (a malformed line) or CLPA_ERR_OUT_OF_MEMORY, err
- * gets the message (cap bytes, truncated) and *out holds nothing. */
-clpa_status demo_prompts_parse(const char *data, size_t size, const char *name, demo_prompts *out,
-                               char *err, size_t cap);
+ * CLPA_ERR_INVALID_ARG (a malformed line) or CLPA_ERR_OUT_OF_MEMORY,
+ * demo_last_error() (error.h) has the message and *out holds nothing. */
+clpa_status demo_prompts_parse(const char *data, size_t size, const char *name, demo_prompts *out);
 /* Reads the file at path and parses it; CLPA_ERR_IO when it cannot be
- * read (err says why). */
-clpa_status demo_prompts_read(const char *path, demo_prompts *out, char *err, size_t cap);
+ * read (demo_last_error() says why). */
+clpa_status demo_prompts_read(const char *path, demo_prompts *out);
 /* Frees what parse or read made; accepts an emptied or zeroed *p. */
 void demo_prompts_free(demo_prompts *p);
 

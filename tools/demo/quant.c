@@ -5,8 +5,6 @@
 #include "quant.h"
 
 #include <math.h>
-#include <stdarg.h>
-#include <stdio.h>
 #include <string.h>
 
 /* Every product in these formats is exact in float: an f16 (11
@@ -18,20 +16,6 @@
 
 #define QK 32    /* elements in a Q4_0 / Q8_0 block */
 #define QK_K 256 /* elements in a K-quant super-block */
-
-/* ---------------------------------------------------------------- errors */
-
-static _Thread_local char tls_error[256];
-
-const char *demo_quant_last_error(void) { return tls_error; }
-
-static clpa_status fail(clpa_status st, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(tls_error, sizeof tls_error, fmt, ap);
-  va_end(ap);
-  return st;
-}
 
 /* ----------------------------------------------------------------- types */
 
@@ -62,14 +46,14 @@ uint32_t demo_quant_block_bytes(uint32_t type) { return find(type) ? find(type)-
 /* The common checks of both directions; *out the type's row. */
 static clpa_status check(const char *fn, uint32_t type, const void *a, const void *b, uint64_t n,
                          const qtype **out) {
-  if (n && (!a || !b)) return fail(CLPA_ERR_INVALID_ARG, "%s: NULL argument", fn);
+  if (n && (!a || !b)) return demo_fail(CLPA_ERR_INVALID_ARG, "%s: NULL argument", fn);
   *out = find(type);
   if (!*out)
-    return fail(CLPA_ERR_UNSUPPORTED, "%s: ggml type %u is not one of " DEMO_QUANT_TYPE_NAMES, fn,
-                (unsigned)type);
+    return demo_fail(CLPA_ERR_UNSUPPORTED, "%s: ggml type %u is not one of " DEMO_QUANT_TYPE_NAMES, fn,
+                     (unsigned)type);
   if (n % (*out)->elems)
-    return fail(CLPA_ERR_INVALID_ARG, "%s: %llu elements are not whole %s blocks of %u", fn,
-                (unsigned long long)n, (*out)->name, (unsigned)(*out)->elems);
+    return demo_fail(CLPA_ERR_INVALID_ARG, "%s: %llu elements are not whole %s blocks of %u", fn,
+                     (unsigned long long)n, (*out)->name, (unsigned)(*out)->elems);
   return CLPA_OK;
 }
 
@@ -411,13 +395,13 @@ clpa_status demo_quant_quantize(uint32_t type, const float *src, void *dst, uint
   /* everything first, so that a refusal writes nothing */
   for (uint64_t i = 0; i < n; i++)
     if (!isfinite(src[i]))
-      return fail(CLPA_ERR_INVALID_ARG, "demo_quant_quantize: element %llu is %g", (unsigned long long)i,
-                  (double)src[i]);
+      return demo_fail(CLPA_ERR_INVALID_ARG, "demo_quant_quantize: element %llu is %g", (unsigned long long)i,
+                       (double)src[i]);
   for (uint64_t i = 0; i < n / t->elems; i++)
     if (!scales_fit(type, src + i * t->elems))
-      return fail(CLPA_ERR_INVALID_ARG,
-                  "demo_quant_quantize: block %llu (max |x| %g) needs a %s scale past f16's 65504",
-                  (unsigned long long)i, (double)amax(src + i * t->elems, (int)t->elems), t->name);
+      return demo_fail(CLPA_ERR_INVALID_ARG,
+                       "demo_quant_quantize: block %llu (max |x| %g) needs a %s scale past f16's 65504",
+                       (unsigned long long)i, (double)amax(src + i * t->elems, (int)t->elems), t->name);
   uint8_t *b = dst;
   for (uint64_t i = 0; i < n / t->elems; i++, b += t->bytes, src += t->elems) {
     switch (type) {

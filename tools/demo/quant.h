@@ -57,6 +57,7 @@
 #include <stdint.h>
 
 #include "clpa_base.h"
+#include "error.h"
 
 /* ggml's type numbers (ggml.h, enum ggml_type) of the formats above. */
 enum {
@@ -76,10 +77,7 @@ bool demo_quant_supported(uint32_t type);
 uint32_t demo_quant_block_elems(uint32_t type);
 /* Returns the bytes per block (34, 18, 144, 176, 210), or 0 for another type. */
 uint32_t demo_quant_block_bytes(uint32_t type);
-
-/* Returns the message of this thread's last failed demo_quant_* call ("" if
- * none failed). Valid until that thread's next failing call. */
-const char *demo_quant_last_error(void);
+/* The calls below that fail say why in demo_last_error() (error.h). */
 
 /* ======================================================================
  * Decoding

@@ -219,6 +219,7 @@ int demo_report_answers(FILE *out, const demo_engine *e, const demo_answers_info
     if (json) {
       cli_json j;
       cli_json_begin(&j, out);
+      cli_json_str(&j, "op", "answer");
       cli_json_int(&j, "index", i);
       if (in->lines) cli_json_int(&j, "line", in->lines[i]);
       cli_json_int(&j, "prompt_tokens", r->req->prompt_len);

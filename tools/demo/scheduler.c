@@ -5,8 +5,6 @@
  */
 #include "scheduler.h"
 
-#include <stdarg.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -46,7 +44,6 @@ struct demo_engine {
    * --check keeps them or the sampler draws from them. */
   float *logits;
   demo_run_stats st;
-  char err[1024];
   struct timespec t0;
 };
 
@@ -54,14 +51,6 @@ static double now_s(const demo_engine *e) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
   return (double)(t.tv_sec - e->t0.tv_sec) + 1e-9 * (double)(t.tv_nsec - e->t0.tv_nsec);
-}
-
-static clpa_status fail(demo_engine *e, clpa_status st, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(e->err, sizeof e->err, fmt, ap);
-  va_end(ap);
-  return st;
 }
 
 void demo_sched_config_init(demo_sched_config *c) {
@@ -75,15 +64,14 @@ clpa_status demo_engine_create(demo_model *m, demo_workload *w, const demo_sched
                                demo_engine **out) {
   *out = NULL;
   demo_engine *e = calloc(1, sizeof *e);
-  if (!e) return CLPA_ERR_OUT_OF_MEMORY;
+  if (!e) return demo_fail(CLPA_ERR_OUT_OF_MEMORY, "engine: out of memory");
   e->m = m, e->w = w, e->cfg = *cfg, e->mc = demo_model_config(m);
   clock_gettime(CLOCK_MONOTONIC, &e->t0);
   clpa_status st = demo_model_cache_create(m, cfg->num_blocks, cfg->block_size, cfg->kv_dtype,
                                            &e->cache);
   if (st != CLPA_OK) {
-    fprintf(stderr, "clpa-demo: KV cache: %s\n", clpa_last_error());
     free(e);
-    return st;
+    return demo_fail(st, "KV cache: %s", demo_last_error());
   }
   clpa_kv_layout kv;
   clpa_cache_get_layout(e->cache, &kv);
@@ -93,9 +81,8 @@ clpa_status demo_engine_create(demo_model *m, demo_workload *w, const demo_sched
   kc.prefix_cache = cfg->prefix_cache;
   kc.free_watermark = cfg->num_blocks / 64;
   if ((st = clpa_kvman_create(&kc, &e->km)) != CLPA_OK) {
-    fprintf(stderr, "clpa-demo: KV manager: %s\n", clpa_last_error());
     demo_engine_destroy(e);
-    return st;
+    return demo_fail(st, "KV manager: %s", clpa_last_error());
   }
   e->capacity = 1 << 16; /* requests (ids index results) */
   e->max_blocks = (e->mc->max_positions + cfg->block_size - 1) / cfg->block_size;
@@ -115,7 +102,7 @@ clpa_status demo_engine_create(demo_model *m, demo_workload *w, const demo_sched
   if (!e->results || !e->waiting || !e->running || !e->batch || !e->tokens || !e->slots ||
       !e->cu || !e->cached || !e->next || !e->tables || (read_logits && !e->logits)) {
     demo_engine_destroy(e);
-    return CLPA_ERR_OUT_OF_MEMORY;
+    return demo_fail(CLPA_ERR_OUT_OF_MEMORY, "engine: out of memory");
   }
   *out = e;
   return CLPA_OK;
@@ -140,8 +127,6 @@ void demo_engine_destroy(demo_engine *e) {
   free(e->slots), free(e->cu), free(e->cached), free(e->next), free(e->tables), free(e->logits);
   free(e);
 }
-
-const char *demo_engine_error(const demo_engine *e) { return e->err; }
 
 const demo_result *demo_engine_results(const demo_engine *e, int32_t *count) {
   int32_t n = 0;
@@ -175,7 +160,7 @@ static void finish_request(demo_engine *e, live *l, int32_t step, int cache) {
 static clpa_status arrive(demo_engine *e, int32_t step) {
   demo_request *r;
   while ((r = demo_workload_next(e->w, step))) {
-    if (r->id >= e->capacity) return fail(e, CLPA_ERR_UNSUPPORTED, "more than %d requests", e->capacity);
+    if (r->id >= e->capacity) return demo_fail(CLPA_ERR_UNSUPPORTED, "more than %d requests", e->capacity);
     demo_result *res = &e->results[r->id];
     res->req = r;
     res->arrived_s = now_s(e);
@@ -185,7 +170,7 @@ static clpa_status arrive(demo_engine *e, int32_t step) {
     live *l = calloc(1, sizeof *l);
     if (!res->generated || (e->cfg.keep_logits && !res->logits) || !l) {
       free(l);
-      return fail(e, CLPA_ERR_OUT_OF_MEMORY, "out of memory for request %d", r->id);
+      return demo_fail(CLPA_ERR_OUT_OF_MEMORY, "out of memory for request %d", r->id);
     }
     l->req = r, l->res = res, l->prompt = r->prompt, l->prompt_len = r->prompt_len;
     l->waiting_since = step, l->state = WAITING;
@@ -225,7 +210,7 @@ static clpa_status admit(demo_engine *e, int32_t step) {
   int32_t *match = e->cfg.lpm && e->cfg.prefix_cache ? malloc(sizeof(int32_t) * (size_t)e->n_wait) : NULL;
   if (!order || (e->cfg.lpm && e->cfg.prefix_cache && !match)) {
     free(order), free(match);
-    return fail(e, CLPA_ERR_OUT_OF_MEMORY, "out of memory ordering the queue");
+    return demo_fail(CLPA_ERR_OUT_OF_MEMORY, "out of memory ordering the queue");
   }
   for (int32_t i = 0; i < e->n_wait; i++) {
     order[i] = i;
@@ -241,12 +226,12 @@ static clpa_status admit(demo_engine *e, int32_t step) {
   qsort(order, (size_t)e->n_wait, sizeof *order, by_priority);
   clpa_status st = CLPA_OK;
   char *taken = calloc((size_t)e->n_wait, 1);
-  if (!taken) st = fail(e, CLPA_ERR_OUT_OF_MEMORY, "out of memory");
+  if (!taken) st = demo_fail(CLPA_ERR_OUT_OF_MEMORY, "out of memory");
   for (int32_t k = 0; st == CLPA_OK && k < e->n_wait && e->n_run < e->cfg.max_running; k++) {
     live *l = e->waiting[order[k]];
     l->slots = malloc(sizeof(int64_t) * (size_t)l->prompt_len);
     if (!l->slots) {
-      st = fail(e, CLPA_ERR_OUT_OF_MEMORY, "out of memory");
+      st = demo_fail(CLPA_ERR_OUT_OF_MEMORY, "out of memory");
       break;
     }
     clpa_kvman_admit_options opt;
@@ -260,7 +245,7 @@ static clpa_status admit(demo_engine *e, int32_t step) {
       break;
     }
     if (a != CLPA_OK) {
-      st = fail(e, a, "admit: %s", clpa_last_error());
+      st = demo_fail(a, "admit: %s", clpa_last_error());
       break;
     }
     l->kv = r.req, l->cached = l->computed = r.cached_tokens, l->state = PREFILL;
@@ -317,7 +302,7 @@ static clpa_status preempt(demo_engine *e, live *l, int32_t step) {
   l->kv = NULL;
   const int32_t n = l->req->prompt_len + l->res->num_generated;
   int32_t *p = malloc(sizeof(int32_t) * (size_t)n);
-  if (!p) return fail(e, CLPA_ERR_OUT_OF_MEMORY, "out of memory");
+  if (!p) return demo_fail(CLPA_ERR_OUT_OF_MEMORY, "out of memory");
   memcpy(p, l->req->prompt, sizeof(int32_t) * (size_t)l->req->prompt_len);
   memcpy(p + l->req->prompt_len, l->res->generated, sizeof(int32_t) * (size_t)l->res->num_generated);
   if (l->own_prompt) free(l->prompt);
@@ -344,7 +329,7 @@ static clpa_status take_token(demo_engine *e, int32_t s, int32_t step) {
     /* Publish the computed prefix (whole blocks) at once, as SGLang caches
      * unfinished requests: requests that arrive meanwhile share it. */
     if (e->cfg.prefix_cache && clpa_kvman_checkpoint(e->km, l->kv, l->computed) != CLPA_OK)
-      return fail(e, CLPA_ERR_OUT_OF_MEMORY, "checkpoint: %s", clpa_last_error());
+      return demo_fail(CLPA_ERR_OUT_OF_MEMORY, "checkpoint: %s", clpa_last_error());
     if (l->computed < l->prompt_len) return CLPA_OK; /* more chunks to go */
   }
   const int32_t tok = e->cfg.sampler ? demo_sampler_sample(e->cfg.sampler,
@@ -371,7 +356,7 @@ static clpa_status take_token(demo_engine *e, int32_t s, int32_t step) {
     l->state = DECODE;
     return CLPA_OK;
   }
-  if (a != CLPA_ERR_POOL_EXHAUSTED) return fail(e, a, "append: %s", clpa_last_error());
+  if (a != CLPA_ERR_POOL_EXHAUSTED) return demo_fail(a, "append: %s", clpa_last_error());
   for (int32_t i = 0; i < e->n_run; i++)
     if (e->running[i] == l) e->running[i] = e->running[--e->n_run];
   return preempt(e, l, step);
@@ -404,7 +389,7 @@ static clpa_status step_once(demo_engine *e, int32_t step) {
    * ~10 ms for a top-p over a flat distribution (a sort of thousands),
    * ~0.2 ms with top-k 40. */
   clpa_status st = demo_model_forward(e->m, e->cache, &b, e->logits, e->next, &dt);
-  if (st != CLPA_OK) return fail(e, st, "forward: %s", clpa_last_error());
+  if (st != CLPA_OK) return demo_fail(st, "forward: %s", demo_last_error());
   const double t = now_s(e) - t0;
   const int32_t decode_tokens = b.num_decode, all = e->cu[b.num_seqs];
   e->st.prefill_s += t * (all - decode_tokens) / all;

@@ -81,10 +81,9 @@ clpa_status demo_engine_create(demo_model *m, demo_workload *w, const demo_sched
 void demo_engine_destroy(demo_engine *e);
 /* Runs every request to the end. progress (may be NULL) is called after
  * each step. Returns CLPA_OK or the failing call's status (the message is
- * in demo_engine_error). */
+ * in demo_last_error(), error.h). */
 clpa_status demo_engine_run(demo_engine *e, void (*progress)(const demo_engine *e, void *user),
                             void *user);
-const char *demo_engine_error(const demo_engine *e);
 /* The results (one per request, in request id order) and the totals. */
 const demo_result *demo_engine_results(const demo_engine *e, int32_t *count);
 const demo_run_stats *demo_engine_stats(const demo_engine *e);

@@ -8,27 +8,12 @@
 #include "tokenizer.h"
 
 #include <inttypes.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "gguf.h"
 #include "pretok.h"
-
-/* ---------------------------------------------------------------- errors */
-
-static _Thread_local char tls_error[512];
-
-const char *demo_tokenizer_last_error(void) { return tls_error; }
-
-static clpa_status fail(clpa_status st, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(tls_error, sizeof tls_error, fmt, ap);
-  va_end(ap);
-  return st;
-}
 
 /* ------------------------------------------------------------ the object */
 
@@ -138,7 +123,7 @@ static clpa_status push(ids_buf *b, int32_t id) {
   if (b->n == b->cap) {
     size_t nc = b->cap ? b->cap * 2 : 64;
     int32_t *p = realloc(b->v, nc * sizeof *p);
-    if (!p) return fail(CLPA_ERR_OUT_OF_MEMORY, "out of memory (token ids)");
+    if (!p) return demo_fail(CLPA_ERR_OUT_OF_MEMORY, "out of memory (token ids)");
     b->v = p;
     b->cap = nc;
   }
@@ -150,8 +135,8 @@ static clpa_status push(ids_buf *b, int32_t id) {
 static clpa_status push_byte(const demo_tokenizer *t, ids_buf *b, uint8_t byte) {
   if (t->byte_tok[byte] >= 0) return push(b, t->byte_tok[byte]);
   if (t->unk >= 0) return push(b, t->unk);
-  return fail(CLPA_ERR_INVALID_ARG, "cannot encode byte 0x%02x: no token, no byte token and no unknown token",
-              byte);
+  return demo_fail(CLPA_ERR_INVALID_ARG, "cannot encode byte 0x%02x: no token, no byte token and no unknown token",
+                   byte);
 }
 
 /* ----------------------------------------------------- the merge loop */
@@ -218,7 +203,7 @@ static clpa_status spm_segment(const demo_tokenizer *t, const char *text, size_t
   if (!w || !s) {
     free(w);
     free(s);
-    return fail(CLPA_ERR_OUT_OF_MEMORY, "out of memory (encode)");
+    return demo_fail(CLPA_ERR_OUT_OF_MEMORY, "out of memory (encode)");
   }
   size_t wn = 0;
   if (prefix) {
@@ -273,9 +258,9 @@ static clpa_status bpe_word(const demo_tokenizer *t, const uint8_t *word, size_t
     if (s[i].id >= 0) st = push(out, s[i].id);
     else if (t->unk >= 0) st = push(out, t->unk);
     else
-      st = fail(CLPA_ERR_INVALID_ARG,
-                "cannot encode byte 0x%02x: its character U+%04" PRIX32 " is no token and there is no unknown token",
-                word[s[i].start], t->bmap.to_cp[word[s[i].start]]);
+      st = demo_fail(CLPA_ERR_INVALID_ARG,
+                     "cannot encode byte 0x%02x: its character U+%04" PRIX32 " is no token and there is no unknown token",
+                     word[s[i].start], t->bmap.to_cp[word[s[i].start]]);
   }
   return st;
 }
@@ -287,7 +272,7 @@ static clpa_status bpe_segment(const demo_tokenizer *t, const char *text, size_t
   char *mapped = malloc(len * 2 + 1);
   clpa_status st = CLPA_OK;
   if (!decoded || !s || !mapped) {
-    st = fail(CLPA_ERR_OUT_OF_MEMORY, "out of memory (encode)");
+    st = demo_fail(CLPA_ERR_OUT_OF_MEMORY, "out of memory (encode)");
     goto done;
   }
   for (size_t i = 0; !st && i < x.n;) {
@@ -317,9 +302,9 @@ static int32_t special_at(const demo_tokenizer *t, const char *text, size_t len,
 clpa_status demo_tokenizer_encode(const demo_tokenizer *t, const char *text, size_t len,
                                   bool add_bos, bool parse_special, int32_t **ids, size_t *n_ids) {
   if (!t || (!text && len) || !ids || !n_ids)
-    return fail(CLPA_ERR_INVALID_ARG, "demo_tokenizer_encode: NULL argument");
+    return demo_fail(CLPA_ERR_INVALID_ARG, "demo_tokenizer_encode: NULL argument");
   if (add_bos && t->bos < 0)
-    return fail(CLPA_ERR_INVALID_ARG, "add_bos asked for, but the file has no tokenizer.ggml.bos_token_id");
+    return demo_fail(CLPA_ERR_INVALID_ARG, "add_bos asked for, but the file has no tokenizer.ggml.bos_token_id");
   ids_buf out = {NULL, 0, 0};
   clpa_status st = add_bos ? push(&out, t->bos) : push(&out, 0);
   if (!add_bos) out.n = 0; /* allocates, so that *ids is never NULL */
@@ -356,9 +341,9 @@ clpa_status demo_tokenizer_encode(const demo_tokenizer *t, const char *text, siz
 /* -------------------------------------------------------------- decode */
 
 clpa_status demo_tokenizer_piece(const demo_tokenizer *t, int32_t id, const char **bytes, size_t *len) {
-  if (!t || !bytes || !len) return fail(CLPA_ERR_INVALID_ARG, "demo_tokenizer_piece: NULL argument");
+  if (!t || !bytes || !len) return demo_fail(CLPA_ERR_INVALID_ARG, "demo_tokenizer_piece: NULL argument");
   if (id < 0 || id >= t->n_vocab)
-    return fail(CLPA_ERR_INVALID_ARG, "token id %" PRId32 " is not in [0, %" PRId32 ")", id, t->n_vocab);
+    return demo_fail(CLPA_ERR_INVALID_ARG, "token id %" PRId32 " is not in [0, %" PRId32 ")", id, t->n_vocab);
   *bytes = t->piece_arena + t->piece_off[id];
   *len = t->piece_off[id + 1] - t->piece_off[id];
   return CLPA_OK;
@@ -366,15 +351,15 @@ clpa_status demo_tokenizer_piece(const demo_tokenizer *t, int32_t id, const char
 
 clpa_status demo_tokenizer_decode(const demo_tokenizer *t, const int32_t *ids, size_t n, char **text,
                                   size_t *len) {
-  if (!t || (!ids && n) || !text || !len) return fail(CLPA_ERR_INVALID_ARG, "demo_tokenizer_decode: NULL argument");
+  if (!t || (!ids && n) || !text || !len) return demo_fail(CLPA_ERR_INVALID_ARG, "demo_tokenizer_decode: NULL argument");
   size_t total = 0;
   for (size_t i = 0; i < n; i++) {
     if (ids[i] < 0 || ids[i] >= t->n_vocab)
-      return fail(CLPA_ERR_INVALID_ARG, "ids[%zu] = %" PRId32 " is not in [0, %" PRId32 ")", i, ids[i], t->n_vocab);
+      return demo_fail(CLPA_ERR_INVALID_ARG, "ids[%zu] = %" PRId32 " is not in [0, %" PRId32 ")", i, ids[i], t->n_vocab);
     total += t->piece_off[ids[i] + 1] - t->piece_off[ids[i]];
   }
   char *p = malloc(total + 1);
-  if (!p) return fail(CLPA_ERR_OUT_OF_MEMORY, "out of memory (decode)");
+  if (!p) return demo_fail(CLPA_ERR_OUT_OF_MEMORY, "out of memory (decode)");
   size_t w = 0;
   for (size_t i = 0; i < n; i++) {
     size_t l = t->piece_off[ids[i] + 1] - t->piece_off[ids[i]];
@@ -454,11 +439,11 @@ static clpa_status opt_id(const struct demo_gguf *g, const char *key, int32_t n_
   uint32_t v;
   bool found;
   clpa_status st = demo_gguf_get_u32(g, key, &v, &found);
-  if (st) return fail(st, "%s", demo_gguf_last_error());
+  if (st) return st;
   *out = -1;
   if (!found) return CLPA_OK;
   if (v >= (uint32_t)n_vocab)
-    return fail(CLPA_ERR_INVALID_ARG, "%s = %" PRIu32 " is not a token id (vocab %" PRId32 ")", key, v, n_vocab);
+    return demo_fail(CLPA_ERR_INVALID_ARG, "%s = %" PRIu32 " is not a token id (vocab %" PRId32 ")", key, v, n_vocab);
   *out = (int32_t)v;
   return CLPA_OK;
 }
@@ -476,16 +461,16 @@ static clpa_status build_tables(demo_tokenizer *t, const struct demo_gguf *g) {
   demo_gguf_arr types;
   bool found;
   clpa_status st = demo_gguf_get_arr(g, "tokenizer.ggml.token_type", DEMO_GGUF_TYPE_COUNT_, &types, &found);
-  if (st) return fail(st, "%s", demo_gguf_last_error());
+  if (st) return st;
   if (found && (types.n != (uint64_t)t->n_vocab || types.type == DEMO_GGUF_STRING ||
                 types.type == DEMO_GGUF_F32 || types.type == DEMO_GGUF_F64))
-    return fail(CLPA_ERR_INVALID_ARG, "tokenizer.ggml.token_type is %" PRIu64 " %s, expected %" PRId32 " integers",
-                types.n, demo_gguf_type_name(types.type), t->n_vocab);
+    return demo_fail(CLPA_ERR_INVALID_ARG, "tokenizer.ggml.token_type is %" PRIu64 " %s, expected %" PRId32 " integers",
+                     types.n, demo_gguf_type_name(types.type), t->n_vocab);
   for (int32_t i = 0; i < t->n_vocab; i++) {
     int64_t ty = found ? demo_gguf_arr_i64(&types, (uint64_t)i) : DEMO_TOKEN_NORMAL;
     if (ty < 0 || ty > DEMO_TOKEN_BYTE)
-      return fail(CLPA_ERR_INVALID_ARG, "tokenizer.ggml.token_type[%" PRId32 "] = %" PRId64 " is not a token type",
-                  i, ty);
+      return demo_fail(CLPA_ERR_INVALID_ARG, "tokenizer.ggml.token_type[%" PRId32 "] = %" PRId64 " is not a token type",
+                       i, ty);
     if (!found && t->kind == DEMO_TOKENIZER_SPM && is_byte_token(tok_text(t, i), t->text_len[i]))
       ty = DEMO_TOKEN_BYTE;
     t->types[i] = (uint8_t)ty;
@@ -504,7 +489,7 @@ static clpa_status build_tables(demo_tokenizer *t, const struct demo_gguf *g) {
     t->byte_tok[b] = lookup(t, buf, n);
   }
   t->specials = malloc((size_t)t->n_vocab * sizeof(int32_t));
-  if (!t->specials) return fail(CLPA_ERR_OUT_OF_MEMORY, "out of memory (tokenizer)");
+  if (!t->specials) return demo_fail(CLPA_ERR_OUT_OF_MEMORY, "out of memory (tokenizer)");
   for (int32_t i = 0; i < t->n_vocab; i++)
     if ((t->types[i] == DEMO_TOKEN_CONTROL || t->types[i] == DEMO_TOKEN_USER_DEFINED) && t->text_len[i])
       t->specials[t->n_specials++] = i;
@@ -518,7 +503,7 @@ static clpa_status build_tables(demo_tokenizer *t, const struct demo_gguf *g) {
   }
   t->piece_off[t->n_vocab] = (uint32_t)total;
   t->piece_arena = malloc((size_t)total + 1);
-  if (!t->piece_arena) return fail(CLPA_ERR_OUT_OF_MEMORY, "out of memory (tokenizer pieces)");
+  if (!t->piece_arena) return demo_fail(CLPA_ERR_OUT_OF_MEMORY, "out of memory (tokenizer pieces)");
   for (int32_t i = 0; i < t->n_vocab; i++) make_piece(t, i, t->piece_arena + t->piece_off[i]);
   return CLPA_OK;
 }
@@ -526,19 +511,19 @@ static clpa_status build_tables(demo_tokenizer *t, const struct demo_gguf *g) {
 static clpa_status build_merges(demo_tokenizer *t, const struct demo_gguf *g) {
   demo_gguf_arr m;
   clpa_status st = demo_gguf_get_arr(g, "tokenizer.ggml.merges", DEMO_GGUF_STRING, &m, NULL);
-  if (st) return fail(st, "%s", demo_gguf_last_error());
+  if (st) return st;
   if (m.n >= (1u << 24))
-    return fail(CLPA_ERR_INVALID_ARG, "tokenizer.ggml.merges has %" PRIu64 " merges (at most 2^24)", m.n);
+    return demo_fail(CLPA_ERR_INVALID_ARG, "tokenizer.ggml.merges has %" PRIu64 " merges (at most 2^24)", m.n);
   t->pairs_mask = pow2_at_least(m.n * 2 + 1) - 1;
   t->pairs = calloc((size_t)t->pairs_mask + 1, sizeof *t->pairs);
-  if (!t->pairs) return fail(CLPA_ERR_OUT_OF_MEMORY, "out of memory (merges)");
+  if (!t->pairs) return demo_fail(CLPA_ERR_OUT_OF_MEMORY, "out of memory (merges)");
   for (uint64_t i = 0; i < m.n; i++) {
     const demo_gguf_str *s = &m.strs[i];
     /* the separator is the first space after the first character */
     const char *sp = s->len > 1 ? memchr(s->s + 1, ' ', s->len - 1) : NULL;
     if (!sp)
-      return fail(CLPA_ERR_INVALID_ARG, "tokenizer.ggml.merges[%" PRIu64 "] = '%.60s' is not \"left right\"", i,
-                  s->s);
+      return demo_fail(CLPA_ERR_INVALID_ARG, "tokenizer.ggml.merges[%" PRIu64 "] = '%.60s' is not \"left right\"", i,
+                       s->s);
     size_t ll = (size_t)(sp - s->s), rl = s->len - ll - 1;
     int32_t l = lookup(t, s->s, ll), r = lookup(t, sp + 1, rl);
     char cat[512];
@@ -549,9 +534,9 @@ static clpa_status build_merges(demo_tokenizer *t, const struct demo_gguf *g) {
       merged = lookup(t, cat, ll + rl);
     }
     if (l < 0 || r < 0 || merged < 0)
-      return fail(CLPA_ERR_INVALID_ARG,
-                  "tokenizer.ggml.merges[%" PRIu64 "] = '%.60s': %s is not a token", i, s->s,
-                  l < 0 ? "the left part" : r < 0 ? "the right part" : "the merged text");
+      return demo_fail(CLPA_ERR_INVALID_ARG,
+                       "tokenizer.ggml.merges[%" PRIu64 "] = '%.60s': %s is not a token", i, s->s,
+                       l < 0 ? "the left part" : r < 0 ? "the right part" : "the merged text");
     pair_insert(t, l, r, (int32_t)i, merged);
   }
   return CLPA_OK;
@@ -562,20 +547,20 @@ static clpa_status create(demo_tokenizer *t, const struct demo_gguf *g) {
   demo_gguf_arr toks;
   bool found;
   clpa_status st;
-  if ((st = demo_gguf_get_str(g, "tokenizer.ggml.model", &model, NULL))) return fail(st, "%s", demo_gguf_last_error());
+  if ((st = demo_gguf_get_str(g, "tokenizer.ggml.model", &model, NULL))) return st;
   if (!strcmp(model.s, "llama")) t->kind = DEMO_TOKENIZER_SPM;
   else if (!strcmp(model.s, "gpt2")) t->kind = DEMO_TOKENIZER_BPE;
   else
-    return fail(CLPA_ERR_UNSUPPORTED, "tokenizer.ggml.model '%.60s' is not supported (only 'llama' and 'gpt2')",
-                model.s);
+    return demo_fail(CLPA_ERR_UNSUPPORTED, "tokenizer.ggml.model '%.60s' is not supported (only 'llama' and 'gpt2')",
+                     model.s);
   if ((st = demo_gguf_get_arr(g, "tokenizer.ggml.tokens", DEMO_GGUF_STRING, &toks, NULL)))
-    return fail(st, "%s", demo_gguf_last_error());
+    return st;
   if (toks.n == 0 || toks.n >= INT32_MAX)
-    return fail(CLPA_ERR_INVALID_ARG, "tokenizer.ggml.tokens has %" PRIu64 " tokens", toks.n);
+    return demo_fail(CLPA_ERR_INVALID_ARG, "tokenizer.ggml.tokens has %" PRIu64 " tokens", toks.n);
   t->n_vocab = (int32_t)toks.n;
   uint64_t total = 0;
   for (uint64_t i = 0; i < toks.n; i++) total += toks.strs[i].len + 1;
-  if (total > UINT32_MAX) return fail(CLPA_ERR_INVALID_ARG, "tokenizer.ggml.tokens is too large");
+  if (total > UINT32_MAX) return demo_fail(CLPA_ERR_INVALID_ARG, "tokenizer.ggml.tokens is too large");
   size_t nv = (size_t)toks.n;
   t->text_arena = malloc((size_t)total);
   t->text_off = malloc(nv * sizeof(uint32_t));
@@ -585,7 +570,7 @@ static clpa_status create(demo_tokenizer *t, const struct demo_gguf *g) {
   t->hash_mask = pow2_at_least(toks.n * 2 + 1) - 1;
   t->hash = calloc((size_t)t->hash_mask + 1, sizeof(uint32_t));
   if (!t->text_arena || !t->text_off || !t->text_len || !t->types || !t->piece_off || !t->hash)
-    return fail(CLPA_ERR_OUT_OF_MEMORY, "out of memory (tokenizer of %" PRIu64 " tokens)", toks.n);
+    return demo_fail(CLPA_ERR_OUT_OF_MEMORY, "out of memory (tokenizer of %" PRIu64 " tokens)", toks.n);
   size_t w = 0;
   for (size_t i = 0; i < nv; i++) {
     memcpy(t->text_arena + w, toks.strs[i].s, toks.strs[i].len + 1);
@@ -596,12 +581,12 @@ static clpa_status create(demo_tokenizer *t, const struct demo_gguf *g) {
   if (t->kind == DEMO_TOKENIZER_SPM) {
     demo_gguf_arr sc;
     if ((st = demo_gguf_get_arr(g, "tokenizer.ggml.scores", DEMO_GGUF_F32, &sc, NULL)))
-      return fail(st, "%s", demo_gguf_last_error());
+      return st;
     if (sc.n != toks.n)
-      return fail(CLPA_ERR_INVALID_ARG, "tokenizer.ggml.scores has %" PRIu64 " scores for %" PRIu64 " tokens",
-                  sc.n, toks.n);
+      return demo_fail(CLPA_ERR_INVALID_ARG, "tokenizer.ggml.scores has %" PRIu64 " scores for %" PRIu64 " tokens",
+                       sc.n, toks.n);
     t->scores = malloc(nv * sizeof(float));
-    if (!t->scores) return fail(CLPA_ERR_OUT_OF_MEMORY, "out of memory (scores)");
+    if (!t->scores) return demo_fail(CLPA_ERR_OUT_OF_MEMORY, "out of memory (scores)");
     for (size_t i = 0; i < nv; i++) t->scores[i] = demo_gguf_arr_f32(&sc, i);
   }
   if ((st = opt_id(g, "tokenizer.ggml.bos_token_id", t->n_vocab, &t->bos))) return st;
@@ -611,13 +596,13 @@ static clpa_status create(demo_tokenizer *t, const struct demo_gguf *g) {
   if ((st = opt_id(g, "tokenizer.ggml.eom_token_id", t->n_vocab, &t->eom))) return st;
   t->add_bos = t->kind == DEMO_TOKENIZER_SPM;
   if ((st = demo_gguf_get_bool(g, "tokenizer.ggml.add_bos_token", &t->add_bos, &found)))
-    return fail(st, "%s", demo_gguf_last_error());
+    return st;
   t->add_space_prefix = t->kind == DEMO_TOKENIZER_SPM;
   if ((st = demo_gguf_get_bool(g, "tokenizer.ggml.add_space_prefix", &t->add_space_prefix, &found)))
-    return fail(st, "%s", demo_gguf_last_error());
+    return st;
   if (t->kind == DEMO_TOKENIZER_BPE) t->add_space_prefix = false;
   t->pre = PRE_GPT2;
-  if ((st = demo_gguf_get_str(g, "tokenizer.ggml.pre", &pre, &found))) return fail(st, "%s", demo_gguf_last_error());
+  if ((st = demo_gguf_get_str(g, "tokenizer.ggml.pre", &pre, &found))) return st;
   if (found && (!strcmp(pre.s, "llama-bpe") || !strcmp(pre.s, "llama3") || !strcmp(pre.s, "smaug-bpe")))
     t->pre = PRE_LLAMA3;
   if (t->unk < 0 && t->kind == DEMO_TOKENIZER_SPM) {
@@ -630,9 +615,9 @@ static clpa_status create(demo_tokenizer *t, const struct demo_gguf *g) {
 }
 
 clpa_status demo_tokenizer_create(const struct demo_gguf *g, demo_tokenizer **out) {
-  if (!g || !out) return fail(CLPA_ERR_INVALID_ARG, "demo_tokenizer_create: NULL argument");
+  if (!g || !out) return demo_fail(CLPA_ERR_INVALID_ARG, "demo_tokenizer_create: NULL argument");
   demo_tokenizer *t = calloc(1, sizeof *t);
-  if (!t) return fail(CLPA_ERR_OUT_OF_MEMORY, "out of memory (tokenizer)");
+  if (!t) return demo_fail(CLPA_ERR_OUT_OF_MEMORY, "out of memory (tokenizer)");
   demo_byte_map_init(&t->bmap);
   clpa_status st = create(t, g);
   if (st) {

@@ -42,7 +42,7 @@
  * "<|begin_of_text|>", "<|eot_id|>") are recognized in the text only when
  * encode is asked to (parse_special); otherwise they are plain text.
  *
- * Errors return a clpa_status with a message in demo_tokenizer_last_error():
+ * Errors return a clpa_status with a message in demo_last_error() (error.h):
  * CLPA_ERR_UNSUPPORTED for another tokenizer model ("bert", "t5", ...),
  * CLPA_ERR_INVALID_ARG for missing or malformed metadata (naming the key
  * and, for a bad element, its index), CLPA_ERR_OUT_OF_MEMORY.
@@ -55,6 +55,7 @@
 #include <stdint.h>
 
 #include "clpa_base.h"
+#include "error.h"
 
 struct demo_gguf;
 typedef struct demo_tokenizer demo_tokenizer;
@@ -95,8 +96,6 @@ enum {
 clpa_status demo_tokenizer_create(const struct demo_gguf *g, demo_tokenizer **out);
 /* Accepts NULL. */
 void demo_tokenizer_destroy(demo_tokenizer *t);
-/* Returns the message of this thread's last failed demo_tokenizer_* call. */
-const char *demo_tokenizer_last_error(void);
 
 demo_tokenizer_kind demo_tokenizer_get_kind(const demo_tokenizer *t);
 int32_t demo_tokenizer_vocab_size(const demo_tokenizer *t);
