@@ -1,5 +1,5 @@
 /* prefill_mma.cl — prefill's tensor-core path; built after prefill.cl (its arguments,
- * helpers and layouts: lib/launch.c's prefill families). */
+ * helpers and layouts: lib/kernels.c's prefill families). */
 /*
  * clpa_prefill_mma — the same attention on tensor cores (mma.cl: on
  * NVIDIA mma.sync m16n8k16, operands in the cache's dtype, f16 or bf16,

@@ -1,5 +1,5 @@
 /* prefill_rows.cl — prefill's CPU path; built after prefill.cl (its arguments,
- * helpers and layouts: lib/launch.c's prefill families). */
+ * helpers and layouts: lib/kernels.c's prefill families). */
 /*
  * clpa_prefill_rows — the same attention, shaped for CPUs (PoCL): a
  * work-group of one work-item owns RG query rows and walks the keys a

@@ -1,5 +1,5 @@
 /* prefill_tiles.cl — prefill's portable path; built after prefill.cl (its arguments,
- * helpers and layouts: lib/launch.c's prefill families). */
+ * helpers and layouts: lib/kernels.c's prefill families). */
 /*
  * clpa_prefill_paged — the portable path: f32 products from local memory,
  * staged the way a tiled SGEMM stages them. A work-group owns ROWS query
