@@ -14,19 +14,10 @@ import os
 import re
 import subprocess
 import sys
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from tap import done, ok  # noqa: E402
 
 demo = sys.argv[1]
-n = 0
-failed = 0
-
-
-def ok(cond, what):
-    global n, failed
-    n += 1
-    print(("ok %d - %s" if cond else "not ok %d - %s") % (n, what), flush=True)
-    if not cond:
-        failed += 1
-    return cond
 
 
 def run(*args):
@@ -142,5 +133,4 @@ ok(p.returncode == 2 and "--top-p" in p.stderr, "--top-p 0 is refused: %s" % p.s
 p = subprocess.run([demo, "--temperature", "0.7", "--check"], capture_output=True, text=True)
 ok(p.returncode == 2 and "--temperature 0" in p.stderr, "--check with sampling is refused, exit 2")
 
-print("1..%d" % n)
-sys.exit(1 if failed else 0)
+done()

@@ -28,19 +28,10 @@ import struct
 import subprocess
 import sys
 import tempfile
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from tap import done, ok  # noqa: E402
 
 demo = sys.argv[1]
-n = 0
-failed = 0
-
-
-def ok(cond, what):
-    global n, failed
-    n += 1
-    print(("ok %d - %s" if cond else "not ok %d - %s") % (n, what), flush=True)
-    if not cond:
-        failed += 1
-    return cond
 
 
 # GGUF value types and ggml tensor types used here.
@@ -443,5 +434,4 @@ with tempfile.TemporaryDirectory() as tmp:
     ok(p.returncode == 2 and "--check" in p.stderr and "--temperature 0" in p.stderr,
        "--check with sampling is refused: %s" % p.stderr.strip().split("\n")[0])
 
-print("1..%d" % n)
-sys.exit(1 if failed else 0)
+done()

@@ -24,32 +24,13 @@ import shutil
 import subprocess
 import sys
 import tempfile
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from tap import done, ok, skip  # noqa: E402
 
 BENCH, INFO = sys.argv[1], sys.argv[2]
 DEMO = sys.argv[3] if len(sys.argv) > 3 else None
 TINY_DECODE = ["--batch", "2", "--context", "64", "--heads", "4", "--kv-heads", "2",
                "--head-size", "64"]
-n_tests = 0
-failed = 0
-
-
-def ok(cond, what, detail=""):
-    global n_tests, failed
-    n_tests += 1
-    print(f"{'' if cond else 'not '}ok {n_tests} - {what}")
-    if not cond:
-        failed += 1
-        for line in detail.splitlines():
-            print(f"# {line}")
-    sys.stdout.flush()
-    return cond
-
-
-def skip(what, why):
-    global n_tests
-    n_tests += 1
-    print(f"ok {n_tests} - {what} # SKIP {why}")
-    sys.stdout.flush()
 
 
 def run(*args, env=None):
@@ -446,5 +427,4 @@ rc, out, err = run(INFO, "--smoke")
 ok(rc == 0 and any(l.startswith("tuning:") and "decode partition" in l for l in out.splitlines()),
    "clpa-info --smoke prints the tuning line", show([INFO, "--smoke"], rc, out, err))
 
-print(f"1..{n_tests}")
-sys.exit(1 if failed else 0)
+done()
