@@ -338,13 +338,17 @@ static int run_case(const pcase *c) {
          (mma_applies(c) ? run_case_on(c, CLPA_PREFILL_MMA) : 1);
 }
 
-/* The path this device runs natively (as the tuning table picks it): rows
- * on CPUs, tensor cores on NVIDIA from 8.0 where the case allows, else tiles. */
+/* The path this device runs natively: its tuning entry's, tiles where that
+ * is mma and the case is not for it; by type where the entry leaves it open. */
 static clpa_prefill_path native_path(const pcase *c) {
+  clpa_tuning t;
+  clpa_context_tuning(ctx, &t);
+  const clpa_prefill_path p = (clpa_prefill_path)t.prefill_path;
+  if (p == CLPA_PREFILL_MMA) return mma_applies(c) ? p : CLPA_PREFILL_TILES;
+  if (p != CLPA_PREFILL_AUTO) return p;
   clpa_device_info info;
   clpa_context_device_info(ctx, &info);
-  if (info.is_cpu) return CLPA_PREFILL_ROWS;
-  return info.nv_compute_capability >= 80 && mma_applies(c) ? CLPA_PREFILL_MMA : CLPA_PREFILL_TILES;
+  return info.is_cpu ? CLPA_PREFILL_ROWS : CLPA_PREFILL_TILES;
 }
 
 #define F32 CLPA_DTYPE_F32
