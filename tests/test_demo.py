@@ -49,7 +49,7 @@ if on and off:
     # The step floor: the copy bandwidth measured in the run, TPOT over it, the engines named.
     # (the rule's words depend on the device's table: mma first on NVIDIA, stream on a CPU)
     ok(on["copy_gbps"] > 0 and on["step_floor_ms"] > 0
-       and re.fullmatch(r"(stream|mma|clblast)\b.* \(table [a-z]+:[^)]+\)", on["linear"])
+       and re.fullmatch(r"(stream|mma|gemm|clblast)\b.* \(table [a-z]+:[^)]+\)", on["linear"])
        and abs(on["tpot_floor_ratio"] - on["tpot_p50_ms"] / on["step_floor_ms"])
        <= 0.02 * on["tpot_floor_ratio"] + 0.01,
        "the summary's step floor %.3f ms at %.1f GB/s, TPOT %.1fx it; linear layers: %s"

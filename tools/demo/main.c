@@ -69,8 +69,9 @@ static const char *parse_linear(const char *text, void *value) {
   if (strcmp(text, "auto") == 0) *e = DEMO_LINEAR_AUTO;
   else if (strcmp(text, "stream") == 0) *e = DEMO_LINEAR_STREAM;
   else if (strcmp(text, "mma") == 0) *e = DEMO_LINEAR_MMA;
+  else if (strcmp(text, "gemm") == 0) *e = DEMO_LINEAR_GEMM;
   else if (strcmp(text, "clblast") == 0) *e = DEMO_LINEAR_CLBLAST;
-  else return "auto, stream, mma or clblast";
+  else return "auto, stream, mma, gemm or clblast";
   return NULL;
 }
 
@@ -148,7 +149,7 @@ static int parse(int argc, char **argv, demo_args *a) {
        "f32", parse_dtype},
       {"linear", CLI_WORD, &a->linear, 0, 0, "NAME",
        "the linear layers' engine: auto (the device's\ntable by rows), stream (the weight-streaming\n"
-       "kernel), mma (its tensor-core form, NVIDIA)\nor clblast (CLBlast's SGEMM)", "auto", parse_linear},
+       "kernel), mma (its tensor-core form, NVIDIA),\ngemm (the tiled tensor-core GEMM, NVIDIA)\nor clblast (CLBlast's SGEMM)", "auto", parse_linear},
       {"max-running", CLI_INT, &a->max_running, 1, 4096, "N", "requests decoding at once", NULL,
        NULL},
       {"token-budget", CLI_INT, &a->token_budget, 16, 1 << 20, "N",
