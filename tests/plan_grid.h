@@ -7,8 +7,9 @@
  * PLAN is "PATH vV part=P g=G sg=S parts=N thr=T kv=K ls=L chunk=C pipe=I nreg=R"
  * or "STATUS message" where the plan refuses the shape. Every case is
  * valid for clpa_decode_validate (the grid is built so), so what it
- * records is the plan alone. Header-only: the data's writer and
- * tests/test_host_planner.c walk the same grid.
+ * records is the plan alone. Header-only: tests/test_host_planner.c walks
+ * it (its --record writes the data file; tests/plan_record.c at a8c4edf
+ * first wrote it from lib/'s plan).
  */
 #ifndef CLPA_TESTS_PLAN_GRID_H
 #define CLPA_TESTS_PLAN_GRID_H
@@ -31,9 +32,9 @@ typedef struct grid_device {
   uint64_t local_mem_bytes;
   size_t max_work_group_size;
   unsigned native_float_width;
-  int lanes;         /* 0 emulated, 1 subgroup, 2 nv_ptx */
-  int subgroup_size; /* subgroup lanes (subgroup path) */
-  int cc;            /* NVIDIA compute capability, 10 * major + minor */
+  int lanes;               /* 0 emulated, 1 subgroup, 2 nv_ptx */
+  int subgroup_size;       /* subgroup lanes (subgroup path) */
+  int cc;                  /* NVIDIA compute capability, 10 * major + minor */
   int partition, resident; /* the tuning row's */
 } grid_device;
 
@@ -69,9 +70,8 @@ typedef struct grid_case {
 
 /* The forced fields' sets, as the key writes them. */
 static const char *const grid_forced[] = {
-    "-",        "lanes",    "mma",      "rows",        "v1",       "v2",
-    "p256",     "g2",       "mma,v2,p64", "lanes,g1,p1024", "f32prec", "mma,f32prec",
-    "rows,v1",
+    "-",          "lanes",          "mma",     "rows",        "v1",      "v2", "p256", "g2",
+    "mma,v2,p64", "lanes,g1,p1024", "f32prec", "mma,f32prec", "rows,v1",
 };
 #define GRID_FORCED ((int)(sizeof grid_forced / sizeof *grid_forced))
 
@@ -99,8 +99,12 @@ static void grid_fill_lens(const grid_case *c, int32_t *out) {
   uint64_t s = (uint64_t)c->num_seqs * 1000003u + (uint64_t)max;
   for (int i = 0; i < c->num_seqs; i++) {
     switch (c->lens) {
-      case GRID_LENS_UNIFORM: out[i] = max; break;
-      case GRID_LENS_SKEW: out[i] = i == 0 ? max : max < 100 ? max / 2 : 100; break;
+      case GRID_LENS_UNIFORM:
+        out[i] = max;
+        break;
+      case GRID_LENS_SKEW:
+        out[i] = i == 0 ? max : max < 100 ? max / 2 : 100;
+        break;
       default: {
         uint64_t z = (s += 0x9e3779b97f4a7c15ULL);
         z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
@@ -114,11 +118,16 @@ static void grid_fill_lens(const grid_case *c, int32_t *out) {
 
 static const char *grid_dtype_name(clpa_dtype d) {
   switch (d) {
-    case CLPA_DTYPE_F32: return "f32";
-    case CLPA_DTYPE_F16: return "f16";
-    case CLPA_DTYPE_BF16: return "bf16";
-    case CLPA_DTYPE_FP8_E4M3: return "fp8";
-    default: return "?";
+    case CLPA_DTYPE_F32:
+      return "f32";
+    case CLPA_DTYPE_F16:
+      return "f16";
+    case CLPA_DTYPE_BF16:
+      return "bf16";
+    case CLPA_DTYPE_FP8_E4M3:
+      return "fp8";
+    default:
+      return "?";
   }
 }
 
@@ -135,7 +144,8 @@ typedef struct grid_plan {
   int chunk, pipe, maxnreg;
 } grid_plan;
 
-static void grid_plan_text(clpa_status st, const char *msg, const grid_plan *p, char *buf, size_t n) {
+static void grid_plan_text(clpa_status st, const char *msg, const grid_plan *p, char *buf,
+                           size_t n) {
   static const char *const paths[] = {"?", "lanes", "mma", "rows"};
   if (st != CLPA_OK) {
     const char *why = strstr(msg, ": "); /* past "function: " */
@@ -143,9 +153,8 @@ static void grid_plan_text(clpa_status st, const char *msg, const grid_plan *p, 
     return;
   }
   snprintf(buf, n, "%s v%d part=%d g=%d sg=%d parts=%d thr=%d kv=%d ls=%d chunk=%d pipe=%d nreg=%d",
-           paths[p->path & 3], p->v2 ? 2 : 1, p->partition, p->heads_per_group, p->sg,
-           p->max_parts, p->threads, p->key_vectors, p->logits_stride, p->chunk, p->pipe,
-           p->maxnreg);
+           paths[p->path & 3], p->v2 ? 2 : 1, p->partition, p->heads_per_group, p->sg, p->max_parts,
+           p->threads, p->key_vectors, p->logits_stride, p->chunk, p->pipe, p->maxnreg);
 }
 
 /* 64-bit FNV-1a over the lines of a grid. */
@@ -188,7 +197,7 @@ static int grid_walk(grid_fn fn, void *arg) {
   for (int grid = 0; grid < 3; grid++) {
     const int *seqs = grid == 0 ? seqs0 : grid == 1 ? seqs1 : seqs2;
     const int nseqs = grid == 0 ? N(seqs0) : grid == 1 ? N(seqs1) : N(seqs2);
-    const int (*heads)[2] = grid == 1 ? heads1 : grid == 0 ? heads0 : heads0; /* grid 2: 32/8 */
+    const int(*heads)[2] = grid == 1 ? heads1 : grid == 0 ? heads0 : heads0; /* grid 2: 32/8 */
     const int nheads = grid == 0 ? N(heads0) : grid == 1 ? N(heads1) : 1;
     const int *hs = grid == 0 ? hs0 : grid == 1 ? hs1 : hs2;
     const int nhs = grid == 0 ? N(hs0) : grid == 1 ? N(hs1) : N(hs2);
