@@ -397,7 +397,13 @@ static void plan_mma(const clpa_decode_shape *s, const clpa_device_facts *dev,
   c->chunk = mma_chunk_for(t, s->kv_dtype, c->v2 ? c->partition : 0, s->block_size, busy_now,
                            c->threads / 32, cus);
   c->pipe = mma_pipe(c->chunk, busy_now, cus);
-  if (c->pipe && c->threads > 32 * t->mma_pipe_warps) c->threads = 32 * t->mma_pipe_warps;
+  if (c->pipe && c->threads > 32 * t->mma_pipe_warps) {
+    /* fewer warps may take more local memory (more output slices): no PIPE where it does not fit */
+    if (mma_width_fits(dev, g, hs, t->mma_pipe_warps))
+      c->threads = 32 * t->mma_pipe_warps;
+    else
+      c->pipe = 0;
+  }
   c->heads_per_group = g;
   c->logits_stride = 1; /* no logits in local memory */
   c->max_parts = c->v2 ? parts : 1;

@@ -423,6 +423,21 @@ static void refusals(void) {
      "path 7: refused without an error buffer (%s)", clpa_last_error());
 }
 
+/* PIPE's cap of 8 warps gives a 12-warp work-group more output slices (8 against 6): on a
+ * 32 KiB device with emulated products its local memory no longer fit, so no PIPE there. */
+static void regress_pipe_keeps_local_memory(void) {
+  const clpa_device_facts dev = {"emulated, 32 KiB", 0, 8, 32 << 10, 1024, 4, 8, -1, 0};
+  const clpa_decode_tuning t = {512, 0, 12, 8, 8, 512, 128};
+  const int32_t lens[1] = {4096};
+  const clpa_decode_shape s = {1,    4, 1, 192, 16, CLPA_DTYPE_FP8_E5M2, 4096, lens,
+                               CLPA_PLANNER_MMA, 0, 0, 0,   0};
+  clpa_decode_decision d;
+  const clpa_status st = clpa_decode_planner(&s, &dev, &t, &d, NULL);
+  ok(st == CLPA_OK && d.chunk == 32 && d.threads == 384 && !d.pipe &&
+         d.local_bytes <= dev.local_mem_bytes && !broken(&s, &dev, &t, &d),
+     "regress_pipe_keeps_local_memory: 12 warps, no PIPE, %zu bytes of local memory", d.local_bytes);
+}
+
 int main(int argc, char **argv) {
   if (argc > 1 && !strcmp(argv[1], "--record")) return record(0);
   if (argc > 1 && !strcmp(argv[1], "--all")) return record(1);
@@ -431,5 +446,6 @@ int main(int argc, char **argv) {
   check_recorded(argv[1]);
   random_cases(argc > 2 ? atol(argv[2]) : 20000);
   refusals();
+  regress_pipe_keeps_local_memory();
   return done_testing();
 }
