@@ -435,7 +435,7 @@ CLPA_API void clpa_decode_params_init(clpa_decode_params *p);
 
 /* Enqueues decode attention on the context's queue; does not wait.
  *
- * The plan, for fields left 0 and CLPA_DECODE_AUTO (lib/decode_plan.c has each
+ * The plan, for fields left 0 and CLPA_DECODE_AUTO (host/decode_planner.c has each
  * rule, docs/decisions/ the measurements behind it; clpa_decode_choice says
  * what a call would run):
  *  - path: see clpa_decode_path.
