@@ -18,8 +18,8 @@
  * command, figures) are in docs/decisions/0029-demo-linear-table.md. */
 static const demo_linear_tuning table[] = {
     /* NVIDIA: the tensor cores from 2 rows on, k split for small matrices, the tiled GEMM
-       from 128 rows; streaming for 1 row and for block forms up to 16 */
-    {"vendor:NVIDIA", 16, 32, 4, 4, 2, 1 << 30, 4, 2, 16, 64, 0, 64},
+       (64 k a stage) past 32 rows; streaming for 1 row and for block forms up to 16 */
+    {"vendor:NVIDIA", 16, 32, 4, 4, 2, 1 << 30, 4, 2, 16, 33, 0, 64},
     /* CPUs (PoCL): one work-item a column group, vector sums; faster than CLBlast at every row count */
     {"type:cpu", 1 << 30, 1, 16, 2, 0, 0, 4, 2, 0, 0, 0, 32},
     {"default", 16, 16, 8, 4, 0, 0, 4, 2, 0, 0, 0, 32},
