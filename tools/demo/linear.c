@@ -173,8 +173,16 @@ static int mma_runs(int32_t k, demo_wfmt w) {
   return k % 32 == 0 && (w == DEMO_W_F16 || w == DEMO_W_BF16);
 }
 
+/* The tiled GEMM takes the call: k in stages of 32, f16 or bf16 weights or
+ * ggml's blocks (k a whole number of them: check() holds that). */
+static int gemm_runs(int32_t k, demo_wfmt w) { return k % 32 == 0 && w != DEMO_W_F32; }
+
 demo_linear_engine demo_linear_pick(const demo_linear *l, int32_t rows, int32_t k, demo_wfmt w) {
-  if (l->tune.gemm_min_rows && rows >= l->tune.gemm_min_rows && l->nvidia && mma_runs(k, w))
+  /* block forms skip mma (f16 and bf16 only): the GEMM from past the streaming kernel's rows */
+  const int32_t from = w >= DEMO_W_Q8_0 && l->tune.stream_max_rows < l->tune.gemm_min_rows
+                           ? l->tune.stream_max_rows + 1
+                           : l->tune.gemm_min_rows;
+  if (l->tune.gemm_min_rows && rows >= from && l->nvidia && gemm_runs(k, w))
     return DEMO_LINEAR_GEMM;
   if (rows >= l->tune.mma_min_rows && rows <= l->tune.mma_max_rows && l->nvidia && mma_runs(k, w))
     return DEMO_LINEAR_MMA;
@@ -189,13 +197,14 @@ static int block_in(const int32_t *blocks, int count, int32_t rows) {
 #define block_for(rows) block_in(row_blocks, NBLOCKS, rows)
 
 /* Builds the kernels' source (with the tensor-core kernel: mma 1; the
- * tiled GEMM alone: mma 2) with these options and returns the program and
- * its kernel `name`. */
+ * tiled GEMM after the source's first part: mma 2) with these options and
+ * returns the program and its kernel `name`. */
 static clpa_status build(demo_linear *l, int mma, const char *opts, const char *name,
                          cl_program *prog, cl_kernel *kern) {
   const char *src[8];
   unsigned n = 0;
-  for (unsigned i = 0; mma < 2 && i < demo_linear_source_count; i++) src[n++] = demo_linear_source[i];
+  /* the tiled GEMM takes the first part alone: the weights' types and ggml's blocks */
+  for (unsigned i = 0; i < (mma < 2 ? demo_linear_source_count : 1); i++) src[n++] = demo_linear_source[i];
   for (unsigned i = 0; mma == 1 && i < demo_linear_mma_source_count; i++)
     src[n++] = demo_linear_mma_source[i];
   for (unsigned i = 0; mma == 2 && i < demo_linear_gemm_source_count; i++)
@@ -346,16 +355,12 @@ static clpa_status run_stream(demo_linear *l, int d, cl_mem A, cl_mem W, cl_mem 
                        "demo_linear_run: clEnqueueNDRangeKernel(demo_linear_stream)");
 }
 
-/* The refusal of a call the tensor-core kernels cannot take (mma_runs). */
-static clpa_status mma_refused(const char *what, int32_t k, int d) {
-  return demo_fail(CLPA_ERR_INVALID_ARG,
-                   "demo_linear_run: %s needs k a multiple of 32 and f16 or bf16 weights (k %d, %s)",
-                   what, (int)k, forms[d].name);
-}
-
 static clpa_status run_mma(demo_linear *l, int d, cl_mem A, cl_mem W, cl_mem C, int32_t rows,
                            int32_t n, int32_t k, int accumulate, cl_event *ev) {
-  if (!mma_runs(k, (demo_wfmt)d)) return mma_refused("the tensor-core kernel", k, d);
+  if (!mma_runs(k, (demo_wfmt)d))
+    return demo_fail(CLPA_ERR_INVALID_ARG,
+                     "demo_linear_run: the tensor-core kernel needs k a multiple of 32"
+                     " and f16 or bf16 weights (k %d, %s)", (int)k, forms[d].name);
   const int b = block_in(mma_blocks, NMMA, rows);
   const int32_t split = demo_linear_mma_split(l, rows, n, k);
   const size_t wg = 32 * (size_t)l->tune.mwarps, rb = (size_t)mma_blocks[b];
@@ -428,7 +433,10 @@ clpa_status demo_linear_mma_peak_kernel(demo_linear *l, cl_kernel *k) {
 
 static clpa_status run_gemm(demo_linear *l, int d, cl_mem A, cl_mem W, cl_mem C, int32_t rows,
                             int32_t n, int32_t k, int accumulate, cl_event *ev) {
-  if (!mma_runs(k, (demo_wfmt)d)) return mma_refused("the tiled GEMM", k, d);
+  if (!gemm_runs(k, (demo_wfmt)d))
+    return demo_fail(CLPA_ERR_INVALID_ARG,
+                     "demo_linear_run: the tiled GEMM needs k a multiple of 32 and f16, bf16 or"
+                     " block-form weights (k %d, %s)", (int)k, forms[d].name);
   const int32_t bm = demo_linear_gemm_rows(l, rows, n);
   const int b = bm == 128, ks = l->tune.gemm_bk == 64 && k % 64 == 0; /* else 32 k a stage */
   clpa_status st = gemm_program(l, d, b, ks);

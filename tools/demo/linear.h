@@ -11,9 +11,9 @@
  *   mma      linear_kernels.c: the same on NVIDIA's tensor cores (2xTF32,
  *            f16 and bf16 weights; emulated elsewhere, for tests)
  *   gemm     linear_gemm_kernels.c: a tiled GEMM on NVIDIA's tensor cores
- *            (f16 or bf16 weights, the activations rounded to their type:
- *            one mma a 16 k); for many rows (a prefill chunk); emulated
- *            elsewhere, for tests
+ *            (f16 or bf16 weights, or ggml's blocks decoded to f16; the
+ *            activations rounded to the weights' type: one mma a 16 k); for
+ *            many rows (a prefill chunk); emulated elsewhere, for tests
  *   clblast  CLBlast's SGEMM, the weight widened to f32 first where it is
  *            stored narrower (no device here has cl_khr_fp16 for HGEMM);
  *            for many rows (a prefill chunk)
@@ -84,8 +84,9 @@ const demo_linear_tuning *demo_linear_tuning_of(const demo_linear *l);
 
 /* The engine the table picks for `rows` rows over a k of k, weights in
  * form w: gemm from gemm_min_rows where it runs (NVIDIA, k a multiple of
- * 32, f16 or bf16 weights), else mma from mma_min_rows to mma_max_rows
- * where it runs (the same), else stream up to
+ * 32, f16 or bf16 weights or block forms; block forms from past
+ * stream_max_rows), else mma from mma_min_rows to mma_max_rows where it
+ * runs (f16 or bf16), else stream up to
  * stream_max_rows (k a multiple of 8), else clblast (block formats
  * widened to f32 first). */
 demo_linear_engine demo_linear_pick(const demo_linear *l, int32_t rows, int32_t k, demo_wfmt w);

@@ -5,10 +5,12 @@
  *
  *   C [rows, n] = A [rows, k] . W^T (+ C when acc_into),  W [n, k] row-major
  *
- * f16 (DEMO_WDT 1) or bf16 (2) weights, A and C f32, f32 sums. Unlike the
- * streaming kernels it rounds the activations to the weights' type on the
- * way into local memory (f16: within 2^-11 of each, bf16: 2^-8), so that
- * one mma.sync.m16n8k16 takes 16 k at a time; the weights are exact.
+ * f16 (DEMO_WDT 1) or bf16 (2) weights, or ggml's blocks (3-7, decoded by
+ * linear_kernels.c's first part, which the program starts with, and
+ * rounded to f16), A and C f32, f32 sums. Unlike the streaming kernels it
+ * rounds the activations to the weights' type on the way into local
+ * memory (f16: within 2^-11 of each, bf16: 2^-8), so that one
+ * mma.sync.m16n8k16 takes 16 k at a time; f16 and bf16 weights are exact.
  *
  * Work-group: 8 warps over a tile of BM = 32 MT rows x 128 columns; warp
  * w takes rows 16 MT (w / 4) .. + 16 MT (MT tiles of 16) and columns 32 (w
@@ -34,7 +36,8 @@
  *
  * Grid: (256 ceil(rows / BM), ceil(n / 128)); row tiles vary fastest, so
  * that a column tile's work-groups run together and its weights come from
- * the L2 for all but the first. k is a multiple of 32 (linear.c checks).
+ * the L2 for all but the first. k is a multiple of BK and of the weights'
+ * block (linear.c checks).
  * Checked against a double reference by tests/test_demo_linear.c.
  */
 #include "linear.h"
@@ -61,10 +64,10 @@ const char *const demo_linear_gemm_source[] = {
     "#define WBUF (BN * LDS)\n"
     "#define AL (BM * BK / 4 / 256) /* float4 of A a work-item loads a stage */\n"
     "#define WL (BN * BK / 8 / 256) /* uint4 of W */\n"
-    "#if DEMO_WDT == 1\n"
-    "#define MMA_T \"f16\"\n"
-    "#else\n"
+    "#if DEMO_WDT == 2\n"
     "#define MMA_T \"bf16\"\n"
+    "#else\n"
+    "#define MMA_T \"f16\" /* f16 weights, and ggml's blocks decoded to f16 */\n"
     "#endif\n"
     "\n"
     "/* two floats as a pair of the weights' type, lo in the low half, rounded to nearest even */\n"
@@ -73,7 +76,7 @@ const char *const demo_linear_gemm_source[] = {
     "  uint r;\n"
     "  asm(\"cvt.rn.\" MMA_T \"x2.f32 %0, %1, %2;\" : \"=r\"(r) : \"f\"(hi), \"f\"(lo));\n"
     "  return r;\n"
-    "#elif DEMO_WDT == 1\n"
+    "#elif DEMO_WDT != 2\n"
     "  ushort h[2];\n"
     "  vstore_half_rte(lo, 0, (__private half *)h);\n"
     "  vstore_half_rte(hi, 1, (__private half *)h);\n"
@@ -104,7 +107,7 @@ const char *const demo_linear_gemm_source[] = {
     "#else\n"
     "/* element e of a local row of pairs */\n"
     "inline float elem(__local const uint *row, int e) {\n"
-    "#if DEMO_WDT == 1\n"
+    "#if DEMO_WDT != 2\n"
     "  return vload_half(e, (__local const half *)row);\n"
     "#else\n"
     "  return as_float((uint)((__local const ushort *)row)[e] << 16);\n"
@@ -124,10 +127,21 @@ const char *const demo_linear_gemm_source[] = {
     "  return (float4)(d[0], d[1], d[2], d[3]);\n"
     "}\n"
     "#endif\n"
+    "\n"
+    "/* 8 weights of slot i from k index kk as four pairs: f16 and bf16 as stored, ggml's\n"
+    " * blocks decoded (linear_kernels.c's WLOAD8) and rounded to f16 */\n"
+    "#if DEMO_WDT < 3\n"
+    "#define LOADW(i, kk) vload4(0, (__global const uint *)(wrow[i] + (kk) + woff[i]))\n"
+    "#else\n"
+    "inline uint4 pack8(float8 w) {\n"
+    "  return (uint4)(pack2(w.s0, w.s1), pack2(w.s2, w.s3), pack2(w.s4, w.s5), pack2(w.s6, w.s7));\n"
+    "}\n"
+    "#define LOADW(i, kk) pack8(WLOAD8(wrow[i], (kk) + woff[i]))\n"
+    "#endif\n"
     "\n",
     "__kernel __attribute__((reqd_work_group_size(256, 1, 1)))\n"
     "void demo_linear_gemm(__global const float *A, int rows, int k,\n"
-    "                      __global const ushort *W, int n,\n"
+    "                      __global const wt_t *W, int n,\n"
     "                      __global float *C, int acc_into) {\n"
     "  const int lid = get_local_id(0), warp = lid / 32, lane = lid % 32;\n"
     "  const int g = lane / 4, t = lane % 4;\n"
@@ -138,21 +152,22 @@ const char *const demo_linear_gemm_source[] = {
     "  /* this work-item's loads: AL float4 of A (row q / (BK / 4), floats 4 (q % (BK / 4)))\n"
     "   * and WL uint4 of W (row q / (BK / 8), words 4 (q % (BK / 8))), q = lid + 256 i */\n"
     "  __global const float *ag[AL];\n"
-    "  __global const ushort *wg[WL];\n"
+    "  __global const wt_t *wrow[WL]; /* the column's row of W (NULL past n) */\n"
+    "  int woff[WL];\n"
     "  for (int i = 0; i < AL; i++) {\n"
     "    const int q = lid + 256 * i, row = r0 + q / (BK / 4);\n"
     "    ag[i] = row < rows ? A + (size_t)row * k + 4 * (q % (BK / 4)) : NULL;\n"
     "  }\n"
     "  for (int i = 0; i < WL; i++) {\n"
     "    const int q = lid + 256 * i, col = c0 + q / (BK / 8);\n"
-    "    wg[i] = col < n ? W + (size_t)col * k + 8 * (q % (BK / 8)) : NULL;\n"
+    "    wrow[i] = col < n ? ROW(W, col, k) : NULL;\n"
+    "    woff[i] = 8 * (q % (BK / 8));\n"
     "  }\n"
     "  float4 ra[AL];\n"
     "  uint4 rw[WL];\n"
     "#define LOAD(kk) \\\n"
     "  for (int i = 0; i < AL; i++) ra[i] = ag[i] ? vload4(0, ag[i] + (kk)) : (float4)(0.0f); \\\n"
-    "  for (int i = 0; i < WL; i++) \\\n"
-    "    rw[i] = wg[i] ? vload4(0, (__global const uint *)(wg[i] + (kk))) : (uint4)(0u)\n"
+    "  for (int i = 0; i < WL; i++) rw[i] = wrow[i] ? LOADW(i, kk) : (uint4)(0u)\n"
     "#define STORE(buf) \\\n"
     "  for (int i = 0; i < AL; i++) { \\\n"
     "    const int q = lid + 256 * i; \\\n"
