@@ -36,6 +36,13 @@ rc, on = run(*small)
 ok(rc == 0 and on and on["check_ok"], "prefix cache on: --check passes: %s" % (on or {}).get("check"))
 rc, off = run(*small, "--no-prefix-cache")
 ok(rc == 0 and off and off["check_ok"], "prefix cache off: --check passes")
+# f16 weights, on the table's engines and forced onto the tiled GEMM (emulated off NVIDIA),
+# which rounds the activations to f16: --check's tolerance for 16-bit weights holds
+rc, h = run(*small, "--weight-dtype", "f16")
+ok(rc == 0 and h and h["check_ok"], "f16 weights: --check passes: %s" % (h or {}).get("check"))
+rc, h = run(*small, "--weight-dtype", "f16", "--linear", "gemm")
+ok(rc == 0 and h and h["check_ok"] and h["linear"] == "gemm (forced)",
+   "f16 weights on the tiled GEMM: --check passes: %s" % (h or {}).get("check"))
 if on and off:
     ok(on["prompt_tokens"] == off["prompt_tokens"] and on["generated_tokens"] == off["generated_tokens"],
        "same prompts and outputs both ways (%d prompt, %d generated tokens)"
