@@ -1,7 +1,7 @@
 /*
  * common.cl — shared by every kernel family. The host builds a program
  * from clpa_codes.h (the numbers C and OpenCL C share), this file, the
- * parts a family needs (kv.cl for families that touch the paged cache)
+ * parts a family needs (kv.cl for families that touch the paged cache, ...)
  * and the family's own file; lib/kernels.c lists the parts per family.
  * Every tunable is a CLPA_-prefixed -D define with a default, so each
  * file compiles alone.

@@ -11,7 +11,7 @@
  *   v2: one work-group per PARTITION_SIZE tokens writes its partition's
  *       softmax state (max_logits, exp_sums) and normalised output
  *       (tmp_out); with CLPA_MERGE 1 the last of a row's partitions to
- *       finish merges them into out (and lse): kv.cl's decode_last_part
+ *       finish merges them into out (and lse): decode_merge.cl's decode_last_part
  *       and decode_merge_parts, and a row of one partition writes out
  *       directly, as v1; with CLPA_MERGE 0 (devices without device-scope
  *       ordering) reduce.cl's kernel merges every row after the launch.
@@ -389,7 +389,7 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
       tmp_out[(sh * max_parts + part) * HEAD_SIZE + i % HEAD_SIZE] = out_s[i];
   }
 #if PARTITION_SIZE && CLPA_MERGE
-  /* ---- 7. the last partition of the row to finish merges them (kv.cl;
+  /* ---- 7. the last partition of the row to finish merges them (decode_merge.cl;
    * q_s is free: the weights' local memory) ---- */
   const int merging = decode_last_part(live && !alone, part_counts, seq, nparts, last);
   decode_merge_parts(merging, nparts, seq, head0, num_heads, max_parts, max_logits, exp_sums,

@@ -8,7 +8,7 @@
  * tests). Same arguments, grid and results as decode.cl's
  * clpa_decode_paged; in v2 the partitions write their states, and the
  * last of a row's to finish, told by a counter (part_counts), merges them
- * and writes the output (steps 7 and 8, kv.cl's decode_last_part and
+ * and writes the output (steps 7 and 8, decode_merge.cl's decode_last_part and
  * decode_merge_parts), with no reduce kernel (CLPA_MERGE 1; with 0, on
  * devices without device-scope ordering, reduce.cl's kernel merges after
  * the launch). Checked by tests/test_decode.c
@@ -61,7 +61,7 @@
  *
  * Grid:  (num_heads / G * NUM_THREADS, num_seqs, partitions)
  * Group: NUM_THREADS work-items, whole warps of 32.
- * Buffers: as decode.cl's (kv.cl's DECODE_ARGS); the cache layouts
+ * Buffers: as decode.cl's (decode_args.cl); the cache layouts
  *   k_cache [num_blocks, num_kv_heads, HEAD_SIZE / X, BLOCK_SIZE, X]
  *   v_cache [num_blocks, num_kv_heads, HEAD_SIZE, BLOCK_SIZE]
  * The work-group: 4 warps, or 3 or 2 (lib/decode_plan.c mma_warps), or 6, 8 or
@@ -635,7 +635,7 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
     }
   }
 #if PARTITION_SIZE && CLPA_MERGE
-  /* ---- 8. the last partition of the row to finish merges them (kv.cl;
+  /* ---- 8. the last partition of the row to finish merges them (decode_merge.cl;
    * o_s is free: the weights' local memory) ---- */
   const int merging = decode_last_part(live && !alone, part_counts, seq, nparts, last);
   decode_merge_parts(merging, nparts, seq, head0, num_heads, max_parts, max_logits, exp_sums,

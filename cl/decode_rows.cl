@@ -13,7 +13,7 @@
  *      multiply-add serves VT tokens, and TG such vectors of successive
  *      tokens share each query load (CLPA_KEY_VECTORS, 4, 2 or 1: as many
  *      as leave the TG x G accumulators in registers; lib/decode_plan.c); with
- *      4, their token sums are taken together (kv.cl token_sums4);
+ *      4, their token sums are taken together (rows.cl's token_sums4);
  *   2. the softmax over the partition, per head;
  *   3. values: a value row is contiguous over a block's tokens; four rows
  *      at a time, the G heads' probabilities multiply VB tokens of each,
@@ -44,7 +44,7 @@
 #if PART % BLOCK_SIZE || TG < 1 || NTG % TG
 #error "decode rows: partitions of whole blocks, head sizes of multiples of 4"
 #endif
-/* Key vectors whose token sums are taken together: a step's 4 (kv.cl
+/* Key vectors whose token sums are taken together: a step's 4 (rows.cl
  * token_sums4: VS = 4 x VT tokens), else one at a time (VS = VT). */
 #if TG == 4
 #define SV 4

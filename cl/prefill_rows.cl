@@ -58,7 +58,7 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void clpa_prefill_rows(
     m[r] = sinks ? sinks[head[r]] : -INFINITY;
     l[r] = sinks ? 1.0f : 0.0f;
   }
-  float16 q16[RG][HEAD_SIZE / KV_X]; /* query chunks repeated VT times (kv.cl's QREP) */
+  float16 q16[RG][HEAD_SIZE / KV_X]; /* query chunks repeated VT times (rows.cl's QREP) */
   for (int r = 0; r < RG; r++)
     for (int c = 0; c < HEAD_SIZE / KV_X; c++) q16[r][c] = QREP(&qr[r][c * KV_X]);
   const int2 keys = tile_keys(pos[0], pos[rows - 1], kv_end, causal, window);
@@ -94,7 +94,7 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void clpa_prefill_rows(
       vbs[nv] = v_cache + tile, j0s[nv] = j0;
 
       /* ---- 2. scores of the block's keys, per row: PTG key vectors (VT
-       * tokens each, kv.cl) share each query load ---- */
+       * tokens each, rows.cl) share each query load ---- */
       for (int o0 = 0; o0 < BLOCK_SIZE / VT; o0 += PTG) {
         float16 ka[PTG][RG];
         ROWS_KEY_PRODUCTS(ka, PTG, RG, kb, o0, q16, kscale, BLOCK_SIZE,

@@ -8,7 +8,7 @@
  *
  * clpa_decode_reduce is vLLM's paged_attention_v2_reduce_kernel, for the
  * rows path (decode_rows.cl: a work-group of one work-item, on CPUs); the
- * work-group kernels merge their partitions themselves (kv.cl's
+ * work-group kernels merge their partitions themselves (decode_merge.cl's
  * decode_merge_parts). Shaped like the rows path: one work-item per
  * (seq, head) merges the states once and adds the partitions' outputs a
  * partition at a time over contiguous dimensions, which the compiler
