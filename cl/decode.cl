@@ -46,22 +46,22 @@
  * (v2) the last partition of a row merges them.
  */
 #ifndef CLPA_HEAD_SIZE
-#define CLPA_HEAD_SIZE 128
+#error "CLPA_HEAD_SIZE: elements a head; required"
 #endif
 #ifndef CLPA_BLOCK_SIZE
-#define CLPA_BLOCK_SIZE 16
+#error "CLPA_BLOCK_SIZE: tokens a cache block; required"
 #endif
 #ifndef CLPA_NUM_THREADS
-#define CLPA_NUM_THREADS 128 /* work-group size */
+#error "CLPA_NUM_THREADS: work-items a work-group; required"
 #endif
 #ifndef CLPA_SG
-#define CLPA_SG 32 /* lanes per lane group (the CUDA warp) */
+#error "CLPA_SG: lanes a lane group (the CUDA warp); required"
 #endif
 #ifndef CLPA_PARTITION_SIZE
-#define CLPA_PARTITION_SIZE 0 /* 0: v1; else tokens per partition (a multiple of BLOCK_SIZE) */
+#error "CLPA_PARTITION_SIZE: 0 for v1, else tokens a partition (a multiple of BLOCK_SIZE); required"
 #endif
 #ifndef CLPA_HEADS_PER_WG
-#define CLPA_HEADS_PER_WG 1 /* query heads of one KV head served by one work-group */
+#error "CLPA_HEADS_PER_WG: query heads of one KV head a work-group serves; required"
 #endif
 #define HEAD_SIZE CLPA_HEAD_SIZE
 #define BLOCK_SIZE CLPA_BLOCK_SIZE
@@ -94,14 +94,11 @@
  * query load from local memory serves several keys: 4 when the heads
  * times the vector width make 16, 2 otherwise
  * (docs/decisions/0005-decode-lanes-kernel.md). */
-#ifndef CLPA_KEY_BLOCKS
 #if G * VEC_SIZE == 16
-#define CLPA_KEY_BLOCKS 4
+#define KEY_BLOCKS 4
 #else
-#define CLPA_KEY_BLOCKS 2
+#define KEY_BLOCKS 2
 #endif
-#endif
-#define KEY_BLOCKS CLPA_KEY_BLOCKS
 #define V_ELEMS_ (X < BLOCK_SIZE ? X : BLOCK_SIZE)
 #if V_ELEMS_ >= 16
 #define V_VEC_SIZE 16

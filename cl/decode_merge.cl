@@ -20,7 +20,7 @@
  * (docs/decisions/0002-decode-v2-merge.md).
  */
 #ifndef CLPA_MERGE
-#define CLPA_MERGE 0 /* v2: 1, the last partition of a row merges them; 0, reduce.cl's kernel does */
+#error "CLPA_MERGE: v2: 1 where the last partition of a row merges them, 0 where reduce.cl's kernel does; required"
 #endif
 #if CLPA_MERGE
 #if CLPA_LANES == 3

@@ -74,8 +74,26 @@
  * and masked, so that every work-item runs the same iterations (the
  * emulated products use barriers).
  */
-#if !defined(CLPA_HEAD_SIZE) || !defined(CLPA_BLOCK_SIZE) || !defined(CLPA_NUM_THREADS) || !defined(CLPA_PARTITION_SIZE) || !defined(CLPA_HEADS_PER_WG) || !defined(CLPA_CHUNK) || !defined(CLPA_PIPE)
-#error "built through lib/launch.c, which passes every -DCLPA_ option of the family"
+#ifndef CLPA_HEAD_SIZE
+#error "CLPA_HEAD_SIZE: elements a head; required"
+#endif
+#ifndef CLPA_BLOCK_SIZE
+#error "CLPA_BLOCK_SIZE: tokens a cache block; required"
+#endif
+#ifndef CLPA_NUM_THREADS
+#error "CLPA_NUM_THREADS: work-items a work-group; required"
+#endif
+#ifndef CLPA_PARTITION_SIZE
+#error "CLPA_PARTITION_SIZE: 0 for v1, else tokens a partition (a multiple of BLOCK_SIZE); required"
+#endif
+#ifndef CLPA_HEADS_PER_WG
+#error "CLPA_HEADS_PER_WG: query heads of one KV head a work-group serves; required"
+#endif
+#ifndef CLPA_CHUNK
+#error "CLPA_CHUNK: tokens a warp takes at a time (16, or 32 for fp8); required"
+#endif
+#ifndef CLPA_PIPE
+#error "CLPA_PIPE: 1 where a warp loads its next chunk while it computes one; required"
 #endif
 #define HEAD_SIZE CLPA_HEAD_SIZE
 #define BLOCK_SIZE CLPA_BLOCK_SIZE

@@ -24,9 +24,17 @@
  * start, context) are -inf and their value slots zero; blocks with bad ids
  * set CLPA_FAULT_BAD_BLOCK and take no part.
  */
-#if !defined(CLPA_HEAD_SIZE) || !defined(CLPA_BLOCK_SIZE) || !defined(CLPA_PARTITION_SIZE) ||     \
-    !defined(CLPA_HEADS_PER_WG) || !defined(CLPA_KEY_VECTORS)
-#error "built through lib/launch.c, which passes every -DCLPA_ option of the family"
+#ifndef CLPA_HEAD_SIZE
+#error "CLPA_HEAD_SIZE: elements a head; required"
+#endif
+#ifndef CLPA_PARTITION_SIZE
+#error "CLPA_PARTITION_SIZE: 0 for v1, else tokens a partition (a multiple of BLOCK_SIZE); required"
+#endif
+#ifndef CLPA_HEADS_PER_WG
+#error "CLPA_HEADS_PER_WG: query heads of one KV head a work-group serves; required"
+#endif
+#ifndef CLPA_KEY_VECTORS
+#error "CLPA_KEY_VECTORS: 16-element key vectors sharing each query load (4, 2 or 1); required"
 #endif
 #define HEAD_SIZE CLPA_HEAD_SIZE
 #define BLOCK_SIZE CLPA_BLOCK_SIZE

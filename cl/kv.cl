@@ -30,7 +30,7 @@
  *    CPU reference and the tests address the cache through them.
  */
 #ifndef CLPA_KV_DTYPE
-#define CLPA_KV_DTYPE CLPA_CODE_F16
+#error "CLPA_KV_DTYPE: the cache's storage dtype, a clpa_codes.h code; required"
 #endif
 
 /* ---- 1. storage dtypes ---------------------------------------------- */

@@ -44,19 +44,19 @@
  * every row's range are never read (nor their block ids checked).
  */
 #ifndef CLPA_HEAD_SIZE
-#define CLPA_HEAD_SIZE 128
+#error "CLPA_HEAD_SIZE: elements a head; required"
 #endif
 #ifndef CLPA_BLOCK_SIZE
-#define CLPA_BLOCK_SIZE 16
+#error "CLPA_BLOCK_SIZE: tokens a cache block; required"
 #endif
 #ifndef CLPA_NUM_THREADS
-#define CLPA_NUM_THREADS 128
+#error "CLPA_NUM_THREADS: work-items a work-group; required"
 #endif
 #ifndef CLPA_ROWS
-#define CLPA_ROWS 32 /* query rows per work-group */
+#error "CLPA_ROWS: query rows a work-group; required"
 #endif
 #ifndef CLPA_KEYS
-#define CLPA_KEYS 32 /* keys per tile */
+#error "CLPA_KEYS: keys a tile; required"
 #endif
 #define HEAD_SIZE CLPA_HEAD_SIZE
 #define BLOCK_SIZE CLPA_BLOCK_SIZE

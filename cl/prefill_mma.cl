@@ -34,11 +34,11 @@
  */
 #define WARPS (NUM_THREADS / 32)
 #ifndef CLPA_STAGES
-#define CLPA_STAGES 1
+#error "CLPA_STAGES: key and value tiles in flight (1 or 2); required"
 #endif
 #define STAGES CLPA_STAGES /* key and value tiles in flight: 1 or 2 */
 #ifndef CLPA_SPARSE
-#define CLPA_SPARSE 1 /* the build for calls with a block mask (mma_next_tile) */
+#error "CLPA_SPARSE: 1 for the build for calls with a block mask (mma_next_tile); required"
 #endif
 #if ROWS != 16 * WARPS || NUM_THREADS % 32 || BK % 32 || HEAD_SIZE % 16 || BLOCK_SIZE % 8 || \
     BK % BLOCK_SIZE || (STAGES != 1 && STAGES != 2)

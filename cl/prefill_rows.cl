@@ -22,10 +22,7 @@
 /* Key vectors sharing each query load: PTG x RG accumulators of 16 lanes. */
 #define PTG_ (RG >= 16 ? 1 : RG >= 8 ? 2 : 4)
 #define PTG (PTG_ < BLOCK_SIZE / VT ? PTG_ : BLOCK_SIZE / VT)
-#ifndef CLPA_KEY_BLOCKS
-#define CLPA_KEY_BLOCKS 4
-#endif
-#define GB CLPA_KEY_BLOCKS /* cache blocks a step: their P V products meet in registers */
+#define GB 4 /* cache blocks a step: their P V products meet in registers */
 
 __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void clpa_prefill_rows(
     PREFILL_ARGS) {

@@ -26,10 +26,10 @@
  *   lse        [num_seqs, num_heads] or NULL                float
  */
 #ifndef CLPA_HEAD_SIZE
-#define CLPA_HEAD_SIZE 128
+#error "CLPA_HEAD_SIZE: elements a head; required"
 #endif
 #ifndef CLPA_PARTITION_SIZE
-#define CLPA_PARTITION_SIZE 512
+#error "CLPA_PARTITION_SIZE: tokens a partition; required"
 #endif
 #define HEAD_SIZE CLPA_HEAD_SIZE
 #define PARTITION_SIZE CLPA_PARTITION_SIZE

@@ -17,7 +17,10 @@
 /* The rows paths' value vectors (prefill_rows.cl's clpa_prefill_rows,
  * decode_rows.cl): VB tokens of a value row, which the layout keeps
  * contiguous within a block; 8 for blocks of 8, else 16. */
-#if defined(CLPA_BLOCK_SIZE) && CLPA_BLOCK_SIZE == 8
+#ifndef CLPA_BLOCK_SIZE
+#error "CLPA_BLOCK_SIZE: tokens a cache block; required"
+#endif
+#if CLPA_BLOCK_SIZE == 8
 #define VB 8
 #else
 #define VB 16
