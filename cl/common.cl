@@ -101,6 +101,18 @@ inline float4 bf16_bits_to_float4(uint2 x) {
 #define IOTA8 (int8)(0, 1, 2, 3, 4, 5, 6, 7)
 #define IOTA16 (int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)
 
+/* A kernel's parameter list from its list in an *_args.h (decode_args.h
+ * says how the entries read), the same list the host fills by name:
+ *   void clpa_decode_paged(KERNEL_PARAMS(DECODE_ARG_LIST))  */
+#define KERNEL_PARAMS(list) list(KERNEL_PARAM, KERNEL_COMMA)
+#define KERNEL_COMMA ,
+#define KERNEL_PARAM(kind, type, name) KERNEL_PARAM_##kind(type) name
+#define KERNEL_PARAM_GLOBAL(t) __global t *
+#define KERNEL_PARAM_GLOBAL_CONST(t) __global const t *
+#define KERNEL_PARAM_GLOBAL_VOLATILE(t) __global volatile t *
+#define KERNEL_PARAM_LOCAL(t) __local t *
+#define KERNEL_PARAM_VALUE(t) t
+
 /* ---- 1. vector helpers ---------------------------------------------- */
 
 inline float vsum1(float a) { return a; }

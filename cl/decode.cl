@@ -191,7 +191,7 @@ inline void reduce_rows(__local float *out_s, float accs[G][NUM_ROWS_PER_THREAD]
 }
 
 __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_decode_paged(
-    DECODE_ARGS) {
+    KERNEL_PARAMS(DECODE_ARG_LIST)) {
   __local float q_s[G * HEAD_SIZE];
   __local float out_s[G * HEAD_SIZE];
   __local float red[NUM_THREADS];

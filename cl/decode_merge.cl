@@ -2,7 +2,7 @@
  * decode_merge.cl — decode v2's partitions merged in the launch, by the
  * last of a row's work-groups to finish. Part of the work-group decode
  * families (decode.cl, decode_mma.cl; lib/kernels.c), after kv.cl and
- * decode_args.cl. lib/decode.c builds them with CLPA_MERGE 1 where the
+ * decode_args.h. lib/decode.c builds them with CLPA_MERGE 1 where the
  * device orders work-groups (lib/context.c's pick_merge); elsewhere, and
  * always on the rows path, reduce.cl's kernel merges after the launch.
  *

@@ -61,7 +61,7 @@
  *
  * Grid:  (num_heads / G * NUM_THREADS, num_seqs, partitions)
  * Group: NUM_THREADS work-items, whole warps of 32.
- * Buffers: as decode.cl's (decode_args.cl); the cache layouts
+ * Buffers: as decode.cl's (decode_args.h); the cache layouts
  *   k_cache [num_blocks, num_kv_heads, HEAD_SIZE / X, BLOCK_SIZE, X]
  *   v_cache [num_blocks, num_kv_heads, HEAD_SIZE, BLOCK_SIZE]
  * The work-group: 4 warps, or 3 or 2 (lib/decode_plan.c mma_warps), or 6, 8 or
@@ -303,7 +303,7 @@ inline void load_chunk(mma_chunk *ch, int c0, int2 ids, int g, int t, int lo, in
   g, t, lo, end, num_blocks, faults, k_cache, v_cache, off, block_stride
 
 __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_decode_mma(
-    DECODE_ARGS) {
+    KERNEL_PARAMS(DECODE_ARG_LIST)) {
   __local float o_s[SLICES * G * HEAD_SIZE];
   __local float m_s[WARPS * 16], l_s[WARPS * 16], row_m[16], row_l[16];
 #if PARTITION_SIZE && CLPA_MERGE

@@ -124,7 +124,8 @@ inline void rows_touch(__global const kv_t *cache, ulong kv_off, __global const 
     }                                                                                         \
   } while (0)
 
-__kernel __attribute__((reqd_work_group_size(1, 1, 1))) void clpa_decode_rows(DECODE_ARGS) {
+__kernel __attribute__((reqd_work_group_size(1, 1, 1))) void clpa_decode_rows(
+    KERNEL_PARAMS(DECODE_ARG_LIST)) {
   (void)logits, (void)logits_stride, (void)part_counts;
   const int head0 = get_group_id(0) * G, seq = get_group_id(1), part = get_group_id(2);
   const int kv_head = head0 / (num_heads / num_kv_heads);

@@ -224,7 +224,7 @@ inline int mma_next_tile(int k0, int k_end, int sparse, __global const uchar *m0
 #endif
 
 __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_prefill_mma(
-    PREFILL_ARGS) {
+    KERNEL_PARAMS(PREFILL_ARG_LIST)) {
   __local uint4 k_s[STAGES * KTILE];
   __local uint4 v_s[STAGES * VTILE];
   __local uint xch[MMA_XCH];

@@ -25,7 +25,7 @@
 #define GB 4 /* cache blocks a step: their P V products meet in registers */
 
 __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void clpa_prefill_rows(
-    PREFILL_ARGS) {
+    KERNEL_PARAMS(PREFILL_ARG_LIST)) {
   const int s = work[2 * get_group_id(0)], R0 = work[2 * get_group_id(0) + 1];
   const int kv_head = get_group_id(1), qpk = num_heads / num_kv_heads;
   const int first = seq_info[3 * s], new_len = seq_info[3 * s + 1], cached = seq_info[3 * s + 2];

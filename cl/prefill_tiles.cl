@@ -320,7 +320,7 @@ inline int tiles_next(int k, int k_end, __global const uchar *block_mask, tile_r
 }
 
 __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_prefill_paged(
-    PREFILL_ARGS) {
+    KERNEL_PARAMS(PREFILL_ARG_LIST)) {
   __local float4 un4[(UNION_FLOATS + 3) / 4]; /* qt and kt, or vs */
   __local float4 pt4[BK * QT / 4];            /* probabilities [key][row] */
   __local float red[ROWS * RS];               /* a row's partial maxima or sums */

@@ -35,10 +35,7 @@
 #define PARTITION_SIZE CLPA_PARTITION_SIZE
 
 __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void clpa_decode_reduce(
-    __global io_t *out, __global float *lse, __global const float *max_logits,
-    __global const float *exp_sums, __global const float *tmp_out,
-    __global const int *context_lens, int max_context_len, int num_heads, int max_parts,
-    __global const float *sinks) {
+    KERNEL_PARAMS(REDUCE_ARG_LIST)) {
   const int head = get_group_id(0), seq = get_group_id(1);
   const size_t sh = (size_t)seq * num_heads + head;
   int L = context_lens[seq];

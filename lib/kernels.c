@@ -71,8 +71,8 @@ static const clpa_tunable cache_tunables[] = {T(clpa_cache_spec, kv_dtype, "KV_D
 
 /* Each family's parts, in order: common.cl first; io.cl where there are
  * queries or outputs; kv.cl where the cache is read or written; mma.cl on
- * the tensor-core paths; then what a group of paths shares (decode_args.cl
- * and decode_merge.cl, rows.cl, prefill.cl). */
+ * the tensor-core paths; then what a group of paths shares (decode_args.h
+ * and decode_merge.cl, rows.cl, prefill_args.h and prefill.cl). */
 #define F(name, tunables, ...) {name, {__VA_ARGS__, NULL}, tunables, N(tunables)}
 /* decode_mma.cl and decode_rows.cl take decode's specification (SG unused: 0). */
 const clpa_family clpa_family_decode =
@@ -81,14 +81,14 @@ const clpa_family clpa_family_decode_rows =
     F("decode_rows", decode_tunables, "common", "io", "kv", "decode_args", "rows");
 const clpa_family clpa_family_decode_mma =
     F("decode_mma", decode_tunables, "common", "io", "kv", "mma", "decode_args", "decode_merge");
-const clpa_family clpa_family_reduce = F("reduce", reduce_tunables, "common", "io");
+const clpa_family clpa_family_reduce = F("reduce", reduce_tunables, "common", "io", "decode_args");
 /* Prefill's paths: prefill.cl (what they share), then each path's file. */
 const clpa_family clpa_family_prefill_tiles =
-    F("prefill_tiles", prefill_tunables, "common", "io", "kv", "prefill");
+    F("prefill_tiles", prefill_tunables, "common", "io", "kv", "prefill_args", "prefill");
 const clpa_family clpa_family_prefill_rows =
-    F("prefill_rows", prefill_tunables, "common", "io", "kv", "rows", "prefill");
+    F("prefill_rows", prefill_tunables, "common", "io", "kv", "rows", "prefill_args", "prefill");
 const clpa_family clpa_family_prefill_mma =
-    F("prefill_mma", prefill_tunables, "common", "io", "kv", "mma", "prefill");
+    F("prefill_mma", prefill_tunables, "common", "io", "kv", "mma", "prefill_args", "prefill");
 const clpa_family clpa_family_merge = F("merge", merge_tunables, "common", "io");
 const clpa_family clpa_family_cache = F("cache", cache_tunables, "common", "kv");
 const clpa_family clpa_family_xattn = F("xattn", xattn_tunables, "common", "io", "kv");
