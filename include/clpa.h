@@ -435,7 +435,7 @@ CLPA_API void clpa_decode_params_init(clpa_decode_params *p);
 
 /* Enqueues decode attention on the context's queue; does not wait.
  *
- * The plan, for fields left 0 and CLPA_DECODE_AUTO (lib/decode_plan.c has each
+ * The plan, for fields left 0 and CLPA_DECODE_AUTO (host/decode_planner.c has each
  * rule, docs/decisions/ the measurements behind it; clpa_decode_choice says
  * what a call would run):
  *  - path: see clpa_decode_path.
@@ -684,8 +684,9 @@ CLPA_API clpa_status clpa_cascade_decode(clpa_context *ctx, const clpa_cascade_p
  * 8. Plans: plan once per step, run per layer
  *
  * An engine calls attention once per layer with the same batch. A plan is
- * made once per step from the params of decode, prefill or cascade decode
- * (the shapes, dtypes, options and host lengths): it checks them, picks
+ * made once per step from the params of decode, prefill, cascade decode or
+ * XAttention's estimation (the shapes, dtypes, options and host lengths):
+ * it checks them, picks
  * the path and the work division, builds the kernels and, for prefill and
  * cascade, uploads its work list. clpa_run then takes only what a layer
  * changes (clpa_attn_inputs: the caches, query, output and per-layer
@@ -708,6 +709,11 @@ CLPA_API clpa_status clpa_cascade_decode(clpa_context *ctx, const clpa_cascade_p
  *  - prefill: cu_seqlens_q and cached_lens (the work list is made from
  *    them); the block tables may change.
  *  - cascade: decode's, and the groups and their shared blocks.
+ *  - xattn: num_q, q_offset, max_blocks_per_seq, stride, block, chunk,
+ *    tau and scratch_limit; a run reads the key cache (cache and layer, or
+ *    key_cache), query, block_tables (the sequence's table) and k_scale,
+ *    writes block_mask (the mask) and, where given, mass; it refuses the
+ *    other buffers. clpa_xattn_estimate stays a call of its own.
  * The params' buffers are not read (they may be NULL); their cache (any
  * valid layer) or kv gives the caches' shape, and cache or key_cache and
  * value_cache may be left out when kv is given.
@@ -729,7 +735,8 @@ typedef struct clpa_attn_inputs {
   float k_scale, v_scale;        /* fp8 per-tensor scales (1 by default) */
   cl_mem k_scale_buffer, v_scale_buffer; /* optional, as in clpa_decode_params */
   cl_mem alibi_slopes, sinks;    /* optional (cascade refuses ALiBi) */
-  cl_mem block_mask;             /* prefill: where the plan's params had one */
+  cl_mem block_mask;             /* prefill: where the plan's params had one; xattn: its output */
+  cl_mem mass;                   /* xattn: optional, the block masses it writes */
   cl_uint num_wait_events;
   const cl_event *wait_events;
   cl_event *event;               /* completes with the last kernel; the caller releases it */
@@ -739,8 +746,8 @@ typedef struct clpa_attn_inputs {
 /* Fills in with the defaults: zeros and NULLs, k_scale = v_scale = 1. */
 CLPA_API void clpa_attn_inputs_init(clpa_attn_inputs *in);
 
-/* Plans p as clpa_decode, clpa_prefill or clpa_cascade_decode would run
- * it, with nothing enqueued (prefill and cascade upload their work lists;
+/* Plans p as clpa_decode, clpa_prefill, clpa_cascade_decode or
+ * clpa_xattn_estimate would run it, with nothing enqueued (prefill and cascade upload their work lists;
  * the plan's first run waits for that). *plan receives the plan, or NULL on
  * failure. Returns what those calls return for p's shapes and options, and
  * CLPA_ERR_OUT_OF_MEMORY. */
@@ -750,6 +757,8 @@ CLPA_API clpa_status clpa_plan_prefill(clpa_context *ctx, const clpa_prefill_par
                                        clpa_plan **plan);
 CLPA_API clpa_status clpa_plan_cascade(clpa_context *ctx, const clpa_cascade_params *p,
                                        clpa_plan **plan);
+CLPA_API clpa_status clpa_plan_xattn(clpa_context *ctx, const clpa_xattn_params *p,
+                                     clpa_plan **plan);
 
 /* Enqueues the planned attention over in's buffers; does not wait. Every
  * buffer is checked against the plan's shapes first, and the caches

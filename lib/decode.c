@@ -27,13 +27,6 @@ void clpa_decode_params_init(clpa_decode_params *p) {
   p->variant = CLPA_DECODE_AUTO;
 }
 
-/* NVIDIA: registers the lanes kernel's f32 build may take with up to 4
- * heads a work-group (0: ptxas's choice): held to 128 it does not spill
- * and streams as before v2's merge moved into it; 8 heads hold 128
- * accumulators alone and keep ptxas's choice
- * (docs/decisions/0004-decode-lanes-f32-register-cap.md). */
-#define LANES_F32_MAXNREG 128
-
 static clpa_decode_spec decode_spec(const clpa_decode_params *p, const decode_call *c) {
   const int lanes = !c->mma && !c->rows;
   const clpa_decode_spec s = {c->a.kv.head_size,  c->a.kv.block_size,        (int32_t)c->a.kv.dtype,
@@ -41,9 +34,7 @@ static clpa_decode_spec decode_spec(const clpa_decode_params *p, const decode_ca
                               lanes ? c->sg : 0,
                               c->v2 || c->rows ? c->partition : 0, c->heads_per_group,
                               c->rows ? c->key_vectors : 0,
-                              lanes && c->a.kv.dtype == CLPA_DTYPE_F32 && c->heads_per_group <= 4
-                                  ? LANES_F32_MAXNREG
-                                  : 0,
+                              c->maxnreg, /* the tuning row's register cap (lanes only) */
                               c->mma ? c->chunk : 0,
                               c->mma ? c->pipe : 0,
                               c->merge};

@@ -7,8 +7,6 @@
 
 #include "internal.h"
 
-#define DEFAULT_PARTITION 512 /* v2 tokens a partition where the tuning table has none */
-
 /* What one call works on, resolved and checked. */
 typedef struct decode_call {
   clpa_attn a;          /* caches, layout, query, options (attention.c) */
@@ -21,12 +19,13 @@ typedef struct decode_call {
   int chunk;            /* mma: tokens a chunk (mma_chunk_for) */
   int pipe;             /* mma: the next chunk loaded while one is computed (mma_pipe) */
   int merge;            /* v2: the work-group kernel merges the partitions, else reduce.cl */
+  int maxnreg;          /* NVIDIA: registers a work-item at most (0: the compiler's choice) */
 } decode_call;
 
 /* The path, v1 or v2, the partition, the query heads a work-group and the
  * work-group's shape for p, whose caches, layout and buffers are checked
- * (c->a resolved): lib/decode_plan.c has each rule, docs/decisions/ what
- * measured it.
+ * (c->a resolved): host/decode_planner.c has each rule, docs/decisions/
+ * what measured it.
  * Returns CLPA_OK, CLPA_ERR_INVALID_ARG or CLPA_ERR_UNSUPPORTED (named). */
 clpa_status clpa_decode_plan(clpa_context *ctx, const clpa_decode_params *p, decode_call *c);
 

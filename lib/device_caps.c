@@ -1,7 +1,8 @@
 /*
  * device_caps.c — what the context's device can run: the lane-group path
  * settled once (the subgroup size learnt from a kernel), the lanes a lane
- * group takes, and whether the tensor-core paths run natively. Below the
+ * group takes, and whether the tensor-core paths run natively; and the
+ * device facts the host planners take (host/decode_planner.h). Below the
  * context (context.c settles the lanes here) and the ops, which ask.
  */
 #include <string.h>
@@ -52,11 +53,9 @@ int clpa_mma_native(const clpa_context *ctx) {
 }
 
 clpa_status clpa_mma_check(clpa_context *ctx) {
-  CLPA_CTX_CHECK(ctx, clpa_mma_native(ctx) == 0, CLPA_ERR_UNSUPPORTED,
-                 "path mma needs compute capability 8.0 on NVIDIA ('%s' has %d.%d)",
-                 ctx->info.name, ctx->info.nv_compute_capability / 10,
-                 ctx->info.nv_compute_capability % 10);
-  return CLPA_OK;
+  clpa_device_facts dev;
+  clpa_device_facts_of(ctx, &dev);
+  return clpa_planner_mma_check(&dev, ctx->error);
 }
 
 int clpa_lane_width(const clpa_context *ctx, int block_size) {
@@ -69,4 +68,18 @@ int clpa_lane_width(const clpa_context *ctx, int block_size) {
       return ctx->subgroup_size && ctx->subgroup_size < 32 ? ctx->subgroup_size : 32;
     default: return block_size; /* emulated: one lane per key token */
   }
+}
+
+void clpa_device_facts_of(const clpa_context *ctx, clpa_device_facts *out) {
+  const clpa_device_info *in = &ctx->info;
+  memset(out, 0, sizeof *out);
+  out->name = in->name;
+  out->is_cpu = in->is_cpu;
+  out->compute_units = in->compute_units;
+  out->local_mem_bytes = in->local_mem_bytes;
+  out->max_work_group_size = in->max_work_group_size;
+  out->native_float_width = in->native_float_width;
+  out->lane_width = clpa_lane_width(ctx, 0); /* emulated: the block size, so 0 */
+  out->mma_native = clpa_mma_native(ctx);
+  out->compute_capability = in->nv_compute_capability;
 }

@@ -6,6 +6,7 @@
 #define CLPA_LIB_INTERNAL_H
 
 #include "clpa.h"
+#include "decode_planner.h"
 #include "kernels.h"
 #include "last_error.h"
 #include "reserved.h"
@@ -46,6 +47,7 @@ struct clpa_context {
   int merge_in_launch; /* decode v2's work-group kernels merge their partitions (context.c's pick_merge) */
   const char *merge_std; /* the -cl-std option those programs need, or "" */
   clpa_tuning tuning;  /* the tuning table's entry for the device (tuning.c) */
+  clpa_decode_tuning decode_tuning; /* its decode part, device facts included (tuning.c) */
   char error[CLPA_ERROR_MAX];
 };
 
@@ -178,8 +180,9 @@ clpa_status clpa_kernel_create(clpa_context *ctx, const char *family, const char
  * of memory). */
 char *clpa_options_canonical(const char *options);
 
-/* The tuning table's entry for a device (tuning.c). */
-void clpa_tuning_lookup(const clpa_device_info *in, clpa_tuning *out);
+/* The tuning table's entry for a device (tuning.c): the public part and
+ * decode's, whose partition and residency the public part repeats. */
+void clpa_tuning_lookup(const clpa_device_info *in, clpa_tuning *out, clpa_decode_tuning *decode);
 
 /* Device capabilities (device_caps.c). */
 /* Settles the context's lane-group path: on the subgroup path, learns the
@@ -197,6 +200,8 @@ int clpa_mma_native(const clpa_context *ctx);
 /* A forced tensor-core path: CLPA_OK, or CLPA_ERR_UNSUPPORTED on NVIDIA
  * before 8.0 (the message names the device). */
 clpa_status clpa_mma_check(clpa_context *ctx);
+/* What the planners know of the context's device (host/decode_planner.h). */
+void clpa_device_facts_of(const clpa_context *ctx, clpa_device_facts *out);
 
 /* The launch path (launch.c). */
 /* A kernel family's kernel `name`, built for spec (the family's spec

@@ -1,7 +1,8 @@
 /*
  * plan.c — plans (clpa.h section 8): made on the heap by clpa_plan_decode,
- * clpa_plan_prefill and clpa_plan_cascade and run by clpa_run, each
- * handed to its kind (decode.c, prefill.c, cascade.c). What the kinds
+ * clpa_plan_prefill, clpa_plan_cascade and clpa_plan_xattn and run by
+ * clpa_run, each handed to its kind (decode.c, prefill.c, cascade.c,
+ * xattn.c). What the kinds
  * share is below them, in plan_shared.c.
  */
 #include <stdlib.h>
@@ -53,6 +54,15 @@ clpa_status clpa_plan_cascade(clpa_context *ctx, const clpa_cascade_params *p, c
   CLPA_API_CALL(plan_cascade_impl(ctx, p, plan));
 }
 
+static clpa_status plan_xattn_impl(clpa_context *ctx, const clpa_xattn_params *p,
+                                   clpa_plan **plan) {
+  PLAN_NEW(clpa_xattn_plan_fill(ctx, p, pl_), ctx, p, plan);
+}
+
+clpa_status clpa_plan_xattn(clpa_context *ctx, const clpa_xattn_params *p, clpa_plan **plan) {
+  CLPA_API_CALL(plan_xattn_impl(ctx, p, plan));
+}
+
 static clpa_status run_impl(clpa_plan *plan, const clpa_attn_inputs *in) {
   CLPA_CHECK(NULL, !plan || !plan->ctx, CLPA_ERR_INVALID_ARG, "plan must not be NULL");
   CLPA_CTX_CHECK(plan->ctx, !in, CLPA_ERR_INVALID_ARG, "in must not be NULL");
@@ -60,6 +70,7 @@ static clpa_status run_impl(clpa_plan *plan, const clpa_attn_inputs *in) {
   switch (plan->kind) {
     case PLAN_DECODE: return clpa_decode_run(plan, in);
     case PLAN_PREFILL: return clpa_prefill_run(plan, in);
+    case PLAN_XATTN: return clpa_xattn_run(plan, in);
     default: return clpa_cascade_run(plan, in);
   }
 }

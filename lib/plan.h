@@ -1,14 +1,16 @@
 /*
  * plan.h — inside lib/ only: what a clpa_plan holds (plan.c makes and runs
  * plans, plan_shared.c starts, describes and releases them; decode.c,
- * prefill.c and cascade.c fill and run their kind).
+ * prefill.c, cascade.c and xattn.c fill and run their kind).
  */
 #ifndef CLPA_LIB_PLAN_H
 #define CLPA_LIB_PLAN_H
 
 #include "decode_plan.h"
 
-typedef enum plan_kind { PLAN_DECODE = 1, PLAN_PREFILL = 2, PLAN_CASCADE = 3 } plan_kind;
+typedef enum plan_kind { PLAN_DECODE = 1, PLAN_PREFILL = 2, PLAN_CASCADE = 3, PLAN_XATTN = 4 } plan_kind;
+
+struct xattn_state; /* xattn.c's: the checked params, the path and the kernels */
 
 struct clpa_plan {
   clpa_context *ctx;
@@ -33,6 +35,7 @@ struct clpa_plan {
   cl_mem cascade_bufs[8];
   cl_kernel split;     /* blocks.cl's suffix view */
   int32_t num_groups, *group_starts;
+  struct xattn_state *xattn; /* XAttention's estimation */
 };
 
 /* Copies a params struct's per-layer fields (decode's or prefill's: the
@@ -76,6 +79,9 @@ clpa_status clpa_prefill_run(clpa_plan *pl, const clpa_attn_inputs *in);
 clpa_status clpa_cascade_plan_fill(clpa_context *ctx, const clpa_cascade_params *p, int make,
                                    clpa_plan *pl);
 clpa_status clpa_cascade_run(clpa_plan *pl, const clpa_attn_inputs *in);
+clpa_status clpa_xattn_plan_fill(clpa_context *ctx, const clpa_xattn_params *p, clpa_plan *pl);
+clpa_status clpa_xattn_run(clpa_plan *pl, const clpa_attn_inputs *in);
+void clpa_xattn_state_free(struct xattn_state *s);
 
 /* A fill's start: pl zeroed, ctx and the params p checked (not NULL). */
 clpa_status clpa_plan_begin(clpa_context *ctx, const void *p, plan_kind kind, clpa_plan *pl);
@@ -86,6 +92,10 @@ void clpa_plan_fini(clpa_plan *pl);
 /* The run's caches into a (a->k, a->v, a->kv), refused unless they have
  * the plan's shape. */
 clpa_status clpa_plan_caches(const clpa_plan *pl, const clpa_attn_inputs *in, clpa_attn *a);
+
+/* Refuses a run's caches of another shape (dtype, block size, KV heads,
+ * head size) than the plan's; their number of blocks may differ. */
+clpa_status clpa_plan_same_shape(const clpa_plan *pl, const clpa_kv_layout *got);
 
 /* An empty run: a marker that completes after the wait list, where the
  * caller wants an event. */

@@ -38,6 +38,7 @@ void clpa_plan_fini(clpa_plan *pl) {
   clpa_plan_release(pl->prefix);
   clpa_plan_release(pl->suffix);
   free(pl->group_starts);
+  clpa_xattn_state_free(pl->xattn);
   memset(pl, 0, sizeof *pl);
 }
 
@@ -74,11 +75,14 @@ clpa_status clpa_plan_caches(const clpa_plan *pl, const clpa_attn_inputs *in, cl
   clpa_context *ctx = pl->ctx;
   const clpa_status st = clpa_attn_caches(ctx, a, in->cache, in->layer, in->key_cache,
                                           in->value_cache, &pl->kv);
-  if (st != CLPA_OK) return st;
-  const clpa_kv_layout *want = &pl->kv, *got = &a->kv;
-  CLPA_CTX_CHECK(ctx, got->dtype != want->dtype || got->block_size != want->block_size ||
-                          got->num_kv_heads != want->num_kv_heads ||
-                          got->head_size != want->head_size,
+  return st != CLPA_OK ? st : clpa_plan_same_shape(pl, &a->kv);
+}
+
+clpa_status clpa_plan_same_shape(const clpa_plan *pl, const clpa_kv_layout *got) {
+  const clpa_kv_layout *want = &pl->kv;
+  CLPA_CTX_CHECK(pl->ctx, got->dtype != want->dtype || got->block_size != want->block_size ||
+                              got->num_kv_heads != want->num_kv_heads ||
+                              got->head_size != want->head_size,
                  CLPA_ERR_INVALID_ARG,
                  "the caches hold %s blocks of %d tokens x %d KV heads x %d; the plan was made for"
                  " %s, %d x %d x %d", clpa_dtype_name(got->dtype), got->block_size,

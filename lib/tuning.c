@@ -15,23 +15,46 @@ typedef enum { BY_DEVICE, BY_VENDOR, BY_TYPE_CPU, BY_TYPE_GPU, BY_DEFAULT } matc
 
 typedef struct tuning_entry {
   match_kind kind;
-  const char *text; /* a case-sensitive substring of the name or vendor; NULL for the others */
-  clpa_tuning t;    /* .matched is filled by the lookup */
+  const char *text;     /* a case-sensitive substring of the name or vendor; NULL for others */
+  clpa_tuning t;        /* .matched, .decode_partition and .decode_resident: the lookup's */
+  clpa_decode_tuning d; /* decode's values and the device facts its planner counts with */
 } tuning_entry;
+
+/* Decode's device facts as NVIDIA's Hopper GPUs gave them, the only devices measured (the
+ * mma path runs natively on NVIDIA alone; elsewhere it runs emulated, for tests), so every
+ * entry takes them until its device is measured:
+ * - decode_mma.cl's warps a compute unit: 12, 8 for its f32 build
+ *   (docs/decisions/0008-decode-mma-warps.md);
+ * - its PIPE build's work-groups: 8 warps at most (docs/decisions/0011-decode-mma-pipe.md);
+ * - without host lengths, no partition need be shorter than 512 tokens
+ *   (docs/decisions/0013-decode-blind-partitions.md);
+ * - the lanes kernel's f32 build with up to 4 heads a work-group: 128 registers, which only
+ *   NVIDIA's build honours (docs/decisions/0004-decode-lanes-f32-register-cap.md). */
+#define HOPPER_DECODE_FACTS                                                   \
+  .mma_warps_per_cu = 12, .mma_f32_warps_per_cu = 8, .mma_pipe_warps = 8, \
+  .blind_partition = 512, .lanes_f32_maxnreg = 128
 
 static const tuning_entry table[] = {
     /* CPUs: 2048-token partitions, prefill on the rows path with 4 rows a work-item
      * (docs/decisions/0017-tuning-cpu.md). */
-    {BY_TYPE_CPU, NULL, {"", 2048, CLPA_PREFILL_ROWS, 4, 16, 0, {0}}},
+    {BY_TYPE_CPU, NULL, {.prefill_path = CLPA_PREFILL_ROWS, .prefill_rows = 4, .prefill_keys = 16},
+     {.partition = 2048, .resident = 0, HOPPER_DECODE_FACTS}},
     /* NVIDIA: prefill on tensor cores where it applies (f16/bf16 caches, else the tiles
      * heuristic) with 128 rows and 32-key tiles (docs/decisions/0020-prefill-mma-tile.md);
      * the lanes path's partitions from 2048, 4 of its work-groups a compute unit
      * (docs/decisions/0003-decode-lanes-partition.md). Decode on tensor cores plans its own. */
-    {BY_VENDOR, "NVIDIA", {"", 2048, CLPA_PREFILL_MMA, 128, 32, 4, {0}}},
+    {BY_VENDOR, "NVIDIA",
+     {.prefill_path = CLPA_PREFILL_MMA, .prefill_rows = 128, .prefill_keys = 32},
+     {.partition = 2048, .resident = 4, HOPPER_DECODE_FACTS}},
     /* GPUs without an entry of their own: 512-token partitions and the largest prefill
-     * tiles that fit, a default no such GPU measured (docs/decisions/0018-tuning-gpu-default.md). */
-    {BY_TYPE_GPU, NULL, {"", 512, CLPA_PREFILL_TILES, 0, 0, 0, {0}}},
-    {BY_DEFAULT, NULL, {"", 512, CLPA_PREFILL_AUTO, 0, 0, 0, {0}}},
+     * tiles that fit, a default no such GPU measured
+     * (docs/decisions/0018-tuning-gpu-default.md). */
+    {BY_TYPE_GPU, NULL, {.prefill_path = CLPA_PREFILL_TILES},
+     {.partition = 512, HOPPER_DECODE_FACTS}},
+    /* Anything else: vLLM's 512-token partitions and prefill's own choice
+     * (docs/decisions/0018-tuning-gpu-default.md). */
+    {BY_DEFAULT, NULL, {.prefill_path = CLPA_PREFILL_AUTO},
+     {.partition = 512, HOPPER_DECODE_FACTS}},
 };
 
 static int matches(const tuning_entry *e, const clpa_device_info *in) {
@@ -44,13 +67,15 @@ static int matches(const tuning_entry *e, const clpa_device_info *in) {
   }
 }
 
-void clpa_tuning_lookup(const clpa_device_info *in, clpa_tuning *out) {
+void clpa_tuning_lookup(const clpa_device_info *in, clpa_tuning *out, clpa_decode_tuning *decode) {
   static const char *const kinds[] = {"device", "vendor", "type", "type", "default"};
   for (match_kind k = BY_DEVICE; k <= BY_DEFAULT; k++)
     for (size_t i = 0; i < sizeof table / sizeof *table; i++) {
       const tuning_entry *e = &table[i];
       if (e->kind != k || !matches(e, in)) continue;
       *out = e->t;
+      *decode = e->d;
+      out->decode_partition = e->d.partition, out->decode_resident = e->d.resident;
       const char *what = e->text ? e->text
                          : k == BY_TYPE_CPU ? "cpu"
                          : k == BY_TYPE_GPU ? "gpu"

@@ -1,13 +1,17 @@
 /*
  * xattn.c — clpa_xattn_estimate (cl/xattn.cl): validate everything (the
  * shapes the reference, host/ref_xattn.h, requires; the key cache; every
- * buffer), then launch the stats, mass and select kernels in order.
+ * buffer), then launch the stats, mass and select kernels in order; and
+ * its plans (clpa_plan_xattn, plan.h): the checks, the path and the
+ * kernels once, a run per layer on that layer's buffers.
  */
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "internal.h"
+#include <stdlib.h>
+
+#include "plan.h"
 #include "size_math.h"
 
 void clpa_xattn_params_init(clpa_xattn_params *p) {
@@ -30,15 +34,17 @@ typedef struct xattn_plan {
   size_t stats;      /* num_heads * num_chunks * rows */
 } xattn_plan;
 
-/* The key cache: cache + layer, or key_cache + kv. */
-static clpa_status resolve_cache(clpa_context *ctx, const clpa_xattn_params *p, xattn_plan *x) {
+/* The key cache: cache + layer, or key_cache + kv (planning: kv alone will do). */
+static clpa_status resolve_cache(clpa_context *ctx, const clpa_xattn_params *p, xattn_plan *x,
+                                 int planning) {
   if (p->cache) {
     CLPA_CTX_CHECK(ctx, p->key_cache != NULL, CLPA_ERR_INVALID_ARG,
                    "give either cache (and layer) or key_cache, not both");
     cl_mem v;
     return clpa_cache_layer(ctx, p->cache, p->layer, &x->k, &v, &x->kv);
   }
-  CLPA_CTX_CHECK(ctx, !p->key_cache, CLPA_ERR_INVALID_ARG, "key_cache (or cache) must be given");
+  CLPA_CTX_CHECK(ctx, !p->key_cache && !planning, CLPA_ERR_INVALID_ARG,
+                 "key_cache (or cache) must be given");
   clpa_status st = clpa_kv_layout_check(&p->kv, &x->kv);
   if (st != CLPA_OK) return clpa_err_within(ctx->error, st, "kv");
   x->k = p->key_cache;
@@ -106,8 +112,9 @@ static clpa_status check_shape(clpa_context *ctx, const clpa_xattn_params *p, xa
   return clpa_check_wait_list(ctx, p->num_wait_events, p->wait_events);
 }
 
-/* Every buffer against what the shapes need. */
-static clpa_status check_buffers(clpa_context *ctx, const clpa_xattn_params *p, xattn_plan *x) {
+/* Every buffer against what the shapes need (planning: those given). */
+static clpa_status check_buffers(clpa_context *ctx, const clpa_xattn_params *p, xattn_plan *x,
+                                 int planning) {
   const clpa_kv_layout *kv = &x->kv;
   const size_t row = (size_t)p->num_heads * (size_t)kv->head_size;
   CLPA_CTX_CHECK(ctx, p->q_stride != 0 && p->q_stride < row, CLPA_ERR_INVALID_ARG,
@@ -124,11 +131,11 @@ static clpa_status check_buffers(clpa_context *ctx, const clpa_xattn_params *p, 
   CLPA_CTX_CHECK(ctx, p->mass && p->mass == p->mask, CLPA_ERR_INVALID_ARG,
                  "mass and mask must be different buffers");
   clpa_status st;
-  if ((st = clpa_check_buffer(ctx, x->k, "key_cache", (size_t)kv->cache_bytes, 0)) ||
-      (st = clpa_check_buffer(ctx, p->query, "query", need_q, 0)) ||
+  if ((st = clpa_check_buffer(ctx, x->k, "key_cache", (size_t)kv->cache_bytes, planning)) ||
+      (st = clpa_check_buffer(ctx, p->query, "query", need_q, planning)) ||
       (st = clpa_check_buffer(ctx, p->block_table, "block_table",
-                              (size_t)p->max_blocks_per_seq * 4, 0)) ||
-      (st = clpa_check_buffer(ctx, p->mask, "mask", x->blocks, 0)) ||
+                              (size_t)p->max_blocks_per_seq * 4, planning)) ||
+      (st = clpa_check_buffer(ctx, p->mask, "mask", x->blocks, planning)) ||
       (st = clpa_check_buffer(ctx, p->mass, "mass", x->blocks * sizeof(float), 1)))
     return st;
   return CLPA_OK;
@@ -324,25 +331,37 @@ static clpa_status mma_chunks(clpa_context *ctx, const clpa_xattn_params *p, xat
   return CLPA_OK;
 }
 
-static clpa_status launch(clpa_context *ctx, const clpa_xattn_params *p, const xattn_plan *xp,
-                          int mma) {
-  xattn_plan plan = *xp, *x = &plan;
-  if (mma) {
-    const clpa_status st = mma_chunks(ctx, p, x);
-    if (st != CLPA_OK) return st;
-  }
+static const char *const kernel_names[4] = {"clpa_xattn_stats", "clpa_xattn_mass",
+                                             "clpa_xattn_select", "clpa_xattn_merge"};
+
+/* The path's four kernels into ks (NULLs first; on failure the caller
+ * releases what it got). */
+static clpa_status make_kernels(clpa_context *ctx, const clpa_xattn_params *p, const xattn_plan *x,
+                                int mma, cl_kernel ks[4]) {
   const clpa_xattn_spec spec = {x->kv.head_size, x->kv.block_size, (int32_t)x->kv.dtype,
                                 (int32_t)p->q_dtype, 0, 0, 0, 0, 0, 0, 0};
   const clpa_xattn_spec spec_mma = {x->kv.head_size, x->kv.block_size, (int32_t)x->kv.dtype,
                                     (int32_t)p->q_dtype, MMA_THREADS, p->stride, x->bs,
                                     MMA_ROWS, MMA_COLS, MMA_KC,
                                     mma_stages(p->stride, x->kv.head_size)};
-  static const char *const names[4] = {"clpa_xattn_stats", "clpa_xattn_mass", "clpa_xattn_select",
-                                       "clpa_xattn_merge"};
-  cl_kernel ks[4] = {NULL, NULL, NULL, NULL};
+  clpa_status st = mma ? clpa_family_kernel(ctx, &clpa_family_xattn_mma, &spec_mma,
+                                            "clpa_xattn_stats_mma", &ks[0])
+                       : clpa_family_kernel(ctx, &clpa_family_xattn, &spec, kernel_names[0], &ks[0]);
+  for (int i = 1; i < 4 && st == CLPA_OK; i++)
+    st = clpa_family_kernel(ctx, &clpa_family_xattn, &spec, kernel_names[i], &ks[i]);
+  return st;
+}
+
+static void release_kernels(cl_kernel ks[4]) {
+  for (int i = 0; i < 4; i++)
+    if (ks[i]) clReleaseKernel(ks[i]), ks[i] = NULL;
+}
+
+/* The scratch, then the kernels ks in order. Everything that can fail
+ * short of an enqueue comes first: nothing is left half done. */
+static clpa_status enqueue(clpa_context *ctx, const clpa_xattn_params *p, const xattn_plan *x,
+                           int mma, cl_kernel ks[4]) {
   cl_mem faults, sm, sl, bst, mass = p->mass;
-  /* Everything that can fail short of an enqueue comes first: a build
-   * failure leaves nothing half done. */
   clpa_status st = clpa_faults_buffer(ctx, &faults);
   if (st == CLPA_OK) st = clpa_scratch(ctx, 0, x->stats * sizeof(float), &sm);
   if (st == CLPA_OK) st = clpa_scratch(ctx, 1, x->stats * sizeof(float), &sl);
@@ -352,15 +371,21 @@ static clpa_status launch(clpa_context *ctx, const clpa_xattn_params *p, const x
   const size_t piece = (size_t)heads_per * (size_t)rows_per * (size_t)x->k_blocks;
   if (st == CLPA_OK) st = clpa_scratch(ctx, 3, piece * 2 * sizeof(float), &bst);
   if (st == CLPA_OK)
-    st = mma ? clpa_family_kernel(ctx, &clpa_family_xattn_mma, &spec_mma, "clpa_xattn_stats_mma",
-                                  &ks[0])
-             : clpa_family_kernel(ctx, &clpa_family_xattn, &spec, names[0], &ks[0]);
-  for (int i = 1; i < 4 && st == CLPA_OK; i++)
-    st = clpa_family_kernel(ctx, &clpa_family_xattn, &spec, names[i], &ks[i]);
-  if (st == CLPA_OK)
     st = enqueue_all(ctx, p, x, ks, mma, faults, sm, sl, bst, mass, heads_per, rows_per);
-  for (int i = 0; i < 4; i++)
-    if (ks[i]) clReleaseKernel(ks[i]);
+  return st;
+}
+
+static clpa_status launch(clpa_context *ctx, const clpa_xattn_params *p, const xattn_plan *xp,
+                          int mma) {
+  xattn_plan plan = *xp, *x = &plan;
+  if (mma) {
+    const clpa_status st = mma_chunks(ctx, p, x);
+    if (st != CLPA_OK) return st;
+  }
+  cl_kernel ks[4] = {NULL, NULL, NULL, NULL};
+  clpa_status st = make_kernels(ctx, p, x, mma, ks);
+  if (st == CLPA_OK) st = enqueue(ctx, p, x, mma, ks);
+  release_kernels(ks);
   return st;
 }
 
@@ -371,8 +396,8 @@ static clpa_status plan(clpa_context *ctx, const clpa_xattn_params *p, xattn_pla
   memset(x, 0, sizeof *x);
   CLPA_CHECK_RESERVED(ctx->error, p, "p->");
   clpa_status st;
-  if ((st = resolve_cache(ctx, p, x)) || (st = check_shape(ctx, p, x)) ||
-      (st = check_buffers(ctx, p, x)))
+  if ((st = resolve_cache(ctx, p, x, 0)) || (st = check_shape(ctx, p, x)) ||
+      (st = check_buffers(ctx, p, x, 0)))
     return st;
   return pick_path(ctx, p, x, mma);
 }
@@ -400,4 +425,71 @@ static clpa_status clpa_xattn_choice_impl(clpa_context *ctx, const clpa_xattn_pa
 clpa_status clpa_xattn_choice(clpa_context *ctx, const clpa_xattn_params *p,
                               clpa_xattn_path *path) {
   CLPA_API_CALL(clpa_xattn_choice_impl(ctx, p, path));
+}
+
+/* ----------------------------------------------------------------------
+ * Plans: clpa_plan_xattn checks p and picks the path and the kernels
+ * once; each clpa_run checks that run's buffers and enqueues.
+ * -------------------------------------------------------------------- */
+struct xattn_state {
+  clpa_xattn_params p; /* the plan's params, their buffers and events cleared */
+  int mma;
+  cl_kernel ks[4];
+};
+
+void clpa_xattn_state_free(struct xattn_state *s) {
+  if (!s) return;
+  release_kernels(s->ks);
+  free(s);
+}
+
+clpa_status clpa_xattn_plan_fill(clpa_context *ctx, const clpa_xattn_params *p, clpa_plan *pl) {
+  clpa_status st = clpa_plan_begin(ctx, p, PLAN_XATTN, pl);
+  if (st != CLPA_OK) return st;
+  CLPA_CHECK_RESERVED(ctx->error, p, "p->");
+  struct xattn_state *s = calloc(1, sizeof *s);
+  if (!s) return CLPA_FAIL(ctx->error, CLPA_ERR_OUT_OF_MEMORY, "out of memory for a plan");
+  pl->xattn = s;
+  xattn_plan x;
+  memset(&x, 0, sizeof x);
+  if ((st = resolve_cache(ctx, p, &x, 1)) || (st = check_shape(ctx, p, &x)) ||
+      (st = check_buffers(ctx, p, &x, 1)) || (st = pick_path(ctx, p, &x, &s->mma)) ||
+      (s->mma && (st = mma_chunks(ctx, p, &x))) ||
+      (st = make_kernels(ctx, p, &x, s->mma, s->ks))) {
+    clpa_plan_fini(pl);
+    return st;
+  }
+  pl->kv = x.kv;
+  s->p = *p;
+  s->p.cache = NULL, s->p.key_cache = NULL, s->p.query = NULL, s->p.block_table = NULL;
+  s->p.mask = NULL, s->p.mass = NULL;
+  s->p.num_wait_events = 0, s->p.wait_events = NULL, s->p.event = NULL;
+  return CLPA_OK;
+}
+
+clpa_status clpa_xattn_run(clpa_plan *pl, const clpa_attn_inputs *in) {
+  clpa_context *ctx = pl->ctx;
+  const struct xattn_state *s = pl->xattn;
+  clpa_xattn_params q = s->p;
+  q.cache = in->cache, q.layer = in->layer, q.key_cache = in->key_cache, q.kv = pl->kv;
+  q.k_scale = in->k_scale, q.query = in->query, q.block_table = in->block_tables;
+  q.mask = in->block_mask, q.mass = in->mass;
+  q.num_wait_events = in->num_wait_events, q.wait_events = in->wait_events, q.event = in->event;
+  CLPA_CTX_CHECK(ctx, in->value_cache || in->out || in->lse || in->context_lens ||
+                          in->k_scale_buffer || in->v_scale_buffer || in->alibi_slopes || in->sinks,
+                 CLPA_ERR_INVALID_ARG,
+                 "an XAttention plan reads the key cache, query, block_tables and k_scale and"
+                 " writes block_mask (and mass); its run refuses the other buffers");
+  CLPA_CTX_CHECK(ctx, !in->block_mask || !in->block_tables || !in->query, CLPA_ERR_INVALID_ARG,
+                 "an XAttention run needs in->query, in->block_tables (the sequence's table) and"
+                 " in->block_mask (the mask it writes)");
+  xattn_plan x;
+  memset(&x, 0, sizeof x);
+  clpa_status st;
+  if ((st = resolve_cache(ctx, &q, &x, 0)) || (st = clpa_plan_same_shape(pl, &x.kv)) ||
+      (st = check_shape(ctx, &q, &x)) || (st = check_buffers(ctx, &q, &x, 0)) ||
+      (s->mma && (st = mma_chunks(ctx, &q, &x))))
+    return st;
+  cl_kernel ks[4] = {s->ks[0], s->ks[1], s->ks[2], s->ks[3]};
+  return enqueue(ctx, &q, &x, s->mma, ks);
 }

@@ -156,7 +156,8 @@ int main(void) {
   F(clpa_attn_inputs, k_scale), F(clpa_attn_inputs, v_scale);
   F(clpa_attn_inputs, k_scale_buffer), F(clpa_attn_inputs, v_scale_buffer);
   F(clpa_attn_inputs, alibi_slopes), F(clpa_attn_inputs, sinks);
-  F(clpa_attn_inputs, block_mask), F(clpa_attn_inputs, num_wait_events);
+  F(clpa_attn_inputs, block_mask), F(clpa_attn_inputs, mass);
+  F(clpa_attn_inputs, num_wait_events);
   F(clpa_attn_inputs, wait_events), F(clpa_attn_inputs, event);
   F(clpa_attn_inputs, reserved);
   end();

@@ -30,6 +30,7 @@
 #include <stdio.h>
 
 #include "cl_util.h"
+#include "attn_scene.h"
 #include "dtype_convert.h"
 #include "ref_attention.h"
 
@@ -40,7 +41,6 @@ static const struct {
                  {CLPA_DTYPE_BF16, 4e-3, 8e-3}};
 #define LSE_ATOL 1e-4
 #define LSE_RTOL 1e-5
-#define V_MAX 2.0 /* the values' largest magnitude */
 
 typedef struct dcase {
   int seqs, heads, kv_heads, hs, bs, max_ctx;
@@ -68,164 +68,44 @@ static void describe(const dcase *c, char *buf, size_t cap) {
 
 static int x_of(clpa_dtype d) { return (int)(16 / clpa_dtype_size(d)); }
 
-static clpa_kv_layout layout_of(const dcase *c, int num_blocks) {
-  clpa_kv_layout l;
-  if (clpa_kv_layout_init(&l, c->kv, num_blocks, c->bs, c->kv_heads, c->hs) != CLPA_OK)
-    BAIL_OUT("layout: %s", clpa_last_error());
-  return l;
-}
-
-/* Everything one case needs on the host. */
-typedef struct inputs {
-  clpa_kv_layout kv;
-  int num_blocks, max_blocks;
-  size_t q_stride, cache_elems;
-  int32_t *tables, *lens;
-  float *q, *kf, *vf, *alibi, *sinks;
-  void *q_store, *k_store, *v_store;
-  float k_scale, v_scale, soft_cap;
-  int window;
-} inputs;
-
-static void free_inputs(inputs *in) {
-  free(in->tables), free(in->lens), free(in->q), free(in->kf), free(in->vf);
-  free(in->alibi), free(in->sinks), free(in->q_store), free(in->k_store), free(in->v_store);
-}
-
-static void make_inputs(const dcase *c, inputs *in) {
-  memset(in, 0, sizeof *in);
-  const int bs = c->bs;
-  in->max_blocks = (c->max_ctx + bs - 1) / bs + 1; /* one column never used */
-  in->lens = malloc(sizeof(int32_t) * (size_t)c->seqs);
-  int total_blocks = 0;
+/* A case's scene (attn_scene.h): the first context at the maximum, the
+ * third of 1-3 tokens, the fourth empty, the others anywhere up to it. */
+static void make_scene(const dcase *c, attn_scene *sc) {
+  int32_t *lens = malloc(sizeof(int32_t) * (size_t)c->seqs);
   for (int s = 0; s < c->seqs; s++) {
     int L = (int)rng_below((uint32_t)c->max_ctx + 1);
     if (s == 0) L = c->max_ctx;
     if (s == 3) L = 0;
     if (s == 2) L = 1 + (int)rng_below(3);
-    in->lens[s] = L;
-    total_blocks += (L + bs - 1) / bs;
+    lens[s] = L;
   }
-  in->num_blocks = total_blocks + 3;
-  int *perm = malloc(sizeof(int) * (size_t)in->num_blocks);
-  for (int i = 0; i < in->num_blocks; i++) perm[i] = i;
-  for (int i = in->num_blocks - 1; i > 0; i--) {
-    int j = (int)rng_below((uint32_t)i + 1), t = perm[i];
-    perm[i] = perm[j], perm[j] = t;
-  }
-  /* Unused entries hold ids far outside the cache: never read. */
-  in->tables = malloc(sizeof(int32_t) * (size_t)c->seqs * in->max_blocks);
-  for (int i = 0; i < c->seqs * in->max_blocks; i++) in->tables[i] = 0x7fff0000 + i;
-  int next = 0;
-  for (int s = 0; s < c->seqs; s++) {
-    int nb = (in->lens[s] + bs - 1) / bs, shared = 0;
-    /* Odd sequences share a prefix of blocks with the one before (a fork). */
-    if (s % 2 == 1) {
-      int prev = (in->lens[s - 1] + bs - 1) / bs;
-      shared = (nb < prev ? nb : prev) / 2;
-      for (int b = 0; b < shared; b++)
-        in->tables[s * in->max_blocks + b] = in->tables[(s - 1) * in->max_blocks + b];
-    }
-    for (int b = shared; b < nb; b++) in->tables[s * in->max_blocks + b] = perm[next++];
-  }
-  free(perm);
-
-  /* Caches: used slots random, unused NaN. */
-  const size_t per_block = (size_t)c->kv_heads * c->hs * bs;
-  in->cache_elems = per_block * in->num_blocks;
-  char *used = calloc((size_t)in->num_blocks * bs, 1);
-  for (int s = 0; s < c->seqs; s++)
-    for (int j = 0; j < in->lens[s]; j++)
-      used[(size_t)in->tables[s * in->max_blocks + j / bs] * bs + j % bs] = 1;
-  int fp8 = c->kv == CLPA_DTYPE_FP8_E4M3 || c->kv == CLPA_DTYPE_FP8_E5M2;
-  in->k_scale = fp8 ? (float)rng_uniform(0.002, 0.02) : 1.0f;
-  in->v_scale = fp8 ? (float)rng_uniform(0.002, 0.02) : 1.0f;
-  float *kraw = malloc(sizeof(float) * in->cache_elems), *vraw = malloc(sizeof(float) * in->cache_elems);
-  in->kv = layout_of(c, in->num_blocks);
-  for (int b = 0; b < in->num_blocks; b++)
-    for (int h = 0; h < c->kv_heads; h++)
-      for (int d = 0; d < c->hs; d++)
-        for (int o = 0; o < bs; o++) {
-          size_t ki = clpa_kv_key_index(&in->kv, b, h, o, d);
-          size_t vi = clpa_kv_value_index(&in->kv, b, h, o, d);
-          int u = used[(size_t)b * bs + o];
-          kraw[ki] = u ? (float)rng_uniform(-1.5, 1.5) : NAN;
-          vraw[vi] = u ? (float)rng_uniform(-V_MAX, V_MAX) : NAN;
-        }
-  free(used);
-  size_t esz = clpa_dtype_size(c->kv);
-  in->k_store = malloc(esz * in->cache_elems);
-  in->v_store = malloc(esz * in->cache_elems);
-  clpa_dtype_encode(c->kv, kraw, in->k_store, in->cache_elems, in->k_scale);
-  clpa_dtype_encode(c->kv, vraw, in->v_store, in->cache_elems, in->v_scale);
-  in->kf = kraw;
-  in->vf = vraw;
-  clpa_dtype_decode(c->kv, in->k_store, in->kf, in->cache_elems, in->k_scale);
-  clpa_dtype_decode(c->kv, in->v_store, in->vf, in->cache_elems, in->v_scale);
-
-  /* Query, rounded through its storage dtype so both sides see the same. */
-  in->q_stride = (size_t)c->heads * c->hs + (c->q_pad ? 24 : 0);
-  size_t qn = in->q_stride * c->seqs;
-  in->q = malloc(sizeof(float) * (qn ? qn : 1));
-  for (size_t i = 0; i < qn; i++) in->q[i] = (float)rng_uniform(-q_amp, q_amp);
-  size_t qsz = clpa_dtype_size(c->io);
-  in->q_store = malloc(qsz * (qn ? qn : 1));
-  clpa_dtype_encode(c->io, in->q, in->q_store, qn, 1.0f);
-  clpa_dtype_decode(c->io, in->q_store, in->q, qn, 1.0f);
-
-  if (c->alibi) {
-    in->alibi = malloc(sizeof(float) * c->heads);
-    for (int h = 0; h < c->heads; h++) in->alibi[h] = (float)rng_uniform(0.0, 0.3);
-  }
-  if (c->sinks) {
-    in->sinks = malloc(sizeof(float) * c->heads);
-    for (int h = 0; h < c->heads; h++) in->sinks[h] = (float)rng_uniform(-1.0, 3.0);
-  }
-  in->soft_cap = c->softcap ? (float)rng_uniform(1.0, 4.0) : 0.0f;
-  in->window = c->window ? 1 + (int)rng_below((uint32_t)c->max_ctx) : 0;
+  const attn_scene_spec sp = {.seqs = c->seqs, .heads = c->heads, .kv_heads = c->kv_heads,
+                              .head_size = c->hs, .block_size = c->bs, .kv = c->kv, .io = c->io,
+                              .lens = lens, .q_rows = c->seqs, .q_pad = c->q_pad ? 24 : 0,
+                              .q_amp = q_amp, .alibi = c->alibi, .sinks = c->sinks,
+                              .softcap = c->softcap, .window_max = c->window ? c->max_ctx : 0};
+  attn_scene_build(sc, &sp);
+  free(lens);
 }
 
-/* A case's inputs on the device, and decode params that point at them. */
-typedef struct device_case {
-  cl_mem q, kc, vc, bt, cl, out, lse, al, sk, ks, vs;
-} device_case;
-
-static void upload(const dcase *c, const inputs *in, device_case *d, clpa_decode_params *p) {
-  const size_t esz = clpa_dtype_size(c->kv), qsz = clpa_dtype_size(c->io);
-  const size_t outn = (size_t)c->seqs * c->heads * c->hs, lsen = (size_t)c->seqs * c->heads;
-  d->q = test_buffer(ctx, in->q_store, qsz * in->q_stride * c->seqs);
-  d->kc = test_buffer(ctx, in->k_store, esz * in->cache_elems);
-  d->vc = test_buffer(ctx, in->v_store, esz * in->cache_elems);
-  d->bt = test_buffer(ctx, in->tables, sizeof(int32_t) * c->seqs * in->max_blocks);
-  d->cl = test_buffer(ctx, in->lens, sizeof(int32_t) * c->seqs);
-  d->out = test_buffer(ctx, NULL, qsz * outn);
-  d->lse = c->lse ? test_buffer(ctx, NULL, sizeof(float) * lsen) : NULL;
-  d->al = in->alibi ? test_buffer(ctx, in->alibi, sizeof(float) * c->heads) : NULL;
-  d->sk = in->sinks ? test_buffer(ctx, in->sinks, sizeof(float) * c->heads) : NULL;
-  d->ks = c->dev_scale ? test_buffer(ctx, &in->k_scale, sizeof(float)) : NULL;
-  d->vs = c->dev_scale ? test_buffer(ctx, &in->v_scale, sizeof(float)) : NULL;
-  test_poison(ctx, d->out, qsz * outn);
-  if (d->lse) test_poison(ctx, d->lse, sizeof(float) * lsen);
+/* A case's scene on the device, and decode params that point at it. */
+static void upload(const dcase *c, const attn_scene *sc, attn_scene_dev *d,
+                   clpa_decode_params *p) {
+  attn_scene_upload(ctx, sc, c->lse, c->dev_scale, d);
   clpa_decode_params_init(p);
-  p->num_seqs = c->seqs, p->num_heads = c->heads, p->kv = in->kv;
-  p->max_blocks_per_seq = in->max_blocks, p->max_context_len = c->max_ctx, p->q_dtype = c->io;
+  p->num_seqs = c->seqs, p->num_heads = c->heads, p->kv = sc->kv;
+  p->max_blocks_per_seq = sc->max_blocks, p->max_context_len = c->max_ctx, p->q_dtype = c->io;
   p->scale = 1.0f / sqrtf((float)c->hs);
-  p->soft_cap = in->soft_cap;
+  p->soft_cap = sc->soft_cap;
   if (c->dev_scale) /* the host values must be ignored: make them wrong */
     p->k_scale = 7.0f, p->v_scale = 9.0f, p->k_scale_buffer = d->ks, p->v_scale_buffer = d->vs;
   else
-    p->k_scale = in->k_scale, p->v_scale = in->v_scale;
-  p->sliding_window = in->window, p->q_stride = in->q_stride, p->precision = precision;
+    p->k_scale = sc->k_scale, p->v_scale = sc->v_scale;
+  p->sliding_window = sc->window, p->q_stride = sc->q_stride, p->precision = precision;
   p->query = d->q, p->key_cache = d->kc, p->value_cache = d->vc, p->block_tables = d->bt;
-  p->context_lens = d->cl, p->out = d->out, p->lse = d->lse, p->alibi_slopes = d->al;
+  p->context_lens = d->lens, p->out = d->out, p->lse = d->lse, p->alibi_slopes = d->al;
   p->sinks = d->sk;
   p->variant = c->variant, p->partition_size = c->partition, p->heads_per_group = c->hpg;
-}
-
-static void release(device_case *d) {
-  cl_mem all[] = {d->q, d->kc, d->vc, d->bt, d->cl, d->out, d->lse, d->al, d->sk, d->ks, d->vs};
-  for (size_t i = 0; i < sizeof all / sizeof *all; i++)
-    if (all[i]) clReleaseMemObject(all[i]);
 }
 
 /* The mma path takes f16/bf16 caches with head sizes of multiples of 32,
@@ -257,17 +137,10 @@ static int run_case(const dcase *c, clpa_decode_path path) {
   describe(c, shape, sizeof shape);
   static const char *const names[] = {"auto", "lanes", "mma", "rows"};
   snprintf(name, sizeof name, "%s, %s path", shape, names[path]);
-  inputs in;
-  make_inputs(c, &in);
+  attn_scene in;
+  make_scene(c, &in);
   const int mma = path == CLPA_DECODE_PATH_MMA;
-  if (mma) { /* queries rounded to the cache's dtype, as the path does */
-    const size_t qn = in.q_stride * c->seqs;
-    const clpa_dtype md = mma_dtype(c->kv);
-    void *tmp = malloc(clpa_dtype_size(md) * (qn ? qn : 1));
-    clpa_dtype_encode(md, in.q, tmp, qn, 1.0f);
-    clpa_dtype_decode(md, tmp, in.q, qn, 1.0f);
-    free(tmp);
-  }
+  if (mma) attn_scene_round_queries(&in, mma_dtype(c->kv)); /* as the path rounds them */
   const float scale = 1.0f / sqrtf((float)c->hs);
   const size_t outn = (size_t)c->seqs * c->heads * c->hs, lsen = (size_t)c->seqs * c->heads;
   double *want = malloc(sizeof(double) * (outn ? outn : 1));
@@ -283,7 +156,7 @@ static int run_case(const dcase *c, clpa_decode_path path) {
   if (!good) diag("%s", clpa_last_error());
 
   const size_t qsz = clpa_dtype_size(c->io);
-  device_case d;
+  attn_scene_dev d;
   clpa_decode_params p;
   upload(c, &in, &d, &p);
   p.path = path;
@@ -304,7 +177,7 @@ static int run_case(const dcase *c, clpa_decode_path path) {
     if (mma && tolerance[i].io == mma_dtype(c->kv)) /* P rounded to the cache's dtype */
       atol = fmax(atol, tolerance[i].atol), rtol = fmax(rtol, tolerance[i].rtol);
   }
-  if (mma) atol = fmax(atol, test_p_round_atol(mma_dtype(c->kv), V_MAX));
+  if (mma) atol = fmax(atol, test_p_round_atol(mma_dtype(c->kv), ATTN_SCENE_V_MAX));
   size_t at;
   double worst = test_worst(got, want, outn, atol, rtol, &at);
   good &= ok(worst <= 1.0, "output within tolerance (worst %.3g of allowed)", worst);
@@ -322,8 +195,8 @@ static int run_case(const dcase *c, clpa_decode_path path) {
   }
   if (!good) diag("failed case: %s", name);
   free(got), free(got_store), free(want), free(want_lse);
-  release(&d);
-  free_inputs(&in);
+  attn_scene_release(&d);
+  attn_scene_free(&in);
   return good;
 }
 
@@ -405,12 +278,12 @@ static int run_full(void) {
 /* Bad block ids and context lengths are never followed; they set faults. */
 static void test_faults(void) {
   dcase c = {4, 4, 2, 64, 16, 100, F16, F32, V1, 32, 0, 0, 0, 0, 0, 0, 0, 0};
-  inputs in;
-  make_inputs(&c, &in);
+  attn_scene in;
+  make_scene(&c, &in);
   in.tables[1] = -5;             /* seq 0, block 1 */
   in.tables[in.max_blocks] = in.num_blocks; /* seq 1, block 0 */
   in.lens[2] = 1000;             /* > max_context_len */
-  device_case d;
+  attn_scene_dev d;
   clpa_decode_params p;
   upload(&c, &in, &d, &p);
   static const clpa_decode_path paths[] = {CLPA_DECODE_PATH_AUTO, CLPA_DECODE_PATH_MMA};
@@ -426,8 +299,8 @@ static void test_faults(void) {
          "v%d faults reported: 0x%x, %s", v, f, clpa_context_last_error(ctx));
       ok(clpa_context_check_faults(ctx, &f) == CLPA_OK && f == 0, "reading the faults clears them");
     }
-  release(&d);
-  free_inputs(&in);
+  attn_scene_release(&d);
+  attn_scene_free(&in);
 }
 
 /* precision f32 (issue 41): a bf16 cache and queries of amplitude 5, where
@@ -1018,9 +891,9 @@ static void test_warps(void) {
 /* Chaining: the kernel waits for a user event and hands back its own. */
 static void test_events(void) {
   dcase c = {2, 4, 4, 64, 16, 64, F32, F32, V2, 32, 0, 0, 0, 0, 0, 0, 0, 0};
-  inputs in;
-  make_inputs(&c, &in);
-  device_case d;
+  attn_scene in;
+  make_scene(&c, &in);
+  attn_scene_dev d;
   clpa_decode_params p;
   upload(&c, &in, &d, &p);
   cl_int err;
@@ -1034,8 +907,8 @@ static void test_events(void) {
   clSetUserEventStatus(user, CL_COMPLETE);
   ok(clWaitForEvents(1, &done) == CL_SUCCESS, "and completes after");
   clReleaseEvent(user), clReleaseEvent(done);
-  release(&d);
-  free_inputs(&in);
+  attn_scene_release(&d);
+  attn_scene_free(&in);
 }
 
 int main(int argc, char **argv) {

@@ -49,7 +49,7 @@ if on and off:
     # The step floor: the copy bandwidth measured in the run, TPOT over it, the engines named.
     # (the rule's words depend on the device's table: mma first on NVIDIA, stream on a CPU)
     ok(on["copy_gbps"] > 0 and on["step_floor_ms"] > 0
-       and re.fullmatch(r"(stream|mma|clblast)\b.* \(table [a-z]+:[^)]+\)", on["linear"])
+       and re.fullmatch(r"(stream|mma|gemm|clblast)\b.* \(table [a-z]+:[^)]+\)", on["linear"])
        and abs(on["tpot_floor_ratio"] - on["tpot_p50_ms"] / on["step_floor_ms"])
        <= 0.02 * on["tpot_floor_ratio"] + 0.01,
        "the summary's step floor %.3f ms at %.1f GB/s, TPOT %.1fx it; linear layers: %s"
@@ -82,18 +82,31 @@ p = subprocess.run([demo, *tiny, "--blocks", str(need - 1)], capture_output=True
 ok(p.returncode == 1 and "the smallest needs %d blocks" % need in p.stderr,
    "--blocks %d fails the same way: %s" % (need - 1, p.stderr.strip()[-200:]))
 
-# A fresh process gets its programs during the run (from source or the
-# binary cache) and says so; built from source (no binary cache), the
-# summary names the builds, which the run's times include.
-ok(on and on["programs_built"] + on["programs_loaded"] >= 1 and on["build_s"] > 0,
-   "the run's program builds and loads are counted: %s built, %s loaded, %s s"
-   % ((on or {}).get("programs_built"), (on or {}).get("programs_loaded"), (on or {}).get("build_s")))
+# By default the workload is served once untimed first, so the timed run
+# finds every program ready; with --no-warmup a fresh process gets its
+# programs during the run (from source or the binary cache) and says so;
+# built from source (no binary cache), the summary names the builds.
+ok(on and on["warmup_s"] > 0 and on["programs_built"] + on["programs_loaded"] == 0,
+   "the warm-up (%s s) took every program: the timed run built %s, loaded %s"
+   % ((on or {}).get("warmup_s"), (on or {}).get("programs_built"), (on or {}).get("programs_loaded")))
+rc, cold = run(*small, "--no-warmup")
+ok(rc == 0 and cold and cold["warmup_s"] == -1 and cold["programs_built"] + cold["programs_loaded"] >= 1
+   and cold["build_s"] > 0 and cold["check_ok"],
+   "--no-warmup: the run's program builds and loads are counted: %s built, %s loaded, %s s"
+   % ((cold or {}).get("programs_built"), (cold or {}).get("programs_loaded"), (cold or {}).get("build_s")))
 env = dict(os.environ, CLPA_NO_BINARY_CACHE="1")
-p = subprocess.run([demo, "--requests", "2", "--output-min", "2", "--output-max", "2"],
+p = subprocess.run([demo, "--requests", "2", "--output-min", "2", "--output-max", "2", "--no-warmup"],
                    capture_output=True, text=True, timeout=600, env=env)
 line = [l for l in p.stdout.splitlines() if l.strip().startswith("kernel builds")]
 ok(p.returncode == 0 and len(line) == 1 and re.search(r"\(([1-9][0-9]*) programs built on first use", line[0]),
    "without the binary cache the summary names the builds: %s" % (line[0].strip() if line else p.stdout[-300:]))
+p = subprocess.run([demo, "--requests", "2", "--output-min", "2", "--output-max", "2"],
+                   capture_output=True, text=True, timeout=600, env=env)
+line = [l for l in p.stdout.splitlines() if l.strip().startswith("warm-up")]
+ok(p.returncode == 0 and len(line) == 1 and re.search(r"untimed first, ([1-9][0-9]*) programs built", line[0])
+   and "kernel builds" not in p.stdout,
+   "without the binary cache and with the warm-up, the warm-up line names the builds: %s"
+   % (line[0].strip() if line else p.stdout[-300:]))
 for _ in range(2):  # the first stores what the second loads
     p = subprocess.run([demo, "--requests", "2", "--output-min", "2", "--output-max", "2"],
                        capture_output=True, text=True, timeout=600)

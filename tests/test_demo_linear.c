@@ -10,7 +10,12 @@
  *
  * Tolerance: any order of f32 sums of k products is within k u sum |a w|
  * of the exact dot (u = 2^-24), as the weights are exact in f32; the test
- * allows that bound (plus u |C| when accumulating).
+ * allows that bound (plus u |C| when accumulating). The tiled GEMM rounds
+ * each activation to the weights' type first (to nearest: within v |a|,
+ * v = 2^-11 for f16, 2^-8 for bf16, or 2^-25 absolute below f16's normal
+ * range), block forms' weights to f16 as well, so for it the test adds
+ * v sum |a w| (v doubled, plus its square, for block forms) + 2^-25 (sum
+ * |w| + 2 sum |a|).
  */
 #include <stdio.h>
 
@@ -66,6 +71,12 @@ static void *make_weights(demo_wfmt wf, int32_t n, int32_t k, float *exact) {
 
 static int run_case(demo_linear *l, demo_linear_engine e, demo_wfmt dt, int32_t rows, int32_t n,
                     int32_t k, int accumulate) {
+  /* the tiled GEMM rounds the activations to f16 (bf16 with bf16 weights), block forms'
+   * weights to f16 too */
+  const double v = e != DEMO_LINEAR_GEMM ? 0
+                   : dt == DEMO_W_F16    ? 0x1p-11
+                   : dt == DEMO_W_BF16   ? 0x1p-8
+                                         : 0x1p-11 + 0x1p-11 + 0x1p-22;
   const size_t an = (size_t)rows * k, cn = (size_t)rows * n, wn = (size_t)n * k;
   float *a = malloc(sizeof(float) * (an ? an : 1)), *wf = malloc(sizeof(float) * wn);
   float *c0 = malloc(sizeof(float) * (cn ? cn : 1)), *got = malloc(sizeof(float) * (cn ? cn : 1));
@@ -84,18 +95,21 @@ static int run_case(demo_linear *l, demo_linear_engine e, demo_wfmt dt, int32_t 
   size_t at = 0;
   for (int32_t r = 0; r < rows; r++)
     for (int32_t j = 0; j < n; j++) {
-      double dot = 0, mag = 0;
+      double dot = 0, mag = 0, wmag = 0, amag = 0;
       for (int32_t i = 0; i < k; i++) {
         const double p = (double)a[(size_t)r * k + i] * wf[(size_t)j * k + i];
-        dot += p, mag += fabs(p);
+        dot += p, mag += fabs(p), wmag += fabs(wf[(size_t)j * k + i]);
+        amag += fabs(a[(size_t)r * k + i]);
       }
       const size_t o = (size_t)r * n + j;
       const double want = accumulate ? c0[o] + dot : dot;
-      const double bound = (double)k * 0x1p-24 * mag + (accumulate ? 0x1p-24 * fabs(want) : 0) + 1e-30;
+      const double bound = (double)k * 0x1p-24 * mag + (accumulate ? 0x1p-24 * fabs(want) : 0) +
+                           (v ? v * mag + 0x1p-25 * (wmag + 2 * amag) : 0) + 1e-30;
       const double ratio = isfinite(got[o]) ? fabs(got[o] - want) / bound : INFINITY;
       if (!(ratio <= worst)) worst = ratio, at = o;
     }
-  good &= ok(worst <= 1.0, "  within k u sum|a w| (worst %.3g of it)", worst);
+  good &= ok(worst <= 1.0, "  within k u sum|a w|%s (worst %.3g of it)",
+             v ? " + the rounding to 16 bits" : "", worst);
   if (worst > 1.0) diag("worst element row %zu col %zu: got %.9g", at / (size_t)n, at % (size_t)n, got[at]);
   clReleaseMemObject(A), clReleaseMemObject(W), clReleaseMemObject(C);
   free(a), free(wf), free(c0), free(got), free(w);
@@ -143,8 +157,8 @@ static void stream_grid(const demo_linear_tuning *t) {
 int main(void) {
   rng_seed_from_env();
   ctx = test_context(0);
-  const demo_linear_tuning gpu = {"forced: lanes split k", 64, 16, 8, 4, 0, 0, 4, 2, 0};
-  const demo_linear_tuning odd = {"forced: odd shape", 64, 4, 3, 3, 0, 0, 4, 2, 0};
+  const demo_linear_tuning gpu = {"forced: lanes split k", 64, 16, 8, 4, 0, 0, 4, 2, 0, 0, 0, 32};
+  const demo_linear_tuning odd = {"forced: odd shape", 64, 4, 3, 3, 0, 0, 4, 2, 0, 0, 0, 32};
   stream_grid(NULL);
   stream_grid(&gpu);
   stream_grid(&odd);
@@ -155,7 +169,7 @@ int main(void) {
   /* the tensor-core kernel (emulated off NVIDIA): every row block, several
    * blocks, k in chunks of 32, partial stages; in the table's shape and in
    * an odd one that splits k across work-groups */
-  const demo_linear_tuning split = {"forced: split k", 0, 16, 8, 4, 1, 256, 2, 3, 64};
+  const demo_linear_tuning split = {"forced: split k", 0, 16, 8, 4, 1, 256, 2, 3, 64, 0, 0, 32};
   const demo_linear_tuning *mshapes[] = {NULL, &split};
   for (size_t s = 0; s < 2; s++) {
     demo_linear *lm = create(mshapes[s]);
@@ -183,7 +197,40 @@ int main(void) {
     demo_linear_destroy(lm);
   }
   refused(l, DEMO_LINEAR_MMA, DEMO_W_F32, 2, 4, 32, "f16 or bf16", "the tensor-core kernel with f32 weights");
-  const demo_linear_tuning bad = {"forced: bad", 64, 16, 128, 4, 0, 0, 4, 2, 0};
+  /* the tiled GEMM (emulated off NVIDIA): both row tiles (64 and 128 rows
+   * a work-group), partial row and column tiles, one stage and several */
+  {
+    const demo_linear_tuning g64 = {"forced: gemm 64 k a stage, 128 rows", 16, 16, 8, 4, 0, 0, 4, 2, 0, 0, 128, 64};
+    const demo_linear_tuning *gshapes[] = {NULL, &g64};
+    const int32_t rows[] = {1, 63, 64, 65, 130, 200};
+    for (size_t s = 0; s < 2; s++) {
+      demo_linear *lg = create(gshapes[s]);
+      diag("tiled GEMM, %s: bm %d, bk %d", demo_linear_tuning_of(lg)->match,
+           (int)demo_linear_tuning_of(lg)->gemm_bm, (int)demo_linear_tuning_of(lg)->gemm_bk);
+      for (size_t d = 1; d < 3; d++)
+        for (size_t r = 0; r < sizeof rows / sizeof *rows; r++) {
+          const int32_t n = 20 + (int32_t)rng_below(300), k = 32 * (1 + (int32_t)rng_below(12));
+          diag("  %d rows a work-group, k %d", (int)demo_linear_gemm_rows(lg, rows[r], n), (int)k);
+          run_case(lg, DEMO_LINEAR_GEMM, dts[d], rows[r], n, k, (int)(r % 2));
+        }
+      demo_linear_destroy(lg);
+    }
+  }
+  /* ggml's block forms on the tiled GEMM: decoded, rounded to f16 */
+  {
+    const demo_wfmt quants[] = {DEMO_W_Q8_0, DEMO_W_Q4_0, DEMO_W_Q4_K, DEMO_W_Q5_K, DEMO_W_Q6_K};
+    const demo_linear_tuning g64 = {"forced: gemm 64 k a stage", 16, 16, 8, 4, 0, 0, 4, 2, 0, 0, 0, 64};
+    demo_linear *lg = create(&g64);
+    for (size_t q = 0; q < 5; q++) {
+      const int32_t kq = (quants[q] <= DEMO_W_Q4_0 ? 32 : 256) * (1 + (int32_t)rng_below(3));
+      run_case(lg, DEMO_LINEAR_GEMM, quants[q], 1 + (int32_t)rng_below(150), 20 + (int32_t)rng_below(200), kq,
+               (int)(q % 2));
+    }
+    demo_linear_destroy(lg);
+  }
+  refused(l, DEMO_LINEAR_GEMM, DEMO_W_F32, 2, 4, 32, "f16, bf16 or block-form", "the tiled GEMM with f32 weights");
+  refused(l, DEMO_LINEAR_GEMM, DEMO_W_F16, 2, 4, 48, "multiple of 32", "the tiled GEMM with k 48");
+  const demo_linear_tuning bad = {"forced: bad", 64, 16, 128, 4, 0, 0, 4, 2, 0, 0, 0, 32};
   demo_linear *nope = NULL;
   ok(demo_linear_create(clpa_context_cl_context(ctx), clpa_context_cl_device(ctx),
                         clpa_context_cl_queue(ctx), &bad, &nope) == CLPA_ERR_INVALID_ARG && !nope,
@@ -225,7 +272,7 @@ int main(void) {
     free(want), free(got), free(blocks);
   }
   refused(l, DEMO_LINEAR_STREAM, DEMO_W_Q4_K, 2, 4, 128, "whole number of q4_K blocks", "q4_K with k 128");
-  const demo_linear_tuning rule = {"forced: the rule", 16, 16, 8, 4, 17, 64, 4, 2, 0};
+  const demo_linear_tuning rule = {"forced: the rule", 16, 16, 8, 4, 17, 64, 4, 2, 0, 0, 0, 32};
   demo_linear *lr = create(&rule);
   const demo_wfmt F16 = DEMO_W_F16, F32 = DEMO_W_F32;
   ok(demo_linear_pick(lr, 16, 64, F32) == DEMO_LINEAR_STREAM &&
@@ -239,15 +286,19 @@ int main(void) {
      "the pick: mma from 17 to 64 rows on NVIDIA (k a multiple of 32, f16 or bf16), else stream up"
      " to 16 rows (k a multiple of 8), else clblast");
   demo_linear_destroy(lr);
-  const demo_linear_tuning first = {"forced: mma first", 16, 16, 8, 4, 2, 1 << 30, 4, 2, 16};
+  const demo_linear_tuning first = {"forced: mma first", 16, 16, 8, 4, 2, 1 << 30, 4, 2, 16, 128, 0, 32};
   lr = create(&first);
   const demo_wfmt Q4K = DEMO_W_Q4_K;
   ok(demo_linear_pick(lr, 1, 64, F16) == DEMO_LINEAR_STREAM &&
          demo_linear_pick(lr, 2, 64, F16) == (nvidia ? DEMO_LINEAR_MMA : DEMO_LINEAR_STREAM) &&
-         demo_linear_pick(lr, 100000, 64, F16) == (nvidia ? DEMO_LINEAR_MMA : DEMO_LINEAR_CLBLAST) &&
+         demo_linear_pick(lr, 127, 64, F16) == (nvidia ? DEMO_LINEAR_MMA : DEMO_LINEAR_CLBLAST) &&
+         demo_linear_pick(lr, 128, 64, F16) == (nvidia ? DEMO_LINEAR_GEMM : DEMO_LINEAR_CLBLAST) &&
+         demo_linear_pick(lr, 100000, 64, F16) == (nvidia ? DEMO_LINEAR_GEMM : DEMO_LINEAR_CLBLAST) &&
+         demo_linear_pick(lr, 128, 48, F16) == DEMO_LINEAR_CLBLAST &&
          demo_linear_pick(lr, 16, 256, Q4K) == DEMO_LINEAR_STREAM &&
-         demo_linear_pick(lr, 17, 256, Q4K) == DEMO_LINEAR_CLBLAST,
-     "the pick: mma from 2 rows on NVIDIA before stream; block forms stream up to 16 rows");
+         demo_linear_pick(lr, 17, 256, Q4K) == (nvidia ? DEMO_LINEAR_GEMM : DEMO_LINEAR_CLBLAST),
+     "the pick: mma from 2 rows on NVIDIA before stream, the tiled GEMM from 128; block forms"
+     " stream up to 16 rows, then the tiled GEMM on NVIDIA");
   demo_linear_destroy(lr);
   refused(l, DEMO_LINEAR_STREAM, DEMO_W_F16, 2, 4, 12, "multiple of 8", "stream with k 12");
   refused(l, DEMO_LINEAR_AUTO, demo_wfmt_of_dtype(CLPA_DTYPE_FP8_E4M3), 2, 4, 16, "weight form",

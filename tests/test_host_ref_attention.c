@@ -2,7 +2,7 @@
  * CPU references (host/ref_attention.c) against attention computed by a
  * different route.
  *
- * Each scene draws dense per-sequence K/V ([num_kv_heads][L][head_size]),
+ * Each scene (ref_scene.h) draws dense per-sequence K/V ([num_kv_heads][L][head_size]),
  * shuffled block tables (some sequences share a parent's leading blocks,
  * with equal data), and scatters dense -> paged with its own index
  * arithmetic into caches poisoned with NaN; the reference then reads the
@@ -19,53 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ref_attention.h"
-#include "ref_util.h"
-#include "tap.h"
-#include "last_error.h"
-
-#define TOL 1e-12
-
-enum { OPT_ALIBI = 1, OPT_WINDOW = 2, OPT_SOFTCAP = 4, OPT_SINKS = 8, OPT_LSE = 16, OPT_ALL = 31 };
-
-typedef struct scene {
-  int32_t num_seqs, num_heads, num_kv_heads, head_size, block_size, num_blocks, max_blocks, x;
-  clpa_kv_layout kv; /* of the caches: its dtype gives x (f32 4, f16 8, fp8 16) */
-  size_t q_stride;
-  int32_t *lens;   /* [num_seqs] */
-  int32_t *tables; /* [num_seqs][max_blocks] */
-  float *query;    /* [num_seqs][q_stride], padding NaN */
-  float **k, **v;  /* per sequence, dense [num_kv_heads][len][head_size] */
-  float *kc, *vc;  /* paged caches, NaN where no token lives */
-  size_t cache_elems;
-  int opts;
-  float scale, soft_cap;
-  int32_t window;
-  float *alibi, *sinks; /* [num_heads] or NULL */
-  char desc[200];
-} scene;
-
-static float dense_k(const scene *sc, int32_t s, int32_t kvh, int32_t j, int32_t d) {
-  return sc
-      ->k[s][((size_t)kvh * (size_t)sc->lens[s] + (size_t)j) * (size_t)sc->head_size + (size_t)d];
-}
-static float dense_v(const scene *sc, int32_t s, int32_t kvh, int32_t j, int32_t d) {
-  return sc
-      ->v[s][((size_t)kvh * (size_t)sc->lens[s] + (size_t)j) * (size_t)sc->head_size + (size_t)d];
-}
-
-/* dense -> paged for one token, through the layout's one formula
- * (checked against memory order by test_host_layout, and by hand below). */
-static void scatter_token(scene *sc, int32_t s, int32_t j) {
-  const int32_t bs = sc->block_size;
-  const int32_t b = sc->tables[(size_t)s * (size_t)sc->max_blocks + (size_t)(j / bs)];
-  for (int32_t h = 0; h < sc->num_kv_heads; h++) {
-    for (int32_t d = 0; d < sc->head_size; d++) {
-      sc->kc[clpa_kv_key_index(&sc->kv, b, h, j % bs, d)] = dense_k(sc, s, h, j, d);
-      sc->vc[clpa_kv_value_index(&sc->kv, b, h, j % bs, d)] = dense_v(sc, s, h, j, d);
-    }
-  }
-}
+#include "ref_scene.h"
 
 static int32_t draw_len(int32_t bs) {
   switch (rng_below(6)) {
@@ -82,9 +36,9 @@ static int32_t draw_len(int32_t bs) {
   }
 }
 
-/* Lengths, sharing and block tables. Sequence s may share the first
- * shared[s] full blocks of an earlier sequence (a fork or a cached prefix). */
-static void draw_tables(scene *sc, int32_t *parent, int32_t *shared) {
+/* Lengths and sharing. Sequence s may share the first shared[s] full
+ * blocks of an earlier sequence (a fork or a cached prefix). */
+static void draw_lens(scene *sc, int32_t *parent, int32_t *shared) {
   const int32_t n = sc->num_seqs, bs = sc->block_size;
   for (int32_t s = 0; s < n; s++) {
     sc->lens[s] = draw_len(bs);
@@ -100,58 +54,6 @@ static void draw_tables(scene *sc, int32_t *parent, int32_t *shared) {
         if (sc->lens[s] < min_len) sc->lens[s] = min_len + (int32_t)rng_below((uint32_t)bs + 1u);
       }
     }
-  }
-  sc->tables =
-      draw_block_tables(n, bs, sc->lens, parent, shared, &sc->max_blocks, &sc->num_blocks);
-}
-
-static void draw_data(scene *sc, const int32_t *parent, const int32_t *shared, double qmag) {
-  const size_t nkv = (size_t)sc->num_kv_heads, hs = (size_t)sc->head_size;
-  sc->k = xcalloc((size_t)sc->num_seqs, sizeof *sc->k);
-  sc->v = xcalloc((size_t)sc->num_seqs, sizeof *sc->v);
-  for (int32_t s = 0; s < sc->num_seqs; s++) {
-    size_t len = (size_t)sc->lens[s];
-    sc->k[s] = xcalloc(nkv * len * hs, sizeof(float));
-    sc->v[s] = xcalloc(nkv * len * hs, sizeof(float));
-    for (size_t h = 0; h < nkv; h++) {
-      for (size_t j = 0; j < len; j++) {
-        for (size_t d = 0; d < hs; d++) {
-          size_t i = (h * len + j) * hs + d;
-          int from_parent = parent[s] >= 0 && j < (size_t)shared[s] * (size_t)sc->block_size;
-          if (from_parent) {
-            sc->k[s][i] = dense_k(sc, parent[s], (int32_t)h, (int32_t)j, (int32_t)d);
-            sc->v[s][i] = dense_v(sc, parent[s], (int32_t)h, (int32_t)j, (int32_t)d);
-          } else {
-            sc->k[s][i] = rnd(-1, 1);
-            sc->v[s][i] = rnd(-1, 1);
-          }
-        }
-      }
-    }
-  }
-  sc->query = nan_array((size_t)sc->num_seqs * sc->q_stride);
-  for (int32_t s = 0; s < sc->num_seqs; s++)
-    for (size_t i = 0; i < (size_t)sc->num_heads * hs; i++)
-      sc->query[(size_t)s * sc->q_stride + i] = rnd(-qmag, qmag);
-}
-
-static void draw_options(scene *sc, int opts) {
-  sc->opts = opts;
-  sc->scale = (float)(rng_uniform(0.5, 3.0) / sqrt((double)sc->head_size));
-  sc->soft_cap = (opts & OPT_SOFTCAP) ? rnd(2, 30) : 0.0f;
-  int32_t max_len = 0;
-  for (int32_t s = 0; s < sc->num_seqs; s++)
-    if (sc->lens[s] > max_len) max_len = sc->lens[s];
-  sc->window = (opts & OPT_WINDOW) ? 1 + (int32_t)rng_below((uint32_t)max_len + 6u) : 0;
-  sc->alibi = sc->sinks = NULL;
-  if (opts & OPT_ALIBI) {
-    sc->alibi = xcalloc((size_t)sc->num_heads, sizeof(float));
-    for (int32_t h = 0; h < sc->num_heads; h++)
-      sc->alibi[h] = (float)exp2(-8.0 * (h + 1) / sc->num_heads);
-  }
-  if (opts & OPT_SINKS) {
-    sc->sinks = xcalloc((size_t)sc->num_heads, sizeof(float));
-    for (int32_t h = 0; h < sc->num_heads; h++) sc->sinks[h] = rnd(-3, 6);
   }
 }
 
@@ -212,66 +114,13 @@ static int reshape_matches(const scene *sc) {
 
 static void scene_build(scene *sc, int opts, int32_t head_size, int32_t block_size, int32_t group,
                         int32_t nkv) {
-  static const int32_t xs[3] = {4, 8, 16};
-  memset(sc, 0, sizeof *sc);
-  sc->num_seqs = 1 + (int32_t)rng_below(5);
-  sc->num_kv_heads = nkv;
-  sc->num_heads = nkv * group;
-  sc->head_size = head_size;
-  sc->block_size = block_size;
-  do sc->x = pick(xs, 3);
-  while (head_size % sc->x);
-  sc->q_stride = (size_t)sc->num_heads * (size_t)head_size + rng_below(3) * 16u;
-  sc->lens = xcalloc((size_t)sc->num_seqs, sizeof *sc->lens);
+  ref_scene_init(sc, 0, 0, head_size, block_size, group, nkv);
   int32_t *parent = xcalloc((size_t)sc->num_seqs, sizeof *parent);
   int32_t *shared = xcalloc((size_t)sc->num_seqs, sizeof *shared);
-  draw_tables(sc, parent, shared);
-  draw_data(sc, parent, shared, rng_below(3) ? 1.0 : 8.0);
+  draw_lens(sc, parent, shared);
+  ref_scene_fill(sc, parent, shared, opts);
   free(parent);
   free(shared);
-  sc->cache_elems = (size_t)sc->num_blocks * (size_t)nkv * (size_t)head_size * (size_t)block_size;
-  if (clpa_kv_layout_init(&sc->kv, dtype_of_x(sc->x), sc->num_blocks, block_size, nkv, head_size))
-    BAIL_OUT("layout: %s", clpa_last_error());
-  sc->kc = nan_array(sc->cache_elems);
-  sc->vc = nan_array(sc->cache_elems);
-  for (int32_t s = 0; s < sc->num_seqs; s++)
-    for (int32_t j = 0; j < sc->lens[s]; j++) scatter_token(sc, s, j);
-  draw_options(sc, opts);
-  int n = snprintf(sc->desc, sizeof sc->desc, "seqs %d heads %d/%d hs %d x %d bs %d blocks %d lens",
-                   sc->num_seqs, sc->num_heads, nkv, head_size, sc->x, block_size, sc->num_blocks);
-  for (int32_t s = 0; s < sc->num_seqs && n < 150; s++)
-    n += snprintf(sc->desc + n, sizeof sc->desc - (size_t)n, "%s%d", s ? "," : " ", sc->lens[s]);
-  snprintf(sc->desc + n, sizeof sc->desc - (size_t)n, "%s%s%s%s%s",
-           (opts & OPT_ALIBI) ? " alibi" : "", (opts & OPT_WINDOW) ? " window" : "",
-           (opts & OPT_SOFTCAP) ? " softcap" : "", (opts & OPT_SINKS) ? " sinks" : "",
-           (opts & OPT_LSE) ? " lse" : "");
-}
-
-/* Blocks wholly before the window are neither read nor checked: make their
- * table entries garbage (the caches stay, other sequences may share them). */
-static void poison_outside_window(scene *sc) {
-  if (sc->window <= 0) return;
-  for (int32_t s = 0; s < sc->num_seqs; s++) {
-    int32_t first = sc->lens[s] > sc->window ? sc->lens[s] - sc->window : 0;
-    for (int32_t i = 0; i < first / sc->block_size; i++)
-      sc->tables[(size_t)s * (size_t)sc->max_blocks + (size_t)i] = -1000 - i;
-  }
-}
-
-static void scene_free(scene *sc) {
-  for (int32_t s = 0; s < sc->num_seqs; s++) {
-    free(sc->k[s]);
-    free(sc->v[s]);
-  }
-  free(sc->k);
-  free(sc->v);
-  free(sc->lens);
-  free(sc->tables);
-  free(sc->query);
-  free(sc->kc);
-  free(sc->vc);
-  free(sc->alibi);
-  free(sc->sinks);
 }
 
 static clpa_ref_decode_args scene_args(const scene *sc, double *out, double *lse) {
@@ -295,104 +144,6 @@ static clpa_ref_decode_args scene_args(const scene *sc, double *out, double *lse
   return a;
 }
 
-/* ======================================================================
- * Dense truth: long double, streaming log-sum-exp, p_j = e^(s_j - lse).
- * ==================================================================== */
-static void dense_attention(const scene *sc, int32_t s, int32_t h, long double *out,
-                            long double *lse, double *vmax) {
-  const int32_t len = sc->lens[s], hs = sc->head_size;
-  const int32_t kvh = h / (sc->num_heads / sc->num_kv_heads);
-  const float *q = sc->query + (size_t)s * sc->q_stride + (size_t)h * (size_t)hs;
-  long double *logit = xcalloc((size_t)len + 1, sizeof *logit);
-  char *in = xcalloc((size_t)len + 1, 1);
-  long double m = -INFINITY, l = 0; /* running max and sum of e^(x - m) */
-  if (sc->sinks) {
-    m = sc->sinks[h];
-    l = 1;
-  }
-  *vmax = 0;
-  for (int32_t j = len - 1; j >= 0; j--) { /* backwards: a different order */
-    in[j] = sc->window <= 0 || (len - 1 - j) < sc->window;
-    if (!in[j]) continue;
-    long double dot = 0;
-    for (int32_t d = hs - 1; d >= 0; d--) dot += (long double)q[d] * dense_k(sc, s, kvh, j, d);
-    long double x = (long double)sc->scale * dot;
-    if (sc->soft_cap > 0) x = sc->soft_cap * tanhl(x / sc->soft_cap);
-    if (sc->alibi) x += (long double)sc->alibi[h] * (j - (len - 1));
-    logit[j] = x;
-    if (x > m) {
-      l = l * expl(m - x) + 1;
-      m = x;
-    } else {
-      l += expl(x - m);
-    }
-    for (int32_t d = 0; d < hs; d++) *vmax = fmax(*vmax, fabs((double)dense_v(sc, s, kvh, j, d)));
-  }
-  *lse = l > 0 ? m + logl(l) : -INFINITY;
-  for (int32_t d = 0; d < hs; d++) out[d] = 0;
-  for (int32_t j = 0; j < len; j++) {
-    if (!in[j]) continue;
-    long double p = expl(logit[j] - *lse);
-    for (int32_t d = 0; d < hs; d++) out[d] += p * dense_v(sc, s, kvh, j, d);
-  }
-  free(logit);
-  free(in);
-}
-
-typedef struct worst {
-  double ratio;    /* error / tolerance; > 1 fails; inf for NaN or class mismatch */
-  int32_t s, h, d; /* d = -1: the lse */
-  double got, want;
-} worst;
-
-static void note(worst *w, double got, long double want, double tol, int32_t s, int32_t h,
-                 int32_t d) {
-  double r;
-  if (isnan(got) || isinf(got) || isinf((double)want))
-    r = (isinf(got) && got == (double)want) ? 0.0 : INFINITY;
-  else
-    r = fabs((double)((long double)got - want)) / tol;
-  if (r > w->ratio || (w->ratio == 0 && w->s < 0)) {
-    *w = (worst){r, s, h, d, got, (double)want};
-  }
-}
-
-/* Compares reference out/lse against the dense truth; returns the worst. */
-static worst compare_dense(const scene *sc, const double *out, const double *lse) {
-  worst w = {0, -1, -1, -1, 0, 0};
-  long double *dout = xcalloc((size_t)sc->head_size, sizeof *dout);
-  for (int32_t s = 0; s < sc->num_seqs; s++) {
-    for (int32_t h = 0; h < sc->num_heads; h++) {
-      long double dlse;
-      double vmax;
-      dense_attention(sc, s, h, dout, &dlse, &vmax);
-      const double *o =
-          out + ((size_t)s * (size_t)sc->num_heads + (size_t)h) * (size_t)sc->head_size;
-      for (int32_t d = 0; d < sc->head_size; d++) {
-        if (sc->lens[s] == 0)
-          note(&w, o[d] == 0.0 ? 0.0 : INFINITY, 0, 1, s, h, d);
-        else
-          note(&w, o[d], dout[d], TOL * (vmax > 0 ? vmax : 1e-300), s, h, d);
-      }
-      if (lse) {
-        double tol = TOL * fmax(1.0, fabs((double)dlse));
-        note(&w, lse[(size_t)s * (size_t)sc->num_heads + (size_t)h], dlse, tol, s, h, -1);
-      }
-    }
-  }
-  free(dout);
-  return w;
-}
-
-static int report(const worst *w, const scene *sc, const char *what) {
-  int good = w->ratio <= 1.0;
-  ok(good, "%s: %s (worst %.3g of tolerance)", what, sc->desc, w->ratio);
-  if (!good)
-    diag("worst: seq %d head %d %s%d: got %.17g, want %.17g", w->s, w->h,
-         w->d < 0 ? "lse" : "d=", w->d < 0 ? 0 : w->d, w->got, w->want);
-  return good;
-}
-
 static int reshape_scenes, reshape_bad;
 
 /* One random scene with the given options: reshape cross-check, then
@@ -407,7 +158,7 @@ static int run_decode_scene(int opts, int32_t head_size, int32_t block_size, int
     reshape_bad++;
     diag("reshape_and_cache cache differs from the test scatter: %s", sc.desc);
   }
-  poison_outside_window(&sc);
+  poison_unread_entries(&sc);
   size_t nout = (size_t)sc.num_seqs * (size_t)sc.num_heads * (size_t)sc.head_size;
   double *out = poisoned(nout);
   double *lse = (opts & OPT_LSE) ? poisoned((size_t)sc.num_seqs * (size_t)sc.num_heads) : NULL;
@@ -615,7 +366,7 @@ static void test_merge_split(int opts) {
   good &= clpa_ref_decode(&a) == CLPA_OK;
   good &=
       clpa_ref_merge_states(rows, (size_t)sc.head_size, o_a, l_a, o_b, l_b, o_m, l_m) == CLPA_OK;
-  worst w = {0, -1, -1, -1, 0, 0};
+  worst w = WORST_NONE;
   for (size_t r = 0; r < rows && good; r++) {
     int32_t s = (int32_t)(r / (size_t)sc.num_heads), h = (int32_t)(r % (size_t)sc.num_heads);
     for (int32_t d = 0; d < sc.head_size; d++) {
@@ -652,7 +403,7 @@ static void test_merge_formula(void) {
     }
   }
   ok(clpa_ref_merge_states(ROWS, HS, oa, la, ob, lb, out, lse) == CLPA_OK, "merge runs");
-  worst w = {0, -1, -1, -1, 0, 0};
+  worst w = WORST_NONE;
   int exact_copies = 1;
   for (int r = 0; r < ROWS; r++) {
     long double m = la[r] > lb[r] ? la[r] : lb[r];
@@ -668,7 +419,7 @@ static void test_merge_formula(void) {
     note(&w, lse[r], wl, TOL * fmax(1.0, fabs((double)wl)), r, 0, -1);
   }
   ok(w.ratio <= 1.0, "merge matches the formula in long double (worst %.3g of tolerance)", w.ratio);
-  if (w.ratio > 1.0) diag("worst: row %d d %d got %.17g want %.17g", w.s, w.d, w.got, w.want);
+  if (w.ratio > 1.0) diag("worst: row %d d %d got %.17g want %.17g", w.t, w.d, w.got, w.want);
   ok(exact_copies && lse[3] == -INFINITY && out[3 * HS] == 0,
      "an empty side (-inf) copies the other exactly; both empty give 0 and -inf");
 

@@ -1,5 +1,6 @@
 /*
- * Plans (clpa_plan_decode, clpa_plan_prefill, clpa_plan_cascade, clpa_run):
+ * Plans (clpa_plan_decode, clpa_plan_prefill, clpa_plan_cascade,
+ * clpa_plan_xattn, clpa_run):
  * a plan made once runs on every layer of a cache and across steps whose
  * device lengths and block tables change (decode: within its
  * max_context_len), and gives the one-call ops' results bit for bit:
@@ -13,6 +14,11 @@
  *   cascade on both layers, equal to clpa_prefill and clpa_cascade_decode;
  * - a plan made from the layout alone (no buffers) runs on the
  *   application's buffers as on the cache;
+ * - XAttention's estimation (clpa_plan_xattn), f32 and mma paths (mma
+ *   emulated off NVIDIA): one plan on both layers equals
+ *   clpa_xattn_estimate's mask and masses byte for byte; one made from the
+ *   layout alone runs on a key_cache; a run with buffers it does not read
+ *   is refused, nothing written;
  * - refusals with nothing written: a NULL plan or inputs, caches of
  *   another shape, a mask the plan lacks, ALiBi in a cascade run; an
  *   empty batch's run completes its event.
@@ -266,6 +272,71 @@ static void test_prefill(int masked) {
   free(q);
 }
 
+static void test_xattn(clpa_xattn_path path) {
+  const char *name = path == CLPA_XATTN_MMA ? "xattn mma" : "xattn f32";
+  enum { NQ = 64, OFF = 64, QB = 1, KB = 2 }; /* stride 8, block 64: 1 x 2 mask blocks a head */
+  const size_t qn = (size_t)NQ * HEADS * HS, nmask = (size_t)HEADS * QB * KB;
+  float *q = malloc(sizeof(float) * qn);
+  for (size_t i = 0; i < qn; i++) q[i] = rnd(-2, 2);
+  int32_t table[MAXB];
+  for (int i = 0; i < MAXB; i++) table[i] = (i * 5 + 3) % BLOCKS;
+  cl_mem bq = test_buffer(ctx, q, sizeof(float) * qn), bt = test_buffer(ctx, table, sizeof table);
+  cl_mem m1 = test_buffer(ctx, NULL, nmask), m2 = test_buffer(ctx, NULL, nmask);
+  cl_mem w1 = test_buffer(ctx, NULL, nmask * 4), w2 = test_buffer(ctx, NULL, nmask * 4);
+  clpa_xattn_params p;
+  clpa_xattn_params_init(&p);
+  p.num_heads = HEADS, p.cache = cache, p.max_blocks_per_seq = MAXB, p.query = bq;
+  p.block_table = bt, p.num_q = NQ, p.q_offset = OFF, p.block = 64, p.tau = 0.8, p.path = path;
+  clpa_plan *plan = NULL, *bare = NULL;
+  if (!ok(clpa_plan_xattn(ctx, &p, &plan) == CLPA_OK, "%s: plan (%s)", name, clpa_last_error()))
+    return;
+  clpa_xattn_params lp = p; /* from the layout alone */
+  lp.cache = NULL, lp.kv = kv, lp.query = NULL, lp.block_table = NULL;
+  ok(clpa_plan_xattn(ctx, &lp, &bare) == CLPA_OK, "%s: a plan from the layout alone (%s)", name,
+     clpa_last_error());
+  int same = 1, kept = 1;
+  for (int l = 0; l < LAYERS; l++) {
+    test_poison(ctx, m1, nmask), test_poison(ctx, m2, nmask);
+    test_poison(ctx, w1, nmask * 4), test_poison(ctx, w2, nmask * 4);
+    clpa_attn_inputs in;
+    clpa_attn_inputs_init(&in);
+    in.cache = cache, in.layer = l, in.query = bq, in.block_tables = bt, in.block_mask = m1;
+    in.mass = w1;
+    p.layer = l, p.mask = m2, p.mass = w2;
+    same &= clpa_run(plan, &in) == CLPA_OK && clpa_xattn_estimate(ctx, &p) == CLPA_OK &&
+            same_bytes(m1, m2, nmask) && same_bytes(w1, w2, nmask * 4);
+    uint8_t got[HEADS * QB * KB];
+    test_read(ctx, m1, got, sizeof got);
+    for (int h = 0; h < HEADS; h++) kept &= got[h * KB] == 1 && got[h * KB + 1] == 1;
+  }
+  ok(same && kept,
+     "%s: one plan on %d layers equals clpa_xattn_estimate's mask and masses bit for bit, block"
+     " 0 and the diagonal kept (%s)", name, LAYERS, clpa_last_error());
+  if (bare) {
+    clpa_attn_inputs in;
+    clpa_attn_inputs_init(&in);
+    in.key_cache = clpa_cache_key(cache, 1), in.query = bq, in.block_tables = bt;
+    in.block_mask = m1, in.mass = w1;
+    test_poison(ctx, m1, nmask), test_poison(ctx, w1, nmask * 4);
+    ok(clpa_run(bare, &in) == CLPA_OK && same_bytes(m1, m2, nmask) && same_bytes(w1, w2, nmask * 4),
+       "%s: the layout's plan on layer 1's key cache gives the same (%s)", name, clpa_last_error());
+    in.value_cache = clpa_cache_value(cache, 1);
+    test_poison(ctx, m1, nmask);
+    const clpa_status st = clpa_run(bare, &in);
+    ok(st == CLPA_ERR_INVALID_ARG && strstr(clpa_last_error(), "refuses") && test_untouched(ctx, m1, nmask),
+       "%s: a run with a value cache is refused, nothing written (%s)", name, clpa_last_error());
+    in.value_cache = NULL, in.block_mask = NULL;
+    ok(clpa_run(bare, &in) == CLPA_ERR_INVALID_ARG && strstr(clpa_last_error(), "in->block_mask"),
+       "%s: a run without a mask to write is refused (%s)", name, clpa_last_error());
+  }
+  test_no_faults(ctx, name);
+  clpa_plan_release(plan);
+  clpa_plan_release(bare);
+  cl_mem all[] = {bq, bt, m1, m2, w1, w2};
+  for (size_t i = 0; i < sizeof all / sizeof *all; i++) clReleaseMemObject(all[i]);
+  free(q);
+}
+
 static void test_cascade(void) {
   batch b;
   batch_make(&b);
@@ -381,6 +452,8 @@ int main(void) {
   test_prefill(0);
   test_prefill(1);
   test_cascade();
+  test_xattn(CLPA_XATTN_F32);
+  test_xattn(CLPA_XATTN_MMA);
   test_refusals();
   for (int l = 0; l < LAYERS; l++) free(keys[l]), free(values[l]);
   clpa_cache_destroy(cache);

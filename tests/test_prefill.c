@@ -22,6 +22,7 @@
 
 #include "clpa_xattn.h"
 #include "cl_util.h"
+#include "attn_scene.h"
 #include "ref_attention.h"
 
 static const struct {
@@ -31,7 +32,6 @@ static const struct {
                  {CLPA_DTYPE_BF16, 4e-3, 8e-3}};
 #define LSE_ATOL 1e-4
 #define LSE_RTOL 1e-5
-#define V_MAX 2.0 /* the values' largest magnitude */
 
 typedef struct pcase {
   int seqs, heads, kv_heads, hs, bs, max_new, max_cached;
@@ -52,30 +52,24 @@ static void describe(const pcase *c, char *buf, size_t cap) {
            c->q_pad ? " q_stride" : "", c->dev_scale ? " device scales" : "");
 }
 
-/* Everything one case needs on the host. */
-typedef struct inputs {
-  clpa_kv_layout kv;
-  int max_blocks, total;
-  size_t q_stride, cache_elems;
-  int32_t *tables, *cu, *cached;
-  float *q, *kf, *vf, *alibi, *sinks;
-  void *q_store, *k_store, *v_store;
-  float k_scale, v_scale, soft_cap;
-  int window;
-} inputs;
-
-static void free_inputs(inputs *in) {
-  free(in->tables), free(in->cu), free(in->cached), free(in->q), free(in->kf), free(in->vf);
-  free(in->alibi), free(in->sinks), free(in->q_store), free(in->k_store), free(in->v_store);
+/* A case's scene (attn_scene.h) over the given lengths. */
+static void scene_of(const pcase *c, const int32_t *lens, const int32_t *cached, attn_scene *sc) {
+  const attn_scene_spec sp = {.seqs = c->seqs, .heads = c->heads, .kv_heads = c->kv_heads,
+                              .head_size = c->hs, .block_size = c->bs, .kv = c->kv, .io = c->io,
+                              .lens = lens, .cached = cached, .q_pad = c->q_pad ? 24 : 0,
+                              .q_amp = 2.0, .alibi = c->alibi, .sinks = c->sinks,
+                              .softcap = c->softcap,
+                              .window_max = c->window ? c->max_new + c->max_cached : 0};
+  attn_scene_build(sc, &sp);
 }
 
-static void make_inputs(const pcase *c, inputs *in) {
-  memset(in, 0, sizeof *in);
+/* A case's scene: the first sequence at both maxima, the second without
+ * a prefix, the third with one new token, the fourth with none, the
+ * fifth's prefix ending mid-block; the others anywhere up to the maxima. */
+static void make_scene(const pcase *c, attn_scene *sc) {
   const int bs = c->bs;
-  in->cu = malloc(sizeof(int32_t) * (size_t)(c->seqs + 1));
-  in->cached = malloc(sizeof(int32_t) * (size_t)c->seqs);
-  in->cu[0] = 0;
-  int max_len = 1, total_blocks = 0;
+  int32_t *lens = malloc(sizeof(int32_t) * (size_t)c->seqs);
+  int32_t *cached = malloc(sizeof(int32_t) * (size_t)c->seqs);
   for (int s = 0; s < c->seqs; s++) {
     int n = (int)rng_below((uint32_t)c->max_new + 1), k = (int)rng_below((uint32_t)c->max_cached + 1);
     if (s == 0) n = c->max_new, k = c->max_cached;
@@ -83,88 +77,13 @@ static void make_inputs(const pcase *c, inputs *in) {
     if (s == 2) n = 1;                      /* one new token */
     if (s == 3) n = 0;                      /* nothing to do */
     if (s == 4 && c->max_cached > bs) k = bs * (c->max_cached / bs / 2) + bs / 2; /* mid-block */
-    in->cu[s + 1] = in->cu[s] + n;
-    in->cached[s] = k;
-    if (n + k > max_len) max_len = n + k;
-    total_blocks += (n + k + bs - 1) / bs;
+    cached[s] = k, lens[s] = k + n;
   }
-  in->total = in->cu[c->seqs];
-  in->max_blocks = (max_len + bs - 1) / bs + 1; /* one column never used */
-  const int num_blocks = total_blocks + 3;
-  int *perm = malloc(sizeof(int) * (size_t)num_blocks);
-  for (int i = 0; i < num_blocks; i++) perm[i] = i;
-  for (int i = num_blocks - 1; i > 0; i--) {
-    int j = (int)rng_below((uint32_t)i + 1), t = perm[i];
-    perm[i] = perm[j], perm[j] = t;
-  }
-  in->tables = malloc(sizeof(int32_t) * (size_t)c->seqs * (size_t)in->max_blocks);
-  for (int i = 0; i < c->seqs * in->max_blocks; i++) in->tables[i] = 0x7fff0000 + i;
-  int next = 0;
-  for (int s = 0; s < c->seqs; s++) {
-    const int L = in->cu[s + 1] - in->cu[s] + in->cached[s], nb = (L + bs - 1) / bs;
-    int shared = 0;
-    if (s % 2 == 1) { /* share whole prefix blocks with the sequence before (a radix hit) */
-      const int prev = in->cached[s - 1] / bs, mine = in->cached[s] / bs;
-      shared = (prev < mine ? prev : mine) / 2;
-      for (int b = 0; b < shared; b++)
-        in->tables[s * in->max_blocks + b] = in->tables[(s - 1) * in->max_blocks + b];
-    }
-    for (int b = shared; b < nb; b++) in->tables[s * in->max_blocks + b] = perm[next++];
-  }
-  free(perm);
-  if (clpa_kv_layout_init(&in->kv, c->kv, num_blocks, bs, c->kv_heads, c->hs) != CLPA_OK)
-    BAIL_OUT("layout: %s", clpa_last_error());
-
-  /* Caches: used slots random, unused NaN. */
-  in->cache_elems = (size_t)in->kv.block_stride * (size_t)num_blocks;
-  char *used = calloc((size_t)num_blocks * bs, 1);
-  for (int s = 0; s < c->seqs; s++) {
-    const int L = in->cu[s + 1] - in->cu[s] + in->cached[s];
-    for (int j = 0; j < L; j++) used[(size_t)in->tables[s * in->max_blocks + j / bs] * bs + j % bs] = 1;
-  }
-  const int fp8 = clpa_dtype_size(c->kv) == 1;
-  in->k_scale = fp8 ? (float)rng_uniform(0.002, 0.02) : 1.0f;
-  in->v_scale = fp8 ? (float)rng_uniform(0.002, 0.02) : 1.0f;
-  float *kraw = malloc(sizeof(float) * in->cache_elems), *vraw = malloc(sizeof(float) * in->cache_elems);
-  for (int b = 0; b < num_blocks; b++)
-    for (int h = 0; h < c->kv_heads; h++)
-      for (int d = 0; d < c->hs; d++)
-        for (int o = 0; o < bs; o++) {
-          const int u = used[(size_t)b * bs + o];
-          kraw[clpa_kv_key_index(&in->kv, b, h, o, d)] = u ? (float)rng_uniform(-1.5, 1.5) : NAN;
-          vraw[clpa_kv_value_index(&in->kv, b, h, o, d)] = u ? (float)rng_uniform(-V_MAX, V_MAX) : NAN;
-        }
-  free(used);
-  const size_t esz = clpa_dtype_size(c->kv);
-  in->k_store = malloc(esz * in->cache_elems);
-  in->v_store = malloc(esz * in->cache_elems);
-  clpa_dtype_encode(c->kv, kraw, in->k_store, in->cache_elems, in->k_scale);
-  clpa_dtype_encode(c->kv, vraw, in->v_store, in->cache_elems, in->v_scale);
-  clpa_dtype_decode(c->kv, in->k_store, kraw, in->cache_elems, in->k_scale);
-  clpa_dtype_decode(c->kv, in->v_store, vraw, in->cache_elems, in->v_scale);
-  in->kf = kraw, in->vf = vraw;
-
-  /* Queries, rounded through their storage dtype so both sides see the same. */
-  in->q_stride = (size_t)c->heads * c->hs + (c->q_pad ? 24 : 0);
-  const size_t qn = in->q_stride * (size_t)(in->total ? in->total : 1);
-  in->q = malloc(sizeof(float) * qn);
-  for (size_t i = 0; i < qn; i++) in->q[i] = (float)rng_uniform(-2.0, 2.0);
-  in->q_store = malloc(clpa_dtype_size(c->io) * qn);
-  clpa_dtype_encode(c->io, in->q, in->q_store, qn, 1.0f);
-  clpa_dtype_decode(c->io, in->q_store, in->q, qn, 1.0f);
-  if (c->alibi) {
-    in->alibi = malloc(sizeof(float) * c->heads);
-    for (int h = 0; h < c->heads; h++) in->alibi[h] = (float)rng_uniform(0.0, 0.3);
-  }
-  if (c->sinks) {
-    in->sinks = malloc(sizeof(float) * c->heads);
-    for (int h = 0; h < c->heads; h++) in->sinks[h] = (float)rng_uniform(-1.0, 3.0);
-  }
-  in->soft_cap = c->softcap ? (float)rng_uniform(1.0, 4.0) : 0.0f;
-  in->window = c->window ? 1 + (int)rng_below((uint32_t)(c->max_new + c->max_cached)) : 0;
+  scene_of(c, lens, cached, sc);
+  free(lens), free(cached);
 }
 
-static clpa_ref_prefill_args ref_args(const pcase *c, const inputs *in, double *out, double *lse) {
+static clpa_ref_prefill_args ref_args(const pcase *c, const attn_scene *in, double *out, double *lse) {
   clpa_ref_prefill_args a;
   memset(&a, 0, sizeof a);
   a.num_seqs = c->seqs, a.num_heads = c->heads, a.kv = in->kv, a.max_blocks_per_seq = in->max_blocks;
@@ -176,28 +95,10 @@ static clpa_ref_prefill_args ref_args(const pcase *c, const inputs *in, double *
   return a;
 }
 
-/* A case's inputs on the device, and prefill params that point at them. */
-typedef struct device_case {
-  cl_mem q, kc, vc, bt, out, lse, al, sk, ks, vs;
-  size_t out_bytes, lse_bytes;
-} device_case;
-
-static void upload(const pcase *c, const inputs *in, device_case *d, clpa_prefill_params *p) {
-  const size_t esz = clpa_dtype_size(c->kv), qsz = clpa_dtype_size(c->io);
-  const size_t rows = (size_t)(in->total ? in->total : 1) * c->heads;
-  d->q = test_buffer(ctx, in->q_store, qsz * in->q_stride * (size_t)(in->total ? in->total : 1));
-  d->kc = test_buffer(ctx, in->k_store, esz * in->cache_elems);
-  d->vc = test_buffer(ctx, in->v_store, esz * in->cache_elems);
-  d->bt = test_buffer(ctx, in->tables, sizeof(int32_t) * (size_t)c->seqs * in->max_blocks);
-  d->out_bytes = qsz * rows * c->hs, d->lse_bytes = sizeof(float) * rows;
-  d->out = test_buffer(ctx, NULL, d->out_bytes);
-  d->lse = c->lse ? test_buffer(ctx, NULL, d->lse_bytes) : NULL;
-  d->al = in->alibi ? test_buffer(ctx, in->alibi, sizeof(float) * c->heads) : NULL;
-  d->sk = in->sinks ? test_buffer(ctx, in->sinks, sizeof(float) * c->heads) : NULL;
-  d->ks = c->dev_scale ? test_buffer(ctx, &in->k_scale, sizeof(float)) : NULL;
-  d->vs = c->dev_scale ? test_buffer(ctx, &in->v_scale, sizeof(float)) : NULL;
-  test_poison(ctx, d->out, d->out_bytes);
-  if (d->lse) test_poison(ctx, d->lse, d->lse_bytes);
+/* A case's scene on the device, and prefill params that point at it. */
+static void upload(const pcase *c, const attn_scene *in, attn_scene_dev *d,
+                   clpa_prefill_params *p) {
+  attn_scene_upload(ctx, in, c->lse, c->dev_scale, d);
   clpa_prefill_params_init(p);
   p->num_seqs = c->seqs, p->num_heads = c->heads, p->kv = in->kv;
   p->key_cache = d->kc, p->value_cache = d->vc, p->max_blocks_per_seq = in->max_blocks;
@@ -213,19 +114,13 @@ static void upload(const pcase *c, const inputs *in, device_case *d, clpa_prefil
   p->rows_per_group = c->rows, p->keys_per_tile = c->keys;
 }
 
-static void release(device_case *d) {
-  cl_mem all[] = {d->q, d->kc, d->vc, d->bt, d->out, d->lse, d->al, d->sk, d->ks, d->vs};
-  for (size_t i = 0; i < sizeof all / sizeof *all; i++)
-    if (all[i]) clReleaseMemObject(all[i]);
-}
-
 static void tolerance_of(clpa_dtype io, double *atol, double *rtol) {
   for (size_t i = 0; i < sizeof tolerance / sizeof *tolerance; i++)
     if (tolerance[i].io == io) *atol = tolerance[i].atol, *rtol = tolerance[i].rtol;
 }
 
 /* Reads out (and lse) back as floats. */
-static void read_out(const pcase *c, const device_case *d, size_t n, float *got, float *got_lse) {
+static void read_out(const pcase *c, const attn_scene_dev *d, size_t n, float *got, float *got_lse) {
   void *store = malloc(d->out_bytes);
   test_read(ctx, d->out, store, d->out_bytes);
   clpa_dtype_decode(c->io, store, got, n, 1.0f);
@@ -253,16 +148,6 @@ static int mma_applies(const pcase *c) {
   return (c->kv == CLPA_DTYPE_F16 || c->kv == CLPA_DTYPE_BF16) && c->hs % 16 == 0;
 }
 
-/* The mma path rounds queries to the cache's dtype: so does the
- * reference's copy of them. */
-static void mma_round_queries(const pcase *c, inputs *in) {
-  const size_t qn = in->q_stride * (size_t)(in->total ? in->total : 1);
-  void *tmp = malloc(clpa_dtype_size(c->kv) * qn);
-  clpa_dtype_encode(c->kv, in->q, tmp, qn, 1.0f);
-  clpa_dtype_decode(c->kv, tmp, in->q, qn, 1.0f);
-  free(tmp);
-}
-
 /* The output's tolerance: the io dtype's; on the mma path P is rounded to
  * the cache's dtype too, so the coarser of the two, and at least the
  * absolute bound of that rounding (cl_util.h's test_p_round_atol: bf16
@@ -272,7 +157,7 @@ static void tolerance_for(const pcase *c, clpa_prefill_path path, double *atol, 
   if (path != CLPA_PREFILL_MMA) return;
   double a2 = 0, r2 = 0;
   tolerance_of(c->kv, &a2, &r2);
-  a2 = fmax(a2, test_p_round_atol(c->kv, V_MAX));
+  a2 = fmax(a2, test_p_round_atol(c->kv, ATTN_SCENE_V_MAX));
   *atol = *atol > a2 ? *atol : a2, *rtol = *rtol > r2 ? *rtol : r2;
 }
 
@@ -280,18 +165,18 @@ static int run_case_on(const pcase *c, clpa_prefill_path path) {
   char name[360], shape[320];
   describe(c, shape, sizeof shape);
   snprintf(name, sizeof name, "%s, %s path", shape, path_name(path));
-  inputs in;
-  make_inputs(c, &in);
+  attn_scene in;
+  make_scene(c, &in);
   const int mma = path == CLPA_PREFILL_MMA;
-  if (mma) mma_round_queries(c, &in);
-  const size_t rows = (size_t)in.total * c->heads, outn = rows * c->hs;
+  if (mma) attn_scene_round_queries(&in, c->kv) /* as the path rounds them */;
+  const size_t rows = (size_t)in.q_rows * c->heads, outn = rows * c->hs;
   double *want = malloc(sizeof(double) * (outn ? outn : 1));
   double *want_lse = malloc(sizeof(double) * (rows ? rows : 1));
   clpa_ref_prefill_args ra = ref_args(c, &in, want, want_lse);
   int good = ok(clpa_ref_prefill(&ra) == CLPA_OK, "reference for %s", name);
   if (!good) diag("%s", clpa_last_error());
 
-  device_case d;
+  attn_scene_dev d;
   clpa_prefill_params p;
   upload(c, &in, &d, &p);
   p.path = path;
@@ -312,8 +197,8 @@ static int run_case_on(const pcase *c, clpa_prefill_path path) {
      * 76 KiB, mma's 64 keys at head 256 71 KiB; NVIDIA has 48): refused, as it must be. */
     ok(1, "# SKIP %s: %s", name, clpa_context_last_error(ctx));
     free(want), free(want_lse);
-    release(&d);
-    free_inputs(&in);
+    attn_scene_release(&d);
+    attn_scene_free(&in);
     return good;
   }
   good &= ok(st == CLPA_OK, "prefill %s", name);
@@ -327,8 +212,8 @@ static int run_case_on(const pcase *c, clpa_prefill_path path) {
   if (c->lse) good &= compare("lse", gl, want_lse, rows, LSE_ATOL, LSE_RTOL, 1, c->heads);
   if (!good) diag("failed case: %s", name);
   free(got), free(gl), free(want), free(want_lse);
-  release(&d);
-  free_inputs(&in);
+  attn_scene_release(&d);
+  attn_scene_free(&in);
   return good;
 }
 
@@ -383,16 +268,16 @@ static const pcase default_grid[] = {
 static void test_chunks(void) {
   const pcase c = {4, 8, 2, 64, 16, 70, 40, F16, F32, 0, 0, 1, 1, 0, 1, 1, 1, 0, 0};
   const int chunks[] = {1, 2, 7};
-  inputs in;
-  make_inputs(&c, &in);
-  device_case d;
+  attn_scene in;
+  make_scene(&c, &in);
+  attn_scene_dev d;
   clpa_prefill_params p;
   upload(&c, &in, &d, &p);
-  const size_t rows = (size_t)in.total * c.heads, outn = rows * c.hs, hd = (size_t)c.heads * c.hs;
+  const size_t rows = (size_t)in.q_rows * c.heads, outn = rows * c.hs, hd = (size_t)c.heads * c.hs;
   float *one = malloc(sizeof(float) * outn), *got = malloc(sizeof(float) * outn);
   float *one_l = malloc(sizeof(float) * rows), *gl = malloc(sizeof(float) * rows);
   float *part_o = malloc(sizeof(float) * outn), *part_l = malloc(sizeof(float) * rows);
-  float *part_q = malloc(sizeof(float) * in.q_stride * (size_t)in.total);
+  float *part_q = malloc(sizeof(float) * in.q_stride * (size_t)in.q_rows);
   ok(clpa_prefill(ctx, &p) == CLPA_OK, "one call over the whole batch");
   read_out(&c, &d, outn, one, one_l);
   for (size_t ci = 0; ci < sizeof chunks / sizeof *chunks; ci++) {
@@ -436,32 +321,24 @@ static void test_chunks(void) {
     ok(good && worst <= 1.0, "%d chunks per sequence equal one call (worst %.3g of 1e-5)", k, worst);
   }
   free(one), free(got), free(one_l), free(gl), free(part_o), free(part_l), free(part_q);
-  release(&d);
-  free_inputs(&in);
+  attn_scene_release(&d);
+  attn_scene_free(&in);
 }
 
 /* One new token per sequence is decode: the same queries through
  * clpa_decode (context = cached + 1) and clpa_prefill agree. */
 static void test_decode_equal(void) {
   pcase c = {6, 8, 2, 128, 16, 1, 300, F16, F32, 0, 0, 1, 1, 1, 1, 1, 1, 0, 0};
-  inputs in;
-  make_inputs(&c, &in);
-  /* Exactly one new token each: the last token make_inputs wrote (a slot it
-   * left unused would be NaN, and NaN rows compare as nothing). */
-  for (int s = 0; s < c.seqs; s++) {
-    const int len = in.cu[s + 1] - in.cu[s] + in.cached[s];
-    in.cached[s] = len > 0 ? len - 1 : 0;
+  attn_scene in;
+  { /* one new token after 0-300 cached ones each */
+    int32_t lens[6], cached[6];
+    for (int s = 0; s < c.seqs; s++) {
+      cached[s] = s ? (int32_t)rng_below((uint32_t)c.max_cached + 1) : c.max_cached;
+      lens[s] = cached[s] + 1;
+    }
+    scene_of(&c, lens, cached, &in);
   }
-  for (int s = 0; s < c.seqs; s++) in.cu[s + 1] = in.cu[s] + 1;
-  in.total = c.seqs;
-  /* Queries for the new total (make_inputs sized them for its own draw). */
-  const size_t qn = in.q_stride * (size_t)in.total;
-  free(in.q_store);
-  in.q = realloc(in.q, sizeof(float) * qn);
-  in.q_store = malloc(clpa_dtype_size(c.io) * qn);
-  for (size_t i = 0; i < qn; i++) in.q[i] = (float)rng_uniform(-2.0, 2.0);
-  clpa_dtype_encode(c.io, in.q, in.q_store, qn, 1.0f);
-  device_case d;
+  attn_scene_dev d;
   clpa_prefill_params p;
   upload(&c, &in, &d, &p);
   int32_t lens[16];
@@ -508,8 +385,8 @@ static void test_decode_equal(void) {
   }
   free(a), free(b);
   clReleaseMemObject(bl), clReleaseMemObject(dout), clReleaseMemObject(dlse);
-  release(&d);
-  free_inputs(&in);
+  attn_scene_release(&d);
+  attn_scene_free(&in);
 }
 
 /* merge_states against clpa_ref_merge_states (itself checked to give
@@ -587,32 +464,32 @@ static void test_merge(void) {
 static void test_offset_rows(void) {
   const pcase c = {3, 8, 4, 64, 16, 30, 40, F32, F32, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0};
   const int skip = 5;
-  inputs in;
-  make_inputs(&c, &in);
-  const size_t rows = (size_t)in.total * c.heads, outn = rows * c.hs, hd = (size_t)c.heads * c.hs;
+  attn_scene in;
+  make_scene(&c, &in);
+  const size_t rows = (size_t)in.q_rows * c.heads, outn = rows * c.hs, hd = (size_t)c.heads * c.hs;
   double *want = malloc(sizeof(double) * outn), *want_l = malloc(sizeof(double) * rows);
   clpa_ref_prefill_args ra = ref_args(&c, &in, want, want_l);
   int good = clpa_ref_prefill(&ra) == CLPA_OK;
-  device_case d;
+  attn_scene_dev d;
   clpa_prefill_params p;
   upload(&c, &in, &d, &p);
   /* The same queries after `skip` rows of NaN, the output `skip` rows longer. */
-  float *q2 = malloc(sizeof(float) * in.q_stride * (size_t)(in.total + skip));
+  float *q2 = malloc(sizeof(float) * in.q_stride * (size_t)(in.q_rows + skip));
   for (size_t i = 0; i < in.q_stride * (size_t)skip; i++) q2[i] = NAN;
-  memcpy(q2 + in.q_stride * (size_t)skip, in.q, sizeof(float) * in.q_stride * (size_t)in.total);
-  cl_mem bq = test_buffer(ctx, q2, sizeof(float) * in.q_stride * (size_t)(in.total + skip));
-  cl_mem bo = test_buffer(ctx, NULL, sizeof(float) * hd * (size_t)(in.total + skip));
-  cl_mem bl = test_buffer(ctx, NULL, sizeof(float) * c.heads * (size_t)(in.total + skip));
-  test_poison(ctx, bo, sizeof(float) * hd * (size_t)(in.total + skip));
-  test_poison(ctx, bl, sizeof(float) * c.heads * (size_t)(in.total + skip));
+  memcpy(q2 + in.q_stride * (size_t)skip, in.q, sizeof(float) * in.q_stride * (size_t)in.q_rows);
+  cl_mem bq = test_buffer(ctx, q2, sizeof(float) * in.q_stride * (size_t)(in.q_rows + skip));
+  cl_mem bo = test_buffer(ctx, NULL, sizeof(float) * hd * (size_t)(in.q_rows + skip));
+  cl_mem bl = test_buffer(ctx, NULL, sizeof(float) * c.heads * (size_t)(in.q_rows + skip));
+  test_poison(ctx, bo, sizeof(float) * hd * (size_t)(in.q_rows + skip));
+  test_poison(ctx, bl, sizeof(float) * c.heads * (size_t)(in.q_rows + skip));
   int32_t cu[8];
   for (int s = 0; s <= c.seqs; s++) cu[s] = in.cu[s] + skip;
   p.cu_seqlens_q = cu, p.query = bq, p.out = bo, p.lse = bl;
   good &= clpa_prefill(ctx, &p) == CLPA_OK;
-  float *got = malloc(sizeof(float) * hd * (size_t)(in.total + skip));
-  float *gl = malloc(sizeof(float) * c.heads * (size_t)(in.total + skip));
-  test_read(ctx, bo, got, sizeof(float) * hd * (size_t)(in.total + skip));
-  test_read(ctx, bl, gl, sizeof(float) * c.heads * (size_t)(in.total + skip));
+  float *got = malloc(sizeof(float) * hd * (size_t)(in.q_rows + skip));
+  float *gl = malloc(sizeof(float) * c.heads * (size_t)(in.q_rows + skip));
+  test_read(ctx, bo, got, sizeof(float) * hd * (size_t)(in.q_rows + skip));
+  test_read(ctx, bl, gl, sizeof(float) * c.heads * (size_t)(in.q_rows + skip));
   int untouched = 1;
   for (size_t i = 0; i < hd * (size_t)skip; i++) untouched &= isnan(got[i]); /* 0xFF.. is NaN */
   for (size_t i = 0; i < (size_t)c.heads * skip; i++) untouched &= isnan(gl[i]);
@@ -624,8 +501,8 @@ static void test_offset_rows(void) {
      " untouched (%d)", skip, w, wl, untouched);
   free(want), free(want_l), free(q2), free(got), free(gl);
   clReleaseMemObject(bq), clReleaseMemObject(bo), clReleaseMemObject(bl);
-  release(&d);
-  free_inputs(&in);
+  attn_scene_release(&d);
+  attn_scene_free(&in);
 }
 
 /* Block-sparse prefill (XAttention's mask) against the reference with the
@@ -644,9 +521,9 @@ static void test_sparse(void) {
       const pcase *c = &cases[ci];
       const clpa_prefill_path path = (clpa_prefill_path)(pi + 1); /* tiles, rows, mma */
       if (path == CLPA_PREFILL_MMA && !mma_applies(c)) continue;
-      inputs in;
-      make_inputs(c, &in);
-      if (path == CLPA_PREFILL_MMA) mma_round_queries(c, &in);
+      attn_scene in;
+      make_scene(c, &in);
+      if (path == CLPA_PREFILL_MMA) attn_scene_round_queries(&in, c->kv) /* as the path rounds them */;
       int maxn = 0, maxl = 0;
       for (int s = 0; s < c->seqs; s++) {
         const int n = in.cu[s + 1] - in.cu[s];
@@ -658,12 +535,12 @@ static void test_sparse(void) {
       for (size_t i = 0; i < mn; i++) mask[i] = rng_below(2), ones[i] = 1;
       for (int h = 0; h < c->heads; h += 3) /* some query blocks drop everything */
         memset(mask + ((size_t)h * qb) * kb, 0, (size_t)kb);
-      const size_t rows = (size_t)in.total * c->heads, outn = rows * c->hs;
+      const size_t rows = (size_t)in.q_rows * c->heads, outn = rows * c->hs;
       double *want = malloc(sizeof(double) * outn), *want_l = malloc(sizeof(double) * rows);
       clpa_ref_prefill_args ra = ref_args(c, &in, want, want_l);
       ra.block_mask = mask, ra.mask_block = B, ra.mask_q_blocks = qb, ra.mask_k_blocks = kb;
       int good = clpa_ref_prefill(&ra) == CLPA_OK;
-      device_case d;
+      attn_scene_dev d;
       clpa_prefill_params p;
       upload(c, &in, &d, &p);
       p.path = path;
@@ -693,8 +570,8 @@ static void test_sparse(void) {
          "an all-ones mask gives the unmasked result bit for bit (%s path)", path_name(path));
       free(mask), free(ones), free(want), free(want_l), free(got), free(gl), free(dense), free(dl);
       clReleaseMemObject(bm), clReleaseMemObject(bo);
-      release(&d);
-      free_inputs(&in);
+      attn_scene_release(&d);
+      attn_scene_free(&in);
     }
 }
 
@@ -706,12 +583,12 @@ static void test_sparse(void) {
 static void test_xattn_feeds_prefill(void) {
   const pcase c = {1, 4, 2, 64, 16, 256, 128, F16, F16, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0};
   const int B = 64;
-  inputs in;
-  make_inputs(&c, &in);
+  attn_scene in;
+  make_scene(&c, &in);
   const int nq = in.cu[1], off = in.cached[0];
   const int qb = (nq + B - 1) / B, kb = (off + nq + B - 1) / B;
   const size_t mn = (size_t)c.heads * qb * kb;
-  device_case d;
+  attn_scene_dev d;
   clpa_prefill_params p;
   upload(&c, &in, &d, &p);
   cl_mem bm = test_buffer(ctx, NULL, mn);
@@ -742,7 +619,7 @@ static void test_xattn_feeds_prefill(void) {
   ok(good && diag_ok && kept < causal,
      "xattn's mask: 0/1, block 0 and the diagonals kept, nothing past them, sparse (%zu of %zu)",
      kept, causal);
-  const size_t rows = (size_t)in.total * c.heads, outn = rows * c.hs;
+  const size_t rows = (size_t)in.q_rows * c.heads, outn = rows * c.hs;
   double *want = malloc(sizeof(double) * outn), *want_l = malloc(sizeof(double) * rows);
   clpa_ref_prefill_args ra = ref_args(&c, &in, want, want_l);
   ra.block_mask = mask, ra.mask_block = B, ra.mask_q_blocks = qb, ra.mask_k_blocks = kb;
@@ -759,8 +636,8 @@ static void test_xattn_feeds_prefill(void) {
      wl);
   free(mask), free(want), free(want_l), free(got), free(gl);
   clReleaseMemObject(bm);
-  release(&d);
-  free_inputs(&in);
+  attn_scene_release(&d);
+  attn_scene_free(&in);
 }
 
 /* Attention concentrated as real models' is (clpa-bench xattn's recipe,
@@ -768,13 +645,13 @@ static void test_xattn_feeds_prefill(void) {
  * keys 0..3, dim 17 on 4 scattered keys, the rest small noise (rotary
  * amplitude 2.5: attention spread over a few blocks, so tau matters). Rewrites
  * a one-sequence case's keys and queries (storage and rounded floats). */
-static void make_structured(const pcase *c, inputs *in) {
-  const int L = in->cu[1] + in->cached[0], D = c->hs, bs = c->bs;
+static void make_structured(const pcase *c, attn_scene *in) {
+  const int L = in->lens[0], D = c->hs;
   char *hot = calloc((size_t)L, 1);
   for (int i = 0; i < 4; i++) hot[rng_below((uint32_t)L)] = 1;
   float *row = malloc(sizeof(float) * D);
   for (int pass = 0; pass < 2; pass++) /* keys, then queries */
-    for (int t = 0; t < (pass ? in->total : L); t++)
+    for (int t = 0; t < (pass ? in->q_rows : L); t++)
       for (int h = 0; h < (pass ? c->heads : c->kv_heads); h++) {
         const int pos = pass ? in->cached[0] + t : t;
         for (int e = 0; e < D; e++) row[e] = (float)rng_uniform(-0.5, 0.5);
@@ -788,14 +665,10 @@ static void make_structured(const pcase *c, inputs *in) {
           if (pass)
             in->q[(size_t)t * in->q_stride + (size_t)h * D + e] = row[e];
           else
-            in->kf[clpa_kv_key_index(&in->kv, in->tables[t / bs], h, t % bs, e)] = row[e];
+            in->kf[attn_scene_key_index(in, 0, h, t, e)] = row[e];
       }
   free(row), free(hot);
-  const size_t qn = in->q_stride * (size_t)in->total;
-  clpa_dtype_encode(c->kv, in->kf, in->k_store, in->cache_elems, in->k_scale);
-  clpa_dtype_decode(c->kv, in->k_store, in->kf, in->cache_elems, in->k_scale);
-  clpa_dtype_encode(c->io, in->q, in->q_store, qn, 1.0f);
-  clpa_dtype_decode(c->io, in->q_store, in->q, qn, 1.0f);
+  attn_scene_store(in);
 }
 
 /* XAttention's accuracy, device end to end on the structured input: tau 1
@@ -807,12 +680,12 @@ static void make_structured(const pcase *c, inputs *in) {
 static void test_xattn_tau(void) {
   const pcase c = {1, 4, 2, 64, 16, 1024, 0, F16, F16, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0};
   const int B = 64;
-  inputs in;
-  make_inputs(&c, &in);
+  attn_scene in;
+  make_scene(&c, &in);
   make_structured(&c, &in);
   const int nq = in.cu[1], qb = (nq + B - 1) / B, kb = qb;
   const size_t mn = (size_t)c.heads * qb * kb, outn = (size_t)nq * c.heads * c.hs;
-  device_case d;
+  attn_scene_dev d;
   clpa_prefill_params p;
   upload(&c, &in, &d, &p);
   float *dense = malloc(sizeof(float) * outn), *got = malloc(sizeof(float) * outn);
@@ -856,19 +729,19 @@ static void test_xattn_tau(void) {
   }
   free(dense), free(got), free(mask);
   clReleaseMemObject(bm);
-  release(&d);
-  free_inputs(&in);
+  attn_scene_release(&d);
+  attn_scene_free(&in);
 }
 
 /* Bad block ids are never followed; they set the fault bit, on every
  * path (each looks its tiles' block ids up its own way). */
 static void test_faults(void) {
   pcase c = {4, 4, 2, 64, 16, 20, 40, F16, F32, 0, 0, 1, 0, 0, 0, 0, 0, 0, 0};
-  inputs in;
-  make_inputs(&c, &in);
+  attn_scene in;
+  make_scene(&c, &in);
   in.tables[1] = -5;                    /* seq 0, block 1 */
   in.tables[in.max_blocks] = 1 << 30;   /* seq 1, block 0 */
-  device_case d;
+  attn_scene_dev d;
   clpa_prefill_params p;
   upload(&c, &in, &d, &p);
   for (int pi = CLPA_PREFILL_TILES; pi <= CLPA_PREFILL_MMA; pi++) {
@@ -883,8 +756,8 @@ static void test_faults(void) {
     ok(clpa_context_check_faults(ctx, &f) == CLPA_OK && f == 0,
        "%s path: reading the faults clears them", name);
   }
-  release(&d);
-  free_inputs(&in);
+  attn_scene_release(&d);
+  attn_scene_free(&in);
 }
 
 /* Every bad argument is refused with a message naming it and the public

@@ -26,6 +26,7 @@
 #include <stdio.h>
 
 #include "cl_util.h"
+#include "attn_scene.h"
 #include "ref_xattn.h"
 
 #define MASS_ATOL 1e-6
@@ -58,95 +59,45 @@ static void *xmalloc(size_t n) {
   return p;
 }
 
-/* One case's inputs on the host: the cache as stored and decoded, the
- * block table, the queries as stored and decoded. */
-typedef struct inputs {
-  clpa_kv_layout kv;
-  int num_k, max_blocks;
-  int32_t *table;
-  size_t q_stride, cache_elems;
-  float *q, *kf, k_scale;
-  void *q_store, *k_store;
-} inputs;
-
-static void free_inputs(inputs *in) {
-  free(in->table), free(in->q), free(in->kf), free(in->q_store), free(in->k_store);
-}
-
-/* Key j, dimension d, KV head h of the sequence, in the decoded cache. */
-static float key_at(const inputs *in, int h, int j, int d) {
-  const int bs = in->kv.block_size;
-  return in->kf[clpa_kv_key_index(&in->kv, in->table[j / bs], h, j % bs, d)];
-}
-
-/* Fills the inputs; keyf/qf (may be NULL: random) give a key or query value. */
-static void make_inputs(const xcase *c, inputs *in, float (*keyf)(int j, int d, int hs, int S),
-                        float (*qf)(int i, int d, int hs, int S, int q_offset)) {
-  memset(in, 0, sizeof *in);
-  const int bs = c->bs;
-  in->num_k = c->q_offset + c->num_q;
-  const int nb = (in->num_k + bs - 1) / bs;
-  in->max_blocks = nb + 1; /* one column never used */
-  const int num_blocks = nb + 3;
-  int *perm = xmalloc(sizeof(int) * (size_t)num_blocks);
-  for (int i = 0; i < num_blocks; i++) perm[i] = i;
-  for (int i = num_blocks - 1; i > 0; i--) {
-    int j = (int)rng_below((uint32_t)i + 1), t = perm[i];
-    perm[i] = perm[j], perm[j] = t;
-  }
-  in->table = xmalloc(sizeof(int32_t) * (size_t)in->max_blocks);
-  for (int b = 0; b < in->max_blocks; b++) in->table[b] = b < nb ? perm[b] : 0x7fff0000 + b;
-  free(perm);
-  if (clpa_kv_layout_init(&in->kv, c->kv, num_blocks, bs, c->kv_heads, c->hs) != CLPA_OK)
-    BAIL_OUT("layout: %s", clpa_last_error());
-  in->cache_elems = (size_t)in->kv.block_stride * (size_t)num_blocks;
-  float *raw = xmalloc(sizeof(float) * in->cache_elems);
-  for (size_t i = 0; i < in->cache_elems; i++) raw[i] = NAN; /* unused slots */
-  in->k_scale = clpa_dtype_size(c->kv) == 1 ? (float)rng_uniform(0.004, 0.02) : 1.0f;
-  for (int h = 0; h < c->kv_heads; h++)
-    for (int j = 0; j < in->num_k; j++)
+/* A case's scene (attn_scene.h): one sequence of q_offset cached keys and
+ * num_q queries, the queries padded by 40 elements with q_pad. keyf and qf
+ * (NULL: random) then rewrite every key and query. */
+static void make_scene(const xcase *c, attn_scene *sc, float (*keyf)(int j, int d, int hs, int S),
+                       float (*qf)(int i, int d, int hs, int S, int q_offset)) {
+  const int32_t lens[1] = {c->q_offset + c->num_q}, cached[1] = {c->q_offset};
+  const attn_scene_spec sp = {.seqs = 1, .heads = c->heads, .kv_heads = c->kv_heads,
+                              .head_size = c->hs, .block_size = c->bs, .kv = c->kv, .io = c->io,
+                              .lens = lens, .cached = cached, .q_pad = c->q_pad ? 40 : 0,
+                              .q_amp = 2.0};
+  attn_scene_build(sc, &sp);
+  if (!keyf && !qf) return;
+  for (int h = 0; keyf && h < c->kv_heads; h++)
+    for (int j = 0; j < lens[0]; j++)
       for (int d = 0; d < c->hs; d++)
-        raw[clpa_kv_key_index(&in->kv, in->table[j / bs], h, j % bs, d)] =
-            keyf ? keyf(j, d, c->hs, c->S) : (float)rng_uniform(-1.5, 1.5);
-  const size_t esz = clpa_dtype_size(c->kv);
-  in->k_store = xmalloc(esz * in->cache_elems);
-  clpa_dtype_encode(c->kv, raw, in->k_store, in->cache_elems, in->k_scale);
-  clpa_dtype_decode(c->kv, in->k_store, raw, in->cache_elems, in->k_scale);
-  in->kf = raw;
-  in->q_stride = (size_t)c->heads * c->hs + (c->q_pad ? 40 : 0);
-  const size_t qn = in->q_stride * (size_t)c->num_q;
-  in->q = xmalloc(sizeof(float) * qn);
-  for (size_t i = 0; i < qn; i++) {
-    const int tok = (int)(i / in->q_stride), e = (int)(i % in->q_stride);
-    in->q[i] = qf ? qf(tok, e % c->hs, c->hs, c->S, c->q_offset) : (float)rng_uniform(-2.0, 2.0);
-  }
-  in->q_store = xmalloc(clpa_dtype_size(c->io) * qn);
-  clpa_dtype_encode(c->io, in->q, in->q_store, qn, 1.0f);
-  clpa_dtype_decode(c->io, in->q_store, in->q, qn, 1.0f);
+        sc->kf[attn_scene_key_index(sc, 0, h, j, d)] = keyf(j, d, c->hs, c->S);
+  for (int i = 0; qf && i < c->num_q; i++)
+    for (int e = 0; e < c->heads * c->hs; e++)
+      sc->q[(size_t)i * sc->q_stride + (size_t)e] = qf(i, e % c->hs, c->hs, c->S, c->q_offset);
+  attn_scene_store(sc);
 }
 
 /* The oracle, head by head, on the decoded values. */
-static void reference(const xcase *c, const inputs *in, clpa_ref_xattn_dims *dims, double *mass,
+static void reference(const xcase *c, const attn_scene *in, clpa_ref_xattn_dims *dims, double *mass,
                       uint8_t *mask) {
-  const clpa_ref_xattn_shape sh = {c->num_q, in->num_k, c->q_offset, c->hs, c->S, c->B};
+  const clpa_ref_xattn_shape sh = {c->num_q, in->lens[0], c->q_offset, c->hs, c->S, c->B};
   if (clpa_ref_xattn_dims_get(&sh, dims) != CLPA_OK) BAIL_OUT("shape: %s", clpa_last_error());
   const size_t nb = (size_t)dims->q_blocks * (size_t)dims->k_blocks;
   float *qh = xmalloc(sizeof(float) * (size_t)c->num_q * c->hs);
-  float *kh = xmalloc(sizeof(float) * (size_t)in->num_k * c->hs);
+  float *kh = xmalloc(sizeof(float) * (size_t)in->lens[0] * c->hs);
   for (int h = 0; h < c->heads; h++) {
     const int kvh = h / (c->heads / c->kv_heads);
     for (int i = 0; i < c->num_q; i++)
       for (int d = 0; d < c->hs; d++)
         qh[(size_t)i * c->hs + d] = in->q[(size_t)i * in->q_stride + (size_t)h * c->hs + d];
-    if (xpath == CLPA_XATTN_MMA) { /* its products take the queries in the cache's dtype */
-      const size_t qn = (size_t)c->num_q * c->hs;
-      void *t = xmalloc(qn * 2);
-      clpa_dtype_encode(c->kv, qh, t, qn, 1.0f);
-      clpa_dtype_decode(c->kv, t, qh, qn, 1.0f);
-      free(t);
-    }
-    for (int j = 0; j < in->num_k; j++)
-      for (int d = 0; d < c->hs; d++) kh[(size_t)j * c->hs + d] = key_at(in, kvh, j, d);
+    if (xpath == CLPA_XATTN_MMA) /* its products take the queries in the cache's dtype */
+      attn_scene_round(c->kv, qh, NULL, (size_t)c->num_q * c->hs, 1.0f);
+    for (int j = 0; j < in->lens[0]; j++)
+      for (int d = 0; d < c->hs; d++) kh[(size_t)j * c->hs + d] = in->kf[attn_scene_key_index(in, 0, kvh, j, d)];
     if (clpa_ref_xattn_estimate_dense(&sh, qh, kh, c->tau, mass + h * nb, mask + h * nb, NULL) !=
         CLPA_OK)
       BAIL_OUT("reference: %s", clpa_last_error());
@@ -155,19 +106,17 @@ static void reference(const xcase *c, const inputs *in, clpa_ref_xattn_dims *dim
 }
 
 /* Runs the device on a case; fills got_mass and got_mask. Returns the status. */
-static clpa_status run_device(const xcase *c, const inputs *in, size_t nblocks, float *got_mass,
+static clpa_status run_device(const xcase *c, const attn_scene *in, size_t nblocks, float *got_mass,
                               uint8_t *got_mask) {
-  const size_t qbytes = clpa_dtype_size(c->io) * in->q_stride * (size_t)c->num_q;
-  cl_mem q = test_buffer(ctx, in->q_store, qbytes);
-  cl_mem kc = test_buffer(ctx, in->k_store, clpa_dtype_size(c->kv) * in->cache_elems);
-  cl_mem bt = test_buffer(ctx, in->table, sizeof(int32_t) * (size_t)in->max_blocks);
+  attn_scene_dev d;
+  attn_scene_upload(ctx, in, 0, 0, &d);
   cl_mem mask = test_buffer(ctx, NULL, nblocks), mass = test_buffer(ctx, NULL, 4 * nblocks);
   test_poison(ctx, mask, nblocks);
   test_poison(ctx, mass, 4 * nblocks);
   clpa_xattn_params p;
   clpa_xattn_params_init(&p);
-  p.num_heads = c->heads, p.key_cache = kc, p.kv = in->kv, p.k_scale = in->k_scale;
-  p.block_table = bt, p.max_blocks_per_seq = in->max_blocks, p.query = q, p.q_dtype = c->io;
+  p.num_heads = c->heads, p.key_cache = d.kc, p.kv = in->kv, p.k_scale = in->k_scale;
+  p.block_table = d.bt, p.max_blocks_per_seq = in->max_blocks, p.query = d.q, p.q_dtype = c->io;
   p.q_stride = c->q_pad ? in->q_stride : 0, p.num_q = c->num_q, p.q_offset = c->q_offset;
   p.stride = c->S, p.block = c->B, p.chunk = c->chunk, p.tau = c->tau;
   p.mask = mask, p.mass = no_mass ? NULL : mass;
@@ -187,8 +136,8 @@ static clpa_status run_device(const xcase *c, const inputs *in, size_t nblocks, 
   } else {
     diag("clpa_xattn_estimate: %s", clpa_context_last_error(ctx));
   }
-  cl_mem all[] = {q, kc, bt, mask, mass};
-  for (size_t i = 0; i < sizeof all / sizeof *all; i++) clReleaseMemObject(all[i]);
+  clReleaseMemObject(mask), clReleaseMemObject(mass);
+  attn_scene_release(&d);
   return st;
 }
 
@@ -236,11 +185,11 @@ static void describe(const xcase *c, char *buf, size_t cap) {
 }
 
 /* Checks one case; returns the device's density (kept / causal pairs). */
-static double check_case(const xcase *c, const inputs *in, double *ref_density) {
+static double check_case(const xcase *c, const attn_scene *in, double *ref_density) {
   char name[300];
   describe(c, name, sizeof name);
   clpa_ref_xattn_dims dims;
-  const clpa_ref_xattn_shape sh = {c->num_q, in->num_k, c->q_offset, c->hs, c->S, c->B};
+  const clpa_ref_xattn_shape sh = {c->num_q, in->lens[0], c->q_offset, c->hs, c->S, c->B};
   if (clpa_ref_xattn_dims_get(&sh, &dims) != CLPA_OK) BAIL_OUT("shape: %s", clpa_last_error());
   const size_t nb = (size_t)dims.q_blocks * dims.k_blocks, n = nb * (size_t)c->heads;
   double *want_mass = xmalloc(sizeof(double) * n);
@@ -283,17 +232,17 @@ static double check_case(const xcase *c, const inputs *in, double *ref_density) 
 }
 
 static void run_case(const xcase *c) {
-  inputs in;
-  make_inputs(c, &in, NULL, NULL);
+  attn_scene in;
+  make_scene(c, &in, NULL, NULL);
   check_case(c, &in, NULL);
-  free_inputs(&in);
+  attn_scene_free(&in);
 }
 
 /* tau = 1: every causal block kept, nothing after the diagonals. */
 static void test_tau_one(void) {
   const xcase c = {4, 2, 64, 16, 8, 64, 128, 384, 128, F16, F32, 1.0, 0};
-  inputs in;
-  make_inputs(&c, &in, NULL, NULL);
+  attn_scene in;
+  make_scene(&c, &in, NULL, NULL);
   const int qb_n = c.num_q / c.B, kb_n = (c.q_offset + c.num_q) / c.B;
   const size_t n = (size_t)c.heads * qb_n * kb_n;
   float *mass = xmalloc(4 * n);
@@ -305,15 +254,15 @@ static void test_tau_one(void) {
         good &= mask[((size_t)h * qb_n + qb) * kb_n + kb] == (kb <= c.q_offset / c.B + qb);
   ok(good, "tau = 1 keeps every causal block and nothing else");
   free(mass), free(mask);
-  free_inputs(&in);
+  attn_scene_free(&in);
 }
 
 /* mass is optional: without it the mask is the same. A block id outside
  * the cache sets CLPA_FAULT_BAD_BLOCK. */
 static void test_no_mass_and_faults(void) {
   const xcase c = {2, 1, 64, 16, 8, 64, 128, 256, 128, F16, F32, 0.8, 0};
-  inputs in;
-  make_inputs(&c, &in, NULL, NULL);
+  attn_scene in;
+  make_scene(&c, &in, NULL, NULL);
   const size_t n = (size_t)c.heads * (256 / 64) * (384 / 64);
   float *mass = xmalloc(4 * n);
   uint8_t *with = xmalloc(n), *without = xmalloc(n);
@@ -322,12 +271,12 @@ static void test_no_mass_and_faults(void) {
   good &= run_device(&c, &in, n, mass, without) == CLPA_OK;
   no_mass = 0;
   ok(good && memcmp(with, without, n) == 0, "mass NULL: the same mask, no fault");
-  in.table[1] = 1 << 30;
+  in.tables[1] = 1 << 30;
   const clpa_status st = run_device(&c, &in, n, mass, with);
   ok(st == CLPA_OK && last_faults == CLPA_FAULT_BAD_BLOCK,
      "a block id outside the cache sets CLPA_FAULT_BAD_BLOCK (fault word %d)", last_faults);
   free(mass), free(with), free(without);
-  free_inputs(&in);
+  attn_scene_free(&in);
 }
 
 /* In pieces (scratch_limit): the same masses and masks, bit for bit, as
@@ -337,8 +286,8 @@ static void test_no_mass_and_faults(void) {
  * a partial last block. */
 static void test_pieces(void) {
   const xcase c = {4, 2, 64, 16, 8, 64, 192, 776, 128, F16, F32, 0.9, 0};
-  inputs in;
-  make_inputs(&c, &in, NULL, NULL);
+  attn_scene in;
+  make_scene(&c, &in, NULL, NULL);
   const int rows = c.num_q / c.S, qb = (c.num_q + c.B - 1) / c.B;
   const int kb = (c.q_offset + c.num_q + c.B - 1) / c.B;
   const size_t n = (size_t)c.heads * (size_t)qb * (size_t)kb, per_row = (size_t)kb * 8;
@@ -355,7 +304,7 @@ static void test_pieces(void) {
   }
   scratch_limit = 0;
   free(m1), free(m2), free(k1), free(k2);
-  free_inputs(&in);
+  attn_scene_free(&in);
 }
 
 /* Structured scene (as test_host_ref_xattn's): a sink on the first S keys
@@ -380,13 +329,13 @@ static float struct_query(int i, int d, int hs, int S, int q_offset) {
 
 static void test_structured(void) {
   const xcase c = {1, 1, 64, 16, 8, 64, 512, STRUCT_NUM_K - 512, 512, F16, F32, 0.9, 0};
-  inputs in;
-  make_inputs(&c, &in, struct_key, struct_query);
+  attn_scene in;
+  make_scene(&c, &in, struct_key, struct_query);
   double ref_density = -1;
   const double density = check_case(&c, &in, &ref_density);
   ok(density >= 0 && density < 0.2 && fabs(density - ref_density) < 0.01,
      "structured: density %.4f < 0.2 at tau 0.9 (reference %.4f)", density, ref_density);
-  free_inputs(&in);
+  attn_scene_free(&in);
 }
 
 /* Every bad argument is refused with a message naming it and the public

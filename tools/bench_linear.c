@@ -24,7 +24,7 @@ typedef struct linear_args {
   clpa_dtype dtype;
   rows_list rows;
   const char *engine;
-  int32_t lanes, groups, nc, mwarps, fill, ct;
+  int32_t lanes, groups, nc, mwarps, fill, ct, gemm_bm, gemm_bk;
   int json, cold, hot;
   int32_t repeats;
 } linear_args;
@@ -86,9 +86,39 @@ static clpa_status one_call(clpa_context *ctx, const void *arg, cl_event *event)
                          c->n, c->k, 0, event);
 }
 
+typedef struct peak_arg {
+  cl_kernel k;
+  size_t global;
+} peak_arg;
+
+static clpa_status peak_once(clpa_context *ctx, const void *arg) {
+  const peak_arg *p = arg;
+  const size_t local = 256;
+  const cl_int e = clEnqueueNDRangeKernel(clpa_context_cl_queue(ctx), p->k, 1, NULL, &p->global,
+                                          &local, 0, NULL, NULL);
+  return e == CL_SUCCESS ? CLPA_OK : CLPA_ERR_OPENCL;
+}
+
+/* NVIDIA: the tensor cores' f16 TFLOP/s (demo_linear_mma_peak), else 0. */
+static double mma_peak(bench_env *env, demo_linear *l) {
+  peak_arg p = {NULL, (size_t)(env->info.compute_units ? env->info.compute_units : 1) * 8 * 256};
+  const cl_int iters = 4096;
+  double t = 0, tflops = 0;
+  cl_mem out = NULL;
+  if (demo_linear_mma_peak_kernel(l, &p.k) != CLPA_OK) return 0;
+  out = bench_buffer(env, NULL, sizeof(float) * p.global);
+  if (out && clSetKernelArg(p.k, 0, sizeof out, &out) == CL_SUCCESS &&
+      clSetKernelArg(p.k, 1, sizeof iters, &iters) == CL_SUCCESS &&
+      bench_time(env, "mma peak", peak_once, &p, &t) == 0 && t > 0)
+    tflops = (double)p.global / 32 * iters * 8 * 4096 / t / 1e12;
+  clReleaseKernel(p.k);
+  if (out) clReleaseMemObject(out);
+  return tflops;
+}
+
 int bench_linear(int argc, char **argv) {
   linear_args a = {"llama-1b", CLPA_DTYPE_F16, {5, {1, 4, 16, 64, 256}}, "all", 0, 0, 0, 0, -1, 0,
-                   0, 0, 0, 30};
+                   0, 0, 0, 0, 0, 30};
   const cli_opt opts[] = {
       {"model", CLI_WORD, &a.model, 0, 0, "NAME", "the weight shapes: llama-1b or tiny", "llama-1b",
        parse_word},
@@ -97,7 +127,7 @@ int bench_linear(int argc, char **argv) {
       {"rows", CLI_WORD, &a.rows, 0, 0, "LIST", "rows of A (tokens of a step), comma-separated",
        "1,4,16,64,256", parse_rows},
       {"engine", CLI_WORD, &a.engine, 0, 0, "NAME",
-       "stream, mma (NVIDIA), clblast, auto (the\ntable's) or all", "all", parse_word},
+       "stream, mma, gemm (NVIDIA), clblast, auto\n(the table's) or all", "all", parse_word},
       {"lanes", CLI_INT, &a.lanes, 0, 64, "N", "the streaming kernel's shape, forced (0: the table's)",
        NULL, NULL},
       {"groups", CLI_INT, &a.groups, 0, 1024, "N", "column groups a work-group (with --lanes)", NULL, NULL},
@@ -106,6 +136,9 @@ int bench_linear(int argc, char **argv) {
       {"fill", CLI_INT, &a.fill, 0, 64, "N",
        "its split of k aims at N warps a compute unit, forced\n(0: no split)", NULL, NULL},
       {"ct", CLI_INT, &a.ct, 1, 4, "N", "its tiles of 16 columns a warp, forced", NULL, NULL},
+      {"gemm-bm", CLI_INT, &a.gemm_bm, 64, 128, "N", "the tiled GEMM's rows a work-group (64 or 128), forced",
+       NULL, NULL},
+      {"gemm-bk", CLI_INT, &a.gemm_bk, 32, 64, "N", "its k a stage (32 or 64), forced", NULL, NULL},
       {"cold", CLI_FLAG, &a.cold, 0, 0, NULL, "flush the L2 before every timed call (default on a GPU)",
        NULL, NULL},
       {"hot", CLI_FLAG, &a.hot, 0, 0, NULL, "back-to-back calls (default elsewhere)", NULL, NULL},
@@ -122,8 +155,10 @@ int bench_linear(int argc, char **argv) {
       "head, summed.",
       opts,
       "JSON keys: op, device, engine, shape, dtype, rows, n, k, us_per_call,\n"
-      "weight_bytes, gbps, copy_gbps, ratio, tflops, fma_peak_tflops, lanes, groups,\n"
-      "nc, mwarps, fill, ct, ksplit (the tensor-core kernel's splits of k); the\n"
+      "weight_bytes, gbps, copy_gbps, ratio, tflops, fma_peak_tflops, mma_peak_tflops\n"
+      "(NVIDIA: f16 mma.sync back to back, same run), lanes, groups, nc, mwarps,\n"
+      "fill, ct, ksplit (the tensor-core kernel's splits of k), gemm_bm and gemm_bk\n"
+      "(the tiled GEMM's tile); the\n"
       "step's lines have shape \"step\" and the summed time and bytes.",
       clpa_version_string(),
   };
@@ -134,7 +169,7 @@ int bench_linear(int argc, char **argv) {
   if (!ns) return cli_error(&cmd, "--model %s (llama-1b or tiny)", a.model);
   if (a.dtype != CLPA_DTYPE_F32 && a.dtype != CLPA_DTYPE_F16 && a.dtype != CLPA_DTYPE_BF16)
     return cli_error(&cmd, "--dtype %s (f32, f16 or bf16)", clpa_dtype_name(a.dtype));
-  demo_linear_engine engines[3];
+  demo_linear_engine engines[4];
   int ne = 0, all = strcmp(a.engine, "all") == 0;
   if (all)
     engines[ne++] = DEMO_LINEAR_STREAM, engines[ne++] = DEMO_LINEAR_CLBLAST; /* + mma on NVIDIA, below */
@@ -142,23 +177,26 @@ int bench_linear(int argc, char **argv) {
     engines[ne++] = DEMO_LINEAR_STREAM;
   else if (strcmp(a.engine, "mma") == 0)
     engines[ne++] = DEMO_LINEAR_MMA;
+  else if (strcmp(a.engine, "gemm") == 0)
+    engines[ne++] = DEMO_LINEAR_GEMM;
   else if (strcmp(a.engine, "clblast") == 0)
     engines[ne++] = DEMO_LINEAR_CLBLAST;
   else if (strcmp(a.engine, "auto") == 0)
     engines[ne++] = DEMO_LINEAR_AUTO;
   else
-    return cli_error(&cmd, "--engine %s (stream, mma, clblast, auto or all)", a.engine);
+    return cli_error(&cmd, "--engine %s (stream, mma, gemm, clblast, auto or all)", a.engine);
 
   bench_env env;
   if (bench_open(&env)) return 1;
   bench_timing t;
   bench_timing_pick(&env, a.cold, a.hot, a.repeats, &t);
   cl_context cl = clpa_context_cl_context(env.ctx);
-  if (all && strstr(env.info.vendor, "NVIDIA")) engines[ne++] = DEMO_LINEAR_MMA;
+  if (all && strstr(env.info.vendor, "NVIDIA"))
+    engines[ne++] = DEMO_LINEAR_MMA, engines[ne++] = DEMO_LINEAR_GEMM;
   /* the table's entry, with what the options force */
   demo_linear *l = NULL;
-  demo_linear_tuning forced = {"forced", 0, 0, 0, 0, 0, 0, 0, 0, 0};
-  const int force = a.lanes || a.mwarps || a.fill >= 0 || a.ct;
+  demo_linear_tuning forced = {"forced", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 32};
+  const int force = a.lanes || a.mwarps || a.fill >= 0 || a.ct || a.gemm_bm || a.gemm_bk;
   if (demo_linear_create(cl, clpa_context_cl_device(env.ctx), clpa_context_cl_queue(env.ctx), NULL,
                          &l) == CLPA_OK && force) {
     forced = *demo_linear_tuning_of(l);
@@ -168,6 +206,8 @@ int bench_linear(int argc, char **argv) {
     if (a.mwarps) forced.mwarps = a.mwarps;
     if (a.fill >= 0) forced.mma_fill = a.fill;
     if (a.ct) forced.mma_ct = a.ct;
+    if (a.gemm_bm) forced.gemm_bm = a.gemm_bm;
+    if (a.gemm_bk) forced.gemm_bk = a.gemm_bk;
     demo_linear_destroy(l);
     l = NULL;
     demo_linear_create(cl, clpa_context_cl_device(env.ctx), clpa_context_cl_queue(env.ctx), &forced,
@@ -189,8 +229,14 @@ int bench_linear(int argc, char **argv) {
   cl_mem C = bench_buffer(&env, NULL, sizeof(float) * (size_t)max_rows * max_n);
   cli_progress("linear: measuring the copy bandwidth and the FMA peak...");
   const double copy = bench_copy_gbps(&env, (size_t)256 << 20, &t), peak = bench_fma_tflops(&env);
+  const double mpeak = l ? mma_peak(&env, l) : 0;
   cli_progress_end();
   rc = A && C && copy > 0 ? 0 : 1;
+  if (!a.json && rc == 0) {
+    printf("copy %.1f GB/s, f32 FMA peak %.3f TFLOP/s", copy, peak);
+    if (mpeak > 0) printf(", f16 mma peak %.1f TFLOP/s", mpeak);
+    printf(" (this run)\n");
+  }
   for (int e = 0; e < ne && rc == 0; e++)
     for (int r = 0; r < a.rows.n && rc == 0; r++) {
       double step_s = 0, step_bytes = 0;
@@ -237,12 +283,17 @@ int bench_linear(int argc, char **argv) {
           cli_json_num(&j, "ratio", gbps / copy, 4);
           cli_json_num(&j, "tflops", tflops, 3);
           cli_json_num(&j, "fma_peak_tflops", peak, 3);
+          if (mpeak > 0) cli_json_num(&j, "mma_peak_tflops", mpeak, 1);
           cli_json_int(&j, "lanes", tu->lanes);
           cli_json_int(&j, "groups", tu->groups);
           cli_json_int(&j, "nc", tu->nc);
           cli_json_int(&j, "mwarps", tu->mwarps);
           cli_json_int(&j, "fill", tu->mma_fill);
           cli_json_int(&j, "ct", tu->mma_ct);
+          if (used == DEMO_LINEAR_GEMM) {
+            cli_json_int(&j, "gemm_bm", demo_linear_gemm_rows(l, c.rows, s->n));
+            cli_json_int(&j, "gemm_bk", tu->gemm_bk == 64 && s->k % 64 == 0 ? 64 : 32);
+          }
           cli_json_int(&j, "ksplit", used == DEMO_LINEAR_MMA ? demo_linear_mma_split(l, c.rows, s->n, s->k) : 1);
           cli_json_end(&j);
         } else {

@@ -427,6 +427,7 @@ class AttnInputs(Struct):
         ("alibi_slopes", cl_mem),
         ("sinks", cl_mem),
         ("block_mask", cl_mem),
+        ("mass", cl_mem),
         ("num_wait_events", c_uint32),
         ("wait_events", cl_event_array),
         ("event", cl_event_p),

@@ -1,6 +1,7 @@
 /* gguf_llama.c — llama.cpp's Llama conventions on top of the GGUF reader
- * (gguf.c): the metadata and tensor shapes demo_gguf_llama_config checks,
- * and the Q/K row unpermutation (see gguf.h). */
+ * (gguf.c, gguf_kv.c, gguf_tensors.c): the metadata and tensor shapes
+ * demo_gguf_llama_config checks, and the Q/K row unpermutation (see
+ * gguf.h). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>

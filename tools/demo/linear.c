@@ -17,12 +17,12 @@
  * sentence a row; the measurements that chose each (device, date,
  * command, figures) are in docs/decisions/0029-demo-linear-table.md. */
 static const demo_linear_tuning table[] = {
-    /* NVIDIA: the tensor cores from 2 rows on, k split for small matrices; streaming for
-       1 row and for block forms up to 16 */
-    {"vendor:NVIDIA", 16, 32, 4, 4, 2, 1 << 30, 4, 2, 16},
+    /* NVIDIA: the tensor cores from 2 rows on, k split for small matrices, the tiled GEMM
+       (64 k a stage) past 32 rows; streaming for 1 row and for block forms up to 16 */
+    {"vendor:NVIDIA", 16, 32, 4, 4, 2, 1 << 30, 4, 2, 16, 33, 0, 64},
     /* CPUs (PoCL): one work-item a column group, vector sums; faster than CLBlast at every row count */
-    {"type:cpu", 1 << 30, 1, 16, 2, 0, 0, 4, 2, 0},
-    {"default", 16, 16, 8, 4, 0, 0, 4, 2, 0},
+    {"type:cpu", 1 << 30, 1, 16, 2, 0, 0, 4, 2, 0, 0, 0, 32},
+    {"default", 16, 16, 8, 4, 0, 0, 4, 2, 0, 0, 0, 32},
 };
 
 /* Row blocks the kernels are built for: the smallest that holds the
@@ -31,6 +31,8 @@ static const int32_t row_blocks[] = {1, 4, 16};
 #define NBLOCKS (int)(sizeof row_blocks / sizeof row_blocks[0])
 static const int32_t mma_blocks[] = {8, 16, 32, 64}; /* 8 NT */
 #define NMMA (int)(sizeof mma_blocks / sizeof mma_blocks[0])
+/* the tiled GEMM's programs: MT 2 or 4 (64 or 128 rows a work-group) by KS 2 or 4 (32 or 64 k a stage) */
+#define NGEMM 2
 
 enum { NWDT = DEMO_W_COUNT };
 
@@ -43,6 +45,8 @@ struct demo_linear {
   int32_t cus;        /* compute units (the split's aim) */
   cl_program prog[NWDT][NBLOCKS], mprog[NWDT][NMMA];
   cl_kernel stream[NWDT][NBLOCKS], widen[NWDT], mma[NWDT][NMMA], reduce[NWDT][NMMA];
+  cl_program gprog[NWDT][NGEMM][NGEMM];
+  cl_kernel gemm[NWDT][NGEMM][NGEMM];
   cl_mem wide;        /* CLBlast's f32 copy of one weight */
   size_t wide_elems;
   cl_mem part, counts; /* the mma kernel's split sums and its tiles' counters (zero between calls) */
@@ -106,13 +110,17 @@ clpa_status demo_linear_create(cl_context ctx, cl_device_id dev, cl_command_queu
   if (t->lanes < 1 || t->lanes > 64 || t->groups < 1 || t->groups * t->lanes > 1024 || t->nc < 1 ||
       t->nc > 16 || t->stream_max_rows < 0 || t->mma_max_rows < 0 ||
       t->mma_min_rows < 0 || t->mwarps < 1 || t->mwarps > 8 || t->mma_ct < 1 || t->mma_ct > 4 ||
-      t->mma_fill < 0 || t->mma_fill > 64)
+      t->mma_fill < 0 || t->mma_fill > 64 || t->gemm_min_rows < 0 ||
+      (t->gemm_bm != 0 && t->gemm_bm != 64 && t->gemm_bm != 128) ||
+      (t->gemm_bk != 32 && t->gemm_bk != 64))
     return demo_fail(CLPA_ERR_INVALID_ARG,
                      "demo_linear_create: lanes %d, groups %d, nc %d, stream_max_rows %d,"
-                     " mma rows %d to %d, mwarps %d, mma_ct %d, mma_fill %d", (int)t->lanes,
-                     (int)t->groups, (int)t->nc, (int)t->stream_max_rows,
+                     " mma rows %d to %d, mwarps %d, mma_ct %d, mma_fill %d, gemm_min_rows %d,"
+                     " gemm_bm %d (0, 64 or 128), gemm_bk %d (32 or 64)",
+                     (int)t->lanes, (int)t->groups, (int)t->nc, (int)t->stream_max_rows,
                      (int)t->mma_min_rows, (int)t->mma_max_rows, (int)t->mwarps,
-                     (int)t->mma_ct, (int)t->mma_fill);
+                     (int)t->mma_ct, (int)t->mma_fill, (int)t->gemm_min_rows, (int)t->gemm_bm,
+                     (int)t->gemm_bk);
   demo_linear *l = calloc(1, sizeof *l);
   if (!l) return demo_fail(CLPA_ERR_OUT_OF_MEMORY, "demo_linear_create: out of memory");
   l->ctx = ctx, l->dev = dev, l->queue = queue;
@@ -138,6 +146,10 @@ void demo_linear_destroy(demo_linear *l) {
       if (l->reduce[d][b]) clReleaseKernel(l->reduce[d][b]);
       if (l->mprog[d][b]) clReleaseProgram(l->mprog[d][b]);
     }
+    for (int b = 0; b < NGEMM * NGEMM; b++) {
+      if (l->gemm[d][b / NGEMM][b % NGEMM]) clReleaseKernel(l->gemm[d][b / NGEMM][b % NGEMM]);
+      if (l->gprog[d][b / NGEMM][b % NGEMM]) clReleaseProgram(l->gprog[d][b / NGEMM][b % NGEMM]);
+    }
   }
   if (l->wide) clReleaseMemObject(l->wide);
   if (l->part) clReleaseMemObject(l->part);
@@ -151,6 +163,7 @@ const char *demo_linear_engine_name(demo_linear_engine e) {
   return e == DEMO_LINEAR_STREAM    ? "stream"
          : e == DEMO_LINEAR_CLBLAST ? "clblast"
          : e == DEMO_LINEAR_MMA     ? "mma"
+         : e == DEMO_LINEAR_GEMM    ? "gemm"
                                     : "auto";
 }
 
@@ -160,7 +173,17 @@ static int mma_runs(int32_t k, demo_wfmt w) {
   return k % 32 == 0 && (w == DEMO_W_F16 || w == DEMO_W_BF16);
 }
 
+/* The tiled GEMM takes the call: k in stages of 32, f16 or bf16 weights or
+ * ggml's blocks (k a whole number of them: check() holds that). */
+static int gemm_runs(int32_t k, demo_wfmt w) { return k % 32 == 0 && w != DEMO_W_F32; }
+
 demo_linear_engine demo_linear_pick(const demo_linear *l, int32_t rows, int32_t k, demo_wfmt w) {
+  /* block forms skip mma (f16 and bf16 only): the GEMM from past the streaming kernel's rows */
+  const int32_t from = w >= DEMO_W_Q8_0 && l->tune.stream_max_rows < l->tune.gemm_min_rows
+                           ? l->tune.stream_max_rows + 1
+                           : l->tune.gemm_min_rows;
+  if (l->tune.gemm_min_rows && rows >= from && l->nvidia && gemm_runs(k, w))
+    return DEMO_LINEAR_GEMM;
   if (rows >= l->tune.mma_min_rows && rows <= l->tune.mma_max_rows && l->nvidia && mma_runs(k, w))
     return DEMO_LINEAR_MMA;
   return rows <= l->tune.stream_max_rows && k % 8 == 0 ? DEMO_LINEAR_STREAM : DEMO_LINEAR_CLBLAST;
@@ -173,14 +196,19 @@ static int block_in(const int32_t *blocks, int count, int32_t rows) {
 }
 #define block_for(rows) block_in(row_blocks, NBLOCKS, rows)
 
-/* Builds the kernels' source (with the tensor-core kernel: mma) with
- * these options and returns the program and its kernel `name`. */
+/* Builds the kernels' source (with the tensor-core kernel: mma 1; the
+ * tiled GEMM after the source's first part: mma 2) with these options and
+ * returns the program and its kernel `name`. */
 static clpa_status build(demo_linear *l, int mma, const char *opts, const char *name,
                          cl_program *prog, cl_kernel *kern) {
   const char *src[8];
   unsigned n = 0;
-  for (unsigned i = 0; i < demo_linear_source_count; i++) src[n++] = demo_linear_source[i];
-  for (unsigned i = 0; mma && i < demo_linear_mma_source_count; i++) src[n++] = demo_linear_mma_source[i];
+  /* the tiled GEMM takes the first part alone: the weights' types and ggml's blocks */
+  for (unsigned i = 0; i < (mma < 2 ? demo_linear_source_count : 1); i++) src[n++] = demo_linear_source[i];
+  for (unsigned i = 0; mma == 1 && i < demo_linear_mma_source_count; i++)
+    src[n++] = demo_linear_mma_source[i];
+  for (unsigned i = 0; mma == 2 && i < demo_linear_gemm_source_count; i++)
+    src[n++] = demo_linear_gemm_source[i];
   cl_int e;
   cl_program p = clCreateProgramWithSource(l->ctx, n, src, NULL, &e);
   if (e != CL_SUCCESS)
@@ -373,6 +401,55 @@ static clpa_status run_mma(demo_linear *l, int d, cl_mem A, cl_mem W, cl_mem C, 
   return demo_cl_check(e, "demo_linear_run: clEnqueueNDRangeKernel(demo_linear_mma_reduce)");
 }
 
+/* linear.h: the table's gemm_bm, else 128 rows a work-group past 64 rows
+ * where that gives at least a work-group to two compute units
+ * (docs/decisions/0029-demo-linear-table.md). */
+int32_t demo_linear_gemm_rows(const demo_linear *l, int32_t rows, int32_t n) {
+  if (l->tune.gemm_bm) return l->tune.gemm_bm;
+  const int64_t groups = (((int64_t)rows + 127) / 128) * (((int64_t)n + 127) / 128);
+  return rows > 64 && 2 * groups >= l->cus ? 128 : 64;
+}
+
+/* The tiled GEMM's program of dtype d, 64 (b 0) or 128 rows (1) a
+ * work-group, 32 (s 0) or 64 k (1) a stage. */
+static clpa_status gemm_program(demo_linear *l, int d, int b, int s) {
+  if (l->gemm[d][b][s]) return CLPA_OK;
+  char opts[96];
+  snprintf(opts, sizeof opts, "-cl-std=CL1.2 -DDEMO_WDT=%d -DMT=%d -DKS=%d -DDEMO_PTX=%d", d,
+           2 + 2 * b, 2 + 2 * s, l->nvidia);
+  return build(l, 2, opts, "demo_linear_gemm", &l->gprog[d][b][s], &l->gemm[d][b][s]);
+}
+
+clpa_status demo_linear_mma_peak_kernel(demo_linear *l, cl_kernel *k) {
+  *k = NULL;
+  if (!l->nvidia)
+    return demo_fail(CLPA_ERR_UNSUPPORTED, "demo_linear_mma_peak_kernel: NVIDIA only (inline PTX)");
+  clpa_status st = gemm_program(l, DEMO_W_F16, 0, 0);
+  if (st != CLPA_OK) return st;
+  cl_int e;
+  *k = clCreateKernel(l->gprog[DEMO_W_F16][0][0], "demo_linear_mma_peak", &e);
+  return demo_cl_check(e, "demo_linear: clCreateKernel(demo_linear_mma_peak)");
+}
+
+static clpa_status run_gemm(demo_linear *l, int d, cl_mem A, cl_mem W, cl_mem C, int32_t rows,
+                            int32_t n, int32_t k, int accumulate, cl_event *ev) {
+  if (!gemm_runs(k, (demo_wfmt)d))
+    return demo_fail(CLPA_ERR_INVALID_ARG,
+                     "demo_linear_run: the tiled GEMM needs k a multiple of 32 and f16, bf16 or"
+                     " block-form weights (k %d, %s)", (int)k, forms[d].name);
+  const int32_t bm = demo_linear_gemm_rows(l, rows, n);
+  const int b = bm == 128, ks = l->tune.gemm_bk == 64 && k % 64 == 0; /* else 32 k a stage */
+  clpa_status st = gemm_program(l, d, b, ks);
+  cl_kernel kr = st == CLPA_OK ? l->gemm[d][b][ks] : NULL;
+  if (st == CLPA_OK) st = set_args(kr, A, rows, k, W, n, C, accumulate);
+  if (st != CLPA_OK) return st;
+  const size_t global[2] = {((size_t)rows + (size_t)bm - 1) / (size_t)bm * 256, ((size_t)n + 127) / 128};
+  const size_t local[2] = {256, 1};
+  return demo_cl_check(
+      clEnqueueNDRangeKernel(l->queue, kr, 2, NULL, global, local, 0, NULL, ev),
+      "demo_linear_run: clEnqueueNDRangeKernel(demo_linear_gemm)");
+}
+
 /* out [n, k] = W as floats (demo_linear_widen); the program is built. */
 static clpa_status widen(demo_linear *l, int d, cl_mem W, cl_mem out, int32_t n, int32_t k) {
   const size_t count = (size_t)n * (size_t)k;
@@ -425,5 +502,6 @@ clpa_status demo_linear_run(demo_linear *l, demo_linear_engine e, demo_wfmt w, c
   if (e == DEMO_LINEAR_AUTO) e = demo_linear_pick(l, rows, k, w);
   return e == DEMO_LINEAR_STREAM ? run_stream(l, d, A, W, C, rows, n, k, accumulate, ev)
          : e == DEMO_LINEAR_MMA  ? run_mma(l, d, A, W, C, rows, n, k, accumulate, ev)
+         : e == DEMO_LINEAR_GEMM ? run_gemm(l, d, A, W, C, rows, n, k, accumulate, ev)
                                  : run_clblast(l, d, A, W, C, rows, n, k, accumulate, ev);
 }

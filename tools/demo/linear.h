@@ -3,13 +3,17 @@
  * or C += that (the residual add), W [n, k] row-major in its stored form
  * (f32, f16, bf16, or one of ggml's block formats, dequantized in the
  * kernels exactly as ggml does), A and C f32 on the device, f32 sums.
- * Three engines:
+ * Four engines:
  *
  *   stream   linear_kernels.c: reads each weight once per row block, in
  *            its stored form; bound by the weights' bytes for few rows
  *            (a decode step); any OpenCL 1.2 device
  *   mma      linear_kernels.c: the same on NVIDIA's tensor cores (2xTF32,
  *            f16 and bf16 weights; emulated elsewhere, for tests)
+ *   gemm     linear_gemm_kernels.c: a tiled GEMM on NVIDIA's tensor cores
+ *            (f16 or bf16 weights, or ggml's blocks decoded to f16; the
+ *            activations rounded to the weights' type: one mma a 16 k); for
+ *            many rows (a prefill chunk); emulated elsewhere, for tests
  *   clblast  CLBlast's SGEMM, the weight widened to f32 first where it is
  *            stored narrower (no device here has cl_khr_fp16 for HGEMM);
  *            for many rows (a prefill chunk)
@@ -42,7 +46,8 @@ typedef enum demo_linear_engine {
   DEMO_LINEAR_AUTO = 0,   /* the device's table */
   DEMO_LINEAR_STREAM = 1, /* linear_kernels.c */
   DEMO_LINEAR_CLBLAST = 2, /* CLBlast's SGEMM */
-  DEMO_LINEAR_MMA = 3      /* linear_kernels.c's tensor-core kernel (NVIDIA; emulated elsewhere) */
+  DEMO_LINEAR_MMA = 3,     /* linear_kernels.c's tensor-core kernel (NVIDIA; emulated elsewhere) */
+  DEMO_LINEAR_GEMM = 4     /* linear_gemm_kernels.c's tiled GEMM (NVIDIA; emulated elsewhere) */
 } demo_linear_engine;
 
 /* One entry of the table. */
@@ -56,6 +61,10 @@ typedef struct demo_linear_tuning {
   int32_t mma_ct;          /* its tiles of 16 columns a warp */
   int32_t mma_fill;        /* its split of k across work-groups aims at this many warps a
                               compute unit (0: no split; demo_linear_mma_split) */
+  int32_t gemm_min_rows;   /* NVIDIA: the tiled GEMM from this many rows on, before the
+                              others (0: never) */
+  int32_t gemm_bm;         /* its rows a work-group: 64, 128 or 0 (demo_linear_gemm_rows) */
+  int32_t gemm_bk;         /* its k a stage: 32 or 64 (where k is a multiple of 64) */
 } demo_linear_tuning;
 
 typedef struct demo_linear demo_linear;
@@ -74,8 +83,10 @@ void demo_linear_destroy(demo_linear *l);
 const demo_linear_tuning *demo_linear_tuning_of(const demo_linear *l);
 
 /* The engine the table picks for `rows` rows over a k of k, weights in
- * form w: mma from mma_min_rows to mma_max_rows where it runs (NVIDIA, k
- * a multiple of 32, f16 or bf16 weights), else stream up to
+ * form w: gemm from gemm_min_rows where it runs (NVIDIA, k a multiple of
+ * 32, f16 or bf16 weights or block forms; block forms from past
+ * stream_max_rows), else mma from mma_min_rows to mma_max_rows where it
+ * runs (f16 or bf16), else stream up to
  * stream_max_rows (k a multiple of 8), else clblast (block formats
  * widened to f32 first). */
 demo_linear_engine demo_linear_pick(const demo_linear *l, int32_t rows, int32_t k, demo_wfmt w);
@@ -85,7 +96,18 @@ demo_linear_engine demo_linear_pick(const demo_linear *l, int32_t rows, int32_t 
  * a whole number of chunks of 32 and at least two stages. */
 int32_t demo_linear_mma_split(const demo_linear *l, int32_t rows, int32_t n, int32_t k);
 
-/* "stream", "mma", "clblast" or "auto". */
+/* The tiled GEMM's rows a work-group for a call (32 MT: 64 or 128): the
+ * table's gemm_bm, else 128 past 64 rows where the call has at least a
+ * work-group to two compute units that way. */
+int32_t demo_linear_gemm_rows(const demo_linear *l, int32_t rows, int32_t n);
+
+/* NVIDIA: *k receives a new kernel demo_linear_mma_peak (out: a float a
+ * work-item, iters), back-to-back mma.sync.m16n8k16 (4096 flops a warp
+ * each, 8 an iteration), the tensor cores' ceiling for benchmarks; the
+ * caller releases it. CLPA_ERR_UNSUPPORTED elsewhere. */
+clpa_status demo_linear_mma_peak_kernel(demo_linear *l, cl_kernel *k);
+
+/* "stream", "mma", "gemm", "clblast" or "auto". */
 const char *demo_linear_engine_name(demo_linear_engine e);
 
 /* Enqueues C = A . W^T (accumulate 0) or C += A . W^T (1) by engine e
@@ -110,5 +132,8 @@ extern const char *const demo_linear_source[];
 extern const unsigned demo_linear_source_count;
 extern const char *const demo_linear_mma_source[];
 extern const unsigned demo_linear_mma_source_count;
+/* The tiled GEMM (linear_gemm_kernels.c), built on its own. */
+extern const char *const demo_linear_gemm_source[];
+extern const unsigned demo_linear_gemm_source_count;
 
 #endif

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "../tool_cli.h"
 #include "check.h"
@@ -34,7 +35,7 @@ typedef struct demo_args {
   clpa_dtype kv_dtype, weight_dtype;
   float temperature, top_p;
   int32_t top_k;
-  int no_prefix_cache, check, json;
+  int no_prefix_cache, check, json, no_warmup;
   demo_linear_engine linear;
 } demo_args;
 
@@ -69,8 +70,9 @@ static const char *parse_linear(const char *text, void *value) {
   if (strcmp(text, "auto") == 0) *e = DEMO_LINEAR_AUTO;
   else if (strcmp(text, "stream") == 0) *e = DEMO_LINEAR_STREAM;
   else if (strcmp(text, "mma") == 0) *e = DEMO_LINEAR_MMA;
+  else if (strcmp(text, "gemm") == 0) *e = DEMO_LINEAR_GEMM;
   else if (strcmp(text, "clblast") == 0) *e = DEMO_LINEAR_CLBLAST;
-  else return "auto, stream, mma or clblast";
+  else return "auto, stream, mma, gemm or clblast";
   return NULL;
 }
 
@@ -148,7 +150,7 @@ static int parse(int argc, char **argv, demo_args *a) {
        "f32", parse_dtype},
       {"linear", CLI_WORD, &a->linear, 0, 0, "NAME",
        "the linear layers' engine: auto (the device's\ntable by rows), stream (the weight-streaming\n"
-       "kernel), mma (its tensor-core form, NVIDIA)\nor clblast (CLBlast's SGEMM)", "auto", parse_linear},
+       "kernel), mma (its tensor-core form, NVIDIA),\ngemm (the tiled tensor-core GEMM, NVIDIA)\nor clblast (CLBlast's SGEMM)", "auto", parse_linear},
       {"max-running", CLI_INT, &a->max_running, 1, 4096, "N", "requests decoding at once", NULL,
        NULL},
       {"token-budget", CLI_INT, &a->token_budget, 16, 1 << 20, "N",
@@ -156,6 +158,9 @@ static int parse(int argc, char **argv, demo_args *a) {
       {"device", CLI_WORD, &a->device, 0, 0, "SPEC",
        "P:D or a name substring (else CLPA_DEVICE,\nelse the first GPU, else the first device)",
        "default", parse_text},
+      {"no-warmup", CLI_FLAG, &a->no_warmup, 0, 0, NULL,
+       "time the first launch of every kernel too (by\ndefault the workload is served once untimed\n"
+       "first, so that the figures are a warm run's)", NULL, NULL},
       {"check", CLI_FLAG, &a->check, 0, 0, NULL,
        "run every request again through the host\nreference engine and compare tokens and logits",
        NULL, NULL},
@@ -320,6 +325,55 @@ static int read_prompts(const demo_args *a, demo_prompts *pf) {
   return CLI_RUN;
 }
 
+/* The run's workload: --prompt's or --prompts' requests (tokenized in
+ * sv), else the synthetic one; *longest: the longest sequence a request
+ * can reach (the cache's sizing). NULL when out of memory. */
+static demo_workload *make_workload(const demo_args *a, const served *sv, const demo_config *mc,
+                                    int32_t *longest) {
+  *longest = 1;
+  if (a->prompt || a->prompts) {
+    for (int32_t i = 0; i < sv->n; i++) { /* longer than the model's context: refused anyway */
+      const int64_t need = (int64_t)sv->lens[i] + sv->max_new[i];
+      const int32_t fit = need < mc->max_positions ? (int32_t)need : mc->max_positions;
+      *longest = fit > *longest ? fit : *longest;
+    }
+    return demo_workload_create_prompts((const int32_t *const *)sv->ids, sv->lens, sv->max_new,
+                                        sv->n);
+  }
+  demo_workload_config wc;
+  demo_workload_config_init(&wc, a->requests, mc->vocab);
+  wc.output_min = a->output_min, wc.output_max = a->output_max, wc.seed = a->seed;
+  wc.arrival_steps = a->arrival_steps;
+  *longest = wc.system_len + wc.fewshot_len + wc.question_len + 4 * wc.turn_len + 4 * a->output_max;
+  return demo_workload_create(&wc);
+}
+
+static double wall_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* The warm-up: the same workload served once on an engine of its own (its
+ * cache freed after), so that the timed run finds every program built and
+ * every kernel launched once (PoCL compiles a kernel at its first launch,
+ * CLBlast in every process). Nothing of it reaches the timed run but
+ * that. */
+static clpa_status warm_up(demo_model *m, const demo_args *a, const served *sv,
+                           const demo_config *mc, const demo_sched_config *sc) {
+  int32_t longest;
+  demo_workload *w = make_workload(a, sv, mc, &longest);
+  if (!w) return demo_fail(CLPA_ERR_OUT_OF_MEMORY, "out of memory for the workload");
+  demo_sched_config c = *sc;
+  c.keep_logits = 0;
+  demo_engine *e = NULL;
+  clpa_status st = demo_engine_create(m, w, &c, &e);
+  if (st == CLPA_OK) st = demo_engine_run(e, NULL, NULL);
+  demo_engine_destroy(e);
+  demo_workload_destroy(w);
+  return st;
+}
+
 int main(int argc, char **argv) {
   demo_args a;
   int rc = parse(argc, argv, &a);
@@ -380,26 +434,11 @@ int main(int argc, char **argv) {
   demo_model_set_linear(m, a.linear);
   /* The cache holds every running request's longest sequence, twice. */
   int32_t longest = 1;
-  if (a.prompt || a.prompts) {
-    if (tokenize(tok, &a, &pf, &sv)) {
-      cli_progress_end();
-      goto out;
-    }
-    w = demo_workload_create_prompts((const int32_t *const *)sv.ids, sv.lens, sv.max_new, sv.n);
-    for (int32_t i = 0; i < sv.n; i++) { /* longer than the model's context: refused anyway */
-      const int64_t need = (int64_t)sv.lens[i] + sv.max_new[i];
-      const int32_t fit = need < mc.max_positions ? (int32_t)need : mc.max_positions;
-      longest = fit > longest ? fit : longest;
-    }
-  } else {
-    demo_workload_config wc;
-    demo_workload_config_init(&wc, a.requests, mc.vocab);
-    wc.output_min = a.output_min, wc.output_max = a.output_max, wc.seed = a.seed;
-    wc.arrival_steps = a.arrival_steps;
-    w = demo_workload_create(&wc);
-    longest = wc.system_len + wc.fewshot_len + wc.question_len + 4 * wc.turn_len + 4 * a.output_max;
+  if ((a.prompt || a.prompts) && tokenize(tok, &a, &pf, &sv)) {
+    cli_progress_end();
+    goto out;
   }
-  if (!w) goto out;
+  if (!(w = make_workload(&a, &sv, &mc, &longest))) goto out;
   if (a.temperature > 0) {
     demo_sampler_config scfg;
     demo_sampler_config_init(&scfg);
@@ -425,6 +464,22 @@ int main(int argc, char **argv) {
   }
   cli_progress_end();
   clpa_program_stats ps0 = {0}, ps1 = {0};
+  double warmup_s = -1;
+  unsigned warmup_built = 0;
+  if (!a.no_warmup) {
+    cli_progress("clpa-demo: warming up: serving the workload once, untimed...");
+    clpa_context_program_stats(ctx, &ps0);
+    const double t0 = wall_s();
+    if ((st = warm_up(m, &a, &sv, &mc, &sc)) != CLPA_OK) {
+      cli_progress_end();
+      fprintf(stderr, "clpa-demo: warm-up: %s\n", demo_last_error());
+      goto out;
+    }
+    warmup_s = wall_s() - t0;
+    clpa_context_program_stats(ctx, &ps1);
+    warmup_built = ps1.built_from_source - ps0.built_from_source;
+    cli_progress_end();
+  }
   clpa_context_program_stats(ctx, &ps0);
   cli_progress_begin();
   st = demo_engine_run(e, demo_report_progress, NULL);
@@ -465,7 +520,8 @@ int main(int argc, char **argv) {
                          a.temperature, a.top_k, a.top_p, a.seed,
                          linear_rule, copy_gbps, demo_model_weight_bytes(m),
                          2.0 * mc.layers * mc.kv_heads * mc.head_size *
-                             (double)clpa_dtype_size(a.kv_dtype)};
+                             (double)clpa_dtype_size(a.kv_dtype),
+                         warmup_s, warmup_built};
   if (a.prompt && !a.json) { /* the answer, as text */
     int32_t count;
     const demo_result *res = demo_engine_results(e, &count);

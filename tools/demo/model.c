@@ -63,6 +63,11 @@ void demo_model_linear_rule(const demo_model *m, char *buf, size_t cap) {
     snprintf(buf, cap, "%s (forced)", demo_linear_engine_name(m->engine));
   else if (t->stream_max_rows >= (1 << 30) && t->mma_max_rows <= 0)
     snprintf(buf, cap, "stream at every row count (table %s)", t->match);
+  else if (t->mma_max_rows >= (1 << 30) && t->gemm_min_rows > 0)
+    snprintf(buf, cap,
+             "gemm (where it runs) from %d rows, else mma from %d, else stream up to %d, then"
+             " clblast (table %s)",
+             (int)t->gemm_min_rows, (int)t->mma_min_rows, (int)t->stream_max_rows, t->match);
   else if (t->mma_max_rows >= (1 << 30))
     snprintf(buf, cap, "mma (where it runs) from %d rows, else stream up to %d, then clblast (table %s)",
              (int)t->mma_min_rows, (int)t->stream_max_rows, t->match);

@@ -109,6 +109,8 @@ void demo_report_summary(FILE *out, const demo_engine *e, const demo_report_info
     cli_json_int(&j, "programs_built", (long long)in->programs_built);
     cli_json_int(&j, "programs_loaded", (long long)in->programs_loaded);
     cli_json_num(&j, "build_s", in->build_s, 3);
+    cli_json_num(&j, "warmup_s", in->warmup_s, 3);
+    cli_json_int(&j, "warmup_programs_built", (long long)in->warmup_built);
     cli_json_str(&j, "linear", in->linear ? in->linear : "");
     cli_json_num(&j, "copy_gbps", in->copy_gbps, 1);
     cli_json_num(&j, "step_floor_ms", floor_s * 1e3, 6); /* a tiny model on a GPU: ~1 us */
@@ -157,6 +159,10 @@ void demo_report_summary(FILE *out, const demo_engine *e, const demo_report_info
     fprintf(out, "  step floor            %8.2f ms  (%.3g MB of weights + %.3g MB of K/V a decode step at"
                  " %.0f GB/s, the copy bandwidth of this run); TPOT p50 is %.1fx it\n",
             floor_s * 1e3, in->weight_bytes / 1e6, kv_step / 1e6, in->copy_gbps, tpot50 / floor_s);
+  if (in->warmup_s >= 0)
+    fprintf(out, "  warm-up               %8.2f s  (the workload served once untimed first, %u programs"
+                 " built: the times above are a warm run's)\n",
+            in->warmup_s, in->warmup_built);
   if (in->programs_built)
     fprintf(out, "  kernel builds         %8.2f s  (%u programs built on first use, in the times above;"
                  " the next run loads them)\n",

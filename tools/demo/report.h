@@ -33,6 +33,10 @@ typedef struct demo_report_info {
    * copy bandwidth measured in the same run (0: not measured). */
   const char *linear;        /* the linear layers' engines, in words */
   double copy_gbps, weight_bytes, kv_bytes_per_token; /* K and V of every layer */
+  /* The warm-up: the workload served once before the timed run, so that
+   * every kernel is built and launched once outside it (-1: none). */
+  double warmup_s;
+  unsigned warmup_built; /* clpa's programs it built from source */
 } demo_report_info;
 
 /* The progress line (call after each step; prints only on a terminal). */

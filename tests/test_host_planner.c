@@ -1,0 +1,451 @@
+/*
+ * test_host_planner.c — decode's planner (host/decode_planner.c) without a
+ * device:
+ *   1. the plans of tests/plan_grid.h's grid are those tests/data/
+ *      decode_plans.txt records (each grid's count and hash, and every
+ *      line the file shows), so a change of plan is a change of that file;
+ *   2. its invariants over the grid and over random shapes, lengths,
+ *      devices and tuning rows: every token in exactly one partition, no
+ *      partition past its bound, the work-group and its local memory on
+ *      the device, the grid's sizes in range, the forced fields kept.
+ *
+ *   test_host_planner DATA [RANDOM_CASES]   the checks (the seed from CLPA_TEST_SEED)
+ *   test_host_planner --record              writes the data file to stdout
+ *   test_host_planner --all                 every line of the grid, for a diff
+ */
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "decode_planner.h"
+#include "last_error.h"
+#include "plan_grid.h"
+#include "tap.h"
+
+#define SAMPLE 199                /* the data file shows every 199th line of a grid */
+#define ROWS_LOGITS 16384         /* decode_rows.cl's private logits a work-item (floats) */
+#define MAX_CONTEXT_LEN (1 << 30) /* clpa.h's CLPA_MAX_CONTEXT_LEN */
+
+/* A grid device's facts and tuning row, as lib/device_caps.c and
+ * lib/tuning.c give them (the decode facts are every row's). */
+static void device_of(const grid_device *d, clpa_device_facts *dev, clpa_decode_tuning *t) {
+  memset(dev, 0, sizeof *dev);
+  dev->name = d->name, dev->is_cpu = d->is_cpu, dev->compute_units = d->compute_units;
+  dev->local_mem_bytes = d->local_mem_bytes, dev->max_work_group_size = d->max_work_group_size;
+  dev->native_float_width = d->native_float_width;
+  dev->lane_width = d->lanes == 2   ? 32
+                    : d->lanes == 1 ? (d->subgroup_size < 32 ? d->subgroup_size : 32)
+                                    : 0;
+  dev->mma_native = d->lanes == 2 ? d->cc >= 80 : -1;
+  dev->compute_capability = d->cc;
+  const clpa_decode_tuning row = {d->partition, d->resident, 12, 8, 8, 512, 128};
+  *t = row;
+}
+
+static clpa_decode_shape shape_of(const grid_case *c) {
+  const clpa_decode_shape s = {
+      c->num_seqs,  c->num_heads,       c->num_kv_heads,   c->head_size, c->block_size,
+      c->dtype,     c->max_context_len, c->host_lens,      c->path,      c->variant,
+      c->precision, c->partition_size,  c->heads_per_group};
+  return s;
+}
+
+static void to_grid_plan(const clpa_decode_decision *d, grid_plan *g) {
+  const grid_plan p = {d->path,      d->v2,      d->partition,   d->heads_per_group, d->sg,
+                       d->max_parts, d->threads, d->key_vectors, d->logits_stride,   d->chunk,
+                       d->pipe,      d->maxnreg};
+  *g = p;
+}
+
+/* ---- invariants ---------------------------------------------------------- */
+
+static int ceil_div(int64_t a, int64_t b) { return (int)((a + b - 1) / b); }
+static int64_t round_up(int64_t a, int64_t b) { return (a + b - 1) / b * b; }
+
+/* The first invariant a plan breaks, or NULL. */
+static const char *broken(const clpa_decode_shape *s, const clpa_device_facts *dev,
+                          const clpa_decode_tuning *t, const clpa_decode_decision *d) {
+  const int max_ctx = s->max_context_len > 0 ? s->max_context_len : 1;
+  const int qpk = s->num_heads / s->num_kv_heads, bs = s->block_size, g = d->heads_per_group;
+  const int lanes = d->path == CLPA_PLANNER_LANES, mma = d->path == CLPA_PLANNER_MMA;
+  const int rows = d->path == CLPA_PLANNER_ROWS;
+  const int fp8 = clpa_dtype_size(s->kv_dtype) == 1;
+  if (!lanes && !mma && !rows) return "no path";
+  if (s->path && d->path != s->path) return "the forced path";
+  if (mma && dev->mma_native == 0) return "mma where it cannot build";
+  if (mma && s->precision == CLPA_PLANNER_PRECISION_F32 && s->kv_dtype != CLPA_DTYPE_F32)
+    return "mma rounds a query the caller wants kept";
+  if (!s->path && rows != (dev->is_cpu && !mma)) return "auto: rows exactly on CPUs (mma first)";
+  if (!s->path && mma && dev->mma_native != 1) return "auto: mma only where native";
+  if (s->variant == CLPA_PLANNER_V1 && d->v2) return "the forced v1";
+  if (s->variant == CLPA_PLANNER_V2 && !d->v2) return "the forced v2";
+  if (s->heads_per_group && g != s->heads_per_group) return "the forced heads a work-group";
+  if (g < 1 || g > 16 || qpk % g) return "heads a work-group do not divide a KV head's";
+  if (d->partition < 1 || d->partition % bs) return "partition not whole blocks";
+  /* every token in exactly one partition: [k P, (k + 1) P) for k < max_parts cover the
+   * context and the last one starts inside it */
+  if (d->v2) {
+    if ((int64_t)d->max_parts * d->partition < max_ctx) return "v2: partitions miss tokens";
+    if ((int64_t)(d->max_parts - 1) * d->partition >= max_ctx) return "v2: an empty partition";
+  } else {
+    if (d->max_parts != 1) return "v1: more than one partition";
+    if (lanes && d->logits_stride < max_ctx) return "lanes v1: logits miss tokens";
+    if (rows && d->partition < max_ctx) return "rows v1: the partition misses tokens";
+  }
+  if (s->partition_size && d->v2 && !rows && d->partition != s->partition_size)
+    return "the forced partition";
+  if (s->partition_size && rows && d->partition > s->partition_size && d->v2)
+    return "rows: a partition past the forced one";
+  /* bounds */
+  const int64_t tuned = round_up(t->partition, bs);
+  if (lanes && !s->partition_size && d->v2 &&
+      (tuned % d->partition || (d->partition < 128 && d->partition != tuned)))
+    return "lanes: a partition that is no halving of the table's (not below 128)";
+  if (lanes && d->logits_stride != (d->v2 ? d->partition : round_up(max_ctx, bs)))
+    return "lanes: logits stride";
+  if (!lanes && d->logits_stride != 1) return "logits stride past lanes";
+  if (rows && (int64_t)g * d->partition > ROWS_LOGITS) return "rows: logits past private memory";
+  if (mma && d->v2 && d->partition % 16) return "mma: partition not whole chunks";
+  const int unit = mma && bs < (fp8 ? 32 : 16) ? (fp8 ? 32 : 16) : bs;
+  if (mma && !s->partition_size && d->partition % unit) return "mma: partition not whole units";
+  if (mma && !s->partition_size && !s->host_context_lens) { /* the blind cap */
+    const int64_t want = 3L * (dev->compute_units ? dev->compute_units : 1) / 2;
+    const int64_t groups = s->num_heads / g, k = (want + groups - 1) / groups;
+    const int64_t cap = round_up(ceil_div(max_ctx, k < max_ctx ? k : max_ctx), unit);
+    const int64_t blind = round_up(t->blind_partition, unit);
+    if (d->partition > (cap > blind ? cap : blind)) return "mma: partition past the blind cap";
+  }
+  /* the work-group on the device */
+  if (!rows && (size_t)d->threads > dev->max_work_group_size) return "work-group past the device's";
+  if (!rows && d->local_bytes > dev->local_mem_bytes) return "local memory past the device's";
+  if (lanes && d->threads != CLPA_PLANNER_LANES_THREADS) return "lanes: work-group";
+  if (mma && (d->threads % 32 || d->threads < 64 || d->threads > 384)) return "mma: warps";
+  if (mma && d->pipe && d->threads > 32 * t->mma_pipe_warps) return "mma: PIPE past its warps";
+  if (d->sg != (dev->lane_width ? dev->lane_width : bs) || CLPA_PLANNER_LANES_THREADS % d->sg)
+    return "lane width";
+  if (mma != (d->chunk != 0) || (d->chunk && d->chunk != 16 && d->chunk != 32)) return "chunk";
+  if (d->chunk == 32 && (!fp8 || bs % 8 || (d->v2 && d->partition % 32))) return "32-token chunks";
+  if (d->pipe && d->chunk != 32) return "PIPE without 32-token chunks";
+  if (rows != (d->key_vectors != 0)) return "key vectors";
+  if (rows) {
+    const int wide = dev->native_float_width >= 16, regs = wide ? 32 : 16;
+    if (d->key_vectors != 1 && d->key_vectors != 2 && d->key_vectors != 4) return "key vectors";
+    if (d->key_vectors > 1 && g * d->key_vectors * (wide ? 1 : 2) > regs / 2)
+      return "rows: key vectors past the registers";
+  }
+  if (d->maxnreg != (lanes && s->kv_dtype == CLPA_DTYPE_F32 && g <= 4 ? t->lanes_f32_maxnreg : 0))
+    return "register cap";
+  /* the grid: (num_heads / g) x threads, num_seqs, max_parts in size_t, partitions in int */
+  if (d->max_parts < 1 || d->max_parts > max_ctx) return "partitions of the grid";
+  const uint64_t x = (uint64_t)(s->num_heads / g) * (uint64_t)d->threads;
+  if (x > SIZE_MAX || (uint64_t)s->num_seqs * (uint64_t)d->max_parts * x > SIZE_MAX)
+    return "grid past size_t";
+  return NULL;
+}
+
+/* ---- 1. the recorded plans ------------------------------------------------ */
+
+typedef struct walk {
+  int mode; /* 0 check, 1 record, 2 all */
+  long count[3];
+  uint64_t hash[3];
+  FILE *out;
+  char **samples; /* sorted lines of the data file */
+  size_t nsamples;
+  unsigned char *seen;
+  long invariants_broken, plans, refused, differ;
+} walk;
+
+static int cmp_line(const void *a, const void *b) {
+  return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static int one(const grid_case *gc, void *arg) {
+  walk *w = arg;
+  clpa_device_facts dev;
+  clpa_decode_tuning t;
+  device_of(gc->dev, &dev, &t);
+  const clpa_decode_shape s = shape_of(gc);
+  clpa_decode_decision d;
+  memset(&d, 0, sizeof d);
+  char err[CLPA_ERROR_MAX] = "";
+  const clpa_status st = clpa_decode_planner(&s, &dev, &t, &d, err);
+  grid_plan gp;
+  to_grid_plan(&d, &gp);
+  static char key[256], plan[CLPA_ERROR_MAX], line[CLPA_ERROR_MAX + 300];
+  grid_key(gc, key, sizeof key);
+  grid_plan_text(st, err, &gp, plan, sizeof plan);
+  snprintf(line, sizeof line, "%s : %s\n", key, plan);
+  w->hash[gc->grid] = grid_hash(w->hash[gc->grid], line);
+  if (w->mode == 2 || (w->mode == 1 && w->count[gc->grid] % SAMPLE == 0)) fputs(line, w->out);
+  w->count[gc->grid]++;
+  if (w->mode) return 0;
+  /* a line the data file shows: the same plan */
+  const size_t klen = strlen(key);
+  size_t lo = 0, hi = w->nsamples;
+  while (lo < hi) { /* the first sample line >= key */
+    const size_t mid = (lo + hi) / 2;
+    if (strcmp(w->samples[mid], key) < 0)
+      lo = mid + 1;
+    else
+      hi = mid;
+  }
+  if (lo < w->nsamples && !strncmp(w->samples[lo], key, klen) && w->samples[lo][klen] == ' ') {
+    line[strlen(line) - 1] = '\0';
+    if (strcmp(w->samples[lo], line) && w->differ++ < 10)
+      diag("recorded %s\nplanned  %s", w->samples[lo], line);
+    w->seen[lo] = 1;
+  }
+  w->plans++;
+  if (st != CLPA_OK) {
+    w->refused++;
+    if (st != CLPA_ERR_UNSUPPORTED && st != CLPA_ERR_INVALID_ARG)
+      ok(0, "%s: refused with %s", key, clpa_status_name(st));
+    return 0;
+  }
+  const char *why = broken(&s, &dev, &t, &d);
+  if (why && w->invariants_broken++ < 10) ok(0, "grid invariant: %s: %s (%s)", why, key, plan);
+  return 0;
+}
+
+static void header(FILE *f) {
+  fprintf(f,
+          "# Decode plans over tests/plan_grid.h's grid: one line a case (the grid's header says\n"
+          "# the format). `grid G N HASH`: grid G has N cases, and HASH is the 64-bit FNV-1a of\n"
+          "# all their lines in order; the lines below are every %dth of each grid.\n"
+          "# First written by tests/plan_record.c at a8c4edf (lib/decode_plan.c before the\n"
+          "# planner moved into host/); now by `test_host_planner --record`.\n",
+          SAMPLE);
+}
+
+static int record(int all) {
+  walk w;
+  memset(&w, 0, sizeof w);
+  w.mode = all ? 2 : 1;
+  w.out = all ? stdout : tmpfile();
+  if (!w.out) return 1;
+  for (int g = 0; g < 3; g++) w.hash[g] = GRID_HASH_START;
+  grid_walk(one, &w);
+  if (all) return 0;
+  header(stdout);
+  for (int g = 0; g < 3; g++) printf("grid %d %ld %016" PRIx64 "\n", g, w.count[g], w.hash[g]);
+  rewind(w.out);
+  char buf[CLPA_ERROR_MAX + 300];
+  while (fgets(buf, sizeof buf, w.out)) fputs(buf, stdout);
+  fclose(w.out);
+  return 0;
+}
+
+static void check_recorded(const char *path) {
+  FILE *f = fopen(path, "r");
+  if (!f) BAIL_OUT("cannot open %s", path);
+  walk w;
+  memset(&w, 0, sizeof w);
+  long want_count[3] = {-1, -1, -1};
+  uint64_t want_hash[3] = {0};
+  static char buf[CLPA_ERROR_MAX + 300];
+  size_t cap = 0;
+  while (fgets(buf, sizeof buf, f)) {
+    buf[strcspn(buf, "\n")] = '\0';
+    int g;
+    long n;
+    uint64_t h;
+    if (buf[0] == '#' || !buf[0]) continue;
+    if (sscanf(buf, "grid %d %ld %" SCNx64, &g, &n, &h) == 3 && g >= 0 && g < 3) {
+      want_count[g] = n, want_hash[g] = h;
+      continue;
+    }
+    if (w.nsamples == cap &&
+        !(w.samples = realloc(w.samples, (cap = cap ? 2 * cap : 1024) * sizeof *w.samples)))
+      BAIL_OUT("out of memory");
+    if (!(w.samples[w.nsamples++] = strdup(buf))) BAIL_OUT("out of memory");
+  }
+  fclose(f);
+  qsort(w.samples, w.nsamples, sizeof *w.samples, cmp_line);
+  w.seen = calloc(w.nsamples + 1, 1);
+  for (int g = 0; g < 3; g++) w.hash[g] = GRID_HASH_START;
+  grid_walk(one, &w);
+  for (int g = 0; g < 3; g++) {
+    ok(w.count[g] == want_count[g], "grid %d: %ld cases (recorded %ld)", g, w.count[g],
+       want_count[g]);
+    if (!ok(w.hash[g] == want_hash[g], "grid %d: every plan as recorded (hash %016" PRIx64 ")", g,
+            w.hash[g]))
+      diag("recorded hash %016" PRIx64
+           "; `test_host_planner --all` prints every line to diff "
+           "with the recording commit's",
+           want_hash[g]);
+  }
+  size_t unseen = 0;
+  for (size_t i = 0; i < w.nsamples; i++) unseen += !w.seen[i];
+  ok(w.nsamples > 500 && unseen == 0 && w.differ == 0,
+     "%zu recorded lines, every one planned (%zu not) as recorded (%ld not)", w.nsamples, unseen,
+     w.differ);
+  ok(w.invariants_broken == 0,
+     "the grid's %ld plans (%ld refused) keep the invariants (%ld break them)", w.plans, w.refused,
+     w.invariants_broken);
+  for (size_t i = 0; i < w.nsamples; i++) free(w.samples[i]);
+  free(w.samples), free(w.seen);
+}
+
+/* ---- 2. random shapes ------------------------------------------------------ */
+
+static int pick(const int *v, int n) { return v[rng_below((uint32_t)n)]; }
+#define PICK(a) pick(a, (int)(sizeof(a) / sizeof *(a)))
+
+static void random_cases(long n) {
+  static const int lmems[] = {16 << 10, 32 << 10,  48 << 10, 64 << 10,
+                              96 << 10, 228 << 10, 512 << 10};
+  static const int wgs[] = {128, 256, 512, 1024, 4096}, widths[] = {1, 4, 8, 16};
+  static const int lane_widths[] = {0, 8, 16, 32}, natives[] = {-1, 0, 1}, ccs[] = {75, 80, 89, 90};
+  static const int parts[] = {128, 256, 512, 1024, 2048, 4096, 8192}, bss[] = {8, 16, 32};
+  static const int kvs[] = {1, 2, 4, 8}, qpks[] = {1, 2, 3, 4, 7, 8, 16};
+  static const int hss[] = {32, 64, 80, 96, 112, 120, 128, 192, 256};
+  static const clpa_dtype dts[] = {CLPA_DTYPE_F32, CLPA_DTYPE_F16, CLPA_DTYPE_BF16,
+                                   CLPA_DTYPE_FP8_E4M3, CLPA_DTYPE_FP8_E5M2};
+  static int32_t lens[512];
+  long bad = 0, refused = 0;
+  for (long i = 0; i < n; i++) {
+    const uint64_t replay = tap_rng_state; /* CLPA_TEST_SEED's state before this case */
+    clpa_device_facts dev = {"random",
+                             (int)rng_below(2),
+                             1 + rng_below(256),
+                             (uint64_t)PICK(lmems),
+                             (size_t)PICK(wgs),
+                             (unsigned)PICK(widths),
+                             PICK(lane_widths),
+                             PICK(natives),
+                             0};
+    dev.compute_capability = dev.mma_native >= 0 ? PICK(ccs) : 0;
+    if (dev.mma_native == 0) dev.compute_capability = 75;
+    if (dev.mma_native == 1 && dev.compute_capability < 80) dev.compute_capability = 80;
+    const clpa_decode_tuning t = {PICK(parts),
+                                  (int)rng_below(9),
+                                  8 + 4 * (int)rng_below(3),
+                                  4 + 4 * (int)rng_below(2),
+                                  4 + 4 * (int)rng_below(2),
+                                  256 << rng_below(3),
+                                  128 * (int)rng_below(2)};
+    clpa_decode_shape s;
+    memset(&s, 0, sizeof s);
+    s.block_size = PICK(bss), s.num_kv_heads = PICK(kvs);
+    s.num_heads = s.num_kv_heads * PICK(qpks);
+    s.kv_dtype = dts[rng_below(5)];
+    do s.head_size = PICK(hss);
+    while (s.head_size % (16 / (int)clpa_dtype_size(s.kv_dtype)));
+    s.num_seqs = (int)rng_below(8) ? 1 + (int)rng_below(rng_below(2) ? 8 : 300) : 0;
+    /* contexts log-uniform up to 2^30 tokens, some 0 */
+    s.max_context_len =
+        rng_below(16) ? (int)(rng_next() % ((uint64_t)1 << (1 + rng_below(30)))) : 0;
+    if (s.max_context_len > MAX_CONTEXT_LEN) s.max_context_len = MAX_CONTEXT_LEN;
+    switch (rng_below(4)) {
+      case 0:
+        break;
+      case 1:
+        for (int j = 0; j < s.num_seqs; j++) lens[j] = s.max_context_len;
+        s.host_context_lens = lens;
+        break;
+      default:
+        for (int j = 0; j < s.num_seqs; j++)
+          lens[j] = (int32_t)(rng_next() % ((uint64_t)s.max_context_len + 1));
+        s.host_context_lens = lens;
+    }
+    s.path = (int32_t)rng_below(6) < 3 ? 0 : (int32_t)rng_below(4);
+    s.variant = (int32_t)rng_below(5) < 3 ? 0 : 1 + (int32_t)rng_below(2);
+    s.precision = (int32_t)rng_below(4) == 0;
+    if (rng_below(4) == 0) s.partition_size = s.block_size * (1 + (int32_t)rng_below(512));
+    if (rng_below(4) == 0) { /* a divisor of the KV head's queries */
+      const int qpk = s.num_heads / s.num_kv_heads;
+      do s.heads_per_group = 1 + (int32_t)rng_below(qpk < 16 ? qpk : 16);
+      while (qpk % s.heads_per_group);
+    }
+    clpa_decode_decision d, again;
+    memset(&d, 0, sizeof d), memset(&again, 0x5a, sizeof again);
+    char err[CLPA_ERROR_MAX] = "";
+    const clpa_status st = clpa_decode_planner(&s, &dev, &t, &d, err);
+    const clpa_status st2 = clpa_decode_planner(&s, &dev, &t, &again, NULL);
+    const char *why = NULL;
+    if (st != st2)
+      why = "a second plan differs";
+    else if (st != CLPA_OK) {
+      refused++;
+      if (st != CLPA_ERR_UNSUPPORTED && st != CLPA_ERR_INVALID_ARG)
+        why = "refused with another status";
+      else if (!strstr(err, ": ") || !*(strstr(err, ": ") + 2))
+        why = "refused without a message";
+      else if (s.path == 0 && s.variant == 0 && !s.partition_size && !s.heads_per_group)
+        why = "refused with nothing forced";
+    } else if (memcmp(&d, &again, sizeof d))
+      why = "a second plan differs";
+    else
+      why = broken(&s, &dev, &t, &d);
+    if (why && bad++ < 10) {
+      ok(0, "random case %ld: %s", i, why);
+      diag("replay: CLPA_TEST_SEED's state %" PRIu64
+           "; %d seqs %d/%d heads, head %d, %s, block %d,"
+           " max %d, lengths %s; path %d variant %d precision %d partition %d heads %d; device %u"
+           " units, %" PRIu64 " B local, wg %zu, lanes %d, mma %d cc %d%s%s",
+           replay, s.num_seqs, s.num_heads, s.num_kv_heads, s.head_size,
+           clpa_dtype_name(s.kv_dtype), s.block_size, s.max_context_len,
+           s.host_context_lens ? "given" : "none", s.path, s.variant, s.precision, s.partition_size,
+           s.heads_per_group, dev.compute_units, dev.local_mem_bytes, dev.max_work_group_size,
+           dev.lane_width, dev.mma_native, dev.compute_capability, st ? "; refused: " : "",
+           st ? err : "");
+      if (st == CLPA_OK)
+        diag(
+            "plan: path %d v2 %d partition %d heads %d parts %d threads %d chunk %d pipe %d,"
+            " %zu B local",
+            d.path, d.v2, d.partition, d.heads_per_group, d.max_parts, d.threads, d.chunk, d.pipe,
+            d.local_bytes);
+    }
+  }
+  ok(bad == 0, "%ld random shapes (%ld refused) keep the invariants (%ld break them)", n, refused,
+     bad);
+}
+
+/* ---- refusals the public API promises -------------------------------------- */
+
+static void refusals(void) {
+  const grid_device *t4 = &grid_devices[4];
+  clpa_device_facts dev;
+  clpa_decode_tuning t;
+  device_of(t4, &dev, &t);
+  clpa_decode_shape s = {4, 32, 8, 128, 16, CLPA_DTYPE_F16, 4096, NULL, CLPA_PLANNER_MMA,
+                         0, 0,  0, 0};
+  clpa_decode_decision d;
+  char err[CLPA_ERROR_MAX] = "";
+  ok(clpa_decode_planner(&s, &dev, &t, &d, err) == CLPA_ERR_UNSUPPORTED &&
+         strstr(err, "path mma needs compute capability 8.0 on NVIDIA ('t4' has 7.5)"),
+     "mma forced on a T4: refused, named (%s)", err);
+  ok(!strcmp(clpa_last_error(), err), "the message is this thread's last error too");
+  s.path = 7;
+  ok(clpa_decode_planner(&s, &dev, &t, &d, NULL) == CLPA_ERR_INVALID_ARG &&
+         strstr(clpa_last_error(), "path = 7 (0 auto, 1 lanes, 2 mma, 3 rows)"),
+     "path 7: refused without an error buffer (%s)", clpa_last_error());
+}
+
+/* PIPE's cap of 8 warps gives a 12-warp work-group more output slices (8 against 6): on a
+ * 32 KiB device with emulated products its local memory no longer fit, so no PIPE there. */
+static void regress_pipe_keeps_local_memory(void) {
+  const clpa_device_facts dev = {"emulated, 32 KiB", 0, 8, 32 << 10, 1024, 4, 8, -1, 0};
+  const clpa_decode_tuning t = {512, 0, 12, 8, 8, 512, 128};
+  const int32_t lens[1] = {4096};
+  const clpa_decode_shape s = {1,    4, 1, 192, 16, CLPA_DTYPE_FP8_E5M2, 4096, lens,
+                               CLPA_PLANNER_MMA, 0, 0, 0,   0};
+  clpa_decode_decision d;
+  const clpa_status st = clpa_decode_planner(&s, &dev, &t, &d, NULL);
+  ok(st == CLPA_OK && d.chunk == 32 && d.threads == 384 && !d.pipe &&
+         d.local_bytes <= dev.local_mem_bytes && !broken(&s, &dev, &t, &d),
+     "regress_pipe_keeps_local_memory: 12 warps, no PIPE, %zu bytes of local memory", d.local_bytes);
+}
+
+int main(int argc, char **argv) {
+  if (argc > 1 && !strcmp(argv[1], "--record")) return record(0);
+  if (argc > 1 && !strcmp(argv[1], "--all")) return record(1);
+  if (argc < 2) BAIL_OUT("usage: test_host_planner DATA [RANDOM_CASES] | --record | --all");
+  rng_seed_from_env();
+  check_recorded(argv[1]);
+  random_cases(argc > 2 ? atol(argv[2]) : 20000);
+  refusals();
+  regress_pipe_keeps_local_memory();
+  return done_testing();
+}
