@@ -1,22 +1,32 @@
 /*
- * common.cl — shared by every kernel family. The host builds a program
- * from clpa_codes.h (the numbers C and OpenCL C share), this file, the
- * parts a family needs (kv.cl for families that touch the paged cache)
- * and the family's own file; lib/kernels.c lists the parts per family.
- * Every tunable is a CLPA_-prefixed -D define with a default, so each
- * file compiles alone.
+ * common.cl — the first part of every kernel family's program but
+ * blocks' and smoke's (which need none). A program is clpa_codes.h (the numbers C and OpenCL C share),
+ * this file, the parts its family lists and the family's own file, in
+ * that order (lib/kernels.c): kv.cl where the cache is read or written,
+ * io.cl where there are queries or outputs, and so on. No file compiles
+ * alone.
+ *
+ * Options: lib/launch.c renders each tunable of a family (lib/kernels.c)
+ * as -DCLPA_<NAME>=<value>, and lib/program.c adds CLPA_LANES to every
+ * program. Every option a file reads is required, and the file says so
+ * before its first use:
+ *     #ifndef CLPA_NAME
+ *     #error "CLPA_NAME: what it is; required"
+ *     #endif
+ * No option has a default (a default would hide a host that forgot one);
+ * derived sizes are plain defines, in capitals. smoke.cl's
+ * CLPA_SMOKE_BREAK, a switch for tests/test_program_cache.c, is no option.
  *
  * 1. Vector helpers: width-generic loads, conversions, sums and dots.
- * 2. Query and output dtypes (CLPA_IO_DTYPE): io_t, IO_LOAD, IO_STORE.
- * 3. Lane groups: the CUDA warp becomes SG consecutive work-items.
+ * 2. Lane groups: the CUDA warp becomes SG consecutive work-items.
  *    CLPA_LANES picks how lanes exchange values: 1 emulated (local memory
  *    + barriers, any OpenCL 1.2 device), 2 subgroups with shuffles, 3
  *    NVIDIA inline PTX.
- * 4. The softmax state (m, l) and its merge: decode v2's reduce uses it
- *    today, prefill, merge_states and cascade decode tomorrow.
+ * 3. The softmax state (m, l) and its merge: decode's partitions, prefill's
+ *    key tiles, merge_states and XAttention's key chunks all use it.
  */
 #ifndef CLPA_LANES
-#define CLPA_LANES 1 /* 1 emulated, 2 subgroup, 3 nv_ptx */
+#error "CLPA_LANES: how lanes exchange values (1 emulated, 2 subgroup, 3 nv_ptx); required"
 #endif
 
 #ifdef cl_khr_fp64
@@ -91,6 +101,18 @@ inline float4 bf16_bits_to_float4(uint2 x) {
 #define IOTA8 (int8)(0, 1, 2, 3, 4, 5, 6, 7)
 #define IOTA16 (int16)(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15)
 
+/* A kernel's parameter list from its list in an *_args.h (decode_args.h
+ * says how the entries read), the same list the host fills by name:
+ *   void clpa_decode_paged(KERNEL_PARAMS(DECODE_ARG_LIST))  */
+#define KERNEL_PARAMS(list) list(KERNEL_PARAM, KERNEL_COMMA)
+#define KERNEL_COMMA ,
+#define KERNEL_PARAM(kind, type, name) KERNEL_PARAM_##kind(type) name
+#define KERNEL_PARAM_GLOBAL(t) __global t *
+#define KERNEL_PARAM_GLOBAL_CONST(t) __global const t *
+#define KERNEL_PARAM_GLOBAL_VOLATILE(t) __global volatile t *
+#define KERNEL_PARAM_LOCAL(t) __local t *
+#define KERNEL_PARAM_VALUE(t) t
+
 /* ---- 1. vector helpers ---------------------------------------------- */
 
 inline float vsum1(float a) { return a; }
@@ -115,61 +137,14 @@ inline float vdot16(float16 a, float16 b, float acc) {
 }
 #define VDOT(n, a, b, acc) CAT(vdot, n)(a, b, acc)
 
-/* ---- 2. query and output dtypes ------------------------------------
- * f32, f16 (stored through vstore_half_rte: no cl_khr_fp16 needed) or
- * bf16 (16-bit words, rounded to nearest even as the host's encoder). */
-
-/* bfloat16 from f32 bits: NaN keeps its top bits with the quiet bit set.
- * (kv.cl stores bf16 caches with it too.) */
+/* bfloat16 from f32 bits, rounded to nearest even as the host's encoder:
+ * NaN keeps its top bits with the quiet bit set (io.cl's and kv.cl's bf16 stores). */
 inline ushort f32_to_bf16(uint x) {
   if ((x & 0x7fffffffu) > 0x7f800000u) return (ushort)((x >> 16) | 0x0040u);
   return (ushort)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
 }
 
-#ifndef CLPA_IO_DTYPE
-#define CLPA_IO_DTYPE CLPA_CODE_F32
-#endif
-#if CLPA_IO_DTYPE == CLPA_CODE_F32
-typedef float io_t;
-#define IO_LOAD(p, i) ((p)[i])
-#define IO_STORE(v, p, i) ((p)[i] = (v))
-#elif CLPA_IO_DTYPE == CLPA_CODE_F16
-typedef half io_t;
-#define IO_LOAD(p, i) vload_half((i), (p))
-#define IO_STORE(v, p, i) vstore_half_rte((v), (i), (p))
-#elif CLPA_IO_DTYPE == CLPA_CODE_BF16
-typedef ushort io_t;
-#define IO_LOAD(p, i) as_float((uint)(p)[i] << 16)
-#define IO_STORE(v, p, i) ((p)[i] = f32_to_bf16(as_uint(v)))
-#else
-#error "CLPA_IO_DTYPE must be CLPA_CODE_F32, CLPA_CODE_F16 or CLPA_CODE_BF16"
-#endif
-/* n (2, 4, 8 or 16) consecutive elements from element i of p, as floatn.
- * Or, for 4 of them, in two steps: IO_RAW4A / IO_RAW4U load them as
- * stored, in 32-bit lanes (IO_RAW4: float4, or uint2 holding 16-bit
- * elements), and IO_RAW4_FLOAT converts, so that a copy can load early
- * and convert late. IO_RAW4A where p + i is aligned to 4 elements: one
- * vector load (vloadn and vload_halfn may only assume an element's
- * alignment, and NVIDIA's compiler then loads element by element). */
-#if CLPA_IO_DTYPE == CLPA_CODE_F32
-#define IO_LOADN(n, p, i) CAT(VLOAD, n)((p) + (i))
-#define IO_RAW4 float4
-#define IO_RAW4U(p, i) vload4(0, (p) + (i))
-#define IO_RAW4_FLOAT(x) (x)
-#elif CLPA_IO_DTYPE == CLPA_CODE_F16
-#define IO_LOADN(n, p, i) CAT(VLOADH, n)((p) + (i))
-#define IO_RAW4 uint2
-#define IO_RAW4U(p, i) as_uint2(vload4(0, (__global const ushort *)((p) + (i))))
-#define IO_RAW4_FLOAT(x) f16_bits_to_float4(as_ushort4(x))
-#else
-#define IO_LOADN(n, p, i) CAT(AS_FLOAT, n)(CAT(TO_UINT, n)(CAT(VLOAD, n)((p) + (i))) << 16)
-#define IO_RAW4 uint2
-#define IO_RAW4U(p, i) as_uint2(vload4(0, (p) + (i)))
-#define IO_RAW4_FLOAT(x) bf16_bits_to_float4(x)
-#endif
-#define IO_RAW4A(p, i) (*(__global const IO_RAW4 *)((p) + (i)))
-
-/* ---- 3. lane groups -------------------------------------------------- */
+/* ---- 2. lane groups -------------------------------------------------- */
 
 #if CLPA_LANES == 3
 /* NVIDIA: a warp is 32 lanes; shfl.sync.bfly exchanges registers. */
@@ -260,7 +235,7 @@ inline float block_reduce(float v, int is_max, int nthreads, int sg, __local flo
 #endif
 }
 
-/* ---- 4. the softmax state -------------------------------------------
+/* ---- 3. the softmax state -------------------------------------------
  * Attention over a set of keys, for one query row, is summarised by
  *   m = the largest logit,  l = sum_j exp(logit_j - m)
  * (an empty set is m = -inf, l = 0). Two disjoint sets merge by the

@@ -11,7 +11,7 @@
  *   v2: one work-group per PARTITION_SIZE tokens writes its partition's
  *       softmax state (max_logits, exp_sums) and normalised output
  *       (tmp_out); with CLPA_MERGE 1 the last of a row's partitions to
- *       finish merges them into out (and lse): kv.cl's decode_last_part
+ *       finish merges them into out (and lse): decode_merge.cl's decode_last_part
  *       and decode_merge_parts, and a row of one partition writes out
  *       directly, as v1; with CLPA_MERGE 0 (devices without device-scope
  *       ordering) reduce.cl's kernel merges every row after the launch.
@@ -46,22 +46,22 @@
  * (v2) the last partition of a row merges them.
  */
 #ifndef CLPA_HEAD_SIZE
-#define CLPA_HEAD_SIZE 128
+#error "CLPA_HEAD_SIZE: elements a head; required"
 #endif
 #ifndef CLPA_BLOCK_SIZE
-#define CLPA_BLOCK_SIZE 16
+#error "CLPA_BLOCK_SIZE: tokens a cache block; required"
 #endif
 #ifndef CLPA_NUM_THREADS
-#define CLPA_NUM_THREADS 128 /* work-group size */
+#error "CLPA_NUM_THREADS: work-items a work-group; required"
 #endif
 #ifndef CLPA_SG
-#define CLPA_SG 32 /* lanes per lane group (the CUDA warp) */
+#error "CLPA_SG: lanes a lane group (the CUDA warp); required"
 #endif
 #ifndef CLPA_PARTITION_SIZE
-#define CLPA_PARTITION_SIZE 0 /* 0: v1; else tokens per partition (a multiple of BLOCK_SIZE) */
+#error "CLPA_PARTITION_SIZE: 0 for v1, else tokens a partition (a multiple of BLOCK_SIZE); required"
 #endif
 #ifndef CLPA_HEADS_PER_WG
-#define CLPA_HEADS_PER_WG 1 /* query heads of one KV head served by one work-group */
+#error "CLPA_HEADS_PER_WG: query heads of one KV head a work-group serves; required"
 #endif
 #define HEAD_SIZE CLPA_HEAD_SIZE
 #define BLOCK_SIZE CLPA_BLOCK_SIZE
@@ -94,14 +94,11 @@
  * query load from local memory serves several keys: 4 when the heads
  * times the vector width make 16, 2 otherwise
  * (docs/decisions/0005-decode-lanes-kernel.md). */
-#ifndef CLPA_KEY_BLOCKS
 #if G * VEC_SIZE == 16
-#define CLPA_KEY_BLOCKS 4
+#define KEY_BLOCKS 4
 #else
-#define CLPA_KEY_BLOCKS 2
+#define KEY_BLOCKS 2
 #endif
-#endif
-#define KEY_BLOCKS CLPA_KEY_BLOCKS
 #define V_ELEMS_ (X < BLOCK_SIZE ? X : BLOCK_SIZE)
 #if V_ELEMS_ >= 16
 #define V_VEC_SIZE 16
@@ -194,7 +191,7 @@ inline void reduce_rows(__local float *out_s, float accs[G][NUM_ROWS_PER_THREAD]
 }
 
 __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_decode_paged(
-    DECODE_ARGS) {
+    KERNEL_PARAMS(DECODE_ARG_LIST)) {
   __local float q_s[G * HEAD_SIZE];
   __local float out_s[G * HEAD_SIZE];
   __local float red[NUM_THREADS];
@@ -389,7 +386,7 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
       tmp_out[(sh * max_parts + part) * HEAD_SIZE + i % HEAD_SIZE] = out_s[i];
   }
 #if PARTITION_SIZE && CLPA_MERGE
-  /* ---- 7. the last partition of the row to finish merges them (kv.cl;
+  /* ---- 7. the last partition of the row to finish merges them (decode_merge.cl;
    * q_s is free: the weights' local memory) ---- */
   const int merging = decode_last_part(live && !alone, part_counts, seq, nparts, last);
   decode_merge_parts(merging, nparts, seq, head0, num_heads, max_parts, max_logits, exp_sums,

@@ -8,7 +8,7 @@
  * tests). Same arguments, grid and results as decode.cl's
  * clpa_decode_paged; in v2 the partitions write their states, and the
  * last of a row's to finish, told by a counter (part_counts), merges them
- * and writes the output (steps 7 and 8, kv.cl's decode_last_part and
+ * and writes the output (steps 7 and 8, decode_merge.cl's decode_last_part and
  * decode_merge_parts), with no reduce kernel (CLPA_MERGE 1; with 0, on
  * devices without device-scope ordering, reduce.cl's kernel merges after
  * the launch). Checked by tests/test_decode.c
@@ -61,7 +61,7 @@
  *
  * Grid:  (num_heads / G * NUM_THREADS, num_seqs, partitions)
  * Group: NUM_THREADS work-items, whole warps of 32.
- * Buffers: as decode.cl's (kv.cl's DECODE_ARGS); the cache layouts
+ * Buffers: as decode.cl's (decode_args.h); the cache layouts
  *   k_cache [num_blocks, num_kv_heads, HEAD_SIZE / X, BLOCK_SIZE, X]
  *   v_cache [num_blocks, num_kv_heads, HEAD_SIZE, BLOCK_SIZE]
  * The work-group: 4 warps, or 3 or 2 (lib/decode_plan.c mma_warps), or 6, 8 or
@@ -74,8 +74,26 @@
  * and masked, so that every work-item runs the same iterations (the
  * emulated products use barriers).
  */
-#if !defined(CLPA_HEAD_SIZE) || !defined(CLPA_BLOCK_SIZE) || !defined(CLPA_NUM_THREADS) || !defined(CLPA_PARTITION_SIZE) || !defined(CLPA_HEADS_PER_WG) || !defined(CLPA_CHUNK) || !defined(CLPA_PIPE)
-#error "built through lib/launch.c, which passes every -DCLPA_ option of the family"
+#ifndef CLPA_HEAD_SIZE
+#error "CLPA_HEAD_SIZE: elements a head; required"
+#endif
+#ifndef CLPA_BLOCK_SIZE
+#error "CLPA_BLOCK_SIZE: tokens a cache block; required"
+#endif
+#ifndef CLPA_NUM_THREADS
+#error "CLPA_NUM_THREADS: work-items a work-group; required"
+#endif
+#ifndef CLPA_PARTITION_SIZE
+#error "CLPA_PARTITION_SIZE: 0 for v1, else tokens a partition (a multiple of BLOCK_SIZE); required"
+#endif
+#ifndef CLPA_HEADS_PER_WG
+#error "CLPA_HEADS_PER_WG: query heads of one KV head a work-group serves; required"
+#endif
+#ifndef CLPA_CHUNK
+#error "CLPA_CHUNK: tokens a warp takes at a time (16, or 32 for fp8); required"
+#endif
+#ifndef CLPA_PIPE
+#error "CLPA_PIPE: 1 where a warp loads its next chunk while it computes one; required"
 #endif
 #define HEAD_SIZE CLPA_HEAD_SIZE
 #define BLOCK_SIZE CLPA_BLOCK_SIZE
@@ -285,7 +303,7 @@ inline void load_chunk(mma_chunk *ch, int c0, int2 ids, int g, int t, int lo, in
   g, t, lo, end, num_blocks, faults, k_cache, v_cache, off, block_stride
 
 __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_decode_mma(
-    DECODE_ARGS) {
+    KERNEL_PARAMS(DECODE_ARG_LIST)) {
   __local float o_s[SLICES * G * HEAD_SIZE];
   __local float m_s[WARPS * 16], l_s[WARPS * 16], row_m[16], row_l[16];
 #if PARTITION_SIZE && CLPA_MERGE
@@ -635,7 +653,7 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
     }
   }
 #if PARTITION_SIZE && CLPA_MERGE
-  /* ---- 8. the last partition of the row to finish merges them (kv.cl;
+  /* ---- 8. the last partition of the row to finish merges them (decode_merge.cl;
    * o_s is free: the weights' local memory) ---- */
   const int merging = decode_last_part(live && !alone, part_counts, seq, nparts, last);
   decode_merge_parts(merging, nparts, seq, head0, num_heads, max_parts, max_logits, exp_sums,

@@ -13,7 +13,7 @@
  *      multiply-add serves VT tokens, and TG such vectors of successive
  *      tokens share each query load (CLPA_KEY_VECTORS, 4, 2 or 1: as many
  *      as leave the TG x G accumulators in registers; lib/decode_plan.c); with
- *      4, their token sums are taken together (kv.cl token_sums4);
+ *      4, their token sums are taken together (rows.cl's token_sums4);
  *   2. the softmax over the partition, per head;
  *   3. values: a value row is contiguous over a block's tokens; four rows
  *      at a time, the G heads' probabilities multiply VB tokens of each,
@@ -24,9 +24,17 @@
  * start, context) are -inf and their value slots zero; blocks with bad ids
  * set CLPA_FAULT_BAD_BLOCK and take no part.
  */
-#if !defined(CLPA_HEAD_SIZE) || !defined(CLPA_BLOCK_SIZE) || !defined(CLPA_PARTITION_SIZE) ||     \
-    !defined(CLPA_HEADS_PER_WG) || !defined(CLPA_KEY_VECTORS)
-#error "built through lib/launch.c, which passes every -DCLPA_ option of the family"
+#ifndef CLPA_HEAD_SIZE
+#error "CLPA_HEAD_SIZE: elements a head; required"
+#endif
+#ifndef CLPA_PARTITION_SIZE
+#error "CLPA_PARTITION_SIZE: 0 for v1, else tokens a partition (a multiple of BLOCK_SIZE); required"
+#endif
+#ifndef CLPA_HEADS_PER_WG
+#error "CLPA_HEADS_PER_WG: query heads of one KV head a work-group serves; required"
+#endif
+#ifndef CLPA_KEY_VECTORS
+#error "CLPA_KEY_VECTORS: 16-element key vectors sharing each query load (4, 2 or 1); required"
 #endif
 #define HEAD_SIZE CLPA_HEAD_SIZE
 #define BLOCK_SIZE CLPA_BLOCK_SIZE
@@ -44,7 +52,7 @@
 #if PART % BLOCK_SIZE || TG < 1 || NTG % TG
 #error "decode rows: partitions of whole blocks, head sizes of multiples of 4"
 #endif
-/* Key vectors whose token sums are taken together: a step's 4 (kv.cl
+/* Key vectors whose token sums are taken together: a step's 4 (rows.cl
  * token_sums4: VS = 4 x VT tokens), else one at a time (VS = VT). */
 #if TG == 4
 #define SV 4
@@ -116,7 +124,8 @@ inline void rows_touch(__global const kv_t *cache, ulong kv_off, __global const 
     }                                                                                         \
   } while (0)
 
-__kernel __attribute__((reqd_work_group_size(1, 1, 1))) void clpa_decode_rows(DECODE_ARGS) {
+__kernel __attribute__((reqd_work_group_size(1, 1, 1))) void clpa_decode_rows(
+    KERNEL_PARAMS(DECODE_ARG_LIST)) {
   (void)logits, (void)logits_stride, (void)part_counts;
   const int head0 = get_group_id(0) * G, seq = get_group_id(1), part = get_group_id(2);
   const int kv_head = head0 / (num_heads / num_kv_heads);

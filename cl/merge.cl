@@ -3,7 +3,7 @@
  * clpa_ref_merge_states (host/ref_attention.c).
  */
 #ifndef CLPA_NUM_THREADS
-#define CLPA_NUM_THREADS 64
+#error "CLPA_NUM_THREADS: work-items a work-group; required"
 #endif
 #define NUM_THREADS CLPA_NUM_THREADS
 

@@ -5,8 +5,8 @@
  * through the block table, keeps each row's running max m and sum l and
  * rescales its output accumulator when m grows (common.cl's softmax
  * state), and normalises once at the end. This file is what the three
- * paths share (their arguments, the row and key-range helpers, the
- * layouts below); each path's kernel is a file of its own, built after
+ * paths share (the row and key-range helpers, the layouts below; their
+ * arguments are prefill_args.h's); each path's kernel is a file of its own, built after
  * it: prefill_tiles.cl (local memory, f32, any OpenCL 1.2 device),
  * prefill_rows.cl (rows a work-item, for CPUs) and prefill_mma.cl (tensor
  * cores). Checked by tests/test_prefill.c against clpa_ref_prefill
@@ -44,37 +44,25 @@
  * every row's range are never read (nor their block ids checked).
  */
 #ifndef CLPA_HEAD_SIZE
-#define CLPA_HEAD_SIZE 128
+#error "CLPA_HEAD_SIZE: elements a head; required"
 #endif
 #ifndef CLPA_BLOCK_SIZE
-#define CLPA_BLOCK_SIZE 16
+#error "CLPA_BLOCK_SIZE: tokens a cache block; required"
 #endif
 #ifndef CLPA_NUM_THREADS
-#define CLPA_NUM_THREADS 128
+#error "CLPA_NUM_THREADS: work-items a work-group; required"
 #endif
 #ifndef CLPA_ROWS
-#define CLPA_ROWS 32 /* query rows per work-group */
+#error "CLPA_ROWS: query rows a work-group; required"
 #endif
 #ifndef CLPA_KEYS
-#define CLPA_KEYS 32 /* keys per tile */
+#error "CLPA_KEYS: keys a tile; required"
 #endif
 #define HEAD_SIZE CLPA_HEAD_SIZE
 #define BLOCK_SIZE CLPA_BLOCK_SIZE
 #define NUM_THREADS CLPA_NUM_THREADS
 #define ROWS CLPA_ROWS
 #define BK CLPA_KEYS
-
-/* Every path's kernel takes the same arguments (lib/prefill.c sets them once). */
-#define PREFILL_ARGS                                                                            \
-  __global io_t *out, __global float *lse, __global const io_t *q, ulong q_stride,             \
-      __global const kv_t *k_cache, __global const kv_t *v_cache, ulong block_stride,         \
-      ulong head_stride, __global const int *block_tables, int max_blocks_per_seq,            \
-      __global const int *seq_info, __global const int *work, int num_blocks, int num_heads,  \
-      int num_kv_heads, float scale, float k_scale, float v_scale,                            \
-      __global const float *k_scales, __global const float *v_scales,                         \
-      __global const float *alibi, float soft_cap, int window, __global const float *sinks,   \
-      int causal, __global volatile int *faults, __global const uchar *block_mask,            \
-      int mask_block, int mask_qb, int mask_kb
 
 /* Query row R of a tile (see the top): its head and position into *head
  * and *pos (a row past the sequence's nrows gets the KV head's first

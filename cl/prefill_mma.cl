@@ -34,11 +34,11 @@
  */
 #define WARPS (NUM_THREADS / 32)
 #ifndef CLPA_STAGES
-#define CLPA_STAGES 1
+#error "CLPA_STAGES: key and value tiles in flight (1 or 2); required"
 #endif
 #define STAGES CLPA_STAGES /* key and value tiles in flight: 1 or 2 */
 #ifndef CLPA_SPARSE
-#define CLPA_SPARSE 1 /* the build for calls with a block mask (mma_next_tile) */
+#error "CLPA_SPARSE: 1 for the build for calls with a block mask (mma_next_tile); required"
 #endif
 #if ROWS != 16 * WARPS || NUM_THREADS % 32 || BK % 32 || HEAD_SIZE % 16 || BLOCK_SIZE % 8 || \
     BK % BLOCK_SIZE || (STAGES != 1 && STAGES != 2)
@@ -224,7 +224,7 @@ inline int mma_next_tile(int k0, int k_end, int sparse, __global const uchar *m0
 #endif
 
 __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_prefill_mma(
-    PREFILL_ARGS) {
+    KERNEL_PARAMS(PREFILL_ARG_LIST)) {
   __local uint4 k_s[STAGES * KTILE];
   __local uint4 v_s[STAGES * VTILE];
   __local uint xch[MMA_XCH];

@@ -22,13 +22,10 @@
 /* Key vectors sharing each query load: PTG x RG accumulators of 16 lanes. */
 #define PTG_ (RG >= 16 ? 1 : RG >= 8 ? 2 : 4)
 #define PTG (PTG_ < BLOCK_SIZE / VT ? PTG_ : BLOCK_SIZE / VT)
-#ifndef CLPA_KEY_BLOCKS
-#define CLPA_KEY_BLOCKS 4
-#endif
-#define GB CLPA_KEY_BLOCKS /* cache blocks a step: their P V products meet in registers */
+#define GB 4 /* cache blocks a step: their P V products meet in registers */
 
 __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void clpa_prefill_rows(
-    PREFILL_ARGS) {
+    KERNEL_PARAMS(PREFILL_ARG_LIST)) {
   const int s = work[2 * get_group_id(0)], R0 = work[2 * get_group_id(0) + 1];
   const int kv_head = get_group_id(1), qpk = num_heads / num_kv_heads;
   const int first = seq_info[3 * s], new_len = seq_info[3 * s + 1], cached = seq_info[3 * s + 2];
@@ -58,7 +55,7 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void clpa_prefill_rows(
     m[r] = sinks ? sinks[head[r]] : -INFINITY;
     l[r] = sinks ? 1.0f : 0.0f;
   }
-  float16 q16[RG][HEAD_SIZE / KV_X]; /* query chunks repeated VT times (kv.cl's QREP) */
+  float16 q16[RG][HEAD_SIZE / KV_X]; /* query chunks repeated VT times (rows.cl's QREP) */
   for (int r = 0; r < RG; r++)
     for (int c = 0; c < HEAD_SIZE / KV_X; c++) q16[r][c] = QREP(&qr[r][c * KV_X]);
   const int2 keys = tile_keys(pos[0], pos[rows - 1], kv_end, causal, window);
@@ -94,7 +91,7 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void clpa_prefill_rows(
       vbs[nv] = v_cache + tile, j0s[nv] = j0;
 
       /* ---- 2. scores of the block's keys, per row: PTG key vectors (VT
-       * tokens each, kv.cl) share each query load ---- */
+       * tokens each, rows.cl) share each query load ---- */
       for (int o0 = 0; o0 < BLOCK_SIZE / VT; o0 += PTG) {
         float16 ka[PTG][RG];
         ROWS_KEY_PRODUCTS(ka, PTG, RG, kb, o0, q16, kscale, BLOCK_SIZE,

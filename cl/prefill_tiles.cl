@@ -27,7 +27,7 @@
  * lib/prefill.c's tile_local_bytes mirrors the local memory below.
  */
 #ifndef CLPA_VKEYS
-#define CLPA_VKEYS 16 /* keys a value chunk (lib/prefill.c picks what fits) */
+#error "CLPA_VKEYS: keys a value chunk (lib/prefill.c picks what fits); required"
 #endif
 #define VK CLPA_VKEYS
 #define DK 32 /* head dims a chunk of Q K^T */
@@ -297,7 +297,7 @@ inline __global const uchar *row_mask(tile_rows rows, int r, __global const ucha
  * 5.0 (LLVM 16, AVX-512) miscompiled the kernel for dense calls too
  * (some rows' maxima and sums wrong, which cases depending on the build). */
 #ifndef CLPA_SPARSE
-#define CLPA_SPARSE 1
+#error "CLPA_SPARSE: 1 for the build for calls with a block mask; required"
 #endif
 inline int tiles_next(int k, int k_end, __global const uchar *block_mask, tile_rows rows, int s,
                       int num_heads, int cached, int mask_block, int mask_qb, int mask_kb,
@@ -320,7 +320,7 @@ inline int tiles_next(int k, int k_end, __global const uchar *block_mask, tile_r
 }
 
 __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_prefill_paged(
-    PREFILL_ARGS) {
+    KERNEL_PARAMS(PREFILL_ARG_LIST)) {
   __local float4 un4[(UNION_FLOATS + 3) / 4]; /* qt and kt, or vs */
   __local float4 pt4[BK * QT / 4];            /* probabilities [key][row] */
   __local float red[ROWS * RS];               /* a row's partial maxima or sums */

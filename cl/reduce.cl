@@ -8,7 +8,7 @@
  *
  * clpa_decode_reduce is vLLM's paged_attention_v2_reduce_kernel, for the
  * rows path (decode_rows.cl: a work-group of one work-item, on CPUs); the
- * work-group kernels merge their partitions themselves (kv.cl's
+ * work-group kernels merge their partitions themselves (decode_merge.cl's
  * decode_merge_parts). Shaped like the rows path: one work-item per
  * (seq, head) merges the states once and adds the partitions' outputs a
  * partition at a time over contiguous dimensions, which the compiler
@@ -26,19 +26,16 @@
  *   lse        [num_seqs, num_heads] or NULL                float
  */
 #ifndef CLPA_HEAD_SIZE
-#define CLPA_HEAD_SIZE 128
+#error "CLPA_HEAD_SIZE: elements a head; required"
 #endif
 #ifndef CLPA_PARTITION_SIZE
-#define CLPA_PARTITION_SIZE 512
+#error "CLPA_PARTITION_SIZE: tokens a partition; required"
 #endif
 #define HEAD_SIZE CLPA_HEAD_SIZE
 #define PARTITION_SIZE CLPA_PARTITION_SIZE
 
 __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void clpa_decode_reduce(
-    __global io_t *out, __global float *lse, __global const float *max_logits,
-    __global const float *exp_sums, __global const float *tmp_out,
-    __global const int *context_lens, int max_context_len, int num_heads, int max_parts,
-    __global const float *sinks) {
+    KERNEL_PARAMS(REDUCE_ARG_LIST)) {
   const int head = get_group_id(0), seq = get_group_id(1);
   const size_t sh = (size_t)seq * num_heads + head;
   int L = context_lens[seq];

@@ -56,10 +56,10 @@
  * read (the columns stop at R(r)).
  */
 #ifndef CLPA_HEAD_SIZE
-#define CLPA_HEAD_SIZE 128
+#error "CLPA_HEAD_SIZE: elements a head; required"
 #endif
 #ifndef CLPA_BLOCK_SIZE
-#define CLPA_BLOCK_SIZE 16 /* tokens per cache block */
+#error "CLPA_BLOCK_SIZE: tokens a cache block; required"
 #endif
 #define HEAD_SIZE CLPA_HEAD_SIZE
 #define BLOCK_SIZE CLPA_BLOCK_SIZE

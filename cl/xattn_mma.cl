@@ -31,6 +31,33 @@
  * work-groups of NUM_THREADS: a row tile's chunks and heads run together
  * (its queries are read once a tile by each of them: from L2 so).
  */
+#ifndef CLPA_HEAD_SIZE
+#error "CLPA_HEAD_SIZE: elements a head; required"
+#endif
+#ifndef CLPA_BLOCK_SIZE
+#error "CLPA_BLOCK_SIZE: tokens a cache block; required"
+#endif
+#ifndef CLPA_NUM_THREADS
+#error "CLPA_NUM_THREADS: work-items a work-group; required"
+#endif
+#ifndef CLPA_STRIDE
+#error "CLPA_STRIDE: the stride S; required"
+#endif
+#ifndef CLPA_BCOLS
+#error "CLPA_BCOLS: columns a key block, B / S; required"
+#endif
+#ifndef CLPA_ROWS
+#error "CLPA_ROWS: strided rows a work-group; required"
+#endif
+#ifndef CLPA_COLS
+#error "CLPA_COLS: columns a tile; required"
+#endif
+#ifndef CLPA_KC
+#error "CLPA_KC: k indices a step; required"
+#endif
+#ifndef CLPA_STAGES
+#error "CLPA_STAGES: steps in local memory (2-4); required"
+#endif
 #define HEAD_SIZE CLPA_HEAD_SIZE
 #define BLOCK_SIZE CLPA_BLOCK_SIZE
 #define NUM_THREADS CLPA_NUM_THREADS

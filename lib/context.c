@@ -364,7 +364,7 @@ static clpa_status pick_lanes(clpa_context *ctx, clpa_lanes want) {
   return CLPA_OK;
 }
 
-/* How decode v2's work-group kernels merge their partitions (kv.cl's
+/* How decode v2's work-group kernels merge their partitions (decode_merge.cl's
  * CLPA_MERGE): in the launch where the device orders one work-group's
  * writes before another's reads at device scope (inline PTX on NVIDIA;
  * elsewhere OpenCL C 2.0's acquire-release atomics, so those programs

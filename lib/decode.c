@@ -7,7 +7,17 @@
  */
 #include <string.h>
 
+#include "decode_args.h"
 #include "plan.h"
+
+/* The kernels' parameters, from their lists (cl/decode_args.h): a table
+ * and each parameter's position, DECODE_ARG_<name> and REDUCE_ARG_<name>. */
+static const clpa_param decode_params[] = {DECODE_ARG_LIST(CLPA_PARAM_OF, )};
+static const clpa_param reduce_params[] = {REDUCE_ARG_LIST(CLPA_PARAM_OF, )};
+#define DECODE_SLOT(kind, type, name) DECODE_ARG_##name,
+#define REDUCE_SLOT(kind, type, name) REDUCE_ARG_##name,
+enum { DECODE_ARG_LIST(DECODE_SLOT, ) DECODE_NUM_ARGS };
+enum { REDUCE_ARG_LIST(REDUCE_SLOT, ) REDUCE_NUM_ARGS };
 
 void clpa_decode_params_init(clpa_decode_params *p) {
   if (!p) return;
@@ -69,24 +79,41 @@ static clpa_status launch_decode(clpa_context *ctx, const clpa_decode_params *p,
   const cl_int nh = p->num_heads, nkv = c->a.kv.num_kv_heads, win = p->sliding_window;
   const cl_int mp = c->max_parts, ls = c->logits_stride;
   const cl_float scale = p->scale, ks = p->k_scale, vs = p->v_scale, cap = p->soft_cap;
-  const clpa_arg args[] = {
-      CLPA_ARG(out),          CLPA_ARG(lse),
-      CLPA_ARG(tmp_out),      CLPA_ARG(max_logits),
-      CLPA_ARG(exp_sums),     CLPA_ARG(p->query),
-      CLPA_ARG(q_stride),     CLPA_ARG(c->a.k),
-      CLPA_ARG(c->a.v),         CLPA_ARG(block_stride),
-      CLPA_ARG(head_stride),  CLPA_ARG(p->block_tables),
-      CLPA_ARG(maxb),         CLPA_ARG(p->context_lens),
-      CLPA_ARG(maxc),         CLPA_ARG(nb),
-      CLPA_ARG(nh),           CLPA_ARG(nkv),
-      CLPA_ARG(scale),        CLPA_ARG(ks),
-      CLPA_ARG(vs),           CLPA_ARG(p->k_scale_buffer),
-      CLPA_ARG(p->v_scale_buffer), CLPA_ARG(p->alibi_slopes),
-      CLPA_ARG(cap),          CLPA_ARG(win),
-      CLPA_ARG(p->sinks),     CLPA_ARG(mp),
-      CLPA_ARG(ls),           CLPA_ARG(faults),
-      CLPA_ARG_LOCAL(sizeof(float) * (size_t)ls * (size_t)c->heads_per_group),
-      CLPA_ARG(counts)};
+#define A(name, v) [DECODE_ARG_##name] = CLPA_ARG(v)
+  const clpa_arg args[DECODE_NUM_ARGS] = {
+      A(out, out),
+      A(lse, lse),
+      A(tmp_out, tmp_out),
+      A(max_logits, max_logits),
+      A(exp_sums, exp_sums),
+      A(q, p->query),
+      A(q_stride, q_stride),
+      A(k_cache, c->a.k),
+      A(v_cache, c->a.v),
+      A(block_stride, block_stride),
+      A(head_stride, head_stride),
+      A(block_tables, p->block_tables),
+      A(max_blocks_per_seq, maxb),
+      A(context_lens, p->context_lens),
+      A(max_context_len, maxc),
+      A(num_blocks, nb),
+      A(num_heads, nh),
+      A(num_kv_heads, nkv),
+      A(scale, scale),
+      A(k_scale, ks),
+      A(v_scale, vs),
+      A(k_scales, p->k_scale_buffer),
+      A(v_scales, p->v_scale_buffer),
+      A(alibi, p->alibi_slopes),
+      A(soft_cap, cap),
+      A(window, win),
+      A(sinks, p->sinks),
+      A(max_parts, mp),
+      A(logits_stride, ls),
+      A(faults, faults),
+      [DECODE_ARG_logits] = CLPA_ARG_LOCAL(sizeof(float) * (size_t)ls * (size_t)c->heads_per_group),
+      A(part_counts, counts)};
+#undef A
   const clpa_ndrange r = {3,
                           {(size_t)(p->num_heads / c->heads_per_group) * (size_t)spec.num_threads,
                            (size_t)p->num_seqs, (size_t)c->max_parts},
@@ -94,7 +121,7 @@ static clpa_status launch_decode(clpa_context *ctx, const clpa_decode_params *p,
                           p->num_wait_events,
                           p->wait_events,
                           ev};
-  return clpa_enqueue(ctx, k, name, args, CLPA_NARGS(args), &r);
+  return clpa_enqueue_listed(ctx, k, name, decode_params, args, DECODE_NUM_ARGS, &r);
 }
 
 /* Enqueues the reduce kernel k. */
@@ -102,18 +129,21 @@ static clpa_status launch_reduce(clpa_context *ctx, const clpa_decode_params *p,
                                  const decode_call *c, cl_kernel k, cl_mem tmp_out,
                                  cl_mem max_logits, cl_mem exp_sums, cl_event *ev) {
   const cl_int maxc = p->max_context_len, nh = p->num_heads, mp = c->max_parts;
-  const clpa_arg args[] = {CLPA_ARG(p->out),         CLPA_ARG(p->lse),
-                           CLPA_ARG(max_logits),     CLPA_ARG(exp_sums),
-                           CLPA_ARG(tmp_out),        CLPA_ARG(p->context_lens),
-                           CLPA_ARG(maxc),           CLPA_ARG(nh),
-                           CLPA_ARG(mp),             CLPA_ARG(p->sinks)};
+#define A(name, v) [REDUCE_ARG_##name] = CLPA_ARG(v)
+  const clpa_arg args[REDUCE_NUM_ARGS] = {
+      A(out, p->out),          A(lse, p->lse),           A(max_logits, max_logits),
+      A(exp_sums, exp_sums),   A(tmp_out, tmp_out),      A(context_lens, p->context_lens),
+      A(max_context_len, maxc), A(num_heads, nh),        A(max_parts, mp),
+      A(sinks, p->sinks)};
+#undef A
   const clpa_ndrange r = {2,
                           {(size_t)p->num_heads, (size_t)p->num_seqs},
                           {1, 1},
                           0,
                           NULL,
                           ev};
-  return clpa_enqueue(ctx, k, "clpa_decode_reduce", args, CLPA_NARGS(args), &r);
+  return clpa_enqueue_listed(ctx, k, "clpa_decode_reduce", reduce_params, args, REDUCE_NUM_ARGS,
+                             &r);
 }
 
 static clpa_status decode_v2(clpa_context *ctx, const clpa_decode_params *p, const clpa_plan *pl,

@@ -216,6 +216,26 @@ typedef struct clpa_arg {
 } clpa_arg;
 #define CLPA_ARG(v) {sizeof(v), &(v)}
 #define CLPA_ARG_LOCAL(bytes) {(bytes), NULL}
+/* A kernel's parameter as the host sets it: its name and the bytes of its
+ * value (0: local memory, a size and no value). A kernel whose parameters
+ * are a list in cl/ (decode_args.h, prefill_args.h: ARG(kind, type, name)
+ * entries, the same list the kernel's parameters are written from) gets
+ * its table and its positions from that list:
+ *   static const clpa_param params[] = {DECODE_ARG_LIST(CLPA_PARAM_OF, )};
+ *   #define DECODE_SLOT(kind, type, name) DECODE_ARG_##name,
+ *   enum { DECODE_ARG_LIST(DECODE_SLOT, ) DECODE_NUM_ARGS };
+ * and fills args[] by name with designated initializers
+ * ([DECODE_ARG_q] = CLPA_ARG(...)); clpa_enqueue_listed checks them. */
+typedef struct clpa_param {
+  const char *name;
+  size_t size;
+} clpa_param;
+#define CLPA_PARAM_SIZE_GLOBAL(t) sizeof(cl_mem)
+#define CLPA_PARAM_SIZE_GLOBAL_CONST(t) sizeof(cl_mem)
+#define CLPA_PARAM_SIZE_GLOBAL_VOLATILE(t) sizeof(cl_mem)
+#define CLPA_PARAM_SIZE_LOCAL(t) 0
+#define CLPA_PARAM_SIZE_VALUE(t) sizeof(cl_##t)
+#define CLPA_PARAM_OF(kind, type, name) {#name, CLPA_PARAM_SIZE_##kind(type)},
 /* Where and after what a kernel runs; local[0] == 0 lets the driver pick. */
 typedef struct clpa_ndrange {
   cl_uint dims;
@@ -228,6 +248,14 @@ typedef struct clpa_ndrange {
  * message of a failure. Does not release k. */
 clpa_status clpa_enqueue(clpa_context *ctx, cl_kernel k, const char *name, const clpa_arg *args,
                          size_t num_args, const clpa_ndrange *r);
+/* clpa_enqueue for a kernel whose num_args parameters are `params` (from
+ * its list in cl/), after checking that args[] sets each one: a value of
+ * the parameter's size, or local memory of some size. A slot left unset,
+ * or set with a value of another size, fails with the parameter's name
+ * before anything is enqueued (CLPA_ERR_INVALID_ARG: a bug in clpa). */
+clpa_status clpa_enqueue_listed(clpa_context *ctx, cl_kernel k, const char *name,
+                                const clpa_param *params, const clpa_arg *args, size_t num_args,
+                                const clpa_ndrange *r);
 #define CLPA_NARGS(a) (sizeof(a) / sizeof *(a))
 
 #endif

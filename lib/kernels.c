@@ -69,33 +69,34 @@ static const clpa_tunable cache_tunables[] = {T(clpa_cache_spec, kv_dtype, "KV_D
 #undef T
 #define N(a) (sizeof a / sizeof *a)
 
-const clpa_family clpa_family_decode = {"decode", {"common", "kv", NULL}, decode_tunables,
-                                        N(decode_tunables)};
+/* Each family's parts, in order: common.cl first; io.cl where there are
+ * queries or outputs; kv.cl where the cache is read or written; mma.cl on
+ * the tensor-core paths; then what a group of paths shares (decode_args.h
+ * and decode_merge.cl, rows.cl, prefill_args.h and prefill.cl). */
+#define F(name, tunables, ...) {name, {__VA_ARGS__, NULL}, tunables, N(tunables)}
 /* decode_mma.cl and decode_rows.cl take decode's specification (SG unused: 0). */
-const clpa_family clpa_family_decode_rows = {"decode_rows", {"common", "kv", NULL}, decode_tunables,
-                                             N(decode_tunables)};
-const clpa_family clpa_family_decode_mma = {"decode_mma", {"common", "kv", "mma", NULL},
-                                            decode_tunables, N(decode_tunables)};
-const clpa_family clpa_family_reduce = {"reduce", {"common", NULL}, reduce_tunables,
-                                        N(reduce_tunables)};
+const clpa_family clpa_family_decode =
+    F("decode", decode_tunables, "common", "io", "kv", "decode_args", "decode_merge");
+const clpa_family clpa_family_decode_rows =
+    F("decode_rows", decode_tunables, "common", "io", "kv", "decode_args", "rows");
+const clpa_family clpa_family_decode_mma =
+    F("decode_mma", decode_tunables, "common", "io", "kv", "mma", "decode_args", "decode_merge");
+const clpa_family clpa_family_reduce = F("reduce", reduce_tunables, "common", "io", "decode_args");
 /* Prefill's paths: prefill.cl (what they share), then each path's file. */
-const clpa_family clpa_family_prefill_tiles = {"prefill_tiles", {"common", "kv", "prefill", NULL},
-                                               prefill_tunables, N(prefill_tunables)};
-const clpa_family clpa_family_prefill_rows = {"prefill_rows", {"common", "kv", "prefill", NULL},
-                                              prefill_tunables, N(prefill_tunables)};
-const clpa_family clpa_family_prefill_mma = {"prefill_mma",
-                                             {"common", "kv", "mma", "prefill", NULL},
-                                             prefill_tunables, N(prefill_tunables)};
-const clpa_family clpa_family_merge = {"merge", {"common", NULL}, merge_tunables,
-                                       N(merge_tunables)};
-const clpa_family clpa_family_cache = {"cache", {"common", "kv", NULL}, cache_tunables,
-                                       N(cache_tunables)};
-const clpa_family clpa_family_xattn = {"xattn", {"common", "kv", NULL}, xattn_tunables,
-                                       N(xattn_tunables)};
-const clpa_family clpa_family_xattn_mma = {"xattn_mma", {"common", "kv", "mma", NULL},
-                                           xattn_mma_tunables, N(xattn_mma_tunables)};
-const clpa_family clpa_family_blocks = {"blocks", {"common", NULL}, NULL, 0};
+const clpa_family clpa_family_prefill_tiles =
+    F("prefill_tiles", prefill_tunables, "common", "io", "kv", "prefill_args", "prefill");
+const clpa_family clpa_family_prefill_rows =
+    F("prefill_rows", prefill_tunables, "common", "io", "kv", "rows", "prefill_args", "prefill");
+const clpa_family clpa_family_prefill_mma =
+    F("prefill_mma", prefill_tunables, "common", "io", "kv", "mma", "prefill_args", "prefill");
+const clpa_family clpa_family_merge = F("merge", merge_tunables, "common", "io");
+const clpa_family clpa_family_cache = F("cache", cache_tunables, "common", "kv");
+const clpa_family clpa_family_xattn = F("xattn", xattn_tunables, "common", "io", "kv");
+const clpa_family clpa_family_xattn_mma =
+    F("xattn_mma", xattn_mma_tunables, "common", "io", "kv", "mma");
+const clpa_family clpa_family_blocks = {"blocks", {NULL}, NULL, 0};
 const clpa_family clpa_family_smoke = {"smoke", {NULL}, NULL, 0};
+#undef F
 
 const clpa_family *clpa_family_find(const char *name) {
   static const clpa_family *const all[] = {

@@ -2,7 +2,8 @@
  * launch.c — the one launch path: a kernel family's spec (kernels.h)
  * rendered as its options, kernels fetched through the program cache
  * (program.c), arguments set from a list and the NDRange enqueued, every
- * OpenCL result checked.
+ * OpenCL result checked; where the kernel's parameters are a list in cl/,
+ * the arguments are checked against it first, by name.
  */
 #include <stdio.h>
 #include <string.h>
@@ -50,4 +51,23 @@ clpa_status clpa_enqueue(clpa_context *ctx, cl_kernel k, const char *name, const
                         "clEnqueueNDRangeKernel(%s) failed: %s (%d)", name,
                         clpa_cl_error_name(err), (int)err);
   return CLPA_OK;
+}
+
+clpa_status clpa_enqueue_listed(clpa_context *ctx, cl_kernel k, const char *name,
+                                const clpa_param *params, const clpa_arg *args, size_t num_args,
+                                const clpa_ndrange *r) {
+  for (size_t i = 0; i < num_args; i++) {
+    const clpa_param *p = &params[i];
+    const clpa_arg *a = &args[i];
+    CLPA_CTX_CHECK(ctx, a->size == 0, CLPA_ERR_INVALID_ARG,
+                   "%s: argument %zu (%s) was not set (a bug in clpa)", name, i, p->name);
+    CLPA_CTX_CHECK(ctx, p->size == 0 && a->value != NULL, CLPA_ERR_INVALID_ARG,
+                   "%s: argument %zu (%s) is local memory: a size and no value (a bug in clpa)",
+                   name, i, p->name);
+    CLPA_CTX_CHECK(ctx, p->size != 0 && a->size != p->size, CLPA_ERR_INVALID_ARG,
+                   "%s: argument %zu (%s) was set with %zu bytes where the kernel takes %zu (a bug "
+                   "in clpa)",
+                   name, i, p->name, a->size, p->size);
+  }
+  return clpa_enqueue(ctx, k, name, args, num_args, r);
 }

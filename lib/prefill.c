@@ -1,5 +1,6 @@
 /*
- * prefill.c — clpa_prefill (cl/prefill.cl and a path's file) and clpa_merge_states
+ * prefill.c — clpa_prefill (cl/prefill.cl and a path's file; the kernels'
+ * parameters are cl/prefill_args.h's list, set here by name) and clpa_merge_states
  * (cl/merge.cl): validate everything, including the host-side sequence
  * lengths, plan the work list of row tiles, upload it (plan) and launch
  * (run).
@@ -9,7 +10,14 @@
 
 #include "block_mask.h"
 #include "plan.h"
+#include "prefill_args.h"
 #include "size_math.h"
+
+/* The paths' parameters, from their list: a table and each parameter's
+ * position, PREFILL_ARG_<name>. */
+static const clpa_param prefill_params[] = {PREFILL_ARG_LIST(CLPA_PARAM_OF, )};
+#define PREFILL_SLOT(kind, type, name) PREFILL_ARG_##name,
+enum { PREFILL_ARG_LIST(PREFILL_SLOT, ) PREFILL_NUM_ARGS };
 
 #define PREFILL_THREADS 128
 #define MERGE_THREADS 64
@@ -352,17 +360,39 @@ static clpa_status launch(clpa_context *ctx, const clpa_prefill_params *p, const
   const cl_float scale = p->scale, ks = p->k_scale, vs = p->v_scale, cap = p->soft_cap;
   const cl_int mask_block = p->block_mask ? p->mask_block : 64;
   const cl_int mask_qb = p->mask_q_blocks, mask_kb = p->mask_k_blocks;
-  const clpa_arg args[] = {
-      CLPA_ARG(p->out),          CLPA_ARG(p->lse),          CLPA_ARG(p->query),
-      CLPA_ARG(q_stride),        CLPA_ARG(a->k),            CLPA_ARG(a->v),
-      CLPA_ARG(block_stride),    CLPA_ARG(head_stride),     CLPA_ARG(p->block_tables),
-      CLPA_ARG(maxb),            CLPA_ARG(pl->info),        CLPA_ARG(pl->work),
-      CLPA_ARG(nb),              CLPA_ARG(nh),              CLPA_ARG(nkv),
-      CLPA_ARG(scale),           CLPA_ARG(ks),              CLPA_ARG(vs),
-      CLPA_ARG(p->k_scale_buffer), CLPA_ARG(p->v_scale_buffer), CLPA_ARG(p->alibi_slopes),
-      CLPA_ARG(cap),             CLPA_ARG(win),             CLPA_ARG(p->sinks),
-      CLPA_ARG(causal),          CLPA_ARG(faults),          CLPA_ARG(p->block_mask),
-      CLPA_ARG(mask_block),      CLPA_ARG(mask_qb),         CLPA_ARG(mask_kb)};
+#define A(name, v) [PREFILL_ARG_##name] = CLPA_ARG(v)
+  const clpa_arg args[PREFILL_NUM_ARGS] = {
+      A(out, p->out),
+      A(lse, p->lse),
+      A(q, p->query),
+      A(q_stride, q_stride),
+      A(k_cache, a->k),
+      A(v_cache, a->v),
+      A(block_stride, block_stride),
+      A(head_stride, head_stride),
+      A(block_tables, p->block_tables),
+      A(max_blocks_per_seq, maxb),
+      A(seq_info, pl->info),
+      A(work, pl->work),
+      A(num_blocks, nb),
+      A(num_heads, nh),
+      A(num_kv_heads, nkv),
+      A(scale, scale),
+      A(k_scale, ks),
+      A(v_scale, vs),
+      A(k_scales, p->k_scale_buffer),
+      A(v_scales, p->v_scale_buffer),
+      A(alibi, p->alibi_slopes),
+      A(soft_cap, cap),
+      A(window, win),
+      A(sinks, p->sinks),
+      A(causal, causal),
+      A(faults, faults),
+      A(block_mask, p->block_mask),
+      A(mask_block, mask_block),
+      A(mask_qb, mask_qb),
+      A(mask_kb, mask_kb)};
+#undef A
   const size_t wg = rows_path ? 1 : (size_t)spec->num_threads;
   const clpa_ndrange r = {2,
                           {pl->tiles * wg, (size_t)a->kv.num_kv_heads},
@@ -370,7 +400,7 @@ static clpa_status launch(clpa_context *ctx, const clpa_prefill_params *p, const
                           p->num_wait_events,
                           p->wait_events,
                           p->event};
-  return clpa_enqueue(ctx, pl->pk, name, args, CLPA_NARGS(args), &r);
+  return clpa_enqueue_listed(ctx, pl->pk, name, prefill_params, args, PREFILL_NUM_ARGS, &r);
 }
 
 /* The kernel a plan's spec names. */

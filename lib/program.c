@@ -1,6 +1,6 @@
 /*
  * program.c — kernels as data: each family's program is clpa_codes.h, the
- * parts the family lists (kernels.h: common.cl, kv.cl, ...) and the
+ * parts the family lists (kernels.c: common.cl, kv.cl, ...) and the
  * family's own file, specialised with -D options; built on first use,
  * kept in the context, and cached on disk as a binary (binary_cache.c: the
  * file format, what is trusted, the cap). The disk cache key spells out
@@ -31,7 +31,7 @@ static const clpa_cl_source *find_source(const char *name) {
 
 /* The texts of a family's program, in order: clpa_codes.h, its parts, its
  * own file. Returns how many (0: an embedded source is missing). */
-#define MAX_TEXTS 6
+#define MAX_TEXTS 8
 static size_t program_texts(const clpa_family *f, const clpa_cl_source *out[MAX_TEXTS]) {
   size_t n = 0;
   out[n++] = find_source("clpa_codes");

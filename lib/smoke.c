@@ -28,24 +28,13 @@ static clpa_status clpa_smoke_test_impl(clpa_context *ctx, size_t n) {
     st = CLPA_CL_FAIL(ctx, err, "clCreateBuffer");
     goto out;
   }
-  st = clpa_kernel_create(ctx, "smoke", "", "clpa_smoke_axpy", &k);
-  if (st != CLPA_OK) goto out;
-  float a = 1.5f;
-  cl_uint un = (cl_uint)n;
-  err = clSetKernelArg(k, 0, sizeof a, &a);
-  err |= clSetKernelArg(k, 1, sizeof bx, &bx);
-  err |= clSetKernelArg(k, 2, sizeof by, &by);
-  err |= clSetKernelArg(k, 3, sizeof un, &un);
-  if (err != CL_SUCCESS) {
-    st = CLPA_FAIL(ctx->error, CLPA_ERR_OPENCL, "clSetKernelArg failed");
+  const cl_float a = 1.5f;
+  const cl_uint un = (cl_uint)n;
+  const clpa_arg args[] = {CLPA_ARG(a), CLPA_ARG(bx), CLPA_ARG(by), CLPA_ARG(un)};
+  const clpa_ndrange grid = {1, {(n + 63) / 64 * 64}, {0}, 0, NULL, NULL};
+  if ((st = clpa_family_kernel(ctx, &clpa_family_smoke, NULL, "clpa_smoke_axpy", &k)) ||
+      (st = clpa_enqueue(ctx, k, "clpa_smoke_axpy", args, CLPA_NARGS(args), &grid)))
     goto out;
-  }
-  size_t global = (n + 63) / 64 * 64;
-  err = clEnqueueNDRangeKernel(ctx->queue, k, 1, NULL, &global, NULL, 0, NULL, NULL);
-  if (err != CL_SUCCESS) {
-    st = CLPA_CL_FAIL(ctx, err, "clEnqueueNDRangeKernel");
-    goto out;
-  }
   err = clEnqueueReadBuffer(ctx->queue, by, CL_TRUE, 0, n * sizeof *r, r, 0, NULL, NULL);
   if (err != CL_SUCCESS) {
     st = CLPA_CL_FAIL(ctx, err, "clEnqueueReadBuffer");
