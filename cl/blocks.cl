@@ -19,9 +19,7 @@
  * the pair is skipped. Destinations must be distinct and never a source
  * (the host checks the pairs it uploads itself).
  */
-__kernel void clpa_blocks_copy(__global uint4 *arena, ulong first_word, ulong slice_words,
-                               ulong block_words, int num_blocks, __global const long *pairs,
-                               __global volatile int *faults) {
+__kernel void clpa_blocks_copy(KERNEL_PARAMS(BLOCKS_COPY_ARG_LIST)) {
   const size_t w = get_global_id(0), p = get_global_id(1), s = get_global_id(2);
   const long src = pairs[2 * p], dst = pairs[2 * p + 1];
   if (src < 0) return;
@@ -40,7 +38,7 @@ __kernel void clpa_blocks_copy(__global uint4 *arena, ulong first_word, ulong sl
  * of 16 GiB and more unfilled (4-byte pattern: 2^32 elements), and its
  * caches are that large. Grid: any size (a grid-stride loop).
  */
-__kernel void clpa_blocks_zero(__global uint4 *p, ulong n) {
+__kernel void clpa_blocks_zero(KERNEL_PARAMS(BLOCKS_ZERO_ARG_LIST)) {
   for (ulong i = get_global_id(0); i < n; i += get_global_size(0)) p[i] = (uint4)(0u);
 }
 

@@ -50,13 +50,7 @@ typedef uchar bits_t;
  * bits (NaN payloads survive; half values cannot even be loaded without
  * cl_khr_fp16).
  */
-__kernel void clpa_cache_reshape(__global const void *key, ulong key_offset, ulong key_stride,
-                                 __global const void *value, ulong value_offset,
-                                 ulong value_stride, int src_dtype, int num_tokens,
-                                 __global const long *slot_mapping, __global kv_t *k_cache,
-                                 __global kv_t *v_cache, int num_kv_heads, int head_size,
-                                 int block_size, int num_blocks, float k_scale, float v_scale,
-                                 __global volatile int *faults) {
+__kernel void clpa_cache_reshape(KERNEL_PARAMS(CACHE_RESHAPE_ARG_LIST)) {
   const int e = get_global_id(0);
   const size_t t = get_global_id(1);
   if (e >= num_kv_heads * head_size || t >= num_tokens) return; /* grid padding */

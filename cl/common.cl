@@ -1,6 +1,7 @@
 /*
  * common.cl — the first part of every kernel family's program but
- * blocks' and smoke's (which need none). A program is clpa_codes.h (the numbers C and OpenCL C share),
+ * smoke's (which needs none; blocks' takes it for KERNEL_PARAMS alone). A
+ * program is clpa_codes.h (the numbers C and OpenCL C share),
  * this file, the parts its family lists and the family's own file, in
  * that order (lib/kernels.c): kv.cl where the cache is read or written,
  * io.cl where there are queries or outputs, and so on. No file compiles

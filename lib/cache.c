@@ -14,7 +14,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "blocks_args.h"
 #include "internal.h"
+
+/* clpa_blocks_zero's parameters, from their list (cl/blocks_args.h). */
+static const clpa_param zero_params[] = {BLOCKS_ZERO_ARG_LIST(CLPA_PARAM_OF, )};
+#define ZERO_SLOT(kind, type, name) BLOCKS_ZERO_ARG_##name,
+enum { BLOCKS_ZERO_ARG_LIST(ZERO_SLOT, ) BLOCKS_ZERO_NUM_ARGS };
 
 #define MIN_ALIGN 256 /* bytes: at least CL_DEVICE_MEM_BASE_ADDR_ALIGN, and good for bandwidth */
 
@@ -244,9 +250,11 @@ static clpa_status alloc_device(clpa_context *ctx, clpa_cache *c) {
     cl_ulong words = c->arenas[n].size / 16;
     size_t global = (size_t)(ctx->info.compute_units ? ctx->info.compute_units : 1) * 2048;
     if (global > words) global = (size_t)words;
-    const clpa_arg args[] = {CLPA_ARG(c->arenas[n].mem), CLPA_ARG(words)};
+    const clpa_arg args[BLOCKS_ZERO_NUM_ARGS] = {[BLOCKS_ZERO_ARG_p] = CLPA_ARG(c->arenas[n].mem),
+                                                 [BLOCKS_ZERO_ARG_n] = CLPA_ARG(words)};
     const clpa_ndrange r = {1, {global}, {0}, 0, NULL, &evs[n]};
-    st = clpa_enqueue(ctx, k, "clpa_blocks_zero", args, CLPA_NARGS(args), &r);
+    st = clpa_enqueue_listed(ctx, k, "clpa_blocks_zero", zero_params, args, BLOCKS_ZERO_NUM_ARGS,
+                             &r);
   }
   clReleaseKernel(k);
   if (st != CLPA_OK) n--; /* the failed enqueue gave no event */

@@ -1,6 +1,8 @@
 /*
- * cache_ops.c — the cache ops: reshape_and_cache and copy_blocks launch
- * cl/cache.cl; swap_blocks enqueues buffer transfers. Each validates
+ * cache_ops.c — the cache ops: reshape_and_cache launches cl/cache.cl and
+ * copy_blocks cl/blocks.cl (their parameters are cl/cache_args.h's and
+ * cl/blocks_args.h's lists, set here by name); swap_blocks enqueues
+ * buffer transfers. Each validates
  * everything, and builds its kernel, before enqueueing anything.
  */
 #include <math.h>
@@ -8,7 +10,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "blocks_args.h"
+#include "cache_args.h"
 #include "internal.h"
+
+/* The kernels' parameters, from their lists (cl/cache_args.h,
+ * cl/blocks_args.h): a table and each parameter's position,
+ * CACHE_RESHAPE_ARG_<name> and BLOCKS_COPY_ARG_<name>. */
+static const clpa_param reshape_params[] = {CACHE_RESHAPE_ARG_LIST(CLPA_PARAM_OF, )};
+static const clpa_param copy_params[] = {BLOCKS_COPY_ARG_LIST(CLPA_PARAM_OF, )};
+#define RESHAPE_SLOT(kind, type, name) CACHE_RESHAPE_ARG_##name,
+#define COPY_SLOT(kind, type, name) BLOCKS_COPY_ARG_##name,
+enum { CACHE_RESHAPE_ARG_LIST(RESHAPE_SLOT, ) CACHE_RESHAPE_NUM_ARGS };
+enum { BLOCKS_COPY_ARG_LIST(COPY_SLOT, ) BLOCKS_COPY_NUM_ARGS };
 
 void clpa_reshape_and_cache_params_init(clpa_reshape_and_cache_params *p) {
   if (!p) return;
@@ -158,15 +172,19 @@ static clpa_status clpa_reshape_and_cache_impl(clpa_context *ctx, const clpa_res
   cl_int heads = in->num_kv_heads, hs = in->head_size, bs = in->block_size, nb = in->num_blocks;
   cl_float ksc = p->k_scale, vsc = p->v_scale;
   cl_int src = (cl_int)p->src_dtype, ntok = p->num_tokens;
-  const clpa_arg args[] = {
-      CLPA_ARG(p->key),   CLPA_ARG(koff),  CLPA_ARG(ks),   CLPA_ARG(p->value),
-      CLPA_ARG(voff),     CLPA_ARG(vs),    CLPA_ARG(src),  CLPA_ARG(ntok),
-      CLPA_ARG(p->slot_mapping), CLPA_ARG(kc), CLPA_ARG(vc), CLPA_ARG(heads),
-      CLPA_ARG(hs),       CLPA_ARG(bs),    CLPA_ARG(nb),   CLPA_ARG(ksc),
-      CLPA_ARG(vsc),      CLPA_ARG(faults)};
+#define A(name, v) [CACHE_RESHAPE_ARG_##name] = CLPA_ARG(v)
+  const clpa_arg args[CACHE_RESHAPE_NUM_ARGS] = {
+      A(key, p->key),    A(key_offset, koff), A(key_stride, ks),
+      A(value, p->value), A(value_offset, voff), A(value_stride, vs),
+      A(src_dtype, src), A(num_tokens, ntok), A(slot_mapping, p->slot_mapping),
+      A(k_cache, kc),    A(v_cache, vc),      A(num_kv_heads, heads),
+      A(head_size, hs),  A(block_size, bs),   A(num_blocks, nb),
+      A(k_scale, ksc),   A(v_scale, vsc),     A(faults, faults)};
+#undef A
   clpa_ndrange r = {2, {0}, {0}, p->num_wait_events, p->wait_events, p->event};
   reshape_grid(ctx, k, row, (size_t)p->num_tokens, r.global, r.local);
-  st = clpa_enqueue(ctx, k, "clpa_cache_reshape", args, CLPA_NARGS(args), &r);
+  st = clpa_enqueue_listed(ctx, k, "clpa_cache_reshape", reshape_params, args,
+                           CACHE_RESHAPE_NUM_ARGS, &r);
   clReleaseKernel(k);
   return st;
 }
@@ -244,11 +262,15 @@ static clpa_status copy_launch(clpa_context *ctx, cl_kernel k, const clpa_cache 
   cl_ulong first = c->slices[s0].offset / 16, stride = c->slice_stride / 16;
   cl_ulong words = in->block_bytes / 16;
   cl_int nb = in->num_blocks;
-  const clpa_arg args[] = {CLPA_ARG(mem), CLPA_ARG(first), CLPA_ARG(stride), CLPA_ARG(words),
-                           CLPA_ARG(nb),  CLPA_ARG(pairs), CLPA_ARG(faults)};
+#define A(name, v) [BLOCKS_COPY_ARG_##name] = CLPA_ARG(v)
+  const clpa_arg args[BLOCKS_COPY_NUM_ARGS] = {
+      A(arena, mem),     A(first_word, first), A(slice_words, stride), A(block_words, words),
+      A(num_blocks, nb), A(pairs, pairs),      A(faults, faults)};
+#undef A
   const clpa_ndrange r = {3, {(size_t)words, (size_t)m, (size_t)(s1 - s0)}, {0},
                           p->num_wait_events, p->wait_events, ev};
-  return clpa_enqueue(ctx, k, "clpa_blocks_copy", args, CLPA_NARGS(args), &r);
+  return clpa_enqueue_listed(ctx, k, "clpa_blocks_copy", copy_params, args, BLOCKS_COPY_NUM_ARGS,
+                             &r);
 }
 
 /* One launch per arena that holds slices of the layer range. */
