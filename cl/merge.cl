@@ -1,6 +1,7 @@
 /*
- * merge.cl — clpa_merge_states. Checked by tests/test_merge.c against
- * clpa_ref_merge_states (host/ref_attention.c).
+ * merge.cl — clpa_merge_states, its parameters merge_args.h's list.
+ * Checked by tests/test_merge.c against clpa_ref_merge_states
+ * (host/ref_attention.c).
  */
 #ifndef CLPA_NUM_THREADS
 #error "CLPA_NUM_THREADS: work-items a work-group; required"
@@ -22,12 +23,7 @@
  * Up to 8 inputs (unused ones are NULL and n says how many).
  */
 __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_merge_states(
-    __global io_t *out, __global float *lse, int n, int head_size, __global const io_t *o0,
-    __global const float *l0, __global const io_t *o1, __global const float *l1,
-    __global const io_t *o2, __global const float *l2, __global const io_t *o3,
-    __global const float *l3, __global const io_t *o4, __global const float *l4,
-    __global const io_t *o5, __global const float *l5, __global const io_t *o6,
-    __global const float *l6, __global const io_t *o7, __global const float *l7) {
+    KERNEL_PARAMS(MERGE_ARG_LIST)) {
   const size_t row = get_group_id(0);
   __global const io_t *o[8] = {o0, o1, o2, o3, o4, o5, o6, o7};
   __global const float *l[8] = {l0, l1, l2, l3, l4, l5, l6, l7};

@@ -73,7 +73,8 @@ static const clpa_tunable cache_tunables[] = {T(clpa_cache_spec, kv_dtype, "KV_D
  * queries or outputs; kv.cl where the cache is read or written; mma.cl on
  * the tensor-core paths; then what a group of paths shares (decode_args.h
  * and decode_merge.cl, rows.cl, prefill_args.h and prefill.cl) or the
- * family's parameter lists (cache_args.h, blocks_args.h). */
+ * family's parameter lists (merge_args.h, cache_args.h,
+ * blocks_args.h). */
 #define F(name, tunables, ...) {name, {__VA_ARGS__, NULL}, tunables, N(tunables)}
 /* decode_mma.cl and decode_rows.cl take decode's specification (SG unused: 0). */
 const clpa_family clpa_family_decode =
@@ -90,7 +91,7 @@ const clpa_family clpa_family_prefill_rows =
     F("prefill_rows", prefill_tunables, "common", "io", "kv", "rows", "prefill_args", "prefill");
 const clpa_family clpa_family_prefill_mma =
     F("prefill_mma", prefill_tunables, "common", "io", "kv", "mma", "prefill_args", "prefill");
-const clpa_family clpa_family_merge = F("merge", merge_tunables, "common", "io");
+const clpa_family clpa_family_merge = F("merge", merge_tunables, "common", "io", "merge_args");
 const clpa_family clpa_family_cache = F("cache", cache_tunables, "common", "kv", "cache_args");
 const clpa_family clpa_family_xattn = F("xattn", xattn_tunables, "common", "io", "kv");
 const clpa_family clpa_family_xattn_mma =

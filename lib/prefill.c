@@ -1,7 +1,7 @@
 /*
  * prefill.c — clpa_prefill (cl/prefill.cl and a path's file; the kernels'
  * parameters are cl/prefill_args.h's list, set here by name) and clpa_merge_states
- * (cl/merge.cl): validate everything, including the host-side sequence
+ * (cl/merge.cl; cl/merge_args.h's list): validate everything, including the host-side sequence
  * lengths, plan the work list of row tiles, upload it (plan) and launch
  * (run).
  */
@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "block_mask.h"
+#include "merge_args.h"
 #include "plan.h"
 #include "prefill_args.h"
 #include "size_math.h"
@@ -18,6 +19,10 @@
 static const clpa_param prefill_params[] = {PREFILL_ARG_LIST(CLPA_PARAM_OF, )};
 #define PREFILL_SLOT(kind, type, name) PREFILL_ARG_##name,
 enum { PREFILL_ARG_LIST(PREFILL_SLOT, ) PREFILL_NUM_ARGS };
+/* clpa_merge_states's, from cl/merge_args.h: MERGE_ARG_<name>. */
+static const clpa_param merge_params[] = {MERGE_ARG_LIST(CLPA_PARAM_OF, )};
+#define MERGE_SLOT(kind, type, name) MERGE_ARG_##name,
+enum { MERGE_ARG_LIST(MERGE_SLOT, ) MERGE_NUM_ARGS };
 
 #define PREFILL_THREADS 128
 #define MERGE_THREADS 64
@@ -594,16 +599,17 @@ static clpa_status clpa_merge_states_impl(clpa_context *ctx, const clpa_merge_st
   cl_kernel k;
   if ((st = clpa_family_kernel(ctx, &clpa_family_merge, &spec, "clpa_merge_states", &k))) return st;
   const cl_int n = p->num_inputs, hs = p->head_size;
-  cl_mem in[2 * CLPA_MERGE_MAX_INPUTS] = {0};
-  for (int i = 0; i < n; i++) in[2 * i] = p->outs[i], in[2 * i + 1] = p->lses[i];
-  const clpa_arg args[] = {CLPA_ARG(p->out), CLPA_ARG(p->lse), CLPA_ARG(n),      CLPA_ARG(hs),
-                           CLPA_ARG(in[0]),  CLPA_ARG(in[1]),  CLPA_ARG(in[2]),  CLPA_ARG(in[3]),
-                           CLPA_ARG(in[4]),  CLPA_ARG(in[5]),  CLPA_ARG(in[6]),  CLPA_ARG(in[7]),
-                           CLPA_ARG(in[8]),  CLPA_ARG(in[9]),  CLPA_ARG(in[10]), CLPA_ARG(in[11]),
-                           CLPA_ARG(in[12]), CLPA_ARG(in[13]), CLPA_ARG(in[14]), CLPA_ARG(in[15])};
+  cl_mem o[CLPA_MERGE_MAX_INPUTS] = {0}, l[CLPA_MERGE_MAX_INPUTS] = {0};
+  for (int i = 0; i < n; i++) o[i] = p->outs[i], l[i] = p->lses[i];
+#define A(name, v) [MERGE_ARG_##name] = CLPA_ARG(v)
+#define IN(i) A(o##i, o[i]), A(l##i, l[i])
+  const clpa_arg args[MERGE_NUM_ARGS] = {A(out, p->out), A(lse, p->lse), A(n, n), A(head_size, hs),
+                                         IN(0), IN(1), IN(2), IN(3), IN(4), IN(5), IN(6), IN(7)};
+#undef IN
+#undef A
   const clpa_ndrange r = {1, {(size_t)p->num_rows * MERGE_THREADS}, {MERGE_THREADS},
                           p->num_wait_events, p->wait_events, p->event};
-  st = clpa_enqueue(ctx, k, "clpa_merge_states", args, CLPA_NARGS(args), &r);
+  st = clpa_enqueue_listed(ctx, k, "clpa_merge_states", merge_params, args, MERGE_NUM_ARGS, &r);
   clReleaseKernel(k);
   return st;
 }
