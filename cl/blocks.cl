@@ -54,12 +54,7 @@ __kernel void clpa_blocks_zero(KERNEL_PARAMS(BLOCKS_ZERO_ARG_LIST)) {
  * that the merge drops the prefix too. Grid: (max_blocks, num_seqs).
  * prefix_lse: float [num_seqs, num_heads].
  */
-__kernel void clpa_blocks_cascade_split(__global const int *tables, __global const int *lens,
-                                        int max_context_len, __global const int *shared,
-                                        int max_blocks, int block_size, int num_heads,
-                                        __global int *suffix_tables, __global int *suffix_lens,
-                                        __global float *prefix_lse,
-                                        __global volatile int *faults) {
+__kernel void clpa_blocks_cascade_split(KERNEL_PARAMS(BLOCKS_CASCADE_SPLIT_ARG_LIST)) {
   const int i = get_global_id(0), s = get_global_id(1), sh = shared[s];
   const size_t row = (size_t)s * max_blocks;
   suffix_tables[row + i] = i + sh < max_blocks ? tables[row + i + sh] : -1;

@@ -10,7 +10,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "blocks_args.h"
 #include "plan.h"
+
+/* clpa_blocks_cascade_split's parameters, from their list
+ * (cl/blocks_args.h): a table and BLOCKS_CASCADE_SPLIT_ARG_<name>. */
+static const clpa_param split_params[] = {BLOCKS_CASCADE_SPLIT_ARG_LIST(CLPA_PARAM_OF, )};
+#define SPLIT_SLOT(kind, type, name) BLOCKS_CASCADE_SPLIT_ARG_##name,
+enum { BLOCKS_CASCADE_SPLIT_ARG_LIST(SPLIT_SLOT, ) BLOCKS_CASCADE_SPLIT_NUM_ARGS };
 
 void clpa_cascade_params_init(clpa_cascade_params *p) {
   if (!p) return;
@@ -198,14 +205,18 @@ clpa_status clpa_cascade_run(clpa_plan *pl, const clpa_attn_inputs *in) {
   if ((st = clpa_faults_buffer(ctx, &faults))) return st;
   const cl_int maxb = d.max_blocks_per_seq, maxc = d.max_context_len, bs = pl->kv.block_size;
   const cl_int nh = d.num_heads;
-  const clpa_arg args[] = {CLPA_ARG(d.block_tables),   CLPA_ARG(d.context_lens),
-                           CLPA_ARG(maxc),             CLPA_ARG(b[SHARED]),
-                           CLPA_ARG(maxb),             CLPA_ARG(bs),
-                           CLPA_ARG(nh),               CLPA_ARG(b[SUFFIX_TABLES]),
-                           CLPA_ARG(b[SUFFIX_LENS]),   CLPA_ARG(b[PRE_LSE]),
-                           CLPA_ARG(faults)};
+#define A(name, v) [BLOCKS_CASCADE_SPLIT_ARG_##name] = CLPA_ARG(v)
+  const clpa_arg args[BLOCKS_CASCADE_SPLIT_NUM_ARGS] = {
+      A(tables, d.block_tables),          A(lens, d.context_lens),
+      A(max_context_len, maxc),           A(shared, b[SHARED]),
+      A(max_blocks, maxb),                A(block_size, bs),
+      A(num_heads, nh),                   A(suffix_tables, b[SUFFIX_TABLES]),
+      A(suffix_lens, b[SUFFIX_LENS]),     A(prefix_lse, b[PRE_LSE]),
+      A(faults, faults)};
+#undef A
   const clpa_ndrange r = {2, {mb, n}, {0}, 0, NULL, NULL};
-  if ((st = clpa_enqueue(ctx, pl->split, "clpa_blocks_cascade_split", args, CLPA_NARGS(args), &r)))
+  if ((st = clpa_enqueue_listed(ctx, pl->split, "clpa_blocks_cascade_split", split_params, args,
+                                BLOCKS_CASCADE_SPLIT_NUM_ARGS, &r)))
     return st;
   /* 3. Every sequence's own suffix (the sink, once, goes with it). */
   clpa_attn_inputs suf = *in;
