@@ -212,13 +212,7 @@ inline void xattn_flush(__global float2 *bstat, int at, int k_blocks, int kb, in
   }
 }
 
-__kernel void clpa_xattn_stats(__global float *stat_m, __global float *stat_l,
-                               __global float2 *bstat, __global const io_t *q, ulong q_stride,
-                               __global const kv_t *k_cache, ulong block_stride,
-                               ulong head_stride, __global const int *table, int num_blocks,
-                               int qpk, int stride, float scale, int rows, int row0,
-                               int chunk_cols, int bs, int k_blocks, int head0, int rbase,
-                               int rend, __global volatile int *faults) {
+__kernel void clpa_xattn_stats(KERNEL_PARAMS(XATTN_STATS_ARG_LIST)) {
   const int r0 = rbase + get_global_id(0) * XROWS, ph = get_global_id(1), ch = get_global_id(2);
   const int head = head0 + ph, num_chunks = get_global_size(2);
   if (r0 >= rend) return;
@@ -288,8 +282,7 @@ __kernel void clpa_xattn_stats(__global float *stat_m, __global float *stat_l,
 
 /* ---- phase 2: each row's chunk states merged (chunks in order) into
  * chunk 0's place. Grid (piece rows, piece heads). ---------------------- */
-__kernel void clpa_xattn_merge(__global float *stat_m, __global float *stat_l, int num_chunks,
-                               int rows, int head0, int rbase) {
+__kernel void clpa_xattn_merge(KERNEL_PARAMS(XATTN_MERGE_ARG_LIST)) {
   const int r = rbase + get_global_id(0), head = head0 + get_global_id(1);
   __global float *hm = stat_m + (ulong)head * num_chunks * rows + r;
   __global float *hl = stat_l + (ulong)head * num_chunks * rows + r;
@@ -300,10 +293,7 @@ __kernel void clpa_xattn_merge(__global float *stat_m, __global float *stat_l, i
 }
 
 /* ---- phase 3: block masses from the merged states --------------------- */
-__kernel void clpa_xattn_mass(__global float *mass, __global const float *stat_m,
-                              __global const float *stat_l, int num_chunks,
-                              __global const float2 *bstat, int rows, int row0, int bs,
-                              int diag0, int q_blocks, int head0, int rbase, int rend) {
+__kernel void clpa_xattn_mass(KERNEL_PARAMS(XATTN_MASS_ARG_LIST)) {
   const int kb = get_global_id(0), qb = rbase / bs + get_global_id(1), ph = get_global_id(2);
   const int head = head0 + ph, k_blocks = get_global_size(0);
   const ulong at = ((ulong)head * q_blocks + qb) * k_blocks + kb;
@@ -325,8 +315,7 @@ __kernel void clpa_xattn_mass(__global float *mass, __global const float *stat_m
 }
 
 /* ---- phase 4: selection per query block ------------------------------- */
-__kernel void clpa_xattn_select(__global uchar *mask, __global const float *mass, int k_blocks,
-                                int diag0, float tau, int keep_all) {
+__kernel void clpa_xattn_select(KERNEL_PARAMS(XATTN_SELECT_ARG_LIST)) {
   const int qb = get_global_id(0), head = get_global_id(1), q_blocks = get_global_size(0);
   const ulong row = ((ulong)head * q_blocks + qb) * k_blocks;
   __global const float *w = mass + row;

@@ -1,7 +1,8 @@
 /*
  * xattn_mma.cl — phase 1 of XAttention's estimation (what clpa_xattn_stats
- * in xattn.cl computes: stat_m, stat_l and bstat, same arguments and
- * layouts; xattn.cl's banner defines them) on tensor cores: mma.cl's
+ * in xattn.cl computes: stat_m, stat_l and bstat, same layouts, which
+ * xattn.cl's banner defines; its arguments are xattn_args.h's
+ * XATTN_STATS_MMA_ARG_LIST) on tensor cores: mma.cl's
  * m16n8k16 with operands in the key cache's dtype (f16 or bf16) and f32
  * accumulation; emulated off NVIDIA, for tests.
  *
@@ -179,11 +180,7 @@ inline void xm_load(__local uint4 *qs, __local uint4 *ks, __local int *colok, xm
 }
 
 __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_xattn_stats_mma(
-    __global float *stat_m, __global float *stat_l, __global float2 *bstat,
-    __global const io_t *q, ulong q_stride, int q_direct, __global const kv_t *k_cache,
-    ulong block_stride, ulong head_stride, __global const int *table, int num_blocks, int qpk,
-    float scale, int rows, int row0, int chunk_cols, int k_blocks, int head0, int rbase, int rend,
-    __global volatile int *faults) {
+    KERNEL_PARAMS(XATTN_STATS_MMA_ARG_LIST)) {
   __local uint4 qs[STAGES * XR * ROWW / 4];
   __local uint4 ks[STAGES * BN * ROWW / 4];
   __local int colok[2 * BN];

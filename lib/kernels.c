@@ -73,8 +73,8 @@ static const clpa_tunable cache_tunables[] = {T(clpa_cache_spec, kv_dtype, "KV_D
  * queries or outputs; kv.cl where the cache is read or written; mma.cl on
  * the tensor-core paths; then what a group of paths shares (decode_args.h
  * and decode_merge.cl, rows.cl, prefill_args.h and prefill.cl) or the
- * family's parameter lists (merge_args.h, cache_args.h,
- * blocks_args.h). */
+ * family's parameter lists (merge_args.h, xattn_args.h,
+ * cache_args.h, blocks_args.h). */
 #define F(name, tunables, ...) {name, {__VA_ARGS__, NULL}, tunables, N(tunables)}
 /* decode_mma.cl and decode_rows.cl take decode's specification (SG unused: 0). */
 const clpa_family clpa_family_decode =
@@ -93,9 +93,10 @@ const clpa_family clpa_family_prefill_mma =
     F("prefill_mma", prefill_tunables, "common", "io", "kv", "mma", "prefill_args", "prefill");
 const clpa_family clpa_family_merge = F("merge", merge_tunables, "common", "io", "merge_args");
 const clpa_family clpa_family_cache = F("cache", cache_tunables, "common", "kv", "cache_args");
-const clpa_family clpa_family_xattn = F("xattn", xattn_tunables, "common", "io", "kv");
+const clpa_family clpa_family_xattn =
+    F("xattn", xattn_tunables, "common", "io", "kv", "xattn_args");
 const clpa_family clpa_family_xattn_mma =
-    F("xattn_mma", xattn_mma_tunables, "common", "io", "kv", "mma");
+    F("xattn_mma", xattn_mma_tunables, "common", "io", "kv", "mma", "xattn_args");
 /* blocks.cl takes no option: common.cl for KERNEL_PARAMS, then its list. */
 const clpa_family clpa_family_blocks = {"blocks", {"common", "blocks_args", NULL}, NULL, 0};
 const clpa_family clpa_family_smoke = {"smoke", {NULL}, NULL, 0};

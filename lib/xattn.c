@@ -1,7 +1,8 @@
 /*
- * xattn.c — clpa_xattn_estimate (cl/xattn.cl): validate everything (the
- * shapes the reference, host/ref_xattn.h, requires; the key cache; every
- * buffer), then launch the stats, mass and select kernels in order; and
+ * xattn.c — clpa_xattn_estimate (cl/xattn.cl, cl/xattn_mma.cl; the
+ * kernels' parameters are cl/xattn_args.h's lists, set here by name):
+ * validate everything (the shapes the reference, host/ref_xattn.h,
+ * requires; the key cache; every buffer), then launch the stats, mass and select kernels in order; and
  * its plans (clpa_plan_xattn, plan.h): the checks, the path and the
  * kernels once, a run per layer on that layer's buffers.
  */
@@ -13,6 +14,25 @@
 
 #include "plan.h"
 #include "size_math.h"
+#include "xattn_args.h"
+
+/* The kernels' parameters, from their lists (cl/xattn_args.h): a table
+ * and each parameter's position, <LIST>_ARG_<name>. */
+static const clpa_param stats_params[] = {XATTN_STATS_ARG_LIST(CLPA_PARAM_OF, )};
+static const clpa_param stats_mma_params[] = {XATTN_STATS_MMA_ARG_LIST(CLPA_PARAM_OF, )};
+static const clpa_param merge_params[] = {XATTN_MERGE_ARG_LIST(CLPA_PARAM_OF, )};
+static const clpa_param mass_params[] = {XATTN_MASS_ARG_LIST(CLPA_PARAM_OF, )};
+static const clpa_param select_params[] = {XATTN_SELECT_ARG_LIST(CLPA_PARAM_OF, )};
+#define STATS_SLOT(kind, type, name) XATTN_STATS_ARG_##name,
+#define STATS_MMA_SLOT(kind, type, name) XATTN_STATS_MMA_ARG_##name,
+#define MERGE_SLOT(kind, type, name) XATTN_MERGE_ARG_##name,
+#define MASS_SLOT(kind, type, name) XATTN_MASS_ARG_##name,
+#define SELECT_SLOT(kind, type, name) XATTN_SELECT_ARG_##name,
+enum { XATTN_STATS_ARG_LIST(STATS_SLOT, ) XATTN_STATS_NUM_ARGS };
+enum { XATTN_STATS_MMA_ARG_LIST(STATS_MMA_SLOT, ) XATTN_STATS_MMA_NUM_ARGS };
+enum { XATTN_MERGE_ARG_LIST(MERGE_SLOT, ) XATTN_MERGE_NUM_ARGS };
+enum { XATTN_MASS_ARG_LIST(MASS_SLOT, ) XATTN_MASS_NUM_ARGS };
+enum { XATTN_SELECT_ARG_LIST(SELECT_SLOT, ) XATTN_SELECT_NUM_ARGS };
 
 void clpa_xattn_params_init(clpa_xattn_params *p) {
   if (!p) return;
@@ -252,14 +272,14 @@ static clpa_status enqueue_all(clpa_context *ctx, const clpa_xattn_params *p, co
     for (cl_int rbase = 0; rbase < rows; rbase += rows_per) {
       const cl_int rend = rows - rbase < rows_per ? rows : rbase + rows_per;
       const size_t hn = (size_t)(p->num_heads - head0 < heads_per ? p->num_heads - head0 : heads_per);
-      const clpa_arg a1[] = {CLPA_ARG(sm),           CLPA_ARG(sl),         CLPA_ARG(bst),
-                             CLPA_ARG(p->query),     CLPA_ARG(q_stride),   CLPA_ARG(x->k),
-                             CLPA_ARG(block_stride), CLPA_ARG(head_stride), CLPA_ARG(p->block_table),
-                             CLPA_ARG(nb),           CLPA_ARG(qpk),        CLPA_ARG(S),
-                             CLPA_ARG(scale),        CLPA_ARG(rows),       CLPA_ARG(row0),
-                             CLPA_ARG(cc),           CLPA_ARG(bs),         CLPA_ARG(kbl),
-                             CLPA_ARG(head0),        CLPA_ARG(rbase),      CLPA_ARG(rend),
-                             CLPA_ARG(faults)};
+#define A(name, v) [XATTN_STATS_ARG_##name] = CLPA_ARG(v)
+      const clpa_arg a1[XATTN_STATS_NUM_ARGS] = {
+          A(stat_m, sm), A(stat_l, sl), A(bstat, bst), A(q, p->query), A(q_stride, q_stride),
+          A(k_cache, x->k), A(block_stride, block_stride), A(head_stride, head_stride),
+          A(table, p->block_table), A(num_blocks, nb), A(qpk, qpk), A(stride, S),
+          A(scale, scale), A(rows, rows), A(row0, row0), A(chunk_cols, cc), A(bs, bs),
+          A(k_blocks, kbl), A(head0, head0), A(rbase, rbase), A(rend, rend), A(faults, faults)};
+#undef A
       const clpa_ndrange r1 = {3,
                                {(size_t)(rend - rbase + XROWS - 1) / XROWS, hn,
                                 (size_t)x->num_chunks},
@@ -269,13 +289,14 @@ static clpa_status enqueue_all(clpa_context *ctx, const clpa_xattn_params *p, co
                                NULL};
       /* the mma kernel: chunk, head, row tile (the kernel takes them from the last):
        * work-groups of one row tile's chunks run together and share its queries in L2 */
-      const clpa_arg a1m[] = {CLPA_ARG(sm),           CLPA_ARG(sl),         CLPA_ARG(bst),
-                              CLPA_ARG(p->query),     CLPA_ARG(q_stride),   CLPA_ARG(q_direct),
-                              CLPA_ARG(x->k),         CLPA_ARG(block_stride), CLPA_ARG(head_stride),
-                              CLPA_ARG(p->block_table), CLPA_ARG(nb),       CLPA_ARG(qpk),
-                              CLPA_ARG(scale),        CLPA_ARG(rows),       CLPA_ARG(row0),
-                              CLPA_ARG(cc),           CLPA_ARG(kbl),        CLPA_ARG(head0),
-                              CLPA_ARG(rbase),        CLPA_ARG(rend),       CLPA_ARG(faults)};
+#define A(name, v) [XATTN_STATS_MMA_ARG_##name] = CLPA_ARG(v)
+      const clpa_arg a1m[XATTN_STATS_MMA_NUM_ARGS] = {
+          A(stat_m, sm), A(stat_l, sl), A(bstat, bst), A(q, p->query), A(q_stride, q_stride),
+          A(q_direct, q_direct), A(k_cache, x->k), A(block_stride, block_stride),
+          A(head_stride, head_stride), A(table, p->block_table), A(num_blocks, nb), A(qpk, qpk),
+          A(scale, scale), A(rows, rows), A(row0, row0), A(chunk_cols, cc), A(k_blocks, kbl),
+          A(head0, head0), A(rbase, rbase), A(rend, rend), A(faults, faults)};
+#undef A
       const clpa_ndrange r1m = {3,
                                 {(size_t)x->num_chunks * MMA_THREADS, hn,
                                  (size_t)(rend - rbase + MMA_ROWS - 1) / MMA_ROWS},
@@ -283,13 +304,19 @@ static clpa_status enqueue_all(clpa_context *ctx, const clpa_xattn_params *p, co
                                 r1.num_wait_events,
                                 r1.wait_events,
                                 NULL};
-      const clpa_arg am[] = {CLPA_ARG(sm), CLPA_ARG(sl), CLPA_ARG(nch), CLPA_ARG(rows),
-                             CLPA_ARG(head0), CLPA_ARG(rbase)};
+#define A(name, v) [XATTN_MERGE_ARG_##name] = CLPA_ARG(v)
+      const clpa_arg am[XATTN_MERGE_NUM_ARGS] = {A(stat_m, sm),     A(stat_l, sl),
+                                                 A(num_chunks, nch), A(rows, rows),
+                                                 A(head0, head0),    A(rbase, rbase)};
+#undef A
       const clpa_ndrange rm = {2, {(size_t)(rend - rbase), hn}, {0, 0}, 0, NULL, NULL};
-      const clpa_arg a2[] = {CLPA_ARG(mass),  CLPA_ARG(sm),    CLPA_ARG(sl),   CLPA_ARG(nch),
-                             CLPA_ARG(bst),   CLPA_ARG(rows),  CLPA_ARG(row0), CLPA_ARG(bs),
-                             CLPA_ARG(diag0), CLPA_ARG(qbl),   CLPA_ARG(head0), CLPA_ARG(rbase),
-                             CLPA_ARG(rend)};
+#define A(name, v) [XATTN_MASS_ARG_##name] = CLPA_ARG(v)
+      const clpa_arg a2[XATTN_MASS_NUM_ARGS] = {
+          A(mass, mass),   A(stat_m, sm),    A(stat_l, sl),   A(num_chunks, nch),
+          A(bstat, bst),   A(rows, rows),    A(row0, row0),   A(bs, bs),
+          A(diag0, diag0), A(q_blocks, qbl), A(head0, head0), A(rbase, rbase),
+          A(rend, rend)};
+#undef A
       const clpa_ndrange r2 = {3,
                                {(size_t)x->k_blocks, (size_t)((rend - rbase + bs - 1) / bs), hn},
                                {0, 0, 0},
@@ -297,17 +324,25 @@ static clpa_status enqueue_all(clpa_context *ctx, const clpa_xattn_params *p, co
                                NULL,
                                NULL};
       first = 0;
-      if ((st = mma ? clpa_enqueue(ctx, ks[0], "clpa_xattn_stats_mma", a1m, CLPA_NARGS(a1m), &r1m)
-                    : clpa_enqueue(ctx, ks[0], "clpa_xattn_stats", a1, CLPA_NARGS(a1), &r1)) ||
-          (st = clpa_enqueue(ctx, ks[3], "clpa_xattn_merge", am, CLPA_NARGS(am), &rm)) ||
-          (st = clpa_enqueue(ctx, ks[1], "clpa_xattn_mass", a2, CLPA_NARGS(a2), &r2)))
+      if ((st = mma ? clpa_enqueue_listed(ctx, ks[0], "clpa_xattn_stats_mma", stats_mma_params,
+                                          a1m, XATTN_STATS_MMA_NUM_ARGS, &r1m)
+                    : clpa_enqueue_listed(ctx, ks[0], "clpa_xattn_stats", stats_params, a1,
+                                          XATTN_STATS_NUM_ARGS, &r1)) ||
+          (st = clpa_enqueue_listed(ctx, ks[3], "clpa_xattn_merge", merge_params, am,
+                                    XATTN_MERGE_NUM_ARGS, &rm)) ||
+          (st = clpa_enqueue_listed(ctx, ks[1], "clpa_xattn_mass", mass_params, a2,
+                                    XATTN_MASS_NUM_ARGS, &r2)))
         return st;
     }
-  const clpa_arg a3[] = {CLPA_ARG(p->mask), CLPA_ARG(mass), CLPA_ARG(kbl),
-                         CLPA_ARG(diag0),   CLPA_ARG(tau),  CLPA_ARG(keep_all)};
+#define A(name, v) [XATTN_SELECT_ARG_##name] = CLPA_ARG(v)
+  const clpa_arg a3[XATTN_SELECT_NUM_ARGS] = {A(mask, p->mask), A(mass, mass), A(k_blocks, kbl),
+                                              A(diag0, diag0),  A(tau, tau),
+                                              A(keep_all, keep_all)};
+#undef A
   const clpa_ndrange r3 = {2, {(size_t)x->q_blocks, (size_t)p->num_heads}, {0, 0}, 0, NULL,
                            p->event};
-  return clpa_enqueue(ctx, ks[2], "clpa_xattn_select", a3, CLPA_NARGS(a3), &r3);
+  return clpa_enqueue_listed(ctx, ks[2], "clpa_xattn_select", select_params, a3,
+                             XATTN_SELECT_NUM_ARGS, &r3);
 }
 
 /* The mma path's chunks: the columns in MMA_CHUNKS, rounded up to whole
