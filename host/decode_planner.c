@@ -272,8 +272,8 @@ static int mma_width_fits(const clpa_device_facts *dev, int g, int head_size, in
  * - 2 there where chunks are smaller (fp8, f16 head 64) and the
  *   work-groups mostly full.
  * The waves count `resident` warps of this kernel a compute unit (the
- * tuning row's: 12 on the H200, so 3 work-groups of four warps, 4 of three
- * or 6 of two) (docs/decisions/0008-decode-mma-warps.md). */
+ * tuning row's mma_warps_per_cu, whose value and measurement are in
+ * docs/decisions/0008-decode-mma-warps.md). */
 static int mma_warps(int64_t busy, int64_t work, int partition, unsigned cus, int64_t chunk_bytes,
                      int wide, int resident) {
   if (busy <= 0) return 4;
@@ -303,7 +303,7 @@ static int mma_chunk_for(const clpa_decode_tuning *t, clpa_dtype kv, int partiti
 /* decode_mma.cl's PIPE (a warp loads its next chunk while it computes
  * one) where fp8 runs in 32-token chunks and no compute unit holds more
  * than one busy work-group: its registers hold fewer warps a unit (the
- * tuning row's mma_pipe_warps: 8 on the H200, against 12 without), so
+ * tuning row's mma_pipe_warps against mma_warps_per_cu without), so
  * those work-groups take that many at most
  * (docs/decisions/0011-decode-mma-pipe.md). */
 static int mma_pipe(int chunk, int64_t busy, unsigned cus) { return chunk == 32 && busy <= (int64_t)cus; }
