@@ -358,21 +358,16 @@ double bench_copy_gbps(bench_env *env, size_t bytes, const bench_timing *timing)
   return best;
 }
 
-typedef struct fma_arg {
-  cl_kernel k;
-  size_t global;
-} fma_arg;
-
-static clpa_status fma_once(clpa_context *ctx, const void *arg_) {
-  const fma_arg *a = arg_;
-  cl_int err = clEnqueueNDRangeKernel(clpa_context_cl_queue(ctx), a->k, 1, NULL, &a->global, NULL,
-                                      0, NULL, NULL);
+clpa_status bench_kernel_once(clpa_context *ctx, const void *arg_) {
+  const bench_kernel_arg *a = arg_;
+  cl_int err = clEnqueueNDRangeKernel(clpa_context_cl_queue(ctx), a->k, 1, NULL, &a->global,
+                                      a->local ? &a->local : NULL, 0, NULL, NULL);
   return err == CL_SUCCESS ? CLPA_OK : CLPA_ERR_OPENCL;
 }
 
 double bench_fma_tflops(bench_env *env) {
   const cl_int iters = 4096;
-  fma_arg a = {NULL, (size_t)(env->info.compute_units ? env->info.compute_units : 1) * 16384};
+  bench_kernel_arg a = {NULL, (size_t)(env->info.compute_units ? env->info.compute_units : 1) * 16384, 0};
   cl_mem out = bench_buffer(env, NULL, sizeof(float) * a.global);
   cl_program prog;
   double t = 0, tflops = -1;
@@ -385,7 +380,7 @@ double bench_fma_tflops(bench_env *env) {
         clSetKernelArg(a.k, 1, sizeof b, &b) == CL_SUCCESS &&
         clSetKernelArg(a.k, 2, sizeof c, &c) == CL_SUCCESS &&
         clSetKernelArg(a.k, 3, sizeof iters, &iters) == CL_SUCCESS &&
-        bench_time(env, "fma", fma_once, &a, &t) == 0 && t > 0)
+        bench_time(env, "fma", bench_kernel_once, &a, &t) == 0 && t > 0)
       tflops = (double)a.global * iters * 8 * 16 * 2 / t / 1e12;
     if (a.k) clReleaseKernel(a.k);
   }

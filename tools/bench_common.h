@@ -89,6 +89,14 @@ int bench_time_cold(bench_env *env, const char *what, bench_event_fn fn, const v
 /* bench_time or bench_time_cold, as t says. */
 int bench_measure(bench_env *env, const char *what, bench_event_fn fn, const void *arg,
                   const bench_timing *t, double *per_call);
+/* A 1-D kernel whose arguments are set, over `global` work-items in
+ * work-groups of `local` (0: the driver's): bench_kernel_once enqueues it
+ * once, as bench_time's fn. */
+typedef struct bench_kernel_arg {
+  cl_kernel k;
+  size_t global, local;
+} bench_kernel_arg;
+clpa_status bench_kernel_once(clpa_context *ctx, const void *arg);
 /* The device's copy bandwidth in GB/s (bytes read + written): the better of
  * clEnqueueCopyBuffer and a float4 copy kernel over `bytes`, timed as t
  * says. <= 0 on error. */

@@ -86,22 +86,11 @@ static clpa_status one_call(clpa_context *ctx, const void *arg, cl_event *event)
                          c->n, c->k, 0, event);
 }
 
-typedef struct peak_arg {
-  cl_kernel k;
-  size_t global;
-} peak_arg;
-
-static clpa_status peak_once(clpa_context *ctx, const void *arg) {
-  const peak_arg *p = arg;
-  const size_t local = 256;
-  const cl_int e = clEnqueueNDRangeKernel(clpa_context_cl_queue(ctx), p->k, 1, NULL, &p->global,
-                                          &local, 0, NULL, NULL);
-  return e == CL_SUCCESS ? CLPA_OK : CLPA_ERR_OPENCL;
-}
-
 /* NVIDIA: the tensor cores' f16 TFLOP/s (demo_linear_mma_peak), else 0. */
 static double mma_peak(bench_env *env, demo_linear *l) {
-  peak_arg p = {NULL, (size_t)(env->info.compute_units ? env->info.compute_units : 1) * 8 * 256};
+  /* whole warps (mma.sync is a warp's): work-groups of 256 */
+  bench_kernel_arg p = {NULL, (size_t)(env->info.compute_units ? env->info.compute_units : 1) * 8 * 256,
+                        256};
   const cl_int iters = 4096;
   double t = 0, tflops = 0;
   cl_mem out = NULL;
@@ -109,7 +98,7 @@ static double mma_peak(bench_env *env, demo_linear *l) {
   out = bench_buffer(env, NULL, sizeof(float) * p.global);
   if (out && clSetKernelArg(p.k, 0, sizeof out, &out) == CL_SUCCESS &&
       clSetKernelArg(p.k, 1, sizeof iters, &iters) == CL_SUCCESS &&
-      bench_time(env, "mma peak", peak_once, &p, &t) == 0 && t > 0)
+      bench_time(env, "mma peak", bench_kernel_once, &p, &t) == 0 && t > 0)
     tflops = (double)p.global / 32 * iters * 8 * 4096 / t / 1e12;
   clReleaseKernel(p.k);
   if (out) clReleaseMemObject(out);
