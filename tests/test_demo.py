@@ -117,8 +117,16 @@ ok(p.returncode == 0 and len(line) == 1 and re.search(r"untimed first, ([1-9][0-
 for _ in range(2):  # the first stores what the second loads
     p = subprocess.run([demo, "--requests", "2", "--output-min", "2", "--output-max", "2"],
                        capture_output=True, text=True, timeout=600)
-ok(p.returncode == 0 and "kernel builds" not in p.stdout and "device time" in p.stdout,
-   "with a warm binary cache it does not")
+ok(p.returncode == 0 and "kernel builds" not in p.stdout and "device time           not split" in p.stdout,
+   "with a warm binary cache it does not; without --time-split the device time is not split")
+p = subprocess.run([demo, "--requests", "2", "--output-min", "2", "--output-max", "2", "--time-split", "--json"],
+                   capture_output=True, text=True, timeout=600)
+h = json.loads(p.stdout.splitlines()[-1]) if p.returncode == 0 else {}
+ok(h.get("time_split") is True and h["gemm_s"] > 0 and h["attention_s"] > 0 and h["other_s"] > 0
+   and 0 < h["decode_step_device_ms"] <= h["decode_step_ms"] * 1.05,
+   "--time-split: device seconds by kind, and a decode step's device time within its wall time: %s"
+   % {k: h.get(k) for k in ("time_split", "gemm_s", "attention_s", "other_s", "decode_step_ms",
+                            "decode_step_device_ms")})
 
 p = subprocess.run([demo, "--no-such-flag"], capture_output=True, text=True)
 ok(p.returncode == 2 and "no-such-flag" in p.stderr, "an unknown flag is named, exit 2")

@@ -15,7 +15,8 @@
  * v = 2^-11 for f16, 2^-8 for bf16, or 2^-25 absolute below f16's normal
  * range), block forms' weights to f16 as well, so for it the test adds
  * v sum |a w| (v doubled, plus its square, for block forms) + 2^-25 (sum
- * |w| + 2 sum |a|).
+ * |w| + 2 sum |a|). With f16 activations (demo_linear_run_f16) the test
+ * rounds them itself and the reference takes them rounded: the f32 bound.
  */
 #include <stdio.h>
 
@@ -69,26 +70,34 @@ static void *make_weights(demo_wfmt wf, int32_t n, int32_t k, float *exact) {
   return w;
 }
 
+/* half: A goes in as f16 (demo_linear_run_f16), the reference taking it rounded */
 static int run_case(demo_linear *l, demo_linear_engine e, demo_wfmt dt, int32_t rows, int32_t n,
-                    int32_t k, int accumulate) {
+                    int32_t k, int accumulate, int half) {
   /* the tiled GEMM rounds the activations to f16 (bf16 with bf16 weights), block forms'
    * weights to f16 too */
-  const double v = e != DEMO_LINEAR_GEMM ? 0
+  const double v = e != DEMO_LINEAR_GEMM || half ? 0
                    : dt == DEMO_W_F16    ? 0x1p-11
                    : dt == DEMO_W_BF16   ? 0x1p-8
                                          : 0x1p-11 + 0x1p-11 + 0x1p-22;
   const size_t an = (size_t)rows * k, cn = (size_t)rows * n, wn = (size_t)n * k;
   float *a = malloc(sizeof(float) * (an ? an : 1)), *wf = malloc(sizeof(float) * wn);
   float *c0 = malloc(sizeof(float) * (cn ? cn : 1)), *got = malloc(sizeof(float) * (cn ? cn : 1));
+  uint16_t *ah = malloc(2 * (an ? an : 1));
   for (size_t i = 0; i < an; i++) a[i] = (float)rng_uniform(-2, 2);
+  if (half) { /* the activations as f16, and the floats they hold */
+    clpa_dtype_encode(CLPA_DTYPE_F16, a, ah, an, 1.0f);
+    clpa_dtype_decode(CLPA_DTYPE_F16, ah, a, an, 1.0f);
+  }
   for (size_t i = 0; i < cn; i++) c0[i] = (float)rng_uniform(-4, 4);
   void *w = make_weights(dt, n, k, wf);
-  cl_mem A = test_buffer(ctx, a, sizeof(float) * an), W = test_buffer(ctx, w, demo_wfmt_row_bytes(dt, k) * (size_t)n);
+  cl_mem A = half ? test_buffer(ctx, ah, 2 * an) : test_buffer(ctx, a, sizeof(float) * an), W = test_buffer(ctx, w, demo_wfmt_row_bytes(dt, k) * (size_t)n);
   cl_mem C = accumulate ? test_buffer(ctx, c0, sizeof(float) * cn) : test_buffer(ctx, NULL, sizeof(float) * cn);
   if (!accumulate) test_poison(ctx, C, sizeof(float) * cn);
-  const clpa_status st = demo_linear_run(l, e, dt, A, W, C, rows, n, k, accumulate, NULL);
-  int good = ok(st == CLPA_OK, "%s, %s weights, %d x %d x %d%s: %s", demo_linear_engine_name(e),
-                demo_wfmt_name(dt), (int)rows, (int)n, (int)k, accumulate ? ", accumulating" : "",
+  const clpa_status st = half ? demo_linear_run_f16(l, e, dt, A, W, C, rows, n, k, accumulate, NULL)
+                              : demo_linear_run(l, e, dt, A, W, C, rows, n, k, accumulate, NULL);
+  int good = ok(st == CLPA_OK, "%s, %s weights, %s%d x %d x %d%s: %s", demo_linear_engine_name(e),
+                demo_wfmt_name(dt), half ? "f16 activations, " : "", (int)rows, (int)n, (int)k,
+                accumulate ? ", accumulating" : "",
                 st == CLPA_OK ? "ran" : demo_last_error());
   test_read(ctx, C, got, sizeof(float) * cn);
   double worst = 0;
@@ -112,7 +121,7 @@ static int run_case(demo_linear *l, demo_linear_engine e, demo_wfmt dt, int32_t 
              v ? " + the rounding to 16 bits" : "", worst);
   if (worst > 1.0) diag("worst element row %zu col %zu: got %.9g", at / (size_t)n, at % (size_t)n, got[at]);
   clReleaseMemObject(A), clReleaseMemObject(W), clReleaseMemObject(C);
-  free(a), free(wf), free(c0), free(got), free(w);
+  free(a), free(ah), free(wf), free(c0), free(got), free(w);
   return good;
 }
 
@@ -149,7 +158,7 @@ static void stream_grid(const demo_linear_tuning *t) {
   for (size_t d = 0; d < 3; d++)
     for (size_t r = 0; r < sizeof rows / sizeof *rows; r++) {
       const int32_t n = 37 + (int32_t)rng_below(90), k = 8 * (1 + (int32_t)rng_below(80));
-      run_case(l, DEMO_LINEAR_STREAM, dts[d], rows[r], n, k, (int)(r % 2));
+      run_case(l, DEMO_LINEAR_STREAM, dts[d], rows[r], n, k, (int)(r % 2), 0);
     }
   demo_linear_destroy(l);
 }
@@ -157,8 +166,8 @@ static void stream_grid(const demo_linear_tuning *t) {
 int main(void) {
   rng_seed_from_env();
   ctx = test_context(0);
-  const demo_linear_tuning gpu = {"forced: lanes split k", 64, 16, 8, 4, 0, 0, 4, 2, 0, 0, 0, 32};
-  const demo_linear_tuning odd = {"forced: odd shape", 64, 4, 3, 3, 0, 0, 4, 2, 0, 0, 0, 32};
+  const demo_linear_tuning gpu = {"forced: lanes split k", 64, 16, 8, 4, 0, 0, 4, 2, 0, 0, 0, 32, 1};
+  const demo_linear_tuning odd = {"forced: odd shape", 64, 4, 3, 3, 0, 0, 4, 2, 0, 0, 0, 32, 1};
   stream_grid(NULL);
   stream_grid(&gpu);
   stream_grid(&odd);
@@ -169,7 +178,7 @@ int main(void) {
   /* the tensor-core kernel (emulated off NVIDIA): every row block, several
    * blocks, k in chunks of 32, partial stages; in the table's shape and in
    * an odd one that splits k across work-groups */
-  const demo_linear_tuning split = {"forced: split k", 0, 16, 8, 4, 1, 256, 2, 3, 64, 0, 0, 32};
+  const demo_linear_tuning split = {"forced: split k", 0, 16, 8, 4, 1, 256, 2, 3, 64, 0, 0, 32, 1};
   const demo_linear_tuning *mshapes[] = {NULL, &split};
   for (size_t s = 0; s < 2; s++) {
     demo_linear *lm = create(mshapes[s]);
@@ -184,7 +193,7 @@ int main(void) {
         const int32_t sp = demo_linear_mma_split(lm, rows[r], n, k);
         most = sp > most ? sp : most;
         if (sp > 1) diag("  k %d in %d splits", (int)k, (int)sp);
-        run_case(lm, DEMO_LINEAR_MMA, dts[d], rows[r], n, k, (int)(r % 2));
+        run_case(lm, DEMO_LINEAR_MMA, dts[d], rows[r], n, k, (int)(r % 2), 0);
       }
     if (s == 1) {
       ok(most > 1, "the forced shape split k (up to %d splits)", (int)most);
@@ -200,7 +209,7 @@ int main(void) {
   /* the tiled GEMM (emulated off NVIDIA): both row tiles (64 and 128 rows
    * a work-group), partial row and column tiles, one stage and several */
   {
-    const demo_linear_tuning g64 = {"forced: gemm 64 k a stage, 128 rows", 16, 16, 8, 4, 0, 0, 4, 2, 0, 0, 128, 64};
+    const demo_linear_tuning g64 = {"forced: gemm 64 k a stage, 128 rows", 16, 16, 8, 4, 0, 0, 4, 2, 0, 0, 128, 64, 1};
     const demo_linear_tuning *gshapes[] = {NULL, &g64};
     const int32_t rows[] = {1, 63, 64, 65, 130, 200};
     for (size_t s = 0; s < 2; s++) {
@@ -211,35 +220,64 @@ int main(void) {
         for (size_t r = 0; r < sizeof rows / sizeof *rows; r++) {
           const int32_t n = 20 + (int32_t)rng_below(300), k = 32 * (1 + (int32_t)rng_below(12));
           diag("  %d rows a work-group, k %d", (int)demo_linear_gemm_rows(lg, rows[r], n), (int)k);
-          run_case(lg, DEMO_LINEAR_GEMM, dts[d], rows[r], n, k, (int)(r % 2));
+          run_case(lg, DEMO_LINEAR_GEMM, dts[d], rows[r], n, k, (int)(r % 2), 0);
         }
+      /* f16 activations by cp.async (emulated off NVIDIA): 3 stages in flight at 64 rows a
+       * work-group, 2 at 128; fewer stages of k than that, and many */
+      for (size_t r = 0; r < sizeof rows / sizeof *rows; r++) {
+        const int32_t n = 20 + (int32_t)rng_below(300), k = 32 * (1 + (int32_t)rng_below(12));
+        diag("  f16 activations, %d rows a work-group, k %d", (int)demo_linear_gemm_rows(lg, rows[r], n),
+             (int)k);
+        run_case(lg, DEMO_LINEAR_GEMM, DEMO_W_F16, rows[r], n, k, (int)(r % 2), 1);
+      }
       demo_linear_destroy(lg);
     }
   }
   /* ggml's block forms on the tiled GEMM: decoded, rounded to f16 */
   {
     const demo_wfmt quants[] = {DEMO_W_Q8_0, DEMO_W_Q4_0, DEMO_W_Q4_K, DEMO_W_Q5_K, DEMO_W_Q6_K};
-    const demo_linear_tuning g64 = {"forced: gemm 64 k a stage", 16, 16, 8, 4, 0, 0, 4, 2, 0, 0, 0, 64};
+    const demo_linear_tuning g64 = {"forced: gemm 64 k a stage", 16, 16, 8, 4, 0, 0, 4, 2, 0, 0, 0, 64, 1};
     demo_linear *lg = create(&g64);
     for (size_t q = 0; q < 5; q++) {
       const int32_t kq = (quants[q] <= DEMO_W_Q4_0 ? 32 : 256) * (1 + (int32_t)rng_below(3));
       run_case(lg, DEMO_LINEAR_GEMM, quants[q], 1 + (int32_t)rng_below(150), 20 + (int32_t)rng_below(200), kq,
-               (int)(q % 2));
+               (int)(q % 2), 0);
     }
     demo_linear_destroy(lg);
   }
   refused(l, DEMO_LINEAR_GEMM, DEMO_W_F32, 2, 4, 32, "f16, bf16 or block-form", "the tiled GEMM with f32 weights");
   refused(l, DEMO_LINEAR_GEMM, DEMO_W_F16, 2, 4, 48, "multiple of 32", "the tiled GEMM with k 48");
-  const demo_linear_tuning bad = {"forced: bad", 64, 16, 128, 4, 0, 0, 4, 2, 0, 0, 0, 32};
+  {
+    cl_mem b = test_buffer(ctx, NULL, 4096);
+    const demo_linear_tuning f32a = {"forced: f32 activations", 16, 16, 8, 4, 0, 0, 4, 2, 0, 0, 0, 32, 0};
+    demo_linear *la = create(&f32a);
+    const struct { demo_linear *l; demo_linear_engine e; demo_wfmt w; int32_t k; const char *what; } no[] = {
+        {l, DEMO_LINEAR_GEMM, DEMO_W_BF16, 32, "bf16 weights"},
+        {l, DEMO_LINEAR_MMA, DEMO_W_F16, 32, "the mma engine"},
+        {l, DEMO_LINEAR_GEMM, DEMO_W_F16, 48, "k 48"},
+        {la, DEMO_LINEAR_GEMM, DEMO_W_F16, 32, "a table without gemm_f16a"},
+    };
+    for (size_t i = 0; i < sizeof no / sizeof *no; i++)
+      ok(!demo_linear_takes_f16(no[i].l, no[i].e, 2, no[i].k, no[i].w) &&
+             demo_linear_run_f16(no[i].l, no[i].e, no[i].w, b, b, b, 2, 4, no[i].k, 0, NULL) ==
+                 CLPA_ERR_INVALID_ARG &&
+             strstr(demo_last_error(), "f16 activations"),
+         "f16 activations refused with %s: %s", no[i].what, demo_last_error());
+    ok(demo_linear_takes_f16(l, DEMO_LINEAR_GEMM, 2, 32, DEMO_W_F16),
+       "f16 activations taken by the tiled GEMM with f16 weights");
+    demo_linear_destroy(la);
+    clReleaseMemObject(b);
+  }
+  const demo_linear_tuning bad = {"forced: bad", 64, 16, 128, 4, 0, 0, 4, 2, 0, 0, 0, 32, 1};
   demo_linear *nope = NULL;
   ok(demo_linear_create(clpa_context_cl_context(ctx), clpa_context_cl_device(ctx),
                         clpa_context_cl_queue(ctx), &bad, &nope) == CLPA_ERR_INVALID_ARG && !nope,
      "a work-group of 2048 refused: %s", demo_last_error());
   for (size_t d = 0; d < 3; d++) {
-    run_case(l, DEMO_LINEAR_CLBLAST, dts[d], 33, 70, 200, 0);
-    run_case(l, DEMO_LINEAR_CLBLAST, dts[d], 2, 45, 96, 1);
+    run_case(l, DEMO_LINEAR_CLBLAST, dts[d], 33, 70, 200, 0, 0);
+    run_case(l, DEMO_LINEAR_CLBLAST, dts[d], 2, 45, 96, 1, 0);
   }
-  run_case(l, DEMO_LINEAR_AUTO, DEMO_W_F16, 3, 300, 1024, 1); /* a longer k */
+  run_case(l, DEMO_LINEAR_AUTO, DEMO_W_F16, 3, 300, 1024, 1, 0); /* a longer k */
   /* ggml's block forms, dequantized in the kernels: on the stream kernel
    * in each shape, and widened for CLBlast */
   const demo_wfmt quants[] = {DEMO_W_Q8_0, DEMO_W_Q4_0, DEMO_W_Q4_K, DEMO_W_Q5_K, DEMO_W_Q6_K};
@@ -249,12 +287,12 @@ int main(void) {
     for (size_t q = 0; q < 5; q++) {
       const int32_t kq = (quants[q] <= DEMO_W_Q4_0 ? 32 : 256) * (1 + (int32_t)rng_below(4));
       run_case(lq, DEMO_LINEAR_STREAM, quants[q], 1 + (int32_t)rng_below(20), 20 + (int32_t)rng_below(60), kq,
-               (int)(q % 2));
+               (int)(q % 2), 0);
     }
     demo_linear_destroy(lq);
   }
   for (size_t q = 0; q < 5; q++)
-    run_case(l, DEMO_LINEAR_CLBLAST, quants[q], 9, 40, 512, (int)(q % 2));
+    run_case(l, DEMO_LINEAR_CLBLAST, quants[q], 9, 40, 512, (int)(q % 2), 0);
   /* the device's decoding of every block form, bit for bit quant.c's (ggml's) */
   for (size_t q = 0; q < 5; q++) {
     const int32_t n = 7, k = 512;
@@ -272,7 +310,7 @@ int main(void) {
     free(want), free(got), free(blocks);
   }
   refused(l, DEMO_LINEAR_STREAM, DEMO_W_Q4_K, 2, 4, 128, "whole number of q4_K blocks", "q4_K with k 128");
-  const demo_linear_tuning rule = {"forced: the rule", 16, 16, 8, 4, 17, 64, 4, 2, 0, 0, 0, 32};
+  const demo_linear_tuning rule = {"forced: the rule", 16, 16, 8, 4, 17, 64, 4, 2, 0, 0, 0, 32, 1};
   demo_linear *lr = create(&rule);
   const demo_wfmt F16 = DEMO_W_F16, F32 = DEMO_W_F32;
   ok(demo_linear_pick(lr, 16, 64, F32) == DEMO_LINEAR_STREAM &&
@@ -286,7 +324,7 @@ int main(void) {
      "the pick: mma from 17 to 64 rows on NVIDIA (k a multiple of 32, f16 or bf16), else stream up"
      " to 16 rows (k a multiple of 8), else clblast");
   demo_linear_destroy(lr);
-  const demo_linear_tuning first = {"forced: mma first", 16, 16, 8, 4, 2, 1 << 30, 4, 2, 16, 128, 0, 32};
+  const demo_linear_tuning first = {"forced: mma first", 16, 16, 8, 4, 2, 1 << 30, 4, 2, 16, 128, 0, 32, 1};
   lr = create(&first);
   const demo_wfmt Q4K = DEMO_W_Q4_K;
   ok(demo_linear_pick(lr, 1, 64, F16) == DEMO_LINEAR_STREAM &&

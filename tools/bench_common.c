@@ -358,6 +358,27 @@ double bench_copy_gbps(bench_env *env, size_t bytes, const bench_timing *timing)
   return best;
 }
 
+double bench_launch_us(bench_env *env) {
+  bench_kernel_arg a = {NULL, 256, 256};
+  cl_mem src = bench_buffer(env, NULL, 4096), dst = bench_buffer(env, NULL, 4096);
+  cl_program prog;
+  double t = 0, us = -1;
+  if (src && dst && clpa_program_get(env->ctx, "smoke", "", &prog) == CLPA_OK) {
+    cl_int err;
+    a.k = clCreateKernel(prog, "clpa_smoke_copy4", &err);
+    const cl_uint n4 = 256;
+    if (err == CL_SUCCESS && clSetKernelArg(a.k, 0, sizeof src, &src) == CL_SUCCESS &&
+        clSetKernelArg(a.k, 1, sizeof dst, &dst) == CL_SUCCESS &&
+        clSetKernelArg(a.k, 2, sizeof n4, &n4) == CL_SUCCESS &&
+        bench_time(env, "launch", bench_kernel_once, &a, &t) == 0 && t > 0)
+      us = t * 1e6;
+    if (a.k) clReleaseKernel(a.k);
+  }
+  if (src) clReleaseMemObject(src);
+  if (dst) clReleaseMemObject(dst);
+  return us;
+}
+
 clpa_status bench_kernel_once(clpa_context *ctx, const void *arg_) {
   const bench_kernel_arg *a = arg_;
   cl_int err = clEnqueueNDRangeKernel(clpa_context_cl_queue(ctx), a->k, 1, NULL, &a->global,

@@ -102,6 +102,11 @@ clpa_status bench_kernel_once(clpa_context *ctx, const void *arg);
  * says. <= 0 on error. */
 double bench_copy_gbps(bench_env *env, size_t bytes, const bench_timing *t);
 
+/* Microseconds a kernel of one work-group (a 4 KiB copy) takes back to
+ * back with itself on the in-order queue: what each dependent launch of
+ * a chain of small kernels costs at least. <= 0 on failure. */
+double bench_launch_us(bench_env *env);
+
 /* The device's f32 FMA peak in TFLOP/s, measured with 8 independent
  * chains of float16 mads per work-item (clpa_smoke_fma); <= 0 on failure. */
 double bench_fma_tflops(bench_env *env);

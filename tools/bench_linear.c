@@ -24,7 +24,7 @@ typedef struct linear_args {
   clpa_dtype dtype;
   rows_list rows;
   const char *engine;
-  int32_t lanes, groups, nc, mwarps, fill, ct, gemm_bm, gemm_bk;
+  int32_t lanes, groups, nc, mwarps, fill, ct, gemm_bm, gemm_bk, gemm_f16a;
   int json, cold, hot;
   int32_t repeats;
 } linear_args;
@@ -77,13 +77,14 @@ typedef struct call {
   clpa_dtype dtype;
   cl_mem A, W, C;
   int32_t rows, n, k;
+  int half; /* A is f16 (demo_linear_run_f16) */
 } call;
 
 static clpa_status one_call(clpa_context *ctx, const void *arg, cl_event *event) {
   (void)ctx;
   const call *c = arg;
-  return demo_linear_run(c->l, c->engine, demo_wfmt_of_dtype(c->dtype), c->A, c->W, c->C, c->rows,
-                         c->n, c->k, 0, event);
+  return (c->half ? demo_linear_run_f16 : demo_linear_run)(
+      c->l, c->engine, demo_wfmt_of_dtype(c->dtype), c->A, c->W, c->C, c->rows, c->n, c->k, 0, event);
 }
 
 /* NVIDIA: the tensor cores' f16 TFLOP/s (demo_linear_mma_peak), else 0. */
@@ -107,7 +108,7 @@ static double mma_peak(bench_env *env, demo_linear *l) {
 
 int bench_linear(int argc, char **argv) {
   linear_args a = {"llama-1b", CLPA_DTYPE_F16, {5, {1, 4, 16, 64, 256}}, "all", 0, 0, 0, 0, -1, 0,
-                   0, 0, 0, 0, 0, 30};
+                   0, 0, -1, 0, 0, 0, 30};
   const cli_opt opts[] = {
       {"model", CLI_WORD, &a.model, 0, 0, "NAME", "the weight shapes: llama-1b or tiny", "llama-1b",
        parse_word},
@@ -128,6 +129,8 @@ int bench_linear(int argc, char **argv) {
       {"gemm-bm", CLI_INT, &a.gemm_bm, 64, 128, "N", "the tiled GEMM's rows a work-group (64 or 128), forced",
        NULL, NULL},
       {"gemm-bk", CLI_INT, &a.gemm_bk, 32, 64, "N", "its k a stage (32 or 64), forced", NULL, NULL},
+      {"gemm-f16a", CLI_INT, &a.gemm_f16a, 0, 1, "N",
+       "1: f16 weights take f16 activations by cp.async, 0: f32\nones, forced (-1: the table's)", NULL, NULL},
       {"cold", CLI_FLAG, &a.cold, 0, 0, NULL, "flush the L2 before every timed call (default on a GPU)",
        NULL, NULL},
       {"hot", CLI_FLAG, &a.hot, 0, 0, NULL, "back-to-back calls (default elsewhere)", NULL, NULL},
@@ -145,10 +148,11 @@ int bench_linear(int argc, char **argv) {
       opts,
       "JSON keys: op, device, engine, shape, dtype, rows, n, k, us_per_call,\n"
       "weight_bytes, gbps, copy_gbps, ratio, tflops, fma_peak_tflops, mma_peak_tflops\n"
-      "(NVIDIA: f16 mma.sync back to back, same run), lanes, groups, nc, mwarps,\n"
-      "fill, ct, ksplit (the tensor-core kernel's splits of k), gemm_bm and gemm_bk\n"
-      "(the tiled GEMM's tile); the\n"
-      "step's lines have shape \"step\" and the summed time and bytes.",
+      "(NVIDIA: f16 mma.sync back to back, same run), launch_us (a one-work-group\n"
+      "kernel back to back with itself: a dependent launch's least cost), lanes,\n"
+      "groups, nc, mwarps, fill, ct, ksplit (the tensor-core kernel's splits of k),\n"
+      "gemm_bm, gemm_bk (the tiled GEMM's tile) and gemm_f16a (1: f16 activations);\n"
+      "the step's lines have shape \"step\" and the summed time and bytes.",
       clpa_version_string(),
   };
   int rc = cli_parse(&cmd, argc, argv);
@@ -184,8 +188,8 @@ int bench_linear(int argc, char **argv) {
     engines[ne++] = DEMO_LINEAR_MMA, engines[ne++] = DEMO_LINEAR_GEMM;
   /* the table's entry, with what the options force */
   demo_linear *l = NULL;
-  demo_linear_tuning forced = {"forced", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 32};
-  const int force = a.lanes || a.mwarps || a.fill >= 0 || a.ct || a.gemm_bm || a.gemm_bk;
+  demo_linear_tuning forced = {"forced", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 32, 1};
+  const int force = a.lanes || a.mwarps || a.fill >= 0 || a.ct || a.gemm_bm || a.gemm_bk || a.gemm_f16a >= 0;
   if (demo_linear_create(cl, clpa_context_cl_device(env.ctx), clpa_context_cl_queue(env.ctx), NULL,
                          &l) == CLPA_OK && force) {
     forced = *demo_linear_tuning_of(l);
@@ -197,6 +201,7 @@ int bench_linear(int argc, char **argv) {
     if (a.ct) forced.mma_ct = a.ct;
     if (a.gemm_bm) forced.gemm_bm = a.gemm_bm;
     if (a.gemm_bk) forced.gemm_bk = a.gemm_bk;
+    if (a.gemm_f16a >= 0) forced.gemm_f16a = a.gemm_f16a;
     demo_linear_destroy(l);
     l = NULL;
     demo_linear_create(cl, clpa_context_cl_device(env.ctx), clpa_context_cl_queue(env.ctx), &forced,
@@ -215,15 +220,17 @@ int bench_linear(int argc, char **argv) {
     max_k = shapes[i].k > max_k ? shapes[i].k : max_k;
   }
   cl_mem A = bench_random_cache(&env, CLPA_DTYPE_F32, (size_t)max_rows * max_k);
+  cl_mem Ah = bench_random_cache(&env, CLPA_DTYPE_F16, (size_t)max_rows * max_k); /* demo_linear_run_f16's */
   cl_mem C = bench_buffer(&env, NULL, sizeof(float) * (size_t)max_rows * max_n);
   cli_progress("linear: measuring the copy bandwidth and the FMA peak...");
   const double copy = bench_copy_gbps(&env, (size_t)256 << 20, &t), peak = bench_fma_tflops(&env);
-  const double mpeak = l ? mma_peak(&env, l) : 0;
+  const double mpeak = l ? mma_peak(&env, l) : 0, launch = bench_launch_us(&env);
   cli_progress_end();
-  rc = A && C && copy > 0 ? 0 : 1;
+  rc = A && Ah && C && copy > 0 ? 0 : 1;
   if (!a.json && rc == 0) {
     printf("copy %.1f GB/s, f32 FMA peak %.3f TFLOP/s", copy, peak);
     if (mpeak > 0) printf(", f16 mma peak %.1f TFLOP/s", mpeak);
+    printf(", %.1f us a small kernel back to back", launch);
     printf(" (this run)\n");
   }
   for (int e = 0; e < ne && rc == 0; e++)
@@ -236,7 +243,8 @@ int bench_linear(int argc, char **argv) {
           rc = 1;
           break;
         }
-        call c = {l, engines[e], a.dtype, A, W, C, a.rows.v[r], s->n, s->k};
+        const int half = demo_linear_takes_f16(l, engines[e], a.rows.v[r], s->k, demo_wfmt_of_dtype(a.dtype));
+        call c = {l, engines[e], a.dtype, half ? Ah : A, W, C, a.rows.v[r], s->n, s->k, half};
         const demo_linear_engine used =
             engines[e] == DEMO_LINEAR_AUTO ? demo_linear_pick(l, c.rows, c.k, demo_wfmt_of_dtype(a.dtype)) : engines[e];
         double per_call = 0;
@@ -273,6 +281,7 @@ int bench_linear(int argc, char **argv) {
           cli_json_num(&j, "tflops", tflops, 3);
           cli_json_num(&j, "fma_peak_tflops", peak, 3);
           if (mpeak > 0) cli_json_num(&j, "mma_peak_tflops", mpeak, 1);
+          cli_json_num(&j, "launch_us", launch, 2);
           cli_json_int(&j, "lanes", tu->lanes);
           cli_json_int(&j, "groups", tu->groups);
           cli_json_int(&j, "nc", tu->nc);
@@ -281,7 +290,8 @@ int bench_linear(int argc, char **argv) {
           cli_json_int(&j, "ct", tu->mma_ct);
           if (used == DEMO_LINEAR_GEMM) {
             cli_json_int(&j, "gemm_bm", demo_linear_gemm_rows(l, c.rows, s->n));
-            cli_json_int(&j, "gemm_bk", tu->gemm_bk == 64 && s->k % 64 == 0 ? 64 : 32);
+            cli_json_int(&j, "gemm_bk", half || !(tu->gemm_bk == 64 && s->k % 64 == 0) ? 32 : 64);
+            cli_json_int(&j, "gemm_f16a", half);
           }
           cli_json_int(&j, "ksplit", used == DEMO_LINEAR_MMA ? demo_linear_mma_split(l, c.rows, s->n, s->k) : 1);
           cli_json_end(&j);
@@ -319,6 +329,7 @@ int bench_linear(int argc, char **argv) {
       }
     }
   if (A) clReleaseMemObject(A);
+  if (Ah) clReleaseMemObject(Ah);
   if (C) clReleaseMemObject(C);
   demo_linear_destroy(l);
   bench_close(&env);

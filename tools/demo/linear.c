@@ -18,11 +18,12 @@
  * command, figures) are in docs/decisions/0029-demo-linear-table.md. */
 static const demo_linear_tuning table[] = {
     /* NVIDIA: the tensor cores from 2 rows on, k split for small matrices, the tiled GEMM
-       (64 k a stage) past 32 rows; streaming for 1 row and for block forms up to 16 */
-    {"vendor:NVIDIA", 16, 32, 4, 4, 2, 1 << 30, 4, 2, 16, 33, 0, 64},
+       from 32 rows (f16 activations by cp.async with f16 weights, else 64 k a stage);
+       streaming for 1 row and for block forms up to 16 */
+    {"vendor:NVIDIA", 16, 32, 4, 4, 2, 1 << 30, 4, 2, 16, 32, 0, 64, 1},
     /* CPUs (PoCL): one work-item a column group, vector sums; faster than CLBlast at every row count */
-    {"type:cpu", 1 << 30, 1, 16, 2, 0, 0, 4, 2, 0, 0, 0, 32},
-    {"default", 16, 16, 8, 4, 0, 0, 4, 2, 0, 0, 0, 32},
+    {"type:cpu", 1 << 30, 1, 16, 2, 0, 0, 4, 2, 0, 0, 0, 32, 1},
+    {"default", 16, 16, 8, 4, 0, 0, 4, 2, 0, 0, 0, 32, 1},
 };
 
 /* Row blocks the kernels are built for: the smallest that holds the
@@ -31,8 +32,10 @@ static const int32_t row_blocks[] = {1, 4, 16};
 #define NBLOCKS (int)(sizeof row_blocks / sizeof row_blocks[0])
 static const int32_t mma_blocks[] = {8, 16, 32, 64}; /* 8 NT */
 #define NMMA (int)(sizeof mma_blocks / sizeof mma_blocks[0])
-/* the tiled GEMM's programs: MT 2 or 4 (64 or 128 rows a work-group) by KS 2 or 4 (32 or 64 k a stage) */
+/* the tiled GEMM's programs: MT 2 or 4 (64 or 128 rows a work-group) by KS 2 or 4 (32 or 64 k a
+ * stage) with f32 activations, or f16 ones by cp.async (32 k a stage) */
 #define NGEMM 2
+#define NGEMM_FORMS 3
 
 enum { NWDT = DEMO_W_COUNT };
 
@@ -45,8 +48,8 @@ struct demo_linear {
   int32_t cus;        /* compute units (the split's aim) */
   cl_program prog[NWDT][NBLOCKS], mprog[NWDT][NMMA];
   cl_kernel stream[NWDT][NBLOCKS], widen[NWDT], mma[NWDT][NMMA], reduce[NWDT][NMMA];
-  cl_program gprog[NWDT][NGEMM][NGEMM];
-  cl_kernel gemm[NWDT][NGEMM][NGEMM];
+  cl_program gprog[NWDT][NGEMM][NGEMM_FORMS];
+  cl_kernel gemm[NWDT][NGEMM][NGEMM_FORMS];
   cl_mem wide;        /* CLBlast's f32 copy of one weight */
   size_t wide_elems;
   cl_mem part, counts; /* the mma kernel's split sums and its tiles' counters (zero between calls) */
@@ -112,15 +115,15 @@ clpa_status demo_linear_create(cl_context ctx, cl_device_id dev, cl_command_queu
       t->mma_min_rows < 0 || t->mwarps < 1 || t->mwarps > 8 || t->mma_ct < 1 || t->mma_ct > 4 ||
       t->mma_fill < 0 || t->mma_fill > 64 || t->gemm_min_rows < 0 ||
       (t->gemm_bm != 0 && t->gemm_bm != 64 && t->gemm_bm != 128) ||
-      (t->gemm_bk != 32 && t->gemm_bk != 64))
+      (t->gemm_bk != 32 && t->gemm_bk != 64) || (t->gemm_f16a != 0 && t->gemm_f16a != 1))
     return demo_fail(CLPA_ERR_INVALID_ARG,
                      "demo_linear_create: lanes %d, groups %d, nc %d, stream_max_rows %d,"
                      " mma rows %d to %d, mwarps %d, mma_ct %d, mma_fill %d, gemm_min_rows %d,"
-                     " gemm_bm %d (0, 64 or 128), gemm_bk %d (32 or 64)",
+                     " gemm_bm %d (0, 64 or 128), gemm_bk %d (32 or 64), gemm_f16a %d (0 or 1)",
                      (int)t->lanes, (int)t->groups, (int)t->nc, (int)t->stream_max_rows,
                      (int)t->mma_min_rows, (int)t->mma_max_rows, (int)t->mwarps,
                      (int)t->mma_ct, (int)t->mma_fill, (int)t->gemm_min_rows, (int)t->gemm_bm,
-                     (int)t->gemm_bk);
+                     (int)t->gemm_bk, (int)t->gemm_f16a);
   demo_linear *l = calloc(1, sizeof *l);
   if (!l) return demo_fail(CLPA_ERR_OUT_OF_MEMORY, "demo_linear_create: out of memory");
   l->ctx = ctx, l->dev = dev, l->queue = queue;
@@ -146,10 +149,11 @@ void demo_linear_destroy(demo_linear *l) {
       if (l->reduce[d][b]) clReleaseKernel(l->reduce[d][b]);
       if (l->mprog[d][b]) clReleaseProgram(l->mprog[d][b]);
     }
-    for (int b = 0; b < NGEMM * NGEMM; b++) {
-      if (l->gemm[d][b / NGEMM][b % NGEMM]) clReleaseKernel(l->gemm[d][b / NGEMM][b % NGEMM]);
-      if (l->gprog[d][b / NGEMM][b % NGEMM]) clReleaseProgram(l->gprog[d][b / NGEMM][b % NGEMM]);
-    }
+    for (int b = 0; b < NGEMM; b++)
+      for (int f = 0; f < NGEMM_FORMS; f++) {
+        if (l->gemm[d][b][f]) clReleaseKernel(l->gemm[d][b][f]);
+        if (l->gprog[d][b][f]) clReleaseProgram(l->gprog[d][b][f]);
+      }
   }
   if (l->wide) clReleaseMemObject(l->wide);
   if (l->part) clReleaseMemObject(l->part);
@@ -411,12 +415,13 @@ int32_t demo_linear_gemm_rows(const demo_linear *l, int32_t rows, int32_t n) {
 }
 
 /* The tiled GEMM's program of dtype d, 64 (b 0) or 128 rows (1) a
- * work-group, 32 (s 0) or 64 k (1) a stage. */
+ * work-group, f32 activations and 32 (s 0) or 64 k (1) a stage, or f16
+ * activations by cp.async, 32 k a stage (s 2). */
 static clpa_status gemm_program(demo_linear *l, int d, int b, int s) {
   if (l->gemm[d][b][s]) return CLPA_OK;
-  char opts[96];
-  snprintf(opts, sizeof opts, "-cl-std=CL1.2 -DDEMO_WDT=%d -DMT=%d -DKS=%d -DDEMO_PTX=%d", d,
-           2 + 2 * b, 2 + 2 * s, l->nvidia);
+  char opts[112];
+  snprintf(opts, sizeof opts, "-cl-std=CL1.2 -DDEMO_WDT=%d -DMT=%d -DKS=%d -DAH=%d -DDEMO_PTX=%d",
+           d, 2 + 2 * b, s == 1 ? 4 : 2, s == 2, l->nvidia);
   return build(l, 2, opts, "demo_linear_gemm", &l->gprog[d][b][s], &l->gemm[d][b][s]);
 }
 
@@ -431,14 +436,16 @@ clpa_status demo_linear_mma_peak_kernel(demo_linear *l, cl_kernel *k) {
   return demo_cl_check(e, "demo_linear: clCreateKernel(demo_linear_mma_peak)");
 }
 
+/* half: A is f16 (demo_linear_run_f16) */
 static clpa_status run_gemm(demo_linear *l, int d, cl_mem A, cl_mem W, cl_mem C, int32_t rows,
-                            int32_t n, int32_t k, int accumulate, cl_event *ev) {
+                            int32_t n, int32_t k, int accumulate, cl_event *ev, int half) {
   if (!gemm_runs(k, (demo_wfmt)d))
     return demo_fail(CLPA_ERR_INVALID_ARG,
                      "demo_linear_run: the tiled GEMM needs k a multiple of 32 and f16, bf16 or"
                      " block-form weights (k %d, %s)", (int)k, forms[d].name);
   const int32_t bm = demo_linear_gemm_rows(l, rows, n);
-  const int b = bm == 128, ks = l->tune.gemm_bk == 64 && k % 64 == 0; /* else 32 k a stage */
+  /* else 32 k a stage */
+  const int b = bm == 128, ks = half ? 2 : l->tune.gemm_bk == 64 && k % 64 == 0;
   clpa_status st = gemm_program(l, d, b, ks);
   cl_kernel kr = st == CLPA_OK ? l->gemm[d][b][ks] : NULL;
   if (st == CLPA_OK) st = set_args(kr, A, rows, k, W, n, C, accumulate);
@@ -502,6 +509,25 @@ clpa_status demo_linear_run(demo_linear *l, demo_linear_engine e, demo_wfmt w, c
   if (e == DEMO_LINEAR_AUTO) e = demo_linear_pick(l, rows, k, w);
   return e == DEMO_LINEAR_STREAM ? run_stream(l, d, A, W, C, rows, n, k, accumulate, ev)
          : e == DEMO_LINEAR_MMA  ? run_mma(l, d, A, W, C, rows, n, k, accumulate, ev)
-         : e == DEMO_LINEAR_GEMM ? run_gemm(l, d, A, W, C, rows, n, k, accumulate, ev)
+         : e == DEMO_LINEAR_GEMM ? run_gemm(l, d, A, W, C, rows, n, k, accumulate, ev, 0)
                                  : run_clblast(l, d, A, W, C, rows, n, k, accumulate, ev);
+}
+
+int demo_linear_takes_f16(const demo_linear *l, demo_linear_engine e, int32_t rows, int32_t k,
+                          demo_wfmt w) {
+  if (e == DEMO_LINEAR_AUTO) e = demo_linear_pick(l, rows, k, w);
+  return e == DEMO_LINEAR_GEMM && w == DEMO_W_F16 && k % 32 == 0 && l->tune.gemm_f16a;
+}
+
+clpa_status demo_linear_run_f16(demo_linear *l, demo_linear_engine e, demo_wfmt w, cl_mem A,
+                                cl_mem W, cl_mem C, int32_t rows, int32_t n, int32_t k,
+                                int accumulate, cl_event *ev) {
+  clpa_status st = check(w, rows, n, k);
+  if (st != CLPA_OK || rows == 0) return st;
+  if (!demo_linear_takes_f16(l, e, rows, k, w))
+    return demo_fail(CLPA_ERR_INVALID_ARG,
+                     "demo_linear_run_f16: f16 activations go to the tiled GEMM alone, with f16"
+                     " weights, k a multiple of 32 and the table's gemm_f16a (%s, %s, k %d, %d rows)",
+                     demo_linear_engine_name(e), demo_wfmt_name(w), (int)k, (int)rows);
+  return run_gemm(l, (int)w, A, W, C, rows, n, k, accumulate, ev, 1);
 }

@@ -65,6 +65,8 @@ typedef struct demo_linear_tuning {
                               others (0: never) */
   int32_t gemm_bm;         /* its rows a work-group: 64, 128 or 0 (demo_linear_gemm_rows) */
   int32_t gemm_bk;         /* its k a stage: 32 or 64 (where k is a multiple of 64) */
+  int32_t gemm_f16a;       /* 1: with f16 weights it takes f16 activations, copied to local
+                              memory by cp.async (demo_linear_takes_f16); 0: f32 ones */
 } demo_linear_tuning;
 
 typedef struct demo_linear demo_linear;
@@ -119,6 +121,23 @@ const char *demo_linear_engine_name(demo_linear_engine e);
 clpa_status demo_linear_run(demo_linear *l, demo_linear_engine e, demo_wfmt w, cl_mem A,
                             cl_mem W, cl_mem C, int32_t rows, int32_t n, int32_t k, int accumulate,
                             cl_event *ev);
+
+/* Whether the call demo_linear_run(l, e, w, ..., rows, n, k, ...) would make
+ * runs faster from f16 activations, by demo_linear_run_f16: engine e (AUTO:
+ * demo_linear_pick's) is gemm, w f16, k a multiple of 32 and the table's
+ * gemm_f16a set. The caller then writes A as f16 (rounded to nearest
+ * even: what the tiled GEMM does to f32 activations on the way in, so
+ * the results are the same bits). */
+int demo_linear_takes_f16(const demo_linear *l, demo_linear_engine e, int32_t rows, int32_t k,
+                          demo_wfmt w);
+
+/* demo_linear_run with A [rows, k] f16 in device memory, where
+ * demo_linear_takes_f16 holds (else CLPA_ERR_INVALID_ARG): the tiled GEMM
+ * copies both operands to local memory by cp.async, NVIDIA's asynchronous
+ * copies, stages ahead of its tensor cores. */
+clpa_status demo_linear_run_f16(demo_linear *l, demo_linear_engine e, demo_wfmt w, cl_mem A,
+                                cl_mem W, cl_mem C, int32_t rows, int32_t n, int32_t k,
+                                int accumulate, cl_event *ev);
 
 /* Enqueues out [n, k] = W as floats (f32, exactly what the kernels
  * compute with: ggml's block forms decoded as ggml does), the step

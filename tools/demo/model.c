@@ -87,7 +87,7 @@ double demo_model_copy_gbps(demo_model *m) {
   cl_mem a = clCreateBuffer(m->clctx, CL_MEM_READ_WRITE, bytes, NULL, &e);
   cl_mem b = e == CL_SUCCESS ? clCreateBuffer(m->clctx, CL_MEM_READ_WRITE, bytes, NULL, &e) : NULL;
   double best = 0;
-  for (int i = 0; m->profiling && b && i < 4; i++) {
+  for (int i = 0; m->queue_profiles && b && i < 4; i++) {
     cl_event ev;
     cl_ulong t0, t1;
     if (clEnqueueCopyBuffer(m->queue, a, b, 0, 0, bytes, 0, NULL, &ev) != CL_SUCCESS) break;
@@ -106,9 +106,12 @@ double demo_model_copy_gbps(demo_model *m) {
   return best;
 }
 
+void demo_model_set_timing(demo_model *m, int on) { m->profiling = on && m->queue_profiles; }
+
 const char *const demo_kernel_names[K_COUNT] = {
     "demo_embed_f32", "demo_embed_f16", "demo_rmsnorm", "demo_rmsnorm_rows",
-    "demo_rope",      "demo_silu_mul",  "demo_argmax"};
+    "demo_rope",      "demo_silu_mul",  "demo_argmax",    "demo_rmsnorm_h",
+    "demo_silu_mul_h"};
 
 void demo_model_destroy(demo_model *m) {
   if (!m) return;
@@ -263,7 +266,8 @@ static clpa_status model_new(clpa_context *ctx, const demo_config *cfg, clpa_dty
   m->qkv_dim = (cfg->heads + 2 * cfg->kv_heads) * cfg->head_size;
   cl_command_queue_properties props = 0;
   clGetCommandQueueInfo(m->queue, CL_QUEUE_PROPERTIES, sizeof props, &props, NULL);
-  m->profiling = (props & CL_QUEUE_PROFILING_ENABLE) != 0;
+  m->queue_profiles = (props & CL_QUEUE_PROFILING_ENABLE) != 0;
+  m->profiling = m->queue_profiles;
   m->hl = calloc((size_t)cfg->layers, sizeof *m->hl);
   m->dl = calloc((size_t)cfg->layers, sizeof *m->dl);
   m->hw.layer = calloc((size_t)cfg->layers, sizeof *m->hw.layer);

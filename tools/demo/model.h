@@ -56,6 +56,10 @@ const demo_config *demo_model_config(const demo_model *m);
 /* The linear layers' engine: DEMO_LINEAR_AUTO (the device's table, the
  * default) or one forced for every call (linear.h). */
 void demo_model_set_linear(demo_model *m, demo_linear_engine e);
+/* Whether steps take a profiling event an op (two enqueues: a marker and
+ * the op's event), which demo_times needs, where the queue profiles: on
+ * when the model is made. Off, every op goes on the queue without one. */
+void demo_model_set_timing(demo_model *m, int on);
 /* The linear layers' choice in words: "mma (where it runs) from 2 rows,
  * else stream up to 16, then clblast (table vendor:NVIDIA)", or the forced
  * engine. */

@@ -30,6 +30,8 @@ clpa_status demo_model_reserve(demo_model *m, int32_t T, int32_t S, int32_t bt) 
     TRY(new_buffer(m, (size_t)n * c->heads * c->head_size * f, &m->attn, "attn"));
     TRY(new_buffer(m, (size_t)n * 2 * c->ffn * f, &m->gu, "gu"));
     TRY(new_buffer(m, (size_t)n * c->ffn * f, &m->act, "act"));
+    TRY(new_buffer(m, n * H * 2, &m->xh, "xh"));
+    TRY(new_buffer(m, (size_t)n * c->ffn * 2, &m->acth, "acth"));
     TRY(new_buffer(m, (size_t)n * 4, &m->tokens, "tokens"));
     TRY(new_buffer(m, (size_t)n * 4, &m->positions, "positions"));
     TRY(new_buffer(m, (size_t)n * 8, &m->slots, "slots"));
@@ -65,7 +67,7 @@ out:
 }
 
 void demo_model_release_buffers(demo_model *m) {
-  cl_mem *bufs[] = {&m->x, &m->xn, &m->qkv, &m->attn, &m->gu, &m->act, &m->xl, &m->logits,
+  cl_mem *bufs[] = {&m->x, &m->xn, &m->xh, &m->qkv, &m->attn, &m->gu, &m->act, &m->acth, &m->xl, &m->logits,
                     &m->next, &m->tokens, &m->positions, &m->slots, &m->ctx_lens, &m->last_rows,
                     &m->bt_dec, &m->bt_pre};
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) demo_release_mem(bufs[i]);

@@ -18,7 +18,7 @@
 
 /* The demo's own kernels (kernels.c), by index. */
 enum { K_EMBED_F32, K_EMBED_F16, K_RMSNORM, K_RMSNORM_ROWS, K_ROPE, K_SILU_MUL, K_ARGMAX,
-       K_COUNT };
+       K_RMSNORM_H, K_SILU_MUL_H, K_COUNT };
 extern const char *const demo_kernel_names[K_COUNT]; /* model.c */
 #define DEMO_WG 64 /* kernels.c's row work-group */
 
@@ -43,7 +43,8 @@ struct demo_model {
   cl_context clctx;
   cl_device_id dev;
   cl_command_queue queue;
-  int profiling;
+  int queue_profiles; /* the queue takes profiling events */
+  int profiling;      /* and the steps take them (demo_model_set_timing) */
   demo_config cfg;
   clpa_dtype wdtype;
   int32_t qkv_dim; /* (heads + 2 kv_heads) * head_size */
@@ -65,6 +66,7 @@ struct demo_model {
   /* per-step buffers, grown on demand */
   int32_t cap_t, cap_s, cap_bt;
   cl_mem x, xn, qkv, attn, gu, act, xl, logits, next;
+  cl_mem xh, acth; /* xn and act as f16, for the linear layers that take them (linear.h) */
   cl_mem tokens, positions, slots, ctx_lens, last_rows, bt_dec, bt_pre;
   int32_t *h_pos, *h_ctx, *h_last; /* staging for positions, context lengths, last rows */
 

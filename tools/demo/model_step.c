@@ -61,19 +61,30 @@ static clpa_status launch_as(demo_model *m, int kind, int k, cl_uint dims, const
 #define ARG(v) sizeof(v), (const void *)&(v)
 #define launch(m, ...) launch_as(m, TIME_OTHER, __VA_ARGS__)
 
-/* C [rows, n] = A [rows, k] . W^T (W [n, k], layer l's matrix `which`, in its
- * stored form), or C += that. */
-static clpa_status gemm(demo_model *m, int32_t l, demo_matrix which, cl_mem A, cl_mem W, cl_mem C,
-                        int32_t rows, int32_t n, int32_t k, int accumulate) {
-  if (!rows) return CLPA_OK;
-  return demo_linear_run(m->lin, m->engine, demo_model_form(m, l, which), A, W, C, rows, n, k,
-                         accumulate, demo_model_event(m, TIME_GEMM));
+/* Whether layer l's matrix `which` over rows x k takes its activations as
+ * f16 (linear.h's demo_linear_takes_f16): then their producer writes them
+ * so, rounded as the GEMM would round f32 ones. */
+static int takes_f16(const demo_model *m, int32_t l, demo_matrix which, int32_t rows, int32_t k) {
+  return demo_linear_takes_f16(m->lin, m->engine, rows, k, demo_model_form(m, l, which));
 }
 
-static clpa_status rmsnorm(demo_model *m, cl_mem x, cl_mem w, cl_mem y, int32_t rows) {
+/* C [rows, n] = A [rows, k] . W^T (W [n, k], layer l's matrix `which`, in its
+ * stored form), or C += that; A f16 where half is set. */
+static clpa_status gemm(demo_model *m, int32_t l, demo_matrix which, cl_mem A, cl_mem W, cl_mem C,
+                        int32_t rows, int32_t n, int32_t k, int accumulate, int half) {
+  if (!rows) return CLPA_OK;
+  return (half ? demo_linear_run_f16 : demo_linear_run)(m->lin, m->engine,
+                                                        demo_model_form(m, l, which), A, W, C, rows,
+                                                        n, k, accumulate,
+                                                        demo_model_event(m, TIME_GEMM));
+}
+
+/* rms(x) * w into y (f32), or into m->xh (f16) where half is set */
+static clpa_status rmsnorm(demo_model *m, cl_mem x, cl_mem w, cl_mem y, int32_t rows, int half) {
   size_t g = (size_t)rows * DEMO_WG, l = DEMO_WG;
-  return launch(m, K_RMSNORM, 1, &g, &l, 5, ARG(x), ARG(w), ARG(y), ARG(m->cfg.hidden),
-                ARG(m->cfg.norm_eps));
+  cl_mem out = half ? m->xh : y;
+  return launch(m, half ? K_RMSNORM_H : K_RMSNORM, 1, &g, &l, 5, ARG(x), ARG(w), ARG(out),
+                ARG(m->cfg.hidden), ARG(m->cfg.norm_eps));
 }
 
 /* Checks a batch against the model and the cache before anything runs. */
@@ -185,9 +196,11 @@ static clpa_status layer(demo_model *m, clpa_cache *cache, const step_plans *sp,
   const demo_config *c = &m->cfg;
   const dev_layer *d = &m->dl[l];
   const int32_t qd = c->heads * c->head_size, hd = c->head_size;
+  const int hq = takes_f16(m, l, DEMO_MAT_QKV, T, c->hidden);
+  const int hg = takes_f16(m, l, DEMO_MAT_GU, T, c->hidden), hd_ = takes_f16(m, l, DEMO_MAT_DOWN, T, c->ffn);
   clpa_status st;
-  TRY(rmsnorm(m, m->x, d->attn_norm, m->xn, T));
-  TRY(gemm(m, l, DEMO_MAT_QKV, m->xn, d->wqkv, m->qkv, T, m->qkv_dim, c->hidden, 0));
+  TRY(rmsnorm(m, m->x, d->attn_norm, m->xn, T, hq));
+  TRY(gemm(m, l, DEMO_MAT_QKV, hq ? m->xh : m->xn, d->wqkv, m->qkv, T, m->qkv_dim, c->hidden, 0, hq));
   size_t rg[3] = {(size_t)hd / 2, (size_t)(c->heads + c->kv_heads), (size_t)T};
   TRY(launch(m, K_ROPE, 3, rg, NULL, 5, ARG(m->qkv), ARG(m->positions), ARG(m->d_rope),
              ARG(m->qkv_dim), ARG(hd)));
@@ -203,12 +216,13 @@ static clpa_status layer(demo_model *m, clpa_cache *cache, const step_plans *sp,
   TRY(demo_clpa_check(clpa_reshape_and_cache(m->ctx, &rc), "clpa_reshape_and_cache", l));
   TRY(attention(m, cache, sp, l));
 
-  TRY(gemm(m, l, DEMO_MAT_O, m->attn, d->wo, m->x, T, c->hidden, qd, 1));
-  TRY(rmsnorm(m, m->x, d->ffn_norm, m->xn, T));
-  TRY(gemm(m, l, DEMO_MAT_GU, m->xn, d->wgu, m->gu, T, 2 * c->ffn, c->hidden, 0));
+  TRY(gemm(m, l, DEMO_MAT_O, m->attn, d->wo, m->x, T, c->hidden, qd, 1, 0));
+  TRY(rmsnorm(m, m->x, d->ffn_norm, m->xn, T, hg));
+  TRY(gemm(m, l, DEMO_MAT_GU, hg ? m->xh : m->xn, d->wgu, m->gu, T, 2 * c->ffn, c->hidden, 0, hg));
   size_t sg[2] = {(size_t)c->ffn, (size_t)T};
-  TRY(launch(m, K_SILU_MUL, 2, sg, NULL, 3, ARG(m->gu), ARG(m->act), ARG(c->ffn)));
-  TRY(gemm(m, l, DEMO_MAT_DOWN, m->act, d->wdown, m->x, T, c->hidden, c->ffn, 1));
+  cl_mem act = hd_ ? m->acth : m->act;
+  TRY(launch(m, hd_ ? K_SILU_MUL_H : K_SILU_MUL, 2, sg, NULL, 3, ARG(m->gu), ARG(act), ARG(c->ffn)));
+  TRY(gemm(m, l, DEMO_MAT_DOWN, act, d->wdown, m->x, T, c->hidden, c->ffn, 1, hd_));
 out:
   return st;
 }
@@ -264,7 +278,7 @@ clpa_status demo_model_forward(demo_model *m, clpa_cache *cache, const demo_batc
   size_t ng = (size_t)S * DEMO_WG, nl = DEMO_WG;
   TRY(launch(m, K_RMSNORM_ROWS, 1, &ng, &nl, 6, ARG(m->x), ARG(m->last_rows), ARG(m->d_final_norm),
              ARG(m->xl), ARG(c->hidden), ARG(c->norm_eps)));
-  TRY(gemm(m, 0, DEMO_MAT_LM_HEAD, m->xl, m->d_lm_head, m->logits, S, c->vocab, c->hidden, 0));
+  TRY(gemm(m, 0, DEMO_MAT_LM_HEAD, m->xl, m->d_lm_head, m->logits, S, c->vocab, c->hidden, 0, 0));
   TRY(launch(m, K_ARGMAX, 1, &ng, &nl, 3, ARG(m->logits), ARG(c->vocab), ARG(m->next)));
   TRY(demo_cl_check(clEnqueueReadBuffer(m->queue, m->next, CL_FALSE, 0, (size_t)S * 4, next_tokens,
                                         0, NULL, demo_model_event(m, TIME_OTHER)),

@@ -103,9 +103,14 @@ void demo_report_summary(FILE *out, const demo_engine *e, const demo_report_info
     cli_json_int(&j, "peak_blocks", st->peak_blocks);
     cli_json_int(&j, "evicted_blocks", st->evicted_blocks);
     cli_json_int(&j, "preemptions", st->preemptions);
+    cli_json_bool(&j, "time_split", dev > 0);
     cli_json_num(&j, "attention_s", st->device.attention_s, 4);
     cli_json_num(&j, "gemm_s", st->device.gemm_s, 4);
     cli_json_num(&j, "other_s", st->device.other_s, 4);
+    /* A decode-only step on average: its wall clock, and the device's busy time in it. */
+    cli_json_num(&j, "decode_step_ms", st->decode_steps ? st->decode_step_s / st->decode_steps * 1e3 : 0, 3);
+    cli_json_num(&j, "decode_step_device_ms",
+                 st->decode_steps ? st->decode_step_device_s / st->decode_steps * 1e3 : 0, 3);
     cli_json_int(&j, "programs_built", (long long)in->programs_built);
     cli_json_int(&j, "programs_loaded", (long long)in->programs_loaded);
     cli_json_num(&j, "build_s", in->build_s, 3);
@@ -149,11 +154,19 @@ void demo_report_summary(FILE *out, const demo_engine *e, const demo_report_info
   fprintf(out, "  peak blocks           %8d of %d\n", st->peak_blocks, in->num_blocks);
   fprintf(out, "  evicted blocks        %8lld\n", (long long)st->evicted_blocks);
   fprintf(out, "  preemptions           %8lld\n", (long long)st->preemptions);
-  if (dev > 0)
+  if (dev <= 0)
+    fprintf(out, "  device time           not split (--time-split splits it, by profiling events)\n");
+  else
     fprintf(out, "  device time           attention %.1f%%, GEMM %.1f%%, other %.1f%% (%.2f s,"
                  " profiling events)\n",
             100 * st->device.attention_s / dev, 100 * st->device.gemm_s / dev,
             100 * st->device.other_s / dev, dev);
+  if (st->decode_steps)
+    fprintf(out, "  decode-only step      %8.2f ms on average over %d steps\n",
+            st->decode_step_s / st->decode_steps * 1e3, st->decode_steps);
+  if (st->decode_steps && st->decode_step_device_s > 0)
+    fprintf(out, "                        %8.2f ms of it the device's (profiling events)\n",
+            st->decode_step_device_s / st->decode_steps * 1e3);
   if (in->linear) fprintf(out, "  linear layers         %s\n", in->linear);
   if (floor_s > 0)
     fprintf(out, "  step floor            %8.2f ms  (%.3g MB of weights + %.3g MB of K/V a decode step at"

@@ -397,6 +397,8 @@ static clpa_status step_once(demo_engine *e, int32_t step) {
   e->st.prefill_tokens_in_prefill_steps += all - decode_tokens;
   if (decode_tokens == all) { /* a decode step: its K/V, for the step floor (report.c) */
     e->st.decode_steps++;
+    e->st.decode_step_s += t;
+    e->st.decode_step_device_s += dt.attention_s + dt.gemm_s + dt.other_s;
     for (int32_t s = 0; s < b.num_seqs; s++) e->st.decode_kv_tokens += e->cached[s] + 1;
   }
   e->st.device.attention_s += dt.attention_s, e->st.device.gemm_s += dt.gemm_s;

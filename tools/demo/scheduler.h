@@ -69,6 +69,8 @@ typedef struct demo_run_stats {
   int64_t prefill_tokens_in_prefill_steps;
   int32_t decode_steps;     /* steps that were all decodes */
   int64_t decode_kv_tokens; /* the context tokens those steps' attention read, summed */
+  double decode_step_s;     /* those steps' wall clock, summed (host work and waits included) */
+  double decode_step_device_s; /* their device time, summed (0 without timing) */
   demo_times device;        /* summed over steps */
   double hit_rate;          /* cached / prompt tokens */
 } demo_run_stats;
