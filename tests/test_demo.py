@@ -43,6 +43,18 @@ ok(rc == 0 and h and h["check_ok"], "f16 weights: --check passes: %s" % (h or {}
 rc, h = run(*small, "--weight-dtype", "f16", "--linear", "gemm")
 ok(rc == 0 and h and h["check_ok"] and h["linear"] == "gemm (forced)",
    "f16 weights on the tiled GEMM: --check passes: %s" % (h or {}).get("check"))
+# a random model quantized on the host (--weight-quant): every layer matrix and the LM head in
+# ggml's blocks, the reference engine on their decoding
+rc, h = run(*small, "--weight-dtype", "f16", "--weight-quant", "q8_0")
+ok(rc == 0 and h and h["check_ok"] and h["weight_dtype"] == "f16, blocks q8_0"
+   and on and h["step_floor_ms"] < on["step_floor_ms"],
+   "--weight-quant q8_0: --check passes, the step reads fewer bytes: %s" % (h or {}).get("check"))
+p = subprocess.run([demo, "--weight-quant", "q4_K"], capture_output=True, text=True, timeout=600)
+ok(p.returncode == 1 and "qkv rows of 128 do not make whole q4_K blocks of 256" in p.stderr,
+   "--weight-quant q4_K on the tiny model (hidden 128): refused, exit 1: %s" % p.stderr.strip()[-200:])
+p = subprocess.run([demo, "--weight-quant", "q3_K"], capture_output=True, text=True, timeout=600)
+ok(p.returncode == 2 and "q3_K" in p.stderr and "q4_0, q8_0, q4_K, q5_K and q6_K" in p.stderr,
+   "--weight-quant q3_K: named, the forms listed, exit 2")
 if on and off:
     ok(on["prompt_tokens"] == off["prompt_tokens"] and on["generated_tokens"] == off["generated_tokens"],
        "same prompts and outputs both ways (%d prompt, %d generated tokens)"

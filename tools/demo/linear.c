@@ -80,6 +80,14 @@ demo_wfmt demo_wfmt_of_ggml(uint32_t type) {
 
 const char *demo_wfmt_name(demo_wfmt w) { return (unsigned)w < DEMO_W_COUNT ? forms[w].name : "invalid"; }
 
+demo_wfmt demo_wfmt_of_name(const char *name) {
+  for (int w = 0; name && w < DEMO_W_COUNT; w++)
+    if (strcmp(forms[w].name, name) == 0) return (demo_wfmt)w;
+  return DEMO_W_COUNT;
+}
+
+uint32_t demo_wfmt_ggml(demo_wfmt w) { return (unsigned)w < DEMO_W_COUNT ? forms[w].ggml : 0; }
+
 size_t demo_wfmt_row_bytes(demo_wfmt w, int32_t k) {
   if ((unsigned)w >= DEMO_W_COUNT || k < 0 || k % (int32_t)forms[w].elems) return 0;
   return (size_t)(k / (int32_t)forms[w].elems) * forms[w].bytes;

@@ -39,6 +39,10 @@ demo_wfmt demo_wfmt_of_dtype(clpa_dtype d);
 demo_wfmt demo_wfmt_of_ggml(uint32_t type);
 /* "f32", "f16", "bf16", "q8_0", "q4_0", "q4_K", "q5_K", "q6_K" ("invalid"). */
 const char *demo_wfmt_name(demo_wfmt w);
+/* The form of that name; DEMO_W_COUNT for another. */
+demo_wfmt demo_wfmt_of_name(const char *name);
+/* ggml's type number of a form (quant.h's for the block forms; 0 f32, 1 f16, 30 bf16). */
+uint32_t demo_wfmt_ggml(demo_wfmt w);
 /* Bytes of a row of k elements: 0 where k is not a whole number of blocks. */
 size_t demo_wfmt_row_bytes(demo_wfmt w, int32_t k);
 

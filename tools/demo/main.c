@@ -33,6 +33,7 @@ typedef struct demo_args {
   int32_t arrival_steps, max_wait;
   uint64_t seed;
   clpa_dtype kv_dtype, weight_dtype;
+  const char *weight_quant;
   float temperature, top_p;
   int32_t top_k;
   int no_prefix_cache, check, json, no_warmup, time_split;
@@ -148,6 +149,9 @@ static int parse(int argc, char **argv, demo_args *a) {
        parse_dtype},
       {"weight-dtype", CLI_WORD, &a->weight_dtype, 0, 0, "NAME", "weight dtype: f32 or f16",
        "f32", parse_dtype},
+      {"weight-quant", CLI_WORD, &a->weight_quant, 0, 0, "NAME",
+       "random models: store every layer's matrices\nand the LM head as ggml blocks (q8_0, q4_0,\n"
+       "q4_K, q5_K or q6_K), quantized on the host", "none", parse_text},
       {"linear", CLI_WORD, &a->linear, 0, 0, "NAME",
        "the linear layers' engine: auto (the device's\ntable by rows), stream (the weight-streaming\n"
        "kernel), mma (its tensor-core form, NVIDIA),\ngemm (the tiled tensor-core GEMM, NVIDIA)\nor clblast (CLBlast's SGEMM)", "auto", parse_linear},
@@ -225,6 +229,11 @@ static int parse(int argc, char **argv, demo_args *a) {
                      " greedy decoding: --temperature 0, not %g", (double)a->temperature);
   if (a->block_size != 8 && a->block_size != 16 && a->block_size != 32)
     return cli_error(&cmd, "--block-size takes 8, 16 or 32, not %d", (int)a->block_size);
+  if (a->weight_quant && a->model)
+    return cli_error(&cmd, "--weight-quant is for the random models: --model keeps its file's forms");
+  const demo_wfmt q = a->weight_quant ? demo_wfmt_of_name(a->weight_quant) : DEMO_W_COUNT;
+  if (a->weight_quant && (q < DEMO_W_Q8_0 || q >= DEMO_W_COUNT))
+    return cli_error(&cmd, "--weight-quant %s: the forms are %s", a->weight_quant, DEMO_QUANT_TYPE_NAMES);
   return CLI_RUN;
 }
 
@@ -428,7 +437,8 @@ int main(int argc, char **argv) {
     demo_config_preset(a.preset, &mc);
     cli_progress("clpa-demo: making the %s model (random weights, seed %llu)...", a.preset,
                  (unsigned long long)a.seed);
-    if ((st = demo_model_create_random(ctx, &mc, a.seed, a.weight_dtype, &m)) != CLPA_OK) {
+    const demo_wfmt q = a.weight_quant ? demo_wfmt_of_name(a.weight_quant) : DEMO_W_COUNT;
+    if ((st = demo_model_create_random_quant(ctx, &mc, a.seed, a.weight_dtype, q, &m)) != CLPA_OK) {
       cli_progress_end();
       fprintf(stderr, "clpa-demo: model: %s\n", demo_last_error());
       goto out;

@@ -21,11 +21,14 @@
 #include "model.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "kernels.h"
+#include "quant.h"
 #include "model_internal.h"
 
 /* ---------------------------------------------------------------------
@@ -400,6 +403,89 @@ clpa_status demo_model_set_blocks(demo_model *m, int32_t layer, demo_matrix whic
     m->lm_form = w;
   else
     m->dl[layer].form[which] = w;
+  return CLPA_OK;
+}
+
+/* Rows [r0, r1) of a matrix: quantized into their blocks, then decoded
+ * back into the floats. The message of a failure is the thread's own. */
+typedef struct quant_job {
+  uint32_t type;
+  float *h;
+  unsigned char *blocks;
+  size_t row_bytes;
+  int32_t k, r0, r1;
+  clpa_status st;
+  char msg[256];
+} quant_job;
+
+static void *quant_rows(void *arg) {
+  quant_job *j = arg;
+  const size_t count = (size_t)(j->r1 - j->r0) * (size_t)j->k;
+  float *h = j->h + (size_t)j->r0 * (size_t)j->k;
+  unsigned char *b = j->blocks + (size_t)j->r0 * j->row_bytes;
+  j->st = demo_quant_quantize(j->type, h, b, count);
+  if (j->st == CLPA_OK) j->st = demo_quant_dequantize(j->type, b, h, count);
+  if (j->st != CLPA_OK) snprintf(j->msg, sizeof j->msg, "%s", demo_last_error());
+  return NULL;
+}
+
+/* One matrix of n rows of k, on up to QUANT_THREADS threads (the
+ * K-quants' encoder searches every sub-block's scales, and a llama-1b's
+ * layers hold 10^9 weights: minutes on one core). */
+#define QUANT_THREADS 32
+static clpa_status quant_matrix(uint32_t type, float *h, unsigned char *blocks, size_t row_bytes,
+                                int32_t n, int32_t k) {
+  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
+  int threads = cpus < 1 ? 1 : cpus > QUANT_THREADS ? QUANT_THREADS : (int)cpus;
+  if (threads > n) threads = n;
+  quant_job jobs[QUANT_THREADS];
+  pthread_t tid[QUANT_THREADS];
+  int started[QUANT_THREADS] = {0};
+  for (int t = 0; t < threads; t++) {
+    jobs[t] = (quant_job){type, h, blocks, row_bytes, k, (int32_t)((int64_t)n * t / threads),
+                          (int32_t)((int64_t)n * (t + 1) / threads), CLPA_OK, ""};
+    started[t] = t > 0 && pthread_create(&tid[t], NULL, quant_rows, &jobs[t]) == 0;
+    if (t > 0 && !started[t]) quant_rows(&jobs[t]); /* no thread: here */
+  }
+  quant_rows(&jobs[0]);
+  clpa_status st = CLPA_OK;
+  for (int t = 0; t < threads; t++) {
+    if (started[t]) pthread_join(tid[t], NULL);
+    if (jobs[t].st != CLPA_OK && st == CLPA_OK)
+      st = demo_fail(jobs[t].st, "%s", jobs[t].msg);
+  }
+  return st;
+}
+
+clpa_status demo_model_quantize(demo_model *m, demo_wfmt w) {
+  static const char *const names[] = {"qkv", "o", "gate_up", "down", "lm_head"};
+  const uint32_t type = demo_wfmt_ggml(w);
+  if (w < DEMO_W_Q8_0 || !demo_quant_supported(type))
+    return demo_fail(CLPA_ERR_INVALID_ARG, "demo_model_quantize: %s is not a block form",
+                     demo_wfmt_name(w));
+  const int head = m->h_lm_head != m->h_embed;
+  for (int32_t l = 0; l < m->cfg.layers; l++)
+    for (int which = DEMO_MAT_QKV; which <= DEMO_MAT_LM_HEAD; which++) {
+      if (which == DEMO_MAT_LM_HEAD && (l > 0 || !head)) continue;
+      int32_t n, k;
+      matrix_shape(m, (demo_matrix)which, &n, &k);
+      const size_t bytes = demo_wfmt_row_bytes(w, k) * (size_t)n;
+      if (!bytes)
+        return demo_fail(CLPA_ERR_INVALID_ARG,
+                         "demo_model_quantize: %s rows of %d do not make whole %s blocks of %u",
+                         names[which], (int)k, demo_wfmt_name(w), demo_quant_block_elems(type));
+      float *h = which == DEMO_MAT_QKV    ? m->hl[l].wqkv
+                 : which == DEMO_MAT_O    ? m->hl[l].wo
+                 : which == DEMO_MAT_GU   ? m->hl[l].wgu
+                 : which == DEMO_MAT_DOWN ? m->hl[l].wdown
+                                          : m->h_lm_head;
+      void *blocks = malloc(bytes);
+      if (!blocks) return demo_fail(CLPA_ERR_OUT_OF_MEMORY, "demo_model_quantize: %zu bytes", bytes);
+      clpa_status st = quant_matrix(type, h, blocks, demo_wfmt_row_bytes(w, k), n, k);
+      if (st == CLPA_OK) st = demo_model_set_blocks(m, l, (demo_matrix)which, w, blocks, bytes);
+      free(blocks);
+      if (st != CLPA_OK) return st;
+    }
   return CLPA_OK;
 }
 

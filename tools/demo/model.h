@@ -47,6 +47,12 @@ typedef struct demo_model demo_model;
  * to weight_dtype) as floats for the reference engine. */
 clpa_status demo_model_create_random(clpa_context *ctx, const demo_config *cfg, uint64_t seed,
                                      clpa_dtype weight_dtype, demo_model **out);
+/* The same with every layer's matrices and the LM head stored as ggml's
+ * blocks of form quant (demo_model_quantize; DEMO_W_COUNT: none), the
+ * embedding and the norms as above. */
+clpa_status demo_model_create_random_quant(clpa_context *ctx, const demo_config *cfg, uint64_t seed,
+                                           clpa_dtype weight_dtype, demo_wfmt quant,
+                                           demo_model **out);
 /* From a GGUF file already opened by demo_gguf_open (gguf.h). */
 struct demo_gguf;
 clpa_status demo_model_create_gguf(clpa_context *ctx, const struct demo_gguf *g,

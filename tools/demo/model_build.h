@@ -44,6 +44,13 @@ clpa_status demo_model_begin(clpa_context *ctx, const demo_config *cfg, clpa_dty
  * matrix in form w) or the upload's error. */
 clpa_status demo_model_set_blocks(demo_model *m, int32_t layer, demo_matrix which, demo_wfmt w,
                                   const void *blocks, size_t bytes);
+/* Stores every layer's matrices, and the LM head where it is not the
+ * embedding, as blocks of ggml's form w (a block form), quantized from the
+ * host floats by quant.c; the host floats become their decoding, which
+ * the host reference computes with. Returns CLPA_OK, CLPA_ERR_INVALID_ARG
+ * (w not a block form, or a matrix whose rows are not whole blocks: the
+ * message names it), CLPA_ERR_OUT_OF_MEMORY or the upload's error. */
+clpa_status demo_model_quantize(demo_model *m, demo_wfmt w);
 /* A matrix's stored form (layer ignored for the LM head). */
 demo_wfmt demo_model_form(const demo_model *m, int32_t layer, demo_matrix which);
 /* Rounds and uploads; *out = m, or m is destroyed and the error returned. */

@@ -28,6 +28,12 @@ static void fill(uint64_t *s, float *p, size_t n, double mean, double std) {
 
 clpa_status demo_model_create_random(clpa_context *ctx, const demo_config *cfg, uint64_t seed,
                                      clpa_dtype weight_dtype, demo_model **out) {
+  return demo_model_create_random_quant(ctx, cfg, seed, weight_dtype, DEMO_W_COUNT, out);
+}
+
+clpa_status demo_model_create_random_quant(clpa_context *ctx, const demo_config *cfg, uint64_t seed,
+                                           clpa_dtype weight_dtype, demo_wfmt quant,
+                                           demo_model **out) {
   if (!out || !cfg) return demo_fail(CLPA_ERR_INVALID_ARG, "demo_model_create_random: NULL");
   demo_model *m;
   demo_weight_slots w;
@@ -54,6 +60,10 @@ clpa_status demo_model_create_random(clpa_context *ctx, const demo_config *cfg, 
     fill(&s, d->w_gate, F * H, 0, 1 / sqrt((double)H));
     fill(&s, d->w_up, F * H, 0, 1 / sqrt((double)H));
     fill(&s, d->w_down, H * F, 0, 1 / sqrt((double)F));
+  }
+  if (quant != DEMO_W_COUNT && (st = demo_model_quantize(m, quant)) != CLPA_OK) {
+    demo_model_destroy(m);
+    return st;
   }
   return demo_model_finish(m, out);
 }
