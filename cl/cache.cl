@@ -11,13 +11,19 @@
  *                 offset + t * stride, head h at h * head_size in it
  *                 (a fused QKV buffer is one buffer with three offsets)
  *   slot_mapping  int64 [num_tokens]: block * block_size + offset; < 0 skips
- *   k_cache       [num_blocks, num_kv_heads, head_size / X, block_size, X]
- *   v_cache       [num_blocks, num_kv_heads, head_size, block_size]
+ *   k_cache       split-key [num_blocks, num_kv_heads, head_size / X, block_size, X],
+ *                 HND [num_blocks, num_kv_heads, block_size, head_size],
+ *                 NHD [num_blocks, block_size, num_kv_heads, head_size]
+ *   v_cache       split-key [num_blocks, num_kv_heads, head_size, block_size],
+ *                 HND and NHD as k_cache (kv.cl's key_index, value_index)
  *
- * One block of one KV head, where a token's elements go:
+ * One block of one KV head in the split-key layout, where a token's
+ * elements go:
  *
  *   key:    row j (dims jX .. jX+X-1):  | tok 0: X | tok 1: X | ... |   16 B per token, contiguous
  *   value:  row d (one dim):            | tok 0 | tok 1 | ... | tok B-1 |   one element per token
+ *
+ * (HND and NHD: a token's head_size elements are contiguous in both.)
  */
 /* Element i of a key/value row of dtype dt (a clpa_codes.h code: f32,
  * f16 or bf16) as a float. The source dtype is a kernel argument, not a build
@@ -62,10 +68,12 @@ __kernel void clpa_cache_reshape(KERNEL_PARAMS(CACHE_RESHAPE_ARG_LIST)) {
   }
   const int h = e / head_size, d = e % head_size;
   const int off = (int)(slot % block_size);
-  const ulong head_stride = (ulong)head_size * block_size;
-  const ulong tile = kv_tile((ulong)(slot / block_size), h, num_kv_heads * head_stride, head_stride);
-  const ulong ki = tile + key_index(d, off, block_size);
-  const ulong vi = tile + value_index(d, off, block_size);
+  const ulong head_stride = kv_head_stride(head_size, block_size);
+  const ulong block_stride = num_kv_heads * ((ulong)head_size * block_size);
+  const ulong tile = kv_tile((ulong)(slot / block_size), h, block_stride, head_stride);
+  const int ts = kv_token_stride(block_stride, head_stride, block_size);
+  const ulong ki = tile + key_index(d, off, block_size, ts);
+  const ulong vi = tile + value_index(d, off, block_size, ts);
   const ulong ks = key_offset + t * key_stride + e, vs = value_offset + t * value_stride + e;
 #if CLPA_KV_DTYPE <= CLPA_CODE_BF16
   if (src_dtype == CLPA_KV_DTYPE) {
@@ -83,10 +91,13 @@ __kernel void clpa_cache_reshape(KERNEL_PARAMS(CACHE_RESHAPE_ARG_LIST)) {
  * tests/test_codes.c to hold against the host (one work-item):
  *   out[0 .. 9)   the dtype codes, CLPA_CODE_DTYPE_COUNT and the fault bits
  *   out[9]        X for this program's CLPA_KV_DTYPE
- *   out[10 ..)    key_index then value_index of every (tok, dim) of a tile,
- *                 tok-major: 2 * block_size * head_size ints
+ *   out[10 ..)    the index of every (kv head, tok, dim) of block 1 in this
+ *                 program's CLPA_KV_LAYOUT (kv_tile + key_index), then the
+ *                 same for values (value_index), head- then tok-major:
+ *                 2 * num_kv_heads * block_size * head_size ints
  */
-__kernel void clpa_cache_contract(__global int *out, int block_size, int head_size) {
+__kernel void clpa_cache_contract(__global int *out, int block_size, int head_size,
+                                  int num_kv_heads) {
   const int codes[9] = {CLPA_CODE_F32,        CLPA_CODE_F16,
                         CLPA_CODE_BF16,       CLPA_CODE_FP8_E4M3,
                         CLPA_CODE_FP8_E5M2,   CLPA_CODE_DTYPE_COUNT,
@@ -94,10 +105,18 @@ __kernel void clpa_cache_contract(__global int *out, int block_size, int head_si
                         CLPA_FAULT_LANES};
   for (int i = 0; i < 9; i++) out[i] = codes[i];
   out[9] = X;
-  __global int *keys = out + 10, *values = keys + block_size * head_size;
-  for (int t = 0; t < block_size; t++)
-    for (int d = 0; d < head_size; d++) {
-      keys[t * head_size + d] = key_index(d, t, block_size);
-      values[t * head_size + d] = value_index(d, t, block_size);
-    }
+  const int n = num_kv_heads * block_size * head_size;
+  __global int *keys = out + 10, *values = keys + n;
+  const ulong head_stride = kv_head_stride(head_size, block_size);
+  const ulong block_stride = num_kv_heads * ((ulong)head_size * block_size);
+  const int ts = kv_token_stride(block_stride, head_stride, block_size);
+  for (int h = 0; h < num_kv_heads; h++) {
+    const int tile = (int)kv_tile(1, h, block_stride, head_stride);
+    for (int t = 0; t < block_size; t++)
+      for (int d = 0; d < head_size; d++) {
+        const int i = (h * block_size + t) * head_size + d;
+        keys[i] = tile + key_index(d, t, block_size, ts);
+        values[i] = tile + value_index(d, t, block_size, ts);
+      }
+  }
 }

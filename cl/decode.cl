@@ -22,6 +22,7 @@
  *   q            [num_seqs, q_stride]            head h at h * HEAD_SIZE
  *   k_cache      [num_blocks, num_kv_heads, HEAD_SIZE / X, BLOCK_SIZE, X]
  *   v_cache      [num_blocks, num_kv_heads, HEAD_SIZE, BLOCK_SIZE]
+ *                (split-key; or HND, NHD: kv.cl's key_index, value_index)
  *   block_tables [num_seqs, max_blocks_per_seq]  int32
  *   context_lens [num_seqs]                      int32
  *   v1: out      [num_seqs, num_heads, HEAD_SIZE] io_t; lse [num_seqs, num_heads] or NULL
@@ -40,6 +41,9 @@
  * A thread group of TGS lanes shares one token; together its lanes fetch
  * 16 bytes (VEC_SIZE elements each) per step, and adjacent groups read
  * adjacent tokens, so a lane group reads whole 16-byte rows of the block.
+ * In the HND and NHD layouts a token's dims are contiguous, so the key
+ * loads stay vectors; the values (V_VEC_SIZE tokens of one dim) are then
+ * V_VEC_SIZE loads a token stride apart (kv.cl's KV_TOKENS).
  *
  * Phases: 1 load the query, 2 score the keys (logits into local memory),
  * 3 softmax, 4 accumulate the values, 5 reduce across lanes, 6 write, 7
@@ -251,6 +255,7 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
   load_query(q_s, q + seq * q_stride + head0 * HEAD_SIZE);
 
   const float kscale = !KV_IS_FP8 ? 1.0f : k_scales ? k_scales[0] : k_scale;
+  const int ts = kv_token_stride(block_stride, head_stride, BLOCK_SIZE); /* HND, NHD */
   const float vscale = !KV_IS_FP8 ? 1.0f : v_scales ? v_scales[0] : v_scale;
   float slope[G], qk_max[G];
   for (int g = 0; g < G; g++) {
@@ -292,7 +297,7 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
         for (int g = 0; g < G; g++) acc[b][g] = 0.0f;
       for (int j = 0; j < NUM_VECS_PER_THREAD; j++) {
         const int e = (tg_off + j * TGS) * VEC_SIZE; /* first dim of this vec */
-        const int koff = key_index(e, offset, BLOCK_SIZE);
+        const int koff = key_index(e, offset, BLOCK_SIZE, ts);
         floatK k[KEY_BLOCKS];
         for (int b = 0; b < KEY_BLOCKS; b++) k[b] = DECODE_LOAD(VEC_SIZE, kb[b] + koff) * kscale;
         for (int g = 0; g < G; g++) {
@@ -354,7 +359,8 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
     for (int i = 0; i < NUM_ROWS_PER_THREAD; i++) {
       const int row = lane / NUM_V_VECS_PER_ROW + i * NUM_ROWS_PER_ITER;
       if (row < HEAD_SIZE) {
-        floatV v = DECODE_LOAD(V_VEC_SIZE, vb + value_index(row, vcol, BLOCK_SIZE)) * vscale;
+        floatV v = KV_TOKENS(DECODE_LOAD, V_VEC_SIZE, vb + value_index(row, vcol, BLOCK_SIZE, ts),
+                             ts) * vscale;
         /* Slots past the context (or before the window) may hold anything,
          * NaN included: 0 * NaN is NaN, so zero the values, not just the
          * weights. */

@@ -74,6 +74,9 @@
  * and masked, so that every work-item runs the same iterations (the
  * emulated products use barriers).
  */
+#if !KV_SPLIT_KEY /* the host refuses other layouts on this path first */
+#error "decode_mma: the split-key cache layout only (its loads restate key_index in 16-byte units)"
+#endif
 #ifndef CLPA_HEAD_SIZE
 #error "CLPA_HEAD_SIZE: elements a head; required"
 #endif
@@ -280,7 +283,7 @@ inline void load_chunk(mma_chunk *ch, int c0, int2 ids, int g, int t, int lo, in
    * are multiples of RUN. */
   __global const uchar *vp =
       (__global const uchar *)(v_cache + kv_off + (ulong)max(ch->vb, 0) * block_stride) +
-      (size_t)value_index(g, (uint)vt % BLOCK_SIZE, BLOCK_SIZE) * KV_BYTES;
+      (size_t)value_index(g, (uint)vt % BLOCK_SIZE, BLOCK_SIZE, 0) * KV_BYTES;
   MMA_UNROLL
   for (int s = 0; s < MSUB; s++)
     MMA_UNROLL
@@ -291,8 +294,8 @@ inline void load_chunk(mma_chunk *ch, int c0, int2 ids, int g, int t, int lo, in
     }
   MMA_UNROLL
   for (int mt = 0; mt < MTILES; mt++) {
-    const size_t o0 = (size_t)value_index(16 * mt, 0, BLOCK_SIZE) * KV_BYTES;
-    const size_t o1 = (size_t)value_index(16 * mt + 8, 0, BLOCK_SIZE) * KV_BYTES;
+    const size_t o0 = (size_t)value_index(16 * mt, 0, BLOCK_SIZE, 0) * KV_BYTES;
+    const size_t o1 = (size_t)value_index(16 * mt + 8, 0, BLOCK_SIZE, 0) * KV_BYTES;
     ch->v0[mt] = ch->vb >= 0 ? *(__global const vrow_t *)(vp + o0) : VROW_ZERO;
     ch->v1[mt] = ch->vb >= 0 ? *(__global const vrow_t *)(vp + o1) : VROW_ZERO;
   }

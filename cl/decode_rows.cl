@@ -9,7 +9,8 @@
  *
  *   1. scores: a 16-element vector of the key layout holds VT = 16 / X
  *      tokens x X dimensions (one 16-byte row of X elements per token,
- *      kv.cl's key_index); the queries are held repeated VT times, so one
+ *      kv.cl's key_index; gathered from VT rows in HND and NHD); the
+ *      queries are held repeated VT times, so one
  *      multiply-add serves VT tokens, and TG such vectors of successive
  *      tokens share each query load (CLPA_KEY_VECTORS, 4, 2 or 1: as many
  *      as leave the TG x G accumulators in registers; lib/decode_plan.c); with
@@ -112,7 +113,8 @@ inline void rows_touch(__global const kv_t *cache, ulong kv_off, __global const 
           floatB a[G];                                                                        \
           _Pragma("unroll") for (int r = 0; r < G; r++) a[r] = acc[r][d];                      \
           _Pragma("unroll") for (int k = 0; k < VBLK; k++) {                                  \
-            floatB v = KV_LOAD(VB, vb[k] + value_index(d, c * VB, BLOCK_SIZE)) * vscale;      \
+            floatB v = KV_TOKENS(KV_LOAD, VB, vb[k] + value_index(d, c * VB, BLOCK_SIZE, ts), ts) * \
+                       vscale;                                                                \
             if (EDGE) { /* slots outside the range may hold NaN: 0 * NaN is NaN */            \
               const intB jj = CAT(IOTA, VB) + ((b0 + k) * BLOCK_SIZE + c * VB);               \
               v = ok[k] ? select((floatB)(0.0f), v, jj >= lo && jj < t_end) : (floatB)(0.0f); \
@@ -141,6 +143,7 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void clpa_decode_rows(
   const int b_begin = max(part * PART, lo) / BLOCK_SIZE, b_end = (t_end + BLOCK_SIZE - 1) / BLOCK_SIZE;
   __global const int *table = block_tables + (size_t)seq * max_blocks_per_seq;
   const ulong kv_off = kv_tile(0, kv_head, block_stride, head_stride); /* + block * block_stride */
+  const int ts = kv_token_stride(block_stride, head_stride, BLOCK_SIZE); /* HND, NHD */
   const float kscale = !KV_IS_FP8 ? 1.0f : k_scales ? k_scales[0] : k_scale;
   const float vscale = !KV_IS_FP8 ? 1.0f : v_scales ? v_scales[0] : v_scale;
   const int t0 = b_begin * BLOCK_SIZE; /* the logits' first token */
@@ -172,8 +175,8 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void clpa_decode_rows(
       /* a slice of that block's lines each step, spread over its chunks */
       __global const uchar *pf = nk ? nk + o0 * KTILE / NTG : NULL;
       float16 acc[TG][G];
-      if (valid) ROWS_KEY_PRODUCTS(acc, TG, G, kb, o0, q16, kscale, BLOCK_SIZE, pf);
-      else ROWS_KEY_PRODUCTS(acc, TG, G, kb, o0, q16, 0.0f, BLOCK_SIZE, pf); /* masked below */
+      if (valid) ROWS_KEY_PRODUCTS(acc, TG, G, kb, o0, q16, kscale, BLOCK_SIZE, ts, pf);
+      else ROWS_KEY_PRODUCTS(acc, TG, G, kb, o0, q16, 0.0f, BLOCK_SIZE, ts, pf); /* masked below */
 #pragma unroll
       for (int i = 0; i < TG; i += SV) {
         const int j = j0 + (o0 + i) * VT; /* tokens j .. j + VS - 1 */

@@ -24,13 +24,18 @@
  *    divides by a per-tensor scale first (correctly rounded, whatever
  *    accuracy the device's '/' has) and saturates.
  *
- * 2. Paged addressing: the element offsets of a key or value element
- *    inside one (block, KV head) of the cache. The host's twins are
- *    clpa_kv_key_index / clpa_kv_value_index (include/clpa_layout.h); the
- *    CPU reference and the tests address the cache through them.
+ * 2. Paged addressing: CLPA_KV_LAYOUT (a clpa_codes.h layout code) picks
+ *    the layout, and key_index / value_index give the element offsets of
+ *    a key or value element from where its (block, KV head) starts
+ *    (kv_tile). The host's twins are clpa_kv_key_index /
+ *    clpa_kv_value_index (include/clpa_layout.h); the CPU reference and
+ *    the tests address the cache through them.
  */
 #ifndef CLPA_KV_DTYPE
 #error "CLPA_KV_DTYPE: the cache's storage dtype, a clpa_codes.h code; required"
+#endif
+#ifndef CLPA_KV_LAYOUT
+#error "CLPA_KV_LAYOUT: the cache's layout, a clpa_codes.h layout code; required"
 #endif
 
 /* ---- 1. storage dtypes ---------------------------------------------- */
@@ -220,22 +225,107 @@ inline float div_rn(float x, divisor d) {
 
 
 /* ---- 2. paged addressing ----------------------------------------------
- * vLLM's layouts (element counts, X = 16 bytes of the storage dtype):
- *   key cache    [num_blocks, num_kv_heads, head_size / X, block_size, X]
- *   value cache  [num_blocks, num_kv_heads, head_size, block_size]
- * so one (block, KV head) is a contiguous tile of head_size * block_size
- * elements in both, head_stride apart, and blocks block_stride =
- * num_kv_heads * head_stride apart. Tile offsets are 64-bit: block *
- * block_stride passes 2^31 elements in large caches. */
+ * The layouts (element counts, X = 16 bytes of the storage dtype, B =
+ * BLOCK_SIZE, H = num_kv_heads, D = HEAD_SIZE):
+ *   split-key  key cache    [num_blocks, H, D / X, B, X]
+ *              value cache  [num_blocks, H, D, B]
+ *   HND        both         [num_blocks, H, B, D]
+ *   NHD        both         [num_blocks, B, H, D]
+ * A block is block_stride = H * B * D elements in every layout; its KV
+ * head h starts head_stride * h after it (split-key, HND: B * D; NHD: D):
+ * kv_tile. Tile offsets are 64-bit: block * block_stride passes 2^31
+ * elements in large caches. Within a block the offsets are 32-bit (the
+ * host refuses HND and NHD blocks of 2^31 elements). */
+#if CLPA_KV_LAYOUT == CLPA_CODE_LAYOUT_SPLIT_KEY
+#define KV_SPLIT_KEY 1
+#elif CLPA_KV_LAYOUT == CLPA_CODE_LAYOUT_HND || CLPA_KV_LAYOUT == CLPA_CODE_LAYOUT_NHD
+#define KV_SPLIT_KEY 0
+#else
+#error "CLPA_KV_LAYOUT must be a layout code of clpa_codes.h"
+#endif
 inline ulong kv_tile(ulong block, int kv_head, ulong block_stride, ulong head_stride) {
   return block * block_stride + (ulong)kv_head * head_stride;
 }
-/* Element `dim` of the key of the token at offset `tok` of its block, in a tile. */
-inline int key_index(int dim, int tok, int block_size) {
+/* head_stride from the shape, for the kernels that take no strides (cache.cl). */
+inline ulong kv_head_stride(int head_size, int block_size) {
+#if CLPA_KV_LAYOUT == CLPA_CODE_LAYOUT_NHD
+  return (ulong)head_size;
+#else
+  return (ulong)head_size * block_size;
+#endif
+}
+/* The elements between successive tokens of a block, for one KV head and
+ * dimension, in the HND and NHD layouts (D, resp. H * D), from the strides
+ * every kernel takes: the `ts` of key_index and value_index. Unused in
+ * the split-key layout (0), whose token strides (X for keys, 1 for
+ * values) key_index and value_index know. */
+inline int kv_token_stride(ulong block_stride, ulong head_stride, int block_size) {
+#if CLPA_KV_LAYOUT == CLPA_CODE_LAYOUT_NHD
+  return (int)(block_stride / (ulong)block_size);
+#elif CLPA_KV_LAYOUT == CLPA_CODE_LAYOUT_HND
+  return (int)(head_stride / (ulong)block_size);
+#else
+  return 0;
+#endif
+}
+/* Element `dim` of the key of the token at offset `tok` of its block, from
+ * the tile (ts: kv_token_stride). */
+inline int key_index(int dim, int tok, int block_size, int ts) {
+#if KV_SPLIT_KEY
   /* = ((dim / X) * block_size + tok) * X + dim % X, in the order that
    * keeps the part that depends on dim alone separate: the decode loop's
    * dims are unrolled constants plus a lane offset. */
   return tok * X + (dim / X) * (block_size * X) + dim % X;
+#else
+  return tok * ts + dim;
+#endif
 }
-/* Element `dim` of the value of the token at offset `tok`, in a tile. */
-inline int value_index(int dim, int tok, int block_size) { return dim * block_size + tok; }
+/* Element `dim` of the value of the token at offset `tok`, from the tile. */
+inline int value_index(int dim, int tok, int block_size, int ts) {
+#if KV_SPLIT_KEY
+  return dim * block_size + tok;
+#else
+  return tok * ts + dim;
+#endif
+}
+/* key_index(dim, tok) - key_index(0, tok) for dim a multiple of X: where a
+ * token's 16-byte row of dims dim .. dim + X - 1 lies from its first. */
+inline int key_dim_offset(int dim, int block_size) {
+#if KV_SPLIT_KEY
+  return dim * block_size;
+#else
+  return dim;
+#endif
+}
+
+/* n values of one dimension for successive tokens (tok .. tok + n - 1 of
+ * one block) at p = v_cache + tile + value_index(dim, tok), as a floatn:
+ * LOAD(n, p) (KV_LOAD or KV_LOADA) where the layout keeps them contiguous
+ * (split-key), else n loads ts elements apart (kv_gather). */
+#if KV_SPLIT_KEY
+#define KV_TOKENS(LOAD, n, p, ts) LOAD(n, p)
+#define KV_RAW4_TOKENS(p, ts) KV_RAW4A(p)
+#else
+#define KV_TOKENS(LOAD, n, p, ts) CAT(kv_gather, n)((p), (ts))
+#define KV_RAW4_TOKENS(p, ts) kv_raw4_gather((p), (ts))
+inline float kv_gather1(__global const kv_t *p, int ts) {
+  (void)ts;
+  return KV_LOAD(1, p);
+}
+#define KV_GATHER(n)                                                          \
+  inline CAT(float, n) CAT(kv_gather, n)(__global const kv_t *p, int ts) {   \
+    float v[n];                                                               \
+    _Pragma("unroll") for (int i = 0; i < (n); i++) v[i] = KV_LOAD(1, p + i * ts); \
+    return CAT(vload, n)(0, v);                                               \
+  }
+KV_GATHER(2)
+KV_GATHER(4)
+KV_GATHER(8)
+KV_GATHER(16)
+/* KV_RAW4_TOKENS: the same for 4 tokens as stored (KV_RAW4A's bits, for
+ * KV_RAW4_FLOAT): 4 loads of the stored bits ts apart. */
+inline KV_RAW4 kv_raw4_gather(__global const kv_t *p, int ts) {
+  __global const KV_STORED *s = (__global const KV_STORED *)p;
+  return CAT(as_, KV_RAW4)((CAT(KV_STORED, 4))(s[0], s[ts], s[2 * ts], s[3 * ts]));
+}
+#endif

@@ -33,6 +33,9 @@
  * Local memory: STAGES * 2 * BK * HEAD_SIZE halves.
  */
 #define WARPS (NUM_THREADS / 32)
+#if !KV_SPLIT_KEY /* the host refuses other layouts on this path first */
+#error "prefill_mma: the split-key cache layout only (its loads restate key_index in 16-byte units)"
+#endif
 #ifndef CLPA_STAGES
 #error "CLPA_STAGES: key and value tiles in flight (1 or 2); required"
 #endif

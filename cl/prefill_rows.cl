@@ -16,7 +16,6 @@
  */
 #define RG ROWS /* query rows per work-item */
 #define VLOADB(p) CAT(VLOAD, VB)(p)
-#define KV_LOADB(p) KV_LOAD(VB, (p))
 #define IOTAB CAT(IOTA, VB)
 #define BCH (BLOCK_SIZE / VB) /* value vectors per block of tokens */
 /* Key vectors sharing each query load: PTG x RG accumulators of 16 lanes. */
@@ -34,6 +33,7 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void clpa_prefill_rows(
   __global const int *table = block_tables + (size_t)s * max_blocks_per_seq;
   const float kscale = !KV_IS_FP8 ? 1.0f : k_scales ? k_scales[0] : k_scale;
   const float vscale = !KV_IS_FP8 ? 1.0f : v_scales ? v_scales[0] : v_scale;
+  const int ts = kv_token_stride(block_stride, head_stride, BLOCK_SIZE); /* HND, NHD */
 
   /* ---- 1. the rows: queries, positions, slopes; the accumulators keep
    * one lane per token offset of a value vector, summed once at the end
@@ -94,7 +94,7 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void clpa_prefill_rows(
        * tokens each, rows.cl) share each query load ---- */
       for (int o0 = 0; o0 < BLOCK_SIZE / VT; o0 += PTG) {
         float16 ka[PTG][RG];
-        ROWS_KEY_PRODUCTS(ka, PTG, RG, kb, o0, q16, kscale, BLOCK_SIZE,
+        ROWS_KEY_PRODUCTS(ka, PTG, RG, kb, o0, q16, kscale, BLOCK_SIZE, ts,
                           (__global const uchar *)0);
 #pragma unroll
         for (int i = 0; i < PTG; i++) {
@@ -158,7 +158,8 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void clpa_prefill_rows(
         if (g < nv) {
 #pragma unroll
           for (int c = 0; c < BCH; c++) {
-            floatB v = KV_LOADB(vbs[g] + value_index(d, c * VB, BLOCK_SIZE)) * vscale;
+            floatB v =
+                KV_TOKENS(KV_LOAD, VB, vbs[g] + value_index(d, c * VB, BLOCK_SIZE, ts), ts) * vscale;
             const intB jj = IOTAB + (j0s[g] + c * VB);
             v = select((floatB)(0.0f), v, jj >= k_lo && jj < k_end);
 #pragma unroll

@@ -160,10 +160,11 @@ inline long tile_key_block(__local const long *tb, int j, int k0, int k_lo, int 
  * key row (key_row, once a tile) are element offsets that include the
  * work-item's first dims wherever every piece lies inside the chunk and
  * the head (QK_EXACT: the common head sizes); a piece is then that offset
- * plus one that is known when the kernel is built, plus dc (dc * BLOCK_SIZE
- * for keys: dc is a multiple of X, and so key_index(d0 + o, tok) =
- * key_index(d0, tok) + key_index(o, 0) for the work-item's first dim d0 <
- * K_STEP and o a multiple of K_STEP, both powers of two). Elsewhere each
+ * plus one that is known when the kernel is built, plus dc (for keys
+ * key_dim_offset(dc): dc is a multiple of X, and so key_index(d0 + o, tok)
+ * = key_index(d0, tok) + key_index(o, 0) for the work-item's first dim d0
+ * < K_STEP and o a multiple of K_STEP, both powers of two; in every
+ * layout). Elsewhere each
  * piece's dims are clamped into the head. Every address is inside its
  * buffer even where the load is not taken: PoCL's compiler hoisted a
  * guarded vector load out of its branch, and a block id of -1 made its
@@ -186,11 +187,12 @@ inline long q_row(int R, int nrows, int qpk, int first, int kv_head, int q_strid
 
 /* The element offset of the key row work-item lid copies in each chunk
  * of tile k0, or -1 where it takes no part. */
-inline long key_row(__local const long *tb, int k0, int k_lo, int k_end) {
+inline long key_row(__local const long *tb, int k0, int k_lo, int k_end, int ts) {
   const int j = k0 + (int)get_local_id(0) % BK;
   const long tile = tile_key_block(tb, j, k0, k_lo, k_end);
   return tile < 0 ? -1
-                  : tile + key_index(QK_EXACT ? k_dim(0) : 0, (uint)j % BLOCK_SIZE, BLOCK_SIZE);
+                  : tile + key_index(QK_EXACT ? k_dim(0) : 0, (uint)j % BLOCK_SIZE, BLOCK_SIZE,
+                                     ts);
 }
 
 inline void fetch_qk(IO_RAW4 qf[QU], KV_RAW4 kf[KU], __global const io_t *q, long qrow,
@@ -208,8 +210,10 @@ inline void fetch_qk(IO_RAW4 qf[QU], KV_RAW4 kf[KU], __global const io_t *q, lon
 #pragma unroll
   for (int t = 0; t < KU; t++) {
     const int d = k_dim(t);
-    const int o = QK_EXACT ? dc * BLOCK_SIZE + key_index(K_STEP * t, 0, BLOCK_SIZE)
-                           : key_index(min(dc + d, HEAD_SIZE - 4), 0, BLOCK_SIZE);
+    /* (tok 0: no token stride) */
+    const int o = QK_EXACT
+                      ? key_dim_offset(dc, BLOCK_SIZE) + key_index(K_STEP * t, 0, BLOCK_SIZE, 0)
+                      : key_index(min(dc + d, HEAD_SIZE - 4), 0, BLOCK_SIZE, 0);
     kf[t] = (KV_RAW4)(0);
     if ((QK_EXACT || (d < DK && dc + d < HEAD_SIZE)) && krow >= 0) kf[t] = KV_RAW4A(kp + o);
   }
@@ -235,13 +239,14 @@ inline void store_qk(const IO_RAW4 qf[QU], const KV_RAW4 kf[KU], __local float *
 
 /* ---- 4. a chunk of VK values (keys kv0 .. kv0 + VK of the tile), for
  * vs[key][dim]: 4 tokens of one dim a load (a value row is contiguous
- * over a block's tokens; k0, kv0 and BLOCK_SIZE are multiples of 4, so
+ * over a block's tokens in the split-key layout; 4 loads a token stride
+ * apart in HND and NHD; k0, kv0 and BLOCK_SIZE are multiples of 4, so
  * the 4 share a block); slots of keys that take no part are zeros (by
  * store_v): they may hold NaN, and 0 * NaN is NaN ---- */
 inline int v_unit(int t) { return get_local_id(0) + NUM_THREADS * t; }
 
 inline void fetch_v(KV_RAW4 vf[VU], __global const kv_t *v_cache, __local const long *tb, int k0,
-                    int kv0) {
+                    int kv0, int ts) {
   /* tokens from the start of the tile's first block */
   const int t0 = (BK % BLOCK_SIZE == 0 ? 0 : (uint)k0 % BLOCK_SIZE) + kv0;
 #pragma unroll
@@ -250,8 +255,9 @@ inline void fetch_v(KV_RAW4 vf[VU], __global const kv_t *v_cache, __local const 
     const long tile = e < VK / 4 * HEAD_SIZE ? tb[(uint)tok / BLOCK_SIZE] : -1;
     vf[t] = (KV_RAW4)(0);
     if (tile >= 0)
-      vf[t] = KV_RAW4A(v_cache + (tile >= 0 ? tile : 0) +
-                       value_index(e % HEAD_SIZE, (uint)tok % BLOCK_SIZE, BLOCK_SIZE));
+      vf[t] = KV_RAW4_TOKENS(v_cache + (tile >= 0 ? tile : 0) +
+                                 value_index(e % HEAD_SIZE, (uint)tok % BLOCK_SIZE, BLOCK_SIZE, ts),
+                             ts);
   }
 }
 
@@ -341,6 +347,7 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
   __global const int *table = block_tables + (size_t)s * max_blocks_per_seq;
   const float kscale = !KV_IS_FP8 ? 1.0f : k_scales ? k_scales[0] : k_scale;
   const float vscale = !KV_IS_FP8 ? 1.0f : v_scales ? v_scales[0] : v_scale;
+  const int ts = kv_token_stride(block_stride, head_stride, BLOCK_SIZE); /* HND, NHD */
   const int plain = !(soft_cap > 0.0f) && !alibi; /* logits are the products times c2 */
   const float c2 = scale * LOG2E;
 
@@ -389,7 +396,7 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
   barrier(CLK_LOCAL_MEM_FENCE);
   long krow = -1; /* this tile's key row (key_row) */
   if (k0 < k_end) {
-    krow = key_row(tb, k0, k_lo, k_end);
+    krow = key_row(tb, k0, k_lo, k_end, ts);
     fetch_qk(qf, kf, q, qrow, qvec, k_cache, krow, 0);
   }
   while (k0 < k_end) {
@@ -406,7 +413,7 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
       if (dc + DK < HEAD_SIZE)
         fetch_qk(qf, kf, q, qrow, qvec, k_cache, krow, dc + DK);
       else
-        fetch_v(vf, v_cache, tb, k0, 0);
+        fetch_v(vf, v_cache, tb, k0, 0, ts);
 #pragma unroll /* the whole chunk (docs/decisions/0022-prefill-tiles-shape.md) */
       for (int d = 0; d < DK; d++) {
         float a[TM], b[TN];
@@ -512,9 +519,9 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
       store_v(vf, vs, k0, kv0, k_lo, k_end, inside, vscale);
       barrier(CLK_LOCAL_MEM_FENCE);
       if (kv0 + VK < BK)
-        fetch_v(vf, v_cache, tb, k0, kv0 + VK);
+        fetch_v(vf, v_cache, tb, k0, kv0 + VK, ts);
       else if (k1 < k_end) {
-        krow = key_row(tb_next, k1, k_lo, k_end);
+        krow = key_row(tb_next, k1, k_lo, k_end, ts);
         fetch_qk(qf, kf, q, qrow, qvec, k_cache, krow, 0);
       }
 #pragma unroll 8

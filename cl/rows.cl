@@ -6,6 +6,10 @@
  * those two families (lib/kernels.c), after kv.cl (KV_X, KV_LOAD,
  * key_index).
  *
+ * In the HND and NHD layouts the same vectors are gathered: a key vector
+ * from VT loads of X dims (one per token), a value vector from VB loads a
+ * token stride apart (kv.cl's KV_TOKENS); the arithmetic is the same.
+ *
  * 1. Value vectors: VB tokens of a value row, and their lane sums.
  * 2. Key vectors: VT tokens of a 16-element key vector, their token sums,
  *    and the key products that share each query load.
@@ -124,6 +128,24 @@ inline CAT(float, VT4) token_sums4(float16 a, float16 b, float16 c, float16 d) {
 #endif
 }
 
+/* The 16-element key vector of tokens tok .. tok + VT - 1, dims c * KV_X ..
+ * (c + 1) * KV_X (lanes token-major) of the tile at kb, as floats: one
+ * load in the split-key layout, VT in HND and NHD (ts: kv_token_stride). */
+#if KV_SPLIT_KEY || VT == 1
+#define ROWS_KEY_VECTOR(kb, c, tok, block_size, ts)                                            \
+  KV_LOAD(16, (kb) + key_index((c) * KV_X, (tok), (block_size), (ts)))
+#elif VT == 2
+#define ROWS_KEY_VECTOR(kb, c, tok, block_size, ts)                                            \
+  ((float16)(KV_LOAD(8, (kb) + key_index((c) * KV_X, (tok), (block_size), (ts))),                \
+             KV_LOAD(8, (kb) + key_index((c) * KV_X, (tok) + 1, (block_size), (ts)))))
+#else
+#define ROWS_KEY_VECTOR(kb, c, tok, block_size, ts)                                            \
+  ((float16)(KV_LOAD(4, (kb) + key_index((c) * KV_X, (tok), (block_size), (ts))),                \
+             KV_LOAD(4, (kb) + key_index((c) * KV_X, (tok) + 1, (block_size), (ts))),            \
+             KV_LOAD(4, (kb) + key_index((c) * KV_X, (tok) + 2, (block_size), (ts))),            \
+             KV_LOAD(4, (kb) + key_index((c) * KV_X, (tok) + 3, (block_size), (ts)))))
+#endif
+
 /* acc[i][r] = the 16-lane products of key vectors o0 + i (i < NV) of the
  * block at kb with the queries q16[r][chunk] (r < NR): every chunk's NV key
  * loads share each query load. pf (bytes, or NULL): each chunk also
@@ -132,7 +154,7 @@ inline CAT(float, VT4) token_sums4(float16 a, float16 b, float16 c, float16 d) {
  * fill the core's miss buffers and stall the products behind it). A
  * macro, so the accumulators stay in registers (PoCL keeps arrays passed
  * by pointer in memory). */
-#define ROWS_KEY_PRODUCTS(acc, NV, NR, kb, o0, q16, kscale, block_size, pf)                   \
+#define ROWS_KEY_PRODUCTS(acc, NV, NR, kb, o0, q16, kscale, block_size, ts, pf)               \
   do {                                                                                        \
     _Pragma("unroll") for (int i_ = 0; i_ < (NV); i_++)                                       \
       _Pragma("unroll") for (int r_ = 0; r_ < (NR); r_++)(acc)[i_][r_] = (float16)(0.0f);     \
@@ -145,7 +167,7 @@ inline CAT(float, VT4) token_sums4(float16 a, float16 b, float16 c, float16 d) {
         ROWS_PREFETCH((pf) + c_ * pfb_);                                                      \
       float16 kk_[NV];                                                                        \
       _Pragma("unroll") for (int i_ = 0; i_ < (NV); i_++) kk_[i_] =                            \
-          KV_LOAD(16, (kb) + key_index(c_ * KV_X, ((o0) + i_) * VT, (block_size))) * (kscale); \
+          ROWS_KEY_VECTOR((kb), c_, ((o0) + i_) * VT, (block_size), (ts)) * (kscale);           \
       _Pragma("unroll") for (int r_ = 0; r_ < (NR); r_++) {                                   \
         const float16 qv_ = (q16)[r_][c_];                                                    \
         _Pragma("unroll") for (int i_ = 0; i_ < (NV); i_++)(acc)[i_][r_] =                     \

@@ -116,14 +116,15 @@ inline void xattn_scores(const xattn_src *s, int r0, int n, int c0, int nc,
       int phys = s->table[tok / BLOCK_SIZE];
       if (phys < 0 || phys >= s->num_blocks) bad[j] = 1, phys = 0;
       kt[j] = s->k_cache + kv_tile((ulong)phys, s->kv_head, s->block_stride, s->head_stride) +
-              key_index(0, tok % BLOCK_SIZE, BLOCK_SIZE);
+              key_index(0, tok % BLOCK_SIZE, BLOCK_SIZE,
+                        kv_token_stride(s->block_stride, s->head_stride, BLOCK_SIZE));
     }
     __global const io_t *qt[XROWS];
     for (int i = 0; i < XROWS; i++)
       qt[i] = s->q + (ulong)((r0 + min(i, n - 1)) * s->stride + s->stride - 1 - t) * s->q_stride;
     for (int d = 0; d < HEAD_SIZE; d += KV_X) {
       floatX k[XCOLS];
-      for (int j = 0; j < XCOLS; j++) k[j] = KV_LOAD(KV_X, kt[j] + d * BLOCK_SIZE);
+      for (int j = 0; j < XCOLS; j++) k[j] = KV_LOAD(KV_X, kt[j] + key_dim_offset(d, BLOCK_SIZE));
       for (int i = 0; i < XROWS; i++) {
         const floatX qv = IO_LOADX(qt[i], d);
         for (int j = 0; j < XCOLS; j++) acc[i][j] = VDOT(KV_X, qv, k[j], acc[i][j]);
@@ -153,7 +154,8 @@ inline void xattn_scores(const xattn_src *s, int r0, int n, int c0, int nc,
           int phys = s->table[tok / BLOCK_SIZE];
           if (phys < 0 || phys >= s->num_blocks) bad[j0 + j] = 1, phys = 0;
           kt[j] = s->k_cache + kv_tile((ulong)phys, s->kv_head, s->block_stride, s->head_stride) +
-                  key_index(0, tok % BLOCK_SIZE, BLOCK_SIZE);
+                  key_index(0, tok % BLOCK_SIZE, BLOCK_SIZE,
+                        kv_token_stride(s->block_stride, s->head_stride, BLOCK_SIZE));
         }
         __global const io_t *qt[XSUB];
 #pragma unroll
@@ -163,8 +165,8 @@ inline void xattn_scores(const xattn_src *s, int r0, int n, int c0, int nc,
         for (int d = 0; d < HEAD_SIZE; d += KV_X) {
           floatX k[XSUB], qv[XSUB];
 #pragma unroll
-          for (int j = 0; j < XSUB; j++) /* key_index(d, o) = key_index(0, o) + d * BLOCK_SIZE */
-            k[j] = KV_LOAD(KV_X, kt[j] + d * BLOCK_SIZE);
+          for (int j = 0; j < XSUB; j++) /* key_index(d, o) = key_index(0, o) + key_dim_offset(d) */
+            k[j] = KV_LOAD(KV_X, kt[j] + key_dim_offset(d, BLOCK_SIZE));
 #pragma unroll
           for (int i = 0; i < XSUB; i++) qv[i] = IO_LOADX(qt[i], d);
 #pragma unroll

@@ -32,6 +32,9 @@
  * work-groups of NUM_THREADS: a row tile's chunks and heads run together
  * (its queries are read once a tile by each of them: from L2 so).
  */
+#if !KV_SPLIT_KEY /* the host refuses other layouts on this path first */
+#error "xattn_mma: the split-key cache layout only (its loads restate key_index in 16-byte units)"
+#endif
 #ifndef CLPA_HEAD_SIZE
 #error "CLPA_HEAD_SIZE: elements a head; required"
 #endif

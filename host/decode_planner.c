@@ -80,6 +80,13 @@ static clpa_status pick_path(const clpa_decode_shape *s, const clpa_device_facts
   const int fits = (kv == CLPA_DTYPE_F16 || kv == CLPA_DTYPE_BF16 || f32 || (fp8 && fp8_ok)) &&
                    s->head_size % (fp8 ? 64 : f32 ? 16 : 32) == 0 && s->partition_size % 16 == 0 &&
                    mma_local_bytes(dev, 16, s->head_size, 4) <= dev->local_mem_bytes;
+  /* decode_mma.cl's loads are shaped by the split-key layout (16-byte key
+   * rows of successive tokens, value rows of successive tokens) */
+  const int split_key = s->kv_layout == CLPA_KV_LAYOUT_SPLIT_KEY;
+  CLPA_CHECK(err, s->path == CLPA_PLANNER_MMA && !split_key, CLPA_ERR_UNSUPPORTED,
+             "path mma reads the split-key cache layout only, and the caches are %s (lanes and"
+             " rows read every layout; path auto picks one of them)",
+             clpa_kv_layout_kind_name(s->kv_layout));
   if (s->path == CLPA_PLANNER_MMA) {
     clpa_status st = clpa_planner_mma_check(dev, err);
     if (st != CLPA_OK) return st;
@@ -97,7 +104,7 @@ static clpa_status pick_path(const clpa_decode_shape *s, const clpa_device_facts
              clpa_dtype_name(kv), s->head_size, s->partition_size);
   /* Auto takes mma where it runs natively, f32 caches up to head 128 (past it
    * their build spills): docs/decisions/0001-decode-path.md. */
-  const int auto_ok = (!f32 || s->head_size <= 128) && exact;
+  const int auto_ok = (!f32 || s->head_size <= 128) && exact && split_key;
   const int mma = s->path == CLPA_PLANNER_MMA ||
                   (s->path == CLPA_PLANNER_AUTO && fits && auto_ok && dev->mma_native == 1);
   const int rows = s->path == CLPA_PLANNER_ROWS || (s->path == CLPA_PLANNER_AUTO && dev->is_cpu);

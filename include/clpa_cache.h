@@ -95,7 +95,11 @@ typedef struct clpa_cache_config {
    * allocation. Smaller values split the layers over more arenas (a driver
    * that dislikes huge buffers; tests). */
   uint64_t max_arena_bytes;
-  uint64_t reserved[8]; /* 0 (what ..._init leaves): room for fields to come, README's ABI */
+  /* The caches' layout (clpa_layout.h): CLPA_KV_LAYOUT_SPLIT_KEY (0,
+   * default), CLPA_KV_LAYOUT_HND or CLPA_KV_LAYOUT_NHD. */
+  clpa_kv_layout_kind layout;
+  int32_t reserved32;   /* 0 */
+  uint64_t reserved[7]; /* 0 (what ..._init leaves): room for fields to come, README's ABI */
 } clpa_cache_config;
 
 /* Fills cfg with defaults: num_layers 1, block_size 16, dtype f16,
@@ -145,7 +149,7 @@ CLPA_API void clpa_cache_destroy(clpa_cache *cache);
 typedef struct clpa_cache_info {
   int32_t num_layers, num_kv_heads, head_size, block_size, num_blocks;
   clpa_dtype dtype;
-  int32_t x;                 /* elements per 16 bytes: the key layout's last dimension */
+  int32_t x;                 /* elements per 16 bytes (the split-key layout's last dimension) */
   uint64_t block_bytes;      /* one block of one layer's key (or value) cache */
   uint64_t layer_bytes;      /* one layer's key (or value) cache: num_blocks * block_bytes */
   uint64_t bytes_per_block;  /* clpa_cache_bytes_per_block: all layers, K and V */
@@ -154,7 +158,9 @@ typedef struct clpa_cache_info {
   clpa_cache_placement placement;
   int pinned;                /* host cache in pinned (mapped OpenCL) memory */
   int wrapped;               /* made by clpa_cache_wrap */
-  uint64_t reserved[8]; /* room for fields to come (README's ABI) */
+  clpa_kv_layout_kind layout; /* the caches' layout kind (clpa_layout.h) */
+  int32_t reserved32;
+  uint64_t reserved[7]; /* room for fields to come (README's ABI) */
 } clpa_cache_info;
 
 /* Describes the cache. Returns CLPA_OK or CLPA_ERR_INVALID_ARG (NULL). */

@@ -21,6 +21,14 @@
 #define CLPA_CODE_FP8_E5M2 4
 #define CLPA_CODE_DTYPE_COUNT 5
 
+/* Paged cache layouts (clpa_kv_layout_kind in clpa_layout.h takes its
+ * values from here). A kernel program that reads or writes the cache gets
+ * the layout's as CLPA_KV_LAYOUT. */
+#define CLPA_CODE_LAYOUT_SPLIT_KEY 0 /* vLLM's original: keys [.., head_size / x, block_size, x] */
+#define CLPA_CODE_LAYOUT_HND 1       /* [blocks, kv_heads, block_size, head_size] (FlashInfer HND) */
+#define CLPA_CODE_LAYOUT_NHD 2       /* [blocks, block_size, kv_heads, head_size] (vLLM, FA, FlashInfer NHD) */
+#define CLPA_CODE_LAYOUT_COUNT 3
+
 /* Fault bits the kernels OR into the context's fault word when they meet
  * bad data that lives on the device (clpa_context_check_faults reads it). */
 #define CLPA_FAULT_BAD_BLOCK 1       /* a block table entry, slot or copied block outside the cache */

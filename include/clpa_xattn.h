@@ -73,7 +73,9 @@ extern "C" {
 #endif
 
 /* Which kernel computes phase 1's scores (every path gives the same
- * masses within rounding). */
+ * masses within rounding). f32 reads every cache layout kind
+ * (clpa_layout.h); mma split-key caches only (forced onto another kind:
+ * CLPA_ERR_UNSUPPORTED), and auto takes f32 for the others. */
 typedef enum clpa_xattn_path {
   CLPA_XATTN_AUTO = 0, /* mma on NVIDIA where it applies, else f32 */
   CLPA_XATTN_F32 = 1,  /* f32 products on every device: a register tile of scores a work-item */

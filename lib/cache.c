@@ -83,7 +83,17 @@ static clpa_status check_shape(char *err, const clpa_cache_config *c) {
              "cfg->placement = %d", (int)c->placement);
   CLPA_CHECK(err, c->pinned != 0 && c->pinned != 1, CLPA_ERR_INVALID_ARG,
              "cfg->pinned = %d (expected 0 or 1)", c->pinned);
-  return CLPA_OK;
+  CLPA_CHECK(err, (unsigned)c->layout >= CLPA_KV_LAYOUT_COUNT_, CLPA_ERR_INVALID_ARG,
+             "cfg->layout = %d is not a clpa_kv_layout_kind (split_key 0, hnd 1, nhd 2)",
+             (int)c->layout);
+  CLPA_CHECK(err, c->reserved32 != 0, CLPA_ERR_INVALID_ARG,
+             "cfg->reserved32 = %d (reserved words must be 0: fill the struct with its _init"
+             " function)", (int)c->reserved32);
+  clpa_kv_layout l; /* what the ops will take: refused here, not at the first op */
+  const clpa_status st =
+      clpa_kv_layout_init_kind(&l, c->layout, c->dtype, 0, c->block_size, c->num_kv_heads,
+                               c->head_size);
+  return st == CLPA_OK ? st : clpa_err_within(err, st, "cfg");
 }
 
 static void fill_info(clpa_cache *c, const clpa_cache_config *cfg, int32_t num_blocks) {
@@ -99,6 +109,7 @@ static void fill_info(clpa_cache *c, const clpa_cache_config *cfg, int32_t num_b
   in->layer_bytes = in->block_bytes * (uint64_t)num_blocks;
   in->bytes_per_block = clpa_cache_bytes_per_block(cfg);
   in->placement = cfg->placement;
+  in->layout = cfg->layout;
 }
 
 static uint64_t round_up64(uint64_t a, uint64_t b) { return (a + b - 1) / b * b; }
@@ -447,8 +458,8 @@ clpa_status clpa_cache_get_info(const clpa_cache *cache, clpa_cache_info *out) {
 clpa_status clpa_cache_get_layout(const clpa_cache *cache, clpa_kv_layout *out) {
   CLPA_CHECK(NULL, !cache || !out, CLPA_ERR_INVALID_ARG, "cache and out must not be NULL");
   const clpa_cache_info *in = &cache->info;
-  return clpa_kv_layout_init(out, in->dtype, in->num_blocks, in->block_size, in->num_kv_heads,
-                             in->head_size);
+  return clpa_kv_layout_init_kind(out, in->layout, in->dtype, in->num_blocks, in->block_size,
+                                  in->num_kv_heads, in->head_size);
 }
 
 clpa_status clpa_cache_layer(clpa_context *ctx, const clpa_cache *cache, int32_t layer, cl_mem *k,

@@ -161,7 +161,7 @@ static clpa_status clpa_reshape_and_cache_impl(clpa_context *ctx, const clpa_res
   const clpa_cache_info *in = &p->cache->info;
   cl_mem faults;
   if ((st = clpa_faults_buffer(ctx, &faults)) != CLPA_OK) return st;
-  const clpa_cache_spec spec = {(int32_t)in->dtype};
+  const clpa_cache_spec spec = {(int32_t)in->dtype, (int32_t)in->layout};
   cl_kernel k;
   if ((st = clpa_family_kernel(ctx, &clpa_family_cache, &spec, "clpa_cache_reshape", &k)))
     return st;
@@ -361,12 +361,13 @@ static clpa_status swap_validate(clpa_context *ctx, const clpa_swap_blocks_param
                  CLPA_ERR_UNSUPPORTED, "src and dst are both host caches");
   CLPA_CTX_CHECK(ctx, a->num_layers != b->num_layers || a->num_kv_heads != b->num_kv_heads ||
                           a->head_size != b->head_size || a->block_size != b->block_size ||
-                          a->dtype != b->dtype,
+                          a->dtype != b->dtype || a->layout != b->layout,
                  CLPA_ERR_INVALID_ARG,
-                 "src (%d layers, %d heads, head_size %d, block_size %d, %s) and dst (%d, %d, %d,"
-                 " %d, %s) differ in shape", a->num_layers, a->num_kv_heads, a->head_size,
-                 a->block_size, clpa_dtype_name(a->dtype), b->num_layers, b->num_kv_heads,
-                 b->head_size, b->block_size, clpa_dtype_name(b->dtype));
+                 "src (%d layers, %d heads, head_size %d, block_size %d, %s, %s) and dst (%d, %d,"
+                 " %d, %d, %s, %s) differ in shape", a->num_layers, a->num_kv_heads, a->head_size,
+                 a->block_size, clpa_dtype_name(a->dtype), clpa_kv_layout_kind_name(a->layout),
+                 b->num_layers, b->num_kv_heads, b->head_size, b->block_size,
+                 clpa_dtype_name(b->dtype), clpa_kv_layout_kind_name(b->layout));
   if ((st = check_layers(ctx, p->src, p->first_layer, p->num_layers, layers))) return st;
   CLPA_CTX_CHECK(ctx, p->num_pairs < 0, CLPA_ERR_INVALID_ARG, "num_pairs = %d", p->num_pairs);
   CLPA_CTX_CHECK(ctx, p->num_pairs > 0 && !p->pairs, CLPA_ERR_INVALID_ARG,

@@ -37,7 +37,8 @@ static clpa_decode_spec decode_spec(const clpa_decode_params *p, const decode_ca
                               c->maxnreg, /* the tuning row's register cap (lanes only) */
                               c->mma ? c->chunk : 0,
                               c->mma ? c->pipe : 0,
-                              c->merge};
+                              c->merge,
+                              (int32_t)c->a.kv.kind};
   return s;
 }
 

@@ -61,7 +61,7 @@ clpa_status clpa_decode_plan(clpa_context *ctx, const clpa_decode_params *p, dec
                                kv->head_size,        kv->block_size,       kv->dtype,
                                p->max_context_len,   p->host_context_lens, (int32_t)p->path,
                                (int32_t)p->variant,  (int32_t)p->precision, p->partition_size,
-                               p->heads_per_group};
+                               p->heads_per_group,   kv->kind};
   clpa_device_facts dev;
   clpa_device_facts_of(ctx, &dev);
   clpa_decode_decision d;

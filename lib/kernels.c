@@ -13,6 +13,7 @@ static const clpa_tunable decode_tunables[] = {
     T(clpa_decode_spec, head_size, "HEAD_SIZE"),
     T(clpa_decode_spec, block_size, "BLOCK_SIZE"),
     T(clpa_decode_spec, kv_dtype, "KV_DTYPE"),
+    T(clpa_decode_spec, kv_layout, "KV_LAYOUT"),
     T(clpa_decode_spec, io_dtype, "IO_DTYPE"),
     T(clpa_decode_spec, num_threads, "NUM_THREADS"),
     T(clpa_decode_spec, sg, "SG"),
@@ -33,6 +34,7 @@ static const clpa_tunable prefill_tunables[] = {
     T(clpa_prefill_spec, head_size, "HEAD_SIZE"),
     T(clpa_prefill_spec, block_size, "BLOCK_SIZE"),
     T(clpa_prefill_spec, kv_dtype, "KV_DTYPE"),
+    T(clpa_prefill_spec, kv_layout, "KV_LAYOUT"),
     T(clpa_prefill_spec, io_dtype, "IO_DTYPE"),
     T(clpa_prefill_spec, num_threads, "NUM_THREADS"),
     T(clpa_prefill_spec, rows, "ROWS"),
@@ -50,12 +52,14 @@ static const clpa_tunable xattn_tunables[] = {
     T(clpa_xattn_spec, head_size, "HEAD_SIZE"),
     T(clpa_xattn_spec, block_size, "BLOCK_SIZE"),
     T(clpa_xattn_spec, kv_dtype, "KV_DTYPE"),
+    T(clpa_xattn_spec, kv_layout, "KV_LAYOUT"),
     T(clpa_xattn_spec, io_dtype, "IO_DTYPE"),
 };
 static const clpa_tunable xattn_mma_tunables[] = {
     T(clpa_xattn_spec, head_size, "HEAD_SIZE"),
     T(clpa_xattn_spec, block_size, "BLOCK_SIZE"),
     T(clpa_xattn_spec, kv_dtype, "KV_DTYPE"),
+    T(clpa_xattn_spec, kv_layout, "KV_LAYOUT"),
     T(clpa_xattn_spec, io_dtype, "IO_DTYPE"),
     T(clpa_xattn_spec, num_threads, "NUM_THREADS"),
     T(clpa_xattn_spec, stride, "STRIDE"),
@@ -65,7 +69,8 @@ static const clpa_tunable xattn_mma_tunables[] = {
     T(clpa_xattn_spec, kc, "KC"),
     T(clpa_xattn_spec, stages, "STAGES"),
 };
-static const clpa_tunable cache_tunables[] = {T(clpa_cache_spec, kv_dtype, "KV_DTYPE")};
+static const clpa_tunable cache_tunables[] = {T(clpa_cache_spec, kv_dtype, "KV_DTYPE"),
+                                              T(clpa_cache_spec, kv_layout, "KV_LAYOUT")};
 #undef T
 #define N(a) (sizeof a / sizeof *a)
 

@@ -39,6 +39,7 @@ typedef struct clpa_decode_spec {
   int32_t pipe;           /* mma: 1 where a warp loads its next chunk while it computes one, else 0 */
   int32_t merge;          /* v2: 1 where the last partition of a row merges them (in the launch),
                              0 where reduce.cl's kernel does (always on the rows path) */
+  int32_t kv_layout;      /* the cache's clpa_kv_layout_kind (CLPA_KV_LAYOUT) */
 } clpa_decode_spec;
 #define DECODE_THREADS 128   /* the lanes kernel's work-group */
 
@@ -58,6 +59,7 @@ typedef struct clpa_prefill_spec {
   int32_t sparse;      /* tiles, mma: 1 where a block mask is given (the dense build skips none) */
   int32_t maxnreg;     /* NVIDIA: registers a work-item at most (program.c), 0 = ptxas's choice */
   int32_t vkeys;       /* tiles: keys a chunk of values in local memory (4 .. 32), else 0 */
+  int32_t kv_layout;   /* the cache's clpa_kv_layout_kind (CLPA_KV_LAYOUT) */
 } clpa_prefill_spec;
 
 /* merge.cl: clpa_merge_states. */
@@ -74,11 +76,13 @@ typedef struct clpa_xattn_spec {
   int32_t num_threads, stride, bcols; /* mma: work-group size, S, B / S */
   int32_t rows, cols, kc;             /* mma: strided rows, columns a tile, k indices a step */
   int32_t stages;                     /* mma: steps in local memory (2-4) */
+  int32_t kv_layout;                  /* the cache's clpa_kv_layout_kind (CLPA_KV_LAYOUT) */
 } clpa_xattn_spec;
 
 /* cache.cl: clpa_cache_reshape (the source dtype is a kernel argument). */
 typedef struct clpa_cache_spec {
   int32_t kv_dtype;
+  int32_t kv_layout; /* the cache's clpa_kv_layout_kind (CLPA_KV_LAYOUT) */
 } clpa_cache_spec;
 
 extern const clpa_family clpa_family_decode, clpa_family_decode_mma, clpa_family_decode_rows,

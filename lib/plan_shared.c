@@ -82,12 +82,14 @@ clpa_status clpa_plan_same_shape(const clpa_plan *pl, const clpa_kv_layout *got)
   const clpa_kv_layout *want = &pl->kv;
   CLPA_CTX_CHECK(pl->ctx, got->dtype != want->dtype || got->block_size != want->block_size ||
                               got->num_kv_heads != want->num_kv_heads ||
-                              got->head_size != want->head_size,
+                              got->head_size != want->head_size || got->kind != want->kind,
                  CLPA_ERR_INVALID_ARG,
-                 "the caches hold %s blocks of %d tokens x %d KV heads x %d; the plan was made for"
-                 " %s, %d x %d x %d", clpa_dtype_name(got->dtype), got->block_size,
-                 got->num_kv_heads, got->head_size, clpa_dtype_name(want->dtype),
-                 want->block_size, want->num_kv_heads, want->head_size);
+                 "the caches hold %s blocks of %d tokens x %d KV heads x %d (%s layout); the plan"
+                 " was made for %s, %d x %d x %d (%s)", clpa_dtype_name(got->dtype),
+                 got->block_size, got->num_kv_heads, got->head_size,
+                 clpa_kv_layout_kind_name(got->kind), clpa_dtype_name(want->dtype),
+                 want->block_size, want->num_kv_heads, want->head_size,
+                 clpa_kv_layout_kind_name(want->kind));
   return CLPA_OK;
 }
 

@@ -125,10 +125,12 @@ static clpa_status check_lengths(clpa_context *ctx, const clpa_prefill_params *p
   return CLPA_OK;
 }
 
-/* The tensor-core path applies: an f16 or bf16 cache, a head size that is
- * a multiple of 16. */
+/* The tensor-core path applies: an f16 or bf16 cache in the split-key
+ * layout (prefill_mma.cl copies 16-byte key rows and value rows of
+ * successive tokens), a head size that is a multiple of 16. */
 static int mma_applies(const clpa_kv_layout *kv) {
-  return (kv->dtype == CLPA_DTYPE_F16 || kv->dtype == CLPA_DTYPE_BF16) && kv->head_size % 16 == 0;
+  return (kv->dtype == CLPA_DTYPE_F16 || kv->dtype == CLPA_DTYPE_BF16) &&
+         kv->head_size % 16 == 0 && kv->kind == CLPA_KV_LAYOUT_SPLIT_KEY;
 }
 
 /* cl/prefill_mma.cl's clpa_prefill_mma, with `stages` tiles in flight: keys
@@ -162,6 +164,10 @@ static int32_t mma_maxnreg(const clpa_context *ctx, int head_size) {
  * tuning table's, else 32 (refused where they do not fit local memory). */
 static clpa_status pick_mma(clpa_context *ctx, const clpa_prefill_params *p,
                             const clpa_kv_layout *kv, int *rows, int *keys) {
+  CLPA_CTX_CHECK(ctx, kv->kind != CLPA_KV_LAYOUT_SPLIT_KEY, CLPA_ERR_UNSUPPORTED,
+                 "path mma reads the split-key cache layout only, and the caches are %s (tiles"
+                 " and rows read every layout; path auto picks one of them)",
+                 clpa_kv_layout_kind_name(kv->kind));
   CLPA_CTX_CHECK(ctx, !mma_applies(kv), CLPA_ERR_UNSUPPORTED,
                  "path mma needs an f16 or bf16 cache and a head size that is a multiple of 16"
                  " (cache %s, head_size %d)", clpa_dtype_name(kv->dtype), kv->head_size);
@@ -467,7 +473,8 @@ clpa_status clpa_prefill_plan_fill(clpa_context *ctx, const clpa_prefill_params 
                                   path == CLPA_PREFILL_TILES
                                       ? tile_vkeys(ctx->info.local_mem_bytes, a.kv.head_size,
                                                    rows, keys)
-                                      : 0};
+                                      : 0,
+                                  (int32_t)a.kv.kind};
   pl->ps = spec;
   const int qpk = p->num_heads / a.kv.num_kv_heads;
   pl->tiles = count_tiles(p, qpk, rows);

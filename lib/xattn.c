@@ -178,8 +178,11 @@ static clpa_status check_buffers(clpa_context *ctx, const clpa_xattn_params *p, 
  * (docs/decisions/0026-xattn-mma-key-chunks.md). */
 #define MMA_CHUNKS 8
 
+/* (xattn_mma.cl copies 16-byte key rows of successive tokens: the
+ * split-key layout only) */
 static int mma_applies(const xattn_plan *x) {
-  return (x->kv.dtype == CLPA_DTYPE_F16 || x->kv.dtype == CLPA_DTYPE_BF16) &&
+  return x->kv.kind == CLPA_KV_LAYOUT_SPLIT_KEY &&
+         (x->kv.dtype == CLPA_DTYPE_F16 || x->kv.dtype == CLPA_DTYPE_BF16) &&
          x->kv.head_size % 32 == 0 && x->kv.block_size % 2 == 0 && x->bs % 8 == 0 &&
          (MMA_COLS % x->bs == 0 || x->bs % MMA_COLS == 0);
 }
@@ -211,6 +214,10 @@ static clpa_status pick_path(clpa_context *ctx, const clpa_xattn_params *p, cons
     *mma = p->path == CLPA_XATTN_AUTO && clpa_mma_native(ctx) == 1 && mma_applies(x) && fits;
     return CLPA_OK;
   }
+  CLPA_CTX_CHECK(ctx, x->kv.kind != CLPA_KV_LAYOUT_SPLIT_KEY, CLPA_ERR_UNSUPPORTED,
+                 "path mma reads the split-key cache layout only, and the key cache is %s (path"
+                 " f32 reads every layout; path auto picks it)",
+                 clpa_kv_layout_kind_name(x->kv.kind));
   CLPA_CTX_CHECK(ctx, !mma_applies(x), CLPA_ERR_UNSUPPORTED,
                  "path mma needs an f16 or bf16 cache, a head size that is a multiple of 32 and"
                  " block / stride a multiple of 8 that divides %d or that %d divides (cache %s,"
@@ -374,11 +381,11 @@ static const char *const kernel_names[4] = {"clpa_xattn_stats", "clpa_xattn_mass
 static clpa_status make_kernels(clpa_context *ctx, const clpa_xattn_params *p, const xattn_plan *x,
                                 int mma, cl_kernel ks[4]) {
   const clpa_xattn_spec spec = {x->kv.head_size, x->kv.block_size, (int32_t)x->kv.dtype,
-                                (int32_t)p->q_dtype, 0, 0, 0, 0, 0, 0, 0};
+                                (int32_t)p->q_dtype, 0, 0, 0, 0, 0, 0, 0, (int32_t)x->kv.kind};
   const clpa_xattn_spec spec_mma = {x->kv.head_size, x->kv.block_size, (int32_t)x->kv.dtype,
                                     (int32_t)p->q_dtype, MMA_THREADS, p->stride, x->bs,
                                     MMA_ROWS, MMA_COLS, MMA_KC,
-                                    mma_stages(p->stride, x->kv.head_size)};
+                                    mma_stages(p->stride, x->kv.head_size), (int32_t)x->kv.kind};
   clpa_status st = mma ? clpa_family_kernel(ctx, &clpa_family_xattn_mma, &spec_mma,
                                             "clpa_xattn_stats_mma", &ks[0])
                        : clpa_family_kernel(ctx, &clpa_family_xattn, &spec, kernel_names[0], &ks[0]);

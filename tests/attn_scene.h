@@ -54,6 +54,7 @@ typedef struct attn_scene_spec {
   double q_amp;          /* queries uniform in +-q_amp */
   int alibi, sinks, softcap;
   int window_max; /* > 0: a sliding window of 1..window_max tokens */
+  clpa_kv_layout_kind layout; /* the caches' layout kind (0: split-key) */
 } attn_scene_spec;
 
 /* One scene on the host. */
@@ -147,8 +148,8 @@ static inline void attn_scene_tables(attn_scene *sc, const attn_scene_spec *sp) 
 
 /* Caches: slots that hold a token random, the others NaN; stored and decoded back. */
 static inline void attn_scene_caches(attn_scene *sc, const attn_scene_spec *sp) {
-  if (clpa_kv_layout_init(&sc->kv, sp->kv, sc->num_blocks, sp->block_size, sp->kv_heads,
-                          sp->head_size) != CLPA_OK)
+  if (clpa_kv_layout_init_kind(&sc->kv, sp->layout, sp->kv, sc->num_blocks, sp->block_size,
+                               sp->kv_heads, sp->head_size) != CLPA_OK)
     BAIL_OUT("layout: %s", clpa_last_error());
   const int bs = sp->block_size;
   sc->cache_elems = (size_t)sc->kv.block_stride * (size_t)sc->num_blocks;
@@ -267,6 +268,24 @@ static inline void attn_scene_release(attn_scene_dev *d) {
   for (size_t i = 0; i < sizeof all / sizeof *all; i++)
     if (all[i]) clReleaseMemObject(all[i]);
   memset(d, 0, sizeof *d);
+}
+
+/* `call` (clpa_decode, clpa_prefill), forced onto its mma path over the
+ * scene's HND or NHD caches, returned st: it must be CLPA_ERR_UNSUPPORTED
+ * with a message naming the call, the path and the layout, and nothing
+ * written. Releases the scene. */
+static inline int attn_scene_mma_refused(clpa_context *ctx, const char *call, clpa_status st,
+                                         attn_scene *sc, attn_scene_dev *d) {
+  const char *kind = clpa_kv_layout_kind_name(sc->kv.kind), *msg = clpa_context_last_error(ctx);
+  char want[160];
+  snprintf(want, sizeof want,
+           "%s: path mma reads the split-key cache layout only, and the caches are %s", call, kind);
+  const int good = ok(st == CLPA_ERR_UNSUPPORTED && strstr(msg, want) &&
+                          test_untouched(ctx, d->out, d->out_bytes),
+                      "%s, mma forced on a %s cache: refused, nothing written (%s)", call, kind, msg);
+  attn_scene_release(d);
+  attn_scene_free(sc);
+  return good;
 }
 
 #endif

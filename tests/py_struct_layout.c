@@ -68,6 +68,8 @@ int main(void) {
   F(clpa_kv_layout, num_kv_heads), F(clpa_kv_layout, head_size), F(clpa_kv_layout, x);
   F(clpa_kv_layout, head_stride), F(clpa_kv_layout, block_stride);
   F(clpa_kv_layout, block_bytes), F(clpa_kv_layout, cache_bytes);
+  F(clpa_kv_layout, kind), F(clpa_kv_layout, reserved32);
+  F(clpa_kv_layout, key_token_stride), F(clpa_kv_layout, value_token_stride);
   F(clpa_kv_layout, reserved);
   end();
 
@@ -77,6 +79,7 @@ int main(void) {
   F(clpa_cache_config, dtype), F(clpa_cache_config, num_blocks);
   F(clpa_cache_config, mem_fraction), F(clpa_cache_config, placement);
   F(clpa_cache_config, pinned), F(clpa_cache_config, max_arena_bytes);
+  F(clpa_cache_config, layout), F(clpa_cache_config, reserved32);
   F(clpa_cache_config, reserved);
   end();
 
@@ -88,6 +91,7 @@ int main(void) {
   F(clpa_cache_info, bytes_per_block), F(clpa_cache_info, allocated_bytes);
   F(clpa_cache_info, num_arenas), F(clpa_cache_info, placement);
   F(clpa_cache_info, pinned), F(clpa_cache_info, wrapped);
+  F(clpa_cache_info, layout), F(clpa_cache_info, reserved32);
   F(clpa_cache_info, reserved);
   end();
 

@@ -8,6 +8,8 @@
  * launches and a marker event), host pairs and device pairs (vLLM's int64
  * block_mapping, with a bad pair that must fault and be skipped), swaps
  * out to pinned and plain host caches and back in, device to device.
+ * The ops copy whole blocks, which every layout kind keeps contiguous: a
+ * few runs on HND and NHD caches, and a swap between kinds is refused.
  */
 #include <stdio.h>
 
@@ -15,6 +17,7 @@
 
 static clpa_context *ctx;
 static uint64_t arena_cap; /* cfg.max_arena_bytes of the device caches made */
+static clpa_kv_layout_kind kind; /* cfg.layout of the caches made */
 
 static clpa_cache *new_cache(clpa_dtype dtype, int layers, int blocks, clpa_cache_placement where,
                              int pinned) {
@@ -22,7 +25,7 @@ static clpa_cache *new_cache(clpa_dtype dtype, int layers, int blocks, clpa_cach
   clpa_cache_config_init(&cfg);
   cfg.num_layers = layers, cfg.num_kv_heads = 2, cfg.head_size = 64, cfg.block_size = 8;
   cfg.dtype = dtype, cfg.num_blocks = blocks, cfg.placement = where, cfg.pinned = pinned;
-  cfg.max_arena_bytes = arena_cap;
+  cfg.max_arena_bytes = arena_cap, cfg.layout = kind;
   clpa_cache *c = NULL;
   if (clpa_cache_create(ctx, &cfg, &c) != CLPA_OK) diag("create: %s", clpa_last_error());
   return c;
@@ -33,7 +36,7 @@ static clpa_cache *wrapped_cache(clpa_dtype dtype, int layers, int blocks) {
   clpa_cache_config cfg;
   clpa_cache_config_init(&cfg);
   cfg.num_layers = layers, cfg.num_kv_heads = 2, cfg.head_size = 64, cfg.block_size = 8;
-  cfg.dtype = dtype;
+  cfg.dtype = dtype, cfg.layout = kind;
   size_t bytes = clpa_cache_bytes_per_block(&cfg) / (2 * (size_t)layers) * (size_t)blocks;
   cl_mem k[8], v[8];
   for (int l = 0; l < layers; l++) k[l] = test_buffer(ctx, NULL, bytes), v[l] = test_buffer(ctx, NULL, bytes);
@@ -266,6 +269,9 @@ static void test_swap_refusals(void) {
   clpa_cache *h = new_cache(CLPA_DTYPE_BF16, 2, 4, CLPA_CACHE_HOST, 1);
   clpa_cache *h2 = new_cache(CLPA_DTYPE_BF16, 2, 4, CLPA_CACHE_HOST, 0);
   clpa_cache *other = new_cache(CLPA_DTYPE_F16, 2, 8, CLPA_CACHE_HOST, 0);
+  kind = CLPA_KV_LAYOUT_NHD;
+  clpa_cache *nhd = new_cache(CLPA_DTYPE_BF16, 2, 8, CLPA_CACHE_HOST, 0);
+  kind = CLPA_KV_LAYOUT_SPLIT_KEY;
   cache_image before = cache_randomize(ctx, h);
   const struct {
     const char *what, *needle;
@@ -276,7 +282,9 @@ static void test_swap_refusals(void) {
            {"a dst past the host cache", "pairs[1]", CLPA_ERR_INVALID_ARG},
            {"a repeated destination", "destination of two pairs", CLPA_ERR_INVALID_ARG},
            {"NULL src", "src", CLPA_ERR_INVALID_ARG},
-           {"NULL pairs", "pairs", CLPA_ERR_INVALID_ARG}};
+           {"NULL pairs", "pairs", CLPA_ERR_INVALID_ARG},
+           {"different layout kinds", "split_key) and dst (2, 2, 64, 8, bf16, nhd) differ",
+            CLPA_ERR_INVALID_ARG}};
   for (size_t i = 0; i < sizeof t / sizeof *t; i++) {
     clpa_block_copy pairs[2] = {{0, 0}, {1, 3}};
     clpa_swap_blocks_params p;
@@ -290,6 +298,7 @@ static void test_swap_refusals(void) {
       case 4: pairs[1].dst = 0; break;
       case 5: p.src = NULL; break;
       case 6: p.pairs = NULL; break;
+      case 7: p.dst = nhd; break;
     }
     clpa_status st = clpa_swap_blocks(ctx, &p);
     if (!ok(st == t[i].want && strstr(clpa_context_last_error(ctx), t[i].needle) &&
@@ -317,6 +326,7 @@ static void test_swap_refusals(void) {
   clReleaseEvent(ev), clReleaseEvent(gate);
   image_free(&before), image_free(&after);
   clpa_cache_destroy(d), clpa_cache_destroy(h), clpa_cache_destroy(h2), clpa_cache_destroy(other);
+  clpa_cache_destroy(nhd);
 }
 
 int main(void) {
@@ -335,6 +345,11 @@ int main(void) {
   test_copy(CLPA_DTYPE_BF16, 0, 1, 2);
   test_swap(CLPA_DTYPE_F16, 1);
   arena_cap = 0;
+  for (kind = CLPA_KV_LAYOUT_HND; kind <= CLPA_KV_LAYOUT_NHD; kind++) {
+    test_copy(kind == CLPA_KV_LAYOUT_HND ? CLPA_DTYPE_F16 : CLPA_DTYPE_FP8_E4M3, 0, 0, 0);
+    test_swap(kind == CLPA_KV_LAYOUT_HND ? CLPA_DTYPE_F32 : CLPA_DTYPE_BF16, 1);
+  }
+  kind = CLPA_KV_LAYOUT_SPLIT_KEY;
   test_copy_refusals();
   test_swap_refusals();
   test_no_faults_left(ctx);

@@ -3,7 +3,9 @@
  * clpa_ref_reshape_and_cache says where each source element lands (it is
  * run on element indices), clpa_dtype_encode says which bits it becomes. Every
  * cache dtype with every source dtype, fused QKV rows and padded strides,
- * several block sizes, head sizes and layers.
+ * several block sizes, head sizes and layers, in each layout kind
+ * (split-key, HND, NHD: the reference places elements through
+ * clpa_kv_key_index / clpa_kv_value_index).
  *
  * The caches start as random bytes (the poison): every byte no token
  * targets must come back unchanged, in the written layer and the others.
@@ -38,6 +40,7 @@ typedef struct rcase {
 } rcase;
 
 static clpa_context *ctx;
+static clpa_kv_layout_kind kind; /* the caches' layout, for every case of a run */
 
 static int is_fp8(clpa_dtype d) { return d == E4M3 || d == E5M2; }
 
@@ -74,8 +77,8 @@ static float draw(clpa_dtype kv, float s) {
 }
 
 static void describe(const rcase *c, char *buf, size_t cap) {
-  snprintf(buf, cap, "kv %s src %s heads %d hs %d bs %d blocks %d tokens %d%s pad %d layer %d/%d%s%s",
-           clpa_dtype_name(c->kv), clpa_dtype_name(c->src), c->kv_heads, c->hs, c->bs, c->blocks,
+  snprintf(buf, cap, "%s kv %s src %s heads %d hs %d bs %d blocks %d tokens %d%s pad %d layer %d/%d%s%s",
+           clpa_kv_layout_kind_name(kind), clpa_dtype_name(c->kv), clpa_dtype_name(c->src), c->kv_heads, c->hs, c->bs, c->blocks,
            c->tokens, c->fused ? " fused" : "", c->pad, c->layer, c->layers,
            c->unit_scale ? " scale 1" : "", c->bad ? " bad slots" : "");
 }
@@ -111,7 +114,7 @@ static clpa_cache *make_cache(const rcase *c, cl_mem *bufs, unsigned char **tail
   clpa_cache_config cfg;
   clpa_cache_config_init(&cfg);
   cfg.num_layers = c->layers, cfg.num_kv_heads = c->kv_heads, cfg.head_size = c->hs;
-  cfg.block_size = c->bs, cfg.dtype = c->kv, cfg.num_blocks = c->blocks;
+  cfg.block_size = c->bs, cfg.dtype = c->kv, cfg.num_blocks = c->blocks, cfg.layout = kind;
   clpa_cache *cache = NULL;
   if (!c->bad) {
     if (clpa_cache_create(ctx, &cfg, &cache) != CLPA_OK) diag("%s", clpa_last_error());
@@ -212,7 +215,8 @@ static int run_case(const rcase *c) {
   clpa_ref_cache_args ra = {.num_tokens = c->tokens, .key = idx + koff,
                             .key_stride = stride, .value = idx + voff, .value_stride = stride,
                             .slot_mapping = ref_slots, .key_cache = kmap, .value_cache = vmap};
-  int good = ok(clpa_kv_layout_init(&ra.kv, c->kv, c->blocks, c->bs, c->kv_heads, c->hs) == CLPA_OK &&
+  int good = ok(clpa_kv_layout_init_kind(&ra.kv, kind, c->kv, c->blocks, c->bs, c->kv_heads,
+                                         c->hs) == CLPA_OK &&
                     clpa_ref_reshape_and_cache(&ra) == CLPA_OK,
                 "reference map for %s", name);
 
@@ -306,6 +310,9 @@ static const rcase cases[] = {
     {F16, F32, 2, 64, 16, 6, 60, 0, 0, 2, 1, 0, 1},
     {E4M3, F16, 2, 32, 8, 6, 40, 1, 2, 1, 0, 0, 1},
     {F32, F32, 1, 32, 16, 4, 40, 0, 0, 1, 0, 0, 1},
+    /* page sizes 1 (SGLang's token pool) and 64 */
+    {F16, F32, 2, 64, 1, 48, 40, 0, 0, 1, 0, 0, 0},
+    {BF16, F16, 3, 64, 64, 3, 150, 1, 0, 2, 1, 0, 0},
 };
 
 /* Refused calls: status, a message naming the argument, nothing written. */
@@ -313,7 +320,12 @@ static void test_refusals(void) {
   clpa_cache_config cfg;
   clpa_cache_config_init(&cfg);
   cfg.num_layers = 2, cfg.num_kv_heads = 2, cfg.head_size = 32, cfg.num_blocks = 4;
-  clpa_cache *cache, *host;
+  clpa_cache *cache = NULL, *host;
+  cfg.layout = CLPA_KV_LAYOUT_COUNT_;
+  ok(clpa_cache_create(ctx, &cfg, &cache) == CLPA_ERR_INVALID_ARG && !cache &&
+         strstr(clpa_last_error(), "cfg->layout = 3 is not a clpa_kv_layout_kind"),
+     "a cache of an unknown layout kind is refused, naming the field: %s", clpa_last_error());
+  cfg.layout = CLPA_KV_LAYOUT_SPLIT_KEY;
   clpa_cache_create(ctx, &cfg, &cache);
   cfg.placement = CLPA_CACHE_HOST;
   clpa_cache_create(ctx, &cfg, &host);
@@ -402,7 +414,9 @@ int main(void) {
   rng_seed_from_env();
   ctx = test_context(0);
   int failed = 0;
-  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) failed += !run_case(&cases[i]);
+  for (kind = 0; kind < CLPA_KV_LAYOUT_COUNT_; kind++)
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) failed += !run_case(&cases[i]);
+  kind = CLPA_KV_LAYOUT_SPLIT_KEY;
   test_refusals();
   if (failed) diag("%d case(s) failed", failed);
   test_no_faults_left(ctx);

@@ -26,6 +26,10 @@
  *
  * fp8 cases alternate between host scales and scales in device buffers
  * (k_scale_buffer, v_scale_buffer, as vLLM passes them).
+ *
+ * The HND and NHD cache layouts (test_layouts): a few grid cases on the
+ * lanes and rows paths and the automatic choice, same tolerances; the
+ * mma path refuses them.
  */
 #include <stdio.h>
 
@@ -55,10 +59,12 @@ static clpa_context *ctx;
 /* The queries' amplitude and the calls' precision (test_precision changes them). */
 static double q_amp = 2.0;
 static clpa_precision precision = CLPA_PRECISION_AUTO;
+static clpa_kv_layout_kind layout = CLPA_KV_LAYOUT_SPLIT_KEY; /* of the scenes' caches */
 
 static void describe(const dcase *c, char *buf, size_t cap) {
   snprintf(buf, cap,
-           "seqs %d heads %d/%d hs %d bs %d ctx %d kv %s io %s v%d part %d hpg %d%s%s%s%s%s%s%s",
+           "%sseqs %d heads %d/%d hs %d bs %d ctx %d kv %s io %s v%d part %d hpg %d%s%s%s%s%s%s%s",
+           layout == CLPA_KV_LAYOUT_HND ? "hnd " : layout == CLPA_KV_LAYOUT_NHD ? "nhd " : "",
            c->seqs, c->heads, c->kv_heads, c->hs, c->bs, c->max_ctx, clpa_dtype_name(c->kv),
            clpa_dtype_name(c->io), (int)c->variant, c->partition, c->hpg,
            c->alibi ? " alibi" : "", c->window ? " window" : "", c->softcap ? " softcap" : "",
@@ -83,7 +89,8 @@ static void make_scene(const dcase *c, attn_scene *sc) {
                               .head_size = c->hs, .block_size = c->bs, .kv = c->kv, .io = c->io,
                               .lens = lens, .q_rows = c->seqs, .q_pad = c->q_pad ? 24 : 0,
                               .q_amp = q_amp, .alibi = c->alibi, .sinks = c->sinks,
-                              .softcap = c->softcap, .window_max = c->window ? c->max_ctx : 0};
+                              .softcap = c->softcap, .window_max = c->window ? c->max_ctx : 0,
+                              .layout = layout};
   attn_scene_build(sc, &sp);
   free(lens);
 }
@@ -249,6 +256,29 @@ static const dcase default_grid[] = {
      * cases above run with PIPE there, and on 2 compute units without it */
     {36, 4, 4, 64, 16, 200, E4M3, F32, V1, 0, 1, 0, 0, 0, 1, 1, 0, 0},
 };
+
+/* The HND and NHD layouts: grid cases on the lanes path, the rows path
+ * and the automatic choice (f32 block 8 GQA v2, bf16 block 32, e4m3 with
+ * ALiBi v1, bf16 block 8 v2 with a window, e5m2 MQA); mma forced refuses
+ * them, naming the call, the path and the layout, before anything runs. */
+static void test_layouts(void) {
+  static const int picks[][3] = {{1, 3, 13}, {2, 16, 13}}; /* a kind's lanes, rows, auto case */
+  for (int k = 0; k < 2; k++) {
+    layout = k ? CLPA_KV_LAYOUT_NHD : CLPA_KV_LAYOUT_HND;
+    run_case(&default_grid[picks[k][0]], CLPA_DECODE_PATH_LANES);
+    run_case(&default_grid[picks[k][1]], CLPA_DECODE_PATH_ROWS);
+    run_case(&default_grid[picks[k][2]], CLPA_DECODE_PATH_AUTO);
+    const dcase *c = &default_grid[6]; /* f16, head 128: the mma path's */
+    attn_scene in;
+    make_scene(c, &in);
+    attn_scene_dev d;
+    clpa_decode_params p;
+    upload(c, &in, &d, &p);
+    p.path = CLPA_DECODE_PATH_MMA;
+    attn_scene_mma_refused(ctx, "clpa_decode", clpa_decode(ctx, &p), &in, &d);
+  }
+  layout = CLPA_KV_LAYOUT_SPLIT_KEY;
+}
 
 /* The cross product, for the slow suite: options drawn at random. */
 static int run_full(void) {
@@ -937,6 +967,8 @@ int main(int argc, char **argv) {
     test_warps();
     test_widen();
     test_mma_heads();
+  } else if (argc > 1 && strcmp(argv[1], "--layouts") == 0) { /* the HND and NHD cases alone */
+    test_layouts();
   } else if (argc > 1 && strcmp(argv[1], "--rows") == 0) { /* ... and on the rows path */
     for (size_t i = 0; i < sizeof default_grid / sizeof *default_grid; i++)
       run_case(&default_grid[i], CLPA_DECODE_PATH_ROWS);
@@ -948,6 +980,7 @@ int main(int argc, char **argv) {
       run_case(&default_grid[i], CLPA_DECODE_PATH_ROWS);
       if (mma_applies(&default_grid[i])) run_case(&default_grid[i], CLPA_DECODE_PATH_MMA);
     }
+    test_layouts();
     test_codes(0);
     test_codes(1);
     test_faults();

@@ -4,10 +4,12 @@
  * addresses the cache through, against the layout itself — a walk over
  * the nested dimensions in memory order, which counts elements without
  * any index arithmetic:
- *   key   [num_blocks][num_kv_heads][head_size / x][block_size][x]
- *   value [num_blocks][num_kv_heads][head_size][block_size]
- * for every dtype (x 4, 8, 16) and several shapes; then the strides and
- * sizes, and every refused layout.
+ *   split-key  key   [num_blocks][num_kv_heads][head_size / x][block_size][x]
+ *              value [num_blocks][num_kv_heads][head_size][block_size]
+ *   HND        both  [num_blocks][num_kv_heads][block_size][head_size]
+ *   NHD        both  [num_blocks][block_size][num_kv_heads][head_size]
+ * for every kind and dtype (x 4, 8, 16) and several shapes, block sizes 1
+ * to 256; then the strides and sizes, and every refused layout.
  */
 #include <string.h>
 
@@ -15,7 +17,24 @@
 #include "clpa_layout.h"
 #include "tap.h"
 
+/* HND and NHD: keys and values alike, a token's head_size elements in a row. */
+static int walk_token_major(const clpa_kv_layout *l) {
+  const int nhd = l->kind == CLPA_KV_LAYOUT_NHD;
+  const int32_t n1 = nhd ? l->block_size : l->num_kv_heads, n2 = nhd ? l->num_kv_heads : l->block_size;
+  uint64_t i = 0;
+  for (int32_t b = 0; b < l->num_blocks; b++)
+    for (int32_t u = 0; u < n1; u++)
+      for (int32_t w = 0; w < n2; w++)
+        for (int32_t d = 0; d < l->head_size; d++, i++) {
+          const int32_t h = nhd ? w : u, t = nhd ? u : w;
+          if (clpa_kv_key_index(l, b, h, t, d) != i || clpa_kv_value_index(l, b, h, t, d) != i)
+            return 0;
+        }
+  return i * clpa_dtype_size(l->dtype) == l->cache_bytes;
+}
+
 static int walk_matches(const clpa_kv_layout *l) {
+  if (l->kind != CLPA_KV_LAYOUT_SPLIT_KEY) return walk_token_major(l);
   uint64_t i = 0;
   for (int32_t b = 0; b < l->num_blocks; b++)
     for (int32_t h = 0; h < l->num_kv_heads; h++)
@@ -36,32 +55,82 @@ static int walk_matches(const clpa_kv_layout *l) {
 int main(void) {
   rng_seed_from_env();
   static const int32_t heads[] = {32, 64, 80, 128, 256};
-  for (int dt = 0; dt < CLPA_DTYPE_COUNT_; dt++)
-    for (int k = 0; k < 5; k++) {
-      const int32_t hs = heads[k], bs = 1 << (rng_below(6)), nkv = 1 + (int32_t)rng_below(4);
-      const int32_t nb = 1 + (int32_t)rng_below(5);
-      clpa_kv_layout l;
-      clpa_status st = clpa_kv_layout_init(&l, (clpa_dtype)dt, nb, bs, nkv, hs);
-      if (hs % (int32_t)(16 / clpa_dtype_size((clpa_dtype)dt))) {
-        ok(st == CLPA_ERR_INVALID_ARG && strstr(clpa_last_error(), "multiple of x"),
-           "%s head %d refused: %s", clpa_dtype_name((clpa_dtype)dt), hs, clpa_last_error());
-        continue;
+  for (int kind = 0; kind < CLPA_KV_LAYOUT_COUNT_; kind++)
+    for (int dt = 0; dt < CLPA_DTYPE_COUNT_; dt++)
+      for (int k = 0; k < 5; k++) {
+        const int32_t hs = heads[k], bs = 1 << (rng_below(9)), nkv = 1 + (int32_t)rng_below(4);
+        const int32_t nb = 1 + (int32_t)rng_below(5);
+        const char *kn = clpa_kv_layout_kind_name((clpa_kv_layout_kind)kind);
+        clpa_kv_layout l;
+        clpa_status st =
+            clpa_kv_layout_init_kind(&l, (clpa_kv_layout_kind)kind, (clpa_dtype)dt, nb, bs, nkv, hs);
+        if (hs % (int32_t)(16 / clpa_dtype_size((clpa_dtype)dt))) {
+          ok(st == CLPA_ERR_INVALID_ARG && strstr(clpa_last_error(), "multiple of x"),
+             "%s %s head %d refused: %s", kn, clpa_dtype_name((clpa_dtype)dt), hs,
+             clpa_last_error());
+          continue;
+        }
+        ok(st == CLPA_OK && (int)l.kind == kind && walk_matches(&l),
+           "%s %s: %d blocks, %d heads, head %d, block %d: the index functions walk memory in"
+           " layout order", kn, clpa_dtype_name((clpa_dtype)dt), nb, nkv, hs, bs);
       }
-      ok(st == CLPA_OK && walk_matches(&l), "%s: %d blocks, %d heads, head %d, block %d: the"
-         " index functions walk memory in layout order", clpa_dtype_name((clpa_dtype)dt), nb, nkv,
-         hs, bs);
-    }
 
   clpa_kv_layout l, c;
   ok(clpa_kv_layout_init(&l, CLPA_DTYPE_F16, 1000, 16, 8, 128) == CLPA_OK && l.x == 8 &&
          l.head_stride == 2048 && l.block_stride == 16384 && l.block_bytes == 32768 &&
          l.cache_bytes == 32768000ull,
      "f16, 8 heads x 128, block 16: strides 2048 / 16384, 32 KiB a block");
-  clpa_kv_layout hand = {CLPA_DTYPE_FP8_E5M2, 3, 32, 2, 64, 0, 0, 0, 0, 0, {0}};
+  ok(l.kind == CLPA_KV_LAYOUT_SPLIT_KEY && l.key_token_stride == 8 && l.value_token_stride == 1,
+     "clpa_kv_layout_init gives the split-key layout: token strides x and 1");
+  ok(clpa_kv_layout_init_kind(&l, CLPA_KV_LAYOUT_HND, CLPA_DTYPE_F16, 1000, 16, 8, 128) ==
+             CLPA_OK &&
+         l.head_stride == 2048 && l.block_stride == 16384 && l.key_token_stride == 128 &&
+         l.value_token_stride == 128 && l.cache_bytes == 32768000ull,
+     "HND: head stride 2048, block stride 16384, token stride 128");
+  ok(clpa_kv_layout_init_kind(&l, CLPA_KV_LAYOUT_NHD, CLPA_DTYPE_F16, 1000, 16, 8, 128) ==
+             CLPA_OK &&
+         l.head_stride == 128 && l.block_stride == 16384 && l.key_token_stride == 1024 &&
+         l.value_token_stride == 1024 && l.cache_bytes == 32768000ull,
+     "NHD: head stride 128, block stride 16384, token stride 1024");
+  clpa_kv_layout hand;
+  memset(&hand, 0, sizeof hand);
+  hand.dtype = CLPA_DTYPE_FP8_E5M2, hand.num_blocks = 3, hand.block_size = 32;
+  hand.num_kv_heads = 2, hand.head_size = 64;
   ok(clpa_kv_layout_check(&hand, &c) == CLPA_OK && c.x == 16 && c.block_bytes == 4096 &&
-         c.cache_bytes == 3 * 4096,
-     "a layout filled by hand gets its derived fields from clpa_kv_layout_check");
+         c.cache_bytes == 3 * 4096 && c.kind == CLPA_KV_LAYOUT_SPLIT_KEY,
+     "a layout filled by hand gets its derived fields from clpa_kv_layout_check (kind 0:"
+     " split-key)");
   ok(clpa_kv_layout_check(&hand, &hand) == CLPA_OK && hand.x == 16, "in place too");
+  hand.kind = CLPA_KV_LAYOUT_NHD;
+  ok(clpa_kv_layout_check(&hand, &hand) == CLPA_OK && hand.head_stride == 64 &&
+         hand.key_token_stride == 128,
+     "kind set after _init, then clpa_kv_layout_check: NHD strides");
+  hand.kind = (clpa_kv_layout_kind)3;
+  c = hand;
+  ok(clpa_kv_layout_check(&hand, &c) == CLPA_ERR_INVALID_ARG &&
+         strstr(clpa_last_error(), "layout->kind = 3") && memcmp(&c, &hand, sizeof c) == 0,
+     "an unknown kind is refused, naming the field: %s", clpa_last_error());
+  hand.kind = CLPA_KV_LAYOUT_HND, hand.reserved32 = 1;
+  ok(clpa_kv_layout_check(&hand, &c) == CLPA_ERR_INVALID_ARG &&
+         strstr(clpa_last_error(), "layout->reserved32"),
+     "a nonzero reserved32 is refused: %s", clpa_last_error());
+  ok(clpa_kv_layout_init_kind(&l, (clpa_kv_layout_kind)-1, CLPA_DTYPE_F16, 1, 16, 1, 64) ==
+             CLPA_ERR_INVALID_ARG &&
+         strstr(clpa_last_error(), "kind = -1"),
+     "clpa_kv_layout_init_kind refuses kind -1: %s", clpa_last_error());
+  ok(clpa_kv_layout_init_kind(&l, CLPA_KV_LAYOUT_NHD, CLPA_DTYPE_F32, 1, 1 << 16, 1 << 8, 1 << 7) ==
+             CLPA_ERR_INVALID_ARG &&
+         strstr(clpa_last_error(), "32 bits") &&
+         clpa_kv_layout_init_kind(&l, CLPA_KV_LAYOUT_SPLIT_KEY, CLPA_DTYPE_F32, 1, 1 << 16,
+                                  1 << 8, 1 << 7) == CLPA_OK,
+     "a block of 2^31 elements: refused in NHD (%s), taken in split-key",
+     clpa_kv_layout_init_kind(&l, CLPA_KV_LAYOUT_NHD, CLPA_DTYPE_F32, 1, 1 << 16, 1 << 8, 1 << 7)
+         ? clpa_last_error() : "");
+  ok(strcmp(clpa_kv_layout_kind_name(CLPA_KV_LAYOUT_SPLIT_KEY), "split_key") == 0 &&
+         strcmp(clpa_kv_layout_kind_name(CLPA_KV_LAYOUT_HND), "hnd") == 0 &&
+         strcmp(clpa_kv_layout_kind_name(CLPA_KV_LAYOUT_NHD), "nhd") == 0 &&
+         strcmp(clpa_kv_layout_kind_name((clpa_kv_layout_kind)9), "?") == 0,
+     "the kinds' names");
 
   /* Refusals leave *out untouched. */
   struct {

@@ -46,7 +46,7 @@ static clpa_decode_shape shape_of(const grid_case *c) {
   const clpa_decode_shape s = {
       c->num_seqs,  c->num_heads,       c->num_kv_heads,   c->head_size, c->block_size,
       c->dtype,     c->max_context_len, c->host_lens,      c->path,      c->variant,
-      c->precision, c->partition_size,  c->heads_per_group};
+      c->precision, c->partition_size,  c->heads_per_group, CLPA_KV_LAYOUT_SPLIT_KEY};
   return s;
 }
 
@@ -410,7 +410,7 @@ static void refusals(void) {
   clpa_decode_tuning t;
   device_of(t4, &dev, &t);
   clpa_decode_shape s = {4, 32, 8, 128, 16, CLPA_DTYPE_F16, 4096, NULL, CLPA_PLANNER_MMA,
-                         0, 0,  0, 0};
+                         0, 0,  0, 0, CLPA_KV_LAYOUT_SPLIT_KEY};
   clpa_decode_decision d;
   char err[CLPA_ERROR_MAX] = "";
   ok(clpa_decode_planner(&s, &dev, &t, &d, err) == CLPA_ERR_UNSUPPORTED &&
@@ -423,6 +423,30 @@ static void refusals(void) {
      "path 7: refused without an error buffer (%s)", clpa_last_error());
 }
 
+/* The HND and NHD layouts on the H200, where auto takes mma for split-key
+ * caches: auto takes lanes, and mma forced is refused, naming the layout. */
+static void layouts_off_mma(void) {
+  clpa_device_facts dev;
+  clpa_decode_tuning t;
+  device_of(&grid_devices[2], &dev, &t);
+  clpa_decode_shape s = {4, 32, 8, 128, 16, CLPA_DTYPE_F16, 4096, NULL, CLPA_PLANNER_AUTO,
+                         0, 0,  0, 0, CLPA_KV_LAYOUT_SPLIT_KEY};
+  clpa_decode_decision d;
+  ok(clpa_decode_planner(&s, &dev, &t, &d, NULL) == CLPA_OK && d.path == CLPA_PLANNER_MMA,
+     "h200, split-key f16 cache: auto takes mma");
+  for (int k = CLPA_KV_LAYOUT_HND; k <= CLPA_KV_LAYOUT_NHD; k++) {
+    s.kv_layout = (clpa_kv_layout_kind)k, s.path = CLPA_PLANNER_AUTO;
+    ok(clpa_decode_planner(&s, &dev, &t, &d, NULL) == CLPA_OK && d.path == CLPA_PLANNER_LANES,
+       "h200, %s cache: auto takes lanes", clpa_kv_layout_kind_name(s.kv_layout));
+    s.path = CLPA_PLANNER_MMA;
+    ok(clpa_decode_planner(&s, &dev, &t, &d, NULL) == CLPA_ERR_UNSUPPORTED &&
+           strstr(clpa_last_error(), "path mma reads the split-key cache layout only") &&
+           strstr(clpa_last_error(), clpa_kv_layout_kind_name(s.kv_layout)),
+       "h200, %s cache, mma forced: refused (%s)", clpa_kv_layout_kind_name(s.kv_layout),
+       clpa_last_error());
+  }
+}
+
 /* PIPE's cap of 8 warps gives a 12-warp work-group more output slices (8 against 6): on a
  * 32 KiB device with emulated products its local memory no longer fit, so no PIPE there. */
 static void regress_pipe_keeps_local_memory(void) {
@@ -430,7 +454,7 @@ static void regress_pipe_keeps_local_memory(void) {
   const clpa_decode_tuning t = {512, 0, 12, 8, 8, 512, 128};
   const int32_t lens[1] = {4096};
   const clpa_decode_shape s = {1,    4, 1, 192, 16, CLPA_DTYPE_FP8_E5M2, 4096, lens,
-                               CLPA_PLANNER_MMA, 0, 0, 0,   0};
+                               CLPA_PLANNER_MMA, 0, 0, 0,   0, CLPA_KV_LAYOUT_SPLIT_KEY};
   clpa_decode_decision d;
   const clpa_status st = clpa_decode_planner(&s, &dev, &t, &d, NULL);
   ok(st == CLPA_OK && d.chunk == 32 && d.threads == 384 && !d.pipe &&
@@ -446,6 +470,7 @@ int main(int argc, char **argv) {
   check_recorded(argv[1]);
   random_cases(argc > 2 ? atol(argv[2]) : 20000);
   refusals();
+  layouts_off_mma();
   regress_pipe_keeps_local_memory();
   return done_testing();
 }

@@ -17,6 +17,10 @@
  *   f32 1e-4 / 1e-4,  f16 1e-3 / 2e-3,  bf16 4e-3 / 8e-3,  lse 1e-4 / 1e-5
  * On the mma path, also the rounding of P to the cache's dtype
  * (tolerance_for).
+ *
+ * The HND and NHD cache layouts (test_layouts): a few grid cases on the
+ * tiles and rows paths and the automatic choice, same tolerances; the
+ * mma path refuses them.
  */
 #include <stdio.h>
 
@@ -41,10 +45,12 @@ typedef struct pcase {
 } pcase;
 
 static clpa_context *ctx;
+static clpa_kv_layout_kind layout = CLPA_KV_LAYOUT_SPLIT_KEY; /* of the scenes' caches */
 
 static void describe(const pcase *c, char *buf, size_t cap) {
   snprintf(buf, cap,
-           "seqs %d heads %d/%d hs %d bs %d new<=%d cached<=%d kv %s io %s tile %dx%d%s%s%s%s%s%s%s%s",
+           "%sseqs %d heads %d/%d hs %d bs %d new<=%d cached<=%d kv %s io %s tile %dx%d%s%s%s%s%s%s%s%s",
+           layout == CLPA_KV_LAYOUT_HND ? "hnd " : layout == CLPA_KV_LAYOUT_NHD ? "nhd " : "",
            c->seqs, c->heads, c->kv_heads, c->hs, c->bs, c->max_new, c->max_cached,
            clpa_dtype_name(c->kv), clpa_dtype_name(c->io), c->rows, c->keys,
            c->causal ? " causal" : " full", c->alibi ? " alibi" : "", c->window ? " window" : "",
@@ -59,7 +65,8 @@ static void scene_of(const pcase *c, const int32_t *lens, const int32_t *cached,
                               .lens = lens, .cached = cached, .q_pad = c->q_pad ? 24 : 0,
                               .q_amp = 2.0, .alibi = c->alibi, .sinks = c->sinks,
                               .softcap = c->softcap,
-                              .window_max = c->window ? c->max_new + c->max_cached : 0};
+                              .window_max = c->window ? c->max_new + c->max_cached : 0,
+                              .layout = layout};
   attn_scene_build(sc, &sp);
 }
 
@@ -140,7 +147,8 @@ static int compare(const char *what, const float *got, const double *want, size_
 }
 
 static const char *path_name(clpa_prefill_path path) {
-  return path == CLPA_PREFILL_ROWS ? "rows" : path == CLPA_PREFILL_MMA ? "mma" : "tiles";
+  return path == CLPA_PREFILL_ROWS ? "rows" : path == CLPA_PREFILL_MMA ? "mma"
+         : path == CLPA_PREFILL_TILES ? "tiles" : "auto";
 }
 
 /* The mma path takes f16/bf16 caches with head sizes of multiples of 16. */
@@ -259,6 +267,30 @@ static const pcase default_grid[] = {
     {5, 6, 2, 112, 32, 50, 33, F32, F16, 16, 16, 1, 0, 0, 1, 0, 0, 0, 0},
     {5, 8, 2, 128, 8, 70, 90, BF16, BF16, 0, 0, 0, 0, 1, 0, 0, 1, 0, 0}, /* full attention, window */
 };
+
+/* The HND and NHD layouts: grid cases on the tiles path, the rows path
+ * and the automatic choice (f32 block 8 GQA, fp8 with a window, bf16 block
+ * 32 with ALiBi; bf16 block 8 full attention, f16 block 8 with sinks, e5m2
+ * full attention); mma forced refuses them, naming the call, the path and
+ * the layout, before anything runs. */
+static void test_layouts(void) {
+  static const int picks[][3] = {{1, 3, 2}, {13, 5, 4}}; /* a kind's tiles, rows, auto case */
+  for (int k = 0; k < 2; k++) {
+    layout = k ? CLPA_KV_LAYOUT_NHD : CLPA_KV_LAYOUT_HND;
+    run_case_on(&default_grid[picks[k][0]], CLPA_PREFILL_TILES);
+    run_case_on(&default_grid[picks[k][1]], CLPA_PREFILL_ROWS);
+    run_case_on(&default_grid[picks[k][2]], CLPA_PREFILL_AUTO);
+    const pcase *c = &default_grid[6]; /* f16, head 128: the mma path's */
+    attn_scene in;
+    make_scene(c, &in);
+    attn_scene_dev d;
+    clpa_prefill_params p;
+    upload(c, &in, &d, &p);
+    p.path = CLPA_PREFILL_MMA;
+    attn_scene_mma_refused(ctx, "clpa_prefill", clpa_prefill(ctx, &p), &in, &d);
+  }
+  layout = CLPA_KV_LAYOUT_SPLIT_KEY;
+}
 
 /* Chunked prefill: each sequence's new tokens in k calls with growing
  * cached_lens give what one call gives. Call `part` takes chunk `part` of
@@ -879,6 +911,10 @@ int main(int argc, char **argv) {
     test_faults();
     return test_context_done(ctx);
   }
+  if (argc > 1 && strcmp(argv[1], "--layouts") == 0) { /* the HND and NHD cases alone */
+    test_layouts();
+    return test_context_done(ctx);
+  }
   for (int pi = CLPA_PREFILL_TILES; argc > 1 && pi <= CLPA_PREFILL_MMA; pi++) {
     char flag[16];
     snprintf(flag, sizeof flag, "--%s", path_name((clpa_prefill_path)pi));
@@ -901,6 +937,7 @@ int main(int argc, char **argv) {
     else
       run_case_on(&default_grid[i], native_path(&default_grid[i]));
   }
+  test_layouts();
   test_chunks();
   test_decode_equal();
   test_offset_rows();

@@ -19,14 +19,14 @@ from ._lib import (HEADER_VERSION, ClpaError, LibraryNotFound, check, dtype_of, 
                    version)
 from .kv import (AdmitResult, Batch, BatchView, InsertResult, KVManager, MatchResult, Pool,
                  RadixCache, RadixNode, Request, kv_layout)
-from .structs import (CachePlacement, DecodePath, DecodeVariant, DType, KVLayout, Lanes,
-                      Precision, PrefillPath, Status)
+from .structs import (CachePlacement, DecodePath, DecodeVariant, DType, KVLayout, KVLayoutKind,
+                      Lanes, Precision, PrefillPath, Status)
 
 __version__ = "0.1.0"
 
 __all__ = ["HEADER_VERSION", "AdmitResult", "Batch", "BatchView", "Cache", "CachePlacement",
            "ClpaError", "Context", "DType", "DecodePath", "DecodeVariant", "InsertResult",
-           "KVLayout", "KVManager", "Lanes", "LibraryNotFound", "MatchResult", "Plan", "Pool",
+           "KVLayout", "KVLayoutKind", "KVManager", "Lanes", "LibraryNotFound", "MatchResult", "Plan", "Pool",
            "Precision", "PrefillPath", "RadixCache", "RadixNode", "Request", "Status", "check",
            "device_select", "devices", "dtype_of", "kv_layout", "lib", "status_name", "structs",
            "version"]

@@ -84,6 +84,8 @@ _PROTOS = [
     ("clpa_smoke_test", _st, [_p, c_size_t]),
     # layout, cache, ops
     ("clpa_kv_layout_init", _st, [POINTER(S.KVLayout), c_int, c_int32, c_int32, c_int32, c_int32]),
+    ("clpa_kv_layout_init_kind", _st,
+     [POINTER(S.KVLayout), c_int, c_int, c_int32, c_int32, c_int32, c_int32]),
     ("clpa_kv_key_index", c_uint64, [POINTER(S.KVLayout), c_int32, c_int32, c_int32, c_int32]),
     ("clpa_kv_value_index", c_uint64, [POINTER(S.KVLayout), c_int32, c_int32, c_int32, c_int32]),
     ("clpa_cache_config_init", None, [POINTER(S.CacheConfig)]),

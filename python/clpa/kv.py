@@ -509,10 +509,13 @@ class KVManager(_Handle):
         check(lib.clpa_radix_check(lib.clpa_kvman_radix(self._handle)))
 
 
-def kv_layout(dtype, num_blocks, block_size, num_kv_heads, head_size):
-    """clpa_kv_layout_init: the layout of caches of that shape (for buffers the
-    application allocates, and for a KVManager)."""
+def kv_layout(dtype, num_blocks, block_size, num_kv_heads, head_size, kind=S.KVLayoutKind.SPLIT_KEY):
+    """clpa_kv_layout_init_kind: the layout of caches of that shape (for buffers
+    the application allocates, and for a KVManager); kind a clpa.KVLayoutKind
+    (split-key by default) or its name ("nhd")."""
+    if isinstance(kind, str):
+        kind = S.KVLayoutKind[kind.upper()]
     out = S.KVLayout()
-    check(lib.clpa_kv_layout_init(byref(out), int(dtype_of(dtype)), num_blocks, block_size,
-                                  num_kv_heads, head_size))
+    check(lib.clpa_kv_layout_init_kind(byref(out), int(kind), int(dtype_of(dtype)), num_blocks,
+                                       block_size, num_kv_heads, head_size))
     return out

@@ -80,6 +80,12 @@ class PrefillPath(enum.IntEnum):
     MMA = 3
 
 
+class KVLayoutKind(enum.IntEnum):
+    SPLIT_KEY = 0
+    HND = 1
+    NHD = 2
+
+
 class CachePlacement(enum.IntEnum):
     DEVICE = 0
     HOST = 1
@@ -96,6 +102,7 @@ def _enum_type(e):
 
 
 c_dtype = _enum_type(DType)
+c_kv_layout_kind = _enum_type(KVLayoutKind)
 c_lanes = _enum_type(Lanes)
 c_precision = _enum_type(Precision)
 c_decode_variant = _enum_type(DecodeVariant)
@@ -141,8 +148,9 @@ class host_int32_array(c_void_p):  # const int32_t * read by the call (host leng
 # Structures
 # ---------------------------------------------------------------------------
 
-# Every struct but clpa_allocator ends in uint64_t reserved[8]: room for
-# fields to come (README's ABI); inputs must leave it 0, as _init does.
+# Every struct but clpa_allocator ends in uint64_t reserved words (8 of them
+# until fields came out of them): room for fields to come (README's ABI);
+# inputs must leave them 0, as _init does.
 RESERVED = ("reserved", c_uint64 * 8)
 
 
@@ -238,18 +246,33 @@ class KVLayout(Struct):
         ("block_stride", c_uint64),
         ("block_bytes", c_uint64),
         ("cache_bytes", c_uint64),
-        RESERVED,
+        ("kind", c_kv_layout_kind),
+        ("reserved32", c_int32),
+        ("key_token_stride", c_uint64),
+        ("value_token_stride", c_uint64),
+        ("reserved", c_uint64 * 5),
     ]
+
+    def _token_major_shape(self):
+        n, h, b, d = self.num_blocks, self.num_kv_heads, self.block_size, self.head_size
+        return (n, h, b, d) if self.kind.value == KVLayoutKind.HND else (n, b, h, d)
 
     @property
     def key_shape(self):
-        """[num_blocks, num_kv_heads, head_size / x, block_size, x]"""
+        """split-key: [num_blocks, num_kv_heads, head_size / x, block_size, x];
+        HND: [num_blocks, num_kv_heads, block_size, head_size]; NHD:
+        [num_blocks, block_size, num_kv_heads, head_size]"""
+        if self.kind.value != KVLayoutKind.SPLIT_KEY:
+            return self._token_major_shape()
         x = self.x
         return (self.num_blocks, self.num_kv_heads, self.head_size // x, self.block_size, x)
 
     @property
     def value_shape(self):
-        """[num_blocks, num_kv_heads, head_size, block_size]"""
+        """split-key: [num_blocks, num_kv_heads, head_size, block_size]; HND, NHD
+        as key_shape"""
+        if self.kind.value != KVLayoutKind.SPLIT_KEY:
+            return self._token_major_shape()
         return (self.num_blocks, self.num_kv_heads, self.head_size, self.block_size)
 
     @property
@@ -274,7 +297,9 @@ class CacheConfig(Struct):
         ("placement", c_cache_placement),
         ("pinned", c_int),
         ("max_arena_bytes", c_uint64),
-        RESERVED,
+        ("layout", c_kv_layout_kind),
+        ("reserved32", c_int32),
+        ("reserved", c_uint64 * 7),
     ]
 
 
@@ -296,7 +321,9 @@ class CacheInfo(Struct):
         ("placement", c_cache_placement),
         ("pinned", c_int),
         ("wrapped", c_int),
-        RESERVED,
+        ("layout", c_kv_layout_kind),
+        ("reserved32", c_int32),
+        ("reserved", c_uint64 * 7),
     ]
 
 
