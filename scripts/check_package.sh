@@ -42,7 +42,7 @@ echo "pkg-config --cflags --libs clpa: $(pkg-config --cflags --libs clpa)"
 (cd "$tmp" && cc app.c $(pkg-config --cflags --libs clpa) -o app)
 LD_LIBRARY_PATH="$tmp/prefix/lib" "$tmp/app"
 echo "== the examples, built the same way"
-for ex in decode_basic prefix_prefill engine_loop; do
+for ex in decode_basic prefix_prefill engine_loop nhd_cache; do
   (cd "$tmp" && cc "$src/examples/$ex.c" $(pkg-config --cflags --libs clpa) -lm -o "$ex")
   LD_LIBRARY_PATH="$tmp/prefix/lib" "$tmp/$ex"
 done

@@ -1,0 +1,114 @@
+/*
+ * nhd_cache.c — clpa on an engine's own cache in the NHD layout, the one
+ * vLLM's current backends, FlashAttention and FlashInfer (NHD) use: K and
+ * V each [blocks, block_size, kv_heads, head_size], in the engine's own
+ * buffers, written by the engine (here the host fills them in that order
+ * with plain indexing, no clpa call). clpa decodes over them through a
+ * clpa_kv_layout of kind CLPA_KV_LAYOUT_NHD, with padded block tables
+ * whose blocks are scattered over the cache. It checks its own answer
+ * against attention computed on the host in double precision.
+ *
+ * Build it against an installed clpa:
+ *   cc nhd_cache.c $(pkg-config --cflags --libs clpa) -lm -o nhd_cache
+ * Exit status 0 when the device's answer matches.
+ */
+#include <clpa.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#define SEQS 2
+#define HEADS 8
+#define KV_HEADS 2
+#define HEAD_SIZE 64
+#define BLOCK 16
+#define BLOCKS 32
+#define MAX_BLOCKS 8 /* a block table's row */
+
+static int fail(const char *what, clpa_context *ctx) {
+  fprintf(stderr, "%s: %s\n", what, ctx ? clpa_context_last_error(ctx) : clpa_last_error());
+  return 1;
+}
+
+/* A value in [-1, 1) from an index (deterministic, no libc rand). */
+static float noise(uint32_t i) {
+  i ^= i >> 16, i *= 0x7feb352dU, i ^= i >> 15, i *= 0x846ca68bU, i ^= i >> 16;
+  return (float)(i & 0xffff) / 32768.0f - 1.0f;
+}
+
+/* The engine's own index of an NHD element: [block][token][kv_head][dim]. */
+static size_t nhd(int32_t block, int32_t tok, int32_t h, int32_t d) {
+  return (((size_t)block * BLOCK + (size_t)tok) * KV_HEADS + (size_t)h) * HEAD_SIZE + (size_t)d;
+}
+
+int main(void) {
+  clpa_context *ctx;
+  if (clpa_context_create(NULL, &ctx) != CLPA_OK) return fail("context", NULL);
+
+  /* The layout says what the engine's buffers hold: f32, NHD. */
+  clpa_kv_layout kv;
+  if (clpa_kv_layout_init_kind(&kv, CLPA_KV_LAYOUT_NHD, CLPA_DTYPE_F32, BLOCKS, BLOCK, KV_HEADS,
+                               HEAD_SIZE) != CLPA_OK)
+    return fail("layout", NULL);
+
+  /* Two sequences of 100 and 37 tokens on scattered blocks. */
+  const int32_t lens[SEQS] = {100, 37};
+  int32_t tables[SEQS][MAX_BLOCKS];
+  for (int s = 0; s < SEQS; s++)
+    for (int b = 0; b < MAX_BLOCKS; b++) tables[s][b] = (7 * (s * MAX_BLOCKS + b) + 3) % BLOCKS;
+  static float k[BLOCKS * BLOCK * KV_HEADS * HEAD_SIZE], v[BLOCKS * BLOCK * KV_HEADS * HEAD_SIZE];
+  static float q[SEQS * HEADS * HEAD_SIZE], out[SEQS * HEADS * HEAD_SIZE];
+  for (size_t i = 0; i < sizeof k / sizeof *k; i++) k[i] = noise((uint32_t)i), v[i] = noise((uint32_t)i ^ 0x55555555u);
+  for (size_t i = 0; i < sizeof q / sizeof *q; i++) q[i] = noise((uint32_t)i ^ 0x33333333u);
+
+  cl_context cl = clpa_context_cl_context(ctx);
+  cl_int err;
+  const cl_mem_flags in = CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR;
+  cl_mem bk = clCreateBuffer(cl, in, sizeof k, k, &err);
+  cl_mem bv = clCreateBuffer(cl, in, sizeof v, v, &err);
+  cl_mem bq = clCreateBuffer(cl, in, sizeof q, q, &err);
+  cl_mem bt = clCreateBuffer(cl, in, sizeof tables, tables, &err);
+  cl_mem bl = clCreateBuffer(cl, in, sizeof lens, (void *)lens, &err);
+  cl_mem bo = clCreateBuffer(cl, CL_MEM_WRITE_ONLY, sizeof out, NULL, &err);
+
+  /* One decode step over the engine's buffers: key_cache, value_cache and their layout. */
+  clpa_decode_params p;
+  clpa_decode_params_init(&p);
+  p.num_seqs = SEQS, p.num_heads = HEADS;
+  p.key_cache = bk, p.value_cache = bv, p.kv = kv;
+  p.max_blocks_per_seq = MAX_BLOCKS, p.max_context_len = 100;
+  p.scale = 1.0f / sqrtf((float)HEAD_SIZE);
+  p.query = bq, p.block_tables = bt, p.context_lens = bl, p.out = bo;
+  if (clpa_decode(ctx, &p) != CLPA_OK) return fail("decode", ctx);
+  if (clpa_context_check_faults(ctx, NULL) != CLPA_OK) return fail("faults", ctx);
+  clEnqueueReadBuffer(clpa_context_cl_queue(ctx), bo, CL_TRUE, 0, sizeof out, out, 0, NULL, NULL);
+
+  /* The host's attention, reading the same NHD indexing. */
+  double worst = 0;
+  for (int s = 0; s < SEQS; s++)
+    for (int h = 0; h < HEADS; h++) {
+      const int g = h / (HEADS / KV_HEADS);
+      const float *qh = q + ((size_t)s * HEADS + (size_t)h) * HEAD_SIZE;
+      double score[100], top = -INFINITY, sum = 0;
+      for (int t = 0; t < lens[s]; t++) {
+        const int32_t b = tables[s][t / BLOCK];
+        double dot = 0;
+        for (int d = 0; d < HEAD_SIZE; d++) dot += (double)qh[d] * k[nhd(b, t % BLOCK, g, d)];
+        score[t] = dot / sqrt((double)HEAD_SIZE);
+        top = fmax(top, score[t]);
+      }
+      for (int t = 0; t < lens[s]; t++) sum += score[t] = exp(score[t] - top);
+      for (int d = 0; d < HEAD_SIZE; d++) {
+        double o = 0;
+        for (int t = 0; t < lens[s]; t++)
+          o += score[t] / sum * v[nhd(tables[s][t / BLOCK], t % BLOCK, g, d)];
+        worst = fmax(worst, fabs(out[((size_t)s * HEADS + (size_t)h) * HEAD_SIZE + (size_t)d] - o));
+      }
+    }
+  printf("decode over an NHD cache (%d and %d tokens, %d heads): worst error %.2g\n", lens[0],
+         lens[1], HEADS, worst);
+  cl_mem all[] = {bk, bv, bq, bt, bl, bo};
+  for (size_t i = 0; i < sizeof all / sizeof *all; i++) clReleaseMemObject(all[i]);
+  clpa_context_destroy(ctx);
+  return worst < 1e-4 ? 0 : 1; /* f32 cache: sums of ~100 products in f32 */
+}
