@@ -75,7 +75,8 @@ static int run_case(demo_linear *l, demo_linear_engine e, demo_wfmt dt, int32_t 
                     int32_t k, int accumulate, int half) {
   /* the tiled GEMM rounds the activations to f16 (bf16 with bf16 weights), block forms'
    * weights to f16 too */
-  const double v = e != DEMO_LINEAR_GEMM || half ? 0
+  const double v = e == DEMO_LINEAR_MMA && dt >= DEMO_W_Q8_0 ? 0x1p-11 /* blocks rounded to tf32 */
+                   : e != DEMO_LINEAR_GEMM || half ? 0
                    : dt == DEMO_W_F16    ? 0x1p-11
                    : dt == DEMO_W_BF16   ? 0x1p-8
                                          : 0x1p-11 + 0x1p-11 + 0x1p-22;
@@ -149,6 +150,19 @@ static demo_linear *create(const demo_linear_tuning *t) {
 /* The streaming kernel in shape t (NULL: the table's) over every dtype and row count. */
 static const demo_wfmt dts[] = {DEMO_W_F32, DEMO_W_F16, DEMO_W_BF16};
 
+/* ggml's five block forms through engine e of l: 1 to max_rows rows, 20 to 20 + max_n - 1
+ * columns, k 1 to kmax of the form's blocks (32 or 256 elements), accumulating for every
+ * other form. */
+static const demo_wfmt quants[] = {DEMO_W_Q8_0, DEMO_W_Q4_0, DEMO_W_Q4_K, DEMO_W_Q5_K, DEMO_W_Q6_K};
+static void block_forms(demo_linear *l, demo_linear_engine e, uint32_t max_rows, uint32_t max_n,
+                        uint32_t kmax) {
+  for (size_t q = 0; q < 5; q++) {
+    const int32_t kq = (quants[q] <= DEMO_W_Q4_0 ? 32 : 256) * (1 + (int32_t)rng_below(kmax));
+    run_case(l, e, quants[q], 1 + (int32_t)rng_below(max_rows), 20 + (int32_t)rng_below(max_n), kq,
+             (int)(q % 2), 0);
+  }
+}
+
 static void stream_grid(const demo_linear_tuning *t) {
   demo_linear *l = create(t);
   t = demo_linear_tuning_of(l);
@@ -205,7 +219,16 @@ int main(void) {
     }
     demo_linear_destroy(lm);
   }
-  refused(l, DEMO_LINEAR_MMA, DEMO_W_F32, 2, 4, 32, "f16 or bf16", "the tensor-core kernel with f32 weights");
+  refused(l, DEMO_LINEAR_MMA, DEMO_W_F32, 2, 4, 32, "f16, bf16 or block-form", "the tensor-core kernel with f32 weights");
+  /* ggml's block forms on the tensor-core kernel (forced): decoded, rounded to tf32; k split
+   * across work-groups in the second shape */
+  {
+    const demo_linear_tuning split = {"forced: split k", 0, 16, 8, 4, 1, 256, 2, 3, 64, 0, 0, 32, 1};
+    demo_linear *lm = create(&split);
+    block_forms(l, DEMO_LINEAR_MMA, 20, 100, 4);
+    block_forms(lm, DEMO_LINEAR_MMA, 40, 100, 16);
+    demo_linear_destroy(lm);
+  }
   /* the tiled GEMM (emulated off NVIDIA): both row tiles (64 and 128 rows
    * a work-group), partial row and column tiles, one stage and several */
   {
@@ -235,14 +258,9 @@ int main(void) {
   }
   /* ggml's block forms on the tiled GEMM: decoded, rounded to f16 */
   {
-    const demo_wfmt quants[] = {DEMO_W_Q8_0, DEMO_W_Q4_0, DEMO_W_Q4_K, DEMO_W_Q5_K, DEMO_W_Q6_K};
     const demo_linear_tuning g64 = {"forced: gemm 64 k a stage", 16, 16, 8, 4, 0, 0, 4, 2, 0, 0, 0, 64, 1};
     demo_linear *lg = create(&g64);
-    for (size_t q = 0; q < 5; q++) {
-      const int32_t kq = (quants[q] <= DEMO_W_Q4_0 ? 32 : 256) * (1 + (int32_t)rng_below(3));
-      run_case(lg, DEMO_LINEAR_GEMM, quants[q], 1 + (int32_t)rng_below(150), 20 + (int32_t)rng_below(200), kq,
-               (int)(q % 2), 0);
-    }
+    block_forms(lg, DEMO_LINEAR_GEMM, 150, 200, 3);
     demo_linear_destroy(lg);
   }
   refused(l, DEMO_LINEAR_GEMM, DEMO_W_F32, 2, 4, 32, "f16, bf16 or block-form", "the tiled GEMM with f32 weights");
@@ -280,15 +298,10 @@ int main(void) {
   run_case(l, DEMO_LINEAR_AUTO, DEMO_W_F16, 3, 300, 1024, 1, 0); /* a longer k */
   /* ggml's block forms, dequantized in the kernels: on the stream kernel
    * in each shape, and widened for CLBlast */
-  const demo_wfmt quants[] = {DEMO_W_Q8_0, DEMO_W_Q4_0, DEMO_W_Q4_K, DEMO_W_Q5_K, DEMO_W_Q6_K};
   const demo_linear_tuning *shapes[] = {NULL, &gpu, &odd};
   for (size_t s = 0; s < 3; s++) {
     demo_linear *lq = create(shapes[s]);
-    for (size_t q = 0; q < 5; q++) {
-      const int32_t kq = (quants[q] <= DEMO_W_Q4_0 ? 32 : 256) * (1 + (int32_t)rng_below(4));
-      run_case(lq, DEMO_LINEAR_STREAM, quants[q], 1 + (int32_t)rng_below(20), 20 + (int32_t)rng_below(60), kq,
-               (int)(q % 2), 0);
-    }
+    block_forms(lq, DEMO_LINEAR_STREAM, 20, 60, 4);
     demo_linear_destroy(lq);
   }
   for (size_t q = 0; q < 5; q++)

@@ -125,6 +125,21 @@ if DEMO:
     ok(doc is not None and doc.get("op") == "demo" and doc.get("requests") == 1,
        "clpa-demo --json: op demo", show(args, rc, out, err))
 
+if "linear" in COMMANDS:
+    # ggml's block forms, timed from random blocks; a model whose rows are not whole blocks refused
+    args = [BENCH, "linear", "--model", "tiny", "--dtype", "q4_0", "--rows", "2", "--engine", "stream",
+            "--json"]
+    rc, out, err = run(*args)
+    docs = [json.loads(l) for l in out.splitlines() if l.startswith("{")] if rc == 0 else []
+    ok(len(docs) == 6 and all(d["op"] == "linear" and d["dtype"] == "q4_0" and d["us_per_call"] > 0
+                              for d in docs)
+       and all(d.get("launch_us", 0) > 0 for d in docs[:5]) and docs[5]["shape"] == "step"
+       and docs[0]["weight_bytes"] == 256 * 128 // 32 * 18,
+       "linear --dtype q4_0: five shapes and the step, the weights' bytes in blocks (18 a 32)",
+       show(args, rc, out, err))
+    check_refused([BENCH, "linear", "--model", "tiny", "--dtype", "q4_K"],
+                  "--dtype q4_K: qkv's rows of 128 are not whole blocks")
+    check_refused([BENCH, "linear", "--dtype", "q3_K"], "--dtype q3_K (f32, f16, bf16, q8_0")
 for cmd in ("decode", "sweep", "prefill", "xattn", "radix", "kvman"):
     check_refused([BENCH, cmd, "--foo"], "unknown option '--foo'")
 check_refused([INFO, "--foo=1"], "unknown option '--foo'")

@@ -21,7 +21,7 @@ typedef struct rows_list {
 
 typedef struct linear_args {
   const char *model;
-  clpa_dtype dtype;
+  const char *dtype; /* a demo_wfmt's name */
   rows_list rows;
   const char *engine;
   int32_t lanes, groups, nc, mwarps, fill, ct, gemm_bm, gemm_bk, gemm_f16a;
@@ -74,7 +74,7 @@ static int model_shapes(const char *model, lin_shape *s) {
 typedef struct call {
   demo_linear *l;
   demo_linear_engine engine;
-  clpa_dtype dtype;
+  demo_wfmt form;
   cl_mem A, W, C;
   int32_t rows, n, k;
   int half; /* A is f16 (demo_linear_run_f16) */
@@ -84,7 +84,7 @@ static clpa_status one_call(clpa_context *ctx, const void *arg, cl_event *event)
   (void)ctx;
   const call *c = arg;
   return (c->half ? demo_linear_run_f16 : demo_linear_run)(
-      c->l, c->engine, demo_wfmt_of_dtype(c->dtype), c->A, c->W, c->C, c->rows, c->n, c->k, 0, event);
+      c->l, c->engine, c->form, c->A, c->W, c->C, c->rows, c->n, c->k, 0, event);
 }
 
 /* NVIDIA: the tensor cores' f16 TFLOP/s (demo_linear_mma_peak), else 0. */
@@ -107,13 +107,14 @@ static double mma_peak(bench_env *env, demo_linear *l) {
 }
 
 int bench_linear(int argc, char **argv) {
-  linear_args a = {"llama-1b", CLPA_DTYPE_F16, {5, {1, 4, 16, 64, 256}}, "all", 0, 0, 0, 0, -1, 0,
+  linear_args a = {"llama-1b", "f16", {5, {1, 4, 16, 64, 256}}, "all", 0, 0, 0, 0, -1, 0,
                    0, 0, -1, 0, 0, 0, 30};
   const cli_opt opts[] = {
       {"model", CLI_WORD, &a.model, 0, 0, "NAME", "the weight shapes: llama-1b or tiny", "llama-1b",
        parse_word},
-      {"dtype", CLI_WORD, &a.dtype, 0, 0, "NAME", "weight dtype: f32, f16 or bf16", "f16",
-       bench_parse_dtype},
+      {"dtype", CLI_WORD, &a.dtype, 0, 0, "NAME",
+       "weight form: f32, f16, bf16, or ggml's q8_0, q4_0,\nq4_K, q5_K, q6_K (random blocks)", "f16",
+       parse_word},
       {"rows", CLI_WORD, &a.rows, 0, 0, "LIST", "rows of A (tokens of a step), comma-separated",
        "1,4,16,64,256", parse_rows},
       {"engine", CLI_WORD, &a.engine, 0, 0, "NAME",
@@ -160,8 +161,13 @@ int bench_linear(int argc, char **argv) {
   lin_shape shapes[5];
   const int ns = model_shapes(a.model, shapes);
   if (!ns) return cli_error(&cmd, "--model %s (llama-1b or tiny)", a.model);
-  if (a.dtype != CLPA_DTYPE_F32 && a.dtype != CLPA_DTYPE_F16 && a.dtype != CLPA_DTYPE_BF16)
-    return cli_error(&cmd, "--dtype %s (f32, f16 or bf16)", clpa_dtype_name(a.dtype));
+  const demo_wfmt form = demo_wfmt_of_name(a.dtype);
+  if (form == DEMO_W_COUNT)
+    return cli_error(&cmd, "--dtype %s (f32, f16, bf16, q8_0, q4_0, q4_K, q5_K or q6_K)", a.dtype);
+  for (int i = 0; i < ns; i++)
+    if (!demo_wfmt_row_bytes(form, shapes[i].k))
+      return cli_error(&cmd, "--dtype %s: %s's rows of %d are not whole blocks (--model llama-1b)",
+                       a.dtype, shapes[i].what, (int)shapes[i].k);
   demo_linear_engine engines[4];
   int ne = 0, all = strcmp(a.engine, "all") == 0;
   if (all)
@@ -238,15 +244,17 @@ int bench_linear(int argc, char **argv) {
       double step_s = 0, step_bytes = 0;
       for (int i = 0; i < ns && rc == 0; i++) {
         const lin_shape *s = &shapes[i];
-        cl_mem W = bench_random_cache(&env, a.dtype, (size_t)s->n * s->k);
+        /* random bits: the block forms' scales may be anything, which times the same */
+        const size_t wbytes = demo_wfmt_row_bytes(form, s->k) * (size_t)s->n;
+        cl_mem W = wbytes ? bench_random_cache(&env, CLPA_DTYPE_F16, (wbytes + 1) / 2) : NULL;
         if (!W) {
           rc = 1;
           break;
         }
-        const int half = demo_linear_takes_f16(l, engines[e], a.rows.v[r], s->k, demo_wfmt_of_dtype(a.dtype));
-        call c = {l, engines[e], a.dtype, half ? Ah : A, W, C, a.rows.v[r], s->n, s->k, half};
+        const int half = demo_linear_takes_f16(l, engines[e], a.rows.v[r], s->k, form);
+        call c = {l, engines[e], form, half ? Ah : A, W, C, a.rows.v[r], s->n, s->k, half};
         const demo_linear_engine used =
-            engines[e] == DEMO_LINEAR_AUTO ? demo_linear_pick(l, c.rows, c.k, demo_wfmt_of_dtype(a.dtype)) : engines[e];
+            engines[e] == DEMO_LINEAR_AUTO ? demo_linear_pick(l, c.rows, c.k, form) : engines[e];
         double per_call = 0;
         char what[96];
         snprintf(what, sizeof what, "linear %s %s rows %d", demo_linear_engine_name(used), s->what,
@@ -257,7 +265,7 @@ int bench_linear(int argc, char **argv) {
         }
         clReleaseMemObject(W);
         if (rc) break;
-        const double bytes = (double)s->n * s->k * (double)clpa_dtype_size(a.dtype);
+        const double bytes = (double)wbytes;
         const double gbps = bytes / per_call / 1e9;
         const double tflops = 2.0 * c.rows * (double)s->n * s->k / per_call / 1e12;
         step_s += per_call * s->per_step, step_bytes += bytes * s->per_step;
@@ -269,7 +277,7 @@ int bench_linear(int argc, char **argv) {
           cli_json_str(&j, "mode", bench_mode_name(&t));
           cli_json_str(&j, "engine", demo_linear_engine_name(used));
           cli_json_str(&j, "shape", s->what);
-          cli_json_str(&j, "dtype", clpa_dtype_name(a.dtype));
+          cli_json_str(&j, "dtype", demo_wfmt_name(form));
           cli_json_int(&j, "rows", c.rows);
           cli_json_int(&j, "n", s->n);
           cli_json_int(&j, "k", s->k);
@@ -312,7 +320,7 @@ int bench_linear(int argc, char **argv) {
         cli_json_str(&j, "engine", demo_linear_engine_name(engines[e]));
         cli_json_str(&j, "shape", "step");
         cli_json_str(&j, "model", a.model);
-        cli_json_str(&j, "dtype", clpa_dtype_name(a.dtype));
+        cli_json_str(&j, "dtype", demo_wfmt_name(form));
         cli_json_int(&j, "rows", a.rows.v[r]);
         cli_json_num(&j, "us_per_call", step_s * 1e6, 1);
         cli_json_num(&j, "weight_bytes", step_bytes, 0);

@@ -180,23 +180,24 @@ const char *demo_linear_engine_name(demo_linear_engine e) {
 }
 
 /* The tensor-core kernel takes the call: k in chunks of 32, f16 or bf16
- * weights (off NVIDIA it runs emulated, for tests: never picked there). */
-static int mma_runs(int32_t k, demo_wfmt w) {
-  return k % 32 == 0 && (w == DEMO_W_F16 || w == DEMO_W_BF16);
-}
+ * weights or ggml's blocks (off NVIDIA it runs emulated, for tests: never
+ * picked there). */
+static int mma_runs(int32_t k, demo_wfmt w) { return k % 32 == 0 && w != DEMO_W_F32; }
 
 /* The tiled GEMM takes the call: k in stages of 32, f16 or bf16 weights or
  * ggml's blocks (k a whole number of them: check() holds that). */
 static int gemm_runs(int32_t k, demo_wfmt w) { return k % 32 == 0 && w != DEMO_W_F32; }
 
 demo_linear_engine demo_linear_pick(const demo_linear *l, int32_t rows, int32_t k, demo_wfmt w) {
-  /* block forms skip mma (f16 and bf16 only): the GEMM from past the streaming kernel's rows */
+  /* block forms skip mma (it takes them forced, unmeasured on a GPU): the GEMM from past the
+   * streaming kernel's rows */
   const int32_t from = w >= DEMO_W_Q8_0 && l->tune.stream_max_rows < l->tune.gemm_min_rows
                            ? l->tune.stream_max_rows + 1
                            : l->tune.gemm_min_rows;
   if (l->tune.gemm_min_rows && rows >= from && l->nvidia && gemm_runs(k, w))
     return DEMO_LINEAR_GEMM;
-  if (rows >= l->tune.mma_min_rows && rows <= l->tune.mma_max_rows && l->nvidia && mma_runs(k, w))
+  if (rows >= l->tune.mma_min_rows && rows <= l->tune.mma_max_rows && l->nvidia && mma_runs(k, w) &&
+      w < DEMO_W_Q8_0)
     return DEMO_LINEAR_MMA;
   return rows <= l->tune.stream_max_rows && k % 8 == 0 ? DEMO_LINEAR_STREAM : DEMO_LINEAR_CLBLAST;
 }
@@ -372,7 +373,7 @@ static clpa_status run_mma(demo_linear *l, int d, cl_mem A, cl_mem W, cl_mem C, 
   if (!mma_runs(k, (demo_wfmt)d))
     return demo_fail(CLPA_ERR_INVALID_ARG,
                      "demo_linear_run: the tensor-core kernel needs k a multiple of 32"
-                     " and f16 or bf16 weights (k %d, %s)", (int)k, forms[d].name);
+                     " and f16, bf16 or block-form weights (k %d, %s)", (int)k, forms[d].name);
   const int b = block_in(mma_blocks, NMMA, rows);
   const int32_t split = demo_linear_mma_split(l, rows, n, k);
   const size_t wg = 32 * (size_t)l->tune.mwarps, rb = (size_t)mma_blocks[b];

@@ -9,7 +9,8 @@
  *            its stored form; bound by the weights' bytes for few rows
  *            (a decode step); any OpenCL 1.2 device
  *   mma      linear_kernels.c: the same on NVIDIA's tensor cores (2xTF32,
- *            f16 and bf16 weights; emulated elsewhere, for tests)
+ *            f16 and bf16 weights, or ggml's blocks decoded and rounded to
+ *            tf32; emulated elsewhere, for tests)
  *   gemm     linear_gemm_kernels.c: a tiled GEMM on NVIDIA's tensor cores
  *            (f16 or bf16 weights, or ggml's blocks decoded to f16; the
  *            activations rounded to the weights' type: one mma a 16 k); for
@@ -92,7 +93,7 @@ const demo_linear_tuning *demo_linear_tuning_of(const demo_linear *l);
  * form w: gemm from gemm_min_rows where it runs (NVIDIA, k a multiple of
  * 32, f16 or bf16 weights or block forms; block forms from past
  * stream_max_rows), else mma from mma_min_rows to mma_max_rows where it
- * runs (f16 or bf16), else stream up to
+ * runs (f16 or bf16; block forms only when forced), else stream up to
  * stream_max_rows (k a multiple of 8), else clblast (block formats
  * widened to f32 first). */
 demo_linear_engine demo_linear_pick(const demo_linear *l, int32_t rows, int32_t k, demo_wfmt w);
