@@ -38,10 +38,16 @@ timeout 100 "$B/tools/clpa-bench" linear --rows 16,24,32,48,64,96 --engine mma -
 echo -n "mma: "; steps "$O/mma.jsonl"
 grep -o '"mma_peak_tflops":[0-9.]*' "$O/gemm_table.jsonl" | head -1
 grep -o '"launch_us":[0-9.]*' "$O/gemm_table.jsonl" | head -1
+for e in stream mma; do # ggml's Q4_K on the streaming and the tensor-core kernel (random blocks)
+  timeout 100 "$B/tools/clpa-bench" linear --dtype q4_K --rows 1,4,16,32 --engine $e --json \
+    > "$O/q4k_$e.jsonl" 2>&1
+  echo -n "q4_K $e: "; steps "$O/q4k_$e.jsonl"
+done
 D="$B/tools/clpa-demo --preset llama-1b --weight-dtype f16 --kv-dtype f16 --requests 64 --json"
 for extra in "" "--time-split" "--max-running 64" \
   "--no-prefix-cache --output-max 1 --token-budget 4096 --arrival-steps 0" \
-  "--output-min 64 --output-max 64 --arrival-steps 0" "--weight-quant q4_K" "--no-warmup"; do
+  "--output-min 64 --output-max 64 --arrival-steps 0" "--weight-quant q4_K" "--one-attention-call" \
+  "--max-running 64 --one-attention-call" "--no-warmup"; do
   echo -n "demo $extra: "
   # shellcheck disable=SC2086
   timeout 120 $D $extra 2>/dev/null | tail -1 | tr ',' '\n' |

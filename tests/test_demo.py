@@ -43,6 +43,11 @@ ok(rc == 0 and h and h["check_ok"], "f16 weights: --check passes: %s" % (h or {}
 rc, h = run(*small, "--weight-dtype", "f16", "--linear", "gemm")
 ok(rc == 0 and h and h["check_ok"] and h["linear"] == "gemm (forced)",
    "f16 weights on the tiled GEMM: --check passes: %s" % (h or {}).get("check"))
+# each layer's attention as one clpa_prefill over the step's sequences (issue 45's mixed step)
+rc, h = run(*small, "--one-attention-call")
+ok(rc == 0 and h and h["check_ok"] and h["attention_calls"] == 1 and on and on["attention_calls"] == 2
+   and h["generated_tokens"] == on["generated_tokens"],
+   "--one-attention-call: --check passes, the same tokens served: %s" % (h or {}).get("check"))
 # a random model quantized on the host (--weight-quant): every layer matrix and the LM head in
 # ggml's blocks, the reference engine on their decoding
 rc, h = run(*small, "--weight-dtype", "f16", "--weight-quant", "q8_0")

@@ -36,7 +36,7 @@ typedef struct demo_args {
   const char *weight_quant;
   float temperature, top_p;
   int32_t top_k;
-  int no_prefix_cache, check, json, no_warmup, time_split;
+  int no_prefix_cache, check, json, no_warmup, time_split, one_call;
   demo_linear_engine linear;
 } demo_args;
 
@@ -165,6 +165,9 @@ static int parse(int argc, char **argv, demo_args *a) {
       {"no-warmup", CLI_FLAG, &a->no_warmup, 0, 0, NULL,
        "time the first launch of every kernel too (by\ndefault the workload is served once untimed\n"
        "first, so that the figures are a warm run's)", NULL, NULL},
+      {"one-attention-call", CLI_FLAG, &a->one_call, 0, 0, NULL,
+       "each layer's attention as one clpa_prefill over\nthe step's sequences, decode rows as one-token\n"
+       "ones (default: a decode call and a prefill call)", NULL, NULL},
       {"time-split", CLI_FLAG, &a->time_split, 0, 0, NULL,
        "split the device time between attention, GEMMs\nand the rest by a profiling event an op (two\n"
        "enqueues each, which slow the run down)", NULL, NULL},
@@ -446,6 +449,7 @@ int main(int argc, char **argv) {
   }
   demo_model_set_linear(m, a.linear);
   demo_model_set_timing(m, a.time_split);
+  demo_model_set_one_call(m, a.one_call);
   /* The cache holds every running request's longest sequence, twice. */
   int32_t longest = 1;
   if ((a.prompt || a.prompts) && tokenize(tok, &a, &pf, &sv)) {
@@ -535,7 +539,7 @@ int main(int argc, char **argv) {
                          linear_rule, copy_gbps, demo_model_weight_bytes(m),
                          2.0 * mc.layers * mc.kv_heads * mc.head_size *
                              (double)clpa_dtype_size(a.kv_dtype),
-                         warmup_s, warmup_built};
+                         warmup_s, warmup_built, a.one_call ? 1 : 2};
   if (a.prompt && !a.json) { /* the answer, as text */
     int32_t count;
     const demo_result *res = demo_engine_results(e, &count);

@@ -111,6 +111,8 @@ double demo_model_copy_gbps(demo_model *m) {
 
 void demo_model_set_timing(demo_model *m, int on) { m->profiling = on && m->queue_profiles; }
 
+void demo_model_set_one_call(demo_model *m, int on) { m->one_call = on != 0; }
+
 const char *const demo_kernel_names[K_COUNT] = {
     "demo_embed_f32", "demo_embed_f16", "demo_rmsnorm", "demo_rmsnorm_rows",
     "demo_rope",      "demo_silu_mul",  "demo_argmax",    "demo_rmsnorm_h",

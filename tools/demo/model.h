@@ -66,6 +66,10 @@ void demo_model_set_linear(demo_model *m, demo_linear_engine e);
  * the op's event), which demo_times needs, where the queue profiles: on
  * when the model is made. Off, every op goes on the queue without one. */
 void demo_model_set_timing(demo_model *m, int on);
+/* Whether a step's attention is one clpa_prefill plan over all its
+ * sequences, the decode rows as one-token sequences (on), or a decode
+ * plan for those and a prefill plan for the chunks (off, the default). */
+void demo_model_set_one_call(demo_model *m, int on);
 /* The linear layers' choice in words: "mma (where it runs) from 2 rows,
  * else stream up to 16, then clblast (table vendor:NVIDIA)", or the forced
  * engine. */

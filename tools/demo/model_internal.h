@@ -62,6 +62,7 @@ struct demo_model {
   dev_layer *dl;
   demo_linear *lin;          /* the linear layers' engines (linear.h) */
   demo_linear_engine engine; /* AUTO: the device's table; else forced (demo_model_set_linear) */
+  int one_call;              /* attention as one prefill call a layer (demo_model_set_one_call) */
 
   /* per-step buffers, grown on demand */
   int32_t cap_t, cap_s, cap_bt;

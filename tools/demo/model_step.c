@@ -145,7 +145,8 @@ static clpa_status plans_make(demo_model *m, clpa_cache *cache, const demo_batch
                               int32_t max_ctx, step_plans *sp) {
   const demo_config *c = &m->cfg;
   const float scale = (float)(1.0 / sqrt((double)c->head_size));
-  const int32_t nd = b->num_decode, np = b->num_seqs - nd;
+  /* one call: every sequence a prefill one (a decode row: one token after cached_len) */
+  const int32_t nd = m->one_call ? 0 : b->num_decode, np = b->num_seqs - nd;
   clpa_status st = CLPA_OK;
   sp->decode = sp->prefill = NULL;
   if (nd > 0) {
@@ -242,7 +243,8 @@ clpa_status demo_model_forward(demo_model *m, clpa_cache *cache, const demo_batc
   if ((st = check_batch(m, &kv, b)) != CLPA_OK) return st;
 
   const demo_config *c = &m->cfg;
-  const int32_t S = b->num_seqs, nd = b->num_decode, T = b->cu_seqlens[S];
+  /* nd: the sequences of the decode plan (none in one call: plans_make) */
+  const int32_t S = b->num_seqs, nd = m->one_call ? 0 : b->num_decode, T = b->cu_seqlens[S];
   const int32_t mb = b->max_blocks_per_seq;
   const int32_t bt = (nd > S - nd ? nd : S - nd) * mb;
   if ((st = demo_model_reserve(m, T, S, bt)) != CLPA_OK) return st;

@@ -116,6 +116,7 @@ void demo_report_summary(FILE *out, const demo_engine *e, const demo_report_info
     cli_json_num(&j, "build_s", in->build_s, 3);
     cli_json_num(&j, "warmup_s", in->warmup_s, 3);
     cli_json_int(&j, "warmup_programs_built", (long long)in->warmup_built);
+    cli_json_int(&j, "attention_calls", in->attention_calls);
     cli_json_str(&j, "linear", in->linear ? in->linear : "");
     cli_json_num(&j, "copy_gbps", in->copy_gbps, 1);
     cli_json_num(&j, "step_floor_ms", floor_s * 1e3, 6); /* a tiny model on a GPU: ~1 us */
@@ -168,6 +169,9 @@ void demo_report_summary(FILE *out, const demo_engine *e, const demo_report_info
     fprintf(out, "                        %8.2f ms of it the device's (profiling events)\n",
             st->decode_step_device_s / st->decode_steps * 1e3);
   if (in->linear) fprintf(out, "  linear layers         %s\n", in->linear);
+  fprintf(out, "  attention             %s\n",
+          in->attention_calls == 1 ? "one clpa_prefill call a layer (--one-attention-call)"
+                                   : "a decode call and a prefill call a layer");
   if (floor_s > 0)
     fprintf(out, "  step floor            %8.2f ms  (%.3g MB of weights + %.3g MB of K/V a decode step at"
                  " %.0f GB/s, the copy bandwidth of this run); TPOT p50 is %.1fx it\n",

@@ -37,6 +37,7 @@ typedef struct demo_report_info {
    * every kernel is built and launched once outside it (-1: none). */
   double warmup_s;
   unsigned warmup_built; /* clpa's programs it built from source */
+  int attention_calls;   /* a layer's attention calls in a mixed step: 1 or 2 */
 } demo_report_info;
 
 /* The progress line (call after each step; prints only on a terminal). */
