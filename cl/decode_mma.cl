@@ -254,6 +254,11 @@ inline int mma_block_run(int phys, int first, int lo, int end, int num_blocks,
   return -1;
 }
 
+/* The 16-byte key row of dimensions X c .. X c + X - 1 at token o of a
+ * tile, in uint4 units: kv.cl's key_index(X c, o) / X in the split-key
+ * layout, the only one this path reads. */
+inline int key_row16(int c, int o) { return c * BLOCK_SIZE + o; }
+
 /* One chunk's operands in this lane's registers: key rows g and g + 8 of
  * S^T's m-tile s (tokens kt + 4 s and kt + 4 s + 2 of the chunk, KROWS
  * 16-byte rows each) and value rows 16 mt + g, + 8 at tokens vt .. vt +
@@ -288,9 +293,8 @@ inline void load_chunk(mma_chunk *ch, int c0, int2 ids, int g, int t, int lo, in
   for (int s = 0; s < MSUB; s++)
     MMA_UNROLL
     for (int P = 0; P < KROWS; P++) {
-      /* key_index(8 c, o): uint4 number c * BLOCK_SIZE + o of the tile */
-      ch->k0[s][P] = ch->kb >= 0 ? kp[(4 * P + t) * BLOCK_SIZE + 4 * s] : (uint4)(0u);
-      ch->k1[s][P] = ch->kb >= 0 ? kp[(4 * P + t) * BLOCK_SIZE + 4 * s + 2] : (uint4)(0u);
+      ch->k0[s][P] = ch->kb >= 0 ? kp[key_row16(4 * P + t, 4 * s)] : (uint4)(0u);
+      ch->k1[s][P] = ch->kb >= 0 ? kp[key_row16(4 * P + t, 4 * s) + 2] : (uint4)(0u);
     }
   MMA_UNROLL
   for (int mt = 0; mt < MTILES; mt++) {
