@@ -254,6 +254,21 @@ inline int mma_block_run(int phys, int first, int lo, int end, int num_blocks,
   return -1;
 }
 
+/* The 16-byte key row of dimensions X c .. X c + X - 1 at token o of a
+ * tile, in uint4 units: kv.cl's key_index(X c, o) / X in the split-key
+ * layout, the only one this path reads. */
+inline int key_row16(int c, int o) { return c * BLOCK_SIZE + o; }
+
+/* A lane (g = lane / 4, t = lane % 4) holds rows g and g + 8 and columns
+ * 2 t, 2 t + 1 of each C fragment (mma.cl). Column i of n-tile h: head
+ * head0 + column while column < G. */
+inline int lane_col(int h, int t, int i) { return 8 * h + 2 * t + i; }
+/* Row g + 8 r of S^T's m-tile s as a token of the row (kt: the lane's
+ * first key token, load_chunk's). */
+inline int score_token(int kt, int s, int r) { return kt + 4 * s + 2 * r; }
+/* Row g + 8 r of O^T's m-tile mt: a dimension. */
+inline int out_dim(int mt, int g, int r) { return 16 * mt + g + 8 * r; }
+
 /* One chunk's operands in this lane's registers: key rows g and g + 8 of
  * S^T's m-tile s (tokens kt + 4 s and kt + 4 s + 2 of the chunk, KROWS
  * 16-byte rows each) and value rows 16 mt + g, + 8 at tokens vt .. vt +
@@ -288,9 +303,8 @@ inline void load_chunk(mma_chunk *ch, int c0, int2 ids, int g, int t, int lo, in
   for (int s = 0; s < MSUB; s++)
     MMA_UNROLL
     for (int P = 0; P < KROWS; P++) {
-      /* key_index(8 c, o): uint4 number c * BLOCK_SIZE + o of the tile */
-      ch->k0[s][P] = ch->kb >= 0 ? kp[(4 * P + t) * BLOCK_SIZE + 4 * s] : (uint4)(0u);
-      ch->k1[s][P] = ch->kb >= 0 ? kp[(4 * P + t) * BLOCK_SIZE + 4 * s + 2] : (uint4)(0u);
+      ch->k0[s][P] = ch->kb >= 0 ? kp[key_row16(4 * P + t, 4 * s)] : (uint4)(0u);
+      ch->k1[s][P] = ch->kb >= 0 ? kp[key_row16(4 * P + t, 4 * s) + 2] : (uint4)(0u);
     }
   MMA_UNROLL
   for (int mt = 0; mt < MTILES; mt++) {
@@ -390,7 +404,9 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
   const int c_end = min((part + 1) * PCH, total); /* this work-group's chunks end */
   const ulong kv_off = kv_tile(0, kv_head, block_stride, head_stride); /* + block * block_stride */
 
-  /* This lane's columns 8 h + 2 t + i: heads head0 + column while column < G. */
+  /* This lane's columns 8 h + 2 t + i: heads head0 + column while column < G.
+   * (lane_col's, written out here and in step 6's writes: through it,
+   * clang 15 folds the index differently with 8 heads a work-group.) */
   float slope[NH][2];
   for (int h = 0; h < NH; h++)
     for (int i = 0; i < 2; i++) {
@@ -495,7 +511,7 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
     for (int s = 0; s < MSUB; s++)
       MMA_UNROLL
       for (int r = 0; r < 2; r++) {
-        const int tok = kt + 4 * s + 2 * r;
+        const int tok = score_token(kt, s, r);
         in[s][r] = cur.kb >= 0 && tok >= lo && tok < t_end;
       }
 #if KV_BYTES == 4
@@ -516,7 +532,7 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
         for (int e = 0; e < 4; e++) {
           float v = x[s][e] * qk_scale;
           if (soft_cap > 0.0f) v = mma_soft_cap(v, soft_cap, inv_cap);
-          v += slope[h][e % 2] * (float)(kt + 4 * s + 2 * (e / 2) - L + 1);
+          v += slope[h][e % 2] * (float)(score_token(kt, s, e / 2) - L + 1);
           x[s][e] = in[s][e / 2] ? v * LOG2E : -INFINITY;
         }
       }
@@ -595,7 +611,7 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
   for (int h = 0; h < NH; h++)
     for (int i = 0; i < 2; i++) {
       l[h][i] = mma_col_reduce(l[h][i], 0, xch);
-      if (g == 0) m_s[warp * 16 + 8 * h + 2 * t + i] = m2[h][i], l_s[warp * 16 + 8 * h + 2 * t + i] = l[h][i];
+      if (g == 0) m_s[warp * 16 + lane_col(h, t, i)] = m2[h][i], l_s[warp * 16 + lane_col(h, t, i)] = l[h][i];
     }
   barrier(CLK_LOCAL_MEM_FENCE);
   if (lid < 8 * NH) {
@@ -609,7 +625,7 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
   for (int h = 0; h < NH; h++)
     for (int i = 0; i < 2; i++) {
       float M = -INFINITY;
-      for (int w = 0; w < WARPS; w++) M = fmax(M, m_s[w * 16 + 8 * h + 2 * t + i]);
+      for (int w = 0; w < WARPS; w++) M = fmax(M, m_s[w * 16 + lane_col(h, t, i)]);
       wgt[h][i] = l[h][i] > 0.0f ? MMA_EXP2(m2[h][i] - M) : 0.0f;
     }
   for (int round = 0; round < WARPS / SLICES; round++) {
@@ -620,7 +636,7 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
         for (int h = 0; h < NH; h++)
           MMA_UNROLL
           for (int e = 0; e < 4; e++) {
-            const int col = 8 * h + 2 * t + e % 2, d = 16 * mt + g + 8 * (e / 2);
+            const int col = 8 * h + 2 * t + e % 2, d = out_dim(mt, g, e / 2);
             const float4 a = o[mt][h];
             const float v = (e == 0 ? a.x : e == 1 ? a.y : e == 2 ? a.z : a.w) * wgt[h][e % 2];
             if (col < G) slice[col * HEAD_SIZE + d] = round == 0 ? v : slice[col * HEAD_SIZE + d] + v;

@@ -70,6 +70,14 @@ inline int mma_vpos(int e) {
   return d * VS + (cc ^ (d / (8 / VS) % VS));
 }
 
+/* The 16-byte key row of chunk c (dimensions 8 c .. 8 c + 7) at key 8 n
+ * of a tile in local memory, in uint4: part n * 8 / BLOCK_SIZE (a cache
+ * block, copied as it is), then kv.cl's key_index(8 c, o) / 8 in the
+ * split-key layout, for the part's token o. */
+inline int mma_key_row16(int n, int c) {
+  return n * 8 / BLOCK_SIZE * PART4 + c * BLOCK_SIZE + n * 8 % BLOCK_SIZE;
+}
+
 /* The ldmatrix row address (in uint4 of a tile) that lane `lane` gives:
  * keys: row lane % 8 is key n * 8 + lane % 8 and matrix lane / 8 is chunk
  * 2 ks + lane / 8 (dimensions 16 ks + 8 (lane / 8) ..), the rest being a
@@ -343,9 +351,7 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
         uint4 b[4];
         MMA_UNROLL
         for (int n = 0; n < 4; n++)
-          b[n] = MMA_LDSM4(kw, mma_klane,
-                           (n0 + n) * 8 / BLOCK_SIZE * PART4 + 2 * ks * BLOCK_SIZE +
-                               (n0 + n) * 8 % BLOCK_SIZE);
+          b[n] = MMA_LDSM4(kw, mma_klane, mma_key_row16(n0 + n, 2 * ks));
         MMA_UNROLL
         for (int n = 0; n < 4; n++) sc[n0 + n] = mma_16816(sc[n0 + n], qa[ks], b[n].xy, xch);
         MMA_UNROLL
@@ -355,9 +361,7 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
         MMA_UNROLL
         for (int n = n0; n < n0 + 4; n++)
           sc[n] = mma_16816(sc[n], qa[KSTEPS - 1],
-                            MMA_LDSM2(kw, mma_klane2,
-                                      n * 8 / BLOCK_SIZE * PART4 + (KSTEPS - 1) * 2 * BLOCK_SIZE +
-                                          n * 8 % BLOCK_SIZE),
+                            MMA_LDSM2(kw, mma_klane2, mma_key_row16(n, (KSTEPS - 1) * 2)),
                             xch);
       }
     }
