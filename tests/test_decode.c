@@ -371,7 +371,9 @@ static void test_bad_args(void) {
   BAD(kv.head_size = 96, "key_cache holds", CLPA_ERR_INVALID_ARG); /* the layout outgrows the buffers */
   BAD(kv.head_size = 100, "head_size = 100", CLPA_ERR_INVALID_ARG); /* not a multiple of x */
   BAD(kv.head_size = 48, "head_size = 48", CLPA_ERR_UNSUPPORTED);
-  BAD(kv.block_size = 4, "block_size = 4", CLPA_ERR_UNSUPPORTED);
+  BAD(kv.block_size = 12, "block_size = 12 (supported: powers of two, 1 to 256)",
+      CLPA_ERR_UNSUPPORTED);
+  BAD(kv.block_size = 512, "block_size = 512", CLPA_ERR_UNSUPPORTED);
   BAD(kv.block_size = 0, "block_size = 0", CLPA_ERR_INVALID_ARG);
   BAD(kv.num_kv_heads = 0, "num_kv_heads = 0", CLPA_ERR_INVALID_ARG);
   BAD(kv.num_blocks = -1, "clpa_decode: kv: num_blocks = -1", CLPA_ERR_INVALID_ARG); /* the call named once */

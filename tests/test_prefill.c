@@ -815,7 +815,9 @@ static void test_bad_args(void) {
   BAD(num_heads = 3, "num_heads = 3", CLPA_ERR_INVALID_ARG);
   BAD(num_heads = INT32_MIN, "num_heads", CLPA_ERR_INVALID_ARG);
   BAD(kv.head_size = 48, "head_size = 48", CLPA_ERR_UNSUPPORTED);
-  BAD(kv.block_size = 4, "block_size = 4", CLPA_ERR_UNSUPPORTED);
+  BAD(kv.block_size = 12, "block_size = 12 (supported: powers of two, 1 to 256)",
+      CLPA_ERR_UNSUPPORTED);
+  BAD(kv.block_size = 512, "block_size = 512", CLPA_ERR_UNSUPPORTED);
   BAD(kv.num_blocks = 5, "key_cache holds", CLPA_ERR_INVALID_ARG);
   BAD(kv.dtype = (clpa_dtype)-3, "dtype", CLPA_ERR_INVALID_ARG);
   BAD(value_cache = small, "value_cache holds", CLPA_ERR_INVALID_ARG);
