@@ -488,6 +488,15 @@ int main(void) {
     test_pieces();
     test_structured();
   }
+  /* Page sizes (issue 46): the f32 path over blocks of 1 (SGLang's token
+   * pool) and 256, the first grid case otherwise (the mma path takes even
+   * block sizes: lib/xattn.c's mma_applies) */
+  xpath = CLPA_XATTN_F32;
+  for (int bs = 1; bs <= 256; bs *= 256) {
+    xcase c = grid[0];
+    c.bs = bs;
+    run_case(&c);
+  }
   xpath = CLPA_XATTN_AUTO;
   test_paths();
   test_bad_args();
