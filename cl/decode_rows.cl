@@ -43,7 +43,7 @@
 #define G CLPA_HEADS_PER_WG
 #define NTG (BLOCK_SIZE / VT)     /* key vectors per block and chunk */
 #define TG (NTG < CLPA_KEY_VECTORS ? NTG : CLPA_KEY_VECTORS) /* key vectors a query load */
-#define NCH (HEAD_SIZE / KV_X)    /* 16-byte chunks of a key row */
+#define NCH (HEAD_SIZE / ROWS_X)  /* key chunks of a row (rows.cl) */
 #define VBLK 4 /* value blocks sharing each accumulator load and store */
 /* The prefetch and touch distances: docs/decisions/0016-decode-rows-kernel.md */
 #define KPF 2    /* key tiles prefetched this many blocks ahead, whole */
@@ -91,7 +91,8 @@ inline void rows_touch(__global const kv_t *cache, ulong kv_off, __global const 
 
 /* Bytes of a value row within a tile; VROWS rows a prefetched line. */
 #define VROW_BYTES (BLOCK_SIZE * KV_BYTES)
-#define VROWS (VROW_BYTES >= 64 ? 1 : 64 / VROW_BYTES)
+/* (rows of fewer than 4 bytes, blocks of 1 or 2 tokens: 16 a step, not a line) */
+#define VROWS (VROW_BYTES >= 64 ? 1 : VROW_BYTES >= 4 ? 64 / VROW_BYTES : 16)
 #if HEAD_SIZE % VROWS
 #error "decode rows: head sizes of multiples of x"
 #endif
@@ -157,7 +158,7 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void clpa_decode_rows(
   }
   float16 q16[G][NCH];
   for (int r = 0; r < G; r++)
-    for (int c = 0; c < NCH; c++) q16[r][c] = QREP(&qf[r][c * KV_X]);
+    for (int c = 0; c < NCH; c++) q16[r][c] = QREP(&qf[r][c * ROWS_X]);
   float lg[G][PART], m[G];
   floatS mv[G]; /* the running max, lane-wise */
   for (int r = 0; r < G; r++) mv[r] = (floatS)(-INFINITY);
@@ -207,8 +208,8 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void clpa_decode_rows(
     floatB s = (floatB)(0.0f);
     const float mr = m[r] == -INFINITY ? 0.0f : m[r]; /* every logit -inf: p = 0 */
     for (int t = 0; t < n; t += VB) { /* n is whole blocks: a multiple of VB */
-      const floatB p = exp(CAT(vload, VB)(0, &lg[r][t]) - mr); /* e^(-inf) = 0 */
-      CAT(vstore, VB)(p, 0, &lg[r][t]);
+      const floatB p = exp(ROWS_LOADB(&lg[r][t]) - mr); /* e^(-inf) = 0 */
+      ROWS_STOREB(p, &lg[r][t]);
       s += p;
     }
     l[r] = VSUM(VB, s);
@@ -234,7 +235,7 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void clpa_decode_rows(
       for (int c = 0; c < BLOCK_SIZE / VB; c++)
 #pragma unroll
         for (int r = 0; r < G; r++)
-          pv[k][c][r] = ok[k] ? CAT(vload, VB)(0, &lg[r][j0 + c * VB - t0]) : (floatB)(0.0f);
+          pv[k][c][r] = ok[k] ? ROWS_LOADB(&lg[r][j0 + c * VB - t0]) : (floatB)(0.0f);
     }
     const int edge = !all_ok || b0 * BLOCK_SIZE < lo || (b0 + VBLK) * BLOCK_SIZE > t_end;
     /* the next group's values, a line per VROWS rows as those rows are

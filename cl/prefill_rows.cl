@@ -55,9 +55,9 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void clpa_prefill_rows(
     m[r] = sinks ? sinks[head[r]] : -INFINITY;
     l[r] = sinks ? 1.0f : 0.0f;
   }
-  float16 q16[RG][HEAD_SIZE / KV_X]; /* query chunks repeated VT times (rows.cl's QREP) */
+  float16 q16[RG][HEAD_SIZE / ROWS_X]; /* query chunks repeated VT times (rows.cl's QREP) */
   for (int r = 0; r < RG; r++)
-    for (int c = 0; c < HEAD_SIZE / KV_X; c++) q16[r][c] = QREP(&qr[r][c * KV_X]);
+    for (int c = 0; c < HEAD_SIZE / ROWS_X; c++) q16[r][c] = QREP(&qr[r][c * ROWS_X]);
   const int2 keys = tile_keys(pos[0], pos[rows - 1], kv_end, causal, window);
   const int k_lo = keys.x, k_end = keys.y;
 

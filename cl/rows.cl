@@ -20,14 +20,28 @@
 
 /* The rows paths' value vectors (prefill_rows.cl's clpa_prefill_rows,
  * decode_rows.cl): VB tokens of a value row, which the layout keeps
- * contiguous within a block; 8 for blocks of 8, else 16. */
+ * contiguous within a block; 16, or the whole block where it is smaller. */
 #ifndef CLPA_BLOCK_SIZE
 #error "CLPA_BLOCK_SIZE: tokens a cache block; required"
 #endif
-#if CLPA_BLOCK_SIZE == 8
-#define VB 8
-#else
+#if CLPA_BLOCK_SIZE >= 16
 #define VB 16
+#elif CLPA_BLOCK_SIZE == 8
+#define VB 8
+#elif CLPA_BLOCK_SIZE == 4
+#define VB 4
+#elif CLPA_BLOCK_SIZE == 2
+#define VB 2
+#else
+#define VB 1
+#endif
+/* VB floats at p, loaded and stored (vloadn and vstoren have no n = 1). */
+#if VB == 1
+#define ROWS_LOADB(p) (*(p))
+#define ROWS_STOREB(v, p) (*(p) = (v))
+#else
+#define ROWS_LOADB(p) CAT(vload, VB)(0, (p))
+#define ROWS_STOREB(v, p) CAT(vstore, VB)((v), 0, (p))
 #endif
 #define floatB CAT(float, VB)
 #define intB CAT(int, VB)
@@ -40,18 +54,22 @@
  * vectorized over the accumulators, PoCL 3.1 had gathered their lanes
  * (vgatherqps, slow on AMD) (docs/decisions/0016-decode-rows-kernel.md). */
 inline floatB lane_sums(const floatB *a) {
+#if VB == 1
+  return a[0];
+#else
   floatB t[VB];
   for (int i = 0; i < VB; i++) t[i] = a[i];
   for (int n = VB; n > 1; n /= 2)
     for (int i = 0; i < n / 2; i++)
       t[i] = (floatB)(t[2 * i].even, t[2 * i + 1].even) + (floatB)(t[2 * i].odd, t[2 * i + 1].odd);
   return t[0];
+#endif
 }
 
 /* res[d] = the lane sum of acc[d], d < n: VB at a time (lane_sums), the
  * last n % VB (a head size's last few) one at a time. */
 inline void row_sums(const floatB *acc, float *res, int n) {
-  for (int d = 0; d + VB <= n; d += VB) CAT(vstore, VB)(lane_sums(acc + d), 0, res + d);
+  for (int d = 0; d + VB <= n; d += VB) ROWS_STOREB(lane_sums(acc + d), res + d);
 #pragma clang loop vectorize(disable)
   for (int d = n / VB * VB; d < n; d++) res[d] = VSUM(VB, acc[d]);
 }
@@ -59,27 +77,35 @@ inline void row_sums(const floatB *acc, float *res, int n) {
 /* ---- 2. key vectors -------------------------------------------------- */
 
 /* The rows paths' key vectors (decode_rows.cl, prefill_rows.cl): a
- * 16-element vector of the key layout holds VT tokens x KV_X dimensions
- * (one 16-byte row per token); queries are held repeated VT times, so one
- * multiply-add serves VT tokens. */
-#if KV_X == 16 /* tokens per 16-element key vector (a literal: it is pasted into names) */
+ * 16-element vector of the key layout holds VT tokens x ROWS_X dimensions
+ * (one 16-byte row of KV_X per token); queries are held repeated VT times,
+ * so one multiply-add serves VT tokens. A block of one token keeps its
+ * key's dimensions contiguous in every layout (key_index(d, 0) = d from
+ * the tile), so there a vector is 16 of them whatever the dtype: ROWS_X
+ * 16, VT 1 (the head a multiple of 16). */
+#if CLPA_BLOCK_SIZE == 1
+#define ROWS_X 16
+#else
+#define ROWS_X KV_X
+#endif
+#if ROWS_X == 16 /* tokens per 16-element key vector (a literal: it is pasted into names) */
 #define VT 1
-#elif KV_X == 8
+#elif ROWS_X == 8
 #define VT 2
 #else
 #define VT 4
 #endif
-/* The query chunk at p (KV_X floats), repeated VT times. */
-#if KV_X == 16
+/* The query chunk at p (ROWS_X floats), repeated VT times. */
+#if ROWS_X == 16
 #define QREP(p) vload16(0, (p))
-#elif KV_X == 8
+#elif ROWS_X == 8
 #define QREP(p) ((float16)(vload8(0, (p)), vload8(0, (p))))
 #else
 #define QREP(p) ((float16)(vload4(0, (p)), vload4(0, (p)), vload4(0, (p)), vload4(0, (p))))
 #endif
 
-/* The VT token sums of a 16-lane key product (each token's KV_X lanes are
- * adjacent): pairwise sums of even and odd lanes, log2(KV_X) times. */
+/* The VT token sums of a 16-lane key product (each token's ROWS_X lanes are
+ * adjacent): pairwise sums of even and odd lanes, log2(ROWS_X) times. */
 #define floatT CAT(float, VT)
 #define intT CAT(int, VT)
 #if VT == 1
@@ -90,11 +116,11 @@ inline void row_sums(const floatB *acc, float *res, int n) {
 inline floatT token_sums(float16 a) {
   const float8 b = a.even + a.odd;
   const float4 c = b.even + b.odd;
-#if KV_X == 4
+#if ROWS_X == 4
   return c;
 #else
   const float2 d = c.even + c.odd;
-#if KV_X == 8
+#if ROWS_X == 8
   return d;
 #else
   return d.even + d.odd;
@@ -118,9 +144,9 @@ inline CAT(float, VT4) token_sums4(float16 a, float16 b, float16 c, float16 d) {
   const float16 ab = (float16)(a.even, b.even) + (float16)(a.odd, b.odd);
   const float16 cd = (float16)(c.even, d.even) + (float16)(c.odd, d.odd);
   const float16 x = (float16)(ab.even, cd.even) + (float16)(ab.odd, cd.odd);
-#if KV_X == 4
+#if ROWS_X == 4
   return x;
-#elif KV_X == 8
+#elif ROWS_X == 8
   return x.even + x.odd;
 #else
   const float8 y = x.even + x.odd;
@@ -128,22 +154,22 @@ inline CAT(float, VT4) token_sums4(float16 a, float16 b, float16 c, float16 d) {
 #endif
 }
 
-/* The 16-element key vector of tokens tok .. tok + VT - 1, dims c * KV_X ..
- * (c + 1) * KV_X (lanes token-major) of the tile at kb, as floats: one
+/* The 16-element key vector of tokens tok .. tok + VT - 1, dims c * ROWS_X ..
+ * (c + 1) * ROWS_X (lanes token-major) of the tile at kb, as floats: one
  * load in the split-key layout, VT in HND and NHD (ts: kv_token_stride). */
 #if KV_SPLIT_KEY || VT == 1
 #define ROWS_KEY_VECTOR(kb, c, tok, block_size, ts)                                            \
-  KV_LOAD(16, (kb) + key_index((c) * KV_X, (tok), (block_size), (ts)))
+  KV_LOAD(16, (kb) + key_index((c) * ROWS_X, (tok), (block_size), (ts)))
 #elif VT == 2
 #define ROWS_KEY_VECTOR(kb, c, tok, block_size, ts)                                            \
-  ((float16)(KV_LOAD(8, (kb) + key_index((c) * KV_X, (tok), (block_size), (ts))),                \
-             KV_LOAD(8, (kb) + key_index((c) * KV_X, (tok) + 1, (block_size), (ts)))))
+  ((float16)(KV_LOAD(8, (kb) + key_index((c) * ROWS_X, (tok), (block_size), (ts))),                \
+             KV_LOAD(8, (kb) + key_index((c) * ROWS_X, (tok) + 1, (block_size), (ts)))))
 #else
 #define ROWS_KEY_VECTOR(kb, c, tok, block_size, ts)                                            \
-  ((float16)(KV_LOAD(4, (kb) + key_index((c) * KV_X, (tok), (block_size), (ts))),                \
-             KV_LOAD(4, (kb) + key_index((c) * KV_X, (tok) + 1, (block_size), (ts))),            \
-             KV_LOAD(4, (kb) + key_index((c) * KV_X, (tok) + 2, (block_size), (ts))),            \
-             KV_LOAD(4, (kb) + key_index((c) * KV_X, (tok) + 3, (block_size), (ts)))))
+  ((float16)(KV_LOAD(4, (kb) + key_index((c) * ROWS_X, (tok), (block_size), (ts))),                \
+             KV_LOAD(4, (kb) + key_index((c) * ROWS_X, (tok) + 1, (block_size), (ts))),            \
+             KV_LOAD(4, (kb) + key_index((c) * ROWS_X, (tok) + 2, (block_size), (ts))),            \
+             KV_LOAD(4, (kb) + key_index((c) * ROWS_X, (tok) + 3, (block_size), (ts)))))
 #endif
 
 /* acc[i][r] = the 16-lane products of key vectors o0 + i (i < NV) of the
@@ -158,7 +184,7 @@ inline CAT(float, VT4) token_sums4(float16 a, float16 b, float16 c, float16 d) {
   do {                                                                                        \
     _Pragma("unroll") for (int i_ = 0; i_ < (NV); i_++)                                       \
       _Pragma("unroll") for (int r_ = 0; r_ < (NR); r_++)(acc)[i_][r_] = (float16)(0.0f);     \
-    for (int c_ = 0; c_ < HEAD_SIZE / KV_X; c_++) {                                           \
+    for (int c_ = 0; c_ < HEAD_SIZE / ROWS_X; c_++) {                                           \
       const int pfb_ = 16 * (NV) * KV_BYTES; /* bytes a chunk prefetches (a power of 2) */    \
       if (pf && pfb_ >= 64)                                                                   \
         _Pragma("unroll") for (int l_ = 0; l_ < pfb_ / 64; l_++)                              \

@@ -62,6 +62,37 @@ static size_t mma_local_bytes(const clpa_device_facts *dev, int g, int head_size
  * plan cuts for them are whole 32-token units. */
 static int mma_unit(clpa_dtype kv) { return clpa_dtype_size(kv) == 1 ? 32 : 16; }
 
+/* The block sizes each kernel takes (clpa_attn_validate lets powers of two
+ * from 1 to 256 through). decode_mma.cl: whole runs of 4 value tokens a
+ * lane (its RUN; fp8's 32-token chunks want 8, mma_chunk_for). */
+static int mma_takes_block(int bs) { return bs % 4 == 0; }
+
+int clpa_rows_takes_block(int block_size, int head_size, clpa_dtype kv) {
+  return block_size >= 8 ||
+         (head_size % 16 == 0 && (block_size == 1 || block_size >= (int)clpa_dtype_size(kv)));
+}
+
+/* decode.cl (vLLM's shapes): emulated lanes are one a key token, so a
+ * block fills a lane group that the work-group's THREADS must hold; real
+ * lane groups of sg lanes give each token TGS = sg / bs lanes, whose
+ * vectors of VEC_SIZE elements (16 bytes a token's TGS lanes, a power of
+ * two) must tile the head, and a block's value row of VB = min(x, bs)
+ * token vectors must fit the lane group. Real lane groups keep blocks of 8
+ * to 32 tokens for now: past them a token group walks several tokens of a
+ * block (NUM_TOKENS_PER_TG > 1), below them a block spreads its token over
+ * 8 lanes or more, shapes emulated lanes (sg = bs: one token a lane) never
+ * run, so no test on PoCL has checked them. */
+static int lanes_takes_block(const clpa_decode_shape *s, const clpa_device_facts *dev) {
+  const int bs = s->block_size, sg = dev->lane_width;
+  if (!sg) return bs <= THREADS;
+  if (bs < 8 || bs > 32) return 0;
+  const int bytes = (int)clpa_dtype_size(s->kv_dtype), x = 16 / bytes;
+  const int tgs = sg / bs > 1 ? sg / bs : 1;
+  int vec = 16;
+  while (vec > 1 && vec > 16 / (tgs * bytes)) vec /= 2;
+  return THREADS % sg == 0 && s->head_size % (tgs * vec) == 0 && bs / (x < bs ? x : bs) <= sg;
+}
+
 /* The tensor-core kernel or the lanes kernel: forced, or mma on NVIDIA
  * for f16/bf16 caches with head sizes of multiples of 32, f32 caches
  * (3xTF32) with multiples of 16 up to 128, fp8 caches with multiples of
@@ -91,6 +122,22 @@ static clpa_status pick_path(const clpa_decode_shape *s, const clpa_device_facts
     clpa_status st = clpa_planner_mma_check(dev, err);
     if (st != CLPA_OK) return st;
   }
+  const int bs = s->block_size, lanes_ok = lanes_takes_block(s, dev);
+  const int rows_ok = clpa_rows_takes_block(bs, s->head_size, kv);
+  CLPA_CHECK(err, s->path == CLPA_PLANNER_MMA && !mma_takes_block(bs), CLPA_ERR_UNSUPPORTED,
+             "path mma takes blocks of multiples of 4 tokens, and block_size is %d (path auto"
+             " picks a path that takes it)", bs);
+  CLPA_CHECK(err, s->path == CLPA_PLANNER_ROWS && !rows_ok, CLPA_ERR_UNSUPPORTED,
+             "path rows does not take block_size %d with head_size %d and a %s cache (blocks of"
+             " fewer than 8 tokens need a head of multiples of 16, and one token or as many as"
+             " the dtype has bytes; path auto picks a path that takes it)", bs, s->head_size,
+             clpa_dtype_name(kv));
+  CLPA_CHECK(err, s->path == CLPA_PLANNER_LANES && !lanes_ok, CLPA_ERR_UNSUPPORTED,
+             "path lanes does not take block_size %d with head_size %d, a %s cache and %d-lane"
+             " groups (%s; path auto picks a path that takes it)", bs, s->head_size,
+             clpa_dtype_name(kv), dev->lane_width ? dev->lane_width : bs,
+             dev->lane_width ? "real lane groups: blocks of 8 to 32 tokens"
+                             : "emulated lanes: one a token, a block within the work-group");
   /* the tensor cores round the query and the weights, but for f32 caches (3xTF32) */
   const int exact = s->precision != CLPA_PLANNER_PRECISION_F32 || f32;
   CLPA_CHECK(err, s->path == CLPA_PLANNER_MMA && !exact, CLPA_ERR_UNSUPPORTED,
@@ -104,10 +151,18 @@ static clpa_status pick_path(const clpa_decode_shape *s, const clpa_device_facts
              clpa_dtype_name(kv), s->head_size, s->partition_size);
   /* Auto takes mma where it runs natively, f32 caches up to head 128 (past it
    * their build spills): docs/decisions/0001-decode-path.md. */
-  const int auto_ok = (!f32 || s->head_size <= 128) && exact && split_key;
+  const int auto_ok = (!f32 || s->head_size <= 128) && exact && split_key && mma_takes_block(bs);
   const int mma = s->path == CLPA_PLANNER_MMA ||
                   (s->path == CLPA_PLANNER_AUTO && fits && auto_ok && dev->mma_native == 1);
-  const int rows = s->path == CLPA_PLANNER_ROWS || (s->path == CLPA_PLANNER_AUTO && dev->is_cpu);
+  /* auto: rows on CPUs, and where the lanes kernel cannot take the block size */
+  const int rows = s->path == CLPA_PLANNER_ROWS ||
+                   (s->path == CLPA_PLANNER_AUTO && rows_ok &&
+                    (dev->is_cpu || !lanes_ok));
+  CLPA_CHECK(err, s->path == CLPA_PLANNER_AUTO && !mma && !rows && !lanes_ok,
+             CLPA_ERR_UNSUPPORTED,
+             "no decode path takes block_size %d with head_size %d and a %s cache on this device"
+             " (lanes: %d-lane groups; rows: see path rows)", bs, s->head_size,
+             clpa_dtype_name(kv), dev->lane_width ? dev->lane_width : bs);
   out->path = mma ? CLPA_PLANNER_MMA : rows ? CLPA_PLANNER_ROWS : CLPA_PLANNER_LANES;
   return CLPA_OK;
 }
@@ -470,7 +525,8 @@ clpa_status clpa_decode_planner(const clpa_decode_shape *s, const clpa_device_fa
   const unsigned cus = dev->compute_units ? dev->compute_units : 1;
   /* The caller's partition as it is (whole blocks, and on the mma path
    * whole 16-token chunks: checked); the plan's whole blocks and, on the
-   * mma path, whole units (block sizes are 8, 16 or 32). */
+   * mma path, whole units (the larger of a chunk and a block: both powers
+   * of two, so whole blocks and whole chunks). */
   const int mma = c.path == CLPA_PLANNER_MMA;
   const int unit = mma && bs < mma_unit(s->kv_dtype) ? mma_unit(s->kv_dtype) : bs;
   c.partition = s->partition_size ? s->partition_size : round_up(t->partition, unit);

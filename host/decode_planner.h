@@ -107,4 +107,11 @@ clpa_status clpa_decode_planner(const clpa_decode_shape *s, const clpa_device_fa
  * in err, as above) where dev->mma_native is 0. */
 clpa_status clpa_planner_mma_check(const clpa_device_facts *dev, char *err);
 
+/* Whether the rows kernels (decode_rows.cl, prefill_rows.cl) take blocks of
+ * block_size tokens with this head size and cache dtype: 8 tokens or more
+ * (a power of two), else a head of multiples of 16 and a block of one
+ * token (its key one run of dims) or of at least a 16-byte key row's
+ * tokens (rows.cl's VT, 16 / x). Returns 1 or 0. */
+int clpa_rows_takes_block(int block_size, int head_size, clpa_dtype kv);
+
 #endif

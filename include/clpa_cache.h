@@ -74,7 +74,7 @@ typedef struct clpa_cache_config {
   int32_t num_layers;   /* > 0 */
   int32_t num_kv_heads; /* > 0 */
   int32_t head_size;    /* > 0, a multiple of x (16 bytes of dtype) */
-  int32_t block_size;   /* tokens per block, > 0 (clpa_decode supports 8, 16, 32) */
+  int32_t block_size;   /* tokens per block, > 0 (attention: powers of two, 1 to 256) */
   clpa_dtype dtype;     /* storage dtype */
   /* Blocks per layer: > 0 exactly; 0 = as many as mem_fraction of the
    * device's global memory holds (device caches only; a wrapped cache

@@ -53,8 +53,9 @@ clpa_status clpa_attn_validate(clpa_context *ctx, const clpa_attn *a) {
   CLPA_CTX_CHECK(ctx, !supported_head_size(kv->head_size), CLPA_ERR_UNSUPPORTED,
                  "head_size = %d (supported: 32, 64, 80, 96, 112, 120, 128, 192, 256)",
                  kv->head_size);
-  CLPA_CTX_CHECK(ctx, kv->block_size != 8 && kv->block_size != 16 && kv->block_size != 32,
-                 CLPA_ERR_UNSUPPORTED, "block_size = %d (supported: 8, 16, 32)", kv->block_size);
+  CLPA_CTX_CHECK(ctx, kv->block_size > 256 || (kv->block_size & (kv->block_size - 1)) != 0,
+                 CLPA_ERR_UNSUPPORTED, "block_size = %d (supported: powers of two, 1 to 256)",
+                 kv->block_size);
   CLPA_CTX_CHECK(ctx, a->q_dtype != CLPA_DTYPE_F32 && a->q_dtype != CLPA_DTYPE_F16 &&
                           a->q_dtype != CLPA_DTYPE_BF16,
                  CLPA_ERR_UNSUPPORTED, "q_dtype = %s (query and output must be f32, f16 or bf16)",

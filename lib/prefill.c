@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "block_mask.h"
+#include "decode_planner.h"
 #include "merge_args.h"
 #include "plan.h"
 #include "prefill_args.h"
@@ -125,12 +126,22 @@ static clpa_status check_lengths(clpa_context *ctx, const clpa_prefill_params *p
   return CLPA_OK;
 }
 
+/* The block sizes each kernel takes (clpa_attn_validate lets powers of two
+ * from 1 to 256 through): prefill_mma.cl copies a tile's BK = 32 or 64
+ * keys as whole blocks of 8 tokens or more, and was measured wrong at 64
+ * (blocks of 8 to 32: the default tile's keys hold whole ones);
+ * prefill_tiles.cl reads values 4 tokens at a time; the rows kernel: host
+ * clpa_rows_takes_block. */
+static int mma_takes_block(int bs) { return bs >= 8 && bs <= 32; }
+static int tiles_take_block(int bs) { return bs % 4 == 0; }
+
 /* The tensor-core path applies: an f16 or bf16 cache in the split-key
  * layout (prefill_mma.cl copies 16-byte key rows and value rows of
  * successive tokens), a head size that is a multiple of 16. */
 static int mma_applies(const clpa_kv_layout *kv) {
   return (kv->dtype == CLPA_DTYPE_F16 || kv->dtype == CLPA_DTYPE_BF16) &&
-         kv->head_size % 16 == 0 && kv->kind == CLPA_KV_LAYOUT_SPLIT_KEY;
+         kv->head_size % 16 == 0 && kv->kind == CLPA_KV_LAYOUT_SPLIT_KEY &&
+         mma_takes_block(kv->block_size);
 }
 
 /* cl/prefill_mma.cl's clpa_prefill_mma, with `stages` tiles in flight: keys
@@ -168,6 +179,9 @@ static clpa_status pick_mma(clpa_context *ctx, const clpa_prefill_params *p,
                  "path mma reads the split-key cache layout only, and the caches are %s (tiles"
                  " and rows read every layout; path auto picks one of them)",
                  clpa_kv_layout_kind_name(kv->kind));
+  CLPA_CTX_CHECK(ctx, !mma_takes_block(kv->block_size), CLPA_ERR_UNSUPPORTED,
+                 "path mma takes blocks of 8, 16 or 32 tokens, and block_size is %d (tiles or"
+                 " rows take it; path auto picks one of them)", kv->block_size);
   CLPA_CTX_CHECK(ctx, !mma_applies(kv), CLPA_ERR_UNSUPPORTED,
                  "path mma needs an f16 or bf16 cache and a head size that is a multiple of 16"
                  " (cache %s, head_size %d)", clpa_dtype_name(kv->dtype), kv->head_size);
@@ -217,7 +231,24 @@ static clpa_status pick_tiles(clpa_context *ctx, const clpa_prefill_params *p,
           : mma_auto            ? CLPA_PREFILL_MMA
                                 : CLPA_PREFILL_TILES;
   const int forced = p->path != CLPA_PREFILL_AUTO; /* a forced path ignores the table's shape */
+  const int bs = kv->block_size;
+  const int rows_ok = clpa_rows_takes_block(bs, head_size, kv->dtype);
   if (*path == CLPA_PREFILL_MMA && !forced && !mma_auto) *path = CLPA_PREFILL_TILES;
+  /* auto: where the table's or the device's path cannot take the block
+   * size, the portable one that can (tiles, else rows) */
+  if (!forced && *path == CLPA_PREFILL_TILES && !tiles_take_block(bs) && rows_ok)
+    *path = CLPA_PREFILL_ROWS;
+  if (!forced && *path == CLPA_PREFILL_ROWS && !rows_ok && tiles_take_block(bs))
+    *path = CLPA_PREFILL_TILES;
+  CLPA_CTX_CHECK(ctx, *path == CLPA_PREFILL_TILES && !tiles_take_block(bs), CLPA_ERR_UNSUPPORTED,
+                 "path tiles takes blocks of multiples of 4 tokens, and block_size is %d (%s)", bs,
+                 forced ? "path auto picks a path that takes it"
+                        : "and path rows does not take it with this head size and dtype");
+  CLPA_CTX_CHECK(ctx, *path == CLPA_PREFILL_ROWS && !rows_ok, CLPA_ERR_UNSUPPORTED,
+                 "path rows does not take block_size %d with head_size %d and a %s cache (blocks of"
+                 " fewer than 8 tokens need a head of multiples of 16, and one token or as many as"
+                 " the dtype has bytes; path auto picks a path that takes it)", bs, head_size,
+                 clpa_dtype_name(kv->dtype));
   if (*path == CLPA_PREFILL_MMA) return pick_mma(ctx, p, kv, rows, keys);
   if (*path == CLPA_PREFILL_ROWS) {
     const int32_t r = p->rows_per_group ? p->rows_per_group

@@ -218,6 +218,9 @@ static clpa_status pick_path(clpa_context *ctx, const clpa_xattn_params *p, cons
                  "path mma reads the split-key cache layout only, and the key cache is %s (path"
                  " f32 reads every layout; path auto picks it)",
                  clpa_kv_layout_kind_name(x->kv.kind));
+  CLPA_CTX_CHECK(ctx, x->kv.block_size % 2 != 0, CLPA_ERR_UNSUPPORTED,
+                 "path mma takes cache blocks of an even number of tokens, and block_size is %d"
+                 " (path f32 takes every size; path auto picks it)", x->kv.block_size);
   CLPA_CTX_CHECK(ctx, !mma_applies(x), CLPA_ERR_UNSUPPORTED,
                  "path mma needs an f16 or bf16 cache, a head size that is a multiple of 32 and"
                  " block / stride a multiple of 8 that divides %d or that %d divides (cache %s,"

@@ -270,19 +270,17 @@ static inline void attn_scene_release(attn_scene_dev *d) {
   memset(d, 0, sizeof *d);
 }
 
-/* `call` (clpa_decode, clpa_prefill), forced onto its mma path over the
- * scene's HND or NHD caches, returned st: it must be CLPA_ERR_UNSUPPORTED
- * with a message naming the call, the path and the layout, and nothing
- * written. Releases the scene. */
-static inline int attn_scene_mma_refused(clpa_context *ctx, const char *call, clpa_status st,
-                                         attn_scene *sc, attn_scene_dev *d) {
-  const char *kind = clpa_kv_layout_kind_name(sc->kv.kind), *msg = clpa_context_last_error(ctx);
-  char want[160];
-  snprintf(want, sizeof want,
-           "%s: path mma reads the split-key cache layout only, and the caches are %s", call, kind);
+/* A call forced onto a path that cannot take the scene (an HND or NHD
+ * cache on a tensor-core path, a block size the path's kernel does not
+ * take) returned st: it must be CLPA_ERR_UNSUPPORTED with a message
+ * holding `want` (the call, the path and what it cannot take), and
+ * nothing written. Releases the scene. */
+static inline int attn_scene_refused(clpa_context *ctx, clpa_status st, const char *want,
+                                     attn_scene *sc, attn_scene_dev *d) {
+  const char *msg = clpa_context_last_error(ctx);
   const int good = ok(st == CLPA_ERR_UNSUPPORTED && strstr(msg, want) &&
                           test_untouched(ctx, d->out, d->out_bytes),
-                      "%s, mma forced on a %s cache: refused, nothing written (%s)", call, kind, msg);
+                      "refused, nothing written (%s)", msg);
   attn_scene_release(d);
   attn_scene_free(sc);
   return good;

@@ -257,6 +257,18 @@ static const dcase default_grid[] = {
     {36, 4, 4, 64, 16, 200, E4M3, F32, V1, 0, 1, 0, 0, 0, 1, 1, 0, 0},
 };
 
+/* The case forced onto a path that cannot take it: refused, naming what
+ * (`want`), before anything is written (attn_scene_refused). */
+static int refused_on(const dcase *c, clpa_decode_path path, const char *want) {
+  attn_scene in;
+  make_scene(c, &in);
+  attn_scene_dev d;
+  clpa_decode_params p;
+  upload(c, &in, &d, &p);
+  p.path = path;
+  return attn_scene_refused(ctx, clpa_decode(ctx, &p), want, &in, &d);
+}
+
 /* The HND and NHD layouts: grid cases on the lanes path, the rows path
  * and the automatic choice (f32 block 8 GQA v2, bf16 block 32, e4m3 with
  * ALiBi v1, bf16 block 8 v2 with a window, e5m2 MQA); mma forced refuses
@@ -268,16 +280,56 @@ static void test_layouts(void) {
     run_case(&default_grid[picks[k][0]], CLPA_DECODE_PATH_LANES);
     run_case(&default_grid[picks[k][1]], CLPA_DECODE_PATH_ROWS);
     run_case(&default_grid[picks[k][2]], CLPA_DECODE_PATH_AUTO);
-    const dcase *c = &default_grid[6]; /* f16, head 128: the mma path's */
-    attn_scene in;
-    make_scene(c, &in);
-    attn_scene_dev d;
-    clpa_decode_params p;
-    upload(c, &in, &d, &p);
-    p.path = CLPA_DECODE_PATH_MMA;
-    attn_scene_mma_refused(ctx, "clpa_decode", clpa_decode(ctx, &p), &in, &d);
+    char want[160]; /* default_grid[6]: f16, head 128, the mma path's */
+    snprintf(want, sizeof want, "clpa_decode: path mma reads the split-key cache layout only, and the"
+             " caches are %s", clpa_kv_layout_kind_name(layout));
+    refused_on(&default_grid[6], CLPA_DECODE_PATH_MMA, want);
   }
   layout = CLPA_KV_LAYOUT_SPLIT_KEY;
+}
+
+/* Page sizes past 8, 16 and 32 (issue 46): blocks of 1 (SGLang's token
+ * pool), 4, 64 and 256 on the paths that take them, against the double
+ * reference, one case a size (f16 GQA v2 with a window at 1, f32 MQA v1
+ * with ALiBi at 4, bf16 v2 with sinks at 64, e4m3 v2 at 256). A build costs
+ * PoCL seconds, so the default run (a cold kernel cache in CI) builds four:
+ * 1 on lanes and rows, 64 on lanes, 256 on rows; `all` (--pages, and the
+ * slow suite's --full) every path that takes each size, and block 1 in the
+ * HND layout (test_host_planner holds which path takes which size). Then
+ * the refusals, which build nothing: mma below 4 tokens, rows at 2 with
+ * f32, emulated lanes past the work-group (256). */
+static void test_pages(int all) {
+  static const dcase pages[] = {
+      {4, 8, 2, 128, 1, 200, F16, F32, V2, 64, 0, 0, 1, 0, 0, 1, 0, 0},
+      {4, 4, 1, 64, 4, 150, F32, F16, V1, 0, 0, 1, 0, 0, 0, 1, 0, 0},
+      {4, 8, 2, 128, 64, 300, BF16, F32, V2, 128, 0, 0, 0, 1, 1, 1, 0, 0},
+      {3, 4, 2, 128, 256, 700, E4M3, F32, V2, 256, 0, 0, 1, 0, 0, 1, 0, 0},
+  };
+  clpa_device_info info;
+  clpa_context_device_info(ctx, &info);
+  const int emulated = info.lanes != CLPA_LANES_NV_PTX && info.lanes != CLPA_LANES_SUBGROUP;
+  for (size_t i = 0; i < sizeof pages / sizeof *pages; i++) {
+    const dcase *c = &pages[i];
+    if ((all || c->bs <= 64) && (!emulated || c->bs <= 128) && (all || c->bs != 4))
+      run_case(c, CLPA_DECODE_PATH_LANES);
+    if (all || c->bs == 1 || c->bs == 256) run_case(c, CLPA_DECODE_PATH_ROWS);
+    if (all && c->bs >= 4 && mma_applies(c)) run_case(c, CLPA_DECODE_PATH_MMA);
+  }
+  layout = CLPA_KV_LAYOUT_HND;
+  if (all) run_case(&pages[0], CLPA_DECODE_PATH_ROWS);
+  layout = CLPA_KV_LAYOUT_SPLIT_KEY;
+  dcase c = pages[0];
+  c.bs = 2, c.kv = F32;
+  refused_on(&c, CLPA_DECODE_PATH_MMA,
+               "clpa_decode: path mma takes blocks of multiples of 4 tokens, and block_size is 2");
+  refused_on(&c, CLPA_DECODE_PATH_ROWS,
+               "clpa_decode: path rows does not take block_size 2 with head_size 128 and a f32"
+               " cache");
+  if (emulated) {
+    c = pages[3];
+    refused_on(&c, CLPA_DECODE_PATH_LANES,
+                 "clpa_decode: path lanes does not take block_size 256 with head_size 128");
+  }
 }
 
 /* The cross product, for the slow suite: options drawn at random. */
@@ -371,7 +423,9 @@ static void test_bad_args(void) {
   BAD(kv.head_size = 96, "key_cache holds", CLPA_ERR_INVALID_ARG); /* the layout outgrows the buffers */
   BAD(kv.head_size = 100, "head_size = 100", CLPA_ERR_INVALID_ARG); /* not a multiple of x */
   BAD(kv.head_size = 48, "head_size = 48", CLPA_ERR_UNSUPPORTED);
-  BAD(kv.block_size = 4, "block_size = 4", CLPA_ERR_UNSUPPORTED);
+  BAD(kv.block_size = 12, "block_size = 12 (supported: powers of two, 1 to 256)",
+      CLPA_ERR_UNSUPPORTED);
+  BAD(kv.block_size = 512, "block_size = 512", CLPA_ERR_UNSUPPORTED);
   BAD(kv.block_size = 0, "block_size = 0", CLPA_ERR_INVALID_ARG);
   BAD(kv.num_kv_heads = 0, "num_kv_heads = 0", CLPA_ERR_INVALID_ARG);
   BAD(kv.num_blocks = -1, "clpa_decode: kv: num_blocks = -1", CLPA_ERR_INVALID_ARG); /* the call named once */
@@ -969,11 +1023,14 @@ int main(int argc, char **argv) {
     test_mma_heads();
   } else if (argc > 1 && strcmp(argv[1], "--layouts") == 0) { /* the HND and NHD cases alone */
     test_layouts();
+  } else if (argc > 1 && strcmp(argv[1], "--pages") == 0) { /* the page sizes alone */
+    test_pages(1);
   } else if (argc > 1 && strcmp(argv[1], "--rows") == 0) { /* ... and on the rows path */
     for (size_t i = 0; i < sizeof default_grid / sizeof *default_grid; i++)
       run_case(&default_grid[i], CLPA_DECODE_PATH_ROWS);
   } else if (full) {
     ok(run_full() == 0, "full cross product");
+    test_pages(1);
   } else {
     for (size_t i = 0; i < sizeof default_grid / sizeof *default_grid; i++) {
       run_case(&default_grid[i], CLPA_DECODE_PATH_LANES);
@@ -981,6 +1038,7 @@ int main(int argc, char **argv) {
       if (mma_applies(&default_grid[i])) run_case(&default_grid[i], CLPA_DECODE_PATH_MMA);
     }
     test_layouts();
+    test_pages(0);
     test_codes(0);
     test_codes(1);
     test_faults();

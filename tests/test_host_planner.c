@@ -59,6 +59,28 @@ static void to_grid_plan(const clpa_decode_decision *d, grid_plan *g) {
 
 /* ---- invariants ---------------------------------------------------------- */
 
+/* Whether decode_rows.cl builds for the block size: blocks of 8 or more; smaller ones a head of
+ * 16s (its key vectors and value rows), one token or a key vector's VT = 16 / x of them. */
+static int rows_build(const clpa_decode_shape *s) {
+  const int bs = s->block_size;
+  return bs >= 8 || (s->head_size % 16 == 0 && (bs == 1 || bs >= (int)clpa_dtype_size(s->kv_dtype)));
+}
+
+/* Whether decode.cl builds for the block size (its #errors, restated): emulated lanes one a
+ * token within the work-group; real ones a head of whole TGS x VEC_SIZE vectors, a block's
+ * value vectors within a lane group; and the planner keeps real ones at blocks of 8 to 32
+ * (the shapes tests have run). */
+static int lanes_build(const clpa_decode_shape *s, const clpa_device_facts *dev) {
+  const int bs = s->block_size, sg = dev->lane_width ? dev->lane_width : bs;
+  const int bytes = (int)clpa_dtype_size(s->kv_dtype), x = 16 / bytes;
+  const int tgs = sg / bs > 1 ? sg / bs : 1;
+  const int ve = 16 / (tgs * bytes);
+  const int vec = ve >= 16 ? 16 : ve >= 8 ? 8 : ve >= 4 ? 4 : ve >= 2 ? 2 : 1;
+  const int vvecs = bs / (x < bs ? x : bs);
+  return CLPA_PLANNER_LANES_THREADS % sg == 0 && s->head_size % (tgs * vec) == 0 && vvecs <= sg &&
+         (dev->lane_width || tgs == 1) && (!dev->lane_width || (bs >= 8 && bs <= 32));
+}
+
 static int ceil_div(int64_t a, int64_t b) { return (int)((a + b - 1) / b); }
 static int64_t round_up(int64_t a, int64_t b) { return (a + b - 1) / b * b; }
 
@@ -75,7 +97,11 @@ static const char *broken(const clpa_decode_shape *s, const clpa_device_facts *d
   if (mma && dev->mma_native == 0) return "mma where it cannot build";
   if (mma && s->precision == CLPA_PLANNER_PRECISION_F32 && s->kv_dtype != CLPA_DTYPE_F32)
     return "mma rounds a query the caller wants kept";
-  if (!s->path && rows != (dev->is_cpu && !mma)) return "auto: rows exactly on CPUs (mma first)";
+  if (!s->path && rows != ((dev->is_cpu || !lanes_build(s, dev)) && rows_build(s) && !mma))
+    return "auto: rows on CPUs and where lanes cannot build, where rows can (mma first)";
+  if (lanes && !lanes_build(s, dev)) return "lanes: a block size decode.cl refuses";
+  if (mma && bs % 4) return "mma: blocks not whole runs of 4 tokens";
+  if (rows && !rows_build(s)) return "rows: a block size rows.cl cannot vectorize";
   if (!s->path && mma && dev->mma_native != 1) return "auto: mma only where native";
   if (s->variant == CLPA_PLANNER_V1 && d->v2) return "the forced v1";
   if (s->variant == CLPA_PLANNER_V2 && !d->v2) return "the forced v2";
@@ -121,7 +147,8 @@ static const char *broken(const clpa_decode_shape *s, const clpa_device_facts *d
   if (lanes && d->threads != CLPA_PLANNER_LANES_THREADS) return "lanes: work-group";
   if (mma && (d->threads % 32 || d->threads < 64 || d->threads > 384)) return "mma: warps";
   if (mma && d->pipe && d->threads > 32 * t->mma_pipe_warps) return "mma: PIPE past its warps";
-  if (d->sg != (dev->lane_width ? dev->lane_width : bs) || CLPA_PLANNER_LANES_THREADS % d->sg)
+  if (d->sg != (dev->lane_width ? dev->lane_width : bs) ||
+      (lanes && CLPA_PLANNER_LANES_THREADS % d->sg))
     return "lane width";
   if (mma != (d->chunk != 0) || (d->chunk && d->chunk != 16 && d->chunk != 32)) return "chunk";
   if (d->chunk == 32 && (!fp8 || bs % 8 || (d->v2 && d->partition % 32))) return "32-token chunks";
@@ -297,7 +324,8 @@ static void random_cases(long n) {
                               96 << 10, 228 << 10, 512 << 10};
   static const int wgs[] = {128, 256, 512, 1024, 4096}, widths[] = {1, 4, 8, 16};
   static const int lane_widths[] = {0, 8, 16, 32}, natives[] = {-1, 0, 1}, ccs[] = {75, 80, 89, 90};
-  static const int parts[] = {128, 256, 512, 1024, 2048, 4096, 8192}, bss[] = {8, 16, 32};
+  static const int parts[] = {128, 256, 512, 1024, 2048, 4096, 8192};
+  static const int bss[] = {1, 2, 4, 8, 16, 32, 64, 128, 256};
   static const int kvs[] = {1, 2, 4, 8}, qpks[] = {1, 2, 3, 4, 7, 8, 16};
   static const int hss[] = {32, 64, 80, 96, 112, 120, 128, 192, 256};
   static const clpa_dtype dts[] = {CLPA_DTYPE_F32, CLPA_DTYPE_F16, CLPA_DTYPE_BF16,
@@ -372,7 +400,8 @@ static void random_cases(long n) {
         why = "refused with another status";
       else if (!strstr(err, ": ") || !*(strstr(err, ": ") + 2))
         why = "refused without a message";
-      else if (s.path == 0 && s.variant == 0 && !s.partition_size && !s.heads_per_group)
+      else if (s.path == 0 && s.variant == 0 && !s.partition_size && !s.heads_per_group &&
+               !strstr(err, "no decode path takes block_size"))
         why = "refused with nothing forced";
     } else if (memcmp(&d, &again, sizeof d))
       why = "a second plan differs";
@@ -447,6 +476,68 @@ static void layouts_off_mma(void) {
   }
 }
 
+/* Page sizes (issue 46): the H200 takes mma for blocks of multiples of 4 tokens and rows for
+ * 1 and 2; an emulated-lanes GPU takes lanes up to 128 and rows for 256 (past its
+ * work-group); a 32-lane GPU takes lanes for 8 to 32 and rows elsewhere, and no path takes
+ * block 1 with head 120; forced paths that cannot take a size are refused, naming it. */
+static void page_sizes(void) {
+  clpa_device_facts h200, emu, sub;
+  clpa_decode_tuning t;
+  device_of(&grid_devices[2], &h200, &t);
+  emu = h200, emu.lane_width = 0, emu.mma_native = -1, emu.is_cpu = 0;
+  sub = emu, sub.lane_width = 32;
+  clpa_decode_shape s = {4, 32, 8, 128, 1, CLPA_DTYPE_F16, 4096, NULL, CLPA_PLANNER_AUTO,
+                         0, 0,  0, 0, CLPA_KV_LAYOUT_SPLIT_KEY};
+  clpa_decode_decision d;
+  const struct {
+    const clpa_device_facts *dev;
+    int bs, hs, path;
+    const char *name;
+  } picks[] = {{&h200, 1, 128, CLPA_PLANNER_ROWS, "h200, block 1: rows"},
+               {&h200, 2, 128, CLPA_PLANNER_ROWS, "h200, block 2: rows"},
+               {&h200, 4, 128, CLPA_PLANNER_MMA, "h200, block 4: mma"},
+               {&h200, 64, 128, CLPA_PLANNER_MMA, "h200, block 64: mma"},
+               {&h200, 256, 128, CLPA_PLANNER_MMA, "h200, block 256: mma"},
+               {&emu, 128, 128, CLPA_PLANNER_LANES, "emulated lanes, block 128: lanes"},
+               {&emu, 256, 128, CLPA_PLANNER_ROWS, "emulated lanes, block 256: rows"},
+               {&sub, 1, 80, CLPA_PLANNER_ROWS, "32 lanes, block 1, head 80: rows"},
+               {&sub, 32, 128, CLPA_PLANNER_LANES, "32 lanes, block 32: lanes"},
+               {&sub, 64, 128, CLPA_PLANNER_ROWS, "32 lanes, block 64: rows"}};
+  for (size_t i = 0; i < sizeof picks / sizeof *picks; i++) {
+    s.block_size = picks[i].bs, s.head_size = picks[i].hs;
+    const clpa_status st = clpa_decode_planner(&s, picks[i].dev, &t, &d, NULL);
+    ok(st == CLPA_OK && d.path == picks[i].path && !broken(&s, picks[i].dev, &t, &d), "%s (%s)",
+       picks[i].name, st ? clpa_last_error() : "planned");
+  }
+  s.block_size = 1, s.head_size = 120;
+  ok(clpa_decode_planner(&s, &sub, &t, &d, NULL) == CLPA_ERR_UNSUPPORTED &&
+         strstr(clpa_last_error(), "no decode path takes block_size 1 with head_size 120"),
+     "32 lanes, block 1, head 120: refused (%s)", clpa_last_error());
+  const struct {
+    const clpa_device_facts *dev;
+    int bs, path;
+    clpa_dtype dt;
+    const char *want;
+  } refused[] = {
+      {&h200, 2, CLPA_PLANNER_MMA, CLPA_DTYPE_F16,
+       "path mma takes blocks of multiples of 4 tokens, and block_size is 2"},
+      {&h200, 2, CLPA_PLANNER_ROWS, CLPA_DTYPE_F32,
+       "path rows does not take block_size 2 with head_size 128 and a f32 cache"},
+      {&emu, 256, CLPA_PLANNER_LANES, CLPA_DTYPE_F16,
+       "path lanes does not take block_size 256 with head_size 128, a f16 cache and 256-lane"},
+      {&sub, 64, CLPA_PLANNER_LANES, CLPA_DTYPE_F16,
+       "path lanes does not take block_size 64 with head_size 128, a f16 cache and 32-lane"
+       " groups (real lane groups: blocks of 8 to 32 tokens"}};
+  for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
+    s.block_size = refused[i].bs, s.head_size = 128, s.path = refused[i].path;
+    s.kv_dtype = refused[i].dt;
+    ok(clpa_decode_planner(&s, refused[i].dev, &t, &d, NULL) == CLPA_ERR_UNSUPPORTED &&
+           strstr(clpa_last_error(), refused[i].want),
+       "block %d forced on path %d: refused (%s)", refused[i].bs, refused[i].path,
+       clpa_last_error());
+  }
+}
+
 /* PIPE's cap of 8 warps gives a 12-warp work-group more output slices (8 against 6): on a
  * 32 KiB device with emulated products its local memory no longer fit, so no PIPE there. */
 static void regress_pipe_keeps_local_memory(void) {
@@ -471,6 +562,7 @@ int main(int argc, char **argv) {
   random_cases(argc > 2 ? atol(argv[2]) : 20000);
   refusals();
   layouts_off_mma();
+  page_sizes();
   regress_pipe_keeps_local_memory();
   return done_testing();
 }

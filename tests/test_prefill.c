@@ -268,6 +268,18 @@ static const pcase default_grid[] = {
     {5, 8, 2, 128, 8, 70, 90, BF16, BF16, 0, 0, 0, 0, 1, 0, 0, 1, 0, 0}, /* full attention, window */
 };
 
+/* The case forced onto a path that cannot take it: refused, naming what
+ * (`want`), before anything is written (attn_scene_refused). */
+static int refused_on(const pcase *c, clpa_prefill_path path, const char *want) {
+  attn_scene in;
+  make_scene(c, &in);
+  attn_scene_dev d;
+  clpa_prefill_params p;
+  upload(c, &in, &d, &p);
+  p.path = path;
+  return attn_scene_refused(ctx, clpa_prefill(ctx, &p), want, &in, &d);
+}
+
 /* The HND and NHD layouts: grid cases on the tiles path, the rows path
  * and the automatic choice (f32 block 8 GQA, fp8 with a window, bf16 block
  * 32 with ALiBi; bf16 block 8 full attention, f16 block 8 with sinks, e5m2
@@ -280,16 +292,46 @@ static void test_layouts(void) {
     run_case_on(&default_grid[picks[k][0]], CLPA_PREFILL_TILES);
     run_case_on(&default_grid[picks[k][1]], CLPA_PREFILL_ROWS);
     run_case_on(&default_grid[picks[k][2]], CLPA_PREFILL_AUTO);
-    const pcase *c = &default_grid[6]; /* f16, head 128: the mma path's */
-    attn_scene in;
-    make_scene(c, &in);
-    attn_scene_dev d;
-    clpa_prefill_params p;
-    upload(c, &in, &d, &p);
-    p.path = CLPA_PREFILL_MMA;
-    attn_scene_mma_refused(ctx, "clpa_prefill", clpa_prefill(ctx, &p), &in, &d);
+    char want[160]; /* default_grid[6]: f16, head 128, the mma path's */
+    snprintf(want, sizeof want, "clpa_prefill: path mma reads the split-key cache layout only, and the"
+             " caches are %s", clpa_kv_layout_kind_name(layout));
+    refused_on(&default_grid[6], CLPA_PREFILL_MMA, want);
   }
   layout = CLPA_KV_LAYOUT_SPLIT_KEY;
+}
+
+/* Page sizes past 8, 16 and 32 (issue 46): blocks of 1 (SGLang's token
+ * pool) on rows, the one prefill kernel that takes them; 4, 64 and 256 on
+ * tiles and rows (one case a size: f16 GQA causal at 1, bf16 with a window
+ * at 4, f32 with sinks at 64, e5m2 full attention at 256), against the
+ * double reference. A build costs PoCL seconds, so the default run (a
+ * cold kernel cache in CI) builds three: 1 on rows, 64 on tiles, 256 on
+ * rows; `all` (--pages, --full) every path that takes each size, and
+ * block 1 in the HND layout. Then the refusals, which build nothing:
+ * tiles below 4 tokens, mma past 32 (prefill_mma.cl's tiles of 32 or 64
+ * keys measured wrong at 64). */
+static void test_pages(int all) {
+  static const pcase pages[] = {
+      {5, 8, 2, 128, 1, 40, 90, F16, F32, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0},
+      {5, 4, 4, 64, 4, 33, 64, BF16, F32, 0, 0, 1, 0, 1, 0, 0, 1, 0, 0},
+      {5, 8, 2, 128, 64, 50, 150, F32, F16, 0, 0, 1, 0, 0, 0, 1, 1, 0, 0},
+      {4, 4, 1, 64, 256, 40, 300, E5M2, F32, 0, 0, 0, 1, 0, 0, 0, 1, 0, 0},
+  };
+  for (size_t i = 0; i < sizeof pages / sizeof *pages; i++) {
+    const int bs = pages[i].bs;
+    if (bs >= 4 && (all || bs == 64)) run_case_on(&pages[i], CLPA_PREFILL_TILES);
+    if (all || bs == 1 || bs == 256) run_case_on(&pages[i], CLPA_PREFILL_ROWS);
+  }
+  layout = CLPA_KV_LAYOUT_HND;
+  if (all) run_case_on(&pages[0], CLPA_PREFILL_ROWS);
+  layout = CLPA_KV_LAYOUT_SPLIT_KEY;
+  refused_on(&pages[0], CLPA_PREFILL_TILES,
+               "clpa_prefill: path tiles takes blocks of multiples of 4 tokens, and block_size"
+               " is 1");
+  pcase c = pages[2];
+  c.kv = F16;
+  refused_on(&c, CLPA_PREFILL_MMA,
+               "clpa_prefill: path mma takes blocks of 8, 16 or 32 tokens, and block_size is 64");
 }
 
 /* Chunked prefill: each sequence's new tokens in k calls with growing
@@ -815,7 +857,9 @@ static void test_bad_args(void) {
   BAD(num_heads = 3, "num_heads = 3", CLPA_ERR_INVALID_ARG);
   BAD(num_heads = INT32_MIN, "num_heads", CLPA_ERR_INVALID_ARG);
   BAD(kv.head_size = 48, "head_size = 48", CLPA_ERR_UNSUPPORTED);
-  BAD(kv.block_size = 4, "block_size = 4", CLPA_ERR_UNSUPPORTED);
+  BAD(kv.block_size = 12, "block_size = 12 (supported: powers of two, 1 to 256)",
+      CLPA_ERR_UNSUPPORTED);
+  BAD(kv.block_size = 512, "block_size = 512", CLPA_ERR_UNSUPPORTED);
   BAD(kv.num_blocks = 5, "key_cache holds", CLPA_ERR_INVALID_ARG);
   BAD(kv.dtype = (clpa_dtype)-3, "dtype", CLPA_ERR_INVALID_ARG);
   BAD(value_cache = small, "value_cache holds", CLPA_ERR_INVALID_ARG);
@@ -915,6 +959,10 @@ int main(int argc, char **argv) {
     test_layouts();
     return test_context_done(ctx);
   }
+  if (argc > 1 && strcmp(argv[1], "--pages") == 0) { /* the page sizes alone */
+    test_pages(1);
+    return test_context_done(ctx);
+  }
   for (int pi = CLPA_PREFILL_TILES; argc > 1 && pi <= CLPA_PREFILL_MMA; pi++) {
     char flag[16];
     snprintf(flag, sizeof flag, "--%s", path_name((clpa_prefill_path)pi));
@@ -938,6 +986,7 @@ int main(int argc, char **argv) {
       run_case_on(&default_grid[i], native_path(&default_grid[i]));
   }
   test_layouts();
+  test_pages(full);
   test_chunks();
   test_decode_equal();
   test_offset_rows();

@@ -471,7 +471,18 @@ static void test_paths(void) {
   p.path = CLPA_XATTN_AUTO;
   ok(clpa_xattn_choice(ctx, &p, &got) == CLPA_OK && got == CLPA_XATTN_F32,
      "auto with an f32 cache: f32");
-  cl_mem all[] = {q, kc, bt, mask, k32};
+  /* a token pool (blocks of 1: the same bytes as 8 blocks of 16) */
+  clpa_kv_layout_init(&p.kv, F16, 128, 1, 2, 64);
+  cl_mem bt1 = test_buffer(ctx, NULL, 4 * 128);
+  p.key_cache = kc, p.block_table = bt1, p.max_blocks_per_seq = 128;
+  ok(clpa_xattn_choice(ctx, &p, &got) == CLPA_OK && got == CLPA_XATTN_F32,
+     "auto over blocks of 1: f32");
+  p.path = CLPA_XATTN_MMA;
+  ok(clpa_xattn_choice(ctx, &p, &got) == CLPA_ERR_UNSUPPORTED &&
+         strstr(clpa_context_last_error(ctx), "path mma takes cache blocks of an even number of"
+                                              " tokens, and block_size is 1"),
+     "mma over blocks of 1 refused: %s", clpa_context_last_error(ctx));
+  cl_mem all[] = {q, kc, bt, mask, k32, bt1};
   for (size_t i = 0; i < sizeof all / sizeof *all; i++) clReleaseMemObject(all[i]);
 }
 
@@ -487,6 +498,15 @@ int main(void) {
     test_no_mass_and_faults();
     test_pieces();
     test_structured();
+  }
+  /* Page sizes (issue 46): the f32 path over blocks of 1 (SGLang's token
+   * pool) and 256, the first grid case otherwise (the mma path takes even
+   * block sizes: lib/xattn.c's mma_applies) */
+  xpath = CLPA_XATTN_F32;
+  for (int bs = 1; bs <= 256; bs *= 256) {
+    xcase c = grid[0];
+    c.bs = bs;
+    run_case(&c);
   }
   xpath = CLPA_XATTN_AUTO;
   test_paths();
