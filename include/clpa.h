@@ -322,8 +322,9 @@ CLPA_API clpa_status clpa_context_tuning(const clpa_context *ctx, clpa_tuning *o
  * weights as the mma path does).
  *
  * Supported: head_size 32, 64, 80, 96, 112, 120, 128, 192, 256 (head_size a
- * multiple of x: fp8 excludes 120, as in vLLM); block_size 8, 16, 32;
- * num_heads % num_kv_heads == 0; query/out f32, f16 or bf16; contexts up
+ * multiple of x: fp8 excludes 120, as in vLLM); block_size a power of two
+ * from 1 to 256 (each path takes what its kernel can, the automatic choice
+ * one that does: docs/guide.md's page-size table); num_heads % num_kv_heads == 0; query/out f32, f16 or bf16; contexts up
  * to CLPA_MAX_CONTEXT_LEN tokens.
  * ==================================================================== */
 
