@@ -48,6 +48,16 @@ rc, h = run(*small, "--one-attention-call")
 ok(rc == 0 and h and h["check_ok"] and h["attention_calls"] == 1 and on and on["attention_calls"] == 2
    and h["generated_tokens"] == on["generated_tokens"],
    "--one-attention-call: --check passes, the same tokens served: %s" % (h or {}).get("check"))
+# page sizes (issue 46): SGLang's token pool and a large block, through the KV manager, the radix
+# cache and clpa's attention; --check against the host reference
+for bs in ("1", "64"):
+    rc, h = run(*small, "--block-size", bs)
+    ok(rc == 0 and h and h["check_ok"] and h["block_size"] == int(bs) and on
+       and h["generated_tokens"] == on["generated_tokens"] and h["cached_tokens"] > 0,
+       "--block-size %s: --check passes, prefixes shared: %s" % (bs, (h or {}).get("check")))
+p = subprocess.run([demo, "--block-size", "12"], capture_output=True, text=True, timeout=600)
+ok(p.returncode == 2 and "--block-size takes a power of two from 1 to 256, not 12" in p.stderr,
+   "--block-size 12: refused, exit 2")
 # a random model quantized on the host (--weight-quant): every layer matrix and the LM head in
 # ggml's blocks, the reference engine on their decoding
 rc, h = run(*small, "--weight-dtype", "f16", "--weight-quant", "q8_0")

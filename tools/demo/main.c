@@ -143,7 +143,7 @@ static int parse(int argc, char **argv, demo_args *a) {
       {"blocks", CLI_INT, &a->blocks, 0, 1 << 24, "N",
        "KV cache blocks per layer; 0 sizes it from\nthe workload (a small value forces preemption)",
        NULL, NULL},
-      {"block-size", CLI_INT, &a->block_size, 8, 32, "N", "tokens per block (8, 16 or 32)", NULL,
+      {"block-size", CLI_INT, &a->block_size, 1, 256, "N", "tokens per block: a power of two, 1 to 256", NULL,
        NULL},
       {"kv-dtype", CLI_WORD, &a->kv_dtype, 0, 0, "NAME", "KV cache dtype: f16 or f32", "f16",
        parse_dtype},
@@ -230,8 +230,8 @@ static int parse(int argc, char **argv, demo_args *a) {
   if (a->check && a->temperature > 0)
     return cli_error(&cmd, "--check compares every token with the reference's argmax, so it needs"
                      " greedy decoding: --temperature 0, not %g", (double)a->temperature);
-  if (a->block_size != 8 && a->block_size != 16 && a->block_size != 32)
-    return cli_error(&cmd, "--block-size takes 8, 16 or 32, not %d", (int)a->block_size);
+  if (a->block_size & (a->block_size - 1))
+    return cli_error(&cmd, "--block-size takes a power of two from 1 to 256, not %d", (int)a->block_size);
   if (a->weight_quant && a->model)
     return cli_error(&cmd, "--weight-quant is for the random models: --model keeps its file's forms");
   const demo_wfmt q = a->weight_quant ? demo_wfmt_of_name(a->weight_quant) : DEMO_W_COUNT;
