@@ -79,11 +79,10 @@ static clpa_status gemm(demo_model *m, int32_t l, demo_matrix which, cl_mem A, c
                                                         demo_model_event(m, TIME_GEMM));
 }
 
-/* rms(x) * w into y (f32), or into m->xh (f16) where half is set */
+/* y = rms(x) * w, y f32 or, where half is set, f16 */
 static clpa_status rmsnorm(demo_model *m, cl_mem x, cl_mem w, cl_mem y, int32_t rows, int half) {
   size_t g = (size_t)rows * DEMO_WG, l = DEMO_WG;
-  cl_mem out = half ? m->xh : y;
-  return launch(m, half ? K_RMSNORM_H : K_RMSNORM, 1, &g, &l, 5, ARG(x), ARG(w), ARG(out),
+  return launch(m, half ? K_RMSNORM_H : K_RMSNORM, 1, &g, &l, 5, ARG(x), ARG(w), ARG(y),
                 ARG(m->cfg.hidden), ARG(m->cfg.norm_eps));
 }
 
@@ -197,11 +196,14 @@ static clpa_status layer(demo_model *m, clpa_cache *cache, const step_plans *sp,
   const demo_config *c = &m->cfg;
   const dev_layer *d = &m->dl[l];
   const int32_t qd = c->heads * c->head_size, hd = c->head_size;
+  /* each linear call's activations: f16 where it takes them (takes_f16) */
   const int hq = takes_f16(m, l, DEMO_MAT_QKV, T, c->hidden);
-  const int hg = takes_f16(m, l, DEMO_MAT_GU, T, c->hidden), hd_ = takes_f16(m, l, DEMO_MAT_DOWN, T, c->ffn);
+  const int hg = takes_f16(m, l, DEMO_MAT_GU, T, c->hidden);
+  const int hdn = takes_f16(m, l, DEMO_MAT_DOWN, T, c->ffn);
+  const cl_mem xq = hq ? m->xh : m->xn, xg = hg ? m->xh : m->xn, act = hdn ? m->acth : m->act;
   clpa_status st;
-  TRY(rmsnorm(m, m->x, d->attn_norm, m->xn, T, hq));
-  TRY(gemm(m, l, DEMO_MAT_QKV, hq ? m->xh : m->xn, d->wqkv, m->qkv, T, m->qkv_dim, c->hidden, 0, hq));
+  TRY(rmsnorm(m, m->x, d->attn_norm, xq, T, hq));
+  TRY(gemm(m, l, DEMO_MAT_QKV, xq, d->wqkv, m->qkv, T, m->qkv_dim, c->hidden, 0, hq));
   size_t rg[3] = {(size_t)hd / 2, (size_t)(c->heads + c->kv_heads), (size_t)T};
   TRY(launch(m, K_ROPE, 3, rg, NULL, 5, ARG(m->qkv), ARG(m->positions), ARG(m->d_rope),
              ARG(m->qkv_dim), ARG(hd)));
@@ -218,12 +220,11 @@ static clpa_status layer(demo_model *m, clpa_cache *cache, const step_plans *sp,
   TRY(attention(m, cache, sp, l));
 
   TRY(gemm(m, l, DEMO_MAT_O, m->attn, d->wo, m->x, T, c->hidden, qd, 1, 0));
-  TRY(rmsnorm(m, m->x, d->ffn_norm, m->xn, T, hg));
-  TRY(gemm(m, l, DEMO_MAT_GU, hg ? m->xh : m->xn, d->wgu, m->gu, T, 2 * c->ffn, c->hidden, 0, hg));
+  TRY(rmsnorm(m, m->x, d->ffn_norm, xg, T, hg));
+  TRY(gemm(m, l, DEMO_MAT_GU, xg, d->wgu, m->gu, T, 2 * c->ffn, c->hidden, 0, hg));
   size_t sg[2] = {(size_t)c->ffn, (size_t)T};
-  cl_mem act = hd_ ? m->acth : m->act;
-  TRY(launch(m, hd_ ? K_SILU_MUL_H : K_SILU_MUL, 2, sg, NULL, 3, ARG(m->gu), ARG(act), ARG(c->ffn)));
-  TRY(gemm(m, l, DEMO_MAT_DOWN, act, d->wdown, m->x, T, c->hidden, c->ffn, 1, hd_));
+  TRY(launch(m, hdn ? K_SILU_MUL_H : K_SILU_MUL, 2, sg, NULL, 3, ARG(m->gu), ARG(act), ARG(c->ffn)));
+  TRY(gemm(m, l, DEMO_MAT_DOWN, act, d->wdown, m->x, T, c->hidden, c->ffn, 1, hdn));
 out:
   return st;
 }
