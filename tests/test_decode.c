@@ -297,7 +297,8 @@ static void test_layouts(void) {
  * slow suite's --full) every path that takes each size, and block 1 in the
  * HND layout (test_host_planner holds which path takes which size). Then
  * the refusals, which build nothing: mma below 4 tokens, rows at 2 with
- * f32, emulated lanes past the work-group (256). */
+ * f32, emulated lanes past the work-group (256), real lane groups (NVIDIA)
+ * outside 8 to 32 (1 and 64, whose default case then runs on rows). */
 static void test_pages(int all) {
   static const dcase pages[] = {
       {4, 8, 2, 128, 1, 200, F16, F32, V2, 64, 0, 0, 1, 0, 0, 1, 0, 0},
@@ -310,9 +311,11 @@ static void test_pages(int all) {
   const int emulated = info.lanes != CLPA_LANES_NV_PTX && info.lanes != CLPA_LANES_SUBGROUP;
   for (size_t i = 0; i < sizeof pages / sizeof *pages; i++) {
     const dcase *c = &pages[i];
-    if ((all || c->bs <= 64) && (!emulated || c->bs <= 128) && (all || c->bs != 4))
+    const int lanes_take = emulated ? c->bs <= 128 : c->bs >= 8 && c->bs <= 32;
+    if ((all || c->bs <= 64) && lanes_take && (all || c->bs != 4))
       run_case(c, CLPA_DECODE_PATH_LANES);
-    if (all || c->bs == 1 || c->bs == 256) run_case(c, CLPA_DECODE_PATH_ROWS);
+    if (all || c->bs == 1 || c->bs == 256 || (!lanes_take && c->bs == 64))
+      run_case(c, CLPA_DECODE_PATH_ROWS);
     if (all && c->bs >= 4 && mma_applies(c)) run_case(c, CLPA_DECODE_PATH_MMA);
   }
   layout = CLPA_KV_LAYOUT_HND;
@@ -329,6 +332,11 @@ static void test_pages(int all) {
     c = pages[3];
     refused_on(&c, CLPA_DECODE_PATH_LANES,
                  "clpa_decode: path lanes does not take block_size 256 with head_size 128");
+  } else { /* real lane groups take blocks of 8 to 32 tokens (host/decode_planner.c) */
+    refused_on(&pages[0], CLPA_DECODE_PATH_LANES,
+               "clpa_decode: path lanes does not take block_size 1 with head_size 128");
+    refused_on(&pages[2], CLPA_DECODE_PATH_LANES,
+               "clpa_decode: path lanes does not take block_size 64 with head_size 128");
   }
 }
 
