@@ -325,6 +325,229 @@ inline int tiles_next(int k, int k_end, __global const uchar *block_mask, tile_r
 #endif
 }
 
+/* ---- The kernel as phases over what a work-group holds ----
+ * tiles_call: the call and the work-group's rows, fixed for the kernel;
+ * tiles_lds: its local memory; tiles_acc: a work-item's running sums and
+ * output. The next chunk's loads (qf, kf, vf), in flight between phases,
+ * are passed as arrays: a private array reached through a struct pointer
+ * is a generic pointer where the compiler follows OpenCL C 2.0 (NVIDIA's
+ * does), and the copies take private arrays. */
+typedef struct tiles_call {
+  int s, kv_head, qpk, first, nrows, cached, R0;
+  int k_lo, k_end, p_lo, p_hi; /* the keys the rows see; the rows' first and last position */
+  int causal, window, plain, ts, qvec;
+  long qrow; /* the query row this work-item copies (q_row) */
+  float scale, c2, soft_cap, kscale, vscale;
+  __global const uchar *block_mask;
+  int num_heads, mask_block, mask_qb, mask_kb;
+} tiles_call;
+
+typedef struct tiles_lds {
+  __local float *qt, *kt, *vs, *pt, *red, *mst, *ast;
+  __local int *next_kept;
+  tile_rows rows;
+} tiles_lds;
+
+typedef struct tiles_acc {
+  float l[TM];        /* the rows' partial sums (a row's split over its CG work-items) */
+  float4 acc[TM][DN]; /* the rows' output float4s cg, cg + CG, ... */
+} tiles_acc;
+
+/* The first tile from k that a row keeps (tiles_next with the call's mask). */
+inline int tiles_next_kept(const tiles_call *c, tiles_lds m, int k, int *mine) {
+  return tiles_next(k, c->k_end, c->block_mask, m.rows, c->s, c->num_heads, c->cached,
+                    c->mask_block, c->mask_qb, c->mask_kb, mine, m.next_kept);
+}
+
+/* 1-2. Scores of tile k0: TM rows x TN keys, outer products over the
+ * head's chunks; each chunk's loads (after the last, the tile's first
+ * values) are fetched before the products of the one before. */
+inline void tiles_scores(float sc[TM][TN], IO_RAW4 qf[QU], KV_RAW4 kf[KU], KV_RAW4 vf[VU], tiles_lds m, const tiles_call *c,
+                         __global const io_t *q, __global const kv_t *k_cache,
+                         __global const kv_t *v_cache, __local const long *tb, int k0, long krow) {
+  const int rg = get_local_id(0) / CG, cg = get_local_id(0) % CG;
+#pragma unroll
+  for (int i = 0; i < TM; i++)
+#pragma unroll
+    for (int j = 0; j < TN; j++) sc[i][j] = 0.0f;
+  for (int dc = 0; dc < HEAD_SIZE; dc += DK) {
+    barrier(CLK_LOCAL_MEM_FENCE); /* the last chunk (or tile) is read */
+    store_qk(qf, kf, m.qt, m.kt, c->kscale);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (dc + DK < HEAD_SIZE)
+      fetch_qk(qf, kf, q, c->qrow, c->qvec, k_cache, krow, dc + DK);
+    else
+      fetch_v(vf, v_cache, tb, k0, 0, c->ts);
+#pragma unroll /* the whole chunk (docs/decisions/0022-prefill-tiles-shape.md) */
+    for (int d = 0; d < DK; d++) {
+      float a[TM], b[TN];
+      LDS(TM, a, m.qt + d * QT + rg * TM);
+      LDS(TN, b, m.kt + d * KT + cg * TN);
+#pragma unroll
+      for (int i = 0; i < TM; i++)
+#pragma unroll
+        for (int j = 0; j < TN; j++) sc[i][j] = fma(a[i], b[j], sc[i][j]);
+    }
+  }
+}
+
+/* 3a. Logits in base 2 (times log2(e)) with the masks, and each row's
+ * tile max into red. Masks only where the tile is not `full` (every key
+ * inside every row's range, in a valid block; dense builds only), soft-cap
+ * and ALiBi only where the call has them (`plain` otherwise: the scale and
+ * log2(e) in one multiply). */
+inline void tiles_logits(float sc[TM][TN], tiles_lds m, const tiles_call *c,
+                         __local const long *tb, int k0) {
+  const int rg = get_local_id(0) / CG, cg = get_local_id(0) % CG;
+  int full = !CLPA_SPARSE && k0 >= c->k_lo && k0 + BK <= c->k_end &&
+             (!c->causal || k0 + BK - 1 <= c->p_lo) && (c->window <= 0 || c->p_hi - k0 < c->window);
+  int kok[TN]; /* the key takes part (a bad block's keys never do) */
+#pragma unroll
+  for (int j = 0; j < TN; j++) {
+    kok[j] = tile_key_block(tb, k0 + cg + CG * j, k0, c->k_lo, c->k_end) >= 0;
+    full = full && kok[j];
+  }
+#pragma unroll
+  for (int i = 0; i < TM; i++) {
+    const int r = rg * TM + i, pos = m.rows.pos[r];
+    if (c->plain) {
+#pragma unroll
+      for (int j = 0; j < TN; j++) sc[i][j] *= c->c2;
+    } else {
+      const float slope = m.rows.slope[r];
+#pragma unroll
+      for (int j = 0; j < TN; j++) {
+        float x = sc[i][j] * c->scale;
+        if (c->soft_cap > 0.0f) x = c->soft_cap * tanh(x / c->soft_cap);
+        sc[i][j] = (x + slope * (float)(k0 + cg + CG * j - pos)) * LOG2E;
+      }
+    }
+    if (!full) { /* key jj counts for the row where lo <= jj <= hi */
+#if CLPA_SPARSE
+      const int keep = m.rows.head[r] >= 0 &&
+                       (!c->block_mask || row_mask(m.rows, r, c->block_mask, c->s, c->num_heads,
+                                                   c->cached, c->mask_block, c->mask_qb,
+                                                   c->mask_kb)[k0 / c->mask_block]);
+#else
+      const int keep = m.rows.head[r] >= 0;
+#endif
+      const int hi = !keep ? INT_MIN : c->causal ? pos : INT_MAX;
+      const int lo = c->window > 0 ? pos - c->window + 1 : INT_MIN;
+#pragma unroll
+      for (int j = 0; j < TN; j++) {
+        const int jj = k0 + cg + CG * j;
+        sc[i][j] = kok[j] && jj >= lo && jj <= hi ? sc[i][j] : -INFINITY;
+      }
+    }
+    float tmax = sc[i][0];
+#pragma unroll
+    for (int j = 1; j < TN; j++) tmax = fmax(tmax, sc[i][j]);
+    m.red[r * RS + cg] = tmax;
+  }
+}
+
+/* 3b. The online softmax: each row's new running max (one work-item a
+ * row, from red), the probabilities into pt (TM rows a store), the sums
+ * and the output rescaled where the max moved. */
+inline void tiles_softmax(float sc[TM][TN], tiles_acc *a, tiles_lds m) {
+  const int lid = get_local_id(0), rg = lid / CG, cg = lid % CG;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (lid < ROWS) {
+    float mx = m.mst[lid];
+    for (int k = 0; k < CG; k++) mx = fmax(mx, m.red[lid * RS + k]);
+    m.ast[lid] = mx == -INFINITY ? 1.0f : exp2_fast(m.mst[lid] - mx); /* 0 when the max was -inf */
+    m.mst[lid] = mx;
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+#pragma unroll
+  for (int i = 0; i < TM; i++) {
+    const float mn = m.mst[rg * TM + i], alpha = m.ast[rg * TM + i];
+    float sum = 0.0f;
+#pragma unroll
+    for (int j = 0; j < TN; j++) {
+      const float pr = sc[i][j] == -INFINITY ? 0.0f : exp2_fast(sc[i][j] - mn);
+      sc[i][j] = pr;
+      sum += pr;
+    }
+    a->l[i] = a->l[i] * alpha + sum;
+    if (alpha != 1.0f) {
+#pragma unroll
+      for (int j = 0; j < DN; j++) a->acc[i][j] *= alpha;
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < TN; j++) { /* the probabilities of key cg + CG j, TM rows a store */
+    float col[TM];
+#pragma unroll
+    for (int i = 0; i < TM; i++) col[i] = sc[i][j];
+    STS(TM, m.pt + (cg + CG * j) * QT + rg * TM, col);
+  }
+}
+
+/* 4. O += P V over tile k0, VK keys a chunk; after the last chunk's loads
+ * the next tile's (k1) first queries and keys are fetched, from its key
+ * row, which *krow receives. */
+inline void tiles_values(tiles_acc *a, IO_RAW4 qf[QU], KV_RAW4 kf[KU], KV_RAW4 vf[VU], tiles_lds m, const tiles_call *c,
+                         __global const io_t *q, __global const kv_t *k_cache,
+                         __global const kv_t *v_cache, __local const long *tb,
+                         __local const long *tb_next, int k0, int k1, long *krow) {
+  const int rg = get_local_id(0) / CG, cg = get_local_id(0) % CG;
+  const int inside = k0 >= c->k_lo && k0 + BK <= c->k_end;
+  for (int kv0 = 0; kv0 < BK; kv0 += VK) {
+    barrier(CLK_LOCAL_MEM_FENCE); /* qt/kt (or the last chunk's values) read; pt written */
+    store_v(vf, m.vs, k0, kv0, c->k_lo, c->k_end, inside, c->vscale);
+    barrier(CLK_LOCAL_MEM_FENCE);
+    if (kv0 + VK < BK)
+      fetch_v(vf, v_cache, tb, k0, kv0 + VK, c->ts);
+    else if (k1 < c->k_end) {
+      *krow = key_row(tb_next, k1, c->k_lo, c->k_end, c->ts);
+      fetch_qk(qf, kf, q, c->qrow, c->qvec, k_cache, *krow, 0);
+    }
+#pragma unroll 8
+    for (int k = 0; k < VK; k++) {
+      float pr[TM];
+      LDS(TM, pr, m.pt + (kv0 + k) * QT + rg * TM);
+#pragma unroll
+      for (int j = 0; j < DN; j++) {
+        const int u = cg + CG * j;
+        if (DN * CG != U4 && u >= U4) break;
+        const float4 v = *(__local const float4 *)(m.vs + k * VS + 4 * u);
+#pragma unroll
+        for (int i = 0; i < TM; i++) a->acc[i][j] = fma((float4)(pr[i]), v, a->acc[i][j]);
+      }
+    }
+  }
+}
+
+/* 5. Each row's sum over its work-items, the output normalised once, and
+ * the log-sum-exp. */
+inline void tiles_write(const tiles_acc *a, tiles_lds m, const tiles_call *c,
+                        __global io_t *out, __global float *lse) {
+  const int rg = get_local_id(0) / CG, cg = get_local_id(0) % CG;
+  barrier(CLK_LOCAL_MEM_FENCE);
+#pragma unroll
+  for (int i = 0; i < TM; i++) m.red[(rg * TM + i) * RS + cg] = a->l[i];
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int i = 0; i < TM; i++) {
+    const int r = rg * TM + i, R = c->R0 + r, head = m.rows.head[r];
+    if (head < 0) continue;
+    float sum = 0.0f;
+    for (int k = 0; k < CG; k++) sum += m.red[r * RS + k];
+    const size_t row = (size_t)(c->first + R / c->qpk) * c->num_heads + head;
+    const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+#pragma unroll
+    for (int j = 0; j < DN; j++) {
+      const int u = cg + CG * j;
+      if (DN * CG != U4 && u >= U4) break;
+      const float4 o = a->acc[i][j] * inv;
+      const size_t d = row * HEAD_SIZE + 4 * u;
+      IO_STORE(o.s0, out, d), IO_STORE(o.s1, out, d + 1);
+      IO_STORE(o.s2, out, d + 2), IO_STORE(o.s3, out, d + 3);
+    }
+    if (lse && cg == 0) lse[row] = softmax_lse(softmax_state_of(m.mst[r] / LOG2E, sum));
+  }
+}
+
 __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_prefill_paged(
     KERNEL_PARAMS(PREFILL_ARG_LIST)) {
   __local float4 un4[(UNION_FLOATS + 3) / 4]; /* qt and kt, or vs */
@@ -335,235 +558,79 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
   __local float rslope[ROWS];
   __local int next_kept;
   __local long tblk[2 * NBT]; /* the block tiles of this tile and the next (by tile parity) */
-  __local float *const qt = (__local float *)un4, *const kt = qt + DK * QT;
-  __local float *const vs = (__local float *)un4, *const pt = (__local float *)pt4;
+  const tiles_lds m = {(__local float *)un4, (__local float *)un4 + DK * QT, (__local float *)un4,
+                       (__local float *)pt4, red, mst, ast, &next_kept, {rhead, rpos, rslope}};
 
-  const int lid = get_local_id(0), rg = lid / CG, cg = lid % CG;
-  const int s = work[2 * get_group_id(0)], R0 = work[2 * get_group_id(0) + 1];
-  const int kv_head = get_group_id(1), qpk = num_heads / num_kv_heads;
-  const int first = seq_info[3 * s], new_len = seq_info[3 * s + 1], cached = seq_info[3 * s + 2];
-  const int nrows = new_len * qpk;
-  const int kv_end = cached + new_len; /* keys of the sequence */
-  __global const int *table = block_tables + (size_t)s * max_blocks_per_seq;
-  const float kscale = !KV_IS_FP8 ? 1.0f : k_scales ? k_scales[0] : k_scale;
-  const float vscale = !KV_IS_FP8 ? 1.0f : v_scales ? v_scales[0] : v_scale;
-  const int ts = kv_token_stride(block_stride, head_stride, BLOCK_SIZE); /* HND, NHD */
-  const int plain = !(soft_cap > 0.0f) && !alibi; /* logits are the products times c2 */
-  const float c2 = scale * LOG2E;
+  /* The work-group's sequence and rows, and the call. */
+  const int lid = get_local_id(0);
+  tiles_call c;
+  c.s = work[2 * get_group_id(0)], c.R0 = work[2 * get_group_id(0) + 1];
+  c.kv_head = get_group_id(1), c.qpk = num_heads / num_kv_heads;
+  c.first = seq_info[3 * c.s], c.cached = seq_info[3 * c.s + 2];
+  c.nrows = seq_info[3 * c.s + 1] * c.qpk;
+  c.causal = causal, c.window = window, c.plain = !(soft_cap > 0.0f) && !alibi;
+  c.ts = kv_token_stride(block_stride, head_stride, BLOCK_SIZE); /* HND, NHD */
+  c.qvec = q_stride % 4 == 0;                                    /* aligned query loads */
+  c.qrow = q_row(c.R0 + lid % ROWS, c.nrows, c.qpk, c.first, c.kv_head, q_stride);
+  c.scale = scale, c.c2 = scale * LOG2E, c.soft_cap = soft_cap;
+  c.kscale = !KV_IS_FP8 ? 1.0f : k_scales ? k_scales[0] : k_scale;
+  c.vscale = !KV_IS_FP8 ? 1.0f : v_scales ? v_scales[0] : v_scale;
+  c.block_mask = block_mask, c.num_heads = num_heads;
+  c.mask_block = mask_block, c.mask_qb = mask_qb, c.mask_kb = mask_kb;
+  __global const int *table = block_tables + (size_t)c.s * max_blocks_per_seq;
 
-  /* The tile's rows (work-item lid: row lid), the running max of row lid
-   * (the sink as a logit that is already there), and the element offset
-   * of the query row this work-item copies (-1 past the sequence). */
+  /* The tile's rows (work-item lid: row lid) and the running max of row
+   * lid (the sink as a logit that is already there). */
   if (lid < ROWS) {
     int head, p;
-    const int live = tile_row(R0 + lid, nrows, qpk, kv_head, cached, &head, &p);
+    const int live = tile_row(c.R0 + lid, c.nrows, c.qpk, c.kv_head, c.cached, &head, &p);
     rhead[lid] = live ? head : -1, rpos[lid] = p, rslope[lid] = alibi ? alibi[head] : 0.0f;
     mst[lid] = sinks ? sinks[head] * LOG2E : -INFINITY; /* maxima in base 2 */
   }
-  const tile_rows rows = {rhead, rpos, rslope};
-  const int qvec = q_stride % 4 == 0; /* aligned query loads */
-  const long qrow = q_row(R0 + lid % ROWS, nrows, qpk, first, kv_head, q_stride);
   barrier(CLK_LOCAL_MEM_FENCE);
 
-  /* The tile's key range. */
-  const int p_lo = cached + R0 / qpk, p_hi = cached + (min(R0 + ROWS, nrows) - 1) / qpk;
-  const int2 keys = tile_keys(p_lo, p_hi, kv_end, causal, window);
-  const int k_lo = keys.x, k_end = keys.y, k_begin = k_lo / BK * BK;
+  /* The keys the rows see. */
+  c.p_lo = c.cached + c.R0 / c.qpk, c.p_hi = c.cached + (min(c.R0 + ROWS, c.nrows) - 1) / c.qpk;
+  const int2 keys = tile_keys(c.p_lo, c.p_hi, c.cached + seq_info[3 * c.s + 1], causal, window);
+  c.k_lo = keys.x, c.k_end = keys.y;
 
-  /* The rows' partial sums (l split over the row's work-items, summed at
-   * the end) and output accumulators. */
-  float l[TM];
-  float4 acc[TM][DN];
+  tiles_acc a;
 #pragma unroll
   for (int i = 0; i < TM; i++) {
-    l[i] = sinks && cg == 0 ? 1.0f : 0.0f;
+    a.l[i] = sinks && lid % CG == 0 ? 1.0f : 0.0f;
 #pragma unroll
-    for (int j = 0; j < DN; j++) acc[i][j] = (float4)(0.0f);
+    for (int j = 0; j < DN; j++) a.acc[i][j] = (float4)(0.0f);
   }
 
-  /* Block-sparse: the tiles from k0 on that no row keeps are skipped. The
-   * copies run a chunk ahead: the first chunk's loads before the loop, and
-   * each chunk's loads (the next tile's first after its last values)
-   * before the products of the one before. */
+  /* The tiles a row keeps (block-sparse skips the others), the copies a
+   * chunk ahead: the first tile's blocks and first chunk before the loop. */
   int mine = -1;
-  int k0 = tiles_next(k_begin, k_end, block_mask, rows, s, num_heads, cached, mask_block, mask_qb,
-                      mask_kb, &mine, &next_kept);
+  int k0 = tiles_next_kept(&c, m, c.k_lo / BK * BK, &mine);
   IO_RAW4 qf[QU];
   KV_RAW4 kf[KU], vf[VU];
   __local long *tb = tblk, *tb_next = tblk + NBT;
-  if (k0 < k_end)
-    tile_blocks(tb, table, k0, k_lo, k_end, num_blocks, kv_head, block_stride, head_stride, faults);
+  if (k0 < c.k_end)
+    tile_blocks(tb, table, k0, c.k_lo, c.k_end, num_blocks, c.kv_head, block_stride, head_stride,
+                faults);
   barrier(CLK_LOCAL_MEM_FENCE);
   long krow = -1; /* this tile's key row (key_row) */
-  if (k0 < k_end) {
-    krow = key_row(tb, k0, k_lo, k_end, ts);
-    fetch_qk(qf, kf, q, qrow, qvec, k_cache, krow, 0);
+  if (k0 < c.k_end) {
+    krow = key_row(tb, k0, c.k_lo, c.k_end, c.ts);
+    fetch_qk(qf, kf, q, c.qrow, c.qvec, k_cache, krow, 0);
   }
-  while (k0 < k_end) {
-    /* ---- 1-2. scores: TM rows x TN keys, outer products over the head's chunks ---- */
+  while (k0 < c.k_end) {
     float sc[TM][TN];
-#pragma unroll
-    for (int i = 0; i < TM; i++)
-#pragma unroll
-      for (int j = 0; j < TN; j++) sc[i][j] = 0.0f;
-    for (int dc = 0; dc < HEAD_SIZE; dc += DK) {
-      barrier(CLK_LOCAL_MEM_FENCE); /* the last chunk (or tile) is read */
-      store_qk(qf, kf, qt, kt, kscale);
-      barrier(CLK_LOCAL_MEM_FENCE);
-      if (dc + DK < HEAD_SIZE)
-        fetch_qk(qf, kf, q, qrow, qvec, k_cache, krow, dc + DK);
-      else
-        fetch_v(vf, v_cache, tb, k0, 0, ts);
-#pragma unroll /* the whole chunk (docs/decisions/0022-prefill-tiles-shape.md) */
-      for (int d = 0; d < DK; d++) {
-        float a[TM], b[TN];
-        LDS(TM, a, qt + d * QT + rg * TM);
-        LDS(TN, b, kt + d * KT + cg * TN);
-#pragma unroll
-        for (int i = 0; i < TM; i++)
-#pragma unroll
-          for (int j = 0; j < TN; j++) sc[i][j] = fma(a[i], b[j], sc[i][j]);
-      }
-    }
-
-    /* ---- 3. online softmax in base 2: logits times log2(e), the rows'
-     * new max, probabilities. Masks are applied only where the tile is
-     * not `full` (every key inside every row's range, in a valid block;
-     * dense builds only), and soft-cap and ALiBi only where the call has
-     * them (`plain` otherwise: the scale and log2(e) in one multiply). ---- */
-    int full = !CLPA_SPARSE && k0 >= k_lo && k0 + BK <= k_end &&
-               (!causal || k0 + BK - 1 <= p_lo) && (window <= 0 || p_hi - k0 < window);
-    int kok[TN]; /* the key takes part (a bad block's keys never do) */
-#pragma unroll
-    for (int j = 0; j < TN; j++) {
-      kok[j] = tile_key_block(tb, k0 + cg + CG * j, k0, k_lo, k_end) >= 0;
-      full = full && kok[j];
-    }
-#pragma unroll
-    for (int i = 0; i < TM; i++) {
-      const int r = rg * TM + i, pos = rpos[r];
-      if (plain) {
-#pragma unroll
-        for (int j = 0; j < TN; j++) sc[i][j] *= c2;
-      } else {
-        const float slope = rslope[r];
-#pragma unroll
-        for (int j = 0; j < TN; j++) {
-          float x = sc[i][j] * scale;
-          if (soft_cap > 0.0f) x = soft_cap * tanh(x / soft_cap);
-          sc[i][j] = (x + slope * (float)(k0 + cg + CG * j - pos)) * LOG2E;
-        }
-      }
-      if (!full) { /* key jj counts for the row where lo <= jj <= hi */
-#if CLPA_SPARSE
-        const int keep = rhead[r] >= 0 && (!block_mask ||
-                                           row_mask(rows, r, block_mask, s, num_heads, cached,
-                                                    mask_block, mask_qb, mask_kb)[k0 / mask_block]);
-#else
-        const int keep = rhead[r] >= 0;
-#endif
-        const int hi = !keep ? INT_MIN : causal ? pos : INT_MAX;
-        const int lo = window > 0 ? pos - window + 1 : INT_MIN;
-#pragma unroll
-        for (int j = 0; j < TN; j++) {
-          const int jj = k0 + cg + CG * j;
-          sc[i][j] = kok[j] && jj >= lo && jj <= hi ? sc[i][j] : -INFINITY;
-        }
-      }
-      float tmax = sc[i][0];
-#pragma unroll
-      for (int j = 1; j < TN; j++) tmax = fmax(tmax, sc[i][j]);
-      red[r * RS + cg] = tmax;
-    }
-    barrier(CLK_LOCAL_MEM_FENCE);
-    if (lid < ROWS) {
-      float mx = mst[lid];
-      for (int c = 0; c < CG; c++) mx = fmax(mx, red[lid * RS + c]);
-      ast[lid] = mx == -INFINITY ? 1.0f : exp2_fast(mst[lid] - mx); /* 0 when the max was -inf */
-      mst[lid] = mx;
-    }
-    barrier(CLK_LOCAL_MEM_FENCE);
-#pragma unroll
-    for (int i = 0; i < TM; i++) {
-      const float mn = mst[rg * TM + i], alpha = ast[rg * TM + i];
-      float sum = 0.0f;
-#pragma unroll
-      for (int j = 0; j < TN; j++) {
-        const float pr = sc[i][j] == -INFINITY ? 0.0f : exp2_fast(sc[i][j] - mn);
-        sc[i][j] = pr;
-        sum += pr;
-      }
-      l[i] = l[i] * alpha + sum;
-      if (alpha != 1.0f) {
-#pragma unroll
-        for (int j = 0; j < DN; j++) acc[i][j] *= alpha;
-      }
-    }
-#pragma unroll
-    for (int j = 0; j < TN; j++) { /* the probabilities of key cg + CG j, TM rows a store */
-      float col[TM];
-#pragma unroll
-      for (int i = 0; i < TM; i++) col[i] = sc[i][j];
-      STS(TM, pt + (cg + CG * j) * QT + rg * TM, col);
-    }
-
-    /* ---- 4. P V, VK keys a chunk ---- */
-    const int inside = k0 >= k_lo && k0 + BK <= k_end;
-    const int k1 = tiles_next(k0 + BK, k_end, block_mask, rows, s, num_heads, cached, mask_block,
-                              mask_qb, mask_kb, &mine, &next_kept);
-    if (k1 < k_end)
-      tile_blocks(tb_next, table, k1, k_lo, k_end, num_blocks, kv_head, block_stride, head_stride,
-                  faults);
-    for (int kv0 = 0; kv0 < BK; kv0 += VK) {
-      barrier(CLK_LOCAL_MEM_FENCE); /* qt/kt (or the last chunk's values) read; pt written */
-      store_v(vf, vs, k0, kv0, k_lo, k_end, inside, vscale);
-      barrier(CLK_LOCAL_MEM_FENCE);
-      if (kv0 + VK < BK)
-        fetch_v(vf, v_cache, tb, k0, kv0 + VK, ts);
-      else if (k1 < k_end) {
-        krow = key_row(tb_next, k1, k_lo, k_end, ts);
-        fetch_qk(qf, kf, q, qrow, qvec, k_cache, krow, 0);
-      }
-#pragma unroll 8
-      for (int k = 0; k < VK; k++) {
-        float pr[TM];
-        LDS(TM, pr, pt + (kv0 + k) * QT + rg * TM);
-#pragma unroll
-        for (int j = 0; j < DN; j++) {
-          const int u = cg + CG * j;
-          if (DN * CG != U4 && u >= U4) break;
-          const float4 v = *(__local const float4 *)(vs + k * VS + 4 * u);
-#pragma unroll
-          for (int i = 0; i < TM; i++) acc[i][j] = fma((float4)(pr[i]), v, acc[i][j]);
-        }
-      }
-    }
+    tiles_scores(sc, qf, kf, vf, m, &c, q, k_cache, v_cache, tb, k0, krow);
+    tiles_logits(sc, m, &c, tb, k0);
+    tiles_softmax(sc, &a, m);
+    const int k1 = tiles_next_kept(&c, m, k0 + BK, &mine);
+    if (k1 < c.k_end)
+      tile_blocks(tb_next, table, k1, c.k_lo, c.k_end, num_blocks, c.kv_head, block_stride,
+                  head_stride, faults);
+    tiles_values(&a, qf, kf, vf, m, &c, q, k_cache, v_cache, tb, tb_next, k0, k1, &krow);
     k0 = k1;
     __local long *const t_ = tb;
     tb = tb_next, tb_next = t_;
   }
-
-  /* ---- 5. normalise once and write ---- */
-  barrier(CLK_LOCAL_MEM_FENCE);
-#pragma unroll
-  for (int i = 0; i < TM; i++) red[(rg * TM + i) * RS + cg] = l[i];
-  barrier(CLK_LOCAL_MEM_FENCE);
-  for (int i = 0; i < TM; i++) {
-    const int r = rg * TM + i, R = R0 + r, head = rhead[r];
-    if (head < 0) continue;
-    float sum = 0.0f;
-    for (int c = 0; c < CG; c++) sum += red[r * RS + c];
-    const size_t row = (size_t)(first + R / qpk) * num_heads + head;
-    const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
-#pragma unroll
-    for (int j = 0; j < DN; j++) {
-      const int u = cg + CG * j;
-      if (DN * CG != U4 && u >= U4) break;
-      const float4 o = acc[i][j] * inv;
-      const size_t d = row * HEAD_SIZE + 4 * u;
-      IO_STORE(o.s0, out, d), IO_STORE(o.s1, out, d + 1);
-      IO_STORE(o.s2, out, d + 2), IO_STORE(o.s3, out, d + 3);
-    }
-    if (lse && cg == 0) lse[row] = softmax_lse(softmax_state_of(mst[r] / LOG2E, sum));
-  }
+  tiles_write(&a, m, &c, out, lse);
 }
