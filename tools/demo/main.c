@@ -189,7 +189,8 @@ static int parse(int argc, char **argv, demo_args *a) {
       opts,
       "JSON keys include op (\"demo\"), computed_tokens, cached_tokens, generated_tokens,\n"
       "tokens_per_s, hit_rate, ttft_p50_ms, tpot_p50_ms, peak_blocks, preemptions,\n"
-      "attention_s, gemm_s (with --time-split), decode_step_ms, temperature and,\nwith --check, check_ok.\n"
+      "attention_s, gemm_s (with --time-split), decode_step_ms, ops_decode_step and\n"
+      "ops_mixed_step (commands enqueued a step), temperature and, with --check, check_ok.\n"
       "\n"
       "Sampling draws token n of request i from a hash of (--seed, i, n): a run\n"
       "repeats whatever the batching.\n"
@@ -539,7 +540,7 @@ int main(int argc, char **argv) {
                          linear_rule, copy_gbps, demo_model_weight_bytes(m),
                          2.0 * mc.layers * mc.kv_heads * mc.head_size *
                              (double)clpa_dtype_size(a.kv_dtype),
-                         warmup_s, warmup_built, a.one_call ? 1 : 2};
+                         warmup_s, warmup_built, a.one_call ? 1 : 2, mc.layers};
   if (a.prompt && !a.json) { /* the answer, as text */
     int32_t count;
     const demo_result *res = demo_engine_results(e, &count);

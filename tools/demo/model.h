@@ -128,9 +128,14 @@ typedef struct demo_batch {
 } demo_batch;
 
 /* Device time of the last forward, by kind (from profiling events when
- * the context's queue has profiling on, else 0). */
+ * the context's queue has profiling on, else 0), and the ops it enqueued
+ * (always): every kernel, write and read the demo puts on the queue, a
+ * clpa call (reshape_and_cache, a plan's run) and a CLBlast call as one
+ * each, the markers of profiling not counted. */
 typedef struct demo_times {
   double attention_s, gemm_s, other_s;
+  int32_t ops;       /* the whole step */
+  int32_t layer_ops; /* of those, the layers' (all layers together) */
 } demo_times;
 
 /* demo_last_error() (error.h) says why a call failed, with clpa's

@@ -73,6 +73,7 @@ struct demo_model {
 
   timed_event *ev;
   int n_ev, cap_ev;
+  int32_t ops; /* commands the step has enqueued so far (demo_times.ops) */
 };
 
 /* Releases *b (if any) and sets it to NULL. */

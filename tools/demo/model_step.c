@@ -27,6 +27,7 @@ static clpa_status write_buf(demo_model *m, cl_mem b, size_t bytes, const void *
   if (!bytes) return CLPA_OK;
   cl_int e = clEnqueueWriteBuffer(m->queue, b, CL_FALSE, 0, bytes, src, 0, NULL,
                                   demo_model_event(m, TIME_OTHER));
+  m->ops += e == CL_SUCCESS;
   return e == CL_SUCCESS
              ? CLPA_OK
              : demo_fail(demo_cl_status(e), "clEnqueueWriteBuffer(%s): OpenCL error %d", what,
@@ -53,6 +54,7 @@ static clpa_status launch_as(demo_model *m, int kind, int k, cl_uint dims, const
     if (!global[d]) return CLPA_OK;
   cl_int e = clEnqueueNDRangeKernel(m->queue, m->k[k], dims, NULL, global, local, 0, NULL,
                                     demo_model_event(m, kind));
+  m->ops += e == CL_SUCCESS;
   return e == CL_SUCCESS
              ? CLPA_OK
              : demo_fail(demo_cl_status(e), "clEnqueueNDRangeKernel(%s): OpenCL error %d",
@@ -73,10 +75,19 @@ static int takes_f16(const demo_model *m, int32_t l, demo_matrix which, int32_t 
 static clpa_status gemm(demo_model *m, int32_t l, demo_matrix which, cl_mem A, cl_mem W, cl_mem C,
                         int32_t rows, int32_t n, int32_t k, int accumulate, int half) {
   if (!rows) return CLPA_OK;
-  return (half ? demo_linear_run_f16 : demo_linear_run)(m->lin, m->engine,
-                                                        demo_model_form(m, l, which), A, W, C, rows,
-                                                        n, k, accumulate,
-                                                        demo_model_event(m, TIME_GEMM));
+  const uint64_t before = demo_linear_enqueues(m->lin);
+  clpa_status st = (half ? demo_linear_run_f16 : demo_linear_run)(
+      m->lin, m->engine, demo_model_form(m, l, which), A, W, C, rows, n, k, accumulate,
+      demo_model_event(m, TIME_GEMM));
+  m->ops += (int32_t)(demo_linear_enqueues(m->lin) - before);
+  return st;
+}
+
+/* A clpa call that enqueues (counted as one op: how many kernels it runs
+ * inside is the library's). */
+static clpa_status clpa_op(demo_model *m, clpa_status st, const char *what, int32_t layer) {
+  m->ops += st == CLPA_OK;
+  return demo_clpa_check(st, what, layer);
 }
 
 /* y = rms(x) * w, y f32 or, where half is set, f16 */
@@ -179,13 +190,13 @@ static clpa_status attention(demo_model *m, clpa_cache *cache, const step_plans 
   if (sp->decode) {
     in.block_tables = m->bt_dec, in.context_lens = m->ctx_lens;
     in.event = demo_model_event(m, TIME_ATTN);
-    if ((st = demo_clpa_check(clpa_run(sp->decode, &in), "clpa_run (decode)", l)) != CLPA_OK)
+    if ((st = clpa_op(m, clpa_run(sp->decode, &in), "clpa_run (decode)", l)) != CLPA_OK)
       return st;
   }
   if (sp->prefill) {
     in.block_tables = m->bt_pre, in.context_lens = NULL;
     in.event = demo_model_event(m, TIME_ATTN);
-    st = demo_clpa_check(clpa_run(sp->prefill, &in), "clpa_run (prefill)", l);
+    st = clpa_op(m, clpa_run(sp->prefill, &in), "clpa_run (prefill)", l);
   }
   return st;
 }
@@ -216,7 +227,7 @@ static clpa_status layer(demo_model *m, clpa_cache *cache, const step_plans *sp,
   rc.key_stride = rc.value_stride = (size_t)m->qkv_dim;
   rc.slot_mapping = m->slots;
   rc.event = demo_model_event(m, TIME_ATTN);
-  TRY(demo_clpa_check(clpa_reshape_and_cache(m->ctx, &rc), "clpa_reshape_and_cache", l));
+  TRY(clpa_op(m, clpa_reshape_and_cache(m->ctx, &rc), "clpa_reshape_and_cache", l));
   TRY(attention(m, cache, sp, l));
 
   TRY(gemm(m, l, DEMO_MAT_O, m->attn, d->wo, m->x, T, c->hidden, qd, 1, 0));
@@ -263,6 +274,8 @@ clpa_status demo_model_forward(demo_model *m, clpa_cache *cache, const demo_batc
   }
 
   demo_model_events_clear(m);
+  m->ops = 0;
+  int32_t layer_ops = 0;
   TRY(write_buf(m, m->tokens, (size_t)T * 4, b->tokens, "tokens"));
   TRY(write_buf(m, m->positions, (size_t)T * 4, m->h_pos, "positions"));
   TRY(write_buf(m, m->slots, (size_t)T * 8, b->slots, "slots"));
@@ -276,7 +289,9 @@ clpa_status demo_model_forward(demo_model *m, clpa_cache *cache, const demo_batc
   TRY(launch(m, m->wdtype == CLPA_DTYPE_F16 ? K_EMBED_F16 : K_EMBED_F32, 2, eg, NULL, 4,
              ARG(m->d_embed), ARG(m->tokens), ARG(m->x), ARG(c->hidden)));
   TRY(plans_make(m, cache, b, max_ctx, &plans));
+  layer_ops = m->ops;
   for (int32_t l = 0; l < c->layers; l++) TRY(layer(m, cache, &plans, l, T));
+  layer_ops = m->ops - layer_ops;
 
   size_t ng = (size_t)S * DEMO_WG, nl = DEMO_WG;
   TRY(launch(m, K_RMSNORM_ROWS, 1, &ng, &nl, 6, ARG(m->x), ARG(m->last_rows), ARG(m->d_final_norm),
@@ -286,17 +301,21 @@ clpa_status demo_model_forward(demo_model *m, clpa_cache *cache, const demo_batc
   TRY(demo_cl_check(clEnqueueReadBuffer(m->queue, m->next, CL_FALSE, 0, (size_t)S * 4, next_tokens,
                                         0, NULL, demo_model_event(m, TIME_OTHER)),
                     "clEnqueueReadBuffer(next tokens)"));
-  if (logits)
+  m->ops++;
+  if (logits) {
     TRY(demo_cl_check(clEnqueueReadBuffer(m->queue, m->logits, CL_FALSE, 0,
                                           (size_t)S * c->vocab * sizeof(float), logits, 0, NULL,
                                           demo_model_event(m, TIME_OTHER)),
                       "clEnqueueReadBuffer(logits)"));
+    m->ops++;
+  }
 out:;
   plans_release(&plans);
   /* Wait in every case: the queue may still read the caller's arrays. */
   cl_int e = clFinish(m->queue);
   if (st == CLPA_OK) st = demo_cl_check(e, "clFinish");
   if (st == CLPA_OK && m->profiling) demo_model_times(m, times);
+  if (times) times->ops = m->ops, times->layer_ops = layer_ops;
   demo_model_events_clear(m);
   return st;
 }
