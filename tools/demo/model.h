@@ -70,6 +70,10 @@ void demo_model_set_timing(demo_model *m, int on);
  * sequences, the decode rows as one-token sequences (on), or a decode
  * plan for those and a prefill plan for the chunks (off, the default). */
 void demo_model_set_one_call(demo_model *m, int on);
+/* Whether a step's ops are fused where they can be (on, the default:
+ * RoPE with the cache write, ...) or each its own launch (off: to time the
+ * fusions against, and to hold them to the same results). */
+void demo_model_set_fused(demo_model *m, int on);
 /* The linear layers' choice in words: "mma (where it runs) from 2 rows,
  * else stream up to 16, then clblast (table vendor:NVIDIA)", or the forced
  * engine. */

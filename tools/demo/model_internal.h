@@ -18,7 +18,7 @@
 
 /* The demo's own kernels (kernels.c), by index. */
 enum { K_EMBED_F32, K_EMBED_F16, K_RMSNORM, K_RMSNORM_ROWS, K_ROPE, K_SILU_MUL, K_ARGMAX,
-       K_RMSNORM_H, K_SILU_MUL_H, K_COUNT };
+       K_RMSNORM_H, K_SILU_MUL_H, K_ROPE_CACHE, K_COUNT };
 extern const char *const demo_kernel_names[K_COUNT]; /* model.c */
 #define DEMO_WG 64 /* kernels.c's row work-group */
 
@@ -63,6 +63,12 @@ struct demo_model {
   demo_linear *lin;          /* the linear layers' engines (linear.h) */
   demo_linear_engine engine; /* AUTO: the device's table; else forced (demo_model_set_linear) */
   int one_call;              /* attention as one prefill call a layer (demo_model_set_one_call) */
+  int unfused;               /* each op its own launch, as before the fusions (demo_model_set_fused) */
+  /* the last cache layout whose addresses demo_rope_cache's formula was
+   * held to clpa_kv_key_index / clpa_kv_value_index (model_step.c), and
+   * whether it matched */
+  clpa_kv_layout fused_kv;
+  int fused_kv_state; /* 0: none checked yet, 1: matched, -1: did not */
 
   /* per-step buffers, grown on demand */
   int32_t cap_t, cap_s, cap_bt;

@@ -128,11 +128,71 @@ static clpa_status check_batch(const demo_model *m, const clpa_kv_layout *kv, co
           (long long)c + n, (int)m->cfg.max_positions, (long long)cap);
   }
   const int32_t T = b->cu_seqlens[b->num_seqs];
-  for (int32_t t = 0; t < T; t++)
+  const int64_t slots = (int64_t)kv->num_blocks * kv->block_size;
+  for (int32_t t = 0; t < T; t++) {
     if (b->tokens[t] < 0 || b->tokens[t] >= m->cfg.vocab)
       return demo_fail(CLPA_ERR_INVALID_ARG, "%s: token %d is %d (vocab %d)", fn, (int)t,
                        (int)b->tokens[t], (int)m->cfg.vocab);
+    if (b->slots[t] >= slots) /* negative: padding, skipped */
+      return demo_fail(CLPA_ERR_INVALID_ARG, "%s: token %d's slot %lld is past the cache's %lld",
+                       fn, (int)t, (long long)b->slots[t], (long long)slots);
+  }
   return CLPA_OK;
+}
+
+/* The fused RoPE and cache write's view of a layer's caches
+ * (demo_rope_cache in kernels.c): the layout's strides in elements, in
+ * the form its one formula for every kind takes them. */
+typedef struct cache_write {
+  int on; /* 0: demo_rope, then clpa_reshape_and_cache */
+  cl_long nslots;
+  cl_int B, f16, x;
+  cl_ulong bs, hs, kdh, kts, vds, vts;
+} cache_write;
+
+static uint64_t key_at(const cache_write *w, int32_t blk, int32_t h, int32_t o, int32_t d) {
+  return (uint64_t)blk * w->bs + (uint64_t)h * w->hs + (uint64_t)(d / w->x) * w->kdh +
+         (uint64_t)o * w->kts + (uint64_t)(d % w->x);
+}
+static uint64_t value_at(const cache_write *w, int32_t blk, int32_t h, int32_t o, int32_t d) {
+  return (uint64_t)blk * w->bs + (uint64_t)h * w->hs + (uint64_t)d * w->vds + (uint64_t)o * w->vts;
+}
+
+/* Whether the step writes its K/V by demo_rope_cache, and its strides.
+ * The demo sees the cache through the public headers alone: the layout's
+ * strides (clpa_kv_layout) and the formula clpa_layout.h documents, whose
+ * one host form is clpa_kv_key_index / clpa_kv_value_index. So the kernel's
+ * formula is held to those for every element of the first and the last
+ * block the first time a layout is seen (a layout it does not match, say a
+ * kind to come, takes the library's write). f32 and f16 caches only: the
+ * library's f16 is vstore_half_rte, the kernel's too; other dtypes (bf16,
+ * fp8 with its scales) take the library's write. */
+static void plan_cache_write(demo_model *m, clpa_cache *cache, const clpa_kv_layout *kv,
+                             cache_write *w) {
+  memset(w, 0, sizeof *w);
+  if (m->unfused || (kv->dtype != CLPA_DTYPE_F32 && kv->dtype != CLPA_DTYPE_F16) ||
+      !clpa_cache_key(cache, 0) || kv->num_blocks <= 0)
+    return;
+  const int split = kv->kind == CLPA_KV_LAYOUT_SPLIT_KEY;
+  w->nslots = (cl_long)kv->num_blocks * kv->block_size;
+  w->B = kv->block_size, w->f16 = kv->dtype == CLPA_DTYPE_F16, w->x = kv->x;
+  w->bs = kv->block_stride, w->hs = kv->head_stride;
+  w->kdh = (cl_ulong)kv->x * (split ? (cl_ulong)kv->block_size : 1);
+  w->kts = kv->key_token_stride;
+  w->vds = split ? (cl_ulong)kv->block_size : 1;
+  w->vts = kv->value_token_stride;
+  if (m->fused_kv_state == 0 || memcmp(&m->fused_kv, kv, sizeof *kv) != 0) {
+    int same = w->x > 0;
+    for (int32_t blk = 0; same && blk < kv->num_blocks; blk += kv->num_blocks > 1 ? kv->num_blocks - 1 : 1)
+      for (int32_t h = 0; h < kv->num_kv_heads; h++)
+        for (int32_t o = 0; o < kv->block_size; o++)
+          for (int32_t d = 0; d < kv->head_size; d++)
+            same &= key_at(w, blk, h, o, d) == clpa_kv_key_index(kv, blk, h, o, d) &&
+                    value_at(w, blk, h, o, d) == clpa_kv_value_index(kv, blk, h, o, d);
+    m->fused_kv = *kv;
+    m->fused_kv_state = same ? 1 : -1;
+  }
+  w->on = m->fused_kv_state == 1;
 }
 
 /* The step's attention plans (decode rows first, then the prefill
@@ -201,24 +261,25 @@ static clpa_status attention(demo_model *m, clpa_cache *cache, const step_plans 
   return st;
 }
 
-/* One layer over the step's T tokens; x holds the residual stream. */
-static clpa_status layer(demo_model *m, clpa_cache *cache, const step_plans *sp, int32_t l,
-                         int32_t T) {
+/* RoPE on the query and key heads and the new tokens' K/V to layer l's
+ * caches: one launch where cw says so, else RoPE, then the library's write. */
+static clpa_status rope_and_cache(demo_model *m, clpa_cache *cache, const cache_write *cw,
+                                  int32_t l, int32_t T) {
   const demo_config *c = &m->cfg;
-  const dev_layer *d = &m->dl[l];
   const int32_t qd = c->heads * c->head_size, hd = c->head_size;
-  /* each linear call's activations: f16 where it takes them (takes_f16) */
-  const int hq = takes_f16(m, l, DEMO_MAT_QKV, T, c->hidden);
-  const int hg = takes_f16(m, l, DEMO_MAT_GU, T, c->hidden);
-  const int hdn = takes_f16(m, l, DEMO_MAT_DOWN, T, c->ffn);
-  const cl_mem xq = hq ? m->xh : m->xn, xg = hg ? m->xh : m->xn, act = hdn ? m->acth : m->act;
-  clpa_status st;
-  TRY(rmsnorm(m, m->x, d->attn_norm, xq, T, hq));
-  TRY(gemm(m, l, DEMO_MAT_QKV, xq, d->wqkv, m->qkv, T, m->qkv_dim, c->hidden, 0, hq));
+  if (cw->on) {
+    cl_mem kc = clpa_cache_key(cache, l), vc = clpa_cache_value(cache, l);
+    size_t g[3] = {(size_t)hd / 2, (size_t)(c->heads + 2 * c->kv_heads), (size_t)T};
+    return launch(m, K_ROPE_CACHE, 3, g, NULL, 20, ARG(m->qkv), ARG(m->positions),
+                  ARG(m->d_rope), ARG(m->qkv_dim), ARG(hd), ARG(c->heads), ARG(c->kv_heads),
+                  ARG(m->slots), ARG(cw->nslots), ARG(cw->B), ARG(cw->f16), ARG(kc), ARG(vc),
+                  ARG(cw->bs), ARG(cw->hs), ARG(cw->kdh), ARG(cw->kts), ARG(cw->vds),
+                  ARG(cw->vts), ARG(cw->x));
+  }
   size_t rg[3] = {(size_t)hd / 2, (size_t)(c->heads + c->kv_heads), (size_t)T};
-  TRY(launch(m, K_ROPE, 3, rg, NULL, 5, ARG(m->qkv), ARG(m->positions), ARG(m->d_rope),
-             ARG(m->qkv_dim), ARG(hd)));
-
+  clpa_status st = launch(m, K_ROPE, 3, rg, NULL, 5, ARG(m->qkv), ARG(m->positions),
+                          ARG(m->d_rope), ARG(m->qkv_dim), ARG(hd));
+  if (st != CLPA_OK) return st;
   clpa_reshape_and_cache_params rc;
   clpa_reshape_and_cache_params_init(&rc);
   rc.cache = cache, rc.layer = l, rc.num_tokens = T, rc.src_dtype = CLPA_DTYPE_F32;
@@ -227,7 +288,24 @@ static clpa_status layer(demo_model *m, clpa_cache *cache, const step_plans *sp,
   rc.key_stride = rc.value_stride = (size_t)m->qkv_dim;
   rc.slot_mapping = m->slots;
   rc.event = demo_model_event(m, TIME_ATTN);
-  TRY(clpa_op(m, clpa_reshape_and_cache(m->ctx, &rc), "clpa_reshape_and_cache", l));
+  return clpa_op(m, clpa_reshape_and_cache(m->ctx, &rc), "clpa_reshape_and_cache", l);
+}
+
+/* One layer over the step's T tokens; x holds the residual stream. */
+static clpa_status layer(demo_model *m, clpa_cache *cache, const step_plans *sp,
+                         const cache_write *cw, int32_t l, int32_t T) {
+  const demo_config *c = &m->cfg;
+  const dev_layer *d = &m->dl[l];
+  const int32_t qd = c->heads * c->head_size;
+  /* each linear call's activations: f16 where it takes them (takes_f16) */
+  const int hq = takes_f16(m, l, DEMO_MAT_QKV, T, c->hidden);
+  const int hg = takes_f16(m, l, DEMO_MAT_GU, T, c->hidden);
+  const int hdn = takes_f16(m, l, DEMO_MAT_DOWN, T, c->ffn);
+  const cl_mem xq = hq ? m->xh : m->xn, xg = hg ? m->xh : m->xn, act = hdn ? m->acth : m->act;
+  clpa_status st;
+  TRY(rmsnorm(m, m->x, d->attn_norm, xq, T, hq));
+  TRY(gemm(m, l, DEMO_MAT_QKV, xq, d->wqkv, m->qkv, T, m->qkv_dim, c->hidden, 0, hq));
+  TRY(rope_and_cache(m, cache, cw, l, T));
   TRY(attention(m, cache, sp, l));
 
   TRY(gemm(m, l, DEMO_MAT_O, m->attn, d->wo, m->x, T, c->hidden, qd, 1, 0));
@@ -289,8 +367,10 @@ clpa_status demo_model_forward(demo_model *m, clpa_cache *cache, const demo_batc
   TRY(launch(m, m->wdtype == CLPA_DTYPE_F16 ? K_EMBED_F16 : K_EMBED_F32, 2, eg, NULL, 4,
              ARG(m->d_embed), ARG(m->tokens), ARG(m->x), ARG(c->hidden)));
   TRY(plans_make(m, cache, b, max_ctx, &plans));
+  cache_write cw;
+  plan_cache_write(m, cache, &kv, &cw);
   layer_ops = m->ops;
-  for (int32_t l = 0; l < c->layers; l++) TRY(layer(m, cache, &plans, l, T));
+  for (int32_t l = 0; l < c->layers; l++) TRY(layer(m, cache, &plans, &cw, l, T));
   layer_ops = m->ops - layer_ops;
 
   size_t ng = (size_t)S * DEMO_WG, nl = DEMO_WG;
