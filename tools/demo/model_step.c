@@ -336,8 +336,14 @@ clpa_status demo_model_forward(demo_model *m, clpa_cache *cache, const demo_batc
   /* nd: the sequences of the decode plan (none in one call: plans_make) */
   const int32_t S = b->num_seqs, nd = m->one_call ? 0 : b->num_decode, T = b->cu_seqlens[S];
   const int32_t mb = b->max_blocks_per_seq;
-  const int32_t bt = (nd > S - nd ? nd : S - nd) * mb;
-  if ((st = demo_model_reserve(m, T, S, bt)) != CLPA_OK) return st;
+  if ((st = demo_model_reserve(m, T, S)) != CLPA_OK ||
+      (st = demo_model_inputs(m, T, S, nd, mb)) != CLPA_OK)
+    return st;
+  unsigned char *in = m->h_in;
+  memcpy(in + m->in_off[IN_TOKENS], b->tokens, m->in_want[IN_TOKENS]);
+  memcpy(in + m->in_off[IN_SLOTS], b->slots, m->in_want[IN_SLOTS]);
+  memcpy(in + m->in_off[IN_BT_DEC], b->block_tables, m->in_want[IN_BT_DEC]);
+  memcpy(in + m->in_off[IN_BT_PRE], b->block_tables + (size_t)nd * mb, m->in_want[IN_BT_PRE]);
 
   int32_t max_ctx = 0;
   step_plans plans = {NULL, NULL};
@@ -354,14 +360,10 @@ clpa_status demo_model_forward(demo_model *m, clpa_cache *cache, const demo_batc
   demo_model_events_clear(m);
   m->ops = 0;
   int32_t layer_ops = 0;
-  TRY(write_buf(m, m->tokens, (size_t)T * 4, b->tokens, "tokens"));
-  TRY(write_buf(m, m->positions, (size_t)T * 4, m->h_pos, "positions"));
-  TRY(write_buf(m, m->slots, (size_t)T * 8, b->slots, "slots"));
-  TRY(write_buf(m, m->last_rows, (size_t)S * 4, m->h_last, "last_rows"));
-  TRY(write_buf(m, m->ctx_lens, (size_t)nd * 4, m->h_ctx, "context_lens"));
-  TRY(write_buf(m, m->bt_dec, (size_t)nd * mb * 4, b->block_tables, "block_tables"));
-  TRY(write_buf(m, m->bt_pre, (size_t)(S - nd) * mb * 4, b->block_tables + (size_t)nd * mb,
-                "block_tables"));
+  /* the inputs as one write from the staging (a write each, unfused) */
+  if (!m->unfused) TRY(write_buf(m, m->in_buf, m->in_used, in, "the step's inputs"));
+  for (int i = 0; m->unfused && i < IN_COUNT; i++)
+    TRY(write_buf(m, *demo_model_input(m, i), m->in_want[i], in + m->in_off[i], "an input"));
 
   size_t eg[2] = {(size_t)c->hidden, (size_t)T};
   TRY(launch(m, m->wdtype == CLPA_DTYPE_F16 ? K_EMBED_F16 : K_EMBED_F32, 2, eg, NULL, 4,
