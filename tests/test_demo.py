@@ -6,7 +6,8 @@ reference; a cache too small for the batch forces preemptions, which still
 produce the reference's tokens; one too small for every request fails
 (exit 1) saying what the smallest needs; a bad option is named with exit
 status 2; sampling serves the synthetic workload and says so; --check
-refuses it; --output-max alone sets both bounds.
+refuses it; --output-max alone sets both bounds; the fused ops serve the
+unfused run's tokens in fewer ops a layer.
 
 usage: test_demo.py CLPA_DEMO"""
 import json
@@ -48,6 +49,23 @@ rc, h = run(*small, "--one-attention-call")
 ok(rc == 0 and h and h["check_ok"] and h["attention_calls"] == 1 and on and on["attention_calls"] == 2
    and h["generated_tokens"] == on["generated_tokens"],
    "--one-attention-call: --check passes, the same tokens served: %s" % (h or {}).get("check"))
+# the fused ops (issue 42: RoPE with the cache write, the step's inputs in one write) against
+# every op its own launch (--unfused): fewer ops a layer (4 in the tiny model) and outside the
+# layers, the same tokens and logits (the check's verdict names the
+# worst difference and where it is), f16 and f32 caches, blocks of 16 and of 1
+for extra in ([], ["--kv-dtype", "f32", "--block-size", "1"]):
+    rc, f = run(*small, *extra) if extra else (0, on)
+    rc2, u = run(*small, *extra, "--unfused")
+    ok(rc == 0 and rc2 == 0 and f and u and f["check_ok"] and f["check"] == u["check"]
+       and f["generated_tokens"] == u["generated_tokens"]
+       and 0 < f["ops_decode_layer"] < u["ops_decode_layer"]
+       and 0 < f["ops_mixed_layer"] < u["ops_mixed_layer"]
+       and f["ops_decode_step"] - f["ops_decode_layer"] * 4 < u["ops_decode_step"] - u["ops_decode_layer"] * 4,
+       "fused %s: the unfused run's tokens and check, in %s ops a decode layer against %s (%s a"
+       " decode step against %s): %s"
+       % (" ".join(extra) or "(defaults)", (f or {}).get("ops_decode_layer"),
+          (u or {}).get("ops_decode_layer"), (f or {}).get("ops_decode_step"),
+          (u or {}).get("ops_decode_step"), (f or {}).get("check")))
 # page sizes (issue 46): SGLang's token pool and a large block, through the KV manager, the radix
 # cache and clpa's attention; --check against the host reference
 for bs in ("1", "64"):

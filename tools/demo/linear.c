@@ -54,6 +54,7 @@ struct demo_linear {
   size_t wide_elems;
   cl_mem part, counts; /* the mma kernel's split sums and its tiles' counters (zero between calls) */
   size_t part_elems, count_elems;
+  uint64_t enqueues;  /* commands enqueued so far (demo_linear_enqueues) */
 };
 
 /* Elements and bytes of a block of each form (a float a "block" of 1). */
@@ -170,6 +171,8 @@ void demo_linear_destroy(demo_linear *l) {
 }
 
 const demo_linear_tuning *demo_linear_tuning_of(const demo_linear *l) { return &l->tune; }
+
+uint64_t demo_linear_enqueues(const demo_linear *l) { return l->enqueues; }
 
 const char *demo_linear_engine_name(demo_linear_engine e) {
   return e == DEMO_LINEAR_STREAM    ? "stream"
@@ -308,6 +311,7 @@ static clpa_status grow(demo_linear *l, cl_mem *buf, size_t *have, size_t elems,
   if (e == CL_SUCCESS && zero) {
     const cl_int z = 0;
     e = clEnqueueFillBuffer(l->queue, *buf, &z, sizeof z, 0, elems * size, 0, NULL, NULL);
+    l->enqueues += e == CL_SUCCESS;
   }
   if (e != CL_SUCCESS) {
     if (*buf) clReleaseMemObject(*buf);
@@ -364,6 +368,7 @@ static clpa_status run_stream(demo_linear *l, int d, cl_mem A, cl_mem W, cl_mem 
   const size_t cols = (size_t)l->tune.groups * (size_t)l->tune.nc, rb = (size_t)row_blocks[b];
   const size_t global[2] = {((size_t)rows + rb - 1) / rb * wg, ((size_t)n + cols - 1) / cols};
   const size_t local[2] = {wg, 1};
+  l->enqueues++;
   return demo_cl_check(clEnqueueNDRangeKernel(l->queue, kr, 2, NULL, global, local, 0, NULL, ev),
                        "demo_linear_run: clEnqueueNDRangeKernel(demo_linear_stream)");
 }
@@ -398,6 +403,7 @@ static clpa_status run_mma(demo_linear *l, int d, cl_mem A, cl_mem W, cl_mem C, 
   if (e == CL_SUCCESS)
     e = clEnqueueNDRangeKernel(l->queue, l->mma[d][b], 3, NULL, global, local, 0, NULL,
                                reduce ? NULL : ev);
+  l->enqueues += e == CL_SUCCESS;
   if (e != CL_SUCCESS || !reduce)
     return demo_cl_check(e, "demo_linear_run: clEnqueueNDRangeKernel(demo_linear_mma)");
   cl_kernel kr = l->reduce[d][b];
@@ -411,6 +417,7 @@ static clpa_status run_mma(demo_linear *l, int d, cl_mem A, cl_mem W, cl_mem C, 
   const size_t items = (size_t)rows * (size_t)n;
   if (e == CL_SUCCESS)
     e = clEnqueueNDRangeKernel(l->queue, kr, 1, NULL, &items, NULL, 0, NULL, ev);
+  l->enqueues += e == CL_SUCCESS;
   return demo_cl_check(e, "demo_linear_run: clEnqueueNDRangeKernel(demo_linear_mma_reduce)");
 }
 
@@ -461,6 +468,7 @@ static clpa_status run_gemm(demo_linear *l, int d, cl_mem A, cl_mem W, cl_mem C,
   if (st != CLPA_OK) return st;
   const size_t global[2] = {((size_t)rows + (size_t)bm - 1) / (size_t)bm * 256, ((size_t)n + 127) / 128};
   const size_t local[2] = {256, 1};
+  l->enqueues++;
   return demo_cl_check(
       clEnqueueNDRangeKernel(l->queue, kr, 2, NULL, global, local, 0, NULL, ev),
       "demo_linear_run: clEnqueueNDRangeKernel(demo_linear_gemm)");
@@ -475,6 +483,7 @@ static clpa_status widen(demo_linear *l, int d, cl_mem W, cl_mem out, int32_t n,
   e |= clSetKernelArg(l->widen[d], 2, sizeof k, &k);
   if (e == CL_SUCCESS)
     e = clEnqueueNDRangeKernel(l->queue, l->widen[d], 1, NULL, &items, NULL, 0, NULL, NULL);
+  l->enqueues += e == CL_SUCCESS;
   return demo_cl_check(e, "demo_linear: demo_linear_widen");
 }
 
@@ -502,6 +511,7 @@ static clpa_status run_clblast(demo_linear *l, int d, cl_mem A, cl_mem W, cl_mem
                                      (size_t)rows, (size_t)n, (size_t)k, 1.0f, A, 0, (size_t)k, w,
                                      0, (size_t)k, accumulate ? 1.0f : 0.0f, C, 0, (size_t)n,
                                      &l->queue, ev);
+  l->enqueues += s == CLBlastSuccess; /* one, however many kernels CLBlast runs inside */
   if (s != CLBlastSuccess)
     return demo_fail(
         s == CLBlastOpenCLOutOfResources ? CLPA_ERR_OUT_OF_RESOURCES : CLPA_ERR_OPENCL,

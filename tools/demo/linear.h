@@ -89,6 +89,11 @@ void demo_linear_destroy(demo_linear *l);
 /* The device's table entry (its match says which row applied). */
 const demo_linear_tuning *demo_linear_tuning_of(const demo_linear *l);
 
+/* Commands enqueued so far by every call on l (kernels, fills, and a
+ * CLBlast call as one whatever it runs inside), for the engine's count of
+ * ops a step. */
+uint64_t demo_linear_enqueues(const demo_linear *l);
+
 /* The engine the table picks for `rows` rows over a k of k, weights in
  * form w: gemm from gemm_min_rows where it runs (NVIDIA, k a multiple of
  * 32, f16 or bf16 weights or block forms; block forms from past

@@ -36,7 +36,7 @@ typedef struct demo_args {
   const char *weight_quant;
   float temperature, top_p;
   int32_t top_k;
-  int no_prefix_cache, check, json, no_warmup, time_split, one_call;
+  int no_prefix_cache, check, json, no_warmup, time_split, one_call, unfused;
   demo_linear_engine linear;
 } demo_args;
 
@@ -168,6 +168,9 @@ static int parse(int argc, char **argv, demo_args *a) {
       {"one-attention-call", CLI_FLAG, &a->one_call, 0, 0, NULL,
        "each layer's attention as one clpa_prefill over\nthe step's sequences, decode rows as one-token\n"
        "ones (default: a decode call and a prefill call)", NULL, NULL},
+      {"unfused", CLI_FLAG, &a->unfused, 0, 0, NULL,
+       "every op its own launch, as before the fusions\n(RoPE, then clpa_reshape_and_cache; ...), to\n"
+       "time them against (the same tokens)", NULL, NULL},
       {"time-split", CLI_FLAG, &a->time_split, 0, 0, NULL,
        "split the device time between attention, GEMMs\nand the rest by a profiling event an op (two\n"
        "enqueues each, which slow the run down)", NULL, NULL},
@@ -189,7 +192,8 @@ static int parse(int argc, char **argv, demo_args *a) {
       opts,
       "JSON keys include op (\"demo\"), computed_tokens, cached_tokens, generated_tokens,\n"
       "tokens_per_s, hit_rate, ttft_p50_ms, tpot_p50_ms, peak_blocks, preemptions,\n"
-      "attention_s, gemm_s (with --time-split), decode_step_ms, temperature and,\nwith --check, check_ok.\n"
+      "attention_s, gemm_s (with --time-split), decode_step_ms, ops_decode_step and\n"
+      "ops_mixed_step (commands enqueued a step), temperature and, with --check, check_ok.\n"
       "\n"
       "Sampling draws token n of request i from a hash of (--seed, i, n): a run\n"
       "repeats whatever the batching.\n"
@@ -450,6 +454,7 @@ int main(int argc, char **argv) {
   demo_model_set_linear(m, a.linear);
   demo_model_set_timing(m, a.time_split);
   demo_model_set_one_call(m, a.one_call);
+  demo_model_set_fused(m, !a.unfused);
   /* The cache holds every running request's longest sequence, twice. */
   int32_t longest = 1;
   if ((a.prompt || a.prompts) && tokenize(tok, &a, &pf, &sv)) {
@@ -539,7 +544,7 @@ int main(int argc, char **argv) {
                          linear_rule, copy_gbps, demo_model_weight_bytes(m),
                          2.0 * mc.layers * mc.kv_heads * mc.head_size *
                              (double)clpa_dtype_size(a.kv_dtype),
-                         warmup_s, warmup_built, a.one_call ? 1 : 2};
+                         warmup_s, warmup_built, a.one_call ? 1 : 2, mc.layers};
   if (a.prompt && !a.json) { /* the answer, as text */
     int32_t count;
     const demo_result *res = demo_engine_results(e, &count);

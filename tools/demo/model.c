@@ -113,10 +113,12 @@ void demo_model_set_timing(demo_model *m, int on) { m->profiling = on && m->queu
 
 void demo_model_set_one_call(demo_model *m, int on) { m->one_call = on != 0; }
 
+void demo_model_set_fused(demo_model *m, int on) { m->unfused = !on; }
+
 const char *const demo_kernel_names[K_COUNT] = {
     "demo_embed_f32", "demo_embed_f16", "demo_rmsnorm", "demo_rmsnorm_rows",
     "demo_rope",      "demo_silu_mul",  "demo_argmax",    "demo_rmsnorm_h",
-    "demo_silu_mul_h"};
+    "demo_silu_mul_h", "demo_rope_cache"};
 
 void demo_model_destroy(demo_model *m) {
   if (!m) return;

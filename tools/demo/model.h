@@ -70,6 +70,10 @@ void demo_model_set_timing(demo_model *m, int on);
  * sequences, the decode rows as one-token sequences (on), or a decode
  * plan for those and a prefill plan for the chunks (off, the default). */
 void demo_model_set_one_call(demo_model *m, int on);
+/* Whether a step's ops are fused where they can be (on, the default:
+ * RoPE with the cache write, ...) or each its own launch (off: to time the
+ * fusions against, and to hold them to the same results). */
+void demo_model_set_fused(demo_model *m, int on);
 /* The linear layers' choice in words: "mma (where it runs) from 2 rows,
  * else stream up to 16, then clblast (table vendor:NVIDIA)", or the forced
  * engine. */
@@ -128,9 +132,14 @@ typedef struct demo_batch {
 } demo_batch;
 
 /* Device time of the last forward, by kind (from profiling events when
- * the context's queue has profiling on, else 0). */
+ * the context's queue has profiling on, else 0), and the ops it enqueued
+ * (always): every kernel, write and read the demo puts on the queue, a
+ * clpa call (reshape_and_cache, a plan's run) and a CLBlast call as one
+ * each, the markers of profiling not counted. */
 typedef struct demo_times {
   double attention_s, gemm_s, other_s;
+  int32_t ops;       /* the whole step */
+  int32_t layer_ops; /* of those, the layers' (all layers together) */
 } demo_times;
 
 /* demo_last_error() (error.h) says why a call failed, with clpa's

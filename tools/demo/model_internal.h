@@ -18,9 +18,12 @@
 
 /* The demo's own kernels (kernels.c), by index. */
 enum { K_EMBED_F32, K_EMBED_F16, K_RMSNORM, K_RMSNORM_ROWS, K_ROPE, K_SILU_MUL, K_ARGMAX,
-       K_RMSNORM_H, K_SILU_MUL_H, K_COUNT };
+       K_RMSNORM_H, K_SILU_MUL_H, K_ROPE_CACHE, K_COUNT };
 extern const char *const demo_kernel_names[K_COUNT]; /* model.c */
 #define DEMO_WG 64 /* kernels.c's row work-group */
+
+/* The step's input regions (demo_model_inputs), in their order. */
+enum { IN_LAST, IN_CTX, IN_TOKENS, IN_POS, IN_SLOTS, IN_BT_DEC, IN_BT_PRE, IN_COUNT };
 
 typedef struct host_layer {
   float *attn_norm, *ffn_norm, *wqkv, *wo, *wgu, *wdown;
@@ -63,16 +66,32 @@ struct demo_model {
   demo_linear *lin;          /* the linear layers' engines (linear.h) */
   demo_linear_engine engine; /* AUTO: the device's table; else forced (demo_model_set_linear) */
   int one_call;              /* attention as one prefill call a layer (demo_model_set_one_call) */
+  int unfused;               /* each op its own launch, as before the fusions (demo_model_set_fused) */
+  /* the last cache layout whose addresses demo_rope_cache's formula was
+   * held to clpa_kv_key_index / clpa_kv_value_index (model_step.c), and
+   * whether it matched */
+  clpa_kv_layout fused_kv;
+  int fused_kv_state; /* 0: none checked yet, 1: matched, -1: did not */
 
   /* per-step buffers, grown on demand */
-  int32_t cap_t, cap_s, cap_bt;
+  int32_t cap_t, cap_s;
   cl_mem x, xn, qkv, attn, gu, act, xl, logits, next;
   cl_mem xh, acth; /* xn and act as f16, for the linear layers that take them (linear.h) */
+  /* The step's inputs from the host: sub-buffers of one buffer, written
+   * by one command from one staging area of the same layout
+   * (demo_model_inputs); h_pos, h_ctx and h_last point into the staging. */
   cl_mem tokens, positions, slots, ctx_lens, last_rows, bt_dec, bt_pre;
-  int32_t *h_pos, *h_ctx, *h_last; /* staging for positions, context lengths, last rows */
+  int32_t *h_pos, *h_ctx, *h_last;
+  cl_mem in_buf;
+  unsigned char *h_in;
+  size_t in_cap, in_align;         /* bytes of both; the sub-buffers' offset alignment */
+  size_t in_off[IN_COUNT], in_len[IN_COUNT]; /* each region's place and sub-buffer's bytes */
+  size_t in_want[IN_COUNT];        /* the step's bytes in each */
+  size_t in_used;                  /* the step's bytes from the first to the last: the one write */
 
   timed_event *ev;
   int n_ev, cap_ev;
+  int32_t ops; /* commands the step has enqueued so far (demo_times.ops) */
 };
 
 /* Releases *b (if any) and sets it to NULL. */
@@ -81,11 +100,18 @@ static inline void demo_release_mem(cl_mem *b) {
   *b = NULL;
 }
 
-/* model_buffers.c: grows the per-step buffers to T tokens, S sequences and
- * bt block-table entries (the previous steps' are idle: each step waits);
- * releases them and the staging. */
-clpa_status demo_model_reserve(demo_model *m, int32_t T, int32_t S, int32_t bt);
+/* model_buffers.c: grows the per-step buffers to T tokens and S
+ * sequences (the previous steps' are idle: each step waits); releases
+ * them and the staging. */
+clpa_status demo_model_reserve(demo_model *m, int32_t T, int32_t S);
 void demo_model_release_buffers(demo_model *m);
+/* Lays the step's inputs out for T tokens, S sequences of which nd
+ * decode ones, and mb block-table columns: last_rows, ctx_lens, tokens,
+ * positions, slots, bt_dec, bt_pre, each at a multiple of the device's
+ * sub-buffer alignment; sub-buffers made anew only when that changes. */
+clpa_status demo_model_inputs(demo_model *m, int32_t T, int32_t S, int32_t nd, int32_t mb);
+/* Region i's sub-buffer (IN_LAST ...): m->last_rows ... */
+cl_mem *demo_model_input(demo_model *m, int i);
 
 /* model_timing.c: where the next op's event goes (NULL when the queue does
  * not profile); the step's events summed by kind; their release (clear:

@@ -27,6 +27,7 @@ static clpa_status write_buf(demo_model *m, cl_mem b, size_t bytes, const void *
   if (!bytes) return CLPA_OK;
   cl_int e = clEnqueueWriteBuffer(m->queue, b, CL_FALSE, 0, bytes, src, 0, NULL,
                                   demo_model_event(m, TIME_OTHER));
+  m->ops += e == CL_SUCCESS;
   return e == CL_SUCCESS
              ? CLPA_OK
              : demo_fail(demo_cl_status(e), "clEnqueueWriteBuffer(%s): OpenCL error %d", what,
@@ -53,6 +54,7 @@ static clpa_status launch_as(demo_model *m, int kind, int k, cl_uint dims, const
     if (!global[d]) return CLPA_OK;
   cl_int e = clEnqueueNDRangeKernel(m->queue, m->k[k], dims, NULL, global, local, 0, NULL,
                                     demo_model_event(m, kind));
+  m->ops += e == CL_SUCCESS;
   return e == CL_SUCCESS
              ? CLPA_OK
              : demo_fail(demo_cl_status(e), "clEnqueueNDRangeKernel(%s): OpenCL error %d",
@@ -73,10 +75,19 @@ static int takes_f16(const demo_model *m, int32_t l, demo_matrix which, int32_t 
 static clpa_status gemm(demo_model *m, int32_t l, demo_matrix which, cl_mem A, cl_mem W, cl_mem C,
                         int32_t rows, int32_t n, int32_t k, int accumulate, int half) {
   if (!rows) return CLPA_OK;
-  return (half ? demo_linear_run_f16 : demo_linear_run)(m->lin, m->engine,
-                                                        demo_model_form(m, l, which), A, W, C, rows,
-                                                        n, k, accumulate,
-                                                        demo_model_event(m, TIME_GEMM));
+  const uint64_t before = demo_linear_enqueues(m->lin);
+  clpa_status st = (half ? demo_linear_run_f16 : demo_linear_run)(
+      m->lin, m->engine, demo_model_form(m, l, which), A, W, C, rows, n, k, accumulate,
+      demo_model_event(m, TIME_GEMM));
+  m->ops += (int32_t)(demo_linear_enqueues(m->lin) - before);
+  return st;
+}
+
+/* A clpa call that enqueues (counted as one op: how many kernels it runs
+ * inside is the library's). */
+static clpa_status clpa_op(demo_model *m, clpa_status st, const char *what, int32_t layer) {
+  m->ops += st == CLPA_OK;
+  return demo_clpa_check(st, what, layer);
 }
 
 /* y = rms(x) * w, y f32 or, where half is set, f16 */
@@ -117,11 +128,71 @@ static clpa_status check_batch(const demo_model *m, const clpa_kv_layout *kv, co
           (long long)c + n, (int)m->cfg.max_positions, (long long)cap);
   }
   const int32_t T = b->cu_seqlens[b->num_seqs];
-  for (int32_t t = 0; t < T; t++)
+  const int64_t slots = (int64_t)kv->num_blocks * kv->block_size;
+  for (int32_t t = 0; t < T; t++) {
     if (b->tokens[t] < 0 || b->tokens[t] >= m->cfg.vocab)
       return demo_fail(CLPA_ERR_INVALID_ARG, "%s: token %d is %d (vocab %d)", fn, (int)t,
                        (int)b->tokens[t], (int)m->cfg.vocab);
+    if (b->slots[t] >= slots) /* negative: padding, skipped */
+      return demo_fail(CLPA_ERR_INVALID_ARG, "%s: token %d's slot %lld is past the cache's %lld",
+                       fn, (int)t, (long long)b->slots[t], (long long)slots);
+  }
   return CLPA_OK;
+}
+
+/* The fused RoPE and cache write's view of a layer's caches
+ * (demo_rope_cache in kernels.c): the layout's strides in elements, in
+ * the form its one formula for every kind takes them. */
+typedef struct cache_write {
+  int on; /* 0: demo_rope, then clpa_reshape_and_cache */
+  cl_long nslots;
+  cl_int B, f16, x;
+  cl_ulong bs, hs, kdh, kts, vds, vts;
+} cache_write;
+
+static uint64_t key_at(const cache_write *w, int32_t blk, int32_t h, int32_t o, int32_t d) {
+  return (uint64_t)blk * w->bs + (uint64_t)h * w->hs + (uint64_t)(d / w->x) * w->kdh +
+         (uint64_t)o * w->kts + (uint64_t)(d % w->x);
+}
+static uint64_t value_at(const cache_write *w, int32_t blk, int32_t h, int32_t o, int32_t d) {
+  return (uint64_t)blk * w->bs + (uint64_t)h * w->hs + (uint64_t)d * w->vds + (uint64_t)o * w->vts;
+}
+
+/* Whether the step writes its K/V by demo_rope_cache, and its strides.
+ * The demo sees the cache through the public headers alone: the layout's
+ * strides (clpa_kv_layout) and the formula clpa_layout.h documents, whose
+ * one host form is clpa_kv_key_index / clpa_kv_value_index. So the kernel's
+ * formula is held to those for every element of the first and the last
+ * block the first time a layout is seen (a layout it does not match, say a
+ * kind to come, takes the library's write). f32 and f16 caches only: the
+ * library's f16 is vstore_half_rte, the kernel's too; other dtypes (bf16,
+ * fp8 with its scales) take the library's write. */
+static void plan_cache_write(demo_model *m, clpa_cache *cache, const clpa_kv_layout *kv,
+                             cache_write *w) {
+  memset(w, 0, sizeof *w);
+  if (m->unfused || (kv->dtype != CLPA_DTYPE_F32 && kv->dtype != CLPA_DTYPE_F16) ||
+      !clpa_cache_key(cache, 0) || kv->num_blocks <= 0)
+    return;
+  const int split = kv->kind == CLPA_KV_LAYOUT_SPLIT_KEY;
+  w->nslots = (cl_long)kv->num_blocks * kv->block_size;
+  w->B = kv->block_size, w->f16 = kv->dtype == CLPA_DTYPE_F16, w->x = kv->x;
+  w->bs = kv->block_stride, w->hs = kv->head_stride;
+  w->kdh = (cl_ulong)kv->x * (split ? (cl_ulong)kv->block_size : 1);
+  w->kts = kv->key_token_stride;
+  w->vds = split ? (cl_ulong)kv->block_size : 1;
+  w->vts = kv->value_token_stride;
+  if (m->fused_kv_state == 0 || memcmp(&m->fused_kv, kv, sizeof *kv) != 0) {
+    int same = w->x > 0;
+    for (int32_t blk = 0; same && blk < kv->num_blocks; blk += kv->num_blocks > 1 ? kv->num_blocks - 1 : 1)
+      for (int32_t h = 0; h < kv->num_kv_heads; h++)
+        for (int32_t o = 0; o < kv->block_size; o++)
+          for (int32_t d = 0; d < kv->head_size; d++)
+            same &= key_at(w, blk, h, o, d) == clpa_kv_key_index(kv, blk, h, o, d) &&
+                    value_at(w, blk, h, o, d) == clpa_kv_value_index(kv, blk, h, o, d);
+    m->fused_kv = *kv;
+    m->fused_kv_state = same ? 1 : -1;
+  }
+  w->on = m->fused_kv_state == 1;
 }
 
 /* The step's attention plans (decode rows first, then the prefill
@@ -179,35 +250,36 @@ static clpa_status attention(demo_model *m, clpa_cache *cache, const step_plans 
   if (sp->decode) {
     in.block_tables = m->bt_dec, in.context_lens = m->ctx_lens;
     in.event = demo_model_event(m, TIME_ATTN);
-    if ((st = demo_clpa_check(clpa_run(sp->decode, &in), "clpa_run (decode)", l)) != CLPA_OK)
+    if ((st = clpa_op(m, clpa_run(sp->decode, &in), "clpa_run (decode)", l)) != CLPA_OK)
       return st;
   }
   if (sp->prefill) {
     in.block_tables = m->bt_pre, in.context_lens = NULL;
     in.event = demo_model_event(m, TIME_ATTN);
-    st = demo_clpa_check(clpa_run(sp->prefill, &in), "clpa_run (prefill)", l);
+    st = clpa_op(m, clpa_run(sp->prefill, &in), "clpa_run (prefill)", l);
   }
   return st;
 }
 
-/* One layer over the step's T tokens; x holds the residual stream. */
-static clpa_status layer(demo_model *m, clpa_cache *cache, const step_plans *sp, int32_t l,
-                         int32_t T) {
+/* RoPE on the query and key heads and the new tokens' K/V to layer l's
+ * caches: one launch where cw says so, else RoPE, then the library's write. */
+static clpa_status rope_and_cache(demo_model *m, clpa_cache *cache, const cache_write *cw,
+                                  int32_t l, int32_t T) {
   const demo_config *c = &m->cfg;
-  const dev_layer *d = &m->dl[l];
   const int32_t qd = c->heads * c->head_size, hd = c->head_size;
-  /* each linear call's activations: f16 where it takes them (takes_f16) */
-  const int hq = takes_f16(m, l, DEMO_MAT_QKV, T, c->hidden);
-  const int hg = takes_f16(m, l, DEMO_MAT_GU, T, c->hidden);
-  const int hdn = takes_f16(m, l, DEMO_MAT_DOWN, T, c->ffn);
-  const cl_mem xq = hq ? m->xh : m->xn, xg = hg ? m->xh : m->xn, act = hdn ? m->acth : m->act;
-  clpa_status st;
-  TRY(rmsnorm(m, m->x, d->attn_norm, xq, T, hq));
-  TRY(gemm(m, l, DEMO_MAT_QKV, xq, d->wqkv, m->qkv, T, m->qkv_dim, c->hidden, 0, hq));
+  if (cw->on) {
+    cl_mem kc = clpa_cache_key(cache, l), vc = clpa_cache_value(cache, l);
+    size_t g[3] = {(size_t)hd / 2, (size_t)(c->heads + 2 * c->kv_heads), (size_t)T};
+    return launch(m, K_ROPE_CACHE, 3, g, NULL, 20, ARG(m->qkv), ARG(m->positions),
+                  ARG(m->d_rope), ARG(m->qkv_dim), ARG(hd), ARG(c->heads), ARG(c->kv_heads),
+                  ARG(m->slots), ARG(cw->nslots), ARG(cw->B), ARG(cw->f16), ARG(kc), ARG(vc),
+                  ARG(cw->bs), ARG(cw->hs), ARG(cw->kdh), ARG(cw->kts), ARG(cw->vds),
+                  ARG(cw->vts), ARG(cw->x));
+  }
   size_t rg[3] = {(size_t)hd / 2, (size_t)(c->heads + c->kv_heads), (size_t)T};
-  TRY(launch(m, K_ROPE, 3, rg, NULL, 5, ARG(m->qkv), ARG(m->positions), ARG(m->d_rope),
-             ARG(m->qkv_dim), ARG(hd)));
-
+  clpa_status st = launch(m, K_ROPE, 3, rg, NULL, 5, ARG(m->qkv), ARG(m->positions),
+                          ARG(m->d_rope), ARG(m->qkv_dim), ARG(hd));
+  if (st != CLPA_OK) return st;
   clpa_reshape_and_cache_params rc;
   clpa_reshape_and_cache_params_init(&rc);
   rc.cache = cache, rc.layer = l, rc.num_tokens = T, rc.src_dtype = CLPA_DTYPE_F32;
@@ -216,7 +288,24 @@ static clpa_status layer(demo_model *m, clpa_cache *cache, const step_plans *sp,
   rc.key_stride = rc.value_stride = (size_t)m->qkv_dim;
   rc.slot_mapping = m->slots;
   rc.event = demo_model_event(m, TIME_ATTN);
-  TRY(demo_clpa_check(clpa_reshape_and_cache(m->ctx, &rc), "clpa_reshape_and_cache", l));
+  return clpa_op(m, clpa_reshape_and_cache(m->ctx, &rc), "clpa_reshape_and_cache", l);
+}
+
+/* One layer over the step's T tokens; x holds the residual stream. */
+static clpa_status layer(demo_model *m, clpa_cache *cache, const step_plans *sp,
+                         const cache_write *cw, int32_t l, int32_t T) {
+  const demo_config *c = &m->cfg;
+  const dev_layer *d = &m->dl[l];
+  const int32_t qd = c->heads * c->head_size;
+  /* each linear call's activations: f16 where it takes them (takes_f16) */
+  const int hq = takes_f16(m, l, DEMO_MAT_QKV, T, c->hidden);
+  const int hg = takes_f16(m, l, DEMO_MAT_GU, T, c->hidden);
+  const int hdn = takes_f16(m, l, DEMO_MAT_DOWN, T, c->ffn);
+  const cl_mem xq = hq ? m->xh : m->xn, xg = hg ? m->xh : m->xn, act = hdn ? m->acth : m->act;
+  clpa_status st;
+  TRY(rmsnorm(m, m->x, d->attn_norm, xq, T, hq));
+  TRY(gemm(m, l, DEMO_MAT_QKV, xq, d->wqkv, m->qkv, T, m->qkv_dim, c->hidden, 0, hq));
+  TRY(rope_and_cache(m, cache, cw, l, T));
   TRY(attention(m, cache, sp, l));
 
   TRY(gemm(m, l, DEMO_MAT_O, m->attn, d->wo, m->x, T, c->hidden, qd, 1, 0));
@@ -247,8 +336,14 @@ clpa_status demo_model_forward(demo_model *m, clpa_cache *cache, const demo_batc
   /* nd: the sequences of the decode plan (none in one call: plans_make) */
   const int32_t S = b->num_seqs, nd = m->one_call ? 0 : b->num_decode, T = b->cu_seqlens[S];
   const int32_t mb = b->max_blocks_per_seq;
-  const int32_t bt = (nd > S - nd ? nd : S - nd) * mb;
-  if ((st = demo_model_reserve(m, T, S, bt)) != CLPA_OK) return st;
+  if ((st = demo_model_reserve(m, T, S)) != CLPA_OK ||
+      (st = demo_model_inputs(m, T, S, nd, mb)) != CLPA_OK)
+    return st;
+  unsigned char *in = m->h_in;
+  memcpy(in + m->in_off[IN_TOKENS], b->tokens, m->in_want[IN_TOKENS]);
+  memcpy(in + m->in_off[IN_SLOTS], b->slots, m->in_want[IN_SLOTS]);
+  memcpy(in + m->in_off[IN_BT_DEC], b->block_tables, m->in_want[IN_BT_DEC]);
+  memcpy(in + m->in_off[IN_BT_PRE], b->block_tables + (size_t)nd * mb, m->in_want[IN_BT_PRE]);
 
   int32_t max_ctx = 0;
   step_plans plans = {NULL, NULL};
@@ -263,20 +358,22 @@ clpa_status demo_model_forward(demo_model *m, clpa_cache *cache, const demo_batc
   }
 
   demo_model_events_clear(m);
-  TRY(write_buf(m, m->tokens, (size_t)T * 4, b->tokens, "tokens"));
-  TRY(write_buf(m, m->positions, (size_t)T * 4, m->h_pos, "positions"));
-  TRY(write_buf(m, m->slots, (size_t)T * 8, b->slots, "slots"));
-  TRY(write_buf(m, m->last_rows, (size_t)S * 4, m->h_last, "last_rows"));
-  TRY(write_buf(m, m->ctx_lens, (size_t)nd * 4, m->h_ctx, "context_lens"));
-  TRY(write_buf(m, m->bt_dec, (size_t)nd * mb * 4, b->block_tables, "block_tables"));
-  TRY(write_buf(m, m->bt_pre, (size_t)(S - nd) * mb * 4, b->block_tables + (size_t)nd * mb,
-                "block_tables"));
+  m->ops = 0;
+  int32_t layer_ops = 0;
+  /* the inputs as one write from the staging (a write each, unfused) */
+  if (!m->unfused) TRY(write_buf(m, m->in_buf, m->in_used, in, "the step's inputs"));
+  for (int i = 0; m->unfused && i < IN_COUNT; i++)
+    TRY(write_buf(m, *demo_model_input(m, i), m->in_want[i], in + m->in_off[i], "an input"));
 
   size_t eg[2] = {(size_t)c->hidden, (size_t)T};
   TRY(launch(m, m->wdtype == CLPA_DTYPE_F16 ? K_EMBED_F16 : K_EMBED_F32, 2, eg, NULL, 4,
              ARG(m->d_embed), ARG(m->tokens), ARG(m->x), ARG(c->hidden)));
   TRY(plans_make(m, cache, b, max_ctx, &plans));
-  for (int32_t l = 0; l < c->layers; l++) TRY(layer(m, cache, &plans, l, T));
+  cache_write cw;
+  plan_cache_write(m, cache, &kv, &cw);
+  layer_ops = m->ops;
+  for (int32_t l = 0; l < c->layers; l++) TRY(layer(m, cache, &plans, &cw, l, T));
+  layer_ops = m->ops - layer_ops;
 
   size_t ng = (size_t)S * DEMO_WG, nl = DEMO_WG;
   TRY(launch(m, K_RMSNORM_ROWS, 1, &ng, &nl, 6, ARG(m->x), ARG(m->last_rows), ARG(m->d_final_norm),
@@ -286,17 +383,21 @@ clpa_status demo_model_forward(demo_model *m, clpa_cache *cache, const demo_batc
   TRY(demo_cl_check(clEnqueueReadBuffer(m->queue, m->next, CL_FALSE, 0, (size_t)S * 4, next_tokens,
                                         0, NULL, demo_model_event(m, TIME_OTHER)),
                     "clEnqueueReadBuffer(next tokens)"));
-  if (logits)
+  m->ops++;
+  if (logits) {
     TRY(demo_cl_check(clEnqueueReadBuffer(m->queue, m->logits, CL_FALSE, 0,
                                           (size_t)S * c->vocab * sizeof(float), logits, 0, NULL,
                                           demo_model_event(m, TIME_OTHER)),
                       "clEnqueueReadBuffer(logits)"));
+    m->ops++;
+  }
 out:;
   plans_release(&plans);
   /* Wait in every case: the queue may still read the caller's arrays. */
   cl_int e = clFinish(m->queue);
   if (st == CLPA_OK) st = demo_cl_check(e, "clFinish");
   if (st == CLPA_OK && m->profiling) demo_model_times(m, times);
+  if (times) times->ops = m->ops, times->layer_ops = layer_ops;
   demo_model_events_clear(m);
   return st;
 }

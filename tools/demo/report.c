@@ -41,6 +41,8 @@ static double quantile(double *v, int32_t n, double q) {
   return v[i < n ? i : n - 1];
 }
 
+static double avg(int64_t sum, int64_t n) { return n > 0 ? (double)sum / (double)n : 0; }
+
 void demo_report_summary(FILE *out, const demo_engine *e, const demo_report_info *in, int json) {
   const demo_run_stats *st = demo_engine_stats(e);
   int32_t count;
@@ -117,6 +119,11 @@ void demo_report_summary(FILE *out, const demo_engine *e, const demo_report_info
     cli_json_num(&j, "warmup_s", in->warmup_s, 3);
     cli_json_int(&j, "warmup_programs_built", (long long)in->warmup_built);
     cli_json_int(&j, "attention_calls", in->attention_calls);
+    /* ops enqueued a step on average (model.h's demo_times.ops), and a layer's of them */
+    cli_json_num(&j, "ops_decode_step", avg(st->decode_ops, st->decode_steps), 1);
+    cli_json_num(&j, "ops_decode_layer", avg(st->decode_layer_ops, (int64_t)st->decode_steps * in->layers), 2);
+    cli_json_num(&j, "ops_mixed_step", avg(st->mixed_ops, st->mixed_steps), 1);
+    cli_json_num(&j, "ops_mixed_layer", avg(st->mixed_layer_ops, (int64_t)st->mixed_steps * in->layers), 2);
     cli_json_str(&j, "linear", in->linear ? in->linear : "");
     cli_json_num(&j, "copy_gbps", in->copy_gbps, 1);
     cli_json_num(&j, "step_floor_ms", floor_s * 1e3, 6); /* a tiny model on a GPU: ~1 us */
@@ -168,6 +175,13 @@ void demo_report_summary(FILE *out, const demo_engine *e, const demo_report_info
   if (st->decode_steps && st->decode_step_device_s > 0)
     fprintf(out, "                        %8.2f ms of it the device's (profiling events)\n",
             st->decode_step_device_s / st->decode_steps * 1e3);
+  if (st->decode_steps || st->mixed_steps)
+    fprintf(out, "  ops a step            %8.1f decode-only (%.2f a layer), %.1f with prefill (%.2f a"
+                 " layer), on average\n",
+            avg(st->decode_ops, st->decode_steps),
+            avg(st->decode_layer_ops, (int64_t)st->decode_steps * in->layers),
+            avg(st->mixed_ops, st->mixed_steps),
+            avg(st->mixed_layer_ops, (int64_t)st->mixed_steps * in->layers));
   if (in->linear) fprintf(out, "  linear layers         %s\n", in->linear);
   fprintf(out, "  attention             %s\n",
           in->attention_calls == 1 ? "one clpa_prefill call a layer (--one-attention-call)"

@@ -38,6 +38,7 @@ typedef struct demo_report_info {
   double warmup_s;
   unsigned warmup_built; /* clpa's programs it built from source */
   int attention_calls;   /* a layer's attention calls in a mixed step: 1 or 2 */
+  int32_t layers;        /* the model's, for the ops a layer */
 } demo_report_info;
 
 /* The progress line (call after each step; prints only on a terminal). */

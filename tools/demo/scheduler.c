@@ -377,7 +377,7 @@ static clpa_status step_once(demo_engine *e, int32_t step) {
   b.tokens = e->tokens, b.cu_seqlens = e->cu, b.cached_lens = e->cached, b.slots = e->slots;
   b.block_tables = e->tables, b.max_blocks_per_seq = e->max_blocks;
   const double t0 = now_s(e);
-  demo_times dt = {0, 0, 0};
+  demo_times dt = {0, 0, 0, 0, 0};
   /* With logits asked for, the forward reads back num_seqs x vocab floats
    * after the argmax (the rows of prefill chunks that end mid-prompt too):
    * 4 bytes a vocabulary entry a sequence, 501 KiB for Llama 3's 128256,
@@ -400,6 +400,10 @@ static clpa_status step_once(demo_engine *e, int32_t step) {
     e->st.decode_step_s += t;
     e->st.decode_step_device_s += dt.attention_s + dt.gemm_s + dt.other_s;
     for (int32_t s = 0; s < b.num_seqs; s++) e->st.decode_kv_tokens += e->cached[s] + 1;
+    e->st.decode_ops += dt.ops, e->st.decode_layer_ops += dt.layer_ops;
+  } else {
+    e->st.mixed_steps++;
+    e->st.mixed_ops += dt.ops, e->st.mixed_layer_ops += dt.layer_ops;
   }
   e->st.device.attention_s += dt.attention_s, e->st.device.gemm_s += dt.gemm_s;
   e->st.device.other_s += dt.other_s;

@@ -71,6 +71,10 @@ typedef struct demo_run_stats {
   int64_t decode_kv_tokens; /* the context tokens those steps' attention read, summed */
   double decode_step_s;     /* those steps' wall clock, summed (host work and waits included) */
   double decode_step_device_s; /* their device time, summed (0 without timing) */
+  /* ops enqueued (demo_times.ops), summed: decode-only steps, and the
+   * others (mixed: prefill chunks, with or without decodes) */
+  int64_t decode_ops, decode_layer_ops, mixed_ops, mixed_layer_ops;
+  int32_t mixed_steps;
   demo_times device;        /* summed over steps */
   double hit_rate;          /* cached / prompt tokens */
 } demo_run_stats;
