@@ -195,7 +195,7 @@ inline void reduce_rows(__local float *out_s, float accs[G][NUM_ROWS_PER_THREAD]
 }
 
 __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_decode_paged(
-    KERNEL_PARAMS(DECODE_ARG_LIST)) {
+    KERNEL_PARAMS(DECODE_ARG_LIST) PAGE_PARAMS) {
   __local float q_s[G * HEAD_SIZE];
   __local float out_s[G * HEAD_SIZE];
   __local float red[NUM_THREADS];
@@ -219,7 +219,7 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
     if (lid == 0) atomic_or(faults, CLPA_FAULT_LANES);
   }
 #endif
-  int L = context_lens[seq];
+  int L = SEQ_LEN(seq);
   if (L < 0 || L > max_context_len) {
     if (lid == 0 && part == 0) atomic_or(faults, CLPA_FAULT_BAD_CONTEXT_LEN);
     L = 0;
@@ -250,7 +250,7 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
 #endif
   const int start_token = start_block * BLOCK_SIZE;
   const int num_tokens = (end_block - start_block) * BLOCK_SIZE; /* padded to whole blocks */
-  __global const int *table = block_tables + (size_t)seq * max_blocks_per_seq;
+  page_row table = PAGE_ROW(seq);
 
   load_query(q_s, q + seq * q_stride + head0 * HEAD_SIZE);
 
@@ -282,7 +282,7 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
     for (int b = 0; b < KEY_BLOCKS; b++) {
       blk[b] = start_block + warp + (it * KEY_BLOCKS + b) * NUM_WARPS;
       in_range[b] = blk[b] < end_block;
-      int phys = in_range[b] ? table[blk[b]] : 0;
+      int phys = in_range[b] ? PAGE_OF(table, blk[b]) : 0;
       valid[b] = in_range[b] && phys >= 0 && phys < num_blocks;
       if (!valid[b]) {
         if (in_range[b] && lane == 0) atomic_or(faults, CLPA_FAULT_BAD_BLOCK);
@@ -349,7 +349,7 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
     for (int i = 0; i < NUM_ROWS_PER_THREAD; i++) accs[g][i] = 0.0f;
   const int vcol = (lane % NUM_V_VECS_PER_ROW) * V_VEC_SIZE;
   for (int blk = start_block + warp; blk < end_block; blk += NUM_WARPS) {
-    const int phys = table[blk];
+    const int phys = PAGE_OF(table, blk);
     if (phys < 0 || phys >= num_blocks) continue; /* its logits are 0; never read it */
     const int tok0 = blk * BLOCK_SIZE + vcol;
     floatV lv[G];

@@ -237,9 +237,10 @@ inline float slices_sum(__local const float *o_s, int i) {
  * whether an entry is used. Read a chunk ahead (and the first chunk's
  * before the context length arrives), so no chunk waits on a table read
  * before its K/V loads can start. */
-inline int2 chunk_ids(__global const int *table, int c0, int g, int t, int max_blocks) {
+inline int2 chunk_ids(page_row table, int c0, int g, int t, int max_blocks) {
   const int kq = c0 + RUN * (g / 2), vt = c0 + RUN * t;
-  return (int2)(table[min(kq / BLOCK_SIZE, max_blocks - 1)], table[min(vt / BLOCK_SIZE, max_blocks - 1)]);
+  return (int2)(PAGE_OF_CLAMPED(table, kq / BLOCK_SIZE, max_blocks),
+                PAGE_OF_CLAMPED(table, vt / BLOCK_SIZE, max_blocks));
 }
 
 /* The physical block `phys` (the table's entry) of the RUN tokens first
@@ -320,7 +321,7 @@ inline void load_chunk(mma_chunk *ch, int c0, int2 ids, int g, int t, int lo, in
   g, t, lo, end, num_blocks, faults, k_cache, v_cache, off, block_stride
 
 __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_decode_mma(
-    KERNEL_PARAMS(DECODE_ARG_LIST)) {
+    KERNEL_PARAMS(DECODE_ARG_LIST) PAGE_PARAMS) {
   __local float o_s[SLICES * G * HEAD_SIZE];
   __local float m_s[WARPS * 16], l_s[WARPS * 16], row_m[16], row_l[16];
 #if PARTITION_SIZE && CLPA_MERGE
@@ -343,10 +344,10 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
    * together (one round trip to memory instead of three before the first
    * K/V load); the entries again only where a sliding window moves the
    * start. */
-  __global const int *table = block_tables + (size_t)seq * max_blocks_per_seq;
+  page_row table = PAGE_ROW(seq);
   const int c_first = part * PCH + warp;
   int2 ids = chunk_ids(table, c_first * CHUNK, g, t, max_blocks_per_seq);
-  int L = context_lens[seq];
+  int L = PAGE_LEN(table, seq);
   /* ---- 1. queries as B fragments (column g of n-tile h), dimensions in the keys' order ---- */
   uint2 qb[NH][KSTEPS];
 #if KV_BYTES == 4

@@ -71,9 +71,9 @@
 /* The tile of the row's block b in a cache, as bytes to prefetch; NULL
  * for a block at or past b_end or an id outside the cache. */
 inline __global const uchar *rows_tile(__global const kv_t *cache, ulong kv_off,
-                                       __global const int *table, int b, int b_end,
+                                       page_row table, int b, int b_end,
                                        int num_blocks, ulong block_stride) {
-  const int phys = b < b_end ? table[b] : -1;
+  const int phys = b < b_end ? PAGE_OF(table, b) : -1;
   return phys >= 0 && phys < num_blocks
              ? (__global const uchar *)(cache + kv_off + (ulong)phys * block_stride)
              : NULL;
@@ -83,7 +83,7 @@ inline __global const uchar *rows_tile(__global const kv_t *cache, ulong kv_off,
  * a bad id): the hardware prefetchers then bring the rest faster than
  * the whole-tile software prefetches alone
  * (docs/decisions/0016-decode-rows-kernel.md). */
-inline void rows_touch(__global const kv_t *cache, ulong kv_off, __global const int *table, int b,
+inline void rows_touch(__global const kv_t *cache, ulong kv_off, page_row table, int b,
                        int b_end, int num_blocks, ulong block_stride) {
   __global const uchar *t = rows_tile(cache, kv_off, table, b, b_end, num_blocks, block_stride);
   for (int o = 0; t && o < KTILE; o += 1024) ROWS_PREFETCH(t + o);
@@ -128,11 +128,11 @@ inline void rows_touch(__global const kv_t *cache, ulong kv_off, __global const 
   } while (0)
 
 __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void clpa_decode_rows(
-    KERNEL_PARAMS(DECODE_ARG_LIST)) {
+    KERNEL_PARAMS(DECODE_ARG_LIST) PAGE_PARAMS) {
   (void)logits, (void)logits_stride, (void)part_counts;
   const int head0 = get_group_id(0) * G, seq = get_group_id(1), part = get_group_id(2);
   const int kv_head = head0 / (num_heads / num_kv_heads);
-  int L = context_lens[seq];
+  int L = SEQ_LEN(seq);
   if (L < 0 || L > max_context_len) {
     if (part == 0) atomic_or(faults, CLPA_FAULT_BAD_CONTEXT_LEN);
     L = 0;
@@ -142,7 +142,7 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void clpa_decode_rows(
   if (!out && part * PART >= L) return; /* v2: the reduce kernel skips empty partitions */
   const int t_end = min((part + 1) * PART, L);
   const int b_begin = max(part * PART, lo) / BLOCK_SIZE, b_end = (t_end + BLOCK_SIZE - 1) / BLOCK_SIZE;
-  __global const int *table = block_tables + (size_t)seq * max_blocks_per_seq;
+  page_row table = PAGE_ROW(seq);
   const ulong kv_off = kv_tile(0, kv_head, block_stride, head_stride); /* + block * block_stride */
   const int ts = kv_token_stride(block_stride, head_stride, BLOCK_SIZE); /* HND, NHD */
   const float kscale = !KV_IS_FP8 ? 1.0f : k_scales ? k_scales[0] : k_scale;
@@ -163,7 +163,7 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void clpa_decode_rows(
   floatS mv[G]; /* the running max, lane-wise */
   for (int r = 0; r < G; r++) mv[r] = (floatS)(-INFINITY);
   for (int b = b_begin; b < b_end; b++) {
-    const int phys = table[b], j0 = b * BLOCK_SIZE;
+    const int phys = PAGE_OF(table, b), j0 = b * BLOCK_SIZE;
     const int valid = phys >= 0 && phys < num_blocks;
     if (!valid) atomic_or(faults, CLPA_FAULT_BAD_BLOCK);
     __global const kv_t *kb = k_cache + kv_off + (ulong)(valid ? phys : 0) * block_stride;
@@ -228,7 +228,7 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void clpa_decode_rows(
     int ok[VBLK], all_ok = 1;
 #pragma unroll
     for (int k = 0; k < VBLK; k++) {
-      const int b = b0 + k, j0 = b * BLOCK_SIZE, phys = b < b_end ? table[b] : -1;
+      const int b = b0 + k, j0 = b * BLOCK_SIZE, phys = b < b_end ? PAGE_OF(table, b) : -1;
       ok[k] = phys >= 0 && phys < num_blocks;
       all_ok &= ok[k];
       vb[k] = v_cache + kv_off + (ulong)(ok[k] ? phys : 0) * block_stride;

@@ -110,10 +110,10 @@ inline int mma_vlane(int lane) {
 /* The table entries of tile k0's parts whose keys meet [k_lo, k_end)
  * (the others are not read and left as they are): issued a tile ahead,
  * so that the load's latency passes while a tile is computed. */
-inline void mma_tile_entries(int *raw, __global const int *table, int k0, int k_lo, int k_end) {
+inline void mma_tile_entries(int *raw, page_row table, int k0, int k_lo, int k_end) {
   for (int p = 0; p < NP; p++) {
     const int j0 = k0 + p * BLOCK_SIZE;
-    if (j0 + BLOCK_SIZE > k_lo && j0 < k_end) raw[p] = table[(uint)j0 / BLOCK_SIZE];
+    if (j0 + BLOCK_SIZE > k_lo && j0 < k_end) raw[p] = PAGE_OF(table, (uint)j0 / BLOCK_SIZE);
   }
 }
 
@@ -235,7 +235,7 @@ inline int mma_next_tile(int k0, int k_end, int sparse, __global const uchar *m0
 #endif
 
 __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_prefill_mma(
-    KERNEL_PARAMS(PREFILL_ARG_LIST)) {
+    KERNEL_PARAMS(PREFILL_ARG_LIST) PAGE_PARAMS) {
   __local uint4 k_s[STAGES * KTILE];
   __local uint4 v_s[STAGES * VTILE];
   __local uint xch[MMA_XCH];
@@ -247,7 +247,7 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
   const int kv_head = get_group_id(1), qpk = num_heads / num_kv_heads;
   const int first = seq_info[3 * s], new_len = seq_info[3 * s + 1], cached = seq_info[3 * s + 2];
   const int nrows = new_len * qpk, kv_end = cached + new_len;
-  __global const int *table = block_tables + (size_t)s * max_blocks_per_seq;
+  page_row table = PAGE_ROW_OF_LEN(s, cached + new_len);
 
   /* This lane's two rows: g and g + 8 of its warp's 16 (index 0 and 1). */
   int live[2], head[2], pos[2];

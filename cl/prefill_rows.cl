@@ -24,13 +24,13 @@
 #define GB 4 /* cache blocks a step: their P V products meet in registers */
 
 __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void clpa_prefill_rows(
-    KERNEL_PARAMS(PREFILL_ARG_LIST)) {
+    KERNEL_PARAMS(PREFILL_ARG_LIST) PAGE_PARAMS) {
   const int s = work[2 * get_group_id(0)], R0 = work[2 * get_group_id(0) + 1];
   const int kv_head = get_group_id(1), qpk = num_heads / num_kv_heads;
   const int first = seq_info[3 * s], new_len = seq_info[3 * s + 1], cached = seq_info[3 * s + 2];
   const int nrows = new_len * qpk, rows = min(RG, nrows - R0);
   const int kv_end = cached + new_len;
-  __global const int *table = block_tables + (size_t)s * max_blocks_per_seq;
+  page_row table = PAGE_ROW_OF_LEN(s, cached + new_len);
   const float kscale = !KV_IS_FP8 ? 1.0f : k_scales ? k_scales[0] : k_scale;
   const float vscale = !KV_IS_FP8 ? 1.0f : v_scales ? v_scales[0] : v_scale;
   const int ts = kv_token_stride(block_stride, head_stride, BLOCK_SIZE); /* HND, NHD */
@@ -80,7 +80,7 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void clpa_prefill_rows(
         any |= keep[r];
       }
       if (!any) continue;
-      const int phys = table[b];
+      const int phys = PAGE_OF(table, b);
       if (phys < 0 || phys >= num_blocks) {
         atomic_or(faults, CLPA_FAULT_BAD_BLOCK);
         continue; /* its keys are masked */

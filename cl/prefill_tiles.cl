@@ -119,7 +119,7 @@ inline void put_column4(__local float *t, int stride, int r, int c, float4 v) {
  * [k_lo, k_end) gets -1 unread; one with a key there and an id outside the
  * cache gets -1 and sets the fault bit. ---- */
 #define NBT (BK >= BLOCK_SIZE ? BK / BLOCK_SIZE : 1)
-inline void tile_blocks(__local long *tb, __global const int *table, int k0, int k_lo, int k_end,
+inline void tile_blocks(__local long *tb, page_row table, int k0, int k_lo, int k_end,
                         int num_blocks, int kv_head, ulong block_stride, ulong head_stride,
                         __global volatile int *faults) {
   const int lid = get_local_id(0);
@@ -127,7 +127,7 @@ inline void tile_blocks(__local long *tb, __global const int *table, int k0, int
     const int b = (uint)k0 / BLOCK_SIZE + lid, first = b * BLOCK_SIZE;
     long tile = -1;
     if (first + BLOCK_SIZE > k_lo && first < k_end) {
-      const int phys = table[b];
+      const int phys = PAGE_OF(table, b);
       if (phys < 0 || phys >= num_blocks)
         atomic_or(faults, CLPA_FAULT_BAD_BLOCK);
       else
@@ -549,7 +549,7 @@ inline void tiles_write(const tiles_acc *a, tiles_lds m, const tiles_call *c,
 }
 
 __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_prefill_paged(
-    KERNEL_PARAMS(PREFILL_ARG_LIST)) {
+    KERNEL_PARAMS(PREFILL_ARG_LIST) PAGE_PARAMS) {
   __local float4 un4[(UNION_FLOATS + 3) / 4]; /* qt and kt, or vs */
   __local float4 pt4[BK * QT / 4];            /* probabilities [key][row] */
   __local float red[ROWS * RS];               /* a row's partial maxima or sums */
@@ -577,7 +577,7 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
   c.vscale = !KV_IS_FP8 ? 1.0f : v_scales ? v_scales[0] : v_scale;
   c.block_mask = block_mask, c.num_heads = num_heads;
   c.mask_block = mask_block, c.mask_qb = mask_qb, c.mask_kb = mask_kb;
-  __global const int *table = block_tables + (size_t)c.s * max_blocks_per_seq;
+  page_row table = PAGE_ROW_OF_LEN(c.s, c.cached + seq_info[3 * c.s + 1]);
 
   /* The tile's rows (work-item lid: row lid) and the running max of row
    * lid (the sink as a logit that is already there). */

@@ -35,10 +35,10 @@
 #define PARTITION_SIZE CLPA_PARTITION_SIZE
 
 __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void clpa_decode_reduce(
-    KERNEL_PARAMS(REDUCE_ARG_LIST)) {
+    KERNEL_PARAMS(REDUCE_ARG_LIST) PAGE_PARAMS) {
   const int head = get_group_id(0), seq = get_group_id(1);
   const size_t sh = (size_t)seq * num_heads + head;
-  int L = context_lens[seq];
+  int L = SEQ_LEN(seq);
   if (L < 0 || L > max_context_len) L = 0; /* the decode kernel reported it */
   const int parts = (L + PARTITION_SIZE - 1) / PARTITION_SIZE;
   __global const float *m = max_logits + sh * max_parts, *l = exp_sums + sh * max_parts;

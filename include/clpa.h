@@ -283,6 +283,10 @@ CLPA_API clpa_status clpa_context_tuning(const clpa_context *ctx, clpa_tuning *o
  *   value_cache  [num_blocks, num_kv_heads, head_size, block_size]
  *   block_tables int32 [num_seqs, max_blocks_per_seq]
  *   context_lens int32 [num_seqs]
+ *     or, with page_table = CLPA_PAGE_TABLE_CSR (FlashInfer's page table):
+ *   page_indptr   int32 [num_seqs + 1]
+ *   page_indices  int32 [num_page_indices]
+ *   last_page_len int32 [num_seqs]
  *   out          [num_seqs, num_heads, head_size]   (dtype of the query)
  *   lse          float [num_seqs, num_heads], optional
  *   alibi_slopes, sinks  float [num_heads], optional
@@ -388,6 +392,38 @@ typedef enum clpa_decode_path {
   CLPA_DECODE_PATH_ROWS = 3
 } clpa_decode_path;
 
+/* How a call names each sequence's blocks (decode, prefill, their plans
+ * and runs).
+ *  - PADDED (the default): vLLM's block_tables, int32 [num_seqs,
+ *    max_blocks_per_seq], row s listing sequence s's blocks, and (decode)
+ *    context_lens int32 [num_seqs], its tokens.
+ *  - CSR: FlashInfer's paged_kv_indptr / paged_kv_indices /
+ *    paged_kv_last_page_len. Sequence s's blocks are page_indices[
+ *    page_indptr[s] .. page_indptr[s + 1]) (page_indptr[0] = 0, non-
+ *    decreasing, page_indptr[num_seqs] <= num_page_indices); with p > 0
+ *    pages it has (p - 1) * block_size + last_page_len[s] tokens,
+ *    last_page_len[s] in [1, block_size]; with none, 0 tokens
+ *    (last_page_len[s] is not read). Pages may be shared between sequences
+ *    and come in any order. The lengths come from the table, as in
+ *    FlashInfer: decode's context_lens is NULL, and block_tables and
+ *    max_blocks_per_seq are NULL and 0 (a call that gives both forms, or
+ *    CSR fields with PADDED, is refused: CLPA_ERR_INVALID_ARG naming the
+ *    field). Prefill's lengths stay its host arrays (cached_lens + new
+ *    tokens), which the table's must equal.
+ * The table lives on the device: the kernels check it as they check block
+ * tables. A row whose page_indptr entries leave [0, num_page_indices) or
+ * decrease, or whose last_page_len is outside [1, block_size], or (decode)
+ * whose length passes max_context_len, sets CLPA_FAULT_BAD_CONTEXT_LEN and
+ * the sequence is taken as empty (decode: out 0, lse -inf or the sink; a
+ * prefill row's length that is not the host's does the same, and its keys
+ * are masked with CLPA_FAULT_BAD_BLOCK); a page index outside [0,
+ * num_blocks) sets CLPA_FAULT_BAD_BLOCK and its tokens are masked. No
+ * entry outside a sequence's row is read. */
+typedef enum clpa_page_table {
+  CLPA_PAGE_TABLE_PADDED = CLPA_CODE_PAGE_TABLE_PADDED,
+  CLPA_PAGE_TABLE_CSR = CLPA_CODE_PAGE_TABLE_CSR
+} clpa_page_table;
+
 typedef struct clpa_decode_params {
   int32_t num_seqs;           /* >= 0 */
   int32_t num_heads;          /* query heads, a multiple of the cache's num_kv_heads */
@@ -396,9 +432,9 @@ typedef struct clpa_decode_params {
   int32_t layer;              /* with cache: which layer */
   cl_mem key_cache, value_cache; /* without cache: the application's buffers ... */
   clpa_kv_layout kv;          /* ... and their layout */
-  int32_t max_blocks_per_seq; /* columns of block_tables */
-  int32_t max_context_len;    /* upper bound of every context_lens entry: >= 0, <= max_blocks_per_seq *
-                                 block_size and <= CLPA_MAX_CONTEXT_LEN */
+  int32_t max_blocks_per_seq; /* columns of block_tables (0 with CSR tables) */
+  int32_t max_context_len;    /* upper bound of every length: >= 0, <= max_blocks_per_seq *
+                                 block_size (padded tables) and <= CLPA_MAX_CONTEXT_LEN */
   clpa_dtype q_dtype;         /* query and output: f32, f16 or bf16 */
   float scale;                /* softmax scale, usually 1/sqrt(head_size) */
   float k_scale, v_scale;     /* fp8 per-tensor scales (1 by default) */
@@ -410,9 +446,10 @@ typedef struct clpa_decode_params {
   cl_mem lse;                 /* optional */
   cl_mem alibi_slopes;        /* optional */
   cl_mem sinks;               /* optional */
-  /* Optional: context_lens as the host knows them (int32 [num_seqs], each in
-   * [0, max_context_len]), read only to plan how the work is split (the
-   * kernels read context_lens): with it, a batch of one long context among
+  /* Optional: the lengths as the host knows them (int32 [num_seqs], each in
+   * [0, max_context_len]; with CSR tables (pages - 1) * block_size +
+   * last_page_len, or 0), read only to plan how the work is split (the
+   * kernels read the device's): with it, a batch of one long context among
    * short ones gets its long one cut finely enough to fill the device. */
   const int32_t *host_context_lens;
   /* Kernel choice; every field can be forced for tests and benchmarks. */
@@ -428,7 +465,12 @@ typedef struct clpa_decode_params {
   cl_uint num_wait_events;
   const cl_event *wait_events;
   cl_event *event;
-  uint64_t reserved[8]; /* 0 (what ..._init leaves): room for fields to come, README's ABI */
+  /* CSR page tables (clpa_page_table), in place of block_tables and
+   * context_lens; a plan fixes page_table, a run takes the buffers. */
+  clpa_page_table page_table; /* 0 = PADDED */
+  int32_t num_page_indices;   /* CSR: entries of page_indices, >= 0 */
+  cl_mem page_indptr, page_indices, last_page_len; /* CSR (page_indices may be NULL when empty) */
+  uint64_t reserved[4]; /* 0 (what ..._init leaves): room for fields to come, README's ABI */
 } clpa_decode_params;
 
 /* Fills p with the defaults: zeros and NULLs, q_dtype f32, k_scale =
@@ -537,7 +579,7 @@ typedef struct clpa_prefill_params {
   int32_t layer;
   cl_mem key_cache, value_cache;
   clpa_kv_layout kv;
-  int32_t max_blocks_per_seq;     /* columns of block_tables */
+  int32_t max_blocks_per_seq;     /* columns of block_tables (0 with CSR tables) */
   const int32_t *cu_seqlens_q;    /* host [num_seqs + 1]: >= 0, non-decreasing (usually from 0) */
   const int32_t *cached_lens;     /* host [num_seqs]: tokens already in the cache before the new ones */
   int causal;                     /* 1 (default): query i attends to keys up to its own position */
@@ -569,7 +611,13 @@ typedef struct clpa_prefill_params {
   cl_uint num_wait_events;
   const cl_event *wait_events;
   cl_event *event;                /* completes with the kernel; the caller releases it */
-  uint64_t reserved[8]; /* 0 (what ..._init leaves): room for fields to come, README's ABI */
+  /* CSR page tables (clpa_page_table), in place of block_tables: each
+   * sequence's length (pages - 1) * block_size + last_page_len must be
+   * cached_lens[s] + its new tokens. */
+  clpa_page_table page_table;     /* 0 = PADDED */
+  int32_t num_page_indices;       /* CSR: entries of page_indices, >= 0 */
+  cl_mem page_indptr, page_indices, last_page_len; /* CSR (page_indices may be NULL when empty) */
+  uint64_t reserved[4]; /* 0 (what ..._init leaves): room for fields to come, README's ABI */
 } clpa_prefill_params;
 
 /* Fills p with the defaults: zeros and NULLs, causal 1, q_dtype f32,
@@ -706,7 +754,7 @@ CLPA_API clpa_status clpa_cascade_decode(clpa_context *ctx, const clpa_cascade_p
  * size, KV heads, head size: a run's caches must have it; their number of
  * blocks may differ); whether there is a block mask; and
  *  - decode: max_context_len. The device lengths (context_lens) and block
- *    tables are read by each run, so both may change between runs within
+ *    tables (or the CSR table) are read by each run, so both may change between runs within
  *    max_context_len: the next step can run on this step's plan. A plan
  *    made from host_context_lens divides the work for those lengths (the
  *    fastest for them); one made without divides it so that no
@@ -736,8 +784,8 @@ typedef struct clpa_attn_inputs {
   cl_mem key_cache, value_cache; /* without cache: buffers in the plan's layout */
   cl_mem query, out;
   cl_mem lse;                    /* optional */
-  cl_mem block_tables;           /* int32 [num_seqs, max_blocks_per_seq] */
-  cl_mem context_lens;           /* decode and cascade: int32 [num_seqs] */
+  cl_mem block_tables;           /* int32 [num_seqs, max_blocks_per_seq]: padded plans */
+  cl_mem context_lens;           /* decode and cascade: int32 [num_seqs]: padded plans */
   float k_scale, v_scale;        /* fp8 per-tensor scales (1 by default) */
   cl_mem k_scale_buffer, v_scale_buffer; /* optional, as in clpa_decode_params */
   cl_mem alibi_slopes, sinks;    /* optional (cascade refuses ALiBi) */
@@ -746,7 +794,11 @@ typedef struct clpa_attn_inputs {
   cl_uint num_wait_events;
   const cl_event *wait_events;
   cl_event *event;               /* completes with the last kernel; the caller releases it */
-  uint64_t reserved[8]; /* 0 (what ..._init leaves): room for fields to come, README's ABI */
+  /* CSR plans (page_table = CLPA_PAGE_TABLE_CSR): the table, as in
+   * clpa_decode_params; it may change from run to run. */
+  int32_t num_page_indices;
+  cl_mem page_indptr, page_indices, last_page_len;
+  uint64_t reserved[4]; /* 0 (what ..._init leaves): room for fields to come, README's ABI */
 } clpa_attn_inputs;
 
 /* Fills in with the defaults: zeros and NULLs, k_scale = v_scale = 1. */

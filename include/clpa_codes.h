@@ -29,6 +29,11 @@
 #define CLPA_CODE_LAYOUT_NHD 2       /* [blocks, block_size, kv_heads, head_size] (vLLM, FA, FlashInfer NHD) */
 #define CLPA_CODE_LAYOUT_COUNT 3
 
+/* Page tables (clpa_page_table in clpa.h takes its values from here). A
+ * decode or prefill program gets the call's as CLPA_PAGE_TABLE. */
+#define CLPA_CODE_PAGE_TABLE_PADDED 0 /* block_tables [num_seqs, max_blocks_per_seq] + context_lens */
+#define CLPA_CODE_PAGE_TABLE_CSR 1    /* page_indptr, page_indices, last_page_len (FlashInfer's) */
+
 /* Fault bits the kernels OR into the context's fault word when they meet
  * bad data that lives on the device (clpa_context_check_faults reads it). */
 #define CLPA_FAULT_BAD_BLOCK 1       /* a block table entry, slot or copied block outside the cache */

@@ -44,6 +44,38 @@ clpa_status clpa_attn_layout(clpa_context *ctx, clpa_attn *a, const clpa_cache *
   return st == CLPA_OK ? st : clpa_err_within(ctx->error, st, "kv");
 }
 
+/* One page table, whole: padded (block_tables, max_blocks_per_seq) or CSR
+ * (page_indptr, page_indices, last_page_len, num_page_indices); the
+ * fields of the other form unset. The buffers themselves are checked with
+ * the others (a plan's params may leave them NULL). */
+static clpa_status check_page_table(clpa_context *ctx, const clpa_attn *a) {
+  CLPA_CTX_CHECK(ctx, a->page_table != CLPA_PAGE_TABLE_PADDED && a->page_table != CLPA_PAGE_TABLE_CSR,
+                 CLPA_ERR_INVALID_ARG, "page_table = %d (CLPA_PAGE_TABLE_PADDED or _CSR)",
+                 (int)a->page_table);
+  if (a->page_table == CLPA_PAGE_TABLE_PADDED) {
+    const char *csr = a->page_indptr     ? "page_indptr"
+                      : a->page_indices  ? "page_indices"
+                      : a->last_page_len ? "last_page_len"
+                      : a->num_page_indices ? "num_page_indices"
+                                            : NULL;
+    CLPA_CTX_CHECK(ctx, csr != NULL, CLPA_ERR_INVALID_ARG,
+                   "%s is set with page_table = CLPA_PAGE_TABLE_PADDED (CSR tables take page_table ="
+                   " CLPA_PAGE_TABLE_CSR, and no block_tables)", csr);
+    CLPA_CTX_CHECK(ctx, a->max_blocks_per_seq <= 0, CLPA_ERR_INVALID_ARG,
+                   "max_blocks_per_seq = %d", a->max_blocks_per_seq);
+    return CLPA_OK;
+  }
+  CLPA_CTX_CHECK(ctx, a->block_tables != NULL, CLPA_ERR_INVALID_ARG,
+                 "block_tables is given with page_table = CLPA_PAGE_TABLE_CSR: give one table"
+                 " (page_indptr, page_indices and last_page_len)");
+  CLPA_CTX_CHECK(ctx, a->max_blocks_per_seq != 0, CLPA_ERR_INVALID_ARG,
+                 "max_blocks_per_seq = %d with page_table = CLPA_PAGE_TABLE_CSR (the padded"
+                 " table's columns: leave it 0)", a->max_blocks_per_seq);
+  CLPA_CTX_CHECK(ctx, a->num_page_indices < 0, CLPA_ERR_INVALID_ARG,
+                 "num_page_indices = %d (must be >= 0)", a->num_page_indices);
+  return CLPA_OK;
+}
+
 clpa_status clpa_attn_validate(clpa_context *ctx, const clpa_attn *a) {
   const clpa_kv_layout *kv = &a->kv;
   CLPA_CTX_CHECK(ctx, a->num_heads <= 0 || a->num_heads % kv->num_kv_heads != 0,
@@ -60,8 +92,8 @@ clpa_status clpa_attn_validate(clpa_context *ctx, const clpa_attn *a) {
                           a->q_dtype != CLPA_DTYPE_BF16,
                  CLPA_ERR_UNSUPPORTED, "q_dtype = %s (query and output must be f32, f16 or bf16)",
                  clpa_dtype_name(a->q_dtype));
-  CLPA_CTX_CHECK(ctx, a->max_blocks_per_seq <= 0, CLPA_ERR_INVALID_ARG,
-                 "max_blocks_per_seq = %d", a->max_blocks_per_seq);
+  clpa_status st = check_page_table(ctx, a);
+  if (st != CLPA_OK) return st;
   CLPA_CTX_CHECK(ctx, !isfinite(a->scale), CLPA_ERR_INVALID_ARG, "scale = %g", (double)a->scale);
   CLPA_CTX_CHECK(ctx, !(a->k_scale > 0 && isfinite(a->k_scale)) ||
                           !(a->v_scale > 0 && isfinite(a->v_scale)),
@@ -75,6 +107,22 @@ clpa_status clpa_attn_validate(clpa_context *ctx, const clpa_attn *a) {
   CLPA_CTX_CHECK(ctx, a->q_stride != 0 && a->q_stride < row, CLPA_ERR_INVALID_ARG,
                  "q_stride = %zu is less than num_heads * head_size = %zu", a->q_stride, row);
   return clpa_check_wait_list(ctx, a->num_wait_events, a->wait_events);
+}
+
+/* The page table's buffers: block_tables of need_table bytes, or the CSR
+ * table's (page_indices may be NULL when it has no entries). */
+static clpa_status check_table_buffers(clpa_context *ctx, const clpa_attn *a, int32_t num_seqs,
+                                       size_t need_table) {
+  if (a->page_table == CLPA_PAGE_TABLE_PADDED)
+    return clpa_check_buffer(ctx, a->block_tables, "block_tables", need_table, 0);
+  const size_t n = (size_t)num_seqs;
+  clpa_status st;
+  if ((st = clpa_check_buffer(ctx, a->page_indptr, "page_indptr", (n + 1) * 4, 0)) ||
+      (st = clpa_check_buffer(ctx, a->page_indices, "page_indices",
+                              (size_t)a->num_page_indices * 4, a->num_page_indices == 0)) ||
+      (st = clpa_check_buffer(ctx, a->last_page_len, "last_page_len", n * 4, 0)))
+    return st;
+  return CLPA_OK;
 }
 
 clpa_status clpa_attn_check_buffers(clpa_context *ctx, clpa_attn *a, int32_t num_seqs,
@@ -108,7 +156,7 @@ clpa_status clpa_attn_check_buffers(clpa_context *ctx, clpa_attn *a, int32_t num
                  "%zu query rows with num_heads = %d and max_blocks_per_seq = %d: the buffer"
                  " sizes overflow size_t", n, a->num_heads, a->max_blocks_per_seq);
   if ((st = clpa_check_buffer(ctx, a->query, "query", need_q, 0)) ||
-      (st = clpa_check_buffer(ctx, a->block_tables, "block_tables", need_table, 0)) ||
+      (st = check_table_buffers(ctx, a, num_seqs, need_table)) ||
       (st = clpa_check_buffer(ctx, a->out, "out", need_out, 0)) ||
       (st = clpa_check_buffer(ctx, a->lse, "lse", need_lse, 1)) ||
       (st = clpa_check_buffer(ctx, a->alibi_slopes, "alibi_slopes", heads * 4, 1)) ||

@@ -30,6 +30,9 @@ static clpa_status check_groups(clpa_context *ctx, const clpa_cascade_params *p,
   CLPA_CTX_CHECK(ctx, d->alibi_slopes || d->sliding_window, CLPA_ERR_UNSUPPORTED,
                  "ALiBi and sliding windows depend on each sequence's own position in the shared"
                  " prefix: use clpa_decode");
+  CLPA_CTX_CHECK(ctx, d->page_table != CLPA_PAGE_TABLE_PADDED, CLPA_ERR_UNSUPPORTED,
+                 "decode.page_table = %d: cascade decode reads padded block tables (a group's"
+                 " shared prefix is its rows' first shared_blocks columns)", (int)d->page_table);
   CLPA_CTX_CHECK(ctx, p->num_groups < 0, CLPA_ERR_INVALID_ARG, "num_groups = %d", p->num_groups);
   if (p->num_groups == 0) return CLPA_OK;
   CLPA_CTX_CHECK(ctx, !p->group_starts || !p->shared_blocks, CLPA_ERR_INVALID_ARG,

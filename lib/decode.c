@@ -8,16 +8,23 @@
 #include <string.h>
 
 #include "decode_args.h"
+#include "pages_args.h"
 #include "plan.h"
 
 /* The kernels' parameters, from their lists (cl/decode_args.h): a table
  * and each parameter's position, DECODE_ARG_<name> and REDUCE_ARG_<name>. */
-static const clpa_param decode_params[] = {DECODE_ARG_LIST(CLPA_PARAM_OF, )};
-static const clpa_param reduce_params[] = {REDUCE_ARG_LIST(CLPA_PARAM_OF, )};
+/* A CSR program takes the page table's (cl/pages_args.h) after them: the
+ * lists end with those slots, which a padded launch leaves out. */
+static const clpa_param decode_params[] = {DECODE_ARG_LIST(CLPA_PARAM_OF, )
+                                               PAGE_ARG_LIST(CLPA_PARAM_OF, )};
+static const clpa_param reduce_params[] = {REDUCE_ARG_LIST(CLPA_PARAM_OF, )
+                                               PAGE_ARG_LIST(CLPA_PARAM_OF, )};
 #define DECODE_SLOT(kind, type, name) DECODE_ARG_##name,
 #define REDUCE_SLOT(kind, type, name) REDUCE_ARG_##name,
-enum { DECODE_ARG_LIST(DECODE_SLOT, ) DECODE_NUM_ARGS };
-enum { REDUCE_ARG_LIST(REDUCE_SLOT, ) REDUCE_NUM_ARGS };
+enum { DECODE_ARG_LIST(DECODE_SLOT, ) PAGE_ARG_LIST(DECODE_SLOT, ) DECODE_ALL_ARGS };
+enum { REDUCE_ARG_LIST(REDUCE_SLOT, ) PAGE_ARG_LIST(REDUCE_SLOT, ) REDUCE_ALL_ARGS };
+#define DECODE_NUM_ARGS(csr) ((csr) ? DECODE_ALL_ARGS : DECODE_ARG_page_indptr)
+#define REDUCE_NUM_ARGS(csr) ((csr) ? REDUCE_ALL_ARGS : REDUCE_ARG_page_indptr)
 
 void clpa_decode_params_init(clpa_decode_params *p) {
   if (!p) return;
@@ -38,7 +45,8 @@ static clpa_decode_spec decode_spec(const clpa_decode_params *p, const decode_ca
                               c->mma ? c->chunk : 0,
                               c->mma ? c->pipe : 0,
                               c->merge,
-                              (int32_t)c->a.kv.kind};
+                              (int32_t)c->a.kv.kind,
+                              (int32_t)p->page_table};
   return s;
 }
 
@@ -56,7 +64,10 @@ static clpa_status decode_kernels(clpa_context *ctx, const clpa_decode_params *p
                                      : &clpa_family_decode;
   clpa_status st = clpa_family_kernel(ctx, fam, &spec, decode_kernel_name(c), &pl->dk);
   if (st != CLPA_OK || !c->v2 || c->merge) return st;
-  const clpa_reduce_spec rspec = {c->a.kv.head_size, (int32_t)p->q_dtype, c->partition};
+  /* a CSR length counts pages of the cache's blocks; a padded one is read */
+  const int csr = p->page_table == CLPA_PAGE_TABLE_CSR;
+  const clpa_reduce_spec rspec = {c->a.kv.head_size, (int32_t)p->q_dtype, c->partition,
+                                  csr ? c->a.kv.block_size : 0, (int32_t)p->page_table};
   return clpa_family_kernel(ctx, &clpa_family_reduce, &rspec, "clpa_decode_reduce", &pl->reduce);
 }
 
@@ -78,10 +89,11 @@ static clpa_status launch_decode(clpa_context *ctx, const clpa_decode_params *p,
   const cl_ulong head_stride = c->a.kv.head_stride;
   const cl_int maxb = p->max_blocks_per_seq, maxc = p->max_context_len, nb = c->a.kv.num_blocks;
   const cl_int nh = p->num_heads, nkv = c->a.kv.num_kv_heads, win = p->sliding_window;
-  const cl_int mp = c->max_parts, ls = c->logits_stride;
+  const cl_int mp = c->max_parts, ls = c->logits_stride, npi = p->num_page_indices;
   const cl_float scale = p->scale, ks = p->k_scale, vs = p->v_scale, cap = p->soft_cap;
+  const int csr = p->page_table == CLPA_PAGE_TABLE_CSR;
 #define A(name, v) [DECODE_ARG_##name] = CLPA_ARG(v)
-  const clpa_arg args[DECODE_NUM_ARGS] = {
+  const clpa_arg args[DECODE_ALL_ARGS] = {
       A(out, out),
       A(lse, lse),
       A(tmp_out, tmp_out),
@@ -113,7 +125,11 @@ static clpa_status launch_decode(clpa_context *ctx, const clpa_decode_params *p,
       A(logits_stride, ls),
       A(faults, faults),
       [DECODE_ARG_logits] = CLPA_ARG_LOCAL(sizeof(float) * (size_t)ls * (size_t)c->heads_per_group),
-      A(part_counts, counts)};
+      A(part_counts, counts),
+      A(page_indptr, p->page_indptr),
+      A(page_indices, p->page_indices),
+      A(num_page_indices, npi),
+      A(last_page_len, p->last_page_len)};
 #undef A
   const clpa_ndrange r = {3,
                           {(size_t)(p->num_heads / c->heads_per_group) * (size_t)spec.num_threads,
@@ -122,7 +138,7 @@ static clpa_status launch_decode(clpa_context *ctx, const clpa_decode_params *p,
                           p->num_wait_events,
                           p->wait_events,
                           ev};
-  return clpa_enqueue_listed(ctx, k, name, decode_params, args, DECODE_NUM_ARGS, &r);
+  return clpa_enqueue_listed(ctx, k, name, decode_params, args, DECODE_NUM_ARGS(csr), &r);
 }
 
 /* Enqueues the reduce kernel k. */
@@ -130,12 +146,16 @@ static clpa_status launch_reduce(clpa_context *ctx, const clpa_decode_params *p,
                                  const decode_call *c, cl_kernel k, cl_mem tmp_out,
                                  cl_mem max_logits, cl_mem exp_sums, cl_event *ev) {
   const cl_int maxc = p->max_context_len, nh = p->num_heads, mp = c->max_parts;
+  const cl_int npi = p->num_page_indices;
+  const int csr = p->page_table == CLPA_PAGE_TABLE_CSR;
 #define A(name, v) [REDUCE_ARG_##name] = CLPA_ARG(v)
-  const clpa_arg args[REDUCE_NUM_ARGS] = {
+  const clpa_arg args[REDUCE_ALL_ARGS] = {
       A(out, p->out),          A(lse, p->lse),           A(max_logits, max_logits),
       A(exp_sums, exp_sums),   A(tmp_out, tmp_out),      A(context_lens, p->context_lens),
       A(max_context_len, maxc), A(num_heads, nh),        A(max_parts, mp),
-      A(sinks, p->sinks)};
+      A(sinks, p->sinks),      A(page_indptr, p->page_indptr),
+      A(page_indices, p->page_indices),                  A(num_page_indices, npi),
+      A(last_page_len, p->last_page_len)};
 #undef A
   const clpa_ndrange r = {2,
                           {(size_t)p->num_heads, (size_t)p->num_seqs},
@@ -143,8 +163,8 @@ static clpa_status launch_reduce(clpa_context *ctx, const clpa_decode_params *p,
                           0,
                           NULL,
                           ev};
-  return clpa_enqueue_listed(ctx, k, "clpa_decode_reduce", reduce_params, args, REDUCE_NUM_ARGS,
-                             &r);
+  return clpa_enqueue_listed(ctx, k, "clpa_decode_reduce", reduce_params, args,
+                             REDUCE_NUM_ARGS(csr), &r);
 }
 
 static clpa_status decode_v2(clpa_context *ctx, const clpa_decode_params *p, const clpa_plan *pl,
@@ -201,9 +221,14 @@ clpa_status clpa_decode_run(clpa_plan *pl, const clpa_attn_inputs *in) {
   decode_call c = pl->dc;
   clpa_status st;
   CLPA_ATTN_OF(&c.a, &q);
+  const int csr = q.page_table == CLPA_PAGE_TABLE_CSR;
+  CLPA_CTX_CHECK(ctx, csr && q.context_lens, CLPA_ERR_INVALID_ARG,
+                 "context_lens is given to a plan of CSR page tables (the lengths come from"
+                 " page_indptr and last_page_len): leave it NULL");
   if ((st = clpa_plan_caches(pl, in, &c.a)) || (st = clpa_attn_validate(ctx, &c.a)) ||
       (st = clpa_attn_check_buffers(ctx, &c.a, q.num_seqs, (size_t)q.num_seqs)) ||
-      (st = clpa_check_buffer(ctx, q.context_lens, "context_lens", (size_t)q.num_seqs * 4, 0)))
+      (!csr &&
+       (st = clpa_check_buffer(ctx, q.context_lens, "context_lens", (size_t)q.num_seqs * 4, 0))))
     return st;
   if (q.num_seqs == 0) return clpa_run_nothing(ctx, in);
   if (!c.v2) return launch_decode(ctx, &q, &c, pl->dk, NULL, NULL, NULL, q.event);

@@ -13,7 +13,13 @@ clpa_status clpa_decode_validate(clpa_context *ctx, const clpa_decode_params *p,
   CLPA_CTX_CHECK(ctx, p->num_seqs < 0, CLPA_ERR_INVALID_ARG, "num_seqs = %d", p->num_seqs);
   CLPA_CTX_CHECK(ctx, p->max_context_len < 0, CLPA_ERR_INVALID_ARG,
                  "max_context_len = %d (must be >= 0)", p->max_context_len);
-  CLPA_CTX_CHECK(ctx, (int64_t)p->max_context_len > (int64_t)p->max_blocks_per_seq * kv->block_size,
+  /* A CSR table's lengths come from the table (FlashInfer's): the kernels
+   * check them against max_context_len. */
+  CLPA_CTX_CHECK(ctx, p->page_table == CLPA_PAGE_TABLE_CSR && p->context_lens, CLPA_ERR_INVALID_ARG,
+                 "context_lens is given with page_table = CLPA_PAGE_TABLE_CSR (the lengths come"
+                 " from page_indptr and last_page_len): leave it NULL");
+  CLPA_CTX_CHECK(ctx, p->page_table == CLPA_PAGE_TABLE_PADDED &&
+                          (int64_t)p->max_context_len > (int64_t)p->max_blocks_per_seq * kv->block_size,
                  CLPA_ERR_INVALID_ARG,
                  "max_context_len = %d exceeds the table's capacity %d blocks x %d tokens",
                  p->max_context_len, p->max_blocks_per_seq, kv->block_size);

@@ -32,7 +32,7 @@ clpa_status clpa_lanes_settle(clpa_context *ctx) {
   if (ctx->lanes != CLPA_LANES_SUBGROUP || ctx->subgroup_size) return CLPA_OK;
   const clpa_decode_spec spec = {
       128, 16, CLPA_DTYPE_F16, CLPA_DTYPE_F32, DECODE_THREADS, 32, 0, 1, 0, 0, 0, 0, 0,
-      CLPA_KV_LAYOUT_SPLIT_KEY};
+      CLPA_KV_LAYOUT_SPLIT_KEY, CLPA_PAGE_TABLE_PADDED};
   cl_kernel k;
   clpa_status st = clpa_family_kernel(ctx, &clpa_family_decode, &spec, "clpa_decode_paged", &k);
   if (st == CLPA_OK) {

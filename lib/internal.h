@@ -95,6 +95,9 @@ typedef struct clpa_attn {
   cl_mem query, block_tables, out, lse, alibi_slopes, sinks, k_scale_buffer, v_scale_buffer;
   cl_uint num_wait_events;
   const cl_event *wait_events;
+  clpa_page_table page_table;             /* and, for CSR, the table: */
+  int32_t num_page_indices;
+  cl_mem page_indptr, page_indices, last_page_len;
 } clpa_attn;
 /* Fills clpa_attn *a from a params struct p of decode or prefill (the
  * fields share their names). */
@@ -109,6 +112,9 @@ typedef struct clpa_attn {
     (a)->alibi_slopes = (p)->alibi_slopes, (a)->sinks = (p)->sinks;                         \
     (a)->k_scale_buffer = (p)->k_scale_buffer, (a)->v_scale_buffer = (p)->v_scale_buffer;   \
     (a)->num_wait_events = (p)->num_wait_events, (a)->wait_events = (p)->wait_events;       \
+    (a)->page_table = (p)->page_table, (a)->num_page_indices = (p)->num_page_indices;       \
+    (a)->page_indptr = (p)->page_indptr, (a)->page_indices = (p)->page_indices;             \
+    (a)->last_page_len = (p)->last_page_len;                                                \
   } while (0)
 /* The caches: from cache + layer, or the application's buffers with kv. */
 clpa_status clpa_attn_caches(clpa_context *ctx, clpa_attn *a, const clpa_cache *cache,
@@ -119,7 +125,8 @@ clpa_status clpa_attn_caches(clpa_context *ctx, clpa_attn *a, const clpa_cache *
 clpa_status clpa_attn_layout(clpa_context *ctx, clpa_attn *a, const clpa_cache *cache,
                              int32_t layer, cl_mem key_cache, cl_mem value_cache,
                              const clpa_kv_layout *kv);
-/* Heads, head and block sizes, dtypes, options, wait list. */
+/* Heads, head and block sizes, dtypes, options, wait list; the page
+ * table's form (padded or CSR: one of them, whole). */
 clpa_status clpa_attn_validate(clpa_context *ctx, const clpa_attn *a);
 /* Every buffer against what num_rows query rows (tokens) of num_seqs
  * sequences need; sets a->q_stride's default. */

@@ -24,11 +24,14 @@ static const clpa_tunable decode_tunables[] = {
     T(clpa_decode_spec, chunk, "CHUNK"),
     T(clpa_decode_spec, pipe, "PIPE"),
     T(clpa_decode_spec, merge, "MERGE"),
+    T(clpa_decode_spec, page_table, "PAGE_TABLE"),
 };
 static const clpa_tunable reduce_tunables[] = {
     T(clpa_reduce_spec, head_size, "HEAD_SIZE"),
     T(clpa_reduce_spec, io_dtype, "IO_DTYPE"),
     T(clpa_reduce_spec, partition_size, "PARTITION_SIZE"),
+    T(clpa_reduce_spec, block_size, "BLOCK_SIZE"),
+    T(clpa_reduce_spec, page_table, "PAGE_TABLE"),
 };
 static const clpa_tunable prefill_tunables[] = {
     T(clpa_prefill_spec, head_size, "HEAD_SIZE"),
@@ -43,6 +46,7 @@ static const clpa_tunable prefill_tunables[] = {
     T(clpa_prefill_spec, sparse, "SPARSE"),
     T(clpa_prefill_spec, maxnreg, "MAXNREG"),
     T(clpa_prefill_spec, vkeys, "VKEYS"),
+    T(clpa_prefill_spec, page_table, "PAGE_TABLE"),
 };
 static const clpa_tunable merge_tunables[] = {
     T(clpa_merge_spec, io_dtype, "IO_DTYPE"),
@@ -77,25 +81,32 @@ static const clpa_tunable cache_tunables[] = {T(clpa_cache_spec, kv_dtype, "KV_D
 /* Each family's parts, in order: common.cl first; io.cl where there are
  * queries or outputs; kv.cl where the cache is read or written; mma.cl on
  * the tensor-core paths; then what a group of paths shares (decode_args.h
- * and decode_merge.cl, rows.cl, prefill_args.h and prefill.cl) or the
+ * and decode_merge.cl, rows.cl, prefill_args.h and prefill.cl; pages_args.h
+ * and pages.cl, the page table, after the argument lists) or the
  * family's parameter lists (merge_args.h, xattn_args.h,
  * cache_args.h, blocks_args.h). */
 #define F(name, tunables, ...) {name, {__VA_ARGS__, NULL}, tunables, N(tunables)}
 /* decode_mma.cl and decode_rows.cl take decode's specification (SG unused: 0). */
 const clpa_family clpa_family_decode =
-    F("decode", decode_tunables, "common", "io", "kv", "decode_args", "decode_merge");
+    F("decode", decode_tunables, "common", "io", "kv", "decode_args", "pages_args", "pages",
+      "decode_merge");
 const clpa_family clpa_family_decode_rows =
-    F("decode_rows", decode_tunables, "common", "io", "kv", "decode_args", "rows");
+    F("decode_rows", decode_tunables, "common", "io", "kv", "decode_args", "pages_args",
+      "pages", "rows");
 const clpa_family clpa_family_decode_mma =
-    F("decode_mma", decode_tunables, "common", "io", "kv", "mma", "decode_args", "decode_merge");
-const clpa_family clpa_family_reduce = F("reduce", reduce_tunables, "common", "io", "decode_args");
+    F("decode_mma", decode_tunables, "common", "io", "kv", "mma", "decode_args", "pages_args", "pages",
+      "decode_merge");
+const clpa_family clpa_family_reduce = F("reduce", reduce_tunables, "common", "io", "decode_args", "pages_args", "pages");
 /* Prefill's paths: prefill.cl (what they share), then each path's file. */
 const clpa_family clpa_family_prefill_tiles =
-    F("prefill_tiles", prefill_tunables, "common", "io", "kv", "prefill_args", "prefill");
+    F("prefill_tiles", prefill_tunables, "common", "io", "kv", "prefill_args", "pages_args", "pages",
+      "prefill");
 const clpa_family clpa_family_prefill_rows =
-    F("prefill_rows", prefill_tunables, "common", "io", "kv", "rows", "prefill_args", "prefill");
+    F("prefill_rows", prefill_tunables, "common", "io", "kv", "rows", "prefill_args", "pages_args", "pages",
+      "prefill");
 const clpa_family clpa_family_prefill_mma =
-    F("prefill_mma", prefill_tunables, "common", "io", "kv", "mma", "prefill_args", "prefill");
+    F("prefill_mma", prefill_tunables, "common", "io", "kv", "mma", "prefill_args", "pages_args", "pages",
+      "prefill");
 const clpa_family clpa_family_merge = F("merge", merge_tunables, "common", "io", "merge_args");
 const clpa_family clpa_family_cache = F("cache", cache_tunables, "common", "kv", "cache_args");
 const clpa_family clpa_family_xattn =

@@ -19,7 +19,7 @@ typedef struct clpa_tunable {
 
 typedef struct clpa_family {
   const char *name;           /* "decode": also the name clpa_program_get takes */
-  const char *parts[7];       /* embedded sources before the family's own file, NULL-ended */
+  const char *parts[9];       /* embedded sources before the family's own file, NULL-ended */
   const clpa_tunable *tunables;
   size_t num_tunables;
 } clpa_family;
@@ -40,12 +40,15 @@ typedef struct clpa_decode_spec {
   int32_t merge;          /* v2: 1 where the last partition of a row merges them (in the launch),
                              0 where reduce.cl's kernel does (always on the rows path) */
   int32_t kv_layout;      /* the cache's clpa_kv_layout_kind (CLPA_KV_LAYOUT) */
+  int32_t page_table;     /* the call's clpa_page_table (CLPA_PAGE_TABLE: pages.cl) */
 } clpa_decode_spec;
 #define DECODE_THREADS 128   /* the lanes kernel's work-group */
 
 /* reduce.cl: clpa_decode_reduce. */
 typedef struct clpa_reduce_spec {
   int32_t head_size, io_dtype, partition_size;
+  int32_t block_size; /* CSR: the cache's (a length counts pages in it); padded: 0 */
+  int32_t page_table; /* the call's clpa_page_table (CLPA_PAGE_TABLE: pages.cl) */
 } clpa_reduce_spec;
 
 /* prefill_tiles.cl: clpa_prefill_paged, prefill_rows.cl: clpa_prefill_rows,
@@ -60,6 +63,7 @@ typedef struct clpa_prefill_spec {
   int32_t maxnreg;     /* NVIDIA: registers a work-item at most (program.c), 0 = ptxas's choice */
   int32_t vkeys;       /* tiles: keys a chunk of values in local memory (4 .. 32), else 0 */
   int32_t kv_layout;   /* the cache's clpa_kv_layout_kind (CLPA_KV_LAYOUT) */
+  int32_t page_table;  /* the call's clpa_page_table (CLPA_PAGE_TABLE: pages.cl) */
 } clpa_prefill_spec;
 
 /* merge.cl: clpa_merge_states. */

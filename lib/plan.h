@@ -50,6 +50,8 @@ struct clpa_plan {
     (in)->v_scale_buffer = (p)->v_scale_buffer, (in)->alibi_slopes = (p)->alibi_slopes;          \
     (in)->sinks = (p)->sinks, (in)->num_wait_events = (p)->num_wait_events;                      \
     (in)->wait_events = (p)->wait_events, (in)->event = (p)->event;                              \
+    (in)->num_page_indices = (p)->num_page_indices, (in)->page_indptr = (p)->page_indptr;        \
+    (in)->page_indices = (p)->page_indices, (in)->last_page_len = (p)->last_page_len;            \
   } while (0)
 #define CLPA_APPLY_INPUTS(p, in)                                                                 \
   do {                                                                                           \
@@ -60,6 +62,8 @@ struct clpa_plan {
     (p)->v_scale_buffer = (in)->v_scale_buffer, (p)->alibi_slopes = (in)->alibi_slopes;          \
     (p)->sinks = (in)->sinks, (p)->num_wait_events = (in)->num_wait_events;                      \
     (p)->wait_events = (in)->wait_events, (p)->event = (in)->event;                              \
+    (p)->num_page_indices = (in)->num_page_indices, (p)->page_indptr = (in)->page_indptr;        \
+    (p)->page_indices = (in)->page_indices, (p)->last_page_len = (in)->last_page_len;            \
   } while (0)
 
 /* What a fill makes beside the checked plan: nothing (the *_choice

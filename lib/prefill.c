@@ -12,14 +12,18 @@
 #include "decode_planner.h"
 #include "merge_args.h"
 #include "plan.h"
+#include "pages_args.h"
 #include "prefill_args.h"
 #include "size_math.h"
 
 /* The paths' parameters, from their list: a table and each parameter's
  * position, PREFILL_ARG_<name>. */
-static const clpa_param prefill_params[] = {PREFILL_ARG_LIST(CLPA_PARAM_OF, )};
+/* A CSR program takes the page table's (cl/pages_args.h) after them: the
+ * list ends with those slots, which a padded launch leaves out. */
+static const clpa_param prefill_params[] = {PREFILL_ARG_LIST(CLPA_PARAM_OF, )
+                                                PAGE_ARG_LIST(CLPA_PARAM_OF, )};
 #define PREFILL_SLOT(kind, type, name) PREFILL_ARG_##name,
-enum { PREFILL_ARG_LIST(PREFILL_SLOT, ) PREFILL_NUM_ARGS };
+enum { PREFILL_ARG_LIST(PREFILL_SLOT, ) PAGE_ARG_LIST(PREFILL_SLOT, ) PREFILL_ALL_ARGS };
 /* clpa_merge_states's, from cl/merge_args.h: MERGE_ARG_<name>. */
 static const clpa_param merge_params[] = {MERGE_ARG_LIST(CLPA_PARAM_OF, )};
 #define MERGE_SLOT(kind, type, name) MERGE_ARG_##name,
@@ -87,7 +91,10 @@ static clpa_status check_lengths(clpa_context *ctx, const clpa_prefill_params *p
                  CLPA_ERR_INVALID_ARG, "cu_seqlens_q and cached_lens (host arrays) must be given");
   CLPA_CTX_CHECK(ctx, p->cu_seqlens_q[0] < 0, CLPA_ERR_INVALID_ARG,
                  "cu_seqlens_q[0] = %d (must be >= 0)", p->cu_seqlens_q[0]);
-  const int64_t cap = (int64_t)p->max_blocks_per_seq * kv->block_size;
+  /* a CSR row's length is on the device: the kernels check it */
+  const int64_t cap = p->page_table == CLPA_PAGE_TABLE_PADDED
+                          ? (int64_t)p->max_blocks_per_seq * kv->block_size
+                          : INT64_MAX;
   for (int32_t s = 0; s < p->num_seqs; s++) {
     const int32_t a = p->cu_seqlens_q[s], b = p->cu_seqlens_q[s + 1], c = p->cached_lens[s];
     CLPA_CTX_CHECK(ctx, b < a, CLPA_ERR_INVALID_ARG,
@@ -402,8 +409,9 @@ static clpa_status launch(clpa_context *ctx, const clpa_prefill_params *p, const
   const cl_float scale = p->scale, ks = p->k_scale, vs = p->v_scale, cap = p->soft_cap;
   const cl_int mask_block = p->block_mask ? p->mask_block : 64;
   const cl_int mask_qb = p->mask_q_blocks, mask_kb = p->mask_k_blocks;
+  const cl_int npi = p->num_page_indices;
 #define A(name, v) [PREFILL_ARG_##name] = CLPA_ARG(v)
-  const clpa_arg args[PREFILL_NUM_ARGS] = {
+  const clpa_arg args[PREFILL_ALL_ARGS] = {
       A(out, p->out),
       A(lse, p->lse),
       A(q, p->query),
@@ -433,8 +441,14 @@ static clpa_status launch(clpa_context *ctx, const clpa_prefill_params *p, const
       A(block_mask, p->block_mask),
       A(mask_block, mask_block),
       A(mask_qb, mask_qb),
-      A(mask_kb, mask_kb)};
+      A(mask_kb, mask_kb),
+      A(page_indptr, p->page_indptr),
+      A(page_indices, p->page_indices),
+      A(num_page_indices, npi),
+      A(last_page_len, p->last_page_len)};
 #undef A
+  const size_t nargs =
+      p->page_table == CLPA_PAGE_TABLE_CSR ? PREFILL_ALL_ARGS : PREFILL_ARG_page_indptr;
   const size_t wg = rows_path ? 1 : (size_t)spec->num_threads;
   const clpa_ndrange r = {2,
                           {pl->tiles * wg, (size_t)a->kv.num_kv_heads},
@@ -442,7 +456,7 @@ static clpa_status launch(clpa_context *ctx, const clpa_prefill_params *p, const
                           p->num_wait_events,
                           p->wait_events,
                           p->event};
-  return clpa_enqueue_listed(ctx, pl->pk, name, prefill_params, args, PREFILL_NUM_ARGS, &r);
+  return clpa_enqueue_listed(ctx, pl->pk, name, prefill_params, args, nargs, &r);
 }
 
 /* The kernel a plan's spec names. */
@@ -505,7 +519,8 @@ clpa_status clpa_prefill_plan_fill(clpa_context *ctx, const clpa_prefill_params 
                                       ? tile_vkeys(ctx->info.local_mem_bytes, a.kv.head_size,
                                                    rows, keys)
                                       : 0,
-                                  (int32_t)a.kv.kind};
+                                  (int32_t)a.kv.kind,
+                                  (int32_t)p->page_table};
   pl->ps = spec;
   const int qpk = p->num_heads / a.kv.num_kv_heads;
   pl->tiles = count_tiles(p, qpk, rows);

@@ -31,7 +31,7 @@ static const clpa_cl_source *find_source(const char *name) {
 
 /* The texts of a family's program, in order: clpa_codes.h, its parts, its
  * own file. Returns how many (0: an embedded source is missing). */
-#define MAX_TEXTS 8
+#define MAX_TEXTS (sizeof(((clpa_family *)0)->parts) / sizeof(const char *) + 2)
 static size_t program_texts(const clpa_family *f, const clpa_cl_source *out[MAX_TEXTS]) {
   size_t n = 0;
   out[n++] = find_source("clpa_codes");

@@ -521,7 +521,9 @@ clpa_status clpa_xattn_run(clpa_plan *pl, const clpa_attn_inputs *in) {
   q.mask = in->block_mask, q.mass = in->mass;
   q.num_wait_events = in->num_wait_events, q.wait_events = in->wait_events, q.event = in->event;
   CLPA_CTX_CHECK(ctx, in->value_cache || in->out || in->lse || in->context_lens ||
-                          in->k_scale_buffer || in->v_scale_buffer || in->alibi_slopes || in->sinks,
+                          in->k_scale_buffer || in->v_scale_buffer || in->alibi_slopes || in->sinks ||
+                          in->page_indptr || in->page_indices || in->last_page_len ||
+                          in->num_page_indices,
                  CLPA_ERR_INVALID_ARG,
                  "an XAttention plan reads the key cache, query, block_tables and k_scale and"
                  " writes block_mask (and mass); its run refuses the other buffers");

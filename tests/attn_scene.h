@@ -24,6 +24,8 @@
  *
  * attn_scene_upload copies a scene into device buffers, with its output
  * (and lse) poisoned; attn_scene_release and attn_scene_free let go.
+ * attn_scene_csr gives the same block tables as a CSR page table
+ * (FlashInfer's indptr, indices and last_page_len) on the device.
  *
  * Header-only, like cl_util.h: the draws come from the test's own tap.h
  * generator (its state is per program file), so CLPA_TEST_SEED replays
@@ -233,6 +235,8 @@ static inline void attn_scene_free(attn_scene *sc) {
 /* A scene on the device. NULL where the scene (or the upload) has none. */
 typedef struct attn_scene_dev {
   cl_mem q, kc, vc, bt, lens, al, sk; /* queries, caches, tables, lengths, ALiBi, sinks */
+  cl_mem indptr, indices, last;       /* attn_scene_csr's table */
+  int32_t num_indices;
   cl_mem ks, vs;                      /* the fp8 scales as buffers (dev_scale) */
   cl_mem out, lse;                    /* q_rows x heads x head_size in io; q_rows x heads f32 */
   size_t out_bytes, lse_bytes;
@@ -264,10 +268,49 @@ static inline void attn_scene_upload(clpa_context *ctx, const attn_scene *sc, in
 }
 
 static inline void attn_scene_release(attn_scene_dev *d) {
-  cl_mem all[] = {d->q, d->kc, d->vc, d->bt, d->lens, d->al, d->sk, d->ks, d->vs, d->out, d->lse};
+  cl_mem all[] = {d->q,  d->kc, d->vc,  d->bt,     d->lens,    d->al,  d->sk,
+                  d->ks, d->vs, d->out, d->lse, d->indptr, d->indices, d->last};
   for (size_t i = 0; i < sizeof all / sizeof *all; i++)
     if (all[i]) clReleaseMemObject(all[i]);
   memset(d, 0, sizeof *d);
+}
+
+/* The scene's block tables as a CSR page table on the device (d->indptr,
+ * d->indices, d->last, d->num_indices): each sequence's blocks as its row
+ * has them (shuffled, odd sequences sharing with the one before), then
+ * `spare` entries far outside the cache that no row covers (never read);
+ * an empty sequence's last_page_len is garbage (never read). With `host`
+ * the three arrays stay for the test (free them), else they are freed. */
+typedef struct attn_scene_csr_host {
+  int32_t *indptr, *indices, *last;
+  int32_t num_indices;
+} attn_scene_csr_host;
+static inline void attn_scene_csr(clpa_context *ctx, const attn_scene *sc, int spare,
+                                  attn_scene_dev *d, attn_scene_csr_host *host) {
+  const int n = sc->seqs, bs = sc->kv.block_size;
+  attn_scene_csr_host h;
+  h.indptr = attn_scene_alloc(sizeof(int32_t) * (size_t)(n + 1));
+  h.last = attn_scene_alloc(sizeof(int32_t) * (size_t)(n > 0 ? n : 1));
+  for (int s = 0; s < n; s++) h.indptr[s + 1] = h.indptr[s] + (sc->lens[s] + bs - 1) / bs;
+  h.num_indices = h.indptr[n] + spare;
+  h.indices = attn_scene_alloc(sizeof(int32_t) * (size_t)(h.num_indices ? h.num_indices : 1));
+  for (int s = 0; s < n; s++) {
+    const int pages = h.indptr[s + 1] - h.indptr[s];
+    memcpy(h.indices + h.indptr[s], sc->tables + (size_t)s * sc->max_blocks,
+           sizeof(int32_t) * (size_t)pages);
+    h.last[s] = pages ? sc->lens[s] - (pages - 1) * bs : 0x7fff0000;
+  }
+  for (int i = h.indptr[n]; i < h.num_indices; i++) h.indices[i] = 0x7ffe0000 + i;
+  d->indptr = test_buffer(ctx, h.indptr, sizeof(int32_t) * (size_t)(n + 1));
+  d->indices = h.num_indices ? test_buffer(ctx, h.indices, sizeof(int32_t) * (size_t)h.num_indices)
+                             : NULL;
+  d->last = test_buffer(ctx, h.last, sizeof(int32_t) * (size_t)(n > 0 ? n : 1));
+  d->num_indices = h.num_indices;
+  if (host) {
+    *host = h;
+  } else {
+    free(h.indptr), free(h.indices), free(h.last);
+  }
 }
 
 /* A call forced onto a path that cannot take the scene (an HND or NHD

@@ -126,6 +126,9 @@ int main(void) {
   F(clpa_decode_params, path), F(clpa_decode_params, precision);
   F(clpa_decode_params, num_wait_events), F(clpa_decode_params, wait_events);
   F(clpa_decode_params, event);
+  F(clpa_decode_params, page_table), F(clpa_decode_params, num_page_indices);
+  F(clpa_decode_params, page_indptr), F(clpa_decode_params, page_indices);
+  F(clpa_decode_params, last_page_len);
   F(clpa_decode_params, reserved);
   end();
 
@@ -149,6 +152,9 @@ int main(void) {
   F(clpa_prefill_params, mask_q_blocks), F(clpa_prefill_params, mask_k_blocks);
   F(clpa_prefill_params, num_wait_events), F(clpa_prefill_params, wait_events);
   F(clpa_prefill_params, event);
+  F(clpa_prefill_params, page_table), F(clpa_prefill_params, num_page_indices);
+  F(clpa_prefill_params, page_indptr), F(clpa_prefill_params, page_indices);
+  F(clpa_prefill_params, last_page_len);
   F(clpa_prefill_params, reserved);
   end();
 
@@ -163,6 +169,8 @@ int main(void) {
   F(clpa_attn_inputs, block_mask), F(clpa_attn_inputs, mass);
   F(clpa_attn_inputs, num_wait_events);
   F(clpa_attn_inputs, wait_events), F(clpa_attn_inputs, event);
+  F(clpa_attn_inputs, num_page_indices), F(clpa_attn_inputs, page_indptr);
+  F(clpa_attn_inputs, page_indices), F(clpa_attn_inputs, last_page_len);
   F(clpa_attn_inputs, reserved);
   end();
 
@@ -264,10 +272,12 @@ int main(void) {
 
   printf("\n  },\n  \"scalars\": {\"clpa_status\": %zu, \"clpa_dtype\": %zu, \"clpa_lanes\": %zu, "
          "\"clpa_precision\": %zu, \"clpa_decode_variant\": %zu, \"clpa_decode_path\": %zu, "
-         "\"clpa_prefill_path\": %zu, \"clpa_cache_placement\": %zu, \"size_t\": %zu, "
+         "\"clpa_prefill_path\": %zu, \"clpa_cache_placement\": %zu, \"clpa_page_table\": %zu, "
+         "\"size_t\": %zu, "
          "\"cl_uint\": %zu, \"cl_mem\": %zu}\n}\n",
          sizeof(clpa_status), sizeof(clpa_dtype), sizeof(clpa_lanes), sizeof(clpa_precision),
          sizeof(clpa_decode_variant), sizeof(clpa_decode_path), sizeof(clpa_prefill_path),
-         sizeof(clpa_cache_placement), sizeof(size_t), sizeof(cl_uint), sizeof(cl_mem));
+         sizeof(clpa_cache_placement), sizeof(clpa_page_table), sizeof(size_t), sizeof(cl_uint),
+         sizeof(cl_mem));
   return 0;
 }

@@ -107,6 +107,20 @@ static void host_structs(void) {
           "a layout filled by hand with a reserved word set");
 }
 
+/* The CSR page tables' fields took 4 of the 8 reserved words that ended
+ * decode's and prefill's params and the run inputs: the sizes and every
+ * earlier offset are those of before (README's ABI). */
+#define TOOK_FOUR_WORDS(T)                                                                   \
+  _Static_assert(offsetof(T, reserved) + sizeof(((T *)0)->reserved) ==                      \
+                     offsetof(T, CSR_FIRST_##T) + 8 * sizeof(uint64_t),                     \
+                 #T ": the CSR fields take 4 reserved words")
+#define CSR_FIRST_clpa_decode_params page_table
+#define CSR_FIRST_clpa_prefill_params page_table
+#define CSR_FIRST_clpa_attn_inputs num_page_indices
+TOOK_FOUR_WORDS(clpa_decode_params);
+TOOK_FOUR_WORDS(clpa_prefill_params);
+TOOK_FOUR_WORDS(clpa_attn_inputs);
+
 /* The ops' params, each refused before anything else is looked at. */
 static void op_structs(clpa_context *ctx) {
   clpa_cache_config cc;
@@ -126,8 +140,8 @@ static void op_structs(clpa_context *ctx) {
   refused(clpa_decode(ctx, &dp), CLPA_ERR_INVALID_ARG, "p->reserved[0]", "decode params");
   clpa_prefill_params pp;
   clpa_prefill_params_init(&pp);
-  POKE(pp, 7);
-  refused(clpa_prefill(ctx, &pp), CLPA_ERR_INVALID_ARG, "p->reserved[7]", "prefill params");
+  POKE(pp, 3);
+  refused(clpa_prefill(ctx, &pp), CLPA_ERR_INVALID_ARG, "p->reserved[3]", "prefill params");
   clpa_cascade_params cp;
   clpa_cascade_params_init(&cp);
   POKE(cp, 1);

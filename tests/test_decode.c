@@ -138,6 +138,27 @@ static clpa_dtype mma_dtype(clpa_dtype kv) { return is_fp8(kv) ? CLPA_DTYPE_F16 
 
 /* Set while cases must plan without the host's lengths (every sequence counted as long). */
 static int plan_as_long;
+/* Set while cases run on CSR page tables (test_csr): each runs on the scene's padded
+ * table first, and the CSR call must give its results bit for bit. */
+static int csr;
+
+/* p (on scene sc, uploaded into d) switched to the scene's table as CSR. */
+static void use_csr(const attn_scene *sc, attn_scene_dev *d, clpa_decode_params *p) {
+  attn_scene_csr(ctx, sc, 3, d, NULL);
+  p->page_table = CLPA_PAGE_TABLE_CSR, p->page_indptr = d->indptr, p->page_indices = d->indices;
+  p->last_page_len = d->last, p->num_page_indices = d->num_indices;
+  p->block_tables = NULL, p->context_lens = NULL, p->max_blocks_per_seq = 0;
+}
+
+/* The padded table's results for p, read back; the outputs poisoned again. */
+static void padded_results(clpa_decode_params *p, attn_scene_dev *d, void **out, void **lse) {
+  const clpa_status st = clpa_decode(ctx, p);
+  ok(st == CLPA_OK, "decode on the padded table (%s)", clpa_context_last_error(ctx));
+  *out = malloc(d->out_bytes), *lse = d->lse ? malloc(d->lse_bytes) : NULL;
+  test_read(ctx, d->out, *out, d->out_bytes);
+  test_poison(ctx, d->out, d->out_bytes);
+  if (d->lse) test_read(ctx, d->lse, *lse, d->lse_bytes), test_poison(ctx, d->lse, d->lse_bytes);
+}
 
 static int run_case(const dcase *c, clpa_decode_path path) {
   char name[300], shape[256];
@@ -169,6 +190,8 @@ static int run_case(const dcase *c, clpa_decode_path path) {
   p.path = path;
   /* Half the cases also give the host's lengths (they only steer the plan). */
   if (!plan_as_long && rng_below(2)) p.host_context_lens = in.lens;
+  void *padded_out = NULL, *padded_lse = NULL;
+  if (csr) padded_results(&p, &d, &padded_out, &padded_lse), use_csr(&in, &d, &p);
   clpa_status st = clpa_decode(ctx, &p);
   good &= ok(st == CLPA_OK, "decode %s", name);
   if (st != CLPA_OK) diag("%s: %s", clpa_status_name(st), clpa_context_last_error(ctx));
@@ -178,6 +201,18 @@ static int run_case(const dcase *c, clpa_decode_path path) {
   void *got_store = malloc(qsz * (outn ? outn : 1));
   test_read(ctx, d.out, got_store, qsz * outn);
   clpa_dtype_decode(c->io, got_store, got, outn, 1.0f);
+  if (csr) {
+    good &= ok(memcmp(got_store, padded_out, qsz * outn) == 0,
+               "CSR table: the output is the padded table's, bit for bit");
+    if (c->lse) {
+      void *gl = malloc(d.lse_bytes);
+      test_read(ctx, d.lse, gl, d.lse_bytes);
+      good &= ok(memcmp(gl, padded_lse, sizeof(float) * lsen) == 0,
+                 "CSR table: the lse is the padded table's, bit for bit");
+      free(gl);
+    }
+    free(padded_out), free(padded_lse);
+  }
   double atol = 0, rtol = 0;
   for (size_t i = 0; i < sizeof tolerance / sizeof *tolerance; i++) {
     if (tolerance[i].io == c->io) atol = fmax(atol, tolerance[i].atol), rtol = fmax(rtol, tolerance[i].rtol);
@@ -391,6 +426,210 @@ static void test_faults(void) {
     }
   attn_scene_release(&d);
   attn_scene_free(&in);
+}
+
+/* CSR page tables (FlashInfer's indptr, indices, last_page_len) on the
+ * scenes' tables: shuffled blocks, odd sequences sharing with the one
+ * before, spare entries no row covers; each case against the reference
+ * and bit for bit against the padded table. `all` (--csr): the grid on
+ * every path that takes it, blocks of 1 and 256, the HND layout; else one
+ * case a path (the faults' shape, so their programs serve test_csr_faults). */
+static void test_csr(int all) {
+  csr = 1;
+  if (all) {
+    for (size_t i = 0; i < sizeof default_grid / sizeof *default_grid; i++) {
+      run_case(&default_grid[i], CLPA_DECODE_PATH_LANES);
+      run_case(&default_grid[i], CLPA_DECODE_PATH_ROWS);
+      if (mma_applies(&default_grid[i])) run_case(&default_grid[i], CLPA_DECODE_PATH_MMA);
+    }
+    const dcase pages[] = {{4, 4, 2, 64, 1, 40, F16, F32, V2, 16, 1, 0, 1, 0, 0, 1, 0, 0},
+                           {4, 4, 2, 64, 256, 700, F16, F32, V2, 256, 2, 0, 0, 0, 1, 1, 0, 0}};
+    run_case(&pages[0], CLPA_DECODE_PATH_LANES); /* lanes: blocks of 256 not with head 64 */
+    run_case(&pages[0], CLPA_DECODE_PATH_ROWS);
+    run_case(&pages[1], CLPA_DECODE_PATH_ROWS);
+    layout = CLPA_KV_LAYOUT_HND;
+    run_case(&default_grid[5], CLPA_DECODE_PATH_LANES);
+    run_case(&default_grid[5], CLPA_DECODE_PATH_ROWS);
+    layout = CLPA_KV_LAYOUT_SPLIT_KEY;
+  } else {
+    run_case(&default_grid[1], CLPA_DECODE_PATH_LANES);
+    run_case(&default_grid[1], CLPA_DECODE_PATH_ROWS);
+    if (mma_applies(&default_grid[1])) run_case(&default_grid[1], CLPA_DECODE_PATH_MMA);
+  }
+  csr = 0;
+}
+
+/* A bad CSR table is never followed: each case spoils the good table of
+ * default_grid[1]'s scene one way; the fault bits are the padded table's
+ * (CLPA_FAULT_BAD_BLOCK for a page index outside the cache,
+ * CLPA_FAULT_BAD_CONTEXT_LEN for a row without a length), a sequence
+ * without a length gets out 0 and lse -inf, and every untouched
+ * sequence's rows are the padded table's, bit for bit. */
+static void test_csr_faults(void) {
+  const dcase *c = &default_grid[1]; /* f32, blocks of 8, v2, lse, no sinks */
+  static const clpa_decode_path paths[] = {CLPA_DECODE_PATH_LANES, CLPA_DECODE_PATH_ROWS,
+                                           CLPA_DECODE_PATH_MMA};
+  static const char *const names[] = {"lanes", "rows", "mma"};
+  for (int k = 0; k < 3; k++) {
+    if (paths[k] == CLPA_DECODE_PATH_MMA && !mma_applies(c)) continue;
+    attn_scene in;
+    make_scene(c, &in);
+    attn_scene_dev d;
+    clpa_decode_params p;
+    upload(c, &in, &d, &p);
+    p.path = paths[k];
+    void *pout, *plse;
+    padded_results(&p, &d, &pout, &plse);
+    attn_scene_csr_host h;
+    attn_scene_csr(ctx, &in, 3, &d, &h);
+    const int bs = c->bs, n = c->seqs;
+    /* seq 0 holds max_ctx = 300 tokens, 4 in its last page; seq 2 1-3 tokens; seq 3 none */
+    enum { INDEX, INDEX_NEG, LAST_BIG, LAST_ZERO, PAST_MAX, DECREASING, END_PAST, START_NEG, CASES };
+    static const char *const what[] = {
+        "a page index = num_blocks", "a page index -1",  "last_page_len = block_size + 1",
+        "last_page_len 0",           "a length past max_context_len", "a decreasing indptr",
+        "indptr past num_page_indices", "indptr[0] = -1"};
+    for (int e = 0; e < CASES; e++) {
+      int32_t *ip = malloc(sizeof(int32_t) * (size_t)(n + 1)), *ix = malloc(sizeof(int32_t) * (size_t)h.num_indices);
+      int32_t *lp = malloc(sizeof(int32_t) * (size_t)n);
+      memcpy(ip, h.indptr, sizeof(int32_t) * (size_t)(n + 1));
+      memcpy(ix, h.indices, sizeof(int32_t) * (size_t)h.num_indices);
+      memcpy(lp, h.last, sizeof(int32_t) * (size_t)n);
+      int empty = -1, skip = -1, want = CLPA_FAULT_BAD_CONTEXT_LEN;
+      switch (e) {
+      case INDEX: ix[ip[2]] = in.num_blocks, skip = 2, want = CLPA_FAULT_BAD_BLOCK; break;
+      case INDEX_NEG: ix[ip[0] + 1] = -1, skip = 0, want = CLPA_FAULT_BAD_BLOCK; break;
+      case LAST_BIG: lp[0] = bs + 1, empty = 0; break;
+      case LAST_ZERO: lp[0] = 0, empty = 0; break;
+      case PAST_MAX: lp[0] = bs, empty = 0; break; /* 37 x 8 + 8 = 304 > 300 */
+      case DECREASING: ip[2] = ip[1] - 1, empty = 1, skip = 2; break;
+      case END_PAST: ip[n] = h.num_indices + 1, empty = n - 1; break;
+      default: ip[0] = -1, empty = 0; break;
+      }
+      clReleaseMemObject(d.indptr), clReleaseMemObject(d.last), clReleaseMemObject(d.indices);
+      d.indptr = test_buffer(ctx, ip, sizeof(int32_t) * (size_t)(n + 1));
+      d.indices = test_buffer(ctx, ix, sizeof(int32_t) * (size_t)h.num_indices);
+      d.last = test_buffer(ctx, lp, sizeof(int32_t) * (size_t)n);
+      p.page_table = CLPA_PAGE_TABLE_CSR, p.page_indptr = d.indptr, p.page_indices = d.indices;
+      p.last_page_len = d.last, p.num_page_indices = h.num_indices;
+      p.block_tables = NULL, p.context_lens = NULL, p.max_blocks_per_seq = 0;
+      test_poison(ctx, d.out, d.out_bytes), test_poison(ctx, d.lse, d.lse_bytes);
+      ok(clpa_decode(ctx, &p) == CLPA_OK, "%s path, CSR with %s: enqueued", names[k], what[e]);
+      int32_t f = 0;
+      clpa_context_check_faults(ctx, &f);
+      ok(f == want, "%s: fault bits 0x%x (want 0x%x)", what[e], f, want);
+      float *o = malloc(d.out_bytes), *l = malloc(d.lse_bytes);
+      test_read(ctx, d.out, o, d.out_bytes), test_read(ctx, d.lse, l, d.lse_bytes);
+      const size_t row = (size_t)c->heads * c->hs;
+      int same = 1, zero = 1;
+      for (int s = 0; s < n; s++) {
+        if (s == skip) continue;
+        if (s == empty) {
+          for (size_t i = 0; i < row; i++) zero &= o[s * row + i] == 0.0f;
+          for (int hh = 0; hh < c->heads; hh++) zero &= l[s * c->heads + hh] == -INFINITY;
+        } else {
+          same &= memcmp(o + s * row, (float *)pout + s * row, sizeof(float) * row) == 0;
+          same &= memcmp(l + s * c->heads, (float *)plse + s * c->heads, sizeof(float) * c->heads) == 0;
+        }
+      }
+      ok(zero && same, "%s: %s, the other sequences' rows the padded table's", what[e],
+         empty >= 0 ? "the sequence without a length gets out 0 and lse -inf" : "the bad page masked");
+      free(o), free(l), free(ip), free(ix), free(lp);
+    }
+    free(h.indptr), free(h.indices), free(h.last), free(pout), free(plse);
+    attn_scene_release(&d);
+    attn_scene_free(&in);
+  }
+}
+
+/* The CSR fields refused before anything is enqueued, naming the call
+ * and the field: the two forms mixed, a buffer missing or too small, a
+ * count out of range; the same through a plan's run; cascade decode
+ * (padded tables only). A good CSR call runs without faults. */
+static void test_csr_bad_args(void) {
+  clpa_kv_layout kv;
+  clpa_kv_layout_init(&kv, CLPA_DTYPE_F16, 8, 16, 4, 64);
+  cl_mem q = test_buffer(ctx, NULL, 4 * 4 * 64), kc = test_buffer(ctx, NULL, kv.cache_bytes);
+  cl_mem vc = test_buffer(ctx, NULL, kv.cache_bytes), out = test_buffer(ctx, NULL, 4 * 4 * 64);
+  /* 100 tokens: 7 pages (6 x 16 + 4), shuffled */
+  static const int32_t indptr[2] = {0, 7}, indices[8] = {5, 2, 7, 0, 3, 3, 1, 6}, last[1] = {4};
+  static const int32_t table[8] = {0}, len[1] = {100};
+  cl_mem ip = test_buffer(ctx, indptr, sizeof indptr), ix = test_buffer(ctx, indices, sizeof indices);
+  cl_mem lp = test_buffer(ctx, last, sizeof last), small = test_buffer(ctx, indptr, 4);
+  cl_mem bt = test_buffer(ctx, table, sizeof table), cl = test_buffer(ctx, len, sizeof len);
+  test_poison(ctx, out, 4 * 4 * 64);
+  clpa_decode_params good;
+  clpa_decode_params_init(&good);
+  good.num_seqs = 1, good.num_heads = 4, good.kv = kv, good.max_context_len = 100;
+  good.scale = 0.125f, good.query = q, good.key_cache = kc, good.value_cache = vc, good.out = out;
+  good.page_table = CLPA_PAGE_TABLE_CSR, good.page_indptr = ip, good.page_indices = ix;
+  good.last_page_len = lp, good.num_page_indices = 8;
+  BAD_CALLS(clpa_decode_params, 16);
+  BAD(block_tables = bt, "block_tables is given with page_table = CLPA_PAGE_TABLE_CSR",
+      CLPA_ERR_INVALID_ARG);
+  BAD(context_lens = cl, "context_lens is given with page_table = CLPA_PAGE_TABLE_CSR",
+      CLPA_ERR_INVALID_ARG);
+  BAD(max_blocks_per_seq = 8, "max_blocks_per_seq = 8 with page_table = CLPA_PAGE_TABLE_CSR",
+      CLPA_ERR_INVALID_ARG);
+  BAD(page_table = CLPA_PAGE_TABLE_PADDED,
+      "page_indptr is set with page_table = CLPA_PAGE_TABLE_PADDED", CLPA_ERR_INVALID_ARG);
+  BAD(page_table = (clpa_page_table)2, "page_table = 2", CLPA_ERR_INVALID_ARG);
+  BAD(page_indptr = NULL, "page_indptr", CLPA_ERR_INVALID_ARG);
+  BAD(page_indptr = small, "page_indptr holds", CLPA_ERR_INVALID_ARG);
+  BAD(page_indices = NULL, "page_indices", CLPA_ERR_INVALID_ARG);
+  BAD(num_page_indices = 9, "page_indices holds", CLPA_ERR_INVALID_ARG);
+  BAD(num_page_indices = INT32_MAX, "page_indices holds", CLPA_ERR_INVALID_ARG);
+  BAD(num_page_indices = -1, "num_page_indices = -1", CLPA_ERR_INVALID_ARG);
+  BAD(last_page_len = NULL, "last_page_len", CLPA_ERR_INVALID_ARG);
+  BAD_CALLS_CHECK(clpa_decode, "clpa_decode: ");
+  /* the padded form with a CSR field */
+  clpa_decode_params p = good;
+  p.page_table = CLPA_PAGE_TABLE_PADDED, p.page_indptr = NULL, p.page_indices = NULL;
+  p.last_page_len = NULL, p.block_tables = bt, p.context_lens = cl, p.max_blocks_per_seq = 8;
+  p.num_page_indices = 8;
+  ok(clpa_decode(ctx, &p) == CLPA_ERR_INVALID_ARG &&
+         strstr(clpa_last_error(), "clpa_decode: num_page_indices is set with page_table = "
+                                   "CLPA_PAGE_TABLE_PADDED"),
+     "padded table with num_page_indices: %s", clpa_last_error());
+  /* a plan's runs */
+  clpa_plan *plan = NULL;
+  ok(clpa_plan_decode(ctx, &good, &plan) == CLPA_OK, "a CSR decode plan");
+  clpa_attn_inputs in;
+  clpa_attn_inputs_init(&in);
+  in.key_cache = kc, in.value_cache = vc, in.query = q, in.out = out;
+  in.page_indptr = ip, in.page_indices = ix, in.last_page_len = lp, in.num_page_indices = 8;
+  in.block_tables = bt;
+  ok(clpa_run(plan, &in) == CLPA_ERR_INVALID_ARG &&
+         strstr(clpa_last_error(), "clpa_run: block_tables is given with page_table = CLPA_PAGE_TABLE_CSR"),
+     "a CSR plan's run refuses block_tables: %s", clpa_last_error());
+  in.block_tables = NULL, in.context_lens = cl;
+  ok(clpa_run(plan, &in) == CLPA_ERR_INVALID_ARG && strstr(clpa_last_error(), "clpa_run: context_lens"),
+     "... and context_lens: %s", clpa_last_error());
+  in.context_lens = NULL, in.last_page_len = NULL;
+  ok(clpa_run(plan, &in) == CLPA_ERR_INVALID_ARG && strstr(clpa_last_error(), "last_page_len"),
+     "... and a run without last_page_len: %s", clpa_last_error());
+  ok(test_untouched(ctx, out, 4 * 4 * 64), "no refused call wrote to the output");
+  in.last_page_len = lp;
+  ok(clpa_run(plan, &in) == CLPA_OK, "the CSR plan runs on its table");
+  test_no_faults(ctx, "after the CSR run");
+  clpa_plan_release(plan);
+  p = good, p.page_table = CLPA_PAGE_TABLE_PADDED, p.page_indptr = p.page_indices = NULL;
+  p.last_page_len = NULL, p.num_page_indices = 0, p.max_blocks_per_seq = 8;
+  ok(clpa_plan_decode(ctx, &p, &plan) == CLPA_OK, "a padded decode plan");
+  in.context_lens = cl;
+  ok(clpa_run(plan, &in) == CLPA_ERR_INVALID_ARG &&
+         strstr(clpa_last_error(), "clpa_run: page_indptr is set with page_table = CLPA_PAGE_TABLE_PADDED"),
+     "a padded plan's run refuses the CSR table: %s", clpa_last_error());
+  clpa_plan_release(plan);
+  clpa_cascade_params cp;
+  clpa_cascade_params_init(&cp);
+  cp.decode = good;
+  ok(clpa_cascade_decode(ctx, &cp) == CLPA_ERR_UNSUPPORTED &&
+         strstr(clpa_last_error(), "clpa_cascade_decode: decode.page_table = 1"),
+     "cascade decode refuses CSR tables: %s", clpa_last_error());
+  clReleaseMemObject(q), clReleaseMemObject(kc), clReleaseMemObject(vc), clReleaseMemObject(out);
+  clReleaseMemObject(ip), clReleaseMemObject(ix), clReleaseMemObject(lp), clReleaseMemObject(small);
+  clReleaseMemObject(bt), clReleaseMemObject(cl);
 }
 
 /* precision f32 (issue 41): a bf16 cache and queries of amplitude 5, where
@@ -1031,6 +1270,10 @@ int main(int argc, char **argv) {
     test_mma_heads();
   } else if (argc > 1 && strcmp(argv[1], "--layouts") == 0) { /* the HND and NHD cases alone */
     test_layouts();
+  } else if (argc > 1 && strcmp(argv[1], "--csr") == 0) { /* CSR page tables alone, broadly */
+    test_csr(1);
+    test_csr_faults();
+    test_csr_bad_args();
   } else if (argc > 1 && strcmp(argv[1], "--pages") == 0) { /* the page sizes alone */
     test_pages(1);
   } else if (argc > 1 && strcmp(argv[1], "--rows") == 0) { /* ... and on the rows path */
@@ -1050,6 +1293,9 @@ int main(int argc, char **argv) {
     test_codes(0);
     test_codes(1);
     test_faults();
+    test_csr(0);
+    test_csr_faults();
+    test_csr_bad_args();
     test_bad_args();
     test_precision();
     test_plan(F16);

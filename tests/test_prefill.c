@@ -169,6 +169,37 @@ static void tolerance_for(const pcase *c, clpa_prefill_path path, double *atol, 
   *atol = *atol > a2 ? *atol : a2, *rtol = *rtol > r2 ? *rtol : r2;
 }
 
+/* Set while cases run on CSR page tables (test_csr): each runs on the scene's padded
+ * table first, and the CSR call must give its results bit for bit. */
+static int csr;
+
+/* p (on scene sc, uploaded into d) switched to the scene's table as CSR. */
+static void use_csr(const attn_scene *sc, attn_scene_dev *d, clpa_prefill_params *p) {
+  attn_scene_csr(ctx, sc, 3, d, NULL);
+  p->page_table = CLPA_PAGE_TABLE_CSR, p->page_indptr = d->indptr, p->page_indices = d->indices;
+  p->last_page_len = d->last, p->num_page_indices = d->num_indices;
+  p->block_tables = NULL, p->max_blocks_per_seq = 0;
+}
+
+/* The padded table's results for p, read back; the outputs poisoned again. */
+static void padded_results(clpa_prefill_params *p, attn_scene_dev *d, void **out, void **lse) {
+  const clpa_status st = clpa_prefill(ctx, p);
+  ok(st == CLPA_OK, "prefill on the padded table (%s)", clpa_context_last_error(ctx));
+  *out = malloc(d->out_bytes), *lse = d->lse ? malloc(d->lse_bytes) : NULL;
+  test_read(ctx, d->out, *out, d->out_bytes);
+  test_poison(ctx, d->out, d->out_bytes);
+  if (d->lse) test_read(ctx, d->lse, *lse, d->lse_bytes), test_poison(ctx, d->lse, d->lse_bytes);
+}
+
+/* Whether buffer m holds the bytes `want` (n of them). */
+static int same_bytes(cl_mem m, const void *want, size_t n) {
+  void *got = malloc(n ? n : 1);
+  test_read(ctx, m, got, n);
+  const int same = memcmp(got, want, n) == 0;
+  free(got);
+  return same;
+}
+
 static int run_case_on(const pcase *c, clpa_prefill_path path) {
   char name[360], shape[320];
   describe(c, shape, sizeof shape);
@@ -198,6 +229,8 @@ static int run_case_on(const pcase *c, clpa_prefill_path path) {
     const int a = c->max_new + c->bs;
     p.rows_per_group = a / 3 % 2 ? 128 : 0, p.keys_per_tile = keys[a % 3];
   }
+  void *padded_out = NULL, *padded_lse = NULL;
+  if (csr) padded_results(&p, &d, &padded_out, &padded_lse), use_csr(&in, &d, &p);
   clpa_status st = clpa_prefill(ctx, &p);
   if (st == CLPA_ERR_UNSUPPORTED && (path == CLPA_PREFILL_MMA || c->rows || c->keys) &&
       path != CLPA_PREFILL_ROWS && strstr(clpa_context_last_error(ctx), "local memory")) {
@@ -214,6 +247,12 @@ static int run_case_on(const pcase *c, clpa_prefill_path path) {
   good &= test_no_faults(ctx, "after the call");
   float *got = malloc(sizeof(float) * (outn ? outn : 1)), *gl = malloc(sizeof(float) * (rows ? rows : 1));
   read_out(c, &d, outn, got, gl);
+  if (csr) {
+    good &= ok(same_bytes(d.out, padded_out, d.out_bytes) &&
+                   (!d.lse || same_bytes(d.lse, padded_lse, d.lse_bytes)),
+               "CSR table: the output and lse are the padded table's, bit for bit");
+    free(padded_out), free(padded_lse);
+  }
   double atol = 0, rtol = 0;
   tolerance_for(c, path, &atol, &rtol);
   good &= compare("output", got, want, outn, atol, rtol, c->hs, c->heads);
@@ -948,6 +987,78 @@ static void test_bad_args(void) {
   for (size_t i = 0; i < sizeof all / sizeof *all; i++) clReleaseMemObject(all[i]);
 }
 
+/* CSR page tables (FlashInfer's) on the scenes' tables (shuffled, shared
+ * within the cached prefixes, spare entries), against the reference and
+ * bit for bit against the padded table: `all` (--csr) the grid on every
+ * path, else one case on each. */
+static void test_csr(int all) {
+  csr = 1;
+  if (all)
+    for (size_t i = 0; i < sizeof default_grid / sizeof *default_grid; i++) run_case(&default_grid[i]);
+  else
+    run_case(&default_grid[1]);
+  csr = 0;
+}
+
+/* A bad CSR table is never followed: a page index outside the cache sets
+ * CLPA_FAULT_BAD_BLOCK and masks its keys; a row whose length is not the
+ * host's (cached_lens + new tokens) sets CLPA_FAULT_BAD_CONTEXT_LEN and
+ * gives no pages (its keys masked: CLPA_FAULT_BAD_BLOCK too); the other
+ * sequences' rows are the padded table's, bit for bit. */
+static void test_csr_faults(void) {
+  const pcase *c = &default_grid[1];
+  for (int pi = CLPA_PREFILL_TILES; pi <= CLPA_PREFILL_MMA; pi++) {
+    if (pi == CLPA_PREFILL_MMA && !mma_applies(c)) continue;
+    attn_scene in;
+    make_scene(c, &in);
+    attn_scene_dev d;
+    clpa_prefill_params p;
+    upload(c, &in, &d, &p);
+    p.path = (clpa_prefill_path)pi;
+    void *pout, *plse;
+    padded_results(&p, &d, &pout, &plse);
+    attn_scene_csr_host h;
+    attn_scene_csr(ctx, &in, 3, &d, &h);
+    for (int e = 0; e < 3; e++) {
+      int s = 0; /* the spoilt sequence: one with new tokens and pages */
+      while (s < c->seqs - 1 && (in.cu[s + 1] == in.cu[s] || h.indptr[s + 1] == h.indptr[s])) s++;
+      int32_t *ix = malloc(sizeof(int32_t) * (size_t)h.num_indices), *lp = malloc(sizeof(int32_t) * (size_t)c->seqs);
+      memcpy(ix, h.indices, sizeof(int32_t) * (size_t)h.num_indices);
+      memcpy(lp, h.last, sizeof(int32_t) * (size_t)c->seqs);
+      int want = CLPA_FAULT_BAD_CONTEXT_LEN | CLPA_FAULT_BAD_BLOCK;
+      if (e == 0) ix[h.indptr[s + 1] - 1] = in.num_blocks, want = CLPA_FAULT_BAD_BLOCK;
+      if (e == 1) lp[s] = lp[s] > 1 ? lp[s] - 1 : 2; /* in [1, block_size], another length */
+      if (e == 2) lp[s] = c->bs + 1;
+      clReleaseMemObject(d.indices), clReleaseMemObject(d.last);
+      d.indices = test_buffer(ctx, ix, sizeof(int32_t) * (size_t)h.num_indices);
+      d.last = test_buffer(ctx, lp, sizeof(int32_t) * (size_t)c->seqs);
+      p.page_table = CLPA_PAGE_TABLE_CSR, p.page_indptr = d.indptr, p.page_indices = d.indices;
+      p.last_page_len = d.last, p.num_page_indices = h.num_indices;
+      p.block_tables = NULL, p.max_blocks_per_seq = 0;
+      test_poison(ctx, d.out, d.out_bytes), test_poison(ctx, d.lse, d.lse_bytes);
+      ok(clpa_prefill(ctx, &p) == CLPA_OK, "%s path, CSR fault %d: enqueued", path_name(p.path), e);
+      int32_t f = 0;
+      clpa_context_check_faults(ctx, &f);
+      ok(f == want, "%s path, %s: fault bits 0x%x (want 0x%x)", path_name(p.path),
+         e == 0 ? "a page index = num_blocks" : e == 1 ? "a length not the host's" : "last_page_len = block_size + 1",
+         f, want);
+      char *o = malloc(d.out_bytes), *l = malloc(d.lse_bytes);
+      test_read(ctx, d.out, o, d.out_bytes), test_read(ctx, d.lse, l, d.lse_bytes);
+      const size_t orow = d.out_bytes / (size_t)in.q_rows, lrow = d.lse_bytes / (size_t)in.q_rows;
+      int same = 1;
+      for (int t = 0; t < in.q_rows; t++)
+        if (t < in.cu[s] || t >= in.cu[s + 1])
+          same &= memcmp(o + t * orow, (char *)pout + t * orow, orow) == 0 &&
+                  memcmp(l + t * lrow, (char *)plse + t * lrow, lrow) == 0;
+      ok(same, "... the other sequences' rows are the padded table's");
+      free(o), free(l), free(ix), free(lp);
+    }
+    free(h.indptr), free(h.indices), free(h.last), free(pout), free(plse);
+    attn_scene_release(&d);
+    attn_scene_free(&in);
+  }
+}
+
 int main(int argc, char **argv) {
   rng_seed_from_env();
   ctx = test_context(0);
@@ -957,6 +1068,11 @@ int main(int argc, char **argv) {
   }
   if (argc > 1 && strcmp(argv[1], "--layouts") == 0) { /* the HND and NHD cases alone */
     test_layouts();
+    return test_context_done(ctx);
+  }
+  if (argc > 1 && strcmp(argv[1], "--csr") == 0) { /* CSR page tables alone, broadly */
+    test_csr(1);
+    test_csr_faults();
     return test_context_done(ctx);
   }
   if (argc > 1 && strcmp(argv[1], "--pages") == 0) { /* the page sizes alone */
@@ -995,6 +1111,8 @@ int main(int argc, char **argv) {
   test_xattn_tau();
   test_merge();
   test_faults();
+  test_csr(0);
+  test_csr_faults();
   test_bad_args();
   return test_context_done(ctx);
 }

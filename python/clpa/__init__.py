@@ -20,14 +20,14 @@ from ._lib import (HEADER_VERSION, ClpaError, LibraryNotFound, check, dtype_of, 
 from .kv import (AdmitResult, Batch, BatchView, InsertResult, KVManager, MatchResult, Pool,
                  RadixCache, RadixNode, Request, kv_layout)
 from .structs import (CachePlacement, DecodePath, DecodeVariant, DType, KVLayout, KVLayoutKind,
-                      Lanes, Precision, PrefillPath, Status)
+                      Lanes, PageTable, Precision, PrefillPath, Status)
 
 __version__ = "0.1.0"
 
 __all__ = ["HEADER_VERSION", "AdmitResult", "Batch", "BatchView", "Cache", "CachePlacement",
            "ClpaError", "Context", "DType", "DecodePath", "DecodeVariant", "InsertResult",
-           "KVLayout", "KVLayoutKind", "KVManager", "Lanes", "LibraryNotFound", "MatchResult", "Plan", "Pool",
-           "Precision", "PrefillPath", "RadixCache", "RadixNode", "Request", "Status", "check",
+           "KVLayout", "KVLayoutKind", "KVManager", "Lanes", "LibraryNotFound", "MatchResult",
+           "PageTable", "Plan", "Pool", "Precision", "PrefillPath", "RadixCache", "RadixNode", "Request", "Status", "check",
            "device_select", "devices", "dtype_of", "kv_layout", "lib", "status_name", "structs",
            "version"]
 

@@ -86,6 +86,11 @@ class KVLayoutKind(enum.IntEnum):
     NHD = 2
 
 
+class PageTable(enum.IntEnum):
+    PADDED = 0
+    CSR = 1
+
+
 class CachePlacement(enum.IntEnum):
     DEVICE = 0
     HOST = 1
@@ -108,6 +113,7 @@ c_precision = _enum_type(Precision)
 c_decode_variant = _enum_type(DecodeVariant)
 c_decode_path = _enum_type(DecodePath)
 c_prefill_path = _enum_type(PrefillPath)
+c_page_table = _enum_type(PageTable)
 c_cache_placement = _enum_type(CachePlacement)
 
 
@@ -387,7 +393,12 @@ class DecodeParams(Struct):
         ("num_wait_events", c_uint32),
         ("wait_events", cl_event_array),
         ("event", cl_event_p),
-        RESERVED,
+        ("page_table", c_page_table),
+        ("num_page_indices", c_int32),
+        ("page_indptr", cl_mem),
+        ("page_indices", cl_mem),
+        ("last_page_len", cl_mem),
+        ("reserved", c_uint64 * 4),
     ]
 
 
@@ -431,7 +442,12 @@ class PrefillParams(Struct):
         ("num_wait_events", c_uint32),
         ("wait_events", cl_event_array),
         ("event", cl_event_p),
-        RESERVED,
+        ("page_table", c_page_table),
+        ("num_page_indices", c_int32),
+        ("page_indptr", cl_mem),
+        ("page_indices", cl_mem),
+        ("last_page_len", cl_mem),
+        ("reserved", c_uint64 * 4),
     ]
 
 
@@ -458,7 +474,11 @@ class AttnInputs(Struct):
         ("num_wait_events", c_uint32),
         ("wait_events", cl_event_array),
         ("event", cl_event_p),
-        RESERVED,
+        ("num_page_indices", c_int32),
+        ("page_indptr", cl_mem),
+        ("page_indices", cl_mem),
+        ("last_page_len", cl_mem),
+        ("reserved", c_uint64 * 4),
     ]
 
 
@@ -610,5 +630,6 @@ MIRRORS = [Allocator, ContextConfig, DeviceInfo, KVLayout, CacheConfig, CacheInf
 # C scalar types whose size the mirrors assume.
 SCALARS = {"clpa_status": c_int, "clpa_dtype": c_int, "clpa_lanes": c_int,
            "clpa_precision": c_int, "clpa_decode_variant": c_int, "clpa_decode_path": c_int,
-           "clpa_prefill_path": c_int, "clpa_cache_placement": c_int, "size_t": c_size_t,
+           "clpa_prefill_path": c_int, "clpa_cache_placement": c_int, "clpa_page_table": c_int,
+           "size_t": c_size_t,
            "cl_uint": c_uint32, "cl_mem": c_void_p}
