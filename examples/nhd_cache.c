@@ -4,8 +4,9 @@
  * V each [blocks, block_size, kv_heads, head_size], in the engine's own
  * buffers, written by the engine (here the host fills them in that order
  * with plain indexing, no clpa call). clpa decodes over them through a
- * clpa_kv_layout of kind CLPA_KV_LAYOUT_NHD, with padded block tables
- * whose blocks are scattered over the cache. It checks its own answer
+ * clpa_kv_layout of kind CLPA_KV_LAYOUT_NHD, over blocks scattered over
+ * the cache: once with vLLM's padded block tables, once with FlashInfer's
+ * CSR page table (indptr, indices, last_page_len). It checks both answers
  * against attention computed on the host in double precision.
  *
  * Build it against an installed clpa:
@@ -41,6 +42,34 @@ static size_t nhd(int32_t block, int32_t tok, int32_t h, int32_t d) {
   return (((size_t)block * BLOCK + (size_t)tok) * KV_HEADS + (size_t)h) * HEAD_SIZE + (size_t)d;
 }
 
+/* The host's attention for sequence s of lens[] tokens on the blocks of
+ * tables[s], reading the same NHD indexing; the worst difference from out. */
+static double check(const float *q, const float *k, const float *v, const float *out,
+                    const int32_t *lens, int32_t tables[][MAX_BLOCKS]) {
+  double worst = 0;
+  for (int s = 0; s < SEQS; s++)
+    for (int h = 0; h < HEADS; h++) {
+      const int g = h / (HEADS / KV_HEADS);
+      const float *qh = q + ((size_t)s * HEADS + (size_t)h) * HEAD_SIZE;
+      double score[MAX_BLOCKS * BLOCK], top = -INFINITY, sum = 0;
+      for (int t = 0; t < lens[s]; t++) {
+        const int32_t b = tables[s][t / BLOCK];
+        double dot = 0;
+        for (int d = 0; d < HEAD_SIZE; d++) dot += (double)qh[d] * k[nhd(b, t % BLOCK, g, d)];
+        score[t] = dot / sqrt((double)HEAD_SIZE);
+        top = fmax(top, score[t]);
+      }
+      for (int t = 0; t < lens[s]; t++) sum += score[t] = exp(score[t] - top);
+      for (int d = 0; d < HEAD_SIZE; d++) {
+        double o = 0;
+        for (int t = 0; t < lens[s]; t++)
+          o += score[t] / sum * v[nhd(tables[s][t / BLOCK], t % BLOCK, g, d)];
+        worst = fmax(worst, fabs(out[((size_t)s * HEADS + (size_t)h) * HEAD_SIZE + (size_t)d] - o));
+      }
+    }
+  return worst;
+}
+
 int main(void) {
   clpa_context *ctx;
   if (clpa_context_create(NULL, &ctx) != CLPA_OK) return fail("context", NULL);
@@ -64,12 +93,26 @@ int main(void) {
   cl_context cl = clpa_context_cl_context(ctx);
   cl_int err;
   const cl_mem_flags in = CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR;
-  cl_mem bk = clCreateBuffer(cl, in, sizeof k, k, &err);
-  cl_mem bv = clCreateBuffer(cl, in, sizeof v, v, &err);
-  cl_mem bq = clCreateBuffer(cl, in, sizeof q, q, &err);
-  cl_mem bt = clCreateBuffer(cl, in, sizeof tables, tables, &err);
-  cl_mem bl = clCreateBuffer(cl, in, sizeof lens, (void *)lens, &err);
-  cl_mem bo = clCreateBuffer(cl, CL_MEM_WRITE_ONLY, sizeof out, NULL, &err);
+  cl_mem bk = NULL, bv = NULL, bq = NULL, bt = NULL, bl = NULL, bix = NULL, bll = NULL, bo = NULL;
+  bk = clCreateBuffer(cl, in, sizeof k, k, &err);
+  if (err == CL_SUCCESS) bv = clCreateBuffer(cl, in, sizeof v, v, &err);
+  if (err == CL_SUCCESS) bq = clCreateBuffer(cl, in, sizeof q, q, &err);
+  if (err == CL_SUCCESS) bt = clCreateBuffer(cl, in, sizeof tables, tables, &err);
+  if (err == CL_SUCCESS) bl = clCreateBuffer(cl, in, sizeof lens, (void *)lens, &err);
+  if (err != CL_SUCCESS) return fail("buffers", ctx);
+  /* The same pages as FlashInfer's CSR table: sequence s holds pages
+   * indices[indptr[s] .. indptr[s + 1]), its last page holding last_len[s] tokens. */
+  int32_t indptr[SEQS + 1] = {0}, indices[SEQS * MAX_BLOCKS] = {0}, last_len[SEQS];
+  for (int s = 0; s < SEQS; s++) {
+    const int32_t pages = (lens[s] + BLOCK - 1) / BLOCK;
+    for (int b = 0; b < pages; b++) indices[indptr[s] + b] = tables[s][b];
+    indptr[s + 1] = indptr[s] + pages, last_len[s] = lens[s] - (pages - 1) * BLOCK;
+  }
+  cl_mem bip = clCreateBuffer(cl, in, sizeof indptr, indptr, &err);
+  if (err == CL_SUCCESS) bix = clCreateBuffer(cl, in, sizeof indices, indices, &err);
+  if (err == CL_SUCCESS) bll = clCreateBuffer(cl, in, sizeof last_len, last_len, &err);
+  if (err == CL_SUCCESS) bo = clCreateBuffer(cl, CL_MEM_WRITE_ONLY, sizeof out, NULL, &err);
+  if (err != CL_SUCCESS) return fail("buffers", ctx);
 
   /* One decode step over the engine's buffers: key_cache, value_cache and their layout. */
   clpa_decode_params p;
@@ -81,34 +124,25 @@ int main(void) {
   p.query = bq, p.block_tables = bt, p.context_lens = bl, p.out = bo;
   if (clpa_decode(ctx, &p) != CLPA_OK) return fail("decode", ctx);
   if (clpa_context_check_faults(ctx, NULL) != CLPA_OK) return fail("faults", ctx);
-  clEnqueueReadBuffer(clpa_context_cl_queue(ctx), bo, CL_TRUE, 0, sizeof out, out, 0, NULL, NULL);
+  if (clEnqueueReadBuffer(clpa_context_cl_queue(ctx), bo, CL_TRUE, 0, sizeof out, out, 0, NULL,
+                          NULL) != CL_SUCCESS)
+    return fail("read", ctx);
+  const double padded = check(q, k, v, out, lens, tables);
 
-  /* The host's attention, reading the same NHD indexing. */
-  double worst = 0;
-  for (int s = 0; s < SEQS; s++)
-    for (int h = 0; h < HEADS; h++) {
-      const int g = h / (HEADS / KV_HEADS);
-      const float *qh = q + ((size_t)s * HEADS + (size_t)h) * HEAD_SIZE;
-      double score[100], top = -INFINITY, sum = 0;
-      for (int t = 0; t < lens[s]; t++) {
-        const int32_t b = tables[s][t / BLOCK];
-        double dot = 0;
-        for (int d = 0; d < HEAD_SIZE; d++) dot += (double)qh[d] * k[nhd(b, t % BLOCK, g, d)];
-        score[t] = dot / sqrt((double)HEAD_SIZE);
-        top = fmax(top, score[t]);
-      }
-      for (int t = 0; t < lens[s]; t++) sum += score[t] = exp(score[t] - top);
-      for (int d = 0; d < HEAD_SIZE; d++) {
-        double o = 0;
-        for (int t = 0; t < lens[s]; t++)
-          o += score[t] / sum * v[nhd(tables[s][t / BLOCK], t % BLOCK, g, d)];
-        worst = fmax(worst, fabs(out[((size_t)s * HEADS + (size_t)h) * HEAD_SIZE + (size_t)d] - o));
-      }
-    }
-  printf("decode over an NHD cache (%d and %d tokens, %d heads): worst error %.2g\n", lens[0],
-         lens[1], HEADS, worst);
-  cl_mem all[] = {bk, bv, bq, bt, bl, bo};
+  /* Again with the CSR table: the lengths come from it, so no block_tables or context_lens. */
+  p.block_tables = NULL, p.context_lens = NULL, p.max_blocks_per_seq = 0;
+  p.page_table = CLPA_PAGE_TABLE_CSR, p.num_page_indices = indptr[SEQS];
+  p.page_indptr = bip, p.page_indices = bix, p.last_page_len = bll;
+  if (clpa_decode(ctx, &p) != CLPA_OK) return fail("decode (CSR)", ctx);
+  if (clpa_context_check_faults(ctx, NULL) != CLPA_OK) return fail("faults (CSR)", ctx);
+  if (clEnqueueReadBuffer(clpa_context_cl_queue(ctx), bo, CL_TRUE, 0, sizeof out, out, 0, NULL,
+                          NULL) != CL_SUCCESS)
+    return fail("read (CSR)", ctx);
+  const double csr = check(q, k, v, out, lens, tables);
+  printf("decode over an NHD cache (%d and %d tokens, %d heads): worst error %.2g with padded"
+         " block tables, %.2g with a CSR page table\n", lens[0], lens[1], HEADS, padded, csr);
+  cl_mem all[] = {bk, bv, bq, bt, bl, bip, bix, bll, bo};
   for (size_t i = 0; i < sizeof all / sizeof *all; i++) clReleaseMemObject(all[i]);
   clpa_context_destroy(ctx);
-  return worst < 1e-4 ? 0 : 1; /* f32 cache: sums of ~100 products in f32 */
+  return padded < 1e-4 && csr < 1e-4 ? 0 : 1; /* f32 cache: sums of ~100 products in f32 */
 }
