@@ -2,8 +2,8 @@
  * clpa_cache.h — the KV cache on the device and the operations on it:
  * writing new tokens (reshape_and_cache), copying blocks (copy-on-write)
  * and swapping blocks between device and host memory (preemption,
- * offload). clpa.h includes this header; it needs clpa.h for the context
- * (clpa_context_create) but not the other way round.
+ * offload). clpa.h includes this header; it stands on clpa_runtime.h (the
+ * context) and may be included alone.
  *
  * Introduction
  *
@@ -54,6 +54,7 @@
 #include "clpa_base.h"
 #include "clpa_kv.h"
 #include "clpa_layout.h"
+#include "clpa_runtime.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -62,7 +63,6 @@ extern "C" {
 /* ======================================================================
  * 1. The cache object
  * ==================================================================== */
-typedef struct clpa_context clpa_context; /* clpa.h */
 typedef struct clpa_cache clpa_cache;
 
 typedef enum clpa_cache_placement {

@@ -40,7 +40,7 @@
  * paths read the split-key layout only (the tensor-core paths, whose loads
  * are shaped by it): forced onto another kind they refuse with
  * CLPA_ERR_UNSUPPORTED, and the automatic choice picks a path that reads
- * the layout (clpa.h says which paths read which kinds).
+ * the layout (clpa_attn.h says which paths read which kinds).
  */
 #ifndef CLPA_LAYOUT_H
 #define CLPA_LAYOUT_H

@@ -98,7 +98,7 @@ typedef struct clpa_xattn_params {
   float k_scale;               /* fp8 caches: the per-tensor key scale (1 by default) */
   cl_mem block_table;          /* int32 [max_blocks_per_seq]: the sequence's physical blocks */
   int32_t max_blocks_per_seq;  /* > 0; q_offset + num_q <= max_blocks_per_seq * kv.block_size
-                                  and <= CLPA_MAX_CONTEXT_LEN (clpa.h) */
+                                  and <= CLPA_MAX_CONTEXT_LEN (clpa_attn.h) */
   /* The new tokens' queries: [num_q][q_stride] elements of q_dtype, head
    * h at h * head_size. */
   cl_mem query;
