@@ -122,9 +122,10 @@ typedef enum bench_lengths {
 } bench_lengths;
 
 const char *bench_lengths_name(bench_lengths l);
-/* cli_opt parse functions: a bench_lengths, a clpa_dtype. */
+/* cli_opt parse functions: a bench_lengths, a clpa_dtype, a clpa_kv_layout_kind. */
 const char *bench_parse_lengths(const char *text, void *value);
 const char *bench_parse_dtype(const char *text, void *value);
+const char *bench_parse_layout(const char *text, void *value);
 /* A decode path's name (auto, lanes, mma, rows); cli_opt's parse of one. */
 const char *bench_path_name(clpa_decode_path p);
 const char *bench_parse_path(const char *text, void *value);
@@ -139,6 +140,7 @@ typedef struct bench_decode_shape {
   int32_t short_len;   /* one-long: the others' length (0: context / 64, at least 16) */
   int no_host_lengths; /* plan without host_context_lens (an engine with device lengths only) */
   int plan_run;        /* time clpa_run on a plan made once, and the host's cost per call */
+  clpa_kv_layout_kind layout; /* the caches' layout (0: split-key) */
 } bench_decode_shape;
 
 typedef struct bench_decode_figures {

@@ -33,6 +33,15 @@ const char *bench_parse_dtype(const char *text, void *value) {
   return clpa_dtype_parse(text, value) == CLPA_OK ? NULL : "f32, f16, bf16, fp8_e4m3 or fp8_e5m2";
 }
 
+const char *bench_parse_layout(const char *text, void *value) {
+  for (int k = 0; k < CLPA_KV_LAYOUT_COUNT_; k++)
+    if (strcmp(text, clpa_kv_layout_kind_name((clpa_kv_layout_kind)k)) == 0) {
+      *(clpa_kv_layout_kind *)value = (clpa_kv_layout_kind)k;
+      return NULL;
+    }
+  return "split_key, hnd or nhd";
+}
+
 static const char *const LENGTHS_NAMES[] = {"uniform", "loguniform", "one-long"};
 
 const char *bench_lengths_name(bench_lengths l) { return LENGTHS_NAMES[l]; }
@@ -249,8 +258,9 @@ int bench_decode_measure(bench_env *env, const bench_decode_shape *s, const benc
   f->kv_bytes = 2.0 * (double)f->tokens * s->kv_heads * s->head_size * esz;
   clpa_decode_params p;
   clpa_decode_params_init(&p);
-  if (clpa_kv_layout_init(&p.kv, s->dtype, (int32_t)nblocks, s->block_size, s->kv_heads,
-                          s->head_size))
+  /* the caches hold random bytes: any layout reads them as they are */
+  if (clpa_kv_layout_init_kind(&p.kv, s->layout, s->dtype, (int32_t)nblocks, s->block_size,
+                               s->kv_heads, s->head_size))
     WHY(BENCH_REFUSED, "%s", clpa_last_error());
   double held = 2.0 * (double)f->cache_bytes + (double)env->flush_bytes;
   if (f->cache_bytes > env->info.max_alloc_bytes || held > 0.9 * (double)env->info.global_mem_bytes)
@@ -341,7 +351,7 @@ typedef struct decode_args {
 /* Returns CLI_RUN or the exit status. */
 static int parse(int argc, char **argv, decode_args *a) {
   *a = (decode_args){{32, 8, 128, 16, 16, 4096, 0, 0, CLPA_DTYPE_F16, CLPA_DECODE_AUTO, CLPA_DECODE_PATH_AUTO,
-                      BENCH_LENGTHS_UNIFORM, 1, 0, 0, 0},
+                      BENCH_LENGTHS_UNIFORM, 1, 0, 0, 0, CLPA_KV_LAYOUT_SPLIT_KEY},
                      0, 0, 0, 0, 30};
   bench_decode_shape *s = &a->s;
   const cli_opt opts[] = {
@@ -369,6 +379,8 @@ static int parse(int argc, char **argv, decode_args *a) {
       {"dtype", CLI_WORD, &s->dtype, 0, 0, "NAME",
        "cache dtype: f32, f16, bf16, fp8_e4m3 or\nfp8_e5m2; queries and output are f32", "f16",
        bench_parse_dtype},
+      {"layout", CLI_WORD, &s->layout, 0, 0, "KIND", "cache layout: split_key, hnd or nhd",
+       "split_key", bench_parse_layout},
       {"variant", CLI_WORD, &s->variant, 0, 0, "NAME",
        "v1 (one pass), v2 (partitioned) or auto (v1 when\nthe context fits one partition)", "auto",
        parse_variant},
@@ -466,6 +478,7 @@ static void print_json(const decode_args *a, const bench_env *env, const bench_t
   cli_json_int(&j, "kv_heads", s->kv_heads);
   cli_json_int(&j, "head_size", s->head_size);
   cli_json_int(&j, "block_size", s->block_size);
+  cli_json_str(&j, "layout", clpa_kv_layout_kind_name(s->layout));
   cli_json_int(&j, "batch", s->batch);
   cli_json_int(&j, "context", s->context);
   cli_json_str(&j, "lengths", bench_lengths_name(s->lengths));

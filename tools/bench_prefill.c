@@ -26,6 +26,7 @@ typedef struct prefill_args {
   clpa_prefill_path path;
   bench_shapes shapes; /* the defaults taken: gpu or cpu (auto until parse picks) */
   int json, tune;
+  clpa_kv_layout_kind layout;
 } prefill_args;
 
 /* The shape sets' batch: 8 x 2048 new tokens on a GPU; 1 x 2048 on a CPU
@@ -56,7 +57,7 @@ static const char *parse_dtype(const char *text, void *value) {
 static int parse(int argc, char **argv, prefill_args *a) {
   /* batch 0: not given, the shape set's */
   *a = (prefill_args){32, 8, 128, 16, 0, 2048, 0, 0, 0, CLPA_DTYPE_F16, CLPA_DTYPE_F16,
-                      CLPA_PREFILL_AUTO, BENCH_SHAPES_AUTO, 0, 0};
+                      CLPA_PREFILL_AUTO, BENCH_SHAPES_AUTO, 0, 0, CLPA_KV_LAYOUT_SPLIT_KEY};
   const cli_opt opts[] = {
       {"heads", CLI_INT, &a->heads, 1, MAX_DIM, "N", "query heads", NULL, NULL},
       {"kv-heads", CLI_INT, &a->kv_heads, 1, MAX_DIM, "N", "key/value heads, a divisor of --heads",
@@ -73,6 +74,8 @@ static int parse(int argc, char **argv, prefill_args *a) {
        "cache dtype: f32, f16, bf16, fp8_e4m3 or\nfp8_e5m2", "f16", parse_dtype},
       {"q-dtype", CLI_WORD, &a->q_dtype, 0, 0, "NAME", "query and output dtype: f32, f16 or bf16",
        "f16", parse_dtype},
+      {"layout", CLI_WORD, &a->layout, 0, 0, "KIND", "cache layout: split_key, hnd or nhd",
+       "split_key", bench_parse_layout},
       {"path", CLI_WORD, &a->path, 0, 0, "NAME",
        "auto (rows on CPUs, mma on NVIDIA where it\napplies, else tiles), tiles (local-memory\ntiles), "
        "rows (rows per work-item) or mma\n(tensor cores; emulated off NVIDIA, slow)",
@@ -172,7 +175,9 @@ int bench_prefill(int argc, char **argv) {
 
   clpa_prefill_params p;
   clpa_prefill_params_init(&p);
-  if (clpa_kv_layout_init(&p.kv, a.dtype, nblocks, a.block_size, a.kv_heads, a.head_size))
+  /* the caches hold random bytes: any layout reads them as they are */
+  if (clpa_kv_layout_init_kind(&p.kv, a.layout, a.dtype, nblocks, a.block_size, a.kv_heads,
+                               a.head_size))
     REFUSE(clpa_last_error());
   p.num_seqs = a.batch, p.num_heads = a.heads, p.key_cache = kc, p.value_cache = vc;
   p.max_blocks_per_seq = bpseq, p.cu_seqlens_q = cu, p.cached_lens = cached;
@@ -255,6 +260,7 @@ int bench_prefill(int argc, char **argv) {
     cli_json_int(&j, "kv_heads", a.kv_heads);
     cli_json_int(&j, "head_size", a.head_size);
     cli_json_int(&j, "block_size", a.block_size);
+    cli_json_str(&j, "layout", clpa_kv_layout_kind_name(a.layout));
     cli_json_int(&j, "batch", a.batch);
     cli_json_int(&j, "new_tokens", L);
     cli_json_int(&j, "cached_tokens", C);

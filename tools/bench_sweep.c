@@ -251,7 +251,8 @@ static int grid_each(const sweep_args *a, void (*visit)(const bench_decode_shape
                                             a->head_size, a->block_size, a->batch.v[b],
                                             a->context.v[c], 0, 0, (clpa_dtype)a->dtypes.v[d],
                                             CLPA_DECODE_AUTO, CLPA_DECODE_PATH_AUTO,
-                                            (bench_lengths)a->lengths.v[l], 0, 0, 0, 0};
+                                            (bench_lengths)a->lengths.v[l], 0, 0, 0, 0,
+                                            CLPA_KV_LAYOUT_SPLIT_KEY};
               if (visit) visit(&s, ctx);
               n++;
             }
