@@ -291,6 +291,8 @@ static void test_layouts(int all) {
       {3, 4, 2, 128, 256, 700, F16, F32, V2, 256, 2, 0, 0, 0, 0, 1, 0, 0}, /* page 256 */
       {4, 16, 1, 64, 8, 200, BF16, BF16, AUTO, 0, 16, 0, 0, 0, 0, 1, 1, 0}, /* 16 heads a group */
       {4, 8, 4, 256, 16, 333, F16, F16, V2, 96, 2, 0, 1, 1, 0, 1, 0, 0},   /* head 256 */
+      /* fp8 with PIPE (the next chunk loaded while one is computed), as the grid's */
+      {1, 4, 1, 128, 8, 300, E5M2, F16, V2, 128, 4, 1, 1, 1, 0, 1, 0, 1},
   };
   static const int picks[][3] = {{1, 3, 13}, {2, 16, 13}}; /* a kind's lanes, rows, auto case */
   const size_t n = all ? sizeof mma_layout_cases / sizeof *mma_layout_cases : 2;
