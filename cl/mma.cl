@@ -346,14 +346,23 @@ inline void mma_copy_commit(void) {
  * (c = 2, 3) when a row holds B's k index in order. Volatile: the data changes between calls at the same address
  * (barriers and cp.async order them, not the operands). */
 #if MMA_PTX
+/* Returns ldmatrix.x4's 4 registers (SPEC: "" or ".trans") from p. */
+#define MMA_LDSM4_RETURN(SPEC, p)                                                           \
+  do {                                                                                      \
+    uint4 r;                                                                                \
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4" SPEC ".shared.b16 {%0, %1, %2, %3}, [%4];" \
+                 : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)                               \
+                 : "r"((uint)(size_t)(p)));                                                 \
+    return r;                                                                               \
+  } while (0)
 /* ldmatrix.x4: lanes 8 i .. 8 i + 7 give the row addresses of matrix i. */
-inline uint4 mma_ldsm4(__local const uint *p) {
-  uint4 r;
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
-               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-               : "r"((uint)(size_t)p));
-  return r;
-}
+inline uint4 mma_ldsm4(__local const uint *p) { MMA_LDSM4_RETURN("", p); }
+
+/* ldmatrix.x4.trans: the same matrices transposed, lane l getting
+ * column l / 4 of each, rows 2 (l % 4) and + 1: for B fragments whose k
+ * index runs along the rows in memory (prefill_mma.cl's HND and NHD values,
+ * a token a row). */
+inline uint4 mma_ldsm4t(__local const uint *p) { MMA_LDSM4_RETURN(".trans", p); }
 
 /* ldmatrix.x2: lanes 0-15 give the row addresses of matrices 0 and 1 (the
  * others' are ignored but must be valid shared addresses). */
