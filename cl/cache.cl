@@ -93,7 +93,9 @@ __kernel void clpa_cache_reshape(KERNEL_PARAMS(CACHE_RESHAPE_ARG_LIST)) {
  *   out[9]        X for this program's CLPA_KV_DTYPE
  *   out[10 ..)    the index of every (kv head, tok, dim) of block 1 in this
  *                 program's CLPA_KV_LAYOUT (kv_tile + key_index), then the
- *                 same for values (value_index), head- then tok-major:
+ *                 same for values (value_index), head- then tok-major;
+ *                 the first element of each 16-byte row through key_row16
+ *                 (and value_row16 in HND and NHD) instead:
  *                 2 * num_kv_heads * block_size * head_size ints
  */
 __kernel void clpa_cache_contract(__global int *out, int block_size, int head_size,
@@ -117,6 +119,12 @@ __kernel void clpa_cache_contract(__global int *out, int block_size, int head_si
         const int i = (h * block_size + t) * head_size + d;
         keys[i] = tile + key_index(d, t, block_size, ts);
         values[i] = tile + value_index(d, t, block_size, ts);
+        if (d % X == 0) { /* a row's first element through the 16-byte forms */
+          keys[i] = tile + key_row16(d / X, t, block_size, ts) * X;
+#if !KV_SPLIT_KEY
+          values[i] = tile + value_row16(d / X, t, ts) * X;
+#endif
+        }
       }
   }
 }

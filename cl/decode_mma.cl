@@ -64,6 +64,7 @@
  * Buffers: as decode.cl's (decode_args.h); the cache layouts
  *   k_cache [num_blocks, num_kv_heads, HEAD_SIZE / X, BLOCK_SIZE, X]
  *   v_cache [num_blocks, num_kv_heads, HEAD_SIZE, BLOCK_SIZE]
+ * or HND's or NHD's (kv.cl; below, after the shape's checks).
  * The work-group: 4 warps, or 3 or 2 (lib/decode_plan.c mma_warps), or 6, 8 or
  * 12 where fewer, wider work-groups do (mma_widen); 8 at most with PIPE
  * (below: each warp loads its next chunk while it computes one).
@@ -74,9 +75,6 @@
  * and masked, so that every work-item runs the same iterations (the
  * emulated products use barriers).
  */
-#if !KV_SPLIT_KEY /* the host refuses other layouts on this path first */
-#error "decode_mma: the split-key cache layout only (its loads restate key_index in 16-byte units)"
-#endif
 #ifndef CLPA_HEAD_SIZE
 #error "CLPA_HEAD_SIZE: elements a head; required"
 #endif
@@ -158,6 +156,30 @@
 
 #if HEAD_SIZE % (4 * X) || G > 16 || NUM_THREADS % 32 || PARTITION_SIZE % CHUNK || BLOCK_SIZE % RUN
 #error "decode mma: head size a multiple of 32 (fp8: 64, f32: 16), <= 16 heads, partitions of whole chunks"
+#endif
+#if !KV_SPLIT_KEY && KV_BYTES == 4 && HEAD_SIZE % 32
+#error "decode mma: f32 caches in HND and NHD take head sizes of multiples of 32"
+#endif
+
+/* HND and NHD (a token's key and value are rows of contiguous
+ * dimensions): a lane loads the 16-byte value pieces that sit where its
+ * key pieces do (tokens kt + 4 s, kt + 4 s + 2, dimensions X (4 P + t)
+ * ..: the tokens of S^T's rows g, g + 8, which are P^T's k index), and
+ * each 32-bit word of them, an 8 x 8 matrix of 16-bit values across the
+ * warp (rows: the 8 lanes' tokens; columns: the 4 lanes' dimension pairs)
+ * is transposed by mma_trans (movmatrix) into an A register of V^T:
+ * token pairs of one dimension, as mma wants them. That keeps 16-byte
+ * loads at one movmatrix a 32-bit word of f16 or bf16 values (fp8: each word
+ * transposed as fp8 pairs, then its bytes paired by token,
+ * mma_fp8_token_pairs, and converted). O^T's rows are then these
+ * dimensions in another order (out_dim). f32 caches (tf32: one element a
+ * register, no pairs) need no transpose: lane g loads dimensions 32 p + 4
+ * g .. + 3 of its 4 value tokens vt .., rows g, g + 8 of m-tiles 2 p and
+ * 2 p + 1. */
+#if !KV_SPLIT_KEY && KV_BYTES == 4
+#define VSLABS (HEAD_SIZE / 32) /* 32-dimension slabs of f32 values */
+#elif !KV_SPLIT_KEY
+#define VMT (X / 4) /* O^T's m-tiles a 16-byte row's words give: 2, 4 of fp8 */
 #endif
 
 /* A lane's value row piece: RUN tokens (8 bytes of f16 or of fp8's 8
@@ -255,11 +277,6 @@ inline int mma_block_run(int phys, int first, int lo, int end, int num_blocks,
   return -1;
 }
 
-/* The 16-byte key row of dimensions X c .. X c + X - 1 at token o of a
- * tile, in uint4 units: kv.cl's key_index(X c, o) / X in the split-key
- * layout, the only one this path reads. */
-inline int key_row16(int c, int o) { return c * BLOCK_SIZE + o; }
-
 /* A lane (g = lane / 4, t = lane % 4) holds rows g and g + 8 and columns
  * 2 t, 2 t + 1 of each C fragment (mma.cl). Column i of n-tile h: head
  * head0 + column while column < G. */
@@ -267,31 +284,78 @@ inline int lane_col(int h, int t, int i) { return 8 * h + 2 * t + i; }
 /* Row g + 8 r of S^T's m-tile s as a token of the row (kt: the lane's
  * first key token, load_chunk's). */
 inline int score_token(int kt, int s, int r) { return kt + 4 * s + 2 * r; }
-/* Row g + 8 r of O^T's m-tile mt: a dimension. */
-inline int out_dim(int mt, int g, int r) { return 16 * mt + g + 8 * r; }
+/* Row g + 8 r of O^T's m-tile mt: a dimension. HND and NHD: where the
+ * transposes put it (the banner's paragraph on them). */
+inline int out_dim(int mt, int g, int r) {
+#if KV_SPLIT_KEY
+  return 16 * mt + g + 8 * r;
+#elif KV_BYTES == 4 /* lane g's dimensions 32 p + 4 g .. + 3: rows g, g + 8 of m-tiles 2 p, 2 p + 1 */
+  return 32 * (mt / 2) + 4 * g + 2 * (mt % 2) + r;
+#elif KV_BYTES == 1 /* word j of lane quad g / 2's rows; of its pair (g % 2), dimension r */
+  return 64 * (mt / 4) + 16 * (g / 2) + 4 * (mt % 4) + 2 * (g % 2) + r;
+#else /* word 2 j + r of lane quad g / 2's rows, column g % 2 of its pair */
+  return 32 * (mt / 2) + 8 * (g / 2) + 4 * (mt % 2) + 2 * r + g % 2;
+#endif
+}
+
+#if !KV_SPLIT_KEY && KV_BYTES != 4
+inline uint row_word(uint4 r, int i) { return i == 0 ? r.x : i == 1 ? r.y : i == 2 ? r.z : r.w; }
+/* V^T's A fragment of the m-tile that word(s) j of a lane's value rows
+ * give (r0: S^T's row g token, r1: row g + 8's), transposed across the
+ * warp: rows g, g + 8 are two dimensions (out_dim), k pairs (2 t, 2 t +
+ * 1) and (2 t + 8, 2 t + 9) P^T's tokens. */
+inline uint4 value_frag(uint4 r0, uint4 r1, int j, __local uint *xch) {
+#if KV_BYTES == 1
+  const uint2 a = mma_fp8x4(mma_fp8_token_pairs(mma_trans(row_word(r0, j), xch)));
+  const uint2 b = mma_fp8x4(mma_fp8_token_pairs(mma_trans(row_word(r1, j), xch)));
+  return (uint4)(a.x, a.y, b.x, b.y);
+#else
+  return (uint4)(mma_trans(row_word(r0, 2 * j), xch), mma_trans(row_word(r0, 2 * j + 1), xch),
+                 mma_trans(row_word(r1, 2 * j), xch), mma_trans(row_word(r1, 2 * j + 1), xch));
+#endif
+}
+#endif
 
 /* One chunk's operands in this lane's registers: key rows g and g + 8 of
  * S^T's m-tile s (tokens kt + 4 s and kt + 4 s + 2 of the chunk, KROWS
  * 16-byte rows each) and value rows 16 mt + g, + 8 at tokens vt .. vt +
- * RUN - 1; kb, vb the blocks (-1: nothing loaded, zeros). */
+ * RUN - 1 (HND, NHD: the values where the keys are; f32 the 16-byte
+ * pieces of tokens vt + i at dimensions 32 p + 4 g); kb, vb the blocks
+ * (-1: nothing loaded, zeros). */
 typedef struct mma_chunk {
   uint4 k0[MSUB][KROWS], k1[MSUB][KROWS];
+#if KV_SPLIT_KEY
   vrow_t v0[MTILES], v1[MTILES];
+#elif KV_BYTES == 4
+  uint4 v[4][VSLABS];
+#else
+  uint4 v0[MSUB][KROWS], v1[MSUB][KROWS];
+#endif
   int kb, vb;
 } mma_chunk;
+#if KV_SPLIT_KEY /* a value word of the chunk, for PIPE's dependence */
+#define VFIRST(ch) VROW_W0((ch).v0[0])
+#elif KV_BYTES == 4
+#define VFIRST(ch) ((ch).v[0][0].x)
+#else
+#define VFIRST(ch) ((ch).v0[0][0].x)
+#endif
 
 /* Loads the chunk at c0 whose table entries are ids (chunk_ids; positions
  * past the end: zeros, nothing read). */
 inline void load_chunk(mma_chunk *ch, int c0, int2 ids, int g, int t, int lo, int end,
                        int num_blocks, __global volatile int *faults,
                        __global const kv_t *k_cache, __global const kv_t *v_cache, ulong kv_off,
-                       ulong block_stride) {
+                       ulong block_stride, int ts) {
   const int kq = c0 + RUN * (g / 2), kt = kq + g % 2, vt = c0 + RUN * t;
   ch->kb = mma_block_run(ids.x, kq, lo, end, num_blocks, faults);
   ch->vb = mma_block_run(ids.y, vt, lo, end, num_blocks, faults);
+  /* kv.cl's key_row16 is affine, 0 at (0, 0): the lane's first token's
+   * row, then constant offsets */
   __global const uint4 *kp = (__global const uint4 *)(k_cache + kv_off +
                                                       (ulong)max(ch->kb, 0) * block_stride) +
-                             kt % BLOCK_SIZE;
+                             key_row16(0, kt % BLOCK_SIZE, BLOCK_SIZE, ts);
+#if KV_SPLIT_KEY
   /* Value rows g + 16 mt and g + 8 + 16 mt at tokens vt .. vt + 3: one
    * base and constant byte offsets. (An index a row had NVIDIA keep 16
    * 64-bit offsets live and spend two adds and a pointer reload a load:
@@ -300,13 +364,17 @@ inline void load_chunk(mma_chunk *ch, int c0, int2 ids, int g, int t, int lo, in
   __global const uchar *vp =
       (__global const uchar *)(v_cache + kv_off + (ulong)max(ch->vb, 0) * block_stride) +
       (size_t)value_index(g, (uint)vt % BLOCK_SIZE, BLOCK_SIZE, 0) * KV_BYTES;
+#endif
   MMA_UNROLL
   for (int s = 0; s < MSUB; s++)
     MMA_UNROLL
     for (int P = 0; P < KROWS; P++) {
-      ch->k0[s][P] = ch->kb >= 0 ? kp[key_row16(4 * P + t, 4 * s)] : (uint4)(0u);
-      ch->k1[s][P] = ch->kb >= 0 ? kp[key_row16(4 * P + t, 4 * s) + 2] : (uint4)(0u);
+      ch->k0[s][P] = ch->kb >= 0 ? kp[key_row16(4 * P + t, 4 * s, BLOCK_SIZE, ts)] : (uint4)(0u);
+      ch->k1[s][P] = ch->kb >= 0 ? kp[key_row16(4 * P + t, 4 * s, BLOCK_SIZE, ts) +
+                                      key_row16(0, 2, BLOCK_SIZE, ts)]
+                                 : (uint4)(0u);
     }
+#if KV_SPLIT_KEY
   MMA_UNROLL
   for (int mt = 0; mt < MTILES; mt++) {
     const size_t o0 = (size_t)value_index(16 * mt, 0, BLOCK_SIZE, 0) * KV_BYTES;
@@ -314,11 +382,33 @@ inline void load_chunk(mma_chunk *ch, int c0, int2 ids, int g, int t, int lo, in
     ch->v0[mt] = ch->vb >= 0 ? *(__global const vrow_t *)(vp + o0) : VROW_ZERO;
     ch->v1[mt] = ch->vb >= 0 ? *(__global const vrow_t *)(vp + o1) : VROW_ZERO;
   }
+#elif KV_BYTES == 4 /* tokens vt + i, dimensions 32 p + 4 g .. + 3 */
+  __global const uint4 *vp = (__global const uint4 *)(v_cache + kv_off +
+                                                      (ulong)max(ch->vb, 0) * block_stride) +
+                             value_row16(0, (uint)vt % BLOCK_SIZE, ts);
+  MMA_UNROLL
+  for (int i = 0; i < 4; i++)
+    MMA_UNROLL
+    for (int p = 0; p < VSLABS; p++)
+      ch->v[i][p] = ch->vb >= 0 ? vp[value_row16(8 * p + g, i, ts)] : (uint4)(0u);
+#else /* the key rows' tokens and dimensions */
+  (void)vt;
+  __global const uint4 *vp = (__global const uint4 *)(v_cache + kv_off +
+                                                      (ulong)max(ch->kb, 0) * block_stride) +
+                             value_row16(0, kt % BLOCK_SIZE, ts);
+  MMA_UNROLL
+  for (int s = 0; s < MSUB; s++)
+    MMA_UNROLL
+    for (int P = 0; P < KROWS; P++) {
+      ch->v0[s][P] = ch->kb >= 0 ? vp[value_row16(4 * P + t, 4 * s, ts)] : (uint4)(0u);
+      ch->v1[s][P] = ch->kb >= 0 ? vp[value_row16(4 * P + t, 4 * s + 2, ts)] : (uint4)(0u);
+    }
+#endif
 }
 /* load_chunk's arguments after the table entries: positions from `end` on
  * are masked, `off` the KV head's offset. */
 #define MMA_CHUNK_ARGS(end, off) \
-  g, t, lo, end, num_blocks, faults, k_cache, v_cache, off, block_stride
+  g, t, lo, end, num_blocks, faults, k_cache, v_cache, off, block_stride, ts
 
 __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_decode_mma(
     KERNEL_PARAMS(DECODE_ARG_LIST) PAGE_PARAMS) {
@@ -404,6 +494,7 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
   if (t0) ids = chunk_ids(table, t0 + c_first * CHUNK, g, t, max_blocks_per_seq);
   const int c_end = min((part + 1) * PCH, total); /* this work-group's chunks end */
   const ulong kv_off = kv_tile(0, kv_head, block_stride, head_stride); /* + block * block_stride */
+  const int ts = kv_token_stride(block_stride, head_stride, BLOCK_SIZE); /* HND, NHD */
 
   /* This lane's columns 8 h + 2 t + i: heads head0 + column while column < G.
    * (lane_col's, written out here and in step 6's writes: through it,
@@ -463,7 +554,7 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
      * them first and counts both chunks' loads on one scoreboard, so the
      * first use of this chunk would wait for the next one too
      * (docs/decisions/0011-decode-mma-pipe.md). */
-    const ulong dep = (ulong)((cur.k0[0][0].x ^ VROW_W0(cur.v0[0])) & dz);
+    const ulong dep = (ulong)((cur.k0[0][0].x ^ VFIRST(cur)) & dz);
     mma_chunk nx;
     load_chunk(&nx, t0 + next * CHUNK, ids, MMA_CHUNK_ARGS(next < c_end ? L : 0, kv_off + dep));
     const int next2 = NEXT_CHUNK(next);
@@ -474,11 +565,36 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
     const int next = NEXT_CHUNK(c);
     ids = chunk_ids(table, t0 + next * CHUNK, g, t, max_blocks_per_seq);
 #endif
+#if KV_SPLIT_KEY
     if (cur.vb >= 0 && (vt < lo || vt + RUN > t_end)) { /* slots outside [lo, t_end) may hold NaN */
       const vrow_t keep = VROW_KEEP(vt, lo, t_end);
       MMA_UNROLL
       for (int mt = 0; mt < MTILES; mt++) cur.v0[mt] &= keep, cur.v1[mt] &= keep;
     }
+#elif KV_BYTES == 4
+    if (cur.vb >= 0 && (vt < lo || vt + 4 > t_end)) /* as above, a token's pieces at a time */
+      MMA_UNROLL
+      for (int i = 0; i < 4; i++)
+        if (vt + i < lo || vt + i >= t_end)
+          MMA_UNROLL
+          for (int sl = 0; sl < VSLABS; sl++) cur.v[i][sl] = (uint4)(0u);
+#else
+    const int kq = c0 + RUN * (g / 2); /* the run of the lane's key (and value) tokens */
+    (void)vt;
+    if (cur.kb >= 0 && (kq < lo || kq + RUN > t_end)) /* as above, a token's pieces at a time */
+      MMA_UNROLL
+      for (int s = 0; s < MSUB; s++)
+        MMA_UNROLL
+        for (int r = 0; r < 2; r++) {
+          const int tok = score_token(kt, s, r);
+          if (tok >= lo && tok < t_end) continue;
+          MMA_UNROLL
+          for (int P = 0; P < KROWS; P++) {
+            if (r) cur.v1[s][P] = (uint4)(0u);
+            else cur.v0[s][P] = (uint4)(0u);
+          }
+        }
+#endif
 
     /* ---- 3. S^T = K Q^T, m-tile s: rows g, g + 8 are tokens kt + 4 s, kt + 4 s + 2 ---- */
     float4 sc[MSUB][NH];
@@ -572,8 +688,14 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
     MMA_UNROLL
     for (int mt = 0; mt < MTILES; mt++) {
 #if KV_BYTES == 4 /* two k-steps: tokens 4t, 4t + 1, then 4t + 2, 4t + 3 */
+#if KV_SPLIT_KEY
       const uint4 w0 = cur.v0[mt], w1 = cur.v1[mt];
       const uint4 va = (uint4)(w0.x, w1.x, w0.y, w1.y), vb = (uint4)(w0.z, w1.z, w0.w, w1.w);
+#else /* token vt + i's words 2 j, 2 j + 1 of slab p: rows g, g + 8 of m-tile 2 p + j */
+      const int sl = mt / 2, j = mt % 2;
+      const uint4 va = (uint4)(j ? cur.v[0][sl].zw : cur.v[0][sl].xy, j ? cur.v[1][sl].zw : cur.v[1][sl].xy);
+      const uint4 vb = (uint4)(j ? cur.v[2][sl].zw : cur.v[2][sl].xy, j ? cur.v[3][sl].zw : cur.v[3][sl].xy);
+#endif
       MMA_UNROLL
       for (int h = 0; h < NH; h++) {
         const float4 acc = o[mt][h] * (float4)(alpha[h][0], alpha[h][1], alpha[h][0], alpha[h][1]);
@@ -584,8 +706,12 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
       uint4 vfrag[MSUB];
       MMA_UNROLL
       for (int s = 0; s < MSUB; s++) {
+#if KV_SPLIT_KEY
         const uint2 w0 = value_pairs(cur.v0[mt], s), w1 = value_pairs(cur.v1[mt], s);
         vfrag[s] = (uint4)(w0.x, w1.x, w0.y, w1.y);
+#else
+        vfrag[s] = value_frag(cur.v0[s][mt / VMT], cur.v1[s][mt / VMT], mt % VMT, xch);
+#endif
       }
       MMA_UNROLL
       for (int h = 0; h < NH; h++) {

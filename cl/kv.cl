@@ -298,6 +298,26 @@ inline int key_dim_offset(int dim, int block_size) {
 #endif
 }
 
+/* key_index(X c, tok) / X: the token's 16-byte key row of dimensions
+ * X c .. X c + X - 1, in 16-byte units from the tile, for the kernels
+ * that load keys 16 bytes at a time (the tensor-core paths). In HND and
+ * NHD ts is a multiple of X (head_size is). */
+inline int key_row16(int c, int tok, int block_size, int ts) {
+#if KV_SPLIT_KEY
+  (void)ts;
+  return c * block_size + tok;
+#else
+  (void)block_size;
+  return tok * (ts / X) + c;
+#endif
+}
+#if !KV_SPLIT_KEY
+/* value_index(X c, tok) / X: the same for values in HND and NHD, where a
+ * token's value is a contiguous row as its key is (split-key values have
+ * no 16-byte rows of one token). */
+inline int value_row16(int c, int tok, int ts) { return tok * (ts / X) + c; }
+#endif
+
 /* n values of one dimension for successive tokens (tok .. tok + n - 1 of
  * one block) at p = v_cache + tile + value_index(dim, tok), as a floatn:
  * LOAD(n, p) (KV_LOAD or KV_LOADA) where the layout keeps them contiguous

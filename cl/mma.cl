@@ -91,6 +91,22 @@ inline uint2 mma_fp8x4(uint w) {
 }
 #endif
 
+#if CLPA_KV_DTYPE == CLPA_CODE_FP8_E4M3 || CLPA_KV_DTYPE == CLPA_CODE_FP8_E5M2
+/* A transposed register of fp8 pairs (mma_trans of 2 dimensions d, d + 1
+ * of two tokens a, b: bytes a_d a_d+1 b_d b_d+1, lowest first) as the
+ * tokens' pairs a_d b_d a_d+1 b_d+1, which mma_fp8x4 turns into the f16
+ * pairs (a, b) of dimension d and of d + 1: one byte permute. */
+inline uint mma_fp8_token_pairs(uint w) {
+#if MMA_PTX
+  uint r;
+  asm("prmt.b32 %0, %1, %2, 0x3120;" : "=r"(r) : "r"(w), "r"(0u));
+  return r;
+#else
+  return (w & 0xff0000ffu) | ((w & 0xff00u) << 8) | ((w >> 8) & 0xff00u);
+#endif
+}
+#endif
+
 #if !MMA_PTX
 /* Half `hi` of an operand register as a float. */
 inline float mma_unpack(uint r, int hi) {
@@ -245,6 +261,16 @@ inline float mma_col_reduce(float v, int is_max, __local uint *xch) {
 #endif
 }
 
+#if !MMA_PTX
+/* Element `hi` (0, 1) of two registers of 16-bit pairs as one pair, a's
+ * below b's: a lane's register of a transposed 8 x 8 matrix from the two
+ * rows' words that hold its column (mma_trans, and the emulated ldmatrix
+ * .trans of prefill_mma.cl). */
+inline uint mma_column_pair(uint a, uint b, int hi) {
+  return (hi ? a >> 16 : a & 0xffffu) | (hi ? b & 0xffff0000u : b << 16);
+}
+#endif
+
 /* An 8 x 8 matrix of 16-bit values held one register a lane (lane l: row
  * l / 4, columns 2 (l % 4) and + 1, the lower in the low half: the layout
  * of a C fragment's rows packed in pairs), transposed: lane l gets row
@@ -263,7 +289,7 @@ inline uint mma_trans(uint r, __local uint *xch) {
   /* row g of the transpose = column g: rows 2t and 2t + 1 of it */
   const uint a = w[8 * t + g / 2], b = w[8 * t + 4 + g / 2];
   barrier(CLK_LOCAL_MEM_FENCE);
-  return (g % 2 ? a >> 16 : a & 0xffffu) | (g % 2 ? b & 0xffff0000u : b << 16);
+  return mma_column_pair(a, b, g % 2);
 #endif
 }
 
@@ -320,14 +346,23 @@ inline void mma_copy_commit(void) {
  * (c = 2, 3) when a row holds B's k index in order. Volatile: the data changes between calls at the same address
  * (barriers and cp.async order them, not the operands). */
 #if MMA_PTX
+/* Returns ldmatrix.x4's 4 registers (SPEC: "" or ".trans") from p. */
+#define MMA_LDSM4_RETURN(SPEC, p)                                                           \
+  do {                                                                                      \
+    uint4 r;                                                                                \
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4" SPEC ".shared.b16 {%0, %1, %2, %3}, [%4];" \
+                 : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)                               \
+                 : "r"((uint)(size_t)(p)));                                                 \
+    return r;                                                                               \
+  } while (0)
 /* ldmatrix.x4: lanes 8 i .. 8 i + 7 give the row addresses of matrix i. */
-inline uint4 mma_ldsm4(__local const uint *p) {
-  uint4 r;
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];"
-               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-               : "r"((uint)(size_t)p));
-  return r;
-}
+inline uint4 mma_ldsm4(__local const uint *p) { MMA_LDSM4_RETURN("", p); }
+
+/* ldmatrix.x4.trans: the same matrices transposed, lane l getting
+ * column l / 4 of each, rows 2 (l % 4) and + 1: for B fragments whose k
+ * index runs along the rows in memory (prefill_mma.cl's HND and NHD values,
+ * a token a row). */
+inline uint4 mma_ldsm4t(__local const uint *p) { MMA_LDSM4_RETURN(".trans", p); }
 
 /* ldmatrix.x2: lanes 0-15 give the row addresses of matrices 0 and 1 (the
  * others' are ignored but must be valid shared addresses). */

@@ -30,12 +30,20 @@
  * block mask) skip the per-element masking. Same arguments, masks and
  * results as clpa_prefill_paged.
  *
+ * HND and NHD (a token's key and value each a row of HEAD_SIZE contiguous
+ * elements): a part is copied token-major, BLOCK_SIZE rows of HEAD_SIZE /
+ * 8 uint4, each row's chunks swizzled (mma_tpos) so that the 8 tokens of
+ * one chunk an ldmatrix row set reads hit 8 bank groups. Keys read as
+ * above (a fragment's 8 rows are 8 tokens of one chunk); values through
+ * ldmatrix's .trans, whose 8 rows are 8 tokens of one chunk (8
+ * dimensions) handed out transposed: token pairs of one dimension, V's B
+ * fragment. The copies are as many 16-byte pieces as split-key's, and
+ * successive work-items copy successive pieces of the cache (HND: a part
+ * is contiguous; NHD: its token rows are).
+ *
  * Local memory: STAGES * 2 * BK * HEAD_SIZE halves.
  */
 #define WARPS (NUM_THREADS / 32)
-#if !KV_SPLIT_KEY /* the host refuses other layouts on this path first */
-#error "prefill_mma: the split-key cache layout only (its loads restate key_index in 16-byte units)"
-#endif
 #ifndef CLPA_STAGES
 #error "CLPA_STAGES: key and value tiles in flight (1 or 2); required"
 #endif
@@ -60,22 +68,29 @@
 #define VTILE (NP * PART4)      /* uint4 of a value tile */
 #define CPT ((PART4 + NUM_THREADS - 1) / NUM_THREADS) /* a work-item's copies of a part */
 
-/* Where value chunk e of a part (dimension e / VS, tokens 8 (e % VS) ..
- * + 7) sits in local memory: its row's chunks xor-ed with bits of the
- * dimension, so that the 8 dimensions of one ldmatrix fragment hit 8
- * different 16-byte bank groups (rows of VS uint4 alone would put 2 or 4
- * of them in the same group). */
-inline int mma_vpos(int e) {
-  const int d = e / VS, cc = e % VS;
-  return d * VS + (cc ^ (d / (8 / VS) % VS));
+/* Where uint4 `col` of row `row` of a tile whose rows are `width` uint4
+ * (even, or 1) sits in local memory: the row's chunks xor-ed with bits of
+ * the row, so that the same chunk of 8 successive rows (one ldmatrix
+ * fragment) hits 8 different 16-byte bank groups (rows alone would put 2
+ * or more of them in the same group). SW, the largest power of two that
+ * divides the width up to 8, is how many chunks the xor mixes: 8 / SW
+ * successive rows already start in different groups. */
+#define MMA_SW(w) (((w) & -(w)) < 8 ? ((w) & -(w)) : 8)
+inline int mma_swz(int row, int col, int width) {
+  return row * width + (col ^ (row / (8 / MMA_SW(width)) % MMA_SW(width)));
 }
 
+/* Where value chunk e of a part (dimension e / VS, tokens 8 (e % VS) ..
+ * + 7) sits in local memory (split-key). */
+inline int mma_vpos(int e) { return mma_swz(e / VS, e % VS, VS); }
+
 /* The 16-byte key row of chunk c (dimensions 8 c .. 8 c + 7) at key 8 n
- * of a tile in local memory, in uint4: part n * 8 / BLOCK_SIZE (a cache
- * block, copied as it is), then kv.cl's key_index(8 c, o) / 8 in the
- * split-key layout, for the part's token o. */
+ * of a tile in local memory, in uint4 (split-key): part n * 8 / BLOCK_SIZE
+ * (a cache block, copied as it is), then kv.cl's key_row16 for the part's
+ * token (affine: the chunk's row at token 0, plus the token's). */
 inline int mma_key_row16(int n, int c) {
-  return n * 8 / BLOCK_SIZE * PART4 + c * BLOCK_SIZE + n * 8 % BLOCK_SIZE;
+  return n * 8 / BLOCK_SIZE * PART4 + key_row16(c, 0, BLOCK_SIZE, 0) +
+         key_row16(0, n * 8 % BLOCK_SIZE, BLOCK_SIZE, 0);
 }
 
 /* The ldmatrix row address (in uint4 of a tile) that lane `lane` gives:
@@ -92,6 +107,24 @@ inline int mma_vlane(int lane) {
   return i8 / VS * PART4 + mma_vpos(r8 * VS + i8 % VS);
 }
 
+#if !KV_SPLIT_KEY
+#define CH (HEAD_SIZE / 8) /* uint4 of a token's row (HND, NHD) */
+/* Where chunk c (dimensions 8 c .. 8 c + 7) of the tile's token k sits:
+ * part k / BLOCK_SIZE, then its token's row, swizzled. */
+inline int mma_tpos(int k, int c) {
+  return k / BLOCK_SIZE * PART4 + mma_swz(k % BLOCK_SIZE, c, CH);
+}
+/* The ldmatrix row address (uint4) that lane l gives. Keys of n-tile n
+ * from chunk c: row l % 8 is key 8 n + l % 8, matrix l / 8 chunk c + l /
+ * 8 (x2: lanes 16-31 repeat 0-15). Values of k-step ks (tokens 16 ks ..
+ * + 15, then the next k-step's) at chunk n (the n-tile's dimensions):
+ * matrix l / 8 is tokens 16 ks + 8 (l / 8) .., so lane l gives token 16 ks
+ * + l. */
+inline int mma_tklane(int l, int n, int c) { return mma_tpos(8 * n + l % 8, c + l / 8); }
+inline int mma_tklane2(int l, int n, int c) { return mma_tpos(8 * n + l % 8, c + l / 8 % 2); }
+inline int mma_tvlane(int l, int ks, int n) { return mma_tpos(16 * ks + l, n); }
+#endif
+
 /* ldmatrix.x4 (x2: .xy) from tile `w` (32-bit words) at row address
  * LANEFN(lane) + c uint4: on NVIDIA the instruction; emulated, each lane
  * computes the addresses the others would give (no exchange, no barrier:
@@ -105,6 +138,27 @@ inline int mma_vlane(int lane) {
   (uint4)(MMA_LDSM_M(w, LANEFN, c, 0), MMA_LDSM_M(w, LANEFN, c, 1),                      \
           MMA_LDSM_M(w, LANEFN, c, 2), MMA_LDSM_M(w, LANEFN, c, 3))
 #define MMA_LDSM2(w, LANEFN, c) (uint2)(MMA_LDSM_M(w, LANEFN, c, 0), MMA_LDSM_M(w, LANEFN, c, 1))
+#endif
+/* The same at row address ADDR(lane, a, b) (HND, NHD, whose swizzle is no
+ * lane part plus a constant), and .trans (MMA_LDSM4T): emulated, lane l
+ * takes column l / 4 of rows 2 (l % 4) and + 1 of each matrix. */
+#if MMA_PTX
+#define MMA_LDSM4_AT(w, ADDR, a, b) mma_ldsm4((w) + 4 * ADDR(lane, a, b))
+#define MMA_LDSM2_AT(w, ADDR, a, b) mma_ldsm2((w) + 4 * ADDR(lane, a, b))
+#define MMA_LDSM4T_AT(w, ADDR, a, b) mma_ldsm4t((w) + 4 * ADDR(lane, a, b))
+#else
+#define MMA_LDSM_AT_M(w, ADDR, a, b, m) (w)[4 * ADDR(8 * (m) + lane / 4, a, b) + lane % 4]
+#define MMA_LDSM4_AT(w, ADDR, a, b)                                                       \
+  (uint4)(MMA_LDSM_AT_M(w, ADDR, a, b, 0), MMA_LDSM_AT_M(w, ADDR, a, b, 1),              \
+          MMA_LDSM_AT_M(w, ADDR, a, b, 2), MMA_LDSM_AT_M(w, ADDR, a, b, 3))
+#define MMA_LDSM2_AT(w, ADDR, a, b) \
+  (uint2)(MMA_LDSM_AT_M(w, ADDR, a, b, 0), MMA_LDSM_AT_M(w, ADDR, a, b, 1))
+#define MMA_LDSMT_ROW(w, ADDR, a, b, m, i) (w)[4 * ADDR(8 * (m) + 2 * (lane % 4) + (i), a, b) + lane / 8]
+#define MMA_LDSMT_M(w, ADDR, a, b, m) \
+  mma_column_pair(MMA_LDSMT_ROW(w, ADDR, a, b, m, 0), MMA_LDSMT_ROW(w, ADDR, a, b, m, 1), lane / 4 % 2)
+#define MMA_LDSM4T_AT(w, ADDR, a, b)                                                      \
+  (uint4)(MMA_LDSMT_M(w, ADDR, a, b, 0), MMA_LDSMT_M(w, ADDR, a, b, 1),                  \
+          MMA_LDSMT_M(w, ADDR, a, b, 2), MMA_LDSMT_M(w, ADDR, a, b, 3))
 #endif
 
 /* The table entries of tile k0's parts whose keys meet [k_lo, k_end)
@@ -135,6 +189,9 @@ inline void mma_tile_blocks(int *ph, const int *raw, int k0, int k_lo, int k_end
 inline void mma_load_parts(__local uint4 *dst, __global const kv_t *cache, const int *ph,
                            int kv_head, ulong block_stride, ulong head_stride, int values) {
   const int lid = get_local_id(0);
+#if !KV_SPLIT_KEY
+  const int ts = kv_token_stride(block_stride, head_stride, BLOCK_SIZE);
+#endif
   for (int p = 0; p < NP; p++) {
     __global const uint4 *src = (__global const uint4 *)(cache + kv_tile((ulong)max(ph[p], 0),
                                                                        kv_head, block_stride,
@@ -142,8 +199,15 @@ inline void mma_load_parts(__local uint4 *dst, __global const kv_t *cache, const
     for (int i = 0; i < CPT; i++) {
       const int e = lid + i * NUM_THREADS;
       if (PART4 % NUM_THREADS && e >= PART4) break;
+#if KV_SPLIT_KEY
       __local uint4 *d = dst + p * PART4 + (values ? mma_vpos(e) : e);
-      if (ph[p] >= 0) mma_copy16(d, src + e);
+      __global const uint4 *from = src + e;
+#else /* chunk e % CH of token e / CH: successive work-items, successive 16 bytes of a row */
+      const int o = e / CH, c = e % CH;
+      __local uint4 *d = dst + mma_tpos(p * BLOCK_SIZE + o, c);
+      __global const uint4 *from = src + (values ? value_row16(c, o, ts) : key_row16(c, o, BLOCK_SIZE, ts));
+#endif
+      if (ph[p] >= 0) mma_copy16(d, from);
       else *d = (uint4)(0u);
     }
   }
@@ -158,11 +222,16 @@ inline void mma_fix_values(__local uint4 *v_s, int k0, int k_lo, int k_end) {
     for (int i = 0; i < CPT; i++) {
       const int e = get_local_id(0) + i * NUM_THREADS;
       if (PART4 % NUM_THREADS && e >= PART4) break;
+#if KV_SPLIT_KEY
       const int j = k0 + p * BLOCK_SIZE + e % VS * 8;
       if (j >= k_lo && j + 8 <= k_end) continue;
       __local uint4 *q = v_s + p * PART4 + mma_vpos(e);
       const int8 jj = (int8)(j) + IOTA8;
       *q = as_uint4(select((ushort8)(0), as_ushort8(*q), convert_short8(jj >= k_lo && jj < k_end)));
+#else /* a chunk is 8 dimensions of one token */
+      const int j = k0 + p * BLOCK_SIZE + e / CH;
+      if (j < k_lo || j >= k_end) v_s[mma_tpos(p * BLOCK_SIZE + e / CH, e % CH)] = (uint4)(0u);
+#endif
     }
 }
 
@@ -351,7 +420,11 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
         uint4 b[4];
         MMA_UNROLL
         for (int n = 0; n < 4; n++)
+#if KV_SPLIT_KEY
           b[n] = MMA_LDSM4(kw, mma_klane, mma_key_row16(n0 + n, 2 * ks));
+#else
+          b[n] = MMA_LDSM4_AT(kw, mma_tklane, n0 + n, 2 * ks);
+#endif
         MMA_UNROLL
         for (int n = 0; n < 4; n++) sc[n0 + n] = mma_16816(sc[n0 + n], qa[ks], b[n].xy, xch);
         MMA_UNROLL
@@ -360,9 +433,14 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
       if (KSTEPS % 2) {
         MMA_UNROLL
         for (int n = n0; n < n0 + 4; n++)
+#if KV_SPLIT_KEY
           sc[n] = mma_16816(sc[n], qa[KSTEPS - 1],
                             MMA_LDSM2(kw, mma_klane2, mma_key_row16(n, (KSTEPS - 1) * 2)),
                             xch);
+#else
+          sc[n] = mma_16816(sc[n], qa[KSTEPS - 1], MMA_LDSM2_AT(kw, mma_tklane2, n, (KSTEPS - 1) * 2),
+                            xch);
+#endif
       }
     }
 
@@ -424,7 +502,11 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
         MMA_UNROLL
         for (int n = 0; n < 4; n++)
           if (n0 + n < DTILES)
+#if KV_SPLIT_KEY
             b[n] = MMA_LDSM4(vw, mma_vlane, 2 * ks / VS * PART4 + (n0 + n) * 8 * VS);
+#else
+            b[n] = MMA_LDSM4T_AT(vw, mma_tvlane, ks, n0 + n);
+#endif
         MMA_UNROLL
         for (int n = 0; n < 4; n++)
           if (n0 + n < DTILES) o[n0 + n] = mma_16816(o[n0 + n], pa[ks], b[n].xy, xch);

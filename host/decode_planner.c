@@ -108,16 +108,13 @@ static clpa_status pick_path(const clpa_decode_shape *s, const clpa_device_facts
   /* fp8 pairs become f16 pairs by cvt.rn.f16x2.e4m3x2 (sm_89 and later) on NVIDIA */
   const int fp8_ok = dev->mma_native < 0 || dev->compute_capability >= 89;
   const int f32 = kv == CLPA_DTYPE_F32; /* 3xTF32 */
+  /* f32 in HND and NHD: a lane's 16-byte value pieces are rows of two
+   * m-tiles (decode_mma.cl's out_dim), so heads of multiples of 32 */
+  const int f32_head = s->kv_layout == CLPA_KV_LAYOUT_SPLIT_KEY ? 16 : 32;
   const int fits = (kv == CLPA_DTYPE_F16 || kv == CLPA_DTYPE_BF16 || f32 || (fp8 && fp8_ok)) &&
-                   s->head_size % (fp8 ? 64 : f32 ? 16 : 32) == 0 && s->partition_size % 16 == 0 &&
+                   s->head_size % (fp8 ? 64 : f32 ? f32_head : 32) == 0 &&
+                   s->partition_size % 16 == 0 &&
                    mma_local_bytes(dev, 16, s->head_size, 4) <= dev->local_mem_bytes;
-  /* decode_mma.cl's loads are shaped by the split-key layout (16-byte key
-   * rows of successive tokens, value rows of successive tokens) */
-  const int split_key = s->kv_layout == CLPA_KV_LAYOUT_SPLIT_KEY;
-  CLPA_CHECK(err, s->path == CLPA_PLANNER_MMA && !split_key, CLPA_ERR_UNSUPPORTED,
-             "path mma reads the split-key cache layout only, and the caches are %s (lanes and"
-             " rows read every layout; path auto picks one of them)",
-             clpa_kv_layout_kind_name(s->kv_layout));
   if (s->path == CLPA_PLANNER_MMA) {
     clpa_status st = clpa_planner_mma_check(dev, err);
     if (st != CLPA_OK) return st;
@@ -143,6 +140,11 @@ static clpa_status pick_path(const clpa_decode_shape *s, const clpa_device_facts
   CLPA_CHECK(err, s->path == CLPA_PLANNER_MMA && !exact, CLPA_ERR_UNSUPPORTED,
              "path mma rounds the query to the %s cache's dtype, and precision is f32 (lanes"
              " and rows keep it)", clpa_dtype_name(kv));
+  CLPA_CHECK(err, s->path == CLPA_PLANNER_MMA && f32 && f32_head == 32 && s->head_size % 16 == 0 &&
+                      s->head_size % 32 != 0, CLPA_ERR_UNSUPPORTED,
+             "path mma takes f32 caches in the %s layout with head sizes of multiples of 32, and"
+             " head_size is %d (lanes and rows take it; path auto picks one of them)",
+             clpa_kv_layout_kind_name(s->kv_layout), s->head_size);
   CLPA_CHECK(err, s->path == CLPA_PLANNER_MMA && !fits, CLPA_ERR_UNSUPPORTED,
              "path mma needs an f32, f16 or bf16 cache (or fp8 where the device converts it:"
              " compute capability 8.9), a head size that is a multiple of 32 (fp8: 64, f32: 16)"
@@ -151,7 +153,7 @@ static clpa_status pick_path(const clpa_decode_shape *s, const clpa_device_facts
              clpa_dtype_name(kv), s->head_size, s->partition_size);
   /* Auto takes mma where it runs natively, f32 caches up to head 128 (past it
    * their build spills): docs/decisions/0001-decode-path.md. */
-  const int auto_ok = (!f32 || s->head_size <= 128) && exact && split_key && mma_takes_block(bs);
+  const int auto_ok = (!f32 || s->head_size <= 128) && exact && mma_takes_block(bs);
   const int mma = s->path == CLPA_PLANNER_MMA ||
                   (s->path == CLPA_PLANNER_AUTO && fits && auto_ok && dev->mma_native == 1);
   /* auto: rows on CPUs, and where the lanes kernel cannot take the block size */

@@ -45,7 +45,7 @@ typedef struct clpa_decode_shape {
   int32_t precision;       /* 0 or CLPA_PLANNER_PRECISION_F32 */
   int32_t partition_size;  /* a multiple of block_size, or 0 */
   int32_t heads_per_group; /* divides num_heads / num_kv_heads (at most 16), or 0 */
-  clpa_kv_layout_kind kv_layout; /* the mma path reads the split-key layout only */
+  clpa_kv_layout_kind kv_layout; /* f32 caches on the mma path: heads of 32 in HND and NHD */
 } clpa_decode_shape;
 
 /* What the plan needs to know of the device (clpa_device_info and the

@@ -142,13 +142,11 @@ static clpa_status check_lengths(clpa_context *ctx, const clpa_prefill_params *p
 static int mma_takes_block(int bs) { return bs >= 8 && bs <= 32; }
 static int tiles_take_block(int bs) { return bs % 4 == 0; }
 
-/* The tensor-core path applies: an f16 or bf16 cache in the split-key
- * layout (prefill_mma.cl copies 16-byte key rows and value rows of
- * successive tokens), a head size that is a multiple of 16. */
+/* The tensor-core path applies: an f16 or bf16 cache in any layout, a
+ * head size that is a multiple of 16. */
 static int mma_applies(const clpa_kv_layout *kv) {
   return (kv->dtype == CLPA_DTYPE_F16 || kv->dtype == CLPA_DTYPE_BF16) &&
-         kv->head_size % 16 == 0 && kv->kind == CLPA_KV_LAYOUT_SPLIT_KEY &&
-         mma_takes_block(kv->block_size);
+         kv->head_size % 16 == 0 && mma_takes_block(kv->block_size);
 }
 
 /* cl/prefill_mma.cl's clpa_prefill_mma, with `stages` tiles in flight: keys
@@ -182,10 +180,6 @@ static int32_t mma_maxnreg(const clpa_context *ctx, int head_size) {
  * tuning table's, else 32 (refused where they do not fit local memory). */
 static clpa_status pick_mma(clpa_context *ctx, const clpa_prefill_params *p,
                             const clpa_kv_layout *kv, int *rows, int *keys) {
-  CLPA_CTX_CHECK(ctx, kv->kind != CLPA_KV_LAYOUT_SPLIT_KEY, CLPA_ERR_UNSUPPORTED,
-                 "path mma reads the split-key cache layout only, and the caches are %s (tiles"
-                 " and rows read every layout; path auto picks one of them)",
-                 clpa_kv_layout_kind_name(kv->kind));
   CLPA_CTX_CHECK(ctx, !mma_takes_block(kv->block_size), CLPA_ERR_UNSUPPORTED,
                  "path mma takes blocks of 8, 16 or 32 tokens, and block_size is %d (tiles or"
                  " rows take it; path auto picks one of them)", kv->block_size);

@@ -5,7 +5,9 @@
  * storage dtype and layout kind, a probe kernel built through the
  * library's own program path (the prepended header and kv.cl, exactly as
  * the cache family gets them) writes the codes, fault bits and X it sees
- * and the index of every element of a block's KV heads; the host compares
+ * and the index of every element of a block's KV heads (a 16-byte row's
+ * first through the tensor-core paths' key_row16 and value_row16); the
+ * host compares
  * with the public enum and macros and with the layout. It also pins the
  * canonical options: the same defines in another order are one program.
  */

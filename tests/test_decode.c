@@ -28,8 +28,9 @@
  * (k_scale_buffer, v_scale_buffer, as vLLM passes them).
  *
  * The HND and NHD cache layouts (test_layouts): a few grid cases on the
- * lanes and rows paths and the automatic choice, same tolerances; the
- * mma path refuses them.
+ * lanes and rows paths and the automatic choice, and two on the mma path,
+ * same tolerances; `--layouts` the mma path over every cache dtype and
+ * page sizes from 4 to 256 in both layouts.
  */
 #include <stdio.h>
 
@@ -129,8 +130,10 @@ static int mma_fp8_ok(void) {
 
 static int mma_applies(const dcase *c) {
   const int fp8_ok = mma_fp8_ok();
+  const int f32_head = layout == CLPA_KV_LAYOUT_SPLIT_KEY ? 16 : 32; /* HND, NHD: 32 */
   return (((c->kv == CLPA_DTYPE_F16 || c->kv == CLPA_DTYPE_BF16) && c->hs % 32 == 0) ||
-          (c->kv == CLPA_DTYPE_F32 && c->hs % 16 == 0) || (is_fp8(c->kv) && fp8_ok && c->hs % 64 == 0)) &&
+          (c->kv == CLPA_DTYPE_F32 && c->hs % f32_head == 0) ||
+          (is_fp8(c->kv) && fp8_ok && c->hs % 64 == 0)) &&
          c->partition % 16 == 0;
 }
 /* The dtype the mma path rounds queries and probabilities to: the cache's, f16 for fp8. */
@@ -306,20 +309,41 @@ static int refused_on(const dcase *c, clpa_decode_path path, const char *want) {
 
 /* The HND and NHD layouts: grid cases on the lanes path, the rows path
  * and the automatic choice (f32 block 8 GQA v2, bf16 block 32, e4m3 with
- * ALiBi v1, bf16 block 8 v2 with a window, e5m2 MQA); mma forced refuses
- * them, naming the call, the path and the layout, before anything runs. */
-static void test_layouts(void) {
+ * ALiBi v1, bf16 block 8 v2 with a window, e5m2 MQA), and the mma path
+ * (decode_mma.cl transposes their value rows across the warp): `all`
+ * (--layouts) every case of mma_layout_cases in both layouts, else two
+ * (f16 GQA with a window and sinks in HND, e4m3 in 32-token chunks with a
+ * soft cap and device scales in NHD), as each costs PoCL a build. */
+static void test_layouts(int all) {
+  /* seqs heads kvh hs bs ctx kv io variant part hpg alibi window softcap sinks lse q_pad dev_scale */
+  static const dcase mma_layout_cases[] = {
+      {4, 8, 2, 128, 16, 300, F16, F32, V2, 64, 4, 0, 1, 0, 1, 1, 0, 0},
+      {4, 8, 2, 128, 32, 500, E4M3, F32, V2, 128, 4, 0, 0, 1, 0, 1, 0, 1},
+      {4, 4, 1, 64, 4, 150, BF16, F16, V1, 0, 4, 1, 0, 0, 0, 1, 0, 0},      /* MQA, page 4 */
+      {3, 8, 2, 64, 8, 300, E4M3, F32, V2, 48, 4, 0, 1, 0, 0, 1, 0, 0},    /* 16-token chunks */
+      {4, 4, 4, 128, 64, 400, E5M2, F16, V1, 0, 1, 0, 0, 0, 1, 1, 0, 0},   /* MHA, page 64 */
+      {4, 8, 2, 64, 16, 250, F32, F32, V2, 32, 4, 1, 1, 0, 0, 1, 0, 0},    /* f32 (3xTF32) */
+      {3, 4, 2, 128, 256, 700, F16, F32, V2, 256, 2, 0, 0, 0, 0, 1, 0, 0}, /* page 256 */
+      {4, 16, 1, 64, 8, 200, BF16, BF16, AUTO, 0, 16, 0, 0, 0, 0, 1, 1, 0}, /* 16 heads a group */
+      {4, 8, 4, 256, 16, 333, F16, F16, V2, 96, 2, 0, 1, 1, 0, 1, 0, 0},   /* head 256 */
+      /* fp8 with PIPE (the next chunk loaded while one is computed), as the grid's */
+      {1, 4, 1, 128, 8, 300, E5M2, F16, V2, 128, 4, 1, 1, 1, 0, 1, 0, 1},
+  };
   static const int picks[][3] = {{1, 3, 13}, {2, 16, 13}}; /* a kind's lanes, rows, auto case */
+  const size_t n = all ? sizeof mma_layout_cases / sizeof *mma_layout_cases : 2;
   for (int k = 0; k < 2; k++) {
     layout = k ? CLPA_KV_LAYOUT_NHD : CLPA_KV_LAYOUT_HND;
     run_case(&default_grid[picks[k][0]], CLPA_DECODE_PATH_LANES);
     run_case(&default_grid[picks[k][1]], CLPA_DECODE_PATH_ROWS);
     run_case(&default_grid[picks[k][2]], CLPA_DECODE_PATH_AUTO);
-    char want[160]; /* default_grid[6]: f16, head 128, the mma path's */
-    snprintf(want, sizeof want, "clpa_decode: path mma reads the split-key cache layout only, and the"
-             " caches are %s", clpa_kv_layout_kind_name(layout));
-    refused_on(&default_grid[6], CLPA_DECODE_PATH_MMA, want);
+    for (size_t i = all ? 0 : (size_t)k; i < n; i += all ? 1 : 2)
+      if (mma_applies(&mma_layout_cases[i])) run_case(&mma_layout_cases[i], CLPA_DECODE_PATH_MMA);
   }
+  dcase c = default_grid[1]; /* f32, head 80: heads of 32 on the mma path in HND and NHD */
+  c.hs = 80;
+  refused_on(&c, CLPA_DECODE_PATH_MMA,
+             "clpa_decode: path mma takes f32 caches in the nhd layout with head sizes of multiples"
+             " of 32, and head_size is 80");
   layout = CLPA_KV_LAYOUT_SPLIT_KEY;
 }
 
@@ -1269,7 +1293,7 @@ int main(int argc, char **argv) {
     test_widen();
     test_mma_heads();
   } else if (argc > 1 && strcmp(argv[1], "--layouts") == 0) { /* the HND and NHD cases alone */
-    test_layouts();
+    test_layouts(1);
   } else if (argc > 1 && strcmp(argv[1], "--csr") == 0) { /* CSR page tables alone, broadly */
     test_csr(1);
     test_csr_faults();
@@ -1288,7 +1312,7 @@ int main(int argc, char **argv) {
       run_case(&default_grid[i], CLPA_DECODE_PATH_ROWS);
       if (mma_applies(&default_grid[i])) run_case(&default_grid[i], CLPA_DECODE_PATH_MMA);
     }
-    test_layouts();
+    test_layouts(0);
     test_pages(0);
     test_codes(0);
     test_codes(1);

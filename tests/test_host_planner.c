@@ -452,28 +452,48 @@ static void refusals(void) {
      "path 7: refused without an error buffer (%s)", clpa_last_error());
 }
 
-/* The HND and NHD layouts on the H200, where auto takes mma for split-key
- * caches: auto takes lanes, and mma forced is refused, naming the layout. */
-static void layouts_off_mma(void) {
+/* The HND and NHD layouts on the H200: auto takes mma where it takes it
+ * for split-key caches, with the same plan (the layout changes the
+ * kernel's loads, not its shape); f32 caches there need heads of
+ * multiples of 32 (decode_mma.cl's out_dim): head 80 is refused forced,
+ * named, and auto takes lanes. */
+static void layouts_on_mma(void) {
   clpa_device_facts dev;
   clpa_decode_tuning t;
   device_of(&grid_devices[2], &dev, &t);
-  clpa_decode_shape s = {4, 32, 8, 128, 16, CLPA_DTYPE_F16, 4096, NULL, CLPA_PLANNER_AUTO,
+  static const clpa_dtype dts[] = {CLPA_DTYPE_F16, CLPA_DTYPE_BF16, CLPA_DTYPE_FP8_E4M3,
+                                   CLPA_DTYPE_F32};
+  for (size_t i = 0; i < sizeof dts / sizeof *dts; i++) {
+    clpa_decode_shape s = {4, 32, 8, 128, 16, dts[i], 4096, NULL, CLPA_PLANNER_AUTO,
+                           0, 0,  0, 0, CLPA_KV_LAYOUT_SPLIT_KEY};
+    clpa_decode_decision want, d;
+    ok(clpa_decode_planner(&s, &dev, &t, &want, NULL) == CLPA_OK && want.path == CLPA_PLANNER_MMA,
+       "h200, split-key %s cache: auto takes mma", clpa_dtype_name(dts[i]));
+    for (int k = CLPA_KV_LAYOUT_HND; k <= CLPA_KV_LAYOUT_NHD; k++) {
+      s.kv_layout = (clpa_kv_layout_kind)k;
+      memset(&d, 0x55, sizeof d);
+      ok(clpa_decode_planner(&s, &dev, &t, &d, NULL) == CLPA_OK && d.path == want.path &&
+             d.v2 == want.v2 && d.partition == want.partition &&
+             d.heads_per_group == want.heads_per_group && d.max_parts == want.max_parts &&
+             d.threads == want.threads && d.chunk == want.chunk && d.pipe == want.pipe &&
+             d.maxnreg == want.maxnreg && d.local_bytes == want.local_bytes,
+         "h200, %s %s cache: auto takes mma with split-key's plan",
+         clpa_kv_layout_kind_name(s.kv_layout), clpa_dtype_name(dts[i]));
+    }
+  }
+  clpa_decode_shape s = {4, 32, 8, 80, 16, CLPA_DTYPE_F32, 4096, NULL, CLPA_PLANNER_MMA,
                          0, 0,  0, 0, CLPA_KV_LAYOUT_SPLIT_KEY};
   clpa_decode_decision d;
   ok(clpa_decode_planner(&s, &dev, &t, &d, NULL) == CLPA_OK && d.path == CLPA_PLANNER_MMA,
-     "h200, split-key f16 cache: auto takes mma");
-  for (int k = CLPA_KV_LAYOUT_HND; k <= CLPA_KV_LAYOUT_NHD; k++) {
-    s.kv_layout = (clpa_kv_layout_kind)k, s.path = CLPA_PLANNER_AUTO;
-    ok(clpa_decode_planner(&s, &dev, &t, &d, NULL) == CLPA_OK && d.path == CLPA_PLANNER_LANES,
-       "h200, %s cache: auto takes lanes", clpa_kv_layout_kind_name(s.kv_layout));
-    s.path = CLPA_PLANNER_MMA;
-    ok(clpa_decode_planner(&s, &dev, &t, &d, NULL) == CLPA_ERR_UNSUPPORTED &&
-           strstr(clpa_last_error(), "path mma reads the split-key cache layout only") &&
-           strstr(clpa_last_error(), clpa_kv_layout_kind_name(s.kv_layout)),
-       "h200, %s cache, mma forced: refused (%s)", clpa_kv_layout_kind_name(s.kv_layout),
-       clpa_last_error());
-  }
+     "h200, split-key f32 cache, head 80: mma forced takes it");
+  s.kv_layout = CLPA_KV_LAYOUT_NHD;
+  ok(clpa_decode_planner(&s, &dev, &t, &d, NULL) == CLPA_ERR_UNSUPPORTED &&
+         strstr(clpa_last_error(), "path mma takes f32 caches in the nhd layout with head sizes of"
+                                   " multiples of 32, and head_size is 80"),
+     "h200, nhd f32 cache, head 80, mma forced: refused (%s)", clpa_last_error());
+  s.path = CLPA_PLANNER_AUTO;
+  ok(clpa_decode_planner(&s, &dev, &t, &d, NULL) == CLPA_OK && d.path == CLPA_PLANNER_LANES,
+     "h200, nhd f32 cache, head 80: auto takes lanes");
 }
 
 /* Page sizes (issue 46): the H200 takes mma for blocks of multiples of 4 tokens and rows for
@@ -561,7 +581,7 @@ int main(int argc, char **argv) {
   check_recorded(argv[1]);
   random_cases(argc > 2 ? atol(argv[2]) : 20000);
   refusals();
-  layouts_off_mma();
+  layouts_on_mma();
   page_sizes();
   regress_pipe_keeps_local_memory();
   return done_testing();

@@ -19,8 +19,9 @@
  * (tolerance_for).
  *
  * The HND and NHD cache layouts (test_layouts): a few grid cases on the
- * tiles and rows paths and the automatic choice, same tolerances; the
- * mma path refuses them.
+ * tiles and rows paths and the automatic choice, and two on the mma path,
+ * same tolerances; `--layouts` the mma path over head sizes from 32 to
+ * 256 and its page sizes (8 to 32) in both layouts.
  */
 #include <stdio.h>
 
@@ -322,19 +323,32 @@ static int refused_on(const pcase *c, clpa_prefill_path path, const char *want) 
 /* The HND and NHD layouts: grid cases on the tiles path, the rows path
  * and the automatic choice (f32 block 8 GQA, fp8 with a window, bf16 block
  * 32 with ALiBi; bf16 block 8 full attention, f16 block 8 with sinks, e5m2
- * full attention); mma forced refuses them, naming the call, the path and
- * the layout, before anything runs. */
-static void test_layouts(void) {
+ * full attention), and the mma path (prefill_mma.cl copies their rows
+ * token-major, values read through ldmatrix .trans): `all` (--layouts)
+ * every case of mma_layout_cases in both layouts (heads of 32 to 256,
+ * whose rows of 4 to 32 chunks take different swizzles, blocks of 8 to
+ * 32, one and two tiles in flight), else two (f16 GQA causal in HND, bf16
+ * head 80 MQA with ALiBi in NHD), as each costs PoCL a build. */
+static void test_layouts(int all) {
+  /* seqs heads kvh hs bs new cached kv io rows keys causal alibi window softcap sinks lse q_pad dev_scale */
+  static const pcase mma_layout_cases[] = {
+      {5, 8, 2, 128, 16, 64, 300, F16, F32, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0},
+      {5, 8, 1, 80, 32, 50, 200, BF16, F16, 0, 0, 1, 1, 0, 0, 0, 1, 0, 0},
+      {5, 4, 4, 32, 8, 40, 60, F16, BF16, 0, 0, 0, 0, 1, 0, 1, 1, 0, 0},   /* full, window, sinks */
+      {5, 4, 1, 256, 16, 37, 120, BF16, F32, 0, 0, 1, 1, 1, 1, 0, 1, 0, 0},
+      {5, 6, 2, 96, 8, 70, 90, F16, F32, 0, 0, 1, 0, 0, 1, 0, 1, 1, 0},    /* soft cap, q_stride */
+      {5, 8, 2, 64, 32, 150, 600, BF16, F32, 0, 0, 1, 0, 1, 0, 1, 1, 0, 0}, /* long: many tiles */
+      {5, 8, 4, 112, 16, 45, 33, F16, F16, 0, 0, 0, 0, 0, 0, 0, 1, 0, 0},   /* head 112: 14 chunks */
+  };
   static const int picks[][3] = {{1, 3, 2}, {13, 5, 4}}; /* a kind's tiles, rows, auto case */
+  const size_t n = all ? sizeof mma_layout_cases / sizeof *mma_layout_cases : 2;
   for (int k = 0; k < 2; k++) {
     layout = k ? CLPA_KV_LAYOUT_NHD : CLPA_KV_LAYOUT_HND;
     run_case_on(&default_grid[picks[k][0]], CLPA_PREFILL_TILES);
     run_case_on(&default_grid[picks[k][1]], CLPA_PREFILL_ROWS);
     run_case_on(&default_grid[picks[k][2]], CLPA_PREFILL_AUTO);
-    char want[160]; /* default_grid[6]: f16, head 128, the mma path's */
-    snprintf(want, sizeof want, "clpa_prefill: path mma reads the split-key cache layout only, and the"
-             " caches are %s", clpa_kv_layout_kind_name(layout));
-    refused_on(&default_grid[6], CLPA_PREFILL_MMA, want);
+    for (size_t i = all ? 0 : (size_t)k; i < n; i += all ? 1 : 2)
+      run_case_on(&mma_layout_cases[i], CLPA_PREFILL_MMA);
   }
   layout = CLPA_KV_LAYOUT_SPLIT_KEY;
 }
@@ -1067,7 +1081,7 @@ int main(int argc, char **argv) {
     return test_context_done(ctx);
   }
   if (argc > 1 && strcmp(argv[1], "--layouts") == 0) { /* the HND and NHD cases alone */
-    test_layouts();
+    test_layouts(1);
     return test_context_done(ctx);
   }
   if (argc > 1 && strcmp(argv[1], "--csr") == 0) { /* CSR page tables alone, broadly */
@@ -1101,7 +1115,7 @@ int main(int argc, char **argv) {
     else
       run_case_on(&default_grid[i], native_path(&default_grid[i]));
   }
-  test_layouts();
+  test_layouts(0);
   test_pages(full);
   test_chunks();
   test_decode_equal();
