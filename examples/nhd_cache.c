@@ -51,7 +51,7 @@ static double check(const float *q, const float *k, const float *v, const float 
     for (int h = 0; h < HEADS; h++) {
       const int g = h / (HEADS / KV_HEADS);
       const float *qh = q + ((size_t)s * HEADS + (size_t)h) * HEAD_SIZE;
-      double score[MAX_BLOCKS * BLOCK], top = -INFINITY, sum = 0;
+      double score[MAX_BLOCKS * BLOCK] = {0}, top = -INFINITY, sum = 0;
       for (int t = 0; t < lens[s]; t++) {
         const int32_t b = tables[s][t / BLOCK];
         double dot = 0;
