@@ -119,6 +119,14 @@ static clpa_status pick_path(const clpa_decode_shape *s, const clpa_device_facts
     clpa_status st = clpa_planner_mma_check(dev, err);
     if (st != CLPA_OK) return st;
   }
+  /* HND and NHD on the tensor cores pass in emulation, but on an H200 two
+   * of the layout cases gave wrong outputs (issue 46, 2026-12-02): off
+   * where the instructions are real until that is found. */
+  const int layout_ok = s->kv_layout == CLPA_KV_LAYOUT_SPLIT_KEY || dev->mma_native != 1;
+  CLPA_CHECK(err, s->path == CLPA_PLANNER_MMA && !layout_ok, CLPA_ERR_UNSUPPORTED,
+             "path mma reads the %s cache layout in emulation only for now (on this device's"
+             " tensor cores it is not yet right for every shape; lanes and rows read every"
+             " layout, and path auto picks one of them)", clpa_kv_layout_kind_name(s->kv_layout));
   const int bs = s->block_size, lanes_ok = lanes_takes_block(s, dev);
   const int rows_ok = clpa_rows_takes_block(bs, s->head_size, kv);
   CLPA_CHECK(err, s->path == CLPA_PLANNER_MMA && !mma_takes_block(bs), CLPA_ERR_UNSUPPORTED,
@@ -153,7 +161,7 @@ static clpa_status pick_path(const clpa_decode_shape *s, const clpa_device_facts
              clpa_dtype_name(kv), s->head_size, s->partition_size);
   /* Auto takes mma where it runs natively, f32 caches up to head 128 (past it
    * their build spills): docs/decisions/0001-decode-path.md. */
-  const int auto_ok = (!f32 || s->head_size <= 128) && exact && mma_takes_block(bs);
+  const int auto_ok = (!f32 || s->head_size <= 128) && exact && mma_takes_block(bs) && layout_ok;
   const int mma = s->path == CLPA_PLANNER_MMA ||
                   (s->path == CLPA_PLANNER_AUTO && fits && auto_ok && dev->mma_native == 1);
   /* auto: rows on CPUs, and where the lanes kernel cannot take the block size */

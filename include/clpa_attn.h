@@ -121,7 +121,8 @@ typedef enum clpa_decode_variant {
 
 /* Which kernel computes the products (every path gives the same results,
  * up to the rounding below). Cache layouts (clpa_layout.h): lanes and rows
- * read every kind (split-key, HND, NHD); mma reads split-key caches only
+ * read every kind (split-key, HND, NHD); mma on NVIDIA reads split-key
+ * caches only for now (every kind where it is emulated: docs/guide.md)
  * and, forced onto another kind, refuses with CLPA_ERR_UNSUPPORTED. */
 typedef enum clpa_decode_path {
   /* rows on CPUs; mma on NVIDIA (compute capability 8.0 and later; 8.9
@@ -312,7 +313,8 @@ CLPA_API clpa_status clpa_decode_choice(clpa_context *ctx, const clpa_decode_par
 
 /* How the work is shaped; every path gives the same results. Cache
  * layouts (clpa_layout.h): tiles and rows read every kind (split-key, HND,
- * NHD); mma reads split-key caches only and, forced onto another kind,
+ * NHD); mma on NVIDIA reads split-key caches only for now (every kind
+ * where it is emulated: docs/guide.md) and, forced onto another kind,
  * refuses with CLPA_ERR_UNSUPPORTED. */
 typedef enum clpa_prefill_path {
   CLPA_PREFILL_AUTO = 0,  /* rows on CPUs, mma on NVIDIA where it applies, else tiles */

@@ -37,10 +37,10 @@
  *
  * Every op that takes a layout (or a cache) checks its kind: a value that
  * is no clpa_kv_layout_kind is refused with CLPA_ERR_INVALID_ARG. Some
- * paths read the split-key layout only (the tensor-core paths, whose loads
- * are shaped by it): forced onto another kind they refuse with
- * CLPA_ERR_UNSUPPORTED, and the automatic choice picks a path that reads
- * the layout (clpa_attn.h says which paths read which kinds).
+ * paths read the split-key layout only (the tensor-core paths on real
+ * tensor cores, for now; docs/guide.md): forced onto another kind they
+ * refuse with CLPA_ERR_UNSUPPORTED, and the automatic choice picks a path
+ * that reads the layout.
  */
 #ifndef CLPA_LAYOUT_H
 #define CLPA_LAYOUT_H

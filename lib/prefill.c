@@ -144,6 +144,13 @@ static int tiles_take_block(int bs) { return bs % 4 == 0; }
 
 /* The tensor-core path applies: an f16 or bf16 cache in any layout, a
  * head size that is a multiple of 16. */
+/* HND and NHD on the tensor cores pass in emulation, but on an H200 a
+ * layout case gave wrong outputs (issue 46, 2026-12-02): off where the
+ * instructions are real until that is found. */
+static int mma_layout_ok(const clpa_context *ctx, const clpa_kv_layout *kv) {
+  return kv->kind == CLPA_KV_LAYOUT_SPLIT_KEY || clpa_mma_native(ctx) != 1;
+}
+
 static int mma_applies(const clpa_kv_layout *kv) {
   return (kv->dtype == CLPA_DTYPE_F16 || kv->dtype == CLPA_DTYPE_BF16) &&
          kv->head_size % 16 == 0 && mma_takes_block(kv->block_size);
@@ -180,6 +187,10 @@ static int32_t mma_maxnreg(const clpa_context *ctx, int head_size) {
  * tuning table's, else 32 (refused where they do not fit local memory). */
 static clpa_status pick_mma(clpa_context *ctx, const clpa_prefill_params *p,
                             const clpa_kv_layout *kv, int *rows, int *keys) {
+  CLPA_CTX_CHECK(ctx, !mma_layout_ok(ctx, kv), CLPA_ERR_UNSUPPORTED,
+                 "path mma reads the %s cache layout in emulation only for now (on this device's"
+                 " tensor cores it is not yet right for every shape; tiles and rows read every"
+                 " layout, and path auto picks one of them)", clpa_kv_layout_kind_name(kv->kind));
   CLPA_CTX_CHECK(ctx, !mma_takes_block(kv->block_size), CLPA_ERR_UNSUPPORTED,
                  "path mma takes blocks of 8, 16 or 32 tokens, and block_size is %d (tiles or"
                  " rows take it; path auto picks one of them)", kv->block_size);
@@ -224,7 +235,7 @@ static clpa_status pick_tiles(clpa_context *ctx, const clpa_prefill_params *p,
   CLPA_CTX_CHECK(ctx, (unsigned)p->precision > CLPA_PRECISION_F32, CLPA_ERR_INVALID_ARG,
                  "precision = %d (0 auto, 1 f32)", (int)p->precision);
   const clpa_tuning *tu = &ctx->tuning;
-  const int mma_auto = clpa_mma_native(ctx) == 1 && mma_applies(kv) &&
+  const int mma_auto = clpa_mma_native(ctx) == 1 && mma_applies(kv) && mma_layout_ok(ctx, kv) &&
                        p->precision != CLPA_PRECISION_F32;
   *path = p->path               ? (int)p->path
           : tu->prefill_path    ? tu->prefill_path

@@ -452,47 +452,64 @@ static void refusals(void) {
      "path 7: refused without an error buffer (%s)", clpa_last_error());
 }
 
-/* The HND and NHD layouts on the H200: auto takes mma where it takes it
- * for split-key caches, with the same plan (the layout changes the
- * kernel's loads, not its shape); f32 caches there need heads of
- * multiples of 32 (decode_mma.cl's out_dim): head 80 is refused forced,
- * named, and auto takes lanes. */
+/* The HND and NHD layouts on the tensor-core path: where the instructions
+ * are emulated, mma forced takes them with split-key's plan (the layout
+ * changes the kernel's loads, not its shape), and f32 caches there need
+ * heads of multiples of 32 (decode_mma.cl's out_dim): head 80 is refused,
+ * named. On the H200 they are off until its wrong cases are found (issue
+ * 46): auto takes lanes with split-key's plan elsewhere unchanged, and mma
+ * forced is refused, naming the layout. */
 static void layouts_on_mma(void) {
-  clpa_device_facts dev;
+  clpa_device_facts h200, emu;
   clpa_decode_tuning t;
-  device_of(&grid_devices[2], &dev, &t);
+  device_of(&grid_devices[2], &h200, &t);
+  emu = h200, emu.mma_native = -1, emu.lane_width = 0;
   static const clpa_dtype dts[] = {CLPA_DTYPE_F16, CLPA_DTYPE_BF16, CLPA_DTYPE_FP8_E4M3,
                                    CLPA_DTYPE_F32};
   for (size_t i = 0; i < sizeof dts / sizeof *dts; i++) {
     clpa_decode_shape s = {4, 32, 8, 128, 16, dts[i], 4096, NULL, CLPA_PLANNER_AUTO,
                            0, 0,  0, 0, CLPA_KV_LAYOUT_SPLIT_KEY};
     clpa_decode_decision want, d;
-    ok(clpa_decode_planner(&s, &dev, &t, &want, NULL) == CLPA_OK && want.path == CLPA_PLANNER_MMA,
+    ok(clpa_decode_planner(&s, &h200, &t, &want, NULL) == CLPA_OK && want.path == CLPA_PLANNER_MMA,
        "h200, split-key %s cache: auto takes mma", clpa_dtype_name(dts[i]));
+    s.path = CLPA_PLANNER_MMA;
+    ok(clpa_decode_planner(&s, &emu, &t, &want, NULL) == CLPA_OK && want.path == CLPA_PLANNER_MMA,
+       "emulated, split-key %s cache: mma forced takes it", clpa_dtype_name(dts[i]));
     for (int k = CLPA_KV_LAYOUT_HND; k <= CLPA_KV_LAYOUT_NHD; k++) {
-      s.kv_layout = (clpa_kv_layout_kind)k;
+      s.kv_layout = (clpa_kv_layout_kind)k, s.path = CLPA_PLANNER_MMA;
       memset(&d, 0x55, sizeof d);
-      ok(clpa_decode_planner(&s, &dev, &t, &d, NULL) == CLPA_OK && d.path == want.path &&
+      ok(clpa_decode_planner(&s, &emu, &t, &d, NULL) == CLPA_OK && d.path == want.path &&
              d.v2 == want.v2 && d.partition == want.partition &&
              d.heads_per_group == want.heads_per_group && d.max_parts == want.max_parts &&
              d.threads == want.threads && d.chunk == want.chunk && d.pipe == want.pipe &&
              d.maxnreg == want.maxnreg && d.local_bytes == want.local_bytes,
-         "h200, %s %s cache: auto takes mma with split-key's plan",
+         "emulated, %s %s cache: mma forced takes split-key's plan",
          clpa_kv_layout_kind_name(s.kv_layout), clpa_dtype_name(dts[i]));
+      ok(clpa_decode_planner(&s, &h200, &t, &d, NULL) == CLPA_ERR_UNSUPPORTED &&
+             strstr(clpa_last_error(), "path mma reads the ") &&
+             strstr(clpa_last_error(), clpa_kv_layout_kind_name(s.kv_layout)) &&
+             strstr(clpa_last_error(), "cache layout in emulation only for now"),
+         "h200, %s %s cache, mma forced: refused (%s)", clpa_kv_layout_kind_name(s.kv_layout),
+         clpa_dtype_name(dts[i]), clpa_last_error());
+      s.path = CLPA_PLANNER_AUTO;
+      ok(clpa_decode_planner(&s, &h200, &t, &d, NULL) == CLPA_OK && d.path == CLPA_PLANNER_LANES,
+         "h200, %s %s cache: auto takes lanes", clpa_kv_layout_kind_name(s.kv_layout),
+         clpa_dtype_name(dts[i]));
+      s.kv_layout = CLPA_KV_LAYOUT_SPLIT_KEY;
     }
   }
   clpa_decode_shape s = {4, 32, 8, 80, 16, CLPA_DTYPE_F32, 4096, NULL, CLPA_PLANNER_MMA,
                          0, 0,  0, 0, CLPA_KV_LAYOUT_SPLIT_KEY};
   clpa_decode_decision d;
-  ok(clpa_decode_planner(&s, &dev, &t, &d, NULL) == CLPA_OK && d.path == CLPA_PLANNER_MMA,
-     "h200, split-key f32 cache, head 80: mma forced takes it");
+  ok(clpa_decode_planner(&s, &emu, &t, &d, NULL) == CLPA_OK && d.path == CLPA_PLANNER_MMA,
+     "emulated, split-key f32 cache, head 80: mma forced takes it");
   s.kv_layout = CLPA_KV_LAYOUT_NHD;
-  ok(clpa_decode_planner(&s, &dev, &t, &d, NULL) == CLPA_ERR_UNSUPPORTED &&
+  ok(clpa_decode_planner(&s, &emu, &t, &d, NULL) == CLPA_ERR_UNSUPPORTED &&
          strstr(clpa_last_error(), "path mma takes f32 caches in the nhd layout with head sizes of"
                                    " multiples of 32, and head_size is 80"),
-     "h200, nhd f32 cache, head 80, mma forced: refused (%s)", clpa_last_error());
+     "emulated, nhd f32 cache, head 80, mma forced: refused (%s)", clpa_last_error());
   s.path = CLPA_PLANNER_AUTO;
-  ok(clpa_decode_planner(&s, &dev, &t, &d, NULL) == CLPA_OK && d.path == CLPA_PLANNER_LANES,
+  ok(clpa_decode_planner(&s, &h200, &t, &d, NULL) == CLPA_OK && d.path == CLPA_PLANNER_LANES,
      "h200, nhd f32 cache, head 80: auto takes lanes");
 }
 

@@ -328,8 +328,13 @@ static int refused_on(const pcase *c, clpa_prefill_path path, const char *want) 
  * every case of mma_layout_cases in both layouts (heads of 32 to 256,
  * whose rows of 4 to 32 chunks take different swizzles, blocks of 8 to
  * 32, one and two tiles in flight), else two (f16 GQA causal in HND, bf16
- * head 80 MQA with ALiBi in NHD), as each costs PoCL a build. */
+ * head 80 MQA with ALiBi in NHD), as each costs PoCL a build. Where the
+ * tensor cores are real, mma on HND and NHD is refused for now (a case was
+ * wrong on an H200: issue 46), by name. */
 static void test_layouts(int all) {
+  clpa_device_info info;
+  clpa_context_device_info(ctx, &info);
+  const int real = info.lanes == CLPA_LANES_NV_PTX && info.nv_compute_capability >= 80;
   /* seqs heads kvh hs bs new cached kv io rows keys causal alibi window softcap sinks lse q_pad dev_scale */
   static const pcase mma_layout_cases[] = {
       {5, 8, 2, 128, 16, 64, 300, F16, F32, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0},
@@ -347,8 +352,12 @@ static void test_layouts(int all) {
     run_case_on(&default_grid[picks[k][0]], CLPA_PREFILL_TILES);
     run_case_on(&default_grid[picks[k][1]], CLPA_PREFILL_ROWS);
     run_case_on(&default_grid[picks[k][2]], CLPA_PREFILL_AUTO);
-    for (size_t i = all ? 0 : (size_t)k; i < n; i += all ? 1 : 2)
+    for (size_t i = all ? 0 : (size_t)k; i < n && !real; i += all ? 1 : 2)
       run_case_on(&mma_layout_cases[i], CLPA_PREFILL_MMA);
+    if (real)
+      refused_on(&mma_layout_cases[0], CLPA_PREFILL_MMA,
+                 k ? "clpa_prefill: path mma reads the nhd cache layout in emulation only for now"
+                   : "clpa_prefill: path mma reads the hnd cache layout in emulation only for now");
   }
   layout = CLPA_KV_LAYOUT_SPLIT_KEY;
 }
