@@ -74,6 +74,14 @@ typedef struct attn_scene {
   int window;
 } attn_scene;
 
+/* The tensor-core instructions are real on ctx's device (NVIDIA, compute
+ * capability 8.0 on), not emulated. */
+static inline int attn_scene_mma_real(clpa_context *ctx) {
+  clpa_device_info info;
+  clpa_context_device_info(ctx, &info);
+  return info.lanes == CLPA_LANES_NV_PTX && info.nv_compute_capability >= 80;
+}
+
 static inline void *attn_scene_alloc(size_t n) {
   void *p = calloc(n ? n : 1, 1);
   if (!p) BAIL_OUT("out of memory");

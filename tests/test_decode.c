@@ -128,13 +128,8 @@ static int mma_fp8_ok(void) {
   return info.lanes != CLPA_LANES_NV_PTX || info.nv_compute_capability >= 89;
 }
 
-/* The tensor-core instructions are real (NVIDIA): where HND and NHD are
- * off on the mma path for now (host/decode_planner.c). */
-static int mma_real(void) {
-  clpa_device_info info;
-  clpa_context_device_info(ctx, &info);
-  return info.lanes == CLPA_LANES_NV_PTX && info.nv_compute_capability >= 80;
-}
+/* Where HND and NHD are off on the mma path for now (host/decode_planner.c). */
+static int mma_real(void) { return attn_scene_mma_real(ctx); }
 
 static int mma_applies(const dcase *c) {
   const int fp8_ok = mma_fp8_ok();
@@ -322,8 +317,8 @@ static int refused_on(const dcase *c, clpa_decode_path path, const char *want) {
  * (--layouts) every case of mma_layout_cases in both layouts, else two
  * (f16 GQA with a window and sinks in HND, e4m3 in 32-token chunks with a
  * soft cap and device scales in NHD), as each costs PoCL a build. Where the
- * tensor cores are real, mma on HND and NHD is refused for now (two cases
- * were wrong on an H200: issue 46), by name. */
+ * tensor cores are real, mma on HND and NHD is refused for now (record
+ * 0030), by name. */
 static void test_layouts(int all) {
   /* seqs heads kvh hs bs ctx kv io variant part hpg alibi window softcap sinks lse q_pad dev_scale */
   static const dcase mma_layout_cases[] = {
@@ -788,7 +783,7 @@ static void test_bad_args(void) {
   p = good;
   clpa_device_info info;
   clpa_context_device_info(ctx, &info);
-  const int nv_mma = info.lanes == CLPA_LANES_NV_PTX && info.nv_compute_capability >= 80;
+  const int nv_mma = mma_real();
   const clpa_decode_path want = info.is_cpu ? CLPA_DECODE_PATH_ROWS
                                 : nv_mma    ? CLPA_DECODE_PATH_MMA
                                             : CLPA_DECODE_PATH_LANES;

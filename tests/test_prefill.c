@@ -330,11 +330,9 @@ static int refused_on(const pcase *c, clpa_prefill_path path, const char *want) 
  * 32, one and two tiles in flight), else two (f16 GQA causal in HND, bf16
  * head 80 MQA with ALiBi in NHD), as each costs PoCL a build. Where the
  * tensor cores are real, mma on HND and NHD is refused for now (a case was
- * wrong on an H200: issue 46), by name. */
+ * wrong on NVIDIA: record 0030), by name. */
 static void test_layouts(int all) {
-  clpa_device_info info;
-  clpa_context_device_info(ctx, &info);
-  const int real = info.lanes == CLPA_LANES_NV_PTX && info.nv_compute_capability >= 80;
+  const int real = attn_scene_mma_real(ctx);
   /* seqs heads kvh hs bs new cached kv io rows keys causal alibi window softcap sinks lse q_pad dev_scale */
   static const pcase mma_layout_cases[] = {
       {5, 8, 2, 128, 16, 64, 300, F16, F32, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0},
