@@ -119,9 +119,9 @@ static clpa_status pick_path(const clpa_decode_shape *s, const clpa_device_facts
     clpa_status st = clpa_planner_mma_check(dev, err);
     if (st != CLPA_OK) return st;
   }
-  /* HND and NHD on the tensor cores pass in emulation, but on an H200 two
-   * of the layout cases gave wrong outputs (issue 46, 2026-12-02): off
-   * where the instructions are real until that is found. */
+  /* HND and NHD on the tensor cores: only where the instructions are
+   * emulated, until real ones pass the layout tests
+   * (docs/decisions/0030-mma-layouts-off-on-nvidia.md). */
   const int layout_ok = s->kv_layout == CLPA_KV_LAYOUT_SPLIT_KEY || dev->mma_native != 1;
   CLPA_CHECK(err, s->path == CLPA_PLANNER_MMA && !layout_ok, CLPA_ERR_UNSUPPORTED,
              "path mma reads the %s cache layout in emulation only for now (on this device's"

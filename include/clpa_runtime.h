@@ -130,7 +130,7 @@ typedef struct clpa_device_info {
   int has_subgroup_shuffle;/* cl_khr_subgroup_shuffle or cl_intel_subgroups */
   int has_fp16, has_fp64;  /* cl_khr_fp16 / cl_khr_fp64 (f16 storage needs neither) */
   clpa_lanes lanes;        /* the lane-group path clpa picks on this device */
-  int nv_compute_capability; /* NVIDIA: major * 10 + minor (90 on an H100); 0 elsewhere */
+  int nv_compute_capability; /* NVIDIA: major * 10 + minor (9.0 gives 90); 0 elsewhere */
   unsigned native_float_width; /* CL_DEVICE_NATIVE_VECTOR_WIDTH_FLOAT (a CPU's SIMD floats) */
   uint64_t reserved[8]; /* room for fields to come (README's ABI) */
 } clpa_device_info;

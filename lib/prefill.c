@@ -144,9 +144,9 @@ static int tiles_take_block(int bs) { return bs % 4 == 0; }
 
 /* The tensor-core path applies: an f16 or bf16 cache in any layout, a
  * head size that is a multiple of 16. */
-/* HND and NHD on the tensor cores pass in emulation, but on an H200 a
- * layout case gave wrong outputs (issue 46, 2026-12-02): off where the
- * instructions are real until that is found. */
+/* HND and NHD on the tensor cores: only where the instructions are
+ * emulated, until real ones pass the layout tests
+ * (docs/decisions/0030-mma-layouts-off-on-nvidia.md). */
 static int mma_layout_ok(const clpa_context *ctx, const clpa_kv_layout *kv) {
   return kv->kind == CLPA_KV_LAYOUT_SPLIT_KEY || clpa_mma_native(ctx) != 1;
 }
