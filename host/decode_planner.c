@@ -67,6 +67,10 @@ static int mma_unit(clpa_dtype kv) { return clpa_dtype_size(kv) == 1 ? 32 : 16; 
  * lane (its RUN; fp8's 32-token chunks want 8, mma_chunk_for). */
 static int mma_takes_block(int bs) { return bs % 4 == 0; }
 
+int clpa_mma_reads_layout(clpa_kv_layout_kind kind, int mma_native) {
+  return kind == CLPA_KV_LAYOUT_SPLIT_KEY || mma_native != 1;
+}
+
 int clpa_rows_takes_block(int block_size, int head_size, clpa_dtype kv) {
   return block_size >= 8 ||
          (head_size % 16 == 0 && (block_size == 1 || block_size >= (int)clpa_dtype_size(kv)));
@@ -119,10 +123,7 @@ static clpa_status pick_path(const clpa_decode_shape *s, const clpa_device_facts
     clpa_status st = clpa_planner_mma_check(dev, err);
     if (st != CLPA_OK) return st;
   }
-  /* HND and NHD on the tensor cores: only where the instructions are
-   * emulated, until real ones pass the layout tests
-   * (docs/decisions/0030-mma-layouts-off-on-nvidia.md). */
-  const int layout_ok = s->kv_layout == CLPA_KV_LAYOUT_SPLIT_KEY || dev->mma_native != 1;
+  const int layout_ok = clpa_mma_reads_layout(s->kv_layout, dev->mma_native);
   CLPA_CHECK(err, s->path == CLPA_PLANNER_MMA && !layout_ok, CLPA_ERR_UNSUPPORTED,
              "path mma reads the %s cache layout in emulation only for now (on this device's"
              " tensor cores it is not yet right for every shape; lanes and rows read every"

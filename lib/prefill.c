@@ -142,14 +142,13 @@ static clpa_status check_lengths(clpa_context *ctx, const clpa_prefill_params *p
 static int mma_takes_block(int bs) { return bs >= 8 && bs <= 32; }
 static int tiles_take_block(int bs) { return bs % 4 == 0; }
 
+/* The tensor-core path reads the layout on this device (host/decode_planner.c). */
+static int mma_layout_ok(const clpa_context *ctx, const clpa_kv_layout *kv) {
+  return clpa_mma_reads_layout(kv->kind, clpa_mma_native(ctx));
+}
+
 /* The tensor-core path applies: an f16 or bf16 cache in any layout, a
  * head size that is a multiple of 16. */
-/* HND and NHD on the tensor cores: only where the instructions are
- * emulated, until real ones pass the layout tests
- * (docs/decisions/0030-mma-layouts-off-on-nvidia.md). */
-static int mma_layout_ok(const clpa_context *ctx, const clpa_kv_layout *kv) {
-  return kv->kind == CLPA_KV_LAYOUT_SPLIT_KEY || clpa_mma_native(ctx) != 1;
-}
 
 static int mma_applies(const clpa_kv_layout *kv) {
   return (kv->dtype == CLPA_DTYPE_F16 || kv->dtype == CLPA_DTYPE_BF16) &&
