@@ -154,7 +154,16 @@
   (SLICE_OK(WARPS) ? WARPS : SLICE_OK(WARPS / 2) ? WARPS / 2 : SLICE_OK(WARPS / 3) ? WARPS / 3  \
    : SLICE_OK(WARPS / 4) ? WARPS / 4 : SLICE_OK(WARPS / 6) ? WARPS / 6 : 1)
 
-#if HEAD_SIZE % (4 * X) || G > 16 || NUM_THREADS % 32 || PARTITION_SIZE % CHUNK || BLOCK_SIZE % RUN
+/* TOKB: blocks of fewer tokens than a lane's run (1 or 2; HND and NHD,
+ * f16, bf16 or fp8: a token's key and value are 16-byte rows; split-key
+ * at 1 is HND's layout, which the host names so): each of a lane's key
+ * tokens is looked up in the table on its own. */
+#define TOKB (BLOCK_SIZE < RUN)
+#if TOKB && (KV_SPLIT_KEY || KV_BYTES == 4)
+#error "decode mma: blocks of 1 or 2 tokens in HND or NHD with f16, bf16 or fp8 caches"
+#endif
+#if HEAD_SIZE % (4 * X) || G > 16 || NUM_THREADS % 32 || PARTITION_SIZE % CHUNK || \
+    (!TOKB && BLOCK_SIZE % RUN)
 #error "decode mma: head size a multiple of 32 (fp8: 64, f32: 16), <= 16 heads, partitions of whole chunks"
 #endif
 #if !KV_SPLIT_KEY && KV_BYTES == 4 && HEAD_SIZE % 32
@@ -259,11 +268,25 @@ inline float slices_sum(__local const float *o_s, int i) {
  * whether an entry is used. Read a chunk ahead (and the first chunk's
  * before the context length arrives), so no chunk waits on a table read
  * before its K/V loads can start. */
+#if TOKB /* TOKB: the entries of the lane's key tokens kt + 4 s + 2 r (score_token), entry 2 s + r */
+typedef int4 chunk_ids_t;
+inline int4 chunk_ids(page_row table, int c0, int g, int t, int max_blocks) {
+  (void)t;
+  const int kt = c0 + RUN * (g / 2) + g % 2;
+  return (int4)(PAGE_OF_CLAMPED(table, kt / BLOCK_SIZE, max_blocks),
+                PAGE_OF_CLAMPED(table, (kt + 2) / BLOCK_SIZE, max_blocks),
+                MSUB > 1 ? PAGE_OF_CLAMPED(table, (kt + 4) / BLOCK_SIZE, max_blocks) : 0,
+                MSUB > 1 ? PAGE_OF_CLAMPED(table, (kt + 6) / BLOCK_SIZE, max_blocks) : 0);
+}
+inline int int4_at(int4 v, int i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }
+#else
+typedef int2 chunk_ids_t;
 inline int2 chunk_ids(page_row table, int c0, int g, int t, int max_blocks) {
   const int kq = c0 + RUN * (g / 2), vt = c0 + RUN * t;
   return (int2)(PAGE_OF_CLAMPED(table, kq / BLOCK_SIZE, max_blocks),
                 PAGE_OF_CLAMPED(table, vt / BLOCK_SIZE, max_blocks));
 }
+#endif
 
 /* The physical block `phys` (the table's entry) of the RUN tokens first
  * .. first + RUN - 1 (one block, as BLOCK_SIZE % RUN == 0), or -1 when
@@ -332,6 +355,9 @@ typedef struct mma_chunk {
   uint4 v0[MSUB][KROWS], v1[MSUB][KROWS];
 #endif
   int kb, vb;
+#if TOKB
+  int kbt[MSUB][2]; /* the block of key token score_token(kt, s, r), or -1 */
+#endif
 } mma_chunk;
 #if KV_SPLIT_KEY /* a value word of the chunk, for PIPE's dependence */
 #define VFIRST(ch) VROW_W0((ch).v0[0])
@@ -341,6 +367,46 @@ typedef struct mma_chunk {
 #define VFIRST(ch) ((ch).v0[0][0].x)
 #endif
 
+#if TOKB
+/* The block `phys` of one token, or -1 when it is outside [lo, end) or
+ * the entry is bad (then the fault bit), as mma_block_run. */
+inline int mma_block_tok(int phys, int tok, int lo, int end, int num_blocks,
+                         __global volatile int *faults) {
+  if (tok < lo || tok >= end) return -1;
+  if (phys >= 0 && phys < num_blocks) return phys;
+  atomic_or(faults, CLPA_FAULT_BAD_BLOCK);
+  return -1;
+}
+
+/* Loads the chunk at c0 (TOKB): each key token's rows, and its value rows
+ * where its keys are, from its own block. */
+inline void load_chunk(mma_chunk *ch, int c0, int4 ids, int g, int t, int lo, int end,
+                       int num_blocks, __global volatile int *faults,
+                       __global const kv_t *k_cache, __global const kv_t *v_cache, ulong kv_off,
+                       ulong block_stride, int ts) {
+  const int kt = c0 + RUN * (g / 2) + g % 2;
+  MMA_UNROLL
+  for (int s = 0; s < MSUB; s++)
+    MMA_UNROLL
+    for (int r = 0; r < 2; r++) {
+      const int tok = score_token(kt, s, r);
+      const int b = mma_block_tok(int4_at(ids, 2 * s + r), tok, lo, end, num_blocks, faults);
+      ch->kbt[s][r] = b;
+      const ulong base = kv_off + (ulong)max(b, 0) * block_stride;
+      __global const uint4 *kp = (__global const uint4 *)(k_cache + base) +
+                                 key_row16(0, tok % BLOCK_SIZE, BLOCK_SIZE, ts);
+      __global const uint4 *vp = (__global const uint4 *)(v_cache + base) +
+                                 value_row16(0, tok % BLOCK_SIZE, ts);
+      MMA_UNROLL
+      for (int P = 0; P < KROWS; P++) {
+        const uint4 k = b >= 0 ? kp[4 * P + t] : (uint4)(0u), v = b >= 0 ? vp[4 * P + t] : (uint4)(0u);
+        if (r) ch->k1[s][P] = k, ch->v1[s][P] = v;
+        else ch->k0[s][P] = k, ch->v0[s][P] = v;
+      }
+    }
+  ch->kb = ch->vb = 0;
+}
+#else
 /* Loads the chunk at c0 whose table entries are ids (chunk_ids; positions
  * past the end: zeros, nothing read). */
 inline void load_chunk(mma_chunk *ch, int c0, int2 ids, int g, int t, int lo, int end,
@@ -405,6 +471,7 @@ inline void load_chunk(mma_chunk *ch, int c0, int2 ids, int g, int t, int lo, in
     }
 #endif
 }
+#endif
 /* load_chunk's arguments after the table entries: positions from `end` on
  * are masked, `off` the KV head's offset. */
 #define MMA_CHUNK_ARGS(end, off) \
@@ -436,7 +503,7 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
    * start. */
   page_row table = PAGE_ROW(seq);
   const int c_first = part * PCH + warp;
-  int2 ids = chunk_ids(table, c_first * CHUNK, g, t, max_blocks_per_seq);
+  chunk_ids_t ids = chunk_ids(table, c_first * CHUNK, g, t, max_blocks_per_seq);
   int L = PAGE_LEN(table, seq);
   /* ---- 1. queries as B fragments (column g of n-tile h), dimensions in the keys' order ---- */
   uint2 qb[NH][KSTEPS];
@@ -581,7 +648,8 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
 #else
     const int kq = c0 + RUN * (g / 2); /* the run of the lane's key (and value) tokens */
     (void)vt;
-    if (cur.kb >= 0 && (kq < lo || kq + RUN > t_end)) /* as above, a token's pieces at a time */
+    if (!TOKB && cur.kb >= 0 && (kq < lo || kq + RUN > t_end)) /* as above, a token's pieces at a time
+                                                                  * (TOKB: load_chunk's zeros) */
       MMA_UNROLL
       for (int s = 0; s < MSUB; s++)
         MMA_UNROLL
@@ -629,7 +697,11 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
       MMA_UNROLL
       for (int r = 0; r < 2; r++) {
         const int tok = score_token(kt, s, r);
+#if TOKB
+        in[s][r] = cur.kbt[s][r] >= 0; /* inside [lo, t_end) */
+#else
         in[s][r] = cur.kb >= 0 && tok >= lo && tok < t_end;
+#endif
       }
 #if KV_BYTES == 4
     uint4 pb[MSUB][NH], pl[MSUB][NH]; /* f32: tokens 4t .. 4t + 3 of column g, high parts and remainders */

@@ -64,11 +64,14 @@ static int mma_unit(clpa_dtype kv) { return clpa_dtype_size(kv) == 1 ? 32 : 16; 
 
 /* The block sizes each kernel takes (clpa_attn_validate lets powers of two
  * from 1 to 256 through). decode_mma.cl: whole runs of 4 value tokens a
- * lane (its RUN; fp8's 32-token chunks want 8, mma_chunk_for). */
-static int mma_takes_block(int bs) { return bs % 4 == 0; }
-
-int clpa_mma_reads_layout(clpa_kv_layout_kind kind, int mma_native) {
-  return kind == CLPA_KV_LAYOUT_SPLIT_KEY || mma_native != 1;
+ * lane (its RUN; fp8's 32-token chunks want 8, mma_chunk_for), or a table
+ * entry a token (its TOKB) where a token's key and value are 16-byte rows:
+ * blocks of 1 (any layout: split-key's is then HND's) or 2 in HND and NHD,
+ * of f16, bf16 or fp8 (docs/decisions/0030-mma-layouts-and-token-blocks.md). */
+static int mma_takes_block(const clpa_decode_shape *s) {
+  const int bs = s->block_size;
+  return bs % 4 == 0 || (s->kv_dtype != CLPA_DTYPE_F32 &&
+                         (bs == 1 || (bs == 2 && s->kv_layout != CLPA_KV_LAYOUT_SPLIT_KEY)));
 }
 
 int clpa_rows_takes_block(int block_size, int head_size, clpa_dtype kv) {
@@ -123,16 +126,13 @@ static clpa_status pick_path(const clpa_decode_shape *s, const clpa_device_facts
     clpa_status st = clpa_planner_mma_check(dev, err);
     if (st != CLPA_OK) return st;
   }
-  const int layout_ok = clpa_mma_reads_layout(s->kv_layout, dev->mma_native);
-  CLPA_CHECK(err, s->path == CLPA_PLANNER_MMA && !layout_ok, CLPA_ERR_UNSUPPORTED,
-             "path mma reads the %s cache layout in emulation only for now (on this device's"
-             " tensor cores it is not yet right for every shape; lanes and rows read every"
-             " layout, and path auto picks one of them)", clpa_kv_layout_kind_name(s->kv_layout));
   const int bs = s->block_size, lanes_ok = lanes_takes_block(s, dev);
   const int rows_ok = clpa_rows_takes_block(bs, s->head_size, kv);
-  CLPA_CHECK(err, s->path == CLPA_PLANNER_MMA && !mma_takes_block(bs), CLPA_ERR_UNSUPPORTED,
-             "path mma takes blocks of multiples of 4 tokens, and block_size is %d (path auto"
-             " picks a path that takes it)", bs);
+  CLPA_CHECK(err, s->path == CLPA_PLANNER_MMA && !mma_takes_block(s), CLPA_ERR_UNSUPPORTED,
+             "path mma takes blocks of multiples of 4 tokens, or of 1 (and 2 in HND and NHD) with"
+             " f16, bf16 or fp8 caches, and block_size is %d with a %s cache in the %s layout"
+             " (path auto picks a path that takes it)", bs, clpa_dtype_name(kv),
+             clpa_kv_layout_kind_name(s->kv_layout));
   CLPA_CHECK(err, s->path == CLPA_PLANNER_ROWS && !rows_ok, CLPA_ERR_UNSUPPORTED,
              "path rows does not take block_size %d with head_size %d and a %s cache (blocks of"
              " fewer than 8 tokens need a head of multiples of 16, and one token or as many as"
@@ -162,7 +162,7 @@ static clpa_status pick_path(const clpa_decode_shape *s, const clpa_device_facts
              clpa_dtype_name(kv), s->head_size, s->partition_size);
   /* Auto takes mma where it runs natively, f32 caches up to head 128 (past it
    * their build spills): docs/decisions/0001-decode-path.md. */
-  const int auto_ok = (!f32 || s->head_size <= 128) && exact && mma_takes_block(bs) && layout_ok;
+  const int auto_ok = (!f32 || s->head_size <= 128) && exact && mma_takes_block(s);
   const int mma = s->path == CLPA_PLANNER_MMA ||
                   (s->path == CLPA_PLANNER_AUTO && fits && auto_ok && dev->mma_native == 1);
   /* auto: rows on CPUs, and where the lanes kernel cannot take the block size */

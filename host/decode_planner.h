@@ -114,11 +114,5 @@ clpa_status clpa_planner_mma_check(const clpa_device_facts *dev, char *err);
  * tokens (rows.cl's VT, 16 / x). Returns 1 or 0. */
 int clpa_rows_takes_block(int block_size, int head_size, clpa_dtype kv);
 
-/* Whether the tensor-core kernels (decode_mma.cl, prefill_mma.cl) read a
- * cache of this layout kind on a device whose tensor-core instructions are
- * mma_native (clpa_device_facts): split-key always; HND and NHD only where
- * the instructions are emulated, until real ones pass the layout tests
- * (docs/decisions/0030-mma-layouts-off-on-nvidia.md). Returns 1 or 0. */
-int clpa_mma_reads_layout(clpa_kv_layout_kind kind, int mma_native);
 
 #endif

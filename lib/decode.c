@@ -36,6 +36,10 @@ void clpa_decode_params_init(clpa_decode_params *p) {
 
 static clpa_decode_spec decode_spec(const clpa_decode_params *p, const decode_call *c) {
   const int lanes = !c->mma && !c->rows;
+  /* Split-key blocks of one token are HND's (a token's key and value rows at the same
+   * strides), which decode_mma.cl reads with a table entry a token. */
+  const clpa_kv_layout_kind kind =
+      c->mma && c->a.kv.block_size == 1 ? CLPA_KV_LAYOUT_HND : c->a.kv.kind;
   const clpa_decode_spec s = {c->a.kv.head_size,  c->a.kv.block_size,        (int32_t)c->a.kv.dtype,
                               (int32_t)p->q_dtype, c->rows ? 1 : c->threads,
                               lanes ? c->sg : 0,
@@ -45,7 +49,7 @@ static clpa_decode_spec decode_spec(const clpa_decode_params *p, const decode_ca
                               c->mma ? c->chunk : 0,
                               c->mma ? c->pipe : 0,
                               c->merge,
-                              (int32_t)c->a.kv.kind,
+                              (int32_t)kind,
                               (int32_t)p->page_table};
   return s;
 }

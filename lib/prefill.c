@@ -142,11 +142,6 @@ static clpa_status check_lengths(clpa_context *ctx, const clpa_prefill_params *p
 static int mma_takes_block(int bs) { return bs >= 8 && bs <= 32; }
 static int tiles_take_block(int bs) { return bs % 4 == 0; }
 
-/* The tensor-core path reads the layout on this device (host/decode_planner.c). */
-static int mma_layout_ok(const clpa_context *ctx, const clpa_kv_layout *kv) {
-  return clpa_mma_reads_layout(kv->kind, clpa_mma_native(ctx));
-}
-
 /* The tensor-core path applies: an f16 or bf16 cache in any layout, a
  * head size that is a multiple of 16. */
 
@@ -186,10 +181,6 @@ static int32_t mma_maxnreg(const clpa_context *ctx, int head_size) {
  * tuning table's, else 32 (refused where they do not fit local memory). */
 static clpa_status pick_mma(clpa_context *ctx, const clpa_prefill_params *p,
                             const clpa_kv_layout *kv, int *rows, int *keys) {
-  CLPA_CTX_CHECK(ctx, !mma_layout_ok(ctx, kv), CLPA_ERR_UNSUPPORTED,
-                 "path mma reads the %s cache layout in emulation only for now (on this device's"
-                 " tensor cores it is not yet right for every shape; tiles and rows read every"
-                 " layout, and path auto picks one of them)", clpa_kv_layout_kind_name(kv->kind));
   CLPA_CTX_CHECK(ctx, !mma_takes_block(kv->block_size), CLPA_ERR_UNSUPPORTED,
                  "path mma takes blocks of 8, 16 or 32 tokens, and block_size is %d (tiles or"
                  " rows take it; path auto picks one of them)", kv->block_size);
@@ -234,7 +225,7 @@ static clpa_status pick_tiles(clpa_context *ctx, const clpa_prefill_params *p,
   CLPA_CTX_CHECK(ctx, (unsigned)p->precision > CLPA_PRECISION_F32, CLPA_ERR_INVALID_ARG,
                  "precision = %d (0 auto, 1 f32)", (int)p->precision);
   const clpa_tuning *tu = &ctx->tuning;
-  const int mma_auto = clpa_mma_native(ctx) == 1 && mma_applies(kv) && mma_layout_ok(ctx, kv) &&
+  const int mma_auto = clpa_mma_native(ctx) == 1 && mma_applies(kv) &&
                        p->precision != CLPA_PRECISION_F32;
   *path = p->path               ? (int)p->path
           : tu->prefill_path    ? tu->prefill_path

@@ -137,7 +137,9 @@ static int mma_applies(const dcase *c) {
   return (((c->kv == CLPA_DTYPE_F16 || c->kv == CLPA_DTYPE_BF16) && c->hs % 32 == 0) ||
           (c->kv == CLPA_DTYPE_F32 && c->hs % f32_head == 0) ||
           (is_fp8(c->kv) && fp8_ok && c->hs % 64 == 0)) &&
-         c->partition % 16 == 0;
+         c->partition % 16 == 0 &&
+         (c->bs % 4 == 0 || (c->kv != CLPA_DTYPE_F32 &&
+                             (c->bs == 1 || (c->bs == 2 && layout != CLPA_KV_LAYOUT_SPLIT_KEY))));
 }
 /* The dtype the mma path rounds queries and probabilities to: the cache's, f16 for fp8. */
 static clpa_dtype mma_dtype(clpa_dtype kv) { return is_fp8(kv) ? CLPA_DTYPE_F16 : kv; }
@@ -173,8 +175,21 @@ static int run_case(const dcase *c, clpa_decode_path path) {
   snprintf(name, sizeof name, "%s, %s path", shape, names[path]);
   attn_scene in;
   make_scene(c, &in);
-  const int mma = path == CLPA_DECODE_PATH_MMA;
-  if (mma) attn_scene_round_queries(&in, mma_dtype(c->kv)); /* as the path rounds them */
+  attn_scene_dev d;
+  clpa_decode_params p;
+  upload(c, &in, &d, &p);
+  p.path = path;
+  /* The automatic choice is checked as the path it takes (mma rounds the queries and P). */
+  clpa_decode_path taken = path;
+  if (path == CLPA_DECODE_PATH_AUTO && clpa_decode_choice(ctx, &p, &taken, NULL, NULL, NULL) != CLPA_OK)
+    taken = path;
+  const int mma = taken == CLPA_DECODE_PATH_MMA;
+  if (mma) { /* as the path rounds them */
+    attn_scene_release(&d);
+    attn_scene_round_queries(&in, mma_dtype(c->kv));
+    upload(c, &in, &d, &p);
+    p.path = path;
+  }
   const float scale = 1.0f / sqrtf((float)c->hs);
   const size_t outn = (size_t)c->seqs * c->heads * c->hs, lsen = (size_t)c->seqs * c->heads;
   double *want = malloc(sizeof(double) * (outn ? outn : 1));
@@ -190,10 +205,6 @@ static int run_case(const dcase *c, clpa_decode_path path) {
   if (!good) diag("%s", clpa_last_error());
 
   const size_t qsz = clpa_dtype_size(c->io);
-  attn_scene_dev d;
-  clpa_decode_params p;
-  upload(c, &in, &d, &p);
-  p.path = path;
   /* Half the cases also give the host's lengths (they only steer the plan). */
   if (!plan_as_long && rng_below(2)) p.host_context_lens = in.lens;
   void *padded_out = NULL, *padded_lse = NULL;
@@ -316,9 +327,8 @@ static int refused_on(const dcase *c, clpa_decode_path path, const char *want) {
  * (decode_mma.cl transposes their value rows across the warp): `all`
  * (--layouts) every case of mma_layout_cases in both layouts, else two
  * (f16 GQA with a window and sinks in HND, e4m3 in 32-token chunks with a
- * soft cap and device scales in NHD), as each costs PoCL a build. Where the
- * tensor cores are real, mma on HND and NHD is refused for now (record
- * 0030), by name. */
+ * soft cap and device scales in NHD), as each costs PoCL a build. The
+ * automatic choice is checked as the path it takes (mma on NVIDIA). */
 static void test_layouts(int all) {
   /* seqs heads kvh hs bs ctx kv io variant part hpg alibi window softcap sinks lse q_pad dev_scale */
   static const dcase mma_layout_cases[] = {
@@ -333,6 +343,7 @@ static void test_layouts(int all) {
       {4, 8, 4, 256, 16, 333, F16, F16, V2, 96, 2, 0, 1, 1, 0, 1, 0, 0},   /* head 256 */
       /* fp8 with PIPE (the next chunk loaded while one is computed), as the grid's */
       {1, 4, 1, 128, 8, 300, E5M2, F16, V2, 128, 4, 1, 1, 1, 0, 1, 0, 1},
+      {4, 4, 2, 96, 8, 400, BF16, F32, V2, 32, 2, 0, 1, 0, 1, 0, 0, 0}, /* head 96: 3 rows a token */
   };
   static const int picks[][3] = {{1, 3, 13}, {2, 16, 13}}; /* a kind's lanes, rows, auto case */
   const size_t n = all ? sizeof mma_layout_cases / sizeof *mma_layout_cases : 2;
@@ -341,19 +352,14 @@ static void test_layouts(int all) {
     run_case(&default_grid[picks[k][0]], CLPA_DECODE_PATH_LANES);
     run_case(&default_grid[picks[k][1]], CLPA_DECODE_PATH_ROWS);
     run_case(&default_grid[picks[k][2]], CLPA_DECODE_PATH_AUTO);
-    for (size_t i = all ? 0 : (size_t)k; i < n && !mma_real(); i += all ? 1 : 2)
+    for (size_t i = all ? 0 : (size_t)k; i < n; i += all ? 1 : 2)
       if (mma_applies(&mma_layout_cases[i])) run_case(&mma_layout_cases[i], CLPA_DECODE_PATH_MMA);
-    if (mma_real())
-      refused_on(&mma_layout_cases[0], CLPA_DECODE_PATH_MMA,
-                 k ? "clpa_decode: path mma reads the nhd cache layout in emulation only for now"
-                   : "clpa_decode: path mma reads the hnd cache layout in emulation only for now");
   }
   dcase c = default_grid[1]; /* f32, head 80: heads of 32 on the mma path in HND and NHD */
   c.hs = 80;
   refused_on(&c, CLPA_DECODE_PATH_MMA,
-             mma_real() ? "clpa_decode: path mma reads the nhd cache layout in emulation only"
-                        : "clpa_decode: path mma takes f32 caches in the nhd layout with head sizes"
-                          " of multiples of 32, and head_size is 80");
+             "clpa_decode: path mma takes f32 caches in the nhd layout with head sizes"
+             " of multiples of 32, and head_size is 80");
   layout = CLPA_KV_LAYOUT_SPLIT_KEY;
 }
 
@@ -361,12 +367,13 @@ static void test_layouts(int all) {
  * pool), 4, 64 and 256 on the paths that take them, against the double
  * reference, one case a size (f16 GQA v2 with a window at 1, f32 MQA v1
  * with ALiBi at 4, bf16 v2 with sinks at 64, e4m3 v2 at 256). A build costs
- * PoCL seconds, so the default run (a cold kernel cache in CI) builds four:
- * 1 on lanes and rows, 64 on lanes, 256 on rows; `all` (--pages, and the
- * slow suite's --full) every path that takes each size, and block 1 in the
- * HND layout (test_host_planner holds which path takes which size). Then
- * the refusals, which build nothing: mma below 4 tokens, rows at 2 with
- * f32, emulated lanes past the work-group (256), real lane groups (NVIDIA)
+ * PoCL seconds, so the default run (a cold kernel cache in CI) builds five:
+ * 1 on lanes, rows and mma (a table entry a token), 64 on lanes, 256 on
+ * rows; `all` (--pages, and the slow suite's --full) every path that takes
+ * each size, block 1 in the HND layout, e4m3 at 1 and NHD at 2 on mma
+ * (test_host_planner holds which path takes which size). Then the
+ * refusals, which build nothing: mma at 2 with f32, rows at 2 with f32,
+ * emulated lanes past the work-group (256), real lane groups (NVIDIA)
  * outside 8 to 32 (1 and 64, whose default case then runs on rows). */
 static void test_pages(int all) {
   static const dcase pages[] = {
@@ -385,15 +392,26 @@ static void test_pages(int all) {
       run_case(c, CLPA_DECODE_PATH_LANES);
     if (all || c->bs == 1 || c->bs == 256 || (!lanes_take && c->bs == 64))
       run_case(c, CLPA_DECODE_PATH_ROWS);
-    if (all && c->bs >= 4 && mma_applies(c)) run_case(c, CLPA_DECODE_PATH_MMA);
+    if ((all || c->bs == 1) && mma_applies(c)) run_case(c, CLPA_DECODE_PATH_MMA);
   }
-  layout = CLPA_KV_LAYOUT_HND;
-  if (all) run_case(&pages[0], CLPA_DECODE_PATH_ROWS);
+  dcase c = pages[3];
+  if (all) {
+    c.bs = 1; /* e4m3 a token a block */
+    if (mma_applies(&c)) run_case(&c, CLPA_DECODE_PATH_MMA);
+    layout = CLPA_KV_LAYOUT_HND;
+    run_case(&pages[0], CLPA_DECODE_PATH_ROWS);
+    run_case(&pages[0], CLPA_DECODE_PATH_MMA);
+    layout = CLPA_KV_LAYOUT_NHD;
+    c = pages[2], c.bs = 2; /* bf16, two tokens a block */
+    run_case(&c, CLPA_DECODE_PATH_MMA);
+  }
   layout = CLPA_KV_LAYOUT_SPLIT_KEY;
-  dcase c = pages[0];
+  c = pages[0];
   c.bs = 2, c.kv = F32;
   refused_on(&c, CLPA_DECODE_PATH_MMA,
-               "clpa_decode: path mma takes blocks of multiples of 4 tokens, and block_size is 2");
+               "clpa_decode: path mma takes blocks of multiples of 4 tokens, or of 1 (and 2 in HND"
+               " and NHD) with f16, bf16 or fp8 caches, and block_size is 2 with a f32 cache in"
+               " the split_key layout");
   refused_on(&c, CLPA_DECODE_PATH_ROWS,
                "clpa_decode: path rows does not take block_size 2 with head_size 128 and a f32"
                " cache");

@@ -100,7 +100,9 @@ static const char *broken(const clpa_decode_shape *s, const clpa_device_facts *d
   if (!s->path && rows != ((dev->is_cpu || !lanes_build(s, dev)) && rows_build(s) && !mma))
     return "auto: rows on CPUs and where lanes cannot build, where rows can (mma first)";
   if (lanes && !lanes_build(s, dev)) return "lanes: a block size decode.cl refuses";
-  if (mma && bs % 4) return "mma: blocks not whole runs of 4 tokens";
+  if (mma && bs % 4 &&
+      (s->kv_dtype == CLPA_DTYPE_F32 || (bs == 2 && s->kv_layout == CLPA_KV_LAYOUT_SPLIT_KEY)))
+    return "mma: blocks neither whole runs of 4 tokens nor token rows (1, or 2 in HND and NHD)";
   if (rows && !rows_build(s)) return "rows: a block size rows.cl cannot vectorize";
   if (!s->path && mma && dev->mma_native != 1) return "auto: mma only where native";
   if (s->variant == CLPA_PLANNER_V1 && d->v2) return "the forced v1";
@@ -456,9 +458,7 @@ static void refusals(void) {
  * are emulated, mma forced takes them with split-key's plan (the layout
  * changes the kernel's loads, not its shape), and f32 caches there need
  * heads of multiples of 32 (decode_mma.cl's out_dim): head 80 is refused,
- * named. On the H200 they are off until its wrong cases are found (issue
- * 46): auto takes lanes with split-key's plan elsewhere unchanged, and mma
- * forced is refused, naming the layout. */
+ * named. On the H200 auto takes mma on them with split-key's plan. */
 static void layouts_on_mma(void) {
   clpa_device_facts h200, emu;
   clpa_decode_tuning t;
@@ -485,15 +485,17 @@ static void layouts_on_mma(void) {
              d.maxnreg == want.maxnreg && d.local_bytes == want.local_bytes,
          "emulated, %s %s cache: mma forced takes split-key's plan",
          clpa_kv_layout_kind_name(s.kv_layout), clpa_dtype_name(dts[i]));
-      ok(clpa_decode_planner(&s, &h200, &t, &d, NULL) == CLPA_ERR_UNSUPPORTED &&
-             strstr(clpa_last_error(), "path mma reads the ") &&
-             strstr(clpa_last_error(), clpa_kv_layout_kind_name(s.kv_layout)) &&
-             strstr(clpa_last_error(), "cache layout in emulation only for now"),
-         "h200, %s %s cache, mma forced: refused (%s)", clpa_kv_layout_kind_name(s.kv_layout),
-         clpa_dtype_name(dts[i]), clpa_last_error());
       s.path = CLPA_PLANNER_AUTO;
-      ok(clpa_decode_planner(&s, &h200, &t, &d, NULL) == CLPA_OK && d.path == CLPA_PLANNER_LANES,
-         "h200, %s %s cache: auto takes lanes", clpa_kv_layout_kind_name(s.kv_layout),
+      clpa_decode_decision split;
+      s.kv_layout = CLPA_KV_LAYOUT_SPLIT_KEY;
+      const clpa_status st0 = clpa_decode_planner(&s, &h200, &t, &split, NULL);
+      s.kv_layout = (clpa_kv_layout_kind)k;
+      memset(&d, 0x55, sizeof d);
+      ok(st0 == CLPA_OK && clpa_decode_planner(&s, &h200, &t, &d, NULL) == CLPA_OK &&
+             d.path == CLPA_PLANNER_MMA && d.v2 == split.v2 && d.partition == split.partition &&
+             d.heads_per_group == split.heads_per_group && d.threads == split.threads &&
+             d.chunk == split.chunk && d.pipe == split.pipe,
+         "h200, %s %s cache: auto takes mma, split-key's plan", clpa_kv_layout_kind_name(s.kv_layout),
          clpa_dtype_name(dts[i]));
       s.kv_layout = CLPA_KV_LAYOUT_SPLIT_KEY;
     }
@@ -513,8 +515,8 @@ static void layouts_on_mma(void) {
      "h200, nhd f32 cache, head 80: auto takes lanes");
 }
 
-/* Page sizes (issue 46): the H200 takes mma for blocks of multiples of 4 tokens and rows for
- * 1 and 2; an emulated-lanes GPU takes lanes up to 128 and rows for 256 (past its
+/* Page sizes (issue 46): the H200 takes mma for blocks of multiples of 4 tokens and 1, rows
+ * for 2; an emulated-lanes GPU takes lanes up to 128 and rows for 256 (past its
  * work-group); a 32-lane GPU takes lanes for 8 to 32 and rows elsewhere, and no path takes
  * block 1 with head 120; forced paths that cannot take a size are refused, naming it. */
 static void page_sizes(void) {
@@ -530,7 +532,7 @@ static void page_sizes(void) {
     const clpa_device_facts *dev;
     int bs, hs, path;
     const char *name;
-  } picks[] = {{&h200, 1, 128, CLPA_PLANNER_ROWS, "h200, block 1: rows"},
+  } picks[] = {{&h200, 1, 128, CLPA_PLANNER_MMA, "h200, block 1: mma"},
                {&h200, 2, 128, CLPA_PLANNER_ROWS, "h200, block 2: rows"},
                {&h200, 4, 128, CLPA_PLANNER_MMA, "h200, block 4: mma"},
                {&h200, 64, 128, CLPA_PLANNER_MMA, "h200, block 64: mma"},
@@ -557,7 +559,8 @@ static void page_sizes(void) {
     const char *want;
   } refused[] = {
       {&h200, 2, CLPA_PLANNER_MMA, CLPA_DTYPE_F16,
-       "path mma takes blocks of multiples of 4 tokens, and block_size is 2"},
+       "path mma takes blocks of multiples of 4 tokens, or of 1 (and 2 in HND and NHD) with f16,"
+       " bf16 or fp8 caches, and block_size is 2 with a f16 cache in the split_key layout"},
       {&h200, 2, CLPA_PLANNER_ROWS, CLPA_DTYPE_F32,
        "path rows does not take block_size 2 with head_size 128 and a f32 cache"},
       {&emu, 256, CLPA_PLANNER_LANES, CLPA_DTYPE_F16,
