@@ -69,9 +69,8 @@ __kernel void clpa_cache_reshape(KERNEL_PARAMS(CACHE_RESHAPE_ARG_LIST)) {
   const int h = e / head_size, d = e % head_size;
   const int off = (int)(slot % block_size);
   const ulong head_stride = kv_head_stride(head_size, block_size);
-  const ulong block_stride = num_kv_heads * ((ulong)head_size * block_size);
   const ulong tile = kv_tile((ulong)(slot / block_size), h, block_stride, head_stride);
-  const int ts = kv_token_stride(block_stride, head_stride, block_size);
+  const int ts = kv_token_stride(num_kv_heads, head_stride, block_size);
   const ulong ki = tile + key_index(d, off, block_size, ts);
   const ulong vi = tile + value_index(d, off, block_size, ts);
   const ulong ks = key_offset + t * key_stride + e, vs = value_offset + t * value_stride + e;
@@ -99,7 +98,7 @@ __kernel void clpa_cache_reshape(KERNEL_PARAMS(CACHE_RESHAPE_ARG_LIST)) {
  *                 2 * num_kv_heads * block_size * head_size ints
  */
 __kernel void clpa_cache_contract(__global int *out, int block_size, int head_size,
-                                  int num_kv_heads) {
+                                  int num_kv_heads, ulong block_stride) {
   const int codes[9] = {CLPA_CODE_F32,        CLPA_CODE_F16,
                         CLPA_CODE_BF16,       CLPA_CODE_FP8_E4M3,
                         CLPA_CODE_FP8_E5M2,   CLPA_CODE_DTYPE_COUNT,
@@ -110,8 +109,7 @@ __kernel void clpa_cache_contract(__global int *out, int block_size, int head_si
   const int n = num_kv_heads * block_size * head_size;
   __global int *keys = out + 10, *values = keys + n;
   const ulong head_stride = kv_head_stride(head_size, block_size);
-  const ulong block_stride = num_kv_heads * ((ulong)head_size * block_size);
-  const int ts = kv_token_stride(block_stride, head_stride, block_size);
+  const int ts = kv_token_stride(num_kv_heads, head_stride, block_size);
   for (int h = 0; h < num_kv_heads; h++) {
     const int tile = (int)kv_tile(1, h, block_stride, head_stride);
     for (int t = 0; t < block_size; t++)

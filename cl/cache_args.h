@@ -25,6 +25,7 @@
   ARG(VALUE, int, head_size) SEP            \
   ARG(VALUE, int, block_size) SEP           \
   ARG(VALUE, int, num_blocks) SEP           \
+  ARG(VALUE, ulong, block_stride) SEP       \
   ARG(VALUE, float, k_scale) SEP            \
   ARG(VALUE, float, v_scale) SEP            \
   ARG(GLOBAL_VOLATILE, int, faults)

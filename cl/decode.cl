@@ -255,7 +255,7 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
   load_query(q_s, q + seq * q_stride + head0 * HEAD_SIZE);
 
   const float kscale = !KV_IS_FP8 ? 1.0f : k_scales ? k_scales[0] : k_scale;
-  const int ts = kv_token_stride(block_stride, head_stride, BLOCK_SIZE); /* HND, NHD */
+  const int ts = kv_token_stride(num_kv_heads, head_stride, BLOCK_SIZE); /* HND, NHD */
   const float vscale = !KV_IS_FP8 ? 1.0f : v_scales ? v_scales[0] : v_scale;
   float slope[G], qk_max[G];
   for (int g = 0; g < G; g++) {

@@ -561,7 +561,7 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
   if (t0) ids = chunk_ids(table, t0 + c_first * CHUNK, g, t, max_blocks_per_seq);
   const int c_end = min((part + 1) * PCH, total); /* this work-group's chunks end */
   const ulong kv_off = kv_tile(0, kv_head, block_stride, head_stride); /* + block * block_stride */
-  const int ts = kv_token_stride(block_stride, head_stride, BLOCK_SIZE); /* HND, NHD */
+  const int ts = kv_token_stride(num_kv_heads, head_stride, BLOCK_SIZE); /* HND, NHD */
 
   /* This lane's columns 8 h + 2 t + i: heads head0 + column while column < G.
    * (lane_col's, written out here and in step 6's writes: through it,

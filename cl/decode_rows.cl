@@ -144,7 +144,7 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void clpa_decode_rows(
   const int b_begin = max(part * PART, lo) / BLOCK_SIZE, b_end = (t_end + BLOCK_SIZE - 1) / BLOCK_SIZE;
   page_row table = PAGE_ROW(seq);
   const ulong kv_off = kv_tile(0, kv_head, block_stride, head_stride); /* + block * block_stride */
-  const int ts = kv_token_stride(block_stride, head_stride, BLOCK_SIZE); /* HND, NHD */
+  const int ts = kv_token_stride(num_kv_heads, head_stride, BLOCK_SIZE); /* HND, NHD */
   const float kscale = !KV_IS_FP8 ? 1.0f : k_scales ? k_scales[0] : k_scale;
   const float vscale = !KV_IS_FP8 ? 1.0f : v_scales ? v_scales[0] : v_scale;
   const int t0 = b_begin * BLOCK_SIZE; /* the logits' first token */

@@ -255,13 +255,15 @@ inline ulong kv_head_stride(int head_size, int block_size) {
 #endif
 }
 /* The elements between successive tokens of a block, for one KV head and
- * dimension, in the HND and NHD layouts (D, resp. H * D), from the strides
- * every kernel takes: the `ts` of key_index and value_index. Unused in
- * the split-key layout (0), whose token strides (X for keys, 1 for
- * values) key_index and value_index know. */
-inline int kv_token_stride(ulong block_stride, ulong head_stride, int block_size) {
+ * dimension, in the HND and NHD layouts (D, resp. H * D), from the head
+ * count and stride every kernel has (not from block_stride, which is the
+ * layout's block_pitch where one is set): the `ts` of key_index and
+ * value_index. Unused in the split-key layout (0), whose token strides (X
+ * for keys, 1 for values) key_index and value_index know. */
+inline int kv_token_stride(int num_kv_heads, ulong head_stride, int block_size) {
 #if CLPA_KV_LAYOUT == CLPA_CODE_LAYOUT_NHD
-  return (int)(block_stride / (ulong)block_size);
+  (void)block_size;
+  return num_kv_heads * (int)head_stride;
 #elif CLPA_KV_LAYOUT == CLPA_CODE_LAYOUT_HND
   return (int)(head_stride / (ulong)block_size);
 #else

@@ -187,11 +187,10 @@ inline void mma_tile_blocks(int *ph, const int *raw, int k0, int k_lo, int k_end
  * a tile whose blocks are ph[] into dst (a stage's tile); this
  * work-item's chunks of a part not read are zeros. */
 inline void mma_load_parts(__local uint4 *dst, __global const kv_t *cache, const int *ph,
-                           int kv_head, ulong block_stride, ulong head_stride, int values) {
+                           int kv_head, ulong block_stride, ulong head_stride, int ts,
+                           int values) {
   const int lid = get_local_id(0);
-#if !KV_SPLIT_KEY
-  const int ts = kv_token_stride(block_stride, head_stride, BLOCK_SIZE);
-#endif
+  (void)ts; /* split-key: unused */
   for (int p = 0; p < NP; p++) {
     __global const uint4 *src = (__global const uint4 *)(cache + kv_tile((ulong)max(ph[p], 0),
                                                                        kv_head, block_stride,
@@ -314,6 +313,7 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
   const int lid = get_local_id(0), lane = lid % 32, warp = lid / 32, g = lane / 4, t = lane % 4;
   const int s = work[2 * get_group_id(0)], R0 = work[2 * get_group_id(0) + 1];
   const int kv_head = get_group_id(1), qpk = num_heads / num_kv_heads;
+  const int ts = kv_token_stride(num_kv_heads, head_stride, BLOCK_SIZE); /* HND, NHD */
   const int first = seq_info[3 * s], new_len = seq_info[3 * s + 1], cached = seq_info[3 * s + 2];
   const int nrows = new_len * qpk, kv_end = cached + new_len;
   page_row table = PAGE_ROW_OF_LEN(s, cached + new_len);
@@ -371,9 +371,9 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
   if (k0 < k_end) {
     mma_tile_entries(pre, table, k0, k_lo, k_end);
     mma_tile_blocks(ph, pre, k0, k_lo, k_end, num_blocks, faults);
-    mma_load_parts(k_s, k_cache, ph, kv_head, block_stride, head_stride, 0);
+    mma_load_parts(k_s, k_cache, ph, kv_head, block_stride, head_stride, ts, 0);
 #if STAGES == 2
-    mma_load_parts(v_s, v_cache, ph, kv_head, block_stride, head_stride, 1);
+    mma_load_parts(v_s, v_cache, ph, kv_head, block_stride, head_stride, ts, 1);
 #endif
     if (!sparse) mma_tile_entries(pre, table, k0 + BK, k_lo, k_end);
   }
@@ -391,13 +391,13 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
       const int o1 = 1 - stage;
       if (sparse) mma_tile_entries(pre, table, next, k_lo, k_end);
       mma_tile_blocks(nph, pre, next, k_lo, k_end, num_blocks, faults);
-      mma_load_parts(k_s + o1 * KTILE, k_cache, nph, kv_head, block_stride, head_stride, 0);
-      mma_load_parts(v_s + o1 * VTILE, v_cache, nph, kv_head, block_stride, head_stride, 1);
+      mma_load_parts(k_s + o1 * KTILE, k_cache, nph, kv_head, block_stride, head_stride, ts, 0);
+      mma_load_parts(v_s + o1 * VTILE, v_cache, nph, kv_head, block_stride, head_stride, ts, 1);
       if (!sparse) mma_tile_entries(pre, table, next + BK, k_lo, k_end);
     }
 #else
     barrier(CLK_LOCAL_MEM_FENCE);
-    mma_load_parts(v_s, v_cache, ph, kv_head, block_stride, head_stride, 1);
+    mma_load_parts(v_s, v_cache, ph, kv_head, block_stride, head_stride, ts, 1);
 #endif
 
     /* Whether every score of the tile counts: all keys inside every row's
@@ -484,7 +484,7 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
     if (next < k_end) {
       if (sparse) mma_tile_entries(pre, table, next, k_lo, k_end);
       mma_tile_blocks(nph, pre, next, k_lo, k_end, num_blocks, faults);
-      mma_load_parts(k_s, k_cache, nph, kv_head, block_stride, head_stride, 0);
+      mma_load_parts(k_s, k_cache, nph, kv_head, block_stride, head_stride, ts, 0);
       if (!sparse) mma_tile_entries(pre, table, next + BK, k_lo, k_end);
     }
 #endif

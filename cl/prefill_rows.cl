@@ -33,7 +33,7 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void clpa_prefill_rows(
   page_row table = PAGE_ROW_OF_LEN(s, cached + new_len);
   const float kscale = !KV_IS_FP8 ? 1.0f : k_scales ? k_scales[0] : k_scale;
   const float vscale = !KV_IS_FP8 ? 1.0f : v_scales ? v_scales[0] : v_scale;
-  const int ts = kv_token_stride(block_stride, head_stride, BLOCK_SIZE); /* HND, NHD */
+  const int ts = kv_token_stride(num_kv_heads, head_stride, BLOCK_SIZE); /* HND, NHD */
 
   /* ---- 1. the rows: queries, positions, slopes; the accumulators keep
    * one lane per token offset of a value vector, summed once at the end

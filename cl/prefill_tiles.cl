@@ -569,7 +569,7 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
   c.first = seq_info[3 * c.s], c.cached = seq_info[3 * c.s + 2];
   c.nrows = seq_info[3 * c.s + 1] * c.qpk;
   c.causal = causal, c.window = window, c.plain = !(soft_cap > 0.0f) && !alibi;
-  c.ts = kv_token_stride(block_stride, head_stride, BLOCK_SIZE); /* HND, NHD */
+  c.ts = kv_token_stride(num_kv_heads, head_stride, BLOCK_SIZE); /* HND, NHD */
   c.qvec = q_stride % 4 == 0;                                    /* aligned query loads */
   c.qrow = q_row(c.R0 + lid % ROWS, c.nrows, c.qpk, c.first, c.kv_head, q_stride);
   c.scale = scale, c.c2 = scale * LOG2E, c.soft_cap = soft_cap;

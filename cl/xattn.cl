@@ -79,7 +79,7 @@ typedef struct xattn_src {
   __global const kv_t *k_cache;
   __global const int *table;
   ulong block_stride, head_stride;
-  int kv_head, num_blocks, stride;
+  int kv_head, num_blocks, stride, ts; /* ts: kv_token_stride */
   float scale;                  /* 1 / (sqrt(D) S), times k_scale */
 } xattn_src;
 
@@ -117,7 +117,7 @@ inline void xattn_scores(const xattn_src *s, int r0, int n, int c0, int nc,
       if (phys < 0 || phys >= s->num_blocks) bad[j] = 1, phys = 0;
       kt[j] = s->k_cache + kv_tile((ulong)phys, s->kv_head, s->block_stride, s->head_stride) +
               key_index(0, tok % BLOCK_SIZE, BLOCK_SIZE,
-                        kv_token_stride(s->block_stride, s->head_stride, BLOCK_SIZE));
+                        s->ts);
     }
     __global const io_t *qt[XROWS];
     for (int i = 0; i < XROWS; i++)
@@ -155,7 +155,7 @@ inline void xattn_scores(const xattn_src *s, int r0, int n, int c0, int nc,
           if (phys < 0 || phys >= s->num_blocks) bad[j0 + j] = 1, phys = 0;
           kt[j] = s->k_cache + kv_tile((ulong)phys, s->kv_head, s->block_stride, s->head_stride) +
                   key_index(0, tok % BLOCK_SIZE, BLOCK_SIZE,
-                        kv_token_stride(s->block_stride, s->head_stride, BLOCK_SIZE));
+                        s->ts);
         }
         __global const io_t *qt[XSUB];
 #pragma unroll
@@ -185,8 +185,8 @@ inline void xattn_scores(const xattn_src *s, int r0, int n, int c0, int nc,
 
 inline xattn_src xattn_src_of(__global const io_t *q, ulong q_stride, int head,
                               __global const kv_t *k_cache, __global const int *table,
-                              ulong block_stride, ulong head_stride, int num_blocks, int qpk,
-                              int stride, float scale) {
+                              ulong block_stride, ulong head_stride, int num_blocks,
+                              int num_kv_heads, int qpk, int stride, float scale) {
   xattn_src s;
   s.q = q + (ulong)head * HEAD_SIZE;
   s.q_stride = q_stride;
@@ -194,6 +194,7 @@ inline xattn_src xattn_src_of(__global const io_t *q, ulong q_stride, int head,
   s.table = table;
   s.block_stride = block_stride;
   s.head_stride = head_stride;
+  s.ts = kv_token_stride(num_kv_heads, head_stride, BLOCK_SIZE);
   s.kv_head = head / qpk;
   s.num_blocks = num_blocks;
   s.stride = stride;
@@ -220,7 +221,7 @@ __kernel void clpa_xattn_stats(KERNEL_PARAMS(XATTN_STATS_ARG_LIST)) {
   if (r0 >= rend) return;
   const int n = min(XROWS, rend - r0);
   const xattn_src s = xattn_src_of(q, q_stride, head, k_cache, table, block_stride, head_stride,
-                                   num_blocks, qpk, stride, scale);
+                                   num_blocks, num_kv_heads, qpk, stride, scale);
   const int c0 = ch * chunk_cols; /* a multiple of bs: a block lies in one chunk */
   const int c1 = min(c0 + chunk_cols, row0 + r0 + n); /* visible to the last row: c <= R(r) */
   float m[XROWS], l[XROWS], bm[XROWS], bl[XROWS], x[XROWS][XCOLS];

@@ -23,6 +23,7 @@
   ARG(VALUE, ulong, head_stride) SEP   \
   ARG(GLOBAL_CONST, int, table) SEP    \
   ARG(VALUE, int, num_blocks) SEP      \
+  ARG(VALUE, int, num_kv_heads) SEP    \
   ARG(VALUE, int, qpk) SEP             \
   ARG(VALUE, int, stride) SEP          \
   ARG(VALUE, float, scale) SEP         \

@@ -6,8 +6,10 @@
  * with plain indexing, no clpa call). clpa decodes over them through a
  * clpa_kv_layout of kind CLPA_KV_LAYOUT_NHD, over blocks scattered over
  * the cache: once with vLLM's padded block tables, once with FlashInfer's
- * CSR page table (indptr, indices, last_page_len). It checks both answers
- * against attention computed on the host in double precision.
+ * CSR page table (indptr, indices, last_page_len), and once more with K and
+ * V in one buffer as FlashInfer's single tensor holds them, [blocks, 2,
+ * block_size, kv_heads, head_size] (the layout's block_pitch). It checks
+ * the answers against attention computed on the host in double precision.
  *
  * Build it against an installed clpa:
  *   cc nhd_cache.c $(pkg-config --cflags --libs clpa) -lm -o nhd_cache
@@ -139,10 +141,36 @@ int main(void) {
                           NULL) != CL_SUCCESS)
     return fail("read (CSR)", ctx);
   const double csr = check(q, k, v, out, lens, tables);
+
+  /* K and V in one buffer, [blocks, 2, BLOCK, KV_HEADS, HEAD_SIZE]: blocks two blocks apart
+   * (block_pitch), key_cache the buffer, value_cache a sub-buffer one block in. */
+  const size_t block = (size_t)BLOCK * KV_HEADS * HEAD_SIZE;
+  float *kv2 = malloc(sizeof(float) * 2 * block * BLOCKS);
+  if (!kv2) return fail("out of memory", NULL);
+  for (size_t b = 0; b < BLOCKS; b++)
+    for (size_t i = 0; i < block; i++)
+      kv2[2 * b * block + i] = k[b * block + i], kv2[(2 * b + 1) * block + i] = v[b * block + i];
+  kv.block_pitch = 2 * kv.block_stride;
+  if (clpa_kv_layout_check(&kv, &kv) != CLPA_OK) return fail("layout (one buffer)", NULL);
+  cl_mem b2 = clCreateBuffer(cl, in, sizeof(float) * 2 * block * BLOCKS, kv2, &err), b2v = NULL;
+  const cl_buffer_region values = {sizeof(float) * block, sizeof(float) * block * (2 * BLOCKS - 1)};
+  if (err == CL_SUCCESS)
+    b2v = clCreateSubBuffer(b2, CL_MEM_READ_ONLY, CL_BUFFER_CREATE_TYPE_REGION, &values, &err);
+  free(kv2);
+  if (err != CL_SUCCESS) return fail("one buffer (its values' origin must meet the device's"
+                                     " CL_DEVICE_MEM_BASE_ADDR_ALIGN)", ctx);
+  p.kv = kv, p.key_cache = b2, p.value_cache = b2v;
+  if (clpa_decode(ctx, &p) != CLPA_OK) return fail("decode (one buffer)", ctx);
+  if (clpa_context_check_faults(ctx, NULL) != CLPA_OK) return fail("faults (one buffer)", ctx);
+  if (clEnqueueReadBuffer(clpa_context_cl_queue(ctx), bo, CL_TRUE, 0, sizeof out, out, 0, NULL,
+                          NULL) != CL_SUCCESS)
+    return fail("read (one buffer)", ctx);
+  const double one = check(q, k, v, out, lens, tables);
   printf("decode over an NHD cache (%d and %d tokens, %d heads): worst error %.2g with padded"
-         " block tables, %.2g with a CSR page table\n", lens[0], lens[1], HEADS, padded, csr);
-  cl_mem all[] = {bk, bv, bq, bt, bl, bip, bix, bll, bo};
+         " block tables, %.2g with a CSR page table, %.2g with K and V in one buffer\n", lens[0],
+         lens[1], HEADS, padded, csr, one);
+  cl_mem all[] = {bk, bv, bq, bt, bl, bip, bix, bll, bo, b2v, b2};
   for (size_t i = 0; i < sizeof all / sizeof *all; i++) clReleaseMemObject(all[i]);
   clpa_context_destroy(ctx);
-  return padded < 1e-4 && csr < 1e-4 ? 0 : 1; /* f32 cache: sums of ~100 products in f32 */
+  return padded < 1e-4 && csr < 1e-4 && one < 1e-4 ? 0 : 1; /* f32 cache: sums of ~100 products in f32 */
 }

@@ -17,9 +17,10 @@ const char *clpa_kv_layout_kind_name(clpa_kv_layout_kind kind) {
   }
 }
 
-clpa_status clpa_kv_layout_init_kind(clpa_kv_layout *out, clpa_kv_layout_kind kind,
-                                     clpa_dtype dtype, int32_t num_blocks, int32_t block_size,
-                                     int32_t num_kv_heads, int32_t head_size) {
+/* clpa_kv_layout_init_kind's, with blocks `pitch` elements apart (0: packed). */
+static clpa_status layout_of(clpa_kv_layout *out, clpa_kv_layout_kind kind, clpa_dtype dtype,
+                             int32_t num_blocks, int32_t block_size, int32_t num_kv_heads,
+                             int32_t head_size, uint64_t pitch) {
   CLPA_CHECK(NULL, !out, CLPA_ERR_INVALID_ARG, "out must not be NULL");
   CLPA_CHECK(NULL, (unsigned)kind >= CLPA_KV_LAYOUT_COUNT_, CLPA_ERR_INVALID_ARG,
              "kind = %d is not a clpa_kv_layout_kind (split_key 0, hnd 1, nhd 2)", (int)kind);
@@ -47,6 +48,16 @@ clpa_status clpa_kv_layout_init_kind(clpa_kv_layout *out, clpa_kv_layout_kind ki
              "a block of %d x %d x %d elements is past 2^31 - 1, which the %s layout's kernels"
              " index in 32 bits", num_kv_heads, block_size, head_size,
              clpa_kv_layout_kind_name(kind));
+  CLPA_CHECK(NULL, pitch && (pitch < block_stride || pitch % (uint64_t)x), CLPA_ERR_INVALID_ARG,
+             "block_pitch = %llu (0 for packed blocks, else at least a block's %llu elements and"
+             " a multiple of x = %d)", (unsigned long long)pitch,
+             (unsigned long long)block_stride, x);
+  const uint64_t stride = pitch ? pitch : block_stride;
+  /* What the buffers span: num_blocks - 1 strides and a block. */
+  CLPA_CHECK(NULL, num_blocks > 1 && stride > (UINT64_MAX / es - block_stride) / (nb - 1),
+             CLPA_ERR_INVALID_ARG,
+             "a cache of %d blocks %llu elements apart does not fit in 64 bits", num_blocks,
+             (unsigned long long)stride);
   const uint64_t d = (uint64_t)head_size;
   clpa_kv_layout l = {0};
   l.dtype = dtype;
@@ -57,9 +68,10 @@ clpa_status clpa_kv_layout_init_kind(clpa_kv_layout *out, clpa_kv_layout_kind ki
   l.x = x;
   l.kind = kind;
   l.head_stride = kind == CLPA_KV_LAYOUT_NHD ? d : tile;
-  l.block_stride = block_stride;
+  l.block_pitch = pitch;
+  l.block_stride = stride;
   l.block_bytes = block_stride * es;
-  l.cache_bytes = l.block_bytes * (uint64_t)num_blocks;
+  l.cache_bytes = num_blocks ? (stride * (uint64_t)(num_blocks - 1) + block_stride) * es : 0;
   switch (kind) {
     case CLPA_KV_LAYOUT_SPLIT_KEY: l.key_token_stride = (uint64_t)x, l.value_token_stride = 1; break;
     case CLPA_KV_LAYOUT_HND: l.key_token_stride = l.value_token_stride = d; break;
@@ -67,6 +79,12 @@ clpa_status clpa_kv_layout_init_kind(clpa_kv_layout *out, clpa_kv_layout_kind ki
   }
   *out = l;
   return CLPA_OK;
+}
+
+clpa_status clpa_kv_layout_init_kind(clpa_kv_layout *out, clpa_kv_layout_kind kind,
+                                     clpa_dtype dtype, int32_t num_blocks, int32_t block_size,
+                                     int32_t num_kv_heads, int32_t head_size) {
+  return layout_of(out, kind, dtype, num_blocks, block_size, num_kv_heads, head_size, 0);
 }
 
 clpa_status clpa_kv_layout_init(clpa_kv_layout *out, clpa_dtype dtype, int32_t num_blocks,
@@ -84,8 +102,8 @@ clpa_status clpa_kv_layout_check(const clpa_kv_layout *l, clpa_kv_layout *out) {
   CLPA_CHECK(NULL, (unsigned)l->kind >= CLPA_KV_LAYOUT_COUNT_, CLPA_ERR_INVALID_ARG,
              "layout->kind = %d is not a clpa_kv_layout_kind (split_key 0, hnd 1, nhd 2)",
              (int)l->kind);
-  return clpa_kv_layout_init_kind(out, l->kind, l->dtype, l->num_blocks, l->block_size,
-                                  l->num_kv_heads, l->head_size);
+  return layout_of(out, l->kind, l->dtype, l->num_blocks, l->block_size, l->num_kv_heads,
+                   l->head_size, l->block_pitch);
 }
 
 /* Where (block, kv_head) starts: a contiguous tile of head_size *

@@ -21,9 +21,10 @@
  *     FlashInfer's NHD), keys and values alike
  *     [num_blocks, B, H, D]
  *
- * In every kind a block holds H * B * D elements, block_stride apart, and
- * one KV head of a block starts head_stride after the block (split-key
- * and HND: B * D; NHD: D). Within that, the key of the token at offset t
+ * In every kind a block holds H * B * D elements, block_stride apart (that
+ * many, or block_pitch where it is set), and one KV head of a block starts
+ * head_stride after the block (split-key and HND: B * D; NHD: D). Within
+ * that, the key of the token at offset t
  * of the block, dimension d, is at
  *
  *   split-key  (d / x) * B * x  +  t * x  +  d % x   (16 bytes per token and row)
@@ -36,11 +37,18 @@
  * is a build option (CLPA_KV_LAYOUT).
  *
  * Every op that takes a layout (or a cache) checks its kind: a value that
- * is no clpa_kv_layout_kind is refused with CLPA_ERR_INVALID_ARG. Some
- * paths read the split-key layout only (the tensor-core paths on real
- * tensor cores, for now; docs/guide.md): forced onto another kind they
- * refuse with CLPA_ERR_UNSUPPORTED, and the automatic choice picks a path
- * that reads the layout.
+ * is no clpa_kv_layout_kind is refused with CLPA_ERR_INVALID_ARG. One
+ * path reads the split-key layout only (XAttention's tensor-core path;
+ * docs/guide.md): forced onto another kind it refuses with
+ * CLPA_ERR_UNSUPPORTED, and the automatic choice picks a path that reads
+ * the layout.
+ *
+ * K and V in one buffer: vLLM's [2, num_blocks, ...] is two halves, each
+ * a cache (key_cache and value_cache sub-buffers of it). FlashInfer's
+ * [num_blocks, 2, ...] interleaves a block of keys with a block of values:
+ * set block_pitch to twice the block (2 H B D) and give key_cache the
+ * buffer and value_cache a sub-buffer H B D elements in (its origin must
+ * meet the device's CL_DEVICE_MEM_BASE_ADDR_ALIGN).
  */
 #ifndef CLPA_LAYOUT_H
 #define CLPA_LAYOUT_H
@@ -75,9 +83,9 @@ typedef struct clpa_kv_layout {
   /* What it implies (elements unless said). */
   int32_t x;             /* elements per 16 bytes: the key layout's last dimension */
   uint64_t head_stride;  /* between KV heads of a block: head_size * block_size (NHD: head_size) */
-  uint64_t block_stride; /* between blocks: num_kv_heads * head_size * block_size */
-  uint64_t block_bytes;  /* one block of one cache, in bytes */
-  uint64_t cache_bytes;  /* num_blocks * block_bytes: what each buffer must hold */
+  uint64_t block_stride; /* between blocks: num_kv_heads * head_size * block_size, or block_pitch */
+  uint64_t block_bytes;  /* one block of one cache, in bytes (its H B D elements) */
+  uint64_t cache_bytes;  /* what each buffer must hold: num_blocks * block_bytes when packed */
   /* What the layout is, continued (0, what clpa_kv_layout_init leaves:
    * split-key, so a layout from before this field means what it meant). */
   clpa_kv_layout_kind kind;
@@ -87,7 +95,13 @@ typedef struct clpa_kv_layout {
    * values; HND: head_size; NHD: num_kv_heads * head_size. */
   uint64_t key_token_stride;
   uint64_t value_token_stride;
-  uint64_t reserved[5]; /* 0 (what ..._init leaves): room for fields to come, README's ABI */
+  /* What the layout is, continued: elements from one block's start to the
+   * next in each buffer; 0 (what ..._init leaves) for packed blocks
+   * (num_kv_heads * head_size * block_size). Else at least that and a
+   * multiple of x: block_stride is then block_pitch, and cache_bytes what
+   * num_blocks blocks that far apart span (K and V in one buffer: above). */
+  uint64_t block_pitch;
+  uint64_t reserved[4]; /* 0 (what ..._init leaves): room for fields to come, README's ABI */
 } clpa_kv_layout;
 
 /* Fills *out with the split-key layout of caches of num_blocks blocks of
@@ -110,9 +124,10 @@ CLPA_API clpa_status clpa_kv_layout_init_kind(clpa_kv_layout *out, clpa_kv_layou
                                               int32_t head_size);
 
 /* Checks a layout filled by hand (or by _init, then `kind` set):
- * recomputes the derived fields from the first five and `kind` into *out
- * (which may be l itself). Returns as clpa_kv_layout_init_kind, and
- * refuses nonzero reserved words. */
+ * recomputes the derived fields from the first five, `kind` and
+ * `block_pitch` into *out (which may be l itself). Returns as
+ * clpa_kv_layout_init_kind, and refuses nonzero reserved words and a
+ * block_pitch smaller than a block or not a multiple of x. */
 CLPA_API clpa_status clpa_kv_layout_check(const clpa_kv_layout *l, clpa_kv_layout *out);
 
 /* Index (in elements, from the start of the key cache) of dimension dim

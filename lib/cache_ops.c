@@ -170,6 +170,7 @@ static clpa_status clpa_reshape_and_cache_impl(clpa_context *ctx, const clpa_res
   cl_ulong ks = p->key_stride ? p->key_stride : row, vs = p->value_stride ? p->value_stride : row;
   cl_mem kc = clpa_cache_key(p->cache, p->layer), vc = clpa_cache_value(p->cache, p->layer);
   cl_int heads = in->num_kv_heads, hs = in->head_size, bs = in->block_size, nb = in->num_blocks;
+  cl_ulong bst = (cl_ulong)heads * (cl_ulong)hs * (cl_ulong)bs; /* a cache's blocks are packed */
   cl_float ksc = p->k_scale, vsc = p->v_scale;
   cl_int src = (cl_int)p->src_dtype, ntok = p->num_tokens;
 #define A(name, v) [CACHE_RESHAPE_ARG_##name] = CLPA_ARG(v)
@@ -178,7 +179,7 @@ static clpa_status clpa_reshape_and_cache_impl(clpa_context *ctx, const clpa_res
       A(value, p->value), A(value_offset, voff), A(value_stride, vs),
       A(src_dtype, src), A(num_tokens, ntok), A(slot_mapping, p->slot_mapping),
       A(k_cache, kc),    A(v_cache, vc),      A(num_kv_heads, heads),
-      A(head_size, hs),  A(block_size, bs),   A(num_blocks, nb),
+      A(head_size, hs),  A(block_size, bs),   A(num_blocks, nb),   A(block_stride, bst),
       A(k_scale, ksc),   A(v_scale, vsc),     A(faults, faults)};
 #undef A
   clpa_ndrange r = {2, {0}, {0}, p->num_wait_events, p->wait_events, p->event};

@@ -266,7 +266,8 @@ static clpa_status enqueue_all(clpa_context *ctx, const clpa_xattn_params *p, co
   clpa_status st;
   const cl_ulong q_stride = x->q_stride, block_stride = x->kv.block_stride;
   const cl_ulong head_stride = x->kv.head_stride;
-  const cl_int nb = x->kv.num_blocks, qpk = p->num_heads / x->kv.num_kv_heads, S = p->stride;
+  const cl_int nb = x->kv.num_blocks, nkv = x->kv.num_kv_heads, qpk = p->num_heads / nkv;
+  const cl_int S = p->stride;
   const cl_int rows = x->rows, row0 = x->row0, cc = x->chunk_cols, nch = x->num_chunks;
   const cl_int bs = x->bs, diag0 = x->diag0, kbl = x->k_blocks, qbl = x->q_blocks;
   const cl_int keep_all = p->tau >= 1.0;
@@ -286,8 +287,8 @@ static clpa_status enqueue_all(clpa_context *ctx, const clpa_xattn_params *p, co
       const clpa_arg a1[XATTN_STATS_NUM_ARGS] = {
           A(stat_m, sm), A(stat_l, sl), A(bstat, bst), A(q, p->query), A(q_stride, q_stride),
           A(k_cache, x->k), A(block_stride, block_stride), A(head_stride, head_stride),
-          A(table, p->block_table), A(num_blocks, nb), A(qpk, qpk), A(stride, S),
-          A(scale, scale), A(rows, rows), A(row0, row0), A(chunk_cols, cc), A(bs, bs),
+          A(table, p->block_table), A(num_blocks, nb), A(num_kv_heads, nkv), A(qpk, qpk),
+          A(stride, S), A(scale, scale), A(rows, rows), A(row0, row0), A(chunk_cols, cc), A(bs, bs),
           A(k_blocks, kbl), A(head0, head0), A(rbase, rbase), A(rend, rend), A(faults, faults)};
 #undef A
       const clpa_ndrange r1 = {3,

@@ -57,6 +57,8 @@ typedef struct attn_scene_spec {
   int alibi, sinks, softcap;
   int window_max; /* > 0: a sliding window of 1..window_max tokens */
   clpa_kv_layout_kind layout; /* the caches' layout kind (0: split-key) */
+  int pitch_gap; /* > 0: blocks that many elements (a multiple of x) further apart than their
+                    size (block_pitch), the gaps NaN */
 } attn_scene_spec;
 
 /* One scene on the host. */
@@ -161,8 +163,12 @@ static inline void attn_scene_caches(attn_scene *sc, const attn_scene_spec *sp) 
   if (clpa_kv_layout_init_kind(&sc->kv, sp->layout, sp->kv, sc->num_blocks, sp->block_size,
                                sp->kv_heads, sp->head_size) != CLPA_OK)
     BAIL_OUT("layout: %s", clpa_last_error());
+  if (sp->pitch_gap) {
+    sc->kv.block_pitch = sc->kv.block_stride + (uint64_t)sp->pitch_gap;
+    if (clpa_kv_layout_check(&sc->kv, &sc->kv) != CLPA_OK) BAIL_OUT("pitch: %s", clpa_last_error());
+  }
   const int bs = sp->block_size;
-  sc->cache_elems = (size_t)sc->kv.block_stride * (size_t)sc->num_blocks;
+  sc->cache_elems = (size_t)(sc->kv.cache_bytes / clpa_dtype_size(sp->kv));
   char *used = attn_scene_alloc((size_t)sc->num_blocks * (size_t)bs);
   for (int s = 0; s < sp->seqs; s++)
     for (int j = 0; j < sp->lens[s]; j++)
@@ -173,6 +179,7 @@ static inline void attn_scene_caches(attn_scene *sc, const attn_scene_spec *sp) 
   sc->v_scale = fp8 ? (float)rng_uniform(0.004, 0.02) : 1.0f;
   sc->kf = attn_scene_alloc(sizeof(float) * sc->cache_elems);
   sc->vf = attn_scene_alloc(sizeof(float) * sc->cache_elems);
+  for (size_t i = 0; sp->pitch_gap && i < sc->cache_elems; i++) sc->kf[i] = sc->vf[i] = NAN;
   for (int b = 0; b < sc->num_blocks; b++)
     for (int h = 0; h < sp->kv_heads; h++)
       for (int d = 0; d < sp->head_size; d++)

@@ -70,6 +70,7 @@ int main(void) {
   F(clpa_kv_layout, block_bytes), F(clpa_kv_layout, cache_bytes);
   F(clpa_kv_layout, kind), F(clpa_kv_layout, reserved32);
   F(clpa_kv_layout, key_token_stride), F(clpa_kv_layout, value_token_stride);
+  F(clpa_kv_layout, block_pitch);
   F(clpa_kv_layout, reserved);
   end();
 

@@ -102,10 +102,15 @@ static void host_structs(void) {
 
   clpa_kv_layout l, out;
   ok(clpa_kv_layout_init(&l, CLPA_DTYPE_F16, 4, 16, 2, 64) == CLPA_OK, "a layout");
-  POKE(l, 4);
-  refused(clpa_kv_layout_check(&l, &out), CLPA_ERR_INVALID_ARG, "layout->reserved[4]",
+  POKE(l, 3);
+  refused(clpa_kv_layout_check(&l, &out), CLPA_ERR_INVALID_ARG, "layout->reserved[3]",
           "a layout filled by hand with a reserved word set");
 }
+/* block_pitch took the first of the layout's 5 reserved words: its size and earlier offsets
+ * are those of before. */
+_Static_assert(offsetof(clpa_kv_layout, block_pitch) + 5 * sizeof(uint64_t) ==
+                   sizeof(clpa_kv_layout),
+               "clpa_kv_layout: block_pitch takes a reserved word");
 
 /* The CSR page tables' fields took 4 of the 8 reserved words that ended
  * decode's and prefill's params and the run inputs: the sizes and every

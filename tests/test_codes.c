@@ -8,7 +8,8 @@
  * and the index of every element of a block's KV heads (a 16-byte row's
  * first through the tensor-core paths' key_row16 and value_row16); the
  * host compares
- * with the public enum and macros and with the layout. It also pins the
+ * with the public enum and macros and with the layout (odd dtypes with
+ * blocks a block_pitch apart, past their packed size). It also pins the
  * canonical options: the same defines in another order are one program.
  */
 #include <string.h>
@@ -29,6 +30,15 @@ static void check_dtype(clpa_context *ctx, clpa_dtype dt, clpa_kv_layout_kind ki
     diag("%s", clpa_context_last_error(ctx));
     return;
   }
+  clpa_kv_layout l;
+  const int layout_ok = clpa_kv_layout_init_kind(&l, kind, dt, 2, BS, NKV, HS) == CLPA_OK;
+  if (layout_ok && dt % 2) { /* blocks further apart than their size */
+    l.block_pitch = l.block_stride + 8 * (uint64_t)l.x;
+    ok(clpa_kv_layout_check(&l, &l) == CLPA_OK && l.block_stride == l.block_pitch,
+       "%s, %s: block_pitch %llu is the block stride", clpa_dtype_name(dt), kn,
+       (unsigned long long)l.block_pitch);
+  }
+  cl_ulong bst = l.block_stride;
   enum { N = 10 + 2 * NKV * BS * HS };
   static int got[N];
   memset(got, 0x55, sizeof got);
@@ -42,6 +52,7 @@ static void check_dtype(clpa_context *ctx, clpa_dtype dt, clpa_kv_layout_kind ki
     err |= clSetKernelArg(k, 1, sizeof bs, &bs);
     err |= clSetKernelArg(k, 2, sizeof hs, &hs);
     err |= clSetKernelArg(k, 3, sizeof nkv, &nkv);
+    err |= clSetKernelArg(k, 4, sizeof bst, &bst);
     if (err == CL_SUCCESS)
       err = clEnqueueNDRangeKernel(clpa_context_cl_queue(ctx), k, 1, NULL, &global, NULL, 0, NULL,
                                    NULL);
@@ -56,8 +67,7 @@ static void check_dtype(clpa_context *ctx, clpa_dtype dt, clpa_kv_layout_kind ki
   int codes_ok = 1;
   for (int i = 0; i < 9; i++) codes_ok &= got[i] == want[i];
   ok(codes_ok, "%s: the device sees the host's dtype codes and fault bits", clpa_dtype_name(dt));
-  clpa_kv_layout l;
-  ok(clpa_kv_layout_init_kind(&l, kind, dt, 2, BS, NKV, HS) == CLPA_OK && got[9] == l.x &&
+  ok(layout_ok && got[9] == l.x &&
          l.x == (int)(16 / clpa_dtype_size(dt)),
      "%s: device X %d, layout x %d", clpa_dtype_name(dt), got[9], l.x);
   int bad = -1; /* the probe's order: block 1, head-, then token-major */

@@ -61,9 +61,10 @@ static clpa_context *ctx;
 static double q_amp = 2.0;
 static clpa_precision precision = CLPA_PRECISION_AUTO;
 static clpa_kv_layout_kind layout = CLPA_KV_LAYOUT_SPLIT_KEY; /* of the scenes' caches */
+static int pitch_gap; /* of the scenes' caches: elements between blocks (attn_scene_spec) */
 
 static void describe(const dcase *c, char *buf, size_t cap) {
-  snprintf(buf, cap,
+  const int n = snprintf(buf, cap,
            "%sseqs %d heads %d/%d hs %d bs %d ctx %d kv %s io %s v%d part %d hpg %d%s%s%s%s%s%s%s",
            layout == CLPA_KV_LAYOUT_HND ? "hnd " : layout == CLPA_KV_LAYOUT_NHD ? "nhd " : "",
            c->seqs, c->heads, c->kv_heads, c->hs, c->bs, c->max_ctx, clpa_dtype_name(c->kv),
@@ -71,6 +72,8 @@ static void describe(const dcase *c, char *buf, size_t cap) {
            c->alibi ? " alibi" : "", c->window ? " window" : "", c->softcap ? " softcap" : "",
            c->sinks ? " sinks" : "", c->lse ? " lse" : "", c->q_pad ? " q_stride" : "",
            c->dev_scale ? " device scales" : "");
+  if (pitch_gap && n > 0 && (size_t)n < cap)
+    snprintf(buf + n, cap - (size_t)n, " pitch +%d", pitch_gap);
 }
 
 static int x_of(clpa_dtype d) { return (int)(16 / clpa_dtype_size(d)); }
@@ -91,7 +94,7 @@ static void make_scene(const dcase *c, attn_scene *sc) {
                               .lens = lens, .q_rows = c->seqs, .q_pad = c->q_pad ? 24 : 0,
                               .q_amp = q_amp, .alibi = c->alibi, .sinks = c->sinks,
                               .softcap = c->softcap, .window_max = c->window ? c->max_ctx : 0,
-                              .layout = layout};
+                              .layout = layout, .pitch_gap = pitch_gap};
   attn_scene_build(sc, &sp);
   free(lens);
 }
@@ -355,6 +358,23 @@ static void test_layouts(int all) {
     for (size_t i = all ? 0 : (size_t)k; i < n; i += all ? 1 : 2)
       if (mma_applies(&mma_layout_cases[i])) run_case(&mma_layout_cases[i], CLPA_DECODE_PATH_MMA);
   }
+  /* Blocks a block_pitch apart: K and V interleaved as FlashInfer's [pages, 2, ...] (a gap of
+   * a block) or a gap of 8 rows, on cases and paths run above (the pitch is an argument, not
+   * a build option, so no new builds). */
+  struct { clpa_kv_layout_kind kind; const dcase *c; clpa_decode_path path; int interleave; } pitched[] = {
+      {CLPA_KV_LAYOUT_HND, &default_grid[13], CLPA_DECODE_PATH_AUTO, 1},
+      {CLPA_KV_LAYOUT_HND, &mma_layout_cases[0], CLPA_DECODE_PATH_MMA, 0},
+      {CLPA_KV_LAYOUT_NHD, &default_grid[2], CLPA_DECODE_PATH_LANES, 1},
+      {CLPA_KV_LAYOUT_NHD, &mma_layout_cases[1], CLPA_DECODE_PATH_MMA, 1},
+      {CLPA_KV_LAYOUT_SPLIT_KEY, &default_grid[1], CLPA_DECODE_PATH_LANES, 1}};
+  for (size_t i = 0; i < sizeof pitched / sizeof *pitched; i++) {
+    const dcase *pc = pitched[i].c;
+    layout = pitched[i].kind;
+    pitch_gap = pitched[i].interleave ? pc->kv_heads * pc->hs * pc->bs : 8 * x_of(pc->kv);
+    if (pitched[i].path != CLPA_DECODE_PATH_MMA || mma_applies(pc)) run_case(pc, pitched[i].path);
+  }
+  pitch_gap = 0;
+  layout = CLPA_KV_LAYOUT_NHD;
   dcase c = default_grid[1]; /* f32, head 80: heads of 32 on the mma path in HND and NHD */
   c.hs = 80;
   refused_on(&c, CLPA_DECODE_PATH_MMA,

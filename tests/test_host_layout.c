@@ -9,7 +9,8 @@
  *   HND        both  [num_blocks][num_kv_heads][block_size][head_size]
  *   NHD        both  [num_blocks][block_size][num_kv_heads][head_size]
  * for every kind and dtype (x 4, 8, 16) and several shapes, block sizes 1
- * to 256; then the strides and sizes, and every refused layout.
+ * to 256, blocks packed or a block_pitch apart (each block's walk starts
+ * there); then the strides and sizes, and every refused layout.
  */
 #include <string.h>
 
@@ -17,12 +18,14 @@
 #include "clpa_layout.h"
 #include "tap.h"
 
+static int spans(const clpa_kv_layout *l);
+
 /* HND and NHD: keys and values alike, a token's head_size elements in a row. */
 static int walk_token_major(const clpa_kv_layout *l) {
   const int nhd = l->kind == CLPA_KV_LAYOUT_NHD;
   const int32_t n1 = nhd ? l->block_size : l->num_kv_heads, n2 = nhd ? l->num_kv_heads : l->block_size;
   uint64_t i = 0;
-  for (int32_t b = 0; b < l->num_blocks; b++)
+  for (int32_t b = 0; b < l->num_blocks; b++, i = (uint64_t)b * l->block_stride)
     for (int32_t u = 0; u < n1; u++)
       for (int32_t w = 0; w < n2; w++)
         for (int32_t d = 0; d < l->head_size; d++, i++) {
@@ -30,26 +33,31 @@ static int walk_token_major(const clpa_kv_layout *l) {
           if (clpa_kv_key_index(l, b, h, t, d) != i || clpa_kv_value_index(l, b, h, t, d) != i)
             return 0;
         }
-  return i * clpa_dtype_size(l->dtype) == l->cache_bytes;
+  return spans(l);
+}
+
+/* Where the walk of a layout's blocks ends: the bytes each buffer must hold. */
+static int spans(const clpa_kv_layout *l) {
+  const uint64_t es = clpa_dtype_size(l->dtype);
+  return ((uint64_t)(l->num_blocks - 1) * l->block_stride) * es + l->block_bytes == l->cache_bytes;
 }
 
 static int walk_matches(const clpa_kv_layout *l) {
   if (l->kind != CLPA_KV_LAYOUT_SPLIT_KEY) return walk_token_major(l);
   uint64_t i = 0;
-  for (int32_t b = 0; b < l->num_blocks; b++)
+  for (int32_t b = 0; b < l->num_blocks; b++, i = (uint64_t)b * l->block_stride)
     for (int32_t h = 0; h < l->num_kv_heads; h++)
       for (int32_t r = 0; r < l->head_size / l->x; r++)
         for (int32_t t = 0; t < l->block_size; t++)
           for (int32_t e = 0; e < l->x; e++, i++)
             if (clpa_kv_key_index(l, b, h, t, r * l->x + e) != i) return 0;
-  if (i * clpa_dtype_size(l->dtype) != l->cache_bytes) return 0;
   i = 0;
-  for (int32_t b = 0; b < l->num_blocks; b++)
+  for (int32_t b = 0; b < l->num_blocks; b++, i = (uint64_t)b * l->block_stride)
     for (int32_t h = 0; h < l->num_kv_heads; h++)
       for (int32_t d = 0; d < l->head_size; d++)
         for (int32_t t = 0; t < l->block_size; t++, i++)
           if (clpa_kv_value_index(l, b, h, t, d) != i) return 0;
-  return i * clpa_dtype_size(l->dtype) == l->cache_bytes;
+  return spans(l);
 }
 
 int main(void) {
@@ -70,9 +78,14 @@ int main(void) {
              clpa_last_error());
           continue;
         }
+        if (st == CLPA_OK && rng_below(2)) { /* blocks further apart than their size */
+          l.block_pitch = l.block_stride + (uint64_t)l.x * rng_below(5);
+          st = clpa_kv_layout_check(&l, &l);
+        }
         ok(st == CLPA_OK && (int)l.kind == kind && walk_matches(&l),
-           "%s %s: %d blocks, %d heads, head %d, block %d: the index functions walk memory in"
-           " layout order", kn, clpa_dtype_name((clpa_dtype)dt), nb, nkv, hs, bs);
+           "%s %s: %d blocks, %d heads, head %d, block %d, pitch %llu: the index functions walk"
+           " memory in layout order", kn, clpa_dtype_name((clpa_dtype)dt), nb, nkv, hs, bs,
+           (unsigned long long)l.block_pitch);
       }
 
   clpa_kv_layout l, c;
@@ -92,6 +105,25 @@ int main(void) {
          l.head_stride == 128 && l.block_stride == 16384 && l.key_token_stride == 1024 &&
          l.value_token_stride == 1024 && l.cache_bytes == 32768000ull,
      "NHD: head stride 128, block stride 16384, token stride 1024");
+  ok(clpa_kv_layout_init_kind(&l, CLPA_KV_LAYOUT_NHD, CLPA_DTYPE_F16, 1000, 16, 8, 128) == CLPA_OK &&
+         (l.block_pitch = 2 * l.block_stride, clpa_kv_layout_check(&l, &l)) == CLPA_OK &&
+         l.block_stride == 32768 && l.block_bytes == 32768 &&
+         l.cache_bytes == (999ull * 32768 + 16384) * 2 && l.key_token_stride == 1024 &&
+         clpa_kv_value_index(&l, 3, 1, 2, 5) == 3 * 32768 + 2 * 1024 + 128 + 5,
+     "NHD with K and V interleaved (FlashInfer's [pages, 2, ...]): pitch 32768, 999 pitches and"
+     " a block to hold");
+  c = l;
+  l.block_pitch = 16384 + 4;
+  ok(clpa_kv_layout_check(&l, &c) == CLPA_ERR_INVALID_ARG && strstr(clpa_last_error(), "block_pitch = 16388") &&
+         strstr(clpa_last_error(), "multiple of x = 8"),
+     "a pitch that is no multiple of x is refused: %s", clpa_last_error());
+  l.block_pitch = 16384 - 8;
+  ok(clpa_kv_layout_check(&l, &c) == CLPA_ERR_INVALID_ARG && strstr(clpa_last_error(), "block_pitch = 16376") &&
+         strstr(clpa_last_error(), "at least a block's 16384 elements"),
+     "a pitch shorter than a block is refused: %s", clpa_last_error());
+  l.block_pitch = UINT64_MAX / 2 / 8 * 8;
+  ok(clpa_kv_layout_check(&l, &c) == CLPA_ERR_INVALID_ARG && strstr(clpa_last_error(), "64 bits"),
+     "a pitch whose span passes 64 bits is refused: %s", clpa_last_error());
   clpa_kv_layout hand;
   memset(&hand, 0, sizeof hand);
   hand.dtype = CLPA_DTYPE_FP8_E5M2, hand.num_blocks = 3, hand.block_size = 32;

@@ -86,6 +86,7 @@ _PROTOS = [
     ("clpa_kv_layout_init", _st, [POINTER(S.KVLayout), c_int, c_int32, c_int32, c_int32, c_int32]),
     ("clpa_kv_layout_init_kind", _st,
      [POINTER(S.KVLayout), c_int, c_int, c_int32, c_int32, c_int32, c_int32]),
+    ("clpa_kv_layout_check", _st, [POINTER(S.KVLayout), POINTER(S.KVLayout)]),
     ("clpa_kv_key_index", c_uint64, [POINTER(S.KVLayout), c_int32, c_int32, c_int32, c_int32]),
     ("clpa_kv_value_index", c_uint64, [POINTER(S.KVLayout), c_int32, c_int32, c_int32, c_int32]),
     ("clpa_cache_config_init", None, [POINTER(S.CacheConfig)]),

@@ -509,13 +509,19 @@ class KVManager(_Handle):
         check(lib.clpa_radix_check(lib.clpa_kvman_radix(self._handle)))
 
 
-def kv_layout(dtype, num_blocks, block_size, num_kv_heads, head_size, kind=S.KVLayoutKind.SPLIT_KEY):
+def kv_layout(dtype, num_blocks, block_size, num_kv_heads, head_size, kind=S.KVLayoutKind.SPLIT_KEY,
+              block_pitch=0):
     """clpa_kv_layout_init_kind: the layout of caches of that shape (for buffers
     the application allocates, and for a KVManager); kind a clpa.KVLayoutKind
-    (split-key by default) or its name ("nhd")."""
+    (split-key by default) or its name ("nhd"); block_pitch the elements from one
+    block to the next where they are not packed (K and V interleaved in one buffer:
+    clpa_layout.h), through clpa_kv_layout_check."""
     if isinstance(kind, str):
         kind = S.KVLayoutKind[kind.upper()]
     out = S.KVLayout()
     check(lib.clpa_kv_layout_init_kind(byref(out), int(kind), int(dtype_of(dtype)), num_blocks,
                                        block_size, num_kv_heads, head_size))
+    if block_pitch:
+        out.block_pitch = block_pitch
+        check(lib.clpa_kv_layout_check(byref(out), byref(out)))
     return out

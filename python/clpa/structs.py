@@ -256,7 +256,8 @@ class KVLayout(Struct):
         ("reserved32", c_int32),
         ("key_token_stride", c_uint64),
         ("value_token_stride", c_uint64),
-        ("reserved", c_uint64 * 5),
+        ("block_pitch", c_uint64),
+        ("reserved", c_uint64 * 4),
     ]
 
     def _token_major_shape(self):
