@@ -116,7 +116,7 @@ static clpa_status pick_path(const clpa_decode_shape *s, const clpa_device_facts
   const int fp8_ok = dev->mma_native < 0 || dev->compute_capability >= 89;
   const int f32 = kv == CLPA_DTYPE_F32; /* 3xTF32 */
   /* f32 in HND and NHD: a lane's 16-byte value pieces are rows of two
-   * m-tiles (decode_mma.cl's out_dim), so heads of multiples of 32 */
+   * m-tiles (decode_mma_chunk.cl's out_dim), so heads of multiples of 32 */
   const int f32_head = s->kv_layout == CLPA_KV_LAYOUT_SPLIT_KEY ? 16 : 32;
   const int fits = (kv == CLPA_DTYPE_F16 || kv == CLPA_DTYPE_BF16 || f32 || (fp8 && fp8_ok)) &&
                    s->head_size % (fp8 ? 64 : f32 ? f32_head : 32) == 0 &&

@@ -95,7 +95,7 @@ const clpa_family clpa_family_decode_rows =
       "pages", "rows");
 const clpa_family clpa_family_decode_mma =
     F("decode_mma", decode_tunables, "common", "io", "kv", "mma", "decode_args", "pages_args", "pages",
-      "decode_merge");
+      "decode_merge", "decode_mma_shape", "decode_mma_chunk");
 const clpa_family clpa_family_reduce = F("reduce", reduce_tunables, "common", "io", "decode_args", "pages_args", "pages");
 /* Prefill's paths: prefill.cl (what they share), then each path's file. */
 const clpa_family clpa_family_prefill_tiles =

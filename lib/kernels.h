@@ -19,7 +19,7 @@ typedef struct clpa_tunable {
 
 typedef struct clpa_family {
   const char *name;           /* "decode": also the name clpa_program_get takes */
-  const char *parts[9];       /* embedded sources before the family's own file, NULL-ended */
+  const char *parts[11];      /* embedded sources before the family's own file, NULL-ended */
   const clpa_tunable *tunables;
   size_t num_tunables;
 } clpa_family;

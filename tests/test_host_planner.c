@@ -457,7 +457,7 @@ static void refusals(void) {
 /* The HND and NHD layouts on the tensor-core path: where the instructions
  * are emulated, mma forced takes them with split-key's plan (the layout
  * changes the kernel's loads, not its shape), and f32 caches there need
- * heads of multiples of 32 (decode_mma.cl's out_dim): head 80 is refused,
+ * heads of multiples of 32 (decode_mma_chunk.cl's out_dim): head 80 is refused,
  * named. On the H200 auto takes mma on them with split-key's plan. */
 static void layouts_on_mma(void) {
   clpa_device_facts h200, emu;
