@@ -44,6 +44,8 @@ static int no_mass;          /* run_device: leave mass NULL (the library's scrat
 static int32_t last_faults;  /* run_device: the fault word after the run */
 static size_t scratch_limit; /* run_device: params.scratch_limit */
 static clpa_xattn_path xpath; /* run_device: params.path (reference: mma rounds the queries) */
+static clpa_kv_layout_kind xlayout; /* make_scene: the cache's layout kind */
+static int xinterleave;             /* make_scene: blocks two apart (K and V in one buffer) */
 
 typedef struct xcase {
   int heads, kv_heads, hs, bs; /* query heads, KV heads, head size, cache block size */
@@ -68,7 +70,8 @@ static void make_scene(const xcase *c, attn_scene *sc, float (*keyf)(int j, int 
   const attn_scene_spec sp = {.seqs = 1, .heads = c->heads, .kv_heads = c->kv_heads,
                               .head_size = c->hs, .block_size = c->bs, .kv = c->kv, .io = c->io,
                               .lens = lens, .cached = cached, .q_pad = c->q_pad ? 40 : 0,
-                              .q_amp = 2.0};
+                              .q_amp = 2.0, .layout = xlayout,
+                              .pitch_gap = xinterleave ? c->kv_heads * c->hs * c->bs : 0};
   attn_scene_build(sc, &sp);
   if (!keyf && !qf) return;
   for (int h = 0; keyf && h < c->kv_heads; h++)
@@ -178,8 +181,10 @@ static int mark_near(const double *w, int d, double tau, uint8_t *near, int kb_c
 
 static void describe(const xcase *c, char *buf, size_t cap) {
   snprintf(buf, cap,
-           "%sheads %d/%d hs %d bs %d S %d B %d chunk %d num_q %d q_offset %d kv %s io %s tau %g%s",
-           xpath == CLPA_XATTN_MMA ? "mma: " : "", c->heads, c->kv_heads, c->hs, c->bs, c->S,
+           "%s%s%sheads %d/%d hs %d bs %d S %d B %d chunk %d num_q %d q_offset %d kv %s io %s tau %g%s",
+           xpath == CLPA_XATTN_MMA ? "mma: " : "",
+           xlayout ? clpa_kv_layout_kind_name(xlayout) : "", xinterleave ? " (K, V in one buffer) " :
+           xlayout ? " " : "", c->heads, c->kv_heads, c->hs, c->bs, c->S,
            c->B, c->chunk, c->num_q, c->q_offset, clpa_dtype_name(c->kv), clpa_dtype_name(c->io),
            c->tau, c->q_pad ? " q_stride" : "");
 }
@@ -508,6 +513,15 @@ int main(void) {
     c.bs = bs;
     run_case(&c);
   }
+  /* The HND and NHD layouts (the f32 path reads every kind), and blocks a block_pitch apart
+   * as K and V interleaved in one buffer leave them (clpa_layout.h) */
+  for (int k = 0; k < 3; k++) {
+    xlayout = k == 2 ? CLPA_KV_LAYOUT_NHD : CLPA_KV_LAYOUT_HND, xinterleave = k > 0;
+    run_case(&grid[k == 1 ? 0 : 2]);
+  }
+  xlayout = CLPA_KV_LAYOUT_SPLIT_KEY, xinterleave = 1;
+  run_case(&grid[0]);
+  xinterleave = 0;
   xpath = CLPA_XATTN_AUTO;
   test_paths();
   test_bad_args();
