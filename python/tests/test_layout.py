@@ -76,3 +76,19 @@ def test_dtype_names():
     with pytest.raises(clpa.ClpaError) as e:
         clpa.dtype_of("f64")
     assert e.value.name == "CLPA_ERR_INVALID_ARG" and "f64" in e.value.message
+
+
+def test_kv_layout_block_pitch():
+    """K and V interleaved in one buffer (FlashInfer's [pages, 2, ...]): blocks two
+    blocks apart, the span to hold, the index functions through the pitch, and the
+    pitches the library refuses."""
+    packed = clpa.kv_layout("f16", 10, 16, 2, 64, kind="nhd")
+    assert packed.block_pitch == 0 and packed.block_stride == 2048
+    kv = clpa.kv_layout("f16", 10, 16, 2, 64, kind="nhd", block_pitch=2 * 2048)
+    assert kv.block_stride == 4096 and kv.block_bytes == 2048 * 2
+    assert kv.cache_bytes == (9 * 4096 + 2048) * 2
+    assert clpa.lib.clpa_kv_value_index(ctypes.byref(kv), 3, 1, 2, 5) == 3 * 4096 + 2 * 128 + 64 + 5
+    for bad, words in ((2048 + 4, "multiple of x = 8"), (2040, "at least a block's 2048")):
+        with pytest.raises(clpa.ClpaError) as e:
+            clpa.kv_layout("f16", 10, 16, 2, 64, kind="nhd", block_pitch=bad)
+        assert "block_pitch = %d" % bad in e.value.message and words in e.value.message
