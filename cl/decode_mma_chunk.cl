@@ -80,10 +80,18 @@ inline uint2 value_pairs(vrow_t w, int s) { return VWORD(w, s); }
 #endif
 #endif
 
+/* A lane (g = lane / 4, t = lane % 4) holds rows g and g + 8 and columns
+ * 2 t, 2 t + 1 of each C fragment (mma.cl). Column i of n-tile h: head
+ * head0 + column while column < G. */
+inline int lane_col(int h, int t, int i) { return 8 * h + 2 * t + i; }
+/* Row g + 8 r of S^T's m-tile s as a token of the row (kt: the lane's
+ * first key token, load_chunk's). */
+inline int score_token(int kt, int s, int r) { return kt + 4 * s + 2 * r; }
+
 /* The table entries a lane's tokens of the chunk at c0 lie in (its key
  * rows' block, its value rows' block), read before anything is known
  * about them: the index is clamped into the sequence's row, so the read
- * stays inside the table even for chunks past the end; mma_block4 decides
+ * stays inside the table even for chunks past the end; mma_block_of decides
  * whether an entry is used. Read a chunk ahead (and the first chunk's
  * before the context length arrives), so no chunk waits on a table read
  * before its K/V loads can start. */
@@ -92,10 +100,10 @@ typedef int4 chunk_ids_t;
 inline int4 chunk_ids(page_row table, int c0, int g, int t, int max_blocks) {
   (void)t;
   const int kt = c0 + RUN * (g / 2) + g % 2;
-  return (int4)(PAGE_OF_CLAMPED(table, kt / BLOCK_SIZE, max_blocks),
-                PAGE_OF_CLAMPED(table, (kt + 2) / BLOCK_SIZE, max_blocks),
-                MSUB > 1 ? PAGE_OF_CLAMPED(table, (kt + 4) / BLOCK_SIZE, max_blocks) : 0,
-                MSUB > 1 ? PAGE_OF_CLAMPED(table, (kt + 6) / BLOCK_SIZE, max_blocks) : 0);
+  return (int4)(PAGE_OF_CLAMPED(table, score_token(kt, 0, 0) / BLOCK_SIZE, max_blocks),
+                PAGE_OF_CLAMPED(table, score_token(kt, 0, 1) / BLOCK_SIZE, max_blocks),
+                MSUB > 1 ? PAGE_OF_CLAMPED(table, score_token(kt, 1, 0) / BLOCK_SIZE, max_blocks) : 0,
+                MSUB > 1 ? PAGE_OF_CLAMPED(table, score_token(kt, 1, 1) / BLOCK_SIZE, max_blocks) : 0);
 }
 inline int int4_at(int4 v, int i) { return i == 0 ? v.x : i == 1 ? v.y : i == 2 ? v.z : v.w; }
 #else
@@ -107,25 +115,18 @@ inline int2 chunk_ids(page_row table, int c0, int g, int t, int max_blocks) {
 }
 #endif
 
-/* The physical block `phys` (the table's entry) of the RUN tokens first
- * .. first + RUN - 1 (one block, as BLOCK_SIZE % RUN == 0), or -1 when
- * none of them is inside [lo, end) (never used nor checked) or the entry
- * is bad (then the fault bit). */
-inline int mma_block_run(int phys, int first, int lo, int end, int num_blocks,
-                         __global volatile int *faults) {
-  if (first + RUN - 1 < lo || first >= end) return -1;
+/* The physical block `phys` (the table's entry) of the tokens first ..
+ * last (one block: a run of RUN, as BLOCK_SIZE % RUN == 0, or one token
+ * with TOKB), or -1 when none of them is inside [lo, end) (never used nor
+ * checked) or the entry is bad (then the fault bit). */
+inline int mma_block_of(int phys, int first, int last, int lo, int end, int num_blocks,
+                        __global volatile int *faults) {
+  if (last < lo || first >= end) return -1;
   if (phys >= 0 && phys < num_blocks) return phys;
   atomic_or(faults, CLPA_FAULT_BAD_BLOCK);
   return -1;
 }
 
-/* A lane (g = lane / 4, t = lane % 4) holds rows g and g + 8 and columns
- * 2 t, 2 t + 1 of each C fragment (mma.cl). Column i of n-tile h: head
- * head0 + column while column < G. */
-inline int lane_col(int h, int t, int i) { return 8 * h + 2 * t + i; }
-/* Row g + 8 r of S^T's m-tile s as a token of the row (kt: the lane's
- * first key token, load_chunk's). */
-inline int score_token(int kt, int s, int r) { return kt + 4 * s + 2 * r; }
 /* Row g + 8 r of O^T's m-tile mt: a dimension. HND and NHD: where the
  * transposes put it (the banner's paragraph on them). */
 inline int out_dim(int mt, int g, int r) {
@@ -187,16 +188,6 @@ typedef struct mma_chunk {
 #endif
 
 #if TOKB
-/* The block `phys` of one token, or -1 when it is outside [lo, end) or
- * the entry is bad (then the fault bit), as mma_block_run. */
-inline int mma_block_tok(int phys, int tok, int lo, int end, int num_blocks,
-                         __global volatile int *faults) {
-  if (tok < lo || tok >= end) return -1;
-  if (phys >= 0 && phys < num_blocks) return phys;
-  atomic_or(faults, CLPA_FAULT_BAD_BLOCK);
-  return -1;
-}
-
 /* Loads the chunk at c0 (TOKB): each key token's rows, and its value rows
  * where its keys are, from its own block. */
 inline void load_chunk(mma_chunk *ch, int c0, int4 ids, int g, int t, int lo, int end,
@@ -209,7 +200,7 @@ inline void load_chunk(mma_chunk *ch, int c0, int4 ids, int g, int t, int lo, in
     MMA_UNROLL
     for (int r = 0; r < 2; r++) {
       const int tok = score_token(kt, s, r);
-      const int b = mma_block_tok(int4_at(ids, 2 * s + r), tok, lo, end, num_blocks, faults);
+      const int b = mma_block_of(int4_at(ids, 2 * s + r), tok, tok, lo, end, num_blocks, faults);
       ch->kbt[s][r] = b;
       const ulong base = kv_off + (ulong)max(b, 0) * block_stride;
       __global const uint4 *kp = (__global const uint4 *)(k_cache + base) +
@@ -233,8 +224,8 @@ inline void load_chunk(mma_chunk *ch, int c0, int2 ids, int g, int t, int lo, in
                        __global const kv_t *k_cache, __global const kv_t *v_cache, ulong kv_off,
                        ulong block_stride, int ts) {
   const int kq = c0 + RUN * (g / 2), kt = kq + g % 2, vt = c0 + RUN * t;
-  ch->kb = mma_block_run(ids.x, kq, lo, end, num_blocks, faults);
-  ch->vb = mma_block_run(ids.y, vt, lo, end, num_blocks, faults);
+  ch->kb = mma_block_of(ids.x, kq, kq + RUN - 1, lo, end, num_blocks, faults);
+  ch->vb = mma_block_of(ids.y, vt, vt + RUN - 1, lo, end, num_blocks, faults);
   /* kv.cl's key_row16 is affine, 0 at (0, 0): the lane's first token's
    * row, then constant offsets */
   __global const uint4 *kp = (__global const uint4 *)(k_cache + kv_off +
