@@ -170,7 +170,7 @@ static clpa_status clpa_reshape_and_cache_impl(clpa_context *ctx, const clpa_res
   cl_ulong ks = p->key_stride ? p->key_stride : row, vs = p->value_stride ? p->value_stride : row;
   cl_mem kc = clpa_cache_key(p->cache, p->layer), vc = clpa_cache_value(p->cache, p->layer);
   cl_int heads = in->num_kv_heads, hs = in->head_size, bs = in->block_size, nb = in->num_blocks;
-  cl_ulong bst = (cl_ulong)heads * (cl_ulong)hs * (cl_ulong)bs; /* a cache's blocks are packed */
+  cl_ulong bst = in->block_bytes / clpa_dtype_size(in->dtype); /* a cache's blocks are packed */
   cl_float ksc = p->k_scale, vsc = p->v_scale;
   cl_int src = (cl_int)p->src_dtype, ntok = p->num_tokens;
 #define A(name, v) [CACHE_RESHAPE_ARG_##name] = CLPA_ARG(v)
