@@ -33,6 +33,22 @@ static int fail(const char *what, clpa_context *ctx) {
   return 1;
 }
 
+/* One decode step with p, its faults checked and its output read into out
+ * (bytes of it): 0, or 1 after saying which stage of run `run` failed. */
+static int decode_into(clpa_context *ctx, const clpa_decode_params *p, float *out, size_t bytes,
+                       const char *run) {
+  const char *stage = "decode";
+  int bad = clpa_decode(ctx, p) != CLPA_OK;
+  if (!bad) stage = "faults", bad = clpa_context_check_faults(ctx, NULL) != CLPA_OK;
+  if (!bad)
+    stage = "read", bad = clEnqueueReadBuffer(clpa_context_cl_queue(ctx), p->out, CL_TRUE, 0, bytes,
+                                              out, 0, NULL, NULL) != CL_SUCCESS;
+  if (!bad) return 0;
+  char what[64];
+  snprintf(what, sizeof what, "%s (%s)", stage, run);
+  return fail(what, ctx);
+}
+
 /* A value in [-1, 1) from an index (deterministic, no libc rand). */
 static float noise(uint32_t i) {
   i ^= i >> 16, i *= 0x7feb352dU, i ^= i >> 15, i *= 0x846ca68bU, i ^= i >> 16;
@@ -124,22 +140,14 @@ int main(void) {
   p.max_blocks_per_seq = MAX_BLOCKS, p.max_context_len = 100;
   p.scale = 1.0f / sqrtf((float)HEAD_SIZE);
   p.query = bq, p.block_tables = bt, p.context_lens = bl, p.out = bo;
-  if (clpa_decode(ctx, &p) != CLPA_OK) return fail("decode", ctx);
-  if (clpa_context_check_faults(ctx, NULL) != CLPA_OK) return fail("faults", ctx);
-  if (clEnqueueReadBuffer(clpa_context_cl_queue(ctx), bo, CL_TRUE, 0, sizeof out, out, 0, NULL,
-                          NULL) != CL_SUCCESS)
-    return fail("read", ctx);
+  if (decode_into(ctx, &p, out, sizeof out, "padded table")) return 1;
   const double padded = check(q, k, v, out, lens, tables);
 
   /* Again with the CSR table: the lengths come from it, so no block_tables or context_lens. */
   p.block_tables = NULL, p.context_lens = NULL, p.max_blocks_per_seq = 0;
   p.page_table = CLPA_PAGE_TABLE_CSR, p.num_page_indices = indptr[SEQS];
   p.page_indptr = bip, p.page_indices = bix, p.last_page_len = bll;
-  if (clpa_decode(ctx, &p) != CLPA_OK) return fail("decode (CSR)", ctx);
-  if (clpa_context_check_faults(ctx, NULL) != CLPA_OK) return fail("faults (CSR)", ctx);
-  if (clEnqueueReadBuffer(clpa_context_cl_queue(ctx), bo, CL_TRUE, 0, sizeof out, out, 0, NULL,
-                          NULL) != CL_SUCCESS)
-    return fail("read (CSR)", ctx);
+  if (decode_into(ctx, &p, out, sizeof out, "CSR")) return 1;
   const double csr = check(q, k, v, out, lens, tables);
 
   /* K and V in one buffer, [blocks, 2, BLOCK, KV_HEADS, HEAD_SIZE]: blocks two blocks apart
@@ -160,11 +168,7 @@ int main(void) {
   if (err != CL_SUCCESS) return fail("one buffer (its values' origin must meet the device's"
                                      " CL_DEVICE_MEM_BASE_ADDR_ALIGN)", ctx);
   p.kv = kv, p.key_cache = b2, p.value_cache = b2v;
-  if (clpa_decode(ctx, &p) != CLPA_OK) return fail("decode (one buffer)", ctx);
-  if (clpa_context_check_faults(ctx, NULL) != CLPA_OK) return fail("faults (one buffer)", ctx);
-  if (clEnqueueReadBuffer(clpa_context_cl_queue(ctx), bo, CL_TRUE, 0, sizeof out, out, 0, NULL,
-                          NULL) != CL_SUCCESS)
-    return fail("read (one buffer)", ctx);
+  if (decode_into(ctx, &p, out, sizeof out, "one buffer")) return 1;
   const double one = check(q, k, v, out, lens, tables);
   printf("decode over an NHD cache (%d and %d tokens, %d heads): worst error %.2g with padded"
          " block tables, %.2g with a CSR page table, %.2g with K and V in one buffer\n", lens[0],
