@@ -18,7 +18,11 @@
 #include "clpa_layout.h"
 #include "tap.h"
 
-static int spans(const clpa_kv_layout *l);
+/* Where the walk of a layout's blocks ends: the bytes each buffer must hold. */
+static int spans(const clpa_kv_layout *l) {
+  const uint64_t es = clpa_dtype_size(l->dtype);
+  return ((uint64_t)(l->num_blocks - 1) * l->block_stride) * es + l->block_bytes == l->cache_bytes;
+}
 
 /* HND and NHD: keys and values alike, a token's head_size elements in a row. */
 static int walk_token_major(const clpa_kv_layout *l) {
@@ -34,12 +38,6 @@ static int walk_token_major(const clpa_kv_layout *l) {
             return 0;
         }
   return spans(l);
-}
-
-/* Where the walk of a layout's blocks ends: the bytes each buffer must hold. */
-static int spans(const clpa_kv_layout *l) {
-  const uint64_t es = clpa_dtype_size(l->dtype);
-  return ((uint64_t)(l->num_blocks - 1) * l->block_stride) * es + l->block_bytes == l->cache_bytes;
 }
 
 static int walk_matches(const clpa_kv_layout *l) {
