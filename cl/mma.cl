@@ -346,32 +346,45 @@ inline void mma_copy_commit(void) {
  * (c = 2, 3) when a row holds B's k index in order. Volatile: the data changes between calls at the same address
  * (barriers and cp.async order them, not the operands). */
 #if MMA_PTX
-/* Returns ldmatrix.x4's 4 registers (SPEC: "" or ".trans") from p. */
-#define MMA_LDSM4_RETURN(SPEC, p)                                                           \
+/* Returns ldmatrix.x4's 4 registers (SPEC: "" or ".trans") from shared
+ * address a. */
+#define MMA_LDSM4_RETURN(SPEC, a)                                                           \
   do {                                                                                      \
     uint4 r;                                                                                \
     asm volatile("ldmatrix.sync.aligned.m8n8.x4" SPEC ".shared.b16 {%0, %1, %2, %3}, [%4];" \
                  : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)                               \
-                 : "r"((uint)(size_t)(p)));                                                 \
+                 : "r"(a));                                                                 \
     return r;                                                                               \
   } while (0)
 /* ldmatrix.x4: lanes 8 i .. 8 i + 7 give the row addresses of matrix i. */
-inline uint4 mma_ldsm4(__local const uint *p) { MMA_LDSM4_RETURN("", p); }
+inline uint4 mma_ldsm4a(uint a) { MMA_LDSM4_RETURN("", a); }
+inline uint4 mma_ldsm4(__local const uint *p) { return mma_ldsm4a((uint)(size_t)p); }
 
 /* ldmatrix.x4.trans: the same matrices transposed, lane l getting
  * column l / 4 of each, rows 2 (l % 4) and + 1: for B fragments whose k
  * index runs along the rows in memory (prefill_mma.cl's HND and NHD values,
  * a token a row). */
-inline uint4 mma_ldsm4t(__local const uint *p) { MMA_LDSM4_RETURN(".trans", p); }
+inline uint4 mma_ldsm4ta(uint a) { MMA_LDSM4_RETURN(".trans", a); }
 
 /* ldmatrix.x2: lanes 0-15 give the row addresses of matrices 0 and 1 (the
  * others' are ignored but must be valid shared addresses). */
-inline uint2 mma_ldsm2(__local const uint *p) {
+inline uint2 mma_ldsm2a(uint a) {
   uint2 r;
   asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];"
                : "=r"(r.x), "=r"(r.y)
-               : "r"((uint)(size_t)p));
+               : "r"(a));
   return r;
+}
+
+/* p as a 32-bit shared address, through an asm the compiler does not
+ * see into: offsets added to the result stay constants from one base
+ * (prefill_mma.cl's fragments), where the compiler would fold the
+ * pointer's lane part into each offset and hoist every such sum out of
+ * the tile loop, a register each (spilled, under the path's cap). */
+inline uint mma_shared(__local const uint *p) {
+  uint a;
+  asm("mov.b32 %0, %1;" : "=r"(a) : "r"((uint)(size_t)p));
+  return a;
 }
 #endif
 

@@ -31,17 +31,20 @@
  * results as clpa_prefill_paged.
  *
  * HND and NHD (a token's key and value each a row of HEAD_SIZE contiguous
- * elements): a part is copied token-major, BLOCK_SIZE rows of HEAD_SIZE /
- * 8 uint4, each row's chunks swizzled (mma_tpos) so that the 8 tokens of
- * one chunk an ldmatrix row set reads hit 8 bank groups. Keys read as
- * above (a fragment's 8 rows are 8 tokens of one chunk); values through
- * ldmatrix's .trans, whose 8 rows are 8 tokens of one chunk (8
- * dimensions) handed out transposed: token pairs of one dimension, V's B
- * fragment. The copies are as many 16-byte pieces as split-key's, and
+ * elements): a tile is copied token-major, BK rows of HEAD_SIZE / 8 uint4
+ * and one uint4 of padding (mma_tpos), so that the 8 tokens of one chunk
+ * an ldmatrix row set reads hit 8 bank groups, and every fragment's
+ * address is a lane's base plus a constant, as split-key's are
+ * (docs/decisions/0031-prefill-mma-fragment-addresses.md).
+ * Keys read as above (a fragment's 8 rows are 8 tokens of one chunk);
+ * values through ldmatrix's .trans, whose 8 rows are 8 tokens of one chunk
+ * (8 dimensions) handed out transposed: token pairs of one dimension, V's
+ * B fragment. The copies are as many 16-byte pieces as split-key's, and
  * successive work-items copy successive pieces of the cache (HND: a part
  * is contiguous; NHD: its token rows are).
  *
- * Local memory: STAGES * 2 * BK * HEAD_SIZE halves.
+ * Local memory: STAGES * 2 * BK * HEAD_SIZE halves (HND, NHD: HEAD_SIZE + 8
+ * a token), lib/prefill.c's mma_local_bytes.
  */
 #define WARPS (NUM_THREADS / 32)
 #ifndef CLPA_STAGES
@@ -64,8 +67,14 @@
 #define NP (BK / BLOCK_SIZE)    /* cache blocks (parts) of a tile */
 #define VS (BLOCK_SIZE / 8)     /* uint4 of a value row of a block: 1, 2 or 4 */
 #define PART4 (HEAD_SIZE * VS)  /* uint4 of a block's keys, and of its values */
-#define KTILE (NP * PART4)      /* uint4 of a key tile */
-#define VTILE (NP * PART4)      /* uint4 of a value tile */
+#if KV_SPLIT_KEY
+#define KTILE (NP * PART4) /* uint4 of a key tile */
+#else
+#define CH (HEAD_SIZE / 8) /* uint4 of a token's row (HND, NHD) */
+#define TROW (CH + 1)      /* and of its row in local memory, padded */
+#define KTILE (BK * TROW)
+#endif
+#define VTILE KTILE /* uint4 of a value tile */
 #define CPT ((PART4 + NUM_THREADS - 1) / NUM_THREADS) /* a work-item's copies of a part */
 
 /* Where uint4 `col` of row `row` of a tile whose rows are `width` uint4
@@ -93,72 +102,70 @@ inline int mma_key_row16(int n, int c) {
          key_row16(0, n * 8 % BLOCK_SIZE, BLOCK_SIZE, 0);
 }
 
-/* The ldmatrix row address (in uint4 of a tile) that lane `lane` gives:
- * keys: row lane % 8 is key n * 8 + lane % 8 and matrix lane / 8 is chunk
- * 2 ks + lane / 8 (dimensions 16 ks + 8 (lane / 8) ..), the rest being a
- * constant of the call (MMA_LDSM4's c); for a lone last k-step (x2) lanes
+/* The ldmatrix row address (in uint4 of a tile) that lane `lane` gives,
+ * the rest being a constant of the call (MMA_LDSM4's c): keys: row lane %
+ * 8 is key n * 8 + lane % 8 and matrix lane / 8 is chunk 2 ks + lane / 8
+ * (dimensions 16 ks + 8 (lane / 8) ..); for a lone last k-step (x2) lanes
  * 16-31 repeat 0-15. Values: row lane % 8 is dimension n * 8 + lane % 8,
  * matrix i = lane / 8 the tile's tokens 16 ks + 8 i .. (chunk i % VS of
- * part i / VS from k-step ks on, swizzled as mma_vpos). */
+ * part i / VS from k-step ks on, swizzled as mma_vpos). The constants:
+ * MMA_KROW (keys of n-tile n from chunk c) and MMA_VOFF (values of
+ * k-step ks, n-tile n). */
+#if KV_SPLIT_KEY
 inline int mma_klane(int lane) { return lane / 8 * BLOCK_SIZE + lane % 8; }
 inline int mma_klane2(int lane) { return lane / 8 % 2 * BLOCK_SIZE + lane % 8; }
 inline int mma_vlane(int lane) {
   const int r8 = lane % 8, i8 = lane / 8;
   return i8 / VS * PART4 + mma_vpos(r8 * VS + i8 % VS);
 }
-
-#if !KV_SPLIT_KEY
-#define CH (HEAD_SIZE / 8) /* uint4 of a token's row (HND, NHD) */
+#define MMA_KROW(n, c) mma_key_row16(n, c)
+#define MMA_VOFF(ks, n) (2 * (ks) / VS * PART4 + (n) * 8 * VS)
+#define MMA_LDSM4V MMA_LDSM4
+#else
 /* Where chunk c (dimensions 8 c .. 8 c + 7) of the tile's token k sits:
- * part k / BLOCK_SIZE, then its token's row, swizzled. */
-inline int mma_tpos(int k, int c) {
-  return k / BLOCK_SIZE * PART4 + mma_swz(k % BLOCK_SIZE, c, CH);
-}
-/* The ldmatrix row address (uint4) that lane l gives. Keys of n-tile n
- * from chunk c: row l % 8 is key 8 n + l % 8, matrix l / 8 chunk c + l /
- * 8 (x2: lanes 16-31 repeat 0-15). Values of k-step ks (tokens 16 ks ..
- * + 15, then the next k-step's) at chunk n (the n-tile's dimensions):
- * matrix l / 8 is tokens 16 ks + 8 (l / 8) .., so lane l gives token 16 ks
- * + l. */
-inline int mma_tklane(int l, int n, int c) { return mma_tpos(8 * n + l % 8, c + l / 8); }
-inline int mma_tklane2(int l, int n, int c) { return mma_tpos(8 * n + l % 8, c + l / 8 % 2); }
-inline int mma_tvlane(int l, int ks, int n) { return mma_tpos(16 * ks + l, n); }
+ * row k, TROW uint4 a row (affine, so that a fragment's address is a
+ * lane's part plus a constant). CH is even (HEAD_SIZE a multiple of 16),
+ * so TROW is odd and 8 successive rows start in 8 different 16-byte bank
+ * groups. */
+inline int mma_tpos(int k, int c) { return k * TROW + c; }
+/* Keys of n-tile n from chunk c: row l % 8 is key 8 n + l % 8, matrix l /
+ * 8 chunk c + l / 8 (x2: lanes 16-31 repeat 0-15). Values of k-step ks
+ * (tokens 16 ks .. + 15, then the next k-step's) at chunk n (the n-tile's
+ * dimensions), through .trans: matrix l / 8 is tokens 16 ks + 8 (l / 8)
+ * .., so lane l gives token 16 ks + l. */
+inline int mma_klane(int l) { return mma_tpos(l % 8, l / 8); }
+inline int mma_klane2(int l) { return mma_tpos(l % 8, l / 8 % 2); }
+inline int mma_vlane(int l) { return mma_tpos(l, 0); }
+#define MMA_KROW(n, c) mma_tpos(8 * (n), c)
+#define MMA_VOFF(ks, n) mma_tpos(16 * (ks), n)
+#define MMA_LDSM4V MMA_LDSM4T
 #endif
 
-/* ldmatrix.x4 (x2: .xy) from tile `w` (32-bit words) at row address
- * LANEFN(lane) + c uint4: on NVIDIA the instruction; emulated, each lane
- * computes the addresses the others would give (no exchange, no barrier:
- * PoCL compiles barriers in loops slowly). */
+/* ldmatrix.x4 (x2: .xy; T: .trans) of the fragment c uint4 past the row
+ * address LANEFN(lane) of tile w: on NVIDIA the instruction, at offset c
+ * from the lane's base A = MMA_BASE(w, LANEFN), taken once a tile;
+ * emulated, each lane computes the addresses the others would give (no
+ * exchange, no barrier: PoCL compiles barriers in loops slowly), lane l
+ * taking, .trans, column l / 4 of rows 2 (l % 4) and + 1 of each matrix. */
 #if MMA_PTX
-#define MMA_LDSM4(w, LANEFN, c) mma_ldsm4((w) + 4 * (LANEFN(lane) + (c)))
-#define MMA_LDSM2(w, LANEFN, c) mma_ldsm2((w) + 4 * (LANEFN(lane) + (c)))
+#define MMA_BASE(w, LANEFN) mma_shared((w) + 4 * LANEFN(lane))
+#define MMA_LDSM4(w, A, LANEFN, c) mma_ldsm4a((A) + 16u * (uint)(c))
+#define MMA_LDSM2(w, A, LANEFN, c) mma_ldsm2a((A) + 16u * (uint)(c))
+#define MMA_LDSM4T(w, A, LANEFN, c) mma_ldsm4ta((A) + 16u * (uint)(c))
 #else
+#define MMA_BASE(w, LANEFN) 0u
 #define MMA_LDSM_M(w, LANEFN, c, m) (w)[4 * (LANEFN(8 * (m) + lane / 4) + (c)) + lane % 4]
-#define MMA_LDSM4(w, LANEFN, c)                                                           \
+#define MMA_LDSM4(w, A, LANEFN, c)                                                        \
   (uint4)(MMA_LDSM_M(w, LANEFN, c, 0), MMA_LDSM_M(w, LANEFN, c, 1),                      \
           MMA_LDSM_M(w, LANEFN, c, 2), MMA_LDSM_M(w, LANEFN, c, 3))
-#define MMA_LDSM2(w, LANEFN, c) (uint2)(MMA_LDSM_M(w, LANEFN, c, 0), MMA_LDSM_M(w, LANEFN, c, 1))
-#endif
-/* The same at row address ADDR(lane, a, b) (HND, NHD, whose swizzle is no
- * lane part plus a constant), and .trans (MMA_LDSM4T): emulated, lane l
- * takes column l / 4 of rows 2 (l % 4) and + 1 of each matrix. */
-#if MMA_PTX
-#define MMA_LDSM4_AT(w, ADDR, a, b) mma_ldsm4((w) + 4 * ADDR(lane, a, b))
-#define MMA_LDSM2_AT(w, ADDR, a, b) mma_ldsm2((w) + 4 * ADDR(lane, a, b))
-#define MMA_LDSM4T_AT(w, ADDR, a, b) mma_ldsm4t((w) + 4 * ADDR(lane, a, b))
-#else
-#define MMA_LDSM_AT_M(w, ADDR, a, b, m) (w)[4 * ADDR(8 * (m) + lane / 4, a, b) + lane % 4]
-#define MMA_LDSM4_AT(w, ADDR, a, b)                                                       \
-  (uint4)(MMA_LDSM_AT_M(w, ADDR, a, b, 0), MMA_LDSM_AT_M(w, ADDR, a, b, 1),              \
-          MMA_LDSM_AT_M(w, ADDR, a, b, 2), MMA_LDSM_AT_M(w, ADDR, a, b, 3))
-#define MMA_LDSM2_AT(w, ADDR, a, b) \
-  (uint2)(MMA_LDSM_AT_M(w, ADDR, a, b, 0), MMA_LDSM_AT_M(w, ADDR, a, b, 1))
-#define MMA_LDSMT_ROW(w, ADDR, a, b, m, i) (w)[4 * ADDR(8 * (m) + 2 * (lane % 4) + (i), a, b) + lane / 8]
-#define MMA_LDSMT_M(w, ADDR, a, b, m) \
-  mma_column_pair(MMA_LDSMT_ROW(w, ADDR, a, b, m, 0), MMA_LDSMT_ROW(w, ADDR, a, b, m, 1), lane / 4 % 2)
-#define MMA_LDSM4T_AT(w, ADDR, a, b)                                                      \
-  (uint4)(MMA_LDSMT_M(w, ADDR, a, b, 0), MMA_LDSMT_M(w, ADDR, a, b, 1),                  \
-          MMA_LDSMT_M(w, ADDR, a, b, 2), MMA_LDSMT_M(w, ADDR, a, b, 3))
+#define MMA_LDSM2(w, A, LANEFN, c) (uint2)(MMA_LDSM_M(w, LANEFN, c, 0), MMA_LDSM_M(w, LANEFN, c, 1))
+#define MMA_LDSMT_ROW(w, LANEFN, c, m, i) \
+  (w)[4 * (LANEFN(8 * (m) + 2 * (lane % 4) + (i)) + (c)) + lane / 8]
+#define MMA_LDSMT_M(w, LANEFN, c, m) \
+  mma_column_pair(MMA_LDSMT_ROW(w, LANEFN, c, m, 0), MMA_LDSMT_ROW(w, LANEFN, c, m, 1), lane / 4 % 2)
+#define MMA_LDSM4T(w, A, LANEFN, c)                                                       \
+  (uint4)(MMA_LDSMT_M(w, LANEFN, c, 0), MMA_LDSMT_M(w, LANEFN, c, 1),                    \
+          MMA_LDSMT_M(w, LANEFN, c, 2), MMA_LDSMT_M(w, LANEFN, c, 3))
 #endif
 
 /* The table entries of tile k0's parts whose keys meet [k_lo, k_end)
@@ -411,6 +418,8 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
     /* ---- 3. S = Q K^T: key n * 8 + g of the tile is column g of n-tile n;
      * 4 n-tiles at a time, so that 4 accumulators are in flight ---- */
     float4 sc[STILES];
+    const uint ka = MMA_BASE(kw, mma_klane), ka2 = MMA_BASE(kw, mma_klane2);
+    (void)ka, (void)ka2;
     MMA_UNROLL
     for (int n0 = 0; n0 < STILES; n0 += 4) {
       MMA_UNROLL
@@ -420,11 +429,7 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
         uint4 b[4];
         MMA_UNROLL
         for (int n = 0; n < 4; n++)
-#if KV_SPLIT_KEY
-          b[n] = MMA_LDSM4(kw, mma_klane, mma_key_row16(n0 + n, 2 * ks));
-#else
-          b[n] = MMA_LDSM4_AT(kw, mma_tklane, n0 + n, 2 * ks);
-#endif
+          b[n] = MMA_LDSM4(kw, ka, mma_klane, MMA_KROW(n0 + n, 2 * ks));
         MMA_UNROLL
         for (int n = 0; n < 4; n++) sc[n0 + n] = mma_16816(sc[n0 + n], qa[ks], b[n].xy, xch);
         MMA_UNROLL
@@ -433,14 +438,8 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
       if (KSTEPS % 2) {
         MMA_UNROLL
         for (int n = n0; n < n0 + 4; n++)
-#if KV_SPLIT_KEY
           sc[n] = mma_16816(sc[n], qa[KSTEPS - 1],
-                            MMA_LDSM2(kw, mma_klane2, mma_key_row16(n, (KSTEPS - 1) * 2)),
-                            xch);
-#else
-          sc[n] = mma_16816(sc[n], qa[KSTEPS - 1], MMA_LDSM2_AT(kw, mma_tklane2, n, (KSTEPS - 1) * 2),
-                            xch);
-#endif
+                            MMA_LDSM2(kw, ka2, mma_klane2, MMA_KROW(n, (KSTEPS - 1) * 2)), xch);
       }
     }
 
@@ -494,6 +493,8 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
       MMA_UNROLL
       for (int n = 0; n < DTILES; n++) o[n] *= (float4)(alpha[0], alpha[0], alpha[1], alpha[1]);
     }
+    const uint va = MMA_BASE(vw, mma_vlane);
+    (void)va;
     MMA_UNROLL
     for (int n0 = 0; n0 < DTILES; n0 += 4) {
       MMA_UNROLL
@@ -502,11 +503,7 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
         MMA_UNROLL
         for (int n = 0; n < 4; n++)
           if (n0 + n < DTILES)
-#if KV_SPLIT_KEY
-            b[n] = MMA_LDSM4(vw, mma_vlane, 2 * ks / VS * PART4 + (n0 + n) * 8 * VS);
-#else
-            b[n] = MMA_LDSM4T_AT(vw, mma_tvlane, ks, n0 + n);
-#endif
+            b[n] = MMA_LDSM4V(vw, va, mma_vlane, MMA_VOFF(ks, n0 + n));
         MMA_UNROLL
         for (int n = 0; n < 4; n++)
           if (n0 + n < DTILES) o[n0 + n] = mma_16816(o[n0 + n], pa[ks], b[n].xy, xch);

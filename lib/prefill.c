@@ -151,20 +151,22 @@ static int mma_applies(const clpa_kv_layout *kv) {
 }
 
 /* cl/prefill_mma.cl's clpa_prefill_mma, with `stages` tiles in flight: keys
- * and values in f16/bf16 as the cache holds them, and mma.cl's scratch
- * when emulated (2 work-items a row). */
-static size_t mma_local_bytes(int head_size, int rows, int keys, int stages, int emulated) {
-  const size_t tile = 2 * 2 * (size_t)keys * (size_t)head_size;
+ * and values in f16/bf16 (HND and NHD: a token's row padded by 8
+ * elements), and mma.cl's scratch when emulated (2 work-items a row). */
+static size_t mma_local_bytes(const clpa_kv_layout *kv, int rows, int keys, int stages,
+                              int emulated) {
+  const size_t row = (size_t)kv->head_size + (kv->kind == CLPA_KV_LAYOUT_SPLIT_KEY ? 0 : 8);
+  const size_t tile = 2 * 2 * (size_t)keys * row;
   return stages * tile + 4 * (emulated ? 12 * rows : 1) + 64;
 }
 
 /* Two tiles in flight (the next one's copies overlap the whole tile's
  * products) where local memory holds them, else one. Emulated, the
  * choice NVIDIA's 48 KiB would make, so that tests elsewhere run both. */
-static int mma_stages(const clpa_context *ctx, int head_size, int rows, int keys) {
+static int mma_stages(const clpa_context *ctx, const clpa_kv_layout *kv, int rows, int keys) {
   const int emulated = ctx->lanes != CLPA_LANES_NV_PTX;
   const uint64_t lmem = emulated ? 48 * 1024 : ctx->info.local_mem_bytes;
-  return mma_local_bytes(head_size, rows, keys, 2, 0) <= lmem ? 2 : 1;
+  return mma_local_bytes(kv, rows, keys, 2, 0) <= lmem ? 2 : 1;
 }
 
 /* The mma path's register cap on NVIDIA (program.c writes it into the
@@ -207,7 +209,7 @@ static clpa_status pick_mma(clpa_context *ctx, const clpa_prefill_params *p,
   *rows = p->rows_per_group ? p->rows_per_group : table_rows ? ctx->tuning.prefill_rows : 64;
   /* 32 keys by default (docs/decisions/0020-prefill-mma-tile.md) */
   *keys = p->keys_per_tile ? p->keys_per_tile : table ? ctx->tuning.prefill_keys : 32;
-  CLPA_CTX_CHECK(ctx, mma_local_bytes(kv->head_size, *rows, *keys, 1, emulated) > lmem,
+  CLPA_CTX_CHECK(ctx, mma_local_bytes(kv, *rows, *keys, 1, emulated) > lmem,
                  CLPA_ERR_UNSUPPORTED, "the mma path's tile of %d keys x head_size %d does not fit"
                  " %llu bytes of local memory", *keys, kv->head_size, (unsigned long long)lmem);
   return CLPA_OK;
@@ -507,7 +509,7 @@ clpa_status clpa_prefill_plan_fill(clpa_context *ctx, const clpa_prefill_params 
                                   rows,
                                   keys,
                                   path,
-                                  mma ? mma_stages(ctx, a.kv.head_size, rows, keys) : 1,
+                                  mma ? mma_stages(ctx, &a.kv, rows, keys) : 1,
                                   path != CLPA_PREFILL_ROWS && p->block_mask != NULL,
                                   mma ? mma_maxnreg(ctx, a.kv.head_size) : 0,
                                   path == CLPA_PREFILL_TILES
