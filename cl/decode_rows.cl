@@ -127,6 +127,47 @@ inline void rows_touch(__global const kv_t *cache, ulong kv_off, page_row table,
     }                                                                                         \
   } while (0)
 
+/* ---- The kernel's phases ---- */
+
+/* Softmax over a partition's n logits (whole blocks) per row: the max m
+ * from the lane-wise maxima mv, the logits turned into probabilities in
+ * place, their sum l. */
+inline void rows_softmax(float lg[G][PART], const floatS *mv, float *m, float *l, int n) {
+  for (int r = 0; r < G; r++) m[r] = CAT(vmax, VS)(mv[r]);
+  for (int r = 0; r < G; r++) {
+    floatB s = (floatB)(0.0f);
+    const float mr = m[r] == -INFINITY ? 0.0f : m[r]; /* every logit -inf: p = 0 */
+    for (int t = 0; t < n; t += VB) { /* n is whole blocks: a multiple of VB */
+      const floatB p = exp(ROWS_LOADB(&lg[r][t]) - mr); /* e^(-inf) = 0 */
+      ROWS_STOREB(p, &lg[r][t]);
+      s += p;
+    }
+    l[r] = VSUM(VB, s);
+  }
+}
+
+/* One row's result (sums res, max m, sum l; output row sh, query head
+ * `head`): v1 (out given) the normalised output, the sink counted, and
+ * its LSE; v2 the partition's normalised output and state. */
+inline void rows_write(const float *res, float m, float l, size_t sh, int head, int part,
+                       int max_parts, __global const float *sinks, __global io_t *out,
+                       __global float *lse, __global float *tmp_out, __global float *max_logits,
+                       __global float *exp_sums) {
+  const softmax_state st = softmax_state_of(m, l);
+  if (out) { /* the sink: one more logit in the softmax, with no value */
+    const softmax_state all = sinks ? softmax_merge(st, softmax_logit(sinks[head])) : st;
+    const float w = st.l > 0.0f ? softmax_weight(st, all) / st.l : 0.0f;
+    for (int d = 0; d < HEAD_SIZE; d++) IO_STORE(res[d] * w, out, sh * HEAD_SIZE + d);
+    if (lse) lse[sh] = softmax_lse(all);
+  } else {
+    const float inv = st.l > 0.0f ? 1.0f / st.l : 0.0f;
+    for (int d = 0; d < HEAD_SIZE; d++)
+      tmp_out[(sh * max_parts + part) * HEAD_SIZE + d] = res[d] * inv;
+    max_logits[sh * max_parts + part] = st.m;
+    exp_sums[sh * max_parts + part] = st.l;
+  }
+}
+
 __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void clpa_decode_rows(
     KERNEL_PARAMS(DECODE_ARG_LIST) PAGE_PARAMS) {
   (void)logits, (void)logits_stride, (void)part_counts;
@@ -201,19 +242,8 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void clpa_decode_rows(
   }
 
   /* ---- 2. softmax over the partition ---- */
-  for (int r = 0; r < G; r++) m[r] = CAT(vmax, VS)(mv[r]);
-  const int n = (b_end - b_begin) * BLOCK_SIZE;
   float l[G];
-  for (int r = 0; r < G; r++) {
-    floatB s = (floatB)(0.0f);
-    const float mr = m[r] == -INFINITY ? 0.0f : m[r]; /* every logit -inf: p = 0 */
-    for (int t = 0; t < n; t += VB) { /* n is whole blocks: a multiple of VB */
-      const floatB p = exp(ROWS_LOADB(&lg[r][t]) - mr); /* e^(-inf) = 0 */
-      ROWS_STOREB(p, &lg[r][t]);
-      s += p;
-    }
-    l[r] = VSUM(VB, s);
-  }
+  rows_softmax(lg, mv, m, l, (b_end - b_begin) * BLOCK_SIZE);
 
   /* ---- 3. values: a block at a time (its value tile is contiguous, so the
    * reads stream; the accumulators stay in L1), every row of it ---- */
@@ -254,20 +284,7 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void clpa_decode_rows(
   for (int r = 0; r < G; r++) row_sums(acc[r], res[r], HEAD_SIZE);
 
   /* ---- 4. write the output (v1) or the partition's state (v2) ---- */
-  for (int r = 0; r < G; r++) {
-    const size_t sh = sh0 + r;
-    const softmax_state st = softmax_state_of(m[r], l[r]);
-    if (out) { /* the sink: one more logit in the softmax, with no value */
-      const softmax_state all = sinks ? softmax_merge(st, softmax_logit(sinks[head0 + r])) : st;
-      const float w = st.l > 0.0f ? softmax_weight(st, all) / st.l : 0.0f;
-      for (int d = 0; d < HEAD_SIZE; d++) IO_STORE(res[r][d] * w, out, sh * HEAD_SIZE + d);
-      if (lse) lse[sh] = softmax_lse(all);
-    } else {
-      const float inv = st.l > 0.0f ? 1.0f / st.l : 0.0f;
-      for (int d = 0; d < HEAD_SIZE; d++)
-        tmp_out[(sh * max_parts + part) * HEAD_SIZE + d] = res[r][d] * inv;
-      max_logits[sh * max_parts + part] = st.m;
-      exp_sums[sh * max_parts + part] = st.l;
-    }
-  }
+  for (int r = 0; r < G; r++)
+    rows_write(res[r], m[r], l[r], sh0 + r, head0 + r, part, max_parts, sinks, out, lse, tmp_out,
+               max_logits, exp_sums);
 }

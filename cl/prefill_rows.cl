@@ -23,6 +23,66 @@
 #define PTG (PTG_ < BLOCK_SIZE / VT ? PTG_ : BLOCK_SIZE / VT)
 #define GB 4 /* cache blocks a step: their P V products meet in registers */
 
+/* ---- The kernel's phases ---- */
+
+/* Online softmax over a step's nv blocks (scores sc), per row: their
+ * probabilities into pb (zeros past nv), the rows' max m and sum l
+ * updated, and the accumulators rescaled where a row's max rises. */
+inline void rows_softmax(floatB pb[RG][GB * BCH], float sc[RG][GB * BLOCK_SIZE], int nv, float *m,
+                         float *l, floatB acc[RG][HEAD_SIZE]) {
+  for (int r = 0; r < RG; r++) {
+    floatB bmv = VLOADB(&sc[r][0]);
+    for (int c = 1; c < nv * BCH; c++) bmv = fmax(bmv, VLOADB(&sc[r][c * VB]));
+    const float mn = fmax(m[r], CAT(vmax, VB)(bmv));
+    const float base = mn == -INFINITY ? 0.0f : mn; /* every score -inf: p = 0 */
+    floatB sum = (floatB)(0.0f);
+#pragma unroll
+    for (int c = 0; c < GB * BCH; c++) {
+      pb[r][c] = c < nv * BCH ? exp(VLOADB(&sc[r][c * VB]) - base) : (floatB)(0.0f);
+      sum += pb[r][c]; /* e^(-inf) = 0 */
+    }
+    /* The old output's factor: 1 while the max stays (most steps after the
+     * first few), and then the accumulators are left alone. */
+    if (mn > m[r]) {
+      const float alpha = exp(m[r] - mn); /* 0 when m was -inf */
+      l[r] *= alpha;
+      for (int d = 0; d < HEAD_SIZE; d++) acc[r][d] *= alpha;
+    }
+    l[r] += VSUM(VB, sum);
+    m[r] = mn;
+  }
+}
+
+/* P V over a step's nv blocks (value tiles vbs, first tokens j0s): each
+ * value row is contiguous over a block's tokens; the step's products for
+ * one dimension meet in registers, then one add to each row's
+ * accumulator. Slots outside [k_lo, k_end) may hold NaN: zeroed. */
+inline void rows_values(floatB acc[RG][HEAD_SIZE], floatB pb[RG][GB * BCH],
+                        __global const kv_t *const *vbs, const int *j0s, int nv, int k_lo,
+                        int k_end, float vscale, int ts) {
+  for (int d = 0; d < HEAD_SIZE; d++) {
+    floatB t[RG];
+#pragma unroll
+    for (int r = 0; r < RG; r++) t[r] = (floatB)(0.0f);
+#pragma unroll
+    for (int g = 0; g < GB; g++) {
+      if (g < nv) {
+#pragma unroll
+        for (int c = 0; c < BCH; c++) {
+          floatB v =
+              KV_TOKENS(KV_LOAD, VB, vbs[g] + value_index(d, c * VB, BLOCK_SIZE, ts), ts) * vscale;
+          const intB jj = IOTAB + (j0s[g] + c * VB);
+          v = select((floatB)(0.0f), v, jj >= k_lo && jj < k_end);
+#pragma unroll
+          for (int r = 0; r < RG; r++) t[r] = fma(pb[r][g * BCH + c], v, t[r]);
+        }
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < RG; r++) acc[r][d] += t[r];
+  }
+}
+
 __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void clpa_prefill_rows(
     KERNEL_PARAMS(PREFILL_ARG_LIST) PAGE_PARAMS) {
   const int s = work[2 * get_group_id(0)], R0 = work[2 * get_group_id(0) + 1];
@@ -121,58 +181,13 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void clpa_prefill_rows(
     }
     if (nv == 0) continue;
 
-    /* ---- 3. online softmax over the step's blocks, per row ---- */
+    /* online softmax over the step's blocks, per row; then P V */
     floatB pb[RG][GB * BCH];
-    for (int r = 0; r < RG; r++) {
-      floatB bmv = VLOADB(&sc[r][0]);
-      for (int c = 1; c < nv * BCH; c++) bmv = fmax(bmv, VLOADB(&sc[r][c * VB]));
-      const float mn = fmax(m[r], CAT(vmax, VB)(bmv));
-      const float base = mn == -INFINITY ? 0.0f : mn; /* every score -inf: p = 0 */
-      floatB sum = (floatB)(0.0f);
-#pragma unroll
-      for (int c = 0; c < GB * BCH; c++) {
-        pb[r][c] = c < nv * BCH ? exp(VLOADB(&sc[r][c * VB]) - base) : (floatB)(0.0f);
-        sum += pb[r][c]; /* e^(-inf) = 0 */
-      }
-      /* The old output's factor: 1 while the max stays (most steps after the
-       * first few), and then the accumulators are left alone. */
-      if (mn > m[r]) {
-        const float alpha = exp(m[r] - mn); /* 0 when m was -inf */
-        l[r] *= alpha;
-        for (int d = 0; d < HEAD_SIZE; d++) acc[r][d] *= alpha;
-      }
-      l[r] += VSUM(VB, sum);
-      m[r] = mn;
-    }
-
-    /* ---- 4. P V: each value row is contiguous over a block's tokens; the
-     * step's products for one dimension meet in registers, then one add
-     * to each row's accumulator. Slots past the context (or before the
-     * window) may hold NaN: zero them ---- */
-    for (int d = 0; d < HEAD_SIZE; d++) {
-      floatB t[RG];
-#pragma unroll
-      for (int r = 0; r < RG; r++) t[r] = (floatB)(0.0f);
-#pragma unroll
-      for (int g = 0; g < GB; g++) {
-        if (g < nv) {
-#pragma unroll
-          for (int c = 0; c < BCH; c++) {
-            floatB v =
-                KV_TOKENS(KV_LOAD, VB, vbs[g] + value_index(d, c * VB, BLOCK_SIZE, ts), ts) * vscale;
-            const intB jj = IOTAB + (j0s[g] + c * VB);
-            v = select((floatB)(0.0f), v, jj >= k_lo && jj < k_end);
-#pragma unroll
-            for (int r = 0; r < RG; r++) t[r] = fma(pb[r][g * BCH + c], v, t[r]);
-          }
-        }
-      }
-#pragma unroll
-      for (int r = 0; r < RG; r++) acc[r][d] += t[r];
-    }
+    rows_softmax(pb, sc, nv, m, l, acc);
+    rows_values(acc, pb, vbs, j0s, nv, k_lo, k_end, vscale, ts);
   }
 
-  /* ---- 5. normalise once and write ---- */
+  /* ---- 3. normalise once and write ---- */
   for (int r = 0; r < rows; r++) {
     const size_t row = (size_t)(first + (R0 + r) / qpk) * num_heads + head[r];
     const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
