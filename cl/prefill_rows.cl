@@ -28,8 +28,8 @@
 /* Online softmax over a step's nv blocks (scores sc), per row: their
  * probabilities into pb (zeros past nv), the rows' max m and sum l
  * updated, and the accumulators rescaled where a row's max rises. */
-inline void rows_softmax(floatB pb[RG][GB * BCH], float sc[RG][GB * BLOCK_SIZE], int nv, float *m,
-                         float *l, floatB acc[RG][HEAD_SIZE]) {
+inline void rows_online_softmax(floatB pb[RG][GB * BCH], float sc[RG][GB * BLOCK_SIZE], int nv,
+                                float *m, float *l, floatB acc[RG][HEAD_SIZE]) {
   for (int r = 0; r < RG; r++) {
     floatB bmv = VLOADB(&sc[r][0]);
     for (int c = 1; c < nv * BCH; c++) bmv = fmax(bmv, VLOADB(&sc[r][c * VB]));
@@ -183,7 +183,7 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void clpa_prefill_rows(
 
     /* online softmax over the step's blocks, per row; then P V */
     floatB pb[RG][GB * BCH];
-    rows_softmax(pb, sc, nv, m, l, acc);
+    rows_online_softmax(pb, sc, nv, m, l, acc);
     rows_values(acc, pb, vbs, j0s, nv, k_lo, k_end, vscale, ts);
   }
 
