@@ -283,7 +283,7 @@ inline void mma_store_pair(__global io_t *out, ulong i, float2 v) {
 #if CLPA_SPARSE
 #define MMA_NEXT_STATE int mine = -1; /* mma_next_tile's memory */
 #define MMA_NEXT_TILE(k) \
-  mma_next_tile(k, k_end, sparse, mrow[0], mrow[1], mask_block, &mine, &next_kept)
+  mma_next_tile(k, k_end, sparse, r.mrow[0], r.mrow[1], mask_block, &mine, &next_kept)
 inline int mma_next_tile(int k0, int k_end, int sparse, __global const uchar *m0,
                          __global const uchar *m1, int mask_block, int *mine, __local int *next) {
   if (!sparse) return k0;
@@ -293,7 +293,7 @@ inline int mma_next_tile(int k0, int k_end, int sparse, __global const uchar *m0
 }
 #else
 #define MMA_NEXT_STATE
-#define MMA_NEXT_TILE(k) mma_next_tile(k, k_end, sparse, mrow[0], mrow[1], mask_block, &next_kept)
+#define MMA_NEXT_TILE(k) mma_next_tile(k, k_end, sparse, r.mrow[0], r.mrow[1], mask_block, &next_kept)
 inline int mma_next_tile(int k0, int k_end, int sparse, __global const uchar *m0,
                          __global const uchar *m1, int mask_block, __local int *any) {
   if (!sparse) return k0;
@@ -309,6 +309,163 @@ inline int mma_next_tile(int k0, int k_end, int sparse, __global const uchar *m0
 }
 #endif
 
+/* ---- The kernel's phases ---- */
+
+/* Where a work-group's tiles come from: its KV head's part of the
+ * caches' blocks, through its sequence's table row, for keys in [k_lo,
+ * k_end); ts is HND's and NHD's token stride. */
+typedef struct {
+  __global const kv_t *k_cache, *v_cache;
+  page_row table;
+  __global volatile int *faults;
+  ulong block_stride, head_stride;
+  int kv_head, ts, num_blocks, k_lo, k_end, sparse;
+} mma_src;
+
+/* Issues the copies of tile k0 (keys into k_dst; values into v_dst, where
+ * given) from the block ids of the table entries in pre[] (read a tile
+ * ahead; a sparse call reads them here, as its next tile was not known),
+ * its blocks left in ph[], and reads the next tile's entries. */
+inline void mma_issue_tile(__local uint4 *k_dst, __local uint4 *v_dst, int *ph, int *pre, int k0,
+                           const mma_src *c) {
+  if (c->sparse) mma_tile_entries(pre, c->table, k0, c->k_lo, c->k_end);
+  mma_tile_blocks(ph, pre, k0, c->k_lo, c->k_end, c->num_blocks, c->faults);
+  mma_load_parts(k_dst, c->k_cache, ph, c->kv_head, c->block_stride, c->head_stride, c->ts, 0);
+  if (v_dst)
+    mma_load_parts(v_dst, c->v_cache, ph, c->kv_head, c->block_stride, c->head_stride, c->ts, 1);
+  if (!c->sparse) mma_tile_entries(pre, c->table, k0 + BK, c->k_lo, c->k_end);
+}
+
+/* This lane's two query rows, g and g + 8 of its warp's 16 (index h):
+ * whether the row is one of the sequence's, its head, position, ALiBi
+ * slope and block-mask row (NULL for a row past the end). */
+typedef struct {
+  int live[2], head[2], pos[2];
+  float slope[2];
+  __global const uchar *mrow[2];
+} mma_rows;
+
+/* The queries as A fragments: a.x, a.z from row g (dimensions 2t, 2t + 8
+ * of the k-step), a.y, a.w from row g + 8; row h's dimension 2 t is
+ * element qrow[h] of q (zeros for a row past the end). */
+inline void mma_queries(uint4 *qa, __global const io_t *q, const ulong *qrow, const mma_rows *r,
+                        int aligned) {
+  MMA_UNROLL
+  for (int ks = 0; ks < KSTEPS; ks++) {
+    uint a[4];
+    for (int e = 0; e < 4; e++)
+      a[e] = r->live[e % 2] ? mma_q_pair(q, qrow[e % 2] + ks * 16 + e / 2 * 8, aligned) : 0u;
+    qa[ks] = (uint4)(a[0], a[1], a[2], a[3]);
+  }
+}
+
+/* S = Q K^T on key tile kw: key n * 8 + g of the tile is column g of
+ * n-tile n; 4 n-tiles at a time, so that 4 accumulators are in flight. */
+inline void mma_scores(float4 *sc, const uint4 *qa, __local const uint *kw, int lane,
+                       __local uint *xch) {
+  const uint ka = MMA_BASE(kw, mma_klane), ka2 = MMA_BASE(kw, mma_klane2);
+  (void)ka, (void)ka2;
+  MMA_UNROLL
+  for (int n0 = 0; n0 < STILES; n0 += 4) {
+    MMA_UNROLL
+    for (int n = n0; n < n0 + 4; n++) sc[n] = (float4)(0.0f);
+    MMA_UNROLL
+    for (int ks = 0; ks + 1 < KSTEPS; ks += 2) {
+      uint4 b[4];
+      MMA_UNROLL
+      for (int n = 0; n < 4; n++) b[n] = MMA_LDSM4(kw, ka, mma_klane, MMA_KROW(n0 + n, 2 * ks));
+      MMA_UNROLL
+      for (int n = 0; n < 4; n++) sc[n0 + n] = mma_16816(sc[n0 + n], qa[ks], b[n].xy, xch);
+      MMA_UNROLL
+      for (int n = 0; n < 4; n++) sc[n0 + n] = mma_16816(sc[n0 + n], qa[ks + 1], b[n].zw, xch);
+    }
+    if (KSTEPS % 2) {
+      MMA_UNROLL
+      for (int n = n0; n < n0 + 4; n++)
+        sc[n] = mma_16816(sc[n], qa[KSTEPS - 1],
+                          MMA_LDSM2(kw, ka2, mma_klane2, MMA_KROW(n, (KSTEPS - 1) * 2)), xch);
+    }
+  }
+}
+
+/* The logits of tile k0 in base 2 (sc * c2 where `plain`: the scale rides
+ * in the exponent's fma, the same arithmetic whether a tile is masked or
+ * not, so that a mask keeping every block gives dense prefill's output bit
+ * for bit), -inf where masked: row h past the end or its mask block not
+ * kept (keep[h]), a part not read (ph), keys outside [k_lo, k_end), the
+ * causal or window bound. A `full` tile masks nothing. */
+inline void mma_logits(float4 *sc, const mma_rows *r, const int *keep, const int *ph, int k0,
+                       int full, int plain, const mma_src *c, int causal, int window,
+                       float scale, float soft_cap, int t) {
+  if (full && plain) return;
+  MMA_UNROLL
+  for (int n = 0; n < STILES; n++) {
+    float x[4] = {sc[n].x, sc[n].y, sc[n].z, sc[n].w};
+    for (int i = 0; i < 4; i++) {
+      const int h = i / 2, j = k0 + n * 8 + 2 * t + i % 2, pos = r->pos[h];
+      const int masked = !full && (!r->live[h] || !keep[h] || ph[n * 8 / BLOCK_SIZE] < 0 ||
+                                   j < c->k_lo || j >= c->k_end || (causal && j > pos) ||
+                                   (window > 0 && pos - j >= window));
+      if (!plain) {
+        float v = x[i] * scale;
+        if (soft_cap > 0.0f) v = soft_cap * tanh(v / soft_cap);
+        x[i] = (v + r->slope[h] * (float)(j - pos)) * LOG2E;
+      }
+      x[i] = masked ? -INFINITY : x[i];
+    }
+    sc[n] = (float4)(x[0], x[1], x[2], x[3]);
+  }
+}
+
+/* O = O alpha + P V on value tile vw: dimension n * 8 + g is column g of
+ * n-tile n. */
+inline void mma_values(float4 *o, const uint4 *pa, const float *alpha, __local const uint *vw,
+                       int lane, __local uint *xch) {
+  if (alpha[0] != 1.0f || alpha[1] != 1.0f) {
+    MMA_UNROLL
+    for (int n = 0; n < DTILES; n++) o[n] *= (float4)(alpha[0], alpha[0], alpha[1], alpha[1]);
+  }
+  const uint va = MMA_BASE(vw, mma_vlane);
+  (void)va;
+  MMA_UNROLL
+  for (int n0 = 0; n0 < DTILES; n0 += 4) {
+    MMA_UNROLL
+    for (int ks = 0; ks < BK / 16; ks += 2) {
+      uint4 b[4];
+      MMA_UNROLL
+      for (int n = 0; n < 4; n++)
+        if (n0 + n < DTILES) b[n] = MMA_LDSM4V(vw, va, mma_vlane, MMA_VOFF(ks, n0 + n));
+      MMA_UNROLL
+      for (int n = 0; n < 4; n++)
+        if (n0 + n < DTILES) o[n0 + n] = mma_16816(o[n0 + n], pa[ks], b[n].xy, xch);
+      MMA_UNROLL
+      for (int n = 0; n < 4; n++)
+        if (n0 + n < DTILES) o[n0 + n] = mma_16816(o[n0 + n], pa[ks + 1], b[n].zw, xch);
+    }
+  }
+}
+
+/* Normalises this lane's rows once and writes them, and their LSE:
+ * row h is the warp's row g + 8 h, query row `row0` + 8 h of the
+ * sequence's (its token (row0 + 8 h) / qpk from token `first`). */
+inline void mma_write_rows(__global io_t *out, __global float *lse, const float4 *o, float *l,
+                           const float *m2, const mma_rows *r, int row0, int first, int qpk,
+                           int num_heads, int t, __local uint *xch) {
+  float inv[2];
+  for (int h = 0; h < 2; h++) {
+    l[h] = quad_reduce(l[h], 0, xch);
+    inv[h] = l[h] > 0.0f ? 1.0f / l[h] : 0.0f;
+  }
+  for (int h = 0; h < 2; h++) {
+    if (!r->live[h]) continue;
+    const size_t row = (size_t)(first + (row0 + 8 * h) / qpk) * num_heads + r->head[h];
+    MMA_UNROLL
+    for (int n = 0; n < DTILES; n++)
+      mma_store_pair(out, row * HEAD_SIZE + n * 8 + 2 * t, (h ? o[n].zw : o[n].xy) * inv[h]);
+    if (lse && t == 0) lse[row] = softmax_lse(softmax_state_of(m2[h] / LOG2E, l[h]));
+  }
+}
+
 __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_prefill_mma(
     KERNEL_PARAMS(PREFILL_ARG_LIST) PAGE_PARAMS) {
   __local uint4 k_s[STAGES * KTILE];
@@ -320,51 +477,38 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
   const int lid = get_local_id(0), lane = lid % 32, warp = lid / 32, g = lane / 4, t = lane % 4;
   const int s = work[2 * get_group_id(0)], R0 = work[2 * get_group_id(0) + 1];
   const int kv_head = get_group_id(1), qpk = num_heads / num_kv_heads;
-  const int ts = kv_token_stride(num_kv_heads, head_stride, BLOCK_SIZE); /* HND, NHD */
   const int first = seq_info[3 * s], new_len = seq_info[3 * s + 1], cached = seq_info[3 * s + 2];
-  const int nrows = new_len * qpk, kv_end = cached + new_len;
-  page_row table = PAGE_ROW_OF_LEN(s, cached + new_len);
+  const int nrows = new_len * qpk, kv_end = cached + new_len, row0 = R0 + warp * 16 + g;
 
-  /* This lane's two rows: g and g + 8 of its warp's 16 (index 0 and 1). */
-  int live[2], head[2], pos[2];
-  float slope[2];
-  __global const uchar *mrow[2];
+  mma_rows r;
   for (int h = 0; h < 2; h++) {
-    live[h] = tile_row(R0 + warp * 16 + g + 8 * h, nrows, qpk, kv_head, cached, &head[h], &pos[h]);
-    slope[h] = alibi ? alibi[head[h]] : 0.0f;
-    mrow[h] = live[h] ? mask_row(block_mask, s, num_heads, head[h], pos[h] - cached, mask_block,
-                                 mask_qb, mask_kb)
-                      : NULL;
+    r.live[h] = tile_row(row0 + 8 * h, nrows, qpk, kv_head, cached, &r.head[h], &r.pos[h]);
+    r.slope[h] = alibi ? alibi[r.head[h]] : 0.0f;
+    r.mrow[h] = r.live[h] ? mask_row(block_mask, s, num_heads, r.head[h], r.pos[h] - cached,
+                                     mask_block, mask_qb, mask_kb)
+                          : NULL;
   }
-
   /* The work-group's key range. */
   const int p_lo = cached + R0 / qpk, p_hi = cached + (min(R0 + ROWS, nrows) - 1) / qpk;
   const int2 keys = tile_keys(p_lo, p_hi, kv_end, causal, window);
-  const int k_lo = keys.x, k_end = keys.y;
-  const int sparse = block_mask != NULL;
+  const int k_lo = keys.x, k_end = keys.y, sparse = block_mask != NULL;
+  const mma_src c = {k_cache, v_cache, PAGE_ROW_OF_LEN(s, kv_end), faults, block_stride,
+                     head_stride, kv_head, kv_token_stride(num_kv_heads, head_stride, BLOCK_SIZE),
+                     num_blocks, k_lo, k_end, sparse};
   /* logits are scaled products: the scale rides in the exponent's fma */
   const int plain = soft_cap <= 0.0f && !alibi && scale > 0.0f;
+  const float c2 = plain ? scale * LOG2E : 1.0f;
 
-  /* ---- 1. queries as A fragments: a.x, a.z from row g (dimensions 2t, 2t + 8
-   * of the k-step), a.y, a.w from row g + 8 ---- */
   uint4 qa[KSTEPS];
   ulong qrow[2];
   for (int h = 0; h < 2; h++)
-    qrow[h] = (ulong)(first + (R0 + warp * 16 + g + 8 * h) / qpk) * q_stride +
-              (ulong)head[h] * HEAD_SIZE + 2 * t;
-  const int q_aligned = q_stride % 2 == 0;
-  MMA_UNROLL
-  for (int ks = 0; ks < KSTEPS; ks++) {
-    uint a[4];
-    for (int e = 0; e < 4; e++)
-      a[e] = live[e % 2] ? mma_q_pair(q, qrow[e % 2] + ks * 16 + e / 2 * 8, q_aligned) : 0u;
-    qa[ks] = (uint4)(a[0], a[1], a[2], a[3]);
-  }
+    qrow[h] = (ulong)(first + (row0 + 8 * h) / qpk) * q_stride + (ulong)r.head[h] * HEAD_SIZE + 2 * t;
+  mma_queries(qa, q, qrow, &r, q_stride % 2 == 0);
 
   /* Softmax state per row, base 2 (m2 = m log2 e); l is this lane's part. */
   float m2[2], l[2];
   for (int h = 0; h < 2; h++) {
-    m2[h] = sinks ? sinks[head[h]] * LOG2E : -INFINITY;
+    m2[h] = sinks ? sinks[r.head[h]] * LOG2E : -INFINITY;
     l[h] = sinks && t == 0 ? 1.0f : 0.0f;
   }
   float4 o[DTILES];
@@ -376,35 +520,24 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
   /* this tile's blocks; the next one's table entries, read a tile ahead */
   int ph[NP], pre[NP] = {0};
   if (k0 < k_end) {
-    mma_tile_entries(pre, table, k0, k_lo, k_end);
-    mma_tile_blocks(ph, pre, k0, k_lo, k_end, num_blocks, faults);
-    mma_load_parts(k_s, k_cache, ph, kv_head, block_stride, head_stride, ts, 0);
-#if STAGES == 2
-    mma_load_parts(v_s, v_cache, ph, kv_head, block_stride, head_stride, ts, 1);
-#endif
-    if (!sparse) mma_tile_entries(pre, table, k0 + BK, k_lo, k_end);
+    if (!sparse) mma_tile_entries(pre, c.table, k0, k_lo, k_end);
+    mma_issue_tile(k_s, STAGES == 2 ? v_s : NULL, ph, pre, k0, &c);
   }
   for (int stage = 0; k0 < k_end; stage = STAGES - 1 - stage) {
     __local const uint *kw = (__local const uint *)(k_s + stage * KTILE);
     __local const uint *vw = (__local const uint *)(v_s + stage * VTILE);
     int nph[NP];
-    /* ---- 2. keys here (and values, with 2 stages); the next ones on their way ---- */
+    /* keys here (and values, with 2 stages); the next ones on their way */
     mma_copy_wait();
 #if STAGES == 2
     mma_fix_values(v_s + stage * VTILE, k0, k_lo, k_end);
     barrier(CLK_LOCAL_MEM_FENCE);
     const int next = MMA_NEXT_TILE(k0 + BK);
-    if (next < k_end) {
-      const int o1 = 1 - stage;
-      if (sparse) mma_tile_entries(pre, table, next, k_lo, k_end);
-      mma_tile_blocks(nph, pre, next, k_lo, k_end, num_blocks, faults);
-      mma_load_parts(k_s + o1 * KTILE, k_cache, nph, kv_head, block_stride, head_stride, ts, 0);
-      mma_load_parts(v_s + o1 * VTILE, v_cache, nph, kv_head, block_stride, head_stride, ts, 1);
-      if (!sparse) mma_tile_entries(pre, table, next + BK, k_lo, k_end);
-    }
+    if (next < k_end)
+      mma_issue_tile(k_s + (1 - stage) * KTILE, v_s + (1 - stage) * VTILE, nph, pre, next, &c);
 #else
     barrier(CLK_LOCAL_MEM_FENCE);
-    mma_load_parts(v_s, v_cache, ph, kv_head, block_stride, head_stride, ts, 1);
+    mma_load_parts(v_s, v_cache, ph, kv_head, block_stride, head_stride, c.ts, 1);
 #endif
 
     /* Whether every score of the tile counts: all keys inside every row's
@@ -412,123 +545,27 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
     int full = !sparse && k0 >= k_lo && k0 + BK <= k_end && (!causal || k0 + BK - 1 <= p_lo) &&
                (window <= 0 || p_hi - k0 < window);
     for (int p = 0; p < NP; p++) full = full && ph[p] >= 0;
-    const int keep0 = !sparse || (mrow[0] && mrow[0][k0 / mask_block]);
-    const int keep1 = !sparse || (mrow[1] && mrow[1][k0 / mask_block]);
+    int keep[2];
+    for (int h = 0; h < 2; h++) keep[h] = !sparse || (r.mrow[h] && r.mrow[h][k0 / mask_block]);
 
-    /* ---- 3. S = Q K^T: key n * 8 + g of the tile is column g of n-tile n;
-     * 4 n-tiles at a time, so that 4 accumulators are in flight ---- */
     float4 sc[STILES];
-    const uint ka = MMA_BASE(kw, mma_klane), ka2 = MMA_BASE(kw, mma_klane2);
-    (void)ka, (void)ka2;
-    MMA_UNROLL
-    for (int n0 = 0; n0 < STILES; n0 += 4) {
-      MMA_UNROLL
-      for (int n = n0; n < n0 + 4; n++) sc[n] = (float4)(0.0f);
-      MMA_UNROLL
-      for (int ks = 0; ks + 1 < KSTEPS; ks += 2) {
-        uint4 b[4];
-        MMA_UNROLL
-        for (int n = 0; n < 4; n++)
-          b[n] = MMA_LDSM4(kw, ka, mma_klane, MMA_KROW(n0 + n, 2 * ks));
-        MMA_UNROLL
-        for (int n = 0; n < 4; n++) sc[n0 + n] = mma_16816(sc[n0 + n], qa[ks], b[n].xy, xch);
-        MMA_UNROLL
-        for (int n = 0; n < 4; n++) sc[n0 + n] = mma_16816(sc[n0 + n], qa[ks + 1], b[n].zw, xch);
-      }
-      if (KSTEPS % 2) {
-        MMA_UNROLL
-        for (int n = n0; n < n0 + 4; n++)
-          sc[n] = mma_16816(sc[n], qa[KSTEPS - 1],
-                            MMA_LDSM2(kw, ka2, mma_klane2, MMA_KROW(n, (KSTEPS - 1) * 2)), xch);
-      }
-    }
-
-    /* ---- 4. logits in base 2 are sc * c2, masked where needed: plain
-     * logits keep the raw products (the scale rides in the exponent's fma,
-     * the same arithmetic whether a tile is masked or not, so that a mask
-     * keeping every block gives dense prefill's output bit for bit) ---- */
-    const float c2 = plain ? scale * LOG2E : 1.0f;
-    if (!full || !plain) {
-      MMA_UNROLL
-      for (int n = 0; n < STILES; n++) {
-        float x[4] = {sc[n].x, sc[n].y, sc[n].z, sc[n].w};
-        for (int i = 0; i < 4; i++) {
-          const int h = i / 2, k = n * 8 + 2 * t + i % 2, j = k0 + k;
-          const int masked = !full && (!live[h] || !(h ? keep1 : keep0) ||
-                                       ph[n * 8 / BLOCK_SIZE] < 0 || j < k_lo || j >= k_end ||
-                                       (causal && j > pos[h]) ||
-                                       (window > 0 && pos[h] - j >= window));
-          if (!plain) {
-            float v = x[i] * scale;
-            if (soft_cap > 0.0f) v = soft_cap * tanh(v / soft_cap);
-            x[i] = (v + slope[h] * (float)(j - pos[h])) * LOG2E;
-          }
-          x[i] = masked ? -INFINITY : x[i];
-        }
-        sc[n] = (float4)(x[0], x[1], x[2], x[3]);
-      }
-    }
-
-    /* ---- 5. online softmax per row; P as A fragments ---- */
+    mma_scores(sc, qa, kw, lane, xch);
+    mma_logits(sc, &r, keep, ph, k0, full, plain, &c, causal, window, scale, soft_cap, t);
+    /* online softmax per row; P as A fragments */
     float alpha[2];
     uint4 pa[BK / 16];
     MMA_SOFTMAX_STEP(sc, STILES, c2, m2, l, alpha, pa, xch);
-
 #if STAGES == 1
-    /* ---- 6. values here; the next tile's keys on their way ---- */
+    /* values here; the next tile's keys on their way */
     mma_copy_wait();
     mma_fix_values(v_s, k0, k_lo, k_end);
     barrier(CLK_LOCAL_MEM_FENCE);
     const int next = MMA_NEXT_TILE(k0 + BK);
-    if (next < k_end) {
-      if (sparse) mma_tile_entries(pre, table, next, k_lo, k_end);
-      mma_tile_blocks(nph, pre, next, k_lo, k_end, num_blocks, faults);
-      mma_load_parts(k_s, k_cache, nph, kv_head, block_stride, head_stride, ts, 0);
-      if (!sparse) mma_tile_entries(pre, table, next + BK, k_lo, k_end);
-    }
+    if (next < k_end) mma_issue_tile(k_s, NULL, nph, pre, next, &c);
 #endif
-
-    /* ---- 7. O = O alpha + P V: dimension n * 8 + g is column g of n-tile n ---- */
-    if (alpha[0] != 1.0f || alpha[1] != 1.0f) {
-      MMA_UNROLL
-      for (int n = 0; n < DTILES; n++) o[n] *= (float4)(alpha[0], alpha[0], alpha[1], alpha[1]);
-    }
-    const uint va = MMA_BASE(vw, mma_vlane);
-    (void)va;
-    MMA_UNROLL
-    for (int n0 = 0; n0 < DTILES; n0 += 4) {
-      MMA_UNROLL
-      for (int ks = 0; ks < BK / 16; ks += 2) {
-        uint4 b[4];
-        MMA_UNROLL
-        for (int n = 0; n < 4; n++)
-          if (n0 + n < DTILES)
-            b[n] = MMA_LDSM4V(vw, va, mma_vlane, MMA_VOFF(ks, n0 + n));
-        MMA_UNROLL
-        for (int n = 0; n < 4; n++)
-          if (n0 + n < DTILES) o[n0 + n] = mma_16816(o[n0 + n], pa[ks], b[n].xy, xch);
-        MMA_UNROLL
-        for (int n = 0; n < 4; n++)
-          if (n0 + n < DTILES) o[n0 + n] = mma_16816(o[n0 + n], pa[ks + 1], b[n].zw, xch);
-      }
-    }
+    mma_values(o, pa, alpha, vw, lane, xch);
     for (int p = 0; p < NP; p++) ph[p] = nph[p];
     k0 = next;
   }
-
-  /* ---- 8. normalise once and write ---- */
-  float inv[2];
-  for (int h = 0; h < 2; h++) {
-    l[h] = quad_reduce(l[h], 0, xch);
-    inv[h] = l[h] > 0.0f ? 1.0f / l[h] : 0.0f;
-  }
-  for (int h = 0; h < 2; h++) {
-    if (!live[h]) continue;
-    const int R = R0 + warp * 16 + g + 8 * h;
-    const size_t row = (size_t)(first + R / qpk) * num_heads + head[h];
-    MMA_UNROLL
-    for (int n = 0; n < DTILES; n++)
-      mma_store_pair(out, row * HEAD_SIZE + n * 8 + 2 * t, (h ? o[n].zw : o[n].xy) * inv[h]);
-    if (lse && t == 0) lse[row] = softmax_lse(softmax_state_of(m2[h] / LOG2E, l[h]));
-  }
+  mma_write_rows(out, lse, o, l, m2, &r, row0, first, qpk, num_heads, t, xch);
 }
