@@ -182,6 +182,30 @@ inline void xm_load(__local uint4 *qs, __local uint4 *ks, __local int *colok, xm
   }
 }
 
+/* acc += Q K^T of one step: the warp's MT m-tiles of query rows (qw)
+ * against the step's BN keys (kw), two k-steps an ldmatrix. */
+inline void xm_products(float4 acc[MT][NT], __local const uint *qw, __local const uint *kw,
+                        __local uint *xch) {
+  MMA_UNROLL
+  for (int kk = 0; kk < KSTEPS; kk += 2) {
+    uint4 a[MT][2];
+    MMA_UNROLL
+    for (int m = 0; m < MT; m++) {
+      a[m][0] = mma_ldm_a(qw, ROWW, m * 16, kk * 8);
+      a[m][1] = mma_ldm_a(qw, ROWW, m * 16, kk * 8 + 8);
+    }
+    MMA_UNROLL
+    for (int n = 0; n < NT; n++) {
+      const uint4 b = mma_ldm4(kw, ROWW, n * 8, kk * 8);
+      MMA_UNROLL
+      for (int m = 0; m < MT; m++) {
+        acc[m][n] = mma_16816(acc[m][n], a[m][0], b.xy, xch);
+        acc[m][n] = mma_16816(acc[m][n], a[m][1], b.zw, xch);
+      }
+    }
+  }
+}
+
 __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_xattn_stats_mma(
     KERNEL_PARAMS(XATTN_STATS_MMA_ARG_LIST)) {
   __local uint4 qs[STAGES * XR * ROWW / 4];
@@ -238,24 +262,7 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_xatt
     const int stage = it % STAGES;
     __local const uint *qw = (__local const uint *)qs + stage * XR * ROWW + warp * MT * 16 * ROWW;
     __local const uint *kw = (__local const uint *)ks + stage * BN * ROWW;
-    MMA_UNROLL
-    for (int kk = 0; kk < KSTEPS; kk += 2) {
-      uint4 a[MT][2];
-      MMA_UNROLL
-      for (int m = 0; m < MT; m++) {
-        a[m][0] = mma_ldm_a(qw, ROWW, m * 16, kk * 8);
-        a[m][1] = mma_ldm_a(qw, ROWW, m * 16, kk * 8 + 8);
-      }
-      MMA_UNROLL
-      for (int n = 0; n < NT; n++) {
-        const uint4 b = mma_ldm4(kw, ROWW, n * 8, kk * 8);
-        MMA_UNROLL
-        for (int m = 0; m < MT; m++) {
-          acc[m][n] = mma_16816(acc[m][n], a[m][0], b.xy, xch);
-          acc[m][n] = mma_16816(acc[m][n], a[m][1], b.zw, xch);
-        }
-      }
-    }
+    xm_products(acc, qw, kw, xch);
     if (it % NSTEP != NSTEP - 1) continue;
 
     /* ---- the tile's scores into the rows' block and chunk states ---- */
