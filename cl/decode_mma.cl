@@ -96,6 +96,382 @@ inline float slices_sum(__local const float *o_s, int i) {
   return v;
 }
 
+/* ---- The kernel's phases ---- */
+
+/* The queries as B fragments: column g of n-tile h is head head0 + 8 h + g
+ * (zeros past G), k-step ks its dimensions in the keys' order; f32: hi
+ * the tf32 high parts and lo the remainders (mma.cl's 3xTF32). */
+typedef struct {
+  uint2 hi[NH][KSTEPS];
+#if KV_BYTES == 4
+  uint2 lo[NH][KSTEPS];
+#endif
+} mma_qb;
+
+/* P^T as B fragments, m-tile s of the chunk and n-tile h (f32: tokens 4t
+ * .. 4t + 3 of column g, high parts and remainders). */
+typedef struct {
+#if KV_BYTES == 4
+  uint4 hi[MSUB][NH], lo[MSUB][NH];
+#else
+  uint2 hi[MSUB][NH];
+#endif
+} mma_pb;
+
+/* A warp's state in this lane's registers: per column 8 h + 2 t + i the
+ * running max (base 2) and this lane's part of the sum; O^T's fragments
+ * (m-tile mt, n-tile h: rows g, g + 8 are dimensions 16 mt + g, + 8). */
+typedef struct {
+  float m2[NH][2], l[NH][2];
+  float4 o[MTILES][NH];
+} mma_state;
+
+/* What turns a chunk's scores into logits: the scale (fp8: times the
+ * keys'), the soft cap, the ALiBi slopes of this lane's columns, the
+ * row's length and its window's first token. */
+typedef struct {
+  float qk_scale, soft_cap, inv_cap, slope[NH][2];
+  int L, lo;
+} mma_logit_args;
+
+/* Step 1: the row's queries, qs its first element. */
+inline void mma_queries(mma_qb *qf, __global const io_t *qs, int head0, int g, int t) {
+  MMA_UNROLL
+  for (int h = 0; h < NH; h++) {
+    const int col = 8 * h + g;
+    __global const io_t *qh = qs + (ulong)(head0 + min(col, G - 1)) * HEAD_SIZE;
+    MMA_UNROLL
+    for (int ks = 0; ks < KSTEPS; ks++) {
+      const int d = (4 * (ks / KSPR) + t) * X + (ks % KSPR) * KDIMS;
+      float f[4];
+      for (int e = 0; e < KDIMS; e++) f[e] = col < G ? IO_LOAD(qh, d + e) : 0.0f;
+#if KV_BYTES == 4
+      const uint4 x = (uint4)(as_uint(f[0]), as_uint(f[1]), 0u, 0u), hi = mma_tf32_hi4(x);
+      qf->hi[h][ks] = hi.xy, qf->lo[h][ks] = mma_tf32_lo4(x, hi).xy;
+#else
+      qf->hi[h][ks] = (uint2)(mma_pack(f[0], f[1]), mma_pack(f[2], f[3]));
+#endif
+    }
+  }
+}
+
+/* The logits' arguments; a lane's columns are 8 h + 2 t + i (lane_col's,
+ * written out here and in step 6's writes: through it, clang 15 folds the
+ * index differently with 8 heads a work-group). */
+inline void mma_logit_args_init(mma_logit_args *a, __global const float *alibi, int head0, int t,
+                                float qk_scale, float soft_cap, int L, int lo) {
+  for (int h = 0; h < NH; h++)
+    for (int i = 0; i < 2; i++) {
+      const int col = 8 * h + 2 * t + i;
+      a->slope[h][i] = alibi && col < G ? alibi[head0 + col] : 0.0f;
+    }
+  a->qk_scale = qk_scale, a->soft_cap = soft_cap, a->L = L, a->lo = lo;
+  a->inv_cap = soft_cap > 0.0f ? 1.0f / soft_cap : 0.0f;
+}
+
+inline void mma_state_init(mma_state *st) {
+  for (int h = 0; h < NH; h++)
+    st->m2[h][0] = st->m2[h][1] = -INFINITY, st->l[h][0] = st->l[h][1] = 0.0f;
+  MMA_UNROLL
+  for (int mt = 0; mt < MTILES; mt++)
+    MMA_UNROLL
+    for (int h = 0; h < NH; h++) st->o[mt][h] = (float4)(0.0f);
+}
+
+/* Step 2's end: the chunk's value slots outside [lo, t_end) are zeroed,
+ * since they may hold NaN and 0 * NaN is NaN. kt and vt: the lane's first
+ * key and value tokens (load_chunk's). */
+inline void mma_mask_values(mma_chunk *cur, int c0, int kt, int vt, int g, int lo, int t_end) {
+  (void)c0, (void)kt, (void)g, (void)vt;
+#if KV_SPLIT_KEY
+  if (cur->vb >= 0 && (vt < lo || vt + RUN > t_end)) {
+    const vrow_t keep = VROW_KEEP(vt, lo, t_end);
+    MMA_UNROLL
+    for (int mt = 0; mt < MTILES; mt++) cur->v0[mt] &= keep, cur->v1[mt] &= keep;
+  }
+#elif KV_BYTES == 4
+  if (cur->vb >= 0 && (vt < lo || vt + 4 > t_end)) /* a token's pieces at a time */
+    MMA_UNROLL
+    for (int i = 0; i < 4; i++)
+      if (vt + i < lo || vt + i >= t_end)
+        MMA_UNROLL
+        for (int sl = 0; sl < VSLABS; sl++) cur->v[i][sl] = (uint4)(0u);
+#else
+  const int kq = c0 + RUN * (g / 2); /* the run of the lane's key (and value) tokens */
+  if (!TOKB && cur->kb >= 0 && (kq < lo || kq + RUN > t_end)) /* a token's pieces at a time
+                                                                * (TOKB: load_chunk's zeros) */
+    MMA_UNROLL
+    for (int s = 0; s < MSUB; s++)
+      MMA_UNROLL
+      for (int r = 0; r < 2; r++) {
+        const int tok = score_token(kt, s, r);
+        if (tok >= lo && tok < t_end) continue;
+        MMA_UNROLL
+        for (int P = 0; P < KROWS; P++) {
+          if (r) cur->v1[s][P] = (uint4)(0u);
+          else cur->v0[s][P] = (uint4)(0u);
+        }
+      }
+#endif
+}
+
+/* Step 3: S^T = K Q^T, m-tile s: rows g, g + 8 are tokens kt + 4 s, kt + 4 s + 2. */
+inline void mma_chunk_scores(float4 sc[MSUB][NH], const mma_chunk *cur, const mma_qb *qf,
+                             __local uint *xch) {
+  MMA_UNROLL
+  for (int s = 0; s < MSUB; s++)
+    MMA_UNROLL
+    for (int h = 0; h < NH; h++) {
+      float4 acc[QK_ACCS];
+      MMA_UNROLL
+      for (int i = 0; i < QK_ACCS; i++) acc[i] = (float4)(0.0f);
+      MMA_UNROLL
+      for (int P = 0; P < KROWS; P++)
+        MMA_UNROLL
+        for (int j = 0; j < KSPR; j++) {
+          const int ks = P * KSPR + j, ai = ks % QK_ACCS;
+          const uint2 a0 = key_kstep(cur->k0[s][P], j), a1 = key_kstep(cur->k1[s][P], j);
+#if KV_BYTES == 4
+          acc[ai] = mma_3xtf32(acc[ai], (uint4)(a0.x, a1.x, a0.y, a1.y), qf->hi[h][ks],
+                               qf->lo[h][ks], xch);
+#else
+          acc[ai] = mma_16816(acc[ai], (uint4)(a0.x, a1.x, a0.y, a1.y), qf->hi[h][ks], xch);
+#endif
+        }
+      MMA_UNROLL
+      for (int i = 1; i < QK_ACCS; i++) acc[0] += acc[i];
+      sc[s][h] = acc[0];
+    }
+}
+
+/* Step 4: the chunk's logits in base 2 with its masks (tokens outside
+ * [lo, t_end), blocks with bad ids), the online softmax per column
+ * (alpha: the factor its output takes) and P^T as B fragments. */
+inline void mma_chunk_softmax(mma_pb *pf, float alpha[NH][2], mma_state *st,
+                              float4 sc[MSUB][NH], const mma_chunk *cur, int kt, int t_end,
+                              const mma_logit_args *a, __local uint *xch) {
+  int in[MSUB][2];
+  MMA_UNROLL
+  for (int s = 0; s < MSUB; s++)
+    MMA_UNROLL
+    for (int r = 0; r < 2; r++) {
+#if TOKB
+      in[s][r] = cur->kbt[s][r] >= 0; /* inside [lo, t_end) */
+#else
+      const int tok = score_token(kt, s, r);
+      in[s][r] = cur->kb >= 0 && tok >= a->lo && tok < t_end;
+#endif
+    }
+  MMA_UNROLL
+  for (int h = 0; h < NH; h++) {
+    /* m-tile s: (kt + 4s, 2t) (kt + 4s, 2t+1) (kt + 4s + 2, 2t) (kt + 4s + 2, 2t+1) */
+    float x[MSUB][4];
+    MMA_UNROLL
+    for (int s = 0; s < MSUB; s++) {
+      const float4 v4 = sc[s][h];
+      x[s][0] = v4.x, x[s][1] = v4.y, x[s][2] = v4.z, x[s][3] = v4.w;
+      MMA_UNROLL
+      for (int e = 0; e < 4; e++) {
+        float v = x[s][e] * a->qk_scale;
+        if (a->soft_cap > 0.0f) v = mma_soft_cap(v, a->soft_cap, a->inv_cap);
+        v += a->slope[h][e % 2] * (float)(score_token(kt, s, e / 2) - a->L + 1);
+        x[s][e] = in[s][e / 2] ? v * LOG2E : -INFINITY;
+      }
+    }
+    float p[MSUB][4];
+    MMA_UNROLL
+    for (int i = 0; i < 2; i++) {
+      float mx = fmax(x[0][i], x[0][i + 2]);
+      MMA_UNROLL
+      for (int s = 1; s < MSUB; s++) mx = fmax(mx, fmax(x[s][i], x[s][i + 2]));
+      const float mn = fmax(st->m2[h][i], mma_col_reduce(mx, 1, xch));
+      alpha[h][i] = mn == -INFINITY ? 1.0f : MMA_EXP2(st->m2[h][i] - mn);
+      const float base = mn == -INFINITY ? 0.0f : mn; /* every score -inf: p = 0 */
+      st->m2[h][i] = mn;
+      float sum = 0.0f;
+      MMA_UNROLL
+      for (int s = 0; s < MSUB; s++) {
+        p[s][i] = MMA_EXP2(x[s][i] - base), p[s][i + 2] = MMA_EXP2(x[s][i + 2] - base);
+        sum += p[s][i] + p[s][i + 2];
+      }
+      st->l[h][i] = st->l[h][i] * alpha[h][i] + sum;
+    }
+    MMA_UNROLL
+    for (int s = 0; s < MSUB; s++) {
+#if KV_BYTES == 4
+      const uint4 pt = (uint4)(mma_trans32(as_uint(p[s][0]), as_uint(p[s][1]), xch),
+                               mma_trans32(as_uint(p[s][2]), as_uint(p[s][3]), xch));
+      pf->hi[s][h] = mma_tf32_hi4(pt), pf->lo[s][h] = mma_tf32_lo4(pt, pf->hi[s][h]);
+#else
+      pf->hi[s][h] = (uint2)(mma_trans(mma_pack(p[s][0], p[s][1]), xch),
+                             mma_trans(mma_pack(p[s][2], p[s][3]), xch));
+#endif
+    }
+  }
+}
+
+/* Step 5: O^T = O^T alpha + V^T P^T: rows g, g + 8 of m-tile mt are
+ * dimensions 16 mt + g, + 8. */
+inline void mma_chunk_values(mma_state *st, const mma_chunk *cur, const mma_pb *pf,
+                             float alpha[NH][2], __local uint *xch) {
+  MMA_UNROLL
+  for (int mt = 0; mt < MTILES; mt++) {
+#if KV_BYTES == 4 /* two k-steps: tokens 4t, 4t + 1, then 4t + 2, 4t + 3 */
+#if KV_SPLIT_KEY
+    const uint4 w0 = cur->v0[mt], w1 = cur->v1[mt];
+    const uint4 va = (uint4)(w0.x, w1.x, w0.y, w1.y), vb = (uint4)(w0.z, w1.z, w0.w, w1.w);
+#else /* token vt + i's words 2 j, 2 j + 1 of slab p: rows g, g + 8 of m-tile 2 p + j */
+    const int sl = mt / 2, j = mt % 2;
+    const uint4 va = (uint4)(j ? cur->v[0][sl].zw : cur->v[0][sl].xy,
+                             j ? cur->v[1][sl].zw : cur->v[1][sl].xy);
+    const uint4 vb = (uint4)(j ? cur->v[2][sl].zw : cur->v[2][sl].xy,
+                             j ? cur->v[3][sl].zw : cur->v[3][sl].xy);
+#endif
+    MMA_UNROLL
+    for (int h = 0; h < NH; h++) {
+      const float4 acc = st->o[mt][h] * (float4)(alpha[h][0], alpha[h][1], alpha[h][0], alpha[h][1]);
+      st->o[mt][h] = mma_3xtf32(mma_3xtf32(acc, va, pf->hi[0][h].xy, pf->lo[0][h].xy, xch), vb,
+                                pf->hi[0][h].zw, pf->lo[0][h].zw, xch);
+    }
+#else /* k-step s: tokens vt + 4 s .. vt + 4 s + 3 */
+    uint4 vfrag[MSUB];
+    MMA_UNROLL
+    for (int s = 0; s < MSUB; s++) {
+#if KV_SPLIT_KEY
+      const uint2 w0 = value_pairs(cur->v0[mt], s), w1 = value_pairs(cur->v1[mt], s);
+      vfrag[s] = (uint4)(w0.x, w1.x, w0.y, w1.y);
+#else
+      vfrag[s] = value_frag(cur->v0[s][mt / VMT], cur->v1[s][mt / VMT], mt % VMT, xch);
+#endif
+    }
+    MMA_UNROLL
+    for (int h = 0; h < NH; h++) {
+      float4 acc = st->o[mt][h] * (float4)(alpha[h][0], alpha[h][1], alpha[h][0], alpha[h][1]);
+      MMA_UNROLL
+      for (int s = 0; s < MSUB; s++) acc = mma_16816(acc, vfrag[s], pf->hi[s][h], xch);
+      st->o[mt][h] = acc;
+    }
+#endif
+  }
+}
+
+/* Step 6: merges the warps' states (row_m, row_l: the work-group's, per
+ * column), then their outputs weighted to the common max. Each warp
+ * writes its weighted outputs to a slice of its own (SLICES of them,
+ * rounds of SLICES warps adding into them where fewer fit), and the sum
+ * over slices happens as the output is written: two barriers where rounds
+ * of one warp at a time took WARPS + 2 (the epilogue is on every call's
+ * critical path: docs/decisions/0012-decode-mma-kernel.md). */
+inline void mma_merge_warps(mma_state *st, __local float *o_s, __local float *m_s,
+                            __local float *l_s, __local float *row_m, __local float *row_l,
+                            int lid, __local uint *xch) {
+  const int lane = lid % 32, warp = lid / 32, g = lane / 4, t = lane % 4;
+  for (int h = 0; h < NH; h++)
+    for (int i = 0; i < 2; i++) {
+      st->l[h][i] = mma_col_reduce(st->l[h][i], 0, xch);
+      if (g == 0)
+        m_s[warp * 16 + lane_col(h, t, i)] = st->m2[h][i],
+                                    l_s[warp * 16 + lane_col(h, t, i)] = st->l[h][i];
+    }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  if (lid < 8 * NH) {
+    float M = -INFINITY, S = 0.0f;
+    for (int w = 0; w < WARPS; w++) M = fmax(M, m_s[w * 16 + lid]);
+    for (int w = 0; w < WARPS; w++)
+      if (l_s[w * 16 + lid] > 0.0f) S += l_s[w * 16 + lid] * MMA_EXP2(m_s[w * 16 + lid] - M);
+    row_m[lid] = M, row_l[lid] = S;
+  }
+  float wgt[NH][2];
+  for (int h = 0; h < NH; h++)
+    for (int i = 0; i < 2; i++) {
+      float M = -INFINITY;
+      for (int w = 0; w < WARPS; w++) M = fmax(M, m_s[w * 16 + lane_col(h, t, i)]);
+      wgt[h][i] = st->l[h][i] > 0.0f ? MMA_EXP2(st->m2[h][i] - M) : 0.0f;
+    }
+  for (int round = 0; round < WARPS / SLICES; round++) {
+    if (warp / SLICES == round) {
+      __local float *slice = o_s + (warp % SLICES) * (G * HEAD_SIZE);
+      MMA_UNROLL
+      for (int mt = 0; mt < MTILES; mt++)
+        for (int h = 0; h < NH; h++)
+          MMA_UNROLL
+          for (int e = 0; e < 4; e++) {
+            const int col = 8 * h + 2 * t + e % 2, d = out_dim(mt, g, e / 2);
+            const float4 a = st->o[mt][h];
+            const float v = (e == 0 ? a.x : e == 1 ? a.y : e == 2 ? a.z : a.w) * wgt[h][e % 2];
+            if (col < G) slice[col * HEAD_SIZE + d] = round == 0 ? v : slice[col * HEAD_SIZE + d] + v;
+          }
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+}
+
+/* The row's extent: its length L (0 where out of range: flagged), the
+ * window's first token lo (tokens before it are never read nor checked),
+ * the first chunk's token t0, and the row's chunks and partitions (a row
+ * of no tokens is one empty partition, which writes the empty output). */
+typedef struct {
+  int L, lo, t0, total, nparts;
+} mma_extent;
+
+inline mma_extent mma_extent_of(int L, int window, int max_context_len, int report,
+                                __global volatile int *faults) {
+  mma_extent x;
+  if (L < 0 || L > max_context_len) {
+    if (report) atomic_or(faults, CLPA_FAULT_BAD_CONTEXT_LEN);
+    L = 0;
+  }
+  x.L = L, x.lo = window > 0 ? max(L - window, 0) : 0, x.t0 = x.lo / CHUNK * CHUNK;
+  x.total = (L - x.t0 + CHUNK - 1) / CHUNK;
+  x.nparts = max((x.total + PCH - 1) / PCH, 1);
+  return x;
+}
+
+/* Step 7: the work-group's rows (sh0: the first's index in out): the
+ * output where the row has one partition (alone; always in v1), else the
+ * partition's state, which step 8 or reduce.cl merge. Work-groups past
+ * the row's partitions write nothing. */
+inline void mma_write_rows(__global io_t *out, __global float *lse, __global float *tmp_out,
+                           __global float *max_logits, __global float *exp_sums,
+                           __global const float *sinks, __local const float *o_s,
+                           __local const float *row_m, __local const float *row_l, float vscale,
+                           size_t sh0, int head0, int part, int max_parts, int alone, int live,
+                           int lid) {
+  for (int i = lid; live && i < G * HEAD_SIZE; i += NUM_THREADS) {
+    const int r = i / HEAD_SIZE, d = i % HEAD_SIZE;
+    const size_t sh = sh0 + r;
+    const softmax_state sm = softmax_state_of(row_m[r] / LOG2E, row_l[r]);
+    const float o = sm.l > 0.0f ? slices_sum(o_s, i) * vscale / sm.l : 0.0f;
+    if (alone) {
+      /* The sink: one more logit in the softmax, with no value. */
+      const softmax_state all = sinks ? softmax_merge(sm, softmax_logit(sinks[head0 + r])) : sm;
+      IO_STORE(o * softmax_weight(sm, all), out, sh * HEAD_SIZE + d);
+      if (d == 0 && lse) lse[sh] = softmax_lse(all);
+    } else {
+      tmp_out[(sh * max_parts + part) * HEAD_SIZE + d] = o;
+      if (d == 0) max_logits[sh * max_parts + part] = sm.m, exp_sums[sh * max_parts + part] = sm.l;
+    }
+  }
+}
+
+/* The chunk a warp takes after chunk c. NVIDIA: where the warps have 16
+ * chunks each or more (the kernel's `ask`), after its first a warp takes
+ * the work-group's next chunk as it asks (a chunk ahead: `handout`), so
+ * that they end together; with fewer the atomic's round trip cost more
+ * than it saved. The emulated products need every warp to run the same
+ * iterations (docs/decisions/0012-decode-mma-kernel.md). */
+#if MMA_PTX
+#define NEXT_CHUNK(c) (ask ? warp_lane0(lane == 0 ? atomic_inc(handout) : 0) : (c) + WARPS)
+#else
+#define NEXT_CHUNK(c) ((c) + WARPS)
+#endif
+/* PIPE: the next chunk's loads wait for this chunk's data: the offset
+ * CHUNK_DEP (zero at run time; dz = 0) puts a use of it into their address.
+ * Without it ptxas issues them first and counts both chunks' loads on one
+ * scoreboard, so the first use of this chunk would wait for the next one
+ * too (docs/decisions/0011-decode-mma-pipe.md). */
+#define CHUNK_DEP(ch, dz) ((ulong)(((ch).k0[0][0].x ^ VFIRST(ch)) & (dz)))
+
 __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_decode_mma(
     KERNEL_PARAMS(DECODE_ARG_LIST) PAGE_PARAMS) {
   __local float o_s[SLICES * G * HEAD_SIZE];
@@ -115,54 +491,20 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
   const int kv_head = head0 / (num_heads / num_kv_heads);
   /* The row's chunks (16 tokens from the window's start): partition p
    * takes chunks [p PCH, (p + 1) PCH), its warps in turn, or on NVIDIA
-   * as they ask (step 2).
-   * The length, the queries and the first chunk's table entries are read
-   * together (one round trip to memory instead of three before the first
-   * K/V load); the entries again only where a sliding window moves the
-   * start. */
+   * as they ask (step 2). The length, the queries and the first chunk's
+   * table entries are read together (one round trip to memory instead of
+   * three before the first K/V load); the entries again only where a
+   * sliding window moves the start. */
   page_row table = PAGE_ROW(seq);
   const int c_first = part * PCH + warp;
   chunk_ids_t ids = chunk_ids(table, c_first * CHUNK, g, t, max_blocks_per_seq);
-  int L = PAGE_LEN(table, seq);
-  /* ---- 1. queries as B fragments (column g of n-tile h), dimensions in the keys' order ---- */
-  uint2 qb[NH][KSTEPS];
-#if KV_BYTES == 4
-  uint2 ql[NH][KSTEPS]; /* f32: qb the high parts, ql the remainders (mma.cl's 3xTF32) */
-#endif
-  MMA_UNROLL
-  for (int h = 0; h < NH; h++) {
-    const int col = 8 * h + g;
-    __global const io_t *qh = q + (ulong)seq * q_stride + (ulong)(head0 + min(col, G - 1)) * HEAD_SIZE;
-    MMA_UNROLL
-    for (int ks = 0; ks < KSTEPS; ks++) {
-      const int d = (4 * (ks / KSPR) + t) * X + (ks % KSPR) * KDIMS;
-      float f[4];
-      for (int e = 0; e < KDIMS; e++) f[e] = col < G ? IO_LOAD(qh, d + e) : 0.0f;
-#if KV_BYTES == 4
-      const uint4 x = (uint4)(as_uint(f[0]), as_uint(f[1]), 0u, 0u), hi = mma_tf32_hi4(x);
-      qb[h][ks] = hi.xy, ql[h][ks] = mma_tf32_lo4(x, hi).xy;
-#else
-      qb[h][ks] = (uint2)(mma_pack(f[0], f[1]), mma_pack(f[2], f[3]));
-#endif
-    }
-  }
-
-  if (L < 0 || L > max_context_len) {
-    if (lid == 0 && part == 0) atomic_or(faults, CLPA_FAULT_BAD_CONTEXT_LEN);
-    L = 0;
-  }
-  /* Tokens before lo are outside the sliding window: never read nor
-   * checked. A row of no tokens (an empty context) is one empty partition,
-   * which writes the empty output. */
-  const int lo = window > 0 ? max(L - window, 0) : 0, t0 = lo / CHUNK * CHUNK;
-  const int total = (L - t0 + CHUNK - 1) / CHUNK; /* the row's chunks */
-  const int nparts = max((total + PCH - 1) / PCH, 1);
-  /* Work-groups past the row's partitions do nothing. On NVIDIA they leave
-   * here; the emulated path runs them through with no chunks (iters <= 0)
-   * and no writes: after this return and the barriers that follow, PoCL
-   * 3.1 got step 8's spread merge wrong (3 heads a work-group, more than
-   * MERGE_REG partitions: wrong outputs every time;
-   * docs/decisions/0002-decode-v2-merge.md). */
+  const int L0 = PAGE_LEN(table, seq);
+  mma_qb qf; /* ---- 1. the queries ---- */
+  mma_queries(&qf, q + (ulong)seq * q_stride, head0, g, t);
+  const mma_extent x = mma_extent_of(L0, window, max_context_len, lid == 0 && part == 0, faults);
+  const int L = x.L, lo = x.lo, t0 = x.t0, total = x.total, nparts = x.nparts;
+  /* Work-groups past the row's partitions do nothing: on NVIDIA they leave here; emulated,
+   * they run with no chunks and no writes (docs/decisions/0002-decode-v2-merge.md). */
   const int live = part < nparts;
 #if PARTITION_SIZE && !CLPA_MERGE
   /* reduce.cl merges the row's partitions counted from token 0, these
@@ -181,40 +523,16 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
   const int c_end = min((part + 1) * PCH, total); /* this work-group's chunks end */
   const ulong kv_off = kv_tile(0, kv_head, block_stride, head_stride); /* + block * block_stride */
   const int ts = kv_token_stride(num_kv_heads, head_stride, BLOCK_SIZE); /* HND, NHD */
-
-  /* This lane's columns 8 h + 2 t + i: heads head0 + column while column < G.
-   * (lane_col's, written out here and in step 6's writes: through it,
-   * clang 15 folds the index differently with 8 heads a work-group.) */
-  float slope[NH][2];
-  for (int h = 0; h < NH; h++)
-    for (int i = 0; i < 2; i++) {
-      const int col = 8 * h + 2 * t + i;
-      slope[h][i] = alibi && col < G ? alibi[head0 + col] : 0.0f;
-    }
-
-  float m2[NH][2], l[NH][2]; /* per column: running max (base 2), this lane's part of the sum */
-  float4 o[MTILES][NH];
-  for (int h = 0; h < NH; h++) m2[h][0] = m2[h][1] = -INFINITY, l[h][0] = l[h][1] = 0.0f;
-  MMA_UNROLL
-  for (int mt = 0; mt < MTILES; mt++)
-    MMA_UNROLL
-    for (int h = 0; h < NH; h++) o[mt][h] = (float4)(0.0f);
-
   /* fp8: the cache holds values / scale; keys' scale goes into the logits, values' into the output */
-  const float qk_scale = scale * (!KV_IS_FP8 ? 1.0f : k_scales ? k_scales[0] : k_scale);
+  const float kscale = !KV_IS_FP8 ? 1.0f : k_scales ? k_scales[0] : k_scale;
+  mma_logit_args la;
+  mma_logit_args_init(&la, alibi, head0, t, scale * kscale, soft_cap, L, lo);
   const float vscale = !KV_IS_FP8 ? 1.0f : v_scales ? v_scales[0] : v_scale;
-  const float inv_cap = soft_cap > 0.0f ? 1.0f / soft_cap : 0.0f;
+  mma_state st;
+  mma_state_init(&st);
   int c = c_first;
 #if MMA_PTX
-  /* NVIDIA: where the warps have 16 chunks each or more, after its first a
-   * warp takes the work-group's next chunk as it asks (a chunk ahead), so
-   * that they end together; with fewer the atomic's round trip cost more
-   * than it saved. The emulated products need every warp to run the same
-   * iterations (docs/decisions/0012-decode-mma-kernel.md). */
-  const int ask = (c_end - part * PCH) * CHUNK >= 256 * WARPS; /* the same in the whole work-group */
-#define NEXT_CHUNK(c) (ask ? warp_lane0(lane == 0 ? atomic_inc(handout) : 0) : (c) + WARPS)
-#else
-#define NEXT_CHUNK(c) ((c) + WARPS)
+  const int ask = (c_end - part * PCH) * CHUNK >= 256 * WARPS; /* NEXT_CHUNK's; work-group-wide */
 #endif
 #if PIPE
   /* The first chunk here; in the loop, each chunk's successor. */
@@ -235,12 +553,7 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
     const int c0 = t0 + c * CHUNK, t_end = c < c_end ? L : 0; /* t_end 0: all masked */
     const int kt = c0 + RUN * (g / 2) + g % 2, vt = c0 + RUN * t;
 #if PIPE
-    /* The next chunk's loads wait for this chunk's data: dep (zero at run
-     * time) puts a use of it into their address. Without it ptxas issues
-     * them first and counts both chunks' loads on one scoreboard, so the
-     * first use of this chunk would wait for the next one too
-     * (docs/decisions/0011-decode-mma-pipe.md). */
-    const ulong dep = (ulong)((cur.k0[0][0].x ^ VFIRST(cur)) & dz);
+    const ulong dep = CHUNK_DEP(cur, dz);
     mma_chunk nx;
     load_chunk(&nx, t0 + next * CHUNK, ids, MMA_CHUNK_ARGS(next < c_end ? L : 0, kv_off + dep));
     const int next2 = NEXT_CHUNK(next);
@@ -251,244 +564,30 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
     const int next = NEXT_CHUNK(c);
     ids = chunk_ids(table, t0 + next * CHUNK, g, t, max_blocks_per_seq);
 #endif
-#if KV_SPLIT_KEY
-    if (cur.vb >= 0 && (vt < lo || vt + RUN > t_end)) { /* slots outside [lo, t_end) may hold NaN */
-      const vrow_t keep = VROW_KEEP(vt, lo, t_end);
-      MMA_UNROLL
-      for (int mt = 0; mt < MTILES; mt++) cur.v0[mt] &= keep, cur.v1[mt] &= keep;
-    }
-#elif KV_BYTES == 4
-    if (cur.vb >= 0 && (vt < lo || vt + 4 > t_end)) /* as above, a token's pieces at a time */
-      MMA_UNROLL
-      for (int i = 0; i < 4; i++)
-        if (vt + i < lo || vt + i >= t_end)
-          MMA_UNROLL
-          for (int sl = 0; sl < VSLABS; sl++) cur.v[i][sl] = (uint4)(0u);
-#else
-    const int kq = c0 + RUN * (g / 2); /* the run of the lane's key (and value) tokens */
-    (void)vt;
-    if (!TOKB && cur.kb >= 0 && (kq < lo || kq + RUN > t_end)) /* as above, a token's pieces at a time
-                                                                  * (TOKB: load_chunk's zeros) */
-      MMA_UNROLL
-      for (int s = 0; s < MSUB; s++)
-        MMA_UNROLL
-        for (int r = 0; r < 2; r++) {
-          const int tok = score_token(kt, s, r);
-          if (tok >= lo && tok < t_end) continue;
-          MMA_UNROLL
-          for (int P = 0; P < KROWS; P++) {
-            if (r) cur.v1[s][P] = (uint4)(0u);
-            else cur.v0[s][P] = (uint4)(0u);
-          }
-        }
-#endif
-
-    /* ---- 3. S^T = K Q^T, m-tile s: rows g, g + 8 are tokens kt + 4 s, kt + 4 s + 2 ---- */
-    float4 sc[MSUB][NH];
-    MMA_UNROLL
-    for (int s = 0; s < MSUB; s++)
-      MMA_UNROLL
-      for (int h = 0; h < NH; h++) {
-        float4 acc[QK_ACCS];
-        MMA_UNROLL
-        for (int i = 0; i < QK_ACCS; i++) acc[i] = (float4)(0.0f);
-        MMA_UNROLL
-        for (int P = 0; P < KROWS; P++)
-          MMA_UNROLL
-          for (int j = 0; j < KSPR; j++) {
-            const int ks = P * KSPR + j, ai = ks % QK_ACCS;
-            const uint2 a0 = key_kstep(cur.k0[s][P], j), a1 = key_kstep(cur.k1[s][P], j);
-#if KV_BYTES == 4
-            acc[ai] = mma_3xtf32(acc[ai], (uint4)(a0.x, a1.x, a0.y, a1.y), qb[h][ks], ql[h][ks], xch);
-#else
-            acc[ai] = mma_16816(acc[ai], (uint4)(a0.x, a1.x, a0.y, a1.y), qb[h][ks], xch);
-#endif
-          }
-        MMA_UNROLL
-        for (int i = 1; i < QK_ACCS; i++) acc[0] += acc[i];
-        sc[s][h] = acc[0];
-      }
-
-    /* ---- 4. logits in base 2, masks; the online softmax per column; P^T as B fragments ---- */
-    int in[MSUB][2];
-    MMA_UNROLL
-    for (int s = 0; s < MSUB; s++)
-      MMA_UNROLL
-      for (int r = 0; r < 2; r++) {
-        const int tok = score_token(kt, s, r);
-#if TOKB
-        in[s][r] = cur.kbt[s][r] >= 0; /* inside [lo, t_end) */
-#else
-        in[s][r] = cur.kb >= 0 && tok >= lo && tok < t_end;
-#endif
-      }
-#if KV_BYTES == 4
-    uint4 pb[MSUB][NH], pl[MSUB][NH]; /* f32: tokens 4t .. 4t + 3 of column g, high parts and remainders */
-#else
-    uint2 pb[MSUB][NH];
-#endif
+    mma_mask_values(&cur, c0, kt, vt, g, lo, t_end);
+    float4 sc[MSUB][NH]; /* ---- 3. the scores ---- */
+    mma_chunk_scores(sc, &cur, &qf, xch);
+    mma_pb pf; /* ---- 4. the softmax ---- */
     float alpha[NH][2];
-    MMA_UNROLL
-    for (int h = 0; h < NH; h++) {
-      /* m-tile s: (kt + 4s, 2t) (kt + 4s, 2t+1) (kt + 4s + 2, 2t) (kt + 4s + 2, 2t+1) */
-      float x[MSUB][4];
-      MMA_UNROLL
-      for (int s = 0; s < MSUB; s++) {
-        const float4 a = sc[s][h];
-        x[s][0] = a.x, x[s][1] = a.y, x[s][2] = a.z, x[s][3] = a.w;
-        MMA_UNROLL
-        for (int e = 0; e < 4; e++) {
-          float v = x[s][e] * qk_scale;
-          if (soft_cap > 0.0f) v = mma_soft_cap(v, soft_cap, inv_cap);
-          v += slope[h][e % 2] * (float)(score_token(kt, s, e / 2) - L + 1);
-          x[s][e] = in[s][e / 2] ? v * LOG2E : -INFINITY;
-        }
-      }
-      float p[MSUB][4];
-      MMA_UNROLL
-      for (int i = 0; i < 2; i++) {
-        float mx = fmax(x[0][i], x[0][i + 2]);
-        MMA_UNROLL
-        for (int s = 1; s < MSUB; s++) mx = fmax(mx, fmax(x[s][i], x[s][i + 2]));
-        const float mn = fmax(m2[h][i], mma_col_reduce(mx, 1, xch));
-        alpha[h][i] = mn == -INFINITY ? 1.0f : MMA_EXP2(m2[h][i] - mn);
-        const float base = mn == -INFINITY ? 0.0f : mn; /* every score -inf: p = 0 */
-        m2[h][i] = mn;
-        float sum = 0.0f;
-        MMA_UNROLL
-        for (int s = 0; s < MSUB; s++) {
-          p[s][i] = MMA_EXP2(x[s][i] - base), p[s][i + 2] = MMA_EXP2(x[s][i + 2] - base);
-          sum += p[s][i] + p[s][i + 2];
-        }
-        l[h][i] = l[h][i] * alpha[h][i] + sum;
-      }
-      MMA_UNROLL
-      for (int s = 0; s < MSUB; s++) {
-#if KV_BYTES == 4
-        const uint4 pt = (uint4)(mma_trans32(as_uint(p[s][0]), as_uint(p[s][1]), xch),
-                                 mma_trans32(as_uint(p[s][2]), as_uint(p[s][3]), xch));
-        pb[s][h] = mma_tf32_hi4(pt), pl[s][h] = mma_tf32_lo4(pt, pb[s][h]);
-#else
-        pb[s][h] = (uint2)(mma_trans(mma_pack(p[s][0], p[s][1]), xch),
-                           mma_trans(mma_pack(p[s][2], p[s][3]), xch));
-#endif
-      }
-    }
-
-    /* ---- 5. O^T = O^T alpha + V^T P^T: rows g, g + 8 are dimensions 16 mt + g, + 8 ---- */
-    MMA_UNROLL
-    for (int mt = 0; mt < MTILES; mt++) {
-#if KV_BYTES == 4 /* two k-steps: tokens 4t, 4t + 1, then 4t + 2, 4t + 3 */
-#if KV_SPLIT_KEY
-      const uint4 w0 = cur.v0[mt], w1 = cur.v1[mt];
-      const uint4 va = (uint4)(w0.x, w1.x, w0.y, w1.y), vb = (uint4)(w0.z, w1.z, w0.w, w1.w);
-#else /* token vt + i's words 2 j, 2 j + 1 of slab p: rows g, g + 8 of m-tile 2 p + j */
-      const int sl = mt / 2, j = mt % 2;
-      const uint4 va = (uint4)(j ? cur.v[0][sl].zw : cur.v[0][sl].xy, j ? cur.v[1][sl].zw : cur.v[1][sl].xy);
-      const uint4 vb = (uint4)(j ? cur.v[2][sl].zw : cur.v[2][sl].xy, j ? cur.v[3][sl].zw : cur.v[3][sl].xy);
-#endif
-      MMA_UNROLL
-      for (int h = 0; h < NH; h++) {
-        const float4 acc = o[mt][h] * (float4)(alpha[h][0], alpha[h][1], alpha[h][0], alpha[h][1]);
-        o[mt][h] = mma_3xtf32(mma_3xtf32(acc, va, pb[0][h].xy, pl[0][h].xy, xch), vb, pb[0][h].zw,
-                              pl[0][h].zw, xch);
-      }
-#else /* k-step s: tokens vt + 4 s .. vt + 4 s + 3 */
-      uint4 vfrag[MSUB];
-      MMA_UNROLL
-      for (int s = 0; s < MSUB; s++) {
-#if KV_SPLIT_KEY
-        const uint2 w0 = value_pairs(cur.v0[mt], s), w1 = value_pairs(cur.v1[mt], s);
-        vfrag[s] = (uint4)(w0.x, w1.x, w0.y, w1.y);
-#else
-        vfrag[s] = value_frag(cur.v0[s][mt / VMT], cur.v1[s][mt / VMT], mt % VMT, xch);
-#endif
-      }
-      MMA_UNROLL
-      for (int h = 0; h < NH; h++) {
-        float4 acc = o[mt][h] * (float4)(alpha[h][0], alpha[h][1], alpha[h][0], alpha[h][1]);
-        MMA_UNROLL
-        for (int s = 0; s < MSUB; s++) acc = mma_16816(acc, vfrag[s], pb[s][h], xch);
-        o[mt][h] = acc;
-      }
-#endif
-    }
+    mma_chunk_softmax(&pf, alpha, &st, sc, &cur, kt, t_end, &la, xch);
+    mma_chunk_values(&st, &cur, &pf, alpha, xch); /* ---- 5. the values ---- */
 #if PIPE
     cur = nx, c = next, next = next2;
 #else
     c = next;
 #endif
   }
+  mma_merge_warps(&st, o_s, m_s, l_s, row_m, row_l, lid, xch); /* ---- 6. merge the warps ---- */
 
-  /* ---- 6. merge the warps: states, then outputs weighted to the common max ----
-   * Each warp writes its weighted outputs to a slice of its own (SLICES of
-   * them, rounds of SLICES warps adding into them where fewer fit), and
-   * the sum over slices happens as the output is written: two barriers
-   * where rounds of one warp at a time took WARPS + 2 (the epilogue is on
-   * every call's critical path: docs/decisions/0012-decode-mma-kernel.md). */
-  for (int h = 0; h < NH; h++)
-    for (int i = 0; i < 2; i++) {
-      l[h][i] = mma_col_reduce(l[h][i], 0, xch);
-      if (g == 0) m_s[warp * 16 + lane_col(h, t, i)] = m2[h][i], l_s[warp * 16 + lane_col(h, t, i)] = l[h][i];
-    }
-  barrier(CLK_LOCAL_MEM_FENCE);
-  if (lid < 8 * NH) {
-    float M = -INFINITY, S = 0.0f;
-    for (int w = 0; w < WARPS; w++) M = fmax(M, m_s[w * 16 + lid]);
-    for (int w = 0; w < WARPS; w++)
-      if (l_s[w * 16 + lid] > 0.0f) S += l_s[w * 16 + lid] * MMA_EXP2(m_s[w * 16 + lid] - M);
-    row_m[lid] = M, row_l[lid] = S;
-  }
-  float wgt[NH][2];
-  for (int h = 0; h < NH; h++)
-    for (int i = 0; i < 2; i++) {
-      float M = -INFINITY;
-      for (int w = 0; w < WARPS; w++) M = fmax(M, m_s[w * 16 + lane_col(h, t, i)]);
-      wgt[h][i] = l[h][i] > 0.0f ? MMA_EXP2(m2[h][i] - M) : 0.0f;
-    }
-  for (int round = 0; round < WARPS / SLICES; round++) {
-    if (warp / SLICES == round) {
-      __local float *slice = o_s + (warp % SLICES) * (G * HEAD_SIZE);
-      MMA_UNROLL
-      for (int mt = 0; mt < MTILES; mt++)
-        for (int h = 0; h < NH; h++)
-          MMA_UNROLL
-          for (int e = 0; e < 4; e++) {
-            const int col = 8 * h + 2 * t + e % 2, d = out_dim(mt, g, e / 2);
-            const float4 a = o[mt][h];
-            const float v = (e == 0 ? a.x : e == 1 ? a.y : e == 2 ? a.z : a.w) * wgt[h][e % 2];
-            if (col < G) slice[col * HEAD_SIZE + d] = round == 0 ? v : slice[col * HEAD_SIZE + d] + v;
-          }
-    }
-    barrier(CLK_LOCAL_MEM_FENCE);
-  }
-
-  /* ---- 7. write the output: directly where the row has one partition
-   * (always in v1), else the partition's state, and the last partition of
-   * the row to finish merges them (step 8). No work-item returns between
-   * barriers (PoCL 3.1 ran a loop past its bound after a uniform return
-   * followed by barriers), and work-groups past the row's partitions
-   * write nothing. ---- */
 #if PARTITION_SIZE
   const int alone = CLPA_MERGE && nparts == 1; /* else reduce.cl reads every partition's state */
 #else
   const int alone = 1;
 #endif
-  for (int i = lid; live && i < G * HEAD_SIZE; i += NUM_THREADS) {
-    const int r = i / HEAD_SIZE, d = i % HEAD_SIZE;
-    const size_t sh = (size_t)seq * num_heads + head0 + r;
-    const softmax_state st = softmax_state_of(row_m[r] / LOG2E, row_l[r]);
-    const float o = st.l > 0.0f ? slices_sum(o_s, i) * vscale / st.l : 0.0f;
-    if (alone) {
-      /* The sink: one more logit in the softmax, with no value. */
-      const softmax_state all = sinks ? softmax_merge(st, softmax_logit(sinks[head0 + r])) : st;
-      IO_STORE(o * softmax_weight(st, all), out, sh * HEAD_SIZE + d);
-      if (d == 0 && lse) lse[sh] = softmax_lse(all);
-    } else {
-      tmp_out[(sh * max_parts + part) * HEAD_SIZE + d] = o;
-      if (d == 0) max_logits[sh * max_parts + part] = st.m, exp_sums[sh * max_parts + part] = st.l;
-    }
-  }
+  /* ---- 7. write the rows (no work-item returns between barriers: PoCL 3.1 ran a loop past its
+   * bound after a uniform return followed by barriers) ---- */
+  mma_write_rows(out, lse, tmp_out, max_logits, exp_sums, sinks, o_s, row_m, row_l, vscale,
+                 (size_t)seq * num_heads + head0, head0, part, max_parts, alone, live, lid);
 #if PARTITION_SIZE && CLPA_MERGE
   /* ---- 8. the last partition of the row to finish merges them (decode_merge.cl;
    * o_s is free: the weights' local memory) ---- */
