@@ -3,6 +3,7 @@
 /*
  * clpa_prefill_mma — the same attention on tensor cores (mma.cl: on
  * NVIDIA mma.sync m16n8k16, operands in the cache's dtype, f16 or bf16,
+ * or f16 for an fp8 cache, whose tiles are converted as they are copied;
  * f32 accumulation; emulated elsewhere, for tests), FlashAttention-2's
  * shape: a work-group of WARPS warps owns ROWS = 16 * WARPS query rows,
  * 16 a warp, whose queries stay in registers as A fragments (rounded to
@@ -58,8 +59,8 @@
     BK % BLOCK_SIZE || (STAGES != 1 && STAGES != 2)
 #error "prefill mma shape: 16 rows a warp, BK of 32 and of BLOCK_SIZE, HEAD_SIZE of 16, 1-2 stages"
 #endif
-#if KV_BYTES != 2
-#error "prefill mma: the cache must be f16 or bf16"
+#if KV_BYTES != 2 && KV_BYTES != 1
+#error "prefill mma: the cache must be f16, bf16 or fp8"
 #endif
 #define KSTEPS (HEAD_SIZE / 16) /* k-steps of Q K^T */
 #define DTILES (HEAD_SIZE / 8)  /* n-tiles of O */
@@ -190,31 +191,59 @@ inline void mma_tile_blocks(int *ph, const int *raw, int k0, int k_lo, int k_end
   }
 }
 
+#if KV_BYTES == 1
+/* fp8: the 8 values at element i of a part (8-byte aligned: head sizes
+ * and pitches are multiples of 16 elements) as the f16 chunk they make,
+ * exactly (every e4m3 and e5m2 value is an f16). */
+inline uint4 mma_fp8_chunk(__global const kv_t *part, int i) {
+  const uint2 w = *(__global const uint2 *)(part + i);
+  return (uint4)(mma_fp8x4(w.x), mma_fp8x4(w.y));
+}
+#endif
+
 /* Copies the keys (or values: `cache` and `dst` say which) of the parts of
  * a tile whose blocks are ph[] into dst (a stage's tile); this
- * work-item's chunks of a part not read are zeros. */
+ * work-item's chunks of a part not read are zeros. Local memory holds
+ * f16 or bf16 chunks of 8 elements in every case: an fp8 cache's 8 bytes
+ * are read and converted on the way (a plain load, where 2-byte caches
+ * take cp.async), so that the products read the same tiles. */
 inline void mma_load_parts(__local uint4 *dst, __global const kv_t *cache, const int *ph,
                            int kv_head, ulong block_stride, ulong head_stride, int ts,
                            int values) {
   const int lid = get_local_id(0);
   (void)ts; /* split-key: unused */
   for (int p = 0; p < NP; p++) {
-    __global const uint4 *src = (__global const uint4 *)(cache + kv_tile((ulong)max(ph[p], 0),
-                                                                       kv_head, block_stride,
-                                                                       head_stride));
+    __global const kv_t *part = cache + kv_tile((ulong)max(ph[p], 0), kv_head, block_stride,
+                                                head_stride);
+    __global const uint4 *src = (__global const uint4 *)part;
+    (void)src; /* fp8: unused */
     for (int i = 0; i < CPT; i++) {
       const int e = lid + i * NUM_THREADS;
       if (PART4 % NUM_THREADS && e >= PART4) break;
 #if KV_SPLIT_KEY
       __local uint4 *d = dst + p * PART4 + (values ? mma_vpos(e) : e);
+#if KV_BYTES == 1 /* keys: dimensions 8 (e / BLOCK_SIZE) .. of token e % BLOCK_SIZE;
+                   * values: tokens 8 (e % VS) .. of dimension e / VS */
+      const int at = values ? value_index(e / VS, 8 * (e % VS), BLOCK_SIZE, 0)
+                            : key_index(8 * (e / BLOCK_SIZE), e % BLOCK_SIZE, BLOCK_SIZE, 0);
+#else
       __global const uint4 *from = src + e;
+#endif
 #else /* chunk e % CH of token e / CH: successive work-items, successive 16 bytes of a row */
       const int o = e / CH, c = e % CH;
       __local uint4 *d = dst + mma_tpos(p * BLOCK_SIZE + o, c);
+#if KV_BYTES == 1
+      const int at = values ? value_index(8 * c, o, BLOCK_SIZE, ts) : key_index(8 * c, o, BLOCK_SIZE, ts);
+#else
       __global const uint4 *from = src + (values ? value_row16(c, o, ts) : key_row16(c, o, BLOCK_SIZE, ts));
 #endif
+#endif
+#if KV_BYTES == 1
+      *d = ph[p] >= 0 ? mma_fp8_chunk(part, at) : (uint4)(0u);
+#else
       if (ph[p] >= 0) mma_copy16(d, from);
       else *d = (uint4)(0u);
+#endif
     }
   }
 }
@@ -445,16 +474,17 @@ inline void mma_values(float4 *o, const uint4 *pa, const float *alpha, __local c
   }
 }
 
-/* Normalises this lane's rows once and writes them, and their LSE:
+/* Normalises this lane's rows once (times vscale, an fp8 cache's value
+ * scale, else 1) and writes them, and their LSE:
  * row h is the warp's row g + 8 h, query row `row0` + 8 h of the
  * sequence's (its token (row0 + 8 h) / qpk from token `first`). */
 inline void mma_write_rows(__global io_t *out, __global float *lse, const float4 *o, float *l,
-                           const float *m2, const mma_rows *r, int row0, int first, int qpk,
-                           int num_heads, int t, __local uint *xch) {
+                           const float *m2, float vscale, const mma_rows *r, int row0, int first,
+                           int qpk, int num_heads, int t, __local uint *xch) {
   float inv[2];
   for (int h = 0; h < 2; h++) {
     l[h] = quad_reduce(l[h], 0, xch);
-    inv[h] = l[h] > 0.0f ? 1.0f / l[h] : 0.0f;
+    inv[h] = l[h] > 0.0f ? vscale / l[h] : 0.0f;
   }
   for (int h = 0; h < 2; h++) {
     if (!r->live[h]) continue;
@@ -472,7 +502,6 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
   __local uint4 v_s[STAGES * VTILE];
   __local uint xch[MMA_XCH];
   __local int next_kept;
-  (void)k_scale, (void)v_scale, (void)k_scales, (void)v_scales; /* no fp8 here */
 
   const int lid = get_local_id(0), lane = lid % 32, warp = lid / 32, g = lane / 4, t = lane % 4;
   const int s = work[2 * get_group_id(0)], R0 = work[2 * get_group_id(0) + 1];
@@ -495,9 +524,14 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
   const mma_src c = {k_cache, v_cache, PAGE_ROW_OF_LEN(s, kv_end), faults, block_stride,
                      head_stride, kv_head, kv_token_stride(num_kv_heads, head_stride, BLOCK_SIZE),
                      num_blocks, k_lo, k_end, sparse};
+  /* fp8: the cache holds values / scale; the keys' scale goes into the logits, the values' into
+   * the output (1 for other caches: the same bits) */
+  const float kscale = !KV_IS_FP8 ? 1.0f : k_scales ? k_scales[0] : k_scale;
+  const float vscale = !KV_IS_FP8 ? 1.0f : v_scales ? v_scales[0] : v_scale;
+  const float qk_scale = scale * kscale;
   /* logits are scaled products: the scale rides in the exponent's fma */
-  const int plain = soft_cap <= 0.0f && !alibi && scale > 0.0f;
-  const float c2 = plain ? scale * LOG2E : 1.0f;
+  const int plain = soft_cap <= 0.0f && !alibi && qk_scale > 0.0f;
+  const float c2 = plain ? qk_scale * LOG2E : 1.0f;
 
   uint4 qa[KSTEPS];
   ulong qrow[2];
@@ -550,7 +584,7 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
 
     float4 sc[STILES];
     mma_scores(sc, qa, kw, lane, xch);
-    mma_logits(sc, &r, keep, ph, k0, full, plain, &c, causal, window, scale, soft_cap, t);
+    mma_logits(sc, &r, keep, ph, k0, full, plain, &c, causal, window, qk_scale, soft_cap, t);
     /* online softmax per row; P as A fragments */
     float alpha[2];
     uint4 pa[BK / 16];
@@ -567,5 +601,5 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
     for (int p = 0; p < NP; p++) ph[p] = nph[p];
     k0 = next;
   }
-  mma_write_rows(out, lse, o, l, m2, &r, row0, first, qpk, num_heads, t, xch);
+  mma_write_rows(out, lse, o, l, m2, vscale, &r, row0, first, qpk, num_heads, t, xch);
 }

@@ -142,12 +142,12 @@ static clpa_status check_lengths(clpa_context *ctx, const clpa_prefill_params *p
 static int mma_takes_block(int bs) { return bs >= 8 && bs <= 32; }
 static int tiles_take_block(int bs) { return bs % 4 == 0; }
 
-/* The tensor-core path applies: an f16 or bf16 cache in any layout, a
- * head size that is a multiple of 16. */
-
+/* The tensor-core path applies: an f16, bf16 or fp8 cache (fp8 converted
+ * to f16 as tiles are copied) in any layout, a head size that is a
+ * multiple of 16. */
 static int mma_applies(const clpa_kv_layout *kv) {
-  return (kv->dtype == CLPA_DTYPE_F16 || kv->dtype == CLPA_DTYPE_BF16) &&
-         kv->head_size % 16 == 0 && mma_takes_block(kv->block_size);
+  return kv->dtype != CLPA_DTYPE_F32 && kv->head_size % 16 == 0 &&
+         mma_takes_block(kv->block_size);
 }
 
 /* cl/prefill_mma.cl's clpa_prefill_mma, with `stages` tiles in flight: keys
@@ -187,11 +187,12 @@ static clpa_status pick_mma(clpa_context *ctx, const clpa_prefill_params *p,
                  "path mma takes blocks of 8, 16 or 32 tokens, and block_size is %d (tiles or"
                  " rows take it; path auto picks one of them)", kv->block_size);
   CLPA_CTX_CHECK(ctx, !mma_applies(kv), CLPA_ERR_UNSUPPORTED,
-                 "path mma needs an f16 or bf16 cache and a head size that is a multiple of 16"
-                 " (cache %s, head_size %d)", clpa_dtype_name(kv->dtype), kv->head_size);
+                 "path mma needs an f16, bf16 or fp8 cache and a head size that is a multiple of"
+                 " 16 (cache %s, head_size %d)", clpa_dtype_name(kv->dtype), kv->head_size);
   CLPA_CTX_CHECK(ctx, p->precision == CLPA_PRECISION_F32, CLPA_ERR_UNSUPPORTED,
-                 "path mma rounds the query to the %s cache's dtype, and precision is f32 (tiles"
-                 " and rows keep it)", clpa_dtype_name(kv->dtype));
+                 "path mma rounds the query to %s (a %s cache's operands), and precision is f32"
+                 " (tiles and rows keep it)", kv->dtype == CLPA_DTYPE_BF16 ? "bf16" : "f16",
+                 clpa_dtype_name(kv->dtype));
   CLPA_CTX_CHECK(ctx, p->rows_per_group != 0 && p->rows_per_group != 64 &&
                           p->rows_per_group != 128,
                  CLPA_ERR_INVALID_ARG, "rows_per_group = %d (the mma path: 0 = auto, 64 or 128)",

@@ -155,21 +155,25 @@ static const char *path_name(clpa_prefill_path path) {
          : path == CLPA_PREFILL_TILES ? "tiles" : "auto";
 }
 
-/* The mma path takes f16/bf16 caches with head sizes of multiples of 16. */
-static int mma_applies(const pcase *c) {
-  return (c->kv == CLPA_DTYPE_F16 || c->kv == CLPA_DTYPE_BF16) && c->hs % 16 == 0;
+/* The mma path takes f16, bf16 and fp8 caches with head sizes of multiples
+ * of 16; its operands (the queries, P, and fp8 keys and values, exactly)
+ * are bf16 for a bf16 cache, else f16. */
+static int mma_applies(const pcase *c) { return c->kv != CLPA_DTYPE_F32 && c->hs % 16 == 0; }
+static clpa_dtype mma_operand(clpa_dtype kv) {
+  return kv == CLPA_DTYPE_BF16 ? CLPA_DTYPE_BF16 : CLPA_DTYPE_F16;
 }
 
 /* The output's tolerance: the io dtype's; on the mma path P is rounded to
- * the cache's dtype too, so the coarser of the two, and at least the
+ * the operand type too, so the coarser of the two, and at least the
  * absolute bound of that rounding (cl_util.h's test_p_round_atol: bf16
  * 7.8e-3 for values in [-2, 2], where bf16's own atol is 4e-3). */
 static void tolerance_for(const pcase *c, clpa_prefill_path path, double *atol, double *rtol) {
   tolerance_of(c->io, atol, rtol);
   if (path != CLPA_PREFILL_MMA) return;
   double a2 = 0, r2 = 0;
-  tolerance_of(c->kv, &a2, &r2);
-  a2 = fmax(a2, test_p_round_atol(c->kv, ATTN_SCENE_V_MAX));
+  const clpa_dtype op = mma_operand(c->kv);
+  tolerance_of(op, &a2, &r2);
+  a2 = fmax(a2, test_p_round_atol(op, ATTN_SCENE_V_MAX));
   *atol = *atol > a2 ? *atol : a2, *rtol = *rtol > r2 ? *rtol : r2;
 }
 
@@ -226,7 +230,7 @@ static int run_case_on(const pcase *c, clpa_prefill_path path) {
   const int mma = taken == CLPA_PREFILL_MMA;
   if (mma) { /* as the path rounds them */
     attn_scene_release(&d);
-    attn_scene_round_queries(&in, c->kv);
+    attn_scene_round_queries(&in, mma_operand(c->kv));
     upload(c, &in, &d, &p);
   }
   const size_t rows = (size_t)in.q_rows * c->heads, outn = rows * c->hs;
@@ -685,7 +689,8 @@ static void test_sparse(void) {
       if (path == CLPA_PREFILL_MMA && !mma_applies(c)) continue;
       attn_scene in;
       make_scene(c, &in);
-      if (path == CLPA_PREFILL_MMA) attn_scene_round_queries(&in, c->kv) /* as the path rounds them */;
+      if (path == CLPA_PREFILL_MMA) /* as the path rounds them */
+        attn_scene_round_queries(&in, mma_operand(c->kv));
       int maxn = 0, maxl = 0;
       for (int s = 0; s < c->seqs; s++) {
         const int n = in.cu[s + 1] - in.cu[s];
@@ -988,8 +993,8 @@ static void test_bad_args(void) {
   bad[n - 1].p.path = CLPA_PREFILL_MMA;
   BAD(keys_per_tile = 16, "the mma path: 0 = auto, 32 or 64", CLPA_ERR_INVALID_ARG);
   bad[n - 1].p.path = CLPA_PREFILL_MMA;
-  BAD(path = CLPA_PREFILL_MMA, "f16 or bf16 cache", CLPA_ERR_UNSUPPORTED);
-  bad[n - 1].p.kv.dtype = CLPA_DTYPE_FP8_E4M3; /* half the bytes: fits the buffers */
+  BAD(path = CLPA_PREFILL_MMA, "f16, bf16 or fp8 cache", CLPA_ERR_UNSUPPORTED);
+  bad[n - 1].p.kv.dtype = F32, bad[n - 1].p.kv.num_blocks = 2; /* the same bytes: fits the buffers */
   BAD(precision = (clpa_precision)-1, "precision = -1", CLPA_ERR_INVALID_ARG);
   BAD(path = CLPA_PREFILL_MMA, "precision is f32", CLPA_ERR_UNSUPPORTED);
   bad[n - 1].p.precision = CLPA_PRECISION_F32;
