@@ -206,7 +206,8 @@ inline uint4 mma_fp8_chunk(__global const kv_t *part, int i) {
  * work-item's chunks of a part not read are zeros. Local memory holds
  * f16 or bf16 chunks of 8 elements in every case: an fp8 cache's 8 bytes
  * are read and converted on the way (a plain load, where 2-byte caches
- * take cp.async), so that the products read the same tiles. */
+ * take cp.async), so that the products read the same tiles
+ * (docs/decisions/0032-prefill-mma-fp8.md). */
 inline void mma_load_parts(__local uint4 *dst, __global const kv_t *cache, const int *ph,
                            int kv_head, ulong block_stride, ulong head_stride, int ts,
                            int values) {

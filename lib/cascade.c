@@ -89,8 +89,10 @@ static clpa_status plan_prefix(clpa_context *ctx, const clpa_cascade_params *p, 
   pp.max_blocks_per_seq = d->max_blocks_per_seq, pp.cu_seqlens_q = p->group_starts;
   pp.cached_lens = cached, pp.causal = 0, pp.q_dtype = d->q_dtype, pp.scale = d->scale;
   pp.soft_cap = d->soft_cap, pp.q_stride = d->q_stride, pp.precision = d->precision;
-  /* prefill's tensor cores take f16 and bf16 caches; decode's f32 (3xTF32)
-   * keeps f32's precision, as the tiles path does */
+  /* prefill's tensor cores where decode's ran on a 2-byte cache; decode's
+   * f32 (3xTF32) keeps f32's precision, as the tiles path does, and an fp8
+   * cache's prefix stays on tiles (prefill's mma on fp8 is not measured in
+   * cascade) */
   const int rounded = clpa_dtype_size(pl->kv.dtype) == 2;
   clpa_plan check;
   clpa_status st = CLPA_OK;
