@@ -135,7 +135,7 @@ typedef struct {
 } mma_logit_args;
 
 /* Step 1: the row's queries, qs its first element. */
-inline void mma_queries(mma_qb *qf, __global const io_t *qs, int head0, int g, int t) {
+inline void mma_query_cols(mma_qb *qf, __global const io_t *qs, int head0, int g, int t) {
   MMA_UNROLL
   for (int h = 0; h < NH; h++) {
     const int col = 8 * h + g;
@@ -427,11 +427,11 @@ inline mma_extent mma_extent_of(int L, int window, int max_context_len, int repo
   return x;
 }
 
-/* Step 7: the work-group's rows (sh0: the first's index in out): the
+/* Step 7: the work-group's heads' rows (sh0: the first's index in out): the
  * output where the row has one partition (alone; always in v1), else the
  * partition's state, which step 8 or reduce.cl merge. Work-groups past
  * the row's partitions write nothing. */
-inline void mma_write_rows(__global io_t *out, __global float *lse, __global float *tmp_out,
+inline void mma_write_heads(__global io_t *out, __global float *lse, __global float *tmp_out,
                            __global float *max_logits, __global float *exp_sums,
                            __global const float *sinks, __local const float *o_s,
                            __local const float *row_m, __local const float *row_l, float vscale,
@@ -500,7 +500,7 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
   chunk_ids_t ids = chunk_ids(table, c_first * CHUNK, g, t, max_blocks_per_seq);
   const int L0 = PAGE_LEN(table, seq);
   mma_qb qf; /* ---- 1. the queries ---- */
-  mma_queries(&qf, q + (ulong)seq * q_stride, head0, g, t);
+  mma_query_cols(&qf, q + (ulong)seq * q_stride, head0, g, t);
   const mma_extent x = mma_extent_of(L0, window, max_context_len, lid == 0 && part == 0, faults);
   const int L = x.L, lo = x.lo, t0 = x.t0, total = x.total, nparts = x.nparts;
   /* Work-groups past the row's partitions do nothing: on NVIDIA they leave here; emulated,
@@ -586,7 +586,7 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
 #endif
   /* ---- 7. write the rows (no work-item returns between barriers: PoCL 3.1 ran a loop past its
    * bound after a uniform return followed by barriers) ---- */
-  mma_write_rows(out, lse, tmp_out, max_logits, exp_sums, sinks, o_s, row_m, row_l, vscale,
+  mma_write_heads(out, lse, tmp_out, max_logits, exp_sums, sinks, o_s, row_m, row_l, vscale,
                  (size_t)seq * num_heads + head0, head0, part, max_parts, alone, live, lid);
 #if PARTITION_SIZE && CLPA_MERGE
   /* ---- 8. the last partition of the row to finish merges them (decode_merge.cl;
