@@ -38,6 +38,10 @@ clpa_status clpa_planner_mma_check(const clpa_device_facts *dev, char *err) {
   return CLPA_OK;
 }
 
+int clpa_planner_mma_fp8(const clpa_device_facts *dev) {
+  return dev->mma_native < 0 || dev->compute_capability >= 89;
+}
+
 /* decode_mma.cl's slices for the warps' outputs (its SLICES): one a warp
  * where they fit in 32 KB, else the most that fit and divide the warps. */
 static int mma_slices(int g, int head_size, int warps) {
@@ -112,8 +116,7 @@ static clpa_status pick_path(const clpa_decode_shape *s, const clpa_device_facts
              "precision = %d (0 auto, 1 f32)", (int)s->precision);
   const clpa_dtype kv = s->kv_dtype;
   const int fp8 = clpa_dtype_size(kv) == 1;
-  /* fp8 pairs become f16 pairs by cvt.rn.f16x2.e4m3x2 (sm_89 and later) on NVIDIA */
-  const int fp8_ok = dev->mma_native < 0 || dev->compute_capability >= 89;
+  const int fp8_ok = clpa_planner_mma_fp8(dev);
   const int f32 = kv == CLPA_DTYPE_F32; /* 3xTF32 */
   /* f32 in HND and NHD: a lane's 16-byte value pieces are rows of two
    * m-tiles (decode_mma_chunk.cl's out_dim), so heads of multiples of 32 */

@@ -107,6 +107,11 @@ clpa_status clpa_decode_planner(const clpa_decode_shape *s, const clpa_device_fa
  * in err, as above) where dev->mma_native is 0. */
 clpa_status clpa_planner_mma_check(const clpa_device_facts *dev, char *err);
 
+/* Whether the tensor-core paths take fp8 caches on this device: their
+ * pairs become f16 pairs by cvt.rn.f16x2.e4m3x2 (compute capability 8.9
+ * and later) on NVIDIA; emulated, everywhere. Returns 1 or 0. */
+int clpa_planner_mma_fp8(const clpa_device_facts *dev);
+
 /* Whether the rows kernels (decode_rows.cl, prefill_rows.cl) take blocks of
  * block_size tokens with this head size and cache dtype: 8 tokens or more
  * (a power of two), else a head of multiples of 16 and a block of one

@@ -321,11 +321,12 @@ typedef enum clpa_prefill_path {
   CLPA_PREFILL_TILES = 1, /* FlashAttention-2 tiles in local memory, 128 work-items a group (GPUs) */
   CLPA_PREFILL_ROWS = 2,  /* a few rows per work-item, private accumulators, no barriers (CPUs) */
   /* Tensor cores: mma.sync m16n8k16 on NVIDIA, f16, bf16 or fp8 caches
-   * (queries and probabilities rounded to bf16 for a bf16 cache, else f16;
-   * fp8 keys and values converted to f16, exactly; f32 accumulation), head
-   * sizes that are multiples of 16; 64 rows a work-group. Auto picks it on
-   * NVIDIA where it applies. Forced on other devices it runs emulated
-   * through local memory (slow: for tests). */
+   * (fp8 from compute capability 8.9; queries and probabilities rounded to
+   * bf16 for a bf16 cache, else f16; fp8 keys and values converted to f16,
+   * exactly; f32 accumulation), head sizes that are multiples of 16; 64
+   * rows a work-group. Auto picks it on NVIDIA where it applies. Forced
+   * on other devices it runs emulated through local memory (slow: for
+   * tests). */
   CLPA_PREFILL_MMA = 3
 } clpa_prefill_path;
 

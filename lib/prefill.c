@@ -142,12 +142,16 @@ static clpa_status check_lengths(clpa_context *ctx, const clpa_prefill_params *p
 static int mma_takes_block(int bs) { return bs >= 8 && bs <= 32; }
 static int tiles_take_block(int bs) { return bs % 4 == 0; }
 
-/* The tensor-core path applies: an f16, bf16 or fp8 cache (fp8 converted
- * to f16 as tiles are copied) in any layout, a head size that is a
- * multiple of 16. */
-static int mma_applies(const clpa_kv_layout *kv) {
-  return kv->dtype != CLPA_DTYPE_F32 && kv->head_size % 16 == 0 &&
-         mma_takes_block(kv->block_size);
+/* The tensor-core path applies: an f16 or bf16 cache, or an fp8 one
+ * where the device converts it (converted to f16 as tiles are copied;
+ * host/decode_planner.c's clpa_planner_mma_fp8, decode's rule), in any
+ * layout, a head size that is a multiple of 16. */
+static int mma_applies(const clpa_context *ctx, const clpa_kv_layout *kv) {
+  clpa_device_facts dev;
+  clpa_device_facts_of(ctx, &dev);
+  const int fp8 = clpa_dtype_size(kv->dtype) == 1;
+  return kv->dtype != CLPA_DTYPE_F32 && (!fp8 || clpa_planner_mma_fp8(&dev)) &&
+         kv->head_size % 16 == 0 && mma_takes_block(kv->block_size);
 }
 
 /* cl/prefill_mma.cl's clpa_prefill_mma, with `stages` tiles in flight: keys
@@ -186,9 +190,10 @@ static clpa_status pick_mma(clpa_context *ctx, const clpa_prefill_params *p,
   CLPA_CTX_CHECK(ctx, !mma_takes_block(kv->block_size), CLPA_ERR_UNSUPPORTED,
                  "path mma takes blocks of 8, 16 or 32 tokens, and block_size is %d (tiles or"
                  " rows take it; path auto picks one of them)", kv->block_size);
-  CLPA_CTX_CHECK(ctx, !mma_applies(kv), CLPA_ERR_UNSUPPORTED,
-                 "path mma needs an f16, bf16 or fp8 cache and a head size that is a multiple of"
-                 " 16 (cache %s, head_size %d)", clpa_dtype_name(kv->dtype), kv->head_size);
+  CLPA_CTX_CHECK(ctx, !mma_applies(ctx, kv), CLPA_ERR_UNSUPPORTED,
+                 "path mma needs an f16, bf16 or fp8 cache (fp8 where the device converts it:"
+                 " compute capability 8.9) and a head size that is a multiple of 16 (cache %s,"
+                 " head_size %d)", clpa_dtype_name(kv->dtype), kv->head_size);
   CLPA_CTX_CHECK(ctx, p->precision == CLPA_PRECISION_F32, CLPA_ERR_UNSUPPORTED,
                  "path mma rounds the query to %s (a %s cache's operands), and precision is f32"
                  " (tiles and rows keep it)", kv->dtype == CLPA_DTYPE_BF16 ? "bf16" : "f16",
@@ -228,7 +233,7 @@ static clpa_status pick_tiles(clpa_context *ctx, const clpa_prefill_params *p,
   CLPA_CTX_CHECK(ctx, (unsigned)p->precision > CLPA_PRECISION_F32, CLPA_ERR_INVALID_ARG,
                  "precision = %d (0 auto, 1 f32)", (int)p->precision);
   const clpa_tuning *tu = &ctx->tuning;
-  const int mma_auto = clpa_mma_native(ctx) == 1 && mma_applies(kv) &&
+  const int mma_auto = clpa_mma_native(ctx) == 1 && mma_applies(ctx, kv) &&
                        p->precision != CLPA_PRECISION_F32;
   *path = p->path               ? (int)p->path
           : tu->prefill_path    ? tu->prefill_path

@@ -84,6 +84,21 @@ static inline int attn_scene_mma_real(clpa_context *ctx) {
   return info.lanes == CLPA_LANES_NV_PTX && info.nv_compute_capability >= 80;
 }
 
+/* Whether the mma paths take fp8 caches on ctx's device
+ * (host/decode_planner.c's clpa_planner_mma_fp8): emulated, or NVIDIA
+ * from compute capability 8.9 (cvt.rn.f16x2.e4m3x2). */
+static inline int attn_scene_mma_fp8(clpa_context *ctx) {
+  clpa_device_info info;
+  clpa_context_device_info(ctx, &info);
+  return info.lanes != CLPA_LANES_NV_PTX || info.nv_compute_capability >= 89;
+}
+
+/* The dtype the mma paths round queries and probabilities to: the cache's,
+ * f16 for fp8. */
+static inline clpa_dtype attn_scene_mma_dtype(clpa_dtype kv) {
+  return clpa_dtype_size(kv) == 1 ? CLPA_DTYPE_F16 : kv;
+}
+
 static inline void *attn_scene_alloc(size_t n) {
   void *p = calloc(n ? n : 1, 1);
   if (!p) BAIL_OUT("out of memory");

@@ -124,18 +124,11 @@ static void upload(const dcase *c, const attn_scene *sc, attn_scene_dev *d,
  * NVIDIA from compute capability 8.9) and partitions of multiples of 16
  * tokens. */
 static int is_fp8(clpa_dtype d) { return d == CLPA_DTYPE_FP8_E4M3 || d == CLPA_DTYPE_FP8_E5M2; }
-/* Whether the mma path takes fp8 caches here (NVIDIA: cvt from sm_89 on). */
-static int mma_fp8_ok(void) {
-  clpa_device_info info;
-  clpa_context_device_info(ctx, &info);
-  return info.lanes != CLPA_LANES_NV_PTX || info.nv_compute_capability >= 89;
-}
-
-/* Where HND and NHD are off on the mma path for now (host/decode_planner.c). */
+/* The tensor-core instructions are real here, not emulated. */
 static int mma_real(void) { return attn_scene_mma_real(ctx); }
 
 static int mma_applies(const dcase *c) {
-  const int fp8_ok = mma_fp8_ok();
+  const int fp8_ok = attn_scene_mma_fp8(ctx);
   const int f32_head = layout == CLPA_KV_LAYOUT_SPLIT_KEY ? 16 : 32; /* HND, NHD: 32 */
   return (((c->kv == CLPA_DTYPE_F16 || c->kv == CLPA_DTYPE_BF16) && c->hs % 32 == 0) ||
           (c->kv == CLPA_DTYPE_F32 && c->hs % f32_head == 0) ||
@@ -144,8 +137,6 @@ static int mma_applies(const dcase *c) {
          (c->bs % 4 == 0 || (c->kv != CLPA_DTYPE_F32 &&
                              (c->bs == 1 || (c->bs == 2 && layout != CLPA_KV_LAYOUT_SPLIT_KEY))));
 }
-/* The dtype the mma path rounds queries and probabilities to: the cache's, f16 for fp8. */
-static clpa_dtype mma_dtype(clpa_dtype kv) { return is_fp8(kv) ? CLPA_DTYPE_F16 : kv; }
 
 /* Set while cases must plan without the host's lengths (every sequence counted as long). */
 static int plan_as_long;
@@ -189,7 +180,7 @@ static int run_case(const dcase *c, clpa_decode_path path) {
   const int mma = taken == CLPA_DECODE_PATH_MMA;
   if (mma) { /* as the path rounds them */
     attn_scene_release(&d);
-    attn_scene_round_queries(&in, mma_dtype(c->kv));
+    attn_scene_round_queries(&in, attn_scene_mma_dtype(c->kv));
     upload(c, &in, &d, &p);
     p.path = path;
   }
@@ -236,10 +227,10 @@ static int run_case(const dcase *c, clpa_decode_path path) {
   double atol = 0, rtol = 0;
   for (size_t i = 0; i < sizeof tolerance / sizeof *tolerance; i++) {
     if (tolerance[i].io == c->io) atol = fmax(atol, tolerance[i].atol), rtol = fmax(rtol, tolerance[i].rtol);
-    if (mma && tolerance[i].io == mma_dtype(c->kv)) /* P rounded to the cache's dtype */
+    if (mma && tolerance[i].io == attn_scene_mma_dtype(c->kv)) /* P rounded to the cache's dtype */
       atol = fmax(atol, tolerance[i].atol), rtol = fmax(rtol, tolerance[i].rtol);
   }
-  if (mma) atol = fmax(atol, test_p_round_atol(mma_dtype(c->kv), ATTN_SCENE_V_MAX));
+  if (mma) atol = fmax(atol, test_p_round_atol(attn_scene_mma_dtype(c->kv), ATTN_SCENE_V_MAX));
   size_t at;
   double worst = test_worst(got, want, outn, atol, rtol, &at);
   good &= ok(worst <= 1.0, "output within tolerance (worst %.3g of allowed)", worst);
@@ -882,7 +873,7 @@ static void test_bad_args(void) {
  * operations that turned NaN codes into 480 passed the mma grid, whose
  * random caches hold no NaN code). */
 static void test_codes(int mma) {
-  if (mma && !mma_fp8_ok()) return;
+  if (mma && !attn_scene_mma_fp8(ctx)) return;
   const clpa_dtype dts[] = {E4M3, E5M2, F16, BF16};
   for (size_t di = 0; di < (mma ? 2 : sizeof dts / sizeof *dts); di++)
     for (int bs = 8; bs <= 16; bs += 8) {

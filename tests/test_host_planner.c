@@ -459,6 +459,28 @@ static void refusals(void) {
  * changes the kernel's loads, not its shape), and f32 caches there need
  * heads of multiples of 32 (decode_mma_chunk.cl's out_dim): head 80 is refused,
  * named. On the H200 auto takes mma on them with split-key's plan. */
+/* The tensor-core paths' fp8 rule (decode's and prefill's): the device's
+ * conversion on NVIDIA from compute capability 8.9, everywhere emulated;
+ * and decode's auto follows it. */
+static void mma_fp8_rule(void) {
+  clpa_device_facts d;
+  clpa_decode_tuning t;
+  device_of(&grid_devices[2], &d, &t);
+  static const struct { int native, cc, want; } cases[] = {
+      {1, 80, 0}, {1, 86, 0}, {1, 89, 1}, {1, 90, 1}, {-1, 0, 1}, {0, 75, 0}};
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    d.mma_native = cases[i].native, d.compute_capability = cases[i].cc;
+    ok(clpa_planner_mma_fp8(&d) == cases[i].want, "fp8 on the mma paths: native %d, cc %d: %d",
+       cases[i].native, cases[i].cc, cases[i].want);
+  }
+  clpa_decode_shape s = {4, 32, 8, 128, 16, CLPA_DTYPE_FP8_E4M3, 4096, NULL, CLPA_PLANNER_AUTO,
+                         0, 0, 0, 0, CLPA_KV_LAYOUT_SPLIT_KEY};
+  clpa_decode_decision dec;
+  d.mma_native = 1, d.compute_capability = 80;
+  ok(clpa_decode_planner(&s, &d, &t, &dec, NULL) == CLPA_OK && dec.path != CLPA_PLANNER_MMA,
+     "decode's auto: no mma for fp8 before compute capability 8.9");
+}
+
 static void layouts_on_mma(void) {
   clpa_device_facts h200, emu;
   clpa_decode_tuning t;
@@ -602,6 +624,7 @@ int main(int argc, char **argv) {
   random_cases(argc > 2 ? atol(argv[2]) : 20000);
   refusals();
   layouts_on_mma();
+  mma_fp8_rule();
   page_sizes();
   regress_pipe_keeps_local_memory();
   return done_testing();

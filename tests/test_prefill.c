@@ -155,12 +155,12 @@ static const char *path_name(clpa_prefill_path path) {
          : path == CLPA_PREFILL_TILES ? "tiles" : "auto";
 }
 
-/* The mma path takes f16, bf16 and fp8 caches with head sizes of multiples
- * of 16; its operands (the queries, P, and fp8 keys and values, exactly)
- * are bf16 for a bf16 cache, else f16. */
-static int mma_applies(const pcase *c) { return c->kv != CLPA_DTYPE_F32 && c->hs % 16 == 0; }
-static clpa_dtype mma_operand(clpa_dtype kv) {
-  return kv == CLPA_DTYPE_BF16 ? CLPA_DTYPE_BF16 : CLPA_DTYPE_F16;
+/* The mma path takes f16 and bf16 caches, and fp8 ones where the device
+ * converts them, with head sizes of multiples of 16; its operands (the
+ * queries, P, and fp8 keys and values, exactly) are attn_scene_mma_dtype's. */
+static int mma_applies(const pcase *c) {
+  return c->kv != CLPA_DTYPE_F32 && (clpa_dtype_size(c->kv) == 2 || attn_scene_mma_fp8(ctx)) &&
+         c->hs % 16 == 0;
 }
 
 /* The output's tolerance: the io dtype's; on the mma path P is rounded to
@@ -171,7 +171,7 @@ static void tolerance_for(const pcase *c, clpa_prefill_path path, double *atol, 
   tolerance_of(c->io, atol, rtol);
   if (path != CLPA_PREFILL_MMA) return;
   double a2 = 0, r2 = 0;
-  const clpa_dtype op = mma_operand(c->kv);
+  const clpa_dtype op = attn_scene_mma_dtype(c->kv);
   tolerance_of(op, &a2, &r2);
   a2 = fmax(a2, test_p_round_atol(op, ATTN_SCENE_V_MAX));
   *atol = *atol > a2 ? *atol : a2, *rtol = *rtol > r2 ? *rtol : r2;
@@ -230,7 +230,7 @@ static int run_case_on(const pcase *c, clpa_prefill_path path) {
   const int mma = taken == CLPA_PREFILL_MMA;
   if (mma) { /* as the path rounds them */
     attn_scene_release(&d);
-    attn_scene_round_queries(&in, mma_operand(c->kv));
+    attn_scene_round_queries(&in, attn_scene_mma_dtype(c->kv));
     upload(c, &in, &d, &p);
   }
   const size_t rows = (size_t)in.q_rows * c->heads, outn = rows * c->hs;
@@ -690,7 +690,7 @@ static void test_sparse(void) {
       attn_scene in;
       make_scene(c, &in);
       if (path == CLPA_PREFILL_MMA) /* as the path rounds them */
-        attn_scene_round_queries(&in, mma_operand(c->kv));
+        attn_scene_round_queries(&in, attn_scene_mma_dtype(c->kv));
       int maxn = 0, maxl = 0;
       for (int s = 0; s < c->seqs; s++) {
         const int n = in.cu[s + 1] - in.cu[s];
