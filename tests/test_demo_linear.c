@@ -76,7 +76,7 @@ static int run_case(demo_linear *l, demo_linear_engine e, demo_wfmt dt, int32_t 
   /* the tiled GEMM rounds the activations to f16 (bf16 with bf16 weights), block forms'
    * weights to f16 too */
   const double v = e == DEMO_LINEAR_MMA && dt >= DEMO_W_Q8_0 ? 0x1p-11 /* blocks rounded to tf32 */
-                   : e != DEMO_LINEAR_GEMM || half ? 0
+                   : (e != DEMO_LINEAR_GEMM && e != DEMO_LINEAR_GEMV) || half ? 0
                    : dt == DEMO_W_F16    ? 0x1p-11
                    : dt == DEMO_W_BF16   ? 0x1p-8
                                          : 0x1p-11 + 0x1p-11 + 0x1p-22;
@@ -180,8 +180,8 @@ static void stream_grid(const demo_linear_tuning *t) {
 int main(void) {
   rng_seed_from_env();
   ctx = test_context(0);
-  const demo_linear_tuning gpu = {"forced: lanes split k", 64, 16, 8, 4, 0, 0, 4, 2, 0, 0, 0, 32, 1};
-  const demo_linear_tuning odd = {"forced: odd shape", 64, 4, 3, 3, 0, 0, 4, 2, 0, 0, 0, 32, 1};
+  const demo_linear_tuning gpu = {"forced: lanes split k", 64, 16, 8, 4, 0, 0, 4, 2, 0, 0, 0, 32, 1, 0, 4, 2, 1};
+  const demo_linear_tuning odd = {"forced: odd shape", 64, 4, 3, 3, 0, 0, 4, 2, 0, 0, 0, 32, 1, 0, 4, 2, 1};
   stream_grid(NULL);
   stream_grid(&gpu);
   stream_grid(&odd);
@@ -192,7 +192,7 @@ int main(void) {
   /* the tensor-core kernel (emulated off NVIDIA): every row block, several
    * blocks, k in chunks of 32, partial stages; in the table's shape and in
    * an odd one that splits k across work-groups */
-  const demo_linear_tuning split = {"forced: split k", 0, 16, 8, 4, 1, 256, 2, 3, 64, 0, 0, 32, 1};
+  const demo_linear_tuning split = {"forced: split k", 0, 16, 8, 4, 1, 256, 2, 3, 64, 0, 0, 32, 1, 0, 4, 2, 1};
   const demo_linear_tuning *mshapes[] = {NULL, &split};
   for (size_t s = 0; s < 2; s++) {
     demo_linear *lm = create(mshapes[s]);
@@ -223,7 +223,7 @@ int main(void) {
   /* ggml's block forms on the tensor-core kernel (forced): decoded, rounded to tf32; k split
    * across work-groups in the second shape */
   {
-    const demo_linear_tuning split = {"forced: split k", 0, 16, 8, 4, 1, 256, 2, 3, 64, 0, 0, 32, 1};
+    const demo_linear_tuning split = {"forced: split k", 0, 16, 8, 4, 1, 256, 2, 3, 64, 0, 0, 32, 1, 0, 4, 2, 1};
     demo_linear *lm = create(&split);
     block_forms(l, DEMO_LINEAR_MMA, 20, 100, 4);
     block_forms(lm, DEMO_LINEAR_MMA, 40, 100, 16);
@@ -232,7 +232,7 @@ int main(void) {
   /* the tiled GEMM (emulated off NVIDIA): both row tiles (64 and 128 rows
    * a work-group), partial row and column tiles, one stage and several */
   {
-    const demo_linear_tuning g64 = {"forced: gemm 64 k a stage, 128 rows", 16, 16, 8, 4, 0, 0, 4, 2, 0, 0, 128, 64, 1};
+    const demo_linear_tuning g64 = {"forced: gemm 64 k a stage, 128 rows", 16, 16, 8, 4, 0, 0, 4, 2, 0, 0, 128, 64, 1, 0, 4, 2, 1};
     const demo_linear_tuning *gshapes[] = {NULL, &g64};
     const int32_t rows[] = {1, 63, 64, 65, 130, 200};
     for (size_t s = 0; s < 2; s++) {
@@ -258,16 +258,73 @@ int main(void) {
   }
   /* ggml's block forms on the tiled GEMM: decoded, rounded to f16 */
   {
-    const demo_linear_tuning g64 = {"forced: gemm 64 k a stage", 16, 16, 8, 4, 0, 0, 4, 2, 0, 0, 0, 64, 1};
+    const demo_linear_tuning g64 = {"forced: gemm 64 k a stage", 16, 16, 8, 4, 0, 0, 4, 2, 0, 0, 0, 64, 1, 0, 4, 2, 1};
     demo_linear *lg = create(&g64);
     block_forms(lg, DEMO_LINEAR_GEMM, 150, 200, 3);
     demo_linear_destroy(lg);
   }
+  /* the few-row kernel (emulated off NVIDIA): every row block (8, 16, 32 rows), several
+   * blocks, columns off its tiles of 16, f32 and f16 activations; in the table's shape and in
+   * odd ones (3 warps, 3 chunks in flight, up to 2 column tiles: uneven splits of k and
+   * chunks loaded twice; 16 warps over fewer chunks than warps, up to 4 column tiles) */
+  {
+    const demo_linear_tuning v3 = {"forced: gemv 3 warps", 16, 16, 8, 4, 0, 0, 4, 2, 0, 0, 0, 32, 1, 64, 3, 3, 2};
+    const demo_linear_tuning v16 = {"forced: gemv 16 warps", 16, 16, 8, 4, 0, 0, 4, 2, 0, 0, 0, 32, 1, 64, 16, 1, 4};
+    const demo_linear_tuning *vshapes[] = {NULL, &v3, &v16};
+    for (size_t s = 0; s < 3; s++) {
+      demo_linear *lv = create(vshapes[s]);
+      const demo_linear_tuning *tu = demo_linear_tuning_of(lv);
+      diag("few-row kernel, %s: %d warps, %d chunks in flight, up to %d column tiles", tu->match,
+           (int)tu->gemv_warps, (int)tu->gemv_unroll, (int)tu->gemv_ct);
+      const int32_t rows[] = {1, 5, 8, 9, 16, 17, 32, 40};
+      for (size_t r = 0; r < sizeof rows / sizeof *rows; r++) {
+        const int32_t n = 20 + (int32_t)rng_below(s ? 400 : 100);
+        const int32_t k = 32 * (1 + (int32_t)rng_below(s == 2 ? 12 : 40));
+        int32_t ct, kw;
+        demo_linear_gemv_shape(lv, rows[r], n, &ct, &kw);
+        diag("  %d x %d: %d column tiles, %d warps", (int)rows[r], (int)n, (int)ct, (int)kw);
+        run_case(lv, DEMO_LINEAR_GEMV, dts[1 + (r + s) % 2], rows[r], n, k, (int)(r % 2), 0);
+        if (r % 2 == 0) run_case(lv, DEMO_LINEAR_GEMV, DEMO_W_F16, rows[r], n, k, (int)(r % 4 == 0), 1);
+      }
+      if (s) { /* enough columns for the most tiles on this device: 16 warps a compute unit */
+        int32_t ct, kw;
+        demo_linear_gemv_shape(lv, 5, 16, &ct, &kw);
+        const int32_t wide = 16 * tu->gemv_ct * ((16 * (int32_t)info.compute_units + kw - 1) / kw) + 5;
+        demo_linear_gemv_shape(lv, 5, wide, &ct, &kw);
+        diag("  5 x %d: %d column tiles, %d warps", (int)wide, (int)ct, (int)kw);
+        ok(ct == tu->gemv_ct, "%s: %d columns take the most tiles (%d)", tu->match, (int)wide, (int)ct);
+        run_case(lv, DEMO_LINEAR_GEMV, DEMO_W_F16, 5, wide, 64, 1, 0);
+      }
+      if (s == 1) block_forms(lv, DEMO_LINEAR_GEMV, 20, 400, 3);
+      /* the shape rule: at most gemv_ct tiles and 32 KB of sums; fewer tiles only where more
+       * would leave fewer than 16 warps a compute unit */
+      int good = 1;
+      for (int32_t rr = 1; rr <= 40 && good; rr += 3)
+        for (int32_t n = 16; n <= 70000 && good; n = n * 3 + 1) {
+          int32_t ct, kw;
+          demo_linear_gemv_shape(lv, rr, n, &ct, &kw);
+          const int32_t nt = rr <= 8 ? 1 : rr <= 16 ? 2 : 4, blocks = (rr + 8 * nt - 1) / (8 * nt);
+          int32_t most = tu->gemv_warps; /* the warps: the table's, halved to 32 KB of sums */
+          while (most > 1 && most * nt * ct > 64) most /= 2;
+          good = ct >= 1 && ct <= tu->gemv_ct && kw == most;
+          if (good && ct < tu->gemv_ct) { /* twice the tiles fall short of 16 warps a compute unit */
+            int32_t kw2 = tu->gemv_warps;
+            while (kw2 > 1 && kw2 * nt * 2 * ct > 64) kw2 /= 2;
+            good = (int64_t)blocks * ((n + 32 * ct - 1) / (32 * ct)) * kw2 < 16 * (int64_t)info.compute_units;
+          }
+          if (!good) diag("%d rows x %d: %d tiles, %d warps", (int)rr, (int)n, (int)ct, (int)kw);
+        }
+      ok(good, "%s: the shape rule holds over rows 1..40 and n 16..70000", tu->match);
+      demo_linear_destroy(lv);
+    }
+  }
+  refused(l, DEMO_LINEAR_GEMV, DEMO_W_F32, 2, 4, 32, "f16, bf16 or block-form", "gemv with f32 weights");
+  refused(l, DEMO_LINEAR_GEMV, DEMO_W_F16, 2, 4, 48, "multiple of 32", "gemv with k 48");
   refused(l, DEMO_LINEAR_GEMM, DEMO_W_F32, 2, 4, 32, "f16, bf16 or block-form", "the tiled GEMM with f32 weights");
   refused(l, DEMO_LINEAR_GEMM, DEMO_W_F16, 2, 4, 48, "multiple of 32", "the tiled GEMM with k 48");
   {
     cl_mem b = test_buffer(ctx, NULL, 4096);
-    const demo_linear_tuning f32a = {"forced: f32 activations", 16, 16, 8, 4, 0, 0, 4, 2, 0, 0, 0, 32, 0};
+    const demo_linear_tuning f32a = {"forced: f32 activations", 16, 16, 8, 4, 0, 0, 4, 2, 0, 0, 0, 32, 0, 0, 4, 2, 1};
     demo_linear *la = create(&f32a);
     const struct { demo_linear *l; demo_linear_engine e; demo_wfmt w; int32_t k; const char *what; } no[] = {
         {l, DEMO_LINEAR_GEMM, DEMO_W_BF16, 32, "bf16 weights"},
@@ -281,12 +338,15 @@ int main(void) {
                  CLPA_ERR_INVALID_ARG &&
              strstr(demo_last_error(), "f16 activations"),
          "f16 activations refused with %s: %s", no[i].what, demo_last_error());
-    ok(demo_linear_takes_f16(l, DEMO_LINEAR_GEMM, 2, 32, DEMO_W_F16),
-       "f16 activations taken by the tiled GEMM with f16 weights");
+    ok(demo_linear_takes_f16(l, DEMO_LINEAR_GEMM, 2, 32, DEMO_W_F16) &&
+           demo_linear_takes_f16(la, DEMO_LINEAR_GEMV, 2, 32, DEMO_W_F16) &&
+           !demo_linear_takes_f16(l, DEMO_LINEAR_GEMV, 2, 32, DEMO_W_BF16),
+       "f16 activations taken by the tiled GEMM and gemv with f16 weights (gemv whatever"
+       " gemm_f16a says), not with bf16 ones");
     demo_linear_destroy(la);
     clReleaseMemObject(b);
   }
-  const demo_linear_tuning bad = {"forced: bad", 64, 16, 128, 4, 0, 0, 4, 2, 0, 0, 0, 32, 1};
+  const demo_linear_tuning bad = {"forced: bad", 64, 16, 128, 4, 0, 0, 4, 2, 0, 0, 0, 32, 1, 0, 4, 2, 1};
   demo_linear *nope = NULL;
   ok(demo_linear_create(clpa_context_cl_context(ctx), clpa_context_cl_device(ctx),
                         clpa_context_cl_queue(ctx), &bad, &nope) == CLPA_ERR_INVALID_ARG && !nope,
@@ -323,7 +383,7 @@ int main(void) {
     free(want), free(got), free(blocks);
   }
   refused(l, DEMO_LINEAR_STREAM, DEMO_W_Q4_K, 2, 4, 128, "whole number of q4_K blocks", "q4_K with k 128");
-  const demo_linear_tuning rule = {"forced: the rule", 16, 16, 8, 4, 17, 64, 4, 2, 0, 0, 0, 32, 1};
+  const demo_linear_tuning rule = {"forced: the rule", 16, 16, 8, 4, 17, 64, 4, 2, 0, 0, 0, 32, 1, 0, 4, 2, 1};
   demo_linear *lr = create(&rule);
   const demo_wfmt F16 = DEMO_W_F16, F32 = DEMO_W_F32;
   ok(demo_linear_pick(lr, 16, 64, F32) == DEMO_LINEAR_STREAM &&
@@ -337,7 +397,7 @@ int main(void) {
      "the pick: mma from 17 to 64 rows on NVIDIA (k a multiple of 32, f16 or bf16), else stream up"
      " to 16 rows (k a multiple of 8), else clblast");
   demo_linear_destroy(lr);
-  const demo_linear_tuning first = {"forced: mma first", 16, 16, 8, 4, 2, 1 << 30, 4, 2, 16, 128, 0, 32, 1};
+  const demo_linear_tuning first = {"forced: mma first", 16, 16, 8, 4, 2, 1 << 30, 4, 2, 16, 128, 0, 32, 1, 0, 4, 2, 1};
   lr = create(&first);
   const demo_wfmt Q4K = DEMO_W_Q4_K;
   ok(demo_linear_pick(lr, 1, 64, F16) == DEMO_LINEAR_STREAM &&
@@ -350,6 +410,18 @@ int main(void) {
          demo_linear_pick(lr, 17, 256, Q4K) == (nvidia ? DEMO_LINEAR_GEMM : DEMO_LINEAR_CLBLAST),
      "the pick: mma from 2 rows on NVIDIA before stream, the tiled GEMM from 128; block forms"
      " stream up to 16 rows, then the tiled GEMM on NVIDIA");
+  demo_linear_destroy(lr);
+  const demo_linear_tuning vfirst = {"forced: gemv first", 16, 16, 8, 4, 2, 1 << 30, 4, 2, 16, 128, 0, 32, 1, 8, 4, 2, 1};
+  lr = create(&vfirst);
+  ok(demo_linear_pick(lr, 1, 64, F16) == (nvidia ? DEMO_LINEAR_GEMV : DEMO_LINEAR_STREAM) &&
+         demo_linear_pick(lr, 8, 64, DEMO_W_BF16) == (nvidia ? DEMO_LINEAR_GEMV : DEMO_LINEAR_STREAM) &&
+         demo_linear_pick(lr, 9, 64, F16) == (nvidia ? DEMO_LINEAR_MMA : DEMO_LINEAR_STREAM) &&
+         demo_linear_pick(lr, 128, 64, F16) == (nvidia ? DEMO_LINEAR_GEMM : DEMO_LINEAR_CLBLAST) &&
+         demo_linear_pick(lr, 4, 48, F16) == DEMO_LINEAR_STREAM &&
+         demo_linear_pick(lr, 4, 64, F32) == DEMO_LINEAR_STREAM &&
+         demo_linear_pick(lr, 4, 256, Q4K) == DEMO_LINEAR_STREAM,
+     "the pick: gemv up to 8 rows on NVIDIA (k a multiple of 32, f16 or bf16), then mma; not"
+     " for f32 weights or block forms");
   demo_linear_destroy(lr);
   refused(l, DEMO_LINEAR_STREAM, DEMO_W_F16, 2, 4, 12, "multiple of 8", "stream with k 12");
   refused(l, DEMO_LINEAR_AUTO, demo_wfmt_of_dtype(CLPA_DTYPE_FP8_E4M3), 2, 4, 16, "weight form",

@@ -24,7 +24,7 @@ typedef struct linear_args {
   const char *dtype; /* a demo_wfmt's name */
   rows_list rows;
   const char *engine;
-  int32_t lanes, groups, nc, mwarps, fill, ct, gemm_bm, gemm_bk, gemm_f16a;
+  int32_t lanes, groups, nc, mwarps, fill, ct, gemm_bm, gemm_bk, gemm_f16a, gemv_warps, gemv_unroll, gemv_ct;
   int json, cold, hot;
   int32_t repeats;
 } linear_args;
@@ -108,7 +108,7 @@ static double mma_peak(bench_env *env, demo_linear *l) {
 
 int bench_linear(int argc, char **argv) {
   linear_args a = {"llama-1b", "f16", {5, {1, 4, 16, 64, 256}}, "all", 0, 0, 0, 0, -1, 0,
-                   0, 0, -1, 0, 0, 0, 30};
+                   0, 0, -1, 0, 0, 0, 0, 0, 0, 30};
   const cli_opt opts[] = {
       {"model", CLI_WORD, &a.model, 0, 0, "NAME", "the weight shapes: llama-1b or tiny", "llama-1b",
        parse_word},
@@ -118,7 +118,7 @@ int bench_linear(int argc, char **argv) {
       {"rows", CLI_WORD, &a.rows, 0, 0, "LIST", "rows of A (tokens of a step), comma-separated",
        "1,4,16,64,256", parse_rows},
       {"engine", CLI_WORD, &a.engine, 0, 0, "NAME",
-       "stream, mma, gemm (NVIDIA), clblast, auto\n(the table's) or all", "all", parse_word},
+       "stream, mma, gemm, gemv (NVIDIA), clblast, auto\n(the table's) or all", "all", parse_word},
       {"lanes", CLI_INT, &a.lanes, 0, 64, "N", "the streaming kernel's shape, forced (0: the table's)",
        NULL, NULL},
       {"groups", CLI_INT, &a.groups, 0, 1024, "N", "column groups a work-group (with --lanes)", NULL, NULL},
@@ -132,6 +132,11 @@ int bench_linear(int argc, char **argv) {
       {"gemm-bk", CLI_INT, &a.gemm_bk, 32, 64, "N", "its k a stage (32 or 64), forced", NULL, NULL},
       {"gemm-f16a", CLI_INT, &a.gemm_f16a, 0, 1, "N",
        "1: f16 weights take f16 activations by cp.async, 0: f32\nones, forced (-1: the table's)", NULL, NULL},
+      {"gemv-warps", CLI_INT, &a.gemv_warps, 1, 16, "N", "gemv's warps a work-group, forced", NULL, NULL},
+      {"gemv-ct", CLI_INT, &a.gemv_ct, 1, 4, "N", "gemv's most tiles of 16 columns a work-group, forced",
+       NULL, NULL},
+      {"gemv-unroll", CLI_INT, &a.gemv_unroll, 1, 8, "N", "its chunks of 32 k in flight a warp, forced",
+       NULL, NULL},
       {"cold", CLI_FLAG, &a.cold, 0, 0, NULL, "flush the L2 before every timed call (default on a GPU)",
        NULL, NULL},
       {"hot", CLI_FLAG, &a.hot, 0, 0, NULL, "back-to-back calls (default elsewhere)", NULL, NULL},
@@ -152,7 +157,8 @@ int bench_linear(int argc, char **argv) {
       "(NVIDIA: f16 mma.sync back to back, same run), launch_us (a one-work-group\n"
       "kernel back to back with itself: a dependent launch's least cost), lanes,\n"
       "groups, nc, mwarps, fill, ct, ksplit (the tensor-core kernel's splits of k),\n"
-      "gemm_bm, gemm_bk (the tiled GEMM's tile) and gemm_f16a (1: f16 activations);\n"
+      "gemm_bm, gemm_bk (the tiled GEMM's tile), gemm_f16a (1: f16 activations),\n"
+      "gemv_warps, gemv_ct (its shape for the call) and gemv_unroll;\n"
       "the step's lines have shape \"step\" and the summed time and bytes.",
       clpa_version_string(),
   };
@@ -168,7 +174,7 @@ int bench_linear(int argc, char **argv) {
     if (!demo_wfmt_row_bytes(form, shapes[i].k))
       return cli_error(&cmd, "--dtype %s: %s's rows of %d are not whole blocks (--model llama-1b)",
                        a.dtype, shapes[i].what, (int)shapes[i].k);
-  demo_linear_engine engines[4];
+  demo_linear_engine engines[5];
   int ne = 0, all = strcmp(a.engine, "all") == 0;
   if (all)
     engines[ne++] = DEMO_LINEAR_STREAM, engines[ne++] = DEMO_LINEAR_CLBLAST; /* + mma on NVIDIA, below */
@@ -178,12 +184,14 @@ int bench_linear(int argc, char **argv) {
     engines[ne++] = DEMO_LINEAR_MMA;
   else if (strcmp(a.engine, "gemm") == 0)
     engines[ne++] = DEMO_LINEAR_GEMM;
+  else if (strcmp(a.engine, "gemv") == 0)
+    engines[ne++] = DEMO_LINEAR_GEMV;
   else if (strcmp(a.engine, "clblast") == 0)
     engines[ne++] = DEMO_LINEAR_CLBLAST;
   else if (strcmp(a.engine, "auto") == 0)
     engines[ne++] = DEMO_LINEAR_AUTO;
   else
-    return cli_error(&cmd, "--engine %s (stream, mma, gemm, clblast, auto or all)", a.engine);
+    return cli_error(&cmd, "--engine %s (stream, mma, gemm, gemv, clblast, auto or all)", a.engine);
 
   bench_env env;
   if (bench_open(&env)) return 1;
@@ -191,11 +199,12 @@ int bench_linear(int argc, char **argv) {
   bench_timing_pick(&env, a.cold, a.hot, a.repeats, &t);
   cl_context cl = clpa_context_cl_context(env.ctx);
   if (all && strstr(env.info.vendor, "NVIDIA"))
-    engines[ne++] = DEMO_LINEAR_MMA, engines[ne++] = DEMO_LINEAR_GEMM;
+    engines[ne++] = DEMO_LINEAR_MMA, engines[ne++] = DEMO_LINEAR_GEMM, engines[ne++] = DEMO_LINEAR_GEMV;
   /* the table's entry, with what the options force */
   demo_linear *l = NULL;
-  demo_linear_tuning forced = {"forced", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 32, 1};
-  const int force = a.lanes || a.mwarps || a.fill >= 0 || a.ct || a.gemm_bm || a.gemm_bk || a.gemm_f16a >= 0;
+  demo_linear_tuning forced = {"forced", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 32, 1, 0, 4, 2, 1};
+  const int force = a.lanes || a.mwarps || a.fill >= 0 || a.ct || a.gemm_bm || a.gemm_bk ||
+                    a.gemm_f16a >= 0 || a.gemv_warps || a.gemv_unroll || a.gemv_ct;
   if (demo_linear_create(cl, clpa_context_cl_device(env.ctx), clpa_context_cl_queue(env.ctx), NULL,
                          &l) == CLPA_OK && force) {
     forced = *demo_linear_tuning_of(l);
@@ -208,6 +217,9 @@ int bench_linear(int argc, char **argv) {
     if (a.gemm_bm) forced.gemm_bm = a.gemm_bm;
     if (a.gemm_bk) forced.gemm_bk = a.gemm_bk;
     if (a.gemm_f16a >= 0) forced.gemm_f16a = a.gemm_f16a;
+    if (a.gemv_warps) forced.gemv_warps = a.gemv_warps;
+    if (a.gemv_unroll) forced.gemv_unroll = a.gemv_unroll;
+    if (a.gemv_ct) forced.gemv_ct = a.gemv_ct;
     demo_linear_destroy(l);
     l = NULL;
     demo_linear_create(cl, clpa_context_cl_device(env.ctx), clpa_context_cl_queue(env.ctx), &forced,
@@ -300,6 +312,14 @@ int bench_linear(int argc, char **argv) {
             cli_json_int(&j, "gemm_bm", demo_linear_gemm_rows(l, c.rows, s->n));
             cli_json_int(&j, "gemm_bk", half || !(tu->gemm_bk == 64 && s->k % 64 == 0) ? 32 : 64);
             cli_json_int(&j, "gemm_f16a", half);
+          }
+          if (used == DEMO_LINEAR_GEMV) {
+            int32_t ct, kw;
+            demo_linear_gemv_shape(l, c.rows, s->n, &ct, &kw);
+            cli_json_int(&j, "gemv_warps", kw);
+            cli_json_int(&j, "gemv_ct", ct);
+            cli_json_int(&j, "gemv_unroll", tu->gemv_unroll);
+            cli_json_int(&j, "f16_activations", half);
           }
           cli_json_int(&j, "ksplit", used == DEMO_LINEAR_MMA ? demo_linear_mma_split(l, c.rows, s->n, s->k) : 1);
           cli_json_end(&j);

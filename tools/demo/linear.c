@@ -17,13 +17,13 @@
  * sentence a row; the measurements that chose each (device, date,
  * command, figures) are in docs/decisions/0029-demo-linear-table.md. */
 static const demo_linear_tuning table[] = {
-    /* NVIDIA: the tensor cores from 2 rows on, k split for small matrices, the tiled GEMM
-       from 32 rows (f16 activations by cp.async with f16 weights, else 64 k a stage);
-       streaming for 1 row and for block forms up to 16 */
-    {"vendor:NVIDIA", 16, 32, 4, 4, 2, 1 << 30, 4, 2, 16, 32, 0, 64, 1},
+    /* NVIDIA: gemv up to 64 rows (16 warps, up to 4 tiles of columns, 2 chunks in flight),
+       the tiled GEMM from 65 (f16 activations by cp.async with f16 weights, else 64 k a
+       stage); block forms stream up to 16 rows, then the GEMM */
+    {"vendor:NVIDIA", 16, 32, 4, 4, 2, 1 << 30, 4, 2, 16, 65, 0, 64, 1, 64, 16, 2, 4},
     /* CPUs (PoCL): one work-item a column group, vector sums; faster than CLBlast at every row count */
-    {"type:cpu", 1 << 30, 1, 16, 2, 0, 0, 4, 2, 0, 0, 0, 32, 1},
-    {"default", 16, 16, 8, 4, 0, 0, 4, 2, 0, 0, 0, 32, 1},
+    {"type:cpu", 1 << 30, 1, 16, 2, 0, 0, 4, 2, 0, 0, 0, 32, 1, 0, 4, 2, 1},
+    {"default", 16, 16, 8, 4, 0, 0, 4, 2, 0, 0, 0, 32, 1, 0, 4, 2, 1},
 };
 
 /* Row blocks the kernels are built for: the smallest that holds the
@@ -36,6 +36,9 @@ static const int32_t mma_blocks[] = {8, 16, 32, 64}; /* 8 NT */
  * stage) with f32 activations, or f16 ones by cp.async (32 k a stage) */
 #define NGEMM 2
 #define NGEMM_FORMS 3
+/* the few-row kernel's programs: NT 1, 2 or 4 row tiles of 8, f32 or f16 activations */
+static const int32_t gemv_blocks[] = {8, 16, 32};
+#define NGEMV (int)(sizeof gemv_blocks / sizeof gemv_blocks[0])
 
 enum { NWDT = DEMO_W_COUNT };
 
@@ -50,6 +53,8 @@ struct demo_linear {
   cl_kernel stream[NWDT][NBLOCKS], widen[NWDT], mma[NWDT][NMMA], reduce[NWDT][NMMA];
   cl_program gprog[NWDT][NGEMM][NGEMM_FORMS];
   cl_kernel gemm[NWDT][NGEMM][NGEMM_FORMS];
+  cl_program vprog[NWDT][NGEMV][2][3]; /* by activations (f32, f16) and tiles (1, 2, 4) */
+  cl_kernel gemv[NWDT][NGEMV][2][3];
   cl_mem wide;        /* CLBlast's f32 copy of one weight */
   size_t wide_elems;
   cl_mem part, counts; /* the mma kernel's split sums and its tiles' counters (zero between calls) */
@@ -124,15 +129,20 @@ clpa_status demo_linear_create(cl_context ctx, cl_device_id dev, cl_command_queu
       t->mma_min_rows < 0 || t->mwarps < 1 || t->mwarps > 8 || t->mma_ct < 1 || t->mma_ct > 4 ||
       t->mma_fill < 0 || t->mma_fill > 64 || t->gemm_min_rows < 0 ||
       (t->gemm_bm != 0 && t->gemm_bm != 64 && t->gemm_bm != 128) ||
-      (t->gemm_bk != 32 && t->gemm_bk != 64) || (t->gemm_f16a != 0 && t->gemm_f16a != 1))
+      (t->gemm_bk != 32 && t->gemm_bk != 64) || (t->gemm_f16a != 0 && t->gemm_f16a != 1) ||
+      t->gemv_max_rows < 0 || t->gemv_warps < 1 || t->gemv_warps > 16 || t->gemv_unroll < 1 ||
+      t->gemv_unroll > 8 || (t->gemv_ct != 1 && t->gemv_ct != 2 && t->gemv_ct != 4))
     return demo_fail(CLPA_ERR_INVALID_ARG,
                      "demo_linear_create: lanes %d, groups %d, nc %d, stream_max_rows %d,"
                      " mma rows %d to %d, mwarps %d, mma_ct %d, mma_fill %d, gemm_min_rows %d,"
-                     " gemm_bm %d (0, 64 or 128), gemm_bk %d (32 or 64), gemm_f16a %d (0 or 1)",
+                     " gemm_bm %d (0, 64 or 128), gemm_bk %d (32 or 64), gemm_f16a %d (0 or 1),"
+                     " gemv_max_rows %d, gemv_warps %d (1 to 16), gemv_unroll %d (1 to 8),"
+                     " gemv_ct %d (1, 2 or 4)",
                      (int)t->lanes, (int)t->groups, (int)t->nc, (int)t->stream_max_rows,
                      (int)t->mma_min_rows, (int)t->mma_max_rows, (int)t->mwarps,
                      (int)t->mma_ct, (int)t->mma_fill, (int)t->gemm_min_rows, (int)t->gemm_bm,
-                     (int)t->gemm_bk, (int)t->gemm_f16a);
+                     (int)t->gemm_bk, (int)t->gemm_f16a, (int)t->gemv_max_rows,
+                     (int)t->gemv_warps, (int)t->gemv_unroll, (int)t->gemv_ct);
   demo_linear *l = calloc(1, sizeof *l);
   if (!l) return demo_fail(CLPA_ERR_OUT_OF_MEMORY, "demo_linear_create: out of memory");
   l->ctx = ctx, l->dev = dev, l->queue = queue;
@@ -163,6 +173,12 @@ void demo_linear_destroy(demo_linear *l) {
         if (l->gemm[d][b][f]) clReleaseKernel(l->gemm[d][b][f]);
         if (l->gprog[d][b][f]) clReleaseProgram(l->gprog[d][b][f]);
       }
+    for (int b = 0; b < NGEMV; b++)
+      for (int h = 0; h < 2; h++)
+        for (int c = 0; c < 3; c++) {
+          if (l->gemv[d][b][h][c]) clReleaseKernel(l->gemv[d][b][h][c]);
+          if (l->vprog[d][b][h][c]) clReleaseProgram(l->vprog[d][b][h][c]);
+        }
   }
   if (l->wide) clReleaseMemObject(l->wide);
   if (l->part) clReleaseMemObject(l->part);
@@ -179,6 +195,7 @@ const char *demo_linear_engine_name(demo_linear_engine e) {
          : e == DEMO_LINEAR_CLBLAST ? "clblast"
          : e == DEMO_LINEAR_MMA     ? "mma"
          : e == DEMO_LINEAR_GEMM    ? "gemm"
+         : e == DEMO_LINEAR_GEMV    ? "gemv"
                                     : "auto";
 }
 
@@ -199,6 +216,8 @@ demo_linear_engine demo_linear_pick(const demo_linear *l, int32_t rows, int32_t 
                            : l->tune.gemm_min_rows;
   if (l->tune.gemm_min_rows && rows >= from && l->nvidia && gemm_runs(k, w))
     return DEMO_LINEAR_GEMM;
+  if (rows <= l->tune.gemv_max_rows && l->nvidia && gemm_runs(k, w) && w < DEMO_W_Q8_0)
+    return DEMO_LINEAR_GEMV;
   if (rows >= l->tune.mma_min_rows && rows <= l->tune.mma_max_rows && l->nvidia && mma_runs(k, w) &&
       w < DEMO_W_Q8_0)
     return DEMO_LINEAR_MMA;
@@ -213,18 +232,22 @@ static int block_in(const int32_t *blocks, int count, int32_t rows) {
 #define block_for(rows) block_in(row_blocks, NBLOCKS, rows)
 
 /* Builds the kernels' source (with the tensor-core kernel: mma 1; the
- * tiled GEMM after the source's first part: mma 2) with these options and
- * returns the program and its kernel `name`. */
+ * tiled GEMM after the source's first part and the 16-bit mma part: mma 2;
+ * the few-row kernel likewise: mma 3) with these options and returns the
+ * program and its kernel `name`. */
 static clpa_status build(demo_linear *l, int mma, const char *opts, const char *name,
                          cl_program *prog, cl_kernel *kern) {
-  const char *src[8];
+  const char *src[12];
   unsigned n = 0;
-  /* the tiled GEMM takes the first part alone: the weights' types and ggml's blocks */
+  /* the 16-bit kernels take the first part alone: the weights' types and ggml's blocks */
   for (unsigned i = 0; i < (mma < 2 ? demo_linear_source_count : 1); i++) src[n++] = demo_linear_source[i];
   for (unsigned i = 0; mma == 1 && i < demo_linear_mma_source_count; i++)
     src[n++] = demo_linear_mma_source[i];
+  if (mma >= 2) src[n++] = demo_linear_mma16_source;
   for (unsigned i = 0; mma == 2 && i < demo_linear_gemm_source_count; i++)
     src[n++] = demo_linear_gemm_source[i];
+  for (unsigned i = 0; mma == 3 && i < demo_linear_gemv_source_count; i++)
+    src[n++] = demo_linear_gemv_source[i];
   cl_int e;
   cl_program p = clCreateProgramWithSource(l->ctx, n, src, NULL, &e);
   if (e != CL_SUCCESS)
@@ -353,6 +376,15 @@ static clpa_status set_args(cl_kernel kr, cl_mem A, int32_t rows, int32_t k, cl_
                          : demo_fail(CLPA_ERR_OPENCL, "demo_linear_run: clSetKernelArg failed");
 }
 
+/* Enqueues kernel kr over (g0, g1) work-groups of wg work-items in the first dimension. */
+static clpa_status launch(demo_linear *l, cl_kernel kr, size_t g0, size_t g1, size_t wg, cl_event *ev,
+                          const char *what) {
+  const size_t global[2] = {g0 * wg, g1}, local[2] = {wg, 1};
+  const cl_int e = clEnqueueNDRangeKernel(l->queue, kr, 2, NULL, global, local, 0, NULL, ev);
+  l->enqueues += e == CL_SUCCESS;
+  return demo_cl_check(e, what);
+}
+
 static clpa_status run_stream(demo_linear *l, int d, cl_mem A, cl_mem W, cl_mem C, int32_t rows,
                               int32_t n, int32_t k, int accumulate, cl_event *ev) {
   if (k % 8)
@@ -363,14 +395,10 @@ static clpa_status run_stream(demo_linear *l, int d, cl_mem A, cl_mem W, cl_mem 
   clpa_status st = program(l, d, b);
   if (st == CLPA_OK) st = set_args(l->stream[d][b], A, rows, k, W, n, C, accumulate);
   if (st != CLPA_OK) return st;
-  cl_kernel kr = l->stream[d][b];
   const size_t wg = (size_t)l->tune.groups * (size_t)l->tune.lanes;
   const size_t cols = (size_t)l->tune.groups * (size_t)l->tune.nc, rb = (size_t)row_blocks[b];
-  const size_t global[2] = {((size_t)rows + rb - 1) / rb * wg, ((size_t)n + cols - 1) / cols};
-  const size_t local[2] = {wg, 1};
-  l->enqueues++;
-  return demo_cl_check(clEnqueueNDRangeKernel(l->queue, kr, 2, NULL, global, local, 0, NULL, ev),
-                       "demo_linear_run: clEnqueueNDRangeKernel(demo_linear_stream)");
+  return launch(l, l->stream[d][b], ((size_t)rows + rb - 1) / rb, ((size_t)n + cols - 1) / cols, wg,
+                ev, "demo_linear_run: clEnqueueNDRangeKernel(demo_linear_stream)");
 }
 
 static clpa_status run_mma(demo_linear *l, int d, cl_mem A, cl_mem W, cl_mem C, int32_t rows,
@@ -466,12 +494,58 @@ static clpa_status run_gemm(demo_linear *l, int d, cl_mem A, cl_mem W, cl_mem C,
   cl_kernel kr = st == CLPA_OK ? l->gemm[d][b][ks] : NULL;
   if (st == CLPA_OK) st = set_args(kr, A, rows, k, W, n, C, accumulate);
   if (st != CLPA_OK) return st;
-  const size_t global[2] = {((size_t)rows + (size_t)bm - 1) / (size_t)bm * 256, ((size_t)n + 127) / 128};
-  const size_t local[2] = {256, 1};
-  l->enqueues++;
-  return demo_cl_check(
-      clEnqueueNDRangeKernel(l->queue, kr, 2, NULL, global, local, 0, NULL, ev),
-      "demo_linear_run: clEnqueueNDRangeKernel(demo_linear_gemm)");
+  return launch(l, kr, ((size_t)rows + (size_t)bm - 1) / (size_t)bm, ((size_t)n + 127) / 128, 256, ev,
+                "demo_linear_run: clEnqueueNDRangeKernel(demo_linear_gemm)");
+}
+
+/* The few-row kernel's warps for nt row tiles and ct column tiles: the
+ * table's, fewer where their sums (nt ct 512 bytes a warp) would pass 32 KB. */
+static int32_t gemv_warps(const demo_linear *l, int32_t nt, int32_t ct) {
+  int32_t kw = l->tune.gemv_warps;
+  while (kw > 1 && kw * nt * ct > 64) kw /= 2;
+  return kw;
+}
+
+/* linear.h; the aim (16 warps a compute unit) is docs/decisions/0029-demo-linear-table.md's. */
+void demo_linear_gemv_shape(const demo_linear *l, int32_t rows, int32_t n, int32_t *ct, int32_t *kw) {
+  const int32_t rb = gemv_blocks[block_in(gemv_blocks, NGEMV, rows)], nt = rb / 8;
+  const int64_t blocks = ((int64_t)rows + rb - 1) / rb;
+  int32_t c = l->tune.gemv_ct;
+  while (c > 1 && blocks * (((int64_t)n + 16 * c - 1) / (16 * c)) * gemv_warps(l, nt, c) < 16 * (int64_t)l->cus)
+    c /= 2;
+  *ct = c, *kw = gemv_warps(l, nt, c);
+}
+
+/* The few-row kernel's program of dtype d, 8, 16 or 32 rows a work-group
+ * (b), f32 (h 0) or f16 activations (1) and 1, 2 or 4 column tiles (c 0, 1, 2). */
+static clpa_status gemv_program(demo_linear *l, int d, int b, int h, int c) {
+  if (l->gemv[d][b][h][c]) return CLPA_OK;
+  char opts[160];
+  const int nt = (int)gemv_blocks[b] / 8, ct = 1 << c;
+  snprintf(opts, sizeof opts,
+           "-cl-std=CL1.2 -DDEMO_WDT=%d -DNT=%d -DCT=%d -DKW=%d -DUN=%d -DAH=%d -DDEMO_PTX=%d", d,
+           nt, ct, (int)gemv_warps(l, nt, ct), (int)l->tune.gemv_unroll, h, l->nvidia);
+  return build(l, 3, opts, "demo_linear_gemv", &l->vprog[d][b][h][c], &l->gemv[d][b][h][c]);
+}
+
+/* half: A is f16 (demo_linear_run_f16) */
+static clpa_status run_gemv(demo_linear *l, int d, cl_mem A, cl_mem W, cl_mem C, int32_t rows,
+                            int32_t n, int32_t k, int accumulate, cl_event *ev, int half) {
+  if (!gemm_runs(k, (demo_wfmt)d))
+    return demo_fail(CLPA_ERR_INVALID_ARG,
+                     "demo_linear_run: the few-row kernel (gemv) needs k a multiple of 32 and f16,"
+                     " bf16 or block-form weights (k %d, %s)", (int)k, forms[d].name);
+  const int b = block_in(gemv_blocks, NGEMV, rows);
+  int32_t ct, kw;
+  demo_linear_gemv_shape(l, rows, n, &ct, &kw);
+  const int c = ct == 4 ? 2 : ct == 2;
+  clpa_status st = gemv_program(l, d, b, half, c);
+  cl_kernel kr = st == CLPA_OK ? l->gemv[d][b][half][c] : NULL;
+  if (st == CLPA_OK) st = set_args(kr, A, rows, k, W, n, C, accumulate);
+  if (st != CLPA_OK) return st;
+  const size_t rb = (size_t)gemv_blocks[b], cols = 16 * (size_t)ct;
+  return launch(l, kr, ((size_t)rows + rb - 1) / rb, ((size_t)n + cols - 1) / cols, 32 * (size_t)kw, ev,
+                "demo_linear_run: clEnqueueNDRangeKernel(demo_linear_gemv)");
 }
 
 /* out [n, k] = W as floats (demo_linear_widen); the program is built. */
@@ -529,13 +603,15 @@ clpa_status demo_linear_run(demo_linear *l, demo_linear_engine e, demo_wfmt w, c
   return e == DEMO_LINEAR_STREAM ? run_stream(l, d, A, W, C, rows, n, k, accumulate, ev)
          : e == DEMO_LINEAR_MMA  ? run_mma(l, d, A, W, C, rows, n, k, accumulate, ev)
          : e == DEMO_LINEAR_GEMM ? run_gemm(l, d, A, W, C, rows, n, k, accumulate, ev, 0)
+         : e == DEMO_LINEAR_GEMV ? run_gemv(l, d, A, W, C, rows, n, k, accumulate, ev, 0)
                                  : run_clblast(l, d, A, W, C, rows, n, k, accumulate, ev);
 }
 
 int demo_linear_takes_f16(const demo_linear *l, demo_linear_engine e, int32_t rows, int32_t k,
                           demo_wfmt w) {
   if (e == DEMO_LINEAR_AUTO) e = demo_linear_pick(l, rows, k, w);
-  return e == DEMO_LINEAR_GEMM && w == DEMO_W_F16 && k % 32 == 0 && l->tune.gemm_f16a;
+  return w == DEMO_W_F16 && k % 32 == 0 &&
+         (e == DEMO_LINEAR_GEMV || (e == DEMO_LINEAR_GEMM && l->tune.gemm_f16a));
 }
 
 clpa_status demo_linear_run_f16(demo_linear *l, demo_linear_engine e, demo_wfmt w, cl_mem A,
@@ -545,8 +621,10 @@ clpa_status demo_linear_run_f16(demo_linear *l, demo_linear_engine e, demo_wfmt 
   if (st != CLPA_OK || rows == 0) return st;
   if (!demo_linear_takes_f16(l, e, rows, k, w))
     return demo_fail(CLPA_ERR_INVALID_ARG,
-                     "demo_linear_run_f16: f16 activations go to the tiled GEMM alone, with f16"
-                     " weights, k a multiple of 32 and the table's gemm_f16a (%s, %s, k %d, %d rows)",
-                     demo_linear_engine_name(e), demo_wfmt_name(w), (int)k, (int)rows);
-  return run_gemm(l, (int)w, A, W, C, rows, n, k, accumulate, ev, 1);
+                     "demo_linear_run_f16: f16 activations go to gemv, or the tiled GEMM with the"
+                     " table's gemm_f16a, with f16 weights and k a multiple of 32 (%s, %s, k %d,"
+                     " %d rows)", demo_linear_engine_name(e), demo_wfmt_name(w), (int)k, (int)rows);
+  if (e == DEMO_LINEAR_AUTO) e = demo_linear_pick(l, rows, k, w);
+  return (e == DEMO_LINEAR_GEMV ? run_gemv : run_gemm)(l, (int)w, A, W, C, rows, n, k, accumulate,
+                                                        ev, 1);
 }

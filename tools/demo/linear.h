@@ -3,7 +3,7 @@
  * or C += that (the residual add), W [n, k] row-major in its stored form
  * (f32, f16, bf16, or one of ggml's block formats, dequantized in the
  * kernels exactly as ggml does), A and C f32 on the device, f32 sums.
- * Four engines:
+ * Five engines:
  *
  *   stream   linear_kernels.c: reads each weight once per row block, in
  *            its stored form; bound by the weights' bytes for few rows
@@ -11,6 +11,11 @@
  *   mma      linear_kernels.c: the same on NVIDIA's tensor cores (2xTF32,
  *            f16 and bf16 weights, or ggml's blocks decoded and rounded to
  *            tf32; emulated elsewhere, for tests)
+ *   gemv     linear_gemv_kernels.c: few rows on NVIDIA's tensor cores, the
+ *            activations rounded to the weights' type (f16 or bf16; block
+ *            forms decoded to f16), each weight read once from device
+ *            memory straight into registers; bound by the weights' bytes
+ *            (a decode step); emulated elsewhere, for tests
  *   gemm     linear_gemm_kernels.c: a tiled GEMM on NVIDIA's tensor cores
  *            (f16 or bf16 weights, or ggml's blocks decoded to f16; the
  *            activations rounded to the weights' type: one mma a 16 k); for
@@ -52,7 +57,8 @@ typedef enum demo_linear_engine {
   DEMO_LINEAR_STREAM = 1, /* linear_kernels.c */
   DEMO_LINEAR_CLBLAST = 2, /* CLBlast's SGEMM */
   DEMO_LINEAR_MMA = 3,     /* linear_kernels.c's tensor-core kernel (NVIDIA; emulated elsewhere) */
-  DEMO_LINEAR_GEMM = 4     /* linear_gemm_kernels.c's tiled GEMM (NVIDIA; emulated elsewhere) */
+  DEMO_LINEAR_GEMM = 4,    /* linear_gemm_kernels.c's tiled GEMM (NVIDIA; emulated elsewhere) */
+  DEMO_LINEAR_GEMV = 5     /* linear_gemv_kernels.c (NVIDIA; emulated elsewhere) */
 } demo_linear_engine;
 
 /* One entry of the table. */
@@ -72,6 +78,12 @@ typedef struct demo_linear_tuning {
   int32_t gemm_bk;         /* its k a stage: 32 or 64 (where k is a multiple of 64) */
   int32_t gemm_f16a;       /* 1: with f16 weights it takes f16 activations, copied to local
                               memory by cp.async (demo_linear_takes_f16); 0: f32 ones */
+  int32_t gemv_max_rows;   /* NVIDIA: the few-row kernel up to this many rows, before mma
+                              and stream (0: never) */
+  int32_t gemv_warps;      /* its warps a work-group, splitting k (1 to 16) */
+  int32_t gemv_unroll;     /* its chunks of 32 k a warp loads before it multiplies (1 to 8) */
+  int32_t gemv_ct;         /* its most tiles of 16 columns a work-group: 1, 2 or 4
+                              (demo_linear_gemv_shape) */
 } demo_linear_tuning;
 
 typedef struct demo_linear demo_linear;
@@ -97,7 +109,8 @@ uint64_t demo_linear_enqueues(const demo_linear *l);
 /* The engine the table picks for `rows` rows over a k of k, weights in
  * form w: gemm from gemm_min_rows where it runs (NVIDIA, k a multiple of
  * 32, f16 or bf16 weights or block forms; block forms from past
- * stream_max_rows), else mma from mma_min_rows to mma_max_rows where it
+ * stream_max_rows), else gemv up to gemv_max_rows where it runs (the same
+ * but block forms, which it takes only when forced), else mma from mma_min_rows to mma_max_rows where it
  * runs (f16 or bf16; block forms only when forced), else stream up to
  * stream_max_rows (k a multiple of 8), else clblast (block formats
  * widened to f32 first). */
@@ -107,6 +120,12 @@ demo_linear_engine demo_linear_pick(const demo_linear *l, int32_t rows, int32_t 
  * while the call's warps stay under mma_fill a compute unit, each split
  * a whole number of chunks of 32 and at least two stages. */
 int32_t demo_linear_mma_split(const demo_linear *l, int32_t rows, int32_t n, int32_t k);
+
+/* The few-row kernel's tiles of 16 columns a work-group (*ct) and warps
+ * (*kw) for a call: the most tiles up to the table's gemv_ct that still
+ * give 16 warps a compute unit, and the table's warps, fewer where the
+ * warps' sums would pass 32 KB of local memory. */
+void demo_linear_gemv_shape(const demo_linear *l, int32_t rows, int32_t n, int32_t *ct, int32_t *kw);
 
 /* The tiled GEMM's rows a work-group for a call (32 MT: 64 or 128): the
  * table's gemm_bm, else 128 past 64 rows where the call has at least a
@@ -119,7 +138,7 @@ int32_t demo_linear_gemm_rows(const demo_linear *l, int32_t rows, int32_t n);
  * caller releases it. CLPA_ERR_UNSUPPORTED elsewhere. */
 clpa_status demo_linear_mma_peak_kernel(demo_linear *l, cl_kernel *k);
 
-/* "stream", "mma", "gemm", "clblast" or "auto". */
+/* "stream", "mma", "gemm", "gemv", "clblast" or "auto". */
 const char *demo_linear_engine_name(demo_linear_engine e);
 
 /* Enqueues C = A . W^T (accumulate 0) or C += A . W^T (1) by engine e
@@ -133,9 +152,9 @@ clpa_status demo_linear_run(demo_linear *l, demo_linear_engine e, demo_wfmt w, c
                             cl_event *ev);
 
 /* Whether the call demo_linear_run(l, e, w, ..., rows, n, k, ...) would make
- * runs faster from f16 activations, by demo_linear_run_f16: engine e (AUTO:
- * demo_linear_pick's) is gemm, w f16, k a multiple of 32 and the table's
- * gemm_f16a set. The caller then writes A as f16 (rounded to nearest
+ * runs faster from f16 activations, by demo_linear_run_f16: w f16, k a
+ * multiple of 32 and engine e (AUTO: demo_linear_pick's) gemv, or gemm with
+ * the table's gemm_f16a set. The caller then writes A as f16 (rounded to nearest
  * even: what the tiled GEMM does to f32 activations on the way in, so
  * the results are the same bits). */
 int demo_linear_takes_f16(const demo_linear *l, demo_linear_engine e, int32_t rows, int32_t k,
@@ -144,7 +163,8 @@ int demo_linear_takes_f16(const demo_linear *l, demo_linear_engine e, int32_t ro
 /* demo_linear_run with A [rows, k] f16 in device memory, where
  * demo_linear_takes_f16 holds (else CLPA_ERR_INVALID_ARG): the tiled GEMM
  * copies both operands to local memory by cp.async, NVIDIA's asynchronous
- * copies, stages ahead of its tensor cores. */
+ * copies, stages ahead of its tensor cores; gemv reads half the bytes of
+ * activations and rounds none. */
 clpa_status demo_linear_run_f16(demo_linear *l, demo_linear_engine e, demo_wfmt w, cl_mem A,
                                 cl_mem W, cl_mem C, int32_t rows, int32_t n, int32_t k,
                                 int accumulate, cl_event *ev);
@@ -161,8 +181,13 @@ extern const char *const demo_linear_source[];
 extern const unsigned demo_linear_source_count;
 extern const char *const demo_linear_mma_source[];
 extern const unsigned demo_linear_mma_source_count;
-/* The tiled GEMM (linear_gemm_kernels.c), built on its own. */
+/* What the 16-bit tensor-core kernels share (linear_gemm_kernels.c), then
+ * the tiled GEMM and the few-row kernel (linear_gemv_kernels.c), each built
+ * after the first part of demo_linear_source and that. */
+extern const char *const demo_linear_mma16_source;
 extern const char *const demo_linear_gemm_source[];
 extern const unsigned demo_linear_gemm_source_count;
+extern const char *const demo_linear_gemv_source[];
+extern const unsigned demo_linear_gemv_source_count;
 
 #endif

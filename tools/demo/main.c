@@ -72,8 +72,9 @@ static const char *parse_linear(const char *text, void *value) {
   else if (strcmp(text, "stream") == 0) *e = DEMO_LINEAR_STREAM;
   else if (strcmp(text, "mma") == 0) *e = DEMO_LINEAR_MMA;
   else if (strcmp(text, "gemm") == 0) *e = DEMO_LINEAR_GEMM;
+  else if (strcmp(text, "gemv") == 0) *e = DEMO_LINEAR_GEMV;
   else if (strcmp(text, "clblast") == 0) *e = DEMO_LINEAR_CLBLAST;
-  else return "auto, stream, mma, gemm or clblast";
+  else return "auto, stream, mma, gemm, gemv or clblast";
   return NULL;
 }
 
@@ -154,7 +155,7 @@ static int parse(int argc, char **argv, demo_args *a) {
        "q4_K, q5_K or q6_K), quantized on the host", "none", parse_text},
       {"linear", CLI_WORD, &a->linear, 0, 0, "NAME",
        "the linear layers' engine: auto (the device's\ntable by rows), stream (the weight-streaming\n"
-       "kernel), mma (its tensor-core form, NVIDIA),\ngemm (the tiled tensor-core GEMM, NVIDIA)\nor clblast (CLBlast's SGEMM)", "auto", parse_linear},
+       "kernel), mma (its tensor-core form, NVIDIA),\ngemm (the tiled tensor-core GEMM, NVIDIA),\ngemv (tensor cores for few rows, NVIDIA)\nor clblast (CLBlast's SGEMM)", "auto", parse_linear},
       {"max-running", CLI_INT, &a->max_running, 1, 4096, "N", "requests decoding at once", NULL,
        NULL},
       {"token-budget", CLI_INT, &a->token_budget, 16, 1 << 20, "N",

@@ -1,0 +1,173 @@
+/*
+ * linear_gemv_kernels.c — the demo's tensor-core kernel for few rows (a
+ * decode step), OpenCL C 1.2 source (linear.c builds it after
+ * linear_kernels.c's first part and demo_linear_mma16_source, once per
+ * weight form, row tile count and activation type):
+ *
+ *   C [rows, n] = A [rows, k] . W^T (+ C when acc_into),  W [n, k] row-major
+ *
+ * f16 (DEMO_WDT 1) or bf16 (2) weights, or ggml's blocks (3-7, decoded by
+ * WLOAD8 and rounded to f16); A f16 in device memory (AH 1, f16 weights:
+ * its producer rounded it) or f32 rounded to the weights' type on the way
+ * (AH 0: within 2^-11 of each for f16, 2^-8 for bf16); C f32, f32 sums.
+ * It is bound by the weights' bytes: each is read once per row block,
+ * from device memory straight into registers, 16 bytes a load, no local
+ * memory and no barrier until the end.
+ *
+ * Work-group: KW warps over CT tiles of 16 columns (W's rows c0 .. c0 +
+ * 16 CT - 1, c0 = 16 CT group(1)) and 8 NT rows (r0 = 8 NT group(0)); warp
+ * w takes the chunks of 32 k from w chunks / KW to (w + 1) chunks / KW,
+ * loading UN chunks of every tile at once (the last chunk again where
+ * fewer are left: no branch between the loads) before it multiplies them,
+ * each activation load serving the CT tiles; the warps' sums meet in local
+ * memory at the end, added in warp order (the same bits every run).
+ *
+ * Fragments (PTX ISA, m16n8k16; g = lane / 4, t = lane % 4), W as the A
+ * operand (16 columns x 16 k) and 8 rows of A as B (16 k x 8 rows): the
+ * dot product does not care in which order k comes, so in a chunk lane
+ * (g, t) loads the 8 consecutive k at 8t .. 8t + 7 of columns g and g + 8
+ * (w0, w1) and of row g of each row tile (x), and the chunk's two mma take
+ * k 8t + {0, 1, 2, 3} and 8t + {4, 5, 6, 7} as logical {2t, 2t + 1, 2t +
+ * 8, 2t + 9}: a = (w0.x, w1.x, w0.y, w1.y), b = (x.x, x.y), then the .z .w
+ * halves. D: .x .y = (column g, rows 2t, 2t + 1), .z .w = column g + 8.
+ * Elsewhere (no DEMO_PTX) each lane computes its D's sums straight from
+ * device memory (slow: for tests only, so that the kernel's bookkeeping
+ * runs on PoCL).
+ *
+ * Grid: (32 KW ceil(rows / (8 NT)), ceil(n / (16 CT))); row blocks vary
+ * fastest, so that a column tile's blocks run together and read its
+ * weights from the L2 after the first. k is a multiple of 32 and of the
+ * weights' block (linear.c checks).
+ * Checked against a double reference by tests/test_demo_linear.c.
+ */
+#include "linear.h"
+
+const char *const demo_linear_gemv_source[] = {
+    "#ifndef NT\n"
+    "#error \"NT: row tiles of 8 a work-group (1, 2 or 4)\"\n"
+    "#endif\n"
+    "#ifndef KW\n"
+    "#error \"KW: warps a work-group, splitting k\"\n"
+    "#endif\n"
+    "#ifndef CT\n"
+    "#error \"CT: tiles of 16 columns a work-group (1, 2 or 4)\"\n"
+    "#endif\n"
+    "#ifndef UN\n"
+    "#error \"UN: chunks of 32 k a warp loads before it multiplies\"\n"
+    "#endif\n"
+    "#ifndef AH\n"
+    "#error \"AH: 1 for f16 activations (f16 weights), 0 for f32 ones\"\n"
+    "#endif\n"
+    "#if AH\n"
+    "typedef ushort at_t;\n"
+    "#define ACHUNK(p, kk) vload4(0, (__global const uint *)((p) + (kk)))\n"
+    "#else\n"
+    "typedef float at_t;\n"
+    "#define ACHUNK(p, kk) pack8(vload8(0, (p) + (kk)))\n"
+    "#endif\n"
+    "/* 8 weights of row p from k index kk as four pairs: f16 and bf16 as\n"
+    " * stored, ggml's blocks decoded and rounded to f16 */\n"
+    "#if DEMO_WDT < 3\n"
+    "#define WCHUNK(p, kk) vload4(0, (__global const uint *)((p) + (kk)))\n"
+    "#else\n"
+    "#define WCHUNK(p, kk) pack8(WLOAD8(p, kk))\n"
+    "#endif\n"
+    "\n"
+    "#if DEMO_PTX\n"
+    "/* acc += the chunk's products: w0, w1 this lane's 8 k of columns g and\n"
+    " * g + 8, x of row g of the tile */\n"
+    "inline float4 chunk_mma(float4 acc, uint4 w0, uint4 w1, uint4 x) {\n"
+    "  acc = mma16816(acc, (uint4)(w0.x, w1.x, w0.y, w1.y), x.x, x.y);\n"
+    "  return mma16816(acc, (uint4)(w0.z, w1.z, w0.w, w1.w), x.z, x.w);\n"
+    "}\n"
+    "#else\n"
+    "inline float2 unpack2(uint v) {\n"
+    "#if DEMO_WDT == 2\n"
+    "  return (float2)(as_float(v << 16), as_float(v & 0xffff0000u));\n"
+    "#else\n"
+    "  return vload_half2(0, (const __private half *)&v);\n"
+    "#endif\n"
+    "}\n"
+    "/* the dot of 32 k from kk of a weight row and an activation row, both as\n"
+    " * the tensor cores take them */\n"
+    "inline float dot32(__global const wt_t *w, __global const at_t *a, int kk) {\n"
+    "  float s = 0.0f;\n"
+    "  for (int q = 0; q < 4; q++) {\n"
+    "    const uint4 wq = WCHUNK(w, kk + 8 * q), aq = ACHUNK(a, kk + 8 * q);\n"
+    "    const uint wv[4] = {wq.x, wq.y, wq.z, wq.w}, av[4] = {aq.x, aq.y, aq.z, aq.w};\n"
+    "    for (int j = 0; j < 4; j++) {\n"
+    "      const float2 p = unpack2(wv[j]) * unpack2(av[j]);\n"
+    "      s += p.x + p.y;\n"
+    "    }\n"
+    "  }\n"
+    "  return s;\n"
+    "}\n"
+    "#endif\n"
+    "\n",
+    "__kernel __attribute__((reqd_work_group_size(32 * KW, 1, 1)))\n"
+    "void demo_linear_gemv(__global const at_t *A, int rows, int k,\n"
+    "                      __global const wt_t *W, int n,\n"
+    "                      __global float *C, int acc_into) {\n"
+    "  const int lid = get_local_id(0), warp = lid / 32, lane = lid % 32;\n"
+    "  const int g = lane / 4, t = lane % 4;\n"
+    "  const int r0 = get_group_id(0) * 8 * NT, c0 = get_group_id(1) * 16 * CT;\n"
+    "  const int chunks = k / 32, cb = warp * chunks / KW, ce = (warp + 1) * chunks / KW;\n"
+    "  /* columns past n read the last (their sums are never written); rows likewise */\n"
+    "  __global const wt_t *wr[CT][2]; /* columns g and g + 8 of each tile */\n"
+    "  for (int c = 0; c < CT; c++)\n"
+    "    for (int h = 0; h < 2; h++) wr[c][h] = ROW(W, min(c0 + 16 * c + 8 * h + g, n - 1), k);\n"
+    "  float4 acc[NT][CT];\n"
+    "  for (int i = 0; i < NT; i++)\n"
+    "    for (int c = 0; c < CT; c++) acc[i][c] = (float4)(0.0f);\n"
+    "#if DEMO_PTX\n"
+    "  __global const at_t *ar[NT]; /* row g of each tile */\n"
+    "  for (int i = 0; i < NT; i++) ar[i] = A + (size_t)min(r0 + 8 * i + g, rows - 1) * k + 8 * t;\n"
+    "  for (int ch = cb; ch < ce; ch += UN) {\n"
+    "    uint4 wv[UN][CT][2];\n"
+    "    for (int u = 0; u < UN; u++) {\n"
+    "      const int kk = 32 * min(ch + u, ce - 1) + 8 * t;\n"
+    "      for (int c = 0; c < CT; c++)\n"
+    "        for (int h = 0; h < 2; h++) wv[u][c][h] = WCHUNK(wr[c][h], kk);\n"
+    "    }\n"
+    "    for (int u = 0; u < UN && ch + u < ce; u++)\n"
+    "      for (int i = 0; i < NT; i++) {\n"
+    "        const uint4 x = ACHUNK(ar[i], 32 * (ch + u));\n"
+    "        for (int c = 0; c < CT; c++) acc[i][c] = chunk_mma(acc[i][c], wv[u][c][0], wv[u][c][1], x);\n"
+    "      }\n"
+    "  }\n"
+    "#else\n"
+    "  for (int i = 0; i < NT; i++) {\n"
+    "    __global const at_t *a0 = A + (size_t)min(r0 + 8 * i + 2 * t, rows - 1) * k;\n"
+    "    __global const at_t *a1 = A + (size_t)min(r0 + 8 * i + 2 * t + 1, rows - 1) * k;\n"
+    "    for (int c = 0; c < CT; c++)\n"
+    "      for (int ch = cb; ch < ce; ch++)\n"
+    "        acc[i][c] += (float4)(dot32(wr[c][0], a0, 32 * ch), dot32(wr[c][0], a1, 32 * ch),\n"
+    "                              dot32(wr[c][1], a0, 32 * ch), dot32(wr[c][1], a1, 32 * ch));\n"
+    "  }\n"
+    "#endif\n"
+    "  /* the warps' sums, added in warp order; D's element e of row tile i\n"
+    "   * and column tile c is column c0 + 16 c + g + 8 (e / 2), row r0 + 8 i\n"
+    "   * + 2 t + e % 2 */\n"
+    "#define FR (NT * CT * 32) /* a warp's fragments */\n"
+    "  __local float4 part[KW * FR];\n"
+    "  for (int i = 0; i < NT; i++)\n"
+    "    for (int c = 0; c < CT; c++) part[warp * FR + (i * CT + c) * 32 + lane] = acc[i][c];\n"
+    "  barrier(CLK_LOCAL_MEM_FENCE);\n"
+    "  for (int o = lid; o < FR; o += KW * 32) {\n"
+    "    float4 s = part[o];\n"
+    "    for (int w = 1; w < KW; w++) s += part[w * FR + o];\n"
+    "    const int i = o / 32 / CT, c = o / 32 % CT, gg = o % 32 / 4, tt = o % 4;\n"
+    "    const float v[4] = {s.x, s.y, s.z, s.w};\n"
+    "    for (int e = 0; e < 4; e++) {\n"
+    "      const int rr = r0 + 8 * i + 2 * tt + e % 2, cc = c0 + 16 * c + gg + 8 * (e / 2);\n"
+    "      if (rr < rows && cc < n) {\n"
+    "        __global float *out = C + (size_t)rr * n + cc;\n"
+    "        *out = acc_into ? *out + v[e] : v[e];\n"
+    "      }\n"
+    "    }\n"
+    "  }\n"
+    "}\n",
+};
+
+const unsigned demo_linear_gemv_source_count =
+    (unsigned)(sizeof demo_linear_gemv_source / sizeof demo_linear_gemv_source[0]);
