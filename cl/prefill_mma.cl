@@ -192,12 +192,24 @@ inline void mma_tile_blocks(int *ph, const int *raw, int k0, int k_lo, int k_end
 }
 
 #if KV_BYTES == 1
-/* fp8: the 8 values at element i of a part (8-byte aligned: head sizes
- * and pitches are multiples of 16 elements) as the f16 chunk they make,
- * exactly (every e4m3 and e5m2 value is an f16). */
-inline uint4 mma_fp8_chunk(__global const kv_t *part, int i) {
-  const uint2 w = *(__global const uint2 *)(part + i);
-  return (uint4)(mma_fp8x4(w.x), mma_fp8x4(w.y));
+/* fp8: 8 values (a uint2) as the f16 chunk they make, exactly (every e4m3
+ * and e5m2 value is an f16). */
+inline uint4 mma_fp8_chunk(uint2 w) { return (uint4)(mma_fp8x4(w.x), mma_fp8x4(w.y)); }
+
+/* fp8: where local chunk e of a part starts in the cache's part, in
+ * elements (8-byte aligned: head sizes and pitches are multiples of 16
+ * elements). Split-key keys: dimensions 8 (e / BLOCK_SIZE) .. of token e %
+ * BLOCK_SIZE; values: tokens 8 (e % VS) .. of dimension e / VS. HND, NHD:
+ * dimensions 8 (e % CH) .. of token e / CH. */
+inline int mma_fp8_at(int e, int values, int ts) {
+#if KV_SPLIT_KEY
+  (void)ts;
+  return values ? value_index(e / VS, 8 * (e % VS), BLOCK_SIZE, 0)
+                : key_index(8 * (e / BLOCK_SIZE), e % BLOCK_SIZE, BLOCK_SIZE, 0);
+#else
+  const int o = e / CH, c = e % CH;
+  return values ? value_index(8 * c, o, BLOCK_SIZE, ts) : key_index(8 * c, o, BLOCK_SIZE, ts);
+#endif
 }
 #endif
 
@@ -223,24 +235,19 @@ inline void mma_load_parts(__local uint4 *dst, __global const kv_t *cache, const
       if (PART4 % NUM_THREADS && e >= PART4) break;
 #if KV_SPLIT_KEY
       __local uint4 *d = dst + p * PART4 + (values ? mma_vpos(e) : e);
-#if KV_BYTES == 1 /* keys: dimensions 8 (e / BLOCK_SIZE) .. of token e % BLOCK_SIZE;
-                   * values: tokens 8 (e % VS) .. of dimension e / VS */
-      const int at = values ? value_index(e / VS, 8 * (e % VS), BLOCK_SIZE, 0)
-                            : key_index(8 * (e / BLOCK_SIZE), e % BLOCK_SIZE, BLOCK_SIZE, 0);
-#else
+#if KV_BYTES != 1
       __global const uint4 *from = src + e;
 #endif
 #else /* chunk e % CH of token e / CH: successive work-items, successive 16 bytes of a row */
       const int o = e / CH, c = e % CH;
       __local uint4 *d = dst + mma_tpos(p * BLOCK_SIZE + o, c);
-#if KV_BYTES == 1
-      const int at = values ? value_index(8 * c, o, BLOCK_SIZE, ts) : key_index(8 * c, o, BLOCK_SIZE, ts);
-#else
+#if KV_BYTES != 1
       __global const uint4 *from = src + (values ? value_row16(c, o, ts) : key_row16(c, o, BLOCK_SIZE, ts));
 #endif
 #endif
 #if KV_BYTES == 1
-      *d = ph[p] >= 0 ? mma_fp8_chunk(part, at) : (uint4)(0u);
+      *d = ph[p] >= 0 ? mma_fp8_chunk(*(__global const uint2 *)(part + mma_fp8_at(e, values, ts)))
+                      : (uint4)(0u);
 #else
       if (ph[p] >= 0) mma_copy16(d, from);
       else *d = (uint4)(0u);
@@ -365,6 +372,60 @@ inline void mma_issue_tile(__local uint4 *k_dst, __local uint4 *v_dst, int *ph, 
     mma_load_parts(v_dst, c->v_cache, ph, c->kv_head, c->block_stride, c->head_stride, c->ts, 1);
   if (!c->sparse) mma_tile_entries(pre, c->table, k0 + BK, c->k_lo, c->k_end);
 }
+
+/* fp8 with two stages (MMA_FP8_STAGED): the next tile's bytes are read
+ * into this work-item's registers where the f16 path issues its cp.async
+ * (mma_fetch_tile) and converted into the other stage after the tile's
+ * products (mma_store_tile), so that their latency passes behind the
+ * products as cp.async's does (docs/decisions/0032-prefill-mma-fp8.md). */
+#define MMA_FP8_STAGED (KV_BYTES == 1 && STAGES == 2)
+#if MMA_FP8_STAGED
+/* This work-item's chunks of the parts whose blocks are ph[] (zeros for a
+ * part not read). */
+inline void mma_fp8_fetch(uint2 w[NP][CPT], __global const kv_t *cache, const int *ph,
+                          const mma_src *c, int values) {
+  for (int p = 0; p < NP; p++) {
+    __global const kv_t *part = cache + kv_tile((ulong)max(ph[p], 0), c->kv_head,
+                                                c->block_stride, c->head_stride);
+    for (int i = 0; i < CPT; i++) {
+      const int e = get_local_id(0) + i * NUM_THREADS;
+      if (PART4 % NUM_THREADS && e >= PART4) break;
+      w[p][i] = ph[p] >= 0 ? *(__global const uint2 *)(part + mma_fp8_at(e, values, c->ts))
+                           : (uint2)(0u);
+    }
+  }
+}
+
+/* mma_issue_tile's reads, into registers: keys fk, values fv (private
+ * arrays of the kernel's: through a struct they would be generic pointers,
+ * which NVIDIA's OpenCL C 2.0 does not pass on). */
+inline void mma_fetch_tile(uint2 fk[NP][CPT], uint2 fv[NP][CPT], int *ph, int *pre, int k0,
+                           const mma_src *c) {
+  if (c->sparse) mma_tile_entries(pre, c->table, k0, c->k_lo, c->k_end);
+  mma_tile_blocks(ph, pre, k0, c->k_lo, c->k_end, c->num_blocks, c->faults);
+  mma_fp8_fetch(fk, c->k_cache, ph, c, 0);
+  mma_fp8_fetch(fv, c->v_cache, ph, c, 1);
+  if (!c->sparse) mma_tile_entries(pre, c->table, k0 + BK, c->k_lo, c->k_end);
+}
+
+/* The fetched tile into a stage's keys and values, as f16 chunks where
+ * mma_load_parts puts them. */
+inline void mma_store_tile(__local uint4 *k_dst, __local uint4 *v_dst, uint2 fk[NP][CPT],
+                           uint2 fv[NP][CPT]) {
+  for (int p = 0; p < NP; p++)
+    for (int i = 0; i < CPT; i++) {
+      const int e = get_local_id(0) + i * NUM_THREADS;
+      if (PART4 % NUM_THREADS && e >= PART4) break;
+#if KV_SPLIT_KEY
+      k_dst[p * PART4 + e] = mma_fp8_chunk(fk[p][i]);
+      v_dst[p * PART4 + mma_vpos(e)] = mma_fp8_chunk(fv[p][i]);
+#else
+      const int at = mma_tpos(p * BLOCK_SIZE + e / CH, e % CH);
+      k_dst[at] = mma_fp8_chunk(fk[p][i]), v_dst[at] = mma_fp8_chunk(fv[p][i]);
+#endif
+    }
+}
+#endif
 
 /* This lane's two query rows, g and g + 8 of its warp's 16 (index h):
  * whether the row is one of the sequence's, its head, position, ALiBi
@@ -568,8 +629,13 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
     mma_fix_values(v_s + stage * VTILE, k0, k_lo, k_end);
     barrier(CLK_LOCAL_MEM_FENCE);
     const int next = MMA_NEXT_TILE(k0 + BK);
+#if MMA_FP8_STAGED
+    uint2 fk[NP][CPT], fv[NP][CPT];
+    if (next < k_end) mma_fetch_tile(fk, fv, nph, pre, next, &c);
+#else
     if (next < k_end)
       mma_issue_tile(k_s + (1 - stage) * KTILE, v_s + (1 - stage) * VTILE, nph, pre, next, &c);
+#endif
 #else
     barrier(CLK_LOCAL_MEM_FENCE);
     mma_load_parts(v_s, v_cache, ph, kv_head, block_stride, head_stride, c.ts, 1);
@@ -599,6 +665,9 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
     if (next < k_end) mma_issue_tile(k_s, NULL, nph, pre, next, &c);
 #endif
     mma_values(o, pa, alpha, vw, lane, xch);
+#if MMA_FP8_STAGED
+    if (next < k_end) mma_store_tile(k_s + (1 - stage) * KTILE, v_s + (1 - stage) * VTILE, fk, fv);
+#endif
     for (int p = 0; p < NP; p++) ph[p] = nph[p];
     k0 = next;
   }
