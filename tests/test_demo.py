@@ -37,13 +37,18 @@ rc, on = run(*small)
 ok(rc == 0 and on and on["check_ok"], "prefix cache on: --check passes: %s" % (on or {}).get("check"))
 rc, off = run(*small, "--no-prefix-cache")
 ok(rc == 0 and off and off["check_ok"], "prefix cache off: --check passes")
-# f16 weights, on the table's engines and forced onto the tiled GEMM (emulated off NVIDIA),
-# which rounds the activations to f16: --check's tolerance for 16-bit weights holds
+# f16 weights, on the table's engines and forced onto the tiled GEMM and gemv (emulated off
+# NVIDIA), which round the activations to f16: --check's tolerance for 16-bit weights holds
 rc, h = run(*small, "--weight-dtype", "f16")
 ok(rc == 0 and h and h["check_ok"], "f16 weights: --check passes: %s" % (h or {}).get("check"))
 rc, h = run(*small, "--weight-dtype", "f16", "--linear", "gemm")
 ok(rc == 0 and h and h["check_ok"] and h["linear"] == "gemm (forced)",
    "f16 weights on the tiled GEMM: --check passes: %s" % (h or {}).get("check"))
+# and forced onto gemv (few rows on tensor cores; emulated off NVIDIA), which takes the model's
+# f16 activations with f16 weights
+rc, h = run(*small, "--weight-dtype", "f16", "--linear", "gemv")
+ok(rc == 0 and h and h["check_ok"] and h["linear"] == "gemv (forced)",
+   "f16 weights on gemv: --check passes: %s" % (h or {}).get("check"))
 # each layer's attention as one clpa_prefill over the step's sequences (issue 45's mixed step)
 rc, h = run(*small, "--one-attention-call")
 ok(rc == 0 and h and h["check_ok"] and h["attention_calls"] == 1 and on and on["attention_calls"] == 2
@@ -99,9 +104,9 @@ if on and off:
     ok(on["cached_tokens"] + on["computed_tokens"] == on["prompt_tokens"],
        "cached + computed = prompt tokens without preemption")
     # The step floor: the copy bandwidth measured in the run, TPOT over it, the engines named.
-    # (the rule's words depend on the device's table: mma first on NVIDIA, stream on a CPU)
+    # (the rule's words depend on the device's table: gemm first on NVIDIA, stream on a CPU)
     ok(on["copy_gbps"] > 0 and on["step_floor_ms"] > 0
-       and re.fullmatch(r"(stream|mma|gemm|clblast)\b.* \(table [a-z]+:[^)]+\)", on["linear"])
+       and re.fullmatch(r"(stream|mma|gemm|gemv|clblast)\b.* \(table [a-z]+:[^)]+\)", on["linear"])
        and abs(on["tpot_floor_ratio"] - on["tpot_p50_ms"] / on["step_floor_ms"])
        <= 0.02 * on["tpot_floor_ratio"] + 0.01,
        "the summary's step floor %.3f ms at %.1f GB/s, TPOT %.1fx it; linear layers: %s"

@@ -62,27 +62,32 @@ const demo_host_weights *demo_model_host(const demo_model *m) { return &m->hw; }
 void demo_model_set_linear(demo_model *m, demo_linear_engine e) { m->engine = e; }
 void demo_model_linear_rule(const demo_model *m, char *buf, size_t cap) {
   const demo_linear_tuning *t = demo_linear_tuning_of(m->lin);
-  if (m->engine != DEMO_LINEAR_AUTO)
+  if (m->engine != DEMO_LINEAR_AUTO) {
     snprintf(buf, cap, "%s (forced)", demo_linear_engine_name(m->engine));
-  else if (t->stream_max_rows >= (1 << 30) && t->mma_max_rows <= 0)
-    snprintf(buf, cap, "stream at every row count (table %s)", t->match);
-  else if (t->mma_max_rows >= (1 << 30) && t->gemm_min_rows > 0)
-    snprintf(buf, cap,
-             "gemm (where it runs) from %d rows, else mma from %d, else stream up to %d, then"
-             " clblast (table %s)",
-             (int)t->gemm_min_rows, (int)t->mma_min_rows, (int)t->stream_max_rows, t->match);
-  else if (t->mma_max_rows >= (1 << 30))
-    snprintf(buf, cap, "mma (where it runs) from %d rows, else stream up to %d, then clblast (table %s)",
-             (int)t->mma_min_rows, (int)t->stream_max_rows, t->match);
+    return;
+  }
+  /* the engines in demo_linear_pick's order, each with its rows */
+  char part[4][64];
+  int n = 0;
+  if (t->gemm_min_rows > 0)
+    snprintf(part[n++], sizeof part[0], "gemm (where it runs) from %d rows", (int)t->gemm_min_rows);
+  if (t->gemv_max_rows > 0)
+    snprintf(part[n++], sizeof part[0], "gemv (where it runs) up to %d rows", (int)t->gemv_max_rows);
+  if (t->mma_max_rows >= (1 << 30))
+    snprintf(part[n++], sizeof part[0], "mma (where it runs) from %d rows", (int)t->mma_min_rows);
   else if (t->mma_max_rows > 0)
-    snprintf(buf, cap,
-             "mma (where it runs) from %d to %d rows, else stream up to %d, then clblast (table %s)",
-             (int)t->mma_min_rows, (int)t->mma_max_rows, (int)t->stream_max_rows, t->match);
+    snprintf(part[n++], sizeof part[0], "mma (where it runs) from %d to %d rows",
+             (int)t->mma_min_rows, (int)t->mma_max_rows);
+  if (t->stream_max_rows >= (1 << 30))
+    snprintf(part[n++], sizeof part[0], "stream at every row count");
   else
-    snprintf(buf, cap, "stream up to %d rows, then clblast (table %s)", (int)t->stream_max_rows,
-             t->match);
+    snprintf(part[n++], sizeof part[0], "stream up to %d rows, then clblast", (int)t->stream_max_rows);
+  size_t at = 0;
+  buf[0] = 0;
+  for (int i = 0; i < n && at < cap; i++)
+    at += (size_t)snprintf(buf + at, cap - at, "%s%s", i ? ", else " : "", part[i]);
+  if (at < cap) snprintf(buf + at, cap - at, " (table %s)", t->match);
 }
-
 
 double demo_model_copy_gbps(demo_model *m) {
   const size_t bytes = (size_t)64 << 20;

@@ -74,9 +74,10 @@ void demo_model_set_one_call(demo_model *m, int on);
  * RoPE with the cache write, ...) or each its own launch (off: to time the
  * fusions against, and to hold them to the same results). */
 void demo_model_set_fused(demo_model *m, int on);
-/* The linear layers' choice in words: "mma (where it runs) from 2 rows,
- * else stream up to 16, then clblast (table vendor:NVIDIA)", or the forced
- * engine. */
+/* The linear layers' choice in words, in demo_linear_pick's order: "gemm
+ * (where it runs) from 65 rows, else gemv (where it runs) up to 64 rows,
+ * else mma (where it runs) from 2 rows, else stream up to 16 rows, then
+ * clblast (table vendor:NVIDIA)", or the forced engine. */
 void demo_model_linear_rule(const demo_model *m, char *buf, size_t cap);
 /* The weights' stored forms in words: the weight dtype, and the block
  * forms some matrices kept ("f32, blocks q4_0 q8_0"). */
