@@ -204,8 +204,9 @@ const char *demo_linear_engine_name(demo_linear_engine e) {
  * picked there). */
 static int mma_runs(int32_t k, demo_wfmt w) { return k % 32 == 0 && w != DEMO_W_F32; }
 
-/* The tiled GEMM takes the call: k in stages of 32, f16 or bf16 weights or
- * ggml's blocks (k a whole number of them: check() holds that). */
+/* The 16-bit tensor-core kernels (the tiled GEMM and gemv) take the call: k
+ * in chunks of 32, f16 or bf16 weights or ggml's blocks (k a whole number of
+ * them: check() holds that). */
 static int gemm_runs(int32_t k, demo_wfmt w) { return k % 32 == 0 && w != DEMO_W_F32; }
 
 demo_linear_engine demo_linear_pick(const demo_linear *l, int32_t rows, int32_t k, demo_wfmt w) {
