@@ -7,7 +7,7 @@ produce the reference's tokens; one too small for every request fails
 (exit 1) saying what the smallest needs; a bad option is named with exit
 status 2; sampling serves the synthetic workload and says so; --check
 refuses it; --output-max alone sets both bounds; the fused ops serve the
-unfused run's tokens in fewer ops a layer.
+unfused run's tokens in fewer ops a layer; --trace writes every op.
 
 usage: test_demo.py CLPA_DEMO"""
 import json
@@ -177,6 +177,36 @@ ok(h.get("time_split") is True and h["gemm_s"] > 0 and h["attention_s"] > 0 and 
    "--time-split: device seconds by kind, and a decode step's device time within its wall time: %s"
    % {k: h.get(k) for k in ("time_split", "gemm_s", "attention_s", "other_s", "decode_step_ms",
                             "decode_step_device_ms")})
+
+# --trace (every request there at once: no idle step): a line a step, then a line an op (as many as the step says), every op named, its device
+# stamps in order; the decode steps' ops as the summary counts them; the script reads it
+trace = os.path.join(os.environ.get("TMPDIR", "/tmp"), "clpa-test-trace-%d.jsonl" % os.getpid())
+rc, h = run("--requests", "3", "--output-min", "3", "--output-max", "3", "--arrival-steps", "0",
+            "--trace", trace, "--json")
+try:
+    with open(trace) as f:
+        lines = [json.loads(l) for l in f]
+except (OSError, ValueError):
+    lines = []
+heads = [l for l in lines if "op" not in l]
+opl = [l for l in lines if "op" in l]
+stamps = ("queued_us", "submit_us", "start_us", "end_us")
+ordered = all(None not in [o[k] for k in stamps] and
+              all(o[a] <= o[b] for a, b in zip(stamps, stamps[1:])) for o in opl)
+counts = all(sum(1 for o in opl if o["step"] == s["step"]) == s["ops"] for s in heads)
+dec = [s["ops"] for s in heads if s["decode_seqs"] == s["seqs"]]
+summary = subprocess.run([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                                                       "scripts", "demo_trace.py"), trace],
+                         capture_output=True, text=True)
+ok(rc == 0 and h and len(heads) == h["steps"] and opl and counts and ordered and
+   all(o["name"] for o in opl) and dec and abs(sum(dec) / len(dec) - h["ops_decode_step"]) < 0.1 and
+   summary.returncode == 0 and "decode-only" in summary.stdout,
+   "--trace: %d steps (summary %s), %d ops, counts %s, stamps in order %s, script rc %d"
+   % (len(heads), (h or {}).get("steps"), len(opl), counts, ordered, summary.returncode))
+if os.path.exists(trace):
+    os.remove(trace)
+rc, h = run("--requests", "1", "--trace", "/nonexistent-dir/t.jsonl", "--json")
+ok(rc == 1 and h is None, "--trace into a folder that does not exist fails, exit 1")
 
 p = subprocess.run([demo, "--no-such-flag"], capture_output=True, text=True)
 ok(p.returncode == 2 and "no-such-flag" in p.stderr, "an unknown flag is named, exit 2")

@@ -14,12 +14,14 @@
  * cache rounds every K/V element by up to 2^-11 relative, which the
  * reference does not). The greedy token must match wherever the
  * reference's top two logits are further apart than the tolerance allows.
+ * First, the row kernels alone (argmax, RMSNorm) against the host.
  */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cl_util.h"
+#include "kernels.h"
 #include "model.h"
 #include "reference.h"
 
@@ -225,9 +227,171 @@ static void refusals(world *w) {
      demo_last_error());
 }
 
+/* ---------------------------------------------------------------------
+ * The row kernels alone (kernels.c), against the host: the argmax over
+ * rows cut into parts (ties across parts, NaN, all -inf, all NaN) and the
+ * RMSNorms over rows whose length leaves a tail after the 16-byte loads.
+ * ------------------------------------------------------------------- */
+
+static cl_kernel kernel_of(cl_program p, const char *name) {
+  cl_int e;
+  cl_kernel k = clCreateKernel(p, name, &e);
+  if (e != CL_SUCCESS) BAIL_OUT("clCreateKernel(%s): %d", name, (int)e);
+  return k;
+}
+
+static void set_args(cl_kernel k, int n, const size_t *size, const void *const *val) {
+  for (int i = 0; i < n; i++)
+    if (clSetKernelArg(k, (cl_uint)i, size[i], val[i]) != CL_SUCCESS) BAIL_OUT("clSetKernelArg %d", i);
+}
+
+static void run_kernel(clpa_context *ctx, cl_kernel k, cl_uint dims, const size_t *g, const size_t *l) {
+  cl_command_queue q = clpa_context_cl_queue(ctx);
+  if (clEnqueueNDRangeKernel(q, k, dims, NULL, g, l, 0, NULL, NULL) != CL_SUCCESS || clFinish(q) != CL_SUCCESS)
+    BAIL_OUT("kernel launch");
+}
+
+/* the first index of the largest non-NaN value; 0 when there is none */
+static int32_t host_argmax(const float *v, int32_t n) {
+  int32_t best = -1;
+  for (int32_t i = 0; i < n; i++)
+    if (!isnan(v[i]) && (best < 0 || v[i] > v[best])) best = i;
+  return best < 0 ? 0 : best;
+}
+
+static void argmax_rows(clpa_context *ctx, cl_program p, int32_t n) {
+  enum { R = 7 };
+  const int32_t parts = demo_argmax_parts(n), len = (n + parts - 1) / parts;
+  float *v = malloc(sizeof(float) * R * (size_t)n);
+  if (!v) BAIL_OUT("out of memory");
+  for (int32_t r = 0; r < R; r++)
+    for (int32_t i = 0; i < n; i++) v[(size_t)r * n + i] = (float)rng_uniform(-4, 4);
+  float *row;
+  row = v + 1 * (size_t)n; /* the largest twice, the later copy in an earlier part's place */
+  row[n - 1] = 9, row[len / 2] = 9;
+  row = v + 2 * (size_t)n; /* NaN everywhere but a few, the largest in the last part */
+  for (int32_t i = 0; i < n; i++) row[i] = i % 5 ? NAN : row[i];
+  row[n - 2] = 7;
+  row = v + 3 * (size_t)n; /* all -inf: the first */
+  for (int32_t i = 0; i < n; i++) row[i] = -INFINITY;
+  row = v + 4 * (size_t)n; /* all NaN: 0 */
+  for (int32_t i = 0; i < n; i++) row[i] = NAN;
+  row = v + 5 * (size_t)n; /* the largest at the last index, NaN at the first */
+  row[0] = NAN, row[n - 1] = 100;
+  row = v + 6 * (size_t)n; /* -inf and NaN but one finite value in a middle part */
+  for (int32_t i = 0; i < n; i++) row[i] = i % 2 ? -INFINITY : NAN;
+  row[n / 2 + 1] = -1e30f;
+  cl_mem d = test_buffer(ctx, v, sizeof(float) * R * (size_t)n);
+  cl_mem pv = test_buffer(ctx, NULL, sizeof(float) * R * (size_t)parts);
+  cl_mem pi = test_buffer(ctx, NULL, sizeof(int32_t) * R * (size_t)parts);
+  cl_mem out = test_buffer(ctx, NULL, sizeof(int32_t) * R);
+  test_poison(ctx, pv, sizeof(float) * R * (size_t)parts);
+  test_poison(ctx, pi, sizeof(int32_t) * R * (size_t)parts);
+  test_poison(ctx, out, sizeof(int32_t) * R);
+  cl_kernel kp = kernel_of(p, "demo_argmax_part"), ka = kernel_of(p, "demo_argmax");
+  const cl_int cn = n, clen = len, cparts = parts;
+  set_args(kp, 5, (const size_t[]){sizeof d, 4, 4, sizeof pv, sizeof pi},
+           (const void *const[]){&d, &cn, &clen, &pv, &pi});
+  run_kernel(ctx, kp, 2, (const size_t[]){(size_t)parts * DEMO_WG, R}, (const size_t[]){DEMO_WG, 1});
+  set_args(ka, 5, (const size_t[]){sizeof pv, sizeof pi, 4, 4, sizeof out},
+           (const void *const[]){&pv, &pi, &cparts, &cn, &out});
+  run_kernel(ctx, ka, 1, (const size_t[]){R * DEMO_WG}, (const size_t[]){DEMO_WG});
+  int32_t got[R];
+  test_read(ctx, out, got, sizeof got);
+  int bad = 0;
+  for (int32_t r = 0; r < R; r++) {
+    const int32_t want = host_argmax(v + (size_t)r * n, n);
+    if (got[r] != want) bad++, diag("row %d: argmax %d, host %d", (int)r, (int)got[r], (int)want);
+  }
+  ok(!bad, "demo_argmax over %d values in %d parts: %d rows (ties across parts, NaN, all -inf, all NaN) "
+     "as the host's first largest", (int)n, (int)parts, R);
+  clReleaseKernel(kp), clReleaseKernel(ka);
+  clReleaseMemObject(d), clReleaseMemObject(pv), clReleaseMemObject(pi), clReleaseMemObject(out);
+  free(v);
+}
+
+/* demo_rmsnorm (f32), demo_rmsnorm_h (f16) and demo_rmsnorm_rows over R rows of n */
+static void rmsnorm_rows(clpa_context *ctx, cl_program p, int32_t n, int wg) {
+  enum { R = 5 };
+  const float eps = 1e-5f;
+  const size_t nx = (size_t)R * n;
+  float *x = malloc(sizeof(float) * nx), *w = malloc(sizeof(float) * n), *y = malloc(sizeof(float) * nx);
+  uint16_t *yh = malloc(2 * nx);
+  double *want = malloc(sizeof(double) * nx);
+  if (!x || !w || !y || !yh || !want) BAIL_OUT("out of memory");
+  for (size_t i = 0; i < nx; i++) x[i] = (float)rng_uniform(-3, 3);
+  for (int32_t i = 0; i < n; i++) w[i] = (float)rng_uniform(0.5, 1.5);
+  for (int32_t r = 0; r < R; r++) {
+    double ss = 0;
+    for (int32_t i = 0; i < n; i++) ss += (double)x[(size_t)r * n + i] * x[(size_t)r * n + i];
+    const double s = 1.0 / sqrt(ss / n + eps);
+    for (int32_t i = 0; i < n; i++) want[(size_t)r * n + i] = x[(size_t)r * n + i] * s * w[i];
+  }
+  const int32_t rows[R] = {4, 0, 2, 2, 1}; /* demo_rmsnorm_rows: these rows of x */
+  cl_mem dx = test_buffer(ctx, x, sizeof(float) * nx), dw = test_buffer(ctx, w, sizeof(float) * n);
+  cl_mem dr = test_buffer(ctx, rows, sizeof rows);
+  cl_mem dy = test_buffer(ctx, NULL, sizeof(float) * nx), dh = test_buffer(ctx, NULL, 2 * nx);
+  const cl_int cn = n;
+  const size_t g = (size_t)R * wg, l = (size_t)wg;
+  double worst[3] = {0, 0, 0};
+  for (int v = 0; v < 3; v++) {
+    cl_kernel k = kernel_of(p, v == 0 ? "demo_rmsnorm" : v == 1 ? "demo_rmsnorm_h" : "demo_rmsnorm_rows");
+    cl_mem dst = v == 1 ? dh : dy;
+    test_poison(ctx, dst, v == 1 ? 2 * nx : sizeof(float) * nx);
+    if (v < 2)
+      set_args(k, 5, (const size_t[]){sizeof dx, sizeof dw, sizeof dst, 4, 4},
+               (const void *const[]){&dx, &dw, &dst, &cn, &eps});
+    else
+      set_args(k, 6, (const size_t[]){sizeof dx, sizeof dr, sizeof dw, sizeof dst, 4, 4},
+               (const void *const[]){&dx, &dr, &dw, &dst, &cn, &eps});
+    run_kernel(ctx, k, 1, &g, &l);
+    if (v == 1) test_read(ctx, dh, yh, 2 * nx);
+    else test_read(ctx, dy, y, sizeof(float) * nx);
+    for (int32_t r = 0; r < R; r++)
+      for (int32_t i = 0; i < n; i++) {
+        const size_t at = (size_t)r * n + i, from = (size_t)(v == 2 ? rows[r] : r) * n + i;
+        const double got = v == 1 ? clpa_f16_to_f32(yh[at]) : y[at];
+        const double e = fabs(got - want[from]) / fmax(fabs(want[from]), 1e-3);
+        worst[v] = isnan(e) ? INFINITY : fmax(worst[v], e);
+      }
+    clReleaseKernel(k);
+  }
+  /* f32: a few roundings of the sum and the products; f16: its rounding, 2^-11 */
+  ok(worst[0] <= 1e-5 && worst[1] <= 5e-4 + 1e-5 && worst[2] <= 1e-5,
+     "demo_rmsnorm, _h, _rows over %d rows of %d, work-group %d: worst relative error %.2g, %.2g, %.2g",
+     R, (int)n, wg, worst[0], worst[1], worst[2]);
+  clReleaseMemObject(dx), clReleaseMemObject(dw), clReleaseMemObject(dr);
+  clReleaseMemObject(dy), clReleaseMemObject(dh);
+  free(x), free(w), free(y), free(yh), free(want);
+}
+
+/* both work-groups of the norms (demo_norm_wg's choice by device type) */
+static void kernels_alone(clpa_context *ctx) {
+  cl_context c = clpa_context_cl_context(ctx);
+  cl_device_id dev = clpa_context_cl_device(ctx);
+  for (int gpu = 0; gpu < 2; gpu++) {
+    cl_int e;
+    char opts[64];
+    demo_kernel_options(opts, sizeof opts, demo_norm_wg(gpu));
+    cl_program p = clCreateProgramWithSource(c, demo_kernel_source_count,
+                                             (const char **)demo_kernel_source, NULL, &e);
+    if (e != CL_SUCCESS || clBuildProgram(p, 1, &dev, opts, NULL, NULL) != CL_SUCCESS)
+      BAIL_OUT("the demo's kernels do not build with %s", opts);
+    if (gpu == 0) {
+      argmax_rows(ctx, p, 100);
+      argmax_rows(ctx, p, 9001);
+      argmax_rows(ctx, p, 128256);
+    }
+    rmsnorm_rows(ctx, p, 2051, demo_norm_wg(gpu));
+    rmsnorm_rows(ctx, p, 128, demo_norm_wg(gpu));
+    clReleaseProgram(p);
+  }
+}
+
 int main(void) {
   rng_seed_from_env();
   clpa_context *ctx = test_context(1);
+  kernels_alone(ctx);
 
   demo_config tiny;
   ok(demo_config_preset("tiny", &tiny) == 0 && demo_config_preset("nope", &tiny) == -1,

@@ -28,7 +28,7 @@
 enum { OUTPUT_MIN = 16, OUTPUT_MAX = 32 };
 
 typedef struct demo_args {
-  const char *preset, *model, *device, *schedule, *prompt, *prompts;
+  const char *preset, *model, *device, *schedule, *prompt, *prompts, *trace;
   int32_t requests, output_min, output_max, blocks, block_size, max_running, token_budget;
   int32_t arrival_steps, max_wait;
   uint64_t seed;
@@ -175,6 +175,9 @@ static int parse(int argc, char **argv, demo_args *a) {
       {"time-split", CLI_FLAG, &a->time_split, 0, 0, NULL,
        "split the device time between attention, GEMMs\nand the rest by a profiling event an op (two\n"
        "enqueues each, which slow the run down)", NULL, NULL},
+      {"trace", CLI_WORD, &a->trace, 0, 0, "FILE",
+       "write every op of the timed run to FILE, a JSON\nline each (its kernel, layer, host and device\n"
+       "stamps) after a line a step; slows the run as\n--time-split does", "none", parse_text},
       {"check", CLI_FLAG, &a->check, 0, 0, NULL,
        "run every request again through the host\nreference engine and compare tokens and logits",
        NULL, NULL},
@@ -406,6 +409,7 @@ int main(int argc, char **argv) {
   demo_workload *w = NULL;
   demo_engine *e = NULL;
   demo_sampler *smp = NULL;
+  FILE *trace = NULL;
   served sv = {0};
   clpa_context_config cc;
   clpa_context_config_init(&cc);
@@ -505,9 +509,26 @@ int main(int argc, char **argv) {
     cli_progress_end();
   }
   clpa_context_program_stats(ctx, &ps0);
+  if (a.trace && !(trace = fopen(a.trace, "w"))) {
+    fprintf(stderr, "clpa-demo: --trace: cannot write %s\n", a.trace);
+    goto out;
+  }
+  if (trace && !demo_model_set_trace(m, trace)) {
+    fprintf(stderr, "clpa-demo: --trace: the device's queue takes no profiling events\n");
+    goto out;
+  }
   cli_progress_begin();
   st = demo_engine_run(e, demo_report_progress, NULL);
   cli_progress_end();
+  demo_model_set_trace(m, NULL);
+  if (trace) {
+    const int bad = ferror(trace) | fclose(trace);
+    trace = NULL;
+    if (bad) {
+      fprintf(stderr, "clpa-demo: --trace: error writing %s\n", a.trace);
+      goto out;
+    }
+  }
   clpa_context_program_stats(ctx, &ps1);
   if (st != CLPA_OK) {
     fprintf(stderr, "clpa-demo: %s\n", demo_last_error());
@@ -563,6 +584,7 @@ int main(int argc, char **argv) {
   demo_report_summary(a.prompts ? stderr : stdout, e, &ri, a.json);
   rc = check_ok ? 0 : 1;
 out:
+  if (trace) fclose(trace);
   demo_engine_destroy(e);
   demo_sampler_destroy(smp);
   demo_workload_destroy(w);

@@ -114,16 +114,29 @@ double demo_model_copy_gbps(demo_model *m) {
   return best;
 }
 
-void demo_model_set_timing(demo_model *m, int on) { m->profiling = on && m->queue_profiles; }
+void demo_model_set_timing(demo_model *m, int on) {
+  m->timing = on != 0;
+  m->profiling = (m->timing || m->trace) && m->queue_profiles;
+}
+
+int demo_model_set_trace(demo_model *m, FILE *f) {
+  m->trace = m->queue_profiles ? f : NULL;
+  m->trace_step = 0;
+  m->profiling = (m->timing || m->trace) && m->queue_profiles;
+  return f == NULL || m->trace != NULL;
+}
 
 void demo_model_set_one_call(demo_model *m, int on) { m->one_call = on != 0; }
 
 void demo_model_set_fused(demo_model *m, int on) { m->unfused = !on; }
 
+const char *const demo_matrix_names[DEMO_MAT_LM_HEAD + 1] = {"qkv", "o", "gate_up", "down",
+                                                             "lm_head"};
+
 const char *const demo_kernel_names[K_COUNT] = {
-    "demo_embed_f32", "demo_embed_f16", "demo_rmsnorm", "demo_rmsnorm_rows",
-    "demo_rope",      "demo_silu_mul",  "demo_argmax",    "demo_rmsnorm_h",
-    "demo_silu_mul_h", "demo_rope_cache"};
+    "demo_embed_f32", "demo_embed_f16",  "demo_rmsnorm",    "demo_rmsnorm_rows",
+    "demo_rope",      "demo_silu_mul",   "demo_argmax",     "demo_rmsnorm_h",
+    "demo_silu_mul_h", "demo_rope_cache", "demo_argmax_part"};
 
 void demo_model_destroy(demo_model *m) {
   if (!m) return;
@@ -171,7 +184,14 @@ static clpa_status build_kernels(demo_model *m) {
   m->prog = clCreateProgramWithSource(m->clctx, demo_kernel_source_count,
                                       (const char **)demo_kernel_source, NULL, &e);
   if (e != CL_SUCCESS) return demo_cl_check(e, "clCreateProgramWithSource (demo kernels)");
-  e = clBuildProgram(m->prog, 1, &m->dev, "-cl-std=CL1.2", NULL, NULL);
+  cl_device_type type = 0;
+  e = clGetDeviceInfo(m->dev, CL_DEVICE_TYPE, sizeof type, &type, NULL);
+  if (e != CL_SUCCESS)
+    return demo_fail(demo_cl_status(e), "clGetDeviceInfo(CL_DEVICE_TYPE): OpenCL error %d", (int)e);
+  m->norm_wg = demo_norm_wg((type & CL_DEVICE_TYPE_GPU) != 0);
+  char opts[64];
+  demo_kernel_options(opts, sizeof opts, m->norm_wg);
+  e = clBuildProgram(m->prog, 1, &m->dev, opts, NULL, NULL);
   if (e != CL_SUCCESS) {
     char log[1536] = "";
     clGetProgramBuildInfo(m->prog, m->dev, CL_PROGRAM_BUILD_LOG, sizeof log - 1, log, NULL);
@@ -279,7 +299,7 @@ static clpa_status model_new(clpa_context *ctx, const demo_config *cfg, clpa_dty
   cl_command_queue_properties props = 0;
   clGetCommandQueueInfo(m->queue, CL_QUEUE_PROPERTIES, sizeof props, &props, NULL);
   m->queue_profiles = (props & CL_QUEUE_PROFILING_ENABLE) != 0;
-  m->profiling = m->queue_profiles;
+  m->profiling = m->timing = m->queue_profiles;
   m->hl = calloc((size_t)cfg->layers, sizeof *m->hl);
   m->dl = calloc((size_t)cfg->layers, sizeof *m->dl);
   m->hw.layer = calloc((size_t)cfg->layers, sizeof *m->hw.layer);
@@ -467,7 +487,7 @@ static clpa_status quant_matrix(uint32_t type, float *h, unsigned char *blocks, 
 }
 
 clpa_status demo_model_quantize(demo_model *m, demo_wfmt w) {
-  static const char *const names[] = {"qkv", "o", "gate_up", "down", "lm_head"};
+  const char *const *names = demo_matrix_names;
   const uint32_t type = demo_wfmt_ggml(w);
   if (w < DEMO_W_Q8_0 || !demo_quant_supported(type))
     return demo_fail(CLPA_ERR_INVALID_ARG, "demo_model_quantize: %s is not a block form",

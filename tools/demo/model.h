@@ -22,6 +22,7 @@
 #define CLPA_DEMO_MODEL_H
 
 #include <stdint.h>
+#include <stdio.h>
 
 #include "clpa.h"
 #include "error.h"
@@ -66,6 +67,11 @@ void demo_model_set_linear(demo_model *m, demo_linear_engine e);
  * the op's event), which demo_times needs, where the queue profiles: on
  * when the model is made. Off, every op goes on the queue without one. */
 void demo_model_set_timing(demo_model *m, int on);
+/* Writes every op of every step from now on to f, one JSON line an op
+ * (model_timing.c says what each holds), after a line for the step; NULL
+ * stops. The ops take profiling events, as with timing on. Returns 0 where
+ * the queue does not profile (nothing is written). */
+int demo_model_set_trace(demo_model *m, FILE *f);
 /* Whether a step's attention is one clpa_prefill plan over all its
  * sequences, the decode rows as one-token sequences (on), or a decode
  * plan for those and a prefill plan for the chunks (off, the default). */

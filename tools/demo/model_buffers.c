@@ -41,6 +41,8 @@ clpa_status demo_model_reserve(demo_model *m, int32_t T, int32_t S) {
     TRY(new_buffer(m, n * H * f, &m->xl, "xl"));
     TRY(new_buffer(m, (size_t)n * c->vocab * f, &m->logits, "logits"));
     TRY(new_buffer(m, (size_t)n * 4, &m->next, "next"));
+    TRY(new_buffer(m, (size_t)n * demo_argmax_parts(c->vocab) * 4, &m->part_v, "argmax parts"));
+    TRY(new_buffer(m, (size_t)n * demo_argmax_parts(c->vocab) * 4, &m->part_i, "argmax parts"));
     m->cap_s = n;
   }
 out:
@@ -118,7 +120,7 @@ clpa_status demo_model_inputs(demo_model *m, int32_t T, int32_t S, int32_t nd, i
 
 void demo_model_release_buffers(demo_model *m) {
   cl_mem *bufs[] = {&m->x, &m->xn, &m->xh, &m->qkv, &m->attn, &m->gu, &m->act, &m->acth, &m->xl, &m->logits,
-                    &m->next};
+                    &m->next, &m->part_v, &m->part_i};
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) demo_release_mem(bufs[i]);
   m->cap_t = m->cap_s = 0;
   release_inputs(m);

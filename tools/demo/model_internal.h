@@ -13,14 +13,18 @@
 #ifndef CLPA_DEMO_MODEL_INTERNAL_H
 #define CLPA_DEMO_MODEL_INTERNAL_H
 
+#include <stdio.h>
+#include <time.h>
+
+#include "kernels.h"
 #include "linear.h"
 #include "model_build.h"
 
 /* The demo's own kernels (kernels.c), by index. */
 enum { K_EMBED_F32, K_EMBED_F16, K_RMSNORM, K_RMSNORM_ROWS, K_ROPE, K_SILU_MUL, K_ARGMAX,
-       K_RMSNORM_H, K_SILU_MUL_H, K_ROPE_CACHE, K_COUNT };
+       K_RMSNORM_H, K_SILU_MUL_H, K_ROPE_CACHE, K_ARGMAX_PART, K_COUNT };
 extern const char *const demo_kernel_names[K_COUNT]; /* model.c */
-#define DEMO_WG 64 /* kernels.c's row work-group */
+extern const char *const demo_matrix_names[DEMO_MAT_LM_HEAD + 1]; /* model.c: demo_matrix's */
 
 /* The step's input regions (demo_model_inputs), in their order. */
 enum { IN_LAST, IN_CTX, IN_TOKENS, IN_POS, IN_SLOTS, IN_BT_DEC, IN_BT_PRE, IN_COUNT };
@@ -36,9 +40,12 @@ typedef struct dev_layer {
 
 enum { TIME_ATTN, TIME_GEMM, TIME_OTHER };
 typedef struct timed_event {
-  cl_event start; /* a marker enqueued just before the op */
+  cl_event start; /* a marker enqueued just before the op (none when tracing) */
   cl_event ev;    /* the op's (last) command */
   int kind;
+  const char *name; /* for the trace: the kernel, matrix or clpa call */
+  int32_t layer;    /* -1 outside the layers */
+  double host_s;    /* when the host enqueued it, from the step's start */
 } timed_event;
 
 struct demo_model {
@@ -47,13 +54,19 @@ struct demo_model {
   cl_device_id dev;
   cl_command_queue queue;
   int queue_profiles; /* the queue takes profiling events */
-  int profiling;      /* and the steps take them (demo_model_set_timing) */
+  int timing;         /* demo_model_set_timing's choice */
+  int profiling;      /* the steps take events: timing or a trace, where the queue profiles */
+  FILE *trace;        /* demo_model_set_trace's file, or NULL */
+  int64_t trace_step; /* steps traced so far */
+  int32_t cur_layer;  /* the layer being enqueued, -1 outside (the trace's) */
+  struct timespec step_t0; /* the step's start on the host clock */
   demo_config cfg;
   clpa_dtype wdtype;
   int32_t qkv_dim; /* (heads + 2 kv_heads) * head_size */
 
   cl_program prog;
   cl_kernel k[K_COUNT];
+  int norm_wg; /* the RMSNorms' work-group (kernels.h's demo_norm_wg) */
 
   float *h_embed, *h_final_norm, *h_lm_head, *h_rope_factors;
   host_layer *hl;
@@ -76,6 +89,7 @@ struct demo_model {
   /* per-step buffers, grown on demand */
   int32_t cap_t, cap_s;
   cl_mem x, xn, qkv, attn, gu, act, xl, logits, next;
+  cl_mem part_v, part_i; /* the argmax's parts: [S][demo_argmax_parts(vocab)] */
   cl_mem xh, acth; /* xn and act as f16, for the linear layers that take them (linear.h) */
   /* The step's inputs from the host: sub-buffers of one buffer, written
    * by one command from one staging area of the same layout
@@ -116,8 +130,12 @@ cl_mem *demo_model_input(demo_model *m, int i);
 /* model_timing.c: where the next op's event goes (NULL when the queue does
  * not profile); the step's events summed by kind; their release (clear:
  * for the next step; free: with the model). */
-cl_event *demo_model_event(demo_model *m, int kind);
+cl_event *demo_model_event(demo_model *m, int kind, const char *name);
 void demo_model_times(demo_model *m, demo_times *t);
+/* Writes the step's ops to the trace file (demo_model_set_trace): after
+ * the step's wait, before demo_model_events_clear. */
+void demo_model_trace_step(demo_model *m, int32_t T, int32_t S, int32_t nd, double enqueue_s);
+double demo_model_step_clock(const demo_model *m); /* seconds since step_t0 */
 void demo_model_events_clear(demo_model *m);
 void demo_model_events_free(demo_model *m);
 

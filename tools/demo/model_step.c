@@ -26,7 +26,7 @@ static clpa_status write_buf(demo_model *m, cl_mem b, size_t bytes, const void *
                              const char *what) {
   if (!bytes) return CLPA_OK;
   cl_int e = clEnqueueWriteBuffer(m->queue, b, CL_FALSE, 0, bytes, src, 0, NULL,
-                                  demo_model_event(m, TIME_OTHER));
+                                  demo_model_event(m, TIME_OTHER, what));
   m->ops += e == CL_SUCCESS;
   return e == CL_SUCCESS
              ? CLPA_OK
@@ -53,7 +53,7 @@ static clpa_status launch_as(demo_model *m, int kind, int k, cl_uint dims, const
   for (cl_uint d = 0; d < dims; d++)
     if (!global[d]) return CLPA_OK;
   cl_int e = clEnqueueNDRangeKernel(m->queue, m->k[k], dims, NULL, global, local, 0, NULL,
-                                    demo_model_event(m, kind));
+                                    demo_model_event(m, kind, demo_kernel_names[k]));
   m->ops += e == CL_SUCCESS;
   return e == CL_SUCCESS
              ? CLPA_OK
@@ -78,7 +78,7 @@ static clpa_status gemm(demo_model *m, int32_t l, demo_matrix which, cl_mem A, c
   const uint64_t before = demo_linear_enqueues(m->lin);
   clpa_status st = (half ? demo_linear_run_f16 : demo_linear_run)(
       m->lin, m->engine, demo_model_form(m, l, which), A, W, C, rows, n, k, accumulate,
-      demo_model_event(m, TIME_GEMM));
+      demo_model_event(m, TIME_GEMM, demo_matrix_names[which]));
   m->ops += (int32_t)(demo_linear_enqueues(m->lin) - before);
   return st;
 }
@@ -92,7 +92,7 @@ static clpa_status clpa_op(demo_model *m, clpa_status st, const char *what, int3
 
 /* y = rms(x) * w, y f32 or, where half is set, f16 */
 static clpa_status rmsnorm(demo_model *m, cl_mem x, cl_mem w, cl_mem y, int32_t rows, int half) {
-  size_t g = (size_t)rows * DEMO_WG, l = DEMO_WG;
+  size_t g = (size_t)rows * m->norm_wg, l = (size_t)m->norm_wg;
   return launch(m, half ? K_RMSNORM_H : K_RMSNORM, 1, &g, &l, 5, ARG(x), ARG(w), ARG(y),
                 ARG(m->cfg.hidden), ARG(m->cfg.norm_eps));
 }
@@ -249,13 +249,13 @@ static clpa_status attention(demo_model *m, clpa_cache *cache, const step_plans 
   clpa_status st = CLPA_OK;
   if (sp->decode) {
     in.block_tables = m->bt_dec, in.context_lens = m->ctx_lens;
-    in.event = demo_model_event(m, TIME_ATTN);
+    in.event = demo_model_event(m, TIME_ATTN, "clpa_run (decode)");
     if ((st = clpa_op(m, clpa_run(sp->decode, &in), "clpa_run (decode)", l)) != CLPA_OK)
       return st;
   }
   if (sp->prefill) {
     in.block_tables = m->bt_pre, in.context_lens = NULL;
-    in.event = demo_model_event(m, TIME_ATTN);
+    in.event = demo_model_event(m, TIME_ATTN, "clpa_run (prefill)");
     st = clpa_op(m, clpa_run(sp->prefill, &in), "clpa_run (prefill)", l);
   }
   return st;
@@ -287,7 +287,7 @@ static clpa_status rope_and_cache(demo_model *m, clpa_cache *cache, const cache_
   rc.key_offset = (size_t)qd, rc.value_offset = (size_t)qd + (size_t)c->kv_heads * hd;
   rc.key_stride = rc.value_stride = (size_t)m->qkv_dim;
   rc.slot_mapping = m->slots;
-  rc.event = demo_model_event(m, TIME_ATTN);
+  rc.event = demo_model_event(m, TIME_ATTN, "clpa_reshape_and_cache");
   return clpa_op(m, clpa_reshape_and_cache(m->ctx, &rc), "clpa_reshape_and_cache", l);
 }
 
@@ -358,7 +358,8 @@ clpa_status demo_model_forward(demo_model *m, clpa_cache *cache, const demo_batc
   }
 
   demo_model_events_clear(m);
-  m->ops = 0;
+  m->ops = 0, m->cur_layer = -1;
+  clock_gettime(CLOCK_MONOTONIC, &m->step_t0);
   int32_t layer_ops = 0;
   /* the inputs as one write from the staging (a write each, unfused) */
   if (!m->unfused) TRY(write_buf(m, m->in_buf, m->in_used, in, "the step's inputs"));
@@ -372,31 +373,44 @@ clpa_status demo_model_forward(demo_model *m, clpa_cache *cache, const demo_batc
   cache_write cw;
   plan_cache_write(m, cache, &kv, &cw);
   layer_ops = m->ops;
-  for (int32_t l = 0; l < c->layers; l++) TRY(layer(m, cache, &plans, &cw, l, T));
+  for (int32_t l = 0; l < c->layers; l++) {
+    m->cur_layer = l;
+    TRY(layer(m, cache, &plans, &cw, l, T));
+  }
+  m->cur_layer = -1;
   layer_ops = m->ops - layer_ops;
 
-  size_t ng = (size_t)S * DEMO_WG, nl = DEMO_WG;
+  size_t ng = (size_t)S * m->norm_wg, nl = (size_t)m->norm_wg;
   TRY(launch(m, K_RMSNORM_ROWS, 1, &ng, &nl, 6, ARG(m->x), ARG(m->last_rows), ARG(m->d_final_norm),
              ARG(m->xl), ARG(c->hidden), ARG(c->norm_eps)));
   TRY(gemm(m, 0, DEMO_MAT_LM_HEAD, m->xl, m->d_lm_head, m->logits, S, c->vocab, c->hidden, 0, 0));
-  TRY(launch(m, K_ARGMAX, 1, &ng, &nl, 3, ARG(m->logits), ARG(c->vocab), ARG(m->next)));
+  const cl_int parts = demo_argmax_parts(c->vocab), part_len = (c->vocab + parts - 1) / parts;
+  size_t pg[2] = {(size_t)parts * DEMO_WG, (size_t)S}, pl[2] = {DEMO_WG, 1};
+  TRY(launch(m, K_ARGMAX_PART, 2, pg, pl, 5, ARG(m->logits), ARG(c->vocab), ARG(part_len),
+             ARG(m->part_v), ARG(m->part_i)));
+  size_t ag = (size_t)S * DEMO_WG, al = DEMO_WG;
+  TRY(launch(m, K_ARGMAX, 1, &ag, &al, 5, ARG(m->part_v), ARG(m->part_i), ARG(parts), ARG(c->vocab),
+             ARG(m->next)));
   TRY(demo_cl_check(clEnqueueReadBuffer(m->queue, m->next, CL_FALSE, 0, (size_t)S * 4, next_tokens,
-                                        0, NULL, demo_model_event(m, TIME_OTHER)),
+                                        0, NULL, demo_model_event(m, TIME_OTHER, "read next tokens")),
                     "clEnqueueReadBuffer(next tokens)"));
   m->ops++;
   if (logits) {
     TRY(demo_cl_check(clEnqueueReadBuffer(m->queue, m->logits, CL_FALSE, 0,
                                           (size_t)S * c->vocab * sizeof(float), logits, 0, NULL,
-                                          demo_model_event(m, TIME_OTHER)),
+                                          demo_model_event(m, TIME_OTHER, "read logits")),
                       "clEnqueueReadBuffer(logits)"));
     m->ops++;
   }
 out:;
+  m->cur_layer = -1;
   plans_release(&plans);
+  const double enqueue_s = demo_model_step_clock(m);
   /* Wait in every case: the queue may still read the caller's arrays. */
   cl_int e = clFinish(m->queue);
   if (st == CLPA_OK) st = demo_cl_check(e, "clFinish");
   if (st == CLPA_OK && m->profiling) demo_model_times(m, times);
+  if (st == CLPA_OK) demo_model_trace_step(m, T, S, nd, enqueue_s);
   if (times) times->ops = m->ops, times->layer_ops = layer_ops;
   demo_model_events_clear(m);
   return st;

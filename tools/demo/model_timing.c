@@ -1,9 +1,9 @@
 /*
  * model_timing.c — where the time of one engine step goes: the profiling
  * events model_step.c takes for its ops, summed by kind (attention, GEMM,
- * other). The events live in the model (model_internal.h) from one
- * demo_model_event to the step's demo_model_events_clear; model.c frees
- * the array with the model.
+ * other), or written op by op to a trace file. The events live in the
+ * model (model_internal.h) from one demo_model_event to the step's
+ * demo_model_events_clear; model.c frees the array with the model.
  */
 #include <stdlib.h>
 
@@ -16,7 +16,16 @@
  * decode v2 with its reduce) counts whole, and idle time before it (the
  * host still enqueueing) does not. A program built on first use inside
  * the op does count: time warm steps. */
-cl_event *demo_model_event(demo_model *m, int kind) {
+double demo_model_step_clock(const demo_model *m) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)(t.tv_sec - m->step_t0.tv_sec) + 1e-9 * (double)(t.tv_nsec - m->step_t0.tv_nsec);
+}
+
+/* When tracing, no marker: the op's own event stamps are written as they
+ * are (an op of several kernels shows its last one's), and the trace shows
+ * the queue's gaps rather than hiding them. */
+cl_event *demo_model_event(demo_model *m, int kind, const char *name) {
   if (!m->profiling) return NULL;
   if (m->n_ev == m->cap_ev) {
     int cap = m->cap_ev ? 2 * m->cap_ev : 256;
@@ -26,8 +35,10 @@ cl_event *demo_model_event(demo_model *m, int kind) {
   }
   timed_event *t = &m->ev[m->n_ev++];
   t->ev = t->start = NULL;
-  t->kind = kind;
-  if (clEnqueueMarkerWithWaitList(m->queue, 0, NULL, &t->start) != CL_SUCCESS) t->start = NULL;
+  t->kind = kind, t->name = name, t->layer = m->cur_layer;
+  t->host_s = m->trace ? demo_model_step_clock(m) : 0;
+  if (!m->trace && clEnqueueMarkerWithWaitList(m->queue, 0, NULL, &t->start) != CL_SUCCESS)
+    t->start = NULL;
   return &t->ev;
 }
 
@@ -55,6 +66,38 @@ void demo_model_times(demo_model *m, demo_times *t) {
     if (end > prev_end) prev_end = end;
   }
   if (t) t->attention_s = sum[TIME_ATTN], t->gemm_s = sum[TIME_GEMM], t->other_s = sum[TIME_OTHER];
+}
+
+/* One line for the step, then one an op, times in µs: the host's (from the
+ * step's start) and the device's four stamps (from the first op's queued
+ * stamp). An op whose stamps cannot be read is written with nulls. */
+void demo_model_trace_step(demo_model *m, int32_t T, int32_t S, int32_t nd, double enqueue_s) {
+  static const char *const kinds[3] = {"attention", "gemm", "other"};
+  static const cl_profiling_info what[4] = {CL_PROFILING_COMMAND_QUEUED, CL_PROFILING_COMMAND_SUBMIT,
+                                            CL_PROFILING_COMMAND_START, CL_PROFILING_COMMAND_END};
+  if (!m->trace) return;
+  const int64_t step = m->trace_step++;
+  fprintf(m->trace,
+          "{\"step\":%lld,\"tokens\":%d,\"seqs\":%d,\"decode_seqs\":%d,\"ops\":%d,"
+          "\"host_enqueue_us\":%.1f,\"host_wall_us\":%.1f}\n",
+          (long long)step, (int)T, (int)S, (int)nd, m->n_ev, enqueue_s * 1e6,
+          demo_model_step_clock(m) * 1e6);
+  cl_ulong base = 0;
+  if (m->n_ev > 0 && !event_time(m->ev[0].ev, what[0], &base)) base = 0;
+  for (int i = 0; i < m->n_ev; i++) {
+    const timed_event *t = &m->ev[i];
+    fprintf(m->trace, "{\"step\":%lld,\"op\":%d,\"layer\":%d,\"kind\":\"%s\",\"name\":\"%s\",\"host_us\":%.1f",
+            (long long)step, i, (int)t->layer, kinds[t->kind], t->name ? t->name : "", t->host_s * 1e6);
+    static const char *const keys[4] = {"queued", "submit", "start", "end"};
+    for (int k = 0; k < 4; k++) {
+      cl_ulong v;
+      if (base && event_time(t->ev, what[k], &v) && v >= base)
+        fprintf(m->trace, ",\"%s_us\":%.3f", keys[k], (double)(v - base) * 1e-3);
+      else
+        fprintf(m->trace, ",\"%s_us\":null", keys[k]);
+    }
+    fputs("}\n", m->trace);
+  }
 }
 
 void demo_model_events_clear(demo_model *m) {
