@@ -6,7 +6,7 @@
 # docs/decisions/0033-demo-step-trace.md (its "before" column: the same
 # commands on the tree before, 6cc78a3). JSON lines go to $OUT.
 set -u
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 B=${B:-/tmp/clpa-build} bash scripts/gpu.sh true > /dev/null 2>&1 || { echo "build failed"; exit 1; }
 B=${B:-/tmp/clpa-build}
 O=${OUT:-/tmp}
@@ -19,4 +19,5 @@ for extra in "" "--max-running 64" "--output-min 64 --output-max 64 --arrival-st
     grep -E 'tokens_per_s"|tpot_p50|decode_step_ms|ops_decode_step' | tr '\n' ' '
   echo
 done
+# shellcheck disable=SC2086
 timeout 120 $D --trace "$O/trace.jsonl" > /dev/null 2>&1 && python3 scripts/demo_trace.py "$O/trace.jsonl"
