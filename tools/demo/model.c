@@ -114,15 +114,20 @@ double demo_model_copy_gbps(demo_model *m) {
   return best;
 }
 
+/* The steps take events for timing or a trace, where the queue profiles. */
+static void update_profiling(demo_model *m) {
+  m->profiling = (m->timing || m->trace) && m->queue_profiles;
+}
+
 void demo_model_set_timing(demo_model *m, int on) {
   m->timing = on != 0;
-  m->profiling = (m->timing || m->trace) && m->queue_profiles;
+  update_profiling(m);
 }
 
 int demo_model_set_trace(demo_model *m, FILE *f) {
   m->trace = m->queue_profiles ? f : NULL;
   m->trace_step = 0;
-  m->profiling = (m->timing || m->trace) && m->queue_profiles;
+  update_profiling(m);
   return f == NULL || m->trace != NULL;
 }
 
@@ -184,11 +189,9 @@ static clpa_status build_kernels(demo_model *m) {
   m->prog = clCreateProgramWithSource(m->clctx, demo_kernel_source_count,
                                       (const char **)demo_kernel_source, NULL, &e);
   if (e != CL_SUCCESS) return demo_cl_check(e, "clCreateProgramWithSource (demo kernels)");
-  cl_device_type type = 0;
-  e = clGetDeviceInfo(m->dev, CL_DEVICE_TYPE, sizeof type, &type, NULL);
-  if (e != CL_SUCCESS)
-    return demo_fail(demo_cl_status(e), "clGetDeviceInfo(CL_DEVICE_TYPE): OpenCL error %d", (int)e);
-  m->norm_wg = demo_norm_wg((type & CL_DEVICE_TYPE_GPU) != 0);
+  clpa_device_info info;
+  clpa_context_device_info(m->ctx, &info);
+  m->norm_wg = demo_norm_wg(info.is_gpu);
   char opts[64];
   demo_kernel_options(opts, sizeof opts, m->norm_wg);
   e = clBuildProgram(m->prog, 1, &m->dev, opts, NULL, NULL);
