@@ -5,9 +5,11 @@
  * model (model_internal.h) from one demo_model_event to the step's
  * demo_model_events_clear; model.c frees the array with the model.
  */
+#include <math.h>
 #include <stdlib.h>
 
 #include "model_internal.h"
+#include "tool_cli.h"
 
 /* Where the next op's event goes (NULL when the queue does not profile:
  * then no events are kept). With profiling, a marker goes on the queue
@@ -75,28 +77,36 @@ void demo_model_trace_step(demo_model *m, int32_t T, int32_t S, int32_t nd, doub
   static const char *const kinds[3] = {"attention", "gemm", "other"};
   static const cl_profiling_info what[4] = {CL_PROFILING_COMMAND_QUEUED, CL_PROFILING_COMMAND_SUBMIT,
                                             CL_PROFILING_COMMAND_START, CL_PROFILING_COMMAND_END};
+  static const char *const keys[4] = {"queued_us", "submit_us", "start_us", "end_us"};
   if (!m->trace) return;
   const int64_t step = m->trace_step++;
-  fprintf(m->trace,
-          "{\"step\":%lld,\"tokens\":%d,\"seqs\":%d,\"decode_seqs\":%d,\"ops\":%d,"
-          "\"host_enqueue_us\":%.1f,\"host_wall_us\":%.1f}\n",
-          (long long)step, (int)T, (int)S, (int)nd, m->n_ev, enqueue_s * 1e6,
-          demo_model_step_clock(m) * 1e6);
+  cli_json j;
+  cli_json_begin(&j, m->trace);
+  cli_json_int(&j, "step", step);
+  cli_json_int(&j, "tokens", T);
+  cli_json_int(&j, "seqs", S);
+  cli_json_int(&j, "decode_seqs", nd);
+  cli_json_int(&j, "ops", m->n_ev);
+  cli_json_num(&j, "host_enqueue_us", enqueue_s * 1e6, 1);
+  cli_json_num(&j, "host_wall_us", demo_model_step_clock(m) * 1e6, 1);
+  cli_json_end(&j);
   cl_ulong base = 0;
   if (m->n_ev > 0 && !event_time(m->ev[0].ev, what[0], &base)) base = 0;
   for (int i = 0; i < m->n_ev; i++) {
     const timed_event *t = &m->ev[i];
-    fprintf(m->trace, "{\"step\":%lld,\"op\":%d,\"layer\":%d,\"kind\":\"%s\",\"name\":\"%s\",\"host_us\":%.1f",
-            (long long)step, i, (int)t->layer, kinds[t->kind], t->name ? t->name : "", t->host_s * 1e6);
-    static const char *const keys[4] = {"queued", "submit", "start", "end"};
+    cli_json_begin(&j, m->trace);
+    cli_json_int(&j, "step", step);
+    cli_json_int(&j, "op", i);
+    cli_json_int(&j, "layer", t->layer);
+    cli_json_str(&j, "kind", kinds[t->kind]);
+    cli_json_str(&j, "name", t->name ? t->name : "");
+    cli_json_num(&j, "host_us", t->host_s * 1e6, 1);
     for (int k = 0; k < 4; k++) {
       cl_ulong v;
-      if (base && event_time(t->ev, what[k], &v) && v >= base)
-        fprintf(m->trace, ",\"%s_us\":%.3f", keys[k], (double)(v - base) * 1e-3);
-      else
-        fprintf(m->trace, ",\"%s_us\":null", keys[k]);
+      const int got = base && event_time(t->ev, what[k], &v) && v >= base;
+      cli_json_num(&j, keys[k], got ? (double)(v - base) * 1e-3 : NAN, 3); /* NaN: null */
     }
-    fputs("}\n", m->trace);
+    cli_json_end(&j);
   }
 }
 
