@@ -47,8 +47,11 @@ ok(rc == 0 and h and h["check_ok"] and h["linear"] == "gemm (forced)",
 # and forced onto gemv (few rows on tensor cores; emulated off NVIDIA), which takes the model's
 # f16 activations with f16 weights
 rc, h = run(*small, "--weight-dtype", "f16", "--linear", "gemv")
-ok(rc == 0 and h and h["check_ok"] and h["linear"] == "gemv (forced)",
-   "f16 weights on gemv: --check passes: %s" % (h or {}).get("check"))
+ok(rc == 0 and h and h["check_ok"] and h["linear"] == "gemv (forced)" and on
+   and h["ops_decode_layer"] == on["ops_decode_layer"] - 1,
+   "f16 weights on gemv: --check passes; SwiGLU made in the gate and up projection's epilogue, %s"
+   " ops a decode layer (%s without gemv): %s"
+   % ((h or {}).get("ops_decode_layer"), (on or {}).get("ops_decode_layer"), (h or {}).get("check")))
 # each layer's attention as one clpa_prefill over the step's sequences (issue 45's mixed step)
 rc, h = run(*small, "--one-attention-call")
 ok(rc == 0 and h and h["check_ok"] and h["attention_calls"] == 1 and on and on["attention_calls"] == 2

@@ -126,6 +126,69 @@ static int run_case(demo_linear *l, demo_linear_engine e, demo_wfmt dt, int32_t 
   return good;
 }
 
+/* SwiGLU's activations from gemv's epilogue (demo_linear_run_swiglu_out):
+ * act [rows, n / 2], column 8 t + j = silu(C col 16 t + j) * C col 16 t + 8 + j
+ * of C = A . W^T. Each C's error bound b as run_case's (the activations
+ * rounded to the weights' type, or f16 in where half_in); act's then
+ * 1.1 |up| b_gate + |silu(gate)| b_up (|silu'| <= 1.1), plus its rounding to
+ * f16 (2^-11 |act|, half_out) and 2^-20 |act| for the device's exp. */
+static void run_swiglu_case(demo_linear *l, demo_wfmt dt, int32_t rows, int32_t n, int32_t k,
+                            int half_in, int half_out) {
+  const double v = half_in ? 0 : dt == DEMO_W_F16 ? 0x1p-11 : dt == DEMO_W_BF16 ? 0x1p-8
+                                                            : 0x1p-11 + 0x1p-11 + 0x1p-22;
+  const size_t an = (size_t)rows * k, on = (size_t)rows * (n / 2), wn = (size_t)n * k;
+  float *a = malloc(sizeof(float) * an), *wf = malloc(sizeof(float) * wn);
+  float *got = malloc(sizeof(float) * on);
+  uint16_t *ah = malloc(2 * an), *gh = malloc(2 * on);
+  if (!a || !wf || !got || !ah || !gh || !an) BAIL_OUT("out of memory");
+  for (size_t i = 0; i < an; i++) a[i] = (float)rng_uniform(-2, 2);
+  if (half_in) {
+    clpa_dtype_encode(CLPA_DTYPE_F16, a, ah, an, 1.0f);
+    clpa_dtype_decode(CLPA_DTYPE_F16, ah, a, an, 1.0f);
+  }
+  void *w = make_weights(dt, n, k, wf);
+  cl_mem A = half_in ? test_buffer(ctx, ah, 2 * an) : test_buffer(ctx, a, sizeof(float) * an);
+  cl_mem W = test_buffer(ctx, w, demo_wfmt_row_bytes(dt, k) * (size_t)n);
+  cl_mem O = test_buffer(ctx, NULL, (half_out ? 2 : 4) * on);
+  test_poison(ctx, O, (half_out ? 2 : 4) * on);
+  const clpa_status st = demo_linear_run_swiglu_out(l, DEMO_LINEAR_GEMV, dt, A, half_in, W, O,
+                                                    half_out, rows, n, k, NULL);
+  int good = ok(st == CLPA_OK, "gemv, %s weights, %s in, SwiGLU's activations out as %s, %d x %d x %d: %s",
+                demo_wfmt_name(dt), half_in ? "f16" : "f32", half_out ? "f16" : "f32", (int)rows,
+                (int)n, (int)k, st == CLPA_OK ? "ran" : demo_last_error());
+  if (half_out) {
+    test_read(ctx, O, gh, 2 * on);
+    clpa_dtype_decode(CLPA_DTYPE_F16, gh, got, on, 1.0f);
+  } else {
+    test_read(ctx, O, got, sizeof(float) * on);
+  }
+  double worst = 0;
+  for (int32_t r = 0; r < rows; r++)
+    for (int32_t j = 0; j < n / 2; j++) {
+      double dot[2], bound[2];
+      for (int h = 0; h < 2; h++) { /* the gate's column, then the up's */
+        const int32_t col = 16 * (j / 8) + j % 8 + 8 * h;
+        double d = 0, mag = 0, wmag = 0, amag = 0;
+        for (int32_t i = 0; i < k; i++) {
+          const double p = (double)a[(size_t)r * k + i] * wf[(size_t)col * k + i];
+          d += p, mag += fabs(p), wmag += fabs(wf[(size_t)col * k + i]), amag += fabs(a[(size_t)r * k + i]);
+        }
+        dot[h] = d;
+        bound[h] = (double)k * 0x1p-24 * mag + (v ? v * mag + 0x1p-25 * (wmag + 2 * amag) : 0);
+      }
+      const double sg = dot[0] / (1 + exp(-dot[0])), want = sg * dot[1];
+      const double b = 1.1 * fabs(dot[1]) * bound[0] + fabs(sg) * bound[1] +
+                       ((half_out ? 0x1p-11 : 0) + 0x1p-20) * fabs(want) + 1e-30;
+      const double g = got[(size_t)r * (n / 2) + j];
+      const double ratio = isfinite(g) ? fabs(g - want) / b : INFINITY;
+      if (!(ratio <= worst)) worst = ratio;
+    }
+  good &= ok(worst <= 1.0, "  within the bound (worst %.3g of it)", worst);
+  (void)good;
+  clReleaseMemObject(A), clReleaseMemObject(W), clReleaseMemObject(O);
+  free(a), free(wf), free(got), free(ah), free(gh), free(w);
+}
+
 /* demo_linear_run refuses the call (CLPA_ERR_INVALID_ARG, a message
  * holding needle where it is not NULL) before touching the buffers. */
 static void refused(demo_linear *l, demo_linear_engine e, demo_wfmt w, int32_t rows, int32_t n,
@@ -267,7 +330,8 @@ int main(void) {
     demo_linear_destroy(lg);
   }
   /* the few-row kernel (emulated off NVIDIA): every row block (8, 16, 32 rows), several
-   * blocks, columns off its tiles of 16, f32 and f16 activations; in the table's shape and in
+   * blocks, columns off its tiles of 16, f32 and f16 activations, SwiGLU's out of its epilogue;
+   * in the table's shape and in
    * odd ones (3 warps, 3 chunks in flight, up to 2 column tiles: uneven splits of k and
    * chunks loaded twice; 16 warps over fewer chunks than warps, up to 4 column tiles) */
   {
@@ -288,6 +352,16 @@ int main(void) {
         diag("  %d x %d: %d column tiles, %d warps", (int)rows[r], (int)n, (int)ct, (int)kw);
         run_case(lv, DEMO_LINEAR_GEMV, dts[1 + (r + s) % 2], rows[r], n, k, (int)(r % 2), 0);
         if (r % 2 == 0) run_case(lv, DEMO_LINEAR_GEMV, DEMO_W_F16, rows[r], n, k, (int)(r % 4 == 0), 1);
+        /* SwiGLU's activations from the epilogue: n a multiple of 16, f16 or f32 in and out */
+        const int32_t n16 = 16 * (1 + n / 16);
+        if (r % 2 == 1)
+          run_swiglu_case(lv, dts[1 + (r / 2 + s) % 2], rows[r], n16, k, 0, (int)(r % 4 == 1));
+        else if (r % 4 == 2)
+          run_swiglu_case(lv, DEMO_W_F16, rows[r], n16, k, 1, 1);
+      }
+      if (s == 2) { /* and from ggml's blocks */
+        run_swiglu_case(lv, DEMO_W_Q8_0, 3, 48, 64, 0, 1);
+        run_swiglu_case(lv, DEMO_W_Q4_K, 9, 32, 256, 0, 0);
       }
       if (s) { /* enough columns for the most tiles on this device: 16 warps a compute unit */
         int32_t ct, kw;
@@ -323,6 +397,22 @@ int main(void) {
   }
   refused(l, DEMO_LINEAR_GEMV, DEMO_W_F32, 2, 4, 32, "f16, bf16 or block-form", "gemv with f32 weights");
   refused(l, DEMO_LINEAR_GEMV, DEMO_W_F16, 2, 4, 48, "multiple of 32", "gemv with k 48");
+  { /* SwiGLU's activations: gemv alone, n a multiple of 16, f16 in with f16 weights */
+    cl_mem bf = test_buffer(ctx, NULL, 4096);
+    int refusals = 0;
+    const struct { demo_linear_engine e; demo_wfmt w; int32_t n, k; int half_in; } bad[] = {
+        {DEMO_LINEAR_STREAM, DEMO_W_F16, 16, 32, 0}, {DEMO_LINEAR_GEMV, DEMO_W_F32, 16, 32, 0},
+        {DEMO_LINEAR_GEMV, DEMO_W_F16, 24, 32, 0},   {DEMO_LINEAR_GEMV, DEMO_W_F16, 16, 48, 0},
+        {DEMO_LINEAR_GEMV, DEMO_W_BF16, 16, 32, 1}};
+    for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
+      refusals += demo_linear_run_swiglu_out(l, bad[i].e, bad[i].w, bf, bad[i].half_in, bf, bf, 0, 2,
+                                             bad[i].n, bad[i].k, NULL) == CLPA_ERR_INVALID_ARG &&
+                  strstr(demo_last_error(), "gemv alone") != NULL;
+    ok(refusals == 5 && demo_linear_takes_swiglu_out(l, DEMO_LINEAR_GEMV, 2, 32, 64, DEMO_W_BF16),
+       "SwiGLU's activations out: the streaming kernel, f32 weights, n 24, k 48 and f16 in with bf16"
+       " weights refused (%d of 5); gemv with bf16 weights takes n 32: %s", refusals, demo_last_error());
+    clReleaseMemObject(bf);
+  }
   refused(l, DEMO_LINEAR_GEMM, DEMO_W_F32, 2, 4, 32, "f16, bf16 or block-form", "the tiled GEMM with f32 weights");
   refused(l, DEMO_LINEAR_GEMM, DEMO_W_F16, 2, 4, 48, "multiple of 32", "the tiled GEMM with k 48");
   {

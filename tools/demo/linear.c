@@ -53,8 +53,9 @@ struct demo_linear {
   cl_kernel stream[NWDT][NBLOCKS], widen[NWDT], mma[NWDT][NMMA], reduce[NWDT][NMMA];
   cl_program gprog[NWDT][NGEMM][NGEMM_FORMS];
   cl_kernel gemm[NWDT][NGEMM][NGEMM_FORMS];
-  cl_program vprog[NWDT][NGEMV][2][3]; /* by activations (f32, f16) and tiles (1, 2, 4) */
-  cl_kernel gemv[NWDT][NGEMV][2][3];
+  /* by activations (f32, f16), output (C, SwiGLU's f32, f16) and tiles (1, 2, 4) */
+  cl_program vprog[NWDT][NGEMV][2][3][3];
+  cl_kernel gemv[NWDT][NGEMV][2][3][3];
   cl_mem wide;        /* CLBlast's f32 copy of one weight */
   size_t wide_elems;
   cl_mem part, counts; /* the mma kernel's split sums and its tiles' counters (zero between calls) */
@@ -175,10 +176,11 @@ void demo_linear_destroy(demo_linear *l) {
       }
     for (int b = 0; b < NGEMV; b++)
       for (int h = 0; h < 2; h++)
-        for (int c = 0; c < 3; c++) {
-          if (l->gemv[d][b][h][c]) clReleaseKernel(l->gemv[d][b][h][c]);
-          if (l->vprog[d][b][h][c]) clReleaseProgram(l->vprog[d][b][h][c]);
-        }
+        for (int o = 0; o < 3; o++)
+          for (int c = 0; c < 3; c++) {
+            if (l->gemv[d][b][h][o][c]) clReleaseKernel(l->gemv[d][b][h][o][c]);
+            if (l->vprog[d][b][h][o][c]) clReleaseProgram(l->vprog[d][b][h][o][c]);
+          }
   }
   if (l->wide) clReleaseMemObject(l->wide);
   if (l->part) clReleaseMemObject(l->part);
@@ -518,20 +520,21 @@ void demo_linear_gemv_shape(const demo_linear *l, int32_t rows, int32_t n, int32
 }
 
 /* The few-row kernel's program of dtype d, 8, 16 or 32 rows a work-group
- * (b), f32 (h 0) or f16 activations (1) and 1, 2 or 4 column tiles (c 0, 1, 2). */
-static clpa_status gemv_program(demo_linear *l, int d, int b, int h, int c) {
-  if (l->gemv[d][b][h][c]) return CLPA_OK;
+ * (b), f32 (h 0) or f16 activations (1), C (o 0) or SwiGLU's activations as
+ * f32 (1) or f16 (2), and 1, 2 or 4 column tiles (c 0, 1, 2). */
+static clpa_status gemv_program(demo_linear *l, int d, int b, int h, int o, int c) {
+  if (l->gemv[d][b][h][o][c]) return CLPA_OK;
   char opts[160];
   const int nt = (int)gemv_blocks[b] / 8, ct = 1 << c;
   snprintf(opts, sizeof opts,
-           "-cl-std=CL1.2 -DDEMO_WDT=%d -DNT=%d -DCT=%d -DKW=%d -DUN=%d -DAH=%d -DDEMO_PTX=%d", d,
-           nt, ct, (int)gemv_warps(l, nt, ct), (int)l->tune.gemv_unroll, h, l->nvidia);
-  return build(l, 3, opts, "demo_linear_gemv", &l->vprog[d][b][h][c], &l->gemv[d][b][h][c]);
+           "-cl-std=CL1.2 -DDEMO_WDT=%d -DNT=%d -DCT=%d -DKW=%d -DUN=%d -DAH=%d -DOS=%d -DDEMO_PTX=%d",
+           d, nt, ct, (int)gemv_warps(l, nt, ct), (int)l->tune.gemv_unroll, h, o, l->nvidia);
+  return build(l, 3, opts, "demo_linear_gemv", &l->vprog[d][b][h][o][c], &l->gemv[d][b][h][o][c]);
 }
 
-/* half: A is f16 (demo_linear_run_f16) */
-static clpa_status run_gemv(demo_linear *l, int d, cl_mem A, cl_mem W, cl_mem C, int32_t rows,
-                            int32_t n, int32_t k, int accumulate, cl_event *ev, int half) {
+/* half: A is f16 (demo_linear_run_f16); C as gemv_program's o says */
+static clpa_status run_gemv_out(demo_linear *l, int d, cl_mem A, cl_mem W, cl_mem C, int32_t rows,
+                                int32_t n, int32_t k, int accumulate, cl_event *ev, int half, int o) {
   if (!gemm_runs(k, (demo_wfmt)d))
     return demo_fail(CLPA_ERR_INVALID_ARG,
                      "demo_linear_run: the few-row kernel (gemv) needs k a multiple of 32 and f16,"
@@ -540,13 +543,18 @@ static clpa_status run_gemv(demo_linear *l, int d, cl_mem A, cl_mem W, cl_mem C,
   int32_t ct, kw;
   demo_linear_gemv_shape(l, rows, n, &ct, &kw);
   const int c = ct == 4 ? 2 : ct == 2;
-  clpa_status st = gemv_program(l, d, b, half, c);
-  cl_kernel kr = st == CLPA_OK ? l->gemv[d][b][half][c] : NULL;
+  clpa_status st = gemv_program(l, d, b, half, o, c);
+  cl_kernel kr = st == CLPA_OK ? l->gemv[d][b][half][o][c] : NULL;
   if (st == CLPA_OK) st = set_args(kr, A, rows, k, W, n, C, accumulate);
   if (st != CLPA_OK) return st;
   const size_t rb = (size_t)gemv_blocks[b], cols = 16 * (size_t)ct;
   return launch(l, kr, ((size_t)rows + rb - 1) / rb, ((size_t)n + cols - 1) / cols, 32 * (size_t)kw, ev,
                 "demo_linear_run: clEnqueueNDRangeKernel(demo_linear_gemv)");
+}
+
+static clpa_status run_gemv(demo_linear *l, int d, cl_mem A, cl_mem W, cl_mem C, int32_t rows,
+                            int32_t n, int32_t k, int accumulate, cl_event *ev, int half) {
+  return run_gemv_out(l, d, A, W, C, rows, n, k, accumulate, ev, half, 0);
 }
 
 /* out [n, k] = W as floats (demo_linear_widen); the program is built. */
@@ -606,6 +614,28 @@ clpa_status demo_linear_run(demo_linear *l, demo_linear_engine e, demo_wfmt w, c
          : e == DEMO_LINEAR_GEMM ? run_gemm(l, d, A, W, C, rows, n, k, accumulate, ev, 0)
          : e == DEMO_LINEAR_GEMV ? run_gemv(l, d, A, W, C, rows, n, k, accumulate, ev, 0)
                                  : run_clblast(l, d, A, W, C, rows, n, k, accumulate, ev);
+}
+
+int demo_linear_takes_swiglu_out(const demo_linear *l, demo_linear_engine e, int32_t rows,
+                                 int32_t n, int32_t k, demo_wfmt w) {
+  if (e == DEMO_LINEAR_AUTO) e = demo_linear_pick(l, rows, k, w);
+  return e == DEMO_LINEAR_GEMV && gemm_runs(k, w) && n % 16 == 0;
+}
+
+clpa_status demo_linear_run_swiglu_out(demo_linear *l, demo_linear_engine e, demo_wfmt w, cl_mem A,
+                                       int a_half, cl_mem W, cl_mem act, int act_half,
+                                       int32_t rows, int32_t n, int32_t k, cl_event *ev) {
+  clpa_status st = check(w, rows, n, k);
+  if (st != CLPA_OK || rows == 0) return st;
+  if (!demo_linear_takes_swiglu_out(l, e, rows, n, k, w) ||
+      (a_half && !demo_linear_takes_f16(l, e, rows, k, w)))
+    return demo_fail(CLPA_ERR_INVALID_ARG,
+                     "demo_linear_run_swiglu_out: SwiGLU's activations come from gemv alone, with"
+                     " f16, bf16 or block-form weights, k a multiple of 32 and n of 16 (f16"
+                     " activations in: f16 weights) (%s, %s, %d x %d x %d%s)",
+                     demo_linear_engine_name(e), demo_wfmt_name(w), (int)rows, (int)n, (int)k,
+                     a_half ? ", f16 in" : "");
+  return run_gemv_out(l, (int)w, A, W, act, rows, n, k, 0, ev, a_half != 0, act_half ? 2 : 1);
 }
 
 int demo_linear_takes_f16(const demo_linear *l, demo_linear_engine e, int32_t rows, int32_t k,

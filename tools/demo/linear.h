@@ -169,6 +169,23 @@ clpa_status demo_linear_run_f16(demo_linear *l, demo_linear_engine e, demo_wfmt 
                                 cl_mem W, cl_mem C, int32_t rows, int32_t n, int32_t k,
                                 int accumulate, cl_event *ev);
 
+/* Whether demo_linear_run_swiglu_out takes the call: engine e (AUTO:
+ * demo_linear_pick's) is gemv for it (f16, bf16 or block-form weights, k a
+ * multiple of 32) and n a multiple of 16. */
+int demo_linear_takes_swiglu_out(const demo_linear *l, demo_linear_engine e, int32_t rows,
+                                 int32_t n, int32_t k, demo_wfmt w);
+
+/* act [rows, n / 2] = silu(G) * U of G U = A . W^T, where W [n, k] is a gate
+ * and up projection with its rows interleaved by 8 (each 16 rows: 8 of the
+ * gate's, then the same 8 of the up's; act's column 8 t + j is the gate's
+ * row 8 t + j): SwiGLU made in gemv's epilogue, as f32 or, where act_half
+ * is set, f16 rounded to nearest even; A f16 where a_half is set (as
+ * demo_linear_run_f16 takes it). Where demo_linear_takes_swiglu_out holds
+ * (and demo_linear_takes_f16 for a_half), else CLPA_ERR_INVALID_ARG. */
+clpa_status demo_linear_run_swiglu_out(demo_linear *l, demo_linear_engine e, demo_wfmt w, cl_mem A,
+                                       int a_half, cl_mem W, cl_mem act, int act_half,
+                                       int32_t rows, int32_t n, int32_t k, cl_event *ev);
+
 /* Enqueues out [n, k] = W as floats (f32, exactly what the kernels
  * compute with: ggml's block forms decoded as ggml does), the step
  * CLBlast's route takes first. Returns as demo_linear_run. */

@@ -6,6 +6,12 @@
  *
  *   C [rows, n] = A [rows, k] . W^T (+ C when acc_into),  W [n, k] row-major
  *
+ * or (OS 1, 2) SwiGLU's activations from that product in its epilogue,
+ * act [rows, n / 2] = silu(gate) * up as f32 or f16 (rounded to nearest
+ * even), where W's rows are a gate and up projection interleaved by 8:
+ * each tile of 16 columns is gate columns 8t .. 8t + 7 then the same of up,
+ * so that a lane holds both (columns g and g + 8 of its D).
+ *
  * f16 (DEMO_WDT 1) or bf16 (2) weights, or ggml's blocks (3-7, decoded by
  * WLOAD8 and rounded to f16); A f16 in device memory (AH 1, f16 weights:
  * its producer rounded it) or f32 rounded to the weights' type on the way
@@ -54,6 +60,9 @@ const char *const demo_linear_gemv_source[] = {
     "#endif\n"
     "#ifndef UN\n"
     "#error \"UN: chunks of 32 k a warp loads before it multiplies\"\n"
+    "#endif\n"
+    "#ifndef OS\n"
+    "#error \"OS: 0 for C [rows, n] (+ C), 1 or 2 for SwiGLU's activations f32 or f16\"\n"
     "#endif\n"
     "#ifndef AH\n"
     "#error \"AH: 1 for f16 activations (f16 weights), 0 for f32 ones\"\n"
@@ -158,6 +167,20 @@ const char *const demo_linear_gemv_source[] = {
     "    for (int w = 1; w < KW; w++) s += part[w * FR + o];\n"
     "    const int i = o / 32 / CT, c = o / 32 % CT, gg = o % 32 / 4, tt = o % 4;\n"
     "    const float v[4] = {s.x, s.y, s.z, s.w};\n"
+    "#if OS\n"
+    "    /* gate g and up g of the tile's 8 (columns g, g + 8): act column 8 tile + g */\n"
+    "    for (int e = 0; e < 2; e++) {\n"
+    "      const int rr = r0 + 8 * i + 2 * tt + e, cc = (c0 + 16 * c) / 2 + gg;\n"
+    "      if (rr < rows && 2 * cc < n) {\n"
+    "        const float a = v[e] / (1.0f + exp(-v[e])) * v[e + 2];\n"
+    "#if OS == 2\n"
+    "        vstore_half_rte(a, (size_t)rr * (n / 2) + cc, (__global half *)C);\n"
+    "#else\n"
+    "        C[(size_t)rr * (n / 2) + cc] = a;\n"
+    "#endif\n"
+    "      }\n"
+    "    }\n"
+    "#else\n"
     "    for (int e = 0; e < 4; e++) {\n"
     "      const int rr = r0 + 8 * i + 2 * tt + e % 2, cc = c0 + 16 * c + gg + 8 * (e / 2);\n"
     "      if (rr < rows && cc < n) {\n"
@@ -165,6 +188,7 @@ const char *const demo_linear_gemv_source[] = {
     "        *out = acc_into ? *out + v[e] : v[e];\n"
     "      }\n"
     "    }\n"
+    "#endif\n"
     "  }\n"
     "}\n",
 };

@@ -227,6 +227,23 @@ static clpa_status upload(demo_model *m, const float *h, size_t n, clpa_dtype dt
   return demo_cl_check(e, "clCreateBuffer (weights)");
 }
 
+/* The gate and up projection's rows as the device holds them where
+ * gu_inter is set: interleaved by 8, a tile of 16 rows holding gate rows
+ * 8t .. 8t + 7, then up rows 8t .. 8t + 7 (kernels.c's demo_gu_col), so
+ * that gemv can make SwiGLU's activations from one tile (its epilogue).
+ * src: 2f rows of row_bytes, the gate's then the up's. NULL: no memory. */
+static void *interleave_gu(const void *src, size_t row_bytes, int32_t f) {
+  unsigned char *dst = malloc(row_bytes * 2 * (size_t)f);
+  if (!dst) return NULL;
+  for (int32_t i = 0; i < f; i++) {
+    const size_t p = 16 * (size_t)(i / 8) + (size_t)(i % 8);
+    memcpy(dst + p * row_bytes, (const unsigned char *)src + (size_t)i * row_bytes, row_bytes);
+    memcpy(dst + (p + 8) * row_bytes, (const unsigned char *)src + (size_t)(f + i) * row_bytes,
+           row_bytes);
+  }
+  return dst;
+}
+
 /* The RoPE table: (cos, sin) of pos * theta^(-2i/hd) / factor_i, in
  * double, then float. */
 static clpa_status upload_rope(demo_model *m) {
@@ -297,6 +314,7 @@ static clpa_status model_new(clpa_context *ctx, const demo_config *cfg, clpa_dty
   m->dev = clpa_context_cl_device(ctx);
   m->queue = clpa_context_cl_queue(ctx);
   m->cfg = *cfg;
+  m->gu_inter = cfg->ffn % 8 == 0;
   m->wdtype = wdt;
   m->qkv_dim = (cfg->heads + 2 * cfg->kv_heads) * cfg->head_size;
   cl_command_queue_properties props = 0;
@@ -340,7 +358,13 @@ static clpa_status upload_all(demo_model *m) {
     /* matrices the source gave as blocks are on the device already */
     if (!d->wqkv) TRY(upload(m, h->wqkv, (size_t)m->qkv_dim * H, m->wdtype, &d->wqkv));
     if (!d->wo) TRY(upload(m, h->wo, H * qd, m->wdtype, &d->wo));
-    if (!d->wgu) TRY(upload(m, h->wgu, 2 * (size_t)c->ffn * H, m->wdtype, &d->wgu));
+    if (!d->wgu) {
+      float *gu = m->gu_inter ? interleave_gu(h->wgu, H * sizeof(float), c->ffn) : h->wgu;
+      if (!gu) return demo_fail(CLPA_ERR_OUT_OF_MEMORY, "upload: the gate and up rows");
+      st = upload(m, gu, 2 * (size_t)c->ffn * H, m->wdtype, &d->wgu);
+      if (gu != h->wgu) free(gu);
+      if (st != CLPA_OK) goto out;
+    }
     if (!d->wdown) TRY(upload(m, h->wdown, H * c->ffn, m->wdtype, &d->wdown));
   }
   TRY(upload_rope(m));
@@ -424,9 +448,14 @@ clpa_status demo_model_set_blocks(demo_model *m, int32_t layer, demo_matrix whic
                 : which == DEMO_MAT_O     ? &m->dl[layer].wo
                 : which == DEMO_MAT_GU    ? &m->dl[layer].wgu
                                           : &m->dl[layer].wdown;
+  void *gu = which == DEMO_MAT_GU && m->gu_inter
+                 ? interleave_gu(blocks, demo_wfmt_row_bytes(w, k), m->cfg.ffn)
+                 : (void *)blocks;
+  if (!gu) return demo_fail(CLPA_ERR_OUT_OF_MEMORY, "demo_model_set_blocks: %zu bytes", bytes);
   cl_int e;
   demo_release_mem(dst);
-  *dst = clCreateBuffer(m->clctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, bytes, (void *)blocks, &e);
+  *dst = clCreateBuffer(m->clctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, bytes, gu, &e);
+  if (gu != blocks) free(gu);
   if (e != CL_SUCCESS) {
     *dst = NULL;
     return demo_cl_check(e, "clCreateBuffer (weight blocks)");

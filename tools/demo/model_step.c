@@ -7,7 +7,10 @@
  *
  * The linear layers are linear.h's, C [T, out] = A [T, in] . W^T by the
  * engine the device's table picks for T rows; the output projection and
- * the down projection accumulate into x, which is the residual add.
+ * the down projection accumulate into x, which is the residual add. Where
+ * gemv runs the gate and up projection, its epilogue writes SwiGLU's
+ * activations (the weight's rows interleaved by 8: model.c's
+ * interleave_gu); elsewhere demo_silu_mul makes them.
  *
  * Every command goes on the clpa context's in-order queue; the step waits
  * once, at its end.
@@ -302,6 +305,10 @@ static clpa_status layer(demo_model *m, clpa_cache *cache, const step_plans *sp,
   const int hg = takes_f16(m, l, DEMO_MAT_GU, T, c->hidden);
   const int hdn = takes_f16(m, l, DEMO_MAT_DOWN, T, c->ffn);
   const cl_mem xq = hq ? m->xh : m->xn, xg = hg ? m->xh : m->xn, act = hdn ? m->acth : m->act;
+  /* the gate and up projection makes SwiGLU's activations in its epilogue where gemv runs it */
+  const int sw = m->gu_inter && !m->unfused &&
+                 demo_linear_takes_swiglu_out(m->lin, m->engine, T, 2 * c->ffn, c->hidden,
+                                              demo_model_form(m, l, DEMO_MAT_GU));
   clpa_status st;
   TRY(rmsnorm(m, m->x, d->attn_norm, xq, T, hq));
   TRY(gemm(m, l, DEMO_MAT_QKV, xq, d->wqkv, m->qkv, T, m->qkv_dim, c->hidden, 0, hq));
@@ -310,9 +317,20 @@ static clpa_status layer(demo_model *m, clpa_cache *cache, const step_plans *sp,
 
   TRY(gemm(m, l, DEMO_MAT_O, m->attn, d->wo, m->x, T, c->hidden, qd, 1, 0));
   TRY(rmsnorm(m, m->x, d->ffn_norm, xg, T, hg));
-  TRY(gemm(m, l, DEMO_MAT_GU, xg, d->wgu, m->gu, T, 2 * c->ffn, c->hidden, 0, hg));
-  size_t sg[2] = {(size_t)c->ffn, (size_t)T};
-  TRY(launch(m, hdn ? K_SILU_MUL_H : K_SILU_MUL, 2, sg, NULL, 3, ARG(m->gu), ARG(act), ARG(c->ffn)));
+  if (sw) { /* SwiGLU's activations straight from the gate and up projection's epilogue */
+    const uint64_t before = demo_linear_enqueues(m->lin);
+    st = demo_linear_run_swiglu_out(m->lin, m->engine, demo_model_form(m, l, DEMO_MAT_GU), xg, hg,
+                                    d->wgu, act, hdn, T, 2 * c->ffn, c->hidden,
+                                    demo_model_event(m, TIME_GEMM, "gate_up + SwiGLU"));
+    m->ops += (int32_t)(demo_linear_enqueues(m->lin) - before);
+    if (st != CLPA_OK) goto out;
+  } else {
+    TRY(gemm(m, l, DEMO_MAT_GU, xg, d->wgu, m->gu, T, 2 * c->ffn, c->hidden, 0, hg));
+    size_t sg[2] = {(size_t)c->ffn, (size_t)T};
+    const cl_int inter = m->gu_inter;
+    TRY(launch(m, hdn ? K_SILU_MUL_H : K_SILU_MUL, 2, sg, NULL, 4, ARG(m->gu), ARG(act),
+               ARG(c->ffn), ARG(inter)));
+  }
   TRY(gemm(m, l, DEMO_MAT_DOWN, act, d->wdown, m->x, T, c->hidden, c->ffn, 1, hdn));
 out:
   return st;
