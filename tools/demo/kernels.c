@@ -38,8 +38,8 @@ const char *const demo_kernel_source[] = {
     "\n",
     /* ---------------------------------------------------------------- */
     "/* Row reductions take a work-group of DEMO_NORM_WG and read 16 bytes a\n"
-    " * lane where the row's length allows (a scalar tail after): one lane a\n"
-    " * float, 64 lanes a row, were latency-bound, ~15 us a norm of 2048. */\n"
+    " * lane where the row's length allows (a scalar tail after): one float a\n"
+    " * lane was latency-bound (docs/decisions/0033-demo-step-trace.md). */\n"
     "/* the sum over lanes of v, by the work-group (red: DEMO_NORM_WG floats) */\n"
     "static float demo_wg_sum(float v, __local float *red) {\n"
     "  int lid = get_local_id(0);\n"
@@ -193,9 +193,10 @@ const char *const demo_kernel_source[] = {
     "}\n",
     /* ---------------------------------------------------------------- */
     "/* The greedy argmax in two launches: the row is cut into parts, a\n"
-    " * work-group a part (one work-group a row of 128 k logits walked it\n"
-    " * alone, ~0.7 ms a step); then a work-group a row takes the best of its\n"
-    " * parts. Ties go to the first index; NaN never wins; all NaN gives 0. */\n"
+    " * work-group a part (one work-group walking a whole row was most of a\n"
+    " * decode step: docs/decisions/0033-demo-step-trace.md); then a work-group\n"
+    " * a row takes the best of its parts. Ties go to the first index; NaN\n"
+    " * never wins; all NaN gives 0. */\n"
     "/* (v, i) better than (bv, bi): larger, or as large at a smaller index */\n"
     "static int demo_better(float v, int i, float bv, int bi) {\n"
     "  return v > bv || (v == bv && i < bi);\n"

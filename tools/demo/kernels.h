@@ -11,9 +11,9 @@
 
 #define DEMO_WG 64 /* work-group of the argmax */
 
-/* The RMSNorms' work-group: 256 lanes on a GPU, 64 elsewhere (on PoCL's
- * CPU lanes 256 took three times as long as 64; on a GPU 64 lanes a row
- * left the loads latency-bound: docs/decisions/0033-demo-step-trace.md). */
+/* The RMSNorms' work-group: 256 lanes on a GPU, 64 elsewhere (the wider
+ * barrier tree costs a CPU more than it saves; on a GPU 64 lanes a row left
+ * the loads latency-bound: docs/decisions/0033-demo-step-trace.md). */
 static inline int demo_norm_wg(int gpu) { return gpu ? 256 : 64; }
 
 /* Writes the build options of demo_kernel_source for that work-group

@@ -86,6 +86,20 @@ static clpa_status gemm(demo_model *m, int32_t l, demo_matrix which, cl_mem A, c
   return st;
 }
 
+/* act [rows, ffn] = SwiGLU of layer l's gate and up projection of A (f16
+ * where a_half is set), made in gemv's epilogue (demo_linear_run_swiglu_out),
+ * act f16 where act_half is set */
+static clpa_status gemm_swiglu(demo_model *m, int32_t l, cl_mem A, int a_half, cl_mem act,
+                               int act_half, int32_t rows) {
+  const uint64_t before = demo_linear_enqueues(m->lin);
+  clpa_status st = demo_linear_run_swiglu_out(
+      m->lin, m->engine, demo_model_form(m, l, DEMO_MAT_GU), A, a_half, m->dl[l].wgu, act,
+      act_half, rows, 2 * m->cfg.ffn, m->cfg.hidden,
+      demo_model_event(m, TIME_GEMM, "gate_up + SwiGLU"));
+  m->ops += (int32_t)(demo_linear_enqueues(m->lin) - before);
+  return st;
+}
+
 /* A clpa call that enqueues (counted as one op: how many kernels it runs
  * inside is the library's). */
 static clpa_status clpa_op(demo_model *m, clpa_status st, const char *what, int32_t layer) {
@@ -318,13 +332,8 @@ static clpa_status layer(demo_model *m, clpa_cache *cache, const step_plans *sp,
 
   TRY(gemm(m, l, DEMO_MAT_O, m->attn, d->wo, m->x, T, c->hidden, qd, 1, 0));
   TRY(rmsnorm(m, m->x, d->ffn_norm, xg, T, hg));
-  if (sw) { /* SwiGLU's activations straight from the gate and up projection's epilogue */
-    const uint64_t before = demo_linear_enqueues(m->lin);
-    st = demo_linear_run_swiglu_out(m->lin, m->engine, demo_model_form(m, l, DEMO_MAT_GU), xg, hg,
-                                    d->wgu, act, hdn, T, 2 * c->ffn, c->hidden,
-                                    demo_model_event(m, TIME_GEMM, "gate_up + SwiGLU"));
-    m->ops += (int32_t)(demo_linear_enqueues(m->lin) - before);
-    if (st != CLPA_OK) goto out;
+  if (sw) {
+    TRY(gemm_swiglu(m, l, xg, hg, act, hdn, T));
   } else {
     TRY(gemm(m, l, DEMO_MAT_GU, xg, d->wgu, m->gu, T, 2 * c->ffn, c->hidden, 0, hg));
     size_t sg[2] = {(size_t)c->ffn, (size_t)T};

@@ -11,22 +11,23 @@
 #include "model_internal.h"
 #include "tool_cli.h"
 
-/* Where the next op's event goes (NULL when the queue does not profile:
- * then no events are kept). With profiling, a marker goes on the queue
- * first: the op's time is from the marker's end to the end of its event,
- * so an op of several kernels (a CLBlast GEMM with its padding kernels,
- * decode v2 with its reduce) counts whole, and idle time before it (the
- * host still enqueueing) does not. A program built on first use inside
- * the op does count: time warm steps. */
+/* Seconds since the step began (model_internal.h) */
 double demo_model_step_clock(const demo_model *m) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
   return (double)(t.tv_sec - m->step_t0.tv_sec) + 1e-9 * (double)(t.tv_nsec - m->step_t0.tv_nsec);
 }
 
-/* When tracing, no marker: the op's own event stamps are written as they
- * are (an op of several kernels shows its last one's), and the trace shows
- * the queue's gaps rather than hiding them. */
+/* Where the next op's event goes (NULL when the queue does not profile:
+ * then no events are kept). With profiling, a marker goes on the queue
+ * first: the op's time is from the marker's end to the end of its event,
+ * so an op of several kernels (a CLBlast GEMM with its padding kernels,
+ * decode v2 with its reduce) counts whole, and idle time before it (the
+ * host still enqueueing) does not. A program built on first use inside
+ * the op does count: time warm steps. When tracing, no marker: the op's
+ * own event stamps are written as they are (an op of several kernels shows
+ * its last one's), and the trace shows the queue's gaps rather than hiding
+ * them. */
 cl_event *demo_model_event(demo_model *m, int kind, const char *name) {
   if (!m->profiling) return NULL;
   if (m->n_ev == m->cap_ev) {
