@@ -70,6 +70,20 @@ static void *make_weights(demo_wfmt wf, int32_t n, int32_t k, float *exact) {
   return w;
 }
 
+/* The exact dot of an activation row a and a weight row w (k each), and in
+ * *bound the file's bound on a device's f32 sum of it: k u sum |a w|, plus
+ * v sum |a w| + 2^-25 (sum |w| + 2 sum |a|) where the activations are
+ * rounded to 16 bits (v, the header) */
+static double ref_dot(const float *a, const float *w, int32_t k, double v, double *bound) {
+  double dot = 0, mag = 0, wmag = 0, amag = 0;
+  for (int32_t i = 0; i < k; i++) {
+    const double p = (double)a[i] * w[i];
+    dot += p, mag += fabs(p), wmag += fabs(w[i]), amag += fabs(a[i]);
+  }
+  *bound = (double)k * 0x1p-24 * mag + (v ? v * mag + 0x1p-25 * (wmag + 2 * amag) : 0);
+  return dot;
+}
+
 /* half: A goes in as f16 (demo_linear_run_f16), the reference taking it rounded */
 static int run_case(demo_linear *l, demo_linear_engine e, demo_wfmt dt, int32_t rows, int32_t n,
                     int32_t k, int accumulate, int half) {
@@ -105,16 +119,11 @@ static int run_case(demo_linear *l, demo_linear_engine e, demo_wfmt dt, int32_t 
   size_t at = 0;
   for (int32_t r = 0; r < rows; r++)
     for (int32_t j = 0; j < n; j++) {
-      double dot = 0, mag = 0, wmag = 0, amag = 0;
-      for (int32_t i = 0; i < k; i++) {
-        const double p = (double)a[(size_t)r * k + i] * wf[(size_t)j * k + i];
-        dot += p, mag += fabs(p), wmag += fabs(wf[(size_t)j * k + i]);
-        amag += fabs(a[(size_t)r * k + i]);
-      }
+      double sum_bound;
+      const double dot = ref_dot(a + (size_t)r * k, wf + (size_t)j * k, k, v, &sum_bound);
       const size_t o = (size_t)r * n + j;
       const double want = accumulate ? c0[o] + dot : dot;
-      const double bound = (double)k * 0x1p-24 * mag + (accumulate ? 0x1p-24 * fabs(want) : 0) +
-                           (v ? v * mag + 0x1p-25 * (wmag + 2 * amag) : 0) + 1e-30;
+      const double bound = sum_bound + (accumulate ? 0x1p-24 * fabs(want) : 0) + 1e-30;
       const double ratio = isfinite(got[o]) ? fabs(got[o] - want) / bound : INFINITY;
       if (!(ratio <= worst)) worst = ratio, at = o;
     }
@@ -168,13 +177,7 @@ static void run_swiglu_case(demo_linear *l, demo_wfmt dt, int32_t rows, int32_t 
       double dot[2], bound[2];
       for (int h = 0; h < 2; h++) { /* the gate's column, then the up's */
         const int32_t col = 16 * (j / 8) + j % 8 + 8 * h;
-        double d = 0, mag = 0, wmag = 0, amag = 0;
-        for (int32_t i = 0; i < k; i++) {
-          const double p = (double)a[(size_t)r * k + i] * wf[(size_t)col * k + i];
-          d += p, mag += fabs(p), wmag += fabs(wf[(size_t)col * k + i]), amag += fabs(a[(size_t)r * k + i]);
-        }
-        dot[h] = d;
-        bound[h] = (double)k * 0x1p-24 * mag + (v ? v * mag + 0x1p-25 * (wmag + 2 * amag) : 0);
+        dot[h] = ref_dot(a + (size_t)r * k, wf + (size_t)col * k, k, v, &bound[h]);
       }
       const double sg = dot[0] / (1 + exp(-dot[0])), want = sg * dot[1];
       const double b = 1.1 * fabs(dot[1]) * bound[0] + fabs(sg) * bound[1] +
