@@ -36,6 +36,8 @@ struct clpa_plan {
   cl_kernel split;     /* blocks.cl's suffix view */
   int32_t num_groups, *group_starts;
   struct xattn_state *xattn; /* XAttention's estimation */
+  /* its release, set with it: plan_shared.c frees it without calling up into xattn.c */
+  void (*xattn_free)(struct xattn_state *);
 };
 
 /* Copies a params struct's per-layer fields (decode's or prefill's: the
@@ -85,7 +87,6 @@ clpa_status clpa_cascade_plan_fill(clpa_context *ctx, const clpa_cascade_params 
 clpa_status clpa_cascade_run(clpa_plan *pl, const clpa_attn_inputs *in);
 clpa_status clpa_xattn_plan_fill(clpa_context *ctx, const clpa_xattn_params *p, clpa_plan *pl);
 clpa_status clpa_xattn_run(clpa_plan *pl, const clpa_attn_inputs *in);
-void clpa_xattn_state_free(struct xattn_state *s);
 
 /* A fill's start: pl zeroed, ctx and the params p checked (not NULL). */
 clpa_status clpa_plan_begin(clpa_context *ctx, const void *p, plan_kind kind, clpa_plan *pl);

@@ -1,8 +1,8 @@
 /*
  * plan_shared.c — what every kind of plan shares (plan.h): its start, its
  * release, its description, and what each kind's run shares (the caches
- * against the plan's shape, the empty run). decode.c, prefill.c and
- * cascade.c call these; plan.c stands above them all.
+ * against the plan's shape, the empty run). decode.c, prefill.c, cascade.c
+ * and xattn.c call these; plan.c stands above them all.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -38,7 +38,7 @@ void clpa_plan_fini(clpa_plan *pl) {
   clpa_plan_release(pl->prefix);
   clpa_plan_release(pl->suffix);
   free(pl->group_starts);
-  clpa_xattn_state_free(pl->xattn);
+  if (pl->xattn) pl->xattn_free(pl->xattn);
   memset(pl, 0, sizeof *pl);
 }
 

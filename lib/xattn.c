@@ -483,8 +483,7 @@ struct xattn_state {
   cl_kernel ks[4];
 };
 
-void clpa_xattn_state_free(struct xattn_state *s) {
-  if (!s) return;
+static void state_free(struct xattn_state *s) {
   release_kernels(s->ks);
   free(s);
 }
@@ -495,7 +494,7 @@ clpa_status clpa_xattn_plan_fill(clpa_context *ctx, const clpa_xattn_params *p, 
   CLPA_CHECK_RESERVED(ctx->error, p, "p->");
   struct xattn_state *s = calloc(1, sizeof *s);
   if (!s) return CLPA_FAIL(ctx->error, CLPA_ERR_OUT_OF_MEMORY, "out of memory for a plan");
-  pl->xattn = s;
+  pl->xattn = s, pl->xattn_free = state_free;
   xattn_plan x;
   memset(&x, 0, sizeof x);
   if ((st = resolve_cache(ctx, p, &x, 1)) || (st = check_shape(ctx, p, &x)) ||
