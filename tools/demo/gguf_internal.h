@@ -1,10 +1,13 @@
 /*
- * gguf_internal.h — inside the GGUF reader only (gguf.c, gguf_kv.c,
- * gguf_tensors.c): the reader's object, the bounds-checked cursor every
- * field is read through, and what the three files call of each other.
+ * gguf_internal.h — inside the GGUF reader only (gguf.c, gguf_read.c,
+ * gguf_kv.c, gguf_tensors.c): the reader's object, the bounds-checked
+ * cursor every field is read through, and what the files call of each
+ * other (gguf.c calls down into the others; gguf_kv.c and gguf_tensors.c
+ * only into gguf_read.c).
  *
  *   gguf.c          the file: open/close, mapping, the header, the parse's
- *                   order, the string arena
+ *                   order
+ *   gguf_read.c     the cursor and the string arena
  *   gguf_kv.c       the metadata key-values: their values, the alignment,
  *                   the sorted key index, the typed getters
  *   gguf_tensors.c  the tensor index: ggml's types, the tensor infos, their
@@ -55,7 +58,7 @@ struct demo_gguf {
   char *arena;
 };
 
-/* --------------------------------------------------------- the cursor */
+/* ------------------------------------------- the cursor (gguf_read.c) */
 
 typedef struct rd {
   const uint8_t *p;
@@ -73,8 +76,10 @@ clpa_status gguf_rd_str(rd *r, demo_gguf_str *out, const char *what);
 
 /* ------------------------------------------- what the files call of each other */
 
-/* gguf.c: registers a string for the arena copy. */
+/* gguf_read.c: registers a string for the arena copy; copies every
+ * registered string into one arena, NUL-terminated (after the parse). */
 clpa_status gguf_add_fixup(demo_gguf *g, demo_gguf_str *s, uint64_t *cap);
+clpa_status gguf_build_arena(demo_gguf *g);
 
 /* gguf_kv.c: the pairs after the header; general.alignment; the sorted key
  * index (after the arena copy), duplicates refused. */
