@@ -378,16 +378,11 @@ static clpa_status step_once(demo_engine *e, int32_t step) {
   b.block_tables = e->tables, b.max_blocks_per_seq = e->max_blocks;
   const double t0 = now_s(e);
   demo_times dt = {0, 0, 0, 0, 0};
-  /* With logits asked for, the forward reads back num_seqs x vocab floats
-   * after the argmax (the rows of prefill chunks that end mid-prompt too):
-   * 4 bytes a vocabulary entry a sequence, 501 KiB for Llama 3's 128256,
-   * 8 MiB a step at 16 sequences, into pageable memory: by PCIe's rates
-   * about a millisecond a step (an estimate, not measured), where greedy
-   * reads 4 bytes a sequence. Drawing on the host then costs O(vocab) a
-   * sequence, one after another: measured on one core of the 2-core test
-   * machine for 128256 random logits, ~1.5 ms (the exponentials), up to
-   * ~10 ms for a top-p over a flat distribution (a sort of thousands),
-   * ~0.2 ms with top-k 40. */
+  /* With logits asked for (sampling), the forward reads back num_seqs x
+   * vocab floats after the argmax (the rows of prefill chunks that end
+   * mid-prompt too), where greedy reads 4 bytes a sequence, and drawing on
+   * the host costs O(vocab) a sequence, one after another (what that costs:
+   * docs/decisions/0033-demo-step-trace.md). */
   clpa_status st = demo_model_forward(e->m, e->cache, &b, e->logits, e->next, &dt);
   if (st != CLPA_OK) return demo_fail(st, "forward: %s", demo_last_error());
   const double t = now_s(e) - t0;
