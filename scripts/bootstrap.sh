@@ -52,7 +52,7 @@ case "${1:-demo}" in
     [ -f "$asan/build.ninja" ] || meson setup "$asan" -Db_sanitize=address,undefined \
       -Db_lundef=false >/dev/null
     ninja -C "$asan"
-    # The wrapper reruns a test once where LeakSanitizer's tracer itself crashed
+    # The wrapper reruns a test once where LeakSanitizer itself failed
     # at exit (a sanitizer fault, not a leak): scripts/lsan_retry.sh says why.
     UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 meson test -C "$asan" --print-errorlogs \
       --wrapper "$PWD/scripts/lsan_retry.sh"
