@@ -45,13 +45,19 @@ rc, h = run(*small, "--weight-dtype", "f16", "--linear", "gemm")
 ok(rc == 0 and h and h["check_ok"] and h["linear"] == "gemm (forced)",
    "f16 weights on the tiled GEMM: --check passes: %s" % (h or {}).get("check"))
 # and forced onto gemv (few rows on tensor cores; emulated off NVIDIA), which takes the model's
-# f16 activations with f16 weights
-rc, h = run(*small, "--weight-dtype", "f16", "--linear", "gemv")
-ok(rc == 0 and h and h["check_ok"] and h["linear"] == "gemv (forced)" and on
-   and h["ops_decode_layer"] == on["ops_decode_layer"] - 1,
-   "f16 weights on gemv: --check passes; SwiGLU made in the gate and up projection's epilogue, %s"
-   " ops a decode layer (%s without gemv): %s"
-   % ((h or {}).get("ops_decode_layer"), (on or {}).get("ops_decode_layer"), (h or {}).get("check")))
+# f16 activations with f16 weights, and makes SwiGLU in the gate and up projection's epilogue and
+# RoPE with the cache write in the QKV projection's: two ops fewer a layer; f16 and f32 caches,
+# blocks of 16 and of 1
+for extra in ([], ["--kv-dtype", "f32", "--block-size", "1"]):
+    rc, h = run(*small, "--weight-dtype", "f16", "--linear", "gemv", *extra)
+    ok(rc == 0 and h and h["check_ok"] and h["linear"] == "gemv (forced)" and on
+       and h["ops_decode_layer"] == on["ops_decode_layer"] - 2
+       and abs(h["ops_mixed_layer"] - (on["ops_mixed_layer"] - 2)) < 1e-6,
+       "f16 weights on gemv %s: --check passes; SwiGLU, and RoPE with the cache write, made in"
+       " epilogues: %s ops a decode layer, %s a mixed one (%s, %s without gemv): %s"
+       % (" ".join(extra) or "(defaults)", (h or {}).get("ops_decode_layer"),
+          (h or {}).get("ops_mixed_layer"), (on or {}).get("ops_decode_layer"),
+          (on or {}).get("ops_mixed_layer"), (h or {}).get("check")))
 # each layer's attention as one clpa_prefill over the step's sequences (issue 45's mixed step)
 rc, h = run(*small, "--one-attention-call")
 ok(rc == 0 and h and h["check_ok"] and h["attention_calls"] == 1 and on and on["attention_calls"] == 2

@@ -192,6 +192,153 @@ static void run_swiglu_case(demo_linear *l, demo_wfmt dt, int32_t rows, int32_t 
   free(a), free(wf), free(got), free(ah), free(gh), free(w);
 }
 
+/* RoPE and the cache write from gemv's epilogue (demo_linear_run_qkv_rope):
+ * C = A . W^T with heads query heads, then kvh key and kvh value heads of hd
+ * columns; each pair (2j, 2j + 1) of a query head rotated by cs[pos[row]][j]
+ * into qkv, of a key head rotated and of a value head copied into the row's
+ * slot of the caches, in a split-key layout of blocks of bs_tok tokens (x 4).
+ * Every row has its own slot, or one outside [0, nslots) (not written, and
+ * the caches have a block past nslots to show it). The
+ * rotation's bound from each C's (run_case's): |c| b0 + |s| b1 + 2^-22 (|x0
+ * c| + |x1 s|) for f32's products and sum, plus 2^-11 |y| into an f16 cache.
+ * Nothing else is written: qkv's key and value columns and every cache byte
+ * not a row's stay poisoned. */
+static void run_rope_case(demo_linear *l, demo_wfmt dt, int32_t rows, int32_t heads, int32_t kvh,
+                          int32_t hd, int32_t k, int half_in, int f16) {
+  const double v = half_in             ? 0
+                   : dt == DEMO_W_F16  ? 0x1p-11
+                   : dt == DEMO_W_BF16 ? 0x1p-8
+                                       : 0x1p-11 + 0x1p-11 + 0x1p-22;
+  const int32_t n = (heads + 2 * kvh) * hd, B = 4, x = 4, npos = 40;
+  const int32_t nblocks = rows / B + 2, nslots = nblocks * B;
+  const size_t an = (size_t)rows * k, cn = (size_t)rows * n, wn = (size_t)n * k, es = f16 ? 2 : 4;
+  /* the caches hold a block more than nslots reach: a write past nslots lands there */
+  const size_t hs = (size_t)hd * B, bs = (size_t)kvh * hs, cache_n = (size_t)(nblocks + 1) * bs;
+  float *a = malloc(sizeof(float) * an), *wf = malloc(sizeof(float) * wn),
+        *got = malloc(sizeof(float) * cn);
+  float *cs = malloc(sizeof(float) * 2 * (size_t)npos * (size_t)(hd / 2));
+  uint16_t *ah = malloc(2 * an);
+  unsigned char *kb = malloc(cache_n * es), *vb = malloc(cache_n * es);
+  unsigned char *wrote = calloc(2 * cache_n, 1); /* key then value elements written */
+  int32_t *pos = malloc(sizeof(int32_t) * (size_t)rows),
+          *perm = malloc(sizeof(int32_t) * (size_t)nslots);
+  int64_t *slots = malloc(sizeof(int64_t) * (size_t)rows);
+  if (!a || !wf || !got || !cs || !ah || !kb || !vb || !wrote || !pos || !perm || !slots)
+    BAIL_OUT("out of memory");
+  for (size_t i = 0; i < an; i++)
+    a[i] = (float)rng_uniform(-2, 2);
+  if (half_in) {
+    clpa_dtype_encode(CLPA_DTYPE_F16, a, ah, an, 1.0f);
+    clpa_dtype_decode(CLPA_DTYPE_F16, ah, a, an, 1.0f);
+  }
+  for (int32_t i = 0; i < npos * (hd / 2); i++) {
+    const double t = rng_uniform(-3.2, 3.2);
+    cs[2 * i] = (float)cos(t), cs[2 * i + 1] = (float)sin(t);
+  }
+  for (int32_t i = 0; i < nslots; i++)
+    perm[i] = i;
+  for (int32_t i = nslots - 1; i > 0; i--) {
+    const int32_t j = (int32_t)rng_below((uint32_t)i + 1), t = perm[i];
+    perm[i] = perm[j], perm[j] = t;
+  }
+  for (int32_t r = 0; r < rows; r++) {
+    pos[r] = (int32_t)rng_below((uint32_t)npos);
+    /* some rows skipped: slot -1, nslots or past it */
+    slots[r] = r % 5 != 3 ? perm[r] : r % 3 == 0 ? -1 : r % 3 == 1 ? nslots : (int64_t)nslots + r;
+  }
+  void *w = make_weights(dt, n, k, wf);
+  cl_mem A = half_in ? test_buffer(ctx, ah, 2 * an) : test_buffer(ctx, a, sizeof(float) * an);
+  cl_mem W = test_buffer(ctx, w, demo_wfmt_row_bytes(dt, k) * (size_t)n);
+  cl_mem C = test_buffer(ctx, NULL, sizeof(float) * cn), KC = test_buffer(ctx, NULL, cache_n * es);
+  cl_mem VC = test_buffer(ctx, NULL, cache_n * es);
+  test_poison(ctx, C, sizeof(float) * cn), test_poison(ctx, KC, cache_n * es),
+      test_poison(ctx, VC, cache_n * es);
+  demo_qkv_rope rp = {0};
+  rp.pos = test_buffer(ctx, pos, sizeof(int32_t) * (size_t)rows);
+  rp.cs = test_buffer(ctx, cs, sizeof(float) * 2 * (size_t)npos * (size_t)(hd / 2));
+  rp.slots = test_buffer(ctx, slots, sizeof(int64_t) * (size_t)rows);
+  rp.kc = KC, rp.vc = VC, rp.hd = hd, rp.heads = heads, rp.kv_heads = kvh, rp.B = B, rp.f16 = f16;
+  rp.x = x, rp.nslots = nslots, rp.bs = bs, rp.hs = hs, rp.kdh = (cl_ulong)x * B,
+  rp.kts = (cl_ulong)x;
+  rp.vds = (cl_ulong)B, rp.vts = 1;
+  const clpa_status st =
+      demo_linear_run_qkv_rope(l, DEMO_LINEAR_GEMV, dt, A, half_in, W, C, rows, n, k, &rp, NULL);
+  int good = ok(
+      st == CLPA_OK,
+      "gemv, %s weights, %s in, RoPE and %s cache write out, %d rows, %d/%d heads of %d, k %d: %s",
+      demo_wfmt_name(dt), half_in ? "f16" : "f32", f16 ? "an f16" : "an f32", (int)rows, (int)heads,
+      (int)kvh, (int)hd, (int)k, st == CLPA_OK ? "ran" : demo_last_error());
+  test_read(ctx, C, got, sizeof(float) * cn), test_read(ctx, KC, kb, cache_n * es),
+      test_read(ctx, VC, vb, cache_n * es);
+  double worst = 0;
+  int stray = 0, kept = 1;
+  for (int32_t r = 0; r < rows; r++)
+    for (int32_t col = 0; col < n; col += 2) {
+      const int32_t h = col / hd, j = col % hd / 2;
+      double x01[2], b01[2];
+      for (int e = 0; e < 2; e++)
+        x01[e] = ref_dot(a + (size_t)r * k, wf + (size_t)(col + e) * k, k, v, &b01[e]);
+      double y[2] = {x01[0], x01[1]}, yb[2] = {b01[0], b01[1]};
+      if (h < heads + kvh) {
+        const double c = cs[2 * ((size_t)pos[r] * (hd / 2) + j)],
+                     s = cs[2 * ((size_t)pos[r] * (hd / 2) + j) + 1];
+        y[0] = x01[0] * c - x01[1] * s, y[1] = x01[0] * s + x01[1] * c;
+        const double rb =
+            0x1p-22 * (fabs(x01[0] * c) + fabs(x01[1] * s) + fabs(x01[0] * s) + fabs(x01[1] * c));
+        yb[0] = fabs(c) * b01[0] + fabs(s) * b01[1] + rb,
+        yb[1] = fabs(s) * b01[0] + fabs(c) * b01[1] + rb;
+      }
+      for (int e = 0; e < 2; e++) {
+        double g;
+        if (h < heads) {
+          g = got[(size_t)r * n + col + e];
+        } else {
+          kept &= isnan(got[(size_t)r * n + col + e]); /* key and value columns: not written */
+          if (slots[r] < 0 || slots[r] >= nslots)
+            continue;
+          const int key = h < heads + kvh;
+          const int32_t kv = h - heads - (key ? 0 : kvh), d = 2 * j + e;
+          const size_t blk = (size_t)(slots[r] / B), o = (size_t)(slots[r] % B);
+          const size_t at = key ? blk * bs + kv * hs + (size_t)(d / x) * x * B + o * x + d % x
+                                : blk * bs + kv * hs + (size_t)d * B + o;
+          wrote[(key ? 0 : cache_n) + at] = 1;
+          const unsigned char *src = (key ? kb : vb) + at * es;
+          if (f16) {
+            uint16_t hv;
+            memcpy(&hv, src, 2);
+            float fv;
+            clpa_dtype_decode(CLPA_DTYPE_F16, &hv, &fv, 1, 1.0f);
+            g = fv;
+            yb[e] += 0x1p-11 * (fabs(y[e]) + yb[e]) + 0x1p-25; /* its rounding, subnormals too */
+          } else {
+            float fv;
+            memcpy(&fv, src, 4);
+            g = fv;
+          }
+        }
+        const double ratio = isfinite(g) ? fabs(g - y[e]) / (yb[e] + 1e-30) : INFINITY;
+        if (!(ratio <= worst))
+          worst = ratio;
+      }
+    }
+  for (size_t i = 0; i < 2 * cache_n; i++)
+    if (!wrote[i]) {
+      const unsigned char *p = (i < cache_n ? kb + i * es : vb + (i - cache_n) * es);
+      for (size_t b = 0; b < es; b++)
+        stray += p[b] != 0xFF;
+    }
+  good &= ok(worst <= 1.0 && kept && !stray,
+             "  within the bound (worst %.3g of it); qkv's key and value columns kept: %s; cache"
+             " bytes written outside the rows' slots: %d",
+             worst, kept ? "yes" : "no", stray);
+  (void)good;
+  clReleaseMemObject(A), clReleaseMemObject(W), clReleaseMemObject(C), clReleaseMemObject(KC);
+  clReleaseMemObject(VC), clReleaseMemObject(rp.pos), clReleaseMemObject(rp.cs),
+      clReleaseMemObject(rp.slots);
+  free(a), free(wf), free(got), free(cs), free(ah), free(kb), free(vb), free(wrote), free(pos);
+  free(perm), free(slots), free(w);
+}
+
 /* demo_linear_run refuses the call (CLPA_ERR_INVALID_ARG, a message
  * holding needle where it is not NULL) before touching the buffers. */
 static void refused(demo_linear *l, demo_linear_engine e, demo_wfmt w, int32_t rows, int32_t n,
@@ -366,6 +513,17 @@ int main(void) {
         run_swiglu_case(lv, DEMO_W_Q8_0, 3, 48, 64, 0, 1);
         run_swiglu_case(lv, DEMO_W_Q4_K, 9, 32, 256, 0, 0);
       }
+      /* RoPE and the cache write from the epilogue: head sizes off and on the tiles of 16,
+       * f32 and f16 in and caches, every row block */
+      {
+        const int32_t rr[] = {1, 6, 16, 17, 33}, hds[] = {16, 8, 32, 12, 64};
+        for (size_t i = 0; i < sizeof rr / sizeof *rr; i++)
+          run_rope_case(lv, i % 2 ? DEMO_W_F16 : dts[1 + (i / 2 + s) % 2], rr[i],
+                        2 + (int32_t)(i % 3), 1 + (int32_t)(i % 2), hds[i],
+                        32 * (1 + (int32_t)rng_below(s == 2 ? 6 : 12)), (int)(i % 2),
+                        (int)((i + s) % 2));
+        if (s == 1) run_rope_case(lv, DEMO_W_Q6_K, 5, 2, 1, 16, 256, 0, 1);
+      }
       if (s) { /* enough columns for the most tiles on this device: 16 warps a compute unit */
         int32_t ct, kw;
         demo_linear_gemv_shape(lv, 5, 16, &ct, &kw);
@@ -414,6 +572,37 @@ int main(void) {
     ok(refusals == 5 && demo_linear_takes_swiglu_out(l, DEMO_LINEAR_GEMV, 2, 32, 64, DEMO_W_BF16),
        "SwiGLU's activations out: the streaming kernel, f32 weights, n 24, k 48 and f16 in with bf16"
        " weights refused (%d of 5); gemv with bf16 weights takes n 32: %s", refusals, demo_last_error());
+    clReleaseMemObject(bf);
+  }
+  { /* RoPE and the cache write: gemv alone, and r's shape and buffers; nothing written */
+    cl_mem bf = test_buffer(ctx, NULL, 4096);
+    test_poison(ctx, bf, 4096);
+    demo_qkv_rope good = {0};
+    good.pos = good.cs = good.slots = good.kc = good.vc = bf;
+    good.hd = 8, good.heads = 2, good.kv_heads = 1, good.B = 4, good.x = 4, good.nslots = 8;
+    demo_qkv_rope bad[7];
+    for (int i = 0; i < 7; i++) bad[i] = good;
+    bad[0].hd = 7, bad[1].heads = 3, bad[2].kv_heads = 0, bad[3].cs = NULL, bad[4].vc = NULL;
+    bad[5].B = 0, bad[6].nslots = -1;
+    int refusals = 0;
+    for (int i = 0; i < 7; i++)
+      refusals += demo_linear_run_qkv_rope(l, DEMO_LINEAR_GEMV, DEMO_W_F16, bf, 0, bf, bf, 2, 32,
+                                           32, &bad[i], NULL) == CLPA_ERR_INVALID_ARG &&
+                  strstr(demo_last_error(), "demo_linear_run_qkv_rope: r") != NULL;
+    refusals += demo_linear_run_qkv_rope(l, DEMO_LINEAR_GEMV, DEMO_W_F16, bf, 0, bf, bf, 2, 32, 32,
+                                         NULL, NULL) == CLPA_ERR_INVALID_ARG;
+    const struct { demo_linear_engine e; demo_wfmt w; int32_t k; int half_in; } eng[] = {
+        {DEMO_LINEAR_STREAM, DEMO_W_F16, 32, 0}, {DEMO_LINEAR_GEMV, DEMO_W_F32, 32, 0},
+        {DEMO_LINEAR_GEMV, DEMO_W_F16, 48, 0}, {DEMO_LINEAR_GEMV, DEMO_W_BF16, 32, 1}};
+    for (size_t i = 0; i < sizeof eng / sizeof *eng; i++)
+      refusals += demo_linear_run_qkv_rope(l, eng[i].e, eng[i].w, bf, eng[i].half_in, bf, bf, 2, 32,
+                                           eng[i].k, &good, NULL) == CLPA_ERR_INVALID_ARG &&
+                  strstr(demo_last_error(), "gemv alone") != NULL;
+    ok(refusals == 12 && test_untouched(ctx, bf, 4096),
+       "RoPE and the cache write: an odd head size, heads not making n, no key heads, no table, no"
+       " value cache, no tokens a block, negative slots, no r; the streaming kernel, f32 weights,"
+       " k 48, f16 in with bf16 weights: refused (%d of 12), nothing written: %s", refusals,
+       demo_last_error());
     clReleaseMemObject(bf);
   }
   refused(l, DEMO_LINEAR_GEMM, DEMO_W_F32, 2, 4, 32, "f16, bf16 or block-form", "the tiled GEMM with f32 weights");

@@ -53,9 +53,10 @@ struct demo_linear {
   cl_kernel stream[NWDT][NBLOCKS], widen[NWDT], mma[NWDT][NMMA], reduce[NWDT][NMMA];
   cl_program gprog[NWDT][NGEMM][NGEMM_FORMS];
   cl_kernel gemm[NWDT][NGEMM][NGEMM_FORMS];
-  /* by activations (f32, f16), output (C, SwiGLU's f32, f16) and tiles (1, 2, 4) */
-  cl_program vprog[NWDT][NGEMV][2][3][3];
-  cl_kernel gemv[NWDT][NGEMV][2][3][3];
+  /* by activations (f32, f16), output (C, SwiGLU's f32 or f16, RoPE and the cache write) and
+   * tiles (1, 2, 4) */
+  cl_program vprog[NWDT][NGEMV][2][4][3];
+  cl_kernel gemv[NWDT][NGEMV][2][4][3];
   cl_mem wide;        /* CLBlast's f32 copy of one weight */
   size_t wide_elems;
   cl_mem part, counts; /* the mma kernel's split sums and its tiles' counters (zero between calls) */
@@ -176,7 +177,7 @@ void demo_linear_destroy(demo_linear *l) {
       }
     for (int b = 0; b < NGEMV; b++)
       for (int h = 0; h < 2; h++)
-        for (int o = 0; o < 3; o++)
+        for (int o = 0; o < 4; o++)
           for (int c = 0; c < 3; c++) {
             if (l->gemv[d][b][h][o][c]) clReleaseKernel(l->gemv[d][b][h][o][c]);
             if (l->vprog[d][b][h][o][c]) clReleaseProgram(l->vprog[d][b][h][o][c]);
@@ -520,8 +521,9 @@ void demo_linear_gemv_shape(const demo_linear *l, int32_t rows, int32_t n, int32
 }
 
 /* The few-row kernel's program of dtype d, 8, 16 or 32 rows a work-group
- * (b), f32 (h 0) or f16 activations (1), C (o 0) or SwiGLU's activations as
- * f32 (1) or f16 (2), and 1, 2 or 4 column tiles (c 0, 1, 2). */
+ * (b), f32 (h 0) or f16 activations (1), C (o 0), SwiGLU's activations as
+ * f32 (1) or f16 (2) or RoPE and the cache write (3), and 1, 2 or 4 column
+ * tiles (c 0, 1, 2). */
 static clpa_status gemv_program(demo_linear *l, int d, int b, int h, int o, int c) {
   if (l->gemv[d][b][h][o][c]) return CLPA_OK;
   char opts[160];
@@ -532,9 +534,31 @@ static clpa_status gemv_program(demo_linear *l, int d, int b, int h, int o, int 
   return build(l, 3, opts, "demo_linear_gemv", &l->vprog[d][b][h][o][c], &l->gemv[d][b][h][o][c]);
 }
 
-/* half: A is f16 (demo_linear_run_f16); C as gemv_program's o says */
+/* Arguments 7-24 of the RoPE epilogue's program (o 3). */
+static clpa_status set_rope_args(cl_kernel kr, const demo_qkv_rope *r) {
+  cl_int e = clSetKernelArg(kr, 7, sizeof r->pos, &r->pos);
+  e |= clSetKernelArg(kr, 8, sizeof r->cs, &r->cs);
+  e |= clSetKernelArg(kr, 9, sizeof r->hd, &r->hd);
+  e |= clSetKernelArg(kr, 10, sizeof r->heads, &r->heads);
+  e |= clSetKernelArg(kr, 11, sizeof r->kv_heads, &r->kv_heads);
+  e |= clSetKernelArg(kr, 12, sizeof r->slots, &r->slots);
+  e |= clSetKernelArg(kr, 13, sizeof r->nslots, &r->nslots);
+  e |= clSetKernelArg(kr, 14, sizeof r->B, &r->B);
+  e |= clSetKernelArg(kr, 15, sizeof r->f16, &r->f16);
+  e |= clSetKernelArg(kr, 16, sizeof r->kc, &r->kc);
+  e |= clSetKernelArg(kr, 17, sizeof r->vc, &r->vc);
+  const cl_ulong s[6] = {r->bs, r->hs, r->kdh, r->kts, r->vds, r->vts};
+  for (cl_uint i = 0; i < 6; i++) e |= clSetKernelArg(kr, 18 + i, sizeof s[i], &s[i]);
+  e |= clSetKernelArg(kr, 24, sizeof r->x, &r->x);
+  return e == CL_SUCCESS
+             ? CLPA_OK
+             : demo_fail(CLPA_ERR_OPENCL, "demo_linear_run_qkv_rope: clSetKernelArg failed");
+}
+
+/* half: A is f16 (demo_linear_run_f16); C as gemv_program's o says (o 3: with r's rows) */
 static clpa_status run_gemv_out(demo_linear *l, int d, cl_mem A, cl_mem W, cl_mem C, int32_t rows,
-                                int32_t n, int32_t k, int accumulate, cl_event *ev, int half, int o) {
+                                int32_t n, int32_t k, int accumulate, cl_event *ev, int half, int o,
+                                const demo_qkv_rope *r) {
   if (!gemm_runs(k, (demo_wfmt)d))
     return demo_fail(CLPA_ERR_INVALID_ARG,
                      "demo_linear_run: the few-row kernel (gemv) needs k a multiple of 32 and f16,"
@@ -546,6 +570,7 @@ static clpa_status run_gemv_out(demo_linear *l, int d, cl_mem A, cl_mem W, cl_me
   clpa_status st = gemv_program(l, d, b, half, o, c);
   cl_kernel kr = st == CLPA_OK ? l->gemv[d][b][half][o][c] : NULL;
   if (st == CLPA_OK) st = set_args(kr, A, rows, k, W, n, C, accumulate);
+  if (st == CLPA_OK && o == 3) st = set_rope_args(kr, r);
   if (st != CLPA_OK) return st;
   const size_t rb = (size_t)gemv_blocks[b], cols = 16 * (size_t)ct;
   return launch(l, kr, ((size_t)rows + rb - 1) / rb, ((size_t)n + cols - 1) / cols, 32 * (size_t)kw, ev,
@@ -554,7 +579,7 @@ static clpa_status run_gemv_out(demo_linear *l, int d, cl_mem A, cl_mem W, cl_me
 
 static clpa_status run_gemv(demo_linear *l, int d, cl_mem A, cl_mem W, cl_mem C, int32_t rows,
                             int32_t n, int32_t k, int accumulate, cl_event *ev, int half) {
-  return run_gemv_out(l, d, A, W, C, rows, n, k, accumulate, ev, half, 0);
+  return run_gemv_out(l, d, A, W, C, rows, n, k, accumulate, ev, half, 0, NULL);
 }
 
 /* out [n, k] = W as floats (demo_linear_widen); the program is built. */
@@ -635,7 +660,41 @@ clpa_status demo_linear_run_swiglu_out(demo_linear *l, demo_linear_engine e, dem
                      " activations in: f16 weights) (%s, %s, %d x %d x %d%s)",
                      demo_linear_engine_name(e), demo_wfmt_name(w), (int)rows, (int)n, (int)k,
                      a_half ? ", f16 in" : "");
-  return run_gemv_out(l, (int)w, A, W, act, rows, n, k, 0, ev, a_half != 0, act_half ? 2 : 1);
+  return run_gemv_out(l, (int)w, A, W, act, rows, n, k, 0, ev, a_half != 0, act_half ? 2 : 1, NULL);
+}
+
+int demo_linear_takes_qkv_rope(const demo_linear *l, demo_linear_engine e, int32_t rows, int32_t k,
+                               demo_wfmt w) {
+  if (e == DEMO_LINEAR_AUTO) e = demo_linear_pick(l, rows, k, w);
+  return e == DEMO_LINEAR_GEMV && gemm_runs(k, w);
+}
+
+clpa_status demo_linear_run_qkv_rope(demo_linear *l, demo_linear_engine e, demo_wfmt w, cl_mem A,
+                                     int a_half, cl_mem W, cl_mem qkv, int32_t rows, int32_t n,
+                                     int32_t k, const demo_qkv_rope *r, cl_event *ev) {
+  const char *fn = "demo_linear_run_qkv_rope";
+  clpa_status st = check(w, rows, n, k);
+  if (st != CLPA_OK) return st;
+  if (!demo_linear_takes_qkv_rope(l, e, rows, k, w) ||
+      (a_half && !demo_linear_takes_f16(l, e, rows, k, w)))
+    return demo_fail(CLPA_ERR_INVALID_ARG,
+                     "%s: RoPE and the cache write come from gemv alone, with f16, bf16 or"
+                     " block-form weights and k a multiple of 32 (f16 activations in: f16 weights)"
+                     " (%s, %s, %d x %d x %d%s)", fn, demo_linear_engine_name(e), demo_wfmt_name(w),
+                     (int)rows, (int)n, (int)k, a_half ? ", f16 in" : "");
+  if (!r || r->hd <= 0 || r->hd % 2 || r->heads <= 0 || r->kv_heads <= 0 ||
+      ((int64_t)r->heads + 2 * (int64_t)r->kv_heads) * r->hd != n)
+    return demo_fail(CLPA_ERR_INVALID_ARG,
+                     "%s: r must give an even head size and heads whose (heads + 2 kv_heads) hd"
+                     " is n (%d; hd %d, heads %d, kv_heads %d)", fn, (int)n, r ? (int)r->hd : 0,
+                     r ? (int)r->heads : 0, r ? (int)r->kv_heads : 0);
+  if (!r->pos || !r->cs || !r->slots || !r->kc || !r->vc || r->B <= 0 || r->x <= 0 || r->nslots < 0)
+    return demo_fail(CLPA_ERR_INVALID_ARG,
+                     "%s: r's pos, cs, slots, kc and vc must be buffers, B and x positive, nslots"
+                     " not negative (B %d, x %d, nslots %lld)", fn, (int)r->B, (int)r->x,
+                     (long long)r->nslots);
+  if (rows == 0) return CLPA_OK;
+  return run_gemv_out(l, (int)w, A, W, qkv, rows, n, k, 0, ev, a_half != 0, 3, r);
 }
 
 int demo_linear_takes_f16(const demo_linear *l, demo_linear_engine e, int32_t rows, int32_t k,

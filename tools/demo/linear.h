@@ -186,6 +186,42 @@ clpa_status demo_linear_run_swiglu_out(demo_linear *l, demo_linear_engine e, dem
                                        int a_half, cl_mem W, cl_mem act, int act_half,
                                        int32_t rows, int32_t n, int32_t k, cl_event *ev);
 
+/* Where demo_linear_run_qkv_rope's epilogue puts a step's rows (kernels.c's
+ * demo_rope_cache does the same as a launch of its own): RoPE's (cos, sin)
+ * table and each row's position; each row's slot and the layer's caches,
+ * with the layout's strides in elements in the form one formula for every
+ * layout takes them (model_step.c holds it to clpa_layout.h's):
+ *   key   blk * bs + kvh * hs + (d / x) * kdh + o * kts + d % x
+ *   value blk * bs + kvh * hs + d * vds + o * vts,  (blk, o) = (slot / B, slot % B) */
+typedef struct demo_qkv_rope {
+  cl_mem pos;   /* int [rows]: each row's position */
+  cl_mem cs;    /* float2 [positions, hd / 2]: (cos, sin) of each position and pair */
+  cl_mem slots; /* long [rows]: each row's slot; < 0 or >= nslots: not written */
+  cl_mem kc, vc; /* the layer's key and value caches: f32, or f16 where f16 is set */
+  cl_int hd, heads, kv_heads; /* head size (even); query heads, then key and value heads */
+  cl_int B, f16, x;           /* tokens a block; f16 caches; elements a 16-byte key chunk */
+  cl_long nslots;
+  cl_ulong bs, hs, kdh, kts, vds, vts;
+} demo_qkv_rope;
+
+/* Whether demo_linear_run_qkv_rope takes the call: engine e (AUTO:
+ * demo_linear_pick's) is gemv for it (f16, bf16 or block-form weights, k a
+ * multiple of 32). */
+int demo_linear_takes_qkv_rope(const demo_linear *l, demo_linear_engine e, int32_t rows, int32_t k,
+                               demo_wfmt w);
+
+/* The QKV projection with RoPE and the cache write in gemv's epilogue: of
+ * A . W^T [rows, n], n = (heads + 2 kv_heads) hd, the query heads rotated
+ * pair by pair (dims 2j, 2j + 1 by cs[pos[row]][j]) into qkv's columns
+ * [0, heads hd) (its other columns are not written); the key heads rotated
+ * and the value heads copied to each row's slot of r's caches, f16 rounded
+ * to nearest even. A f16 where a_half is set (as demo_linear_run_f16 takes
+ * it). Where demo_linear_takes_qkv_rope holds (and demo_linear_takes_f16 for
+ * a_half) and r's shape matches n, else CLPA_ERR_INVALID_ARG. */
+clpa_status demo_linear_run_qkv_rope(demo_linear *l, demo_linear_engine e, demo_wfmt w, cl_mem A,
+                                     int a_half, cl_mem W, cl_mem qkv, int32_t rows, int32_t n,
+                                     int32_t k, const demo_qkv_rope *r, cl_event *ev);
+
 /* Enqueues out [n, k] = W as floats (f32, exactly what the kernels
  * compute with: ggml's block forms decoded as ggml does), the step
  * CLBlast's route takes first. Returns as demo_linear_run. */

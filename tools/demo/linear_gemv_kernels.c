@@ -10,7 +10,12 @@
  * act [rows, n / 2] = silu(gate) * up as f32 or f16 (rounded to nearest
  * even), where W's rows are a gate and up projection interleaved by 8:
  * each tile of 16 columns is gate columns 8t .. 8t + 7 then the same of up,
- * so that a lane holds both (columns g and g + 8 of its D).
+ * so that a lane holds both (columns g and g + 8 of its D);
+ * or (OS 3) RoPE and the cache write in its epilogue, where W is the QKV
+ * projection (heads query heads, then kvh_n key and as many value heads of
+ * hd columns): the query heads rotated into C, the key heads rotated and the
+ * value heads copied to each row's slot of the layer's caches (kernels.c's
+ * demo_rope_cache, the same formulas: see there).
  *
  * f16 (DEMO_WDT 1) or bf16 (2) weights, or ggml's blocks (3-7, decoded by
  * WLOAD8 and rounded to f16); A f16 in device memory (AH 1, f16 weights:
@@ -62,7 +67,7 @@ const char *const demo_linear_gemv_source[] = {
     "#error \"UN: chunks of 32 k a warp loads before it multiplies\"\n"
     "#endif\n"
     "#ifndef OS\n"
-    "#error \"OS: 0 for C [rows, n] (+ C), 1 or 2 for SwiGLU's activations f32 or f16\"\n"
+    "#error \"OS: 0 for C [rows, n] (+ C), 1 or 2 for SwiGLU's activations f32 or f16, 3 RoPE\"\n"
     "#endif\n"
     "#ifndef AH\n"
     "#error \"AH: 1 for f16 activations (f16 weights), 0 for f32 ones\"\n"
@@ -116,7 +121,15 @@ const char *const demo_linear_gemv_source[] = {
     "__kernel __attribute__((reqd_work_group_size(32 * KW, 1, 1)))\n"
     "void demo_linear_gemv(__global const at_t *A, int rows, int k,\n"
     "                      __global const wt_t *W, int n,\n"
-    "                      __global float *C, int acc_into) {\n"
+    "                      __global float *C, int acc_into\n"
+    "#if OS == 3\n"
+    "                      , __global const int *pos, __global const float2 *cs, int hd,\n"
+    "                      int heads, int kvh_n, __global const long *slots, long nslots,\n"
+    "                      int B, int f16, __global float *kc, __global float *vc, ulong bs,\n"
+    "                      ulong hs, ulong kdh,\n"
+    "                      ulong kts, ulong vds, ulong vts, int x\n"
+    "#endif\n"
+    "                      ) {\n"
     "  const int lid = get_local_id(0), warp = lid / 32, lane = lid % 32;\n"
     "  const int g = lane / 4, t = lane % 4;\n"
     "  const int r0 = get_group_id(0) * 8 * NT, c0 = get_group_id(1) * 16 * CT;\n"
@@ -161,7 +174,54 @@ const char *const demo_linear_gemv_source[] = {
     "  __local float4 part[KW * FR];\n"
     "  for (int i = 0; i < NT; i++)\n"
     "    for (int c = 0; c < CT; c++) part[warp * FR + (i * CT + c) * 32 + lane] = acc[i][c];\n"
+    "  barrier(CLK_LOCAL_MEM_FENCE);\n",
+    /* the epilogue (its own string: C's 4095 characters a literal) */
+    "#if OS == 3\n"
+    "  /* the sums over the warps first, in warp 0's fragments; then each pair of\n"
+    "   * columns (2j, 2j + 1) of a head in a row, which two lanes' fragments hold:\n"
+    "   * row rl and column cw of the work-group's at FRAG_AT in part's floats */\n"
+    "  for (int o = lid; o < FR; o += KW * 32) {\n"
+    "    float4 s = part[o];\n"
+    "    for (int w = 1; w < KW; w++) s += part[w * FR + o];\n"
+    "    part[o] = s;\n"
+    "  }\n"
     "  barrier(CLK_LOCAL_MEM_FENCE);\n"
+    "#define FRAG_AT(rl, cw) \\\n"
+    "  (4 * ((((rl) / 8) * CT + (cw) / 16) * 32 + (cw) % 8 * 4 + (rl) % 8 / 2) + \\\n"
+    "   (cw) % 16 / 8 * 2 + (rl) % 2)\n"
+    "  __local const float *pf = (__local const float *)part;\n"
+    "  for (int p = lid; p < 64 * NT * CT; p += KW * 32) {\n"
+    "    const int rl = p / (8 * CT), cw = 2 * (p % (8 * CT)), rr = r0 + rl, cc = c0 + cw;\n"
+    "    if (rr >= rows || cc >= n) continue;\n"
+    "    float2 v = (float2)(pf[FRAG_AT(rl, cw)], pf[FRAG_AT(rl, cw + 1)]);\n"
+    "    const int h = cc / hd, j = cc % hd / 2; /* the head (query, key, value) and the pair */\n"
+    "    if (h < heads + kvh_n) {\n"
+    "      const float2 r = cs[(size_t)pos[rr] * (hd / 2) + j];\n"
+    "      v = (float2)(v.x * r.x - v.y * r.y, v.x * r.y + v.y * r.x);\n"
+    "    }\n"
+    "    if (h < heads) {\n"
+    "      vstore2(v, 0, C + (size_t)rr * n + cc);\n"
+    "      continue;\n"
+    "    }\n"
+    "    const long slot = slots[rr];\n"
+    "    if (slot < 0 || slot >= nslots) continue;\n"
+    "    const int key = h < heads + kvh_n;\n"
+    "    const ulong kv = h - heads - (key ? 0 : kvh_n), o = (ulong)(slot % B);\n"
+    "    const ulong base = (ulong)(slot / B) * bs + kv * hs, d = 2 * (ulong)j;\n"
+    "    const ulong at0 = key ? base + d / x * kdh + o * kts + d % x : base + d * vds + o * vts;\n"
+    "    const ulong at1 = key ? base + (d + 1) / x * kdh + o * kts + (d + 1) % x\n"
+    "                          : base + (d + 1) * vds + o * vts;\n"
+    "    __global float *dst = key ? kc : vc;\n"
+    "    if (f16) {\n"
+    "      vstore_half_rte(v.x, at0, (__global half *)dst);\n"
+    "      vstore_half_rte(v.y, at1, (__global half *)dst);\n"
+    "    } else {\n"
+    "      dst[at0] = v.x;\n"
+    "      dst[at1] = v.y;\n"
+    "    }\n"
+    "  }\n"
+    "  (void)acc_into;\n"
+    "#else\n"
     "  for (int o = lid; o < FR; o += KW * 32) {\n"
     "    float4 s = part[o];\n"
     "    for (int w = 1; w < KW; w++) s += part[w * FR + o];\n"
@@ -190,6 +250,7 @@ const char *const demo_linear_gemv_source[] = {
     "    }\n"
     "#endif\n"
     "  }\n"
+    "#endif\n"
     "}\n",
 };
 

@@ -73,17 +73,22 @@ static int takes_f16(const demo_model *m, int32_t l, demo_matrix which, int32_t 
   return demo_linear_takes_f16(m->lin, m->engine, rows, k, demo_model_form(m, l, which));
 }
 
+/* A linear call's status, its enqueues since `before` counted as ops. */
+static clpa_status counted(demo_model *m, uint64_t before, clpa_status st) {
+  m->ops += (int32_t)(demo_linear_enqueues(m->lin) - before);
+  return st;
+}
+
 /* C [rows, n] = A [rows, k] . W^T (W [n, k], layer l's matrix `which`, in its
  * stored form), or C += that; A f16 where half is set. */
 static clpa_status gemm(demo_model *m, int32_t l, demo_matrix which, cl_mem A, cl_mem W, cl_mem C,
                         int32_t rows, int32_t n, int32_t k, int accumulate, int half) {
   if (!rows) return CLPA_OK;
   const uint64_t before = demo_linear_enqueues(m->lin);
-  clpa_status st = (half ? demo_linear_run_f16 : demo_linear_run)(
-      m->lin, m->engine, demo_model_form(m, l, which), A, W, C, rows, n, k, accumulate,
-      demo_model_event(m, TIME_GEMM, demo_matrix_names[which]));
-  m->ops += (int32_t)(demo_linear_enqueues(m->lin) - before);
-  return st;
+  cl_event *ev = demo_model_event(m, TIME_GEMM, demo_matrix_names[which]);
+  return counted(m, before, (half ? demo_linear_run_f16 : demo_linear_run)(
+                                m->lin, m->engine, demo_model_form(m, l, which), A, W, C, rows, n,
+                                k, accumulate, ev));
 }
 
 /* act [rows, ffn] = SwiGLU of layer l's gate and up projection of A (f16
@@ -92,12 +97,10 @@ static clpa_status gemm(demo_model *m, int32_t l, demo_matrix which, cl_mem A, c
 static clpa_status gemm_swiglu(demo_model *m, int32_t l, cl_mem A, int a_half, cl_mem act,
                                int act_half, int32_t rows) {
   const uint64_t before = demo_linear_enqueues(m->lin);
-  clpa_status st = demo_linear_run_swiglu_out(
-      m->lin, m->engine, demo_model_form(m, l, DEMO_MAT_GU), A, a_half, m->dl[l].wgu, act,
-      act_half, rows, 2 * m->cfg.ffn, m->cfg.hidden,
-      demo_model_event(m, TIME_GEMM, "gate_up + SwiGLU"));
-  m->ops += (int32_t)(demo_linear_enqueues(m->lin) - before);
-  return st;
+  return counted(m, before, demo_linear_run_swiglu_out(
+                                m->lin, m->engine, demo_model_form(m, l, DEMO_MAT_GU), A, a_half,
+                                m->dl[l].wgu, act, act_half, rows, 2 * m->cfg.ffn, m->cfg.hidden,
+                                demo_model_event(m, TIME_GEMM, "gate_up + SwiGLU")));
 }
 
 /* A clpa call that enqueues (counted as one op: how many kernels it runs
@@ -161,17 +164,15 @@ static clpa_status check_batch(const demo_model *m, const clpa_kv_layout *kv, co
  * (demo_rope_cache in kernels.c): the layout's strides in elements, in
  * the form its one formula for every kind takes them. */
 typedef struct cache_write {
-  int on; /* 0: demo_rope, then clpa_reshape_and_cache */
-  cl_long nslots;
-  cl_int B, f16, x;
-  cl_ulong bs, hs, kdh, kts, vds, vts;
+  int on;          /* 0: demo_rope, then clpa_reshape_and_cache */
+  demo_qkv_rope r; /* the layout's part of it (linear.h; the buffers are each layer's) */
 } cache_write;
 
-static uint64_t key_at(const cache_write *w, int32_t blk, int32_t h, int32_t o, int32_t d) {
+static uint64_t key_at(const demo_qkv_rope *w, int32_t blk, int32_t h, int32_t o, int32_t d) {
   return (uint64_t)blk * w->bs + (uint64_t)h * w->hs + (uint64_t)(d / w->x) * w->kdh +
          (uint64_t)o * w->kts + (uint64_t)(d % w->x);
 }
-static uint64_t value_at(const cache_write *w, int32_t blk, int32_t h, int32_t o, int32_t d) {
+static uint64_t value_at(const demo_qkv_rope *w, int32_t blk, int32_t h, int32_t o, int32_t d) {
   return (uint64_t)blk * w->bs + (uint64_t)h * w->hs + (uint64_t)d * w->vds + (uint64_t)o * w->vts;
 }
 
@@ -185,8 +186,9 @@ static uint64_t value_at(const cache_write *w, int32_t blk, int32_t h, int32_t o
  * library's f16 is vstore_half_rte, the kernel's too; other dtypes (bf16,
  * fp8 with its scales) take the library's write. */
 static void plan_cache_write(demo_model *m, clpa_cache *cache, const clpa_kv_layout *kv,
-                             cache_write *w) {
-  memset(w, 0, sizeof *w);
+                             cache_write *cw) {
+  memset(cw, 0, sizeof *cw);
+  demo_qkv_rope *w = &cw->r;
   if (m->unfused || (kv->dtype != CLPA_DTYPE_F32 && kv->dtype != CLPA_DTYPE_F16) ||
       !clpa_cache_key(cache, 0) || kv->num_blocks <= 0)
     return;
@@ -209,7 +211,7 @@ static void plan_cache_write(demo_model *m, clpa_cache *cache, const clpa_kv_lay
     m->fused_kv = *kv;
     m->fused_kv_state = same ? 1 : -1;
   }
-  w->on = m->fused_kv_state == 1;
+  cw->on = m->fused_kv_state == 1;
 }
 
 /* The step's attention plans (decode rows first, then the prefill
@@ -289,9 +291,9 @@ static clpa_status rope_and_cache(demo_model *m, clpa_cache *cache, const cache_
     size_t g[3] = {(size_t)hd / 2, (size_t)(c->heads + 2 * c->kv_heads), (size_t)T};
     return launch(m, K_ROPE_CACHE, 3, g, NULL, 20, ARG(m->qkv), ARG(m->positions),
                   ARG(m->d_rope), ARG(m->qkv_dim), ARG(hd), ARG(c->heads), ARG(c->kv_heads),
-                  ARG(m->slots), ARG(cw->nslots), ARG(cw->B), ARG(cw->f16), ARG(kc), ARG(vc),
-                  ARG(cw->bs), ARG(cw->hs), ARG(cw->kdh), ARG(cw->kts), ARG(cw->vds),
-                  ARG(cw->vts), ARG(cw->x));
+                  ARG(m->slots), ARG(cw->r.nslots), ARG(cw->r.B), ARG(cw->r.f16), ARG(kc), ARG(vc),
+                  ARG(cw->r.bs), ARG(cw->r.hs), ARG(cw->r.kdh), ARG(cw->r.kts), ARG(cw->r.vds),
+                  ARG(cw->r.vts), ARG(cw->r.x));
   }
   size_t rg[3] = {(size_t)hd / 2, (size_t)(c->heads + c->kv_heads), (size_t)T};
   clpa_status st = launch(m, K_ROPE, 3, rg, NULL, 5, ARG(m->qkv), ARG(m->positions),
@@ -306,6 +308,23 @@ static clpa_status rope_and_cache(demo_model *m, clpa_cache *cache, const cache_
   rc.slot_mapping = m->slots;
   rc.event = demo_model_event(m, TIME_ATTN, "clpa_reshape_and_cache");
   return clpa_op(m, clpa_reshape_and_cache(m->ctx, &rc), "clpa_reshape_and_cache", l);
+}
+
+/* The QKV projection of A (f16 where a_half is set) with RoPE and the new
+ * tokens' K/V to layer l's caches in gemv's epilogue
+ * (demo_linear_run_qkv_rope): rope_and_cache's work without its launch. */
+static clpa_status gemm_qkv_rope(demo_model *m, clpa_cache *cache, const cache_write *cw,
+                                 int32_t l, cl_mem A, int a_half, int32_t T) {
+  const demo_config *c = &m->cfg;
+  demo_qkv_rope r = cw->r;
+  r.pos = m->positions, r.cs = m->d_rope, r.slots = m->slots;
+  r.kc = clpa_cache_key(cache, l), r.vc = clpa_cache_value(cache, l);
+  r.hd = c->head_size, r.heads = c->heads, r.kv_heads = c->kv_heads;
+  const uint64_t before = demo_linear_enqueues(m->lin);
+  return counted(m, before, demo_linear_run_qkv_rope(
+                                m->lin, m->engine, demo_model_form(m, l, DEMO_MAT_QKV), A, a_half,
+                                m->dl[l].wqkv, m->qkv, T, m->qkv_dim, c->hidden, &r,
+                                demo_model_event(m, TIME_GEMM, "qkv + RoPE + cache")));
 }
 
 /* One layer over the step's T tokens; x holds the residual stream. */
@@ -326,8 +345,15 @@ static clpa_status layer(demo_model *m, clpa_cache *cache, const step_plans *sp,
                                               demo_model_form(m, l, DEMO_MAT_GU));
   clpa_status st;
   TRY(rmsnorm(m, m->x, d->attn_norm, xq, T, hq));
-  TRY(gemm(m, l, DEMO_MAT_QKV, xq, d->wqkv, m->qkv, T, m->qkv_dim, c->hidden, 0, hq));
-  TRY(rope_and_cache(m, cache, cw, l, T));
+  /* RoPE and the cache write in the QKV projection's epilogue where gemv runs it and the
+   * layout takes the fused write */
+  if (cw->on && demo_linear_takes_qkv_rope(m->lin, m->engine, T, c->hidden,
+                                           demo_model_form(m, l, DEMO_MAT_QKV))) {
+    TRY(gemm_qkv_rope(m, cache, cw, l, xq, hq, T));
+  } else {
+    TRY(gemm(m, l, DEMO_MAT_QKV, xq, d->wqkv, m->qkv, T, m->qkv_dim, c->hidden, 0, hq));
+    TRY(rope_and_cache(m, cache, cw, l, T));
+  }
   TRY(attention(m, cache, sp, l));
 
   TRY(gemm(m, l, DEMO_MAT_O, m->attn, d->wo, m->x, T, c->hidden, qd, 1, 0));
