@@ -339,14 +339,14 @@ static clpa_status layer(demo_model *m, clpa_cache *cache, const step_plans *sp,
   const int hdn = takes_f16(m, l, DEMO_MAT_DOWN, T, c->ffn);
   const cl_mem xq = hq ? m->xh : m->xn, xg = hg ? m->xh : m->xn, act = hdn ? m->acth : m->act;
   /* the gate and up projection makes SwiGLU's activations in its epilogue where gemv runs it
-   * (the norms stay launches: docs/decisions/0034-demo-epilogue-fusions.md) */
+   * (the norms stay launches: docs/decisions/0034-demo-epilogue-fusions.md, 0035) */
   const int sw = m->gu_inter && !m->unfused &&
                  demo_linear_takes_swiglu_out(m->lin, m->engine, T, 2 * c->ffn, c->hidden,
                                               demo_model_form(m, l, DEMO_MAT_GU));
   clpa_status st;
   TRY(rmsnorm(m, m->x, d->attn_norm, xq, T, hq));
   /* RoPE and the cache write in the QKV projection's epilogue where gemv runs it and the
-   * layout takes the fused write */
+   * layout takes the fused write (docs/decisions/0035-demo-rope-and-norms-in-gemv.md) */
   if (cw->on && demo_linear_takes_qkv_rope(m->lin, m->engine, T, c->hidden,
                                            demo_model_form(m, l, DEMO_MAT_QKV))) {
     TRY(gemm_qkv_rope(m, cache, cw, l, xq, hq, T));
