@@ -58,6 +58,24 @@ for extra in ([], ["--kv-dtype", "f32", "--block-size", "1"]):
        % (" ".join(extra) or "(defaults)", (h or {}).get("ops_decode_layer"),
           (h or {}).get("ops_mixed_layer"), (on or {}).get("ops_decode_layer"),
           (on or {}).get("ops_mixed_layer"), (h or {}).get("check")))
+# f16 matrices held as tiles of 16 rows x 32 (linear.h's tiled forms; the embedding too, which
+# the LM head shares): --check passes on the table's engine and forced onto gemv, with the same
+# ops a layer as row-major weights; rows is row-major; f32 weights refuse tiles, exit 1
+for eng in ([], ["--linear", "gemv"]):
+    rc, t = run(*small, "--weight-dtype", "f16", "--weight-layout", "tiles", *eng)
+    rc2, r = run(*small, "--weight-dtype", "f16", "--weight-layout", "rows", *eng)
+    ok(rc == 0 and rc2 == 0 and t and r and t["check_ok"] and r["check_ok"]
+       and t["weight_dtype"] == "f16_tiled" and r["weight_dtype"] == "f16"
+       and t["ops_decode_layer"] == r["ops_decode_layer"],
+       "--weight-layout tiles %s: --check passes (%s), as rows does (%s): %s"
+       % (" ".join(eng) or "(the table's engine)", (t or {}).get("weight_dtype"),
+          (r or {}).get("weight_dtype"), (t or {}).get("check")))
+p = subprocess.run([demo, "--weight-layout", "tiles", "--requests", "2"], capture_output=True, text=True)
+ok(p.returncode == 1 and "--weight-layout tiles" in p.stderr and "f16 weights" in p.stderr,
+   "--weight-layout tiles with f32 weights: exit 1, a message naming the option: %s"
+   % p.stderr.strip()[-160:])
+p = subprocess.run([demo, "--weight-layout", "columns"], capture_output=True, text=True)
+ok(p.returncode == 2 and "auto, rows or tiles" in p.stderr, "--weight-layout columns: exit 2")
 # each layer's attention as one clpa_prefill over the step's sequences (issue 45's mixed step)
 rc, h = run(*small, "--one-attention-call")
 ok(rc == 0 and h and h["check_ok"] and h["attention_calls"] == 1 and on and on["attention_calls"] == 2

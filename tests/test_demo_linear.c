@@ -50,6 +50,15 @@ static uint32_t ggml_of(demo_wfmt w) {
  * the device must give the same floats). */
 static void *make_weights(demo_wfmt wf, int32_t n, int32_t k, float *exact) {
   const size_t count = (size_t)n * (size_t)k;
+  if (demo_wfmt_untiled(wf) != wf) { /* the row-major form's, tiled (linear.h's formula) */
+    void *rows = make_weights(demo_wfmt_untiled(wf), n, k, exact), *w = malloc(demo_wfmt_bytes(wf, n, k));
+    if (demo_wfmt_tile(wf, rows, w, n, k)) {
+      printf("not ok - demo_wfmt_tile %s %d x %d refused\n", demo_wfmt_name(wf), (int)n, (int)k);
+      exit(1);
+    }
+    free(rows);
+    return w;
+  }
   void *w = malloc(demo_wfmt_row_bytes(wf, k) * (size_t)n);
   for (size_t i = 0; i < count; i++) exact[i] = (float)rng_uniform(-1, 1);
   if (wf >= DEMO_W_Q8_0) {
@@ -91,8 +100,8 @@ static int run_case(demo_linear *l, demo_linear_engine e, demo_wfmt dt, int32_t 
    * weights to f16 too */
   const double v = e == DEMO_LINEAR_MMA && dt >= DEMO_W_Q8_0 ? 0x1p-11 /* blocks rounded to tf32 */
                    : (e != DEMO_LINEAR_GEMM && e != DEMO_LINEAR_GEMV) || half ? 0
-                   : dt == DEMO_W_F16    ? 0x1p-11
-                   : dt == DEMO_W_BF16   ? 0x1p-8
+                   : demo_wfmt_untiled(dt) == DEMO_W_F16 ? 0x1p-11
+                   : demo_wfmt_untiled(dt) == DEMO_W_BF16 ? 0x1p-8
                                          : 0x1p-11 + 0x1p-11 + 0x1p-22;
   const size_t an = (size_t)rows * k, cn = (size_t)rows * n, wn = (size_t)n * k;
   float *a = malloc(sizeof(float) * (an ? an : 1)), *wf = malloc(sizeof(float) * wn);
@@ -105,7 +114,7 @@ static int run_case(demo_linear *l, demo_linear_engine e, demo_wfmt dt, int32_t 
   }
   for (size_t i = 0; i < cn; i++) c0[i] = (float)rng_uniform(-4, 4);
   void *w = make_weights(dt, n, k, wf);
-  cl_mem A = half ? test_buffer(ctx, ah, 2 * an) : test_buffer(ctx, a, sizeof(float) * an), W = test_buffer(ctx, w, demo_wfmt_row_bytes(dt, k) * (size_t)n);
+  cl_mem A = half ? test_buffer(ctx, ah, 2 * an) : test_buffer(ctx, a, sizeof(float) * an), W = test_buffer(ctx, w, demo_wfmt_bytes(dt, n, k));
   cl_mem C = accumulate ? test_buffer(ctx, c0, sizeof(float) * cn) : test_buffer(ctx, NULL, sizeof(float) * cn);
   if (!accumulate) test_poison(ctx, C, sizeof(float) * cn);
   const clpa_status st = half ? demo_linear_run_f16(l, e, dt, A, W, C, rows, n, k, accumulate, NULL)
@@ -143,7 +152,8 @@ static int run_case(demo_linear *l, demo_linear_engine e, demo_wfmt dt, int32_t 
  * f16 (2^-11 |act|, half_out) and 2^-20 |act| for the device's exp. */
 static void run_swiglu_case(demo_linear *l, demo_wfmt dt, int32_t rows, int32_t n, int32_t k,
                             int half_in, int half_out) {
-  const double v = half_in ? 0 : dt == DEMO_W_F16 ? 0x1p-11 : dt == DEMO_W_BF16 ? 0x1p-8
+  const demo_wfmt base = demo_wfmt_untiled(dt);
+  const double v = half_in ? 0 : base == DEMO_W_F16 ? 0x1p-11 : base == DEMO_W_BF16 ? 0x1p-8
                                                             : 0x1p-11 + 0x1p-11 + 0x1p-22;
   const size_t an = (size_t)rows * k, on = (size_t)rows * (n / 2), wn = (size_t)n * k;
   float *a = malloc(sizeof(float) * an), *wf = malloc(sizeof(float) * wn);
@@ -157,7 +167,7 @@ static void run_swiglu_case(demo_linear *l, demo_wfmt dt, int32_t rows, int32_t 
   }
   void *w = make_weights(dt, n, k, wf);
   cl_mem A = half_in ? test_buffer(ctx, ah, 2 * an) : test_buffer(ctx, a, sizeof(float) * an);
-  cl_mem W = test_buffer(ctx, w, demo_wfmt_row_bytes(dt, k) * (size_t)n);
+  cl_mem W = test_buffer(ctx, w, demo_wfmt_bytes(dt, n, k));
   cl_mem O = test_buffer(ctx, NULL, (half_out ? 2 : 4) * on);
   test_poison(ctx, O, (half_out ? 2 : 4) * on);
   const clpa_status st = demo_linear_run_swiglu_out(l, DEMO_LINEAR_GEMV, dt, A, half_in, W, O,
@@ -206,8 +216,8 @@ static void run_swiglu_case(demo_linear *l, demo_wfmt dt, int32_t rows, int32_t 
 static void run_rope_case(demo_linear *l, demo_wfmt dt, int32_t rows, int32_t heads, int32_t kvh,
                           int32_t hd, int32_t k, int half_in, int f16) {
   const double v = half_in             ? 0
-                   : dt == DEMO_W_F16  ? 0x1p-11
-                   : dt == DEMO_W_BF16 ? 0x1p-8
+                   : demo_wfmt_untiled(dt) == DEMO_W_F16 ? 0x1p-11
+                   : demo_wfmt_untiled(dt) == DEMO_W_BF16 ? 0x1p-8
                                        : 0x1p-11 + 0x1p-11 + 0x1p-22;
   const int32_t n = (heads + 2 * kvh) * hd, B = 4, x = 4, npos = 40;
   const int32_t nblocks = rows / B + 2, nslots = nblocks * B;
@@ -248,7 +258,7 @@ static void run_rope_case(demo_linear *l, demo_wfmt dt, int32_t rows, int32_t he
   }
   void *w = make_weights(dt, n, k, wf);
   cl_mem A = half_in ? test_buffer(ctx, ah, 2 * an) : test_buffer(ctx, a, sizeof(float) * an);
-  cl_mem W = test_buffer(ctx, w, demo_wfmt_row_bytes(dt, k) * (size_t)n);
+  cl_mem W = test_buffer(ctx, w, demo_wfmt_bytes(dt, n, k));
   cl_mem C = test_buffer(ctx, NULL, sizeof(float) * cn), KC = test_buffer(ctx, NULL, cache_n * es);
   cl_mem VC = test_buffer(ctx, NULL, cache_n * es);
   test_poison(ctx, C, sizeof(float) * cn), test_poison(ctx, KC, cache_n * es),
@@ -393,8 +403,8 @@ static void stream_grid(const demo_linear_tuning *t) {
 int main(void) {
   rng_seed_from_env();
   ctx = test_context(0);
-  const demo_linear_tuning gpu = {"forced: lanes split k", 64, 16, 8, 4, 0, 0, 4, 2, 0, 0, 0, 32, 1, 0, 4, 2, 1};
-  const demo_linear_tuning odd = {"forced: odd shape", 64, 4, 3, 3, 0, 0, 4, 2, 0, 0, 0, 32, 1, 0, 4, 2, 1};
+  const demo_linear_tuning gpu = {"forced: lanes split k", 64, 16, 8, 4, 0, 0, 4, 2, 0, 0, 0, 32, 1, 0, 4, 2, 1, 0};
+  const demo_linear_tuning odd = {"forced: odd shape", 64, 4, 3, 3, 0, 0, 4, 2, 0, 0, 0, 32, 1, 0, 4, 2, 1, 0};
   stream_grid(NULL);
   stream_grid(&gpu);
   stream_grid(&odd);
@@ -405,7 +415,7 @@ int main(void) {
   /* the tensor-core kernel (emulated off NVIDIA): every row block, several
    * blocks, k in chunks of 32, partial stages; in the table's shape and in
    * an odd one that splits k across work-groups */
-  const demo_linear_tuning split = {"forced: split k", 0, 16, 8, 4, 1, 256, 2, 3, 64, 0, 0, 32, 1, 0, 4, 2, 1};
+  const demo_linear_tuning split = {"forced: split k", 0, 16, 8, 4, 1, 256, 2, 3, 64, 0, 0, 32, 1, 0, 4, 2, 1, 0};
   const demo_linear_tuning *mshapes[] = {NULL, &split};
   for (size_t s = 0; s < 2; s++) {
     demo_linear *lm = create(mshapes[s]);
@@ -439,7 +449,7 @@ int main(void) {
   /* ggml's block forms on the tensor-core kernel (forced): decoded, rounded to tf32; k split
    * across work-groups in the second shape */
   {
-    const demo_linear_tuning split = {"forced: split k", 0, 16, 8, 4, 1, 256, 2, 3, 64, 0, 0, 32, 1, 0, 4, 2, 1};
+    const demo_linear_tuning split = {"forced: split k", 0, 16, 8, 4, 1, 256, 2, 3, 64, 0, 0, 32, 1, 0, 4, 2, 1, 0};
     demo_linear *lm = create(&split);
     block_forms(l, DEMO_LINEAR_MMA, 20, 100, 4);
     block_forms(lm, DEMO_LINEAR_MMA, 40, 100, 16);
@@ -448,7 +458,7 @@ int main(void) {
   /* the tiled GEMM (emulated off NVIDIA): both row tiles (64 and 128 rows
    * a work-group), partial row and column tiles, one stage and several */
   {
-    const demo_linear_tuning g64 = {"forced: gemm 64 k a stage, 128 rows", 16, 16, 8, 4, 0, 0, 4, 2, 0, 0, 128, 64, 1, 0, 4, 2, 1};
+    const demo_linear_tuning g64 = {"forced: gemm 64 k a stage, 128 rows", 16, 16, 8, 4, 0, 0, 4, 2, 0, 0, 128, 64, 1, 0, 4, 2, 1, 0};
     const demo_linear_tuning *gshapes[] = {NULL, &g64};
     const int32_t rows[] = {1, 63, 64, 65, 130, 200};
     for (size_t s = 0; s < 2; s++) {
@@ -474,7 +484,7 @@ int main(void) {
   }
   /* ggml's block forms on the tiled GEMM: decoded, rounded to f16 */
   {
-    const demo_linear_tuning g64 = {"forced: gemm 64 k a stage", 16, 16, 8, 4, 0, 0, 4, 2, 0, 0, 0, 64, 1, 0, 4, 2, 1};
+    const demo_linear_tuning g64 = {"forced: gemm 64 k a stage", 16, 16, 8, 4, 0, 0, 4, 2, 0, 0, 0, 64, 1, 0, 4, 2, 1, 0};
     demo_linear *lg = create(&g64);
     block_forms(lg, DEMO_LINEAR_GEMM, 150, 200, 3);
     demo_linear_destroy(lg);
@@ -485,8 +495,8 @@ int main(void) {
    * odd ones (3 warps, 3 chunks in flight, up to 2 column tiles: uneven splits of k and
    * chunks loaded twice; 16 warps over fewer chunks than warps, up to 4 column tiles) */
   {
-    const demo_linear_tuning v3 = {"forced: gemv 3 warps", 16, 16, 8, 4, 0, 0, 4, 2, 0, 0, 0, 32, 1, 64, 3, 3, 2};
-    const demo_linear_tuning v16 = {"forced: gemv 16 warps", 16, 16, 8, 4, 0, 0, 4, 2, 0, 0, 0, 32, 1, 64, 16, 1, 4};
+    const demo_linear_tuning v3 = {"forced: gemv 3 warps", 16, 16, 8, 4, 0, 0, 4, 2, 0, 0, 0, 32, 1, 64, 3, 3, 2, 0};
+    const demo_linear_tuning v16 = {"forced: gemv 16 warps", 16, 16, 8, 4, 0, 0, 4, 2, 0, 0, 0, 32, 1, 64, 16, 1, 4, 0};
     const demo_linear_tuning *vshapes[] = {NULL, &v3, &v16};
     for (size_t s = 0; s < 3; s++) {
       demo_linear *lv = create(vshapes[s]);
@@ -609,7 +619,7 @@ int main(void) {
   refused(l, DEMO_LINEAR_GEMM, DEMO_W_F16, 2, 4, 48, "multiple of 32", "the tiled GEMM with k 48");
   {
     cl_mem b = test_buffer(ctx, NULL, 4096);
-    const demo_linear_tuning f32a = {"forced: f32 activations", 16, 16, 8, 4, 0, 0, 4, 2, 0, 0, 0, 32, 0, 0, 4, 2, 1};
+    const demo_linear_tuning f32a = {"forced: f32 activations", 16, 16, 8, 4, 0, 0, 4, 2, 0, 0, 0, 32, 0, 0, 4, 2, 1, 0};
     demo_linear *la = create(&f32a);
     const struct { demo_linear *l; demo_linear_engine e; demo_wfmt w; int32_t k; const char *what; } no[] = {
         {l, DEMO_LINEAR_GEMM, DEMO_W_BF16, 32, "bf16 weights"},
@@ -631,7 +641,7 @@ int main(void) {
     demo_linear_destroy(la);
     clReleaseMemObject(b);
   }
-  const demo_linear_tuning bad = {"forced: bad", 64, 16, 128, 4, 0, 0, 4, 2, 0, 0, 0, 32, 1, 0, 4, 2, 1};
+  const demo_linear_tuning bad = {"forced: bad", 64, 16, 128, 4, 0, 0, 4, 2, 0, 0, 0, 32, 1, 0, 4, 2, 1, 0};
   demo_linear *nope = NULL;
   ok(demo_linear_create(clpa_context_cl_context(ctx), clpa_context_cl_device(ctx),
                         clpa_context_cl_queue(ctx), &bad, &nope) == CLPA_ERR_INVALID_ARG && !nope,
@@ -668,7 +678,7 @@ int main(void) {
     free(want), free(got), free(blocks);
   }
   refused(l, DEMO_LINEAR_STREAM, DEMO_W_Q4_K, 2, 4, 128, "whole number of q4_K blocks", "q4_K with k 128");
-  const demo_linear_tuning rule = {"forced: the rule", 16, 16, 8, 4, 17, 64, 4, 2, 0, 0, 0, 32, 1, 0, 4, 2, 1};
+  const demo_linear_tuning rule = {"forced: the rule", 16, 16, 8, 4, 17, 64, 4, 2, 0, 0, 0, 32, 1, 0, 4, 2, 1, 0};
   demo_linear *lr = create(&rule);
   const demo_wfmt F16 = DEMO_W_F16, F32 = DEMO_W_F32;
   ok(demo_linear_pick(lr, 16, 64, F32) == DEMO_LINEAR_STREAM &&
@@ -682,7 +692,7 @@ int main(void) {
      "the pick: mma from 17 to 64 rows on NVIDIA (k a multiple of 32, f16 or bf16), else stream up"
      " to 16 rows (k a multiple of 8), else clblast");
   demo_linear_destroy(lr);
-  const demo_linear_tuning first = {"forced: mma first", 16, 16, 8, 4, 2, 1 << 30, 4, 2, 16, 128, 0, 32, 1, 0, 4, 2, 1};
+  const demo_linear_tuning first = {"forced: mma first", 16, 16, 8, 4, 2, 1 << 30, 4, 2, 16, 128, 0, 32, 1, 0, 4, 2, 1, 0};
   lr = create(&first);
   const demo_wfmt Q4K = DEMO_W_Q4_K;
   ok(demo_linear_pick(lr, 1, 64, F16) == DEMO_LINEAR_STREAM &&
@@ -696,7 +706,7 @@ int main(void) {
      "the pick: mma from 2 rows on NVIDIA before stream, the tiled GEMM from 128; block forms"
      " stream up to 16 rows, then the tiled GEMM on NVIDIA");
   demo_linear_destroy(lr);
-  const demo_linear_tuning vfirst = {"forced: gemv first", 16, 16, 8, 4, 2, 1 << 30, 4, 2, 16, 128, 0, 32, 1, 8, 4, 2, 1};
+  const demo_linear_tuning vfirst = {"forced: gemv first", 16, 16, 8, 4, 2, 1 << 30, 4, 2, 16, 128, 0, 32, 1, 8, 4, 2, 1, 0};
   lr = create(&vfirst);
   ok(demo_linear_pick(lr, 1, 64, F16) == (nvidia ? DEMO_LINEAR_GEMV : DEMO_LINEAR_STREAM) &&
          demo_linear_pick(lr, 8, 64, DEMO_W_BF16) == (nvidia ? DEMO_LINEAR_GEMV : DEMO_LINEAR_STREAM) &&
@@ -708,6 +718,61 @@ int main(void) {
      "the pick: gemv up to 8 rows on NVIDIA (k a multiple of 32, f16 or bf16), then mma; not"
      " for f32 weights or block forms");
   demo_linear_destroy(lr);
+  /* the tiled forms: demo_wfmt_tile against linear.h's formula and its refusals, then every
+   * engine over them (n off the tiles of 16), gemv also with f16 in and its two epilogues */
+  {
+    const int32_t tn = 21, tk = 96;
+    const size_t bytes = demo_wfmt_bytes(DEMO_W_F16_TILED, tn, tk);
+    uint16_t *src = malloc(2 * (size_t)tn * tk), *dst = malloc(bytes);
+    for (size_t i = 0; i < (size_t)tn * tk; i++) src[i] = (uint16_t)(1 + rng_below(65535));
+    memset(dst, 0xa5, bytes);
+    int good = bytes == 2 * 32 * (size_t)tk && demo_wfmt_tile(DEMO_W_F16_TILED, src, dst, tn, tk) == 0;
+    for (int32_t c = 0; c < 32; c++)
+      for (int32_t kk = 0; kk < tk; kk++) {
+        const size_t o = (size_t)(c / 16) * 16 * tk + (size_t)(kk / 32) * 512 +
+                         (size_t)(c % 16 / 8) * 256 + (size_t)(c % 8) * 32 + (size_t)(kk % 32);
+        good &= dst[o] == (c < tn ? src[(size_t)c * tk + kk] : 0);
+      }
+    ok(good, "demo_wfmt_tile: %d x %d as linear.h's tiles (%zu bytes), the padding rows zero",
+       (int)tn, (int)tk, bytes);
+    memset(dst, 0xa5, bytes);
+    const int refusals = (demo_wfmt_tile(DEMO_W_F16, src, dst, tn, tk) == -1) +
+                         (demo_wfmt_tile(DEMO_W_Q8_0, src, dst, tn, tk) == -1) +
+                         (demo_wfmt_tile(DEMO_W_BF16_TILED, src, dst, tn, 48) == -1) +
+                         (demo_wfmt_tile(DEMO_W_BF16_TILED, src, dst, 0, tk) == -1);
+    int untouched = 1;
+    for (size_t i = 0; i < bytes / 2; i++) untouched &= dst[i] == 0xa5a5;
+    ok(refusals == 4 && untouched, "demo_wfmt_tile refuses row-major and block forms, k 48, n 0"
+       " and writes nothing (%d of 4)", refusals);
+    ok(demo_wfmt_bytes(DEMO_W_BF16_TILED, 17, 32) == 32 * 64 &&
+           demo_wfmt_bytes(DEMO_W_F16_TILED, 16, 32) == 16 * 64 &&
+           demo_wfmt_bytes(DEMO_W_F16_TILED, 16, 48) == 0 && demo_wfmt_bytes(DEMO_W_F16, 17, 48) == 17 * 96 &&
+           demo_wfmt_of_ggml(1) == DEMO_W_F16 && demo_wfmt_of_ggml(30) == DEMO_W_BF16 &&
+           demo_wfmt_of_name("bf16_tiled") == DEMO_W_BF16_TILED &&
+           demo_wfmt_tiled(DEMO_W_F16) == DEMO_W_F16_TILED && demo_wfmt_tiled(DEMO_W_F32) == DEMO_W_F32 &&
+           demo_wfmt_untiled(DEMO_W_BF16_TILED) == DEMO_W_BF16,
+       "the tiled forms' bytes (rows padded to 16), names, and ggml's types map to row-major forms");
+    free(src), free(dst);
+    const demo_linear_tuning v16 = {"forced: gemv 16 warps", 16, 16, 8, 4, 0, 0, 4, 2, 0, 0, 0, 32, 1, 64, 16, 1, 4, 0};
+    demo_linear *lv = create(&v16);
+    const demo_linear_engine es[] = {DEMO_LINEAR_STREAM, DEMO_LINEAR_MMA, DEMO_LINEAR_GEMM,
+                                     DEMO_LINEAR_GEMV, DEMO_LINEAR_CLBLAST};
+    const int32_t rows[] = {3, 17, 70};
+    for (size_t i = 0; i < sizeof es / sizeof *es; i++)
+      for (size_t d = 0; d < 2; d++) {
+        const demo_wfmt t = d ? DEMO_W_BF16_TILED : DEMO_W_F16_TILED;
+        const int32_t n = 20 + (int32_t)rng_below(90), k = 32 * (1 + (int32_t)rng_below(6));
+        run_case(es[i] == DEMO_LINEAR_GEMV ? lv : l, es[i], t, rows[(i + d) % 3], n, k,
+                 (int)((i + d) % 2), 0);
+      }
+    run_case(lv, DEMO_LINEAR_GEMV, DEMO_W_F16_TILED, 9, 75, 128, 1, 1);
+    run_case(l, DEMO_LINEAR_GEMM, DEMO_W_F16_TILED, 70, 45, 96, 0, 1);
+    run_swiglu_case(lv, DEMO_W_F16_TILED, 6, 64, 96, 1, 1);
+    run_swiglu_case(lv, DEMO_W_BF16_TILED, 17, 48, 64, 0, 0);
+    run_rope_case(lv, DEMO_W_F16_TILED, 5, 3, 1, 16, 64, 1, 1);
+    run_rope_case(lv, DEMO_W_BF16_TILED, 16, 2, 2, 12, 96, 0, 0);
+    demo_linear_destroy(lv);
+  }
   refused(l, DEMO_LINEAR_STREAM, DEMO_W_F16, 2, 4, 12, "multiple of 8", "stream with k 12");
   refused(l, DEMO_LINEAR_AUTO, demo_wfmt_of_dtype(CLPA_DTYPE_FP8_E4M3), 2, 4, 16, "weight form",
           "fp8 weights");

@@ -202,7 +202,7 @@ int bench_linear(int argc, char **argv) {
     engines[ne++] = DEMO_LINEAR_MMA, engines[ne++] = DEMO_LINEAR_GEMM, engines[ne++] = DEMO_LINEAR_GEMV;
   /* the table's entry, with what the options force */
   demo_linear *l = NULL;
-  demo_linear_tuning forced = {"forced", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 32, 1, 0, 4, 2, 1};
+  demo_linear_tuning forced = {"forced", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 32, 1, 0, 4, 2, 1, 0};
   const int force = a.lanes || a.mwarps || a.fill >= 0 || a.ct || a.gemm_bm || a.gemm_bk ||
                     a.gemm_f16a >= 0 || a.gemv_warps || a.gemv_unroll || a.gemv_ct;
   if (demo_linear_create(cl, clpa_context_cl_device(env.ctx), clpa_context_cl_queue(env.ctx), NULL,
@@ -257,7 +257,7 @@ int bench_linear(int argc, char **argv) {
       for (int i = 0; i < ns && rc == 0; i++) {
         const lin_shape *s = &shapes[i];
         /* random bits: the block forms' scales may be anything, which times the same */
-        const size_t wbytes = demo_wfmt_row_bytes(form, s->k) * (size_t)s->n;
+        const size_t wbytes = demo_wfmt_bytes(form, s->n, s->k);
         cl_mem W = wbytes ? bench_random_cache(&env, CLPA_DTYPE_F16, (wbytes + 1) / 2) : NULL;
         if (!W) {
           rc = 1;

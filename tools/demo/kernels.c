@@ -30,10 +30,14 @@ const char *const demo_kernel_source[] = {
     "  size_t i = get_global_id(0), t = get_global_id(1);\n"
     "  x[t * hidden + i] = E[(size_t)tok[t] * hidden + i];\n"
     "}\n"
+    "/* E row-major, or as linear.h's tiles of 16 rows x 32 (tiled; hidden a\n"
+    " * multiple of 32) where the LM head shares it */\n"
     "__kernel void demo_embed_f16(__global const half *E, __global const int *tok,\n"
-    "                             __global float *x, int hidden) {\n"
-    "  size_t i = get_global_id(0), t = get_global_id(1);\n"
-    "  x[t * hidden + i] = vload_half((size_t)tok[t] * hidden + i, E);\n"
+    "                             __global float *x, int hidden, int tiled) {\n"
+    "  size_t i = get_global_id(0), t = get_global_id(1), r = (size_t)tok[t];\n"
+    "  size_t at = tiled ? r / 16 * 16 * hidden + i / 32 * 512 + r % 16 / 8 * 256 + r % 8 * 32 + i % 32\n"
+    "                    : r * hidden + i;\n"
+    "  x[t * hidden + i] = vload_half(at, E);\n"
     "}\n"
     "\n",
     /* ---------------------------------------------------------------- */

@@ -19,11 +19,12 @@
 static const demo_linear_tuning table[] = {
     /* NVIDIA: gemv up to 64 rows (16 warps, up to 4 tiles of columns, 2 chunks in flight),
        the tiled GEMM from 65 (f16 activations by cp.async with f16 weights, else 64 k a
-       stage); block forms stream up to 16 rows, then the GEMM */
-    {"vendor:NVIDIA", 16, 32, 4, 4, 2, 1 << 30, 4, 2, 16, 65, 0, 64, 1, 64, 16, 2, 4},
+       stage); block forms stream up to 16 rows, then the GEMM; 16-bit weights row-major
+       until the tiled forms pass NVIDIA's tests and the demo's A/B (record 0036) */
+    {"vendor:NVIDIA", 16, 32, 4, 4, 2, 1 << 30, 4, 2, 16, 65, 0, 64, 1, 64, 16, 2, 4, 0},
     /* CPUs (PoCL): one work-item a column group, vector sums; faster than CLBlast at every row count */
-    {"type:cpu", 1 << 30, 1, 16, 2, 0, 0, 4, 2, 0, 0, 0, 32, 1, 0, 4, 2, 1},
-    {"default", 16, 16, 8, 4, 0, 0, 4, 2, 0, 0, 0, 32, 1, 0, 4, 2, 1},
+    {"type:cpu", 1 << 30, 1, 16, 2, 0, 0, 4, 2, 0, 0, 0, 32, 1, 0, 4, 2, 1, 0},
+    {"default", 16, 16, 8, 4, 0, 0, 4, 2, 0, 0, 0, 32, 1, 0, 4, 2, 1, 0},
 };
 
 /* Row blocks the kernels are built for: the smallest that holds the
@@ -69,7 +70,9 @@ static const struct {
   const char *name;
   uint32_t ggml, elems, bytes;
 } forms[DEMO_W_COUNT] = {
-    {"f32", 0, 1, 4},       {"f16", 1, 1, 2},        {"bf16", 30, 1, 2},     {"q8_0", 8, 32, 34},
+    {"f32", 0, 1, 4},       {"f16", 1, 1, 2},        {"bf16", 30, 1, 2},
+    {"f16_tiled", 1, 32, 64}, {"bf16_tiled", 30, 32, 64}, /* their ggml types: the elements' */
+    {"q8_0", 8, 32, 34},
     {"q4_0", 2, 32, 18},    {"q4_K", 12, 256, 144}, {"q5_K", 13, 256, 176}, {"q6_K", 14, 256, 210},
 };
 
@@ -82,7 +85,7 @@ demo_wfmt demo_wfmt_of_dtype(clpa_dtype d) {
 
 demo_wfmt demo_wfmt_of_ggml(uint32_t type) {
   for (int w = 0; w < DEMO_W_COUNT; w++)
-    if (forms[w].ggml == type) return (demo_wfmt)w;
+    if (forms[w].ggml == type && demo_wfmt_untiled((demo_wfmt)w) == (demo_wfmt)w) return (demo_wfmt)w;
   return DEMO_W_COUNT;
 }
 
@@ -99,6 +102,37 @@ uint32_t demo_wfmt_ggml(demo_wfmt w) { return (unsigned)w < DEMO_W_COUNT ? forms
 size_t demo_wfmt_row_bytes(demo_wfmt w, int32_t k) {
   if ((unsigned)w >= DEMO_W_COUNT || k < 0 || k % (int32_t)forms[w].elems) return 0;
   return (size_t)(k / (int32_t)forms[w].elems) * forms[w].bytes;
+}
+
+demo_wfmt demo_wfmt_tiled(demo_wfmt w) {
+  return w == DEMO_W_F16 ? DEMO_W_F16_TILED : w == DEMO_W_BF16 ? DEMO_W_BF16_TILED : w;
+}
+
+demo_wfmt demo_wfmt_untiled(demo_wfmt w) {
+  return w == DEMO_W_F16_TILED ? DEMO_W_F16 : w == DEMO_W_BF16_TILED ? DEMO_W_BF16 : w;
+}
+
+size_t demo_wfmt_bytes(demo_wfmt w, int32_t n, int32_t k) {
+  const int64_t rows = demo_wfmt_untiled(w) != w ? ((int64_t)n + 15) / 16 * 16 : n;
+  return n < 1 ? 0 : demo_wfmt_row_bytes(w, k) * (size_t)rows;
+}
+
+int demo_wfmt_tile(demo_wfmt w, const void *src, void *dst, int32_t n, int32_t k) {
+  if (demo_wfmt_untiled(w) == w || n < 1 || k < 32 || k % 32) return -1;
+  const uint16_t *s = src;
+  uint16_t *d = dst;
+  const size_t kk = (size_t)k, rows = ((size_t)n + 15) / 16 * 16;
+  for (size_t c = 0; c < rows; c++)
+    for (size_t j = 0; j < kk; j += 8) /* 8 elements: 16 contiguous bytes both ways */
+      for (size_t e = 0; e < 8; e++)
+        d[c / 16 * 16 * kk + j / 32 * 512 + c % 16 / 8 * 256 + c % 8 * 32 + j % 32 + e] =
+            c < (size_t)n ? s[c * kk + j + e] : 0;
+  return 0;
+}
+
+/* The kernels' DEMO_WDT of form d (0 f32, 1 f16, 2 bf16, 3 ... the block forms) and WTILE. */
+static int kernel_wdt(int d) {
+  return d == DEMO_W_F16_TILED ? 1 : d == DEMO_W_BF16_TILED ? 2 : d < DEMO_W_F16_TILED ? d : d - 2;
 }
 
 static int is_nvidia(cl_device_id dev) {
@@ -133,18 +167,19 @@ clpa_status demo_linear_create(cl_context ctx, cl_device_id dev, cl_command_queu
       (t->gemm_bm != 0 && t->gemm_bm != 64 && t->gemm_bm != 128) ||
       (t->gemm_bk != 32 && t->gemm_bk != 64) || (t->gemm_f16a != 0 && t->gemm_f16a != 1) ||
       t->gemv_max_rows < 0 || t->gemv_warps < 1 || t->gemv_warps > 16 || t->gemv_unroll < 1 ||
-      t->gemv_unroll > 8 || (t->gemv_ct != 1 && t->gemv_ct != 2 && t->gemv_ct != 4))
+      t->gemv_unroll > 8 || (t->gemv_ct != 1 && t->gemv_ct != 2 && t->gemv_ct != 4) ||
+      (t->tiled != 0 && t->tiled != 1))
     return demo_fail(CLPA_ERR_INVALID_ARG,
                      "demo_linear_create: lanes %d, groups %d, nc %d, stream_max_rows %d,"
                      " mma rows %d to %d, mwarps %d, mma_ct %d, mma_fill %d, gemm_min_rows %d,"
                      " gemm_bm %d (0, 64 or 128), gemm_bk %d (32 or 64), gemm_f16a %d (0 or 1),"
                      " gemv_max_rows %d, gemv_warps %d (1 to 16), gemv_unroll %d (1 to 8),"
-                     " gemv_ct %d (1, 2 or 4)",
+                     " gemv_ct %d (1, 2 or 4), tiled %d (0 or 1)",
                      (int)t->lanes, (int)t->groups, (int)t->nc, (int)t->stream_max_rows,
                      (int)t->mma_min_rows, (int)t->mma_max_rows, (int)t->mwarps,
                      (int)t->mma_ct, (int)t->mma_fill, (int)t->gemm_min_rows, (int)t->gemm_bm,
                      (int)t->gemm_bk, (int)t->gemm_f16a, (int)t->gemv_max_rows,
-                     (int)t->gemv_warps, (int)t->gemv_unroll, (int)t->gemv_ct);
+                     (int)t->gemv_warps, (int)t->gemv_unroll, (int)t->gemv_ct, (int)t->tiled);
   demo_linear *l = calloc(1, sizeof *l);
   if (!l) return demo_fail(CLPA_ERR_OUT_OF_MEMORY, "demo_linear_create: out of memory");
   l->ctx = ctx, l->dev = dev, l->queue = queue;
@@ -239,12 +274,16 @@ static int block_in(const int32_t *blocks, int count, int32_t rows) {
  * tiled GEMM after the source's first part and the 16-bit mma part: mma 2;
  * the few-row kernel likewise: mma 3) with these options and returns the
  * program and its kernel `name`. */
-static clpa_status build(demo_linear *l, int mma, const char *opts, const char *name,
+static clpa_status build(demo_linear *l, int mma, int d, const char *shape, const char *name,
                          cl_program *prog, cl_kernel *kern) {
+  char opts[256];
+  snprintf(opts, sizeof opts, "-cl-std=CL1.2 -DDEMO_WDT=%d -DWTILE=%d %s", kernel_wdt(d),
+           demo_wfmt_untiled((demo_wfmt)d) != (demo_wfmt)d, shape);
   const char *src[12];
   unsigned n = 0;
-  /* the 16-bit kernels take the first part alone: the weights' types and ggml's blocks */
-  for (unsigned i = 0; i < (mma < 2 ? demo_linear_source_count : 1); i++) src[n++] = demo_linear_source[i];
+  /* the 16-bit kernels take the first parts alone: the weights' types and ggml's blocks */
+  for (unsigned i = 0; i < (mma < 2 ? demo_linear_source_count : DEMO_LINEAR_TYPE_PARTS); i++)
+    src[n++] = demo_linear_source[i];
   for (unsigned i = 0; mma == 1 && i < demo_linear_mma_source_count; i++)
     src[n++] = demo_linear_mma_source[i];
   if (mma >= 2) src[n++] = demo_linear_mma16_source;
@@ -280,9 +319,9 @@ static clpa_status build(demo_linear *l, int mma, const char *opts, const char *
 static clpa_status program(demo_linear *l, int d, int b) {
   if (l->stream[d][b]) return CLPA_OK;
   char opts[160];
-  snprintf(opts, sizeof opts, "-cl-std=CL1.2 -DDEMO_WDT=%d -DROWS=%d -DNC=%d -DLANES=%d -DGROUPS=%d",
-           d, (int)row_blocks[b], (int)l->tune.nc, (int)l->tune.lanes, (int)l->tune.groups);
-  clpa_status st = build(l, 0, opts, "demo_linear_stream", &l->prog[d][b], &l->stream[d][b]);
+  snprintf(opts, sizeof opts, "-DROWS=%d -DNC=%d -DLANES=%d -DGROUPS=%d", (int)row_blocks[b],
+           (int)l->tune.nc, (int)l->tune.lanes, (int)l->tune.groups);
+  clpa_status st = build(l, 0, d, opts, "demo_linear_stream", &l->prog[d][b], &l->stream[d][b]);
   if (st != CLPA_OK || l->widen[d]) return st;
   cl_int e;
   l->widen[d] = clCreateKernel(l->prog[d][b], "demo_linear_widen", &e);
@@ -303,9 +342,9 @@ static clpa_status mma_program(demo_linear *l, int d, int b) {
   char opts[192];
   const int nt = (int)mma_blocks[b] / 8;
   snprintf(opts, sizeof opts,
-           "-cl-std=CL1.2 -DDEMO_WDT=%d -DNT=%d -DMWARPS=%d -DCT=%d -DSC=%d -DDEMO_PTX=%d", d, nt,
+           "-DNT=%d -DMWARPS=%d -DCT=%d -DSC=%d -DDEMO_PTX=%d", nt,
            (int)l->tune.mwarps, (int)l->tune.mma_ct, mma_stage(nt), l->nvidia);
-  clpa_status st = build(l, 1, opts, "demo_linear_mma", &l->mprog[d][b], &l->mma[d][b]);
+  clpa_status st = build(l, 1, d, opts, "demo_linear_mma", &l->mprog[d][b], &l->mma[d][b]);
   if (st != CLPA_OK) return st;
   cl_int e;
   l->reduce[d][b] = clCreateKernel(l->mprog[d][b], "demo_linear_mma_reduce", &e);
@@ -353,8 +392,8 @@ static clpa_status grow(demo_linear *l, cl_mem *buf, size_t *have, size_t elems,
 static clpa_status check(demo_wfmt w, int32_t rows, int32_t n, int32_t k) {
   if ((unsigned)w >= DEMO_W_COUNT)
     return demo_fail(CLPA_ERR_INVALID_ARG,
-                     "demo_linear_run: weight form %d (f32, f16, bf16, q8_0, q4_0, q4_K, q5_K"
-                     " or q6_K)", (int)w);
+                     "demo_linear_run: weight form %d (f32, f16, bf16, f16_tiled, bf16_tiled,"
+                     " q8_0, q4_0, q4_K, q5_K or q6_K)", (int)w);
   if (rows < 0 || n <= 0 || k <= 0)
     return demo_fail(CLPA_ERR_INVALID_ARG, "demo_linear_run: rows %d, n %d, k %d", (int)rows,
                      (int)n, (int)k);
@@ -468,9 +507,9 @@ int32_t demo_linear_gemm_rows(const demo_linear *l, int32_t rows, int32_t n) {
 static clpa_status gemm_program(demo_linear *l, int d, int b, int s) {
   if (l->gemm[d][b][s]) return CLPA_OK;
   char opts[112];
-  snprintf(opts, sizeof opts, "-cl-std=CL1.2 -DDEMO_WDT=%d -DMT=%d -DKS=%d -DAH=%d -DDEMO_PTX=%d",
-           d, 2 + 2 * b, s == 1 ? 4 : 2, s == 2, l->nvidia);
-  return build(l, 2, opts, "demo_linear_gemm", &l->gprog[d][b][s], &l->gemm[d][b][s]);
+  snprintf(opts, sizeof opts, "-DMT=%d -DKS=%d -DAH=%d -DDEMO_PTX=%d", 2 + 2 * b,
+           s == 1 ? 4 : 2, s == 2, l->nvidia);
+  return build(l, 2, d, opts, "demo_linear_gemm", &l->gprog[d][b][s], &l->gemm[d][b][s]);
 }
 
 clpa_status demo_linear_mma_peak_kernel(demo_linear *l, cl_kernel *k) {
@@ -529,9 +568,8 @@ static clpa_status gemv_program(demo_linear *l, int d, int b, int h, int o, int 
   char opts[160];
   const int nt = (int)gemv_blocks[b] / 8, ct = 1 << c;
   snprintf(opts, sizeof opts,
-           "-cl-std=CL1.2 -DDEMO_WDT=%d -DNT=%d -DCT=%d -DKW=%d -DUN=%d -DAH=%d -DOS=%d -DDEMO_PTX=%d",
-           d, nt, ct, (int)gemv_warps(l, nt, ct), (int)l->tune.gemv_unroll, h, o, l->nvidia);
-  return build(l, 3, opts, "demo_linear_gemv", &l->vprog[d][b][h][o][c], &l->gemv[d][b][h][o][c]);
+           "-DNT=%d -DCT=%d -DKW=%d -DUN=%d -DAH=%d -DOS=%d -DDEMO_PTX=%d", nt, ct, (int)gemv_warps(l, nt, ct), (int)l->tune.gemv_unroll, h, o, l->nvidia);
+  return build(l, 3, d, opts, "demo_linear_gemv", &l->vprog[d][b][h][o][c], &l->gemv[d][b][h][o][c]);
 }
 
 /* Arguments 7-24 of the RoPE epilogue's program (o 3). */
@@ -585,7 +623,9 @@ static clpa_status run_gemv(demo_linear *l, int d, cl_mem A, cl_mem W, cl_mem C,
 /* out [n, k] = W as floats (demo_linear_widen); the program is built. */
 static clpa_status widen(demo_linear *l, int d, cl_mem W, cl_mem out, int32_t n, int32_t k) {
   const size_t count = (size_t)n * (size_t)k;
-  const size_t items = d >= DEMO_W_Q8_0 ? count / 8 : count; /* block formats: 8 elements an item */
+  /* block and tiled forms: 8 elements an item */
+  const size_t items = d >= DEMO_W_Q8_0 || demo_wfmt_untiled((demo_wfmt)d) != (demo_wfmt)d
+                           ? count / 8 : count;
   cl_int e = clSetKernelArg(l->widen[d], 0, sizeof W, &W);
   e |= clSetKernelArg(l->widen[d], 1, sizeof out, &out);
   e |= clSetKernelArg(l->widen[d], 2, sizeof k, &k);
@@ -700,7 +740,7 @@ clpa_status demo_linear_run_qkv_rope(demo_linear *l, demo_linear_engine e, demo_
 int demo_linear_takes_f16(const demo_linear *l, demo_linear_engine e, int32_t rows, int32_t k,
                           demo_wfmt w) {
   if (e == DEMO_LINEAR_AUTO) e = demo_linear_pick(l, rows, k, w);
-  return w == DEMO_W_F16 && k % 32 == 0 &&
+  return demo_wfmt_untiled(w) == DEMO_W_F16 && k % 32 == 0 &&
          (e == DEMO_LINEAR_GEMV || (e == DEMO_LINEAR_GEMM && l->tune.gemm_f16a));
 }
 

@@ -28,7 +28,7 @@
 enum { OUTPUT_MIN = 16, OUTPUT_MAX = 32 };
 
 typedef struct demo_args {
-  const char *preset, *model, *device, *schedule, *prompt, *prompts, *trace;
+  const char *preset, *model, *device, *schedule, *prompt, *prompts, *trace, *weight_layout;
   int32_t requests, output_min, output_max, blocks, block_size, max_running, token_budget;
   int32_t arrival_steps, max_wait;
   uint64_t seed;
@@ -47,6 +47,12 @@ static const char *parse_text(const char *text, void *value) {
 
 static const char *parse_schedule(const char *text, void *value) {
   if (strcmp(text, "lpm") && strcmp(text, "fcfs")) return "lpm or fcfs";
+  *(const char **)value = text;
+  return NULL;
+}
+
+static const char *parse_layout(const char *text, void *value) {
+  if (strcmp(text, "auto") && strcmp(text, "rows") && strcmp(text, "tiles")) return "auto, rows or tiles";
   *(const char **)value = text;
   return NULL;
 }
@@ -98,7 +104,7 @@ static const char *parse_top_p(const char *text, void *value) {
 static const cli_cmd *g_cmd;
 
 static int parse(int argc, char **argv, demo_args *a) {
-  *a = (demo_args){.preset = "tiny", .schedule = "lpm", .requests = 24, .block_size = 16,
+  *a = (demo_args){.preset = "tiny", .schedule = "lpm", .weight_layout = "auto", .requests = 24, .block_size = 16,
                    .max_running = 16, .token_budget = 512, .arrival_steps = 24, .max_wait = 64,
                    .seed = 1, .kv_dtype = CLPA_DTYPE_F16, .weight_dtype = CLPA_DTYPE_F32,
                    .top_p = 1.0f, .linear = DEMO_LINEAR_AUTO};
@@ -153,6 +159,9 @@ static int parse(int argc, char **argv, demo_args *a) {
       {"weight-quant", CLI_WORD, &a->weight_quant, 0, 0, "NAME",
        "random models: store every layer's matrices\nand the LM head as ggml blocks (q8_0, q4_0,\n"
        "q4_K, q5_K or q6_K), quantized on the host", "none", parse_text},
+      {"weight-layout", CLI_WORD, &a->weight_layout, 0, 0, "NAME",
+       "how the device holds f16 matrices not in blocks:\nauto (the device's table), rows (row-major)\n"
+       "or tiles (16 rows x 32, in gemv's load order)", "auto", parse_layout},
       {"linear", CLI_WORD, &a->linear, 0, 0, "NAME",
        "the linear layers' engine: auto (the device's\ntable by rows), stream (the weight-streaming\n"
        "kernel), mma (its tensor-core form, NVIDIA),\ngemm (the tiled tensor-core GEMM, NVIDIA),\ngemv (tensor cores for few rows, NVIDIA)\nor clblast (CLBlast's SGEMM)", "auto", parse_linear},
@@ -457,6 +466,12 @@ int main(int argc, char **argv) {
     }
   }
   demo_model_set_linear(m, a.linear);
+  if (strcmp(a.weight_layout, "auto") &&
+      (st = demo_model_set_weight_layout(m, strcmp(a.weight_layout, "tiles") == 0)) != CLPA_OK) {
+    cli_progress_end();
+    fprintf(stderr, "clpa-demo: --weight-layout %s: %s\n", a.weight_layout, demo_last_error());
+    goto out;
+  }
   demo_model_set_timing(m, a.time_split);
   demo_model_set_one_call(m, a.one_call);
   demo_model_set_fused(m, !a.unfused);

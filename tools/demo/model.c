@@ -227,6 +227,35 @@ static clpa_status upload(demo_model *m, const float *h, size_t n, clpa_dtype dt
   return demo_cl_check(e, "clCreateBuffer (weights)");
 }
 
+/* A matrix [n, k] of host floats in the weight dtype, as tiles where m->tiled is set. */
+static clpa_status upload_matrix(demo_model *m, const float *h, int32_t n, int32_t k, cl_mem *out) {
+  const size_t count = (size_t)n * (size_t)k;
+  if (!m->tiled) return upload(m, h, count, m->wdtype, out);
+  const size_t bytes = demo_wfmt_bytes(DEMO_W_F16_TILED, n, k);
+  uint16_t *rows = malloc(2 * count), *tiles = malloc(bytes ? bytes : 1);
+  clpa_status st = CLPA_OK;
+  if (!rows || !tiles || !bytes) {
+    st = demo_fail(bytes ? CLPA_ERR_OUT_OF_MEMORY : CLPA_ERR_INVALID_ARG,
+                   "upload: a %d x %d matrix as tiles (%zu bytes)", (int)n, (int)k, bytes);
+  } else {
+    clpa_dtype_encode(CLPA_DTYPE_F16, h, rows, count, 1.0f);
+    demo_wfmt_tile(DEMO_W_F16_TILED, rows, tiles, n, k);
+    cl_int e;
+    *out = clCreateBuffer(m->clctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, bytes, tiles, &e);
+    st = demo_cl_check(e, "clCreateBuffer (weights)");
+  }
+  free(rows), free(tiles);
+  return st;
+}
+
+/* Whether every f16 matrix of the model (and its embedding) can be held as tiles: each k a
+ * multiple of 32. */
+static int tileable(const demo_model *m) {
+  const demo_config *c = &m->cfg;
+  return m->wdtype == CLPA_DTYPE_F16 && c->hidden % 32 == 0 &&
+         (c->heads * c->head_size) % 32 == 0 && c->ffn % 32 == 0;
+}
+
 /* The gate and up projection's rows as the device holds them where
  * gu_inter is set: interleaved by 8, a tile of 16 rows holding gate rows
  * 8t .. 8t + 7, then up rows 8t .. 8t + 7 (kernels.c's demo_gu_col), so
@@ -330,6 +359,8 @@ static clpa_status model_new(clpa_context *ctx, const demo_config *cfg, clpa_dty
   }
   clpa_status st = build_kernels(m);
   if (st == CLPA_OK) st = demo_linear_create(m->clctx, m->dev, m->queue, NULL, &m->lin);
+  /* the table says whether tiles are best on this device */
+  if (st == CLPA_OK) m->tiled = demo_linear_tuning_of(m->lin)->tiled && tileable(m);
   if (st != CLPA_OK) {
     demo_model_destroy(m);
     return st;
@@ -343,9 +374,9 @@ static clpa_status upload_all(demo_model *m) {
   const demo_config *c = &m->cfg;
   const size_t H = (size_t)c->hidden, qd = (size_t)c->heads * c->head_size;
   clpa_status st;
-  TRY(upload(m, m->h_embed, (size_t)c->vocab * H, m->wdtype, &m->d_embed));
+  TRY(upload_matrix(m, m->h_embed, c->vocab, c->hidden, &m->d_embed));
   if (m->h_lm_head != m->h_embed) {
-    if (!m->d_lm_head) TRY(upload(m, m->h_lm_head, (size_t)c->vocab * H, m->wdtype, &m->d_lm_head));
+    if (!m->d_lm_head) TRY(upload_matrix(m, m->h_lm_head, c->vocab, c->hidden, &m->d_lm_head));
   } else if ((st = demo_cl_check(clRetainMemObject(m->d_embed), "clRetainMemObject")) == CLPA_OK) {
     m->d_lm_head = m->d_embed; /* tied: one buffer */
   }
@@ -356,16 +387,16 @@ static clpa_status upload_all(demo_model *m) {
     TRY(upload(m, h->attn_norm, H, CLPA_DTYPE_F32, &d->attn_norm));
     TRY(upload(m, h->ffn_norm, H, CLPA_DTYPE_F32, &d->ffn_norm));
     /* matrices the source gave as blocks are on the device already */
-    if (!d->wqkv) TRY(upload(m, h->wqkv, (size_t)m->qkv_dim * H, m->wdtype, &d->wqkv));
-    if (!d->wo) TRY(upload(m, h->wo, H * qd, m->wdtype, &d->wo));
+    if (!d->wqkv) TRY(upload_matrix(m, h->wqkv, m->qkv_dim, c->hidden, &d->wqkv));
+    if (!d->wo) TRY(upload_matrix(m, h->wo, c->hidden, (int32_t)qd, &d->wo));
     if (!d->wgu) {
       float *gu = m->gu_inter ? interleave_gu(h->wgu, H * sizeof(float), c->ffn) : h->wgu;
       if (!gu) return demo_fail(CLPA_ERR_OUT_OF_MEMORY, "upload: the gate and up rows");
-      st = upload(m, gu, 2 * (size_t)c->ffn * H, m->wdtype, &d->wgu);
+      st = upload_matrix(m, gu, 2 * c->ffn, c->hidden, &d->wgu);
       if (gu != h->wgu) free(gu);
       if (st != CLPA_OK) goto out;
     }
-    if (!d->wdown) TRY(upload(m, h->wdown, H * c->ffn, m->wdtype, &d->wdown));
+    if (!d->wdown) TRY(upload_matrix(m, h->wdown, c->hidden, c->ffn, &d->wdown));
   }
   TRY(upload_rope(m));
 out:
@@ -426,10 +457,76 @@ static void matrix_shape(const demo_model *m, demo_matrix which, int32_t *n, int
   }
 }
 
-/* A matrix's form: its blocks' (demo_model_set_blocks), else the weight dtype's. */
+int demo_model_tiled(const demo_model *m) { return m->tiled; }
+
+/* Layer l's matrix `which` (or the LM head) as the device holds it, from the host's floats
+ * (the gate and up rows interleaved where gu_inter is set) into *out; NULL: no memory. */
+static clpa_status upload_host_matrix(demo_model *m, int32_t l, demo_matrix which, cl_mem *out) {
+  int32_t n, k;
+  matrix_shape(m, which, &n, &k);
+  const host_layer *h = which == DEMO_MAT_LM_HEAD ? NULL : &m->hl[l];
+  const float *src = !h ? m->h_lm_head : which == DEMO_MAT_QKV ? h->wqkv : which == DEMO_MAT_O ? h->wo
+                     : which == DEMO_MAT_GU ? h->wgu : h->wdown;
+  float *gu = which == DEMO_MAT_GU && m->gu_inter
+                  ? interleave_gu(src, (size_t)k * sizeof(float), m->cfg.ffn) : NULL;
+  if (which == DEMO_MAT_GU && m->gu_inter && !gu)
+    return demo_fail(CLPA_ERR_OUT_OF_MEMORY, "upload: the gate and up rows");
+  const clpa_status st = upload_matrix(m, gu ? gu : src, n, k, out);
+  free(gu);
+  return st;
+}
+
+clpa_status demo_model_set_weight_layout(demo_model *m, int tiled) {
+  const demo_config *c = &m->cfg;
+  tiled = tiled != 0;
+  if (tiled == m->tiled) return CLPA_OK;
+  if (tiled && !tileable(m))
+    return demo_fail(CLPA_ERR_INVALID_ARG,
+                     "demo_model_set_weight_layout: tiles need f16 weights (%s) and hidden (%d),"
+                     " heads x head_size (%d) and ffn (%d) multiples of 32",
+                     clpa_dtype_name(m->wdtype), (int)c->hidden, (int)(c->heads * c->head_size),
+                     (int)c->ffn);
+  /* every new buffer first, then the swap: on failure the model is as it was */
+  const size_t per = DEMO_MAT_DOWN - DEMO_MAT_QKV + 1, count = 2 + per * (size_t)c->layers;
+  cl_mem *fresh = calloc(count, sizeof *fresh);
+  if (!fresh) return demo_fail(CLPA_ERR_OUT_OF_MEMORY, "demo_model_set_weight_layout: out of memory");
+  m->tiled = tiled;
+  const int tied = m->h_lm_head == m->h_embed;
+  clpa_status st = upload_matrix(m, m->h_embed, c->vocab, c->hidden, &fresh[0]);
+  if (st == CLPA_OK && !tied && !m->lm_form)
+    st = upload_host_matrix(m, 0, DEMO_MAT_LM_HEAD, &fresh[1]);
+  for (int32_t l = 0; st == CLPA_OK && l < c->layers; l++)
+    for (size_t w = 0; st == CLPA_OK && w < per; w++)
+      if (!m->dl[l].form[DEMO_MAT_QKV + w])
+        st = upload_host_matrix(m, l, (demo_matrix)(DEMO_MAT_QKV + w), &fresh[2 + per * (size_t)l + w]);
+  if (st == CLPA_OK && tied) {
+    st = demo_cl_check(clRetainMemObject(fresh[0]), "clRetainMemObject");
+    if (st == CLPA_OK) fresh[1] = fresh[0];
+  }
+  if (st != CLPA_OK) {
+    m->tiled = !tiled;
+    for (size_t i = 0; i < count; i++) demo_release_mem(&fresh[i]);
+    free(fresh);
+    return st;
+  }
+  demo_release_mem(&m->d_embed), m->d_embed = fresh[0];
+  if (fresh[1]) demo_release_mem(&m->d_lm_head), m->d_lm_head = fresh[1];
+  for (int32_t l = 0; l < c->layers; l++) {
+    dev_layer *d = &m->dl[l];
+    cl_mem *dst[] = {&d->wqkv, &d->wo, &d->wgu, &d->wdown};
+    for (size_t w = 0; w < per; w++)
+      if (fresh[2 + per * (size_t)l + w]) demo_release_mem(dst[w]), *dst[w] = fresh[2 + per * (size_t)l + w];
+  }
+  free(fresh);
+  return CLPA_OK;
+}
+
+/* A matrix's form: its blocks' (demo_model_set_blocks), else the weight dtype's (tiled where
+ * m->tiled is set). */
 demo_wfmt demo_model_form(const demo_model *m, int32_t layer, demo_matrix which) {
   const demo_wfmt f = which == DEMO_MAT_LM_HEAD ? m->lm_form : m->dl[layer].form[which];
-  return f ? f : demo_wfmt_of_dtype(m->wdtype);
+  const demo_wfmt w = demo_wfmt_of_dtype(m->wdtype);
+  return f ? f : m->tiled ? demo_wfmt_tiled(w) : w;
 }
 
 clpa_status demo_model_set_blocks(demo_model *m, int32_t layer, demo_matrix which, demo_wfmt w,
@@ -569,6 +666,7 @@ void demo_model_weight_forms(const demo_model *m, char *buf, size_t cap) {
     for (int w = DEMO_MAT_QKV; w <= DEMO_MAT_DOWN; w++) used[m->dl[l].form[w]] = 1;
   used[m->lm_form] = 1;
   size_t n = (size_t)snprintf(buf, cap, "%s", clpa_dtype_name(m->wdtype));
+  if (m->tiled && n < cap) n += (size_t)snprintf(buf + n, cap - n, "_tiled");
   const char *sep = ", blocks ";
   for (int w = DEMO_W_Q8_0; w < DEMO_W_COUNT && n < cap; w++)
     if (used[w]) {

@@ -63,6 +63,14 @@ const demo_config *demo_model_config(const demo_model *m);
 /* The linear layers' engine: DEMO_LINEAR_AUTO (the device's table, the
  * default) or one forced for every call (linear.h). */
 void demo_model_set_linear(demo_model *m, demo_linear_engine e);
+/* Whether the f16 matrices the device holds row-major (every one not in ggml's blocks, and the
+ * embedding) are held as linear.h's tiles instead: the device's table says when the model is
+ * made. Changing it uploads them again from the host's floats, all before any is replaced.
+ * CLPA_ERR_INVALID_ARG where tiles are asked of f32 weights or of a model whose hidden size,
+ * heads x head_size or ffn is not a multiple of 32; CLPA_ERR_OUT_OF_MEMORY,
+ * CLPA_ERR_OPENCL (the model unchanged). */
+clpa_status demo_model_set_weight_layout(demo_model *m, int tiled);
+int demo_model_tiled(const demo_model *m);
 /* Whether steps take a profiling event an op (two enqueues: a marker and
  * the op's event), which demo_times needs, where the queue profiles: on
  * when the model is made. Off, every op goes on the queue without one. */

@@ -68,6 +68,7 @@ struct demo_model {
   cl_kernel k[K_COUNT];
   int norm_wg; /* the RMSNorms' work-group (kernels.h's demo_norm_wg) */
   int gu_inter; /* wgu's rows interleaved by 8 (ffn a multiple of 8: model.c's interleave_gu) */
+  int tiled;    /* f16 matrices not in blocks (and the embedding) held as linear.h's tiles */
 
   float *h_embed, *h_final_norm, *h_lm_head, *h_rope_factors;
   host_layer *hl;

@@ -421,8 +421,12 @@ clpa_status demo_model_forward(demo_model *m, clpa_cache *cache, const demo_batc
     TRY(write_buf(m, *demo_model_input(m, i), m->in_want[i], in + m->in_off[i], "an input"));
 
   size_t eg[2] = {(size_t)c->hidden, (size_t)T};
-  TRY(launch(m, m->wdtype == CLPA_DTYPE_F16 ? K_EMBED_F16 : K_EMBED_F32, 2, eg, NULL, 4,
-             ARG(m->d_embed), ARG(m->tokens), ARG(m->x), ARG(c->hidden)));
+  if (m->wdtype == CLPA_DTYPE_F16)
+    TRY(launch(m, K_EMBED_F16, 2, eg, NULL, 5, ARG(m->d_embed), ARG(m->tokens), ARG(m->x),
+               ARG(c->hidden), ARG(m->tiled)));
+  else
+    TRY(launch(m, K_EMBED_F32, 2, eg, NULL, 4, ARG(m->d_embed), ARG(m->tokens), ARG(m->x),
+               ARG(c->hidden)));
   TRY(plans_make(m, cache, b, max_ctx, &plans));
   cache_write cw;
   plan_cache_write(m, cache, &kv, &cw);
