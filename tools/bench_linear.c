@@ -113,7 +113,7 @@ int bench_linear(int argc, char **argv) {
       {"model", CLI_WORD, &a.model, 0, 0, "NAME", "the weight shapes: llama-1b or tiny", "llama-1b",
        parse_word},
       {"dtype", CLI_WORD, &a.dtype, 0, 0, "NAME",
-       "weight form: f32, f16, bf16, or ggml's q8_0, q4_0,\nq4_K, q5_K, q6_K (random blocks)", "f16",
+       "weight form: f32, f16, bf16, f16_tiled, bf16_tiled,\nor ggml's q8_0, q4_0, q4_K, q5_K, q6_K (random\nblocks)", "f16",
        parse_word},
       {"rows", CLI_WORD, &a.rows, 0, 0, "LIST", "rows of A (tokens of a step), comma-separated",
        "1,4,16,64,256", parse_rows},
@@ -169,7 +169,8 @@ int bench_linear(int argc, char **argv) {
   if (!ns) return cli_error(&cmd, "--model %s (llama-1b or tiny)", a.model);
   const demo_wfmt form = demo_wfmt_of_name(a.dtype);
   if (form == DEMO_W_COUNT)
-    return cli_error(&cmd, "--dtype %s (f32, f16, bf16, q8_0, q4_0, q4_K, q5_K or q6_K)", a.dtype);
+    return cli_error(&cmd, "--dtype %s (f32, f16, bf16, f16_tiled, bf16_tiled, q8_0, q4_0, q4_K,"
+                     " q5_K or q6_K)", a.dtype);
   for (int i = 0; i < ns; i++)
     if (!demo_wfmt_row_bytes(form, shapes[i].k))
       return cli_error(&cmd, "--dtype %s: %s's rows of %d are not whole blocks (--model llama-1b)",
