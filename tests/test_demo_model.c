@@ -402,6 +402,9 @@ int main(void) {
   scenario(&w, 0);
   diag("f32: worst logit error %.3g of max |logit|", w.worst);
   refusals(&w);
+  ok(demo_model_set_weight_layout(w.m, 1) == CLPA_ERR_INVALID_ARG &&
+         strstr(demo_last_error(), "f16 weights") && !demo_model_tiled(w.m),
+     "f32 weights: tiles refused, the model as it was: %s", demo_last_error());
 
   /* the same weights through demo_model_create_host, with the LM head tied
    * to the embedding and RoPE frequency factors (Llama 3.1+ scaling) */
@@ -423,6 +426,24 @@ int main(void) {
   world_init(&w, ctx, "f16", CLPA_DTYPE_F16, CLPA_DTYPE_F16, 2e-2, NULL);
   scenario(&w, 1);
   diag("f16: worst logit error %.3g of max |logit|", w.worst);
+  /* the same f16 weights with the LM head tied, as tiles (the matrices and the embedding the
+   * head shares), then back to rows in the middle of the run */
+  hw = *demo_model_host(w.m);
+  hw.lm_head = hw.embed;
+  world_init(&h, ctx, "f16 tied", CLPA_DTYPE_F16, CLPA_DTYPE_F16, 2e-2, &hw);
+  ok(demo_model_set_weight_layout(h.m, 1) == CLPA_OK && demo_model_tiled(h.m),
+     "f16 tied: the weights as tiles");
+  {
+    step_item it[3];
+    for (int i = 0; i < 3; i++) it[i] = (step_item){new_seq(&h, 0, 0), 40 + 33 * i};
+    run_step(&h, "tiles: prefill", it, 3, 0);
+    for (int i = 0; i < 3; i++) it[i] = (step_item){i, 1};
+    run_step(&h, "tiles: decode", it, 3, 3);
+    ok(demo_model_set_weight_layout(h.m, 0) == CLPA_OK && !demo_model_tiled(h.m),
+       "f16 tied: back to rows");
+    run_step(&h, "rows again: decode", it, 3, 3);
+  }
+  world_free(&h);
   world_free(&w);
 
   test_no_faults_left(ctx);
