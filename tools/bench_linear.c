@@ -24,7 +24,8 @@ typedef struct linear_args {
   const char *dtype; /* a demo_wfmt's name */
   rows_list rows;
   const char *engine;
-  int32_t lanes, groups, nc, mwarps, fill, ct, gemm_bm, gemm_bk, gemm_f16a, gemv_warps, gemv_unroll, gemv_ct;
+  int32_t lanes, groups, nc, mwarps, fill, ct, gemm_bm, gemm_bk, gemm_f16a, gemv_warps, gemv_unroll,
+      gemv_ct, gemv_nt;
   int json, cold, hot;
   int32_t repeats;
 } linear_args;
@@ -108,7 +109,7 @@ static double mma_peak(bench_env *env, demo_linear *l) {
 
 int bench_linear(int argc, char **argv) {
   linear_args a = {"llama-1b", "f16", {5, {1, 4, 16, 64, 256}}, "all", 0, 0, 0, 0, -1, 0,
-                   0, 0, -1, 0, 0, 0, 0, 0, 0, 30};
+                   0, 0, -1, 0, 0, 0, 0, 0, 0, 0, 30};
   const cli_opt opts[] = {
       {"model", CLI_WORD, &a.model, 0, 0, "NAME", "the weight shapes: llama-1b or tiny", "llama-1b",
        parse_word},
@@ -137,6 +138,8 @@ int bench_linear(int argc, char **argv) {
        NULL, NULL},
       {"gemv-unroll", CLI_INT, &a.gemv_unroll, 1, 8, "N", "its chunks of 32 k in flight a warp, forced",
        NULL, NULL},
+      {"gemv-nt", CLI_INT, &a.gemv_nt, 4, 8, "N",
+       "its most row tiles of 8 a work-group (4 or 8), forced", NULL, NULL},
       {"cold", CLI_FLAG, &a.cold, 0, 0, NULL, "flush the L2 before every timed call (default on a GPU)",
        NULL, NULL},
       {"hot", CLI_FLAG, &a.hot, 0, 0, NULL, "back-to-back calls (default elsewhere)", NULL, NULL},
@@ -158,7 +161,7 @@ int bench_linear(int argc, char **argv) {
       "kernel back to back with itself: a dependent launch's least cost), lanes,\n"
       "groups, nc, mwarps, fill, ct, ksplit (the tensor-core kernel's splits of k),\n"
       "gemm_bm, gemm_bk (the tiled GEMM's tile), gemm_f16a (1: f16 activations),\n"
-      "gemv_warps, gemv_ct (its shape for the call) and gemv_unroll;\n"
+      "gemv_warps, gemv_ct (its shape for the call), gemv_unroll and gemv_nt;\n"
       "the step's lines have shape \"step\" and the summed time and bytes.",
       clpa_version_string(),
   };
@@ -203,9 +206,9 @@ int bench_linear(int argc, char **argv) {
     engines[ne++] = DEMO_LINEAR_MMA, engines[ne++] = DEMO_LINEAR_GEMM, engines[ne++] = DEMO_LINEAR_GEMV;
   /* the table's entry, with what the options force */
   demo_linear *l = NULL;
-  demo_linear_tuning forced = {"forced", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 32, 1, 0, 4, 2, 1, 0};
+  demo_linear_tuning forced = {"forced", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 32, 1, 0, 4, 2, 1, 0, 4};
   const int force = a.lanes || a.mwarps || a.fill >= 0 || a.ct || a.gemm_bm || a.gemm_bk ||
-                    a.gemm_f16a >= 0 || a.gemv_warps || a.gemv_unroll || a.gemv_ct;
+                    a.gemm_f16a >= 0 || a.gemv_warps || a.gemv_unroll || a.gemv_ct || a.gemv_nt;
   if (demo_linear_create(cl, clpa_context_cl_device(env.ctx), clpa_context_cl_queue(env.ctx), NULL,
                          &l) == CLPA_OK && force) {
     forced = *demo_linear_tuning_of(l);
@@ -221,6 +224,7 @@ int bench_linear(int argc, char **argv) {
     if (a.gemv_warps) forced.gemv_warps = a.gemv_warps;
     if (a.gemv_unroll) forced.gemv_unroll = a.gemv_unroll;
     if (a.gemv_ct) forced.gemv_ct = a.gemv_ct;
+    if (a.gemv_nt) forced.gemv_nt = a.gemv_nt;
     demo_linear_destroy(l);
     l = NULL;
     demo_linear_create(cl, clpa_context_cl_device(env.ctx), clpa_context_cl_queue(env.ctx), &forced,
@@ -320,6 +324,7 @@ int bench_linear(int argc, char **argv) {
             cli_json_int(&j, "gemv_warps", kw);
             cli_json_int(&j, "gemv_ct", ct);
             cli_json_int(&j, "gemv_unroll", tu->gemv_unroll);
+            cli_json_int(&j, "gemv_nt", tu->gemv_nt);
             cli_json_int(&j, "f16_activations", half);
           }
           cli_json_int(&j, "ksplit", used == DEMO_LINEAR_MMA ? demo_linear_mma_split(l, c.rows, s->n, s->k) : 1);

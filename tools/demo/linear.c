@@ -21,10 +21,10 @@ static const demo_linear_tuning table[] = {
        the tiled GEMM from 65 (f16 activations by cp.async with f16 weights, else 64 k a
        stage); block forms stream up to 16 rows, then the GEMM; 16-bit weights row-major
        until the tiled forms pass NVIDIA's tests and the demo's A/B (record 0036) */
-    {"vendor:NVIDIA", 16, 32, 4, 4, 2, 1 << 30, 4, 2, 16, 65, 0, 64, 1, 64, 16, 2, 4, 0},
+    {"vendor:NVIDIA", 16, 32, 4, 4, 2, 1 << 30, 4, 2, 16, 65, 0, 64, 1, 64, 16, 2, 4, 0, 4},
     /* CPUs (PoCL): one work-item a column group, vector sums; faster than CLBlast at every row count */
-    {"type:cpu", 1 << 30, 1, 16, 2, 0, 0, 4, 2, 0, 0, 0, 32, 1, 0, 4, 2, 1, 0},
-    {"default", 16, 16, 8, 4, 0, 0, 4, 2, 0, 0, 0, 32, 1, 0, 4, 2, 1, 0},
+    {"type:cpu", 1 << 30, 1, 16, 2, 0, 0, 4, 2, 0, 0, 0, 32, 1, 0, 4, 2, 1, 0, 4},
+    {"default", 16, 16, 8, 4, 0, 0, 4, 2, 0, 0, 0, 32, 1, 0, 4, 2, 1, 0, 4},
 };
 
 /* Row blocks the kernels are built for: the smallest that holds the
@@ -37,8 +37,9 @@ static const int32_t mma_blocks[] = {8, 16, 32, 64}; /* 8 NT */
  * stage) with f32 activations, or f16 ones by cp.async (32 k a stage) */
 #define NGEMM 2
 #define NGEMM_FORMS 3
-/* the few-row kernel's programs: NT 1, 2 or 4 row tiles of 8, f32 or f16 activations */
-static const int32_t gemv_blocks[] = {8, 16, 32};
+/* the few-row kernel's programs: NT 1, 2, 4 or 8 row tiles of 8 (8: where the table's gemv_nt
+ * allows), f32 or f16 activations */
+static const int32_t gemv_blocks[] = {8, 16, 32, 64};
 #define NGEMV (int)(sizeof gemv_blocks / sizeof gemv_blocks[0])
 
 enum { NWDT = DEMO_W_COUNT };
@@ -168,18 +169,18 @@ clpa_status demo_linear_create(cl_context ctx, cl_device_id dev, cl_command_queu
       (t->gemm_bk != 32 && t->gemm_bk != 64) || (t->gemm_f16a != 0 && t->gemm_f16a != 1) ||
       t->gemv_max_rows < 0 || t->gemv_warps < 1 || t->gemv_warps > 16 || t->gemv_unroll < 1 ||
       t->gemv_unroll > 8 || (t->gemv_ct != 1 && t->gemv_ct != 2 && t->gemv_ct != 4) ||
-      (t->tiled != 0 && t->tiled != 1))
+      (t->tiled != 0 && t->tiled != 1) || (t->gemv_nt != 4 && t->gemv_nt != 8))
     return demo_fail(CLPA_ERR_INVALID_ARG,
                      "demo_linear_create: lanes %d, groups %d, nc %d, stream_max_rows %d,"
                      " mma rows %d to %d, mwarps %d, mma_ct %d, mma_fill %d, gemm_min_rows %d,"
                      " gemm_bm %d (0, 64 or 128), gemm_bk %d (32 or 64), gemm_f16a %d (0 or 1),"
                      " gemv_max_rows %d, gemv_warps %d (1 to 16), gemv_unroll %d (1 to 8),"
-                     " gemv_ct %d (1, 2 or 4), tiled %d (0 or 1)",
+                     " gemv_ct %d (1, 2 or 4), tiled %d (0 or 1), gemv_nt %d (4 or 8)",
                      (int)t->lanes, (int)t->groups, (int)t->nc, (int)t->stream_max_rows,
                      (int)t->mma_min_rows, (int)t->mma_max_rows, (int)t->mwarps,
                      (int)t->mma_ct, (int)t->mma_fill, (int)t->gemm_min_rows, (int)t->gemm_bm,
                      (int)t->gemm_bk, (int)t->gemm_f16a, (int)t->gemv_max_rows,
-                     (int)t->gemv_warps, (int)t->gemv_unroll, (int)t->gemv_ct, (int)t->tiled);
+                     (int)t->gemv_warps, (int)t->gemv_unroll, (int)t->gemv_ct, (int)t->tiled, (int)t->gemv_nt);
   demo_linear *l = calloc(1, sizeof *l);
   if (!l) return demo_fail(CLPA_ERR_OUT_OF_MEMORY, "demo_linear_create: out of memory");
   l->ctx = ctx, l->dev = dev, l->queue = queue;
@@ -549,9 +550,15 @@ static int32_t gemv_warps(const demo_linear *l, int32_t nt, int32_t ct) {
   return kw;
 }
 
+/* gemv's row block for a call: the smallest that holds its rows, else the largest the
+ * table's gemv_nt allows */
+static int gemv_block(const demo_linear *l, int32_t rows) {
+  return block_in(gemv_blocks, l->tune.gemv_nt == 8 ? NGEMV : NGEMV - 1, rows);
+}
+
 /* linear.h; the aim (16 warps a compute unit) is docs/decisions/0029-demo-linear-table.md's. */
 void demo_linear_gemv_shape(const demo_linear *l, int32_t rows, int32_t n, int32_t *ct, int32_t *kw) {
-  const int32_t rb = gemv_blocks[block_in(gemv_blocks, NGEMV, rows)], nt = rb / 8;
+  const int32_t rb = gemv_blocks[gemv_block(l, rows)], nt = rb / 8;
   const int64_t blocks = ((int64_t)rows + rb - 1) / rb;
   int32_t c = l->tune.gemv_ct;
   while (c > 1 && blocks * (((int64_t)n + 16 * c - 1) / (16 * c)) * gemv_warps(l, nt, c) < 16 * (int64_t)l->cus)
@@ -559,7 +566,7 @@ void demo_linear_gemv_shape(const demo_linear *l, int32_t rows, int32_t n, int32
   *ct = c, *kw = gemv_warps(l, nt, c);
 }
 
-/* The few-row kernel's program of dtype d, 8, 16 or 32 rows a work-group
+/* The few-row kernel's program of dtype d, 8, 16, 32 or 64 rows a work-group
  * (b), f32 (h 0) or f16 activations (1), C (o 0), SwiGLU's activations as
  * f32 (1) or f16 (2) or RoPE and the cache write (3), and 1, 2 or 4 column
  * tiles (c 0, 1, 2). */
@@ -601,7 +608,7 @@ static clpa_status run_gemv_out(demo_linear *l, int d, cl_mem A, cl_mem W, cl_me
     return demo_fail(CLPA_ERR_INVALID_ARG,
                      "demo_linear_run: the few-row kernel (gemv) needs k a multiple of 32 and f16,"
                      " bf16 or block-form weights (k %d, %s)", (int)k, forms[d].name);
-  const int b = block_in(gemv_blocks, NGEMV, rows);
+  const int b = gemv_block(l, rows);
   int32_t ct, kw;
   demo_linear_gemv_shape(l, rows, n, &ct, &kw);
   const int c = ct == 4 ? 2 : ct == 2;

@@ -108,6 +108,8 @@ typedef struct demo_linear_tuning {
                               (demo_linear_gemv_shape) */
   int32_t tiled;           /* 1: f16 and bf16 weights are best held in their tiled forms
                               (the model uploads them so) */
+  int32_t gemv_nt;         /* gemv's most row tiles of 8 a work-group: 4 or 8 (more rows take
+                              several row blocks, each reading the weights again) */
 } demo_linear_tuning;
 
 typedef struct demo_linear demo_linear;

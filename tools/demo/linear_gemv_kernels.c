@@ -55,7 +55,7 @@
 
 const char *const demo_linear_gemv_source[] = {
     "#ifndef NT\n"
-    "#error \"NT: row tiles of 8 a work-group (1, 2 or 4)\"\n"
+    "#error \"NT: row tiles of 8 a work-group (1, 2, 4 or 8)\"\n"
     "#endif\n"
     "#ifndef KW\n"
     "#error \"KW: warps a work-group, splitting k\"\n"
