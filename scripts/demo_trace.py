@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""demo_trace.py FILE [--all] — where clpa-demo's steps go, from its --trace file.
+"""demo_trace.py FILE [--all] [--by-rows] — where clpa-demo's steps go, from its --trace file.
 
 Over the decode-only steps (every step with --all), per step: the host's
 enqueue and wall time, the device's span (first start to last end), its
@@ -8,10 +8,36 @@ those the part where the next op was not yet enqueued when the one before
 it ended (the device waited on the host). Then per op name: how many a
 step, median µs each, and their median gap before. Medians over steps.
 An op of several kernels shows its last kernel: the others fall in its gap.
+
+--by-rows: every step instead, grouped by its rows (the step's tokens): how
+many steps, their summed host wall time, and medians of the host wall and of
+the ops' busy time by kind (gemm, attention, other); decode-only steps and
+the others (with prefill rows) apart.
 """
 import json
 import statistics as st
 import sys
+
+
+def by_rows(steps, ops):
+    """Steps grouped by their rows: decode-only ones, then the others by rows bucket."""
+    groups = {}
+    for s, h in steps.items():
+        o = [x for x in ops.get(s, []) if x["start_us"] is not None and x["end_us"] is not None]
+        kinds = {}
+        for x in o:
+            kinds[x["kind"]] = kinds.get(x["kind"], 0.0) + x["end_us"] - x["start_us"]
+        dec = h["decode_seqs"] == h["seqs"]
+        top = next(b for b in (16, 32, 48, 64, 128, 256, 512, 1 << 30) if h["tokens"] <= b)
+        key = (0 if dec else 1, top)
+        groups.setdefault(key, []).append((h["host_wall_us"], kinds))
+    print(f"  {'steps':<26} {'n':>4} {'wall ms':>8} {'us each':>8} {'gemm':>7} {'attn':>7} {'other':>7}")
+    for (mixed, top), g in sorted(groups.items()):
+        med = lambda k: st.median(kd.get(k, 0.0) for _, kd in g)
+        what = f"{'with prefill' if mixed else 'decode-only'}, rows <= {top if top < 1 << 30 else 'any'}"
+        print(f"  {what:<26} {len(g):4d} {sum(w for w, _ in g) / 1e3:8.1f} "
+              f"{st.median(w for w, _ in g):8.0f} {med('gemm'):7.0f} {med('attention'):7.0f} {med('other'):7.0f}")
+    return 0
 
 
 def main():
@@ -28,6 +54,8 @@ def main():
                 ops.setdefault(j["step"], []).append(j)
             else:
                 steps[j["step"]] = j
+    if "--by-rows" in sys.argv:
+        return by_rows(steps, ops)
     chosen = [s for s, h in steps.items() if every or (h["decode_seqs"] == h["seqs"] and h["seqs"] > 0)]
     if not chosen:
         print("no step to summarize", file=sys.stderr)

@@ -225,11 +225,17 @@ dec = [s["ops"] for s in heads if s["decode_seqs"] == s["seqs"]]
 summary = subprocess.run([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
                                                        "scripts", "demo_trace.py"), trace],
                          capture_output=True, text=True)
+by_rows = subprocess.run([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                                                       "scripts", "demo_trace.py"), trace, "--by-rows"],
+                         capture_output=True, text=True)
+groups = [l.split() for l in by_rows.stdout.splitlines()[1:]]
 ok(rc == 0 and h and len(heads) == h["steps"] and opl and counts and ordered and
    all(o["name"] for o in opl) and dec and abs(sum(dec) / len(dec) - h["ops_decode_step"]) < 0.1 and
-   summary.returncode == 0 and "decode-only" in summary.stdout,
-   "--trace: %d steps (summary %s), %d ops, counts %s, stamps in order %s, script rc %d"
-   % (len(heads), (h or {}).get("steps"), len(opl), counts, ordered, summary.returncode))
+   summary.returncode == 0 and "decode-only" in summary.stdout and by_rows.returncode == 0 and
+   sum(int(g[-6]) for g in groups) == len(heads) and any(g[0] == "with" for g in groups),
+   "--trace: %d steps (summary %s), %d ops, counts %s, stamps in order %s, script rc %d; --by-rows"
+   " groups every step: %s" % (len(heads), (h or {}).get("steps"), len(opl), counts, ordered,
+                               summary.returncode, [" ".join(g[:-6]) for g in groups]))
 if os.path.exists(trace):
     os.remove(trace)
 rc, h = run("--requests", "1", "--trace", "/nonexistent-dir/t.jsonl", "--json")
