@@ -17,7 +17,8 @@
  * sentence a row; the measurements that chose each (device, date,
  * command, figures) are in docs/decisions/0029-demo-linear-table.md. */
 static const demo_linear_tuning table[] = {
-    /* NVIDIA: gemv up to 64 rows (16 warps, up to 4 tiles of columns, 2 chunks in flight),
+    /* NVIDIA: gemv up to 64 rows (16 warps, up to 4 tiles of columns, 2 chunks in flight,
+       32 rows a work-group: gemv_nt 8 is record 0037's, pending),
        the tiled GEMM from 65 (f16 activations by cp.async with f16 weights, else 64 k a
        stage); block forms stream up to 16 rows, then the GEMM; 16-bit weights row-major
        until the tiled forms pass NVIDIA's tests and the demo's A/B (record 0036) */
