@@ -139,7 +139,7 @@ if "linear" in COMMANDS:
        show(args, rc, out, err))
     check_refused([BENCH, "linear", "--model", "tiny", "--dtype", "q4_K"],
                   "--dtype q4_K: qkv's rows of 128 are not whole blocks")
-    check_refused([BENCH, "linear", "--dtype", "q3_K"], "--dtype q3_K (f32, f16, bf16, q8_0")
+    check_refused([BENCH, "linear", "--dtype", "q3_K"], "--dtype q3_K (f32, f16, bf16, f16_tiled, bf16_tiled, q8_0")
 for cmd in ("decode", "sweep", "prefill", "xattn", "radix", "kvman"):
     check_refused([BENCH, cmd, "--foo"], "unknown option '--foo'")
 check_refused([INFO, "--foo=1"], "unknown option '--foo'")
