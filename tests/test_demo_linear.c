@@ -771,6 +771,9 @@ int main(void) {
     run_swiglu_case(lv, DEMO_W_BF16_TILED, 17, 48, 64, 0, 0);
     run_rope_case(lv, DEMO_W_F16_TILED, 5, 3, 1, 16, 64, 1, 1);
     run_rope_case(lv, DEMO_W_BF16_TILED, 16, 2, 2, 12, 96, 0, 0);
+    for (size_t i = 0; i < sizeof es / sizeof *es; i++)
+      refused(l, es[i], i % 2 ? DEMO_W_BF16_TILED : DEMO_W_F16_TILED, 2, 20, 48,
+              "multiple of 32, the k of", "a tiled form with k 48");
     demo_linear_destroy(lv);
   }
   /* gemv with up to 8 row tiles of 8 a work-group (gemv_nt 8): 33 to 64 rows in one row block,

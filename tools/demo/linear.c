@@ -399,6 +399,10 @@ static clpa_status check(demo_wfmt w, int32_t rows, int32_t n, int32_t k) {
   if (rows < 0 || n <= 0 || k <= 0)
     return demo_fail(CLPA_ERR_INVALID_ARG, "demo_linear_run: rows %d, n %d, k %d", (int)rows,
                      (int)n, (int)k);
+  if (!demo_wfmt_row_bytes(w, k) && demo_wfmt_untiled(w) != w)
+    return demo_fail(CLPA_ERR_INVALID_ARG,
+                     "demo_linear_run: k %d is not a multiple of 32, the k of %s's tiles", (int)k,
+                     forms[w].name);
   if (!demo_wfmt_row_bytes(w, k))
     return demo_fail(CLPA_ERR_INVALID_ARG,
                      "demo_linear_run: k %d is not a whole number of %s blocks of %u", (int)k,
