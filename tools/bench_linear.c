@@ -114,8 +114,8 @@ int bench_linear(int argc, char **argv) {
       {"model", CLI_WORD, &a.model, 0, 0, "NAME", "the weight shapes: llama-1b or tiny", "llama-1b",
        parse_word},
       {"dtype", CLI_WORD, &a.dtype, 0, 0, "NAME",
-       "weight form: f32, f16, bf16, f16_tiled, bf16_tiled,\nor ggml's q8_0, q4_0, q4_K, q5_K, q6_K (random\nblocks)", "f16",
-       parse_word},
+       "weight form: f32, f16, bf16, f16_tiled, bf16_tiled,\nor ggml's q8_0, q4_0, q4_K, q5_K, q6_K (random\n"
+       "blocks)", "f16", parse_word},
       {"rows", CLI_WORD, &a.rows, 0, 0, "LIST", "rows of A (tokens of a step), comma-separated",
        "1,4,16,64,256", parse_rows},
       {"engine", CLI_WORD, &a.engine, 0, 0, "NAME",

@@ -78,6 +78,9 @@ static const struct {
     {"q4_0", 2, 32, 18},    {"q4_K", 12, 256, 144}, {"q5_K", 13, 256, 176}, {"q6_K", 14, 256, 210},
 };
 
+/* Whether form d is one of the tiled forms. */
+static int is_tiled(int d) { return d == DEMO_W_F16_TILED || d == DEMO_W_BF16_TILED; }
+
 demo_wfmt demo_wfmt_of_dtype(clpa_dtype d) {
   return d == CLPA_DTYPE_F32    ? DEMO_W_F32
          : d == CLPA_DTYPE_F16  ? DEMO_W_F16
@@ -87,7 +90,7 @@ demo_wfmt demo_wfmt_of_dtype(clpa_dtype d) {
 
 demo_wfmt demo_wfmt_of_ggml(uint32_t type) {
   for (int w = 0; w < DEMO_W_COUNT; w++)
-    if (forms[w].ggml == type && demo_wfmt_untiled((demo_wfmt)w) == (demo_wfmt)w) return (demo_wfmt)w;
+    if (forms[w].ggml == type && !is_tiled(w)) return (demo_wfmt)w;
   return DEMO_W_COUNT;
 }
 
@@ -115,20 +118,19 @@ demo_wfmt demo_wfmt_untiled(demo_wfmt w) {
 }
 
 size_t demo_wfmt_bytes(demo_wfmt w, int32_t n, int32_t k) {
-  const int64_t rows = demo_wfmt_untiled(w) != w ? ((int64_t)n + 15) / 16 * 16 : n;
+  const int64_t rows = is_tiled(w) ? ((int64_t)n + 15) / 16 * 16 : n;
   return n < 1 ? 0 : demo_wfmt_row_bytes(w, k) * (size_t)rows;
 }
 
 int demo_wfmt_tile(demo_wfmt w, const void *src, void *dst, int32_t n, int32_t k) {
-  if (demo_wfmt_untiled(w) == w || n < 1 || k < 32 || k % 32) return -1;
+  if (!is_tiled(w) || n < 1 || k < 32 || k % 32) return -1;
   const uint16_t *s = src;
   uint16_t *d = dst;
   const size_t kk = (size_t)k, rows = ((size_t)n + 15) / 16 * 16;
   for (size_t c = 0; c < rows; c++)
-    for (size_t j = 0; j < kk; j += 8) /* 8 elements: 16 contiguous bytes both ways */
-      for (size_t e = 0; e < 8; e++)
-        d[c / 16 * 16 * kk + j / 32 * 512 + c % 16 / 8 * 256 + c % 8 * 32 + j % 32 + e] =
-            c < (size_t)n ? s[c * kk + j + e] : 0;
+    for (size_t j = 0; j < kk; j++)
+      d[c / 16 * 16 * kk + j / 32 * 512 + c % 16 / 8 * 256 + c % 8 * 32 + j % 32] =
+          c < (size_t)n ? s[c * kk + j] : 0;
   return 0;
 }
 
@@ -280,7 +282,7 @@ static clpa_status build(demo_linear *l, int mma, int d, const char *shape, cons
                          cl_program *prog, cl_kernel *kern) {
   char opts[256];
   snprintf(opts, sizeof opts, "-cl-std=CL1.2 -DDEMO_WDT=%d -DWTILE=%d %s", kernel_wdt(d),
-           demo_wfmt_untiled((demo_wfmt)d) != (demo_wfmt)d, shape);
+           is_tiled(d), shape);
   const char *src[12];
   unsigned n = 0;
   /* the 16-bit kernels take the first parts alone: the weights' types and ggml's blocks */
@@ -399,7 +401,7 @@ static clpa_status check(demo_wfmt w, int32_t rows, int32_t n, int32_t k) {
   if (rows < 0 || n <= 0 || k <= 0)
     return demo_fail(CLPA_ERR_INVALID_ARG, "demo_linear_run: rows %d, n %d, k %d", (int)rows,
                      (int)n, (int)k);
-  if (!demo_wfmt_row_bytes(w, k) && demo_wfmt_untiled(w) != w)
+  if (!demo_wfmt_row_bytes(w, k) && is_tiled(w))
     return demo_fail(CLPA_ERR_INVALID_ARG,
                      "demo_linear_run: k %d is not a multiple of 32, the k of %s's tiles", (int)k,
                      forms[w].name);
@@ -580,7 +582,8 @@ static clpa_status gemv_program(demo_linear *l, int d, int b, int h, int o, int 
   char opts[160];
   const int nt = (int)gemv_blocks[b] / 8, ct = 1 << c;
   snprintf(opts, sizeof opts,
-           "-DNT=%d -DCT=%d -DKW=%d -DUN=%d -DAH=%d -DOS=%d -DDEMO_PTX=%d", nt, ct, (int)gemv_warps(l, nt, ct), (int)l->tune.gemv_unroll, h, o, l->nvidia);
+           "-DNT=%d -DCT=%d -DKW=%d -DUN=%d -DAH=%d -DOS=%d -DDEMO_PTX=%d", nt, ct,
+           (int)gemv_warps(l, nt, ct), (int)l->tune.gemv_unroll, h, o, l->nvidia);
   return build(l, 3, d, opts, "demo_linear_gemv", &l->vprog[d][b][h][o][c], &l->gemv[d][b][h][o][c]);
 }
 
@@ -636,8 +639,7 @@ static clpa_status run_gemv(demo_linear *l, int d, cl_mem A, cl_mem W, cl_mem C,
 static clpa_status widen(demo_linear *l, int d, cl_mem W, cl_mem out, int32_t n, int32_t k) {
   const size_t count = (size_t)n * (size_t)k;
   /* block and tiled forms: 8 elements an item */
-  const size_t items = d >= DEMO_W_Q8_0 || demo_wfmt_untiled((demo_wfmt)d) != (demo_wfmt)d
-                           ? count / 8 : count;
+  const size_t items = d >= DEMO_W_Q8_0 || is_tiled(d) ? count / 8 : count;
   cl_int e = clSetKernelArg(l->widen[d], 0, sizeof W, &W);
   e |= clSetKernelArg(l->widen[d], 1, sizeof out, &out);
   e |= clSetKernelArg(l->widen[d], 2, sizeof k, &k);

@@ -52,7 +52,8 @@ static const char *parse_schedule(const char *text, void *value) {
 }
 
 static const char *parse_layout(const char *text, void *value) {
-  if (strcmp(text, "auto") && strcmp(text, "rows") && strcmp(text, "tiles")) return "auto, rows or tiles";
+  if (strcmp(text, "auto") && strcmp(text, "rows") && strcmp(text, "tiles"))
+    return "auto, rows or tiles";
   *(const char **)value = text;
   return NULL;
 }
@@ -104,10 +105,10 @@ static const char *parse_top_p(const char *text, void *value) {
 static const cli_cmd *g_cmd;
 
 static int parse(int argc, char **argv, demo_args *a) {
-  *a = (demo_args){.preset = "tiny", .schedule = "lpm", .weight_layout = "auto", .requests = 24, .block_size = 16,
+  *a = (demo_args){.preset = "tiny", .schedule = "lpm", .requests = 24, .block_size = 16,
                    .max_running = 16, .token_budget = 512, .arrival_steps = 24, .max_wait = 64,
                    .seed = 1, .kv_dtype = CLPA_DTYPE_F16, .weight_dtype = CLPA_DTYPE_F32,
-                   .top_p = 1.0f, .linear = DEMO_LINEAR_AUTO};
+                   .top_p = 1.0f, .linear = DEMO_LINEAR_AUTO, .weight_layout = "auto"};
   const cli_opt opts[] = {
       {"preset", CLI_WORD, &a->preset, 0, 0, "NAME",
        "random-weight model: tiny (CPU, seconds) or\nllama-1b (Llama-3.2-1B's shape, for GPUs)",

@@ -369,14 +369,58 @@ static clpa_status model_new(clpa_context *ctx, const demo_config *cfg, clpa_dty
   return CLPA_OK;
 }
 
+/* A matrix's shape: rows (n) and columns (k). */
+static void matrix_shape(const demo_model *m, demo_matrix which, int32_t *n, int32_t *k) {
+  const demo_config *c = &m->cfg;
+  const int32_t H = c->hidden, qd = c->heads * c->head_size;
+  switch (which) {
+  case DEMO_MAT_QKV: *n = m->qkv_dim, *k = H; break;
+  case DEMO_MAT_O: *n = H, *k = qd; break;
+  case DEMO_MAT_GU: *n = 2 * c->ffn, *k = H; break;
+  case DEMO_MAT_DOWN: *n = H, *k = c->ffn; break;
+  default: *n = c->vocab, *k = H; break;
+  }
+}
+
+/* Layer l's matrix `which` (the LM head: l ignored): the host's floats, and the device's buffer. */
+static float *host_matrix(demo_model *m, int32_t l, demo_matrix which) {
+  return which == DEMO_MAT_QKV    ? m->hl[l].wqkv
+         : which == DEMO_MAT_O    ? m->hl[l].wo
+         : which == DEMO_MAT_GU   ? m->hl[l].wgu
+         : which == DEMO_MAT_DOWN ? m->hl[l].wdown
+                                  : m->h_lm_head;
+}
+static cl_mem *dev_matrix(demo_model *m, int32_t l, demo_matrix which) {
+  return which == DEMO_MAT_QKV    ? &m->dl[l].wqkv
+         : which == DEMO_MAT_O    ? &m->dl[l].wo
+         : which == DEMO_MAT_GU   ? &m->dl[l].wgu
+         : which == DEMO_MAT_DOWN ? &m->dl[l].wdown
+                                  : &m->d_lm_head;
+}
+
+/* Layer l's matrix `which` (or the LM head) as the device holds it, from the host's floats
+ * (the gate and up rows interleaved where gu_inter is set), into *out. */
+static clpa_status upload_host_matrix(demo_model *m, int32_t l, demo_matrix which, cl_mem *out) {
+  int32_t n, k;
+  matrix_shape(m, which, &n, &k);
+  const float *src = host_matrix(m, l, which);
+  float *gu = which == DEMO_MAT_GU && m->gu_inter
+                  ? interleave_gu(src, (size_t)k * sizeof(float), m->cfg.ffn) : NULL;
+  if (which == DEMO_MAT_GU && m->gu_inter && !gu)
+    return demo_fail(CLPA_ERR_OUT_OF_MEMORY, "upload: the gate and up rows");
+  const clpa_status st = upload_matrix(m, gu ? gu : src, n, k, out);
+  free(gu);
+  return st;
+}
+
 /* Uploads every host weight (already rounded to the weight dtype). */
 static clpa_status upload_all(demo_model *m) {
   const demo_config *c = &m->cfg;
-  const size_t H = (size_t)c->hidden, qd = (size_t)c->heads * c->head_size;
+  const size_t H = (size_t)c->hidden;
   clpa_status st;
   TRY(upload_matrix(m, m->h_embed, c->vocab, c->hidden, &m->d_embed));
   if (m->h_lm_head != m->h_embed) {
-    if (!m->d_lm_head) TRY(upload_matrix(m, m->h_lm_head, c->vocab, c->hidden, &m->d_lm_head));
+    if (!m->d_lm_head) TRY(upload_host_matrix(m, 0, DEMO_MAT_LM_HEAD, &m->d_lm_head));
   } else if ((st = demo_cl_check(clRetainMemObject(m->d_embed), "clRetainMemObject")) == CLPA_OK) {
     m->d_lm_head = m->d_embed; /* tied: one buffer */
   }
@@ -387,16 +431,9 @@ static clpa_status upload_all(demo_model *m) {
     TRY(upload(m, h->attn_norm, H, CLPA_DTYPE_F32, &d->attn_norm));
     TRY(upload(m, h->ffn_norm, H, CLPA_DTYPE_F32, &d->ffn_norm));
     /* matrices the source gave as blocks are on the device already */
-    if (!d->wqkv) TRY(upload_matrix(m, h->wqkv, m->qkv_dim, c->hidden, &d->wqkv));
-    if (!d->wo) TRY(upload_matrix(m, h->wo, c->hidden, (int32_t)qd, &d->wo));
-    if (!d->wgu) {
-      float *gu = m->gu_inter ? interleave_gu(h->wgu, H * sizeof(float), c->ffn) : h->wgu;
-      if (!gu) return demo_fail(CLPA_ERR_OUT_OF_MEMORY, "upload: the gate and up rows");
-      st = upload_matrix(m, gu, 2 * c->ffn, c->hidden, &d->wgu);
-      if (gu != h->wgu) free(gu);
-      if (st != CLPA_OK) goto out;
-    }
-    if (!d->wdown) TRY(upload_matrix(m, h->wdown, c->hidden, c->ffn, &d->wdown));
+    for (int w = DEMO_MAT_QKV; w <= DEMO_MAT_DOWN; w++)
+      if (!*dev_matrix(m, l, (demo_matrix)w))
+        TRY(upload_host_matrix(m, l, (demo_matrix)w, dev_matrix(m, l, (demo_matrix)w)));
   }
   TRY(upload_rope(m));
 out:
@@ -444,37 +481,7 @@ clpa_status demo_model_begin(clpa_context *ctx, const demo_config *cfg, clpa_dty
   return CLPA_OK;
 }
 
-/* A matrix's shape: rows (n) and columns (k). */
-static void matrix_shape(const demo_model *m, demo_matrix which, int32_t *n, int32_t *k) {
-  const demo_config *c = &m->cfg;
-  const int32_t H = c->hidden, qd = c->heads * c->head_size;
-  switch (which) {
-  case DEMO_MAT_QKV: *n = m->qkv_dim, *k = H; break;
-  case DEMO_MAT_O: *n = H, *k = qd; break;
-  case DEMO_MAT_GU: *n = 2 * c->ffn, *k = H; break;
-  case DEMO_MAT_DOWN: *n = H, *k = c->ffn; break;
-  default: *n = c->vocab, *k = H; break;
-  }
-}
-
 int demo_model_tiled(const demo_model *m) { return m->tiled; }
-
-/* Layer l's matrix `which` (or the LM head) as the device holds it, from the host's floats
- * (the gate and up rows interleaved where gu_inter is set) into *out; NULL: no memory. */
-static clpa_status upload_host_matrix(demo_model *m, int32_t l, demo_matrix which, cl_mem *out) {
-  int32_t n, k;
-  matrix_shape(m, which, &n, &k);
-  const host_layer *h = which == DEMO_MAT_LM_HEAD ? NULL : &m->hl[l];
-  const float *src = !h ? m->h_lm_head : which == DEMO_MAT_QKV ? h->wqkv : which == DEMO_MAT_O ? h->wo
-                     : which == DEMO_MAT_GU ? h->wgu : h->wdown;
-  float *gu = which == DEMO_MAT_GU && m->gu_inter
-                  ? interleave_gu(src, (size_t)k * sizeof(float), m->cfg.ffn) : NULL;
-  if (which == DEMO_MAT_GU && m->gu_inter && !gu)
-    return demo_fail(CLPA_ERR_OUT_OF_MEMORY, "upload: the gate and up rows");
-  const clpa_status st = upload_matrix(m, gu ? gu : src, n, k, out);
-  free(gu);
-  return st;
-}
 
 clpa_status demo_model_set_weight_layout(demo_model *m, int tiled) {
   const demo_config *c = &m->cfg;
@@ -511,12 +518,11 @@ clpa_status demo_model_set_weight_layout(demo_model *m, int tiled) {
   }
   demo_release_mem(&m->d_embed), m->d_embed = fresh[0];
   if (fresh[1]) demo_release_mem(&m->d_lm_head), m->d_lm_head = fresh[1];
-  for (int32_t l = 0; l < c->layers; l++) {
-    dev_layer *d = &m->dl[l];
-    cl_mem *dst[] = {&d->wqkv, &d->wo, &d->wgu, &d->wdown};
-    for (size_t w = 0; w < per; w++)
-      if (fresh[2 + per * (size_t)l + w]) demo_release_mem(dst[w]), *dst[w] = fresh[2 + per * (size_t)l + w];
-  }
+  for (int32_t l = 0; l < c->layers; l++)
+    for (size_t w = 0; w < per; w++) {
+      cl_mem *dst = dev_matrix(m, l, (demo_matrix)(DEMO_MAT_QKV + w));
+      if (fresh[2 + per * (size_t)l + w]) demo_release_mem(dst), *dst = fresh[2 + per * (size_t)l + w];
+    }
   free(fresh);
   return CLPA_OK;
 }
@@ -540,11 +546,7 @@ clpa_status demo_model_set_blocks(demo_model *m, int32_t layer, demo_matrix whic
     return demo_fail(CLPA_ERR_INVALID_ARG,
                      "demo_model_set_blocks: layer %d matrix %d as %s: %zu bytes (%zu wanted)",
                      (int)layer, (int)which, demo_wfmt_name(w), bytes, want);
-  cl_mem *dst = which == DEMO_MAT_LM_HEAD ? &m->d_lm_head
-                : which == DEMO_MAT_QKV   ? &m->dl[layer].wqkv
-                : which == DEMO_MAT_O     ? &m->dl[layer].wo
-                : which == DEMO_MAT_GU    ? &m->dl[layer].wgu
-                                          : &m->dl[layer].wdown;
+  cl_mem *dst = dev_matrix(m, layer, which);
   void *gu = which == DEMO_MAT_GU && m->gu_inter
                  ? interleave_gu(blocks, demo_wfmt_row_bytes(w, k), m->cfg.ffn)
                  : (void *)blocks;
@@ -632,11 +634,7 @@ clpa_status demo_model_quantize(demo_model *m, demo_wfmt w) {
         return demo_fail(CLPA_ERR_INVALID_ARG,
                          "demo_model_quantize: %s rows of %d do not make whole %s blocks of %u",
                          names[which], (int)k, demo_wfmt_name(w), demo_quant_block_elems(type));
-      float *h = which == DEMO_MAT_QKV    ? m->hl[l].wqkv
-                 : which == DEMO_MAT_O    ? m->hl[l].wo
-                 : which == DEMO_MAT_GU   ? m->hl[l].wgu
-                 : which == DEMO_MAT_DOWN ? m->hl[l].wdown
-                                          : m->h_lm_head;
+      float *h = host_matrix(m, l, (demo_matrix)which);
       void *blocks = malloc(bytes);
       if (!blocks) return demo_fail(CLPA_ERR_OUT_OF_MEMORY, "demo_model_quantize: %zu bytes", bytes);
       clpa_status st = quant_matrix(type, h, blocks, demo_wfmt_row_bytes(w, k), n, k);
