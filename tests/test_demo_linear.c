@@ -93,16 +93,21 @@ static double ref_dot(const float *a, const float *w, int32_t k, double v, doubl
   return dot;
 }
 
+/* v of ref_dot for the 16-bit tensor-core kernels (the tiled GEMM and gemv), which round the
+ * activations to the weights' type (f16 for block forms, whose weights they round to f16
+ * too): 0 where the activations come in as f16 already (half). */
+static double rounding_16(demo_wfmt dt, int half) {
+  const demo_wfmt base = demo_wfmt_untiled(dt);
+  return half ? 0 : base == DEMO_W_F16 ? 0x1p-11 : base == DEMO_W_BF16 ? 0x1p-8
+                                                 : 0x1p-11 + 0x1p-11 + 0x1p-22;
+}
+
 /* half: A goes in as f16 (demo_linear_run_f16), the reference taking it rounded */
 static int run_case(demo_linear *l, demo_linear_engine e, demo_wfmt dt, int32_t rows, int32_t n,
                     int32_t k, int accumulate, int half) {
-  /* the tiled GEMM rounds the activations to f16 (bf16 with bf16 weights), block forms'
-   * weights to f16 too */
   const double v = e == DEMO_LINEAR_MMA && dt >= DEMO_W_Q8_0 ? 0x1p-11 /* blocks rounded to tf32 */
-                   : (e != DEMO_LINEAR_GEMM && e != DEMO_LINEAR_GEMV) || half ? 0
-                   : demo_wfmt_untiled(dt) == DEMO_W_F16 ? 0x1p-11
-                   : demo_wfmt_untiled(dt) == DEMO_W_BF16 ? 0x1p-8
-                                         : 0x1p-11 + 0x1p-11 + 0x1p-22;
+                   : e != DEMO_LINEAR_GEMM && e != DEMO_LINEAR_GEMV ? 0
+                                                                    : rounding_16(dt, half);
   const size_t an = (size_t)rows * k, cn = (size_t)rows * n, wn = (size_t)n * k;
   float *a = malloc(sizeof(float) * (an ? an : 1)), *wf = malloc(sizeof(float) * wn);
   float *c0 = malloc(sizeof(float) * (cn ? cn : 1)), *got = malloc(sizeof(float) * (cn ? cn : 1));
@@ -152,9 +157,7 @@ static int run_case(demo_linear *l, demo_linear_engine e, demo_wfmt dt, int32_t 
  * f16 (2^-11 |act|, half_out) and 2^-20 |act| for the device's exp. */
 static void run_swiglu_case(demo_linear *l, demo_wfmt dt, int32_t rows, int32_t n, int32_t k,
                             int half_in, int half_out) {
-  const demo_wfmt base = demo_wfmt_untiled(dt);
-  const double v = half_in ? 0 : base == DEMO_W_F16 ? 0x1p-11 : base == DEMO_W_BF16 ? 0x1p-8
-                                                            : 0x1p-11 + 0x1p-11 + 0x1p-22;
+  const double v = rounding_16(dt, half_in);
   const size_t an = (size_t)rows * k, on = (size_t)rows * (n / 2), wn = (size_t)n * k;
   float *a = malloc(sizeof(float) * an), *wf = malloc(sizeof(float) * wn);
   float *got = malloc(sizeof(float) * on);
@@ -215,10 +218,7 @@ static void run_swiglu_case(demo_linear *l, demo_wfmt dt, int32_t rows, int32_t 
  * not a row's stay poisoned. */
 static void run_rope_case(demo_linear *l, demo_wfmt dt, int32_t rows, int32_t heads, int32_t kvh,
                           int32_t hd, int32_t k, int half_in, int f16) {
-  const double v = half_in             ? 0
-                   : demo_wfmt_untiled(dt) == DEMO_W_F16 ? 0x1p-11
-                   : demo_wfmt_untiled(dt) == DEMO_W_BF16 ? 0x1p-8
-                                       : 0x1p-11 + 0x1p-11 + 0x1p-22;
+  const double v = rounding_16(dt, half_in);
   const int32_t n = (heads + 2 * kvh) * hd, B = 4, x = 4, npos = 40;
   const int32_t nblocks = rows / B + 2, nslots = nblocks * B;
   const size_t an = (size_t)rows * k, cn = (size_t)rows * n, wn = (size_t)n * k, es = f16 ? 2 : 4;
