@@ -222,12 +222,9 @@ ordered = all(None not in [o[k] for k in stamps] and
               all(o[a] <= o[b] for a, b in zip(stamps, stamps[1:])) for o in opl)
 counts = all(sum(1 for o in opl if o["step"] == s["step"]) == s["ops"] for s in heads)
 dec = [s["ops"] for s in heads if s["decode_seqs"] == s["seqs"]]
-summary = subprocess.run([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
-                                                       "scripts", "demo_trace.py"), trace],
-                         capture_output=True, text=True)
-by_rows = subprocess.run([sys.executable, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
-                                                       "scripts", "demo_trace.py"), trace, "--by-rows"],
-                         capture_output=True, text=True)
+trace_script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts", "demo_trace.py")
+summary = subprocess.run([sys.executable, trace_script, trace], capture_output=True, text=True)
+by_rows = subprocess.run([sys.executable, trace_script, trace, "--by-rows"], capture_output=True, text=True)
 groups = [l.split() for l in by_rows.stdout.splitlines()[1:]]
 ok(rc == 0 and h and len(heads) == h["steps"] and opl and counts and ordered and
    all(o["name"] for o in opl) and dec and abs(sum(dec) / len(dec) - h["ops_decode_step"]) < 0.1 and
