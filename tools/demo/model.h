@@ -89,7 +89,7 @@ void demo_model_set_one_call(demo_model *m, int on);
  * fusions against, and to hold them to the same results). */
 void demo_model_set_fused(demo_model *m, int on);
 /* The linear layers' choice in words, in demo_linear_pick's order: "gemm
- * (where it runs) from 65 rows, else gemv (where it runs) up to 64 rows,
+ * (where it runs) from 129 rows, else gemv (where it runs) up to 128 rows,
  * else mma (where it runs) from 2 rows, else stream up to 16 rows, then
  * clblast (table vendor:NVIDIA)", or the forced engine. */
 void demo_model_linear_rule(const demo_model *m, char *buf, size_t cap);
