@@ -25,7 +25,7 @@ typedef struct linear_args {
   rows_list rows;
   const char *engine;
   int32_t lanes, groups, nc, mwarps, fill, ct, gemm_bm, gemm_bk, gemm_f16a, gemv_warps, gemv_unroll,
-      gemv_ct, gemv_nt;
+      gemv_ct, gemv_nt, gemm_fill;
   int json, cold, hot;
   int32_t repeats;
 } linear_args;
@@ -109,7 +109,7 @@ static double mma_peak(bench_env *env, demo_linear *l) {
 
 int bench_linear(int argc, char **argv) {
   linear_args a = {"llama-1b", "f16", {5, {1, 4, 16, 64, 256}}, "all", 0, 0, 0, 0, -1, 0,
-                   0, 0, -1, 0, 0, 0, 0, 0, 0, 0, 30};
+                   0, 0, -1, 0, 0, 0, 0, -1, 0, 0, 0, 30};
   const cli_opt opts[] = {
       {"model", CLI_WORD, &a.model, 0, 0, "NAME", "the weight shapes: llama-1b or tiny", "llama-1b",
        parse_word},
@@ -131,6 +131,8 @@ int bench_linear(int argc, char **argv) {
       {"gemm-bm", CLI_INT, &a.gemm_bm, 64, 128, "N", "the tiled GEMM's rows a work-group (64 or 128), forced",
        NULL, NULL},
       {"gemm-bk", CLI_INT, &a.gemm_bk, 32, 64, "N", "its k a stage (32 or 64), forced", NULL, NULL},
+      {"gemm-fill", CLI_INT, &a.gemm_fill, -1, 16, "N",
+       "its split of k aims at N work-groups a compute unit,\nforced (0: no split)", NULL, NULL},
       {"gemm-f16a", CLI_INT, &a.gemm_f16a, 0, 1, "N",
        "1: f16 weights take f16 activations by cp.async, 0: f32\nones, forced (-1: the table's)", NULL, NULL},
       {"gemv-warps", CLI_INT, &a.gemv_warps, 1, 16, "N", "gemv's warps a work-group, forced", NULL, NULL},
@@ -159,8 +161,9 @@ int bench_linear(int argc, char **argv) {
       "weight_bytes, gbps, copy_gbps, ratio, tflops, fma_peak_tflops, mma_peak_tflops\n"
       "(NVIDIA: f16 mma.sync back to back, same run), launch_us (a one-work-group\n"
       "kernel back to back with itself: a dependent launch's least cost), lanes,\n"
-      "groups, nc, mwarps, fill, ct, ksplit (the tensor-core kernel's splits of k),\n"
-      "gemm_bm, gemm_bk (the tiled GEMM's tile), gemm_f16a (1: f16 activations),\n"
+      "groups, nc, mwarps, fill, ct, ksplit (the tensor-core kernel's or the tiled\n"
+      "GEMM's splits of k), gemm_bm, gemm_bk (the tiled GEMM's tile), gemm_fill,\n"
+      "gemm_f16a (1: f16 activations),\n"
       "gemv_warps, gemv_ct (its shape for the call), gemv_unroll and gemv_nt;\n"
       "the step's lines have shape \"step\" and the summed time and bytes.",
       clpa_version_string(),
@@ -206,9 +209,10 @@ int bench_linear(int argc, char **argv) {
     engines[ne++] = DEMO_LINEAR_MMA, engines[ne++] = DEMO_LINEAR_GEMM, engines[ne++] = DEMO_LINEAR_GEMV;
   /* the table's entry, with what the options force */
   demo_linear *l = NULL;
-  demo_linear_tuning forced = {"forced", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 32, 1, 0, 4, 2, 1, 0, 4};
+  demo_linear_tuning forced = {"forced", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 32, 1, 0, 4, 2, 1, 0, 4, 0};
   const int force = a.lanes || a.mwarps || a.fill >= 0 || a.ct || a.gemm_bm || a.gemm_bk ||
-                    a.gemm_f16a >= 0 || a.gemv_warps || a.gemv_unroll || a.gemv_ct || a.gemv_nt;
+                    a.gemm_f16a >= 0 || a.gemv_warps || a.gemv_unroll || a.gemv_ct || a.gemv_nt ||
+                    a.gemm_fill >= 0;
   if (demo_linear_create(cl, clpa_context_cl_device(env.ctx), clpa_context_cl_queue(env.ctx), NULL,
                          &l) == CLPA_OK && force) {
     forced = *demo_linear_tuning_of(l);
@@ -225,6 +229,7 @@ int bench_linear(int argc, char **argv) {
     if (a.gemv_unroll) forced.gemv_unroll = a.gemv_unroll;
     if (a.gemv_ct) forced.gemv_ct = a.gemv_ct;
     if (a.gemv_nt) forced.gemv_nt = a.gemv_nt;
+    if (a.gemm_fill >= 0) forced.gemm_fill = a.gemm_fill;
     demo_linear_destroy(l);
     l = NULL;
     demo_linear_create(cl, clpa_context_cl_device(env.ctx), clpa_context_cl_queue(env.ctx), &forced,
@@ -317,6 +322,7 @@ int bench_linear(int argc, char **argv) {
             cli_json_int(&j, "gemm_bm", demo_linear_gemm_rows(l, c.rows, s->n));
             cli_json_int(&j, "gemm_bk", half || !(tu->gemm_bk == 64 && s->k % 64 == 0) ? 32 : 64);
             cli_json_int(&j, "gemm_f16a", half);
+            cli_json_int(&j, "gemm_fill", tu->gemm_fill);
           }
           if (used == DEMO_LINEAR_GEMV) {
             int32_t ct, kw;
@@ -327,7 +333,9 @@ int bench_linear(int argc, char **argv) {
             cli_json_int(&j, "gemv_nt", tu->gemv_nt);
             cli_json_int(&j, "f16_activations", half);
           }
-          cli_json_int(&j, "ksplit", used == DEMO_LINEAR_MMA ? demo_linear_mma_split(l, c.rows, s->n, s->k) : 1);
+          cli_json_int(&j, "ksplit", used == DEMO_LINEAR_MMA    ? demo_linear_mma_split(l, c.rows, s->n, s->k)
+                                     : used == DEMO_LINEAR_GEMM ? demo_linear_gemm_split(l, c.rows, s->n, s->k, half)
+                                                                : 1);
           cli_json_end(&j);
         } else {
           char t[32];

@@ -19,12 +19,13 @@
 static const demo_linear_tuning table[] = {
     /* NVIDIA: gemv up to 128 rows (16 warps, up to 4 tiles of columns, 2 chunks in flight,
        32 rows a work-group: record 0037), the tiled GEMM from 129 (f16 activations by cp.async
-       with f16 weights, else 64 k a stage); block forms stream up to 16 rows, then the GEMM;
-       16-bit weights in their tiled forms (record 0036) */
-    {"vendor:NVIDIA", 16, 32, 4, 4, 2, 1 << 30, 4, 2, 16, 129, 0, 64, 1, 128, 16, 2, 4, 1, 4},
+       with f16 weights, else 64 k a stage; k split while the call has fewer work-groups than
+       compute units: record 0038); block forms stream up to 16 rows, then the GEMM; 16-bit
+       weights in their tiled forms (record 0036) */
+    {"vendor:NVIDIA", 16, 32, 4, 4, 2, 1 << 30, 4, 2, 16, 129, 0, 64, 1, 128, 16, 2, 4, 1, 4, 1},
     /* CPUs (PoCL): one work-item a column group, vector sums; faster than CLBlast at every row count */
-    {"type:cpu", 1 << 30, 1, 16, 2, 0, 0, 4, 2, 0, 0, 0, 32, 1, 0, 4, 2, 1, 0, 4},
-    {"default", 16, 16, 8, 4, 0, 0, 4, 2, 0, 0, 0, 32, 1, 0, 4, 2, 1, 0, 4},
+    {"type:cpu", 1 << 30, 1, 16, 2, 0, 0, 4, 2, 0, 0, 0, 32, 1, 0, 4, 2, 1, 0, 4, 0},
+    {"default", 16, 16, 8, 4, 0, 0, 4, 2, 0, 0, 0, 32, 1, 0, 4, 2, 1, 0, 4, 0},
 };
 
 /* Row blocks the kernels are built for: the smallest that holds the
@@ -52,7 +53,9 @@ struct demo_linear {
   int nvidia;         /* inline PTX: the tensor-core kernel runs on the tensor cores */
   int32_t cus;        /* compute units (the split's aim) */
   cl_program prog[NWDT][NBLOCKS], mprog[NWDT][NMMA];
-  cl_kernel stream[NWDT][NBLOCKS], widen[NWDT], mma[NWDT][NMMA], reduce[NWDT][NMMA];
+  cl_kernel stream[NWDT][NBLOCKS], widen[NWDT], mma[NWDT][NMMA];
+  cl_program rprog;
+  cl_kernel reduce;   /* demo_linear_split_reduce: the splits added up where the kernel does not */
   cl_program gprog[NWDT][NGEMM][NGEMM_FORMS];
   cl_kernel gemm[NWDT][NGEMM][NGEMM_FORMS];
   /* by activations (f32, f16), output (C, SwiGLU's f32 or f16, RoPE and the cache write) and
@@ -171,18 +174,21 @@ clpa_status demo_linear_create(cl_context ctx, cl_device_id dev, cl_command_queu
       (t->gemm_bk != 32 && t->gemm_bk != 64) || (t->gemm_f16a != 0 && t->gemm_f16a != 1) ||
       t->gemv_max_rows < 0 || t->gemv_warps < 1 || t->gemv_warps > 16 || t->gemv_unroll < 1 ||
       t->gemv_unroll > 8 || (t->gemv_ct != 1 && t->gemv_ct != 2 && t->gemv_ct != 4) ||
-      (t->tiled != 0 && t->tiled != 1) || (t->gemv_nt != 4 && t->gemv_nt != 8))
+      (t->tiled != 0 && t->tiled != 1) || (t->gemv_nt != 4 && t->gemv_nt != 8) ||
+      t->gemm_fill < 0 || t->gemm_fill > 16)
     return demo_fail(CLPA_ERR_INVALID_ARG,
                      "demo_linear_create: lanes %d, groups %d, nc %d, stream_max_rows %d,"
                      " mma rows %d to %d, mwarps %d, mma_ct %d, mma_fill %d, gemm_min_rows %d,"
                      " gemm_bm %d (0, 64 or 128), gemm_bk %d (32 or 64), gemm_f16a %d (0 or 1),"
                      " gemv_max_rows %d, gemv_warps %d (1 to 16), gemv_unroll %d (1 to 8),"
-                     " gemv_ct %d (1, 2 or 4), tiled %d (0 or 1), gemv_nt %d (4 or 8)",
+                     " gemv_ct %d (1, 2 or 4), tiled %d (0 or 1), gemv_nt %d (4 or 8),"
+                     " gemm_fill %d (0 to 16)",
                      (int)t->lanes, (int)t->groups, (int)t->nc, (int)t->stream_max_rows,
                      (int)t->mma_min_rows, (int)t->mma_max_rows, (int)t->mwarps,
                      (int)t->mma_ct, (int)t->mma_fill, (int)t->gemm_min_rows, (int)t->gemm_bm,
                      (int)t->gemm_bk, (int)t->gemm_f16a, (int)t->gemv_max_rows,
-                     (int)t->gemv_warps, (int)t->gemv_unroll, (int)t->gemv_ct, (int)t->tiled, (int)t->gemv_nt);
+                     (int)t->gemv_warps, (int)t->gemv_unroll, (int)t->gemv_ct, (int)t->tiled, (int)t->gemv_nt,
+                     (int)t->gemm_fill);
   demo_linear *l = calloc(1, sizeof *l);
   if (!l) return demo_fail(CLPA_ERR_OUT_OF_MEMORY, "demo_linear_create: out of memory");
   l->ctx = ctx, l->dev = dev, l->queue = queue;
@@ -205,7 +211,6 @@ void demo_linear_destroy(demo_linear *l) {
     if (l->widen[d]) clReleaseKernel(l->widen[d]);
     for (int b = 0; b < NMMA; b++) {
       if (l->mma[d][b]) clReleaseKernel(l->mma[d][b]);
-      if (l->reduce[d][b]) clReleaseKernel(l->reduce[d][b]);
       if (l->mprog[d][b]) clReleaseProgram(l->mprog[d][b]);
     }
     for (int b = 0; b < NGEMM; b++)
@@ -221,6 +226,8 @@ void demo_linear_destroy(demo_linear *l) {
             if (l->vprog[d][b][h][o][c]) clReleaseProgram(l->vprog[d][b][h][o][c]);
           }
   }
+  if (l->reduce) clReleaseKernel(l->reduce);
+  if (l->rprog) clReleaseProgram(l->rprog);
   if (l->wide) clReleaseMemObject(l->wide);
   if (l->part) clReleaseMemObject(l->part);
   if (l->counts) clReleaseMemObject(l->counts);
@@ -284,12 +291,15 @@ static clpa_status build(demo_linear *l, int mma, int d, const char *shape, cons
            is_tiled(d), shape);
   const char *src[12];
   unsigned n = 0;
-  /* the 16-bit kernels take the first parts alone: the weights' types and ggml's blocks */
-  for (unsigned i = 0; i < (mma < 2 ? demo_linear_source_count : DEMO_LINEAR_TYPE_PARTS); i++)
+  /* the 16-bit kernels take the first parts alone: the weights' types and ggml's blocks; the
+   * split's reduce kernel (mma 4) stands alone */
+  for (unsigned i = 0; mma < 4 && i < (mma < 2 ? demo_linear_source_count : DEMO_LINEAR_TYPE_PARTS);
+       i++)
     src[n++] = demo_linear_source[i];
+  if (mma == 2 || mma == 3) src[n++] = demo_linear_mma16_source;
+  if (mma == 1 || mma == 4) src[n++] = demo_linear_split_source;
   for (unsigned i = 0; mma == 1 && i < demo_linear_mma_source_count; i++)
     src[n++] = demo_linear_mma_source[i];
-  if (mma >= 2) src[n++] = demo_linear_mma16_source;
   for (unsigned i = 0; mma == 2 && i < demo_linear_gemm_source_count; i++)
     src[n++] = demo_linear_gemm_source[i];
   for (unsigned i = 0; mma == 3 && i < demo_linear_gemv_source_count; i++)
@@ -338,8 +348,7 @@ static int mma_stage(int nt) { return nt >= 8 ? 2 : nt >= 4 ? 4 : 8; }
 /* Columns a work-group of the tensor-core kernel takes. */
 static int64_t mma_cols(const demo_linear *l) { return 16 * (int64_t)l->tune.mma_ct * l->tune.mwarps; }
 
-/* The tensor-core program of dtype d and row block b (mma_blocks), and
- * its reduce kernel. */
+/* The tensor-core program of dtype d and row block b (mma_blocks). */
 static clpa_status mma_program(demo_linear *l, int d, int b) {
   if (l->mma[d][b]) return CLPA_OK;
   char opts[192];
@@ -347,14 +356,7 @@ static clpa_status mma_program(demo_linear *l, int d, int b) {
   snprintf(opts, sizeof opts,
            "-DNT=%d -DMWARPS=%d -DCT=%d -DSC=%d -DDEMO_PTX=%d", nt,
            (int)l->tune.mwarps, (int)l->tune.mma_ct, mma_stage(nt), l->nvidia);
-  clpa_status st = build(l, 1, d, opts, "demo_linear_mma", &l->mprog[d][b], &l->mma[d][b]);
-  if (st != CLPA_OK) return st;
-  cl_int e;
-  l->reduce[d][b] = clCreateKernel(l->mprog[d][b], "demo_linear_mma_reduce", &e);
-  if (e == CL_SUCCESS) return CLPA_OK;
-  clReleaseKernel(l->mma[d][b]), clReleaseProgram(l->mprog[d][b]);
-  l->mma[d][b] = NULL, l->mprog[d][b] = NULL, l->reduce[d][b] = NULL;
-  return demo_cl_check(e, "demo_linear: clCreateKernel(demo_linear_mma_reduce)");
+  return build(l, 1, d, opts, "demo_linear_mma", &l->mprog[d][b], &l->mma[d][b]);
 }
 
 /* linear.h; the aim (mma_fill) is the table's, docs/decisions/0029-demo-linear-table.md. */
@@ -390,6 +392,55 @@ static clpa_status grow(demo_linear *l, cl_mem *buf, size_t *have, size_t elems,
   }
   *have = elems;
   return CLPA_OK;
+}
+
+/* Whether a kernel's last split adds the sums up itself: the tensor-core kernel's on NVIDIA (a
+ * tile of at most a few thousand sums); the tiled GEMM's tiles (8 or 16 thousand) go to the
+ * reduce kernel everywhere (record 0038). */
+static int self_adds(const demo_linear *l, int counted) { return counted && l->nvidia; }
+
+/* The split sums' buffer for a call of `split` splits, and the tiles' counters (`tiles` of them)
+ * where the kernel (counted: it takes them) adds up itself, else the reduce kernel. */
+static clpa_status split_buffers(demo_linear *l, int32_t split, int32_t rows, int32_t n, size_t tiles,
+                                 int counted) {
+  clpa_status st = grow(l, &l->part, &l->part_elems, (size_t)split * (size_t)rows * (size_t)n,
+                        sizeof(float), 0, "clCreateBuffer(the split sums)");
+  if (st == CLPA_OK && self_adds(l, counted))
+    st = grow(l, &l->counts, &l->count_elems, tiles, sizeof(cl_int), 1,
+              "clCreateBuffer(the tiles' counters)");
+  if (st == CLPA_OK && !self_adds(l, counted) && !l->reduce)
+    st = build(l, 4, DEMO_W_F32, "-DDEMO_PTX=0", "demo_linear_split_reduce", &l->rprog, &l->reduce);
+  return st;
+}
+
+/* Enqueues kernel kr (its arguments 0-6 set) with the split sums as argument 7 (and where counted
+ * the tiles' counters as 8) over (g0, g1, split) work-groups of wg items, and with split > 1,
+ * unless the kernel adds up itself, the reduce kernel after it: C (+)= the sums in split order. */
+static clpa_status launch_split(demo_linear *l, cl_kernel kr, int counted, size_t g0, size_t g1,
+                                size_t wg, int32_t split, cl_mem C, int32_t rows, int32_t n,
+                                int accumulate, cl_event *ev, const char *what) {
+  /* unread where they stand for C: split 1, and counters where the reduce kernel adds up */
+  cl_mem part = split > 1 ? l->part : C, counts = split > 1 && self_adds(l, counted) ? l->counts : C;
+  cl_int e = clSetKernelArg(kr, 7, sizeof part, &part);
+  if (counted) e |= clSetKernelArg(kr, 8, sizeof counts, &counts);
+  const size_t global[3] = {g0 * wg, g1, (size_t)split}; /* row blocks fastest */
+  const size_t local[3] = {wg, 1, 1};
+  const int reduce = split > 1 && !self_adds(l, counted);
+  if (e == CL_SUCCESS)
+    e = clEnqueueNDRangeKernel(l->queue, kr, 3, NULL, global, local, 0, NULL, reduce ? NULL : ev);
+  l->enqueues += e == CL_SUCCESS;
+  if (e != CL_SUCCESS || !reduce) return demo_cl_check(e, what);
+  const cl_int acc = accumulate != 0;
+  e = clSetKernelArg(l->reduce, 0, sizeof l->part, &l->part);
+  e |= clSetKernelArg(l->reduce, 1, sizeof rows, &rows);
+  e |= clSetKernelArg(l->reduce, 2, sizeof n, &n);
+  e |= clSetKernelArg(l->reduce, 3, sizeof split, &split);
+  e |= clSetKernelArg(l->reduce, 4, sizeof C, &C);
+  e |= clSetKernelArg(l->reduce, 5, sizeof acc, &acc);
+  const size_t items = (size_t)rows * (size_t)n;
+  if (e == CL_SUCCESS) e = clEnqueueNDRangeKernel(l->queue, l->reduce, 1, NULL, &items, NULL, 0, NULL, ev);
+  l->enqueues += e == CL_SUCCESS;
+  return demo_cl_check(e, "demo_linear_run: clEnqueueNDRangeKernel(demo_linear_split_reduce)");
 }
 
 static clpa_status check(demo_wfmt w, int32_t rows, int32_t n, int32_t k) {
@@ -463,40 +514,11 @@ static clpa_status run_mma(demo_linear *l, int d, cl_mem A, cl_mem W, cl_mem C, 
   const size_t cols = (size_t)mma_cols(l);
   const size_t tiles = ((size_t)n + cols - 1) / cols, blocks = ((size_t)rows + rb - 1) / rb;
   clpa_status st = mma_program(l, d, b);
-  if (st == CLPA_OK && split > 1)
-    st = grow(l, &l->part, &l->part_elems, (size_t)split * (size_t)rows * (size_t)n, sizeof(float),
-              0, "clCreateBuffer(the split sums)");
-  if (st == CLPA_OK && split > 1 && l->nvidia) /* elsewhere the reduce kernel adds up */
-    st = grow(l, &l->counts, &l->count_elems, tiles * blocks, sizeof(cl_int), 1,
-              "clCreateBuffer(the blocks' counters)");
+  if (st == CLPA_OK && split > 1) st = split_buffers(l, split, rows, n, tiles * blocks, 1);
   if (st == CLPA_OK) st = set_args(l->mma[d][b], A, rows, k, W, n, C, accumulate);
   if (st != CLPA_OK) return st;
-  /* unread where they stand for C: split 1, and counters off NVIDIA */
-  cl_mem part = split > 1 ? l->part : C, counts = split > 1 && l->nvidia ? l->counts : C;
-  cl_int e = clSetKernelArg(l->mma[d][b], 7, sizeof part, &part);
-  e |= clSetKernelArg(l->mma[d][b], 8, sizeof counts, &counts);
-  const size_t global[3] = {blocks * wg, tiles, (size_t)split}; /* row blocks fastest */
-  const size_t local[3] = {wg, 1, 1};
-  const int reduce = split > 1 && !l->nvidia; /* NVIDIA: the last split adds up */
-  if (e == CL_SUCCESS)
-    e = clEnqueueNDRangeKernel(l->queue, l->mma[d][b], 3, NULL, global, local, 0, NULL,
-                               reduce ? NULL : ev);
-  l->enqueues += e == CL_SUCCESS;
-  if (e != CL_SUCCESS || !reduce)
-    return demo_cl_check(e, "demo_linear_run: clEnqueueNDRangeKernel(demo_linear_mma)");
-  cl_kernel kr = l->reduce[d][b];
-  const cl_int acc = accumulate != 0;
-  e = clSetKernelArg(kr, 0, sizeof l->part, &l->part);
-  e |= clSetKernelArg(kr, 1, sizeof rows, &rows);
-  e |= clSetKernelArg(kr, 2, sizeof n, &n);
-  e |= clSetKernelArg(kr, 3, sizeof split, &split);
-  e |= clSetKernelArg(kr, 4, sizeof C, &C);
-  e |= clSetKernelArg(kr, 5, sizeof acc, &acc);
-  const size_t items = (size_t)rows * (size_t)n;
-  if (e == CL_SUCCESS)
-    e = clEnqueueNDRangeKernel(l->queue, kr, 1, NULL, &items, NULL, 0, NULL, ev);
-  l->enqueues += e == CL_SUCCESS;
-  return demo_cl_check(e, "demo_linear_run: clEnqueueNDRangeKernel(demo_linear_mma_reduce)");
+  return launch_split(l, l->mma[d][b], 1, blocks, tiles, wg, split, C, rows, n, accumulate, ev,
+                      "demo_linear_run: clEnqueueNDRangeKernel(demo_linear_mma)");
 }
 
 /* linear.h: the table's gemm_bm, else 128 rows a work-group past 64 rows
@@ -506,6 +528,17 @@ int32_t demo_linear_gemm_rows(const demo_linear *l, int32_t rows, int32_t n) {
   if (l->tune.gemm_bm) return l->tune.gemm_bm;
   const int64_t groups = (((int64_t)rows + 127) / 128) * (((int64_t)n + 127) / 128);
   return rows > 64 && 2 * groups >= l->cus ? 128 : 64;
+}
+
+/* linear.h; the aim (gemm_fill) is the table's, docs/decisions/0038-demo-gemm-split-k.md. */
+int32_t demo_linear_gemm_split(const demo_linear *l, int32_t rows, int32_t n, int32_t k, int half) {
+  const int64_t bm = demo_linear_gemm_rows(l, rows, n);
+  const int64_t groups = (((int64_t)rows + bm - 1) / bm) * (((int64_t)n + 127) / 128);
+  const int64_t want = (int64_t)l->cus * l->tune.gemm_fill;
+  const int32_t bk = half || l->tune.gemm_bk == 32 || k % 64 ? 32 : 64, stages = k / bk;
+  int32_t s = 1;
+  while (s < 16 && groups * s < want && stages % (2 * s) == 0 && stages / (2 * s) >= 8) s *= 2;
+  return s;
 }
 
 /* The tiled GEMM's program of dtype d, 64 (b 0) or 128 rows (1) a
@@ -540,12 +573,15 @@ static clpa_status run_gemm(demo_linear *l, int d, cl_mem A, cl_mem W, cl_mem C,
   const int32_t bm = demo_linear_gemm_rows(l, rows, n);
   /* else 32 k a stage */
   const int b = bm == 128, ks = half ? 2 : l->tune.gemm_bk == 64 && k % 64 == 0;
+  const int32_t split = demo_linear_gemm_split(l, rows, n, k, half);
+  const size_t blocks = ((size_t)rows + (size_t)bm - 1) / (size_t)bm, tiles = ((size_t)n + 127) / 128;
   clpa_status st = gemm_program(l, d, b, ks);
   cl_kernel kr = st == CLPA_OK ? l->gemm[d][b][ks] : NULL;
+  if (st == CLPA_OK && split > 1) st = split_buffers(l, split, rows, n, blocks * tiles, 0);
   if (st == CLPA_OK) st = set_args(kr, A, rows, k, W, n, C, accumulate);
   if (st != CLPA_OK) return st;
-  return launch(l, kr, ((size_t)rows + (size_t)bm - 1) / (size_t)bm, ((size_t)n + 127) / 128, 256, ev,
-                "demo_linear_run: clEnqueueNDRangeKernel(demo_linear_gemm)");
+  return launch_split(l, kr, 0, blocks, tiles, 256, split, C, rows, n, accumulate, ev,
+                      "demo_linear_run: clEnqueueNDRangeKernel(demo_linear_gemm)");
 }
 
 /* The few-row kernel's warps for nt row tiles and ct column tiles: the

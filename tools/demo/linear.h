@@ -110,6 +110,8 @@ typedef struct demo_linear_tuning {
                               (the model uploads them so) */
   int32_t gemv_nt;         /* gemv's most row tiles of 8 a work-group: 4 or 8 (more rows take
                               several row blocks, each reading the weights again) */
+  int32_t gemm_fill;       /* the tiled GEMM's split of k aims at this many work-groups a
+                              compute unit (0 to 16; 0: no split; demo_linear_gemm_split) */
 } demo_linear_tuning;
 
 typedef struct demo_linear demo_linear;
@@ -152,6 +154,11 @@ int32_t demo_linear_mma_split(const demo_linear *l, int32_t rows, int32_t n, int
  * give 16 warps a compute unit, and the table's warps, fewer where the
  * warps' sums would pass 32 KB of local memory. */
 void demo_linear_gemv_shape(const demo_linear *l, int32_t rows, int32_t n, int32_t *ct, int32_t *kw);
+
+/* The tiled GEMM's splits of k for a call (1: none), f16 activations
+ * (half 1) or f32 ones: doubled while the call's work-groups stay under
+ * gemm_fill a compute unit, up to 16, each split at least 8 stages. */
+int32_t demo_linear_gemm_split(const demo_linear *l, int32_t rows, int32_t n, int32_t k, int half);
 
 /* The tiled GEMM's rows a work-group for a call (32 MT: 64 or 128): the
  * table's gemm_bm, else 128 past 64 rows where the call has at least a
@@ -255,11 +262,14 @@ clpa_status demo_linear_dequantize(demo_linear *l, demo_wfmt w, cl_mem W, cl_mem
                                    int32_t k);
 
 /* The kernels' source (linear_kernels.c): the streaming kernel and the
- * widening one; the tensor-core kernel, built after them. */
+ * widening one; the tensor-core kernel, built after them and the split of
+ * k (which also stands alone, for the reduce kernel the tiled GEMM's
+ * splits take). */
 extern const char *const demo_linear_source[];
 extern const unsigned demo_linear_source_count;
 extern const char *const demo_linear_mma_source[];
 extern const unsigned demo_linear_mma_source_count;
+extern const char *const demo_linear_split_source;
 /* What the 16-bit tensor-core kernels share (linear_gemm_kernels.c), then
  * the tiled GEMM and the few-row kernel (linear_gemv_kernels.c), each built
  * after the first DEMO_LINEAR_TYPE_PARTS parts of demo_linear_source (the

@@ -39,10 +39,13 @@
  * local memory (slow: for tests only, so that the kernel's bookkeeping
  * runs on PoCL).
  *
- * Grid: (256 ceil(rows / BM), ceil(n / 128)); row tiles vary fastest, so
- * that a column tile's work-groups run together and its weights come from
- * the L2 for all but the first. k is a multiple of BK and of the weights'
- * block (linear.c checks).
+ * Grid: (256 ceil(rows / BM), ceil(n / 128), ksplit); row tiles vary
+ * fastest, so that a column tile's work-groups run together and its
+ * weights come from the L2 for all but the first. k is a multiple of BK
+ * and of the weights' block (linear.c checks). With ksplit > 1 (few
+ * tiles: demo_linear_gemm_split) split s takes the s-th of ksplit equal
+ * runs of stages and writes its sums to P [ksplit, rows, n] instead of C;
+ * linear_kernels.c's demo_linear_split_reduce then adds them up into C.
  * Checked against a double reference by tests/test_demo_linear.c.
  */
 #include "linear.h"
@@ -186,7 +189,8 @@ const char *const demo_linear_gemm_source[] = {
     "        for (int j = 0; j < 4; j++) \\\n"
     "          acc[m][j] = mma_emulated(acc[m][j], (as), wr + 16 * m, (ws), wc + 8 * j, 32 * h + 16 * ks);\n"
     "#endif\n"
-    "/* C = acc (+ C), the banner's D */\n"
+    "/* C = acc (+ C), the banner's D; split k: the split's sums to P (the reduce kernel adds them\n"
+    " * up) */\n"
     "#define WRITE_C() \\\n"
     "  for (int m = 0; m < MT; m++) \\\n"
     "    for (int j = 0; j < 4; j++) { \\\n"
@@ -194,8 +198,8 @@ const char *const demo_linear_gemm_source[] = {
     "      for (int e = 0; e < 4; e++) { \\\n"
     "        const int rr = r0 + wr + 16 * m + g + 8 * (e / 2), cc = c0 + wc + 8 * j + 2 * t + e % 2; \\\n"
     "        if (rr < rows && cc < n) { \\\n"
-    "          __global float *out = C + (size_t)rr * n + cc; \\\n"
-    "          *out = acc_into ? *out + v[e] : v[e]; \\\n"
+    "          __global float *out = (ksplit > 1 ? P + (size_t)split * rows * n : C) + (size_t)rr * n + cc; \\\n"
+    "          *out = acc_into && ksplit == 1 ? *out + v[e] : v[e]; \\\n"
     "        } \\\n"
     "      } \\\n"
     "    }\n"
@@ -209,7 +213,9 @@ const char *const demo_linear_gemm_source[] = {
     "  float4 acc[MT][4]; \\\n"
     "  for (int m = 0; m < MT; m++) \\\n"
     "    for (int j = 0; j < 4; j++) acc[m][j] = (float4)(0.0f); \\\n"
-    "  const int stages = k / BK\n"
+    "  /* split k: this split's stages, from k0 */ \\\n"
+    "  const int ksplit = get_num_groups(2), split = get_group_id(2); \\\n"
+    "  const int stages = k / BK / ksplit, k0 = split * stages * BK\n"
     "\n",
     "#if AH\n"
     "/* 16 bytes from src to local dst, or zeros where bytes is 0 (src then\n"
@@ -243,7 +249,8 @@ const char *const demo_linear_gemm_source[] = {
     "__kernel __attribute__((reqd_work_group_size(256, 1, 1)))\n"
     "void demo_linear_gemm(__global const ushort *A, int rows, int k,\n"
     "                      __global const wt_t *W, int n,\n"
-    "                      __global float *C, int acc_into) {\n"
+    "                      __global float *C, int acc_into,\n"
+    "                      __global float *P) {\n"
     "  PROLOGUE();\n"
     "  /* this item's chunks q = lid + 256 i: row q / 4, halves 8 (q % 4) of the stage */\n"
     "  __global const uint *ag[AC], *wg[WC];\n"
@@ -251,12 +258,12 @@ const char *const demo_linear_gemm_source[] = {
     "  for (int i = 0; i < AC; i++) {\n"
     "    const int q = lid + 256 * i, row = r0 + q / 4;\n"
     "    ab[i] = row < rows ? 16 : 0;\n"
-    "    ag[i] = (__global const uint *)(A + (row < rows ? (size_t)row * k + 8 * (q % 4) : 0));\n"
+    "    ag[i] = (__global const uint *)(A + (row < rows ? (size_t)row * k + k0 + 8 * (q % 4) : 0));\n"
     "  }\n"
     "  for (int i = 0; i < WC; i++) {\n"
     "    const int q = lid + 256 * i, col = c0 + q / 4;\n"
     "    wb[i] = col < n ? 16 : 0;\n"
-    "    wg[i] = (__global const uint *)(col < n ? WAT(ROW(W, col, k), 8 * (q % 4)) : W);\n"
+    "    wg[i] = (__global const uint *)(col < n ? WAT(ROW(W, col, k), k0 + 8 * (q % 4)) : W);\n"
     "  }\n"
     "#define ISSUE(s) \\\n"
     "  if ((s) < stages) { \\\n"
@@ -288,7 +295,8 @@ const char *const demo_linear_gemm_source[] = {
     "__kernel __attribute__((reqd_work_group_size(256, 1, 1)))\n"
     "void demo_linear_gemm(__global const float *A, int rows, int k,\n"
     "                      __global const wt_t *W, int n,\n"
-    "                      __global float *C, int acc_into) {\n"
+    "                      __global float *C, int acc_into,\n"
+    "                      __global float *P) {\n"
     "  PROLOGUE();\n"
     "  /* this work-item's loads: AL float4 of A (row q / (BK / 4), floats 4 (q % (BK / 4)))\n"
     "   * and WL uint4 of W (row q / (BK / 8), words 4 (q % (BK / 8))), q = lid + 256 i */\n"
@@ -297,12 +305,12 @@ const char *const demo_linear_gemm_source[] = {
     "  int woff[WL];\n"
     "  for (int i = 0; i < AL; i++) {\n"
     "    const int q = lid + 256 * i, row = r0 + q / (BK / 4);\n"
-    "    ag[i] = row < rows ? A + (size_t)row * k + 4 * (q % (BK / 4)) : NULL;\n"
+    "    ag[i] = row < rows ? A + (size_t)row * k + k0 + 4 * (q % (BK / 4)) : NULL;\n"
     "  }\n"
     "  for (int i = 0; i < WL; i++) {\n"
     "    const int q = lid + 256 * i, col = c0 + q / (BK / 8);\n"
     "    wrow[i] = col < n ? ROW(W, col, k) : NULL;\n"
-    "    woff[i] = 8 * (q % (BK / 8));\n"
+    "    woff[i] = k0 + 8 * (q % (BK / 8));\n"
     "  }\n"
     "  float4 ra[AL];\n"
     "  uint4 rw[WL];\n"

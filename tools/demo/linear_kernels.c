@@ -425,23 +425,53 @@ const char *const demo_linear_mma_source[] = {
     "      }\n"
     "    }\n"
     "#if DEMO_PTX\n"
-    "  if (ksplit == 1) return;\n"
     "  __local int last;\n"
+    "  if (ksplit > 1 && split_last(counts, &last))\n"
+    "    split_add(P, C, rows, n, acc_into, r0, get_group_id(1) * MWARPS * CT * 16, 8 * NT,\n"
+    "              MWARPS * CT * 16);\n"
+    "#endif\n"
+    "}\n",
+};
+
+/*
+ * k split across work-groups, for the tensor-core kernel above and the
+ * tiled GEMM (linear_gemm_kernels.c): the grid's third dimension is the
+ * split (ksplit runs of k), each writes its sums to P [ksplit, rows, n],
+ * and they are added in split order into C, so that the result does not
+ * change from run to run. In the tensor-core kernel on NVIDIA (DEMO_PTX)
+ * the last of a tile's splits to finish adds them (split_last: a counter a
+ * tile, membar.gl around it, as clpa's decode merge; split_add); elsewhere
+ * demo_linear_split_reduce does, a second launch.
+ */
+const char *const demo_linear_split_source =
+    "#ifndef DEMO_PTX\n"
+    "#error \"DEMO_PTX: 1 for NVIDIA's inline PTX, else 0\"\n"
+    "#endif\n"
+    "#if DEMO_PTX\n"
+    "/* whether this work-group is the last of its tile's splits (groups (0, 1): a counter each,\n"
+    " * zero between calls) to have written P; every item gets the answer through *last */\n"
+    "inline int split_last(__global volatile int *counts, __local int *last) {\n"
     "  barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);\n"
-    "  if (lid == 0) {\n"
+    "  if (get_local_id(0) == 0) {\n"
     "    __global volatile int *cnt = counts + (size_t)get_group_id(1) * get_num_groups(0) + get_group_id(0);\n"
     "    asm volatile(\"membar.gl;\" ::: \"memory\");\n"
-    "    last = atomic_inc(cnt) == ksplit - 1;\n"
-    "    if (last) {\n"
+    "    *last = atomic_inc(cnt) == get_num_groups(2) - 1;\n"
+    "    if (*last) {\n"
     "      asm volatile(\"membar.gl;\" ::: \"memory\");\n"
     "      atomic_xchg(cnt, 0);\n"
     "    }\n"
     "  }\n"
     "  barrier(CLK_LOCAL_MEM_FENCE);\n"
-    "  if (!last) return;\n"
-    "  const int cb0 = get_group_id(1) * MWARPS * CT * 16;\n"
-    "  for (int o = lid; o < 8 * NT * MWARPS * CT * 16; o += MWARPS * 32) {\n"
-    "    const int rr = r0 + o / (MWARPS * CT * 16), cc = cb0 + o % (MWARPS * CT * 16);\n"
+    "  return *last;\n"
+    "}\n"
+    "\n"
+    "/* C (+)= the splits' sums over the tile of nr rows x nc columns from (r0, c0), by the\n"
+    " * work-group's items */\n"
+    "inline void split_add(__global const float *P, __global float *C, int rows, int n, int acc_into,\n"
+    "                      int r0, int c0, int nr, int nc) {\n"
+    "  const int ksplit = get_num_groups(2);\n"
+    "  for (int o = get_local_id(0); o < nr * nc; o += get_local_size(0)) {\n"
+    "    const int rr = r0 + o / nc, cc = c0 + o % nc;\n"
     "    if (rr < rows && cc < n) {\n"
     "      float v = 0.0f;\n"
     "      for (int q = 0; q < ksplit; q++) v += P[((size_t)q * rows + rr) * n + cc];\n"
@@ -449,19 +479,18 @@ const char *const demo_linear_mma_source[] = {
     "      *out = acc_into ? *out + v : v;\n"
     "    }\n"
     "  }\n"
-    "#endif\n"
     "}\n"
-    "\n",
+    "#endif\n"
+    "\n"
     "/* C (+)= the splits' sums P [ksplit, rows, n], in split order; grid\n"
     " * (rows n). Devices without DEMO_PTX (the last split adds up there). */\n"
-    "__kernel void demo_linear_mma_reduce(__global const float *P, int rows, int n, int ksplit,\n"
-    "                                     __global float *C, int acc_into) {\n"
+    "__kernel void demo_linear_split_reduce(__global const float *P, int rows, int n, int ksplit,\n"
+    "                                       __global float *C, int acc_into) {\n"
     "  const size_t o = get_global_id(0), plane = (size_t)rows * n;\n"
     "  float v = 0.0f;\n"
     "  for (int q = 0; q < ksplit; q++) v += P[q * plane + o];\n"
     "  C[o] = acc_into ? C[o] + v : v;\n"
-    "}\n",
-};
+    "}\n";
 
 const unsigned demo_linear_mma_source_count =
     (unsigned)(sizeof demo_linear_mma_source / sizeof demo_linear_mma_source[0]);
