@@ -56,7 +56,8 @@ static uint32_t round_magnitude(uint32_t a, unsigned mant, int bias) {
   return shift_rne(m, (unsigned)shift);
 }
 
-uint16_t clpa_f32_to_f16(float f) {
+/* clpa_f32_to_f16, inlined into clpa_dtype_encode's loop */
+static inline uint16_t f32_to_f16(float f) {
   uint32_t x = f32_bits(f);
   uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
   uint32_t a = x & 0x7fffffffu;
@@ -67,7 +68,10 @@ uint16_t clpa_f32_to_f16(float f) {
   return (uint16_t)(sign | r);
 }
 
-float clpa_f16_to_f32(uint16_t h) {
+uint16_t clpa_f32_to_f16(float f) { return f32_to_f16(f); }
+
+/* clpa_f16_to_f32, inlined into clpa_dtype_decode's loop */
+static inline float f16_to_f32(uint16_t h) {
   uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
   uint32_t e = (h >> 10) & 0x1fu;
   uint32_t m = h & 0x3ffu;
@@ -75,9 +79,12 @@ float clpa_f16_to_f32(uint16_t h) {
     if (m == 0) return bits_f32(sign | 0x7f800000u);
     return bits_f32(sign | 0x7fc00000u | (m << 13));
   }
-  float v = e ? ldexpf((float)(m | 0x400u), (int)e - 25) : ldexpf((float)m, -24);
+  if (e) return bits_f32(sign | ((e + 112u) << 23) | (m << 13)); /* rebias 15 -> 127 */
+  const float v = (float)m * 0x1p-24f; /* subnormal: exact */
   return sign ? -v : v;
 }
+
+float clpa_f16_to_f32(uint16_t h) { return f16_to_f32(h); }
 
 uint16_t clpa_f32_to_bf16(float f) {
   uint32_t x = f32_bits(f);
@@ -152,11 +159,14 @@ clpa_status clpa_dtype_encode(clpa_dtype dtype, const float *src, void *dst, siz
   clpa_status st = check_conversion(dtype, src, dst, n, scale, "clpa_dtype_encode");
   if (st != CLPA_OK) return st;
   switch (dtype) {
-    case CLPA_DTYPE_F16:
+    case CLPA_DTYPE_F16: {
+      uint16_t *d = dst;
+      for (size_t i = 0; i < n; i++) d[i] = f32_to_f16(src[i]);
+      break;
+    }
     case CLPA_DTYPE_BF16: {
       uint16_t *d = dst;
-      uint16_t (*conv)(float) = dtype == CLPA_DTYPE_F16 ? clpa_f32_to_f16 : clpa_f32_to_bf16;
-      for (size_t i = 0; i < n; i++) d[i] = conv(src[i]);
+      for (size_t i = 0; i < n; i++) d[i] = clpa_f32_to_bf16(src[i]);
       break;
     }
     case CLPA_DTYPE_FP8_E4M3:
@@ -176,11 +186,14 @@ clpa_status clpa_dtype_decode(clpa_dtype dtype, const void *src, float *dst, siz
   clpa_status st = check_conversion(dtype, src, dst, n, scale, "clpa_dtype_decode");
   if (st != CLPA_OK) return st;
   switch (dtype) {
-    case CLPA_DTYPE_F16:
+    case CLPA_DTYPE_F16: {
+      const uint16_t *s = src;
+      for (size_t i = 0; i < n; i++) dst[i] = f16_to_f32(s[i]);
+      break;
+    }
     case CLPA_DTYPE_BF16: {
       const uint16_t *s = src;
-      float (*conv)(uint16_t) = dtype == CLPA_DTYPE_F16 ? clpa_f16_to_f32 : clpa_bf16_to_f32;
-      for (size_t i = 0; i < n; i++) dst[i] = conv(s[i]);
+      for (size_t i = 0; i < n; i++) dst[i] = clpa_bf16_to_f32(s[i]);
       break;
     }
     case CLPA_DTYPE_FP8_E4M3:
