@@ -23,6 +23,7 @@
 #include "cl_util.h"
 #include "kernels.h"
 #include "model.h"
+#include "parallel.h"
 #include "reference.h"
 
 #define MAX_SEQS 8
@@ -388,10 +389,81 @@ static void kernels_alone(clpa_context *ctx) {
   }
 }
 
+/* demo_parallel_for cuts [0, n) into contiguous parts, each seen once. */
+typedef struct parts_seen {
+  unsigned char hit[10007];
+  size_t lo[DEMO_PARALLEL_MAX], hi[DEMO_PARALLEL_MAX];
+} parts_seen;
+
+static void mark_part(void *arg, int part, size_t lo, size_t hi) {
+  parts_seen *p = arg;
+  p->lo[part] = lo, p->hi[part] = hi;
+  for (size_t i = lo; i < hi; i++) p->hit[i]++;
+}
+
+static void parallel_parts(void) {
+  const size_t ns[] = {0, 1, 7, 100, 10007};
+  const size_t grains[] = {1, 3, 1000, 20000};
+  int good = 1;
+  for (size_t a = 0; a < sizeof ns / sizeof *ns; a++)
+    for (size_t b = 0; b < sizeof grains / sizeof *grains; b++) {
+      parts_seen *p = calloc(1, sizeof *p);
+      if (!p) BAIL_OUT("out of memory");
+      const int parts = demo_parallel_for(ns[a], grains[b], mark_part, p);
+      int fine = parts >= 1 && parts <= DEMO_PARALLEL_MAX && p->lo[0] == 0 &&
+                 p->hi[parts - 1] == ns[a] && (parts == 1 || ns[a] / (size_t)parts >= grains[b]);
+      for (int t = 1; t < parts; t++) fine &= p->lo[t] == p->hi[t - 1] && p->hi[t] > p->lo[t];
+      for (size_t i = 0; i < ns[a]; i++) fine &= p->hit[i] == 1;
+      if (!fine) diag("n %zu, grain %zu: %d parts", ns[a], grains[b], parts);
+      good &= fine;
+      free(p);
+    }
+  ok(good, "demo_parallel_for: contiguous parts covering [0, n) once, none under the grain");
+}
+
+/* The random weights are the seeded stream's draws in order, however many
+ * threads drew them: the embedding and LM head (past 2 x 2^20 floats, so
+ * in parts on 2 cores or more) against one loop of the generator that
+ * model_weights.c states (splitmix64, the sum of 4 uniforms). */
+static uint64_t splitmix(uint64_t *s) {
+  uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+static float draw(uint64_t *s, double mean, double std) {
+  double u = 0;
+  for (int i = 0; i < 4; i++) u += (double)(splitmix(s) >> 11) * (1.0 / 9007199254740992.0);
+  return (float)(mean + std * ((u - 2.0) * 1.7320508075688772));
+}
+
+static void random_weights_in_parts(clpa_context *ctx) {
+  const demo_config c = {4200, 512, 1, 4, 2, 128, 256, 10000.0f, 1e-5f, 64};
+  demo_model *m = NULL;
+  if (demo_model_create_random(ctx, &c, 77, CLPA_DTYPE_F32, &m) != CLPA_OK) {
+    ok(0, "random weights in parts: %s", demo_last_error());
+    return;
+  }
+  const demo_host_weights *hw = demo_model_host(m);
+  const size_t n = (size_t)c.vocab * (size_t)c.hidden;
+  uint64_t s = 77;
+  size_t bad = 0;
+  for (size_t i = 0; i < n; i++) bad += draw(&s, 0, 1) != hw->embed[i];
+  for (int32_t i = 0; i < c.hidden; i++) bad += draw(&s, 1, 0.1) != hw->final_norm[i];
+  for (size_t i = 0; i < n; i++) bad += draw(&s, 0, 3 / sqrt((double)c.hidden)) != hw->lm_head[i];
+  ok(bad == 0, "random weights in parts: the embedding, final norm and LM head are the stream's"
+     " draws in order (%zu of %zu differ)", bad, 2 * n + (size_t)c.hidden);
+  demo_model_destroy(m);
+}
+
 int main(void) {
   rng_seed_from_env();
   clpa_context *ctx = test_context(1);
   kernels_alone(ctx);
+
+  parallel_parts();
+  random_weights_in_parts(ctx);
 
   demo_config tiny;
   ok(demo_config_preset("tiny", &tiny) == 0 && demo_config_preset("nope", &tiny) == -1,

@@ -21,13 +21,12 @@
 #include "model.h"
 
 #include <math.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "kernels.h"
+#include "parallel.h"
 #include "quant.h"
 #include "model_internal.h"
 
@@ -210,6 +209,23 @@ static clpa_status build_kernels(demo_model *m) {
   return CLPA_OK;
 }
 
+/* Host floats as f16 (rounded to nearest even), on the host's cores. */
+typedef struct f16_job {
+  const float *h;
+  uint16_t *out;
+} f16_job;
+
+static void f16_part(void *arg, int part, size_t lo, size_t hi) {
+  (void)part;
+  const f16_job *j = arg;
+  clpa_dtype_encode(CLPA_DTYPE_F16, j->h + lo, j->out + lo, hi - lo, 1.0f);
+}
+
+static void encode_f16(const float *h, uint16_t *out, size_t n) {
+  f16_job j = {h, out};
+  demo_parallel_for(n, 1 << 20, f16_part, &j);
+}
+
 /* A device buffer holding host floats as dtype (f32 or f16). */
 static clpa_status upload(demo_model *m, const float *h, size_t n, clpa_dtype dt, cl_mem *out) {
   size_t bytes = n * clpa_dtype_size(dt);
@@ -218,7 +234,7 @@ static clpa_status upload(demo_model *m, const float *h, size_t n, clpa_dtype dt
   if (dt != CLPA_DTYPE_F32) {
     if (!(tmp = malloc(bytes)))
       return demo_fail(CLPA_ERR_OUT_OF_MEMORY, "upload: %zu bytes", bytes);
-    clpa_dtype_encode(dt, h, tmp, n, 1.0f);
+    encode_f16(h, tmp, n); /* f16: the one other dtype callers pass */
     src = tmp;
   }
   cl_int e;
@@ -238,7 +254,7 @@ static clpa_status upload_matrix(demo_model *m, const float *h, int32_t n, int32
     st = demo_fail(bytes ? CLPA_ERR_OUT_OF_MEMORY : CLPA_ERR_INVALID_ARG,
                    "upload: a %d x %d matrix as tiles (%zu bytes)", (int)n, (int)k, bytes);
   } else {
-    clpa_dtype_encode(CLPA_DTYPE_F16, h, rows, count, 1.0f);
+    encode_f16(h, rows, count);
     demo_wfmt_tile(DEMO_W_F16_TILED, rows, tiles, n, k);
     cl_int e;
     *out = clCreateBuffer(m->clctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, bytes, tiles, &e);
@@ -440,10 +456,20 @@ out:
   return st;
 }
 
+static void round_part(void *arg, int part, size_t lo, size_t hi) {
+  (void)part;
+  float *p = arg;
+  uint16_t h[4096];
+  for (size_t i = lo; i < hi; i += 4096) {
+    const size_t c = hi - i < 4096 ? hi - i : 4096;
+    clpa_dtype_encode(CLPA_DTYPE_F16, p + i, h, c, 1.0f);
+    clpa_dtype_decode(CLPA_DTYPE_F16, h, p + i, c, 1.0f);
+  }
+}
+
 /* Rounds n floats in place to dt (f16: what the device will store). */
 static void round_to(float *p, size_t n, clpa_dtype dt) {
-  if (dt == CLPA_DTYPE_F16)
-    for (size_t i = 0; i < n; i++) p[i] = clpa_f16_to_f32(clpa_f32_to_f16(p[i]));
+  if (dt == CLPA_DTYPE_F16) demo_parallel_for(n, 1 << 20, round_part, p);
 }
 
 clpa_status demo_model_begin(clpa_context *ctx, const demo_config *cfg, clpa_dtype weight_dtype,
@@ -566,54 +592,42 @@ clpa_status demo_model_set_blocks(demo_model *m, int32_t layer, demo_matrix whic
   return CLPA_OK;
 }
 
-/* Rows [r0, r1) of a matrix: quantized into their blocks, then decoded
- * back into the floats. The message of a failure is the thread's own. */
+/* A matrix's rows quantized into their blocks, then decoded back into the
+ * floats; each part's status and message (a failure's is its thread's own). */
 typedef struct quant_job {
   uint32_t type;
   float *h;
   unsigned char *blocks;
   size_t row_bytes;
-  int32_t k, r0, r1;
-  clpa_status st;
-  char msg[256];
+  int32_t k;
+  clpa_status st[DEMO_PARALLEL_MAX];
+  char msg[DEMO_PARALLEL_MAX][256];
 } quant_job;
 
-static void *quant_rows(void *arg) {
+static void quant_rows(void *arg, int part, size_t r0, size_t r1) {
   quant_job *j = arg;
-  const size_t count = (size_t)(j->r1 - j->r0) * (size_t)j->k;
-  float *h = j->h + (size_t)j->r0 * (size_t)j->k;
-  unsigned char *b = j->blocks + (size_t)j->r0 * j->row_bytes;
-  j->st = demo_quant_quantize(j->type, h, b, count);
-  if (j->st == CLPA_OK) j->st = demo_quant_dequantize(j->type, b, h, count);
-  if (j->st != CLPA_OK) snprintf(j->msg, sizeof j->msg, "%s", demo_last_error());
-  return NULL;
+  const size_t count = (r1 - r0) * (size_t)j->k;
+  float *h = j->h + r0 * (size_t)j->k;
+  unsigned char *b = j->blocks + r0 * j->row_bytes;
+  clpa_status st = demo_quant_quantize(j->type, h, b, count);
+  if (st == CLPA_OK) st = demo_quant_dequantize(j->type, b, h, count);
+  if (st != CLPA_OK) snprintf(j->msg[part], sizeof j->msg[part], "%s", demo_last_error());
+  j->st[part] = st;
 }
 
-/* One matrix of n rows of k, on up to QUANT_THREADS threads (the
- * K-quants' encoder searches every sub-block's scales, and a llama-1b's
- * layers hold 10^9 weights: minutes on one core). */
-#define QUANT_THREADS 32
+/* One matrix of n rows of k, on the host's cores (the K-quants' encoder
+ * searches every sub-block's scales, and a llama-1b's layers hold 10^9
+ * weights: minutes on one core). */
 static clpa_status quant_matrix(uint32_t type, float *h, unsigned char *blocks, size_t row_bytes,
                                 int32_t n, int32_t k) {
-  long cpus = sysconf(_SC_NPROCESSORS_ONLN);
-  int threads = cpus < 1 ? 1 : cpus > QUANT_THREADS ? QUANT_THREADS : (int)cpus;
-  if (threads > n) threads = n;
-  quant_job jobs[QUANT_THREADS];
-  pthread_t tid[QUANT_THREADS];
-  int started[QUANT_THREADS] = {0};
-  for (int t = 0; t < threads; t++) {
-    jobs[t] = (quant_job){type, h, blocks, row_bytes, k, (int32_t)((int64_t)n * t / threads),
-                          (int32_t)((int64_t)n * (t + 1) / threads), CLPA_OK, ""};
-    started[t] = t > 0 && pthread_create(&tid[t], NULL, quant_rows, &jobs[t]) == 0;
-    if (t > 0 && !started[t]) quant_rows(&jobs[t]); /* no thread: here */
-  }
-  quant_rows(&jobs[0]);
+  quant_job *j = malloc(sizeof *j);
+  if (!j) return demo_fail(CLPA_ERR_OUT_OF_MEMORY, "demo_model_quantize: out of memory");
+  *j = (quant_job){.type = type, .h = h, .blocks = blocks, .row_bytes = row_bytes, .k = k};
+  const int parts = demo_parallel_for((size_t)n, 1, quant_rows, j);
   clpa_status st = CLPA_OK;
-  for (int t = 0; t < threads; t++) {
-    if (started[t]) pthread_join(tid[t], NULL);
-    if (jobs[t].st != CLPA_OK && st == CLPA_OK)
-      st = demo_fail(jobs[t].st, "%s", jobs[t].msg);
-  }
+  for (int t = 0; t < parts && st == CLPA_OK; t++)
+    if (j->st[t] != CLPA_OK) st = demo_fail(j->st[t], "%s", j->msg[t]);
+  free(j);
   return st;
 }
 

@@ -7,12 +7,15 @@
 #include <string.h>
 
 #include "model_build.h"
+#include "parallel.h"
 
 /* splitmix64, and a bit-reproducible near-normal: the sum of 4 uniforms
  * (Irwin-Hall) scaled to unit variance; no libm, so the same seed gives
- * the same weights everywhere. */
+ * the same weights everywhere. The state advances by GOLDEN a draw, so
+ * the stream can start anywhere: fill's parts draw what one loop would. */
+#define GOLDEN 0x9e3779b97f4a7c15ULL
 static uint64_t rng_next(uint64_t *s) {
-  uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
+  uint64_t z = (*s += GOLDEN);
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
   z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
   return z ^ (z >> 31);
@@ -22,8 +25,24 @@ static double rng_normal(uint64_t *s) {
   for (int i = 0; i < 4; i++) u += (double)(rng_next(s) >> 11) * (1.0 / 9007199254740992.0);
   return (u - 2.0) * 1.7320508075688772; /* the sum's variance is 4/12 */
 }
+typedef struct fill_job {
+  uint64_t s; /* the state before p[0]'s draws */
+  float *p;
+  double mean, std;
+} fill_job;
+
+static void fill_part(void *arg, int part, size_t lo, size_t hi) {
+  (void)part;
+  const fill_job *j = arg;
+  uint64_t s = j->s + 4 * (uint64_t)lo * GOLDEN; /* 4 draws an element */
+  for (size_t i = lo; i < hi; i++) j->p[i] = (float)(j->mean + j->std * rng_normal(&s));
+}
+
+/* p[0 .. n) from the stream at *s, which moves past them. */
 static void fill(uint64_t *s, float *p, size_t n, double mean, double std) {
-  for (size_t i = 0; i < n; i++) p[i] = (float)(mean + std * rng_normal(s));
+  fill_job j = {*s, p, mean, std};
+  demo_parallel_for(n, 1 << 20, fill_part, &j);
+  *s += 4 * (uint64_t)n * GOLDEN;
 }
 
 clpa_status demo_model_create_random(clpa_context *ctx, const demo_config *cfg, uint64_t seed,
