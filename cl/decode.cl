@@ -194,6 +194,112 @@ inline void reduce_rows(__local float *out_s, float accs[G][NUM_ROWS_PER_THREAD]
   }
 }
 
+/* ---- 2. score the keys (SCORE_KEYS, in the kernel's scope) ----
+ * Each lane group takes KEY_BLOCKS whole blocks per step (so each query
+ * load from local memory serves several keys), a thread group one token.
+ * Every work-item runs the same number of iterations, so the shuffles
+ * inside stay in uniform control flow even where a subgroup spans the
+ * whole work-group (PoCL); lane groups past the end work on a masked
+ * stand-in block. Reads the partition's blocks (start_block .. end_block,
+ * table), q_s and the kernel's arguments; writes the heads' logits and
+ * their maxima qk_max[G].
+ * Phases 2 and 4 are macros, expanded in the kernel body: written as inline
+ * functions (private arrays passed by pointer, the same PTX size and
+ * registers) they ran slower (docs/decisions/0005-decode-lanes-kernel.md). */
+#if TGS > 1
+#define TG_SUM(x) lane_group_sum(x, TGS, red) /* never emulated: see the #error above */
+#else
+#define TG_SUM(x) (x)
+#endif
+#define SCORE_KEYS() \
+  const int tg_idx = lane / TGS, tg_off = lane % TGS; \
+  const int iters = (end_block - start_block + NUM_WARPS * KEY_BLOCKS - 1) / (NUM_WARPS * KEY_BLOCKS); \
+  for (int it = 0; it < iters; it++) { \
+    /* KEY_BLOCKS blocks per step, so each query load serves several keys. */ \
+    int blk[KEY_BLOCKS], valid[KEY_BLOCKS], in_range[KEY_BLOCKS]; \
+    __global const kv_t *kb[KEY_BLOCKS]; \
+    for (int b = 0; b < KEY_BLOCKS; b++) { \
+      blk[b] = start_block + warp + (it * KEY_BLOCKS + b) * NUM_WARPS; \
+      in_range[b] = blk[b] < end_block; \
+      int phys = in_range[b] ? PAGE_OF(table, blk[b]) : 0; \
+      valid[b] = in_range[b] && phys >= 0 && phys < num_blocks; \
+      if (!valid[b]) { \
+        if (in_range[b] && lane == 0) atomic_or(faults, CLPA_FAULT_BAD_BLOCK); \
+        phys = 0; /* read a real block, mask every token of it */ \
+      } \
+      kb[b] = k_cache + kv_tile((ulong)phys, kv_head, block_stride, head_stride); \
+    } \
+    for (int t = 0; t < NUM_TOKENS_PER_TG; t++) { \
+      const int offset = (tg_idx + t * SG) % BLOCK_SIZE; \
+      floatK acc[KEY_BLOCKS][G]; \
+      for (int b = 0; b < KEY_BLOCKS; b++) \
+        for (int g = 0; g < G; g++) acc[b][g] = 0.0f; \
+      for (int j = 0; j < NUM_VECS_PER_THREAD; j++) { \
+        const int e = (tg_off + j * TGS) * VEC_SIZE; /* first dim of this vec */ \
+        const int koff = key_index(e, offset, BLOCK_SIZE, ts); \
+        floatK k[KEY_BLOCKS]; \
+        for (int b = 0; b < KEY_BLOCKS; b++) k[b] = DECODE_LOAD(VEC_SIZE, kb[b] + koff) * kscale; \
+        for (int g = 0; g < G; g++) { \
+          const floatK qv = CAT(VLOAD, VEC_SIZE)(q_s + g * HEAD_SIZE + e); \
+          for (int b = 0; b < KEY_BLOCKS; b++) acc[b][g] = mad(qv, k[b], acc[b][g]); \
+        } \
+      } \
+      for (int b = 0; b < KEY_BLOCKS; b++) { \
+        const int token = blk[b] * BLOCK_SIZE + offset; \
+        const int masked = !valid[b] || token >= L || token < lo; \
+        for (int g = 0; g < G; g++) { \
+          float qk = TG_SUM(VSUM(VEC_SIZE, acc[b][g])); \
+          qk *= scale; \
+          if (soft_cap > 0.0f) qk = soft_cap * tanh(qk / soft_cap); \
+          qk += slope[g] * (float)(token - L + 1); \
+          if (tg_off == 0 && in_range[b]) \
+            logits[g * logits_stride + token - start_token] = masked ? -INFINITY : qk; \
+          if (!masked) qk_max[g] = fmax(qk_max[g], qk); \
+        } \
+      } \
+    } \
+  }
+
+/* ---- 4. accumulate the values (ACCUMULATE_VALUES, in the kernel's scope) ----
+ * Lanes take V_VEC_SIZE tokens of value rows; declares and fills
+ * accs[G][NUM_ROWS_PER_THREAD] from the probabilities in logits. A mad
+ * chain for 16-wide rows, a tree sum for narrower ones
+ * (docs/decisions/0005-decode-lanes-kernel.md). */
+#if V_VEC_SIZE >= 16
+#define ROW_ADD(acc, lv, v) acc = VDOT(V_VEC_SIZE, lv, v, acc)
+#else
+#define ROW_ADD(acc, lv, v) acc += VSUM(V_VEC_SIZE, lv * v)
+#endif
+#define ACCUMULATE_VALUES() \
+  float accs[G][NUM_ROWS_PER_THREAD]; \
+  for (int g = 0; g < G; g++) \
+    for (int i = 0; i < NUM_ROWS_PER_THREAD; i++) accs[g][i] = 0.0f; \
+  const int vcol = (lane % NUM_V_VECS_PER_ROW) * V_VEC_SIZE; \
+  for (int blk = start_block + warp; blk < end_block; blk += NUM_WARPS) { \
+    const int phys = PAGE_OF(table, blk); \
+    if (phys < 0 || phys >= num_blocks) continue; /* its logits are 0; never read it */ \
+    const int tok0 = blk * BLOCK_SIZE + vcol; \
+    floatV lv[G]; \
+    for (int g = 0; g < G; g++) \
+      lv[g] = CAT(VLOAD, V_VEC_SIZE)(logits + g * logits_stride + tok0 - start_token); \
+    __global const kv_t *vb = v_cache + kv_tile((ulong)phys, kv_head, block_stride, head_stride); \
+    for (int i = 0; i < NUM_ROWS_PER_THREAD; i++) { \
+      const int row = lane / NUM_V_VECS_PER_ROW + i * NUM_ROWS_PER_ITER; \
+      if (row < HEAD_SIZE) { \
+        floatV v = KV_TOKENS(DECODE_LOAD, V_VEC_SIZE, vb + value_index(row, vcol, BLOCK_SIZE, ts), \
+                             ts) * vscale; \
+        /* Slots past the context (or before the window) may hold anything, \
+         * NaN included: 0 * NaN is NaN, so zero the values, not just the \
+         * weights. */ \
+        if (blk == ctx_blocks - 1 || blk == start_block) { \
+          const CAT(int, V_VEC_SIZE) tok = CAT(IOTA, V_VEC_SIZE) + tok0; \
+          v = select((floatV)(0.0f), v, tok < L && tok >= lo); \
+        } \
+        for (int g = 0; g < G; g++) ROW_ADD(accs[g][i], lv[g], v); \
+      } \
+    } \
+  }
+
 __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_decode_paged(
     KERNEL_PARAMS(DECODE_ARG_LIST) PAGE_PARAMS) {
   __local float q_s[G * HEAD_SIZE];
@@ -263,66 +369,7 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
     qk_max[g] = -INFINITY;
   }
 
-  /* ---- 2. score the keys ----
-   * Each lane group takes KEY_BLOCKS whole blocks per step (so each query
-   * load from local memory serves several keys), a thread group one token.
-   * Every work-item runs the same number of iterations, so the shuffles
-   * inside stay in uniform control flow even where a subgroup spans the
-   * whole work-group (PoCL); lane groups past the end work on a masked
-   * stand-in block.
-   * Phases 2 and 4 stay in the kernel body: written as inline functions
-   * (private arrays passed by pointer, the same PTX size and registers)
-   * they ran slower (docs/decisions/0005-decode-lanes-kernel.md). */
-  const int tg_idx = lane / TGS, tg_off = lane % TGS;
-  const int iters = (end_block - start_block + NUM_WARPS * KEY_BLOCKS - 1) / (NUM_WARPS * KEY_BLOCKS);
-  for (int it = 0; it < iters; it++) {
-    /* KEY_BLOCKS blocks per step, so each query load serves several keys. */
-    int blk[KEY_BLOCKS], valid[KEY_BLOCKS], in_range[KEY_BLOCKS];
-    __global const kv_t *kb[KEY_BLOCKS];
-    for (int b = 0; b < KEY_BLOCKS; b++) {
-      blk[b] = start_block + warp + (it * KEY_BLOCKS + b) * NUM_WARPS;
-      in_range[b] = blk[b] < end_block;
-      int phys = in_range[b] ? PAGE_OF(table, blk[b]) : 0;
-      valid[b] = in_range[b] && phys >= 0 && phys < num_blocks;
-      if (!valid[b]) {
-        if (in_range[b] && lane == 0) atomic_or(faults, CLPA_FAULT_BAD_BLOCK);
-        phys = 0; /* read a real block, mask every token of it */
-      }
-      kb[b] = k_cache + kv_tile((ulong)phys, kv_head, block_stride, head_stride);
-    }
-    for (int t = 0; t < NUM_TOKENS_PER_TG; t++) {
-      const int offset = (tg_idx + t * SG) % BLOCK_SIZE;
-      floatK acc[KEY_BLOCKS][G];
-      for (int b = 0; b < KEY_BLOCKS; b++)
-        for (int g = 0; g < G; g++) acc[b][g] = 0.0f;
-      for (int j = 0; j < NUM_VECS_PER_THREAD; j++) {
-        const int e = (tg_off + j * TGS) * VEC_SIZE; /* first dim of this vec */
-        const int koff = key_index(e, offset, BLOCK_SIZE, ts);
-        floatK k[KEY_BLOCKS];
-        for (int b = 0; b < KEY_BLOCKS; b++) k[b] = DECODE_LOAD(VEC_SIZE, kb[b] + koff) * kscale;
-        for (int g = 0; g < G; g++) {
-          const floatK qv = CAT(VLOAD, VEC_SIZE)(q_s + g * HEAD_SIZE + e);
-          for (int b = 0; b < KEY_BLOCKS; b++) acc[b][g] = mad(qv, k[b], acc[b][g]);
-        }
-      }
-      for (int b = 0; b < KEY_BLOCKS; b++) {
-        const int token = blk[b] * BLOCK_SIZE + offset;
-        const int masked = !valid[b] || token >= L || token < lo;
-        for (int g = 0; g < G; g++) {
-          float qk = VSUM(VEC_SIZE, acc[b][g]);
-#if TGS > 1
-          qk = lane_group_sum(qk, TGS, red); /* never emulated: see the #error above */
-#endif
-          qk *= scale;
-          if (soft_cap > 0.0f) qk = soft_cap * tanh(qk / soft_cap);
-          qk += slope[g] * (float)(token - L + 1);
-          if (tg_off == 0 && in_range[b])
-            logits[g * logits_stride + token - start_token] = masked ? -INFINITY : qk;
-          if (!masked) qk_max[g] = fmax(qk_max[g], qk);
-        }
-      }
-    }
-  }
+  SCORE_KEYS();
   barrier(CLK_LOCAL_MEM_FENCE);
 
   /* ---- 3. softmax over this work-group's tokens, per head (with the sink
@@ -343,42 +390,7 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
   }
   barrier(CLK_LOCAL_MEM_FENCE);
 
-  /* ---- 4. accumulate the values: lanes take V_VEC_SIZE tokens of value rows ---- */
-  float accs[G][NUM_ROWS_PER_THREAD];
-  for (int g = 0; g < G; g++)
-    for (int i = 0; i < NUM_ROWS_PER_THREAD; i++) accs[g][i] = 0.0f;
-  const int vcol = (lane % NUM_V_VECS_PER_ROW) * V_VEC_SIZE;
-  for (int blk = start_block + warp; blk < end_block; blk += NUM_WARPS) {
-    const int phys = PAGE_OF(table, blk);
-    if (phys < 0 || phys >= num_blocks) continue; /* its logits are 0; never read it */
-    const int tok0 = blk * BLOCK_SIZE + vcol;
-    floatV lv[G];
-    for (int g = 0; g < G; g++)
-      lv[g] = CAT(VLOAD, V_VEC_SIZE)(logits + g * logits_stride + tok0 - start_token);
-    __global const kv_t *vb = v_cache + kv_tile((ulong)phys, kv_head, block_stride, head_stride);
-    for (int i = 0; i < NUM_ROWS_PER_THREAD; i++) {
-      const int row = lane / NUM_V_VECS_PER_ROW + i * NUM_ROWS_PER_ITER;
-      if (row < HEAD_SIZE) {
-        floatV v = KV_TOKENS(DECODE_LOAD, V_VEC_SIZE, vb + value_index(row, vcol, BLOCK_SIZE, ts),
-                             ts) * vscale;
-        /* Slots past the context (or before the window) may hold anything,
-         * NaN included: 0 * NaN is NaN, so zero the values, not just the
-         * weights. */
-        if (blk == ctx_blocks - 1 || blk == start_block) {
-          const CAT(int, V_VEC_SIZE) tok = CAT(IOTA, V_VEC_SIZE) + tok0;
-          v = select((floatV)(0.0f), v, tok < L && tok >= lo);
-        }
-        /* A mad chain for 16-wide rows, a tree sum for narrower ones
-         * (docs/decisions/0005-decode-lanes-kernel.md). */
-        for (int g = 0; g < G; g++)
-#if V_VEC_SIZE >= 16
-          accs[g][i] = VDOT(V_VEC_SIZE, lv[g], v, accs[g][i]);
-#else
-          accs[g][i] += VSUM(V_VEC_SIZE, lv[g] * v);
-#endif
-      }
-    }
-  }
+  ACCUMULATE_VALUES();
 
   reduce_rows(out_s, accs, red);
 
