@@ -69,73 +69,6 @@ struct demo_linear {
   uint64_t enqueues;  /* commands enqueued so far (demo_linear_enqueues) */
 };
 
-/* Elements and bytes of a block of each form (a float a "block" of 1). */
-static const struct {
-  const char *name;
-  uint32_t ggml, elems, bytes;
-} forms[DEMO_W_COUNT] = {
-    {"f32", 0, 1, 4},       {"f16", 1, 1, 2},        {"bf16", 30, 1, 2},
-    {"f16_tiled", 1, 32, 64}, {"bf16_tiled", 30, 32, 64}, /* their ggml types: the elements' */
-    {"q8_0", 8, 32, 34},
-    {"q4_0", 2, 32, 18},    {"q4_K", 12, 256, 144}, {"q5_K", 13, 256, 176}, {"q6_K", 14, 256, 210},
-};
-
-/* Whether form d is one of the tiled forms. */
-static int is_tiled(int d) { return d == DEMO_W_F16_TILED || d == DEMO_W_BF16_TILED; }
-
-demo_wfmt demo_wfmt_of_dtype(clpa_dtype d) {
-  return d == CLPA_DTYPE_F32    ? DEMO_W_F32
-         : d == CLPA_DTYPE_F16  ? DEMO_W_F16
-         : d == CLPA_DTYPE_BF16 ? DEMO_W_BF16
-                                : DEMO_W_COUNT;
-}
-
-demo_wfmt demo_wfmt_of_ggml(uint32_t type) {
-  for (int w = 0; w < DEMO_W_COUNT; w++)
-    if (forms[w].ggml == type && !is_tiled(w)) return (demo_wfmt)w;
-  return DEMO_W_COUNT;
-}
-
-const char *demo_wfmt_name(demo_wfmt w) { return (unsigned)w < DEMO_W_COUNT ? forms[w].name : "invalid"; }
-
-demo_wfmt demo_wfmt_of_name(const char *name) {
-  for (int w = 0; name && w < DEMO_W_COUNT; w++)
-    if (strcmp(forms[w].name, name) == 0) return (demo_wfmt)w;
-  return DEMO_W_COUNT;
-}
-
-uint32_t demo_wfmt_ggml(demo_wfmt w) { return (unsigned)w < DEMO_W_COUNT ? forms[w].ggml : 0; }
-
-size_t demo_wfmt_row_bytes(demo_wfmt w, int32_t k) {
-  if ((unsigned)w >= DEMO_W_COUNT || k < 0 || k % (int32_t)forms[w].elems) return 0;
-  return (size_t)(k / (int32_t)forms[w].elems) * forms[w].bytes;
-}
-
-demo_wfmt demo_wfmt_tiled(demo_wfmt w) {
-  return w == DEMO_W_F16 ? DEMO_W_F16_TILED : w == DEMO_W_BF16 ? DEMO_W_BF16_TILED : w;
-}
-
-demo_wfmt demo_wfmt_untiled(demo_wfmt w) {
-  return w == DEMO_W_F16_TILED ? DEMO_W_F16 : w == DEMO_W_BF16_TILED ? DEMO_W_BF16 : w;
-}
-
-size_t demo_wfmt_bytes(demo_wfmt w, int32_t n, int32_t k) {
-  const int64_t rows = is_tiled(w) ? ((int64_t)n + 15) / 16 * 16 : n;
-  return n < 1 ? 0 : demo_wfmt_row_bytes(w, k) * (size_t)rows;
-}
-
-int demo_wfmt_tile(demo_wfmt w, const void *src, void *dst, int32_t n, int32_t k) {
-  if (!is_tiled(w) || n < 1 || k < 32 || k % 32) return -1;
-  const uint16_t *s = src;
-  uint16_t *d = dst;
-  const size_t kk = (size_t)k, rows = ((size_t)n + 15) / 16 * 16;
-  for (size_t c = 0; c < rows; c++)
-    for (size_t j = 0; j < kk; j++)
-      d[c / 16 * 16 * kk + j / 32 * 512 + c % 16 / 8 * 256 + c % 8 * 32 + j % 32] =
-          c < (size_t)n ? s[c * kk + j] : 0;
-  return 0;
-}
-
 /* The kernels' DEMO_WDT of form d (0 f32, 1 f16, 2 bf16, 3 ... the block forms) and WTILE. */
 static int kernel_wdt(int d) {
   return d == DEMO_W_F16_TILED ? 1 : d == DEMO_W_BF16_TILED ? 2 : d < DEMO_W_F16_TILED ? d : d - 2;
@@ -288,7 +221,7 @@ static clpa_status build(demo_linear *l, int mma, int d, const char *shape, cons
                          cl_program *prog, cl_kernel *kern) {
   char opts[256];
   snprintf(opts, sizeof opts, "-cl-std=CL1.2 -DDEMO_WDT=%d -DWTILE=%d %s", kernel_wdt(d),
-           is_tiled(d), shape);
+           demo_wfmt_is_tiled((demo_wfmt)d), shape);
   const char *src[12];
   unsigned n = 0;
   /* the 16-bit kernels take the first parts alone: the weights' types and ggml's blocks; the
@@ -451,14 +384,14 @@ static clpa_status check(demo_wfmt w, int32_t rows, int32_t n, int32_t k) {
   if (rows < 0 || n <= 0 || k <= 0)
     return demo_fail(CLPA_ERR_INVALID_ARG, "demo_linear_run: rows %d, n %d, k %d", (int)rows,
                      (int)n, (int)k);
-  if (!demo_wfmt_row_bytes(w, k) && is_tiled(w))
+  if (!demo_wfmt_row_bytes(w, k) && demo_wfmt_is_tiled(w))
     return demo_fail(CLPA_ERR_INVALID_ARG,
                      "demo_linear_run: k %d is not a multiple of 32, the k of %s's tiles", (int)k,
-                     forms[w].name);
+                     demo_wfmt_name(w));
   if (!demo_wfmt_row_bytes(w, k))
     return demo_fail(CLPA_ERR_INVALID_ARG,
                      "demo_linear_run: k %d is not a whole number of %s blocks of %u", (int)k,
-                     forms[w].name, (unsigned)forms[w].elems);
+                     demo_wfmt_name(w), (unsigned)demo_wfmt_block_elems(w));
   return CLPA_OK;
 }
 
@@ -507,7 +440,7 @@ static clpa_status run_mma(demo_linear *l, int d, cl_mem A, cl_mem W, cl_mem C, 
   if (!mma_runs(k, (demo_wfmt)d))
     return demo_fail(CLPA_ERR_INVALID_ARG,
                      "demo_linear_run: the tensor-core kernel needs k a multiple of 32"
-                     " and f16, bf16 or block-form weights (k %d, %s)", (int)k, forms[d].name);
+                     " and f16, bf16 or block-form weights (k %d, %s)", (int)k, demo_wfmt_name((demo_wfmt)d));
   const int b = block_in(mma_blocks, NMMA, rows);
   const int32_t split = demo_linear_mma_split(l, rows, n, k);
   const size_t wg = 32 * (size_t)l->tune.mwarps, rb = (size_t)mma_blocks[b];
@@ -569,7 +502,7 @@ static clpa_status run_gemm(demo_linear *l, int d, cl_mem A, cl_mem W, cl_mem C,
   if (!gemm_runs(k, (demo_wfmt)d))
     return demo_fail(CLPA_ERR_INVALID_ARG,
                      "demo_linear_run: the tiled GEMM needs k a multiple of 32 and f16, bf16 or"
-                     " block-form weights (k %d, %s)", (int)k, forms[d].name);
+                     " block-form weights (k %d, %s)", (int)k, demo_wfmt_name((demo_wfmt)d));
   const int32_t bm = demo_linear_gemm_rows(l, rows, n);
   /* else 32 k a stage */
   const int b = bm == 128, ks = half ? 2 : l->tune.gemm_bk == 64 && k % 64 == 0;
@@ -650,7 +583,7 @@ static clpa_status run_gemv_out(demo_linear *l, int d, cl_mem A, cl_mem W, cl_me
   if (!gemm_runs(k, (demo_wfmt)d))
     return demo_fail(CLPA_ERR_INVALID_ARG,
                      "demo_linear_run: the few-row kernel (gemv) needs k a multiple of 32 and f16,"
-                     " bf16 or block-form weights (k %d, %s)", (int)k, forms[d].name);
+                     " bf16 or block-form weights (k %d, %s)", (int)k, demo_wfmt_name((demo_wfmt)d));
   const int b = gemv_block(l, rows);
   int32_t ct, kw;
   demo_linear_gemv_shape(l, rows, n, &ct, &kw);
@@ -674,7 +607,7 @@ static clpa_status run_gemv(demo_linear *l, int d, cl_mem A, cl_mem W, cl_mem C,
 static clpa_status widen(demo_linear *l, int d, cl_mem W, cl_mem out, int32_t n, int32_t k) {
   const size_t count = (size_t)n * (size_t)k;
   /* block and tiled forms: 8 elements an item */
-  const size_t items = d >= DEMO_W_Q8_0 || is_tiled(d) ? count / 8 : count;
+  const size_t items = d >= DEMO_W_Q8_0 || demo_wfmt_is_tiled((demo_wfmt)d) ? count / 8 : count;
   cl_int e = clSetKernelArg(l->widen[d], 0, sizeof W, &W);
   e |= clSetKernelArg(l->widen[d], 1, sizeof out, &out);
   e |= clSetKernelArg(l->widen[d], 2, sizeof k, &k);
