@@ -320,7 +320,7 @@ int bench_linear(int argc, char **argv) {
           cli_json_int(&j, "ct", tu->mma_ct);
           if (used == DEMO_LINEAR_GEMM) {
             cli_json_int(&j, "gemm_bm", demo_linear_gemm_rows(l, c.rows, s->n));
-            cli_json_int(&j, "gemm_bk", half || !(tu->gemm_bk == 64 && s->k % 64 == 0) ? 32 : 64);
+            cli_json_int(&j, "gemm_bk", demo_linear_gemm_stage_k(l, s->k, half));
             cli_json_int(&j, "gemm_f16a", half);
             cli_json_int(&j, "gemm_fill", tu->gemm_fill);
           }

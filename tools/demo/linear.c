@@ -463,12 +463,16 @@ int32_t demo_linear_gemm_rows(const demo_linear *l, int32_t rows, int32_t n) {
   return rows > 64 && 2 * groups >= l->cus ? 128 : 64;
 }
 
+int32_t demo_linear_gemm_stage_k(const demo_linear *l, int32_t k, int half) {
+  return !half && l->tune.gemm_bk == 64 && k % 64 == 0 ? 64 : 32;
+}
+
 /* linear.h; the aim (gemm_fill) is the table's, docs/decisions/0038-demo-gemm-split-k.md. */
 int32_t demo_linear_gemm_split(const demo_linear *l, int32_t rows, int32_t n, int32_t k, int half) {
   const int64_t bm = demo_linear_gemm_rows(l, rows, n);
   const int64_t groups = (((int64_t)rows + bm - 1) / bm) * (((int64_t)n + 127) / 128);
   const int64_t want = (int64_t)l->cus * l->tune.gemm_fill;
-  const int32_t bk = half || l->tune.gemm_bk == 32 || k % 64 ? 32 : 64, stages = k / bk;
+  const int32_t stages = k / demo_linear_gemm_stage_k(l, k, half);
   int32_t s = 1;
   while (s < 16 && groups * s < want && stages % (2 * s) == 0 && stages / (2 * s) >= 8) s *= 2;
   return s;
@@ -505,7 +509,7 @@ static clpa_status run_gemm(demo_linear *l, int d, cl_mem A, cl_mem W, cl_mem C,
                      " block-form weights (k %d, %s)", (int)k, demo_wfmt_name((demo_wfmt)d));
   const int32_t bm = demo_linear_gemm_rows(l, rows, n);
   /* else 32 k a stage */
-  const int b = bm == 128, ks = half ? 2 : l->tune.gemm_bk == 64 && k % 64 == 0;
+  const int b = bm == 128, ks = half ? 2 : demo_linear_gemm_stage_k(l, k, 0) == 64;
   const int32_t split = demo_linear_gemm_split(l, rows, n, k, half);
   const size_t blocks = ((size_t)rows + (size_t)bm - 1) / (size_t)bm, tiles = ((size_t)n + 127) / 128;
   clpa_status st = gemm_program(l, d, b, ks);

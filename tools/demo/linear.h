@@ -115,6 +115,11 @@ int32_t demo_linear_mma_split(const demo_linear *l, int32_t rows, int32_t n, int
  * warps' sums would pass 32 KB of local memory. */
 void demo_linear_gemv_shape(const demo_linear *l, int32_t rows, int32_t n, int32_t *ct, int32_t *kw);
 
+/* The tiled GEMM's k a stage for a call over k, f16 activations (half 1,
+ * by cp.async: 32) or f32 ones (the table's gemm_bk where k is a multiple
+ * of it, else 32). */
+int32_t demo_linear_gemm_stage_k(const demo_linear *l, int32_t k, int half);
+
 /* The tiled GEMM's splits of k for a call (1: none), f16 activations
  * (half 1) or f32 ones: doubled while the call's work-groups stay under
  * gemm_fill a compute unit, up to 16, each split at least 8 stages. */
