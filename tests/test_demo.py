@@ -41,9 +41,13 @@ ok(rc == 0 and off and off["check_ok"], "prefix cache off: --check passes")
 # NVIDIA), which round the activations to f16: --check's tolerance for 16-bit weights holds
 rc, h = run(*small, "--weight-dtype", "f16")
 ok(rc == 0 and h and h["check_ok"], "f16 weights: --check passes: %s" % (h or {}).get("check"))
+# (the GEMM makes SwiGLU in its epilogue: one op fewer a layer)
 rc, h = run(*small, "--weight-dtype", "f16", "--linear", "gemm")
-ok(rc == 0 and h and h["check_ok"] and h["linear"] == "gemm (forced)",
-   "f16 weights on the tiled GEMM: --check passes: %s" % (h or {}).get("check"))
+ok(rc == 0 and h and h["check_ok"] and h["linear"] == "gemm (forced)" and on
+   and h["ops_decode_layer"] == on["ops_decode_layer"] - 1,
+   "f16 weights on the tiled GEMM: --check passes, SwiGLU made in its epilogue (%s ops a decode"
+   " layer, %s on the table's engine): %s" % ((h or {}).get("ops_decode_layer"),
+                                               (on or {}).get("ops_decode_layer"), (h or {}).get("check")))
 # and forced onto gemv (few rows on tensor cores; emulated off NVIDIA), which takes the model's
 # f16 activations with f16 weights, and makes SwiGLU in the gate and up projection's epilogue and
 # RoPE with the cache write in the QKV projection's: two ops fewer a layer; f16 and f32 caches,

@@ -155,8 +155,8 @@ static int run_case(demo_linear *l, demo_linear_engine e, demo_wfmt dt, int32_t 
  * rounded to the weights' type, or f16 in where half_in); act's then
  * 1.1 |up| b_gate + |silu(gate)| b_up (|silu'| <= 1.1), plus its rounding to
  * f16 (2^-11 |act|, half_out) and 2^-20 |act| for the device's exp. */
-static void run_swiglu_case(demo_linear *l, demo_wfmt dt, int32_t rows, int32_t n, int32_t k,
-                            int half_in, int half_out) {
+static void run_swiglu_case(demo_linear *l, demo_linear_engine e, demo_wfmt dt, int32_t rows,
+                            int32_t n, int32_t k, int half_in, int half_out) {
   const double v = rounding_16(dt, half_in);
   const size_t an = (size_t)rows * k, on = (size_t)rows * (n / 2), wn = (size_t)n * k;
   float *a = malloc(sizeof(float) * an), *wf = malloc(sizeof(float) * wn);
@@ -173,11 +173,11 @@ static void run_swiglu_case(demo_linear *l, demo_wfmt dt, int32_t rows, int32_t 
   cl_mem W = test_buffer(ctx, w, demo_wfmt_bytes(dt, n, k));
   cl_mem O = test_buffer(ctx, NULL, (half_out ? 2 : 4) * on);
   test_poison(ctx, O, (half_out ? 2 : 4) * on);
-  const clpa_status st = demo_linear_run_swiglu_out(l, DEMO_LINEAR_GEMV, dt, A, half_in, W, O,
-                                                    half_out, rows, n, k, NULL);
-  int good = ok(st == CLPA_OK, "gemv, %s weights, %s in, SwiGLU's activations out as %s, %d x %d x %d: %s",
-                demo_wfmt_name(dt), half_in ? "f16" : "f32", half_out ? "f16" : "f32", (int)rows,
-                (int)n, (int)k, st == CLPA_OK ? "ran" : demo_last_error());
+  const clpa_status st = demo_linear_run_swiglu_out(l, e, dt, A, half_in, W, O, half_out, rows, n, k, NULL);
+  int good = ok(st == CLPA_OK, "%s, %s weights, %s in, SwiGLU's activations out as %s, %d x %d x %d: %s",
+                demo_linear_engine_name(e), demo_wfmt_name(dt), half_in ? "f16" : "f32",
+                half_out ? "f16" : "f32", (int)rows, (int)n, (int)k,
+                st == CLPA_OK ? "ran" : demo_last_error());
   if (half_out) {
     test_read(ctx, O, gh, 2 * on);
     clpa_dtype_decode(CLPA_DTYPE_F16, gh, got, on, 1.0f);
@@ -479,6 +479,13 @@ int main(void) {
              (int)k);
         run_case(lg, DEMO_LINEAR_GEMM, DEMO_W_F16, rows[r], n, k, (int)(r % 2), 1);
       }
+      /* SwiGLU's activations from the epilogue (unsplit: this table and this shape do not split
+       * these calls), n over several column tiles, f32 and f16 in and out */
+      for (size_t r = 0; r < sizeof rows / sizeof *rows; r += 2) {
+        const int32_t n = 16 * (1 + (int32_t)rng_below(24)), k = 32 * (1 + (int32_t)rng_below(12));
+        run_swiglu_case(lg, DEMO_LINEAR_GEMM, dts[1 + (r / 2 + s) % 2], rows[r + 1], n, k, 0, (int)(r / 2 % 2));
+        run_swiglu_case(lg, DEMO_LINEAR_GEMM, DEMO_W_F16, rows[r], n, k, 1, (int)(r / 2 % 2 == 0));
+      }
       demo_linear_destroy(lg);
     }
   }
@@ -517,6 +524,17 @@ int main(void) {
       run_case(la, DEMO_LINEAR_GEMM, DEMO_W_F16, rows[r], n, k, (int)(r % 2), 1);
     }
     block_forms(la, DEMO_LINEAR_GEMM, 70, 100, 4);
+    /* SwiGLU's activations from the split's reduce kernel (and unsplit on NVIDIA, where the
+     * table's fill does not split), f32 and f16 in and out, f16, bf16 and block forms */
+    for (size_t r = 0; r < sizeof rows / sizeof *rows; r++) {
+      const int32_t n = 16 * (1 + (int32_t)rng_below(12)), k = 512 * (1 + (int32_t)rng_below(2));
+      diag("  SwiGLU: split %d, 64 k a stage %d", (int)demo_linear_gemm_split(la, rows[r], n, k, 0),
+           (int)demo_linear_gemm_split(lb, rows[r], n, k, 0));
+      run_swiglu_case(la, DEMO_LINEAR_GEMM, sf[r], rows[r], n, k, 0, (int)(r % 2));
+      run_swiglu_case(lb, DEMO_LINEAR_GEMM, DEMO_W_F16, rows[r], n, k, 1, (int)(r % 2 == 0));
+    }
+    run_swiglu_case(la, DEMO_LINEAR_GEMM, DEMO_W_Q4_K, 5, 48, 1024, 0, 1);
+    run_swiglu_case(l, DEMO_LINEAR_GEMM, DEMO_W_Q8_0, 70, 64, 96, 0, 0);
     demo_linear_destroy(la), demo_linear_destroy(lb);
   }
   /* the few-row kernel (emulated off NVIDIA): every row block (8, 16, 32 rows), several
@@ -545,13 +563,13 @@ int main(void) {
         /* SwiGLU's activations from the epilogue: n a multiple of 16, f16 or f32 in and out */
         const int32_t n16 = 16 * (1 + n / 16);
         if (r % 2 == 1)
-          run_swiglu_case(lv, dts[1 + (r / 2 + s) % 2], rows[r], n16, k, 0, (int)(r % 4 == 1));
+          run_swiglu_case(lv, DEMO_LINEAR_GEMV, dts[1 + (r / 2 + s) % 2], rows[r], n16, k, 0, (int)(r % 4 == 1));
         else if (r % 4 == 2)
-          run_swiglu_case(lv, DEMO_W_F16, rows[r], n16, k, 1, 1);
+          run_swiglu_case(lv, DEMO_LINEAR_GEMV, DEMO_W_F16, rows[r], n16, k, 1, 1);
       }
       if (s == 2) { /* and from ggml's blocks */
-        run_swiglu_case(lv, DEMO_W_Q8_0, 3, 48, 64, 0, 1);
-        run_swiglu_case(lv, DEMO_W_Q4_K, 9, 32, 256, 0, 0);
+        run_swiglu_case(lv, DEMO_LINEAR_GEMV, DEMO_W_Q8_0, 3, 48, 64, 0, 1);
+        run_swiglu_case(lv, DEMO_LINEAR_GEMV, DEMO_W_Q4_K, 9, 32, 256, 0, 0);
       }
       /* RoPE and the cache write from the epilogue: head sizes off and on the tiles of 16,
        * f32 and f16 in and caches, every row block */
@@ -598,20 +616,23 @@ int main(void) {
   }
   refused(l, DEMO_LINEAR_GEMV, DEMO_W_F32, 2, 4, 32, "f16, bf16 or block-form", "gemv with f32 weights");
   refused(l, DEMO_LINEAR_GEMV, DEMO_W_F16, 2, 4, 48, "multiple of 32", "gemv with k 48");
-  { /* SwiGLU's activations: gemv alone, n a multiple of 16, f16 in with f16 weights */
+  { /* SwiGLU's activations: gemv or the tiled GEMM, n a multiple of 16, f16 in with f16 weights */
     cl_mem bf = test_buffer(ctx, NULL, 4096);
     int refusals = 0;
     const struct { demo_linear_engine e; demo_wfmt w; int32_t n, k; int half_in; } bad[] = {
         {DEMO_LINEAR_STREAM, DEMO_W_F16, 16, 32, 0}, {DEMO_LINEAR_GEMV, DEMO_W_F32, 16, 32, 0},
         {DEMO_LINEAR_GEMV, DEMO_W_F16, 24, 32, 0},   {DEMO_LINEAR_GEMV, DEMO_W_F16, 16, 48, 0},
-        {DEMO_LINEAR_GEMV, DEMO_W_BF16, 16, 32, 1}};
+        {DEMO_LINEAR_GEMV, DEMO_W_BF16, 16, 32, 1}, {DEMO_LINEAR_MMA, DEMO_W_F16, 16, 32, 0},
+        {DEMO_LINEAR_GEMM, DEMO_W_F16, 24, 32, 0}};
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
       refusals += demo_linear_run_swiglu_out(l, bad[i].e, bad[i].w, bf, bad[i].half_in, bf, bf, 0, 2,
                                              bad[i].n, bad[i].k, NULL) == CLPA_ERR_INVALID_ARG &&
-                  strstr(demo_last_error(), "gemv alone") != NULL;
-    ok(refusals == 5 && demo_linear_takes_swiglu_out(l, DEMO_LINEAR_GEMV, 2, 32, 64, DEMO_W_BF16),
-       "SwiGLU's activations out: the streaming kernel, f32 weights, n 24, k 48 and f16 in with bf16"
-       " weights refused (%d of 5); gemv with bf16 weights takes n 32: %s", refusals, demo_last_error());
+                  strstr(demo_last_error(), "gemv or the tiled GEMM") != NULL;
+    ok(refusals == 7 && demo_linear_takes_swiglu_out(l, DEMO_LINEAR_GEMV, 2, 32, 64, DEMO_W_BF16) &&
+           demo_linear_takes_swiglu_out(l, DEMO_LINEAR_GEMM, 2, 32, 256, DEMO_W_Q4_K),
+       "SwiGLU's activations out: the streaming kernel, mma, f32 weights, n 24 (gemv, gemm), k 48 and"
+       " f16 in with bf16 weights refused (%d of 7); gemv with bf16 weights and gemm with q4_K take"
+       " n 32: %s", refusals, demo_last_error());
     clReleaseMemObject(bf);
   }
   { /* RoPE and the cache write: gemv alone, and r's shape and buffers; nothing written */
@@ -744,9 +765,12 @@ int main(void) {
          demo_linear_pick(lr, 128, 64, F16) == (nvidia ? DEMO_LINEAR_GEMM : DEMO_LINEAR_CLBLAST) &&
          demo_linear_pick(lr, 4, 48, F16) == DEMO_LINEAR_STREAM &&
          demo_linear_pick(lr, 4, 64, F32) == DEMO_LINEAR_STREAM &&
-         demo_linear_pick(lr, 4, 256, Q4K) == DEMO_LINEAR_STREAM,
-     "the pick: gemv up to 8 rows on NVIDIA (k a multiple of 32, f16 or bf16), then mma; not"
-     " for f32 weights or block forms");
+         demo_linear_pick(lr, 4, 256, Q4K) == (nvidia ? DEMO_LINEAR_GEMV : DEMO_LINEAR_STREAM) &&
+         demo_linear_pick(lr, 8, 256, Q4K) == (nvidia ? DEMO_LINEAR_GEMV : DEMO_LINEAR_STREAM) &&
+         demo_linear_pick(lr, 9, 256, Q4K) == DEMO_LINEAR_STREAM &&
+         demo_linear_pick(lr, 17, 256, Q4K) == (nvidia ? DEMO_LINEAR_GEMM : DEMO_LINEAR_CLBLAST),
+     "the pick: gemv up to 8 rows on NVIDIA (k a multiple of 32, f16, bf16 or block forms), then"
+     " mma (block forms: stream, then the GEMM past stream's 16); not for f32 weights");
   demo_linear_destroy(lr);
   /* the tiled forms: demo_wfmt_tile against linear.h's formula and its refusals, then every
    * engine over them (n off the tiles of 16), gemv also with f16 in and its two epilogues */
@@ -797,8 +821,8 @@ int main(void) {
       }
     run_case(lv, DEMO_LINEAR_GEMV, DEMO_W_F16_TILED, 9, 75, 128, 1, 1);
     run_case(l, DEMO_LINEAR_GEMM, DEMO_W_F16_TILED, 70, 45, 96, 0, 1);
-    run_swiglu_case(lv, DEMO_W_F16_TILED, 6, 64, 96, 1, 1);
-    run_swiglu_case(lv, DEMO_W_BF16_TILED, 17, 48, 64, 0, 0);
+    run_swiglu_case(lv, DEMO_LINEAR_GEMV, DEMO_W_F16_TILED, 6, 64, 96, 1, 1);
+    run_swiglu_case(lv, DEMO_LINEAR_GEMV, DEMO_W_BF16_TILED, 17, 48, 64, 0, 0);
     run_rope_case(lv, DEMO_W_F16_TILED, 5, 3, 1, 16, 64, 1, 1);
     run_rope_case(lv, DEMO_W_BF16_TILED, 16, 2, 2, 12, 96, 0, 0);
     for (size_t i = 0; i < sizeof es / sizeof *es; i++)
@@ -822,7 +846,7 @@ int main(void) {
       run_case(lv, DEMO_LINEAR_GEMV, forms8[r], rows[r], n, k, (int)(r % 2), 0);
       run_case(lv, DEMO_LINEAR_GEMV, DEMO_W_F16, rows[r], n, k, (int)(r % 2 == 0), 1);
     }
-    run_swiglu_case(lv, DEMO_W_F16, 40, 64, 96, 1, 1);
+    run_swiglu_case(lv, DEMO_LINEAR_GEMV, DEMO_W_F16, 40, 64, 96, 1, 1);
     run_rope_case(lv, DEMO_W_F16_TILED, 50, 3, 1, 16, 64, 1, 0);
     demo_linear_destroy(lv);
   }

@@ -20,7 +20,7 @@ static const demo_linear_tuning table[] = {
     /* NVIDIA: gemv up to 128 rows (16 warps, up to 4 tiles of columns, 2 chunks in flight,
        32 rows a work-group: record 0037), the tiled GEMM from 129 (f16 activations by cp.async
        with f16 weights, else 64 k a stage; k split while the call has fewer work-groups than
-       compute units: record 0038); block forms stream up to 16 rows, then the GEMM; 16-bit
+       compute units: record 0038); block forms on gemv up to 16 rows, then the GEMM; 16-bit
        weights in their tiled forms (record 0036) */
     {"vendor:NVIDIA", 16, 32, 4, 4, 2, 1 << 30, 4, 2, 16, 129, 0, 64, 1, 128, 16, 2, 4, 1, 4, 1},
     /* CPUs (PoCL): one work-item a column group, vector sums; faster than CLBlast at every row count */
@@ -56,8 +56,10 @@ struct demo_linear {
   cl_kernel stream[NWDT][NBLOCKS], widen[NWDT], mma[NWDT][NMMA];
   cl_program rprog;
   cl_kernel reduce;   /* demo_linear_split_reduce: the splits added up where the kernel does not */
-  cl_program gprog[NWDT][NGEMM][NGEMM_FORMS];
-  cl_kernel gemm[NWDT][NGEMM][NGEMM_FORMS];
+  /* by rows a work-group, form (f32 A with 32 or 64 k a stage, f16 A) and output (C, SwiGLU's
+   * f32 or f16) */
+  cl_program gprog[NWDT][NGEMM][NGEMM_FORMS][3];
+  cl_kernel gemm[NWDT][NGEMM][NGEMM_FORMS][3];
   /* by activations (f32, f16), output (C, SwiGLU's f32 or f16, RoPE and the cache write) and
    * tiles (1, 2, 4) */
   cl_program vprog[NWDT][NGEMV][2][4][3];
@@ -147,10 +149,11 @@ void demo_linear_destroy(demo_linear *l) {
       if (l->mprog[d][b]) clReleaseProgram(l->mprog[d][b]);
     }
     for (int b = 0; b < NGEMM; b++)
-      for (int f = 0; f < NGEMM_FORMS; f++) {
-        if (l->gemm[d][b][f]) clReleaseKernel(l->gemm[d][b][f]);
-        if (l->gprog[d][b][f]) clReleaseProgram(l->gprog[d][b][f]);
-      }
+      for (int f = 0; f < NGEMM_FORMS; f++)
+        for (int o = 0; o < 3; o++) {
+          if (l->gemm[d][b][f][o]) clReleaseKernel(l->gemm[d][b][f][o]);
+          if (l->gprog[d][b][f][o]) clReleaseProgram(l->gprog[d][b][f][o]);
+        }
     for (int b = 0; b < NGEMV; b++)
       for (int h = 0; h < 2; h++)
         for (int o = 0; o < 4; o++)
@@ -191,15 +194,14 @@ static int mma_runs(int32_t k, demo_wfmt w) { return k % 32 == 0 && w != DEMO_W_
 static int gemm_runs(int32_t k, demo_wfmt w) { return k % 32 == 0 && w != DEMO_W_F32; }
 
 demo_linear_engine demo_linear_pick(const demo_linear *l, int32_t rows, int32_t k, demo_wfmt w) {
-  /* block forms skip mma (it takes them forced, unmeasured on a GPU): the GEMM from past the
-   * streaming kernel's rows */
+  /* block forms skip mma (it takes them forced, unmeasured on a GPU): gemv up to the streaming
+   * kernel's rows (record 0029's block forms), the GEMM past them */
   const int32_t from = w >= DEMO_W_Q8_0 && l->tune.stream_max_rows < l->tune.gemm_min_rows
                            ? l->tune.stream_max_rows + 1
                            : l->tune.gemm_min_rows;
   if (l->tune.gemm_min_rows && rows >= from && l->nvidia && gemm_runs(k, w))
     return DEMO_LINEAR_GEMM;
-  if (rows <= l->tune.gemv_max_rows && l->nvidia && gemm_runs(k, w) && w < DEMO_W_Q8_0)
-    return DEMO_LINEAR_GEMV;
+  if (rows <= l->tune.gemv_max_rows && l->nvidia && gemm_runs(k, w)) return DEMO_LINEAR_GEMV;
   if (rows >= l->tune.mma_min_rows && rows <= l->tune.mma_max_rows && l->nvidia && mma_runs(k, w) &&
       w < DEMO_W_Q8_0)
     return DEMO_LINEAR_MMA;
@@ -222,13 +224,14 @@ static clpa_status build(demo_linear *l, int mma, int d, const char *shape, cons
   char opts[256];
   snprintf(opts, sizeof opts, "-cl-std=CL1.2 -DDEMO_WDT=%d -DWTILE=%d %s", kernel_wdt(d),
            demo_wfmt_is_tiled((demo_wfmt)d), shape);
-  const char *src[12];
+  const char *src[16];
   unsigned n = 0;
   /* the 16-bit kernels take the first parts alone: the weights' types and ggml's blocks; the
    * split's reduce kernel (mma 4) stands alone */
   for (unsigned i = 0; mma < 4 && i < (mma < 2 ? demo_linear_source_count : DEMO_LINEAR_TYPE_PARTS);
        i++)
     src[n++] = demo_linear_source[i];
+  if (mma) src[n++] = demo_linear_swiglu_source;
   if (mma == 2 || mma == 3) src[n++] = demo_linear_mma16_source;
   if (mma == 1 || mma == 4) src[n++] = demo_linear_split_source;
   for (unsigned i = 0; mma == 1 && i < demo_linear_mma_source_count; i++)
@@ -351,7 +354,7 @@ static clpa_status split_buffers(demo_linear *l, int32_t split, int32_t rows, in
  * unless the kernel adds up itself, the reduce kernel after it: C (+)= the sums in split order. */
 static clpa_status launch_split(demo_linear *l, cl_kernel kr, int counted, size_t g0, size_t g1,
                                 size_t wg, int32_t split, cl_mem C, int32_t rows, int32_t n,
-                                int accumulate, cl_event *ev, const char *what) {
+                                int accumulate, int os, cl_event *ev, const char *what) {
   /* unread where they stand for C: split 1, and counters where the reduce kernel adds up */
   cl_mem part = split > 1 ? l->part : C, counts = split > 1 && self_adds(l, counted) ? l->counts : C;
   cl_int e = clSetKernelArg(kr, 7, sizeof part, &part);
@@ -370,7 +373,9 @@ static clpa_status launch_split(demo_linear *l, cl_kernel kr, int counted, size_
   e |= clSetKernelArg(l->reduce, 3, sizeof split, &split);
   e |= clSetKernelArg(l->reduce, 4, sizeof C, &C);
   e |= clSetKernelArg(l->reduce, 5, sizeof acc, &acc);
-  const size_t items = (size_t)rows * (size_t)n;
+  const cl_int o = os;
+  e |= clSetKernelArg(l->reduce, 6, sizeof o, &o);
+  const size_t items = (size_t)rows * (size_t)(os ? n / 2 : n);
   if (e == CL_SUCCESS) e = clEnqueueNDRangeKernel(l->queue, l->reduce, 1, NULL, &items, NULL, 0, NULL, ev);
   l->enqueues += e == CL_SUCCESS;
   return demo_cl_check(e, "demo_linear_run: clEnqueueNDRangeKernel(demo_linear_split_reduce)");
@@ -450,7 +455,7 @@ static clpa_status run_mma(demo_linear *l, int d, cl_mem A, cl_mem W, cl_mem C, 
   if (st == CLPA_OK && split > 1) st = split_buffers(l, split, rows, n, tiles * blocks, 1);
   if (st == CLPA_OK) st = set_args(l->mma[d][b], A, rows, k, W, n, C, accumulate);
   if (st != CLPA_OK) return st;
-  return launch_split(l, l->mma[d][b], 1, blocks, tiles, wg, split, C, rows, n, accumulate, ev,
+  return launch_split(l, l->mma[d][b], 1, blocks, tiles, wg, split, C, rows, n, accumulate, 0, ev,
                       "demo_linear_run: clEnqueueNDRangeKernel(demo_linear_mma)");
 }
 
@@ -481,28 +486,28 @@ int32_t demo_linear_gemm_split(const demo_linear *l, int32_t rows, int32_t n, in
 /* The tiled GEMM's program of dtype d, 64 (b 0) or 128 rows (1) a
  * work-group, f32 activations and 32 (s 0) or 64 k (1) a stage, or f16
  * activations by cp.async, 32 k a stage (s 2). */
-static clpa_status gemm_program(demo_linear *l, int d, int b, int s) {
-  if (l->gemm[d][b][s]) return CLPA_OK;
+static clpa_status gemm_program(demo_linear *l, int d, int b, int s, int o) {
+  if (l->gemm[d][b][s][o]) return CLPA_OK;
   char opts[112];
-  snprintf(opts, sizeof opts, "-DMT=%d -DKS=%d -DAH=%d -DDEMO_PTX=%d", 2 + 2 * b,
-           s == 1 ? 4 : 2, s == 2, l->nvidia);
-  return build(l, 2, d, opts, "demo_linear_gemm", &l->gprog[d][b][s], &l->gemm[d][b][s]);
+  snprintf(opts, sizeof opts, "-DMT=%d -DKS=%d -DAH=%d -DOS=%d -DDEMO_PTX=%d", 2 + 2 * b,
+           s == 1 ? 4 : 2, s == 2, o, l->nvidia);
+  return build(l, 2, d, opts, "demo_linear_gemm", &l->gprog[d][b][s][o], &l->gemm[d][b][s][o]);
 }
 
 clpa_status demo_linear_mma_peak_kernel(demo_linear *l, cl_kernel *k) {
   *k = NULL;
   if (!l->nvidia)
     return demo_fail(CLPA_ERR_UNSUPPORTED, "demo_linear_mma_peak_kernel: NVIDIA only (inline PTX)");
-  clpa_status st = gemm_program(l, DEMO_W_F16, 0, 0);
+  clpa_status st = gemm_program(l, DEMO_W_F16, 0, 0, 0);
   if (st != CLPA_OK) return st;
   cl_int e;
-  *k = clCreateKernel(l->gprog[DEMO_W_F16][0][0], "demo_linear_mma_peak", &e);
+  *k = clCreateKernel(l->gprog[DEMO_W_F16][0][0][0], "demo_linear_mma_peak", &e);
   return demo_cl_check(e, "demo_linear: clCreateKernel(demo_linear_mma_peak)");
 }
 
-/* half: A is f16 (demo_linear_run_f16) */
-static clpa_status run_gemm(demo_linear *l, int d, cl_mem A, cl_mem W, cl_mem C, int32_t rows,
-                            int32_t n, int32_t k, int accumulate, cl_event *ev, int half) {
+/* half: A is f16 (demo_linear_run_f16); C as gemm_program's o says */
+static clpa_status run_gemm_out(demo_linear *l, int d, cl_mem A, cl_mem W, cl_mem C, int32_t rows,
+                                int32_t n, int32_t k, int accumulate, cl_event *ev, int half, int o) {
   if (!gemm_runs(k, (demo_wfmt)d))
     return demo_fail(CLPA_ERR_INVALID_ARG,
                      "demo_linear_run: the tiled GEMM needs k a multiple of 32 and f16, bf16 or"
@@ -512,13 +517,18 @@ static clpa_status run_gemm(demo_linear *l, int d, cl_mem A, cl_mem W, cl_mem C,
   const int b = bm == 128, ks = half ? 2 : demo_linear_gemm_stage_k(l, k, 0) == 64;
   const int32_t split = demo_linear_gemm_split(l, rows, n, k, half);
   const size_t blocks = ((size_t)rows + (size_t)bm - 1) / (size_t)bm, tiles = ((size_t)n + 127) / 128;
-  clpa_status st = gemm_program(l, d, b, ks);
-  cl_kernel kr = st == CLPA_OK ? l->gemm[d][b][ks] : NULL;
+  clpa_status st = gemm_program(l, d, b, ks, o);
+  cl_kernel kr = st == CLPA_OK ? l->gemm[d][b][ks][o] : NULL;
   if (st == CLPA_OK && split > 1) st = split_buffers(l, split, rows, n, blocks * tiles, 0);
   if (st == CLPA_OK) st = set_args(kr, A, rows, k, W, n, C, accumulate);
   if (st != CLPA_OK) return st;
-  return launch_split(l, kr, 0, blocks, tiles, 256, split, C, rows, n, accumulate, ev,
+  return launch_split(l, kr, 0, blocks, tiles, 256, split, C, rows, n, accumulate, o, ev,
                       "demo_linear_run: clEnqueueNDRangeKernel(demo_linear_gemm)");
+}
+
+static clpa_status run_gemm(demo_linear *l, int d, cl_mem A, cl_mem W, cl_mem C, int32_t rows,
+                            int32_t n, int32_t k, int accumulate, cl_event *ev, int half) {
+  return run_gemm_out(l, d, A, W, C, rows, n, k, accumulate, ev, half, 0);
 }
 
 /* The few-row kernel's warps for nt row tiles and ct column tiles: the
@@ -670,7 +680,7 @@ clpa_status demo_linear_run(demo_linear *l, demo_linear_engine e, demo_wfmt w, c
 int demo_linear_takes_swiglu_out(const demo_linear *l, demo_linear_engine e, int32_t rows,
                                  int32_t n, int32_t k, demo_wfmt w) {
   if (e == DEMO_LINEAR_AUTO) e = demo_linear_pick(l, rows, k, w);
-  return e == DEMO_LINEAR_GEMV && gemm_runs(k, w) && n % 16 == 0;
+  return (e == DEMO_LINEAR_GEMV || e == DEMO_LINEAR_GEMM) && gemm_runs(k, w) && n % 16 == 0;
 }
 
 clpa_status demo_linear_run_swiglu_out(demo_linear *l, demo_linear_engine e, demo_wfmt w, cl_mem A,
@@ -681,12 +691,15 @@ clpa_status demo_linear_run_swiglu_out(demo_linear *l, demo_linear_engine e, dem
   if (!demo_linear_takes_swiglu_out(l, e, rows, n, k, w) ||
       (a_half && !demo_linear_takes_f16(l, e, rows, k, w)))
     return demo_fail(CLPA_ERR_INVALID_ARG,
-                     "demo_linear_run_swiglu_out: SwiGLU's activations come from gemv alone, with"
-                     " f16, bf16 or block-form weights, k a multiple of 32 and n of 16 (f16"
-                     " activations in: f16 weights) (%s, %s, %d x %d x %d%s)",
+                     "demo_linear_run_swiglu_out: SwiGLU's activations come from gemv or the tiled"
+                     " GEMM, with f16, bf16 or block-form weights, k a multiple of 32 and n of 16"
+                     " (f16 activations in: where the engine takes them) (%s, %s, %d x %d x %d%s)",
                      demo_linear_engine_name(e), demo_wfmt_name(w), (int)rows, (int)n, (int)k,
                      a_half ? ", f16 in" : "");
-  return run_gemv_out(l, (int)w, A, W, act, rows, n, k, 0, ev, a_half != 0, act_half ? 2 : 1, NULL);
+  if (e == DEMO_LINEAR_AUTO) e = demo_linear_pick(l, rows, k, w);
+  return e == DEMO_LINEAR_GEMM
+             ? run_gemm_out(l, (int)w, A, W, act, rows, n, k, 0, ev, a_half != 0, act_half ? 2 : 1)
+             : run_gemv_out(l, (int)w, A, W, act, rows, n, k, 0, ev, a_half != 0, act_half ? 2 : 1, NULL);
 }
 
 int demo_linear_takes_qkv_rope(const demo_linear *l, demo_linear_engine e, int32_t rows, int32_t k,

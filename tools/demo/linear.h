@@ -97,8 +97,8 @@ uint64_t demo_linear_enqueues(const demo_linear *l);
 /* The engine the table picks for `rows` rows over a k of k, weights in
  * form w: gemm from gemm_min_rows where it runs (NVIDIA, k a multiple of
  * 32, f16 or bf16 weights or block forms; block forms from past
- * stream_max_rows), else gemv up to gemv_max_rows where it runs (the same
- * but block forms, which it takes only when forced), else mma from mma_min_rows to mma_max_rows where it
+ * stream_max_rows), else gemv up to gemv_max_rows where it runs (the same),
+ * else mma from mma_min_rows to mma_max_rows where it
  * runs (f16 or bf16; block forms only when forced), else stream up to
  * stream_max_rows (k a multiple of 8), else clblast (block formats
  * widened to f32 first). */
@@ -168,15 +168,16 @@ clpa_status demo_linear_run_f16(demo_linear *l, demo_linear_engine e, demo_wfmt 
                                 int accumulate, cl_event *ev);
 
 /* Whether demo_linear_run_swiglu_out takes the call: engine e (AUTO:
- * demo_linear_pick's) is gemv for it (f16, bf16 or block-form weights, k a
- * multiple of 32) and n a multiple of 16. */
+ * demo_linear_pick's) is gemv or the tiled GEMM for it (f16, bf16 or
+ * block-form weights, k a multiple of 32) and n a multiple of 16. */
 int demo_linear_takes_swiglu_out(const demo_linear *l, demo_linear_engine e, int32_t rows,
                                  int32_t n, int32_t k, demo_wfmt w);
 
 /* act [rows, n / 2] = silu(G) * U of G U = A . W^T, where W [n, k] is a gate
  * and up projection with its rows interleaved by 8 (each 16 rows: 8 of the
  * gate's, then the same 8 of the up's; act's column 8 t + j is the gate's
- * row 8 t + j): SwiGLU made in gemv's epilogue, as f32 or, where act_half
+ * row 8 t + j): SwiGLU made in the epilogue of gemv or the tiled GEMM (or
+ * of its split's reduce kernel), as f32 or, where act_half
  * is set, f16 rounded to nearest even; A f16 where a_half is set (as
  * demo_linear_run_f16 takes it). Where demo_linear_takes_swiglu_out holds
  * (and demo_linear_takes_f16 for a_half), else CLPA_ERR_INVALID_ARG. */
@@ -235,6 +236,8 @@ extern const unsigned demo_linear_source_count;
 extern const char *const demo_linear_mma_source[];
 extern const unsigned demo_linear_mma_source_count;
 extern const char *const demo_linear_split_source;
+/* SwiGLU's store (linear_kernels.c), before every source but the streaming kernel's. */
+extern const char *const demo_linear_swiglu_source;
 /* What the 16-bit tensor-core kernels share (linear_gemm_kernels.c), then
  * the tiled GEMM and the few-row kernel (linear_gemv_kernels.c), each built
  * after the first DEMO_LINEAR_TYPE_PARTS parts of demo_linear_source (the

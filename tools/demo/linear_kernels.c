@@ -451,6 +451,18 @@ const char *const demo_linear_mma_source[] = {
  * tile, membar.gl around it, as clpa's decode merge; split_add); elsewhere
  * demo_linear_split_reduce does, a second launch.
  */
+/* SwiGLU's activation from a gate and an up sum, act = silu(gate) up, stored as f32 or (f16 1)
+ * f16 rounded to nearest even: the epilogue of gemv, the tiled GEMM and the split's reduce
+ * kernel. */
+const char *const demo_linear_swiglu_source =
+    "inline void swiglu_store(__global float *C, size_t i, float gate, float up, int f16) {\n"
+    "  const float a = gate / (1.0f + exp(-gate)) * up;\n"
+    "  if (f16)\n"
+    "    vstore_half_rte(a, i, (__global half *)C);\n"
+    "  else\n"
+    "    C[i] = a;\n"
+    "}\n";
+
 const char *const demo_linear_split_source =
     "#ifndef DEMO_PTX\n"
     "#error \"DEMO_PTX: 1 for NVIDIA's inline PTX, else 0\"\n"
@@ -491,10 +503,18 @@ const char *const demo_linear_split_source =
     "#endif\n"
     "\n"
     "/* C (+)= the splits' sums P [ksplit, rows, n], in split order; grid\n"
-    " * (rows n). Devices without DEMO_PTX (the last split adds up there). */\n"
+    " * (rows n). Or (os 1, 2) SwiGLU's activations [rows, n / 2] from them as f32 or f16, where\n"
+    " * gate and up columns are interleaved by 8 (gemv's banner); grid (rows n / 2). */\n"
     "__kernel void demo_linear_split_reduce(__global const float *P, int rows, int n, int ksplit,\n"
-    "                                       __global float *C, int acc_into) {\n"
+    "                                       __global float *C, int acc_into, int os) {\n"
     "  const size_t o = get_global_id(0), plane = (size_t)rows * n;\n"
+    "  if (os) {\n"
+    "    const size_t cc = o % (size_t)(n / 2), at = o / (size_t)(n / 2) * n + 16 * (cc / 8) + cc % 8;\n"
+    "    float gate = 0.0f, up = 0.0f;\n"
+    "    for (int q = 0; q < ksplit; q++) gate += P[q * plane + at], up += P[q * plane + at + 8];\n"
+    "    swiglu_store(C, o, gate, up, os == 2);\n"
+    "    return;\n"
+    "  }\n"
     "  float v = 0.0f;\n"
     "  for (int q = 0; q < ksplit; q++) v += P[q * plane + o];\n"
     "  C[o] = acc_into ? C[o] + v : v;\n"
