@@ -5,6 +5,10 @@
  *
  *   C [rows, n] = A [rows, k] . W^T (+ C when acc_into),  W [n, k] row-major
  *
+ * or (OS 1, 2) SwiGLU's activations from that product, as gemv makes them
+ * (linear_gemv_kernels.c: W's gate and up rows interleaved by 8),
+ * act [rows, n / 2] = silu(gate) * up as f32 or f16;
+ *
  * f16 (DEMO_WDT 1) or bf16 (2) weights, or ggml's blocks (3-7, decoded by
  * linear_kernels.c's first part, which the program starts with, and
  * rounded to f16), A and C f32, f32 sums. Unlike the streaming kernels it
@@ -45,7 +49,8 @@
  * and of the weights' block (linear.c checks). With ksplit > 1 (few
  * tiles: demo_linear_gemm_split) split s takes the s-th of ksplit equal
  * runs of stages and writes its sums to P [ksplit, rows, n] instead of C;
- * linear_kernels.c's demo_linear_split_reduce then adds them up into C.
+ * linear_kernels.c's demo_linear_split_reduce then adds them up into C
+ * (OS 1, 2: makes SwiGLU's activations from them).
  * Checked against a double reference by tests/test_demo_linear.c.
  */
 #include "linear.h"

@@ -338,8 +338,9 @@ static clpa_status layer(demo_model *m, clpa_cache *cache, const step_plans *sp,
   const int hg = takes_f16(m, l, DEMO_MAT_GU, T, c->hidden);
   const int hdn = takes_f16(m, l, DEMO_MAT_DOWN, T, c->ffn);
   const cl_mem xq = hq ? m->xh : m->xn, xg = hg ? m->xh : m->xn, act = hdn ? m->acth : m->act;
-  /* the gate and up projection makes SwiGLU's activations in its epilogue where gemv runs it
-   * (the norms stay launches: docs/decisions/0034-demo-epilogue-fusions.md, 0035) */
+  /* the gate and up projection makes SwiGLU's activations in its epilogue where gemv or the
+   * tiled GEMM runs it (the norms stay launches: docs/decisions/0034-demo-epilogue-fusions.md,
+   * 0035, 0038) */
   const int sw = m->gu_inter && !m->unfused &&
                  demo_linear_takes_swiglu_out(m->lin, m->engine, T, 2 * c->ffn, c->hidden,
                                               demo_model_form(m, l, DEMO_MAT_GU));
