@@ -8,9 +8,14 @@
 # standard benches, and writes everything under $OUT (or ./gpu-out):
 #   check.txt    suite summary, failures, bench JSON lines, clpa-info
 #   tests.txt    meson test's full output
-# Usage: scripts/gpu_check.sh [quick]   (quick: tests only, no benches)
-# On a fresh H200 (kernels built cold) the suites took ~440 s, decode 224 and
-# prefill 130 of them; the whole check ~560 s, inside one 600 s device call.
+# Usage: scripts/gpu_check.sh [quick [1|2] | bench]   (quick: tests only, 1 the
+# decode and prefill suites alone, 2 every other one, neither all; bench: the
+# benches only; no argument: all tests, then the benches)
+# The GPU tests run one at a time (is_parallel false). On a fresh H200 (kernels
+# built cold, session 31) decode took 284 s and prefill 158, the others 276 s
+# together: past one 600 s device call, so a lease runs `quick 1` and `quick 2`
+# (each with the build, ~40 s on a fresh machine), and the benches without quick
+# in a third call.
 set -u
 OUT=${OUT:-$PWD/gpu-out}
 mkdir -p "$OUT"
@@ -20,10 +25,18 @@ export CLPA_DEVICE=${CLPA_DEVICE:-NVIDIA} XDG_CACHE_HOME=/tmp/clpa-cache B=/tmp/
 "$(dirname "$0")/gpu.sh" true > /dev/null || { echo "set-up or build failed" >> "$L"; exit 1; }
 /tmp/b/tools/clpa-info --smoke >> "$L" 2>&1
 start=$(date +%s)
-timeout 480 meson test -C /tmp/b --num-processes 8 --print-errorlogs --suite cl --suite tools \
-  > "$OUT/tests.txt" 2>&1
+part=${2:-}
+if [ "${1:-}" != bench ]; then
+tests=$(meson test -C /tmp/b --list --suite cl --suite tools 2>/dev/null | sed 's/.*clpa://')
+case "$part" in
+  1) tests=$(grep -xE 'decode|prefill' <<< "$tests") ;;
+  2) tests=$(grep -vxE 'decode|prefill' <<< "$tests") ;;
+esac
+# shellcheck disable=SC2086
+timeout 520 meson test -C /tmp/b --num-processes 8 --print-errorlogs $tests > "$OUT/tests.txt" 2>&1
 echo "tests rc=$? in $(( $(date +%s) - start )) s" >> "$L"
 grep -E "^ *[0-9]+/[0-9]+ |^not ok" "$OUT/tests.txt" >> "$L"
+fi
 [ "${1:-}" = quick ] && exit 0
 export XDG_CACHE_HOME=/tmp/clpa-cache-bench # only the benches' builds, for the audit
 bench() { echo "== clpa-bench $*" >> "$L"; timeout 120 /tmp/b/tools/clpa-bench "$@" --json >> "$L" 2>&1; }
