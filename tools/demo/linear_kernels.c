@@ -119,6 +119,20 @@ const char *const demo_linear_source[] = {
     "  const uchar c = (uchar)(head.w >> (8 * (j - 4))); /* byte j + 4 */\n"
     "  return (uchar2)((c & 0xF) | ((a >> 6) << 4), (c >> 4) | ((m >> 6) << 4));\n"
     "}\n"
+    "#if DEMO_WDT == 5 || DEMO_WDT == 6\n"
+    "/* Q4_K, Q5_K: sub-block 2 j + hi's 8 quants from its element l (< 32), a byte each (Q5_K's\n"
+    " * fifth bit in) */\n"
+    "inline uint2 kquant_quants(__global const uchar *b, int j, int l, int hi) {\n"
+    "#if DEMO_WDT == 5\n"
+    "  const uint2 q = *(__global const uint2 *)(b + 16 + 32 * j + l);\n"
+    "  return (hi ? q >> 4 : q) & 0x0f0f0f0fu;\n"
+    "#else\n"
+    "  const uint2 q = *(__global const uint2 *)(b + 48 + 32 * j + l);\n"
+    "  const uint2 h = *(__global const uint2 *)(b + 16 + l);\n"
+    "  return ((hi ? q >> 4 : q) & 0x0f0f0f0fu) | (h >> (2 * j + hi) & 0x01010101u) << 4;\n"
+    "#endif\n"
+    "}\n"
+    "#endif\n"
     "/* 8 elements from element e (a multiple of 8) of block b */\n"
     "inline float8 qload8(__global const uchar *b, int e) {\n"
     "#if DEMO_WDT == 3\n"
@@ -135,17 +149,7 @@ const char *const demo_linear_source[] = {
     "  const uchar2 sm = scale_min_k4_regs(2 * j + hi, head);\n"
     "  const float d1 = vload_half(0, (const __private half *)&head) * sm.x;\n"
     "  const float m1 = vload_half(1, (const __private half *)&head) * sm.y;\n"
-    "#if DEMO_WDT == 5\n"
-    "  const uchar8 q = as_uchar8(*(__global const uint2 *)(b + 16 + 32 * j + l));\n"
-    "  const uchar8 nib = hi ? (q >> (uchar8)(4)) : (q & (uchar8)(0xF));\n"
-    "#else\n"
-    "  const uchar8 q = as_uchar8(*(__global const uint2 *)(b + 48 + 32 * j + l));\n"
-    "  const uchar8 h = as_uchar8(*(__global const uint2 *)(b + 16 + l));\n"
-    "  const uchar u = (uchar)((hi ? 2 : 1) << (2 * j));\n"
-    "  const uchar8 nib = (hi ? (q >> (uchar8)(4)) : (q & (uchar8)(0xF))) +\n"
-    "                     select((uchar8)(0), (uchar8)(16), (h & (uchar8)(u)) != (uchar8)(0));\n"
-    "#endif\n"
-    "  return d1 * convert_float8(nib) - m1;\n"
+    "  return d1 * convert_float8(as_uchar8(kquant_quants(b, j, l, hi))) - m1;\n"
     "#else\n"
     "  const int n = e / 128, w = e % 128, quad = w / 32, l = w % 32;\n"
     "  __global const uchar *ql = b + 64 * n, *qh = b + 128 + 32 * n;\n"
@@ -452,16 +456,6 @@ const char *const demo_linear_mma_source[] = {
     "}\n",
 };
 
-/*
- * k split across work-groups, for the tensor-core kernel above and the
- * tiled GEMM (linear_gemm_kernels.c): the grid's third dimension is the
- * split (ksplit runs of k), each writes its sums to P [ksplit, rows, n],
- * and they are added in split order into C, so that the result does not
- * change from run to run. In the tensor-core kernel on NVIDIA (DEMO_PTX)
- * the last of a tile's splits to finish adds them (split_last: a counter a
- * tile, membar.gl around it, as clpa's decode merge; split_add); elsewhere
- * demo_linear_split_reduce does, a second launch.
- */
 /* SwiGLU's activation from a gate and an up sum, act = silu(gate) up, stored as f32 or (f16 1)
  * f16 rounded to nearest even: the epilogue of gemv, the tiled GEMM and the split's reduce
  * kernel. */
@@ -474,6 +468,16 @@ const char *const demo_linear_swiglu_source =
     "    C[i] = a;\n"
     "}\n";
 
+/*
+ * k split across work-groups, for the tensor-core kernel above and the
+ * tiled GEMM (linear_gemm_kernels.c): the grid's third dimension is the
+ * split (ksplit runs of k), each writes its sums to P [ksplit, rows, n],
+ * and they are added in split order into C, so that the result does not
+ * change from run to run. In the tensor-core kernel on NVIDIA (DEMO_PTX)
+ * the last of a tile's splits to finish adds them (split_last: a counter a
+ * tile, membar.gl around it, as clpa's decode merge; split_add); elsewhere
+ * demo_linear_split_reduce does, a second launch.
+ */
 const char *const demo_linear_split_source =
     "#ifndef DEMO_PTX\n"
     "#error \"DEMO_PTX: 1 for NVIDIA's inline PTX, else 0\"\n"
