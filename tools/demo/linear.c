@@ -564,7 +564,7 @@ static clpa_status gemv_program(demo_linear *l, int d, int b, int h, int o, int 
   char opts[160];
   const int nt = (int)gemv_blocks[b] / 8, ct = 1 << c;
   snprintf(opts, sizeof opts,
-           "-DNT=%d -DCT=%d -DKW=%d -DUN=%d -DAH=%d -DOS=%d -DDEMO_PTX=%d", nt, ct,
+           "-DNT=%d -DCT=%d -DKW=%d -DUN=%d -DAH=%d -DOS=%d -DDEMO_PTX=%d -DDEMO_BYTES8=1", nt, ct,
            (int)gemv_warps(l, nt, ct), (int)l->tune.gemv_unroll, h, o, l->nvidia);
   return build(l, 3, d, opts, "demo_linear_gemv", &l->vprog[d][b][h][o][c], &l->gemv[d][b][h][o][c]);
 }

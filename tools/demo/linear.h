@@ -242,7 +242,7 @@ extern const char *const demo_linear_swiglu_source;
  * the tiled GEMM and the few-row kernel (linear_gemv_kernels.c), each built
  * after the first DEMO_LINEAR_TYPE_PARTS parts of demo_linear_source (the
  * weights' types and ggml's blocks) and that. */
-#define DEMO_LINEAR_TYPE_PARTS 2u
+#define DEMO_LINEAR_TYPE_PARTS 3u
 extern const char *const demo_linear_mma16_source;
 extern const char *const demo_linear_gemm_source[];
 extern const unsigned demo_linear_gemm_source_count;
