@@ -358,6 +358,42 @@ double bench_copy_gbps(bench_env *env, size_t bytes, const bench_timing *timing)
   return best;
 }
 
+typedef struct read_arg {
+  cl_kernel k;
+  size_t global;
+} read_arg;
+
+static clpa_status read_once(clpa_context *ctx, const void *arg_, cl_event *event) {
+  const read_arg *a = arg_;
+  cl_int err = clEnqueueNDRangeKernel(clpa_context_cl_queue(ctx), a->k, 1, NULL, &a->global, NULL,
+                                      0, NULL, event);
+  return err == CL_SUCCESS ? CLPA_OK : CLPA_ERR_OPENCL;
+}
+
+double bench_read_us(bench_env *env, cl_mem buf, size_t bytes, const bench_timing *timing) {
+  const size_t n4 = bytes / 16;
+  if (n4 == 0 || n4 > 0xffffffffu || flush_init(env)) return -1;
+  cl_int err;
+  read_arg a = {clCreateKernel(env->flush_prog, "bench_flush", &err), 0};
+  if (err != CL_SUCCESS) return -1;
+  const cl_uint n = (cl_uint)n4;
+  err = clSetKernelArg(a.k, 0, sizeof buf, &buf);
+  if (err == CL_SUCCESS) err = clSetKernelArg(a.k, 1, sizeof n, &n);
+  if (err == CL_SUCCESS) err = clSetKernelArg(a.k, 2, sizeof env->flush_sink, &env->flush_sink);
+  /* one uint4 a work-item, or a grid-stride loop over 2048 or 512 work-items a compute unit */
+  const size_t cus = env->info.compute_units ? env->info.compute_units : 1;
+  const size_t grids[3] = {n4, cus * 2048, cus * 512};
+  double best = -1, t;
+  for (int i = 0; i < 3 && err == CL_SUCCESS; i++) {
+    a.global = grids[i] < n4 ? grids[i] : n4;
+    if (i > 0 && a.global == n4) continue;
+    if (bench_measure(env, "read floor", read_once, &a, timing, &t) == 0 && t > 0 && (best < 0 || t < best))
+      best = t;
+  }
+  clReleaseKernel(a.k);
+  return best > 0 ? best * 1e6 : -1;
+}
+
 double bench_launch_us(bench_env *env) {
   bench_kernel_arg a = {NULL, 256, 256};
   cl_mem src = bench_buffer(env, NULL, 4096), dst = bench_buffer(env, NULL, 4096);

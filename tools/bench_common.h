@@ -102,6 +102,12 @@ clpa_status bench_kernel_once(clpa_context *ctx, const void *arg);
  * says. <= 0 on error. */
 double bench_copy_gbps(bench_env *env, size_t bytes, const bench_timing *t);
 
+/* Microseconds one read of the first `bytes` of buf takes (the cold-L2 flush
+ * kernel's loop over it, the best of three grids), timed as t says: the
+ * least a kernel that reads those bytes once can take, the floor of one
+ * linear layer's call. <= 0 on failure. */
+double bench_read_us(bench_env *env, cl_mem buf, size_t bytes, const bench_timing *t);
+
 /* Microseconds a kernel of one work-group (a 4 KiB copy) takes back to
  * back with itself on the in-order queue: what each dependent launch of
  * a chain of small kernels costs at least. <= 0 on failure. */

@@ -160,12 +160,15 @@ int bench_linear(int argc, char **argv) {
       "JSON keys: op, device, engine, shape, dtype, rows, n, k, us_per_call,\n"
       "weight_bytes, gbps, copy_gbps, ratio, tflops, fma_peak_tflops, mma_peak_tflops\n"
       "(NVIDIA: f16 mma.sync back to back, same run), launch_us (a one-work-group\n"
-      "kernel back to back with itself: a dependent launch's least cost), lanes,\n"
+      "kernel back to back with itself: a dependent launch's least cost), read_us\n"
+      "(one read of the shape's weight bytes by a plain read kernel, timed the same\n"
+      "way: the call's floor), read_ratio (read_us over us_per_call), lanes,\n"
       "groups, nc, mwarps, fill, ct, ksplit (the tensor-core kernel's or the tiled\n"
       "GEMM's splits of k), gemm_bm, gemm_bk (the tiled GEMM's tile), gemm_fill,\n"
       "gemm_f16a (1: f16 activations),\n"
       "gemv_warps, gemv_ct (its shape for the call), gemv_unroll and gemv_nt;\n"
-      "the step's lines have shape \"step\" and the summed time and bytes.",
+      "the step's lines have shape \"step\", the summed time and bytes, read_floor_us\n"
+      "(the calls' reads summed) and read_ratio.",
       clpa_version_string(),
   };
   int rc = cli_parse(&cmd, argc, argv);
@@ -261,9 +264,10 @@ int bench_linear(int argc, char **argv) {
     printf(", %.1f us a small kernel back to back", launch);
     printf(" (this run)\n");
   }
+  double read_us[5] = {0, 0, 0, 0, 0}; /* a shape's read floor, measured at its first call */
   for (int e = 0; e < ne && rc == 0; e++)
     for (int r = 0; r < a.rows.n && rc == 0; r++) {
-      double step_s = 0, step_bytes = 0;
+      double step_s = 0, step_bytes = 0, step_read = 0;
       for (int i = 0; i < ns && rc == 0; i++) {
         const lin_shape *s = &shapes[i];
         /* random bits: the block forms' scales may be anything, which times the same */
@@ -285,12 +289,17 @@ int bench_linear(int argc, char **argv) {
           fprintf(stderr, "clpa-bench linear: %s\n", demo_last_error());
           rc = 1;
         }
+        if (rc == 0 && read_us[i] <= 0 && (read_us[i] = bench_read_us(&env, W, wbytes, &t)) <= 0) {
+          fprintf(stderr, "clpa-bench linear: timing the read of %s's weights failed\n", s->what);
+          rc = 1;
+        }
         clReleaseMemObject(W);
         if (rc) break;
         const double bytes = (double)wbytes;
         const double gbps = bytes / per_call / 1e9;
         const double tflops = 2.0 * c.rows * (double)s->n * s->k / per_call / 1e12;
         step_s += per_call * s->per_step, step_bytes += bytes * s->per_step;
+        step_read += read_us[i] * s->per_step;
         if (a.json) {
           cli_json j;
           cli_json_begin(&j, stdout);
@@ -312,6 +321,8 @@ int bench_linear(int argc, char **argv) {
           cli_json_num(&j, "fma_peak_tflops", peak, 3);
           if (mpeak > 0) cli_json_num(&j, "mma_peak_tflops", mpeak, 1);
           cli_json_num(&j, "launch_us", launch, 2);
+          cli_json_num(&j, "read_us", read_us[i], 2);
+          cli_json_num(&j, "read_ratio", read_us[i] / (per_call * 1e6), 4);
           cli_json_int(&j, "lanes", tu->lanes);
           cli_json_int(&j, "groups", tu->groups);
           cli_json_int(&j, "nc", tu->nc);
@@ -339,9 +350,11 @@ int bench_linear(int argc, char **argv) {
           cli_json_end(&j);
         } else {
           char t[32];
-          printf("%-8s %-8s rows %5d  %6d x %5d  %s  %8.1f GB/s (%.3f of copy)  %7.3f TFLOP/s\n",
+          printf("%-8s %-8s rows %5d  %6d x %5d  %s  %8.1f GB/s (%.3f of copy, %.3f of a read)"
+                 "  %7.3f TFLOP/s\n",
                  demo_linear_engine_name(used), s->what, (int)c.rows, (int)s->n, (int)s->k,
-                 cli_time_text(t, sizeof t, per_call, 10), gbps, gbps / copy, tflops);
+                 cli_time_text(t, sizeof t, per_call, 10), gbps, gbps / copy,
+                 read_us[i] / (per_call * 1e6), tflops);
         }
       }
       if (rc) break;
@@ -361,13 +374,17 @@ int bench_linear(int argc, char **argv) {
         cli_json_num(&j, "gbps", gbps, 1);
         cli_json_num(&j, "copy_gbps", copy, 1);
         cli_json_num(&j, "ratio", gbps / copy, 4);
+        cli_json_num(&j, "read_floor_us", step_read, 1);
+        cli_json_num(&j, "read_ratio", step_read / (step_s * 1e6), 4);
         cli_json_end(&j);
       } else {
-        char t1[32], t2[32];
-        printf("%-8s step     rows %5d  %s's layers: %s, %.3f of copy (floor %s)\n",
+        char t1[32], t2[32], t3[32];
+        printf("%-8s step     rows %5d  %s's layers: %s, %.3f of copy (floor %s; its calls' reads"
+               " %s)\n",
                demo_linear_engine_name(engines[e]), (int)a.rows.v[r], a.model,
                cli_time_text(t1, sizeof t1, step_s, 0), gbps / copy,
-               cli_time_text(t2, sizeof t2, step_bytes / (copy * 1e9), 0));
+               cli_time_text(t2, sizeof t2, step_bytes / (copy * 1e9), 0),
+               cli_time_text(t3, sizeof t3, step_read * 1e-6, 0));
       }
     }
   if (A) clReleaseMemObject(A);
