@@ -496,15 +496,24 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
    * three before the first K/V load); the entries again only where a
    * sliding window moves the start. */
   page_row table = PAGE_ROW(seq);
+  const int L0 = PAGE_LEN(table, seq);
+#if MMA_PTX && PARTITION_SIZE
+  /* A work-group past its row's partitions (the grid has the longest row's count for every row)
+   * leaves on the length alone, before it reads queries or table entries; partition 0 always has
+   * work and reads them with the length (docs/decisions/0013-decode-blind-partitions.md). */
+  if (part > 0) {
+    if (part >= mma_extent_of(L0, window, max_context_len, 0, faults).nparts) return;
+  }
+#endif
   const int c_first = part * PCH + warp;
   chunk_ids_t ids = chunk_ids(table, c_first * CHUNK, g, t, max_blocks_per_seq);
-  const int L0 = PAGE_LEN(table, seq);
   mma_qb qf; /* ---- 1. the queries ---- */
   mma_query_cols(&qf, q + (ulong)seq * q_stride, head0, g, t);
   const mma_extent x = mma_extent_of(L0, window, max_context_len, lid == 0 && part == 0, faults);
   const int L = x.L, lo = x.lo, t0 = x.t0, total = x.total, nparts = x.nparts;
-  /* Work-groups past the row's partitions do nothing: on NVIDIA they leave here; emulated,
-   * they run with no chunks and no writes (docs/decisions/0002-decode-v2-merge.md). */
+  /* Work-groups past the row's partitions do nothing: on NVIDIA they left above (here in v1
+   * builds, where there are none); emulated, they run with no chunks and no writes
+   * (docs/decisions/0002-decode-v2-merge.md). */
   const int live = part < nparts;
 #if PARTITION_SIZE && !CLPA_MERGE
   /* reduce.cl merges the row's partitions counted from token 0, these
