@@ -137,6 +137,15 @@ if "linear" in COMMANDS:
        and docs[0]["weight_bytes"] == 256 * 128 // 32 * 18,
        "linear --dtype q4_0: five shapes and the step, the weights' bytes in blocks (18 a 32)",
        show(args, rc, out, err))
+    # each shape's read floor, and the step's: the calls' reads summed, each counted per_step
+    floors = [d.get("read_us", 0) for d in docs[:5]]
+    ok(len(docs) == 6 and all(f > 0 for f in floors)
+       and all(abs(d["read_ratio"] - d["read_us"] / d["us_per_call"]) <= 1e-3 * d["read_ratio"] + 1e-4
+               for d in docs[:5])
+       and abs(docs[5].get("read_floor_us", 0) - (4 * sum(floors[:4]) + floors[4])) <= 0.2  # tiny: 4 layers
+       and docs[5].get("read_ratio", 0) > 0,
+       "linear: read_us a shape (read_ratio its share of the call), the step's read_floor_us",
+       show(args, rc, out, err))
     check_refused([BENCH, "linear", "--model", "tiny", "--dtype", "q4_K"],
                   "--dtype q4_K: qkv's rows of 128 are not whole blocks")
     check_refused([BENCH, "linear", "--dtype", "q3_K"], "--dtype q3_K (f32, f16, bf16, f16_tiled, bf16_tiled, q8_0")
