@@ -4,19 +4,48 @@
 # the decode benches of the plan/run work (issue 43): each shape planned
 # with and without host_context_lens, cold, f16, 32/8 heads, head 128 unless
 # said, one JSON line a run, tagged by its arguments.
+# `gpu_plan.sh partitions`: instead, the mixed-length shapes at every forced
+# partition from 512 to 4096 tokens and at the plan's own (used_partition),
+# with host lengths: where a partition rule for skewed lengths is to be found
+# (docs/decisions/0013-decode-blind-partitions.md).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 export B=${B:-/tmp/clpa-build}
 "$(dirname "$0")/gpu.sh" true > /dev/null
 export CLPA_DEVICE=${CLPA_DEVICE:-NVIDIA}
+if [ "${1:-}" != partitions ]; then
 for t in plan cascade; do timeout 300 "$B/tests/test_$t" > /tmp/t.log; echo "test_$t: rc $?, $(grep -c "^ok" /tmp/t.log) ok, $(grep -c "^not ok" /tmp/t.log) not ok"; done
 timeout 300 "$B/tests/test_decode" --mma > /tmp/t.log; echo "test_decode --mma: rc $?, $(grep -c "^ok" /tmp/t.log) ok, $(grep -c "^not ok" /tmp/t.log) not ok"; grep "^not ok" /tmp/t.log | head -5
+fi
 out=${OUT:-.}/plan.jsonl
 : > "$out"
 run() {
   { printf '{"args":"%s",' "$*"
     timeout 120 "$B/tools/clpa-bench" decode "$@" --cold --json | tail -n 1 | cut -c2-; } >> "$out"
 }
+show() {
+  python3 - "$out" <<'P'
+import json, sys
+for line in open(sys.argv[1]):
+    d = json.loads(line)
+    host = f' plan {d["plan_host_us"]} run {d["run_host_us"]} call {d["call_host_us"]} us' if "plan_host_us" in d else ""
+    print(f'{d["args"]:80s} {d["us_per_call"]:8.2f} us {d["ratio"]:.3f} {d["used_variant"]} {d["used_partition"]}{host}')
+P
+}
+if [ "${1:-}" = partitions ]; then
+  for shape in "--batch 64 --context 32768 --lengths one-long --short 256" \
+               "--batch 32 --context 16384 --lengths loguniform" \
+               "--batch 64 --context 8192 --lengths loguniform" \
+               "--batch 16 --context 4096 --lengths one-long" \
+               "--batch 16 --context 16384 --lengths one-long --short 1024"; do
+    for p in 0 512 768 1024 1536 2048 3072 4096; do
+      # shellcheck disable=SC2086
+      run $shape --partition $p
+    done
+  done
+  show
+  exit 0
+fi
 while IFS= read -r line; do
   [ -z "$line" ] && continue
   # shellcheck disable=SC2086
@@ -37,12 +66,6 @@ done <<'LIST'
 LIST
 run --batch 16 --context 4096 --plan-run
 run --batch 64 --context 32768 --lengths one-long --short 256 --plan-run --no-host-lengths
-python3 - "$out" <<'P'
-import json, sys
-for line in open(sys.argv[1]):
-    d = json.loads(line)
-    host = f' plan {d["plan_host_us"]} run {d["run_host_us"]} call {d["call_host_us"]} us' if "plan_host_us" in d else ""
-    print(f'{d["args"]:80s} {d["us_per_call"]:8.2f} us {d["ratio"]:.3f} {d["used_variant"]} {d["used_partition"]}{host}')
-P
+show
 timeout 240 "$B/tests/test_prefill" > /tmp/t.log; echo "test_prefill: rc $?, $(grep -c "^ok" /tmp/t.log) ok, $(grep -c "^not ok" /tmp/t.log) not ok"
 grep "^not ok" /tmp/t.log | head -5
