@@ -358,15 +358,11 @@ double bench_copy_gbps(bench_env *env, size_t bytes, const bench_timing *timing)
   return best;
 }
 
-typedef struct read_arg {
-  cl_kernel k;
-  size_t global;
-} read_arg;
-
-static clpa_status read_once(clpa_context *ctx, const void *arg_, cl_event *event) {
-  const read_arg *a = arg_;
-  cl_int err = clEnqueueNDRangeKernel(clpa_context_cl_queue(ctx), a->k, 1, NULL, &a->global, NULL,
-                                      0, NULL, event);
+/* bench_kernel_once with the event bench_measure's cold timing takes */
+static clpa_status kernel_event_once(clpa_context *ctx, const void *arg_, cl_event *event) {
+  const bench_kernel_arg *a = arg_;
+  cl_int err = clEnqueueNDRangeKernel(clpa_context_cl_queue(ctx), a->k, 1, NULL, &a->global,
+                                      a->local ? &a->local : NULL, 0, NULL, event);
   return err == CL_SUCCESS ? CLPA_OK : CLPA_ERR_OPENCL;
 }
 
@@ -374,7 +370,7 @@ double bench_read_us(bench_env *env, cl_mem buf, size_t bytes, const bench_timin
   const size_t n4 = bytes / 16;
   if (n4 == 0 || n4 > 0xffffffffu || flush_init(env)) return -1;
   cl_int err;
-  read_arg a = {clCreateKernel(env->flush_prog, "bench_flush", &err), 0};
+  bench_kernel_arg a = {clCreateKernel(env->flush_prog, "bench_flush", &err), 0, 0};
   if (err != CL_SUCCESS) return -1;
   const cl_uint n = (cl_uint)n4;
   err = clSetKernelArg(a.k, 0, sizeof buf, &buf);
@@ -387,7 +383,7 @@ double bench_read_us(bench_env *env, cl_mem buf, size_t bytes, const bench_timin
   for (int i = 0; i < 3 && err == CL_SUCCESS; i++) {
     a.global = grids[i] < n4 ? grids[i] : n4;
     if (i > 0 && a.global == n4) continue;
-    if (bench_measure(env, "read floor", read_once, &a, timing, &t) == 0 && t > 0 && (best < 0 || t < best))
+    if (bench_measure(env, "read floor", kernel_event_once, &a, timing, &t) == 0 && t > 0 && (best < 0 || t < best))
       best = t;
   }
   clReleaseKernel(a.k);

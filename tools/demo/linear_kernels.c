@@ -102,6 +102,7 @@ const char *const demo_linear_source[] = {
     "#endif\n",
     /* (a part of its own: C's 4095 characters a literal) */
     "#if DEMO_WDT >= 3\n"
+    "#if DEMO_BYTES8\n"
     "/* the 8 bytes from p, 2-byte aligned (Q8_0, Q4_0 and Q6_K blocks are 34, 18 and 210 bytes), by\n"
     " * aligned loads of those 8 bytes alone: two or three instead of eight byte loads */\n"
     "inline uchar8 bytes8(__global const uchar *p) {\n"
@@ -113,11 +114,10 @@ const char *const demo_linear_source[] = {
     "  const uint a = h[0], b = *(__global const uint *)(p + 2), c = h[3];\n"
     "  return as_uchar8((uint2)(a | b << 16, b >> 16 | c << 16));\n"
     "}\n"
-    "/* gemv (DEMO_BYTES8) reads them so; the stream kernel, whose neighbouring lanes meet both\n"
-    " * alignments, a byte a load, and the tiled GEMM too (as timed before bytes8): record 0029 */\n"
-    "#if DEMO_BYTES8\n"
     "#define QBYTES8(p) bytes8(p)\n"
     "#else\n"
+    "/* a byte a load: faster in the stream kernel, whose neighbouring lanes meet both alignments;\n"
+    " * the tiled GEMM as timed before bytes8 (gemv's builds set DEMO_BYTES8): record 0029 */\n"
     "#define QBYTES8(p) vload8(0, p)\n"
     "#endif\n"
     "/* ggml's get_scale_min_k4 (sub-block j's 6-bit scale and min) from a K-quant block's first\n"
