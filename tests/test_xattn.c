@@ -14,8 +14,12 @@
  * cut" entries: where the oracle's running sum before a block lies within
  * NEAR_EPS T of tau T, or where the last kept and the first dropped block
  * have masses within NEAR_EPS T of each other (f32 rounding may swap
- * them); those are counted and must be rare (NEAR_MAX_SHARE of the causal
- * entries, plus 2).
+ * them). Those are a property of the random input alone, and a small case
+ * holds few: a case of 120 causal entries whose rows have near-equal masses
+ * (random keys, bf16) had 3 such ties, 6 entries, now and then. So each
+ * case must leave NEAR_CASE_SHARE of its causal entries checked exactly,
+ * and over the whole run the near-cut entries must be rare
+ * (NEAR_MAX_SHARE of the causal entries, plus 2; runs show 0.2-0.4 %).
  *
  * Then: tau = 1 keeps every causal block; without a mass buffer the mask
  * is the same; a bad block id sets the fault bit; a structured input (attention
@@ -32,7 +36,8 @@
 #define MASS_ATOL 1e-6
 #define MASS_RTOL 1e-4
 #define NEAR_EPS 2e-5
-#define NEAR_MAX_SHARE 0.02
+#define NEAR_MAX_SHARE 0.01
+#define NEAR_CASE_SHARE 0.75
 
 #define F32 CLPA_DTYPE_F32
 #define F16 CLPA_DTYPE_F16
@@ -46,6 +51,7 @@ static size_t scratch_limit; /* run_device: params.scratch_limit */
 static clpa_xattn_path xpath; /* run_device: params.path (reference: mma rounds the queries) */
 static clpa_kv_layout_kind xlayout; /* make_scene: the cache's layout kind */
 static int xinterleave;             /* make_scene: blocks two apart (K and V in one buffer) */
+static size_t near_total, causal_total; /* check_case: the run's near-cut and causal entries */
 
 typedef struct xcase {
   int heads, kv_heads, hs, bs; /* query heads, KV heads, head size, cache block size */
@@ -227,8 +233,9 @@ static double check_case(const xcase *c, const attn_scene *in, double *ref_densi
         }
       }
     ok(bad == 0, "%s: masks equal but for near-cut entries (%zu differ elsewhere)", name, bad);
-    ok(near_count <= (size_t)(NEAR_MAX_SHARE * (double)causal) + 2,
-       "%s: near-cut entries rare (%zu of %zu causal)", name, near_count, causal);
+    ok((double)(causal - near_count) >= NEAR_CASE_SHARE * (double)causal,
+       "%s: near-cut entries a few (%zu of %zu causal)", name, near_count, causal);
+    near_total += near_count, causal_total += causal;
     density = (double)kept / (double)causal;
     if (ref_density) *ref_density = (double)ref_kept / (double)causal;
   }
@@ -523,6 +530,8 @@ int main(void) {
   run_case(&grid[0]);
   xinterleave = 0;
   xpath = CLPA_XATTN_AUTO;
+  ok(near_total <= (size_t)(NEAR_MAX_SHARE * (double)causal_total) + 2,
+     "near-cut entries rare over the run (%zu of %zu causal)", near_total, causal_total);
   test_paths();
   test_bad_args();
   return test_context_done(ctx);
