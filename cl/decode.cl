@@ -309,7 +309,7 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
   __local float red_l[NUM_THREADS], row_m[G], row_l[G]; /* the merge's (step 7) */
   __local int last[1];
 #else
-  (void)part_counts; /* v1, or reduce.cl's kernel merges */
+  (void)part_counts, (void)work; /* v1, or reduce.cl's kernel merges; no work list */
 #endif
 
   const int lid = get_local_id(0);

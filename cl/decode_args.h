@@ -20,6 +20,10 @@
  * sequence, zero between calls) is v2's in the work-group kernels
  * (decode.cl, decode_mma.cl): the partitions of a row count themselves
  * done there, and the last one merges them (decode_merge.cl).
+ *
+ * work (decode_mma.cl; NULL elsewhere and for a rectangle grid) is a plan's
+ * list of busy (sequence, partition) pairs, int4 {seq, part, the
+ * sequence's partitions, 0} a work-group (lib/decode.c).
  */
 #ifndef CLPA_DECODE_ARGS_H
 #define CLPA_DECODE_ARGS_H
@@ -56,7 +60,8 @@
   ARG(VALUE, int, logits_stride) SEP       \
   ARG(GLOBAL_VOLATILE, int, faults) SEP    \
   ARG(LOCAL, float, logits) SEP            \
-  ARG(GLOBAL_VOLATILE, int, part_counts)
+  ARG(GLOBAL_VOLATILE, int, part_counts) SEP \
+  ARG(GLOBAL_CONST, int, work)
 
 /* reduce.cl's buffers and their shapes: its banner. */
 #define REDUCE_ARG_LIST(ARG, SEP)          \

@@ -414,6 +414,10 @@ typedef struct {
   int L, lo, t0, total, nparts;
 } mma_extent;
 
+/* The row's partitions: its length's, or where a plan's list gave the row fewer, the list's
+ * (its last one then runs to the length) */
+inline int row_parts(int nparts, int listed) { return listed > 0 ? min(nparts, listed) : nparts; }
+
 inline mma_extent mma_extent_of(int L, int window, int max_context_len, int report,
                                 __global volatile int *faults) {
   mma_extent x;
@@ -487,7 +491,15 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
   (void)logits, (void)logits_stride;
 
   const int lid = get_local_id(0), lane = lid % 32, warp = lid / 32, g = lane / 4, t = lane % 4;
-  const int head0 = get_group_id(0) * G, seq = get_group_id(1), part = get_group_id(2);
+  const int head0 = get_group_id(0) * G;
+  int seq = get_group_id(1), part = get_group_id(2), listed = 0;
+  if (work) {
+    /* A plan's list of the busy (sequence, partition) pairs, the longest sequences first, in
+     * place of the rectangle (lib/decode.c): entry {seq, part, the sequence's partitions}. Its
+     * last partition runs to the length the device holds, whatever the plan counted. */
+    const int4 w = vload4(get_group_id(1), work);
+    seq = w.x, part = w.y, listed = w.z;
+  }
   const int kv_head = head0 / (num_heads / num_kv_heads);
   /* The row's chunks (16 tokens from the window's start): partition p
    * takes chunks [p PCH, (p + 1) PCH), its warps in turn, or on NVIDIA
@@ -502,7 +514,8 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
    * leaves on the length alone, before it reads queries or table entries; partition 0 always has
    * work and reads them with the length (docs/decisions/0013-decode-blind-partitions.md). */
   if (part > 0) {
-    if (part >= mma_extent_of(L0, window, max_context_len, 0, faults).nparts) return;
+    if (part >= row_parts(mma_extent_of(L0, window, max_context_len, 0, faults).nparts, listed))
+      return;
   }
 #endif
   const int c_first = part * PCH + warp;
@@ -510,7 +523,7 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
   mma_qb qf; /* ---- 1. the queries ---- */
   mma_query_cols(&qf, q + (ulong)seq * q_stride, head0, g, t);
   const mma_extent x = mma_extent_of(L0, window, max_context_len, lid == 0 && part == 0, faults);
-  const int L = x.L, lo = x.lo, t0 = x.t0, total = x.total, nparts = x.nparts;
+  const int L = x.L, lo = x.lo, t0 = x.t0, total = x.total, nparts = row_parts(x.nparts, listed);
   /* Work-groups past the row's partitions do nothing: on NVIDIA they left above (here in v1
    * builds, where there are none); emulated, they run with no chunks and no writes
    * (docs/decisions/0002-decode-v2-merge.md). */
@@ -522,6 +535,12 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
     const size_t sp = ((size_t)seq * num_heads + head0 + r) * max_parts + part;
     max_logits[sp] = -INFINITY, exp_sums[sp] = 0.0f;
   }
+  /* From a list, the last partition stands for those past it (it runs to the length) */
+  for (int i = lid; listed && part == nparts - 1 && i < G * (max_parts - nparts);
+       i += NUM_THREADS) {
+    const size_t sp = ((size_t)seq * num_heads + head0 + i % G) * max_parts + nparts + i / G;
+    max_logits[sp] = -INFINITY, exp_sums[sp] = 0.0f;
+  }
 #endif
 #if MMA_PTX
   if (!live) return;
@@ -529,7 +548,8 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
   barrier(CLK_LOCAL_MEM_FENCE);
 #endif
   if (t0) ids = chunk_ids(table, t0 + c_first * CHUNK, g, t, max_blocks_per_seq);
-  const int c_end = min((part + 1) * PCH, total); /* this work-group's chunks end */
+  /* this work-group's chunks end: the row's last partition takes the rest */
+  const int c_end = part + 1 >= nparts ? total : (part + 1) * PCH;
   const ulong kv_off = kv_tile(0, kv_head, block_stride, head_stride); /* + block * block_stride */
   const int ts = kv_token_stride(num_kv_heads, head_stride, BLOCK_SIZE); /* HND, NHD */
   /* fp8: the cache holds values / scale; keys' scale goes into the logits, values' into the output */

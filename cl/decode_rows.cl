@@ -170,7 +170,7 @@ inline void rows_write(const float *res, float m, float l, size_t sh, int head, 
 
 __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void clpa_decode_rows(
     KERNEL_PARAMS(DECODE_ARG_LIST) PAGE_PARAMS) {
-  (void)logits, (void)logits_stride, (void)part_counts;
+  (void)logits, (void)logits_stride, (void)part_counts, (void)work;
   const int head0 = get_group_id(0) * G, seq = get_group_id(1), part = get_group_id(2);
   const int kv_head = head0 / (num_heads / num_kv_heads);
   int L = SEQ_LEN(seq);

@@ -9,6 +9,7 @@
  * gets its own row, not a new constant here.
  */
 #include <stdint.h>
+#include <stdlib.h>
 
 #include "decode_planner.h"
 #include "last_error.h"
@@ -439,6 +440,62 @@ static int blind_cap(const clpa_decode_tuning *t, int max_ctx, int64_t groups, i
   return part > t->blind_partition ? part : round_up(t->blind_partition, unit);
 }
 
+/* Row i's partitions as decode_mma.cl counts them: its chunks from the
+ * window's first (mma_extent_of), d->partition / d->chunk a partition. */
+static int row_parts(const clpa_decode_shape *s, const clpa_decode_decision *d, int i) {
+  const int L = s->host_context_lens[i], w = s->sliding_window;
+  const int lo = w > 0 && L > w ? L - w : 0, t0 = lo / d->chunk * d->chunk;
+  const int pch = d->partition / d->chunk, total = ceil_div(L - t0, d->chunk);
+  const int n = total > 0 ? ceil_div(total, pch) : 0;
+  return n > 1 ? n : 1;
+}
+
+/* A list of the busy (sequence, partition) pairs in place of the grid's
+ * rectangle (every row at the longest row's partitions) where the caller
+ * asks for one, or the tuning row's mma_work_list says the rectangle is
+ * mostly idle: there each idle work-group still costs its launch and a
+ * length read, and a long row's last partitions start only after the
+ * others' (docs/decisions/0013-decode-blind-partitions.md). Host lengths only: the list
+ * is made from them. */
+static void mma_work_list(const clpa_decode_shape *s, const clpa_decode_tuning *t,
+                          clpa_decode_decision *c) {
+  c->work_pairs = 0;
+  if (!c->v2 || !s->host_context_lens || s->work_list < 0 ||
+      (s->work_list == 0 && t->mma_work_list <= 0))
+    return;
+  int64_t pairs = 0;
+  for (int32_t i = 0; i < s->num_seqs; i++) pairs += row_parts(s, c, i);
+  if (s->work_list > 0 || pairs * t->mma_work_list <= (int64_t)s->num_seqs * c->max_parts)
+    c->work_pairs = pairs;
+}
+
+/* (partitions, row) pairs: the most partitions first, then the lower row */
+static int by_parts(const void *a, const void *b) {
+  const int32_t *x = a, *y = b;
+  return x[0] != y[0] ? (x[0] < y[0] ? 1 : -1) : (x[1] > y[1]) - (x[1] < y[1]);
+}
+
+void clpa_decode_work_list(const clpa_decode_shape *s, const clpa_decode_decision *d,
+                           int32_t *out) {
+  /* out's first 2 num_seqs words (of 4 work_pairs >= 4 num_seqs) hold the rows' (partitions,
+   * row) keys, sorted; the entries are written from the last key back, so that none lands on
+   * a key not yet read (key j's entries start at word 4 x its predecessors' partitions >= 4 j) */
+  int64_t at = 0;
+  for (int32_t i = 0; i < s->num_seqs; i++) {
+    out[2 * i] = row_parts(s, d, i), out[2 * i + 1] = i;
+    at += out[2 * i];
+  }
+  qsort(out, (size_t)s->num_seqs, 2 * sizeof *out, by_parts);
+  for (int32_t j = s->num_seqs - 1; j >= 0; j--) {
+    const int32_t n = out[2 * j], row = out[2 * j + 1];
+    at -= n;
+    for (int32_t p = n - 1; p >= 0; p--) {
+      int32_t *e = out + 4 * (at + p);
+      e[0] = row, e[1] = p, e[2] = n, e[3] = 0;
+    }
+  }
+}
+
 /* The tensor-core kernel's plan: heads, split, warps, then wider
  * work-groups in place of partitions, the chunk and PIPE. */
 static void plan_mma(const clpa_decode_shape *s, const clpa_device_facts *dev,
@@ -484,6 +541,7 @@ static void plan_mma(const clpa_decode_shape *s, const clpa_device_facts *dev,
   c->logits_stride = 1; /* no logits in local memory */
   c->max_parts = c->v2 ? parts : 1;
   c->local_bytes = mma_local_bytes(dev, g, hs, c->threads / 32);
+  mma_work_list(s, t, c);
 }
 
 /* The lanes kernel's plan: the partition, v1 or v2, then 8, 4 or 2 query

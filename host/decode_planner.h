@@ -46,6 +46,9 @@ typedef struct clpa_decode_shape {
   int32_t partition_size;  /* a multiple of block_size, or 0 */
   int32_t heads_per_group; /* divides num_heads / num_kv_heads (at most 16), or 0 */
   clpa_kv_layout_kind kv_layout; /* f32 caches on the mma path: heads of 32 in HND and NHD */
+  int32_t sliding_window;  /* 0: off (the work list counts a row's partitions from its window) */
+  int32_t work_list;       /* mma with host lengths: 1 a list of the busy partitions wherever
+                              there are partitions, -1 never, 0 the tuning row's rule */
 } clpa_decode_shape;
 
 /* What the plan needs to know of the device (clpa_device_info and the
@@ -75,6 +78,9 @@ typedef struct clpa_decode_tuning {
   int32_t blind_partition;      /* mma without host lengths: partitions need not be shorter */
   int32_t lanes_f32_maxnreg;    /* the lanes kernel's f32 build with up to 4 heads: registers (0:
                                    the compiler's choice; NVIDIA's build alone honours it) */
+  int32_t mma_work_list;        /* mma with host lengths: a list of the busy (sequence,
+                                   partition) pairs where at most 1 in this many of the grid's
+                                   work-groups would be busy (0: never) */
 } clpa_decode_tuning;
 
 /* The plan: lib/decode.c launches it as decode_call. */
@@ -92,6 +98,9 @@ typedef struct clpa_decode_decision {
   int pipe;            /* mma: the next chunk loaded while one is computed */
   int maxnreg;         /* registers a work-item at most, 0: the compiler's choice */
   size_t local_bytes;  /* local memory the work-group takes, as the plan counts it (rows: 0) */
+  int64_t work_pairs;  /* mma v2 from host lengths: the busy (sequence, partition) pairs the
+                          work-groups take from a list (clpa_decode_work_list), 0: the grid is
+                          heads x sequences x max_parts */
 } clpa_decode_decision;
 
 /* Plans decode for a shape that lib/'s clpa_decode_validate passed. err:
@@ -102,6 +111,15 @@ typedef struct clpa_decode_decision {
  * take, a context whose logits do not fit: named). */
 clpa_status clpa_decode_planner(const clpa_decode_shape *s, const clpa_device_facts *dev,
                                 const clpa_decode_tuning *t, clpa_decode_decision *out, char *err);
+
+/* The list of d->work_pairs busy (sequence, partition) pairs for s's host
+ * lengths: four words a pair, {seq, part, the sequence's partitions, 0},
+ * the sequences with the most partitions first (their walk is the call's
+ * longest), each one's partitions in order. A row's partitions count its
+ * chunks from its window's first (cl/decode_mma.cl's mma_extent_of), one at
+ * least. out: 4 d->work_pairs words. */
+void clpa_decode_work_list(const clpa_decode_shape *s, const clpa_decode_decision *d,
+                           int32_t *out);
 
 /* A forced tensor-core path: CLPA_OK, or CLPA_ERR_UNSUPPORTED (message
  * in err, as above) where dev->mma_native is 0. */

@@ -515,7 +515,9 @@ CLPA_API clpa_status clpa_cascade_decode(clpa_context *ctx, const clpa_cascade_p
  *    tables (or the CSR table) are read by each run, so both may change between runs within
  *    max_context_len: the next step can run on this step's plan. A plan
  *    made from host_context_lens divides the work for those lengths (the
- *    fastest for them); one made without divides it so that no
+ *    fastest for them; where it lists the busy partitions, a sequence's
+ *    last listed one runs to the length the device holds, so any lengths
+ *    stay correct); one made without divides it so that no
  *    work-group walks much more than its share of any lengths up to
  *    max_context_len.
  *  - prefill: cu_seqlens_q and cached_lens (the work list is made from
@@ -583,15 +585,22 @@ CLPA_API clpa_status clpa_plan_xattn(clpa_context *ctx, const clpa_xattn_params 
 CLPA_API clpa_status clpa_run(clpa_plan *plan, const clpa_attn_inputs *in);
 
 /* What a plan runs: decode's path (clpa_decode_path), variant, partition
- * (0 for v1) and query heads a work-group; prefill's path
+ * (0 for v1), query heads a work-group and work_pairs; prefill's path
  * (clpa_prefill_path) and rows and keys a work-group; cascade's suffix
- * decode as decode's. */
+ * decode as decode's. work_pairs: the busy (sequence, partition) pairs of
+ * the plan's host lengths that its work-groups take from a list, or 0
+ * where the grid is every sequence at the longest one's partitions (the
+ * tensor-core path, v2, host lengths given, where the tuning table's rule
+ * or CLPA_DECODE_WORK_LIST=on asks for it; a run's lengths may still be
+ * any within max_context_len: a sequence's last listed partition runs to
+ * its length). */
 typedef struct clpa_plan_info {
   int32_t path;
   clpa_decode_variant variant;
   int32_t partition_size, heads_per_group;
   int32_t rows, keys;
-  uint64_t reserved[8]; /* room for fields to come (README's ABI) */
+  int64_t work_pairs;
+  uint64_t reserved[7]; /* room for fields to come (README's ABI) */
 } clpa_plan_info;
 
 /* Fills *out for plan. Returns CLPA_OK or CLPA_ERR_INVALID_ARG (NULL). */

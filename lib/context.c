@@ -389,6 +389,19 @@ static clpa_status pick_merge(clpa_context *ctx) {
   return CLPA_OK;
 }
 
+/* Whether decode plans made from host lengths run their busy partitions
+ * from a list (host/decode_planner.c's mma_work_list): CLPA_DECODE_WORK_LIST
+ * = on, off or auto (the tuning row's rule), for tests and benchmarks. */
+static clpa_status pick_work_list(clpa_context *ctx) {
+  const char *env = getenv("CLPA_DECODE_WORK_LIST");
+  const int on = env && strcmp(env, "on") == 0, off = env && strcmp(env, "off") == 0;
+  CLPA_CTX_CHECK(ctx, env && env[0] && !on && !off && strcmp(env, "auto") != 0,
+                 CLPA_ERR_INVALID_ARG, "CLPA_DECODE_WORK_LIST = '%s' (expected auto, on or off)",
+                 env);
+  ctx->decode_work_list = on ? 1 : off ? -1 : 0;
+  return CLPA_OK;
+}
+
 /* The cache directory in force. Without HOME (cron, services) the
  * fallback lives in the shared temporary directory, so it is per user:
  * program.c refuses it unless this user owns it and nobody else can
@@ -582,6 +595,7 @@ static clpa_status clpa_context_create_impl(const clpa_context_config *cfg, clpa
   if (st == CLPA_OK) st = clpa_device_query(ctx->platform, ctx->dev, &ctx->info);
   if (st == CLPA_OK) st = pick_lanes(ctx, cfg->lanes);
   if (st == CLPA_OK) st = pick_merge(ctx);
+  if (st == CLPA_OK) st = pick_work_list(ctx);
   if (st == CLPA_OK && cfg->cl_ctx) {
     locate(ctx);
   } else if (st == CLPA_OK) {

@@ -5,6 +5,7 @@
  * cl/decode.cl, cl/decode_mma.cl and cl/decode_rows.cl (the last with
  * cl/reduce.cl in v2) through the launch path.
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include "decode_args.h"
@@ -130,14 +131,17 @@ static clpa_status launch_decode(clpa_context *ctx, const clpa_decode_params *p,
       A(faults, faults),
       [DECODE_ARG_logits] = CLPA_ARG_LOCAL(sizeof(float) * (size_t)ls * (size_t)c->heads_per_group),
       A(part_counts, counts),
+      A(work, c->work),
       A(page_indptr, p->page_indptr),
       A(page_indices, p->page_indices),
       A(num_page_indices, npi),
       A(last_page_len, p->last_page_len)};
 #undef A
+  /* heads x sequences x partitions, or heads x a plan's list of busy (sequence, partition) */
   const clpa_ndrange r = {3,
                           {(size_t)(p->num_heads / c->heads_per_group) * (size_t)spec.num_threads,
-                           (size_t)p->num_seqs, (size_t)c->max_parts},
+                           c->work ? (size_t)c->work_pairs : (size_t)p->num_seqs,
+                           c->work ? 1 : (size_t)c->max_parts},
                           {(size_t)spec.num_threads, 1, 1},
                           p->num_wait_events,
                           p->wait_events,
@@ -191,6 +195,27 @@ static clpa_status decode_v2(clpa_context *ctx, const clpa_decode_params *p, con
   return launch_reduce(ctx, p, c, pl->reduce, tmp_out, max_logits, exp_sums, p->event);
 }
 
+/* A plan's own list of its busy (sequence, partition) pairs (decode_call's
+ * work_pairs), which the buffer copies. */
+static clpa_status own_work_list(clpa_context *ctx, const clpa_decode_params *p, clpa_plan *pl) {
+  decode_call *c = &pl->dc;
+  const size_t words = 4 * (size_t)c->work_pairs;
+  int32_t *h = malloc(sizeof(int32_t) * words);
+  CLPA_CTX_CHECK(ctx, !h, CLPA_ERR_OUT_OF_MEMORY, "out of memory for a work list of %lld pairs",
+                 (long long)c->work_pairs);
+  clpa_decode_plan_list(ctx, p, c, h);
+  cl_int err;
+  pl->work = clCreateBuffer(ctx->cl, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR,
+                            sizeof(int32_t) * words, h, &err);
+  free(h);
+  if (err != CL_SUCCESS) {
+    pl->work = NULL;
+    return CLPA_CL_FAIL(ctx, err, "clCreateBuffer(decode plan's work list)");
+  }
+  pl->owns_lists = 1, c->work = pl->work;
+  return CLPA_OK;
+}
+
 clpa_status clpa_decode_plan_fill(clpa_context *ctx, const clpa_decode_params *p, int make,
                                   clpa_plan *pl) {
   clpa_status st = clpa_plan_begin(ctx, p, PLAN_DECODE, pl);
@@ -204,13 +229,18 @@ clpa_status clpa_decode_plan_fill(clpa_context *ctx, const clpa_decode_params *p
       (st = clpa_decode_plan(ctx, p, c)))
     return st;
   c->merge = c->v2 && !c->rows && ctx->merge_in_launch;
+  /* The list is a plan's (made once a step); a one-call decode runs the rectangle, the same
+   * partitions, so the same results */
+  if (make != PLAN_OWN) c->work_pairs = 0;
   pl->kv = c->a.kv;
   /* What a run reads: the shapes and options; the buffers are the run's */
   pl->dp = *p;
   pl->dp.host_context_lens = NULL, pl->dp.cache = NULL, pl->dp.key_cache = NULL;
   pl->dp.value_cache = NULL, pl->dp.event = NULL, pl->dp.wait_events = NULL;
   pl->dp.num_wait_events = 0;
-  if (make && p->num_seqs > 0 && (st = decode_kernels(ctx, p, pl)) != CLPA_OK) {
+  if (make && p->num_seqs > 0 &&
+      ((st = decode_kernels(ctx, p, pl)) != CLPA_OK ||
+       (c->work_pairs > 0 && (st = own_work_list(ctx, p, pl)) != CLPA_OK))) {
     clpa_plan_fini(pl);
     return st;
   }

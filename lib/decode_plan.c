@@ -61,13 +61,29 @@ _Static_assert(SAME(CLPA_DECODE_V1, CLPA_PLANNER_V1) && SAME(CLPA_DECODE_V2, CLP
 _Static_assert(SAME(CLPA_PRECISION_F32, CLPA_PLANNER_PRECISION_F32), "clpa_precision");
 #undef SAME
 
-clpa_status clpa_decode_plan(clpa_context *ctx, const clpa_decode_params *p, decode_call *c) {
+/* The planner's shape of a call. */
+static clpa_decode_shape shape_of(const clpa_context *ctx, const clpa_decode_params *p,
+                                  const decode_call *c) {
   const clpa_kv_layout *kv = &c->a.kv;
   const clpa_decode_shape s = {p->num_seqs,          p->num_heads,         kv->num_kv_heads,
                                kv->head_size,        kv->block_size,       kv->dtype,
                                p->max_context_len,   p->host_context_lens, (int32_t)p->path,
                                (int32_t)p->variant,  (int32_t)p->precision, p->partition_size,
-                               p->heads_per_group,   kv->kind};
+                               p->heads_per_group,   kv->kind,
+                               p->sliding_window,    ctx->decode_work_list};
+  return s;
+}
+
+void clpa_decode_plan_list(const clpa_context *ctx, const clpa_decode_params *p,
+                           const decode_call *c, int32_t *out) {
+  const clpa_decode_shape s = shape_of(ctx, p, c);
+  clpa_decode_decision d = {0};
+  d.v2 = c->v2, d.partition = c->partition, d.chunk = c->chunk, d.work_pairs = c->work_pairs;
+  clpa_decode_work_list(&s, &d, out);
+}
+
+clpa_status clpa_decode_plan(clpa_context *ctx, const clpa_decode_params *p, decode_call *c) {
+  const clpa_decode_shape s = shape_of(ctx, p, c);
   clpa_device_facts dev;
   clpa_device_facts_of(ctx, &dev);
   clpa_decode_decision d;
@@ -77,6 +93,6 @@ clpa_status clpa_decode_plan(clpa_context *ctx, const clpa_decode_params *p, dec
   c->v2 = d.v2, c->partition = d.partition, c->heads_per_group = d.heads_per_group;
   c->sg = d.sg, c->max_parts = d.max_parts, c->key_vectors = d.key_vectors;
   c->logits_stride = d.logits_stride, c->threads = d.threads, c->chunk = d.chunk;
-  c->pipe = d.pipe, c->maxnreg = d.maxnreg;
+  c->pipe = d.pipe, c->maxnreg = d.maxnreg, c->work_pairs = d.work_pairs;
   return CLPA_OK;
 }

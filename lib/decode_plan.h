@@ -20,6 +20,9 @@ typedef struct decode_call {
   int pipe;             /* mma: the next chunk loaded while one is computed (mma_pipe) */
   int merge;            /* v2: the work-group kernel merges the partitions, else reduce.cl */
   int maxnreg;          /* NVIDIA: registers a work-item at most (0: the compiler's choice) */
+  int64_t work_pairs;   /* mma v2: busy (sequence, partition) pairs a plan's list holds, 0: the
+                           rectangle grid (decode.c makes the list for clpa_plan_decode only) */
+  cl_mem work;          /* that list (the plan's own), or NULL */
 } decode_call;
 
 /* The path, v1 or v2, the partition, the query heads a work-group and the
@@ -28,5 +31,11 @@ typedef struct decode_call {
  * what measured it.
  * Returns CLPA_OK, CLPA_ERR_INVALID_ARG or CLPA_ERR_UNSUPPORTED (named). */
 clpa_status clpa_decode_plan(clpa_context *ctx, const clpa_decode_params *p, decode_call *c);
+
+/* c's list of c->work_pairs busy (sequence, partition) pairs from p's host
+ * lengths (host/decode_planner.h's clpa_decode_work_list): 4 words a pair
+ * into out. */
+void clpa_decode_plan_list(const clpa_context *ctx, const clpa_decode_params *p,
+                           const decode_call *c, int32_t *out);
 
 #endif

@@ -46,6 +46,7 @@ struct clpa_context {
   int subgroup_size;   /* lanes of a subgroup in our kernels, learnt on first build (0: not yet) */
   int merge_in_launch; /* decode v2's work-group kernels merge their partitions (context.c's pick_merge) */
   const char *merge_std; /* the -cl-std option those programs need, or "" */
+  int decode_work_list;  /* CLPA_DECODE_WORK_LIST: 1 on, -1 off, 0 the tuning row's rule */
   clpa_tuning tuning;  /* the tuning table's entry for the device (tuning.c) */
   clpa_decode_tuning decode_tuning; /* its decode part, device facts included (tuning.c) */
   char error[CLPA_ERROR_MAX];

@@ -53,6 +53,7 @@ static void describe_decode(const decode_call *c, clpa_plan_info *out) {
   out->variant = c->v2 ? CLPA_DECODE_V2 : CLPA_DECODE_V1;
   out->partition_size = c->v2 ? c->partition : 0;
   out->heads_per_group = c->heads_per_group;
+  out->work_pairs = c->work ? c->work_pairs : 0;
 }
 
 static clpa_status describe_impl(const clpa_plan *plan, clpa_plan_info *out) {

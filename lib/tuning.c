@@ -29,10 +29,12 @@ typedef struct tuning_entry {
  * - without host lengths, no partition need be shorter than 512 tokens
  *   (docs/decisions/0013-decode-blind-partitions.md);
  * - the lanes kernel's f32 build with up to 4 heads a work-group: 128 registers, which only
- *   NVIDIA's build honours (docs/decisions/0004-decode-lanes-f32-register-cap.md). */
+ *   NVIDIA's build honours (docs/decisions/0004-decode-lanes-f32-register-cap.md);
+ * - no work list of busy partitions (mma_work_list 0) until one is measured to pay
+ *   (docs/decisions/0013-decode-blind-partitions.md; CLPA_DECODE_WORK_LIST forces it). */
 #define HOPPER_DECODE_FACTS                                                   \
   .mma_warps_per_cu = 12, .mma_f32_warps_per_cu = 8, .mma_pipe_warps = 8, \
-  .blind_partition = 512, .lanes_f32_maxnreg = 128
+  .blind_partition = 512, .lanes_f32_maxnreg = 128, .mma_work_list = 0
 
 static const tuning_entry table[] = {
     /* CPUs: 2048-token partitions, prefill on the rows path with 4 rows a work-item

@@ -8,12 +8,18 @@
 # partition from 512 to 4096 tokens and at the plan's own (used_partition),
 # with host lengths: where a partition rule for skewed lengths is to be found
 # (docs/decisions/0013-decode-blind-partitions.md).
+# `gpu_plan.sh worklist`: instead, test_plan (its listed plan) with both merges, then
+# the mixed-length and uniform shapes as plans (--plan-run) with host lengths, at
+# the plan's partition and forced ones, each without and with the work list of
+# busy partitions next to each other (CLPA_DECODE_WORK_LIST off, on).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 export B=${B:-/tmp/clpa-build}
 "$(dirname "$0")/gpu.sh" true > /dev/null
 export CLPA_DEVICE=${CLPA_DEVICE:-NVIDIA}
-if [ "${1:-}" != partitions ]; then
+if [ "${1:-}" = worklist ]; then
+for t in "" --merge-kernel; do timeout 300 "$B/tests/test_plan" $t > /tmp/t.log; echo "test_plan $t: rc $?, $(grep -c "^ok" /tmp/t.log) ok, $(grep -c "^not ok" /tmp/t.log) not ok"; grep "^not ok" /tmp/t.log | head -5; done
+elif [ "${1:-}" != partitions ]; then
 for t in plan cascade; do timeout 300 "$B/tests/test_$t" > /tmp/t.log; echo "test_$t: rc $?, $(grep -c "^ok" /tmp/t.log) ok, $(grep -c "^not ok" /tmp/t.log) not ok"; done
 timeout 300 "$B/tests/test_decode" --mma > /tmp/t.log; echo "test_decode --mma: rc $?, $(grep -c "^ok" /tmp/t.log) ok, $(grep -c "^not ok" /tmp/t.log) not ok"; grep "^not ok" /tmp/t.log | head -5
 fi
@@ -28,10 +34,27 @@ show() {
 import json, sys
 for line in open(sys.argv[1]):
     d = json.loads(line)
-    host = f' plan {d["plan_host_us"]} run {d["run_host_us"]} call {d["call_host_us"]} us' if "plan_host_us" in d else ""
+    host = f' plan {d["plan_host_us"]} run {d["run_host_us"]} call {d["call_host_us"]} us, {d["work_pairs"]} listed' if "plan_host_us" in d else ""
     print(f'{d["args"]:80s} {d["us_per_call"]:8.2f} us {d["ratio"]:.3f} {d["used_variant"]} {d["used_partition"]}{host}')
 P
 }
+if [ "${1:-}" = worklist ]; then
+  for shape in "--batch 64 --context 32768 --lengths one-long --short 256" \
+               "--batch 32 --context 16384 --lengths loguniform" \
+               "--batch 64 --context 8192 --lengths loguniform" \
+               "--batch 16 --context 4096 --lengths one-long" \
+               "--batch 16 --context 4096" \
+               "--batch 64 --context 2048"; do
+    for p in 0 512 1024; do
+      for w in off on; do
+        # shellcheck disable=SC2086
+        run $shape --partition $p --plan-run --work-list $w
+      done
+    done
+  done
+  show
+  exit 0
+fi
 if [ "${1:-}" = partitions ]; then
   for shape in "--batch 64 --context 32768 --lengths one-long --short 256" \
                "--batch 32 --context 16384 --lengths loguniform" \

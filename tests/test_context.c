@@ -104,6 +104,12 @@ static void test_bad_args(void) {
          strstr(clpa_last_error(), "CLPA_DECODE_MERGE = 'reduce'"),
      "CLPA_DECODE_MERGE=reduce: %s", clpa_last_error());
   unsetenv("CLPA_DECODE_MERGE");
+  setenv("CLPA_DECODE_WORK_LIST", "1", 1); /* auto, on or off */
+  ctx = (clpa_context *)1;
+  ok(clpa_context_create(NULL, &ctx) == CLPA_ERR_INVALID_ARG && ctx == NULL &&
+         strstr(clpa_last_error(), "CLPA_DECODE_WORK_LIST = '1'"),
+     "CLPA_DECODE_WORK_LIST=1: %s", clpa_last_error());
+  unsetenv("CLPA_DECODE_WORK_LIST");
   clpa_context_config_init(&cfg);
   cfg.lanes = (clpa_lanes)42;
   ok(clpa_context_create(&cfg, &ctx) == CLPA_ERR_INVALID_ARG && strstr(clpa_last_error(), "lanes"),

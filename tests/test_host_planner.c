@@ -38,7 +38,7 @@ static void device_of(const grid_device *d, clpa_device_facts *dev, clpa_decode_
                                     : 0;
   dev->mma_native = d->lanes == 2 ? d->cc >= 80 : -1;
   dev->compute_capability = d->cc;
-  const clpa_decode_tuning row = {d->partition, d->resident, 12, 8, 8, 512, 128};
+  const clpa_decode_tuning row = {d->partition, d->resident, 12, 8, 8, 512, 128, 0};
   *t = row;
 }
 
@@ -46,7 +46,7 @@ static clpa_decode_shape shape_of(const grid_case *c) {
   const clpa_decode_shape s = {
       c->num_seqs,  c->num_heads,       c->num_kv_heads,   c->head_size, c->block_size,
       c->dtype,     c->max_context_len, c->host_lens,      c->path,      c->variant,
-      c->precision, c->partition_size,  c->heads_per_group, CLPA_KV_LAYOUT_SPLIT_KEY};
+      c->precision, c->partition_size,  c->heads_per_group, CLPA_KV_LAYOUT_SPLIT_KEY, 0, 0};
   return s;
 }
 
@@ -83,6 +83,53 @@ static int lanes_build(const clpa_decode_shape *s, const clpa_device_facts *dev)
 
 static int ceil_div(int64_t a, int64_t b) { return (int)((a + b - 1) / b); }
 static int64_t round_up(int64_t a, int64_t b) { return (a + b - 1) / b * b; }
+
+/* Row i's partitions counted in tokens from its window's first chunk (the
+ * planner counts chunks: the same where a partition is whole chunks). */
+static int64_t list_row_parts(const clpa_decode_shape *s, const clpa_decode_decision *d, int i) {
+  const int64_t L = s->host_context_lens[i], w = s->sliding_window;
+  const int64_t first = w > 0 && L > w ? (L - w) / d->chunk * d->chunk : 0;
+  const int64_t n = (L - first + d->partition - 1) / d->partition;
+  return n > 1 ? n : 1;
+}
+
+static long lists_checked; /* broken_list's lists built and walked */
+
+/* The work list's invariants: there where the caller or the tuning rule asks for one (mma,
+ * v2, host lengths), and then each row's partitions once each, in order, every row's
+ * partitions at once, the rows with the most first (lists up to a million pairs are built). */
+static const char *broken_list(const clpa_decode_shape *s, const clpa_decode_decision *d,
+                               const clpa_decode_tuning *t) {
+  const int eligible = d->path == CLPA_PLANNER_MMA && d->v2 && s->host_context_lens &&
+                       s->work_list >= 0;
+  if (!eligible) return d->work_pairs ? "a work list where none applies" : NULL;
+  int64_t pairs = 0;
+  for (int i = 0; i < s->num_seqs; i++) pairs += list_row_parts(s, d, i);
+  const int want = s->work_list > 0 ||
+                   (t->mma_work_list > 0 &&
+                    pairs * t->mma_work_list <= (int64_t)s->num_seqs * d->max_parts);
+  if (d->work_pairs != (want ? pairs : 0)) return "work list: its pairs or the rule";
+  if (!want || pairs > 1000000) return NULL;
+  lists_checked++;
+  int32_t *e = malloc(sizeof(int32_t) * 4 * (size_t)pairs);
+  int32_t *seen = calloc((size_t)s->num_seqs, sizeof(int32_t));
+  if (!e || !seen) BAIL_OUT("out of memory");
+  memset(e, 0xa5, sizeof(int32_t) * 4 * (size_t)pairs);
+  clpa_decode_work_list(s, d, e);
+  const char *why = NULL;
+  for (int64_t k = 0; k < pairs && !why; k++) {
+    const int32_t *x = e + 4 * k;
+    if (x[0] < 0 || x[0] >= s->num_seqs || x[3] != 0) why = "work list: a bad entry";
+    else if (x[2] != list_row_parts(s, d, x[0])) why = "work list: a row's partitions";
+    else if (x[1] != seen[x[0]]++) why = "work list: a partition twice, out of order or missed";
+    else if (k > 0 && x[2] > e[4 * (k - 1) + 2]) why = "work list: a longer row after a shorter";
+    else if (k > 0 && x[1] > 0 && (e[4 * (k - 1)] != x[0])) why = "work list: a row split";
+  }
+  for (int i = 0; i < s->num_seqs && !why; i++)
+    if (seen[i] != list_row_parts(s, d, i)) why = "work list: a row's partitions missing";
+  free(e), free(seen);
+  return why;
+}
 
 /* The first invariant a plan breaks, or NULL. */
 static const char *broken(const clpa_decode_shape *s, const clpa_device_facts *dev,
@@ -164,6 +211,8 @@ static const char *broken(const clpa_decode_shape *s, const clpa_device_facts *d
   }
   if (d->maxnreg != (lanes && s->kv_dtype == CLPA_DTYPE_F32 && g <= 4 ? t->lanes_f32_maxnreg : 0))
     return "register cap";
+  const char *list = broken_list(s, d, t);
+  if (list) return list;
   /* the grid: (num_heads / g) x threads, num_seqs, max_parts in size_t, partitions in int */
   if (d->max_parts < 1 || d->max_parts > max_ctx) return "partitions of the grid";
   const uint64_t x = (uint64_t)(s->num_heads / g) * (uint64_t)d->threads;
@@ -354,7 +403,8 @@ static void random_cases(long n) {
                                   4 + 4 * (int)rng_below(2),
                                   4 + 4 * (int)rng_below(2),
                                   256 << rng_below(3),
-                                  128 * (int)rng_below(2)};
+                                  128 * (int)rng_below(2),
+                                  (int)rng_below(4) & 3};
     clpa_decode_shape s;
     memset(&s, 0, sizeof s);
     s.block_size = PICK(bss), s.num_kv_heads = PICK(kvs);
@@ -383,6 +433,8 @@ static void random_cases(long n) {
     s.variant = (int32_t)rng_below(5) < 3 ? 0 : 1 + (int32_t)rng_below(2);
     s.precision = (int32_t)rng_below(4) == 0;
     if (rng_below(4) == 0) s.partition_size = s.block_size * (1 + (int32_t)rng_below(512));
+    if (rng_below(4) == 0) s.sliding_window = 1 + (int32_t)rng_below(1 + (uint32_t)s.max_context_len);
+    s.work_list = (int32_t)rng_below(3) - 1;
     if (rng_below(4) == 0) { /* a divisor of the KV head's queries */
       const int qpk = s.num_heads / s.num_kv_heads;
       do s.heads_per_group = 1 + (int32_t)rng_below(qpk < 16 ? qpk : 16);
@@ -431,6 +483,7 @@ static void random_cases(long n) {
   }
   ok(bad == 0, "%ld random shapes (%ld refused) keep the invariants (%ld break them)", n, refused,
      bad);
+  ok(lists_checked > n / 100, "%ld of them had a work list, built and checked", lists_checked);
 }
 
 /* ---- refusals the public API promises -------------------------------------- */
@@ -441,7 +494,7 @@ static void refusals(void) {
   clpa_decode_tuning t;
   device_of(t4, &dev, &t);
   clpa_decode_shape s = {4, 32, 8, 128, 16, CLPA_DTYPE_F16, 4096, NULL, CLPA_PLANNER_MMA,
-                         0, 0,  0, 0, CLPA_KV_LAYOUT_SPLIT_KEY};
+                         0, 0,  0, 0, CLPA_KV_LAYOUT_SPLIT_KEY, 0, 0};
   clpa_decode_decision d;
   char err[CLPA_ERROR_MAX] = "";
   ok(clpa_decode_planner(&s, &dev, &t, &d, err) == CLPA_ERR_UNSUPPORTED &&
@@ -474,7 +527,7 @@ static void mma_fp8_rule(void) {
        cases[i].native, cases[i].cc, cases[i].want);
   }
   clpa_decode_shape s = {4, 32, 8, 128, 16, CLPA_DTYPE_FP8_E4M3, 4096, NULL, CLPA_PLANNER_AUTO,
-                         0, 0, 0, 0, CLPA_KV_LAYOUT_SPLIT_KEY};
+                         0, 0, 0, 0, CLPA_KV_LAYOUT_SPLIT_KEY, 0, 0};
   clpa_decode_decision dec;
   d.mma_native = 1, d.compute_capability = 80;
   ok(clpa_decode_planner(&s, &d, &t, &dec, NULL) == CLPA_OK && dec.path != CLPA_PLANNER_MMA,
@@ -490,7 +543,7 @@ static void layouts_on_mma(void) {
                                    CLPA_DTYPE_F32};
   for (size_t i = 0; i < sizeof dts / sizeof *dts; i++) {
     clpa_decode_shape s = {4, 32, 8, 128, 16, dts[i], 4096, NULL, CLPA_PLANNER_AUTO,
-                           0, 0,  0, 0, CLPA_KV_LAYOUT_SPLIT_KEY};
+                           0, 0,  0, 0, CLPA_KV_LAYOUT_SPLIT_KEY, 0, 0};
     clpa_decode_decision want, d;
     ok(clpa_decode_planner(&s, &h200, &t, &want, NULL) == CLPA_OK && want.path == CLPA_PLANNER_MMA,
        "h200, split-key %s cache: auto takes mma", clpa_dtype_name(dts[i]));
@@ -523,7 +576,7 @@ static void layouts_on_mma(void) {
     }
   }
   clpa_decode_shape s = {4, 32, 8, 80, 16, CLPA_DTYPE_F32, 4096, NULL, CLPA_PLANNER_MMA,
-                         0, 0,  0, 0, CLPA_KV_LAYOUT_SPLIT_KEY};
+                         0, 0,  0, 0, CLPA_KV_LAYOUT_SPLIT_KEY, 0, 0};
   clpa_decode_decision d;
   ok(clpa_decode_planner(&s, &emu, &t, &d, NULL) == CLPA_OK && d.path == CLPA_PLANNER_MMA,
      "emulated, split-key f32 cache, head 80: mma forced takes it");
@@ -548,7 +601,7 @@ static void page_sizes(void) {
   emu = h200, emu.lane_width = 0, emu.mma_native = -1, emu.is_cpu = 0;
   sub = emu, sub.lane_width = 32;
   clpa_decode_shape s = {4, 32, 8, 128, 1, CLPA_DTYPE_F16, 4096, NULL, CLPA_PLANNER_AUTO,
-                         0, 0,  0, 0, CLPA_KV_LAYOUT_SPLIT_KEY};
+                         0, 0,  0, 0, CLPA_KV_LAYOUT_SPLIT_KEY, 0, 0};
   clpa_decode_decision d;
   const struct {
     const clpa_device_facts *dev;
@@ -604,10 +657,10 @@ static void page_sizes(void) {
  * 32 KiB device with emulated products its local memory no longer fit, so no PIPE there. */
 static void regress_pipe_keeps_local_memory(void) {
   const clpa_device_facts dev = {"emulated, 32 KiB", 0, 8, 32 << 10, 1024, 4, 8, -1, 0};
-  const clpa_decode_tuning t = {512, 0, 12, 8, 8, 512, 128};
+  const clpa_decode_tuning t = {512, 0, 12, 8, 8, 512, 128, 0};
   const int32_t lens[1] = {4096};
   const clpa_decode_shape s = {1,    4, 1, 192, 16, CLPA_DTYPE_FP8_E5M2, 4096, lens,
-                               CLPA_PLANNER_MMA, 0, 0, 0,   0, CLPA_KV_LAYOUT_SPLIT_KEY};
+                               CLPA_PLANNER_MMA, 0, 0, 0,   0, CLPA_KV_LAYOUT_SPLIT_KEY, 0, 0};
   clpa_decode_decision d;
   const clpa_status st = clpa_decode_planner(&s, &dev, &t, &d, NULL);
   ok(st == CLPA_OK && d.chunk == 32 && d.threads == 384 && !d.pipe &&

@@ -7,9 +7,14 @@
  * - decode on every path (auto, lanes v1/v2, rows, mma: emulated off
  *   NVIDIA), planned without host lengths and with one step's, three
  *   steps of fresh lengths and tables, two layers: each run equal to
- *   clpa_decode with the run's buffers (byte for byte) and to the double
+ *   clpa_decode with the run's buffers (byte for byte; planned from host
+ *   lengths, at the step whose lengths they are) and to the double
  *   reference (|got - want| <= atol + rtol |want|: f32 paths 1e-4 / 1e-4,
  *   mma, which rounds the query and P to f16, 4e-3 / 4e-3);
+ * - mma v2 planned from host lengths with CLPA_DECODE_WORK_LIST=on (set
+ *   for the whole test: only such plans take it), so that its work-groups
+ *   take the busy partitions from a list (clpa_plan_info's work_pairs):
+ *   the later steps' lengths pass and fall short of the listed partitions;
  * - prefill (cached prefixes, an empty sequence, a block mask) and
  *   cascade on both layers, equal to clpa_prefill and clpa_cascade_decode;
  * - a plan made from the layout alone (no buffers) runs on the
@@ -141,7 +146,7 @@ static void inputs_of(clpa_attn_inputs *in, const batch *b, int layer) {
 
 /* One decode plan over three steps and both layers. */
 static void test_decode_reuse(const char *name, clpa_decode_path path, clpa_decode_variant variant,
-                              int partition, int host_lens) {
+                              int partition, int host_lens, int listed) {
   batch b;
   batch_make(&b);
   const int maxc = MAXB * BS - 7;
@@ -166,6 +171,9 @@ static void test_decode_reuse(const char *name, clpa_decode_path path, clpa_deco
          chpg == info.heads_per_group,
      "decode %s: the plan runs what clpa_decode_choice says (path %d, v%d, partition %d, %d"
      " heads a group)", name, info.path, (int)info.variant, info.partition_size, info.heads_per_group);
+  if (listed)
+    ok(info.work_pairs > 0, "decode %s: the plan's work-groups take %lld busy partitions from a"
+       " list", name, (long long)info.work_pairs);
   p.host_context_lens = NULL;
   const double tol = info.path == CLPA_DECODE_PATH_MMA ? 4e-3 : 1e-4;
   int same = 1, ran = 1;
@@ -176,20 +184,27 @@ static void test_decode_reuse(const char *name, clpa_decode_path path, clpa_deco
       clpa_attn_inputs in;
       inputs_of(&in, &b, l);
       p.layer = l;
-      st = clpa_run(plan, &in);
-      if (st == CLPA_OK && !host_lens) st = clpa_decode(ctx, &p);
+      /* planned from host lengths, later steps: the one call first, so that the partition
+       * states it leaves in the context's scratch would show in a run that skipped some */
+      st = host_lens && step > 0 ? clpa_decode(ctx, &p) : CLPA_OK;
+      if (st == CLPA_OK) st = clpa_run(plan, &in);
+      /* planned from host lengths, the one call plans the same at step 0 only */
+      if (host_lens && step == 0) p.host_context_lens = b.lens;
+      if (st == CLPA_OK && (!host_lens || step == 0)) st = clpa_decode(ctx, &p);
+      p.host_context_lens = NULL;
       if (st != CLPA_OK) { /* reported below */
         ran = 0;
         diag("decode %s: step %d layer %d: %s", name, step, l, clpa_last_error());
         break;
       }
-      if (!host_lens) /* the one call plans the same without host lengths */
+      if (!host_lens || step == 0) /* the one call plans the same: see above */
         same &= same_bytes(b.out_run, b.out_call, sizeof(float) * SEQS * HEADS * HS) &&
                 same_bytes(b.lse_run, b.lse_call, sizeof(float) * SEQS * HEADS);
       worst = fmax(worst, decode_error(&b, l, tol));
     }
   }
-  if (!host_lens) ok(ran && same, "decode %s: 3 steps x %d layers equal clpa_decode bit for bit", name, LAYERS);
+  ok(ran && same, "decode %s: %s x %d layers equal clpa_decode bit for bit", name,
+     host_lens ? "step 0 (its host lengths)" : "3 steps", LAYERS);
   ok(ran && worst <= 1.0, "decode %s%s: 3 steps of new lengths and tables x %d layers on one plan match"
      " the reference (worst %.3g of the tolerance)", name, host_lens ? " (planned from step 0's"
      " host lengths)" : "", LAYERS, worst);
@@ -429,7 +444,12 @@ static void test_refusals(void) {
   batch_free(&b);
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+  setenv("CLPA_DECODE_WORK_LIST", "on", 1); /* see the top */
+  /* --merge-kernel: the mma plans alone, their partitions merged by reduce.cl's kernel after
+   * the launch (as on devices without device-scope ordering; PoCL and NVIDIA merge in it) */
+  const int merge_kernel = argc > 1 && strcmp(argv[1], "--merge-kernel") == 0;
+  if (merge_kernel) setenv("CLPA_DECODE_MERGE", "kernel", 1);
   ctx = test_context(0);
   rng_seed_from_env();
   clpa_cache_config cfg;
@@ -442,12 +462,20 @@ int main(void) {
   }
   clpa_cache_get_layout(cache, &kv);
   fill_cache();
-  test_decode_reuse("auto", CLPA_DECODE_PATH_AUTO, CLPA_DECODE_AUTO, 0, 0);
-  test_decode_reuse("auto", CLPA_DECODE_PATH_AUTO, CLPA_DECODE_AUTO, 0, 1);
-  test_decode_reuse("lanes v1", CLPA_DECODE_PATH_LANES, CLPA_DECODE_V1, 0, 0);
-  test_decode_reuse("lanes v2", CLPA_DECODE_PATH_LANES, CLPA_DECODE_V2, 32, 0);
-  test_decode_reuse("rows v2", CLPA_DECODE_PATH_ROWS, CLPA_DECODE_V2, 64, 0);
-  test_decode_reuse("mma v2", CLPA_DECODE_PATH_MMA, CLPA_DECODE_V2, 32, 0);
+  if (merge_kernel) {
+    test_decode_reuse("mma v2", CLPA_DECODE_PATH_MMA, CLPA_DECODE_V2, 32, 0, 0);
+    test_decode_reuse("mma v2 listed", CLPA_DECODE_PATH_MMA, CLPA_DECODE_V2, 32, 1, 1);
+    for (int l = 0; l < LAYERS; l++) free(keys[l]), free(values[l]);
+    clpa_cache_destroy(cache);
+    return test_context_done(ctx);
+  }
+  test_decode_reuse("auto", CLPA_DECODE_PATH_AUTO, CLPA_DECODE_AUTO, 0, 0, 0);
+  test_decode_reuse("auto", CLPA_DECODE_PATH_AUTO, CLPA_DECODE_AUTO, 0, 1, 0);
+  test_decode_reuse("lanes v1", CLPA_DECODE_PATH_LANES, CLPA_DECODE_V1, 0, 0, 0);
+  test_decode_reuse("lanes v2", CLPA_DECODE_PATH_LANES, CLPA_DECODE_V2, 32, 0, 0);
+  test_decode_reuse("rows v2", CLPA_DECODE_PATH_ROWS, CLPA_DECODE_V2, 64, 0, 0);
+  test_decode_reuse("mma v2", CLPA_DECODE_PATH_MMA, CLPA_DECODE_V2, 32, 0, 0);
+  test_decode_reuse("mma v2 listed", CLPA_DECODE_PATH_MMA, CLPA_DECODE_V2, 32, 1, 1);
   test_layout_only();
   test_prefill(0);
   test_prefill(1);

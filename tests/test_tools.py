@@ -279,6 +279,16 @@ if doc:
        doc["kv_bytes"] == 2 * 80 * 2 * 64 * 2,
        "decode --lengths one-long: 64 + 16 tokens, K/V bytes from the lengths", json.dumps(doc))
 
+# a plan from host lengths on the mma path (emulated off NVIDIA) with its busy partitions listed:
+# the long sequence's 64 tokens in partitions of 16, the other's 16 in one
+doc = check_json([BENCH, "decode", "--hot", "--lengths", "one-long", "--path", "mma", "--variant",
+                  "v2", "--partition", "16", "--plan-run", "--work-list", "on", "--json",
+                  *TINY_DECODE], "decode", DECODE_KEYS + ["plan_host_us", "work_pairs"])
+if doc:
+    ok(doc["work_pairs"] == 4 + 1 and doc["used_partition"] == 16 and doc["us_per_call"] > 0,
+       "decode --plan-run --work-list on: 4 + 1 busy partitions listed, timed", json.dumps(doc))
+check_refused([BENCH, "decode", "--work-list", "on", *TINY_DECODE], "--work-list takes --plan-run")
+
 CSV_HEADER = ["device", "mode", "dtype", "heads", "kv_heads", "head_size", "block_size", "batch",
               "context", "lengths", "us_per_call", "gbps", "copy_gbps", "ratio", "path",
               "best_path", "best_us", "auto_vs_best"]

@@ -64,6 +64,14 @@ static const char *parse_variant(const char *text, void *value) {
   return NULL;
 }
 
+/* --work-list: CLPA_DECODE_WORK_LIST's word, set before the context is made */
+static const char *parse_work_list(const char *text, void *value) {
+  if (strcmp(text, "auto") != 0 && strcmp(text, "on") != 0 && strcmp(text, "off") != 0)
+    return "auto, on or off";
+  *(const char **)value = text;
+  return NULL;
+}
+
 static const char *variant_name(clpa_decode_variant v) {
   return v == CLPA_DECODE_V1 ? "v1" : v == CLPA_DECODE_V2 ? "v2" : "auto";
 }
@@ -315,8 +323,11 @@ int bench_decode_measure(bench_env *env, const bench_decode_shape *s, const benc
   if (st != CLPA_OK) WHY(BENCH_FAILED, "%s", clpa_context_last_error(env->ctx));
   plan_run run = {NULL, {0}};
   if (s->plan_run) {
-    if (clpa_plan_decode(env->ctx, &p, &run.plan) != CLPA_OK)
+    clpa_plan_info info;
+    if (clpa_plan_decode(env->ctx, &p, &run.plan) != CLPA_OK ||
+        clpa_plan_describe(run.plan, &info) != CLPA_OK)
       WHY(BENCH_FAILED, "%s", clpa_context_last_error(env->ctx));
+    f->work_pairs = info.work_pairs;
     clpa_attn_inputs_init(&run.in);
     run.in.key_cache = in.kc, run.in.value_cache = in.vc, run.in.query = in.bq;
     run.in.block_tables = in.bt, run.in.context_lens = in.bl, run.in.out = in.out;
@@ -345,13 +356,14 @@ typedef struct decode_args {
   bench_decode_shape s;
   int cold, hot, json, tune;
   int32_t repeats;
+  const char *work_list; /* --work-list, or NULL */
 } decode_args;
 
 /* Returns CLI_RUN or the exit status. */
 static int parse(int argc, char **argv, decode_args *a) {
   *a = (decode_args){{32, 8, 128, 16, 16, 4096, 0, 0, CLPA_DTYPE_F16, CLPA_DECODE_AUTO, CLPA_DECODE_PATH_AUTO,
                       BENCH_LENGTHS_UNIFORM, 1, 0, 0, 0, CLPA_KV_LAYOUT_SPLIT_KEY},
-                     0, 0, 0, 0, 30};
+                     0, 0, 0, 0, 30, NULL};
   bench_decode_shape *s = &a->s;
   const cli_opt opts[] = {
       {"heads", CLI_INT, &s->heads, 1, MAX_DIM, "N", "query heads", NULL, NULL},
@@ -377,6 +389,10 @@ static int parse(int argc, char **argv, decode_args *a) {
       {"plan-run", CLI_FLAG, &s->plan_run, 0, 0, NULL,
        "time clpa_run on a plan made once, and the\nhost's microseconds per plan, run and\n"
        "clpa_decode call", NULL, NULL},
+      {"work-list", CLI_WORD, &a->work_list, 0, 0, "WORD",
+       "plans from host lengths on the mma path run\ntheir busy partitions from a list: auto (the\n"
+       "tuning table's rule), on or off\n(CLPA_DECODE_WORK_LIST; with --plan-run)", "auto",
+       parse_work_list},
       {"dtype", CLI_WORD, &s->dtype, 0, 0, "NAME",
        "cache dtype: f32, f16, bf16, fp8_e4m3 or\nfp8_e5m2; queries and output are f32", "f16",
        bench_parse_dtype},
@@ -430,12 +446,17 @@ static int parse(int argc, char **argv, decode_args *a) {
       "partition, heads_per_group, us_per_call, kv_bytes, gbps, copy_gbps, ratio,\n"
       "flops, fma_peak_tflops, floor_us, bound (memory or compute), roofline_ratio,\n"
       "paged_read_gbps, paged_ratio (where a block's tile is whole 64-byte chunks),\n"
-      "host_lengths; with --plan-run plan_host_us, run_host_us, call_host_us.",
+      "host_lengths; with --plan-run plan_host_us, run_host_us, call_host_us,\n"
+      "work_pairs (the plan's listed partitions, 0: none).",
       clpa_version_string(),
   };
   int rc = cli_parse(&cmd, argc, argv);
   if (rc != CLI_RUN) return rc;
   if (a->cold && a->hot) return cli_error(&cmd, "--cold and --hot exclude each other");
+  if (a->work_list && !s->plan_run)
+    return cli_error(&cmd, "--work-list takes --plan-run (one-call decode runs no list)");
+  if (a->work_list && setenv("CLPA_DECODE_WORK_LIST", a->work_list, 1) != 0)
+    return cli_error(&cmd, "setenv(CLPA_DECODE_WORK_LIST) failed");
   long long blocks = (long long)(s->context + s->block_size - 1) / s->block_size * s->batch;
   if (blocks > INT32_MAX)
     return cli_error(&cmd, "--batch %d at --context %d needs %lld blocks of %d tokens, more than %d",
@@ -509,6 +530,7 @@ static void print_json(const decode_args *a, const bench_env *env, const bench_t
     cli_json_num(&j, "plan_host_us", f->plan_host * 1e6, 2);
     cli_json_num(&j, "run_host_us", f->run_host * 1e6, 2);
     cli_json_num(&j, "call_host_us", f->call_host * 1e6, 2);
+    cli_json_num(&j, "work_pairs", (double)f->work_pairs, 0);
   }
   cli_json_end(&j);
 }
@@ -548,10 +570,11 @@ static void print_table(const decode_args *a, const bench_env *env, const bench_
     printf("paged read  %.2f GB/s (the same blocks read, nothing computed); %.3f of it\n",
            f->paged_gbps, gbps / f->paged_gbps);
   if (s->plan_run)
-    printf("host        %s a plan, %s a run, %s a clpa_decode call (enqueue)\n",
+    printf("host        %s a plan, %s a run, %s a clpa_decode call (enqueue); %lld"
+           " partitions listed\n",
            cli_time_text(t1, sizeof t1, f->plan_host, 0),
            cli_time_text(t2, sizeof t2, f->run_host, 0),
-           cli_time_text(t3, sizeof t3, f->call_host, 0));
+           cli_time_text(t3, sizeof t3, f->call_host, 0), (long long)f->work_pairs);
 }
 
 /* One --tune candidate: measures s and prints its line ("refused" with the

@@ -492,7 +492,8 @@ class PlanInfo(Struct):
         ("heads_per_group", c_int32),
         ("rows", c_int32),
         ("keys", c_int32),
-        RESERVED,
+        ("work_pairs", c_int64),
+        ("reserved", c_uint64 * 7),
     ]
 
 
