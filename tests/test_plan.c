@@ -15,6 +15,7 @@
  *   for the whole test: only such plans take it), so that its work-groups
  *   take the busy partitions from a list (clpa_plan_info's work_pairs):
  *   the later steps' lengths pass and fall short of the listed partitions;
+ *   again with a sliding window of 70 tokens;
  * - prefill (cached prefixes, an empty sequence, a block mask) and
  *   cascade on both layers, equal to clpa_prefill and clpa_cascade_decode;
  * - a plan made from the layout alone (no buffers) runs on the
@@ -43,6 +44,7 @@ enum { LAYERS = 2, HEADS = 8, KV_HEADS = 2, HS = 64, BS = 16, BLOCKS = 96, MAXB 
 static clpa_cache *cache;
 static clpa_kv_layout kv;
 static float *keys[LAYERS], *values[LAYERS]; /* the caches' values as the device holds them */
+static int32_t decode_window; /* the decode cases' sliding window (0: off) */
 
 /* Random keys and values in every layer, rounded to the cache's dtype. */
 static void fill_cache(void) {
@@ -117,6 +119,7 @@ static double decode_error(const batch *b, int l, double tol) {
   r.num_seqs = SEQS, r.num_heads = HEADS, r.kv = kv, r.max_blocks_per_seq = MAXB;
   r.query = b->q, r.q_stride = HEADS * HS, r.key_cache = keys[l], r.value_cache = values[l];
   r.block_tables = b->tables, r.context_lens = b->lens, r.scale = 0.125f;
+  r.sliding_window = decode_window;
   r.out = want, r.lse = want_lse;
   double worst = clpa_ref_decode(&r) == CLPA_OK ? 0.0 : INFINITY;
   float *got = malloc(sizeof(float) * SEQS * HEADS * HS), *lse = malloc(sizeof(float) * SEQS * HEADS);
@@ -133,6 +136,7 @@ static double decode_error(const batch *b, int l, double tol) {
 
 static void decode_params(clpa_decode_params *p, const batch *b, int maxc) {
   clpa_decode_params_init(p);
+  p->sliding_window = decode_window;
   p->num_seqs = SEQS, p->num_heads = HEADS, p->cache = cache, p->max_blocks_per_seq = MAXB;
   p->max_context_len = maxc, p->scale = 0.125f, p->query = b->bq, p->block_tables = b->bt;
   p->context_lens = b->bl, p->out = b->out_call, p->lse = b->lse_call;
@@ -465,6 +469,9 @@ int main(int argc, char **argv) {
   if (merge_kernel) {
     test_decode_reuse("mma v2", CLPA_DECODE_PATH_MMA, CLPA_DECODE_V2, 32, 0, 0);
     test_decode_reuse("mma v2 listed", CLPA_DECODE_PATH_MMA, CLPA_DECODE_V2, 32, 1, 1);
+    decode_window = 70;
+    test_decode_reuse("mma v2 listed, window 70", CLPA_DECODE_PATH_MMA, CLPA_DECODE_V2, 32, 1, 1);
+    decode_window = 0;
     for (int l = 0; l < LAYERS; l++) free(keys[l]), free(values[l]);
     clpa_cache_destroy(cache);
     return test_context_done(ctx);
@@ -476,6 +483,10 @@ int main(int argc, char **argv) {
   test_decode_reuse("rows v2", CLPA_DECODE_PATH_ROWS, CLPA_DECODE_V2, 64, 0, 0);
   test_decode_reuse("mma v2", CLPA_DECODE_PATH_MMA, CLPA_DECODE_V2, 32, 0, 0);
   test_decode_reuse("mma v2 listed", CLPA_DECODE_PATH_MMA, CLPA_DECODE_V2, 32, 1, 1);
+  /* a window: a row's partitions count from its window's first chunk */
+  decode_window = 70;
+  test_decode_reuse("mma v2 listed, window 70", CLPA_DECODE_PATH_MMA, CLPA_DECODE_V2, 32, 1, 1);
+  decode_window = 0;
   test_layout_only();
   test_prefill(0);
   test_prefill(1);
