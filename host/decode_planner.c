@@ -465,6 +465,7 @@ static void mma_work_list(const clpa_decode_shape *s, const clpa_decode_tuning *
     return;
   int64_t pairs = 0;
   for (int32_t i = 0; i < s->num_seqs; i++) pairs += row_parts(s, c, i);
+  if (pairs > CLPA_PLANNER_WORK_LIST_MAX) return; /* the rectangle then */
   if (s->work_list > 0 || pairs * t->mma_work_list <= (int64_t)s->num_seqs * c->max_parts)
     c->work_pairs = pairs;
 }

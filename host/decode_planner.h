@@ -25,6 +25,10 @@
  * they agree). */
 #define CLPA_PLANNER_LANES_THREADS 128
 
+/* The most pairs a work list holds: they are the grid's second dimension, which NVIDIA's
+ * OpenCL holds to 65535 work-groups (CUDA's gridDim.y); a longer list runs the rectangle. */
+#define CLPA_PLANNER_WORK_LIST_MAX 65535
+
 /* clpa_decode_path's, clpa_decode_variant's and clpa_precision's values (clpa.h, which needs
  * OpenCL's headers; lib/decode_plan.c checks that they agree). */
 enum { CLPA_PLANNER_AUTO = 0, CLPA_PLANNER_LANES = 1, CLPA_PLANNER_MMA = 2, CLPA_PLANNER_ROWS = 3 };

@@ -97,7 +97,7 @@ static long lists_checked; /* broken_list's lists built and walked */
 
 /* The work list's invariants: there where the caller or the tuning rule asks for one (mma,
  * v2, host lengths), and then each row's partitions once each, in order, every row's
- * partitions at once, the rows with the most first (lists up to a million pairs are built). */
+ * partitions at once, the rows with the most first. */
 static const char *broken_list(const clpa_decode_shape *s, const clpa_decode_decision *d,
                                const clpa_decode_tuning *t) {
   const int eligible = d->path == CLPA_PLANNER_MMA && d->v2 && s->host_context_lens &&
@@ -105,11 +105,12 @@ static const char *broken_list(const clpa_decode_shape *s, const clpa_decode_dec
   if (!eligible) return d->work_pairs ? "a work list where none applies" : NULL;
   int64_t pairs = 0;
   for (int i = 0; i < s->num_seqs; i++) pairs += list_row_parts(s, d, i);
-  const int want = s->work_list > 0 ||
-                   (t->mma_work_list > 0 &&
-                    pairs * t->mma_work_list <= (int64_t)s->num_seqs * d->max_parts);
+  const int want = pairs <= 65535 && /* NVIDIA's grid dimension: the rectangle past it */
+                   (s->work_list > 0 ||
+                    (t->mma_work_list > 0 &&
+                     pairs * t->mma_work_list <= (int64_t)s->num_seqs * d->max_parts));
   if (d->work_pairs != (want ? pairs : 0)) return "work list: its pairs or the rule";
-  if (!want || pairs > 1000000) return NULL;
+  if (!want) return NULL;
   lists_checked++;
   int32_t *e = malloc(sizeof(int32_t) * 4 * (size_t)pairs);
   int32_t *seen = calloc((size_t)s->num_seqs, sizeof(int32_t));
