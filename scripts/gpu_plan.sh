@@ -8,7 +8,8 @@
 # partition from 512 to 4096 tokens and at the plan's own (used_partition),
 # with host lengths: where a partition rule for skewed lengths is to be found
 # (docs/decisions/0013-decode-blind-partitions.md).
-# `gpu_plan.sh worklist`: instead, test_plan (its listed plan) with both merges, then
+# `gpu_plan.sh worklist`: instead, test_plan (its listed plan) with both merges and
+# test_decode --mma, a probe of the grid's second dimension, then
 # the mixed-length and uniform shapes as plans (--plan-run) with host lengths, at
 # the plan's partition and forced ones, each without and with the work list of
 # busy partitions next to each other (CLPA_DECODE_WORK_LIST off, on).
@@ -19,6 +20,10 @@ export B=${B:-/tmp/clpa-build}
 export CLPA_DEVICE=${CLPA_DEVICE:-NVIDIA}
 if [ "${1:-}" = worklist ]; then
 for t in "" --merge-kernel; do timeout 300 "$B/tests/test_plan" $t > /tmp/t.log; echo "test_plan $t: rc $?, $(grep -c "^ok" /tmp/t.log) ok, $(grep -c "^not ok" /tmp/t.log) not ok"; grep "^not ok" /tmp/t.log | head -5; done
+timeout 300 "$B/tests/test_decode" --mma > /tmp/t.log; echo "test_decode --mma: rc $?, $(grep -c "^ok" /tmp/t.log) ok, $(grep -c "^not ok" /tmp/t.log) not ok"; grep "^not ok" /tmp/t.log | head -5
+# does NVIDIA's OpenCL launch more than 65535 work-groups in the grid's second dimension (the
+# rectangle's sequences; the work list stays under it: host/decode_planner.h)?
+timeout 120 "$B/tools/clpa-bench" decode --batch 70000 --context 16 --heads 8 --kv-heads 8 --head-size 64 --hot > /tmp/t.log 2>&1; echo "70000 sequences: rc $?"; tail -n 3 /tmp/t.log
 elif [ "${1:-}" != partitions ]; then
 for t in plan cascade; do timeout 300 "$B/tests/test_$t" > /tmp/t.log; echo "test_$t: rc $?, $(grep -c "^ok" /tmp/t.log) ok, $(grep -c "^not ok" /tmp/t.log) not ok"; done
 timeout 300 "$B/tests/test_decode" --mma > /tmp/t.log; echo "test_decode --mma: rc $?, $(grep -c "^ok" /tmp/t.log) ok, $(grep -c "^not ok" /tmp/t.log) not ok"; grep "^not ok" /tmp/t.log | head -5
