@@ -273,7 +273,9 @@ static clpa_status alloc_device(clpa_context *ctx, clpa_cache *c) {
   cl_int bad = err;
   for (int i = 0; i < n; i++) {
     cl_int status = CL_COMPLETE;
-    clGetEventInfo(evs[i], CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, NULL);
+    const cl_int qerr =
+        clGetEventInfo(evs[i], CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, NULL);
+    if (qerr != CL_SUCCESS) status = qerr; /* the status unknown: the query's error instead */
     if (status < 0 && bad == CL_SUCCESS) bad = status;
     clReleaseEvent(evs[i]);
   }
@@ -397,7 +399,8 @@ static clpa_status clpa_cache_wrap_impl(clpa_context *ctx, const clpa_cache_conf
     if ((st = clpa_check_buffer(ctx, m, name, (size_t)need, 0)))
       return st;
     size_t size = 0;
-    clGetMemObjectInfo(m, CL_MEM_SIZE, sizeof size, &size, NULL);
+    CLPA_CL_CHECK(ctx, clGetMemObjectInfo(m, CL_MEM_SIZE, sizeof size, &size, NULL),
+                  "clGetMemObjectInfo(CL_MEM_SIZE)");
     if (size / block_bytes < min_blocks) min_blocks = size / block_bytes;
     for (int r = 0; r < s; r++) {
       cl_mem o = (r & 1) ? value_caches[r / 2] : key_caches[r / 2];
@@ -432,9 +435,15 @@ static clpa_status clpa_cache_wrap_impl(clpa_context *ctx, const clpa_cache_conf
   c->slice_stride = (size_t)c->info.layer_bytes;
   for (int s = 0; s < nslices; s++) {
     cl_mem m = (s & 1) ? value_caches[s / 2] : key_caches[s / 2];
+    const cl_int err =
+        clGetMemObjectInfo(m, CL_MEM_SIZE, sizeof c->arenas[s].size, &c->arenas[s].size, NULL);
+    if (err != CL_SUCCESS) { /* answered above: nothing retained is kept */
+      for (int r = 0; r < s; r++) clReleaseMemObject(c->slices[r].mem);
+      free(c->arenas), free(c->slices), free(c);
+      return CLPA_CL_FAIL(ctx, err, "clGetMemObjectInfo(CL_MEM_SIZE)");
+    }
     clRetainMemObject(m);
     c->slices[s] = (clpa_cache_slice){m, s, 0, NULL};
-    clGetMemObjectInfo(m, CL_MEM_SIZE, sizeof c->arenas[s].size, &c->arenas[s].size, NULL);
     c->arenas[s].mem = m; /* borrowed: the slice holds the reference */
     c->arenas[s].first_slice = s;
     c->arenas[s].num_slices = 1;

@@ -76,17 +76,24 @@ static int kernel_wdt(int d) {
   return d == DEMO_W_F16_TILED ? 1 : d == DEMO_W_BF16_TILED ? 2 : d < DEMO_W_F16_TILED ? d : d - 2;
 }
 
+/* The device's vendor into vendor (n bytes), "" where the query fails (the table's
+ * default row then). */
+static void vendor_of(cl_device_id dev, char *vendor, size_t n) {
+  memset(vendor, 0, n);
+  if (clGetDeviceInfo(dev, CL_DEVICE_VENDOR, n - 1, vendor, NULL) != CL_SUCCESS) vendor[0] = '\0';
+}
+
 static int is_nvidia(cl_device_id dev) {
-  char vendor[256] = "";
-  clGetDeviceInfo(dev, CL_DEVICE_VENDOR, sizeof vendor - 1, vendor, NULL);
+  char vendor[256];
+  vendor_of(dev, vendor, sizeof vendor);
   return strstr(vendor, "NVIDIA") != NULL;
 }
 
 static const demo_linear_tuning *lookup(cl_device_id dev) {
-  char vendor[256] = "";
+  char vendor[256];
   cl_device_type type = 0;
-  clGetDeviceInfo(dev, CL_DEVICE_VENDOR, sizeof vendor - 1, vendor, NULL);
-  clGetDeviceInfo(dev, CL_DEVICE_TYPE, sizeof type, &type, NULL);
+  vendor_of(dev, vendor, sizeof vendor);
+  if (clGetDeviceInfo(dev, CL_DEVICE_TYPE, sizeof type, &type, NULL) != CL_SUCCESS) type = 0;
   for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
     const char *m = table[i].match, *name = strchr(m, ':');
     if ((strncmp(m, "vendor:", 7) == 0 && name && strstr(vendor, name + 1)) ||
@@ -130,7 +137,8 @@ clpa_status demo_linear_create(cl_context ctx, cl_device_id dev, cl_command_queu
   l->tune = *t;
   l->nvidia = is_nvidia(dev);
   cl_uint cus = 1;
-  clGetDeviceInfo(dev, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof cus, &cus, NULL);
+  if (clGetDeviceInfo(dev, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof cus, &cus, NULL) != CL_SUCCESS)
+    cus = 1; /* unknown: the shape rules count one */
   l->cus = cus ? (int32_t)cus : 1;
   *out = l;
   return CLPA_OK;
