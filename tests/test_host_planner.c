@@ -669,6 +669,55 @@ static void regress_pipe_keeps_local_memory(void) {
      "regress_pipe_keeps_local_memory: 12 warps, no PIPE, %zu bytes of local memory", d.local_bytes);
 }
 
+/* The work list of one batch, by hand: lengths 0, 100, 33 and 64 at 32-token partitions
+ * (16-token chunks) have 1, 4, 2 and 2 partitions; with a window of 40 tokens, 100 starts at
+ * chunk 3 (token 48: 52 tokens, 2 partitions) and the others keep theirs (33: from token 0; 64:
+ * from token 16, 48 tokens). The longest rows first, ties by row. */
+static void work_list_by_hand(void) {
+  const grid_device *h = &grid_devices[0];
+  clpa_device_facts dev;
+  clpa_decode_tuning t;
+  for (int i = 0; i < GRID_DEVICES; i++)
+    if (grid_devices[i].lanes == 2 && grid_devices[i].cc >= 80) h = &grid_devices[i];
+  device_of(h, &dev, &t);
+  const int32_t lens[4] = {0, 100, 33, 64};
+  clpa_decode_shape s = {4, 32, 8, 128, 16, CLPA_DTYPE_F16, 128, lens, CLPA_PLANNER_MMA,
+                         CLPA_PLANNER_V2, 0, 32, 0, CLPA_KV_LAYOUT_SPLIT_KEY, 0, 1};
+  static const int32_t want[2][9][3] = {
+      {{1, 0, 4}, {1, 1, 4}, {1, 2, 4}, {1, 3, 4}, {2, 0, 2}, {2, 1, 2}, {3, 0, 2}, {3, 1, 2},
+       {0, 0, 1}},
+      {{1, 0, 2}, {1, 1, 2}, {2, 0, 2}, {2, 1, 2}, {3, 0, 2}, {3, 1, 2}, {0, 0, 1}}};
+  const int64_t pairs[2] = {9, 7};
+  for (int w = 0; w < 2; w++) {
+    s.sliding_window = w ? 40 : 0;
+    clpa_decode_decision d;
+    char err[CLPA_ERROR_MAX] = "";
+    const clpa_status st = clpa_decode_planner(&s, &dev, &t, &d, err);
+    int32_t got[9 * 4];
+    memset(got, 0xa5, sizeof got);
+    int same = st == CLPA_OK && d.chunk == 16 && d.work_pairs == pairs[w];
+    if (same) clpa_decode_work_list(&s, &d, got);
+    for (int k = 0; same && k < pairs[w]; k++)
+      same = got[4 * k] == want[w][k][0] && got[4 * k + 1] == want[w][k][1] &&
+             got[4 * k + 2] == want[w][k][2] && got[4 * k + 3] == 0;
+    ok(same, "work list by hand%s: %lld pairs, the longest rows first (%s)",
+       w ? ", window 40" : "", (long long)(st == CLPA_OK ? d.work_pairs : -1), err);
+  }
+  s.work_list = 0, s.sliding_window = 0; /* the rule: the tuning row's 0 is never */
+  clpa_decode_decision d;
+  ok(clpa_decode_planner(&s, &dev, &t, &d, NULL) == CLPA_OK && d.work_pairs == 0,
+     "no work list where the tuning row's mma_work_list is 0 and nothing forces one");
+  t.mma_work_list = 2; /* 9 busy of 4 x 4: not at most 1 in 2 */
+  ok(clpa_decode_planner(&s, &dev, &t, &d, NULL) == CLPA_OK && d.work_pairs == 0,
+     "none where more than 1 in mma_work_list (2) of the grid's work-groups are busy (9 of 16)");
+  s.work_list = -1, t.mma_work_list = 1;
+  ok(clpa_decode_planner(&s, &dev, &t, &d, NULL) == CLPA_OK && d.work_pairs == 0,
+     "none where CLPA_DECODE_WORK_LIST is off, whatever the row says");
+  s.work_list = 0;
+  ok(clpa_decode_planner(&s, &dev, &t, &d, NULL) == CLPA_OK && d.work_pairs == 9,
+     "a list where the row's rule holds (9 busy of 16, mma_work_list 1)");
+}
+
 int main(int argc, char **argv) {
   if (argc > 1 && !strcmp(argv[1], "--record")) return record(0);
   if (argc > 1 && !strcmp(argv[1], "--all")) return record(1);
@@ -681,5 +730,6 @@ int main(int argc, char **argv) {
   mma_fp8_rule();
   page_sizes();
   regress_pipe_keeps_local_memory();
+  work_list_by_hand();
   return done_testing();
 }
