@@ -437,9 +437,8 @@ static clpa_status clpa_cache_wrap_impl(clpa_context *ctx, const clpa_cache_conf
     cl_mem m = (s & 1) ? value_caches[s / 2] : key_caches[s / 2];
     const cl_int err =
         clGetMemObjectInfo(m, CL_MEM_SIZE, sizeof c->arenas[s].size, &c->arenas[s].size, NULL);
-    if (err != CL_SUCCESS) { /* answered above: nothing retained is kept */
-      for (int r = 0; r < s; r++) clReleaseMemObject(c->slices[r].mem);
-      free(c->arenas), free(c->slices), free(c);
+    if (err != CL_SUCCESS) { /* answered above: the slices retained so far are released */
+      clpa_cache_destroy(c);
       return CLPA_CL_FAIL(ctx, err, "clGetMemObjectInfo(CL_MEM_SIZE)");
     }
     clRetainMemObject(m);

@@ -466,34 +466,28 @@ int main(int argc, char **argv) {
   }
   clpa_cache_get_layout(cache, &kv);
   fill_cache();
-  if (merge_kernel) {
-    test_decode_reuse("mma v2", CLPA_DECODE_PATH_MMA, CLPA_DECODE_V2, 32, 0, 0);
-    test_decode_reuse("mma v2 listed", CLPA_DECODE_PATH_MMA, CLPA_DECODE_V2, 32, 1, 1);
-    decode_window = 70;
-    test_decode_reuse("mma v2 listed, window 70", CLPA_DECODE_PATH_MMA, CLPA_DECODE_V2, 32, 1, 1);
-    decode_window = 0;
-    for (int l = 0; l < LAYERS; l++) free(keys[l]), free(values[l]);
-    clpa_cache_destroy(cache);
-    return test_context_done(ctx);
+  if (!merge_kernel) {
+    test_decode_reuse("auto", CLPA_DECODE_PATH_AUTO, CLPA_DECODE_AUTO, 0, 0, 0);
+    test_decode_reuse("auto", CLPA_DECODE_PATH_AUTO, CLPA_DECODE_AUTO, 0, 1, 0);
+    test_decode_reuse("lanes v1", CLPA_DECODE_PATH_LANES, CLPA_DECODE_V1, 0, 0, 0);
+    test_decode_reuse("lanes v2", CLPA_DECODE_PATH_LANES, CLPA_DECODE_V2, 32, 0, 0);
+    test_decode_reuse("rows v2", CLPA_DECODE_PATH_ROWS, CLPA_DECODE_V2, 64, 0, 0);
   }
-  test_decode_reuse("auto", CLPA_DECODE_PATH_AUTO, CLPA_DECODE_AUTO, 0, 0, 0);
-  test_decode_reuse("auto", CLPA_DECODE_PATH_AUTO, CLPA_DECODE_AUTO, 0, 1, 0);
-  test_decode_reuse("lanes v1", CLPA_DECODE_PATH_LANES, CLPA_DECODE_V1, 0, 0, 0);
-  test_decode_reuse("lanes v2", CLPA_DECODE_PATH_LANES, CLPA_DECODE_V2, 32, 0, 0);
-  test_decode_reuse("rows v2", CLPA_DECODE_PATH_ROWS, CLPA_DECODE_V2, 64, 0, 0);
   test_decode_reuse("mma v2", CLPA_DECODE_PATH_MMA, CLPA_DECODE_V2, 32, 0, 0);
   test_decode_reuse("mma v2 listed", CLPA_DECODE_PATH_MMA, CLPA_DECODE_V2, 32, 1, 1);
   /* a window: a row's partitions count from its window's first chunk */
   decode_window = 70;
   test_decode_reuse("mma v2 listed, window 70", CLPA_DECODE_PATH_MMA, CLPA_DECODE_V2, 32, 1, 1);
   decode_window = 0;
-  test_layout_only();
-  test_prefill(0);
-  test_prefill(1);
-  test_cascade();
-  test_xattn(CLPA_XATTN_F32);
-  test_xattn(CLPA_XATTN_MMA);
-  test_refusals();
+  if (!merge_kernel) {
+    test_layout_only();
+    test_prefill(0);
+    test_prefill(1);
+    test_cascade();
+    test_xattn(CLPA_XATTN_F32);
+    test_xattn(CLPA_XATTN_MMA);
+    test_refusals();
+  }
   for (int l = 0; l < LAYERS; l++) free(keys[l]), free(values[l]);
   clpa_cache_destroy(cache);
   return test_context_done(ctx);
