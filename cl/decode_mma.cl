@@ -418,6 +418,18 @@ typedef struct {
  * (its last one then runs to the length) */
 inline int row_parts(int nparts, int listed) { return listed > 0 ? min(nparts, listed) : nparts; }
 
+#if PARTITION_SIZE && !CLPA_MERGE
+/* Partitions [p0, p0 + n) of the G heads from sh0 hold nothing: reduce.cl merges a row's
+ * partitions counted from token 0, and reads these as empty */
+inline void mma_empty_states(__global float *max_logits, __global float *exp_sums, size_t sh0,
+                             int max_parts, int p0, int n, int lid) {
+  for (int i = lid; i < G * n; i += NUM_THREADS) {
+    const size_t sp = (sh0 + i % G) * max_parts + p0 + i / G;
+    max_logits[sp] = -INFINITY, exp_sums[sp] = 0.0f;
+  }
+}
+#endif
+
 inline mma_extent mma_extent_of(int L, int window, int max_context_len, int report,
                                 __global volatile int *faults) {
   mma_extent x;
@@ -513,9 +525,12 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
   /* A work-group past its row's partitions (the grid has the longest row's count for every row)
    * leaves on the length alone, before it reads queries or table entries; partition 0 always has
    * work and reads them with the length (docs/decisions/0013-decode-blind-partitions.md). */
-  if (part > 0) {
-    if (part >= row_parts(mma_extent_of(L0, window, max_context_len, 0, faults).nparts, listed))
-      return;
+  if (part > 0 &&
+      part >= row_parts(mma_extent_of(L0, window, max_context_len, 0, faults).nparts, listed)) {
+#if !CLPA_MERGE
+    mma_empty_states(max_logits, exp_sums, (size_t)seq * num_heads + head0, max_parts, part, 1, lid);
+#endif
+    return;
   }
 #endif
   const int c_first = part * PCH + warp;
@@ -531,16 +546,12 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
 #if PARTITION_SIZE && !CLPA_MERGE
   /* reduce.cl merges the row's partitions counted from token 0, these
    * from the window's first chunk: the ones past this row's are empty. */
-  for (int r = lid; !live && r < G; r += NUM_THREADS) {
-    const size_t sp = ((size_t)seq * num_heads + head0 + r) * max_parts + part;
-    max_logits[sp] = -INFINITY, exp_sums[sp] = 0.0f;
-  }
+  if (!live)
+    mma_empty_states(max_logits, exp_sums, (size_t)seq * num_heads + head0, max_parts, part, 1, lid);
   /* From a list, the last partition stands for those past it (it runs to the length) */
-  for (int i = lid; listed && part == nparts - 1 && i < G * (max_parts - nparts);
-       i += NUM_THREADS) {
-    const size_t sp = ((size_t)seq * num_heads + head0 + i % G) * max_parts + nparts + i / G;
-    max_logits[sp] = -INFINITY, exp_sums[sp] = 0.0f;
-  }
+  if (listed && part == nparts - 1)
+    mma_empty_states(max_logits, exp_sums, (size_t)seq * num_heads + head0, max_parts, nparts,
+                     max_parts - nparts, lid);
 #endif
 #if MMA_PTX
   if (!live) return;
