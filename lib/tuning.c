@@ -30,11 +30,11 @@ typedef struct tuning_entry {
  *   (docs/decisions/0013-decode-blind-partitions.md);
  * - the lanes kernel's f32 build with up to 4 heads a work-group: 128 registers, which only
  *   NVIDIA's build honours (docs/decisions/0004-decode-lanes-f32-register-cap.md);
- * - no work list of busy partitions (mma_work_list 0) until one is measured to pay
- *   (docs/decisions/0013-decode-blind-partitions.md; CLPA_DECODE_WORK_LIST forces it). */
+ * The work list of busy partitions (mma_work_list) is each row's own: only NVIDIA's is measured
+ * (CLPA_DECODE_WORK_LIST forces it anywhere). */
 #define HOPPER_DECODE_FACTS                                                   \
   .mma_warps_per_cu = 12, .mma_f32_warps_per_cu = 8, .mma_pipe_warps = 8, \
-  .blind_partition = 512, .lanes_f32_maxnreg = 128, .mma_work_list = 0
+  .blind_partition = 512, .lanes_f32_maxnreg = 128
 
 static const tuning_entry table[] = {
     /* CPUs: 2048-token partitions, prefill on the rows path with 4 rows a work-item
@@ -44,10 +44,12 @@ static const tuning_entry table[] = {
     /* NVIDIA: prefill on tensor cores where it applies (f16/bf16 caches, else the tiles
      * heuristic) with 128 rows and 32-key tiles (docs/decisions/0020-prefill-mma-tile.md);
      * the lanes path's partitions from 2048, 4 of its work-groups a compute unit
-     * (docs/decisions/0003-decode-lanes-partition.md). Decode on tensor cores plans its own. */
+     * (docs/decisions/0003-decode-lanes-partition.md). Decode on tensor cores plans its own;
+     * from host lengths it lists the busy partitions where at most 1 in 2 of the grid's
+     * work-groups would be busy (docs/decisions/0013-decode-blind-partitions.md). */
     {BY_VENDOR, "NVIDIA",
      {.prefill_path = CLPA_PREFILL_MMA, .prefill_rows = 128, .prefill_keys = 32},
-     {.partition = 2048, .resident = 4, HOPPER_DECODE_FACTS}},
+     {.partition = 2048, .resident = 4, HOPPER_DECODE_FACTS, .mma_work_list = 2}},
     /* GPUs without an entry of their own: 512-token partitions and the largest prefill
      * tiles that fit, a default no such GPU measured
      * (docs/decisions/0018-tuning-gpu-default.md). */
