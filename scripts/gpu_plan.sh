@@ -20,9 +20,10 @@ export B=${B:-/tmp/clpa-build}
 export CLPA_DEVICE=${CLPA_DEVICE:-NVIDIA}
 if [ "${1:-}" = worklist ]; then
 for t in "" --merge-kernel; do timeout 300 "$B/tests/test_plan" $t > /tmp/t.log; echo "test_plan $t: rc $?, $(grep -c "^ok" /tmp/t.log) ok, $(grep -c "^not ok" /tmp/t.log) not ok"; grep "^not ok" /tmp/t.log | head -5; done
-# does NVIDIA's OpenCL launch more than 65535 work-groups in the grid's second dimension (the
-# rectangle's sequences; the work list stays under it: host/decode_planner.h)?
-timeout 120 "$B/tools/clpa-bench" decode --batch 70000 --context 16 --heads 8 --kv-heads 8 --head-size 64 --hot > /tmp/t.log 2>&1; echo "70000 sequences: rc $?"; tail -n 3 /tmp/t.log
+# does NVIDIA's OpenCL run grids past 65535 work-groups in their second dimension whole (the
+# rectangle's sequences; the work list stays under it: host/decode_planner.h)? (A bench of
+# 70 000 sequences launched without an error in session 34; this checks the outputs.)
+timeout 200 "$B/tests/test_decode" --many-seqs > /tmp/t.log; echo "test_decode --many-seqs: rc $?, $(grep -c "^ok" /tmp/t.log) ok, $(grep -c "^not ok" /tmp/t.log) not ok"; grep -A2 "^not ok" /tmp/t.log | head -9
 elif [ "${1:-}" != partitions ]; then
 for t in plan cascade; do timeout 300 "$B/tests/test_$t" > /tmp/t.log; echo "test_$t: rc $?, $(grep -c "^ok" /tmp/t.log) ok, $(grep -c "^not ok" /tmp/t.log) not ok"; done
 timeout 300 "$B/tests/test_decode" --mma > /tmp/t.log; echo "test_decode --mma: rc $?, $(grep -c "^ok" /tmp/t.log) ok, $(grep -c "^not ok" /tmp/t.log) not ok"; grep "^not ok" /tmp/t.log | head -5

@@ -1339,6 +1339,16 @@ int main(int argc, char **argv) {
     test_csr_bad_args();
   } else if (argc > 1 && strcmp(argv[1], "--pages") == 0) { /* the page sizes alone */
     test_pages(1);
+  } else if (argc > 1 && strcmp(argv[1], "--many-seqs") == 0) {
+    /* More sequences than 65535, the grid's second dimension on CUDA: v1 and v2 (2 partitions)
+     * on the lanes and mma paths (whether NVIDIA's OpenCL runs such grids whole) */
+    static const dcase many[] = {
+        {70000, 2, 1, 32, 16, 16, F16, F32, V1, 0, 0, 0, 0, 0, 0, 1, 0, 0},
+        {70000, 2, 1, 32, 16, 32, F16, F32, V2, 16, 0, 0, 0, 0, 0, 1, 0, 0}};
+    for (size_t i = 0; i < sizeof many / sizeof *many; i++) {
+      run_case(&many[i], CLPA_DECODE_PATH_LANES);
+      if (mma_applies(&many[i])) run_case(&many[i], CLPA_DECODE_PATH_MMA);
+    }
   } else if (argc > 1 && strcmp(argv[1], "--rows") == 0) { /* ... and on the rows path */
     for (size_t i = 0; i < sizeof default_grid / sizeof *default_grid; i++)
       run_case(&default_grid[i], CLPA_DECODE_PATH_ROWS);
