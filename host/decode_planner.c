@@ -545,6 +545,29 @@ static void plan_mma(const clpa_decode_shape *s, const clpa_device_facts *dev,
   mma_work_list(s, t, c);
 }
 
+/* plan_mma, then where the plan takes a list and chose partitions longer than the tuning
+ * row's mma_list_partition: the plan again with its partition forced to the longest even cut
+ * within it, if that plan keeps a list. Without the idle work-groups of the rectangle,
+ * shorter partitions balance a mixed batch at little cost; measured on f16 caches, so
+ * 2-byte caches only (docs/decisions/0013-decode-blind-partitions.md). */
+static void plan_mma_listed(const clpa_decode_shape *s, const clpa_device_facts *dev,
+                            const clpa_decode_tuning *t, clpa_decode_decision *c, int qpk,
+                            int max_ctx, unsigned cus, int unit) {
+  const clpa_decode_decision before = *c;
+  plan_mma(s, dev, t, c, qpk, max_ctx, cus, unit);
+  const int cap = t->mma_list_partition;
+  if (c->work_pairs == 0 || s->partition_size || cap <= 0 || c->partition <= cap ||
+      clpa_dtype_size(s->kv_dtype) != 2)
+    return;
+  clpa_decode_shape cut = *s;
+  cut.partition_size = round_up(ceil_div(max_ctx, ceil_div(max_ctx, cap)), unit);
+  if (cut.partition_size >= c->partition) return; /* a unit past the cap: nothing shorter */
+  clpa_decode_decision d = before;
+  d.partition = cut.partition_size;
+  plan_mma(&cut, dev, t, &d, qpk, max_ctx, cus, unit);
+  if (d.work_pairs > 0) *c = d;
+}
+
 /* The lanes kernel's plan: the partition, v1 or v2, then 8, 4 or 2 query
  * heads a work-group where local memory allows and 2 work-groups a compute
  * unit remain; work-groups serve at most a KV head's query heads, so
@@ -607,7 +630,7 @@ clpa_status clpa_decode_planner(const clpa_decode_shape *s, const clpa_device_fa
   if (c.path == CLPA_PLANNER_ROWS)
     st = plan_rows(s, dev, &c, qpk, max_ctx, err);
   else if (mma)
-    plan_mma(s, dev, t, &c, qpk, max_ctx, cus, unit);
+    plan_mma_listed(s, dev, t, &c, qpk, max_ctx, cus, unit);
   else
     st = plan_lanes(s, dev, t, &c, qpk, max_ctx, cus, err);
   if (st == CLPA_OK) *out = c;

@@ -85,6 +85,8 @@ typedef struct clpa_decode_tuning {
   int32_t mma_work_list;        /* mma with host lengths: a list of the busy (sequence,
                                    partition) pairs where at most 1 in this many of the grid's
                                    work-groups would be busy (0: never) */
+  int32_t mma_list_partition;   /* a listed plan's partitions: at most this many tokens (cut
+                                   evenly, whole units; 0: the plan's own) */
 } clpa_decode_tuning;
 
 /* The plan: lib/decode.c launches it as decode_call. */

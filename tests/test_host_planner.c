@@ -38,7 +38,8 @@ static void device_of(const grid_device *d, clpa_device_facts *dev, clpa_decode_
                                     : 0;
   dev->mma_native = d->lanes == 2 ? d->cc >= 80 : -1;
   dev->compute_capability = d->cc;
-  const clpa_decode_tuning row = {d->partition, d->resident, 12, 8, 8, 512, 128, 0};
+  const clpa_decode_tuning row = {d->partition, d->resident, 12, 8, 8, 512, 128,
+                                  d->work_list, d->list_partition};
   *t = row;
 }
 
@@ -94,12 +95,13 @@ static int64_t list_row_parts(const clpa_decode_shape *s, const clpa_decode_deci
 }
 
 static long lists_checked; /* broken_list's lists built and walked */
+static long cut_checked;   /* ... and listed plans checked against mma_list_partition */
 
 /* The work list's invariants: there where the caller or the tuning rule asks for one (mma,
  * v2, host lengths), and then each row's partitions once each, in order, every row's
  * partitions at once, the rows with the most first. */
-static const char *broken_list(const clpa_decode_shape *s, const clpa_decode_decision *d,
-                               const clpa_decode_tuning *t) {
+static const char *broken_list(const clpa_decode_shape *s, const clpa_device_facts *dev,
+                               const clpa_decode_decision *d, const clpa_decode_tuning *t) {
   const int eligible = d->path == CLPA_PLANNER_MMA && d->v2 && s->host_context_lens &&
                        s->work_list >= 0;
   if (!eligible) return d->work_pairs ? "a work list where none applies" : NULL;
@@ -111,6 +113,22 @@ static const char *broken_list(const clpa_decode_shape *s, const clpa_decode_dec
                      pairs * t->mma_work_list <= (int64_t)s->num_seqs * d->max_parts));
   if (d->work_pairs != (want ? pairs : 0)) return "work list: its pairs or the rule";
   if (!want) return NULL;
+  /* Listed partitions of 2-byte caches no longer than the row's mma_list_partition (the even
+   * cut within it, whole units), unless the plan at that cut would take no list */
+  const int cap = t->mma_list_partition, max_ctx = s->max_context_len > 0 ? s->max_context_len : 1;
+  if (!s->partition_size && cap > 0 && clpa_dtype_size(s->kv_dtype) == 2) {
+    const int unit = s->block_size > 16 ? s->block_size : 16;
+    const int cut = (int)round_up(ceil_div(max_ctx, ceil_div(max_ctx, cap)), unit);
+    if (d->partition > cut) {
+      clpa_decode_shape f = *s;
+      f.partition_size = cut;
+      clpa_decode_decision d2;
+      char err[CLPA_ERROR_MAX] = "";
+      if (clpa_decode_planner(&f, dev, t, &d2, err) != CLPA_OK || d2.work_pairs > 0)
+        return "work list: partitions past mma_list_partition where the cut keeps a list";
+    }
+    cut_checked++;
+  }
   lists_checked++;
   int32_t *e = malloc(sizeof(int32_t) * 4 * (size_t)pairs);
   int32_t *seen = calloc((size_t)s->num_seqs, sizeof(int32_t));
@@ -212,7 +230,7 @@ static const char *broken(const clpa_decode_shape *s, const clpa_device_facts *d
   }
   if (d->maxnreg != (lanes && s->kv_dtype == CLPA_DTYPE_F32 && g <= 4 ? t->lanes_f32_maxnreg : 0))
     return "register cap";
-  const char *list = broken_list(s, d, t);
+  const char *list = broken_list(s, dev, d, t);
   if (list) return list;
   /* the grid: (num_heads / g) x threads, num_seqs, max_parts in size_t, partitions in int */
   if (d->max_parts < 1 || d->max_parts > max_ctx) return "partitions of the grid";
@@ -405,7 +423,8 @@ static void random_cases(long n) {
                                   4 + 4 * (int)rng_below(2),
                                   256 << rng_below(3),
                                   128 * (int)rng_below(2),
-                                  (int)rng_below(4) & 3};
+                                  (int)rng_below(4) & 3,
+                                  rng_below(2) ? 256 << rng_below(4) : 0};
     clpa_decode_shape s;
     memset(&s, 0, sizeof s);
     s.block_size = PICK(bss), s.num_kv_heads = PICK(kvs);
@@ -485,6 +504,7 @@ static void random_cases(long n) {
   ok(bad == 0, "%ld random shapes (%ld refused) keep the invariants (%ld break them)", n, refused,
      bad);
   ok(lists_checked > n / 100, "%ld of them had a work list, built and checked", lists_checked);
+  ok(cut_checked > n / 1000, "%ld listed plans checked against mma_list_partition", cut_checked);
 }
 
 /* ---- refusals the public API promises -------------------------------------- */
@@ -658,7 +678,7 @@ static void page_sizes(void) {
  * 32 KiB device with emulated products its local memory no longer fit, so no PIPE there. */
 static void regress_pipe_keeps_local_memory(void) {
   const clpa_device_facts dev = {"emulated, 32 KiB", 0, 8, 32 << 10, 1024, 4, 8, -1, 0};
-  const clpa_decode_tuning t = {512, 0, 12, 8, 8, 512, 128, 0};
+  const clpa_decode_tuning t = {512, 0, 12, 8, 8, 512, 128, 0, 0};
   const int32_t lens[1] = {4096};
   const clpa_decode_shape s = {1,    4, 1, 192, 16, CLPA_DTYPE_FP8_E5M2, 4096, lens,
                                CLPA_PLANNER_MMA, 0, 0, 0,   0, CLPA_KV_LAYOUT_SPLIT_KEY, 0, 0};
@@ -703,7 +723,7 @@ static void work_list_by_hand(void) {
     ok(same, "work list by hand%s: %lld pairs, the longest rows first (%s)",
        w ? ", window 40" : "", (long long)(st == CLPA_OK ? d.work_pairs : -1), err);
   }
-  s.work_list = 0, s.sliding_window = 0; /* the rule: the tuning row's 0 is never */
+  s.work_list = 0, s.sliding_window = 0, t.mma_work_list = 0; /* the rule: 0 is never */
   clpa_decode_decision d;
   ok(clpa_decode_planner(&s, &dev, &t, &d, NULL) == CLPA_OK && d.work_pairs == 0,
      "no work list where the tuning row's mma_work_list is 0 and nothing forces one");
@@ -716,6 +736,30 @@ static void work_list_by_hand(void) {
   s.work_list = 0;
   ok(clpa_decode_planner(&s, &dev, &t, &d, NULL) == CLPA_OK && d.work_pairs == 9,
      "a list where the row's rule holds (9 busy of 16, mma_work_list 1)");
+  /* Record 0013's skewed batch (64 sequences, one of 32 k, 63 of 256) on the H200's row: the
+   * plan's own 1936-token partitions, then as listed 1024 (95 pairs), as measured best */
+  static int32_t skew[64];
+  for (int i = 0; i < 64; i++) skew[i] = i ? 256 : 32768;
+  for (int i = 0; i < GRID_DEVICES; i++)
+    if (!strcmp(grid_devices[i].name, "h200")) device_of(&grid_devices[i], &dev, &t);
+  ok(!strcmp(dev.name, "h200") && t.mma_list_partition == 1024 && t.mma_work_list == 2,
+     "the grid's h200 row carries the list rule of lib/tuning.c's NVIDIA row (2, 1024)");
+  const clpa_decode_shape k = {64, 32, 8, 128, 16, CLPA_DTYPE_F16, 32768, skew, 0, 0, 0, 0, 0,
+                               CLPA_KV_LAYOUT_SPLIT_KEY, 0, 0};
+  clpa_status st = clpa_decode_planner(&k, &dev, &t, &d, NULL);
+  ok(st == CLPA_OK && d.partition == 1024 && d.work_pairs == 95,
+     "the skewed batch, listed: 1024-token partitions, 95 pairs (%d, %lld)", d.partition,
+     (long long)d.work_pairs);
+  t.mma_list_partition = 0;
+  st = clpa_decode_planner(&k, &dev, &t, &d, NULL);
+  ok(st == CLPA_OK && d.partition == 1936 && d.work_pairs == 80,
+     "and with no mma_list_partition the plan's own 1936 (80 pairs; %d, %lld)", d.partition,
+     (long long)d.work_pairs);
+  clpa_decode_shape f8 = k;
+  f8.kv_dtype = CLPA_DTYPE_FP8_E4M3, t.mma_list_partition = 1024;
+  st = clpa_decode_planner(&f8, &dev, &t, &d, NULL);
+  ok(st == CLPA_OK && d.work_pairs > 0 && d.partition > 1024,
+     "fp8 (not measured with a cut) keeps its own partitions (%d)", d.partition);
 }
 
 int main(int argc, char **argv) {
