@@ -247,7 +247,10 @@ CLPA_API void clpa_decode_params_init(clpa_decode_params *p);
  *    context among short ones is cut finely enough to fill the device);
  *    without them, no partition longer than what one context at
  *    max_context_len needs to fill the device alone, or 512 tokens where
- *    that is longer; v1 where one partition holds the longest context; 2 to 12 warps a
+ *    that is longer; v1 where one partition holds the longest context; with
+ *    host lengths, where the grid would be mostly idle, a list of the busy
+ *    (sequence, partition) pairs in its place (clpa_plan_info's work_pairs),
+ *    and then f16 and bf16 partitions of at most a tuned length; 2 to 12 warps a
  *    work-group, and fewer, wider work-groups in place of partitions where
  *    they keep as many warps in flight. fp8 caches run in 32-token chunks
  *    where every busy warp is resident at once, and with one busy

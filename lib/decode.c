@@ -196,7 +196,8 @@ static clpa_status decode_v2(clpa_context *ctx, const clpa_decode_params *p, con
 }
 
 /* A plan's own list of its busy (sequence, partition) pairs (decode_call's
- * work_pairs), which the buffer copies. */
+ * work_pairs), which the buffer copies: clpa_plan_decode's, or one call's (created without
+ * the queue, so that the call waits for nothing). */
 static clpa_status own_work_list(clpa_context *ctx, const clpa_decode_params *p, clpa_plan *pl) {
   decode_call *c = &pl->dc;
   const size_t words = 4 * (size_t)c->work_pairs;
@@ -229,9 +230,8 @@ clpa_status clpa_decode_plan_fill(clpa_context *ctx, const clpa_decode_params *p
       (st = clpa_decode_plan(ctx, p, c)))
     return st;
   c->merge = c->v2 && !c->rows && ctx->merge_in_launch;
-  /* The list is a plan's (made once a step); a one-call decode runs the rectangle, the same
-   * partitions, so the same results */
-  if (make != PLAN_OWN) c->work_pairs = 0;
+  /* A one-call decode makes the list a plan would (a buffer a call, released once its kernel
+   * has read it), so that both give the same results */
   pl->kv = c->a.kv;
   /* What a run reads: the shapes and options; the buffers are the run's */
   pl->dp = *p;

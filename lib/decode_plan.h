@@ -21,7 +21,7 @@ typedef struct decode_call {
   int merge;            /* v2: the work-group kernel merges the partitions, else reduce.cl */
   int maxnreg;          /* NVIDIA: registers a work-item at most (0: the compiler's choice) */
   int64_t work_pairs;   /* mma v2: busy (sequence, partition) pairs a plan's list holds, 0: the
-                           rectangle grid (decode.c makes the list for clpa_plan_decode only) */
+                           rectangle grid (decode.c makes the list for a plan and a one call) */
   cl_mem work;          /* that list (the plan's own), or NULL */
 } decode_call;
 

@@ -287,7 +287,15 @@ doc = check_json([BENCH, "decode", "--hot", "--lengths", "one-long", "--path", "
 if doc:
     ok(doc["work_pairs"] == 4 + 1 and doc["used_partition"] == 16 and doc["us_per_call"] > 0,
        "decode --plan-run --work-list on: 4 + 1 busy partitions listed, timed", json.dumps(doc))
-check_refused([BENCH, "decode", "--work-list", "on", *TINY_DECODE], "--work-list takes --plan-run")
+# the one call makes the same list (and so the same partitions and bits) as the plan
+doc = check_json([BENCH, "decode", "--hot", "--lengths", "one-long", "--path", "mma", "--variant",
+                  "v2", "--partition", "16", "--work-list", "on", "--json", *TINY_DECODE],
+                 "decode", DECODE_KEYS + ["work_pairs"])
+if doc:
+    ok(doc["work_pairs"] == 4 + 1 and "plan_host_us" not in doc and doc["us_per_call"] > 0,
+       "decode --work-list on (one call): the same 4 + 1 busy partitions listed, timed",
+       json.dumps(doc))
+check_refused([BENCH, "decode", "--work-list", "sometimes", *TINY_DECODE], "--work-list")
 
 CSV_HEADER = ["device", "mode", "dtype", "heads", "kv_heads", "head_size", "block_size", "batch",
               "context", "lengths", "us_per_call", "gbps", "copy_gbps", "ratio", "path",

@@ -321,13 +321,15 @@ int bench_decode_measure(bench_env *env, const bench_decode_shape *s, const benc
     WHY(BENCH_REFUSED, "%s", clpa_context_last_error(env->ctx));
   if (st == CLPA_ERR_OUT_OF_MEMORY) WHY(BENCH_TOO_BIG, "%s", clpa_context_last_error(env->ctx));
   if (st != CLPA_OK) WHY(BENCH_FAILED, "%s", clpa_context_last_error(env->ctx));
+  /* The plan the timed calls run (a one call makes the same, list included) */
   plan_run run = {NULL, {0}};
+  clpa_plan_info info;
+  if (clpa_plan_decode(env->ctx, &p, &run.plan) != CLPA_OK)
+    WHY(BENCH_FAILED, "%s", clpa_context_last_error(env->ctx));
+  clpa_plan_describe(run.plan, &info); /* a plan made: CLPA_OK */
+  f->work_pairs = info.work_pairs;
+  if (!s->plan_run) clpa_plan_release(run.plan), run.plan = NULL;
   if (s->plan_run) {
-    clpa_plan_info info;
-    if (clpa_plan_decode(env->ctx, &p, &run.plan) != CLPA_OK ||
-        clpa_plan_describe(run.plan, &info) != CLPA_OK)
-      WHY(BENCH_FAILED, "%s", clpa_context_last_error(env->ctx));
-    f->work_pairs = info.work_pairs;
     clpa_attn_inputs_init(&run.in);
     run.in.key_cache = in.kc, run.in.value_cache = in.vc, run.in.query = in.bq;
     run.in.block_tables = in.bt, run.in.context_lens = in.bl, run.in.out = in.out;
@@ -391,7 +393,7 @@ static int parse(int argc, char **argv, decode_args *a) {
        "clpa_decode call", NULL, NULL},
       {"work-list", CLI_WORD, &a->work_list, 0, 0, "WORD",
        "plans from host lengths on the mma path run\ntheir busy partitions from a list: auto (the\n"
-       "tuning table's rule), on or off\n(CLPA_DECODE_WORK_LIST; with --plan-run)", "auto",
+       "tuning table's rule), on or off\n(CLPA_DECODE_WORK_LIST)", "auto",
        parse_work_list},
       {"dtype", CLI_WORD, &s->dtype, 0, 0, "NAME",
        "cache dtype: f32, f16, bf16, fp8_e4m3 or\nfp8_e5m2; queries and output are f32", "f16",
@@ -446,15 +448,13 @@ static int parse(int argc, char **argv, decode_args *a) {
       "partition, heads_per_group, us_per_call, kv_bytes, gbps, copy_gbps, ratio,\n"
       "flops, fma_peak_tflops, floor_us, bound (memory or compute), roofline_ratio,\n"
       "paged_read_gbps, paged_ratio (where a block's tile is whole 64-byte chunks),\n"
-      "host_lengths; with --plan-run plan_host_us, run_host_us, call_host_us,\n"
-      "work_pairs (the plan's listed partitions, 0: none).",
+      "host_lengths, work_pairs (the busy partitions the calls take from a list,\n"
+      "0: none); with --plan-run plan_host_us, run_host_us, call_host_us.",
       clpa_version_string(),
   };
   int rc = cli_parse(&cmd, argc, argv);
   if (rc != CLI_RUN) return rc;
   if (a->cold && a->hot) return cli_error(&cmd, "--cold and --hot exclude each other");
-  if (a->work_list && !s->plan_run)
-    return cli_error(&cmd, "--work-list takes --plan-run (one-call decode runs no list)");
   if (a->work_list && setenv("CLPA_DECODE_WORK_LIST", a->work_list, 1) != 0)
     return cli_error(&cmd, "setenv(CLPA_DECODE_WORK_LIST) failed");
   long long blocks = (long long)(s->context + s->block_size - 1) / s->block_size * s->batch;
@@ -530,8 +530,8 @@ static void print_json(const decode_args *a, const bench_env *env, const bench_t
     cli_json_num(&j, "plan_host_us", f->plan_host * 1e6, 2);
     cli_json_num(&j, "run_host_us", f->run_host * 1e6, 2);
     cli_json_num(&j, "call_host_us", f->call_host * 1e6, 2);
-    cli_json_num(&j, "work_pairs", (double)f->work_pairs, 0);
   }
+  cli_json_num(&j, "work_pairs", (double)f->work_pairs, 0);
   cli_json_end(&j);
 }
 
