@@ -9,10 +9,11 @@
 # with host lengths: where a partition rule for skewed lengths is to be found
 # (docs/decisions/0013-decode-blind-partitions.md).
 # `gpu_plan.sh worklist`: instead, test_plan (its listed plan) with both merges and
-# test_decode --mma, a probe of the grid's second dimension, then
+# test_decode --mma and --many-seqs (grids past 65535 sequences), then
 # the mixed-length and uniform shapes as plans (--plan-run) with host lengths, at
 # the plan's partition and forced ones, each without and with the work list of
-# busy partitions next to each other (CLPA_DECODE_WORK_LIST off, on).
+# busy partitions next to each other (CLPA_DECODE_WORK_LIST off, on), and as one call:
+# cold at the rule's choice, then --hot (host included) with the list off and on.
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 export B=${B:-/tmp/clpa-build}
@@ -39,7 +40,8 @@ show() {
 import json, sys
 for line in open(sys.argv[1]):
     d = json.loads(line)
-    host = f' plan {d["plan_host_us"]} run {d["run_host_us"]} call {d["call_host_us"]} us, {d["work_pairs"]} listed' if "plan_host_us" in d else ""
+    host = f' plan {d["plan_host_us"]} run {d["run_host_us"]} call {d["call_host_us"]} us' if "plan_host_us" in d else ""
+    host += f', {d["work_pairs"]} listed' if "work_pairs" in d else ""
     print(f'{d["args"]:80s} {d["us_per_call"]:8.2f} us {d["ratio"]:.3f} {d["used_variant"]} {d["used_partition"]}{host}')
 P
 }
@@ -55,6 +57,15 @@ if [ "${1:-}" = worklist ]; then
         # shellcheck disable=SC2086
         run $shape --partition $p --plan-run --work-list $w
       done
+    done
+    # one call (it makes the plan's list too), the rule's choice; then back-to-back by the wall
+    # clock, host included, with the list and without
+    # shellcheck disable=SC2086
+    run $shape
+    for w in off on; do
+      # shellcheck disable=SC2086
+      { printf '{"args":"%s",' "$shape --hot --work-list $w"
+        timeout 120 "$B/tools/clpa-bench" decode $shape --hot --work-list $w --json | tail -n 1 | cut -c2-; } >> "$out"
     done
   done
   show
