@@ -539,8 +539,9 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
   mma_query_cols(&qf, q + (ulong)seq * q_stride, head0, g, t);
   const mma_extent x = mma_extent_of(L0, window, max_context_len, lid == 0 && part == 0, faults);
   const int L = x.L, lo = x.lo, t0 = x.t0, total = x.total, nparts = row_parts(x.nparts, listed);
-  /* Work-groups past the row's partitions do nothing: on NVIDIA they left above (here in v1
-   * builds, where there are none); emulated, they run with no chunks and no writes
+  /* Work-groups past the row's partitions do nothing but write their empty states where
+   * reduce.cl merges: on NVIDIA they left above (here in v1 builds, where there are none);
+   * emulated, they run with no chunks and no other writes
    * (docs/decisions/0002-decode-v2-merge.md). */
   const int live = part < nparts;
 #if PARTITION_SIZE && !CLPA_MERGE

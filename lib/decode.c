@@ -230,14 +230,14 @@ clpa_status clpa_decode_plan_fill(clpa_context *ctx, const clpa_decode_params *p
       (st = clpa_decode_plan(ctx, p, c)))
     return st;
   c->merge = c->v2 && !c->rows && ctx->merge_in_launch;
-  /* A one-call decode makes the list a plan would (a buffer a call, released once its kernel
-   * has read it), so that both give the same results */
   pl->kv = c->a.kv;
   /* What a run reads: the shapes and options; the buffers are the run's */
   pl->dp = *p;
   pl->dp.host_context_lens = NULL, pl->dp.cache = NULL, pl->dp.key_cache = NULL;
   pl->dp.value_cache = NULL, pl->dp.event = NULL, pl->dp.wait_events = NULL;
   pl->dp.num_wait_events = 0;
+  /* A one-call decode (PLAN_KERNELS) makes the list a plan would (a buffer a call, released
+   * once its kernel has read it), so that both give the same results */
   if (make && p->num_seqs > 0 &&
       ((st = decode_kernels(ctx, p, pl)) != CLPA_OK ||
        (c->work_pairs > 0 && (st = own_work_list(ctx, p, pl)) != CLPA_OK))) {

@@ -29,7 +29,7 @@ typedef struct tuning_entry {
  * - without host lengths, no partition need be shorter than 512 tokens
  *   (docs/decisions/0013-decode-blind-partitions.md);
  * - the lanes kernel's f32 build with up to 4 heads a work-group: 128 registers, which only
- *   NVIDIA's build honours (docs/decisions/0004-decode-lanes-f32-register-cap.md);
+ *   NVIDIA's build honours (docs/decisions/0004-decode-lanes-f32-register-cap.md).
  * The work list of busy partitions (mma_work_list) is each row's own: only NVIDIA's is measured
  * (CLPA_DECODE_WORK_LIST forces it anywhere). */
 #define HOPPER_DECODE_FACTS                                                   \

@@ -163,7 +163,7 @@ typedef struct bench_decode_figures {
   /* plan_run: host seconds a plan takes to make, a clpa_run and a
    * clpa_decode to enqueue (means over back-to-back calls) */
   double plan_host, run_host, call_host;
-  int64_t work_pairs; /* plan_run: the plan's listed partitions (clpa_plan_info), 0: none */
+  int64_t work_pairs; /* the listed partitions the calls run (clpa_plan_info), 0: none */
 } bench_decode_figures;
 
 #define BENCH_MEASURED 0
