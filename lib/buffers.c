@@ -91,6 +91,47 @@ clpa_status clpa_scratch(clpa_context *ctx, int slot, size_t size, cl_mem *out) 
   return CLPA_OK;
 }
 
+static clpa_status staging_wait(clpa_context *ctx, clpa_staging *s) {
+  if (!s->written) return CLPA_OK;
+  const cl_int err = clWaitForEvents(1, &s->written);
+  clReleaseEvent(s->written);
+  s->written = NULL;
+  return err == CL_SUCCESS ? CLPA_OK : CLPA_CL_FAIL(ctx, err, "clWaitForEvents(work list write)");
+}
+
+clpa_status clpa_staging_take(clpa_context *ctx, size_t words, clpa_staging **out) {
+  clpa_staging *s = &ctx->staging[ctx->staging_next];
+  ctx->staging_next = (ctx->staging_next + 1) % CLPA_STAGING_RING;
+  clpa_status st = staging_wait(ctx, s);
+  if (st != CLPA_OK) return st;
+  if (s->words < words) {
+    int32_t *grown = realloc(s->host, sizeof(int32_t) * words);
+    CLPA_CTX_CHECK(ctx, !grown, CLPA_ERR_OUT_OF_MEMORY, "out of memory for a work list of %zu words",
+                   words);
+    s->host = grown, s->words = words;
+  }
+  *out = s;
+  return CLPA_OK;
+}
+
+clpa_status clpa_staging_write(clpa_context *ctx, clpa_staging *s, cl_mem m, size_t first,
+                               size_t n, int last, const char *what) {
+  const cl_int err = clEnqueueWriteBuffer(ctx->queue, m, CL_FALSE, 0, sizeof(int32_t) * n,
+                                          s->host + first, 0, NULL, last ? &s->written : NULL);
+  if (err == CL_SUCCESS) return CLPA_OK;
+  clFinish(ctx->queue);
+  return CLPA_CL_FAIL(ctx, err, what);
+}
+
+void clpa_staging_free(clpa_context *ctx) {
+  for (int i = 0; i < CLPA_STAGING_RING; i++) {
+    clpa_staging *s = &ctx->staging[i];
+    if (s->written) clWaitForEvents(1, &s->written), clReleaseEvent(s->written);
+    free(s->host);
+    s->host = NULL, s->words = 0, s->written = NULL;
+  }
+}
+
 static clpa_status clpa_context_check_faults_impl(clpa_context *ctx, int32_t *faults) {
   CLPA_CHECK(NULL, !ctx, CLPA_ERR_INVALID_ARG, "ctx must not be NULL");
   cl_int word = 0, zero = 0;

@@ -628,13 +628,9 @@ void clpa_context_destroy(clpa_context *ctx) {
   clpa_programs_release(ctx);
   if (ctx->faults) clReleaseMemObject(ctx->faults);
   if (ctx->part_counts) clReleaseMemObject(ctx->part_counts);
-  for (int i = 0; i < 6; i++)
+  for (int i = 0; i < CLPA_SCRATCH_SLOTS; i++)
     if (ctx->scratch[i]) clReleaseMemObject(ctx->scratch[i]);
-  if (ctx->plan_written) { /* the write reads plan_host until it is done */
-    clWaitForEvents(1, &ctx->plan_written);
-    clReleaseEvent(ctx->plan_written);
-  }
-  free(ctx->plan_host);
+  clpa_staging_free(ctx);
   if (ctx->queue) clReleaseCommandQueue(ctx->queue);
   if (ctx->cl) clReleaseContext(ctx->cl);
   free(ctx->cache_dir);

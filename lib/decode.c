@@ -196,11 +196,21 @@ static clpa_status decode_v2(clpa_context *ctx, const clpa_decode_params *p, con
 }
 
 /* A plan's own list of its busy (sequence, partition) pairs (decode_call's
- * work_pairs), which the buffer copies: clpa_plan_decode's, or one call's (created without
- * the queue, so that the call waits for nothing). */
-static clpa_status own_work_list(clpa_context *ctx, const clpa_decode_params *p, clpa_plan *pl) {
+ * work_pairs): a buffer of the plan's (clpa_plan_decode), or one call's in the
+ * context's scratch slot 6, written without blocking from the staging ring
+ * (no buffer created a call: docs/decisions/0024-prefill-work-list.md). */
+static clpa_status work_list(clpa_context *ctx, const clpa_decode_params *p, int own,
+                             clpa_plan *pl) {
   decode_call *c = &pl->dc;
   const size_t words = 4 * (size_t)c->work_pairs;
+  clpa_staging *s;
+  clpa_status st;
+  if (!own) {
+    if ((st = clpa_staging_take(ctx, words, &s)) != CLPA_OK) return st;
+    clpa_decode_plan_list(ctx, p, c, s->host);
+    if ((st = clpa_scratch(ctx, 6, sizeof(int32_t) * words, &c->work)) != CLPA_OK) return st;
+    return clpa_staging_write(ctx, s, c->work, 0, words, 1, "clEnqueueWriteBuffer(decode work list)");
+  }
   int32_t *h = malloc(sizeof(int32_t) * words);
   CLPA_CTX_CHECK(ctx, !h, CLPA_ERR_OUT_OF_MEMORY, "out of memory for a work list of %lld pairs",
                  (long long)c->work_pairs);
@@ -236,11 +246,11 @@ clpa_status clpa_decode_plan_fill(clpa_context *ctx, const clpa_decode_params *p
   pl->dp.host_context_lens = NULL, pl->dp.cache = NULL, pl->dp.key_cache = NULL;
   pl->dp.value_cache = NULL, pl->dp.event = NULL, pl->dp.wait_events = NULL;
   pl->dp.num_wait_events = 0;
-  /* A one-call decode (PLAN_KERNELS) makes the list a plan would (a buffer a call, released
-   * once its kernel has read it), so that both give the same results */
+  /* A one-call decode (PLAN_KERNELS) makes the list a plan would, so that both give the same
+   * results */
   if (make && p->num_seqs > 0 &&
       ((st = decode_kernels(ctx, p, pl)) != CLPA_OK ||
-       (c->work_pairs > 0 && (st = own_work_list(ctx, p, pl)) != CLPA_OK))) {
+       (c->work_pairs > 0 && (st = work_list(ctx, p, make == PLAN_OWN, pl)) != CLPA_OK))) {
     clpa_plan_fini(pl);
     return st;
   }

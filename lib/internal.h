@@ -21,6 +21,14 @@ typedef struct clpa_program_entry {
   char *kernel_names[4];
 } clpa_program_entry;
 
+/* Host words a one call's non-blocking work-list writes read until `written` (NULL: free). */
+typedef struct clpa_staging {
+  int32_t *host;
+  size_t words;
+  cl_event written;
+} clpa_staging;
+enum { CLPA_SCRATCH_SLOTS = 7, CLPA_STAGING_RING = 8 };
+
 struct clpa_context {
   cl_platform_id platform;
   cl_device_id dev;
@@ -36,13 +44,12 @@ struct clpa_context {
   clpa_program_entry *programs;
   clpa_program_stats stats;
   cl_mem faults;       /* int32 fault word the kernels OR into; created on first use */
-  cl_mem scratch[6];   /* grow-only temporary buffers (decode v2 partials; 4, 5: prefill plans) */
-  size_t scratch_size[6];
+  cl_mem scratch[CLPA_SCRATCH_SLOTS]; /* grow-only temporary buffers (clpa_scratch) */
+  size_t scratch_size[CLPA_SCRATCH_SLOTS];
   cl_mem part_counts;  /* decode_mma.cl's v2 counters, zero between calls; grow-only */
   size_t part_counts_size;
-  int32_t *plan_host;      /* prefill plans' staging words, read by plan_written's writes */
-  size_t plan_host_words;
-  cl_event plan_written;   /* the last plan write, or NULL */
+  clpa_staging staging[CLPA_STAGING_RING]; /* one calls' work lists on their way (clpa_staging_take) */
+  int staging_next;
   int subgroup_size;   /* lanes of a subgroup in our kernels, learnt on first build (0: not yet) */
   int merge_in_launch; /* decode v2's work-group kernels merge their partitions (context.c's pick_merge) */
   const char *merge_std; /* the -cl-std option those programs need, or "" */
@@ -151,9 +158,21 @@ clpa_status clpa_faults_buffer(clpa_context *ctx, cl_mem *out);
 /* At least n int32 counters that are zero between calls (the kernels
  * that count in them set them back to zero), created zeroed. */
 clpa_status clpa_part_counts(clpa_context *ctx, size_t n, cl_mem *out);
-/* Temporary buffer number slot (< 6) of at least `size` bytes, contents
- * undefined. The queue is in order, so a later call may reuse it. */
+/* Temporary buffer number slot (< CLPA_SCRATCH_SLOTS: 0-2 decode v2's partials and xattn's
+ * statistics, 3 xattn's, 4-5 a prefill call's work list, 6 a decode call's) of at least `size`
+ * bytes, contents undefined. The queue is in order, so a later call may reuse it. */
 clpa_status clpa_scratch(clpa_context *ctx, int slot, size_t size, cl_mem *out);
+/* The ring's next staging array for a one call's work list, of at least `words` words, once the
+ * write that last read it is done: a call waits only when the host is CLPA_STAGING_RING calls
+ * ahead of the device, and creates no buffer (docs/decisions/0024-prefill-work-list.md). */
+clpa_status clpa_staging_take(clpa_context *ctx, size_t words, clpa_staging **out);
+/* Writes `n` words of s->host from word `first` into m at its start, without blocking; `last`:
+ * the final write from s, whose event frees s. A failed enqueue waits for the queue, which
+ * earlier writes from s may still read; `what` names the write in the message. */
+clpa_status clpa_staging_write(clpa_context *ctx, clpa_staging *s, cl_mem m, size_t first,
+                               size_t n, int last, const char *what);
+/* Waits for every staging write and frees the arrays (the context's destroy). */
+void clpa_staging_free(clpa_context *ctx);
 
 /* Name of an OpenCL error code ("CL_INVALID_VALUE"), or "CL_UNKNOWN_ERROR". */
 const char *clpa_cl_error_name(cl_int err);

@@ -69,8 +69,8 @@ struct clpa_plan {
   } while (0)
 
 /* What a fill makes beside the checked plan: nothing (the *_choice
- * calls), the kernels (a one-call op: prefill then writes its work list into
- * the context's scratch, decode makes its own as a plan does), or the kernels
+ * calls), the kernels (a one-call op: prefill and decode then write their
+ * work lists into the context's scratch), or the kernels
  * and a work list of the plan's own (clpa_plan_*). */
 enum { PLAN_CHECK = 0, PLAN_KERNELS = 1, PLAN_OWN = 3 };
 

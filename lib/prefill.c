@@ -361,38 +361,21 @@ static clpa_status own_lists(clpa_context *ctx, const clpa_prefill_params *p, in
 }
 
 /* One call's work list, in the context's grow-only scratch (slots 4, 5)
- * by writes that do not block: the queue is in order, so they land after
- * the last call's kernel has read the old list, and no buffer is created
- * per call (docs/decisions/0024-prefill-work-list.md). */
+ * by writes that do not block from the context's staging ring: the queue is
+ * in order, so they land after the last call's kernel has read the old list,
+ * and no buffer is created per call (docs/decisions/0024-prefill-work-list.md). */
 static clpa_status scratch_lists(clpa_context *ctx, const clpa_prefill_params *p, int qpk, int rows,
                                  clpa_plan *pl) {
-  /* The staging array is the context's: the last call's writes read it
-   * until they are done. */
-  if (ctx->plan_written) {
-    const cl_int err = clWaitForEvents(1, &ctx->plan_written);
-    clReleaseEvent(ctx->plan_written);
-    ctx->plan_written = NULL;
-    if (err != CL_SUCCESS) return CLPA_CL_FAIL(ctx, err, "clWaitForEvents(prefill plan)");
-  }
-  const size_t ni = 3 * (size_t)p->num_seqs, words = ni + 2 * pl->tiles;
-  if (ctx->plan_host_words < words) {
-    int32_t *grown = realloc(ctx->plan_host, sizeof(int32_t) * words);
-    if (!grown)
-      return CLPA_FAIL(ctx->error, CLPA_ERR_OUT_OF_MEMORY, "out of memory for %zu tiles", pl->tiles);
-    ctx->plan_host = grown, ctx->plan_host_words = words;
-  }
-  int32_t *hi = ctx->plan_host, *hw = ctx->plan_host + ni;
+  const size_t ni = 3 * (size_t)p->num_seqs, nw = 2 * pl->tiles;
+  clpa_staging *s;
   clpa_status st;
-  if ((st = make_lists(ctx, p, qpk, rows, pl->tiles, hi, hw)) ||
+  if ((st = clpa_staging_take(ctx, ni + nw, &s)) ||
+      (st = make_lists(ctx, p, qpk, rows, pl->tiles, s->host, s->host + ni)) ||
       (st = clpa_scratch(ctx, 4, sizeof(int32_t) * ni, &pl->info)) ||
-      (st = clpa_scratch(ctx, 5, sizeof(int32_t) * 2 * pl->tiles, &pl->work)))
+      (st = clpa_scratch(ctx, 5, sizeof(int32_t) * nw, &pl->work)) ||
+      (st = clpa_staging_write(ctx, s, pl->info, 0, ni, 0, "clEnqueueWriteBuffer(prefill plan)")))
     return st;
-  CLPA_CL_CHECK(ctx, clEnqueueWriteBuffer(ctx->queue, pl->info, CL_FALSE, 0, sizeof(int32_t) * ni,
-                                          hi, 0, NULL, NULL), "clEnqueueWriteBuffer(prefill plan)");
-  CLPA_CL_CHECK(ctx, clEnqueueWriteBuffer(ctx->queue, pl->work, CL_FALSE, 0,
-                                          sizeof(int32_t) * 2 * pl->tiles, hw, 0, NULL,
-                                          &ctx->plan_written), "clEnqueueWriteBuffer(prefill plan)");
-  return CLPA_OK;
+  return clpa_staging_write(ctx, s, pl->work, ni, nw, 1, "clEnqueueWriteBuffer(prefill plan)");
 }
 
 static clpa_status launch(clpa_context *ctx, const clpa_prefill_params *p, const clpa_attn *a,

@@ -15,7 +15,10 @@
  *   for the whole test: only such plans take it), so that its work-groups
  *   take the busy partitions from a list (clpa_plan_info's work_pairs):
  *   the later steps' lengths pass and fall short of the listed partitions;
- *   again with a sliding window of 70 tokens;
+ *   again with a sliding window of 70 tokens; 19 such one calls, each its
+ *   own list, enqueued back to back (past the context's ring of staging
+ *   arrays their list writes read; the queue held behind the first one's
+ *   kernel while the next are enqueued), each against the reference;
  * - prefill (cached prefixes, an empty sequence, a block mask) and
  *   cascade on both layers, equal to clpa_prefill and clpa_cascade_decode;
  * - a plan made from the layout alone (no buffers) runs on the
@@ -215,6 +218,46 @@ static void test_decode_reuse(const char *name, clpa_decode_path path, clpa_deco
   test_no_faults(ctx, name);
   clpa_plan_release(plan);
   batch_free(&b);
+}
+
+/* One calls planned from host lengths, each its own list, enqueued back to back with no wait
+ * (more than twice the context's ring of staging arrays, which their non-blocking list writes
+ * read): each matches the reference. The queue is held behind the first call's kernel (a user
+ * event) until HELD calls are enqueued, so that their list writes wait in it while the host
+ * makes the next lists. */
+static void test_decode_back_to_back(void) {
+  enum { CALLS = 19, HELD = 4 };
+  batch b[CALLS];
+  const int maxc = MAXB * BS - 7;
+  for (int i = 0; i < CALLS; i++) batch_make(&b[i]), batch_step(&b[i], maxc);
+  cl_int err;
+  cl_event gate = clCreateUserEvent(clpa_context_cl_context(ctx), &err);
+  clpa_status st = err == CL_SUCCESS ? CLPA_OK : CLPA_ERR_OPENCL;
+  int listed = 0, i;
+  for (i = 0; i < CALLS && st == CLPA_OK; i++) {
+    clpa_decode_params p;
+    decode_params(&p, &b[i], maxc);
+    p.path = CLPA_DECODE_PATH_MMA, p.variant = CLPA_DECODE_V2, p.partition_size = 32;
+    p.host_context_lens = b[i].lens, p.out = b[i].out_run, p.lse = b[i].lse_run;
+    p.layer = i % LAYERS;
+    clpa_plan *plan = NULL;
+    clpa_plan_info info = {0};
+    if ((st = clpa_plan_decode(ctx, &p, &plan)) == CLPA_OK) clpa_plan_describe(plan, &info);
+    clpa_plan_release(plan);
+    listed += info.work_pairs > 0;
+    if (i == 0) p.wait_events = &gate, p.num_wait_events = 1;
+    if (st == CLPA_OK) st = clpa_decode(ctx, &p);
+    if (i == HELD - 1 && clSetUserEventStatus(gate, CL_COMPLETE) != CL_SUCCESS) st = CLPA_ERR_OPENCL;
+  }
+  if (gate && i < HELD) clSetUserEventStatus(gate, CL_COMPLETE);
+  ok(st == CLPA_OK && listed == CALLS, "decode: %d one calls back to back, %d of them listed (%s)",
+     CALLS, listed, st == CLPA_OK ? "" : clpa_last_error());
+  double worst = 0;
+  for (int j = 0; j < i; j++) worst = fmax(worst, decode_error(&b[j], j % LAYERS, 4e-3));
+  ok(st == CLPA_OK && worst <= 1.0, "decode: each of %d one calls back to back matches the"
+     " reference (worst %.3g of the tolerance)", CALLS, worst);
+  if (gate) clReleaseEvent(gate);
+  for (int j = 0; j < CALLS; j++) batch_free(&b[j]);
 }
 
 /* A plan from the layout alone runs on the application's buffers. */
@@ -479,6 +522,7 @@ int main(int argc, char **argv) {
   decode_window = 70;
   test_decode_reuse("mma v2 listed, window 70", CLPA_DECODE_PATH_MMA, CLPA_DECODE_V2, 32, 1, 1);
   decode_window = 0;
+  test_decode_back_to_back();
   if (!merge_kernel) {
     test_layout_only();
     test_prefill(0);
