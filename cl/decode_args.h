@@ -63,6 +63,19 @@
   ARG(GLOBAL_VOLATILE, int, part_counts) SEP \
   ARG(GLOBAL_CONST, int, work)
 
+/* decode_mma.cl's clpa_decode_mma_list (a plan without host lengths, lib/decode.c): the list
+ * of `entries` int4 {seq, part, the sequence's partitions, chunks a partition} (void entries
+ * {0, 0, 0, -1} after them) that clpa_decode_mma reads as `work`, from the lengths. */
+#define DECODE_LIST_ARG_LIST(ARG, SEP)     \
+  ARG(GLOBAL, int, work) SEP               \
+  ARG(VALUE, int, num_seqs) SEP            \
+  ARG(VALUE, int, entries) SEP             \
+  ARG(VALUE, int, want) SEP                \
+  ARG(VALUE, int, groups) SEP              \
+  ARG(GLOBAL_CONST, int, context_lens) SEP \
+  ARG(VALUE, int, max_context_len) SEP     \
+  ARG(VALUE, int, window)
+
 /* reduce.cl's buffers and their shapes: its banner. */
 #define REDUCE_ARG_LIST(ARG, SEP)          \
   ARG(GLOBAL, io_t, out) SEP               \

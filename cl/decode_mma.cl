@@ -443,6 +443,55 @@ inline mma_extent mma_extent_of(int L, int window, int max_context_len, int repo
   return x;
 }
 
+#if CLPA_DEVICE_LIST
+/* clpa_decode_mma_list's work-group */
+#define LIST_THREADS 256
+/* Row i's chunks from its window's first, as mma_extent_of counts them */
+#define LIST_CHUNKS(i) (mma_extent_of(SEQ_LEN(i), window, max_context_len, 0, 0).total)
+
+/* A plan without host lengths: its list from the device's (one work-group, before the decode
+ * kernel, host/decode_planner.c's plan_mma_device_list). The rows' chunks summed (total), a
+ * share of max(PCH, total x groups / want) chunks a partition (at most a row's longest), row i
+ * cut into max(1, ceil(chunks_i / share)) partitions: entries {i, p, its partitions, share} in
+ * row order, then void ones {0, 0, 0, -1} up to `entries`. So a row has at most
+ * ceil(want / groups) partitions, and the entries are at most num_seqs + that. */
+__kernel __attribute__((reqd_work_group_size(LIST_THREADS, 1, 1))) void clpa_decode_mma_list(
+    KERNEL_PARAMS(DECODE_LIST_ARG_LIST) PAGE_PARAMS) {
+  __local long sums[LIST_THREADS];
+  __local int at[LIST_THREADS];
+  const int lid = get_local_id(0);
+  long mine = 0;
+  for (int i = lid; i < num_seqs; i += LIST_THREADS) mine += LIST_CHUNKS(i);
+  sums[lid] = mine;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int h = LIST_THREADS / 2; h > 0; h /= 2) {
+    if (lid < h) sums[lid] += sums[lid + h];
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  const long total = sums[0], longest = (max_context_len + CHUNK - 1) / CHUNK + 1;
+  const int share = (int)min(max((long)PCH, (total * groups + want - 1) / want), longest);
+  int base = 0;
+  for (int i0 = 0; i0 < num_seqs; i0 += LIST_THREADS) {
+    const int i = i0 + lid;
+    const int n = i < num_seqs ? max((LIST_CHUNKS(i) + share - 1) / share, 1) : 0;
+    at[lid] = n; /* an inclusive scan of the rows' partitions */
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int d = 1; d < LIST_THREADS; d *= 2) {
+      const int v = lid >= d ? at[lid - d] : 0;
+      barrier(CLK_LOCAL_MEM_FENCE);
+      at[lid] += v;
+      barrier(CLK_LOCAL_MEM_FENCE);
+    }
+    const int first = base + at[lid] - n;
+    for (int p = 0; p < n && first + p < entries; p++)
+      vstore4((int4)(i, p, n, share), first + p, work);
+    base += at[LIST_THREADS - 1];
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  for (int e = base + lid; e < entries; e += LIST_THREADS) vstore4((int4)(0, 0, 0, -1), e, work);
+}
+#endif
+
 /* Step 7: the work-group's heads' rows (sh0: the first's index in out): the
  * output where the row has one partition (alone; always in v1), else the
  * partition's state, which step 8 or reduce.cl merge. Work-groups past
@@ -504,17 +553,21 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
 
   const int lid = get_local_id(0), lane = lid % 32, warp = lid / 32, g = lane / 4, t = lane % 4;
   const int head0 = get_group_id(0) * G;
-  int seq = get_group_id(1), part = get_group_id(2), listed = 0;
+  int seq = get_group_id(1), part = get_group_id(2), listed = 0, pch = PCH, gone = 0;
   if (work) {
     /* A plan's list of the busy (sequence, partition) pairs, the longest sequences first, in
      * place of the rectangle (lib/decode.c): entry {seq, part, the sequence's partitions}. Its
      * last partition runs to the length the device holds, whatever the plan counted. */
     const int4 w = vload4(get_group_id(1), work);
     seq = w.x, part = w.y, listed = w.z;
+#if CLPA_DEVICE_LIST
+    /* The device's list (clpa_decode_mma_list): the chunks a partition, -1 in a void entry */
+    pch = w.w > 0 ? w.w : PCH, gone = w.w < 0;
+#endif
   }
   const int kv_head = head0 / (num_heads / num_kv_heads);
   /* The row's chunks (16 tokens from the window's start): partition p
-   * takes chunks [p PCH, (p + 1) PCH), its warps in turn, or on NVIDIA
+   * takes chunks [p PCH, (p + 1) PCH) (pch: the device list's share), its warps in turn, or on NVIDIA
    * as they ask (step 2). The length, the queries and the first chunk's
    * table entries are read together (one round trip to memory instead of
    * three before the first K/V load); the entries again only where a
@@ -522,6 +575,7 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
   page_row table = PAGE_ROW(seq);
   const int L0 = PAGE_LEN(table, seq);
 #if MMA_PTX && PARTITION_SIZE
+  if (gone) return; /* before any barrier; emulated, it runs with no chunks and no writes */
   /* A work-group past its row's partitions (the grid has the longest row's count for every row)
    * leaves on the length alone, before it reads queries or table entries; partition 0 always has
    * work and reads them with the length (docs/decisions/0013-decode-blind-partitions.md). */
@@ -533,7 +587,7 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
     return;
   }
 #endif
-  const int c_first = part * PCH + warp;
+  const int c_first = part * pch + warp;
   chunk_ids_t ids = chunk_ids(table, c_first * CHUNK, g, t, max_blocks_per_seq);
   mma_qb qf; /* ---- 1. the queries ---- */
   mma_query_cols(&qf, q + (ulong)seq * q_stride, head0, g, t);
@@ -543,7 +597,7 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
    * reduce.cl merges: on NVIDIA they left above (here in v1 builds, where there are none);
    * emulated, they run with no chunks and no other writes
    * (docs/decisions/0002-decode-v2-merge.md). */
-  const int live = part < nparts;
+  const int live = part < nparts && !gone;
 #if PARTITION_SIZE && !CLPA_MERGE
   /* reduce.cl merges the row's partitions counted from token 0, these
    * from the window's first chunk: the ones past this row's are empty. */
@@ -556,12 +610,12 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
 #endif
 #if MMA_PTX
   if (!live) return;
-  if (lid == 0) handout[0] = part * PCH + WARPS;
+  if (lid == 0) handout[0] = part * pch + WARPS;
   barrier(CLK_LOCAL_MEM_FENCE);
 #endif
   if (t0) ids = chunk_ids(table, t0 + c_first * CHUNK, g, t, max_blocks_per_seq);
-  /* this work-group's chunks end: the row's last partition takes the rest */
-  const int c_end = part + 1 >= nparts ? total : (part + 1) * PCH;
+  /* this work-group's chunks end: the row's last partition takes the rest (none where idle) */
+  const int c_end = !live ? part * pch : part + 1 >= nparts ? total : (part + 1) * pch;
   const ulong kv_off = kv_tile(0, kv_head, block_stride, head_stride); /* + block * block_stride */
   const int ts = kv_token_stride(num_kv_heads, head_stride, BLOCK_SIZE); /* HND, NHD */
   /* fp8: the cache holds values / scale; keys' scale goes into the logits, values' into the output */
@@ -573,7 +627,7 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
   mma_state_init(&st);
   int c = c_first;
 #if MMA_PTX
-  const int ask = (c_end - part * PCH) * CHUNK >= 256 * WARPS; /* NEXT_CHUNK's; work-group-wide */
+  const int ask = (c_end - part * pch) * CHUNK >= 256 * WARPS; /* NEXT_CHUNK's; work-group-wide */
 #endif
 #if PIPE
   /* The first chunk here; in the loop, each chunk's successor. */
@@ -586,7 +640,7 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
 #if MMA_PTX
   while (c < c_end) {
 #else
-  const int iters = (c_end - part * PCH + WARPS - 1) / WARPS;
+  const int iters = (c_end - part * pch + WARPS - 1) / WARPS;
   for (int it = 0; it < iters; it++) {
 #endif
     /* ---- 2. load the chunk's K and V (PIPE: the next chunk's); the next chunk's number and

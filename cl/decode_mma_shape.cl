@@ -27,6 +27,9 @@
 #ifndef CLPA_PIPE
 #error "CLPA_PIPE: 1 where a warp loads its next chunk while it computes one; required"
 #endif
+#ifndef CLPA_DEVICE_LIST
+#error "CLPA_DEVICE_LIST: 1 where the work list is the one clpa_decode_mma_list makes; required"
+#endif
 #define HEAD_SIZE CLPA_HEAD_SIZE
 #define BLOCK_SIZE CLPA_BLOCK_SIZE
 #define NUM_THREADS CLPA_NUM_THREADS

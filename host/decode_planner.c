@@ -568,6 +568,42 @@ static void plan_mma_listed(const clpa_decode_shape *s, const clpa_device_facts 
   if (d.work_pairs > 0) *c = d;
 }
 
+/* Without host lengths, in place of the blind rectangle (v2, its partitions the plan's
+ * own), a list that a kernel makes from the device's lengths before each run: the rows'
+ * chunks summed, a share of max(the tuning row's mma_device_list tokens, their work over
+ * `want` busy work-groups) a partition, each row cut into ceil(chunks / share) partitions (one
+ * at least), void entries after them. So no row's partitions pass ceil(want / groups) nor the
+ * longest context's at the floor (max_parts), and the entries num_seqs + ceil(want / groups),
+ * whatever the lengths; 4 warps, as the host plans of such batches take
+ * (docs/decisions/0013-decode-blind-partitions.md). Only where the work-group kernels merge
+ * the partitions: reduce.cl counts a row's at a fixed length. */
+static void plan_mma_device_list(const clpa_decode_shape *s, const clpa_device_facts *dev,
+                                 const clpa_decode_tuning *t, clpa_decode_decision *c,
+                                 int max_ctx, unsigned cus, int unit) {
+  const int on = s->work_list > 0 || (s->work_list == 0 && t->mma_device_list > 0);
+  if (s->host_context_lens || !on || !c->v2 || s->partition_size ||
+      !dev->merge_in_launch)
+    return;
+  const int g = c->heads_per_group, warps = 4;
+  const int64_t groups = s->num_heads / g, want = 3L * cus / 2 > 0 ? 3L * cus / 2 : 1;
+  const int floor = round_up(t->mma_device_list > 0 ? t->mma_device_list : 256, unit);
+  /* a row's chunks are at most the longest context's: no more partitions than at the floor */
+  int64_t mp = (want + groups - 1) / groups;
+  if (mp > ceil_div(max_ctx, floor)) mp = ceil_div(max_ctx, floor);
+  if (s->num_seqs + (want + groups - 1) / groups > CLPA_PLANNER_WORK_LIST_MAX ||
+      !mma_width_fits(dev, g, s->head_size, warps))
+    return;
+  c->partition = floor;
+  c->threads = 32 * warps;
+  c->max_parts = (int)mp;
+  c->chunk = mma_chunk_for(t, s->kv_dtype, c->partition, s->block_size, want, warps, cus);
+  c->pipe = 0;
+  c->local_bytes = mma_local_bytes(dev, g, s->head_size, warps);
+  c->work_pairs = 0;
+  c->list_entries = (int32_t)(s->num_seqs + (want + groups - 1) / groups);
+  c->list_want = (int32_t)want;
+}
+
 /* The lanes kernel's plan: the partition, v1 or v2, then 8, 4 or 2 query
  * heads a work-group where local memory allows and 2 work-groups a compute
  * unit remain; work-groups serve at most a KV head's query heads, so
@@ -629,8 +665,10 @@ clpa_status clpa_decode_planner(const clpa_decode_shape *s, const clpa_device_fa
   const int max_ctx = s->max_context_len > 0 ? s->max_context_len : 1;
   if (c.path == CLPA_PLANNER_ROWS)
     st = plan_rows(s, dev, &c, qpk, max_ctx, err);
-  else if (mma)
+  else if (mma) {
     plan_mma_listed(s, dev, t, &c, qpk, max_ctx, cus, unit);
+    plan_mma_device_list(s, dev, t, &c, max_ctx, cus, unit);
+  }
   else
     st = plan_lanes(s, dev, t, &c, qpk, max_ctx, cus, err);
   if (st == CLPA_OK) *out = c;

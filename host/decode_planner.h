@@ -51,8 +51,9 @@ typedef struct clpa_decode_shape {
   int32_t heads_per_group; /* divides num_heads / num_kv_heads (at most 16), or 0 */
   clpa_kv_layout_kind kv_layout; /* f32 caches on the mma path: heads of 32 in HND and NHD */
   int32_t sliding_window;  /* 0: off (the work list counts a row's partitions from its window) */
-  int32_t work_list;       /* mma with host lengths: 1 a list of the busy partitions wherever
-                              there are partitions, -1 never, 0 the tuning row's rule */
+  int32_t work_list;       /* mma: 1 a list of the busy partitions (with host lengths the host's,
+                              without them the device's) wherever there are partitions, -1
+                              never, 0 the tuning row's rules */
 } clpa_decode_shape;
 
 /* What the plan needs to know of the device (clpa_device_info and the
@@ -69,6 +70,8 @@ typedef struct clpa_device_facts {
   int mma_native; /* the tensor-core paths: 1 native (NVIDIA, 8.0 on), 0 cannot build (NVIDIA
                      before 8.0), -1 emulated (elsewhere) */
   int compute_capability; /* NVIDIA: 10 * major + minor; 0 elsewhere */
+  int merge_in_launch;    /* decode v2's work-group kernels merge their partitions (lib/context.c's
+                             pick_merge), which a device-made list needs */
 } clpa_device_facts;
 
 /* Decode's part of a tuning-table row (lib/tuning.c: each value names
@@ -87,6 +90,9 @@ typedef struct clpa_decode_tuning {
                                    work-groups would be busy (0: never) */
   int32_t mma_list_partition;   /* a listed plan's partitions: at most this many tokens (cut
                                    evenly, whole units; 0: the plan's own) */
+  int32_t mma_device_list;      /* mma v2 without host lengths: a list the device makes from its
+                                   lengths each run, in partitions of this many tokens at least
+                                   (0: never; the blind rectangle) */
 } clpa_decode_tuning;
 
 /* The plan: lib/decode.c launches it as decode_call. */
@@ -107,6 +113,10 @@ typedef struct clpa_decode_decision {
   int64_t work_pairs;  /* mma v2 from host lengths: the busy (sequence, partition) pairs the
                           work-groups take from a list (clpa_decode_work_list), 0: the grid is
                           heads x sequences x max_parts */
+  int32_t list_entries; /* mma v2 without host lengths: the entries of the list a kernel makes
+                           from the device's lengths each run (cl/decode_mma.cl's
+                           clpa_decode_mma_list), the grid's second size; 0: no such list */
+  int32_t list_want;    /* ... the busy work-groups that list aims at */
 } clpa_decode_decision;
 
 /* Plans decode for a shape that lib/'s clpa_decode_validate passed. err:

@@ -596,14 +596,20 @@ CLPA_API clpa_status clpa_run(clpa_plan *plan, const clpa_attn_inputs *in);
  * tensor-core path, v2, host lengths given, where the tuning table's rule
  * or CLPA_DECODE_WORK_LIST=on asks for it; a run's lengths may still be
  * any within max_context_len: a sequence's last listed partition runs to
- * its length). */
+ * its length). list_entries: without host lengths, on the same path, the
+ * list a small kernel makes before each run from the lengths the device
+ * holds (partitions of a share of the batch's work), where the tuning
+ * table's rule or CLPA_DECODE_WORK_LIST=on asks for it; 0: the grid. */
 typedef struct clpa_plan_info {
   int32_t path;
   clpa_decode_variant variant;
   int32_t partition_size, heads_per_group;
   int32_t rows, keys;
   int64_t work_pairs;
-  uint64_t reserved[7]; /* room for fields to come (README's ABI) */
+  int32_t list_entries; /* decode without host lengths: the entries of the list the device makes
+                           from its lengths each run (0: none) */
+  int32_t reserved32;
+  uint64_t reserved[6]; /* room for fields to come (README's ABI) */
 } clpa_plan_info;
 
 /* Fills *out for plan. Returns CLPA_OK or CLPA_ERR_INVALID_ARG (NULL). */

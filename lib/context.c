@@ -389,9 +389,10 @@ static clpa_status pick_merge(clpa_context *ctx) {
   return CLPA_OK;
 }
 
-/* Whether decode plans made from host lengths run their busy partitions
- * from a list (host/decode_planner.c's mma_work_list): CLPA_DECODE_WORK_LIST
- * = on, off or auto (the tuning row's rule), for tests and benchmarks. */
+/* Whether decode plans run their busy partitions from a list: made from host
+ * lengths (host/decode_planner.c's mma_work_list) or, without them, by the device
+ * (plan_mma_device_list): CLPA_DECODE_WORK_LIST = on, off or auto (the tuning
+ * row's rules), for tests and benchmarks. */
 static clpa_status pick_work_list(clpa_context *ctx) {
   const char *env = getenv("CLPA_DECODE_WORK_LIST");
   const int on = env && strcmp(env, "on") == 0, off = env && strcmp(env, "off") == 0;

@@ -20,12 +20,17 @@ static const clpa_param decode_params[] = {DECODE_ARG_LIST(CLPA_PARAM_OF, )
                                                PAGE_ARG_LIST(CLPA_PARAM_OF, )};
 static const clpa_param reduce_params[] = {REDUCE_ARG_LIST(CLPA_PARAM_OF, )
                                                PAGE_ARG_LIST(CLPA_PARAM_OF, )};
+static const clpa_param list_params[] = {DECODE_LIST_ARG_LIST(CLPA_PARAM_OF, )
+                                             PAGE_ARG_LIST(CLPA_PARAM_OF, )};
 #define DECODE_SLOT(kind, type, name) DECODE_ARG_##name,
 #define REDUCE_SLOT(kind, type, name) REDUCE_ARG_##name,
+#define LIST_SLOT(kind, type, name) LIST_ARG_##name,
 enum { DECODE_ARG_LIST(DECODE_SLOT, ) PAGE_ARG_LIST(DECODE_SLOT, ) DECODE_ALL_ARGS };
 enum { REDUCE_ARG_LIST(REDUCE_SLOT, ) PAGE_ARG_LIST(REDUCE_SLOT, ) REDUCE_ALL_ARGS };
+enum { DECODE_LIST_ARG_LIST(LIST_SLOT, ) PAGE_ARG_LIST(LIST_SLOT, ) LIST_ALL_ARGS };
 #define DECODE_NUM_ARGS(csr) ((csr) ? DECODE_ALL_ARGS : DECODE_ARG_page_indptr)
 #define REDUCE_NUM_ARGS(csr) ((csr) ? REDUCE_ALL_ARGS : REDUCE_ARG_page_indptr)
+#define LIST_NUM_ARGS(csr) ((csr) ? LIST_ALL_ARGS : LIST_ARG_page_indptr)
 
 void clpa_decode_params_init(clpa_decode_params *p) {
   if (!p) return;
@@ -51,7 +56,8 @@ static clpa_decode_spec decode_spec(const clpa_decode_params *p, const decode_ca
                               c->mma ? c->pipe : 0,
                               c->merge,
                               (int32_t)kind,
-                              (int32_t)p->page_table};
+                              (int32_t)p->page_table,
+                              c->list_entries > 0};
   return s;
 }
 
@@ -68,6 +74,8 @@ static clpa_status decode_kernels(clpa_context *ctx, const clpa_decode_params *p
                            : c->rows ? &clpa_family_decode_rows
                                      : &clpa_family_decode;
   clpa_status st = clpa_family_kernel(ctx, fam, &spec, decode_kernel_name(c), &pl->dk);
+  if (st == CLPA_OK && c->list_entries > 0)
+    st = clpa_family_kernel(ctx, fam, &spec, "clpa_decode_mma_list", &pl->dlist);
   if (st != CLPA_OK || !c->v2 || c->merge) return st;
   /* a CSR length counts pages of the cache's blocks; a padded one is read */
   const int csr = p->page_table == CLPA_PAGE_TABLE_CSR;
@@ -140,7 +148,9 @@ static clpa_status launch_decode(clpa_context *ctx, const clpa_decode_params *p,
   /* heads x sequences x partitions, or heads x a plan's list of busy (sequence, partition) */
   const clpa_ndrange r = {3,
                           {(size_t)(p->num_heads / c->heads_per_group) * (size_t)spec.num_threads,
-                           c->work ? (size_t)c->work_pairs : (size_t)p->num_seqs,
+                           c->list_entries ? (size_t)c->list_entries
+                           : c->work       ? (size_t)c->work_pairs
+                                           : (size_t)p->num_seqs,
                            c->work ? 1 : (size_t)c->max_parts},
                           {(size_t)spec.num_threads, 1, 1},
                           p->num_wait_events,
@@ -175,6 +185,26 @@ static clpa_status launch_reduce(clpa_context *ctx, const clpa_decode_params *p,
                              REDUCE_NUM_ARGS(csr), &r);
 }
 
+/* A plan without host lengths: its list of c->list_entries entries into `work`, made by
+ * decode_mma.cl's clpa_decode_mma_list from the lengths the device holds (one work-group). */
+static clpa_status launch_list(clpa_context *ctx, const clpa_decode_params *p, const decode_call *c,
+                               cl_kernel k, cl_mem work) {
+  const cl_int n = p->num_seqs, entries = c->list_entries, want = c->list_want;
+  const cl_int groups = p->num_heads / c->heads_per_group, maxc = p->max_context_len;
+  const cl_int win = p->sliding_window, npi = p->num_page_indices;
+#define A(name, v) [LIST_ARG_##name] = CLPA_ARG(v)
+  const clpa_arg args[LIST_ALL_ARGS] = {
+      A(work, work),         A(num_seqs, n),          A(entries, entries),
+      A(want, want),         A(groups, groups),       A(context_lens, p->context_lens),
+      A(max_context_len, maxc), A(window, win),       A(page_indptr, p->page_indptr),
+      A(page_indices, p->page_indices),               A(num_page_indices, npi),
+      A(last_page_len, p->last_page_len)};
+#undef A
+  const clpa_ndrange r = {1, {256}, {256}, p->num_wait_events, p->wait_events, NULL};
+  return clpa_enqueue_listed(ctx, k, "clpa_decode_mma_list", list_params, args,
+                             LIST_NUM_ARGS(p->page_table == CLPA_PAGE_TABLE_CSR), &r);
+}
+
 static clpa_status decode_v2(clpa_context *ctx, const clpa_decode_params *p, const clpa_plan *pl,
                              const decode_call *c) {
   const size_t stats = (size_t)p->num_seqs * (size_t)p->num_heads * (size_t)c->max_parts;
@@ -189,6 +219,15 @@ static clpa_status decode_v2(clpa_context *ctx, const clpa_decode_params *p, con
    * reduce kernel (docs/decisions/0002-decode-v2-merge.md). The rows path
    * (one work-item a work-group, on CPUs) and other devices take the
    * reduce kernel. */
+  if (c->list_entries > 0) { /* the list first (the wait list's), then the kernel (the event) */
+    decode_call listed = *c;
+    clpa_decode_params after = *p;
+    if ((st = clpa_scratch(ctx, 6, 16 * (size_t)c->list_entries, &listed.work)) ||
+        (st = launch_list(ctx, p, c, pl->dlist, listed.work)))
+      return st;
+    after.num_wait_events = 0, after.wait_events = NULL;
+    return launch_decode(ctx, &after, &listed, pl->dk, tmp_out, max_logits, exp_sums, p->event);
+  }
   if (c->merge) return launch_decode(ctx, p, c, pl->dk, tmp_out, max_logits, exp_sums, p->event);
   if ((st = launch_decode(ctx, p, c, pl->dk, tmp_out, max_logits, exp_sums, NULL)) != CLPA_OK)
     return st;

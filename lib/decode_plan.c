@@ -94,5 +94,6 @@ clpa_status clpa_decode_plan(clpa_context *ctx, const clpa_decode_params *p, dec
   c->sg = d.sg, c->max_parts = d.max_parts, c->key_vectors = d.key_vectors;
   c->logits_stride = d.logits_stride, c->threads = d.threads, c->chunk = d.chunk;
   c->pipe = d.pipe, c->maxnreg = d.maxnreg, c->work_pairs = d.work_pairs;
+  c->list_entries = d.list_entries, c->list_want = d.list_want;
   return CLPA_OK;
 }

@@ -23,6 +23,9 @@ typedef struct decode_call {
   int64_t work_pairs;   /* mma v2: busy (sequence, partition) pairs a plan's list holds, 0: the
                            rectangle grid (decode.c makes the list for a plan and a one call) */
   cl_mem work;          /* that list (the plan's own), or NULL */
+  int list_entries;     /* mma v2 without host lengths: the entries of the list decode_mma.cl's
+                           clpa_decode_mma_list makes each run (0: none), the busy work-groups */
+  int list_want;        /* it aims at (host/decode_planner.h) */
 } decode_call;
 
 /* The path, v1 or v2, the partition, the query heads a work-group and the

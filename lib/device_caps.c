@@ -32,7 +32,7 @@ clpa_status clpa_lanes_settle(clpa_context *ctx) {
   if (ctx->lanes != CLPA_LANES_SUBGROUP || ctx->subgroup_size) return CLPA_OK;
   const clpa_decode_spec spec = {
       128, 16, CLPA_DTYPE_F16, CLPA_DTYPE_F32, DECODE_THREADS, 32, 0, 1, 0, 0, 0, 0, 0,
-      CLPA_KV_LAYOUT_SPLIT_KEY, CLPA_PAGE_TABLE_PADDED};
+      CLPA_KV_LAYOUT_SPLIT_KEY, CLPA_PAGE_TABLE_PADDED, 0};
   cl_kernel k;
   clpa_status st = clpa_family_kernel(ctx, &clpa_family_decode, &spec, "clpa_decode_paged", &k);
   if (st == CLPA_OK) {
@@ -83,4 +83,5 @@ void clpa_device_facts_of(const clpa_context *ctx, clpa_device_facts *out) {
   out->lane_width = clpa_lane_width(ctx, 0); /* emulated: the block size, so 0 */
   out->mma_native = clpa_mma_native(ctx);
   out->compute_capability = in->nv_compute_capability;
+  out->merge_in_launch = ctx->merge_in_launch;
 }

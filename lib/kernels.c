@@ -25,6 +25,7 @@ static const clpa_tunable decode_tunables[] = {
     T(clpa_decode_spec, pipe, "PIPE"),
     T(clpa_decode_spec, merge, "MERGE"),
     T(clpa_decode_spec, page_table, "PAGE_TABLE"),
+    T(clpa_decode_spec, device_list, "DEVICE_LIST"),
 };
 static const clpa_tunable reduce_tunables[] = {
     T(clpa_reduce_spec, head_size, "HEAD_SIZE"),

@@ -41,6 +41,8 @@ typedef struct clpa_decode_spec {
                              0 where reduce.cl's kernel does (always on the rows path) */
   int32_t kv_layout;      /* the cache's clpa_kv_layout_kind (CLPA_KV_LAYOUT) */
   int32_t page_table;     /* the call's clpa_page_table (CLPA_PAGE_TABLE: pages.cl) */
+  int32_t device_list;    /* mma v2: 1 where the work list is the device's (clpa_decode_mma_list
+                             makes it; its entries give the chunks a partition), else 0 */
 } clpa_decode_spec;
 #define DECODE_THREADS 128   /* the lanes kernel's work-group */
 

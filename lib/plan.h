@@ -21,6 +21,7 @@ struct clpa_plan {
   clpa_decode_params dp;
   decode_call dc;
   cl_kernel dk, reduce; /* reduce: v2 without the in-launch merge */
+  cl_kernel dlist;      /* decode_mma.cl's clpa_decode_mma_list: a list the device makes */
   /* prefill (and cascade's prefix) */
   clpa_prefill_params pp;
   clpa_prefill_spec ps;

@@ -27,6 +27,7 @@ void clpa_plan_fini(clpa_plan *pl) {
   if (!pl) return;
   if (pl->dk) clReleaseKernel(pl->dk);
   if (pl->reduce) clReleaseKernel(pl->reduce);
+  if (pl->dlist) clReleaseKernel(pl->dlist);
   if (pl->pk) clReleaseKernel(pl->pk);
   if (pl->split) clReleaseKernel(pl->split);
   if (pl->owns_lists) {
@@ -54,6 +55,7 @@ static void describe_decode(const decode_call *c, clpa_plan_info *out) {
   out->partition_size = c->v2 ? c->partition : 0;
   out->heads_per_group = c->heads_per_group;
   out->work_pairs = c->work ? c->work_pairs : 0;
+  out->list_entries = c->list_entries;
 }
 
 static clpa_status describe_impl(const clpa_plan *plan, clpa_plan_info *out) {

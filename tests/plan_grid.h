@@ -37,19 +37,20 @@ typedef struct grid_device {
   int cc;                  /* NVIDIA compute capability, 10 * major + minor */
   int partition, resident; /* the tuning row's */
   int work_list, list_partition; /* the tuning row's mma_work_list and mma_list_partition */
+  int device_list;         /* the tuning row's mma_device_list */
 } grid_device;
 
 /* PoCL as CI runs it (2 units here), a wider AVX2 CPU, the H200 through
  * NVIDIA's OpenCL (132 units, 48 KiB), an A100 (no fp8 conversion), a T4
  * (no mma.sync m16n8k16), a GPU with 64-lane subgroups and one without. */
 static const grid_device grid_devices[] = {
-    {"pocl2", "AuthenticAMD", 1, 0, 2, 512 << 10, 4096, 16, 0, 0, 0, 2048, 0, 0, 0},
-    {"cpu16", "GenuineIntel", 1, 0, 16, 256 << 10, 4096, 8, 0, 0, 0, 2048, 0, 0, 0},
-    {"h200", "NVIDIA Corporation", 0, 1, 132, 48 << 10, 1024, 1, 2, 0, 90, 2048, 4, 2, 1024},
-    {"a100", "NVIDIA Corporation", 0, 1, 108, 48 << 10, 1024, 1, 2, 0, 80, 2048, 4, 2, 1024},
-    {"t4", "NVIDIA Corporation", 0, 1, 40, 48 << 10, 1024, 1, 2, 0, 75, 2048, 4, 2, 1024},
-    {"gpu_sg", "Advanced Micro Devices, Inc.", 0, 1, 104, 64 << 10, 256, 4, 1, 64, 0, 512, 0, 0, 0},
-    {"gpu_emu", "Some Vendor", 0, 1, 24, 32 << 10, 256, 4, 0, 0, 0, 512, 0, 0, 0},
+    {"pocl2", "AuthenticAMD", 1, 0, 2, 512 << 10, 4096, 16, 0, 0, 0, 2048, 0, 0, 0, 0},
+    {"cpu16", "GenuineIntel", 1, 0, 16, 256 << 10, 4096, 8, 0, 0, 0, 2048, 0, 0, 0, 0},
+    {"h200", "NVIDIA Corporation", 0, 1, 132, 48 << 10, 1024, 1, 2, 0, 90, 2048, 4, 2, 1024, 0},
+    {"a100", "NVIDIA Corporation", 0, 1, 108, 48 << 10, 1024, 1, 2, 0, 80, 2048, 4, 2, 1024, 0},
+    {"t4", "NVIDIA Corporation", 0, 1, 40, 48 << 10, 1024, 1, 2, 0, 75, 2048, 4, 2, 1024, 0},
+    {"gpu_sg", "Advanced Micro Devices, Inc.", 0, 1, 104, 64 << 10, 256, 4, 1, 64, 0, 512, 0, 0, 0, 0},
+    {"gpu_emu", "Some Vendor", 0, 1, 24, 32 << 10, 256, 4, 0, 0, 0, 512, 0, 0, 0, 0},
 };
 #define GRID_DEVICES ((int)(sizeof grid_devices / sizeof *grid_devices))
 

@@ -178,7 +178,7 @@ int main(void) {
   S(clpa_plan_info);
   F(clpa_plan_info, path), F(clpa_plan_info, variant), F(clpa_plan_info, partition_size);
   F(clpa_plan_info, heads_per_group), F(clpa_plan_info, rows), F(clpa_plan_info, keys);
-  F(clpa_plan_info, work_pairs);
+  F(clpa_plan_info, work_pairs), F(clpa_plan_info, list_entries), F(clpa_plan_info, reserved32);
   F(clpa_plan_info, reserved);
   end();
 

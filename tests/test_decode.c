@@ -140,6 +140,8 @@ static int mma_applies(const dcase *c) {
 
 /* Set while cases must plan without the host's lengths (every sequence counted as long). */
 static int plan_as_long;
+/* Set while mma cases must plan a list the device makes (test_device_list: checked). */
+static int want_device_list;
 /* Set while cases run on CSR page tables (test_csr): each runs on the scene's padded
  * table first, and the CSR call must give its results bit for bit. */
 static int csr;
@@ -203,6 +205,14 @@ static int run_case(const dcase *c, clpa_decode_path path) {
   if (!plan_as_long && rng_below(2)) p.host_context_lens = in.lens;
   void *padded_out = NULL, *padded_lse = NULL;
   if (csr) padded_results(&p, &d, &padded_out, &padded_lse), use_csr(&in, &d, &p);
+  if (want_device_list && mma) {
+    clpa_plan *plan = NULL;
+    clpa_plan_info info = {0};
+    if (clpa_plan_decode(ctx, &p, &plan) == CLPA_OK) clpa_plan_describe(plan, &info);
+    clpa_plan_release(plan);
+    good &= ok(info.list_entries > c->seqs, "its plan takes a list of %d entries the device makes",
+               info.list_entries);
+  }
   clpa_status st = clpa_decode(ctx, &p);
   good &= ok(st == CLPA_OK, "decode %s", name);
   if (st != CLPA_OK) diag("%s: %s", clpa_status_name(st), clpa_context_last_error(ctx));
@@ -1305,8 +1315,33 @@ static void test_events(void) {
   attn_scene_free(&in);
 }
 
+/* --device-list (CLPA_DECODE_WORK_LIST=on, no host lengths): the mma path's v2 plans at their
+ * own partitions take a list that clpa_decode_mma_list makes from the lengths the device holds
+ * (clpa_plan_info's list_entries): rows cut into partitions of a share of the batch's work
+ * (with one KV head's 4 query heads a work-group, up to 3 a row on 2 compute units), void
+ * entries after them; windows, fp8, f32, ALiBi, sinks, soft caps; padded and CSR tables. */
+static void test_device_list(void) {
+  /* seqs heads kvh hs bs ctx kv io variant part hpg alibi window softcap sinks lse q_pad dev */
+  static const dcase cases[] = {
+      {5, 4, 1, 64, 16, 3000, F16, F32, V2, 0, 4, 0, 0, 0, 0, 1, 0, 0},
+      {4, 4, 1, 128, 16, 2100, BF16, F16, V2, 0, 4, 0, 1, 1, 1, 1, 0, 0},
+      {6, 8, 2, 64, 16, 2100, F16, F32, V2, 0, 4, 1, 0, 0, 0, 1, 0, 0},
+      {3, 4, 1, 128, 16, 1500, E4M3, F32, V2, 0, 4, 0, 1, 0, 0, 1, 0, 0},
+      {4, 4, 1, 64, 8, 900, F32, F32, V2, 0, 4, 0, 0, 0, 1, 1, 0, 0},
+      {300, 4, 1, 64, 16, 700, F16, F32, V2, 0, 4, 0, 0, 0, 0, 1, 0, 0}, /* rows past 256 */
+  };
+  plan_as_long = 1, want_device_list = 1;
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
+    if (mma_applies(&cases[i])) run_case(&cases[i], CLPA_DECODE_PATH_MMA);
+  csr = 1;
+  for (size_t i = 0; i < 2; i++)
+    if (mma_applies(&cases[i])) run_case(&cases[i], CLPA_DECODE_PATH_MMA);
+  csr = 0, plan_as_long = 0, want_device_list = 0;
+}
+
 int main(int argc, char **argv) {
   rng_seed_from_env();
+  if (argc > 1 && strcmp(argv[1], "--device-list") == 0) setenv("CLPA_DECODE_WORK_LIST", "on", 1);
   /* v2's partitions merged by reduce.cl's kernel after the launch, as on
    * devices without device-scope ordering (lib/context.c pick_merge),
    * where the default run merges them in the launch (on PoCL and NVIDIA) */
@@ -1349,6 +1384,8 @@ int main(int argc, char **argv) {
       run_case(&many[i], CLPA_DECODE_PATH_LANES);
       if (mma_applies(&many[i])) run_case(&many[i], CLPA_DECODE_PATH_MMA);
     }
+  } else if (argc > 1 && strcmp(argv[1], "--device-list") == 0) {
+    test_device_list();
   } else if (argc > 1 && strcmp(argv[1], "--rows") == 0) { /* ... and on the rows path */
     for (size_t i = 0; i < sizeof default_grid / sizeof *default_grid; i++)
       run_case(&default_grid[i], CLPA_DECODE_PATH_ROWS);

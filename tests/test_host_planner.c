@@ -38,8 +38,9 @@ static void device_of(const grid_device *d, clpa_device_facts *dev, clpa_decode_
                                     : 0;
   dev->mma_native = d->lanes == 2 ? d->cc >= 80 : -1;
   dev->compute_capability = d->cc;
+  dev->merge_in_launch = 1;
   const clpa_decode_tuning row = {d->partition, d->resident, 12, 8, 8, 512, 128,
-                                  d->work_list, d->list_partition};
+                                  d->work_list, d->list_partition, d->device_list};
   *t = row;
 }
 
@@ -92,6 +93,59 @@ static int64_t list_row_parts(const clpa_decode_shape *s, const clpa_decode_deci
   const int64_t first = w > 0 && L > w ? (L - w) / d->chunk * d->chunk : 0;
   const int64_t n = (L - first + d->partition - 1) / d->partition;
   return n > 1 ? n : 1;
+}
+
+static long device_lists_checked; /* broken_device_list's plans with a device list */
+
+/* A plan without host lengths whose list the device makes (clpa_decode_mma_list): there where
+ * the caller or the tuning row asks for one in place of a blind v2 rectangle, 4 warps, the
+ * tuning row's floor a partition, and its bounds: for random lengths, cut as the kernel cuts
+ * them, no row past max_parts partitions and all of them within the entries. */
+static const char *broken_device_list(const clpa_decode_shape *s, const clpa_device_facts *dev,
+                                      const clpa_decode_decision *d, const clpa_decode_tuning *t) {
+  const int on = s->work_list > 0 || (s->work_list == 0 && t->mma_device_list > 0);
+  if (!(d->path == CLPA_PLANNER_MMA && d->v2 && !s->host_context_lens && on &&
+        !s->partition_size && dev->merge_in_launch))
+    return d->list_entries ? "a device list where none applies" : NULL;
+  if (!d->list_entries) return NULL; /* no room for 4 warps, or past the grid: the rectangle */
+  const int64_t cus = dev->compute_units ? dev->compute_units : 1;
+  const int64_t want = 3 * cus / 2 > 0 ? 3 * cus / 2 : 1, groups = s->num_heads / d->heads_per_group;
+  const int64_t share_parts = (want + groups - 1) / groups;
+  const int max_ctx = s->max_context_len > 0 ? s->max_context_len : 1;
+  const int mu = clpa_dtype_size(s->kv_dtype) == 1 ? 32 : 16;
+  const int unit = s->block_size < mu ? mu : s->block_size;
+  const int64_t floor = round_up(t->mma_device_list > 0 ? t->mma_device_list : 256, unit);
+  const int64_t mp = share_parts < ceil_div(max_ctx, floor) ? share_parts : ceil_div(max_ctx, floor);
+  if (d->list_want != want || d->list_entries != s->num_seqs + share_parts || d->max_parts != mp ||
+      d->partition != floor || d->threads != 128 || d->work_pairs || d->pipe ||
+      d->partition % d->chunk)
+    return "device list: its entries, want, partitions or warps";
+  device_lists_checked++;
+  const int64_t pch = floor / d->chunk, longest = (max_ctx + d->chunk - 1) / d->chunk + 1;
+  int64_t *c = malloc(sizeof(int64_t) * (size_t)s->num_seqs);
+  if (!c) BAIL_OUT("out of memory");
+  const char *why = NULL;
+  for (int trial = 0; trial < 3 && !why; trial++) {
+    int64_t total = 0, entries = 0;
+    for (int i = 0; i < s->num_seqs; i++) {
+      const int64_t L = trial == 0 ? max_ctx
+                        : trial == 1 ? (i ? 0 : max_ctx)
+                                     : (int64_t)rng_below((uint32_t)max_ctx + 1);
+      const int64_t w = s->sliding_window, lo = w > 0 && L > w ? L - w : 0;
+      const int64_t t0 = lo / d->chunk * d->chunk;
+      c[i] = (L - t0 + d->chunk - 1) / d->chunk, total += c[i];
+    }
+    int64_t share = (total * groups + want - 1) / want;
+    share = share < pch ? pch : share > longest ? longest : share;
+    for (int i = 0; i < s->num_seqs && !why; i++) {
+      const int64_t n = c[i] > share ? (c[i] + share - 1) / share : 1;
+      if (n > d->max_parts) why = "device list: a row past max_parts";
+      entries += n;
+    }
+    if (!why && entries > d->list_entries) why = "device list: more entries than the grid";
+  }
+  free(c);
+  return why;
 }
 
 static long lists_checked; /* broken_list's lists built and walked */
@@ -178,9 +232,11 @@ static const char *broken(const clpa_decode_shape *s, const clpa_device_facts *d
   if (d->partition < 1 || d->partition % bs) return "partition not whole blocks";
   /* every token in exactly one partition: [k P, (k + 1) P) for k < max_parts cover the
    * context and the last one starts inside it */
-  if (d->v2) {
-    if ((int64_t)d->max_parts * d->partition < max_ctx) return "v2: partitions miss tokens";
-    if ((int64_t)(d->max_parts - 1) * d->partition >= max_ctx) return "v2: an empty partition";
+  if (d->v2) { /* a device list's partitions are the device's share (broken_device_list) */
+    if (!d->list_entries && (int64_t)d->max_parts * d->partition < max_ctx)
+      return "v2: partitions miss tokens";
+    if (!d->list_entries && (int64_t)(d->max_parts - 1) * d->partition >= max_ctx)
+      return "v2: an empty partition";
   } else {
     if (d->max_parts != 1) return "v1: more than one partition";
     if (lanes && d->logits_stride < max_ctx) return "lanes v1: logits miss tokens";
@@ -202,7 +258,7 @@ static const char *broken(const clpa_decode_shape *s, const clpa_device_facts *d
   if (mma && d->v2 && d->partition % 16) return "mma: partition not whole chunks";
   const int unit = mma && bs < (fp8 ? 32 : 16) ? (fp8 ? 32 : 16) : bs;
   if (mma && !s->partition_size && d->partition % unit) return "mma: partition not whole units";
-  if (mma && !s->partition_size && !s->host_context_lens) { /* the blind cap */
+  if (mma && !s->partition_size && !s->host_context_lens && !d->list_entries) { /* blind cap */
     const int64_t want = 3L * (dev->compute_units ? dev->compute_units : 1) / 2;
     const int64_t groups = s->num_heads / g, k = (want + groups - 1) / groups;
     const int64_t cap = round_up(ceil_div(max_ctx, k < max_ctx ? k : max_ctx), unit);
@@ -231,6 +287,7 @@ static const char *broken(const clpa_decode_shape *s, const clpa_device_facts *d
   if (d->maxnreg != (lanes && s->kv_dtype == CLPA_DTYPE_F32 && g <= 4 ? t->lanes_f32_maxnreg : 0))
     return "register cap";
   const char *list = broken_list(s, dev, d, t);
+  if (!list) list = broken_device_list(s, dev, d, t);
   if (list) return list;
   /* the grid: (num_heads / g) x threads, num_seqs, max_parts in size_t, partitions in int */
   if (d->max_parts < 1 || d->max_parts > max_ctx) return "partitions of the grid";
@@ -412,7 +469,8 @@ static void random_cases(long n) {
                              (unsigned)PICK(widths),
                              PICK(lane_widths),
                              PICK(natives),
-                             0};
+                             0,
+                             (int)rng_below(2)};
     dev.compute_capability = dev.mma_native >= 0 ? PICK(ccs) : 0;
     if (dev.mma_native == 0) dev.compute_capability = 75;
     if (dev.mma_native == 1 && dev.compute_capability < 80) dev.compute_capability = 80;
@@ -424,7 +482,8 @@ static void random_cases(long n) {
                                   256 << rng_below(3),
                                   128 * (int)rng_below(2),
                                   (int)rng_below(4) & 3,
-                                  rng_below(2) ? 256 << rng_below(4) : 0};
+                                  rng_below(2) ? 256 << rng_below(4) : 0,
+                                  rng_below(2) ? 64 << rng_below(4) : 0};
     clpa_decode_shape s;
     memset(&s, 0, sizeof s);
     s.block_size = PICK(bss), s.num_kv_heads = PICK(kvs);
@@ -504,6 +563,8 @@ static void random_cases(long n) {
   ok(bad == 0, "%ld random shapes (%ld refused) keep the invariants (%ld break them)", n, refused,
      bad);
   ok(lists_checked > n / 100, "%ld of them had a work list, built and checked", lists_checked);
+  ok(device_lists_checked > n / 1000, "%ld of them had a device list, its bounds checked on"
+     " lengths cut as the kernel cuts them", device_lists_checked);
   ok(cut_checked > n / 1000, "%ld listed plans checked against mma_list_partition", cut_checked);
 }
 
@@ -677,8 +738,8 @@ static void page_sizes(void) {
 /* PIPE's cap of 8 warps gives a 12-warp work-group more output slices (8 against 6): on a
  * 32 KiB device with emulated products its local memory no longer fit, so no PIPE there. */
 static void regress_pipe_keeps_local_memory(void) {
-  const clpa_device_facts dev = {"emulated, 32 KiB", 0, 8, 32 << 10, 1024, 4, 8, -1, 0};
-  const clpa_decode_tuning t = {512, 0, 12, 8, 8, 512, 128, 0, 0};
+  const clpa_device_facts dev = {"emulated, 32 KiB", 0, 8, 32 << 10, 1024, 4, 8, -1, 0, 1};
+  const clpa_decode_tuning t = {512, 0, 12, 8, 8, 512, 128, 0, 0, 0};
   const int32_t lens[1] = {4096};
   const clpa_decode_shape s = {1,    4, 1, 192, 16, CLPA_DTYPE_FP8_E5M2, 4096, lens,
                                CLPA_PLANNER_MMA, 0, 0, 0,   0, CLPA_KV_LAYOUT_SPLIT_KEY, 0, 0};

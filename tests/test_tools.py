@@ -295,6 +295,14 @@ if doc:
     ok(doc["work_pairs"] == 4 + 1 and "plan_host_us" not in doc and doc["us_per_call"] > 0,
        "decode --work-list on (one call): the same 4 + 1 busy partitions listed, timed",
        json.dumps(doc))
+# without host lengths, v2 at the plan's partition: the device makes the list (more entries than
+# sequences: the void ones its bound leaves), no host list
+doc = check_json([BENCH, "decode", "--hot", "--lengths", "one-long", "--path", "mma", "--variant",
+                  "v2", "--no-host-lengths", "--work-list", "on", "--json", *TINY_DECODE],
+                 "decode", DECODE_KEYS + ["work_pairs", "list_entries"])
+if doc:
+    ok(doc["list_entries"] > 2 and doc["work_pairs"] == 0 and doc["us_per_call"] > 0,
+       "decode --no-host-lengths --work-list on: a list the device makes, timed", json.dumps(doc))
 check_refused([BENCH, "decode", "--work-list", "sometimes", *TINY_DECODE], "--work-list")
 
 CSV_HEADER = ["device", "mode", "dtype", "heads", "kv_heads", "head_size", "block_size", "batch",

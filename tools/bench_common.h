@@ -164,6 +164,7 @@ typedef struct bench_decode_figures {
    * clpa_decode to enqueue (means over back-to-back calls) */
   double plan_host, run_host, call_host;
   int64_t work_pairs; /* the listed partitions the calls run (clpa_plan_info), 0: none */
+  int32_t list_entries; /* the entries of the list the device makes (clpa_plan_info), 0: none */
 } bench_decode_figures;
 
 #define BENCH_MEASURED 0

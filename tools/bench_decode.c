@@ -327,7 +327,7 @@ int bench_decode_measure(bench_env *env, const bench_decode_shape *s, const benc
   if (clpa_plan_decode(env->ctx, &p, &run.plan) != CLPA_OK)
     WHY(BENCH_FAILED, "%s", clpa_context_last_error(env->ctx));
   clpa_plan_describe(run.plan, &info); /* a plan made: CLPA_OK */
-  f->work_pairs = info.work_pairs;
+  f->work_pairs = info.work_pairs, f->list_entries = info.list_entries;
   if (!s->plan_run) clpa_plan_release(run.plan), run.plan = NULL;
   if (s->plan_run) {
     clpa_attn_inputs_init(&run.in);
@@ -449,7 +449,8 @@ static int parse(int argc, char **argv, decode_args *a) {
       "flops, fma_peak_tflops, floor_us, bound (memory or compute), roofline_ratio,\n"
       "paged_read_gbps, paged_ratio (where a block's tile is whole 64-byte chunks),\n"
       "host_lengths, work_pairs (the busy partitions the calls take from a list,\n"
-      "0: none); with --plan-run plan_host_us, run_host_us, call_host_us.",
+      "0: none), list_entries (without host lengths, the entries of the list the device\n"
+      "makes, 0: none); with --plan-run plan_host_us, run_host_us, call_host_us.",
       clpa_version_string(),
   };
   int rc = cli_parse(&cmd, argc, argv);
@@ -532,6 +533,7 @@ static void print_json(const decode_args *a, const bench_env *env, const bench_t
     cli_json_num(&j, "call_host_us", f->call_host * 1e6, 2);
   }
   cli_json_num(&j, "work_pairs", (double)f->work_pairs, 0);
+  cli_json_num(&j, "list_entries", (double)f->list_entries, 0);
   cli_json_end(&j);
 }
 

@@ -493,7 +493,9 @@ class PlanInfo(Struct):
         ("rows", c_int32),
         ("keys", c_int32),
         ("work_pairs", c_int64),
-        ("reserved", c_uint64 * 7),
+        ("list_entries", c_int32),
+        ("reserved32", c_int32),
+        ("reserved", c_uint64 * 6),
     ]
 
 
