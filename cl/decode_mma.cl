@@ -452,8 +452,8 @@ inline mma_extent mma_extent_of(int L, int window, int max_context_len, int repo
 /* A plan without host lengths: its list from the device's (one work-group, before the decode
  * kernel, host/decode_planner.c's plan_mma_device_list). The rows' chunks summed (total), a
  * share of max(PCH, total x groups / want) chunks a partition (at most a row's longest), row i
- * cut into max(1, ceil(chunks_i / share)) partitions: entries {i, p, its partitions, share} in
- * row order, then void ones {0, 0, 0, -1} up to `entries`. So a row has at most
+ * cut evenly into n = max(1, ceil(chunks_i / share)) partitions: entries {i, p, n,
+ * ceil(chunks_i / n)} in row order, then void ones {0, 0, 0, -1} up to `entries`. So a row has at most
  * ceil(want / groups) partitions, and the entries are at most num_seqs + that. */
 __kernel __attribute__((reqd_work_group_size(LIST_THREADS, 1, 1))) void clpa_decode_mma_list(
     KERNEL_PARAMS(DECODE_LIST_ARG_LIST) PAGE_PARAMS) {
@@ -472,8 +472,8 @@ __kernel __attribute__((reqd_work_group_size(LIST_THREADS, 1, 1))) void clpa_dec
   const int share = (int)min(max((long)PCH, (total * groups + want - 1) / want), longest);
   int base = 0;
   for (int i0 = 0; i0 < num_seqs; i0 += LIST_THREADS) {
-    const int i = i0 + lid;
-    const int n = i < num_seqs ? max((LIST_CHUNKS(i) + share - 1) / share, 1) : 0;
+    const int i = i0 + lid, chunks = i < num_seqs ? LIST_CHUNKS(i) : 0;
+    const int n = i < num_seqs ? max((chunks + share - 1) / share, 1) : 0;
     at[lid] = n; /* an inclusive scan of the rows' partitions */
     barrier(CLK_LOCAL_MEM_FENCE);
     for (int d = 1; d < LIST_THREADS; d *= 2) {
@@ -483,8 +483,8 @@ __kernel __attribute__((reqd_work_group_size(LIST_THREADS, 1, 1))) void clpa_dec
       barrier(CLK_LOCAL_MEM_FENCE);
     }
     const int first = base + at[lid] - n;
-    for (int p = 0; p < n && first + p < entries; p++)
-      vstore4((int4)(i, p, n, share), first + p, work);
+    for (int p = 0; p < n && first + p < entries; p++) /* cut evenly: the last no longer */
+      vstore4((int4)(i, p, n, (chunks + n - 1) / n), first + p, work);
     base += at[LIST_THREADS - 1];
     barrier(CLK_LOCAL_MEM_FENCE);
   }

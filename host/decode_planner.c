@@ -580,7 +580,10 @@ static void plan_mma_listed(const clpa_decode_shape *s, const clpa_device_facts 
 static void plan_mma_device_list(const clpa_decode_shape *s, const clpa_device_facts *dev,
                                  const clpa_decode_tuning *t, clpa_decode_decision *c,
                                  int max_ctx, unsigned cus, int unit) {
-  const int on = s->work_list > 0 || (s->work_list == 0 && t->mma_device_list > 0);
+  /* the rule: where the tuning row has a floor, and more than one row (one has no others to
+   * be balanced against, and the list's launch costs a few microseconds) */
+  const int on = s->work_list > 0 ||
+                 (s->work_list == 0 && t->mma_device_list > 0 && s->num_seqs > 1);
   if (s->host_context_lens || !on || !c->v2 || s->partition_size ||
       !dev->merge_in_launch)
     return;

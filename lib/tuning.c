@@ -46,12 +46,13 @@ static const tuning_entry table[] = {
      * the lanes path's partitions from 2048, 4 of its work-groups a compute unit
      * (docs/decisions/0003-decode-lanes-partition.md). Decode on tensor cores plans its own;
      * from host lengths it lists the busy partitions where at most 1 in 2 of the grid's
-     * work-groups would be busy, in partitions of 1024 tokens at most
+     * work-groups would be busy, in partitions of 1024 tokens at most; without host lengths
+     * (more than one sequence) the device makes a list, in partitions of 256 tokens at least
      * (docs/decisions/0013-decode-blind-partitions.md). */
     {BY_VENDOR, "NVIDIA",
      {.prefill_path = CLPA_PREFILL_MMA, .prefill_rows = 128, .prefill_keys = 32},
      {.partition = 2048, .resident = 4, HOPPER_DECODE_FACTS, .mma_work_list = 2,
-      .mma_list_partition = 1024}},
+      .mma_list_partition = 1024, .mma_device_list = 256}},
     /* GPUs without an entry of their own: 512-token partitions and the largest prefill
      * tiles that fit, a default no such GPU measured
      * (docs/decisions/0018-tuning-gpu-default.md). */

@@ -4,8 +4,9 @@
  *
  *   DEVICE SEQS HEADS/KV HEAD_SIZE DTYPE BLOCK MAX_CTX LENGTHS FORCED : PLAN
  *
- * PLAN is "PATH vV part=P g=G sg=S parts=N thr=T kv=K ls=L chunk=C pipe=I nreg=R"
- * or "STATUS message" where the plan refuses the shape. Every case is
+ * PLAN is "PATH vV part=P g=G sg=S parts=N thr=T kv=K ls=L chunk=C pipe=I nreg=R", then
+ * " list=E" where the device makes a list of E entries, or "STATUS message" where the plan
+ * refuses the shape. Every case is
  * valid for clpa_decode_validate (the grid is built so), so what it
  * records is the plan alone. Header-only: tests/test_host_planner.c walks
  * it (its --record writes the data file; tests/plan_record.c at a8c4edf
@@ -46,9 +47,9 @@ typedef struct grid_device {
 static const grid_device grid_devices[] = {
     {"pocl2", "AuthenticAMD", 1, 0, 2, 512 << 10, 4096, 16, 0, 0, 0, 2048, 0, 0, 0, 0},
     {"cpu16", "GenuineIntel", 1, 0, 16, 256 << 10, 4096, 8, 0, 0, 0, 2048, 0, 0, 0, 0},
-    {"h200", "NVIDIA Corporation", 0, 1, 132, 48 << 10, 1024, 1, 2, 0, 90, 2048, 4, 2, 1024, 0},
-    {"a100", "NVIDIA Corporation", 0, 1, 108, 48 << 10, 1024, 1, 2, 0, 80, 2048, 4, 2, 1024, 0},
-    {"t4", "NVIDIA Corporation", 0, 1, 40, 48 << 10, 1024, 1, 2, 0, 75, 2048, 4, 2, 1024, 0},
+    {"h200", "NVIDIA Corporation", 0, 1, 132, 48 << 10, 1024, 1, 2, 0, 90, 2048, 4, 2, 1024, 256},
+    {"a100", "NVIDIA Corporation", 0, 1, 108, 48 << 10, 1024, 1, 2, 0, 80, 2048, 4, 2, 1024, 256},
+    {"t4", "NVIDIA Corporation", 0, 1, 40, 48 << 10, 1024, 1, 2, 0, 75, 2048, 4, 2, 1024, 256},
     {"gpu_sg", "Advanced Micro Devices, Inc.", 0, 1, 104, 64 << 10, 256, 4, 1, 64, 0, 512, 0, 0, 0, 0},
     {"gpu_emu", "Some Vendor", 0, 1, 24, 32 << 10, 256, 4, 0, 0, 0, 512, 0, 0, 0, 0},
 };
@@ -144,6 +145,7 @@ typedef struct grid_plan {
   int path; /* 1 lanes, 2 mma, 3 rows */
   int v2, partition, heads_per_group, sg, max_parts, threads, key_vectors, logits_stride;
   int chunk, pipe, maxnreg;
+  int list_entries; /* the device's list (0: none) */
 } grid_plan;
 
 static void grid_plan_text(clpa_status st, const char *msg, const grid_plan *p, char *buf,
@@ -154,9 +156,12 @@ static void grid_plan_text(clpa_status st, const char *msg, const grid_plan *p, 
     snprintf(buf, n, "%s %s", clpa_status_name(st), why ? why + 2 : msg);
     return;
   }
-  snprintf(buf, n, "%s v%d part=%d g=%d sg=%d parts=%d thr=%d kv=%d ls=%d chunk=%d pipe=%d nreg=%d",
-           paths[p->path & 3], p->v2 ? 2 : 1, p->partition, p->heads_per_group, p->sg, p->max_parts,
-           p->threads, p->key_vectors, p->logits_stride, p->chunk, p->pipe, p->maxnreg);
+  const int at = snprintf(buf, n, "%s v%d part=%d g=%d sg=%d parts=%d thr=%d kv=%d ls=%d chunk=%d"
+                          " pipe=%d nreg=%d", paths[p->path & 3], p->v2 ? 2 : 1, p->partition,
+                          p->heads_per_group, p->sg, p->max_parts, p->threads, p->key_vectors,
+                          p->logits_stride, p->chunk, p->pipe, p->maxnreg);
+  if (p->list_entries && at > 0 && (size_t)at < n)
+    snprintf(buf + at, n - (size_t)at, " list=%d", p->list_entries);
 }
 
 /* 64-bit FNV-1a over the lines of a grid. */

@@ -1315,6 +1315,57 @@ static void test_events(void) {
   attn_scene_free(&in);
 }
 
+/* The planning models below (test_plan, test_warps, test_widen, test_mma_heads) are the blind
+ * rectangle's and the host plans': they run on a context over the same OpenCL objects made with
+ * CLPA_DECODE_WORK_LIST=off. Where the tuning row has the device make a list in place of the
+ * rectangle (NVIDIA), the main context's blind plan of a skewed batch takes one, at the row's
+ * 256-token floor (test_host_planner and --device-list check the lists themselves). */
+static void test_models(int fp8_too) {
+  clpa_device_info info;
+  clpa_context_device_info(ctx, &info);
+  if (fp8_too) { /* the rule in force on the main context */
+    static const int32_t skew[3] = {4096, 0, 0};
+    clpa_kv_layout kv;
+    clpa_kv_layout_init(&kv, F16, 256, 16, 1, 64);
+    clpa_decode_params p;
+    clpa_decode_params_init(&p);
+    p.num_seqs = 3, p.num_heads = 1, p.kv = kv, p.max_blocks_per_seq = 256;
+    p.max_context_len = skew[0], p.scale = 0.125f, p.path = CLPA_DECODE_PATH_MMA;
+    clpa_plan *plan = NULL;
+    clpa_plan_info pi = {0};
+    const clpa_status st = clpa_plan_decode(ctx, &p, &plan);
+    if (st == CLPA_OK) clpa_plan_describe(plan, &pi);
+    clpa_plan_release(plan);
+    const int nvidia = mma_real() && strstr(info.vendor, "NVIDIA") != NULL;
+    ok(st == CLPA_OK && (nvidia ? pi.list_entries > 3 && pi.partition_size == 256
+                                : pi.list_entries == 0),
+       "mma plan of 3 sequences without host lengths: %s (%d entries, partition %d)",
+       nvidia ? "a list the device makes, 256-token floor (NVIDIA's row)" : "the rectangle",
+       pi.list_entries, pi.partition_size);
+  }
+  clpa_context_config cfg;
+  clpa_context_config_init(&cfg);
+  cfg.cl_ctx = clpa_context_cl_context(ctx), cfg.cl_dev = clpa_context_cl_device(ctx);
+  cfg.cl_queue = clpa_context_cl_queue(ctx), cfg.lanes = info.lanes;
+  clpa_context *main_ctx = ctx, *rect = NULL;
+  setenv("CLPA_DECODE_WORK_LIST", "off", 1);
+  const clpa_status st = clpa_context_create(&cfg, &rect);
+  unsetenv("CLPA_DECODE_WORK_LIST");
+  if (!ok(st == CLPA_OK, "a context with CLPA_DECODE_WORK_LIST=off (%s)", clpa_last_error()))
+    return;
+  ctx = rect;
+  if (fp8_too) {
+    test_plan(F16);
+    const dcase fp8_plan = {3, 1, 1, 64, 16, 4096, E4M3, F32, AUTO, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+    if (mma_applies(&fp8_plan)) test_plan(E4M3);
+  }
+  test_warps();
+  test_widen();
+  test_mma_heads();
+  ctx = main_ctx;
+  clpa_context_destroy(rect);
+}
+
 /* --device-list (CLPA_DECODE_WORK_LIST=on, no host lengths): the mma path's v2 plans at their
  * own partitions take a list that clpa_decode_mma_list makes from the lengths the device holds
  * (clpa_plan_info's list_entries): rows cut into partitions of a share of the batch's work
@@ -1363,9 +1414,7 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < sizeof default_grid / sizeof *default_grid; i++)
       if (mma_applies(&default_grid[i])) run_case(&default_grid[i], CLPA_DECODE_PATH_MMA);
     test_codes(1);
-    test_warps();
-    test_widen();
-    test_mma_heads();
+    test_models(0);
   } else if (argc > 1 && strcmp(argv[1], "--layouts") == 0) { /* the HND and NHD cases alone */
     test_layouts(1);
   } else if (argc > 1 && strcmp(argv[1], "--csr") == 0) { /* CSR page tables alone, broadly */
@@ -1408,13 +1457,8 @@ int main(int argc, char **argv) {
     test_csr_bad_args();
     test_bad_args();
     test_precision();
-    test_plan(F16);
     test_lanes_plan();
-    const dcase fp8_plan = {3, 1, 1, 64, 16, 4096, E4M3, F32, AUTO, 0, 0, 0, 0, 0, 0, 0, 0, 0};
-    if (mma_applies(&fp8_plan)) test_plan(E4M3);
-    test_warps();
-    test_widen();
-    test_mma_heads();
+    test_models(1);
     test_events();
   }
   return test_context_done(ctx);

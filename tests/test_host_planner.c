@@ -55,7 +55,7 @@ static clpa_decode_shape shape_of(const grid_case *c) {
 static void to_grid_plan(const clpa_decode_decision *d, grid_plan *g) {
   const grid_plan p = {d->path,      d->v2,      d->partition,   d->heads_per_group, d->sg,
                        d->max_parts, d->threads, d->key_vectors, d->logits_stride,   d->chunk,
-                       d->pipe,      d->maxnreg};
+                       d->pipe,      d->maxnreg,  d->list_entries};
   *g = p;
 }
 
@@ -103,7 +103,8 @@ static long device_lists_checked; /* broken_device_list's plans with a device li
  * them, no row past max_parts partitions and all of them within the entries. */
 static const char *broken_device_list(const clpa_decode_shape *s, const clpa_device_facts *dev,
                                       const clpa_decode_decision *d, const clpa_decode_tuning *t) {
-  const int on = s->work_list > 0 || (s->work_list == 0 && t->mma_device_list > 0);
+  const int on = s->work_list > 0 ||
+                 (s->work_list == 0 && t->mma_device_list > 0 && s->num_seqs > 1);
   if (!(d->path == CLPA_PLANNER_MMA && d->v2 && !s->host_context_lens && on &&
         !s->partition_size && dev->merge_in_launch))
     return d->list_entries ? "a device list where none applies" : NULL;
