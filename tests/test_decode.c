@@ -1366,11 +1366,41 @@ static void test_models(int fp8_too) {
   clpa_context_destroy(rect);
 }
 
+/* A plan the device lists, on bad table entries and a length past max_context_len: the list
+ * kernel counts the bad row as empty, the decode kernel reports both faults, nothing crashes. */
+static void test_device_list_faults(void) {
+  const dcase c = {4, 4, 1, 64, 16, 600, F16, F32, V2, 0, 4, 0, 0, 0, 0, 0, 0, 0};
+  if (!mma_applies(&c)) return;
+  attn_scene in;
+  make_scene(&c, &in);
+  in.tables[1] = -5;                        /* seq 0, block 1 */
+  in.tables[in.max_blocks] = in.num_blocks; /* seq 1, block 0 */
+  in.lens[2] = 5000;                        /* > max_context_len */
+  attn_scene_dev d;
+  clpa_decode_params p;
+  upload(&c, &in, &d, &p);
+  p.path = CLPA_DECODE_PATH_MMA;
+  clpa_plan *plan = NULL;
+  clpa_plan_info info = {0};
+  if (clpa_plan_decode(ctx, &p, &plan) == CLPA_OK) clpa_plan_describe(plan, &info);
+  clpa_plan_release(plan);
+  ok(info.list_entries > c.seqs && clpa_decode(ctx, &p) == CLPA_OK,
+     "a listed decode (%d entries) with bad table entries and a bad length is enqueued",
+     info.list_entries);
+  int32_t f = 0;
+  const clpa_status st = clpa_context_check_faults(ctx, &f);
+  ok(st == CLPA_ERR_BAD_BLOCK && (f & CLPA_FAULT_BAD_BLOCK) && (f & CLPA_FAULT_BAD_CONTEXT_LEN),
+     "its faults reported: 0x%x, %s", f, clpa_context_last_error(ctx));
+  attn_scene_release(&d);
+  attn_scene_free(&in);
+}
+
 /* --device-list (CLPA_DECODE_WORK_LIST=on, no host lengths): the mma path's v2 plans at their
  * own partitions take a list that clpa_decode_mma_list makes from the lengths the device holds
  * (clpa_plan_info's list_entries): rows cut into partitions of a share of the batch's work
  * (with one KV head's 4 query heads a work-group, up to 3 a row on 2 compute units), void
- * entries after them; windows, fp8, f32, ALiBi, sinks, soft caps; padded and CSR tables. */
+ * entries after them; windows, fp8, f32, ALiBi, sinks, soft caps; padded and CSR tables; bad
+ * table entries and lengths reported as faults. */
 static void test_device_list(void) {
   /* seqs heads kvh hs bs ctx kv io variant part hpg alibi window softcap sinks lse q_pad dev */
   static const dcase cases[] = {
@@ -1388,6 +1418,7 @@ static void test_device_list(void) {
   for (size_t i = 0; i < 2; i++)
     if (mma_applies(&cases[i])) run_case(&cases[i], CLPA_DECODE_PATH_MMA);
   csr = 0, plan_as_long = 0, want_device_list = 0;
+  test_device_list_faults();
 }
 
 int main(int argc, char **argv) {
