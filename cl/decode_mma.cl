@@ -453,8 +453,8 @@ inline mma_extent mma_extent_of(int L, int window, int max_context_len, int repo
  * kernel, host/decode_planner.c's plan_mma_device_list). The rows' chunks summed (total), a
  * share of max(PCH, total x groups / want) chunks a partition (at most a row's longest), row i
  * cut evenly into n = max(1, ceil(chunks_i / share)) partitions: entries {i, p, n,
- * ceil(chunks_i / n)} in row order, then void ones {0, 0, 0, -1} up to `entries`. So a row has at most
- * ceil(want / groups) partitions, and the entries are at most num_seqs + that. */
+ * ceil(chunks_i / n)} in row order, then void ones {0, 0, 0, -1} up to `entries`. So a row
+ * has at most ceil(want / groups) partitions, and the entries are at most num_seqs + that. */
 __kernel __attribute__((reqd_work_group_size(LIST_THREADS, 1, 1))) void clpa_decode_mma_list(
     KERNEL_PARAMS(DECODE_LIST_ARG_LIST) PAGE_PARAMS) {
   __local long sums[LIST_THREADS];
@@ -567,8 +567,8 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
   }
   const int kv_head = head0 / (num_heads / num_kv_heads);
   /* The row's chunks (16 tokens from the window's start): partition p
-   * takes chunks [p PCH, (p + 1) PCH) (pch: the device list's share), its warps in turn, or on NVIDIA
-   * as they ask (step 2). The length, the queries and the first chunk's
+   * takes chunks [p PCH, (p + 1) PCH) (pch: the row's own in a device list), its warps in
+   * turn, or on NVIDIA as they ask (step 2). The length, the queries and the first chunk's
    * table entries are read together (one round trip to memory instead of
    * three before the first K/V load); the entries again only where a
    * sliding window moves the start. */
