@@ -598,8 +598,9 @@ CLPA_API clpa_status clpa_run(clpa_plan *plan, const clpa_attn_inputs *in);
  * any within max_context_len: a sequence's last listed partition runs to
  * its length). list_entries: without host lengths, on the same path, the
  * list a small kernel makes before each run from the lengths the device
- * holds (partitions of a share of the batch's work), where the tuning
- * table's rule or CLPA_DECODE_WORK_LIST=on asks for it; 0: the grid. */
+ * holds (partitions of a share of the batch's work, partition_size their
+ * floor), where the tuning table's rule or CLPA_DECODE_WORK_LIST=on asks
+ * for it; 0: the grid. */
 typedef struct clpa_plan_info {
   int32_t path;
   clpa_decode_variant variant;
