@@ -571,6 +571,9 @@ static void print_table(const decode_args *a, const bench_env *env, const bench_
   if (f->paged_gbps > 0)
     printf("paged read  %.2f GB/s (the same blocks read, nothing computed); %.3f of it\n",
            f->paged_gbps, gbps / f->paged_gbps);
+  if (f->work_pairs > 0 || f->list_entries > 0)
+    printf("work list   %lld partitions listed by the host, %d entries by the device\n",
+           (long long)f->work_pairs, f->list_entries);
   if (s->plan_run)
     printf("host        %s a plan, %s a run, %s a clpa_decode call (enqueue); %lld"
            " partitions listed\n",
