@@ -589,13 +589,13 @@ static void plan_mma_device_list(const clpa_decode_shape *s, const clpa_device_f
     return;
   const int g = c->heads_per_group, warps = 4;
   const int64_t groups = s->num_heads / g, want = 3L * cus / 2 > 0 ? 3L * cus / 2 : 1;
+  const int64_t shares = (want + groups - 1) / groups; /* a row's partitions at most */
   const int floor = round_up(t->mma_device_list > 0 ? t->mma_device_list : 256, unit);
-  /* a row's chunks are at most the longest context's: no more partitions than at the floor */
-  int64_t mp = (want + groups - 1) / groups;
-  if (mp > ceil_div(max_ctx, floor)) mp = ceil_div(max_ctx, floor);
-  if (s->num_seqs + (want + groups - 1) / groups > CLPA_PLANNER_WORK_LIST_MAX ||
+  if (s->num_seqs + shares > CLPA_PLANNER_WORK_LIST_MAX ||
       !mma_width_fits(dev, g, s->head_size, warps))
     return;
+  /* a row's chunks are at most the longest context's: no more partitions than at the floor */
+  const int64_t mp = shares < ceil_div(max_ctx, floor) ? shares : ceil_div(max_ctx, floor);
   c->partition = floor;
   c->threads = 32 * warps;
   c->max_parts = (int)mp;
@@ -603,7 +603,7 @@ static void plan_mma_device_list(const clpa_decode_shape *s, const clpa_device_f
   c->pipe = 0;
   c->local_bytes = mma_local_bytes(dev, g, s->head_size, warps);
   c->work_pairs = 0;
-  c->list_entries = (int32_t)(s->num_seqs + (want + groups - 1) / groups);
+  c->list_entries = (int32_t)(s->num_seqs + shares);
   c->list_want = (int32_t)want;
 }
 

@@ -160,8 +160,8 @@ clpa_status clpa_faults_buffer(clpa_context *ctx, cl_mem *out);
 clpa_status clpa_part_counts(clpa_context *ctx, size_t n, cl_mem *out);
 /* Temporary buffer number slot (< CLPA_SCRATCH_SLOTS: 0-2 decode v2's partials and xattn's
  * statistics, 3 xattn's, 4-5 a prefill call's work list, 6 a decode call's, or the list a decode
- * run makes on the device) of at least `size`
- * bytes, contents undefined. The queue is in order, so a later call may reuse it. */
+ * run makes on the device) of at least `size` bytes, contents undefined. The queue is in order,
+ * so a later call may reuse it. */
 clpa_status clpa_scratch(clpa_context *ctx, int slot, size_t size, cl_mem *out);
 /* The ring's next staging array for a one call's work list, of at least `words` words, once the
  * write that last read it is done: a call waits only when the host is CLPA_STAGING_RING calls

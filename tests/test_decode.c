@@ -164,6 +164,16 @@ static void padded_results(clpa_decode_params *p, attn_scene_dev *d, void **out,
   if (d->lse) test_read(ctx, d->lse, *lse, d->lse_bytes), test_poison(ctx, d->lse, d->lse_bytes);
 }
 
+/* The plan clpa_decode makes for p, described into *info (zeroed where it cannot be made). */
+static clpa_status plan_info_of(const clpa_decode_params *p, clpa_plan_info *info) {
+  clpa_plan *plan = NULL;
+  memset(info, 0, sizeof *info);
+  const clpa_status st = clpa_plan_decode(ctx, p, &plan);
+  if (st == CLPA_OK) clpa_plan_describe(plan, info);
+  clpa_plan_release(plan);
+  return st;
+}
+
 static int run_case(const dcase *c, clpa_decode_path path) {
   char name[300], shape[256];
   describe(c, shape, sizeof shape);
@@ -206,10 +216,8 @@ static int run_case(const dcase *c, clpa_decode_path path) {
   void *padded_out = NULL, *padded_lse = NULL;
   if (csr) padded_results(&p, &d, &padded_out, &padded_lse), use_csr(&in, &d, &p);
   if (want_device_list && mma) {
-    clpa_plan *plan = NULL;
-    clpa_plan_info info = {0};
-    if (clpa_plan_decode(ctx, &p, &plan) == CLPA_OK) clpa_plan_describe(plan, &info);
-    clpa_plan_release(plan);
+    clpa_plan_info info;
+    plan_info_of(&p, &info);
     good &= ok(info.list_entries > c->seqs, "its plan takes a list of %d entries the device makes",
                info.list_entries);
   }
@@ -473,17 +481,23 @@ static int run_full(void) {
   return fails;
 }
 
+/* Case c's scene with two bad table entries (seq 0's block 1, seq 1's block 0) and seq 2's
+ * length past max_context_len, uploaded into d and p. */
+static void faulty_scene(const dcase *c, attn_scene *in, attn_scene_dev *d, clpa_decode_params *p) {
+  make_scene(c, in);
+  in->tables[1] = -5;
+  in->tables[in->max_blocks] = in->num_blocks;
+  in->lens[2] = c->max_ctx + 900;
+  upload(c, in, d, p);
+}
+
 /* Bad block ids and context lengths are never followed; they set faults. */
 static void test_faults(void) {
   dcase c = {4, 4, 2, 64, 16, 100, F16, F32, V1, 32, 0, 0, 0, 0, 0, 0, 0, 0};
   attn_scene in;
-  make_scene(&c, &in);
-  in.tables[1] = -5;             /* seq 0, block 1 */
-  in.tables[in.max_blocks] = in.num_blocks; /* seq 1, block 0 */
-  in.lens[2] = 1000;             /* > max_context_len */
   attn_scene_dev d;
   clpa_decode_params p;
-  upload(&c, &in, &d, &p);
+  faulty_scene(&c, &in, &d, &p);
   static const clpa_decode_path paths[] = {CLPA_DECODE_PATH_AUTO, CLPA_DECODE_PATH_MMA};
   static const char *const names[] = {"auto", "mma"};
   for (int k = 0; k < 2; k++)
@@ -1331,11 +1345,8 @@ static void test_models(int fp8_too) {
     clpa_decode_params_init(&p);
     p.num_seqs = 3, p.num_heads = 1, p.kv = kv, p.max_blocks_per_seq = 256;
     p.max_context_len = skew[0], p.scale = 0.125f, p.path = CLPA_DECODE_PATH_MMA;
-    clpa_plan *plan = NULL;
-    clpa_plan_info pi = {0};
-    const clpa_status st = clpa_plan_decode(ctx, &p, &plan);
-    if (st == CLPA_OK) clpa_plan_describe(plan, &pi);
-    clpa_plan_release(plan);
+    clpa_plan_info pi;
+    const clpa_status st = plan_info_of(&p, &pi);
     const int nvidia = mma_real() && strstr(info.vendor, "NVIDIA") != NULL;
     ok(st == CLPA_OK && (nvidia ? pi.list_entries > 3 && pi.partition_size == 256
                                 : pi.list_entries == 0),
@@ -1372,18 +1383,12 @@ static void test_device_list_faults(void) {
   const dcase c = {4, 4, 1, 64, 16, 600, F16, F32, V2, 0, 4, 0, 0, 0, 0, 0, 0, 0};
   if (!mma_applies(&c)) return;
   attn_scene in;
-  make_scene(&c, &in);
-  in.tables[1] = -5;                        /* seq 0, block 1 */
-  in.tables[in.max_blocks] = in.num_blocks; /* seq 1, block 0 */
-  in.lens[2] = 5000;                        /* > max_context_len */
   attn_scene_dev d;
   clpa_decode_params p;
-  upload(&c, &in, &d, &p);
+  faulty_scene(&c, &in, &d, &p);
   p.path = CLPA_DECODE_PATH_MMA;
-  clpa_plan *plan = NULL;
-  clpa_plan_info info = {0};
-  if (clpa_plan_decode(ctx, &p, &plan) == CLPA_OK) clpa_plan_describe(plan, &info);
-  clpa_plan_release(plan);
+  clpa_plan_info info;
+  plan_info_of(&p, &info);
   ok(info.list_entries > c.seqs && clpa_decode(ctx, &p) == CLPA_OK,
      "a listed decode (%d entries) with bad table entries and a bad length is enqueued",
      info.list_entries);
