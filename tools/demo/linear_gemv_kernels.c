@@ -45,7 +45,7 @@
  * halves. D: .x .y = (column g, rows 2t, 2t + 1), .z .w = column g + 8.
  * Elsewhere (no DEMO_PTX) each lane computes its D's sums straight from
  * device memory (slow: for tests only, so that the kernel's bookkeeping
- * runs on PoCL).
+ * runs on PoCL; Q4_K and Q5_K by KSC's arithmetic and quant reads).
  *
  * Grid: (32 KW ceil(rows / (8 NT)), ceil(n / (16 CT))); row blocks vary
  * fastest, so that a column tile's blocks run together and read its
@@ -143,7 +143,7 @@ const char *const demo_linear_gemv_source[] = {
     "#define KSC 0\n"
     "#endif\n",
     /* (a part of its own: C's 4095 characters a literal) */
-    "#if KSC\n"
+    "#if DEMO_WDT == 5 || DEMO_WDT == 6\n"
     "/* Q4_K and Q5_K on the tensor cores: the quants go in as they are (exact in f16) and a chunk's\n"
     " * products take its sub-block's scale and min after the product, d P - m S (P: the quants\n"
     " * times the activations, S: the activations' sum, from an mma with ones). A pair of weights\n"
@@ -175,6 +175,7 @@ const char *const demo_linear_gemv_source[] = {
     "#endif\n"
     "  return (float4)(d * s0.x, dm * s0.y, d * s1.x, dm * s1.y);\n"
     "}\n"
+    "#if KSC\n"
     "/* two quants at bits s and s + 16 of v as an f16 pair: 1024 + q by the exponent, less 1024 */\n"
     "inline uint qpair(uint v, int s) {\n"
     "  uint r;\n"
@@ -185,6 +186,7 @@ const char *const demo_linear_gemv_source[] = {
     "inline uint4 kdec(uint2 q, int s) {\n"
     "  return (uint4)(qpair(q.x, s), qpair(q.x, s + 8), qpair(q.y, s), qpair(q.y, s + 8));\n"
     "}\n"
+    "#endif\n"
     "#if AH\n"
     "#error \"KSC: f32 activations (linear.c gives f16 ones to f16 weights alone)\"\n"
     "#endif\n"
@@ -223,6 +225,35 @@ const char *const demo_linear_gemv_source[] = {
     "  }\n"
     "  return s;\n"
     "}\n"
+    "#endif\n",
+    /* (a part of its own: C's 4095 characters a literal) */
+    "#if !DEMO_PTX\n"
+    "#if DEMO_WDT == 5 || DEMO_WDT == 6\n"
+    "/* KSC's arithmetic for the same sums: chunk kk's d P - m S, the quants read by kquant_raw a\n"
+    " * lane's 8 at a time as NVIDIA's lanes read them */\n"
+    "inline float kdot32(__global const uchar *w, __global const at_t *a, int kk) {\n"
+    "  const int e = kk % QK, hi = e % 64 >= 32;\n"
+    "  __global const uchar *b = w + (size_t)(kk / QK) * QB;\n"
+    "  float p = 0.0f, s = 0.0f, d = 0.0f, m = 0.0f;\n"
+    "  for (int q = 0; q < 4; q++) {\n"
+    "    uint2 qv[QN];\n"
+    "    const float4 sv = kquant_raw(b, e - 32 * hi + 8 * q, qv);\n"
+    "    d = hi ? sv.z : sv.x, m = hi ? sv.w : sv.y;\n"
+    "    const uint2 v = (QSEL(qv, hi) >> (uint2)(QS(hi))) & (uint2)(QM | QM << 8);\n"
+    "    const uint4 aq = ACHUNK(a, kk + 8 * q);\n"
+    "    const uint av[4] = {aq.x, aq.y, aq.z, aq.w};\n"
+    "    for (int i = 0; i < 8; i++) {\n"
+    "      const float2 x = unpack2(av[i / 2]);\n"
+    "      const float xi = i % 2 ? x.y : x.x;\n"
+    "      p += xi * (float)(((i < 4 ? v.x : v.y) >> (8 * (i % 4))) & 0xffu), s += xi;\n"
+    "    }\n"
+    "  }\n"
+    "  return d * p - m * s;\n"
+    "}\n"
+    "#define DOT32 kdot32\n"
+    "#else\n"
+    "#define DOT32 dot32\n"
+    "#endif\n"
     "#endif\n"
     "\n",
     "__kernel __attribute__((reqd_work_group_size(32 * KW, 1, 1)))\n"
@@ -306,8 +337,8 @@ const char *const demo_linear_gemv_source[] = {
     "    __global const at_t *a1 = A + (size_t)min(r0 + 8 * i + 2 * t + 1, rows - 1) * k;\n"
     "    for (int c = 0; c < CT; c++)\n"
     "      for (int ch = cb; ch < ce; ch++)\n"
-    "        acc[i][c] += (float4)(dot32(wr[c][0], a0, 32 * ch), dot32(wr[c][0], a1, 32 * ch),\n"
-    "                              dot32(wr[c][1], a0, 32 * ch), dot32(wr[c][1], a1, 32 * ch));\n"
+    "        acc[i][c] += (float4)(DOT32(wr[c][0], a0, 32 * ch), DOT32(wr[c][0], a1, 32 * ch),\n"
+    "                              DOT32(wr[c][1], a0, 32 * ch), DOT32(wr[c][1], a1, 32 * ch));\n"
     "  }\n"
     "#endif\n"
     "  /* the warps' sums, added in warp order; D's element e of row tile i\n"
