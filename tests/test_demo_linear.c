@@ -592,13 +592,14 @@ int main(void) {
         run_case(lv, DEMO_LINEAR_GEMV, DEMO_W_F16, 5, wide, 64, 1, 0);
       }
       if (s == 1) block_forms(lv, DEMO_LINEAR_GEMV, 20, 400, 3);
-      /* Q4_K and Q5_K, whose route on NVIDIA scales a chunk's products (linear_gemv_kernels.c
-       * KSC): every shape, one to two row tiles, k of one block (16 warps: some without
-       * chunks) to several */
-      for (size_t q = 0; q < 2; q++) {
+      /* Q4_K, Q5_K and Q6_K, whose routes on NVIDIA scale a chunk's products
+       * (linear_gemv_kernels.c KSC, KS6): every shape, one to two row tiles, k of one block (16
+       * warps: some without chunks) to several, rows of odd blocks (Q6_K: both alignments) */
+      for (size_t q = 0; q < 3; q++) {
+        const demo_wfmt kf[] = {DEMO_W_Q4_K, DEMO_W_Q5_K, DEMO_W_Q6_K};
         const int32_t kr[] = {1, 11, 16}, kq = 256 * (1 + (int32_t)rng_below(s == 2 ? 1 : 4));
-        run_case(lv, DEMO_LINEAR_GEMV, q ? DEMO_W_Q5_K : DEMO_W_Q4_K, kr[(s + q) % 3],
-                 20 + (int32_t)rng_below(200), kq, (int)((s + q) % 2), 0);
+        run_case(lv, DEMO_LINEAR_GEMV, kf[q], kr[(s + q) % 3], 20 + (int32_t)rng_below(200), kq,
+                 (int)((s + q) % 2), 0);
       }
       /* the shape rule: at most gemv_ct tiles and 32 KB of sums; fewer tiles only where more
        * would leave fewer than 16 warps a compute unit */
