@@ -94,12 +94,12 @@ static double ref_dot(const float *a, const float *w, int32_t k, double v, doubl
 }
 
 /* v of ref_dot for the 16-bit tensor-core kernels (the tiled GEMM and gemv), which round the
- * activations to the weights' type (f16 for block forms, whose weights they round to f16
- * too): 0 where the activations come in as f16 already (half). */
+ * activations to the weights' type (f16 for block forms, whose weights they may round to f16
+ * too): none of the activations' where they come in as f16 already (half). */
 static double rounding_16(demo_wfmt dt, int half) {
   const demo_wfmt base = demo_wfmt_untiled(dt);
-  return half ? 0 : base == DEMO_W_F16 ? 0x1p-11 : base == DEMO_W_BF16 ? 0x1p-8
-                                                 : 0x1p-11 + 0x1p-11 + 0x1p-22;
+  if (base == DEMO_W_F16 || base == DEMO_W_BF16) return half ? 0 : base == DEMO_W_F16 ? 0x1p-11 : 0x1p-8;
+  return half ? 0x1p-11 : 0x1p-11 + 0x1p-11 + 0x1p-22;
 }
 
 /* half: A goes in as f16 (demo_linear_run_f16), the reference taking it rounded */
@@ -381,8 +381,9 @@ static void block_forms(demo_linear *l, demo_linear_engine e, uint32_t max_rows,
                         uint32_t kmax) {
   for (size_t q = 0; q < 5; q++) {
     const int32_t kq = (quants[q] <= DEMO_W_Q4_0 ? 32 : 256) * (1 + (int32_t)rng_below(kmax));
+    /* gemv takes f16 activations too (demo_linear_takes_f16): every other form with them */
     run_case(l, e, quants[q], 1 + (int32_t)rng_below(max_rows), 20 + (int32_t)rng_below(max_n), kq,
-             (int)(q % 2), 0);
+             (int)(q % 2), e == DEMO_LINEAR_GEMV && q % 2 == 0);
   }
 }
 
@@ -570,6 +571,7 @@ int main(void) {
       if (s == 2) { /* and from ggml's blocks */
         run_swiglu_case(lv, DEMO_LINEAR_GEMV, DEMO_W_Q8_0, 3, 48, 64, 0, 1);
         run_swiglu_case(lv, DEMO_LINEAR_GEMV, DEMO_W_Q4_K, 9, 32, 256, 0, 0);
+        run_swiglu_case(lv, DEMO_LINEAR_GEMV, DEMO_W_Q6_K, 16, 48, 512, 1, 1);
       }
       /* RoPE and the cache write from the epilogue: head sizes off and on the tiles of 16,
        * f32 and f16 in and caches, every row block */
@@ -581,6 +583,7 @@ int main(void) {
                         32 * (1 + (int32_t)rng_below(s == 2 ? 6 : 12)), (int)(i % 2),
                         (int)((i + s) % 2));
         if (s == 1) run_rope_case(lv, DEMO_W_Q6_K, 5, 2, 1, 16, 256, 0, 1);
+        if (s == 2) run_rope_case(lv, DEMO_W_Q4_K, 11, 2, 1, 32, 512, 1, 1);
       }
       if (s) { /* enough columns for the most tiles on this device: 16 warps a compute unit */
         int32_t ct, kw;
@@ -598,8 +601,9 @@ int main(void) {
       for (size_t q = 0; q < 3; q++) {
         const demo_wfmt kf[] = {DEMO_W_Q4_K, DEMO_W_Q5_K, DEMO_W_Q6_K};
         const int32_t kr[] = {1, 11, 16}, kq = 256 * (1 + (int32_t)rng_below(s == 2 ? 1 : 4));
-        run_case(lv, DEMO_LINEAR_GEMV, kf[q], kr[(s + q) % 3], 20 + (int32_t)rng_below(200), kq,
-                 (int)((s + q) % 2), 0);
+        for (int h = 0; h < 2; h++) /* f32 and f16 activations */
+          run_case(lv, DEMO_LINEAR_GEMV, kf[q], kr[(s + q + h) % 3], 20 + (int32_t)rng_below(200),
+                   kq, (int)((s + q + h) % 2), h);
       }
       /* the shape rule: at most gemv_ct tiles and 32 KB of sums; fewer tiles only where more
        * would leave fewer than 16 warps a compute unit */
@@ -695,9 +699,13 @@ int main(void) {
          "f16 activations refused with %s: %s", no[i].what, demo_last_error());
     ok(demo_linear_takes_f16(l, DEMO_LINEAR_GEMM, 2, 32, DEMO_W_F16) &&
            demo_linear_takes_f16(la, DEMO_LINEAR_GEMV, 2, 32, DEMO_W_F16) &&
-           !demo_linear_takes_f16(l, DEMO_LINEAR_GEMV, 2, 32, DEMO_W_BF16),
+           !demo_linear_takes_f16(l, DEMO_LINEAR_GEMV, 2, 32, DEMO_W_BF16) &&
+           demo_linear_takes_f16(la, DEMO_LINEAR_GEMV, 2, 256, DEMO_W_Q4_K) &&
+           demo_linear_takes_f16(l, DEMO_LINEAR_GEMV, 2, 32, DEMO_W_Q8_0) &&
+           !demo_linear_takes_f16(l, DEMO_LINEAR_GEMM, 40, 256, DEMO_W_Q4_K) &&
+           !demo_linear_takes_f16(l, DEMO_LINEAR_STREAM, 2, 256, DEMO_W_Q6_K),
        "f16 activations taken by the tiled GEMM and gemv with f16 weights (gemv whatever"
-       " gemm_f16a says), not with bf16 ones");
+       " gemm_f16a says) and by gemv alone with ggml's blocks, not with bf16 weights");
     demo_linear_destroy(la);
     clReleaseMemObject(b);
   }

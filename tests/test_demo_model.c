@@ -311,7 +311,7 @@ static void argmax_rows(clpa_context *ctx, cl_program p, int32_t n) {
   free(v);
 }
 
-/* demo_rmsnorm (f32), demo_rmsnorm_h (f16) and demo_rmsnorm_rows over R rows of n */
+/* demo_rmsnorm (f32), demo_rmsnorm_h (f16) and demo_rmsnorm_rows (f32, f16) over R rows of n */
 static void rmsnorm_rows(clpa_context *ctx, cl_program p, int32_t n, int wg) {
   enum { R = 5 };
   const float eps = 1e-5f;
@@ -334,33 +334,34 @@ static void rmsnorm_rows(clpa_context *ctx, cl_program p, int32_t n, int wg) {
   cl_mem dy = test_buffer(ctx, NULL, sizeof(float) * nx), dh = test_buffer(ctx, NULL, 2 * nx);
   const cl_int cn = n;
   const size_t g = (size_t)R * wg, l = (size_t)wg;
-  double worst[3] = {0, 0, 0};
-  for (int v = 0; v < 3; v++) {
+  double worst[4] = {0, 0, 0, 0};
+  for (int v = 0; v < 4; v++) {
+    const cl_int half = v % 2; /* v 1, 3: f16 out */
     cl_kernel k = kernel_of(p, v == 0 ? "demo_rmsnorm" : v == 1 ? "demo_rmsnorm_h" : "demo_rmsnorm_rows");
-    cl_mem dst = v == 1 ? dh : dy;
-    test_poison(ctx, dst, v == 1 ? 2 * nx : sizeof(float) * nx);
+    cl_mem dst = half ? dh : dy;
+    test_poison(ctx, dst, half ? 2 * nx : sizeof(float) * nx);
     if (v < 2)
       set_args(k, 5, (const size_t[]){sizeof dx, sizeof dw, sizeof dst, 4, 4},
                (const void *const[]){&dx, &dw, &dst, &cn, &eps});
     else
-      set_args(k, 6, (const size_t[]){sizeof dx, sizeof dr, sizeof dw, sizeof dst, 4, 4},
-               (const void *const[]){&dx, &dr, &dw, &dst, &cn, &eps});
+      set_args(k, 7, (const size_t[]){sizeof dx, sizeof dr, sizeof dw, sizeof dst, 4, 4, 4},
+               (const void *const[]){&dx, &dr, &dw, &dst, &cn, &eps, &half});
     run_kernel(ctx, k, 1, &g, &l);
-    if (v == 1) test_read(ctx, dh, yh, 2 * nx);
+    if (half) test_read(ctx, dh, yh, 2 * nx);
     else test_read(ctx, dy, y, sizeof(float) * nx);
     for (int32_t r = 0; r < R; r++)
       for (int32_t i = 0; i < n; i++) {
-        const size_t at = (size_t)r * n + i, from = (size_t)(v == 2 ? rows[r] : r) * n + i;
-        const double got = v == 1 ? clpa_f16_to_f32(yh[at]) : y[at];
+        const size_t at = (size_t)r * n + i, from = (size_t)(v >= 2 ? rows[r] : r) * n + i;
+        const double got = half ? clpa_f16_to_f32(yh[at]) : y[at];
         const double e = fabs(got - want[from]) / fmax(fabs(want[from]), 1e-3);
         worst[v] = isnan(e) ? INFINITY : fmax(worst[v], e);
       }
     clReleaseKernel(k);
   }
   /* f32: a few roundings of the sum and the products; f16: its rounding, 2^-11 */
-  ok(worst[0] <= 1e-5 && worst[1] <= 5e-4 + 1e-5 && worst[2] <= 1e-5,
-     "demo_rmsnorm, _h, _rows over %d rows of %d, work-group %d: worst relative error %.2g, %.2g, %.2g",
-     R, (int)n, wg, worst[0], worst[1], worst[2]);
+  ok(worst[0] <= 1e-5 && worst[1] <= 5e-4 + 1e-5 && worst[2] <= 1e-5 && worst[3] <= 5e-4 + 1e-5,
+     "demo_rmsnorm, _h, _rows (f32, f16) over %d rows of %d, work-group %d: worst relative error"
+     " %.2g, %.2g, %.2g, %.2g", R, (int)n, wg, worst[0], worst[1], worst[2], worst[3]);
   clReleaseMemObject(dx), clReleaseMemObject(dw), clReleaseMemObject(dr);
   clReleaseMemObject(dy), clReleaseMemObject(dh);
   free(x), free(w), free(y), free(yh), free(want);

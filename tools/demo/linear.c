@@ -726,8 +726,8 @@ clpa_status demo_linear_run_qkv_rope(demo_linear *l, demo_linear_engine e, demo_
       (a_half && !demo_linear_takes_f16(l, e, rows, k, w)))
     return demo_fail(CLPA_ERR_INVALID_ARG,
                      "%s: RoPE and the cache write come from gemv alone, with f16, bf16 or"
-                     " block-form weights and k a multiple of 32 (f16 activations in: f16 weights)"
-                     " (%s, %s, %d x %d x %d%s)", fn, demo_linear_engine_name(e), demo_wfmt_name(w),
+                     " block-form weights and k a multiple of 32 (f16 activations in: f16 or"
+                     " block-form weights) (%s, %s, %d x %d x %d%s)", fn, demo_linear_engine_name(e), demo_wfmt_name(w),
                      (int)rows, (int)n, (int)k, a_half ? ", f16 in" : "");
   if (!r || r->hd <= 0 || r->hd % 2 || r->heads <= 0 || r->kv_heads <= 0 ||
       ((int64_t)r->heads + 2 * (int64_t)r->kv_heads) * r->hd != n)
@@ -747,6 +747,9 @@ clpa_status demo_linear_run_qkv_rope(demo_linear *l, demo_linear_engine e, demo_
 int demo_linear_takes_f16(const demo_linear *l, demo_linear_engine e, int32_t rows, int32_t k,
                           demo_wfmt w) {
   if (e == DEMO_LINEAR_AUTO) e = demo_linear_pick(l, rows, k, w);
+  /* gemv on ggml's blocks rounds f32 activations to f16 on the way in: f16 ones are the same
+   * bits at half the bytes, which every work-group reads (record 0029, "f16 activations") */
+  if (w >= DEMO_W_Q8_0 && w < DEMO_W_COUNT) return k % 32 == 0 && e == DEMO_LINEAR_GEMV;
   return demo_wfmt_untiled(w) == DEMO_W_F16 && k % 32 == 0 &&
          (e == DEMO_LINEAR_GEMV || (e == DEMO_LINEAR_GEMM && l->tune.gemm_f16a));
 }
@@ -758,9 +761,9 @@ clpa_status demo_linear_run_f16(demo_linear *l, demo_linear_engine e, demo_wfmt 
   if (st != CLPA_OK || rows == 0) return st;
   if (!demo_linear_takes_f16(l, e, rows, k, w))
     return demo_fail(CLPA_ERR_INVALID_ARG,
-                     "demo_linear_run_f16: f16 activations go to gemv, or the tiled GEMM with the"
-                     " table's gemm_f16a, with f16 weights and k a multiple of 32 (%s, %s, k %d,"
-                     " %d rows)", demo_linear_engine_name(e), demo_wfmt_name(w), (int)k, (int)rows);
+                     "demo_linear_run_f16: f16 activations go to gemv with f16 weights or ggml's"
+                     " blocks, or the tiled GEMM with f16 weights and the table's gemm_f16a, k a"
+                     " multiple of 32 (%s, %s, k %d, %d rows)", demo_linear_engine_name(e), demo_wfmt_name(w), (int)k, (int)rows);
   if (e == DEMO_LINEAR_AUTO) e = demo_linear_pick(l, rows, k, w);
   return (e == DEMO_LINEAR_GEMV ? run_gemv : run_gemm)(l, (int)w, A, W, C, rows, n, k, accumulate,
                                                         ev, 1);

@@ -150,11 +150,11 @@ clpa_status demo_linear_run(demo_linear *l, demo_linear_engine e, demo_wfmt w, c
                             cl_event *ev);
 
 /* Whether the call demo_linear_run(l, e, w, ..., rows, n, k, ...) would make
- * runs faster from f16 activations, by demo_linear_run_f16: w f16, k a
- * multiple of 32 and engine e (AUTO: demo_linear_pick's) gemv, or gemm with
- * the table's gemm_f16a set. The caller then writes A as f16 (rounded to nearest
- * even: what the tiled GEMM does to f32 activations on the way in, so
- * the results are the same bits). */
+ * runs faster from f16 activations, by demo_linear_run_f16: k a multiple of
+ * 32 and engine e (AUTO: demo_linear_pick's) gemv with f16 weights or ggml's
+ * blocks, or gemm with f16 weights and the table's gemm_f16a set. The caller
+ * then writes A as f16 (rounded to nearest even: what those kernels do to f32
+ * activations on the way in, so the results are the same bits). */
 int demo_linear_takes_f16(const demo_linear *l, demo_linear_engine e, int32_t rows, int32_t k,
                           demo_wfmt w);
 

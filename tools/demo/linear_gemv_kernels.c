@@ -19,8 +19,9 @@
  *
  * f16 (DEMO_WDT 1) or bf16 (2) weights, or ggml's blocks (3-7, decoded by
  * WLOAD8 and rounded to f16; on NVIDIA Q4_K and Q5_K go in as their quants,
- * each chunk's products scaled after the product: KSC); A f16 in device memory (AH 1, f16 weights:
- * its producer rounded it) or f32 rounded to the weights' type on the way
+ * each chunk's products scaled after the product: KSC, and Q6_K: KS6); A f16 in device memory
+ * (AH 1, f16 weights or ggml's blocks: its producer rounded it) or f32 rounded to the weights'
+ * type on the way
  * (AH 0: within 2^-11 of each for f16, 2^-8 for bf16); C f32, f32 sums.
  * It is bound by the weights' bytes: each is read once per row block,
  * from device memory straight into registers, 16 bytes a load, no local
@@ -72,7 +73,7 @@ const char *const demo_linear_gemv_source[] = {
     "#error \"OS: 0 for C [rows, n] (+ C), 1 or 2 for SwiGLU's activations f32 or f16, 3 RoPE\"\n"
     "#endif\n"
     "#ifndef AH\n"
-    "#error \"AH: 1 for f16 activations (f16 weights), 0 for f32 ones\"\n"
+    "#error \"AH: 1 for f16 activations (f16 weights or ggml's blocks), 0 for f32 ones\"\n"
     "#endif\n"
     "#if AH\n"
     "typedef ushort at_t;\n"
@@ -124,9 +125,6 @@ const char *const demo_linear_gemv_source[] = {
     " * 16-element sub-block's d sc applied to its mma's products, d sc (P - 32 S). A chunk of 32 k\n"
     " * is one (half, quad) of a block: lane t takes its elements 4t .. 4t + 3 (the first mma: the\n"
     " * first sub-block) and 16 + 4t .. 16 + 4t + 3 (the second), paired {0, 2}, {1, 3}. */\n"
-    "#if AH\n"
-    "#error \"KS6: f32 activations (linear.c gives f16 ones to f16 weights alone)\"\n"
-    "#endif\n"
     "inline uint word4(__global const uchar *p) { /* 4 bytes from a 2-byte aligned p */\n"
     "  if (((ulong)p & 2) == 0) return *(__global const uint *)p;\n"
     "  __global const ushort *h = (__global const ushort *)p;\n"
@@ -152,9 +150,15 @@ const char *const demo_linear_gemv_source[] = {
     "      \"r\"(0x64006400u));\n"
     "  return r;\n"
     "}\n"
-    "inline uint4 k6chunk(__global const float *p) { /* p: the row's element 4t of the chunk */\n"
+    "inline uint4 k6chunk(__global const at_t *p) { /* p: the row's element 4t of the chunk */\n"
+    "#if AH /* f16 pairs (a0, a1), (a2, a3) as (a0, a2), (a1, a3) */\n"
+    "  const uint2 a = vload2(0, (__global const uint *)p), c = vload2(0, (__global const uint *)(p + 16));\n"
+    "  return (uint4)((a.x & 0xffffu) | a.y << 16, a.x >> 16 | (a.y & 0xffff0000u),\n"
+    "                 (c.x & 0xffffu) | c.y << 16, c.x >> 16 | (c.y & 0xffff0000u));\n"
+    "#else\n"
     "  const float4 a = vload4(0, p), c = vload4(0, p + 16);\n"
     "  return (uint4)(pack2(a.x, a.z), pack2(a.y, a.w), pack2(c.x, c.z), pack2(c.y, c.w));\n"
+    "#endif\n"
     "}\n"
     "#endif\n"
     "#endif\n",
@@ -204,12 +208,21 @@ const char *const demo_linear_gemv_source[] = {
     "}\n"
     "#endif\n"
     "#if AH\n"
-    "#error \"KSC: f32 activations (linear.c gives f16 ones to f16 weights alone)\"\n"
-    "#endif\n"
+    "/* f16 pairs (a0, a1), (a2, a3) as (a0, a2), (a1, a3) */\n"
+    "inline uint2 kswap(uint a, uint b) {\n"
+    "  return (uint2)((a & 0xffffu) | b << 16, a >> 16 | (b & 0xffff0000u));\n"
+    "}\n"
+    "inline uint4 khalf8(uint4 v) {\n"
+    "  const uint2 lo = kswap(v.x, v.y), hi = kswap(v.z, v.w);\n"
+    "  return (uint4)(lo.x, lo.y, hi.x, hi.y);\n"
+    "}\n"
+    "#define KCHUNK(p, kk) khalf8(vload4(0, (__global const uint *)((p) + (kk))))\n"
+    "#else\n"
     "inline uint4 kpack8(float8 a) {\n"
     "  return (uint4)(pack2(a.s0, a.s2), pack2(a.s1, a.s3), pack2(a.s4, a.s6), pack2(a.s5, a.s7));\n"
     "}\n"
     "#define KCHUNK(p, kk) kpack8(vload8(0, (p) + (kk)))\n"
+    "#endif\n"
     "#endif\n"
     "\n"
     "#if DEMO_PTX\n"
@@ -270,7 +283,11 @@ const char *const demo_linear_gemv_source[] = {
     "#elif DEMO_WDT == 7\n"
     "/* KS6's arithmetic: chunk kk's d sc (P - 32 S) for its two sub-blocks, the quants read by\n"
     " * q6_raw as NVIDIA's lanes read them */\n"
-    "inline float r16(float v) { return unpack2(pack2(v, 0.0f)).x; }\n"
+    "#if AH\n"
+    "#define R16(a, i) vload_half(i, (__global const half *)(a))\n"
+    "#else\n"
+    "#define R16(a, i) unpack2(pack2((a)[i], 0.0f)).x /* rounded as the tensor cores take it */\n"
+    "#endif\n"
     "inline float q6dot32(__global const uchar *w, __global const at_t *a, int kk) {\n"
     "  __global const uchar *b = w + (size_t)(kk / QK) * QB;\n"
     "  float p0 = 0.0f, p1 = 0.0f, s0 = 0.0f, s1 = 0.0f;\n"
@@ -279,7 +296,7 @@ const char *const demo_linear_gemv_source[] = {
     "    uint2 q;\n"
     "    sv = q6_raw(b, kk % QK, t, &q);\n"
     "    for (int i = 0; i < 4; i++) {\n"
-    "      const float x0 = r16(a[kk + 4 * t + i]), x1 = r16(a[kk + 16 + 4 * t + i]);\n"
+    "      const float x0 = R16(a, kk + 4 * t + i), x1 = R16(a, kk + 16 + 4 * t + i);\n"
     "      p0 += x0 * (float)((q.x >> (8 * i)) & 0xffu), s0 += x0;\n"
     "      p1 += x1 * (float)((q.y >> (8 * i)) & 0xffu), s1 += x1;\n"
     "    }\n"

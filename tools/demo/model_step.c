@@ -440,9 +440,10 @@ clpa_status demo_model_forward(demo_model *m, clpa_cache *cache, const demo_batc
   layer_ops = m->ops - layer_ops;
 
   size_t ng = (size_t)S * m->norm_wg, nl = (size_t)m->norm_wg;
-  TRY(launch(m, K_RMSNORM_ROWS, 1, &ng, &nl, 6, ARG(m->x), ARG(m->last_rows), ARG(m->d_final_norm),
-             ARG(m->xl), ARG(c->hidden), ARG(c->norm_eps)));
-  TRY(gemm(m, 0, DEMO_MAT_LM_HEAD, m->xl, m->d_lm_head, m->logits, S, c->vocab, c->hidden, 0, 0));
+  const cl_int hl = takes_f16(m, 0, DEMO_MAT_LM_HEAD, S, c->hidden);
+  TRY(launch(m, K_RMSNORM_ROWS, 1, &ng, &nl, 7, ARG(m->x), ARG(m->last_rows), ARG(m->d_final_norm),
+             ARG(m->xl), ARG(c->hidden), ARG(c->norm_eps), ARG(hl)));
+  TRY(gemm(m, 0, DEMO_MAT_LM_HEAD, m->xl, m->d_lm_head, m->logits, S, c->vocab, c->hidden, 0, hl));
   const cl_int parts = demo_argmax_parts(c->vocab), part_len = (c->vocab + parts - 1) / parts;
   size_t pg[2] = {(size_t)parts * DEMO_WG, (size_t)S}, pl[2] = {DEMO_WG, 1};
   TRY(launch(m, K_ARGMAX_PART, 2, pg, pl, 5, ARG(m->logits), ARG(c->vocab), ARG(part_len),
