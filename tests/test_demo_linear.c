@@ -387,6 +387,30 @@ static void block_forms(demo_linear *l, demo_linear_engine e, uint32_t max_rows,
   }
 }
 
+/* The tiled GEMM over block-form weights dt through an f16 copy (lq, gemm_dq_rows) and with the
+ * blocks decoded in its loads (lk, the same shape otherwise): the same bits, f32 activations. */
+static void same_bits_dq(demo_linear *lq, demo_linear *lk, demo_wfmt dt, int32_t rows, int32_t n,
+                         int32_t k) {
+  const size_t an = (size_t)rows * k, cn = (size_t)rows * n;
+  float *a = malloc(sizeof(float) * an), *wf = malloc(sizeof(float) * n * k);
+  float *got[2] = {malloc(sizeof(float) * cn), malloc(sizeof(float) * cn)};
+  for (size_t i = 0; i < an; i++) a[i] = (float)rng_uniform(-2, 2);
+  void *w = make_weights(dt, n, k, wf);
+  cl_mem A = test_buffer(ctx, a, sizeof(float) * an), W = test_buffer(ctx, w, demo_wfmt_bytes(dt, n, k));
+  cl_mem C = test_buffer(ctx, NULL, sizeof(float) * cn);
+  clpa_status st[2];
+  for (int i = 0; i < 2; i++) {
+    test_poison(ctx, C, sizeof(float) * cn);
+    st[i] = demo_linear_run(i ? lk : lq, DEMO_LINEAR_GEMM, dt, A, W, C, rows, n, k, 0, NULL);
+    test_read(ctx, C, got[i], sizeof(float) * cn);
+  }
+  ok(st[0] == CLPA_OK && st[1] == CLPA_OK && memcmp(got[0], got[1], sizeof(float) * cn) == 0,
+     "gemm, %s weights, %d x %d x %d: through an f16 copy the same bits as decoded in its loads",
+     demo_wfmt_name(dt), (int)rows, (int)n, (int)k);
+  clReleaseMemObject(A), clReleaseMemObject(W), clReleaseMemObject(C);
+  free(a), free(wf), free(got[0]), free(got[1]), free(w);
+}
+
 static void stream_grid(const demo_linear_tuning *t) {
   demo_linear *l = create(t);
   t = demo_linear_tuning_of(l);
@@ -404,8 +428,8 @@ static void stream_grid(const demo_linear_tuning *t) {
 int main(void) {
   rng_seed_from_env();
   ctx = test_context(0);
-  const demo_linear_tuning gpu = {"forced: lanes split k", 64, 16, 8, 4, 0, 0, 4, 2, 0, 0, 0, 32, 1, 0, 4, 2, 1, 0, 4, 0};
-  const demo_linear_tuning odd = {"forced: odd shape", 64, 4, 3, 3, 0, 0, 4, 2, 0, 0, 0, 32, 1, 0, 4, 2, 1, 0, 4, 0};
+  const demo_linear_tuning gpu = {"forced: lanes split k", 64, 16, 8, 4, 0, 0, 4, 2, 0, 0, 0, 32, 1, 0, 4, 2, 1, 0, 4, 0, 0};
+  const demo_linear_tuning odd = {"forced: odd shape", 64, 4, 3, 3, 0, 0, 4, 2, 0, 0, 0, 32, 1, 0, 4, 2, 1, 0, 4, 0, 0};
   stream_grid(NULL);
   stream_grid(&gpu);
   stream_grid(&odd);
@@ -416,7 +440,7 @@ int main(void) {
   /* the tensor-core kernel (emulated off NVIDIA): every row block, several
    * blocks, k in chunks of 32, partial stages; in the table's shape and in
    * an odd one that splits k across work-groups */
-  const demo_linear_tuning split = {"forced: split k", 0, 16, 8, 4, 1, 256, 2, 3, 64, 0, 0, 32, 1, 0, 4, 2, 1, 0, 4, 0};
+  const demo_linear_tuning split = {"forced: split k", 0, 16, 8, 4, 1, 256, 2, 3, 64, 0, 0, 32, 1, 0, 4, 2, 1, 0, 4, 0, 0};
   const demo_linear_tuning *mshapes[] = {NULL, &split};
   for (size_t s = 0; s < 2; s++) {
     demo_linear *lm = create(mshapes[s]);
@@ -450,7 +474,7 @@ int main(void) {
   /* ggml's block forms on the tensor-core kernel (forced): decoded, rounded to tf32; k split
    * across work-groups in the second shape */
   {
-    const demo_linear_tuning split = {"forced: split k", 0, 16, 8, 4, 1, 256, 2, 3, 64, 0, 0, 32, 1, 0, 4, 2, 1, 0, 4, 0};
+    const demo_linear_tuning split = {"forced: split k", 0, 16, 8, 4, 1, 256, 2, 3, 64, 0, 0, 32, 1, 0, 4, 2, 1, 0, 4, 0, 0};
     demo_linear *lm = create(&split);
     block_forms(l, DEMO_LINEAR_MMA, 20, 100, 4);
     block_forms(lm, DEMO_LINEAR_MMA, 40, 100, 16);
@@ -459,7 +483,7 @@ int main(void) {
   /* the tiled GEMM (emulated off NVIDIA): both row tiles (64 and 128 rows
    * a work-group), partial row and column tiles, one stage and several */
   {
-    const demo_linear_tuning g64 = {"forced: gemm 64 k a stage, 128 rows", 16, 16, 8, 4, 0, 0, 4, 2, 0, 0, 128, 64, 1, 0, 4, 2, 1, 0, 4, 0};
+    const demo_linear_tuning g64 = {"forced: gemm 64 k a stage, 128 rows", 16, 16, 8, 4, 0, 0, 4, 2, 0, 0, 128, 64, 1, 0, 4, 2, 1, 0, 4, 0, 0};
     const demo_linear_tuning *gshapes[] = {NULL, &g64};
     const int32_t rows[] = {1, 63, 64, 65, 130, 200};
     for (size_t s = 0; s < 2; s++) {
@@ -492,17 +516,34 @@ int main(void) {
   }
   /* ggml's block forms on the tiled GEMM: decoded, rounded to f16 */
   {
-    const demo_linear_tuning g64 = {"forced: gemm 64 k a stage", 16, 16, 8, 4, 0, 0, 4, 2, 0, 0, 0, 64, 1, 0, 4, 2, 1, 0, 4, 0};
+    const demo_linear_tuning g64 = {"forced: gemm 64 k a stage", 16, 16, 8, 4, 0, 0, 4, 2, 0, 0, 0, 64, 1, 0, 4, 2, 1, 0, 4, 0, 0};
     demo_linear *lg = create(&g64);
     block_forms(lg, DEMO_LINEAR_GEMM, 150, 200, 3);
+    /* and through an f16 copy of the weight (gemm_dq_rows, here from 20 rows): the same bits
+     * with f32 activations, f16 ones by cp.async, SwiGLU's out */
+    const demo_linear_tuning gq = {"forced: gemm 64 k a stage, f16 copy", 16, 16, 8, 4, 0, 0, 4, 2, 0, 0, 0, 64, 1, 0, 4, 2, 1, 0, 4, 0, 20};
+    demo_linear *lq = create(&gq);
+    for (size_t q = 0; q < 5; q++) {
+      const int32_t kq = (quants[q] <= DEMO_W_Q4_0 ? 32 : 256) * (1 + (int32_t)rng_below(3));
+      const int32_t rows = 20 + (int32_t)rng_below(140), n = 20 + (int32_t)rng_below(200);
+      same_bits_dq(lq, lg, quants[q], rows, n, kq);
+      run_case(lq, DEMO_LINEAR_GEMM, quants[q], 20 + (int32_t)rng_below(140), n, kq, (int)(q % 2), 1);
+    }
+    run_swiglu_case(lq, DEMO_LINEAR_GEMM, DEMO_W_Q4_K, 40, 64, 512, 1, 1);
+    run_swiglu_case(lq, DEMO_LINEAR_GEMM, DEMO_W_Q8_0, 25, 48, 64, 0, 0);
+    ok(demo_linear_takes_f16(lq, DEMO_LINEAR_GEMM, 20, 256, DEMO_W_Q4_K) &&
+           !demo_linear_takes_f16(lq, DEMO_LINEAR_GEMM, 19, 256, DEMO_W_Q4_K) &&
+           !demo_linear_takes_f16(lg, DEMO_LINEAR_GEMM, 20, 256, DEMO_W_Q4_K),
+       "f16 activations for block forms on the GEMM only through the f16 copy (from gemm_dq_rows)");
+    demo_linear_destroy(lq);
     demo_linear_destroy(lg);
   }
   /* the tiled GEMM with k split across work-groups (gemm_fill 16: these small calls split): the
    * rule, then every form through it, 32 and 64 k a stage, f16 activations, one row block and
    * several, one call after another (on NVIDIA the tiles' counters are back at zero) */
   {
-    const demo_linear_tuning gs = {"forced: gemm split k", 16, 16, 8, 4, 0, 0, 4, 2, 0, 0, 0, 32, 1, 0, 4, 2, 1, 0, 4, 16};
-    const demo_linear_tuning gs64 = {"forced: gemm split k, 64 k a stage", 16, 16, 8, 4, 0, 0, 4, 2, 0, 0, 0, 64, 1, 0, 4, 2, 1, 0, 4, 16};
+    const demo_linear_tuning gs = {"forced: gemm split k", 16, 16, 8, 4, 0, 0, 4, 2, 0, 0, 0, 32, 1, 0, 4, 2, 1, 0, 4, 16, 0};
+    const demo_linear_tuning gs64 = {"forced: gemm split k, 64 k a stage", 16, 16, 8, 4, 0, 0, 4, 2, 0, 0, 0, 64, 1, 0, 4, 2, 1, 0, 4, 16, 0};
     demo_linear *la = create(&gs), *lb = create(&gs64);
     ok(demo_linear_gemm_split(la, 1, 20, 2048, 0) == 8 && demo_linear_gemm_split(la, 1, 20, 512, 0) == 2 &&
            demo_linear_gemm_split(la, 1, 20, 480, 0) == 1 && demo_linear_gemm_split(lb, 1, 20, 2048, 0) == 4 &&
@@ -544,8 +585,8 @@ int main(void) {
    * odd ones (3 warps, 3 chunks in flight, up to 2 column tiles: uneven splits of k and
    * chunks loaded twice; 16 warps over fewer chunks than warps, up to 4 column tiles) */
   {
-    const demo_linear_tuning v3 = {"forced: gemv 3 warps", 16, 16, 8, 4, 0, 0, 4, 2, 0, 0, 0, 32, 1, 64, 3, 3, 2, 0, 4, 0};
-    const demo_linear_tuning v16 = {"forced: gemv 16 warps", 16, 16, 8, 4, 0, 0, 4, 2, 0, 0, 0, 32, 1, 64, 16, 1, 4, 0, 4, 0};
+    const demo_linear_tuning v3 = {"forced: gemv 3 warps", 16, 16, 8, 4, 0, 0, 4, 2, 0, 0, 0, 32, 1, 64, 3, 3, 2, 0, 4, 0, 0};
+    const demo_linear_tuning v16 = {"forced: gemv 16 warps", 16, 16, 8, 4, 0, 0, 4, 2, 0, 0, 0, 32, 1, 64, 16, 1, 4, 0, 4, 0, 0};
     const demo_linear_tuning *vshapes[] = {NULL, &v3, &v16};
     for (size_t s = 0; s < 3; s++) {
       demo_linear *lv = create(vshapes[s]);
@@ -683,7 +724,7 @@ int main(void) {
   refused(l, DEMO_LINEAR_GEMM, DEMO_W_F16, 2, 4, 48, "multiple of 32", "the tiled GEMM with k 48");
   {
     cl_mem b = test_buffer(ctx, NULL, 4096);
-    const demo_linear_tuning f32a = {"forced: f32 activations", 16, 16, 8, 4, 0, 0, 4, 2, 0, 0, 0, 32, 0, 0, 4, 2, 1, 0, 4, 0};
+    const demo_linear_tuning f32a = {"forced: f32 activations", 16, 16, 8, 4, 0, 0, 4, 2, 0, 0, 0, 32, 0, 0, 4, 2, 1, 0, 4, 0, 0};
     demo_linear *la = create(&f32a);
     const struct { demo_linear *l; demo_linear_engine e; demo_wfmt w; int32_t k; const char *what; } no[] = {
         {l, DEMO_LINEAR_GEMM, DEMO_W_BF16, 32, "bf16 weights"},
@@ -702,14 +743,14 @@ int main(void) {
            !demo_linear_takes_f16(l, DEMO_LINEAR_GEMV, 2, 32, DEMO_W_BF16) &&
            demo_linear_takes_f16(la, DEMO_LINEAR_GEMV, 2, 256, DEMO_W_Q4_K) &&
            demo_linear_takes_f16(l, DEMO_LINEAR_GEMV, 2, 32, DEMO_W_Q8_0) &&
-           !demo_linear_takes_f16(l, DEMO_LINEAR_GEMM, 40, 256, DEMO_W_Q4_K) &&
+           !demo_linear_takes_f16(la, DEMO_LINEAR_GEMM, 40, 256, DEMO_W_Q4_K) &&
            !demo_linear_takes_f16(l, DEMO_LINEAR_STREAM, 2, 256, DEMO_W_Q6_K),
        "f16 activations taken by the tiled GEMM and gemv with f16 weights (gemv whatever"
        " gemm_f16a says) and by gemv alone with ggml's blocks, not with bf16 weights");
     demo_linear_destroy(la);
     clReleaseMemObject(b);
   }
-  const demo_linear_tuning bad = {"forced: bad", 64, 16, 128, 4, 0, 0, 4, 2, 0, 0, 0, 32, 1, 0, 4, 2, 1, 0, 4, 0};
+  const demo_linear_tuning bad = {"forced: bad", 64, 16, 128, 4, 0, 0, 4, 2, 0, 0, 0, 32, 1, 0, 4, 2, 1, 0, 4, 0, 0};
   demo_linear *nope = NULL;
   ok(demo_linear_create(clpa_context_cl_context(ctx), clpa_context_cl_device(ctx),
                         clpa_context_cl_queue(ctx), &bad, &nope) == CLPA_ERR_INVALID_ARG && !nope,
@@ -746,7 +787,7 @@ int main(void) {
     free(want), free(got), free(blocks);
   }
   refused(l, DEMO_LINEAR_STREAM, DEMO_W_Q4_K, 2, 4, 128, "whole number of q4_K blocks", "q4_K with k 128");
-  const demo_linear_tuning rule = {"forced: the rule", 16, 16, 8, 4, 17, 64, 4, 2, 0, 0, 0, 32, 1, 0, 4, 2, 1, 0, 4, 0};
+  const demo_linear_tuning rule = {"forced: the rule", 16, 16, 8, 4, 17, 64, 4, 2, 0, 0, 0, 32, 1, 0, 4, 2, 1, 0, 4, 0, 0};
   demo_linear *lr = create(&rule);
   const demo_wfmt F16 = DEMO_W_F16, F32 = DEMO_W_F32;
   ok(demo_linear_pick(lr, 16, 64, F32) == DEMO_LINEAR_STREAM &&
@@ -760,7 +801,7 @@ int main(void) {
      "the pick: mma from 17 to 64 rows on NVIDIA (k a multiple of 32, f16 or bf16), else stream up"
      " to 16 rows (k a multiple of 8), else clblast");
   demo_linear_destroy(lr);
-  const demo_linear_tuning first = {"forced: mma first", 16, 16, 8, 4, 2, 1 << 30, 4, 2, 16, 128, 0, 32, 1, 0, 4, 2, 1, 0, 4, 0};
+  const demo_linear_tuning first = {"forced: mma first", 16, 16, 8, 4, 2, 1 << 30, 4, 2, 16, 128, 0, 32, 1, 0, 4, 2, 1, 0, 4, 0, 0};
   lr = create(&first);
   const demo_wfmt Q4K = DEMO_W_Q4_K;
   ok(demo_linear_pick(lr, 1, 64, F16) == DEMO_LINEAR_STREAM &&
@@ -770,11 +811,12 @@ int main(void) {
          demo_linear_pick(lr, 100000, 64, F16) == (nvidia ? DEMO_LINEAR_GEMM : DEMO_LINEAR_CLBLAST) &&
          demo_linear_pick(lr, 128, 48, F16) == DEMO_LINEAR_CLBLAST &&
          demo_linear_pick(lr, 16, 256, Q4K) == DEMO_LINEAR_STREAM &&
-         demo_linear_pick(lr, 17, 256, Q4K) == (nvidia ? DEMO_LINEAR_GEMM : DEMO_LINEAR_CLBLAST),
+         demo_linear_pick(lr, 17, 256, Q4K) == DEMO_LINEAR_CLBLAST &&
+         demo_linear_pick(lr, 128, 256, Q4K) == (nvidia ? DEMO_LINEAR_GEMM : DEMO_LINEAR_CLBLAST),
      "the pick: mma from 2 rows on NVIDIA before stream, the tiled GEMM from 128; block forms"
-     " stream up to 16 rows, then the tiled GEMM on NVIDIA");
+     " (never mma) stream up to 16 rows, clblast past them, the tiled GEMM from 128 on NVIDIA");
   demo_linear_destroy(lr);
-  const demo_linear_tuning vfirst = {"forced: gemv first", 16, 16, 8, 4, 2, 1 << 30, 4, 2, 16, 128, 0, 32, 1, 8, 4, 2, 1, 0, 4, 0};
+  const demo_linear_tuning vfirst = {"forced: gemv first", 16, 16, 8, 4, 2, 1 << 30, 4, 2, 16, 128, 0, 32, 1, 8, 4, 2, 1, 0, 4, 0, 0};
   lr = create(&vfirst);
   ok(demo_linear_pick(lr, 1, 64, F16) == (nvidia ? DEMO_LINEAR_GEMV : DEMO_LINEAR_STREAM) &&
          demo_linear_pick(lr, 8, 64, DEMO_W_BF16) == (nvidia ? DEMO_LINEAR_GEMV : DEMO_LINEAR_STREAM) &&
@@ -785,9 +827,10 @@ int main(void) {
          demo_linear_pick(lr, 4, 256, Q4K) == (nvidia ? DEMO_LINEAR_GEMV : DEMO_LINEAR_STREAM) &&
          demo_linear_pick(lr, 8, 256, Q4K) == (nvidia ? DEMO_LINEAR_GEMV : DEMO_LINEAR_STREAM) &&
          demo_linear_pick(lr, 9, 256, Q4K) == DEMO_LINEAR_STREAM &&
-         demo_linear_pick(lr, 17, 256, Q4K) == (nvidia ? DEMO_LINEAR_GEMM : DEMO_LINEAR_CLBLAST),
+         demo_linear_pick(lr, 17, 256, Q4K) == DEMO_LINEAR_CLBLAST &&
+         demo_linear_pick(lr, 128, 256, Q4K) == (nvidia ? DEMO_LINEAR_GEMM : DEMO_LINEAR_CLBLAST),
      "the pick: gemv up to 8 rows on NVIDIA (k a multiple of 32, f16, bf16 or block forms), then"
-     " mma (block forms: stream, then the GEMM past stream's 16); not for f32 weights");
+     " mma (block forms: stream, clblast, the GEMM from its 128 rows); not for f32 weights");
   demo_linear_destroy(lr);
   /* the tiled forms: demo_wfmt_tile against linear.h's formula and its refusals, then every
    * engine over them (n off the tiles of 16), gemv also with f16 in and its two epilogues */
@@ -824,7 +867,7 @@ int main(void) {
            demo_wfmt_untiled(DEMO_W_BF16_TILED) == DEMO_W_BF16,
        "the tiled forms' bytes (rows padded to 16), names, and ggml's types map to row-major forms");
     free(src), free(dst);
-    const demo_linear_tuning v16 = {"forced: gemv 16 warps", 16, 16, 8, 4, 0, 0, 4, 2, 0, 0, 0, 32, 1, 64, 16, 1, 4, 0, 4, 0};
+    const demo_linear_tuning v16 = {"forced: gemv 16 warps", 16, 16, 8, 4, 0, 0, 4, 2, 0, 0, 0, 32, 1, 64, 16, 1, 4, 0, 4, 0, 0};
     demo_linear *lv = create(&v16);
     const demo_linear_engine es[] = {DEMO_LINEAR_STREAM, DEMO_LINEAR_MMA, DEMO_LINEAR_GEMM,
                                      DEMO_LINEAR_GEMV, DEMO_LINEAR_CLBLAST};
@@ -850,7 +893,7 @@ int main(void) {
   /* gemv with up to 8 row tiles of 8 a work-group (gemv_nt 8): 33 to 64 rows in one row block,
    * more in several; 16-bit, tiled and block forms, f16 in, both epilogues */
   {
-    const demo_linear_tuning v8 = {"forced: gemv 64 rows a work-group", 16, 16, 8, 4, 0, 0, 4, 2, 0, 0, 0, 32, 1, 64, 16, 2, 4, 0, 8, 0};
+    const demo_linear_tuning v8 = {"forced: gemv 64 rows a work-group", 16, 16, 8, 4, 0, 0, 4, 2, 0, 0, 0, 32, 1, 64, 16, 2, 4, 0, 8, 0, 0};
     demo_linear *lv = create(&v8);
     const int32_t rows[] = {33, 48, 64, 73};
     const demo_wfmt forms8[] = {DEMO_W_F16, DEMO_W_BF16, DEMO_W_F16_TILED, DEMO_W_Q8_0};

@@ -20,12 +20,13 @@ static const demo_linear_tuning table[] = {
     /* NVIDIA: gemv up to 32 rows (16 warps, up to 4 tiles of columns, 2 chunks in flight,
        32 rows a work-group: record 0037), the tiled GEMM from 33 (f16 activations by cp.async
        with f16 weights, else 64 k a stage; k split while the call has fewer work-groups than
-       compute units; SwiGLU in its epilogue: record 0038); block forms on gemv up to 16 rows,
-       then the GEMM; 16-bit weights in their tiled forms (record 0036) */
-    {"vendor:NVIDIA", 16, 32, 4, 4, 2, 1 << 30, 4, 2, 16, 33, 0, 64, 1, 32, 16, 2, 4, 1, 4, 1},
+       compute units; SwiGLU in its epilogue: record 0038), block forms the same, through an
+       f16 copy of the weight from 192 rows (record 0029); 16-bit weights in their tiled forms
+       (record 0036) */
+    {"vendor:NVIDIA", 16, 32, 4, 4, 2, 1 << 30, 4, 2, 16, 33, 0, 64, 1, 32, 16, 2, 4, 1, 4, 1, 192},
     /* CPUs (PoCL): one work-item a column group, vector sums; faster than CLBlast at every row count */
-    {"type:cpu", 1 << 30, 1, 16, 2, 0, 0, 4, 2, 0, 0, 0, 32, 1, 0, 4, 2, 1, 0, 4, 0},
-    {"default", 16, 16, 8, 4, 0, 0, 4, 2, 0, 0, 0, 32, 1, 0, 4, 2, 1, 0, 4, 0},
+    {"type:cpu", 1 << 30, 1, 16, 2, 0, 0, 4, 2, 0, 0, 0, 32, 1, 0, 4, 2, 1, 0, 4, 0, 0},
+    {"default", 16, 16, 8, 4, 0, 0, 4, 2, 0, 0, 0, 32, 1, 0, 4, 2, 1, 0, 4, 0, 0},
 };
 
 /* Row blocks the kernels are built for: the smallest that holds the
@@ -53,7 +54,7 @@ struct demo_linear {
   int nvidia;         /* inline PTX: the tensor-core kernel runs on the tensor cores */
   int32_t cus;        /* compute units (the split's aim) */
   cl_program prog[NWDT][NBLOCKS], mprog[NWDT][NMMA];
-  cl_kernel stream[NWDT][NBLOCKS], widen[NWDT], mma[NWDT][NMMA];
+  cl_kernel stream[NWDT][NBLOCKS], widen[NWDT], widen_h[NWDT], mma[NWDT][NMMA];
   cl_program rprog;
   cl_kernel reduce;   /* demo_linear_split_reduce: the splits added up where the kernel does not */
   /* by rows a work-group, form (f32 A with 32 or 64 k a stage, f16 A) and output (C, SwiGLU's
@@ -66,6 +67,8 @@ struct demo_linear {
   cl_kernel gemv[NWDT][NGEMV][2][4][3];
   cl_mem wide;        /* CLBlast's f32 copy of one weight */
   size_t wide_elems;
+  cl_mem half;        /* the tiled GEMM's f16 copy of one block-form weight (gemm_dq_rows) */
+  size_t half_elems;
   cl_mem part, counts; /* the mma kernel's split sums and its tiles' counters (zero between calls) */
   size_t part_elems, count_elems;
   uint64_t enqueues;  /* commands enqueued so far (demo_linear_enqueues) */
@@ -117,20 +120,20 @@ clpa_status demo_linear_create(cl_context ctx, cl_device_id dev, cl_command_queu
       t->gemv_max_rows < 0 || t->gemv_warps < 1 || t->gemv_warps > 16 || t->gemv_unroll < 1 ||
       t->gemv_unroll > 8 || (t->gemv_ct != 1 && t->gemv_ct != 2 && t->gemv_ct != 4) ||
       (t->tiled != 0 && t->tiled != 1) || (t->gemv_nt != 4 && t->gemv_nt != 8) ||
-      t->gemm_fill < 0 || t->gemm_fill > 16)
+      t->gemm_fill < 0 || t->gemm_fill > 16 || t->gemm_dq_rows < 0)
     return demo_fail(CLPA_ERR_INVALID_ARG,
                      "demo_linear_create: lanes %d, groups %d, nc %d, stream_max_rows %d,"
                      " mma rows %d to %d, mwarps %d, mma_ct %d, mma_fill %d, gemm_min_rows %d,"
                      " gemm_bm %d (0, 64 or 128), gemm_bk %d (32 or 64), gemm_f16a %d (0 or 1),"
                      " gemv_max_rows %d, gemv_warps %d (1 to 16), gemv_unroll %d (1 to 8),"
                      " gemv_ct %d (1, 2 or 4), tiled %d (0 or 1), gemv_nt %d (4 or 8),"
-                     " gemm_fill %d (0 to 16)",
+                     " gemm_fill %d (0 to 16), gemm_dq_rows %d",
                      (int)t->lanes, (int)t->groups, (int)t->nc, (int)t->stream_max_rows,
                      (int)t->mma_min_rows, (int)t->mma_max_rows, (int)t->mwarps,
                      (int)t->mma_ct, (int)t->mma_fill, (int)t->gemm_min_rows, (int)t->gemm_bm,
                      (int)t->gemm_bk, (int)t->gemm_f16a, (int)t->gemv_max_rows,
                      (int)t->gemv_warps, (int)t->gemv_unroll, (int)t->gemv_ct, (int)t->tiled, (int)t->gemv_nt,
-                     (int)t->gemm_fill);
+                     (int)t->gemm_fill, (int)t->gemm_dq_rows);
   demo_linear *l = calloc(1, sizeof *l);
   if (!l) return demo_fail(CLPA_ERR_OUT_OF_MEMORY, "demo_linear_create: out of memory");
   l->ctx = ctx, l->dev = dev, l->queue = queue;
@@ -152,6 +155,7 @@ void demo_linear_destroy(demo_linear *l) {
       if (l->prog[d][b]) clReleaseProgram(l->prog[d][b]);
     }
     if (l->widen[d]) clReleaseKernel(l->widen[d]);
+    if (l->widen_h[d]) clReleaseKernel(l->widen_h[d]);
     for (int b = 0; b < NMMA; b++) {
       if (l->mma[d][b]) clReleaseKernel(l->mma[d][b]);
       if (l->mprog[d][b]) clReleaseProgram(l->mprog[d][b]);
@@ -173,6 +177,7 @@ void demo_linear_destroy(demo_linear *l) {
   if (l->reduce) clReleaseKernel(l->reduce);
   if (l->rprog) clReleaseProgram(l->rprog);
   if (l->wide) clReleaseMemObject(l->wide);
+  if (l->half) clReleaseMemObject(l->half);
   if (l->part) clReleaseMemObject(l->part);
   if (l->counts) clReleaseMemObject(l->counts);
   free(l);
@@ -202,12 +207,9 @@ static int mma_runs(int32_t k, demo_wfmt w) { return k % 32 == 0 && w != DEMO_W_
 static int gemm_runs(int32_t k, demo_wfmt w) { return k % 32 == 0 && w != DEMO_W_F32; }
 
 demo_linear_engine demo_linear_pick(const demo_linear *l, int32_t rows, int32_t k, demo_wfmt w) {
-  /* block forms skip mma (it takes them forced, unmeasured on a GPU): gemv up to the streaming
-   * kernel's rows (record 0029's block forms), the GEMM past them */
-  const int32_t from = w >= DEMO_W_Q8_0 && l->tune.stream_max_rows < l->tune.gemm_min_rows
-                           ? l->tune.stream_max_rows + 1
-                           : l->tune.gemm_min_rows;
-  if (l->tune.gemm_min_rows && rows >= from && l->nvidia && gemm_runs(k, w))
+  /* block forms skip mma (it takes them forced, unmeasured on a GPU) and take gemv and the GEMM
+   * at the rows 16-bit weights do (record 0029, "Block forms past 16 rows") */
+  if (l->tune.gemm_min_rows && rows >= l->tune.gemm_min_rows && l->nvidia && gemm_runs(k, w))
     return DEMO_LINEAR_GEMM;
   if (rows <= l->tune.gemv_max_rows && l->nvidia && gemm_runs(k, w)) return DEMO_LINEAR_GEMV;
   if (rows >= l->tune.mma_min_rows && rows <= l->tune.mma_max_rows && l->nvidia && mma_runs(k, w) &&
@@ -282,7 +284,14 @@ static clpa_status program(demo_linear *l, int d, int b) {
   if (st != CLPA_OK || l->widen[d]) return st;
   cl_int e;
   l->widen[d] = clCreateKernel(l->prog[d][b], "demo_linear_widen", &e);
-  return demo_cl_check(e, "demo_linear: clCreateKernel(demo_linear_widen)");
+  if (e == CL_SUCCESS && d >= DEMO_W_Q8_0) {
+    l->widen_h[d] = clCreateKernel(l->prog[d][b], "demo_linear_widen_h", &e);
+    if (e != CL_SUCCESS) {
+      clReleaseKernel(l->widen[d]);
+      l->widen[d] = NULL;
+    }
+  }
+  return demo_cl_check(e, "demo_linear: clCreateKernel(demo_linear_widen, _h)");
 }
 
 /* Chunks of 32 a stage of the tensor-core kernel for nt row tiles: its
@@ -513,6 +522,11 @@ clpa_status demo_linear_mma_peak_kernel(demo_linear *l, cl_kernel *k) {
   return demo_cl_check(e, "demo_linear: clCreateKernel(demo_linear_mma_peak)");
 }
 
+/* Whether the tiled GEMM takes a call over ggml's blocks through an f16 copy of the weight. */
+static int gemm_dq(const demo_linear *l, int d, int32_t rows) {
+  return d >= DEMO_W_Q8_0 && l->tune.gemm_dq_rows && rows >= l->tune.gemm_dq_rows;
+}
+
 /* half: A is f16 (demo_linear_run_f16); C as gemm_program's o says */
 static clpa_status run_gemm_out(demo_linear *l, int d, cl_mem A, cl_mem W, cl_mem C, int32_t rows,
                                 int32_t n, int32_t k, int accumulate, cl_event *ev, int half, int o) {
@@ -520,6 +534,25 @@ static clpa_status run_gemm_out(demo_linear *l, int d, cl_mem A, cl_mem W, cl_me
     return demo_fail(CLPA_ERR_INVALID_ARG,
                      "demo_linear_run: the tiled GEMM needs k a multiple of 32 and f16, bf16 or"
                      " block-form weights (k %d, %s)", (int)k, demo_wfmt_name((demo_wfmt)d));
+  if (gemm_dq(l, d, rows)) { /* the weight decoded into l->half, then multiplied as f16 */
+    const size_t count = (size_t)n * (size_t)k, items = count / 8;
+    clpa_status st = program(l, d, 0);
+    if (st != CLPA_OK) return st;
+    st = grow(l, &l->half, &l->half_elems, count, 2, 0, "clCreateBuffer(f16 copy of a weight)");
+    /* where the copy does not fit, f32 activations go the blocks' own way (decoded in the GEMM's
+     * loads); f16 ones cannot */
+    if (st != CLPA_OK && half) return st;
+    if (st == CLPA_OK) {
+      cl_int e = clSetKernelArg(l->widen_h[d], 0, sizeof W, &W);
+      e |= clSetKernelArg(l->widen_h[d], 1, sizeof l->half, &l->half);
+      e |= clSetKernelArg(l->widen_h[d], 2, sizeof k, &k);
+      if (e == CL_SUCCESS)
+        e = clEnqueueNDRangeKernel(l->queue, l->widen_h[d], 1, NULL, &items, NULL, 0, NULL, NULL);
+      l->enqueues += e == CL_SUCCESS;
+      if (e != CL_SUCCESS) return demo_cl_check(e, "demo_linear_run: demo_linear_widen_h");
+      d = DEMO_W_F16, W = l->half;
+    }
+  }
   const int32_t bm = demo_linear_gemm_rows(l, rows, n);
   /* else 32 k a stage */
   const int b = bm == 128, ks = half ? 2 : demo_linear_gemm_stage_k(l, k, 0) == 64;
@@ -749,7 +782,9 @@ int demo_linear_takes_f16(const demo_linear *l, demo_linear_engine e, int32_t ro
   if (e == DEMO_LINEAR_AUTO) e = demo_linear_pick(l, rows, k, w);
   /* gemv on ggml's blocks rounds f32 activations to f16 on the way in: f16 ones are the same
    * bits at half the bytes, which every work-group reads (record 0029, "f16 activations") */
-  if (w >= DEMO_W_Q8_0 && w < DEMO_W_COUNT) return k % 32 == 0 && e == DEMO_LINEAR_GEMV;
+  if (w >= DEMO_W_Q8_0 && w < DEMO_W_COUNT)
+    return k % 32 == 0 && (e == DEMO_LINEAR_GEMV ||
+                           (e == DEMO_LINEAR_GEMM && l->tune.gemm_f16a && gemm_dq(l, (int)w, rows)));
   return demo_wfmt_untiled(w) == DEMO_W_F16 && k % 32 == 0 &&
          (e == DEMO_LINEAR_GEMV || (e == DEMO_LINEAR_GEMM && l->tune.gemm_f16a));
 }
@@ -762,8 +797,8 @@ clpa_status demo_linear_run_f16(demo_linear *l, demo_linear_engine e, demo_wfmt 
   if (!demo_linear_takes_f16(l, e, rows, k, w))
     return demo_fail(CLPA_ERR_INVALID_ARG,
                      "demo_linear_run_f16: f16 activations go to gemv with f16 weights or ggml's"
-                     " blocks, or the tiled GEMM with f16 weights and the table's gemm_f16a, k a"
-                     " multiple of 32 (%s, %s, k %d, %d rows)", demo_linear_engine_name(e), demo_wfmt_name(w), (int)k, (int)rows);
+                     " blocks, or the tiled GEMM with the table's gemm_f16a and f16 weights (or"
+                     " blocks from gemm_dq_rows), k a multiple of 32 (%s, %s, k %d, %d rows)", demo_linear_engine_name(e), demo_wfmt_name(w), (int)k, (int)rows);
   if (e == DEMO_LINEAR_AUTO) e = demo_linear_pick(l, rows, k, w);
   return (e == DEMO_LINEAR_GEMV ? run_gemv : run_gemm)(l, (int)w, A, W, C, rows, n, k, accumulate,
                                                         ev, 1);

@@ -72,6 +72,9 @@ typedef struct demo_linear_tuning {
                               several row blocks, each reading the weights again) */
   int32_t gemm_fill;       /* the tiled GEMM's split of k aims at this many work-groups a
                               compute unit (0 to 16; 0: no split; demo_linear_gemm_split) */
+  int32_t gemm_dq_rows;    /* the tiled GEMM on ggml's blocks from this many rows decodes the
+                              weight into an f16 copy first (a kernel a call) and multiplies
+                              that as f16 weights (0: never; the blocks decoded in its loads) */
 } demo_linear_tuning;
 
 typedef struct demo_linear demo_linear;
@@ -96,8 +99,8 @@ uint64_t demo_linear_enqueues(const demo_linear *l);
 
 /* The engine the table picks for `rows` rows over a k of k, weights in
  * form w: gemm from gemm_min_rows where it runs (NVIDIA, k a multiple of
- * 32, f16 or bf16 weights or block forms; block forms from past
- * stream_max_rows), else gemv up to gemv_max_rows where it runs (the same),
+ * 32, f16 or bf16 weights or block forms), else gemv up to gemv_max_rows
+ * where it runs (the same),
  * else mma from mma_min_rows to mma_max_rows where it
  * runs (f16 or bf16; block forms only when forced), else stream up to
  * stream_max_rows (k a multiple of 8), else clblast (block formats
@@ -152,7 +155,8 @@ clpa_status demo_linear_run(demo_linear *l, demo_linear_engine e, demo_wfmt w, c
 /* Whether the call demo_linear_run(l, e, w, ..., rows, n, k, ...) would make
  * runs faster from f16 activations, by demo_linear_run_f16: k a multiple of
  * 32 and engine e (AUTO: demo_linear_pick's) gemv with f16 weights or ggml's
- * blocks, or gemm with f16 weights and the table's gemm_f16a set. The caller
+ * blocks, or gemm with the table's gemm_f16a set and f16 weights (or ggml's
+ * blocks from the table's gemm_dq_rows, through an f16 copy). The caller
  * then writes A as f16 (rounded to nearest even: what those kernels do to f32
  * activations on the way in, so the results are the same bits). */
 int demo_linear_takes_f16(const demo_linear *l, demo_linear_engine e, int32_t rows, int32_t k,

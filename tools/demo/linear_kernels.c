@@ -251,7 +251,15 @@ const char *const demo_linear_source[] = {
     "  const size_t c = 8 * i / (size_t)k;\n"
     "  vstore8(WLOAD8(ROW(W, c, k), (int)(8 * i % (size_t)k)), i, out);\n"
     "#endif\n"
-    "}\n",
+    "}\n"
+    "#if DEMO_WDT >= 3\n"
+    "/* out [n, k] = ggml's blocks W as f16, rounded to nearest even as the tiled GEMM rounds\n"
+    " * them in its loads. grid (n k / 8), 8 elements a work-item */\n"
+    "__kernel void demo_linear_widen_h(__global const wt_t *W, __global half *out, int k) {\n"
+    "  const size_t i = get_global_id(0), c = 8 * i / (size_t)k;\n"
+    "  vstore_half8_rte(WLOAD8(ROW(W, c, k), (int)(8 * i % (size_t)k)), i, out);\n"
+    "}\n"
+    "#endif\n",
 };
 
 /*
