@@ -783,8 +783,27 @@ int main(void) {
     ok(st == CLPA_OK && memcmp(got, want, sizeof(float) * n * k) == 0,
        "%s decoded on the device bit for bit as quant.c (ggml) decodes it: %s",
        demo_wfmt_name(quants[q]), st == CLPA_OK ? "ran" : demo_last_error());
+    /* and as f16 (the tiled GEMM's copy): those floats rounded to nearest even */
+    uint16_t *want16 = malloc(2 * n * k), *got16 = malloc(2 * n * k);
+    clpa_dtype_encode(CLPA_DTYPE_F16, want, want16, (size_t)n * k, 1.0f);
+    test_poison(ctx, out, 2 * n * k);
+    cl_event ev = NULL;
+    const clpa_status sh = demo_linear_dequantize_f16(l, quants[q], W, out, n, k, &ev);
+    test_read(ctx, out, got16, 2 * n * k);
+    ok(sh == CLPA_OK && ev && memcmp(got16, want16, 2 * n * k) == 0,
+       "%s decoded as f16 on the device: quant.c's floats rounded to nearest even: %s",
+       demo_wfmt_name(quants[q]), sh == CLPA_OK ? "ran" : demo_last_error());
+    if (ev) clReleaseEvent(ev);
     clReleaseMemObject(W), clReleaseMemObject(out);
-    free(want), free(got), free(blocks);
+    free(want), free(got), free(blocks), free(want16), free(got16);
+  }
+  {
+    cl_mem b = test_buffer(ctx, NULL, 4096);
+    ok(demo_linear_dequantize_f16(l, DEMO_W_F16, b, b, 2, 64, NULL) == CLPA_ERR_INVALID_ARG &&
+           strstr(demo_last_error(), "demo_linear_dequantize_f16") &&
+           strstr(demo_last_error(), "block forms"),
+       "demo_linear_dequantize_f16 refuses f16 weights: %s", demo_last_error());
+    clReleaseMemObject(b);
   }
   refused(l, DEMO_LINEAR_STREAM, DEMO_W_Q4_K, 2, 4, 128, "whole number of q4_K blocks", "q4_K with k 128");
   const demo_linear_tuning rule = {"forced: the rule", 16, 16, 8, 4, 17, 64, 4, 2, 0, 0, 0, 32, 1, 0, 4, 2, 1, 0, 4, 0, 0};

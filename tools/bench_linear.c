@@ -88,6 +88,36 @@ static clpa_status one_call(clpa_context *ctx, const void *arg, cl_event *event)
       c->l, c->engine, c->form, c->A, c->W, c->C, c->rows, c->n, c->k, 0, event);
 }
 
+/* demo_linear_dequantize_f16 of a shape's weight (the tiled GEMM's copy from gemm_dq_rows) */
+typedef struct copy_call {
+  demo_linear *l;
+  demo_wfmt form;
+  cl_mem W, out;
+  int32_t n, k;
+} copy_call;
+
+static clpa_status one_copy(clpa_context *ctx, const void *arg, cl_event *event) {
+  (void)ctx;
+  const copy_call *c = arg;
+  return demo_linear_dequantize_f16(c->l, c->form, c->W, c->out, c->n, c->k, event);
+}
+
+/* Block forms: the time of a shape's f16 copy (us, timed as its calls are), else 0; < 0 where it
+ * failed. */
+static double copy_us(bench_env *env, demo_linear *l, demo_wfmt form, cl_mem W,
+                      const lin_shape *s, const bench_timing *t) {
+  if (form < DEMO_W_Q8_0) return 0;
+  cl_int e;
+  cl_mem out = clCreateBuffer(clpa_context_cl_context(env->ctx), CL_MEM_READ_WRITE,
+                              (size_t)s->n * (size_t)s->k * 2, NULL, &e);
+  if (e != CL_SUCCESS) return -1;
+  copy_call c = {l, form, W, out, s->n, s->k};
+  double per = 0;
+  const int bad = bench_measure(env, "f16 copy", one_copy, &c, t, &per);
+  clReleaseMemObject(out);
+  return bad ? -1 : per * 1e6;
+}
+
 /* NVIDIA: the tensor cores' f16 TFLOP/s (demo_linear_mma_peak), else 0. */
 static double mma_peak(bench_env *env, demo_linear *l) {
   /* whole warps (mma.sync is a warp's): work-groups of 256 */
@@ -165,13 +195,15 @@ int bench_linear(int argc, char **argv) {
       "(NVIDIA: f16 mma.sync back to back, same run), launch_us (a one-work-group\n"
       "kernel back to back with itself: a dependent launch's least cost), read_us\n"
       "(one read of the shape's weight bytes by a plain read kernel, timed the same\n"
-      "way: the call's floor), read_ratio (read_us over us_per_call), lanes,\n"
+      "way: the call's floor), read_ratio (read_us over us_per_call), f16_copy_us\n"
+      "(ggml's blocks: the weight's f16 copy that the tiled GEMM multiplies from\n"
+      "gemm_dq_rows, timed the same way), lanes,\n"
       "groups, nc, mwarps, fill, ct, ksplit (the tensor-core kernel's or the tiled\n"
       "GEMM's splits of k), gemm_bm, gemm_bk (the tiled GEMM's tile), gemm_fill,\n"
       "gemm_f16a (1: f16 activations), gemm_dq_rows,\n"
       "gemv_warps, gemv_ct (its shape for the call), gemv_unroll and gemv_nt;\n"
       "the step's lines have shape \"step\", the summed time and bytes, read_floor_us\n"
-      "(the calls' reads summed) and read_ratio.",
+      "(the calls' reads summed), read_ratio and f16_copy_us (summed).",
       clpa_version_string(),
   };
   int rc = cli_parse(&cmd, argc, argv);
@@ -269,9 +301,10 @@ int bench_linear(int argc, char **argv) {
     printf(" (this run)\n");
   }
   double read_us[5] = {0, 0, 0, 0, 0}; /* a shape's read floor, measured at its first call */
+  double f16_copy[5] = {-1, -1, -1, -1, -1}; /* block forms: its f16 copy's time, likewise */
   for (int e = 0; e < ne && rc == 0; e++)
     for (int r = 0; r < a.rows.n && rc == 0; r++) {
-      double step_s = 0, step_bytes = 0, step_read = 0;
+      double step_s = 0, step_bytes = 0, step_read = 0, step_copy = 0;
       for (int i = 0; i < ns && rc == 0; i++) {
         const lin_shape *s = &shapes[i];
         /* random bits: the block forms' scales may be anything, which times the same */
@@ -297,6 +330,11 @@ int bench_linear(int argc, char **argv) {
           fprintf(stderr, "clpa-bench linear: timing the read of %s's weights failed\n", s->what);
           rc = 1;
         }
+        if (rc == 0 && f16_copy[i] < 0 && (f16_copy[i] = copy_us(&env, l, form, W, s, &t)) < 0) {
+          fprintf(stderr, "clpa-bench linear: timing the f16 copy of %s's weights failed: %s\n",
+                  s->what, demo_last_error());
+          rc = 1;
+        }
         clReleaseMemObject(W);
         if (rc) break;
         const double bytes = (double)wbytes;
@@ -304,6 +342,7 @@ int bench_linear(int argc, char **argv) {
         const double tflops = 2.0 * c.rows * (double)s->n * s->k / per_call / 1e12;
         step_s += per_call * s->per_step, step_bytes += bytes * s->per_step;
         step_read += read_us[i] * s->per_step;
+        step_copy += f16_copy[i] * s->per_step;
         if (a.json) {
           cli_json j;
           cli_json_begin(&j, stdout);
@@ -327,6 +366,7 @@ int bench_linear(int argc, char **argv) {
           cli_json_num(&j, "launch_us", launch, 2);
           cli_json_num(&j, "read_us", read_us[i], 2);
           cli_json_num(&j, "read_ratio", read_us[i] / (per_call * 1e6), 4);
+          if (form >= DEMO_W_Q8_0) cli_json_num(&j, "f16_copy_us", f16_copy[i], 2);
           cli_json_int(&j, "lanes", tu->lanes);
           cli_json_int(&j, "groups", tu->groups);
           cli_json_int(&j, "nc", tu->nc);
@@ -381,6 +421,7 @@ int bench_linear(int argc, char **argv) {
         cli_json_num(&j, "ratio", gbps / copy, 4);
         cli_json_num(&j, "read_floor_us", step_read, 1);
         cli_json_num(&j, "read_ratio", step_read / (step_s * 1e6), 4);
+        if (form >= DEMO_W_Q8_0) cli_json_num(&j, "f16_copy_us", step_copy, 1);
         cli_json_end(&j);
       } else {
         char t1[32], t2[32], t3[32];

@@ -522,6 +522,37 @@ clpa_status demo_linear_mma_peak_kernel(demo_linear *l, cl_kernel *k) {
   return demo_cl_check(e, "demo_linear: clCreateKernel(demo_linear_mma_peak)");
 }
 
+/* kr (demo_linear_widen or _h) over items work-items: out = W decoded */
+static clpa_status launch_widen(demo_linear *l, cl_kernel kr, cl_mem W, cl_mem out, size_t items,
+                                int32_t k, cl_event *ev, const char *what) {
+  cl_int e = clSetKernelArg(kr, 0, sizeof W, &W);
+  e |= clSetKernelArg(kr, 1, sizeof out, &out);
+  e |= clSetKernelArg(kr, 2, sizeof k, &k);
+  if (e == CL_SUCCESS) e = clEnqueueNDRangeKernel(l->queue, kr, 1, NULL, &items, NULL, 0, NULL, ev);
+  l->enqueues += e == CL_SUCCESS;
+  return demo_cl_check(e, what);
+}
+
+/* out [n k] halves = block form d's W as f16 (demo_linear_widen_h, 8 elements an item); the
+ * program is built. */
+static clpa_status widen_h(demo_linear *l, int d, cl_mem W, cl_mem out, int32_t n, int32_t k,
+                           cl_event *ev) {
+  return launch_widen(l, l->widen_h[d], W, out, (size_t)n * (size_t)k / 8, k, ev,
+                      "demo_linear: demo_linear_widen_h");
+}
+
+clpa_status demo_linear_dequantize_f16(demo_linear *l, demo_wfmt w, cl_mem W, cl_mem out,
+                                       int32_t n, int32_t k, cl_event *ev) {
+  if (ev) *ev = NULL;
+  if (w < DEMO_W_Q8_0 || w >= DEMO_W_COUNT)
+    return demo_fail(CLPA_ERR_INVALID_ARG,
+                     "demo_linear_dequantize_f16: w must be one of ggml's block forms (%s)",
+                     demo_wfmt_name(w));
+  clpa_status st = check(w, 1, n, k);
+  if (st == CLPA_OK) st = program(l, (int)w, 0);
+  return st == CLPA_OK ? widen_h(l, (int)w, W, out, n, k, ev) : st;
+}
+
 /* Whether the tiled GEMM takes a call over ggml's blocks through an f16 copy of the weight. */
 static int gemm_dq(const demo_linear *l, int d, int32_t rows) {
   return d >= DEMO_W_Q8_0 && l->tune.gemm_dq_rows && rows >= l->tune.gemm_dq_rows;
@@ -535,7 +566,7 @@ static clpa_status run_gemm_out(demo_linear *l, int d, cl_mem A, cl_mem W, cl_me
                      "demo_linear_run: the tiled GEMM needs k a multiple of 32 and f16, bf16 or"
                      " block-form weights (k %d, %s)", (int)k, demo_wfmt_name((demo_wfmt)d));
   if (gemm_dq(l, d, rows)) { /* the weight decoded into l->half, then multiplied as f16 */
-    const size_t count = (size_t)n * (size_t)k, items = count / 8;
+    const size_t count = (size_t)n * (size_t)k;
     clpa_status st = program(l, d, 0);
     if (st != CLPA_OK) return st;
     st = grow(l, &l->half, &l->half_elems, count, 2, 0, "clCreateBuffer(f16 copy of a weight)");
@@ -543,13 +574,7 @@ static clpa_status run_gemm_out(demo_linear *l, int d, cl_mem A, cl_mem W, cl_me
      * loads); f16 ones cannot */
     if (st != CLPA_OK && half) return st;
     if (st == CLPA_OK) {
-      cl_int e = clSetKernelArg(l->widen_h[d], 0, sizeof W, &W);
-      e |= clSetKernelArg(l->widen_h[d], 1, sizeof l->half, &l->half);
-      e |= clSetKernelArg(l->widen_h[d], 2, sizeof k, &k);
-      if (e == CL_SUCCESS)
-        e = clEnqueueNDRangeKernel(l->queue, l->widen_h[d], 1, NULL, &items, NULL, 0, NULL, NULL);
-      l->enqueues += e == CL_SUCCESS;
-      if (e != CL_SUCCESS) return demo_cl_check(e, "demo_linear_run: demo_linear_widen_h");
+      if ((st = widen_h(l, d, W, l->half, n, k, NULL)) != CLPA_OK) return st;
       d = DEMO_W_F16, W = l->half;
     }
   }
@@ -663,13 +688,7 @@ static clpa_status widen(demo_linear *l, int d, cl_mem W, cl_mem out, int32_t n,
   const size_t count = (size_t)n * (size_t)k;
   /* block and tiled forms: 8 elements an item */
   const size_t items = d >= DEMO_W_Q8_0 || demo_wfmt_is_tiled((demo_wfmt)d) ? count / 8 : count;
-  cl_int e = clSetKernelArg(l->widen[d], 0, sizeof W, &W);
-  e |= clSetKernelArg(l->widen[d], 1, sizeof out, &out);
-  e |= clSetKernelArg(l->widen[d], 2, sizeof k, &k);
-  if (e == CL_SUCCESS)
-    e = clEnqueueNDRangeKernel(l->queue, l->widen[d], 1, NULL, &items, NULL, 0, NULL, NULL);
-  l->enqueues += e == CL_SUCCESS;
-  return demo_cl_check(e, "demo_linear: demo_linear_widen");
+  return launch_widen(l, l->widen[d], W, out, items, k, NULL, "demo_linear: demo_linear_widen");
 }
 
 clpa_status demo_linear_dequantize(demo_linear *l, demo_wfmt w, cl_mem W, cl_mem out, int32_t n,

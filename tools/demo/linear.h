@@ -231,6 +231,13 @@ clpa_status demo_linear_run_qkv_rope(demo_linear *l, demo_linear_engine e, demo_
 clpa_status demo_linear_dequantize(demo_linear *l, demo_wfmt w, cl_mem W, cl_mem out, int32_t n,
                                    int32_t k);
 
+/* Enqueues out [n, k] = W as f16 (half [n k]): ggml's blocks decoded as above and rounded to
+ * nearest even, the copy the tiled GEMM multiplies from the table's gemm_dq_rows; *ev (if not
+ * NULL) gets its event. Returns as demo_linear_run (CLPA_ERR_INVALID_ARG for a form that is
+ * not a block form). */
+clpa_status demo_linear_dequantize_f16(demo_linear *l, demo_wfmt w, cl_mem W, cl_mem out,
+                                       int32_t n, int32_t k, cl_event *ev);
+
 /* The kernels' source (linear_kernels.c): the streaming kernel and the
  * widening one; the tensor-core kernel, built after them and the split of
  * k (which also stands alone, for the reduce kernel the tiled GEMM's
