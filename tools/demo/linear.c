@@ -522,13 +522,14 @@ clpa_status demo_linear_mma_peak_kernel(demo_linear *l, cl_kernel *k) {
   return demo_cl_check(e, "demo_linear: clCreateKernel(demo_linear_mma_peak)");
 }
 
-/* kr (demo_linear_widen or _h) over items work-items: out = W decoded */
-static clpa_status launch_widen(demo_linear *l, cl_kernel kr, cl_mem W, cl_mem out, size_t items,
-                                int32_t k, cl_event *ev, const char *what) {
+/* kr (demo_linear_widen or _h) over (per_row, n) work-items: out = W decoded */
+static clpa_status launch_widen(demo_linear *l, cl_kernel kr, cl_mem W, cl_mem out, int32_t n,
+                                size_t per_row, int32_t k, cl_event *ev, const char *what) {
+  const size_t items[2] = {per_row, (size_t)n};
   cl_int e = clSetKernelArg(kr, 0, sizeof W, &W);
   e |= clSetKernelArg(kr, 1, sizeof out, &out);
   e |= clSetKernelArg(kr, 2, sizeof k, &k);
-  if (e == CL_SUCCESS) e = clEnqueueNDRangeKernel(l->queue, kr, 1, NULL, &items, NULL, 0, NULL, ev);
+  if (e == CL_SUCCESS) e = clEnqueueNDRangeKernel(l->queue, kr, 2, NULL, items, NULL, 0, NULL, ev);
   l->enqueues += e == CL_SUCCESS;
   return demo_cl_check(e, what);
 }
@@ -537,7 +538,7 @@ static clpa_status launch_widen(demo_linear *l, cl_kernel kr, cl_mem W, cl_mem o
  * program is built. */
 static clpa_status widen_h(demo_linear *l, int d, cl_mem W, cl_mem out, int32_t n, int32_t k,
                            cl_event *ev) {
-  return launch_widen(l, l->widen_h[d], W, out, (size_t)n * (size_t)k / 8, k, ev,
+  return launch_widen(l, l->widen_h[d], W, out, n, (size_t)k / 8, k, ev,
                       "demo_linear: demo_linear_widen_h");
 }
 
@@ -685,10 +686,10 @@ static clpa_status run_gemv(demo_linear *l, int d, cl_mem A, cl_mem W, cl_mem C,
 
 /* out [n, k] = W as floats (demo_linear_widen); the program is built. */
 static clpa_status widen(demo_linear *l, int d, cl_mem W, cl_mem out, int32_t n, int32_t k) {
-  const size_t count = (size_t)n * (size_t)k;
   /* block and tiled forms: 8 elements an item */
-  const size_t items = d >= DEMO_W_Q8_0 || demo_wfmt_is_tiled((demo_wfmt)d) ? count / 8 : count;
-  return launch_widen(l, l->widen[d], W, out, items, k, NULL, "demo_linear: demo_linear_widen");
+  const int by8 = d >= DEMO_W_Q8_0 || demo_wfmt_is_tiled((demo_wfmt)d);
+  return launch_widen(l, l->widen[d], W, out, n, by8 ? (size_t)k / 8 : (size_t)k, k, NULL,
+                      "demo_linear: demo_linear_widen");
 }
 
 clpa_status demo_linear_dequantize(demo_linear *l, demo_wfmt w, cl_mem W, cl_mem out, int32_t n,
