@@ -54,7 +54,9 @@ struct demo_linear {
   int nvidia;         /* inline PTX: the tensor-core kernel runs on the tensor cores */
   int32_t cus;        /* compute units (the split's aim) */
   cl_program prog[NWDT][NBLOCKS], mprog[NWDT][NMMA];
-  cl_kernel stream[NWDT][NBLOCKS], widen[NWDT], widen_h[NWDT], mma[NWDT][NMMA];
+  cl_kernel stream[NWDT][NBLOCKS], widen[NWDT], mma[NWDT][NMMA];
+  cl_program hprog[NWDT];
+  cl_kernel widen_h[NWDT]; /* ggml's blocks to an f16 copy (gemm_dq_rows) */
   cl_program rprog;
   cl_kernel reduce;   /* demo_linear_split_reduce: the splits added up where the kernel does not */
   /* by rows a work-group, form (f32 A with 32 or 64 k a stage, f16 A) and output (C, SwiGLU's
@@ -156,6 +158,7 @@ void demo_linear_destroy(demo_linear *l) {
     }
     if (l->widen[d]) clReleaseKernel(l->widen[d]);
     if (l->widen_h[d]) clReleaseKernel(l->widen_h[d]);
+    if (l->hprog[d]) clReleaseProgram(l->hprog[d]);
     for (int b = 0; b < NMMA; b++) {
       if (l->mma[d][b]) clReleaseKernel(l->mma[d][b]);
       if (l->mprog[d][b]) clReleaseProgram(l->mprog[d][b]);
@@ -227,8 +230,9 @@ static int block_in(const int32_t *blocks, int count, int32_t rows) {
 
 /* Builds the kernels' source (with the tensor-core kernel: mma 1; the
  * tiled GEMM after the source's first part and the 16-bit mma part: mma 2;
- * the few-row kernel likewise: mma 3) with these options and returns the
- * program and its kernel `name`. */
+ * the few-row kernel likewise: mma 3; the split's reduce kernel: mma 4; the
+ * f16 copy of ggml's blocks like the 16-bit kernels: mma 5) with these
+ * options and returns the program and its kernel `name`. */
 static clpa_status build(demo_linear *l, int mma, int d, const char *shape, const char *name,
                          cl_program *prog, cl_kernel *kern) {
   char opts[256];
@@ -236,13 +240,14 @@ static clpa_status build(demo_linear *l, int mma, int d, const char *shape, cons
            demo_wfmt_is_tiled((demo_wfmt)d), shape);
   const char *src[16];
   unsigned n = 0;
-  /* the 16-bit kernels take the first parts alone: the weights' types and ggml's blocks; the
-   * split's reduce kernel (mma 4) stands alone */
-  for (unsigned i = 0; mma < 4 && i < (mma < 2 ? demo_linear_source_count : DEMO_LINEAR_TYPE_PARTS);
+  /* the 16-bit kernels (mma 2, 3) and the f16 copy (5) take the first parts alone: the weights'
+   * types and ggml's blocks; the split's reduce kernel (mma 4) stands alone */
+  for (unsigned i = 0; mma != 4 && i < (mma < 2 ? demo_linear_source_count : DEMO_LINEAR_TYPE_PARTS);
        i++)
     src[n++] = demo_linear_source[i];
   if (mma) src[n++] = demo_linear_swiglu_source;
-  if (mma == 2 || mma == 3) src[n++] = demo_linear_mma16_source;
+  if (mma == 2 || mma == 3 || mma == 5) src[n++] = demo_linear_mma16_source;
+  if (mma == 5) src[n++] = demo_linear_widen_h_source;
   if (mma == 1 || mma == 4) src[n++] = demo_linear_split_source;
   for (unsigned i = 0; mma == 1 && i < demo_linear_mma_source_count; i++)
     src[n++] = demo_linear_mma_source[i];
@@ -284,14 +289,7 @@ static clpa_status program(demo_linear *l, int d, int b) {
   if (st != CLPA_OK || l->widen[d]) return st;
   cl_int e;
   l->widen[d] = clCreateKernel(l->prog[d][b], "demo_linear_widen", &e);
-  if (e == CL_SUCCESS && d >= DEMO_W_Q8_0) {
-    l->widen_h[d] = clCreateKernel(l->prog[d][b], "demo_linear_widen_h", &e);
-    if (e != CL_SUCCESS) {
-      clReleaseKernel(l->widen[d]);
-      l->widen[d] = NULL;
-    }
-  }
-  return demo_cl_check(e, "demo_linear: clCreateKernel(demo_linear_widen, _h)");
+  return demo_cl_check(e, "demo_linear: clCreateKernel(demo_linear_widen)");
 }
 
 /* Chunks of 32 a stage of the tensor-core kernel for nt row tiles: its
@@ -534,10 +532,16 @@ static clpa_status launch_widen(demo_linear *l, cl_kernel kr, cl_mem W, cl_mem o
   return demo_cl_check(e, what);
 }
 
-/* out [n k] halves = block form d's W as f16 (demo_linear_widen_h, 8 elements an item); the
- * program is built. */
+/* out [n k] halves = block form d's W as f16 (demo_linear_widen_h, 8 elements an item), its
+ * program built on first use. */
 static clpa_status widen_h(demo_linear *l, int d, cl_mem W, cl_mem out, int32_t n, int32_t k,
                            cl_event *ev) {
+  if (!l->widen_h[d]) {
+    char opts[32];
+    snprintf(opts, sizeof opts, "-DDEMO_PTX=%d", l->nvidia);
+    clpa_status st = build(l, 5, d, opts, "demo_linear_widen_h", &l->hprog[d], &l->widen_h[d]);
+    if (st != CLPA_OK) return st;
+  }
   return launch_widen(l, l->widen_h[d], W, out, n, (size_t)k / 8, k, ev,
                       "demo_linear: demo_linear_widen_h");
 }

@@ -259,5 +259,8 @@ extern const char *const demo_linear_gemm_source[];
 extern const unsigned demo_linear_gemm_source_count;
 extern const char *const demo_linear_gemv_source[];
 extern const unsigned demo_linear_gemv_source_count;
+/* ggml's blocks to an f16 copy (the tiled GEMM's from gemm_dq_rows), after the same and the
+ * 16-bit helpers (linear_kernels.c) */
+extern const char *const demo_linear_widen_h_source;
 
 #endif

@@ -250,15 +250,7 @@ const char *const demo_linear_source[] = {
     "#else\n"
     "  vstore8(WLOAD8(ROW(W, c, k), (int)(8 * e)), c * (size_t)(k / 8) + e, out);\n"
     "#endif\n"
-    "}\n"
-    "#if DEMO_WDT >= 3\n"
-    "/* out [n, k] = ggml's blocks W as f16, rounded to nearest even as the tiled GEMM rounds\n"
-    " * them in its loads. grid (k / 8, n), 8 elements a work-item */\n"
-    "__kernel void demo_linear_widen_h(__global const wt_t *W, __global half *out, int k) {\n"
-    "  const size_t e = get_global_id(0), c = get_global_id(1);\n"
-    "  vstore_half8_rte(WLOAD8(ROW(W, c, k), (int)(8 * e)), c * (size_t)(k / 8) + e, out);\n"
-    "}\n"
-    "#endif\n",
+    "}\n",
 };
 
 /*
@@ -472,6 +464,15 @@ const char *const demo_linear_mma_source[] = {
     "#endif\n"
     "}\n",
 };
+
+/* out [n, k] = ggml's blocks W as f16, rounded to nearest even as the tiled GEMM rounds them in
+ * its loads (pack8: linear_gemm_kernels.c's 16-bit helpers, which this program is built after),
+ * one 16-byte store a work-item. grid (k / 8, n), 8 elements a work-item. */
+const char *const demo_linear_widen_h_source =
+    "__kernel void demo_linear_widen_h(__global const wt_t *W, __global uint *out, int k) {\n"
+    "  const size_t e = get_global_id(0), c = get_global_id(1);\n"
+    "  vstore4(pack8(WLOAD8(ROW(W, c, k), (int)(8 * e))), c * (size_t)(k / 8) + e, out);\n"
+    "}\n";
 
 /* SwiGLU's activation from a gate and an up sum, act = silu(gate) up, stored as f32 or (f16 1)
  * f16 rounded to nearest even: the epilogue of gemv, the tiled GEMM and the split's reduce
