@@ -553,8 +553,7 @@ clpa_status demo_linear_dequantize_f16(demo_linear *l, demo_wfmt w, cl_mem W, cl
     return demo_fail(CLPA_ERR_INVALID_ARG,
                      "demo_linear_dequantize_f16: w must be one of ggml's block forms (%s)",
                      demo_wfmt_name(w));
-  clpa_status st = check(w, 1, n, k);
-  if (st == CLPA_OK) st = program(l, (int)w, 0);
+  const clpa_status st = check(w, 1, n, k);
   return st == CLPA_OK ? widen_h(l, (int)w, W, out, n, k, ev) : st;
 }
 
@@ -571,10 +570,8 @@ static clpa_status run_gemm_out(demo_linear *l, int d, cl_mem A, cl_mem W, cl_me
                      "demo_linear_run: the tiled GEMM needs k a multiple of 32 and f16, bf16 or"
                      " block-form weights (k %d, %s)", (int)k, demo_wfmt_name((demo_wfmt)d));
   if (gemm_dq(l, d, rows)) { /* the weight decoded into l->half, then multiplied as f16 */
-    const size_t count = (size_t)n * (size_t)k;
-    clpa_status st = program(l, d, 0);
-    if (st != CLPA_OK) return st;
-    st = grow(l, &l->half, &l->half_elems, count, 2, 0, "clCreateBuffer(f16 copy of a weight)");
+    clpa_status st = grow(l, &l->half, &l->half_elems, (size_t)n * (size_t)k, 2, 0,
+                          "clCreateBuffer(f16 copy of a weight)");
     /* where the copy does not fit, f32 activations go the blocks' own way (decoded in the GEMM's
      * loads); f16 ones cannot */
     if (st != CLPA_OK && half) return st;
@@ -784,8 +781,8 @@ clpa_status demo_linear_run_qkv_rope(demo_linear *l, demo_linear_engine e, demo_
     return demo_fail(CLPA_ERR_INVALID_ARG,
                      "%s: RoPE and the cache write come from gemv alone, with f16, bf16 or"
                      " block-form weights and k a multiple of 32 (f16 activations in: f16 or"
-                     " block-form weights) (%s, %s, %d x %d x %d%s)", fn, demo_linear_engine_name(e), demo_wfmt_name(w),
-                     (int)rows, (int)n, (int)k, a_half ? ", f16 in" : "");
+                     " block-form weights) (%s, %s, %d x %d x %d%s)", fn, demo_linear_engine_name(e),
+                     demo_wfmt_name(w), (int)rows, (int)n, (int)k, a_half ? ", f16 in" : "");
   if (!r || r->hd <= 0 || r->hd % 2 || r->heads <= 0 || r->kv_heads <= 0 ||
       ((int64_t)r->heads + 2 * (int64_t)r->kv_heads) * r->hd != n)
     return demo_fail(CLPA_ERR_INVALID_ARG,
@@ -822,7 +819,8 @@ clpa_status demo_linear_run_f16(demo_linear *l, demo_linear_engine e, demo_wfmt 
     return demo_fail(CLPA_ERR_INVALID_ARG,
                      "demo_linear_run_f16: f16 activations go to gemv with f16 weights or ggml's"
                      " blocks, or the tiled GEMM with the table's gemm_f16a and f16 weights (or"
-                     " blocks from gemm_dq_rows), k a multiple of 32 (%s, %s, k %d, %d rows)", demo_linear_engine_name(e), demo_wfmt_name(w), (int)k, (int)rows);
+                     " blocks from gemm_dq_rows), k a multiple of 32 (%s, %s, k %d, %d rows)",
+                     demo_linear_engine_name(e), demo_wfmt_name(w), (int)k, (int)rows);
   if (e == DEMO_LINEAR_AUTO) e = demo_linear_pick(l, rows, k, w);
   return (e == DEMO_LINEAR_GEMV ? run_gemv : run_gemm)(l, (int)w, A, W, C, rows, n, k, accumulate,
                                                         ev, 1);
