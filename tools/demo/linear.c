@@ -1,9 +1,9 @@
 /*
- * linear.c — see linear.h: the table of engines per device, the streaming
- * kernel's programs (one per weight dtype and row block), and the CLBlast
- * route with its f32 copy of the weight.
+ * linear.c — see linear.h: each engine's programs (built on first use), buffers and launches,
+ * the CLBlast route with its f32 copy of the weight and the tiled GEMM's f16 copy of ggml's
+ * blocks; which engine and shape a call takes is linear_table.c's.
  */
-#include "linear.h"
+#include "linear_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,106 +13,15 @@
 
 #include "error.h"
 
-/* The table, first match wins: device → vendor → type → default. One
- * sentence a row; the measurements that chose each (device, date,
- * command, figures) are in docs/decisions/0029-demo-linear-table.md. */
-static const demo_linear_tuning table[] = {
-    /* NVIDIA: gemv up to 32 rows (16 warps, up to 4 tiles of columns, 2 chunks in flight,
-       32 rows a work-group: record 0037), the tiled GEMM from 33 (f16 activations by cp.async
-       with f16 weights, else 64 k a stage; k split while the call has fewer work-groups than
-       compute units; SwiGLU in its epilogue: record 0038), block forms the same, through an
-       f16 copy of the weight from 192 rows (record 0029); 16-bit weights in their tiled forms
-       (record 0036) */
-    {"vendor:NVIDIA", 16, 32, 4, 4, 2, 1 << 30, 4, 2, 16, 33, 0, 64, 1, 32, 16, 2, 4, 1, 4, 1, 192},
-    /* CPUs (PoCL): one work-item a column group, vector sums; faster than CLBlast at every row count */
-    {"type:cpu", 1 << 30, 1, 16, 2, 0, 0, 4, 2, 0, 0, 0, 32, 1, 0, 4, 2, 1, 0, 4, 0, 0},
-    {"default", 16, 16, 8, 4, 0, 0, 4, 2, 0, 0, 0, 32, 1, 0, 4, 2, 1, 0, 4, 0, 0},
-};
-
-/* Row blocks the kernels are built for: the smallest that holds the
- * call's rows, else the largest, several blocks. */
-static const int32_t row_blocks[] = {1, 4, 16};
-#define NBLOCKS (int)(sizeof row_blocks / sizeof row_blocks[0])
-static const int32_t mma_blocks[] = {8, 16, 32, 64}; /* 8 NT */
-#define NMMA (int)(sizeof mma_blocks / sizeof mma_blocks[0])
-/* the tiled GEMM's programs: MT 2 or 4 (64 or 128 rows a work-group) by KS 2 or 4 (32 or 64 k a
- * stage) with f32 activations, or f16 ones by cp.async (32 k a stage) */
-#define NGEMM 2
-#define NGEMM_FORMS 3
-/* the few-row kernel's programs: NT 1, 2, 4 or 8 row tiles of 8 (8: where the table's gemv_nt
- * allows), f32 or f16 activations */
-static const int32_t gemv_blocks[] = {8, 16, 32, 64};
-#define NGEMV (int)(sizeof gemv_blocks / sizeof gemv_blocks[0])
-
-enum { NWDT = DEMO_W_COUNT };
-
-struct demo_linear {
-  cl_context ctx;
-  cl_device_id dev;
-  cl_command_queue queue;
-  demo_linear_tuning tune;
-  int nvidia;         /* inline PTX: the tensor-core kernel runs on the tensor cores */
-  int32_t cus;        /* compute units (the split's aim) */
-  cl_program prog[NWDT][NBLOCKS], mprog[NWDT][NMMA];
-  cl_kernel stream[NWDT][NBLOCKS], widen[NWDT], mma[NWDT][NMMA];
-  cl_program hprog[NWDT];
-  cl_kernel widen_h[NWDT]; /* ggml's blocks to an f16 copy (gemm_dq_rows) */
-  cl_program rprog;
-  cl_kernel reduce;   /* demo_linear_split_reduce: the splits added up where the kernel does not */
-  /* by rows a work-group, form (f32 A with 32 or 64 k a stage, f16 A) and output (C, SwiGLU's
-   * f32 or f16) */
-  cl_program gprog[NWDT][NGEMM][NGEMM_FORMS][3];
-  cl_kernel gemm[NWDT][NGEMM][NGEMM_FORMS][3];
-  /* by activations (f32, f16), output (C, SwiGLU's f32 or f16, RoPE and the cache write) and
-   * tiles (1, 2, 4) */
-  cl_program vprog[NWDT][NGEMV][2][4][3];
-  cl_kernel gemv[NWDT][NGEMV][2][4][3];
-  cl_mem wide;        /* CLBlast's f32 copy of one weight */
-  size_t wide_elems;
-  cl_mem half;        /* the tiled GEMM's f16 copy of one block-form weight (gemm_dq_rows) */
-  size_t half_elems;
-  cl_mem part, counts; /* the mma kernel's split sums and its tiles' counters (zero between calls) */
-  size_t part_elems, count_elems;
-  uint64_t enqueues;  /* commands enqueued so far (demo_linear_enqueues) */
-};
-
 /* The kernels' DEMO_WDT of form d (0 f32, 1 f16, 2 bf16, 3 ... the block forms) and WTILE. */
 static int kernel_wdt(int d) {
   return d == DEMO_W_F16_TILED ? 1 : d == DEMO_W_BF16_TILED ? 2 : d < DEMO_W_F16_TILED ? d : d - 2;
 }
 
-/* The device's vendor into vendor (n bytes), "" where the query fails (the table's
- * default row then). */
-static void vendor_of(cl_device_id dev, char *vendor, size_t n) {
-  memset(vendor, 0, n);
-  if (clGetDeviceInfo(dev, CL_DEVICE_VENDOR, n - 1, vendor, NULL) != CL_SUCCESS) vendor[0] = '\0';
-}
-
-static int is_nvidia(cl_device_id dev) {
-  char vendor[256];
-  vendor_of(dev, vendor, sizeof vendor);
-  return strstr(vendor, "NVIDIA") != NULL;
-}
-
-static const demo_linear_tuning *lookup(cl_device_id dev) {
-  char vendor[256];
-  cl_device_type type = 0;
-  vendor_of(dev, vendor, sizeof vendor);
-  if (clGetDeviceInfo(dev, CL_DEVICE_TYPE, sizeof type, &type, NULL) != CL_SUCCESS) type = 0;
-  for (size_t i = 0; i < sizeof table / sizeof table[0]; i++) {
-    const char *m = table[i].match, *name = strchr(m, ':');
-    if ((strncmp(m, "vendor:", 7) == 0 && name && strstr(vendor, name + 1)) ||
-        (strcmp(m, "type:cpu") == 0 && (type & CL_DEVICE_TYPE_CPU)) ||
-        (strcmp(m, "type:gpu") == 0 && (type & CL_DEVICE_TYPE_GPU)) || strcmp(m, "default") == 0)
-      return &table[i];
-  }
-  return &table[sizeof table / sizeof table[0] - 1];
-}
-
 clpa_status demo_linear_create(cl_context ctx, cl_device_id dev, cl_command_queue queue,
                                const demo_linear_tuning *tuning, demo_linear **out) {
   *out = NULL;
-  const demo_linear_tuning *t = tuning ? tuning : lookup(dev);
+  const demo_linear_tuning *t = tuning ? tuning : demo_linear_lookup(dev);
   if (t->lanes < 1 || t->lanes > 64 || t->groups < 1 || t->groups * t->lanes > 1024 || t->nc < 1 ||
       t->nc > 16 || t->stream_max_rows < 0 || t->mma_max_rows < 0 ||
       t->mma_min_rows < 0 || t->mwarps < 1 || t->mwarps > 8 || t->mma_ct < 1 || t->mma_ct > 4 ||
@@ -140,7 +49,7 @@ clpa_status demo_linear_create(cl_context ctx, cl_device_id dev, cl_command_queu
   if (!l) return demo_fail(CLPA_ERR_OUT_OF_MEMORY, "demo_linear_create: out of memory");
   l->ctx = ctx, l->dev = dev, l->queue = queue;
   l->tune = *t;
-  l->nvidia = is_nvidia(dev);
+  l->nvidia = demo_linear_is_nvidia(dev);
   cl_uint cus = 1;
   if (clGetDeviceInfo(dev, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof cus, &cus, NULL) != CL_SUCCESS)
     cus = 1; /* unknown: the shape rules count one */
@@ -186,47 +95,7 @@ void demo_linear_destroy(demo_linear *l) {
   free(l);
 }
 
-const demo_linear_tuning *demo_linear_tuning_of(const demo_linear *l) { return &l->tune; }
-
 uint64_t demo_linear_enqueues(const demo_linear *l) { return l->enqueues; }
-
-const char *demo_linear_engine_name(demo_linear_engine e) {
-  return e == DEMO_LINEAR_STREAM    ? "stream"
-         : e == DEMO_LINEAR_CLBLAST ? "clblast"
-         : e == DEMO_LINEAR_MMA     ? "mma"
-         : e == DEMO_LINEAR_GEMM    ? "gemm"
-         : e == DEMO_LINEAR_GEMV    ? "gemv"
-                                    : "auto";
-}
-
-/* The tensor-core kernel takes the call: k in chunks of 32, f16 or bf16
- * weights or ggml's blocks (off NVIDIA it runs emulated, for tests: never
- * picked there). */
-static int mma_runs(int32_t k, demo_wfmt w) { return k % 32 == 0 && w != DEMO_W_F32; }
-
-/* The 16-bit tensor-core kernels (the tiled GEMM and gemv) take the call: k
- * in chunks of 32, f16 or bf16 weights or ggml's blocks (k a whole number of
- * them: check() holds that). */
-static int gemm_runs(int32_t k, demo_wfmt w) { return k % 32 == 0 && w != DEMO_W_F32; }
-
-demo_linear_engine demo_linear_pick(const demo_linear *l, int32_t rows, int32_t k, demo_wfmt w) {
-  /* block forms skip mma (it takes them forced, unmeasured on a GPU) and take gemv and the GEMM
-   * at the rows 16-bit weights do (record 0029, "Block forms past 16 rows") */
-  if (l->tune.gemm_min_rows && rows >= l->tune.gemm_min_rows && l->nvidia && gemm_runs(k, w))
-    return DEMO_LINEAR_GEMM;
-  if (rows <= l->tune.gemv_max_rows && l->nvidia && gemm_runs(k, w)) return DEMO_LINEAR_GEMV;
-  if (rows >= l->tune.mma_min_rows && rows <= l->tune.mma_max_rows && l->nvidia && mma_runs(k, w) &&
-      w < DEMO_W_Q8_0)
-    return DEMO_LINEAR_MMA;
-  return rows <= l->tune.stream_max_rows && k % 8 == 0 ? DEMO_LINEAR_STREAM : DEMO_LINEAR_CLBLAST;
-}
-
-static int block_in(const int32_t *blocks, int count, int32_t rows) {
-  for (int b = 0; b < count; b++)
-    if (rows <= blocks[b]) return b;
-  return count - 1;
-}
-#define block_for(rows) block_in(row_blocks, NBLOCKS, rows)
 
 /* Builds the kernels' source (with the tensor-core kernel: mma 1; the
  * tiled GEMM after the source's first part and the 16-bit mma part: mma 2;
@@ -292,13 +161,6 @@ static clpa_status program(demo_linear *l, int d, int b) {
   return demo_cl_check(e, "demo_linear: clCreateKernel(demo_linear_widen)");
 }
 
-/* Chunks of 32 a stage of the tensor-core kernel for nt row tiles: its
- * activations' local memory at most 16 KB. */
-static int mma_stage(int nt) { return nt >= 8 ? 2 : nt >= 4 ? 4 : 8; }
-
-/* Columns a work-group of the tensor-core kernel takes. */
-static int64_t mma_cols(const demo_linear *l) { return 16 * (int64_t)l->tune.mma_ct * l->tune.mwarps; }
-
 /* The tensor-core program of dtype d and row block b (mma_blocks). */
 static clpa_status mma_program(demo_linear *l, int d, int b) {
   if (l->mma[d][b]) return CLPA_OK;
@@ -306,20 +168,8 @@ static clpa_status mma_program(demo_linear *l, int d, int b) {
   const int nt = (int)mma_blocks[b] / 8;
   snprintf(opts, sizeof opts,
            "-DNT=%d -DMWARPS=%d -DCT=%d -DSC=%d -DDEMO_PTX=%d", nt,
-           (int)l->tune.mwarps, (int)l->tune.mma_ct, mma_stage(nt), l->nvidia);
+           (int)l->tune.mwarps, (int)l->tune.mma_ct, demo_linear_mma_stage(nt), l->nvidia);
   return build(l, 1, d, opts, "demo_linear_mma", &l->mprog[d][b], &l->mma[d][b]);
-}
-
-/* linear.h; the aim (mma_fill) is the table's, docs/decisions/0029-demo-linear-table.md. */
-int32_t demo_linear_mma_split(const demo_linear *l, int32_t rows, int32_t n, int32_t k) {
-  const int b = block_in(mma_blocks, NMMA, rows);
-  const int64_t rb = mma_blocks[b], cols = mma_cols(l);
-  const int64_t warps = (((int64_t)n + cols - 1) / cols) * (((int64_t)rows + rb - 1) / rb) * l->tune.mwarps;
-  const int64_t want = (int64_t)l->cus * l->tune.mma_fill;
-  const int64_t least = 2 * mma_stage((int)rb / 8); /* chunks a split: two stages */
-  int32_t s = 1;
-  while (s < 64 && warps * s < want && k % (64 * s) == 0 && k / (64 * s) >= least) s *= 2;
-  return s;
 }
 
 /* Grows *buf to hold elems elements of size bytes (zeroed when zero is set). */
@@ -445,7 +295,7 @@ static clpa_status run_stream(demo_linear *l, int d, cl_mem A, cl_mem W, cl_mem 
     return demo_fail(CLPA_ERR_INVALID_ARG,
                      "demo_linear_run: the streaming kernel needs k a multiple of 8 (k %d)",
                      (int)k);
-  const int b = block_for(rows);
+  const int b = demo_linear_block_in(row_blocks, NBLOCKS, rows);
   clpa_status st = program(l, d, b);
   if (st == CLPA_OK) st = set_args(l->stream[d][b], A, rows, k, W, n, C, accumulate);
   if (st != CLPA_OK) return st;
@@ -457,14 +307,14 @@ static clpa_status run_stream(demo_linear *l, int d, cl_mem A, cl_mem W, cl_mem 
 
 static clpa_status run_mma(demo_linear *l, int d, cl_mem A, cl_mem W, cl_mem C, int32_t rows,
                            int32_t n, int32_t k, int accumulate, cl_event *ev) {
-  if (!mma_runs(k, (demo_wfmt)d))
+  if (!demo_linear_mma_runs(k, (demo_wfmt)d))
     return demo_fail(CLPA_ERR_INVALID_ARG,
                      "demo_linear_run: the tensor-core kernel needs k a multiple of 32"
                      " and f16, bf16 or block-form weights (k %d, %s)", (int)k, demo_wfmt_name((demo_wfmt)d));
-  const int b = block_in(mma_blocks, NMMA, rows);
+  const int b = demo_linear_block_in(mma_blocks, NMMA, rows);
   const int32_t split = demo_linear_mma_split(l, rows, n, k);
   const size_t wg = 32 * (size_t)l->tune.mwarps, rb = (size_t)mma_blocks[b];
-  const size_t cols = (size_t)mma_cols(l);
+  const size_t cols = (size_t)demo_linear_mma_cols(l);
   const size_t tiles = ((size_t)n + cols - 1) / cols, blocks = ((size_t)rows + rb - 1) / rb;
   clpa_status st = mma_program(l, d, b);
   if (st == CLPA_OK && split > 1) st = split_buffers(l, split, rows, n, tiles * blocks, 1);
@@ -472,30 +322,6 @@ static clpa_status run_mma(demo_linear *l, int d, cl_mem A, cl_mem W, cl_mem C, 
   if (st != CLPA_OK) return st;
   return launch_split(l, l->mma[d][b], 1, blocks, tiles, wg, split, C, rows, n, accumulate, 0, ev,
                       "demo_linear_run: clEnqueueNDRangeKernel(demo_linear_mma)");
-}
-
-/* linear.h: the table's gemm_bm, else 128 rows a work-group past 64 rows
- * where that gives at least a work-group to two compute units
- * (docs/decisions/0029-demo-linear-table.md). */
-int32_t demo_linear_gemm_rows(const demo_linear *l, int32_t rows, int32_t n) {
-  if (l->tune.gemm_bm) return l->tune.gemm_bm;
-  const int64_t groups = (((int64_t)rows + 127) / 128) * (((int64_t)n + 127) / 128);
-  return rows > 64 && 2 * groups >= l->cus ? 128 : 64;
-}
-
-int32_t demo_linear_gemm_stage_k(const demo_linear *l, int32_t k, int half) {
-  return !half && l->tune.gemm_bk == 64 && k % 64 == 0 ? 64 : 32;
-}
-
-/* linear.h; the aim (gemm_fill) is the table's, docs/decisions/0038-demo-gemm-split-k.md. */
-int32_t demo_linear_gemm_split(const demo_linear *l, int32_t rows, int32_t n, int32_t k, int half) {
-  const int64_t bm = demo_linear_gemm_rows(l, rows, n);
-  const int64_t groups = (((int64_t)rows + bm - 1) / bm) * (((int64_t)n + 127) / 128);
-  const int64_t want = (int64_t)l->cus * l->tune.gemm_fill;
-  const int32_t stages = k / demo_linear_gemm_stage_k(l, k, half);
-  int32_t s = 1;
-  while (s < 16 && groups * s < want && stages % (2 * s) == 0 && stages / (2 * s) >= 8) s *= 2;
-  return s;
 }
 
 /* The tiled GEMM's program of dtype d, 64 (b 0) or 128 rows (1) a
@@ -557,19 +383,14 @@ clpa_status demo_linear_dequantize_f16(demo_linear *l, demo_wfmt w, cl_mem W, cl
   return st == CLPA_OK ? widen_h(l, (int)w, W, out, n, k, ev) : st;
 }
 
-/* Whether the tiled GEMM takes a call over ggml's blocks through an f16 copy of the weight. */
-static int gemm_dq(const demo_linear *l, int d, int32_t rows) {
-  return d >= DEMO_W_Q8_0 && l->tune.gemm_dq_rows && rows >= l->tune.gemm_dq_rows;
-}
-
 /* half: A is f16 (demo_linear_run_f16); C as gemm_program's o says */
 static clpa_status run_gemm_out(demo_linear *l, int d, cl_mem A, cl_mem W, cl_mem C, int32_t rows,
                                 int32_t n, int32_t k, int accumulate, cl_event *ev, int half, int o) {
-  if (!gemm_runs(k, (demo_wfmt)d))
+  if (!demo_linear_gemm_runs(k, (demo_wfmt)d))
     return demo_fail(CLPA_ERR_INVALID_ARG,
                      "demo_linear_run: the tiled GEMM needs k a multiple of 32 and f16, bf16 or"
                      " block-form weights (k %d, %s)", (int)k, demo_wfmt_name((demo_wfmt)d));
-  if (gemm_dq(l, d, rows)) { /* the weight decoded into l->half, then multiplied as f16 */
+  if (demo_linear_gemm_dq(l, d, rows)) { /* the weight decoded into l->half, then multiplied as f16 */
     clpa_status st = grow(l, &l->half, &l->half_elems, (size_t)n * (size_t)k, 2, 0,
                           "clCreateBuffer(f16 copy of a weight)");
     /* where the copy does not fit, f32 activations go the blocks' own way (decoded in the GEMM's
@@ -599,30 +420,6 @@ static clpa_status run_gemm(demo_linear *l, int d, cl_mem A, cl_mem W, cl_mem C,
   return run_gemm_out(l, d, A, W, C, rows, n, k, accumulate, ev, half, 0);
 }
 
-/* The few-row kernel's warps for nt row tiles and ct column tiles: the
- * table's, fewer where their sums (nt ct 512 bytes a warp) would pass 32 KB. */
-static int32_t gemv_warps(const demo_linear *l, int32_t nt, int32_t ct) {
-  int32_t kw = l->tune.gemv_warps;
-  while (kw > 1 && kw * nt * ct > 64) kw /= 2;
-  return kw;
-}
-
-/* gemv's row block for a call: the smallest that holds its rows, else the largest the
- * table's gemv_nt allows */
-static int gemv_block(const demo_linear *l, int32_t rows) {
-  return block_in(gemv_blocks, l->tune.gemv_nt == 8 ? NGEMV : NGEMV - 1, rows);
-}
-
-/* linear.h; the aim (16 warps a compute unit) is docs/decisions/0029-demo-linear-table.md's. */
-void demo_linear_gemv_shape(const demo_linear *l, int32_t rows, int32_t n, int32_t *ct, int32_t *kw) {
-  const int32_t rb = gemv_blocks[gemv_block(l, rows)], nt = rb / 8;
-  const int64_t blocks = ((int64_t)rows + rb - 1) / rb;
-  int32_t c = l->tune.gemv_ct;
-  while (c > 1 && blocks * (((int64_t)n + 16 * c - 1) / (16 * c)) * gemv_warps(l, nt, c) < 16 * (int64_t)l->cus)
-    c /= 2;
-  *ct = c, *kw = gemv_warps(l, nt, c);
-}
-
 /* The few-row kernel's program of dtype d, 8, 16, 32 or 64 rows a work-group
  * (b), f32 (h 0) or f16 activations (1), C (o 0), SwiGLU's activations as
  * f32 (1) or f16 (2) or RoPE and the cache write (3), and 1, 2 or 4 column
@@ -633,7 +430,7 @@ static clpa_status gemv_program(demo_linear *l, int d, int b, int h, int o, int 
   const int nt = (int)gemv_blocks[b] / 8, ct = 1 << c;
   snprintf(opts, sizeof opts,
            "-DNT=%d -DCT=%d -DKW=%d -DUN=%d -DAH=%d -DOS=%d -DDEMO_PTX=%d -DDEMO_BYTES8=1", nt, ct,
-           (int)gemv_warps(l, nt, ct), (int)l->tune.gemv_unroll, h, o, l->nvidia);
+           (int)demo_linear_gemv_warps(l, nt, ct), (int)l->tune.gemv_unroll, h, o, l->nvidia);
   return build(l, 3, d, opts, "demo_linear_gemv", &l->vprog[d][b][h][o][c], &l->gemv[d][b][h][o][c]);
 }
 
@@ -662,11 +459,11 @@ static clpa_status set_rope_args(cl_kernel kr, const demo_qkv_rope *r) {
 static clpa_status run_gemv_out(demo_linear *l, int d, cl_mem A, cl_mem W, cl_mem C, int32_t rows,
                                 int32_t n, int32_t k, int accumulate, cl_event *ev, int half, int o,
                                 const demo_qkv_rope *r) {
-  if (!gemm_runs(k, (demo_wfmt)d))
+  if (!demo_linear_gemm_runs(k, (demo_wfmt)d))
     return demo_fail(CLPA_ERR_INVALID_ARG,
                      "demo_linear_run: the few-row kernel (gemv) needs k a multiple of 32 and f16,"
                      " bf16 or block-form weights (k %d, %s)", (int)k, demo_wfmt_name((demo_wfmt)d));
-  const int b = gemv_block(l, rows);
+  const int b = demo_linear_gemv_block(l, rows);
   int32_t ct, kw;
   demo_linear_gemv_shape(l, rows, n, &ct, &kw);
   const int c = ct == 4 ? 2 : ct == 2;
@@ -739,12 +536,6 @@ clpa_status demo_linear_run(demo_linear *l, demo_linear_engine e, demo_wfmt w, c
                                  : run_clblast(l, d, A, W, C, rows, n, k, accumulate, ev);
 }
 
-int demo_linear_takes_swiglu_out(const demo_linear *l, demo_linear_engine e, int32_t rows,
-                                 int32_t n, int32_t k, demo_wfmt w) {
-  if (e == DEMO_LINEAR_AUTO) e = demo_linear_pick(l, rows, k, w);
-  return (e == DEMO_LINEAR_GEMV || e == DEMO_LINEAR_GEMM) && gemm_runs(k, w) && n % 16 == 0;
-}
-
 clpa_status demo_linear_run_swiglu_out(demo_linear *l, demo_linear_engine e, demo_wfmt w, cl_mem A,
                                        int a_half, cl_mem W, cl_mem act, int act_half,
                                        int32_t rows, int32_t n, int32_t k, cl_event *ev) {
@@ -762,12 +553,6 @@ clpa_status demo_linear_run_swiglu_out(demo_linear *l, demo_linear_engine e, dem
   return e == DEMO_LINEAR_GEMM
              ? run_gemm_out(l, (int)w, A, W, act, rows, n, k, 0, ev, a_half != 0, act_half ? 2 : 1)
              : run_gemv_out(l, (int)w, A, W, act, rows, n, k, 0, ev, a_half != 0, act_half ? 2 : 1, NULL);
-}
-
-int demo_linear_takes_qkv_rope(const demo_linear *l, demo_linear_engine e, int32_t rows, int32_t k,
-                               demo_wfmt w) {
-  if (e == DEMO_LINEAR_AUTO) e = demo_linear_pick(l, rows, k, w);
-  return e == DEMO_LINEAR_GEMV && gemm_runs(k, w);
 }
 
 clpa_status demo_linear_run_qkv_rope(demo_linear *l, demo_linear_engine e, demo_wfmt w, cl_mem A,
@@ -796,18 +581,6 @@ clpa_status demo_linear_run_qkv_rope(demo_linear *l, demo_linear_engine e, demo_
                      (long long)r->nslots);
   if (rows == 0) return CLPA_OK;
   return run_gemv_out(l, (int)w, A, W, qkv, rows, n, k, 0, ev, a_half != 0, 3, r);
-}
-
-int demo_linear_takes_f16(const demo_linear *l, demo_linear_engine e, int32_t rows, int32_t k,
-                          demo_wfmt w) {
-  if (e == DEMO_LINEAR_AUTO) e = demo_linear_pick(l, rows, k, w);
-  /* gemv on ggml's blocks rounds f32 activations to f16 on the way in: f16 ones are the same
-   * bits at half the bytes, which every work-group reads (record 0029, "f16 activations") */
-  if (w >= DEMO_W_Q8_0 && w < DEMO_W_COUNT)
-    return k % 32 == 0 && (e == DEMO_LINEAR_GEMV ||
-                           (e == DEMO_LINEAR_GEMM && l->tune.gemm_f16a && gemm_dq(l, (int)w, rows)));
-  return demo_wfmt_untiled(w) == DEMO_W_F16 && k % 32 == 0 &&
-         (e == DEMO_LINEAR_GEMV || (e == DEMO_LINEAR_GEMM && l->tune.gemm_f16a));
 }
 
 clpa_status demo_linear_run_f16(demo_linear *l, demo_linear_engine e, demo_wfmt w, cl_mem A,

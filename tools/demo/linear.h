@@ -25,8 +25,9 @@
  *            for many rows (a prefill chunk)
  *
  * The engine for a call comes from the device's entry of a table (device
- * name, then vendor, then type, then the default; linear.c holds it and
- * the measurements behind each entry), by the number of rows.
+ * name, then vendor, then type, then the default; linear_table.c holds it
+ * and its rules, and names the records of the measurements behind each
+ * entry), by the number of rows.
  */
 #ifndef CLPA_DEMO_LINEAR_H
 #define CLPA_DEMO_LINEAR_H
