@@ -346,29 +346,39 @@ clpa_status demo_linear_mma_peak_kernel(demo_linear *l, cl_kernel *k) {
   return demo_cl_check(e, "demo_linear: clCreateKernel(demo_linear_mma_peak)");
 }
 
-/* kr (demo_linear_widen or _h) over (per_row, n) work-items: out = W decoded */
+/* kr (demo_linear_widen or _h) over (per_row, n) work-items: out = W decoded; local (lx, 1),
+ * or the runtime's choice where lx is 0 */
 static clpa_status launch_widen(demo_linear *l, cl_kernel kr, cl_mem W, cl_mem out, int32_t n,
-                                size_t per_row, int32_t k, cl_event *ev, const char *what) {
-  const size_t items[2] = {per_row, (size_t)n};
+                                size_t per_row, size_t lx, int32_t k, cl_event *ev,
+                                const char *what) {
+  const size_t items[2] = {per_row, (size_t)n}, local[2] = {lx, 1};
   cl_int e = clSetKernelArg(kr, 0, sizeof W, &W);
   e |= clSetKernelArg(kr, 1, sizeof out, &out);
   e |= clSetKernelArg(kr, 2, sizeof k, &k);
-  if (e == CL_SUCCESS) e = clEnqueueNDRangeKernel(l->queue, kr, 2, NULL, items, NULL, 0, NULL, ev);
+  if (e == CL_SUCCESS)
+    e = clEnqueueNDRangeKernel(l->queue, kr, 2, NULL, items, lx ? local : NULL, 0, NULL, ev);
   l->enqueues += e == CL_SUCCESS;
   return demo_cl_check(e, what);
 }
 
-/* out [n k] halves = block form d's W as f16 (demo_linear_widen_h, 8 elements an item), its
- * program built on first use. */
+/* groups of 8 elements a work-item of the f16 copy (demo_linear_widen_h's WPER): two for the
+ * K-quants, one for Q8_0 and Q4_0 (record 0029, "The copy kernel, measured") */
+static int widen_per(int d) { return d >= DEMO_W_Q4_K ? 2 : 1; }
+
+/* out [n k] halves = block form d's W as f16 (demo_linear_widen_h), its program built on first
+ * use; work-groups of up to 256 along a row (the largest power of two its items divide into). */
 static clpa_status widen_h(demo_linear *l, int d, cl_mem W, cl_mem out, int32_t n, int32_t k,
                            cl_event *ev) {
   if (!l->widen_h[d]) {
-    char opts[32];
-    snprintf(opts, sizeof opts, "-DDEMO_PTX=%d", l->nvidia);
+    char opts[48];
+    snprintf(opts, sizeof opts, "-DDEMO_PTX=%d -DWPER=%d", l->nvidia, widen_per(d));
     clpa_status st = build(l, 5, d, opts, "demo_linear_widen_h", &l->hprog[d], &l->widen_h[d]);
     if (st != CLPA_OK) return st;
   }
-  return launch_widen(l, l->widen_h[d], W, out, n, (size_t)k / 8, k, ev,
+  const size_t per = (size_t)k / (8 * (size_t)widen_per(d)); /* k: a multiple of 32 (check) */
+  size_t lx = 1;
+  while (lx < 256 && per % (2 * lx) == 0) lx *= 2;
+  return launch_widen(l, l->widen_h[d], W, out, n, per, lx, k, ev,
                       "demo_linear: demo_linear_widen_h");
 }
 
@@ -486,7 +496,7 @@ static clpa_status run_gemv(demo_linear *l, int d, cl_mem A, cl_mem W, cl_mem C,
 static clpa_status widen(demo_linear *l, int d, cl_mem W, cl_mem out, int32_t n, int32_t k) {
   /* block and tiled forms: 8 elements an item */
   const int by8 = d >= DEMO_W_Q8_0 || demo_wfmt_is_tiled((demo_wfmt)d);
-  return launch_widen(l, l->widen[d], W, out, n, by8 ? (size_t)k / 8 : (size_t)k, k, NULL,
+  return launch_widen(l, l->widen[d], W, out, n, by8 ? (size_t)k / 8 : (size_t)k, 0, k, NULL,
                       "demo_linear: demo_linear_widen");
 }
 

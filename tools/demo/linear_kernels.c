@@ -467,11 +467,19 @@ const char *const demo_linear_mma_source[] = {
 
 /* out [n, k] = ggml's blocks W as f16, rounded to nearest even as the tiled GEMM rounds them in
  * its loads (pack8: linear_gemm_kernels.c's 16-bit helpers, which this program is built after),
- * one 16-byte store a work-item. grid (k / 8, n), 8 elements a work-item. */
+ * one 16-byte store a group of 8. grid (k / (8 WPER), n): work-item i of row c takes the groups
+ * i + j k / (8 WPER), j < WPER (a warp's stores contiguous), all loaded before any is stored. */
 const char *const demo_linear_widen_h_source =
+    "#ifndef WPER\n"
+    "#error \"WPER: groups of 8 elements a work-item (1, 2 or 4)\"\n"
+    "#endif\n"
     "__kernel void demo_linear_widen_h(__global const wt_t *W, __global uint *out, int k) {\n"
-    "  const size_t e = get_global_id(0), c = get_global_id(1);\n"
-    "  vstore4(pack8(WLOAD8(ROW(W, c, k), (int)(8 * e))), c * (size_t)(k / 8) + e, out);\n"
+    "  const int per = k / (8 * WPER);\n"
+    "  const size_t i = get_global_id(0), c = get_global_id(1);\n"
+    "  __global const wt_t *row = ROW(W, c, k);\n"
+    "  uint4 v[WPER];\n"
+    "  for (int j = 0; j < WPER; j++) v[j] = pack8(WLOAD8(row, 8 * ((int)i + j * per)));\n"
+    "  for (int j = 0; j < WPER; j++) vstore4(v[j], c * (size_t)(k / 8) + i + (size_t)(j * per), out);\n"
     "}\n";
 
 /* SwiGLU's activation from a gate and an up sum, act = silu(gate) up, stored as f32 or (f16 1)
