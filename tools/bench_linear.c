@@ -107,10 +107,8 @@ static clpa_status one_copy(clpa_context *ctx, const void *arg, cl_event *event)
 static double copy_us(bench_env *env, demo_linear *l, demo_wfmt form, cl_mem W,
                       const lin_shape *s, const bench_timing *t) {
   if (form < DEMO_W_Q8_0) return 0;
-  cl_int e;
-  cl_mem out = clCreateBuffer(clpa_context_cl_context(env->ctx), CL_MEM_READ_WRITE,
-                              (size_t)s->n * (size_t)s->k * 2, NULL, &e);
-  if (e != CL_SUCCESS) return -1;
+  cl_mem out = bench_buffer(env, NULL, (size_t)s->n * (size_t)s->k * 2);
+  if (!out) return -1;
   copy_call c = {l, form, W, out, s->n, s->k};
   double per = 0;
   const int bad = bench_measure(env, "f16 copy", one_copy, &c, t, &per);
