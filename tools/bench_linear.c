@@ -106,7 +106,7 @@ static clpa_status one_copy(clpa_context *ctx, const void *arg, cl_event *event)
  * failed. */
 static double copy_us(bench_env *env, demo_linear *l, demo_wfmt form, cl_mem W,
                       const lin_shape *s, const bench_timing *t) {
-  if (form < DEMO_W_Q8_0) return 0;
+  if (!demo_wfmt_is_block(form)) return 0;
   cl_mem out = bench_buffer(env, NULL, (size_t)s->n * (size_t)s->k * 2);
   if (!out) return -1;
   copy_call c = {l, form, W, out, s->n, s->k};
@@ -364,7 +364,7 @@ int bench_linear(int argc, char **argv) {
           cli_json_num(&j, "launch_us", launch, 2);
           cli_json_num(&j, "read_us", read_us[i], 2);
           cli_json_num(&j, "read_ratio", read_us[i] / (per_call * 1e6), 4);
-          if (form >= DEMO_W_Q8_0) cli_json_num(&j, "f16_copy_us", f16_copy[i], 2);
+          if (demo_wfmt_is_block(form)) cli_json_num(&j, "f16_copy_us", f16_copy[i], 2);
           cli_json_int(&j, "lanes", tu->lanes);
           cli_json_int(&j, "groups", tu->groups);
           cli_json_int(&j, "nc", tu->nc);
@@ -419,7 +419,7 @@ int bench_linear(int argc, char **argv) {
         cli_json_num(&j, "ratio", gbps / copy, 4);
         cli_json_num(&j, "read_floor_us", step_read, 1);
         cli_json_num(&j, "read_ratio", step_read / (step_s * 1e6), 4);
-        if (form >= DEMO_W_Q8_0) cli_json_num(&j, "f16_copy_us", step_copy, 1);
+        if (demo_wfmt_is_block(form)) cli_json_num(&j, "f16_copy_us", step_copy, 1);
         cli_json_end(&j);
       } else {
         char t1[32], t2[32], t3[32];

@@ -385,7 +385,7 @@ static clpa_status widen_h(demo_linear *l, int d, cl_mem W, cl_mem out, int32_t 
 clpa_status demo_linear_dequantize_f16(demo_linear *l, demo_wfmt w, cl_mem W, cl_mem out,
                                        int32_t n, int32_t k, cl_event *ev) {
   if (ev) *ev = NULL;
-  if (w < DEMO_W_Q8_0 || w >= DEMO_W_COUNT)
+  if (!demo_wfmt_is_block(w))
     return demo_fail(CLPA_ERR_INVALID_ARG,
                      "demo_linear_dequantize_f16: w must be one of ggml's block forms (%s)",
                      demo_wfmt_name(w));
@@ -495,7 +495,7 @@ static clpa_status run_gemv(demo_linear *l, int d, cl_mem A, cl_mem W, cl_mem C,
 /* out [n, k] = W as floats (demo_linear_widen); the program is built. */
 static clpa_status widen(demo_linear *l, int d, cl_mem W, cl_mem out, int32_t n, int32_t k) {
   /* block and tiled forms: 8 elements an item */
-  const int by8 = d >= DEMO_W_Q8_0 || demo_wfmt_is_tiled((demo_wfmt)d);
+  const int by8 = demo_wfmt_is_block((demo_wfmt)d) || demo_wfmt_is_tiled((demo_wfmt)d);
   return launch_widen(l, l->widen[d], W, out, n, by8 ? (size_t)k / 8 : (size_t)k, 0, k, NULL,
                       "demo_linear: demo_linear_widen");
 }

@@ -75,7 +75,7 @@ demo_linear_engine demo_linear_pick(const demo_linear *l, int32_t rows, int32_t 
     return DEMO_LINEAR_GEMM;
   if (rows <= l->tune.gemv_max_rows && tc16) return DEMO_LINEAR_GEMV;
   if (rows >= l->tune.mma_min_rows && rows <= l->tune.mma_max_rows && l->nvidia &&
-      demo_linear_mma_runs(k, w) && w < DEMO_W_Q8_0)
+      demo_linear_mma_runs(k, w) && !demo_wfmt_is_block(w))
     return DEMO_LINEAR_MMA;
   return rows <= l->tune.stream_max_rows && k % 8 == 0 ? DEMO_LINEAR_STREAM : DEMO_LINEAR_CLBLAST;
 }
@@ -148,7 +148,7 @@ void demo_linear_gemv_shape(const demo_linear *l, int32_t rows, int32_t n, int32
 
 /* Whether the tiled GEMM takes a call over ggml's blocks through an f16 copy of the weight. */
 int demo_linear_gemm_dq(const demo_linear *l, int d, int32_t rows) {
-  return d >= DEMO_W_Q8_0 && l->tune.gemm_dq_rows && rows >= l->tune.gemm_dq_rows;
+  return demo_wfmt_is_block((demo_wfmt)d) && l->tune.gemm_dq_rows && rows >= l->tune.gemm_dq_rows;
 }
 
 int demo_linear_takes_swiglu_out(const demo_linear *l, demo_linear_engine e, int32_t rows,
@@ -169,7 +169,7 @@ int demo_linear_takes_f16(const demo_linear *l, demo_linear_engine e, int32_t ro
   if (e == DEMO_LINEAR_AUTO) e = demo_linear_pick(l, rows, k, w);
   /* gemv on ggml's blocks rounds f32 activations to f16 on the way in: f16 ones are the same
    * bits at half the bytes, which every work-group reads (record 0029, "f16 activations") */
-  if (w >= DEMO_W_Q8_0 && w < DEMO_W_COUNT)
+  if (demo_wfmt_is_block(w))
     return k % 32 == 0 &&
            (e == DEMO_LINEAR_GEMV ||
             (e == DEMO_LINEAR_GEMM && l->tune.gemm_f16a && demo_linear_gemm_dq(l, (int)w, rows)));

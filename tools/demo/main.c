@@ -253,7 +253,7 @@ static int parse(int argc, char **argv, demo_args *a) {
   if (a->weight_quant && a->model)
     return cli_error(&cmd, "--weight-quant is for the random models: --model keeps its file's forms");
   const demo_wfmt q = a->weight_quant ? demo_wfmt_of_name(a->weight_quant) : DEMO_W_COUNT;
-  if (a->weight_quant && (q < DEMO_W_Q8_0 || q >= DEMO_W_COUNT))
+  if (a->weight_quant && !demo_wfmt_is_block(q))
     return cli_error(&cmd, "--weight-quant %s: the forms are %s", a->weight_quant, DEMO_QUANT_TYPE_NAMES);
   return CLI_RUN;
 }

@@ -566,7 +566,7 @@ clpa_status demo_model_set_blocks(demo_model *m, int32_t layer, demo_matrix whic
   int32_t n, k;
   matrix_shape(m, which, &n, &k);
   const size_t want = demo_wfmt_row_bytes(w, k) * (size_t)n;
-  if (w < DEMO_W_Q8_0 || w >= DEMO_W_COUNT || !want || bytes != want ||
+  if (!demo_wfmt_is_block(w) || !want || bytes != want ||
       (which != DEMO_MAT_LM_HEAD && (layer < 0 || layer >= m->cfg.layers)) ||
       (which == DEMO_MAT_LM_HEAD && m->h_lm_head == m->h_embed))
     return demo_fail(CLPA_ERR_INVALID_ARG,
@@ -634,7 +634,7 @@ static clpa_status quant_matrix(uint32_t type, float *h, unsigned char *blocks, 
 clpa_status demo_model_quantize(demo_model *m, demo_wfmt w) {
   const char *const *names = demo_matrix_names;
   const uint32_t type = demo_wfmt_ggml(w);
-  if (w < DEMO_W_Q8_0 || !demo_quant_supported(type))
+  if (!demo_wfmt_is_block(w) || !demo_quant_supported(type))
     return demo_fail(CLPA_ERR_INVALID_ARG, "demo_model_quantize: %s is not a block form",
                      demo_wfmt_name(w));
   const int head = m->h_lm_head != m->h_embed;

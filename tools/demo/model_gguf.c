@@ -41,7 +41,7 @@ static clpa_status keep_blocks(const demo_gguf *g, demo_model *m, int32_t l, dem
     const demo_gguf_tensor *t = demo_gguf_get_tensor(g, name);
     if (!t || demo_gguf_tensor_raw(t, &raw[i]) != CLPA_OK) return CLPA_OK;
     const demo_wfmt w = demo_wfmt_of_ggml(raw[i].type);
-    if (w < DEMO_W_Q8_0 || w >= DEMO_W_COUNT || raw[i].type != raw[0].type) return CLPA_OK;
+    if (!demo_wfmt_is_block(w) || raw[i].type != raw[0].type) return CLPA_OK;
     total += (size_t)raw[i].size;
   }
   unsigned char *buf = malloc(total ? total : 1);

@@ -16,6 +16,8 @@ static const struct {
 
 int demo_wfmt_is_tiled(demo_wfmt w) { return w == DEMO_W_F16_TILED || w == DEMO_W_BF16_TILED; }
 
+int demo_wfmt_is_block(demo_wfmt w) { return w >= DEMO_W_Q8_0 && w < DEMO_W_COUNT; }
+
 uint32_t demo_wfmt_block_elems(demo_wfmt w) { return (unsigned)w < DEMO_W_COUNT ? forms[w].elems : 0; }
 
 demo_wfmt demo_wfmt_of_dtype(clpa_dtype d) {

@@ -50,6 +50,8 @@ demo_wfmt demo_wfmt_tiled(demo_wfmt w);
 demo_wfmt demo_wfmt_untiled(demo_wfmt w);
 /* Whether w is one of the tiled forms. */
 int demo_wfmt_is_tiled(demo_wfmt w);
+/* Whether w is one of ggml's block forms (Q8_0 to Q6_K). */
+int demo_wfmt_is_block(demo_wfmt w);
 /* Elements of a block of w along k: 1 for f32, f16 and bf16, a tile's 32 for the tiled forms,
  * quant.h's for ggml's (0 for no form). */
 uint32_t demo_wfmt_block_elems(demo_wfmt w);
