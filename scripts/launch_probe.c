@@ -13,8 +13,12 @@
  * profiling queue, and on the profiling queue with an event a launch.
  * Prints, per kernel and queue, the host's seconds in the enqueue loop and
  * to clFinish, a launch each, and (with events) the device's span from the
- * first start to the last end, a launch each. Two rounds: the second is
- * the figure. Timing only: nothing is checked.
+ * first start to the last end, a launch each. Then each kernel again, 1000
+ * launches queued behind a spin kernel long enough that the host has
+ * enqueued them all before the first starts: the device's span from the
+ * spin's end to the last launch's end, a launch each (the device's own
+ * cost, with no host in the way). Two rounds: the second is the figure.
+ * Timing only: nothing is checked.
  */
 #define CL_TARGET_OPENCL_VERSION 120
 #include <CL/cl.h>
@@ -38,7 +42,10 @@ static const char *src =
     "__kernel void tiny(__global float *p) { if (get_global_id(0) == 0) p[0] += 1.0f; }\n"
     "__kernel void rd(__global const float4 *p, __global float *o, uint n) {\n"
     "  float4 s = 0; for (uint i = get_global_id(0); i < n; i += get_global_size(0)) s += p[i];\n"
-    "  if (s.x == 1234.5f) o[0] = s.y; }\n";
+    "  if (s.x == 1234.5f) o[0] = s.y; }\n"
+    "__kernel void spin(__global float *p, uint iters) {\n"
+    "  float x = p[1]; for (uint i = 0; i < iters; i++) x = x * 0.999999f + 1e-7f;\n"
+    "  if (x == 1234.5f) p[2] = x; }\n";
 
 int main(int argc, char **argv) {
   cl_platform_id pl[4];
@@ -106,5 +113,33 @@ int main(int argc, char **argv) {
                qi == 0 ? "plain" : qi == 1 ? "profiling" : "profiling+ev", (t1 - t0) * 1e6 / N,
                (t2 - t0) * 1e6 / N, dev_us);
       }
+  /* The device's own cost: the same launches queued behind a spin kernel of a few ms (one
+   * work-group), so that the host has enqueued them all before the first starts; the device's
+   * span from the spin's end to the last one's end, a launch each (two events alone). */
+  cl_kernel ks_spin = clCreateKernel(p, "spin", &err);
+  CK(err);
+  cl_uint iters = 1u << 22;
+  CK(clSetKernelArg(ks_spin, 0, sizeof o, &o));
+  CK(clSetKernelArg(ks_spin, 1, sizeof iters, &iters));
+  const size_t one = 1;
+  for (int rep = 0; rep < 2; rep++)
+    for (int ki = 0; ki < 3; ki++) {
+      int N = 1000;
+      cl_event e0, e1;
+      CK(clEnqueueNDRangeKernel(qp, ks_spin, 1, NULL, &one, &one, 0, NULL, &e0));
+      double t0 = now();
+      for (int i = 0; i < N - 1; i++)
+        CK(clEnqueueNDRangeKernel(qp, ks[ki].k, 1, NULL, &ks[ki].g, &ks[ki].l, 0, NULL, NULL));
+      CK(clEnqueueNDRangeKernel(qp, ks[ki].k, 1, NULL, &ks[ki].g, &ks[ki].l, 0, NULL, &e1));
+      double t1 = now();
+      CK(clFinish(qp));
+      cl_ulong s0, s1, f1;
+      CK(clGetEventProfilingInfo(e0, CL_PROFILING_COMMAND_START, sizeof s0, &s0, NULL));
+      CK(clGetEventProfilingInfo(e0, CL_PROFILING_COMMAND_END, sizeof s1, &s1, NULL));
+      CK(clGetEventProfilingInfo(e1, CL_PROFILING_COMMAND_END, sizeof f1, &f1, NULL));
+      printf("%-12s queued behind a %.1f ms spin (host enqueued them in %.1f ms): %.2f us/kernel on the device\n",
+             ks[ki].name, (s1 - s0) * 1e-6, (t1 - t0) * 1e3, (f1 - s1) * 1e-3 / N);
+      clReleaseEvent(e0), clReleaseEvent(e1);
+    }
   return 0;
 }
