@@ -360,17 +360,19 @@ typedef struct {
 } mma_src;
 
 /* Issues the copies of tile k0 (keys into k_dst; values into v_dst, where
- * given) from the block ids of the table entries in pre[] (read a tile
- * ahead; a sparse call reads them here, as its next tile was not known),
- * its blocks left in ph[], and reads the next tile's entries. */
-inline void mma_issue_tile(__local uint4 *k_dst, __local uint4 *v_dst, int *ph, int *pre, int k0,
-                           const mma_src *c) {
-  if (c->sparse) mma_tile_entries(pre, c->table, k0, c->k_lo, c->k_end);
+ * given) from the block ids of the table entries in pre[], which hold tile
+ * *pre_at's (read a tile ahead; read here where they are another tile's:
+ * the first, or a sparse call's next kept tile past the one after), its
+ * blocks left in ph[], and reads the entries of the tile after it. */
+inline void mma_issue_tile(__local uint4 *k_dst, __local uint4 *v_dst, int *ph, int *pre, int *pre_at,
+                           int k0, const mma_src *c) {
+  if (*pre_at != k0) mma_tile_entries(pre, c->table, k0, c->k_lo, c->k_end);
   mma_tile_blocks(ph, pre, k0, c->k_lo, c->k_end, c->num_blocks, c->faults);
   mma_load_parts(k_dst, c->k_cache, ph, c->kv_head, c->block_stride, c->head_stride, c->ts, 0);
   if (v_dst)
     mma_load_parts(v_dst, c->v_cache, ph, c->kv_head, c->block_stride, c->head_stride, c->ts, 1);
-  if (!c->sparse) mma_tile_entries(pre, c->table, k0 + BK, c->k_lo, c->k_end);
+  mma_tile_entries(pre, c->table, k0 + BK, c->k_lo, c->k_end);
+  *pre_at = k0 + BK;
 }
 
 /* fp8 with two stages (MMA_FP8_STAGED): the next tile's bytes are read
@@ -399,13 +401,14 @@ inline void mma_fp8_fetch(uint2 w[NP][CPT], __global const kv_t *cache, const in
 /* mma_issue_tile's reads, into registers: keys fk, values fv (private
  * arrays of the kernel's: through a struct they would be generic pointers,
  * which NVIDIA's OpenCL C 2.0 does not pass on). */
-inline void mma_fetch_tile(uint2 fk[NP][CPT], uint2 fv[NP][CPT], int *ph, int *pre, int k0,
-                           const mma_src *c) {
-  if (c->sparse) mma_tile_entries(pre, c->table, k0, c->k_lo, c->k_end);
+inline void mma_fetch_tile(uint2 fk[NP][CPT], uint2 fv[NP][CPT], int *ph, int *pre, int *pre_at,
+                           int k0, const mma_src *c) {
+  if (*pre_at != k0) mma_tile_entries(pre, c->table, k0, c->k_lo, c->k_end);
   mma_tile_blocks(ph, pre, k0, c->k_lo, c->k_end, c->num_blocks, c->faults);
   mma_fp8_fetch(fk, c->k_cache, ph, c, 0);
   mma_fp8_fetch(fv, c->v_cache, ph, c, 1);
-  if (!c->sparse) mma_tile_entries(pre, c->table, k0 + BK, c->k_lo, c->k_end);
+  mma_tile_entries(pre, c->table, k0 + BK, c->k_lo, c->k_end);
+  *pre_at = k0 + BK;
 }
 
 /* The fetched tile into a stage's keys and values, as f16 chunks where
@@ -614,11 +617,8 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
   MMA_NEXT_STATE
   int k0 = MMA_NEXT_TILE(k_lo / BK * BK);
   /* this tile's blocks; the next one's table entries, read a tile ahead */
-  int ph[NP], pre[NP] = {0};
-  if (k0 < k_end) {
-    if (!sparse) mma_tile_entries(pre, c.table, k0, k_lo, k_end);
-    mma_issue_tile(k_s, STAGES == 2 ? v_s : NULL, ph, pre, k0, &c);
-  }
+  int ph[NP], pre[NP] = {0}, pre_at = -1; /* pre[]: tile pre_at's entries */
+  if (k0 < k_end) mma_issue_tile(k_s, STAGES == 2 ? v_s : NULL, ph, pre, &pre_at, k0, &c);
   for (int stage = 0; k0 < k_end; stage = STAGES - 1 - stage) {
     __local const uint *kw = (__local const uint *)(k_s + stage * KTILE);
     __local const uint *vw = (__local const uint *)(v_s + stage * VTILE);
@@ -631,23 +631,26 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
     const int next = MMA_NEXT_TILE(k0 + BK);
 #if MMA_FP8_STAGED
     uint2 fk[NP][CPT], fv[NP][CPT];
-    if (next < k_end) mma_fetch_tile(fk, fv, nph, pre, next, &c);
+    if (next < k_end) mma_fetch_tile(fk, fv, nph, pre, &pre_at, next, &c);
 #else
     if (next < k_end)
-      mma_issue_tile(k_s + (1 - stage) * KTILE, v_s + (1 - stage) * VTILE, nph, pre, next, &c);
+      mma_issue_tile(k_s + (1 - stage) * KTILE, v_s + (1 - stage) * VTILE, nph, pre, &pre_at, next,
+                     &c);
 #endif
 #else
     barrier(CLK_LOCAL_MEM_FENCE);
     mma_load_parts(v_s, v_cache, ph, kv_head, block_stride, head_stride, c.ts, 1);
 #endif
 
-    /* Whether every score of the tile counts: all keys inside every row's
-     * range and in valid blocks, no block mask. */
-    int full = !sparse && k0 >= k_lo && k0 + BK <= k_end && (!causal || k0 + BK - 1 <= p_lo) &&
-               (window <= 0 || p_hi - k0 < window);
-    for (int p = 0; p < NP; p++) full = full && ph[p] >= 0;
+    /* Whether every score of this work-item's rows in the tile counts: all
+     * keys inside every row's range and in valid blocks, and the block mask
+     * (if any) keeping the tile for both its rows (a tile lies in one mask
+     * block: mask_block is a multiple of BK). */
     int keep[2];
     for (int h = 0; h < 2; h++) keep[h] = !sparse || (r.mrow[h] && r.mrow[h][k0 / mask_block]);
+    int full = keep[0] && keep[1] && k0 >= k_lo && k0 + BK <= k_end &&
+               (!causal || k0 + BK - 1 <= p_lo) && (window <= 0 || p_hi - k0 < window);
+    for (int p = 0; p < NP; p++) full = full && ph[p] >= 0;
 
     float4 sc[STILES];
     mma_scores(sc, qa, kw, lane, xch);
@@ -662,7 +665,7 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
     mma_fix_values(v_s, k0, k_lo, k_end);
     barrier(CLK_LOCAL_MEM_FENCE);
     const int next = MMA_NEXT_TILE(k0 + BK);
-    if (next < k_end) mma_issue_tile(k_s, NULL, nph, pre, next, &c);
+    if (next < k_end) mma_issue_tile(k_s, NULL, nph, pre, &pre_at, next, &c);
 #endif
     mma_values(o, pa, alpha, vw, lane, xch);
 #if MMA_FP8_STAGED
