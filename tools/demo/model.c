@@ -363,7 +363,8 @@ static clpa_status model_new(clpa_context *ctx, const demo_config *cfg, clpa_dty
   m->wdtype = wdt;
   m->qkv_dim = (cfg->heads + 2 * cfg->kv_heads) * cfg->head_size;
   cl_command_queue_properties props = 0;
-  clGetCommandQueueInfo(m->queue, CL_QUEUE_PROPERTIES, sizeof props, &props, NULL);
+  if (clGetCommandQueueInfo(m->queue, CL_QUEUE_PROPERTIES, sizeof props, &props, NULL) != CL_SUCCESS)
+    props = 0; /* unknown: no profiling events asked for */
   m->queue_profiles = (props & CL_QUEUE_PROFILING_ENABLE) != 0;
   m->profiling = m->timing = m->queue_profiles;
   m->hl = calloc((size_t)cfg->layers, sizeof *m->hl);
