@@ -672,14 +672,16 @@ static void test_offset_rows(void) {
 }
 
 /* Block-sparse prefill (XAttention's mask) against the reference with the
- * same mask, on both paths: random masks (about half the blocks dropped,
+ * same mask, on every path: random masks (about half the blocks dropped,
  * some query blocks dropping every key), and an all-ones mask equals no
- * mask. */
+ * mask. The fp8 case takes the mma path's staged copies (mma_fetch_tile)
+ * with a mask. */
 static void test_sparse(void) {
   const pcase cases[] = {
       {4, 8, 2, 64, 16, 150, 200, F16, F32, 0, 0, 1, 0, 0, 0, 1, 1, 0, 0},
       {3, 4, 4, 128, 32, 130, 300, BF16, F16, 0, 0, 0, 1, 0, 1, 0, 1, 0, 0},
       {3, 8, 1, 96, 8, 100, 64, F32, F32, 0, 0, 1, 0, 1, 0, 0, 1, 0, 0},
+      {3, 8, 2, 64, 16, 140, 260, E4M3, F16, 0, 0, 1, 0, 0, 0, 0, 1, 0, 1},
   };
   const int B = 64;
   for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++)
