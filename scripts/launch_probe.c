@@ -54,7 +54,7 @@ int main(int argc, char **argv) {
   cl_device_id dev = 0;
   for (cl_uint i = 0; i < np; i++) {
     char name[256];
-    clGetPlatformInfo(pl[i], CL_PLATFORM_NAME, sizeof name, name, NULL);
+    CK(clGetPlatformInfo(pl[i], CL_PLATFORM_NAME, sizeof name, name, NULL));
     if (strstr(name, argc > 1 ? argv[1] : "NVIDIA")) CK(clGetDeviceIDs(pl[i], CL_DEVICE_TYPE_ALL, 1, &dev, NULL));
   }
   if (!dev) return 2;
@@ -92,6 +92,7 @@ int main(int argc, char **argv) {
         cl_command_queue q = qi == 0 ? qn : qp;
         int N = 1000;
         cl_event *ev = qi == 2 ? calloc(N, sizeof *ev) : NULL;
+        if (qi == 2 && !ev) return 1;
         for (int w = 0; w < 20; w++) CK(clEnqueueNDRangeKernel(q, ks[ki].k, 1, NULL, &ks[ki].g, &ks[ki].l, 0, NULL, NULL));
         CK(clFinish(q));
         double t0 = now();
