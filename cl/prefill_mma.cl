@@ -318,7 +318,15 @@ inline void mma_store_pair(__global io_t *out, ulong i, float2 v) {
  *   no vote) pushes it past them
  *   (docs/decisions/0021-prefill-mma-sparse-scan.md). */
 #if CLPA_SPARSE
-#define MMA_NEXT_STATE int mine = -1; /* mma_next_tile's memory */
+/* mma_next_tile's memory; and the kept tile after the one issued next,
+ * found a tile ahead, so that its table entries are read a tile ahead too
+ * (MMA_ADVANCE) */
+#define MMA_NEXT_STATE int mine = -1, k1 = k_end;
+#define MMA_FIRST_AFTER(k0) (k1 = (k0) < k_end ? MMA_NEXT_TILE((k0) + BK) : k_end)
+#define MMA_ADVANCE(k0)                                 \
+  const int next = k1;                                  \
+  k1 = next < k_end ? MMA_NEXT_TILE(next + BK) : k_end; \
+  const int after = k1;
 #define MMA_NEXT_TILE(k) \
   mma_next_tile(k, k_end, sparse, r.mrow[0], r.mrow[1], mask_block, &mine, &next_kept)
 inline int mma_next_tile(int k0, int k_end, int sparse, __global const uchar *m0,
@@ -330,6 +338,10 @@ inline int mma_next_tile(int k0, int k_end, int sparse, __global const uchar *m0
 }
 #else
 #define MMA_NEXT_STATE
+#define MMA_FIRST_AFTER(k0) ((k0) + BK)
+#define MMA_ADVANCE(k0)                      \
+  const int next = MMA_NEXT_TILE((k0) + BK); \
+  const int after = next + BK;
 #define MMA_NEXT_TILE(k) mma_next_tile(k, k_end, sparse, r.mrow[0], r.mrow[1], mask_block, &next_kept)
 inline int mma_next_tile(int k0, int k_end, int sparse, __global const uchar *m0,
                          __global const uchar *m1, int mask_block, __local int *any) {
@@ -359,20 +371,25 @@ typedef struct {
   int kv_head, ts, num_blocks, k_lo, k_end, sparse;
 } mma_src;
 
-/* Issues the copies of tile k0 (keys into k_dst; values into v_dst, where
- * given) from the block ids of the table entries in pre[], which hold tile
- * *pre_at's (read a tile ahead; read here where they are another tile's:
- * the first, or a sparse call's next kept tile past the one after), its
- * blocks left in ph[], and reads the entries of the tile after it. */
-inline void mma_issue_tile(__local uint4 *k_dst, __local uint4 *v_dst, int *ph, int *pre, int *pre_at,
-                           int k0, const mma_src *c) {
-  if (*pre_at != k0) mma_tile_entries(pre, c->table, k0, c->k_lo, c->k_end);
+/* Tile k0's blocks into ph[] from the table entries in pre[], which hold
+ * tile *pre_at's (read a tile ahead; read here where they are another
+ * tile's: only the first). */
+inline void mma_tile_ids(int *ph, int *pre, int pre_at, int k0, const mma_src *c) {
+  if (pre_at != k0) mma_tile_entries(pre, c->table, k0, c->k_lo, c->k_end);
   mma_tile_blocks(ph, pre, k0, c->k_lo, c->k_end, c->num_blocks, c->faults);
+}
+
+/* Issues the copies of tile k0 (keys into k_dst; values into v_dst, where
+ * given), its blocks left in ph[], and reads the table entries of tile
+ * `after`, the one to be issued next, into pre[]. */
+inline void mma_issue_tile(__local uint4 *k_dst, __local uint4 *v_dst, int *ph, int *pre, int *pre_at,
+                           int k0, int after, const mma_src *c) {
+  mma_tile_ids(ph, pre, *pre_at, k0, c);
   mma_load_parts(k_dst, c->k_cache, ph, c->kv_head, c->block_stride, c->head_stride, c->ts, 0);
   if (v_dst)
     mma_load_parts(v_dst, c->v_cache, ph, c->kv_head, c->block_stride, c->head_stride, c->ts, 1);
-  mma_tile_entries(pre, c->table, k0 + BK, c->k_lo, c->k_end);
-  *pre_at = k0 + BK;
+  mma_tile_entries(pre, c->table, after, c->k_lo, c->k_end);
+  *pre_at = after;
 }
 
 /* fp8 with two stages (MMA_FP8_STAGED): the next tile's bytes are read
@@ -402,13 +419,12 @@ inline void mma_fp8_fetch(uint2 w[NP][CPT], __global const kv_t *cache, const in
  * arrays of the kernel's: through a struct they would be generic pointers,
  * which NVIDIA's OpenCL C 2.0 does not pass on). */
 inline void mma_fetch_tile(uint2 fk[NP][CPT], uint2 fv[NP][CPT], int *ph, int *pre, int *pre_at,
-                           int k0, const mma_src *c) {
-  if (*pre_at != k0) mma_tile_entries(pre, c->table, k0, c->k_lo, c->k_end);
-  mma_tile_blocks(ph, pre, k0, c->k_lo, c->k_end, c->num_blocks, c->faults);
+                           int k0, int after, const mma_src *c) {
+  mma_tile_ids(ph, pre, *pre_at, k0, c);
   mma_fp8_fetch(fk, c->k_cache, ph, c, 0);
   mma_fp8_fetch(fv, c->v_cache, ph, c, 1);
-  mma_tile_entries(pre, c->table, k0 + BK, c->k_lo, c->k_end);
-  *pre_at = k0 + BK;
+  mma_tile_entries(pre, c->table, after, c->k_lo, c->k_end);
+  *pre_at = after;
 }
 
 /* The fetched tile into a stage's keys and values, as f16 chunks where
@@ -428,6 +444,39 @@ inline void mma_store_tile(__local uint4 *k_dst, __local uint4 *v_dst, uint2 fk[
 #endif
     }
 }
+#endif
+
+/* Which query row a work-group's row R is. The dense build interleaves
+ * the KV head's qpk query heads (row R: token R / qpk, head R % qpk of the
+ * group), so that a tile's keys and values serve qpk heads. The sparse
+ * build keeps heads apart: each head's new tokens take `pad` rows (new_len
+ * rounded up to ROWS), so that a work-group's rows are one head's
+ * consecutive tokens and follow one head's block mask: interleaved, a tile
+ * is computed when any of qpk heads keeps it, and for heads whose masks
+ * differ that is nearly every tile
+ * (docs/decisions/0021-prefill-mma-sparse-scan.md). Sets the head and
+ * position (the sequence's first new token for a row past the end);
+ * returns whether the row is one of the sequence's. */
+#if CLPA_SPARSE
+inline int mma_row(int R, int new_len, int pad, int qpk, int kv_head, int cached, int *head,
+                   int *pos) {
+  const int tok = R % pad, live = tok < new_len;
+  *head = kv_head * qpk + R / pad;
+  *pos = cached + (live ? tok : 0);
+  return live;
+}
+#define MMA_TOKEN_LO(R0) ((R0) % pad)                          /* a work-group's first token */
+#define MMA_TOKEN_HI(R0) (min((R0) % pad + ROWS, new_len) - 1) /* and its last one */
+#define MMA_TOKEN(h) (r.pos[h] - cached)                       /* lane row h's token */
+#else
+inline int mma_row(int R, int new_len, int pad, int qpk, int kv_head, int cached, int *head,
+                   int *pos) {
+  (void)pad;
+  return tile_row(R, new_len * qpk, qpk, kv_head, cached, head, pos);
+}
+#define MMA_TOKEN_LO(R0) ((R0) / qpk)
+#define MMA_TOKEN_HI(R0) ((min((R0) + ROWS, nrows) - 1) / qpk)
+#define MMA_TOKEN(h) ((row0 + 8 * (h)) / qpk)
 #endif
 
 /* This lane's two query rows, g and g + 8 of its warp's 16 (index h):
@@ -540,12 +589,11 @@ inline void mma_values(float4 *o, const uint4 *pa, const float *alpha, __local c
 }
 
 /* Normalises this lane's rows once (times vscale, an fp8 cache's value
- * scale, else 1) and writes them, and their LSE:
- * row h is the warp's row g + 8 h, query row `row0` + 8 h of the
- * sequence's (its token (row0 + 8 h) / qpk from token `first`). */
+ * scale, else 1) and writes them, and their LSE: row h is the warp's row
+ * g + 8 h, new token tok[h] of the sequence's (from token `first`). */
 inline void mma_write_rows(__global io_t *out, __global float *lse, const float4 *o, float *l,
-                           const float *m2, float vscale, const mma_rows *r, int row0, int first,
-                           int qpk, int num_heads, int t, __local uint *xch) {
+                           const float *m2, float vscale, const mma_rows *r, const int *tok,
+                           int first, int num_heads, int t, __local uint *xch) {
   float inv[2];
   for (int h = 0; h < 2; h++) {
     l[h] = quad_reduce(l[h], 0, xch);
@@ -553,7 +601,7 @@ inline void mma_write_rows(__global io_t *out, __global float *lse, const float4
   }
   for (int h = 0; h < 2; h++) {
     if (!r->live[h]) continue;
-    const size_t row = (size_t)(first + (row0 + 8 * h) / qpk) * num_heads + r->head[h];
+    const size_t row = (size_t)(first + tok[h]) * num_heads + r->head[h];
     MMA_UNROLL
     for (int n = 0; n < DTILES; n++)
       mma_store_pair(out, row * HEAD_SIZE + n * 8 + 2 * t, (h ? o[n].zw : o[n].xy) * inv[h]);
@@ -572,18 +620,20 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
   const int s = work[2 * get_group_id(0)], R0 = work[2 * get_group_id(0) + 1];
   const int kv_head = get_group_id(1), qpk = num_heads / num_kv_heads;
   const int first = seq_info[3 * s], new_len = seq_info[3 * s + 1], cached = seq_info[3 * s + 2];
-  const int nrows = new_len * qpk, kv_end = cached + new_len, row0 = R0 + warp * 16 + g;
+  const int pad = (new_len + ROWS - 1) / ROWS * ROWS, nrows = new_len * qpk;
+  const int kv_end = cached + new_len, row0 = R0 + warp * 16 + g;
+  (void)pad, (void)nrows;
 
   mma_rows r;
   for (int h = 0; h < 2; h++) {
-    r.live[h] = tile_row(row0 + 8 * h, nrows, qpk, kv_head, cached, &r.head[h], &r.pos[h]);
+    r.live[h] = mma_row(row0 + 8 * h, new_len, pad, qpk, kv_head, cached, &r.head[h], &r.pos[h]);
     r.slope[h] = alibi ? alibi[r.head[h]] : 0.0f;
     r.mrow[h] = r.live[h] ? mask_row(block_mask, s, num_heads, r.head[h], r.pos[h] - cached,
                                      mask_block, mask_qb, mask_kb)
                           : NULL;
   }
   /* The work-group's key range. */
-  const int p_lo = cached + R0 / qpk, p_hi = cached + (min(R0 + ROWS, nrows) - 1) / qpk;
+  const int p_lo = cached + MMA_TOKEN_LO(R0), p_hi = cached + MMA_TOKEN_HI(R0);
   const int2 keys = tile_keys(p_lo, p_hi, kv_end, causal, window);
   const int k_lo = keys.x, k_end = keys.y, sparse = block_mask != NULL;
   const mma_src c = {k_cache, v_cache, PAGE_ROW_OF_LEN(s, kv_end), faults, block_stride,
@@ -601,7 +651,7 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
   uint4 qa[KSTEPS];
   ulong qrow[2];
   for (int h = 0; h < 2; h++)
-    qrow[h] = (ulong)(first + (row0 + 8 * h) / qpk) * q_stride + (ulong)r.head[h] * HEAD_SIZE + 2 * t;
+    qrow[h] = (ulong)(first + MMA_TOKEN(h)) * q_stride + (ulong)r.head[h] * HEAD_SIZE + 2 * t;
   mma_queries(qa, q, qrow, &r, q_stride % 2 == 0);
 
   /* Softmax state per row, base 2 (m2 = m log2 e); l is this lane's part. */
@@ -618,7 +668,8 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
   int k0 = MMA_NEXT_TILE(k_lo / BK * BK);
   /* this tile's blocks; the next one's table entries, read a tile ahead */
   int ph[NP], pre[NP] = {0}, pre_at = -1; /* pre[]: tile pre_at's entries */
-  if (k0 < k_end) mma_issue_tile(k_s, STAGES == 2 ? v_s : NULL, ph, pre, &pre_at, k0, &c);
+  if (k0 < k_end)
+    mma_issue_tile(k_s, STAGES == 2 ? v_s : NULL, ph, pre, &pre_at, k0, MMA_FIRST_AFTER(k0), &c);
   for (int stage = 0; k0 < k_end; stage = STAGES - 1 - stage) {
     __local const uint *kw = (__local const uint *)(k_s + stage * KTILE);
     __local const uint *vw = (__local const uint *)(v_s + stage * VTILE);
@@ -628,14 +679,14 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
 #if STAGES == 2
     mma_fix_values(v_s + stage * VTILE, k0, k_lo, k_end);
     barrier(CLK_LOCAL_MEM_FENCE);
-    const int next = MMA_NEXT_TILE(k0 + BK);
+    MMA_ADVANCE(k0)
 #if MMA_FP8_STAGED
     uint2 fk[NP][CPT], fv[NP][CPT];
-    if (next < k_end) mma_fetch_tile(fk, fv, nph, pre, &pre_at, next, &c);
+    if (next < k_end) mma_fetch_tile(fk, fv, nph, pre, &pre_at, next, after, &c);
 #else
     if (next < k_end)
       mma_issue_tile(k_s + (1 - stage) * KTILE, v_s + (1 - stage) * VTILE, nph, pre, &pre_at, next,
-                     &c);
+                     after, &c);
 #endif
 #else
     barrier(CLK_LOCAL_MEM_FENCE);
@@ -664,8 +715,8 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
     mma_copy_wait();
     mma_fix_values(v_s, k0, k_lo, k_end);
     barrier(CLK_LOCAL_MEM_FENCE);
-    const int next = MMA_NEXT_TILE(k0 + BK);
-    if (next < k_end) mma_issue_tile(k_s, NULL, nph, pre, &pre_at, next, &c);
+    MMA_ADVANCE(k0)
+    if (next < k_end) mma_issue_tile(k_s, NULL, nph, pre, &pre_at, next, after, &c);
 #endif
     mma_values(o, pa, alpha, vw, lane, xch);
 #if MMA_FP8_STAGED
@@ -674,5 +725,6 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
     for (int p = 0; p < NP; p++) ph[p] = nph[p];
     k0 = next;
   }
-  mma_write_rows(out, lse, o, l, m2, vscale, &r, row0, first, qpk, num_heads, t, xch);
+  const int tok[2] = {MMA_TOKEN(0), MMA_TOKEN(1)};
+  mma_write_rows(out, lse, o, l, m2, vscale, &r, tok, first, num_heads, t, xch);
 }

@@ -34,11 +34,12 @@
  *                      computed once, in phase 1. No atomics: the sum order
  *                      is fixed, so results are deterministic. Pairs after
  *                      the diagonal get 0.
- *   clpa_xattn_select  phase 4. Grid (q_blocks, num_heads), a work-item
- *                      per query block: block 0, the diagonal, then the
- *                      rest by mass descending (ties by index) while the
- *                      running sum before a block is < tau T.
- * Work-group sizes are the driver's: nothing is shared between items.
+ *   clpa_xattn_select  phase 4. Grid (q_blocks x XSEL_THREADS, num_heads),
+ *                      a work-group per query block: block 0, the
+ *                      diagonal, then the rest by mass descending (ties by
+ *                      index) while the running sum before a block is < tau T.
+ * Phases 1 to 3: work-group sizes are the driver's (nothing is shared
+ * between items).
  *
  * Buffers (element counts):
  *   q        [num_q, q_stride] io_t         head h at h * HEAD_SIZE
@@ -318,34 +319,90 @@ __kernel void clpa_xattn_mass(KERNEL_PARAMS(XATTN_MASS_ARG_LIST)) {
 }
 
 /* ---- phase 4: selection per query block ------------------------------- */
-__kernel void clpa_xattn_select(KERNEL_PARAMS(XATTN_SELECT_ARG_LIST)) {
-  const int qb = get_global_id(0), head = get_global_id(1), q_blocks = get_global_size(0);
-  const ulong row = ((ulong)head * q_blocks + qb) * k_blocks;
+
+/* Candidate block j (mass x) as an ascending sort key: mass descending,
+ * then index ascending. A float's bits rise with it for x >= 0, which
+ * masses are (sums of exponentials: never -0); a NaN mass makes the total
+ * NaN, and then nothing past the forced blocks is kept in either order. */
+inline ulong xsel_key(float x, int j) { return (ulong)(~as_uint(x)) << 32 | (uint)j; }
+inline float xsel_mass(ulong key) { return as_float(~(uint)(key >> 32)); }
+
+/* Grid (q_blocks x XSEL_THREADS, num_heads), a work-group per query block:
+ * block 0, the diagonal, then the rest by mass descending (ties by index)
+ * while the running sum before a block is < tau T. The candidates (blocks
+ * 1 .. d - 1) are sorted in local memory (bitonic), then one work-item
+ * walks them, adding in that order as a sequential selection would, so
+ * the mask is the same bit for bit; past XSEL_KEYS candidates one
+ * work-item selects by repeated maximum instead. */
+__kernel __attribute__((reqd_work_group_size(XSEL_THREADS, 1, 1))) void clpa_xattn_select(
+    KERNEL_PARAMS(XATTN_SELECT_ARG_LIST)) {
+  __local ulong key[XSEL_KEYS];
+  __local uchar pick[XSEL_KEYS];
+  __local float cut_at[1];
+  const int lid = get_local_id(0), qb = get_group_id(0), head = get_group_id(1);
+  const ulong row = ((ulong)head * get_num_groups(0) + qb) * k_blocks;
   __global const float *w = mass + row;
   __global uchar *out = mask + row;
-  const int d = diag0 + qb; /* < k_blocks: the keys end with the last query */
-  for (int kb = 0; kb < k_blocks; kb++) out[kb] = (uchar)(kb == 0 || kb == d || (keep_all && kb < d));
-  if (keep_all || d < 2) return;
-  float total = 0.0f;
-  for (int kb = 0; kb <= d; kb++) total += w[kb];
-  const float cut = tau * total;
-  float acc = w[0] + w[d];
-  /* Blocks 1 .. d-1 in order, by repeated selection of the largest after
-   * the previous one: (mass desc, index asc). Stops at the cut, since the
-   * running sum only grows. */
-  float prev_m = INFINITY;
-  int prev_i = 0;
-  for (int step = 1; step < d && acc < cut; step++) {
-    int best = -1;
-    for (int j = 1; j < d; j++) {
-      const float x = w[j];
-      if (!(x < prev_m || (x == prev_m && j > prev_i))) continue;
-      if (best < 0 || x > w[best]) best = j;
+  const int d = diag0 + qb, n = d - 1; /* d < k_blocks: the keys end with the last query */
+  if (keep_all || d < 2 || n > XSEL_KEYS) {
+    if (lid != 0) return;
+    for (int kb = 0; kb < k_blocks; kb++) out[kb] = (uchar)(kb == 0 || kb == d || (keep_all && kb < d));
+    if (keep_all || d < 2) return;
+    float total = 0.0f;
+    for (int kb = 0; kb <= d; kb++) total += w[kb];
+    const float cut = tau * total;
+    float acc = w[0] + w[d];
+    /* Blocks 1 .. d-1 in order, by repeated selection of the largest after
+     * the previous one. Stops at the cut, since the running sum only grows. */
+    float prev_m = INFINITY;
+    int prev_i = 0;
+    for (int step = 1; step < d && acc < cut; step++) {
+      int best = -1;
+      for (int j = 1; j < d; j++) {
+        const float x = w[j];
+        if (!(x < prev_m || (x == prev_m && j > prev_i))) continue;
+        if (best < 0 || x > w[best]) best = j;
+      }
+      if (best < 0) break;
+      out[best] = 1;
+      acc += w[best];
+      prev_m = w[best];
+      prev_i = best;
     }
-    if (best < 0) break;
-    out[best] = 1;
-    acc += w[best];
-    prev_m = w[best];
-    prev_i = best;
+    return;
   }
+  int N = 1;
+  while (N < n) N *= 2;
+  for (int i = lid; i < N; i += XSEL_THREADS) {
+    key[i] = i < n ? xsel_key(w[i + 1], i + 1) : (ulong)0xffffffffffffffffUL;
+    pick[i] = 0;
+  }
+  if (lid == 0) {
+    float total = 0.0f;
+    for (int kb = 0; kb <= d; kb++) total += w[kb];
+    cut_at[0] = tau * total;
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int k = 2; k <= N; k *= 2)
+    for (int j = k / 2; j > 0; j /= 2) {
+      for (int i = lid; i < N; i += XSEL_THREADS) {
+        const int p = i ^ j;
+        if (p <= i) continue;
+        const ulong a = key[i], b = key[p];
+        if ((a > b) == ((i & k) == 0)) key[i] = b, key[p] = a;
+      }
+      barrier(CLK_LOCAL_MEM_FENCE);
+    }
+  if (lid == 0) {
+    const float cut = cut_at[0];
+    float acc = w[0] + w[d];
+    for (int i = 0; i < n && acc < cut; i++) {
+      const ulong c = key[i];
+      pick[(int)(uint)c - 1] = 1;
+      acc += xsel_mass(c);
+    }
+  }
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (int kb = lid; kb < k_blocks; kb += XSEL_THREADS)
+    out[kb] = (uchar)(kb == 0 || kb == d || (kb < d && pick[kb - 1]));
 }

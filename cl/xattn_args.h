@@ -83,6 +83,13 @@
   ARG(VALUE, int, rbase) SEP           \
   ARG(VALUE, int, rend)
 
+/* clpa_xattn_select: a work-group of XSEL_THREADS a query block, which
+ * sorts up to XSEL_KEYS candidate blocks in local memory (18 KiB); a
+ * query block with more is selected by one work-item
+ * (docs/decisions/0040-xattn-select-sort.md). */
+#define XSEL_THREADS 128
+#define XSEL_KEYS 2048
+
 #define XATTN_SELECT_ARG_LIST(ARG, SEP) \
   ARG(GLOBAL, uchar, mask) SEP          \
   ARG(GLOBAL_CONST, float, mass) SEP    \

@@ -312,21 +312,34 @@ static int longest_first(const void *a, const void *b) {
   return x->r0 < y->r0 ? -1 : x->r0 > y->r0;
 }
 
+/* A sequence's query rows as the kernel numbers them: qpk a token,
+ * interleaved, or with heads apart (mma with a block mask: each head's
+ * tokens from a multiple of rows on, cl/prefill_mma.cl's mma_row), and the
+ * row tiles they make. */
+static int heads_apart(const clpa_prefill_spec *ps) {
+  return ps->path == CLPA_PREFILL_MMA && ps->sparse;
+}
+static int64_t seq_rows(int64_t new_len, int qpk, int rows, int apart) {
+  return (apart ? (new_len + rows - 1) / rows * rows : new_len) * qpk;
+}
+
 /* The per-sequence info (first token, new_len, cached_len) and the work
  * list of row tiles (sequence, first row) into host words hi[3 *
  * num_seqs] and hw[2 * tiles]. */
 static clpa_status make_lists(clpa_context *ctx, const clpa_prefill_params *p, int qpk, int rows,
-                              size_t tiles, int32_t *hi, int32_t *hw) {
+                              int apart, size_t tiles, int32_t *hi, int32_t *hw) {
   plan_tile *pt = malloc(sizeof(plan_tile) * tiles);
   if (!pt) return CLPA_FAIL(ctx->error, CLPA_ERR_OUT_OF_MEMORY, "out of memory for %zu tiles", tiles);
   size_t t = 0;
   for (int32_t s = 0; s < p->num_seqs; s++) {
     const int32_t new_len = p->cu_seqlens_q[s + 1] - p->cu_seqlens_q[s];
     hi[3 * s] = p->cu_seqlens_q[s], hi[3 * s + 1] = new_len, hi[3 * s + 2] = p->cached_lens[s];
-    const int64_t nrows = (int64_t)new_len * qpk;
+    const int64_t nrows = seq_rows(new_len, qpk, rows, apart), pad = nrows / qpk;
     for (int64_t r0 = 0; r0 < nrows; r0 += rows, t++) {
-      const int64_t last = (r0 + rows < nrows ? r0 + rows : nrows) - 1; /* its last row */
-      const int64_t end = p->cached_lens[s] + (p->causal ? last / qpk + 1 : new_len);
+      /* its last token */
+      const int64_t last = apart ? (r0 % pad + rows < new_len ? r0 % pad + rows : new_len) - 1
+                                 : ((r0 + rows < nrows ? r0 + rows : nrows) - 1) / qpk;
+      const int64_t end = p->cached_lens[s] + (p->causal ? last + 1 : new_len);
       pt[t] = (plan_tile){end, s, (int32_t)r0};
     }
   }
@@ -348,7 +361,7 @@ static clpa_status own_lists(clpa_context *ctx, const clpa_prefill_params *p, in
   const size_t ni = 3 * (size_t)p->num_seqs, words = ni + 2 * pl->tiles;
   int32_t *h = malloc(sizeof(int32_t) * words);
   if (!h) return CLPA_FAIL(ctx->error, CLPA_ERR_OUT_OF_MEMORY, "out of memory for %zu tiles", pl->tiles);
-  clpa_status st = make_lists(ctx, p, qpk, rows, pl->tiles, h, h + ni);
+  clpa_status st = make_lists(ctx, p, qpk, rows, heads_apart(&pl->ps), pl->tiles, h, h + ni);
   cl_int err = CL_SUCCESS;
   const cl_mem_flags flags = CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR;
   pl->owns_lists = 1;
@@ -370,7 +383,8 @@ static clpa_status scratch_lists(clpa_context *ctx, const clpa_prefill_params *p
   clpa_staging *s;
   clpa_status st;
   if ((st = clpa_staging_take(ctx, ni + nw, &s)) ||
-      (st = make_lists(ctx, p, qpk, rows, pl->tiles, s->host, s->host + ni)) ||
+      (st = make_lists(ctx, p, qpk, rows, heads_apart(&pl->ps), pl->tiles, s->host,
+                       s->host + ni)) ||
       (st = clpa_scratch(ctx, 4, sizeof(int32_t) * ni, &pl->info)) ||
       (st = clpa_scratch(ctx, 5, sizeof(int32_t) * nw, &pl->work)) ||
       (st = clpa_staging_write(ctx, s, pl->info, 0, ni, 0, "clEnqueueWriteBuffer(prefill plan)")))
@@ -457,13 +471,21 @@ static clpa_status prefill_kernel(clpa_context *ctx, clpa_plan *pl) {
   return clpa_family_kernel(ctx, fam, &pl->ps, name, &pl->pk);
 }
 
-static size_t count_tiles(const clpa_prefill_params *p, int qpk, int rows) {
-  size_t tiles = 0;
+/* The plan's row tiles into *tiles; refused where a sequence's rows pass
+ * the kernels' 32-bit row numbers. */
+static clpa_status count_tiles(clpa_context *ctx, const clpa_prefill_params *p, int qpk, int rows,
+                               int apart, size_t *tiles) {
+  *tiles = 0;
   for (int32_t s = 0; s < p->num_seqs; s++) {
-    const int64_t nrows = (int64_t)(p->cu_seqlens_q[s + 1] - p->cu_seqlens_q[s]) * qpk;
-    tiles += (size_t)((nrows + rows - 1) / rows);
+    const int64_t new_len = p->cu_seqlens_q[s + 1] - p->cu_seqlens_q[s];
+    const int64_t nrows = seq_rows(new_len, qpk, rows, apart);
+    CLPA_CTX_CHECK(ctx, nrows + rows > INT32_MAX, CLPA_ERR_UNSUPPORTED,
+                   "sequence %d: %lld new tokens x %d query heads a KV head make %lld query rows,"
+                   " past the prefill kernels' 32-bit row numbers", s, (long long)new_len, qpk,
+                   (long long)nrows);
+    *tiles += (size_t)((nrows + rows - 1) / rows);
   }
-  return tiles;
+  return CLPA_OK;
 }
 
 clpa_status clpa_prefill_plan_fill(clpa_context *ctx, const clpa_prefill_params *p, int make,
@@ -509,7 +531,7 @@ clpa_status clpa_prefill_plan_fill(clpa_context *ctx, const clpa_prefill_params 
                                   (int32_t)p->page_table};
   pl->ps = spec;
   const int qpk = p->num_heads / a.kv.num_kv_heads;
-  pl->tiles = count_tiles(p, qpk, rows);
+  if ((st = count_tiles(ctx, p, qpk, rows, heads_apart(&spec), &pl->tiles))) return st;
   if (pl->tiles == 0 || make == PLAN_CHECK) return CLPA_OK;
   if ((st = prefill_kernel(ctx, pl)) ||
       (make == PLAN_OWN && (st = own_lists(ctx, p, qpk, rows, pl)))) {

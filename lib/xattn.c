@@ -350,7 +350,11 @@ static clpa_status enqueue_all(clpa_context *ctx, const clpa_xattn_params *p, co
                                               A(diag0, diag0),  A(tau, tau),
                                               A(keep_all, keep_all)};
 #undef A
-  const clpa_ndrange r3 = {2, {(size_t)x->q_blocks, (size_t)p->num_heads}, {0, 0}, 0, NULL,
+  const clpa_ndrange r3 = {2,
+                           {(size_t)x->q_blocks * XSEL_THREADS, (size_t)p->num_heads},
+                           {XSEL_THREADS, 1},
+                           0,
+                           NULL,
                            p->event};
   return clpa_enqueue_listed(ctx, ks[2], "clpa_xattn_select", select_params, a3,
                              XATTN_SELECT_NUM_ARGS, &r3);

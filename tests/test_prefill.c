@@ -1013,6 +1013,13 @@ static void test_bad_args(void) {
   BAD(num_wait_events = 1, "wait_events", CLPA_ERR_INVALID_ARG);
   BAD(wait_events = null_ev, "wait_events[0] is NULL", CLPA_ERR_INVALID_ARG);
   bad[n - 1].p.num_wait_events = 1;
+  /* 2^27 new tokens x 16 query heads a KV head: query rows past 32 bits (the table row holds
+   * the tokens; the buffers are checked after the plan) */
+  int32_t cu_huge[2] = {0, 1 << 27}, none[1] = {0};
+  cl_mem bt_huge = test_buffer(ctx, NULL, (size_t)4 << 23);
+  BAD(num_heads = 32, "past the prefill kernels' 32-bit row numbers", CLPA_ERR_UNSUPPORTED);
+  bad[n - 1].p.num_seqs = 1, bad[n - 1].p.cu_seqlens_q = cu_huge, bad[n - 1].p.cached_lens = none;
+  bad[n - 1].p.max_blocks_per_seq = 1 << 23, bad[n - 1].p.block_tables = bt_huge;
   BAD_CALLS_CHECK(clpa_prefill, "clpa_prefill: ");
   ok(clpa_prefill(NULL, &good) == CLPA_ERR_INVALID_ARG, "NULL context");
   ok(clpa_prefill(ctx, NULL) == CLPA_ERR_INVALID_ARG, "NULL params");
@@ -1039,7 +1046,7 @@ static void test_bad_args(void) {
   mb = m, mb.outs[1] = NULL;
   ok(clpa_merge_states(ctx, &mb) == CLPA_ERR_INVALID_ARG && strstr(clpa_last_error(), "outs[1]"),
      "merge_states: a missing input named: %s", clpa_last_error());
-  cl_mem all[] = {q, kc, vc, bt, out, small, tiny};
+  cl_mem all[] = {q, kc, vc, bt, out, small, tiny, bt_huge};
   for (size_t i = 0; i < sizeof all / sizeof *all; i++) clReleaseMemObject(all[i]);
 }
 
@@ -1129,6 +1136,11 @@ int main(int argc, char **argv) {
   if (argc > 1 && strcmp(argv[1], "--csr") == 0) { /* CSR page tables alone, broadly */
     test_csr(1);
     test_csr_faults();
+    return test_context_done(ctx);
+  }
+  if (argc > 1 && strcmp(argv[1], "--sparse") == 0) { /* block masks alone */
+    test_sparse();
+    test_xattn_feeds_prefill();
     return test_context_done(ctx);
   }
   if (argc > 1 && strcmp(argv[1], "--pages") == 0) { /* the page sizes alone */

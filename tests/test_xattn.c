@@ -425,6 +425,8 @@ static const xcase grid[] = {
     {2, 1, 64, 8, 8, 64, 64, 256, 64, E4M3, F16, 0.5, 0},      /* fp8, a chunk per block */
     {2, 2, 64, 16, 8, 64, 128, 256, 0, F16, F32, 0.9, 1},      /* two chunks, no prefix */
     {2, 1, 64, 16, 16, 64, 128, 512, 64, F16, F32, 0.9, 0},    /* 4 columns a block: per column */
+    {1, 1, 16, 16, 8, 64, 0, 64, 131136, F16, F32, 0.9, 0},    /* 2048 candidates: the whole sort */
+    {1, 1, 16, 16, 8, 64, 0, 64, 131200, F16, F32, 0.9, 0},    /* 2049: one work-item selects */
 };
 
 /* The tensor-core path's own cases: key blocks of 128 columns (a block's
