@@ -53,7 +53,7 @@
 #endif
 #define STAGES CLPA_STAGES /* key and value tiles in flight: 1 or 2 */
 #ifndef CLPA_SPARSE
-#error "CLPA_SPARSE: 1 for the build for calls with a block mask (mma_next_tile); required"
+#error "CLPA_SPARSE: 1 or 2 for the builds for calls with a block mask (mma_next_tile); required"
 #endif
 #if ROWS != 16 * WARPS || NUM_THREADS % 32 || BK % 32 || HEAD_SIZE % 16 || BLOCK_SIZE % 8 || \
     BK % BLOCK_SIZE || (STAGES != 1 && STAGES != 2)
@@ -304,9 +304,12 @@ inline void mma_store_pair(__global io_t *out, ulong i, float2 v) {
 
 /* Block-sparse: the first tile from k0 that a row of the work-group
  * keeps (k_end if none); every work-item calls it. m0 / m1: this
- * work-item's rows' mask rows, NULL for a row past the end. Without a
+ * work-item's rows' mask rows (the dense build: NULL for a row past the
+ * end). Without a
  * mask, k0. Two forms, both correct for any mask:
- * - CLPA_SPARSE (the build for calls with a mask): each work-item finds
+ * - CLPA_SPARSE (the builds for calls with a mask; 2 where a mask block
+ *   holds whole work-groups, so that one_row always holds and the
+ *   compiler drops the rest): each work-item finds
  *   the next kept mask block of its own rows from k0 on, remembered in
  *   *mine (its next kept key, >= the k0 it was found for: the scan only
  *   moves forward), then the work-group takes the least (local
@@ -318,31 +321,27 @@ inline void mma_store_pair(__global io_t *out, ulong i, float2 v) {
  *   no vote) pushes it past them
  *   (docs/decisions/0021-prefill-mma-sparse-scan.md). */
 #if CLPA_SPARSE
-/* mma_next_tile's memory; and the kept tile after the one issued next,
- * found a tile ahead, so that its table entries are read a tile ahead too
- * (MMA_ADVANCE) */
-#define MMA_NEXT_STATE int mine = -1, k1 = k_end;
-#define MMA_FIRST_AFTER(k0) (k1 = (k0) < k_end ? MMA_NEXT_TILE((k0) + BK) : k_end)
-#define MMA_ADVANCE(k0)                                 \
-  const int next = k1;                                  \
-  k1 = next < k_end ? MMA_NEXT_TILE(next + BK) : k_end; \
-  const int after = k1;
+#define MMA_NEXT_STATE int mine = -1; /* mma_next_tile's memory */
 #define MMA_NEXT_TILE(k) \
-  mma_next_tile(k, k_end, sparse, r.mrow[0], r.mrow[1], mask_block, &mine, &next_kept)
+  mma_next_tile(k, k_end, sparse, r.mrow[0], r.mrow[1], mask_block, one_row, &mine, &next_kept)
+/* one_row: every row of the work-group reads the same mask row (its tokens
+ * lie in one mask block, and rows past the end take its first token's), so
+ * every work-item finds the same tile and no minimum is taken. */
 inline int mma_next_tile(int k0, int k_end, int sparse, __global const uchar *m0,
-                         __global const uchar *m1, int mask_block, int *mine, __local int *next) {
+                         __global const uchar *m1, int mask_block, int one_row, int *mine,
+                         __local int *next) {
   if (!sparse) return k0;
+  if (one_row) return mask_next(m0, k0, k_end, mask_block); /* *mine would never be ahead */
   if (*mine < k0)
     *mine = min(mask_next(m0, k0, k_end, mask_block), mask_next(m1, k0, k_end, mask_block));
   return group_min(*mine, next);
 }
+/* Whether row h's mask keeps tile k0 (with one_row, a tile the scan found) */
+#define MMA_KEEPS(h, k0) (one_row || (r.mrow[h] && r.mrow[h][(k0) / mask_block]))
 #else
 #define MMA_NEXT_STATE
-#define MMA_FIRST_AFTER(k0) ((k0) + BK)
-#define MMA_ADVANCE(k0)                      \
-  const int next = MMA_NEXT_TILE((k0) + BK); \
-  const int after = next + BK;
 #define MMA_NEXT_TILE(k) mma_next_tile(k, k_end, sparse, r.mrow[0], r.mrow[1], mask_block, &next_kept)
+#define MMA_KEEPS(h, k0) (!sparse || (r.mrow[h] && r.mrow[h][(k0) / mask_block]))
 inline int mma_next_tile(int k0, int k_end, int sparse, __global const uchar *m0,
                          __global const uchar *m1, int mask_block, __local int *any) {
   if (!sparse) return k0;
@@ -372,24 +371,24 @@ typedef struct {
 } mma_src;
 
 /* Tile k0's blocks into ph[] from the table entries in pre[], which hold
- * tile *pre_at's (read a tile ahead; read here where they are another
- * tile's: only the first). */
+ * tile pre_at's (read a tile ahead; read here where they are another
+ * tile's: the first, or a sparse call's next kept tile past the one after). */
 inline void mma_tile_ids(int *ph, int *pre, int pre_at, int k0, const mma_src *c) {
   if (pre_at != k0) mma_tile_entries(pre, c->table, k0, c->k_lo, c->k_end);
   mma_tile_blocks(ph, pre, k0, c->k_lo, c->k_end, c->num_blocks, c->faults);
 }
 
 /* Issues the copies of tile k0 (keys into k_dst; values into v_dst, where
- * given), its blocks left in ph[], and reads the table entries of tile
- * `after`, the one to be issued next, into pre[]. */
+ * given), its blocks left in ph[], and reads the table entries of the tile
+ * after it into pre[]. */
 inline void mma_issue_tile(__local uint4 *k_dst, __local uint4 *v_dst, int *ph, int *pre, int *pre_at,
-                           int k0, int after, const mma_src *c) {
+                           int k0, const mma_src *c) {
   mma_tile_ids(ph, pre, *pre_at, k0, c);
   mma_load_parts(k_dst, c->k_cache, ph, c->kv_head, c->block_stride, c->head_stride, c->ts, 0);
   if (v_dst)
     mma_load_parts(v_dst, c->v_cache, ph, c->kv_head, c->block_stride, c->head_stride, c->ts, 1);
-  mma_tile_entries(pre, c->table, after, c->k_lo, c->k_end);
-  *pre_at = after;
+  mma_tile_entries(pre, c->table, k0 + BK, c->k_lo, c->k_end);
+  *pre_at = k0 + BK;
 }
 
 /* fp8 with two stages (MMA_FP8_STAGED): the next tile's bytes are read
@@ -419,12 +418,12 @@ inline void mma_fp8_fetch(uint2 w[NP][CPT], __global const kv_t *cache, const in
  * arrays of the kernel's: through a struct they would be generic pointers,
  * which NVIDIA's OpenCL C 2.0 does not pass on). */
 inline void mma_fetch_tile(uint2 fk[NP][CPT], uint2 fv[NP][CPT], int *ph, int *pre, int *pre_at,
-                           int k0, int after, const mma_src *c) {
+                           int k0, const mma_src *c) {
   mma_tile_ids(ph, pre, *pre_at, k0, c);
   mma_fp8_fetch(fk, c->k_cache, ph, c, 0);
   mma_fp8_fetch(fv, c->v_cache, ph, c, 1);
-  mma_tile_entries(pre, c->table, after, c->k_lo, c->k_end);
-  *pre_at = after;
+  mma_tile_entries(pre, c->table, k0 + BK, c->k_lo, c->k_end);
+  *pre_at = k0 + BK;
 }
 
 /* The fetched tile into a stage's keys and values, as f16 chunks where
@@ -455,19 +454,21 @@ inline void mma_store_tile(__local uint4 *k_dst, __local uint4 *v_dst, uint2 fk[
  * is computed when any of qpk heads keeps it, and for heads whose masks
  * differ that is nearly every tile
  * (docs/decisions/0021-prefill-mma-sparse-scan.md). Sets the head and
- * position (the sequence's first new token for a row past the end);
- * returns whether the row is one of the sequence's. */
+ * position (for a row past the end the sequence's first new token, or with
+ * heads apart its work-group's, whose mask row it then reads); returns
+ * whether the row is one of the sequence's. */
 #if CLPA_SPARSE
 inline int mma_row(int R, int new_len, int pad, int qpk, int kv_head, int cached, int *head,
                    int *pos) {
   const int tok = R % pad, live = tok < new_len;
   *head = kv_head * qpk + R / pad;
-  *pos = cached + (live ? tok : 0);
+  *pos = cached + (live ? tok : tok / ROWS * ROWS); /* past the end: its work-group's first */
   return live;
 }
 #define MMA_TOKEN_LO(R0) ((R0) % pad)                          /* a work-group's first token */
 #define MMA_TOKEN_HI(R0) (min((R0) % pad + ROWS, new_len) - 1) /* and its last one */
 #define MMA_TOKEN(h) (r.pos[h] - cached)                       /* lane row h's token */
+#define MMA_READS_MASK(live) 1 /* every row reads a mask row */
 #else
 inline int mma_row(int R, int new_len, int pad, int qpk, int kv_head, int cached, int *head,
                    int *pos) {
@@ -477,11 +478,12 @@ inline int mma_row(int R, int new_len, int pad, int qpk, int kv_head, int cached
 #define MMA_TOKEN_LO(R0) ((R0) / qpk)
 #define MMA_TOKEN_HI(R0) ((min((R0) + ROWS, nrows) - 1) / qpk)
 #define MMA_TOKEN(h) ((row0 + 8 * (h)) / qpk)
+#define MMA_READS_MASK(live) (live)
 #endif
 
 /* This lane's two query rows, g and g + 8 of its warp's 16 (index h):
  * whether the row is one of the sequence's, its head, position, ALiBi
- * slope and block-mask row (NULL for a row past the end). */
+ * slope and block-mask row (the dense build: NULL for a row past the end). */
 typedef struct {
   int live[2], head[2], pos[2];
   float slope[2];
@@ -628,14 +630,18 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
   for (int h = 0; h < 2; h++) {
     r.live[h] = mma_row(row0 + 8 * h, new_len, pad, qpk, kv_head, cached, &r.head[h], &r.pos[h]);
     r.slope[h] = alibi ? alibi[r.head[h]] : 0.0f;
-    r.mrow[h] = r.live[h] ? mask_row(block_mask, s, num_heads, r.head[h], r.pos[h] - cached,
-                                     mask_block, mask_qb, mask_kb)
-                          : NULL;
+    r.mrow[h] = MMA_READS_MASK(r.live[h]) ? mask_row(block_mask, s, num_heads, r.head[h],
+                                                     r.pos[h] - cached, mask_block, mask_qb, mask_kb)
+                                          : NULL;
   }
   /* The work-group's key range. */
   const int p_lo = cached + MMA_TOKEN_LO(R0), p_hi = cached + MMA_TOKEN_HI(R0);
   const int2 keys = tile_keys(p_lo, p_hi, kv_end, causal, window);
   const int k_lo = keys.x, k_end = keys.y, sparse = block_mask != NULL;
+  /* CLPA_SPARSE 2: the host's promise that mask blocks hold whole work-groups */
+  const int one_row =
+      CLPA_SPARSE == 2 || (p_lo - cached) / mask_block == (p_hi - cached) / mask_block;
+  (void)one_row; /* the dense build: unused */
   const mma_src c = {k_cache, v_cache, PAGE_ROW_OF_LEN(s, kv_end), faults, block_stride,
                      head_stride, kv_head, kv_token_stride(num_kv_heads, head_stride, BLOCK_SIZE),
                      num_blocks, k_lo, k_end, sparse};
@@ -668,8 +674,7 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
   int k0 = MMA_NEXT_TILE(k_lo / BK * BK);
   /* this tile's blocks; the next one's table entries, read a tile ahead */
   int ph[NP], pre[NP] = {0}, pre_at = -1; /* pre[]: tile pre_at's entries */
-  if (k0 < k_end)
-    mma_issue_tile(k_s, STAGES == 2 ? v_s : NULL, ph, pre, &pre_at, k0, MMA_FIRST_AFTER(k0), &c);
+  if (k0 < k_end) mma_issue_tile(k_s, STAGES == 2 ? v_s : NULL, ph, pre, &pre_at, k0, &c);
   for (int stage = 0; k0 < k_end; stage = STAGES - 1 - stage) {
     __local const uint *kw = (__local const uint *)(k_s + stage * KTILE);
     __local const uint *vw = (__local const uint *)(v_s + stage * VTILE);
@@ -679,14 +684,14 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
 #if STAGES == 2
     mma_fix_values(v_s + stage * VTILE, k0, k_lo, k_end);
     barrier(CLK_LOCAL_MEM_FENCE);
-    MMA_ADVANCE(k0)
+    const int next = MMA_NEXT_TILE(k0 + BK);
 #if MMA_FP8_STAGED
     uint2 fk[NP][CPT], fv[NP][CPT];
-    if (next < k_end) mma_fetch_tile(fk, fv, nph, pre, &pre_at, next, after, &c);
+    if (next < k_end) mma_fetch_tile(fk, fv, nph, pre, &pre_at, next, &c);
 #else
     if (next < k_end)
       mma_issue_tile(k_s + (1 - stage) * KTILE, v_s + (1 - stage) * VTILE, nph, pre, &pre_at, next,
-                     after, &c);
+                     &c);
 #endif
 #else
     barrier(CLK_LOCAL_MEM_FENCE);
@@ -698,7 +703,7 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
      * (if any) keeping the tile for both its rows (a tile lies in one mask
      * block: mask_block is a multiple of BK). */
     int keep[2];
-    for (int h = 0; h < 2; h++) keep[h] = !sparse || (r.mrow[h] && r.mrow[h][k0 / mask_block]);
+    for (int h = 0; h < 2; h++) keep[h] = MMA_KEEPS(h, k0);
     int full = keep[0] && keep[1] && k0 >= k_lo && k0 + BK <= k_end &&
                (!causal || k0 + BK - 1 <= p_lo) && (window <= 0 || p_hi - k0 < window);
     for (int p = 0; p < NP; p++) full = full && ph[p] >= 0;
@@ -715,8 +720,8 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
     mma_copy_wait();
     mma_fix_values(v_s, k0, k_lo, k_end);
     barrier(CLK_LOCAL_MEM_FENCE);
-    MMA_ADVANCE(k0)
-    if (next < k_end) mma_issue_tile(k_s, NULL, nph, pre, &pre_at, next, after, &c);
+    const int next = MMA_NEXT_TILE(k0 + BK);
+    if (next < k_end) mma_issue_tile(k_s, NULL, nph, pre, &pre_at, next, &c);
 #endif
     mma_values(o, pa, alpha, vw, lane, xch);
 #if MMA_FP8_STAGED

@@ -61,7 +61,8 @@ typedef struct clpa_prefill_spec {
   int32_t rows, keys;  /* query rows per work-group, keys per tile */
   int32_t path;        /* clpa_prefill_path: which family (file) runs it, not an option */
   int32_t stages;      /* mma: key and value tiles in flight (1 or 2) */
-  int32_t sparse;      /* tiles, mma: 1 where a block mask is given (the dense build skips none) */
+  int32_t sparse;      /* tiles, mma: 1 where a block mask is given (the dense build skips none);
+                        * mma: 2 where mask blocks hold whole work-groups (prefill.c sparse_build) */
   int32_t maxnreg;     /* NVIDIA: registers a work-item at most (program.c), 0 = ptxas's choice */
   int32_t vkeys;       /* tiles: keys a chunk of values in local memory (4 .. 32), else 0 */
   int32_t kv_layout;   /* the cache's clpa_kv_layout_kind (CLPA_KV_LAYOUT) */

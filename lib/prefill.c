@@ -323,6 +323,15 @@ static int64_t seq_rows(int64_t new_len, int qpk, int rows, int apart) {
   return (apart ? (new_len + rows - 1) / rows * rows : new_len) * qpk;
 }
 
+/* The build a call takes: 0 without a block mask (or on the rows path,
+ * which has one build); with one, 1, or 2 on mma where each mask block
+ * holds whole work-groups (mask_block a multiple of rows: with heads apart
+ * a work-group then reads one mask row; cl/prefill_mma.cl's one_row). */
+static int sparse_build(const clpa_prefill_params *p, int path, int rows) {
+  if (path == CLPA_PREFILL_ROWS || !p->block_mask) return 0;
+  return path == CLPA_PREFILL_MMA && p->mask_block % rows == 0 ? 2 : 1;
+}
+
 /* The per-sequence info (first token, new_len, cached_len) and the work
  * list of row tiles (sequence, first row) into host words hi[3 *
  * num_seqs] and hw[2 * tiles]. */
@@ -521,7 +530,7 @@ clpa_status clpa_prefill_plan_fill(clpa_context *ctx, const clpa_prefill_params 
                                   keys,
                                   path,
                                   mma ? mma_stages(ctx, &a.kv, rows, keys) : 1,
-                                  path != CLPA_PREFILL_ROWS && p->block_mask != NULL,
+                                  sparse_build(p, path, rows),
                                   mma ? mma_maxnreg(ctx, a.kv.head_size) : 0,
                                   path == CLPA_PREFILL_TILES
                                       ? tile_vkeys(ctx->info.local_mem_bytes, a.kv.head_size,

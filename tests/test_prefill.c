@@ -683,10 +683,12 @@ static void test_sparse(void) {
       {3, 8, 1, 96, 8, 100, 64, F32, F32, 0, 0, 1, 0, 1, 0, 0, 1, 0, 0},
       {3, 8, 2, 64, 16, 140, 260, E4M3, F16, 0, 0, 1, 0, 0, 0, 0, 1, 0, 1},
   };
-  const int B = 64;
   for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++)
     for (int pi = 0; pi < 3; pi++) {
       const pcase *c = &cases[ci];
+      /* mask blocks of 64 or 128 tokens; on mma work-groups of 128 rows or 64, so that a
+       * work-group reads two mask rows (case 0) or one (cases 1 and 3) */
+      const int B = ci % 2 ? 128 : 64, mma_rows = ci == 1 ? 64 : 128;
       const clpa_prefill_path path = (clpa_prefill_path)(pi + 1); /* tiles, rows, mma */
       if (path == CLPA_PREFILL_MMA && !mma_applies(c)) continue;
       attn_scene in;
@@ -713,6 +715,7 @@ static void test_sparse(void) {
       clpa_prefill_params p;
       upload(c, &in, &d, &p);
       p.path = path;
+      if (path == CLPA_PREFILL_MMA) p.rows_per_group = mma_rows;
       cl_mem bm = test_buffer(ctx, mask, mn), bo = test_buffer(ctx, ones, mn);
       p.block_mask = bm, p.mask_block = B, p.mask_q_blocks = qb, p.mask_k_blocks = kb;
       good &= clpa_prefill(ctx, &p) == CLPA_OK;
