@@ -305,16 +305,16 @@ inline void mma_store_pair(__global io_t *out, ulong i, float2 v) {
 /* Block-sparse: the first tile from k0 that a row of the work-group
  * keeps (k_end if none); every work-item calls it. m0 / m1: this
  * work-item's rows' mask rows (the dense build: NULL for a row past the
- * end). Without a
- * mask, k0. Two forms, both correct for any mask:
- * - CLPA_SPARSE (the builds for calls with a mask; 2 where a mask block
- *   holds whole work-groups, so that one_row always holds and the
- *   compiler drops the rest): each work-item finds
- *   the next kept mask block of its own rows from k0 on, remembered in
- *   *mine (its next kept key, >= the k0 it was found for: the scan only
- *   moves forward), then the work-group takes the least (local
- *   atomic_min): three barriers a kept tile however many are skipped.
- *   Kept positions are block starts (multiples of 64, so of BK) or k0.
+ * end). Without a mask, k0. Kept positions are block starts (multiples of
+ * 64, so of BK) or k0. Two forms, both correct for any mask:
+ * - CLPA_SPARSE (the builds for calls with a mask): where the work-group's
+ *   rows read one mask row (one_row; always in build 2, which the host
+ *   takes where a mask block holds whole work-groups), the scan of that
+ *   row from k0 on, no barrier. Else each work-item finds the next kept
+ *   mask block of its own rows from k0 on, remembered in *mine (its next
+ *   kept key, >= the k0 it was found for: the scan only moves forward),
+ *   then the work-group takes the least (local atomic_min): three
+ *   barriers a kept tile however many are skipped.
  * - otherwise (the dense build) a vote per tile, three barriers each:
  *   kept for dense calls because it keeps NVIDIA's build under the
  *   registers at which only two work-groups fit an SM, where the scan (or
@@ -325,8 +325,7 @@ inline void mma_store_pair(__global io_t *out, ulong i, float2 v) {
 #define MMA_NEXT_TILE(k) \
   mma_next_tile(k, k_end, sparse, r.mrow[0], r.mrow[1], mask_block, one_row, &mine, &next_kept)
 /* one_row: every row of the work-group reads the same mask row (its tokens
- * lie in one mask block, and rows past the end take its first token's), so
- * every work-item finds the same tile and no minimum is taken. */
+ * lie in one mask block, and rows past the end take its first token's). */
 inline int mma_next_tile(int k0, int k_end, int sparse, __global const uchar *m0,
                          __global const uchar *m1, int mask_block, int one_row, int *mine,
                          __local int *next) {
