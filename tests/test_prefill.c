@@ -686,9 +686,9 @@ static void test_sparse(void) {
   for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++)
     for (int pi = 0; pi < 3; pi++) {
       const pcase *c = &cases[ci];
-      /* mask blocks of 64 or 128 tokens; on mma work-groups of 128 rows or 64, so that a
-       * work-group reads two mask rows (case 0) or one (cases 1 and 3) */
-      const int B = ci % 2 ? 128 : 64, mma_rows = ci == 1 ? 64 : 128;
+      /* mask blocks of 64 or 128 tokens; on mma work-groups of 128 rows (case 0: two mask rows
+       * a work-group, the group minimum) or 64 (one, the one-row build where B is 128) */
+      const int B = ci % 2 ? 128 : 64, mma_rows = ci == 0 ? 128 : 64;
       const clpa_prefill_path path = (clpa_prefill_path)(pi + 1); /* tiles, rows, mma */
       if (path == CLPA_PREFILL_MMA && !mma_applies(c)) continue;
       attn_scene in;
