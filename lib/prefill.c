@@ -326,7 +326,8 @@ static int64_t seq_rows(int64_t new_len, int qpk, int rows, int apart) {
 /* The build a call takes: 0 without a block mask (or on the rows path,
  * which has one build); with one, 1, or 2 on mma where each mask block
  * holds whole work-groups (mask_block a multiple of rows: with heads apart
- * a work-group then reads one mask row; cl/prefill_mma.cl's one_row). */
+ * a work-group then reads one mask row; cl/prefill_mma.cl's one_row;
+ * docs/decisions/0021-prefill-mma-sparse-scan.md). */
 static int sparse_build(const clpa_prefill_params *p, int path, int rows) {
   if (path == CLPA_PREFILL_ROWS || !p->block_mask) return 0;
   return path == CLPA_PREFILL_MMA && p->mask_block % rows == 0 ? 2 : 1;
