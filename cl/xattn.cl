@@ -327,6 +327,13 @@ __kernel void clpa_xattn_mass(KERNEL_PARAMS(XATTN_MASS_ARG_LIST)) {
 inline ulong xsel_key(float x, int j) { return (ulong)(~as_uint(x)) << 32 | (uint)j; }
 inline float xsel_mass(ulong key) { return as_float(~(uint)(key >> 32)); }
 
+/* tau times the query block's total mass (blocks 0 .. d, summed in order). */
+inline float xsel_cut(__global const float *w, int d, float tau) {
+  float total = 0.0f;
+  for (int kb = 0; kb <= d; kb++) total += w[kb];
+  return tau * total;
+}
+
 /* Grid (q_blocks x XSEL_THREADS, num_heads), a work-group per query block:
  * block 0, the diagonal, then the rest by mass descending (ties by index)
  * while the running sum before a block is < tau T. The candidates (blocks
@@ -348,9 +355,7 @@ __kernel __attribute__((reqd_work_group_size(XSEL_THREADS, 1, 1))) void clpa_xat
     if (lid != 0) return;
     for (int kb = 0; kb < k_blocks; kb++) out[kb] = (uchar)(kb == 0 || kb == d || (keep_all && kb < d));
     if (keep_all || d < 2) return;
-    float total = 0.0f;
-    for (int kb = 0; kb <= d; kb++) total += w[kb];
-    const float cut = tau * total;
+    const float cut = xsel_cut(w, d, tau);
     float acc = w[0] + w[d];
     /* Blocks 1 .. d-1 in order, by repeated selection of the largest after
      * the previous one. Stops at the cut, since the running sum only grows. */
@@ -377,11 +382,7 @@ __kernel __attribute__((reqd_work_group_size(XSEL_THREADS, 1, 1))) void clpa_xat
     key[i] = i < n ? xsel_key(w[i + 1], i + 1) : (ulong)0xffffffffffffffffUL;
     pick[i] = 0;
   }
-  if (lid == 0) {
-    float total = 0.0f;
-    for (int kb = 0; kb <= d; kb++) total += w[kb];
-    cut_at[0] = tau * total;
-  }
+  if (lid == 0) cut_at[0] = xsel_cut(w, d, tau);
   barrier(CLK_LOCAL_MEM_FENCE);
   for (int k = 2; k <= N; k *= 2)
     for (int j = k / 2; j > 0; j /= 2) {
