@@ -5,9 +5,10 @@
  * NVIDIA mma.sync m16n8k16, operands in the cache's dtype, f16 or bf16,
  * or f16 for an fp8 cache, whose tiles are converted as they are copied;
  * f32 accumulation; emulated elsewhere, for tests), FlashAttention-2's
- * shape: a work-group of WARPS warps owns ROWS = 16 * WARPS query rows,
- * 16 a warp, whose queries stay in registers as A fragments (rounded to
- * the operand type). Per tile of BK keys (BK / BLOCK_SIZE cache blocks,
+ * shape: a work-group of WARPS warps owns ROWS = 16 * MT * WARPS query
+ * rows, 16 a warp whose queries stay in registers as A fragments (rounded
+ * to the operand type), or 32 (MT 2, dense calls) whose queries wait in
+ * local memory and are read a k-step at a time. Per tile of BK keys (BK / BLOCK_SIZE cache blocks,
  * the tile's parts) the work-group copies each block's keys and values
  * into local memory as the cache holds them: a block's part of one KV
  * head is HEAD_SIZE / 8 x BLOCK_SIZE uint4 of keys and HEAD_SIZE x
@@ -45,7 +46,8 @@
  * is contiguous; NHD: its token rows are).
  *
  * Local memory: STAGES * 2 * BK * HEAD_SIZE halves (HND, NHD: HEAD_SIZE + 8
- * a token), lib/prefill.c's mma_local_bytes.
+ * a token), and with MT 2 ROWS * HEAD_SIZE of queries, lib/prefill.c's
+ * mma_local_bytes.
  */
 #define WARPS (NUM_THREADS / 32)
 #ifndef CLPA_STAGES
@@ -55,9 +57,22 @@
 #ifndef CLPA_SPARSE
 #error "CLPA_SPARSE: 1 or 2 for the builds for calls with a block mask (mma_next_tile); required"
 #endif
-#if ROWS != 16 * WARPS || NUM_THREADS % 32 || BK % 32 || HEAD_SIZE % 16 || BLOCK_SIZE % 8 || \
+#ifndef CLPA_MT
+#error "CLPA_MT: row tiles of 16 a warp (1, queries in registers; 2, in local memory); required"
+#endif
+/* A warp's row tiles of 16 rows: 2 (FlashAttention-2's 32 rows a warp)
+ * puts each key and value fragment into twice the products; their
+ * queries then wait in local memory, read through ldmatrix a k-step at a
+ * time (docs/decisions/0020-prefill-mma-tile.md). Dense calls only. */
+#define MT CLPA_MT
+#define RPL (2 * MT)    /* rows a lane: g + 8 h of its warp's */
+#define QLOCAL (MT == 2) /* queries in local memory */
+#if (MT != 1 && MT != 2) || (MT == 2 && CLPA_SPARSE)
+#error "prefill mma: 1 or 2 row tiles a warp, 2 only in the dense build"
+#endif
+#if ROWS != 16 * MT * WARPS || NUM_THREADS % 32 || BK % 32 || HEAD_SIZE % 16 || BLOCK_SIZE % 8 || \
     BK % BLOCK_SIZE || (STAGES != 1 && STAGES != 2)
-#error "prefill mma shape: 16 rows a warp, BK of 32 and of BLOCK_SIZE, HEAD_SIZE of 16, 1-2 stages"
+#error "prefill mma shape: 16 MT rows a warp, BK of 32 and of BLOCK_SIZE, HEAD_SIZE of 16, 1-2 stages"
 #endif
 #if KV_BYTES != 2 && KV_BYTES != 1
 #error "prefill mma: the cache must be f16, bf16 or fp8"
@@ -337,6 +352,10 @@ inline int mma_next_tile(int k0, int k_end, int sparse, __global const uchar *m0
 }
 /* Whether row h's mask keeps tile k0 (with one_row, a tile the scan found) */
 #define MMA_KEEPS(h, k0) (one_row || (r.mrow[h] && r.mrow[h][(k0) / mask_block]))
+#elif MT == 2
+#define MMA_NEXT_STATE
+#define MMA_NEXT_TILE(k) (k) /* no mask: every tile */
+#define MMA_KEEPS(h, k0) 1
 #else
 #define MMA_NEXT_STATE
 #define MMA_NEXT_TILE(k) mma_next_tile(k, k_end, sparse, r.mrow[0], r.mrow[1], mask_block, &next_kept)
@@ -480,13 +499,13 @@ inline int mma_row(int R, int new_len, int pad, int qpk, int kv_head, int cached
 #define MMA_READS_MASK(live) (live)
 #endif
 
-/* This lane's two query rows, g and g + 8 of its warp's 16 (index h):
+/* This lane's query rows, g + 8 h of its warp's 16 MT (index h):
  * whether the row is one of the sequence's, its head, position, ALiBi
  * slope and block-mask row (the dense build: NULL for a row past the end). */
 typedef struct {
-  int live[2], head[2], pos[2];
-  float slope[2];
-  __global const uchar *mrow[2];
+  int live[RPL], head[RPL], pos[RPL];
+  float slope[RPL];
+  __global const uchar *mrow[RPL];
 } mma_rows;
 
 /* The queries as A fragments: a.x, a.z from row g (dimensions 2t, 2t + 8
@@ -503,36 +522,89 @@ inline void mma_queries(uint4 *qa, __global const io_t *q, const ulong *qrow, co
   }
 }
 
+#if QLOCAL
+/* The work-group's queries in local memory, rounded to the operand type:
+ * chunk c (dimensions 8 c .. 8 c + 7) of its row R at q_s[c * ROWS + R],
+ * so that an A fragment's 8 rows of one chunk are 128 contiguous bytes
+ * (zeros for a row past the end). Queries of the cache's dtype whose rows
+ * start 16-byte aligned (q_stride a multiple of 8) are copied as they are,
+ * 16 bytes a copy (cp.async on NVIDIA: they land with the first tile);
+ * others element pair by pair. Successive work-items take successive
+ * chunks of a row. */
+inline void mma_queries_local(__local uint4 *q_s, __global const io_t *q, int R0, int new_len,
+                              int pad, int qpk, int kv_head, int cached, int first, ulong q_stride) {
+  const int whole = CLPA_IO_DTYPE == CLPA_KV_DTYPE && q_stride % 8 == 0;
+  for (int e = get_local_id(0); e < ROWS * (HEAD_SIZE / 8); e += NUM_THREADS) {
+    const int R = e / (HEAD_SIZE / 8), c = e % (HEAD_SIZE / 8);
+    int head, pos;
+    __local uint4 *d = q_s + c * ROWS + R;
+    if (!mma_row(R0 + R, new_len, pad, qpk, kv_head, cached, &head, &pos)) {
+      *d = (uint4)(0u);
+      continue;
+    }
+    const ulong i = (ulong)(first + pos - cached) * q_stride + (ulong)head * HEAD_SIZE + 8 * c;
+    if (whole) mma_copy16(d, (__global const uint4 *)(q + i));
+    else
+      *d = (uint4)(mma_q_pair(q, i, q_stride % 2 == 0), mma_q_pair(q, i + 2, q_stride % 2 == 0),
+                   mma_q_pair(q, i + 4, q_stride % 2 == 0), mma_q_pair(q, i + 6, q_stride % 2 == 0));
+  }
+}
+/* An A fragment's row address that lane l gives (in uint4 from the
+ * warp's first row): rows l % 16 of chunk l / 16; k-step ks of row tile
+ * m is MMA_QOFF(m, ks) past it. */
+inline int mma_qlane(int l) { return l / 16 * ROWS + l % 16; }
+#define MMA_QOFF(m, ks) (2 * (ks) * ROWS + 16 * (m))
+#define MMA_QA(m, ks) MMA_LDSM4(qw, qb, mma_qlane, MMA_QOFF(m, ks))
+#else
+#define MMA_QA(m, ks) qa[ks]
+#endif
+
 /* S = Q K^T on key tile kw: key n * 8 + g of the tile is column g of
  * n-tile n; 4 n-tiles at a time, so that 4 accumulators are in flight. */
-inline void mma_scores(float4 *sc, const uint4 *qa, __local const uint *kw, int lane,
-                       __local uint *xch) {
+/* Row tile m's scores are sc[m * STILES ..]; its queries qa[] (in
+ * registers, MT 1) or the warp's rows from qw (in local memory). */
+inline void mma_scores(float4 *sc, const uint4 *qa, __local const uint *qw,
+                       __local const uint *kw, int lane, __local uint *xch) {
   const uint ka = MMA_BASE(kw, mma_klane), ka2 = MMA_BASE(kw, mma_klane2);
-  (void)ka, (void)ka2;
+  (void)ka, (void)ka2, (void)qa, (void)qw;
+#if QLOCAL
+  const uint qb = MMA_BASE(qw, mma_qlane);
+  (void)qb;
+#endif
   MMA_UNROLL
   for (int n0 = 0; n0 < STILES; n0 += 4) {
     MMA_UNROLL
-    for (int n = n0; n < n0 + 4; n++) sc[n] = (float4)(0.0f);
+    for (int n = 0; n < 4; n++)
+      MMA_UNROLL
+      for (int m = 0; m < MT; m++) sc[m * STILES + n0 + n] = (float4)(0.0f);
     MMA_UNROLL
     for (int ks = 0; ks + 1 < KSTEPS; ks += 2) {
       uint4 b[4];
       MMA_UNROLL
       for (int n = 0; n < 4; n++) b[n] = MMA_LDSM4(kw, ka, mma_klane, MMA_KROW(n0 + n, 2 * ks));
       MMA_UNROLL
-      for (int n = 0; n < 4; n++) sc[n0 + n] = mma_16816(sc[n0 + n], qa[ks], b[n].xy, xch);
-      MMA_UNROLL
-      for (int n = 0; n < 4; n++) sc[n0 + n] = mma_16816(sc[n0 + n], qa[ks + 1], b[n].zw, xch);
+      for (int m = 0; m < MT; m++) {
+        const uint4 a0 = MMA_QA(m, ks), a1 = MMA_QA(m, ks + 1);
+        float4 *s = sc + m * STILES + n0;
+        MMA_UNROLL
+        for (int n = 0; n < 4; n++) s[n] = mma_16816(s[n], a0, b[n].xy, xch);
+        MMA_UNROLL
+        for (int n = 0; n < 4; n++) s[n] = mma_16816(s[n], a1, b[n].zw, xch);
+      }
     }
     if (KSTEPS % 2) {
       MMA_UNROLL
-      for (int n = n0; n < n0 + 4; n++)
-        sc[n] = mma_16816(sc[n], qa[KSTEPS - 1],
-                          MMA_LDSM2(kw, ka2, mma_klane2, MMA_KROW(n, (KSTEPS - 1) * 2)), xch);
+      for (int n = n0; n < n0 + 4; n++) {
+        const uint2 b = MMA_LDSM2(kw, ka2, mma_klane2, MMA_KROW(n, (KSTEPS - 1) * 2));
+        MMA_UNROLL
+        for (int m = 0; m < MT; m++)
+          sc[m * STILES + n] = mma_16816(sc[m * STILES + n], MMA_QA(m, KSTEPS - 1), b, xch);
+      }
     }
   }
 }
 
-/* The logits of tile k0 in base 2 (sc * c2 where `plain`: the scale rides
+/* The logits of row tile m's scores sc[] (its STILES) of tile k0 in base 2 (sc * c2 where `plain`: the scale rides
  * in the exponent's fma, the same arithmetic whether a tile is masked or
  * not, so that a mask keeping every block gives dense prefill's output bit
  * for bit), -inf where masked: row h past the end or its mask block not
@@ -540,13 +612,13 @@ inline void mma_scores(float4 *sc, const uint4 *qa, __local const uint *kw, int 
  * causal or window bound. A `full` tile masks nothing. */
 inline void mma_logits(float4 *sc, const mma_rows *r, const int *keep, const int *ph, int k0,
                        int full, int plain, const mma_src *c, int causal, int window,
-                       float scale, float soft_cap, int t) {
+                       float scale, float soft_cap, int t, int m) {
   if (full && plain) return;
   MMA_UNROLL
   for (int n = 0; n < STILES; n++) {
     float x[4] = {sc[n].x, sc[n].y, sc[n].z, sc[n].w};
     for (int i = 0; i < 4; i++) {
-      const int h = i / 2, j = k0 + n * 8 + 2 * t + i % 2, pos = r->pos[h];
+      const int h = 2 * m + i / 2, j = k0 + n * 8 + 2 * t + i % 2, pos = r->pos[h];
       const int masked = !full && (!r->live[h] || !keep[h] || ph[n * 8 / BLOCK_SIZE] < 0 ||
                                    j < c->k_lo || j >= c->k_end || (causal && j > pos) ||
                                    (window > 0 && pos - j >= window));
@@ -562,13 +634,16 @@ inline void mma_logits(float4 *sc, const mma_rows *r, const int *keep, const int
 }
 
 /* O = O alpha + P V on value tile vw: dimension n * 8 + g is column g of
- * n-tile n. */
+ * n-tile n; row tile m's are o[m * DTILES ..], its P pa[m * BK / 16 ..]. */
 inline void mma_values(float4 *o, const uint4 *pa, const float *alpha, __local const uint *vw,
                        int lane, __local uint *xch) {
-  if (alpha[0] != 1.0f || alpha[1] != 1.0f) {
-    MMA_UNROLL
-    for (int n = 0; n < DTILES; n++) o[n] *= (float4)(alpha[0], alpha[0], alpha[1], alpha[1]);
-  }
+  MMA_UNROLL
+  for (int m = 0; m < MT; m++)
+    if (alpha[2 * m] != 1.0f || alpha[2 * m + 1] != 1.0f) {
+      const float4 f = (float4)(alpha[2 * m], alpha[2 * m], alpha[2 * m + 1], alpha[2 * m + 1]);
+      MMA_UNROLL
+      for (int n = 0; n < DTILES; n++) o[m * DTILES + n] *= f;
+    }
   const uint va = MMA_BASE(vw, mma_vlane);
   (void)va;
   MMA_UNROLL
@@ -580,32 +655,39 @@ inline void mma_values(float4 *o, const uint4 *pa, const float *alpha, __local c
       for (int n = 0; n < 4; n++)
         if (n0 + n < DTILES) b[n] = MMA_LDSM4V(vw, va, mma_vlane, MMA_VOFF(ks, n0 + n));
       MMA_UNROLL
-      for (int n = 0; n < 4; n++)
-        if (n0 + n < DTILES) o[n0 + n] = mma_16816(o[n0 + n], pa[ks], b[n].xy, xch);
-      MMA_UNROLL
-      for (int n = 0; n < 4; n++)
-        if (n0 + n < DTILES) o[n0 + n] = mma_16816(o[n0 + n], pa[ks + 1], b[n].zw, xch);
+      for (int m = 0; m < MT; m++) {
+        float4 *om = o + m * DTILES + n0;
+        const uint4 *pm = pa + m * (BK / 16);
+        MMA_UNROLL
+        for (int n = 0; n < 4; n++)
+          if (n0 + n < DTILES) om[n] = mma_16816(om[n], pm[ks], b[n].xy, xch);
+        MMA_UNROLL
+        for (int n = 0; n < 4; n++)
+          if (n0 + n < DTILES) om[n] = mma_16816(om[n], pm[ks + 1], b[n].zw, xch);
+      }
     }
   }
 }
 
 /* Normalises this lane's rows once (times vscale, an fp8 cache's value
  * scale, else 1) and writes them, and their LSE: row h is the warp's row
- * g + 8 h, new token tok[h] of the sequence's (from token `first`). */
+ * g + 8 h (row tile h / 2's o[]), new token tok[h] of the sequence's (from
+ * token `first`). */
 inline void mma_write_rows(__global io_t *out, __global float *lse, const float4 *o, float *l,
                            const float *m2, float vscale, const mma_rows *r, const int *tok,
                            int first, int num_heads, int t, __local uint *xch) {
-  float inv[2];
-  for (int h = 0; h < 2; h++) {
+  float inv[RPL];
+  for (int h = 0; h < RPL; h++) {
     l[h] = quad_reduce(l[h], 0, xch);
     inv[h] = l[h] > 0.0f ? vscale / l[h] : 0.0f;
   }
-  for (int h = 0; h < 2; h++) {
+  for (int h = 0; h < RPL; h++) {
     if (!r->live[h]) continue;
     const size_t row = (size_t)(first + tok[h]) * num_heads + r->head[h];
+    const float4 *oh = o + h / 2 * DTILES;
     MMA_UNROLL
     for (int n = 0; n < DTILES; n++)
-      mma_store_pair(out, row * HEAD_SIZE + n * 8 + 2 * t, (h ? o[n].zw : o[n].xy) * inv[h]);
+      mma_store_pair(out, row * HEAD_SIZE + n * 8 + 2 * t, (h % 2 ? oh[n].zw : oh[n].xy) * inv[h]);
     if (lse && t == 0) lse[row] = softmax_lse(softmax_state_of(m2[h] / LOG2E, l[h]));
   }
 }
@@ -614,19 +696,29 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
     KERNEL_PARAMS(PREFILL_ARG_LIST) PAGE_PARAMS) {
   __local uint4 k_s[STAGES * KTILE];
   __local uint4 v_s[STAGES * VTILE];
+#if QLOCAL
+  __local uint4 q_s[ROWS * (HEAD_SIZE / 8)];
+#endif
+#if QLOCAL && MMA_PTX
+  /* unused on NVIDIA (MMA_XCH is 1), where the tiles and queries can take all 48 KiB */
+  __local uint *xch = (__local uint *)k_s;
+#else
   __local uint xch[MMA_XCH];
+#endif
+#if !QLOCAL
   __local int next_kept;
+#endif
 
   const int lid = get_local_id(0), lane = lid % 32, warp = lid / 32, g = lane / 4, t = lane % 4;
   const int s = work[2 * get_group_id(0)], R0 = work[2 * get_group_id(0) + 1];
   const int kv_head = get_group_id(1), qpk = num_heads / num_kv_heads;
   const int first = seq_info[3 * s], new_len = seq_info[3 * s + 1], cached = seq_info[3 * s + 2];
   const int pad = (new_len + ROWS - 1) / ROWS * ROWS, nrows = new_len * qpk;
-  const int kv_end = cached + new_len, row0 = R0 + warp * 16 + g;
+  const int kv_end = cached + new_len, row0 = R0 + warp * 16 * MT + g;
   (void)pad, (void)nrows;
 
   mma_rows r;
-  for (int h = 0; h < 2; h++) {
+  for (int h = 0; h < RPL; h++) {
     r.live[h] = mma_row(row0 + 8 * h, new_len, pad, qpk, kv_head, cached, &r.head[h], &r.pos[h]);
     r.slope[h] = alibi ? alibi[r.head[h]] : 0.0f;
     r.mrow[h] = MMA_READS_MASK(r.live[h]) ? mask_row(block_mask, s, num_heads, r.head[h],
@@ -653,21 +745,28 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
   const int plain = soft_cap <= 0.0f && !alibi && qk_scale > 0.0f;
   const float c2 = plain ? qk_scale * LOG2E : 1.0f;
 
+#if QLOCAL
+  const uint4 *qa = NULL;
+  mma_queries_local(q_s, q, R0, new_len, pad, qpk, kv_head, cached, first, q_stride);
+  __local const uint *qw = (__local const uint *)(q_s + warp * 16 * MT);
+#else
   uint4 qa[KSTEPS];
+  __local const uint *qw = NULL;
   ulong qrow[2];
   for (int h = 0; h < 2; h++)
     qrow[h] = (ulong)(first + MMA_TOKEN(h)) * q_stride + (ulong)r.head[h] * HEAD_SIZE + 2 * t;
   mma_queries(qa, q, qrow, &r, q_stride % 2 == 0);
+#endif
 
   /* Softmax state per row, base 2 (m2 = m log2 e); l is this lane's part. */
-  float m2[2], l[2];
-  for (int h = 0; h < 2; h++) {
+  float m2[RPL], l[RPL];
+  for (int h = 0; h < RPL; h++) {
     m2[h] = sinks ? sinks[r.head[h]] * LOG2E : -INFINITY;
     l[h] = sinks && t == 0 ? 1.0f : 0.0f;
   }
-  float4 o[DTILES];
+  float4 o[MT * DTILES];
   MMA_UNROLL
-  for (int n = 0; n < DTILES; n++) o[n] = (float4)(0.0f);
+  for (int n = 0; n < MT * DTILES; n++) o[n] = (float4)(0.0f);
 
   MMA_NEXT_STATE
   int k0 = MMA_NEXT_TILE(k_lo / BK * BK);
@@ -701,19 +800,24 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
      * keys inside every row's range and in valid blocks, and the block mask
      * (if any) keeping the tile for both its rows (a tile lies in one mask
      * block: mask_block is a multiple of BK). */
-    int keep[2];
-    for (int h = 0; h < 2; h++) keep[h] = MMA_KEEPS(h, k0);
-    int full = keep[0] && keep[1] && k0 >= k_lo && k0 + BK <= k_end &&
+    int keep[RPL], full = 1;
+    for (int h = 0; h < RPL; h++) keep[h] = MMA_KEEPS(h, k0), full = full && keep[h];
+    full = full && k0 >= k_lo && k0 + BK <= k_end &&
                (!causal || k0 + BK - 1 <= p_lo) && (window <= 0 || p_hi - k0 < window);
     for (int p = 0; p < NP; p++) full = full && ph[p] >= 0;
 
-    float4 sc[STILES];
-    mma_scores(sc, qa, kw, lane, xch);
-    mma_logits(sc, &r, keep, ph, k0, full, plain, &c, causal, window, qk_scale, soft_cap, t);
+    float4 sc[MT * STILES];
+    mma_scores(sc, qa, qw, kw, lane, xch);
     /* online softmax per row; P as A fragments */
-    float alpha[2];
-    uint4 pa[BK / 16];
-    MMA_SOFTMAX_STEP(sc, STILES, c2, m2, l, alpha, pa, xch);
+    float alpha[RPL];
+    uint4 pa[MT * (BK / 16)];
+    MMA_UNROLL
+    for (int m = 0; m < MT; m++) {
+      mma_logits(sc + m * STILES, &r, keep, ph, k0, full, plain, &c, causal, window, qk_scale,
+                 soft_cap, t, m);
+      MMA_SOFTMAX_STEP(sc + m * STILES, STILES, c2, m2 + 2 * m, l + 2 * m, alpha + 2 * m,
+                       pa + m * (BK / 16), xch);
+    }
 #if STAGES == 1
     /* values here; the next tile's keys on their way */
     mma_copy_wait();
@@ -729,6 +833,7 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
     for (int p = 0; p < NP; p++) ph[p] = nph[p];
     k0 = next;
   }
-  const int tok[2] = {MMA_TOKEN(0), MMA_TOKEN(1)};
+  int tok[RPL];
+  for (int h = 0; h < RPL; h++) tok[h] = MMA_TOKEN(h);
   mma_write_rows(out, lse, o, l, m2, vscale, &r, tok, first, num_heads, t, xch);
 }

@@ -378,7 +378,13 @@ typedef struct clpa_prefill_params {
   clpa_page_table page_table;     /* 0 = PADDED */
   int32_t num_page_indices;       /* CSR: entries of page_indices, >= 0 */
   cl_mem page_indptr, page_indices, last_page_len; /* CSR (page_indices may be NULL when empty) */
-  uint64_t reserved[4]; /* 0 (what ..._init leaves): room for fields to come, README's ABI */
+  /* The mma path's query rows a warp (0 = the tuning table's rule;
+   * forced for tests and benchmarks): 16, or 32 (FlashAttention-2's: each
+   * key and value fragment serves twice the products; calls without a
+   * block_mask, head sizes up to 128). */
+  int32_t rows_per_warp;
+  int32_t reserved32;   /* 0 */
+  uint64_t reserved[3]; /* 0 (what ..._init leaves): room for fields to come, README's ABI */
 } clpa_prefill_params;
 
 /* Fills p with the defaults: zeros and NULLs, causal 1, q_dtype f32,
@@ -609,7 +615,7 @@ typedef struct clpa_plan_info {
   int64_t work_pairs;
   int32_t list_entries; /* decode without host lengths: the entries of the list the device makes
                            from its lengths each run (0: none) */
-  int32_t reserved32;
+  int32_t rows_per_warp; /* prefill's mma path: query rows a warp (16 or 32); else 0 */
   uint64_t reserved[6]; /* room for fields to come (README's ABI) */
 } clpa_plan_info;
 

@@ -610,7 +610,7 @@ static clpa_status clpa_context_create_impl(const clpa_context_config *cfg, clpa
   /* The lane-group path is settled once, here, not by whichever kernel
    * happens to be built first. */
   if (st == CLPA_OK) st = clpa_lanes_settle(ctx);
-  if (st == CLPA_OK) clpa_tuning_lookup(&ctx->info, &ctx->tuning, &ctx->decode_tuning);
+  if (st == CLPA_OK) clpa_tuning_lookup(&ctx->info, &ctx->tuning, &ctx->decode_tuning, &ctx->prefill_tuning);
   if (st != CLPA_OK) {
     clpa_context_destroy(ctx);
     return st;

@@ -29,6 +29,15 @@ typedef struct clpa_staging {
 } clpa_staging;
 enum { CLPA_SCRATCH_SLOTS = 7, CLPA_STAGING_RING = 8 };
 
+/* Prefill's part of a tuning-table row (tuning.c: each value names the
+ * decision record that set it). */
+typedef struct clpa_prefill_tuning {
+  int32_t mma_warp_rows_from; /* mma: 32 query rows a warp where a call's work-groups walk at
+                                 least this many key tiles on average (0: 16 rows always) */
+  uint32_t mma_local_bytes;   /* mma with 32 rows a warp: local memory its kernels may declare
+                                 (0: what the device reports) */
+} clpa_prefill_tuning;
+
 struct clpa_context {
   cl_platform_id platform;
   cl_device_id dev;
@@ -56,6 +65,7 @@ struct clpa_context {
   int decode_work_list;  /* CLPA_DECODE_WORK_LIST: 1 on, -1 off, 0 the tuning row's rule */
   clpa_tuning tuning;  /* the tuning table's entry for the device (tuning.c) */
   clpa_decode_tuning decode_tuning; /* its decode part, device facts included (tuning.c) */
+  clpa_prefill_tuning prefill_tuning; /* its prefill facts (tuning.c) */
   char error[CLPA_ERROR_MAX];
 };
 
@@ -210,7 +220,8 @@ char *clpa_options_canonical(const char *options);
 
 /* The tuning table's entry for a device (tuning.c): the public part and
  * decode's, whose partition and residency the public part repeats. */
-void clpa_tuning_lookup(const clpa_device_info *in, clpa_tuning *out, clpa_decode_tuning *decode);
+void clpa_tuning_lookup(const clpa_device_info *in, clpa_tuning *out, clpa_decode_tuning *decode,
+                        clpa_prefill_tuning *prefill);
 
 /* Device capabilities (device_caps.c). */
 /* Settles the context's lane-group path: on the subgroup path, learns the

@@ -66,6 +66,7 @@ static clpa_status describe_impl(const clpa_plan *plan, clpa_plan_info *out) {
   if (plan->kind == PLAN_PREFILL) {
     out->path = plan->ps.path, out->rows = plan->ps.rows;
     out->keys = plan->ps.path == CLPA_PREFILL_ROWS ? 0 : plan->ps.keys;
+    out->rows_per_warp = plan->ps.path == CLPA_PREFILL_MMA ? 16 * plan->ps.mt : 0;
   }
   return CLPA_OK;
 }

@@ -5,6 +5,7 @@
  * lengths, plan the work list of row tiles, upload it (plan) and launch
  * (run).
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -156,29 +157,91 @@ static int mma_applies(const clpa_context *ctx, const clpa_kv_layout *kv) {
 
 /* cl/prefill_mma.cl's clpa_prefill_mma, with `stages` tiles in flight: keys
  * and values in f16/bf16 (HND and NHD: a token's row padded by 8
- * elements), and mma.cl's scratch when emulated (2 work-items a row). */
+ * elements), with 2 row tiles a warp the queries, and mma.cl's scratch
+ * when emulated (2 work-items a row); on NVIDIA with the queries nothing
+ * else. */
 static size_t mma_local_bytes(const clpa_kv_layout *kv, int rows, int keys, int stages,
-                              int emulated) {
+                              int emulated, int mt) {
   const size_t row = (size_t)kv->head_size + (kv->kind == CLPA_KV_LAYOUT_SPLIT_KEY ? 0 : 8);
   const size_t tile = 2 * 2 * (size_t)keys * row;
-  return stages * tile + 4 * (emulated ? 12 * rows : 1) + 64;
+  const size_t queries = mt == 2 ? 2 * (size_t)rows * kv->head_size : 0;
+  const size_t threads = 2 * (size_t)rows / mt;
+  return stages * tile + queries + (mt == 2 && !emulated ? 0 : 4 * (emulated ? 6 * threads : 1) + 64);
+}
+
+/* The local memory the mma kernels may declare: with 32 rows a warp on
+ * NVIDIA the tuning row's, where it is more than the device reports;
+ * emulated, NVIDIA's 48 KiB, so that tests elsewhere make NVIDIA's
+ * choices (with the kernel's NVIDIA layout: mma_local_bytes's emulated 0). */
+static uint64_t mma_lmem(const clpa_context *ctx, int mt) {
+  if (ctx->lanes != CLPA_LANES_NV_PTX) return 48 * 1024;
+  const uint64_t t = mt == 2 ? ctx->prefill_tuning.mma_local_bytes : 0;
+  return t > ctx->info.local_mem_bytes ? t : ctx->info.local_mem_bytes;
 }
 
 /* Two tiles in flight (the next one's copies overlap the whole tile's
- * products) where local memory holds them, else one. Emulated, the
- * choice NVIDIA's 48 KiB would make, so that tests elsewhere run both. */
-static int mma_stages(const clpa_context *ctx, const clpa_kv_layout *kv, int rows, int keys) {
-  const int emulated = ctx->lanes != CLPA_LANES_NV_PTX;
-  const uint64_t lmem = emulated ? 48 * 1024 : ctx->info.local_mem_bytes;
-  return mma_local_bytes(kv, rows, keys, 2, 0) <= lmem ? 2 : 1;
+ * products) where local memory holds them, else one. */
+static int mma_stages(const clpa_context *ctx, const clpa_kv_layout *kv, int rows, int keys,
+                      int mt) {
+  return mma_local_bytes(kv, rows, keys, 2, 0, mt) <= mma_lmem(ctx, mt) ? 2 : 1;
+}
+
+/* The key tiles of `keys` that the call's work-groups of `rows` rows walk
+ * on average (each up to its last token's causal bound, from its first
+ * token's window). */
+static double mean_key_tiles(const clpa_prefill_params *p, int qpk, int rows, int keys) {
+  double tiles = 0.0, groups = 0.0;
+  const double per = (double)rows / qpk; /* tokens a work-group */
+  for (int32_t s = 0; s < p->num_seqs; s++) {
+    const double n = p->cu_seqlens_q[s + 1] - p->cu_seqlens_q[s], c = p->cached_lens[s];
+    const int64_t w_end = ((int64_t)n * qpk + rows - 1) / rows;
+    for (int64_t w = 0; w < w_end; w++) {
+      const double hi = c + (p->causal ? fmin((double)(w + 1) * per, n) : n);
+      const double lo = p->sliding_window > 0 ? fmax(0.0, c + (double)w * per - p->sliding_window + 1) : 0.0;
+      tiles += ceil((hi - lo) / keys), groups += 1.0;
+    }
+  }
+  return groups > 0.0 ? tiles / groups : 0.0;
+}
+
+/* Query rows a warp on the mma path, as 16-row tiles: forced
+ * (rows_per_warp), else 2 where the tuning row's rule says: heads of 64
+ * or 128 (head 96 ran slower), and work-groups that walk enough key tiles
+ * on average to earn back the queries' trip through local memory with
+ * half the warps (docs/decisions/0041-prefill-mma-warp-rows.md); else 1.
+ * Refused where forced and not possible: a block mask, heads past 128
+ * (the output accumulators alone would take the registers), tiles and
+ * queries past local memory. */
+static clpa_status mma_mt(clpa_context *ctx, const clpa_prefill_params *p, const clpa_kv_layout *kv,
+                          int rows, int keys, int *mt) {
+  const int fits = mma_local_bytes(kv, rows, keys, 1, 0, 2) <= mma_lmem(ctx, 2);
+  const int can = !p->block_mask && kv->head_size <= 128 && fits;
+  CLPA_CTX_CHECK(ctx, p->rows_per_warp == 32 && !can, CLPA_ERR_UNSUPPORTED,
+                 "rows_per_warp = 32 takes no block_mask, a head_size up to 128 and %d x %d"
+                 " queries plus a tile of %d keys in %llu bytes of local memory (block_mask %s,"
+                 " head_size %d)", rows, kv->head_size, keys,
+                 (unsigned long long)mma_lmem(ctx, 2), p->block_mask ? "given" : "NULL",
+                 kv->head_size);
+  const int from = ctx->prefill_tuning.mma_warp_rows_from;
+  const int measured = kv->head_size == 64 || kv->head_size == 128;
+  *mt = p->rows_per_warp == 32 ||
+                (!p->rows_per_warp && can && measured && from > 0 &&
+                 mean_key_tiles(p, p->num_heads / kv->num_kv_heads, rows, keys) >= from)
+            ? 2
+            : 1;
+  return CLPA_OK;
 }
 
 /* The mma path's register cap on NVIDIA (program.c writes it into the
  * PTX): 128 where the head's accumulators and queries (3 head_size / 4
  * registers) leave room, so that 4 work-groups of 64 rows (or 2 of 128)
  * fit an SM, where ptxas alone fits 2; larger heads keep ptxas's choice
- * (docs/decisions/0019-prefill-mma-register-cap.md). */
-static int32_t mma_maxnreg(const clpa_context *ctx, int head_size) {
+ * (docs/decisions/0019-prefill-mma-register-cap.md). With 32 rows a warp
+ * (twice the accumulators), 168 for heads up to 64, so that 3 work-groups
+ * of 4 warps fit an SM, else ptxas's choice
+ * (docs/decisions/0041-prefill-mma-warp-rows.md). */
+static int32_t mma_maxnreg(const clpa_context *ctx, int head_size, int mt) {
+  if (mt == 2) return ctx->lanes == CLPA_LANES_NV_PTX && head_size <= 64 ? 168 : 0;
   return ctx->lanes == CLPA_LANES_NV_PTX && head_size <= 128 ? 128 : 0;
 }
 
@@ -215,7 +278,7 @@ static clpa_status pick_mma(clpa_context *ctx, const clpa_prefill_params *p,
   *rows = p->rows_per_group ? p->rows_per_group : table_rows ? ctx->tuning.prefill_rows : 64;
   /* 32 keys by default (docs/decisions/0020-prefill-mma-tile.md) */
   *keys = p->keys_per_tile ? p->keys_per_tile : table ? ctx->tuning.prefill_keys : 32;
-  CLPA_CTX_CHECK(ctx, mma_local_bytes(kv, *rows, *keys, 1, emulated) > lmem,
+  CLPA_CTX_CHECK(ctx, mma_local_bytes(kv, *rows, *keys, 1, emulated, 1) > lmem,
                  CLPA_ERR_UNSUPPORTED, "the mma path's tile of %d keys x head_size %d does not fit"
                  " %llu bytes of local memory", *keys, kv->head_size, (unsigned long long)lmem);
   return CLPA_OK;
@@ -503,6 +566,9 @@ clpa_status clpa_prefill_plan_fill(clpa_context *ctx, const clpa_prefill_params 
   clpa_status st = clpa_plan_begin(ctx, p, PLAN_PREFILL, pl);
   if (st != CLPA_OK) return st;
   CLPA_CHECK_RESERVED(ctx->error, p, "p->");
+  CLPA_CTX_CHECK(ctx, p->reserved32 != 0, CLPA_ERR_INVALID_ARG,
+                 "p->reserved32 = %d (reserved words must be 0: fill the struct with its _init"
+                 " function)", (int)p->reserved32);
   clpa_attn a;
   CLPA_ATTN_OF(&a, p);
   if ((st = clpa_attn_layout(ctx, &a, p->cache, p->layer, p->key_cache, p->value_cache, &p->kv)) ||
@@ -522,23 +588,31 @@ clpa_status clpa_prefill_plan_fill(clpa_context *ctx, const clpa_prefill_params 
   pl->pp.num_wait_events = 0;
   pl->mask_bytes = mask_bytes;
   const int mma = path == CLPA_PREFILL_MMA;
+  int mt = 1;
+  CLPA_CTX_CHECK(ctx, p->rows_per_warp != 0 && p->rows_per_warp != 16 && p->rows_per_warp != 32,
+                 CLPA_ERR_INVALID_ARG, "rows_per_warp = %d (0 = auto, 16 or 32)", p->rows_per_warp);
+  CLPA_CTX_CHECK(ctx, p->rows_per_warp != 0 && !mma, CLPA_ERR_INVALID_ARG,
+                 "rows_per_warp = %d is the mma path's, and the call takes the %s path (0 there)",
+                 p->rows_per_warp, path == CLPA_PREFILL_TILES ? "tiles" : "rows");
+  if (mma && (st = mma_mt(ctx, p, &a.kv, rows, keys, &mt))) return st;
   const clpa_prefill_spec spec = {a.kv.head_size,
                                   a.kv.block_size,
                                   (int32_t)a.kv.dtype,
                                   (int32_t)p->q_dtype,
-                                  mma ? 2 * rows : PREFILL_THREADS,
+                                  mma ? 2 * rows / mt : PREFILL_THREADS,
                                   rows,
                                   keys,
                                   path,
-                                  mma ? mma_stages(ctx, &a.kv, rows, keys) : 1,
+                                  mma ? mma_stages(ctx, &a.kv, rows, keys, mt) : 1,
                                   sparse_build(p, path, rows),
-                                  mma ? mma_maxnreg(ctx, a.kv.head_size) : 0,
+                                  mma ? mma_maxnreg(ctx, a.kv.head_size, mt) : 0,
                                   path == CLPA_PREFILL_TILES
                                       ? tile_vkeys(ctx->info.local_mem_bytes, a.kv.head_size,
                                                    rows, keys)
                                       : 0,
                                   (int32_t)a.kv.kind,
-                                  (int32_t)p->page_table};
+                                  (int32_t)p->page_table,
+                                  mt};
   pl->ps = spec;
   const int qpk = p->num_heads / a.kv.num_kv_heads;
   if ((st = count_tiles(ctx, p, qpk, rows, heads_apart(&spec), &pl->tiles))) return st;

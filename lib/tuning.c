@@ -18,6 +18,7 @@ typedef struct tuning_entry {
   const char *text;     /* a case-sensitive substring of the name or vendor; NULL for others */
   clpa_tuning t;        /* .matched, .decode_partition and .decode_resident: the lookup's */
   clpa_decode_tuning d; /* decode's values and the device facts its planner counts with */
+  clpa_prefill_tuning p; /* prefill's device facts */
 } tuning_entry;
 
 /* Decode's device facts as NVIDIA's Hopper GPUs gave them, the only devices measured (the
@@ -40,7 +41,7 @@ static const tuning_entry table[] = {
     /* CPUs: 2048-token partitions, prefill on the rows path with 4 rows a work-item
      * (docs/decisions/0017-tuning-cpu.md). */
     {BY_TYPE_CPU, NULL, {.prefill_path = CLPA_PREFILL_ROWS, .prefill_rows = 4, .prefill_keys = 16},
-     {.partition = 2048, .resident = 0, HOPPER_DECODE_FACTS}},
+     {.partition = 2048, .resident = 0, HOPPER_DECODE_FACTS}, {0}},
     /* NVIDIA: prefill on tensor cores where it applies (f16/bf16 caches, else the tiles
      * heuristic) with 128 rows and 32-key tiles (docs/decisions/0020-prefill-mma-tile.md);
      * the lanes path's partitions from 2048, 4 of its work-groups a compute unit
@@ -48,20 +49,24 @@ static const tuning_entry table[] = {
      * from host lengths it lists the busy partitions where at most 1 in 2 of the grid's
      * work-groups would be busy, in partitions of 1024 tokens at most; without host lengths
      * (more than one sequence) the device makes a list, in partitions of 256 tokens at least
-     * (docs/decisions/0013-decode-blind-partitions.md). */
+     * (docs/decisions/0013-decode-blind-partitions.md). Prefill's mma path takes 32 rows a
+     * warp where a call's work-groups walk 16 key tiles or more on average, in kernels that
+     * declare up to 64 KiB of local memory (more than the device reports: built and ran)
+     * (docs/decisions/0041-prefill-mma-warp-rows.md). */
     {BY_VENDOR, "NVIDIA",
      {.prefill_path = CLPA_PREFILL_MMA, .prefill_rows = 128, .prefill_keys = 32},
      {.partition = 2048, .resident = 4, HOPPER_DECODE_FACTS, .mma_work_list = 2,
-      .mma_list_partition = 1024, .mma_device_list = 256}},
+      .mma_list_partition = 1024, .mma_device_list = 256},
+     {.mma_warp_rows_from = 16, .mma_local_bytes = 64 * 1024}},
     /* GPUs without an entry of their own: 512-token partitions and the largest prefill
      * tiles that fit, a default no such GPU measured
      * (docs/decisions/0018-tuning-gpu-default.md). */
     {BY_TYPE_GPU, NULL, {.prefill_path = CLPA_PREFILL_TILES},
-     {.partition = 512, HOPPER_DECODE_FACTS}},
+     {.partition = 512, HOPPER_DECODE_FACTS}, {0}},
     /* Anything else: vLLM's 512-token partitions and prefill's own choice
      * (docs/decisions/0018-tuning-gpu-default.md). */
     {BY_DEFAULT, NULL, {.prefill_path = CLPA_PREFILL_AUTO},
-     {.partition = 512, HOPPER_DECODE_FACTS}},
+     {.partition = 512, HOPPER_DECODE_FACTS}, {0}},
 };
 
 static int matches(const tuning_entry *e, const clpa_device_info *in) {
@@ -74,7 +79,8 @@ static int matches(const tuning_entry *e, const clpa_device_info *in) {
   }
 }
 
-void clpa_tuning_lookup(const clpa_device_info *in, clpa_tuning *out, clpa_decode_tuning *decode) {
+void clpa_tuning_lookup(const clpa_device_info *in, clpa_tuning *out, clpa_decode_tuning *decode,
+                        clpa_prefill_tuning *prefill) {
   static const char *const kinds[] = {"device", "vendor", "type", "type", "default"};
   for (match_kind k = BY_DEVICE; k <= BY_DEFAULT; k++)
     for (size_t i = 0; i < sizeof table / sizeof *table; i++) {
@@ -82,6 +88,7 @@ void clpa_tuning_lookup(const clpa_device_info *in, clpa_tuning *out, clpa_decod
       if (e->kind != k || !matches(e, in)) continue;
       *out = e->t;
       *decode = e->d;
+      *prefill = e->p;
       out->decode_partition = e->d.partition, out->decode_resident = e->d.resident;
       const char *what = e->text ? e->text
                          : k == BY_TYPE_CPU ? "cpu"

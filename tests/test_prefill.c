@@ -246,10 +246,13 @@ static int run_case_on(const pcase *c, clpa_prefill_path path) {
     p.rows_per_group = counts[(c->hs / 8 + c->bs + c->heads) % 6], p.keys_per_tile = 0;
   }
   if (path == CLPA_PREFILL_MMA) { /* rows auto or 128, keys auto, 32 or 64 over the grid: two tiles in flight
-               * where 48 KiB hold them (head 128 with 32 keys), else one (head 128 with 64) */
+               * where 48 KiB hold them (head 128 with 32 keys), else one (head 128 with 64);
+               * 32 rows a warp (queries in local memory) in about half the cases up to head 128 */
     static const int keys[] = {0, 32, 64};
     const int a = c->max_new + c->bs;
     p.rows_per_group = a / 3 % 2 ? 128 : 0, p.keys_per_tile = keys[a % 3];
+    p.rows_per_warp = c->hs <= 128 && (c->hs / 16 + c->seqs + c->kv_heads) % 2 ? 32 : 0;
+    if (p.rows_per_warp) strncat(name, ", 32 rows a warp", sizeof name - strlen(name) - 1);
   }
   void *padded_out = NULL, *padded_lse = NULL;
   if (csr) padded_results(&p, &d, &padded_out, &padded_lse), use_csr(&in, &d, &p);
@@ -1000,6 +1003,15 @@ static void test_bad_args(void) {
   bad[n - 1].p.path = CLPA_PREFILL_MMA;
   BAD(path = CLPA_PREFILL_MMA, "f16, bf16 or fp8 cache", CLPA_ERR_UNSUPPORTED);
   bad[n - 1].p.kv.dtype = F32, bad[n - 1].p.kv.num_blocks = 2; /* the same bytes: fits the buffers */
+  BAD(rows_per_warp = 24, "rows_per_warp = 24 (0 = auto, 16 or 32)", CLPA_ERR_INVALID_ARG);
+  bad[n - 1].p.path = CLPA_PREFILL_MMA;
+  BAD(rows_per_warp = 32, "is the mma path's, and the call takes the tiles path",
+      CLPA_ERR_INVALID_ARG);
+  bad[n - 1].p.path = CLPA_PREFILL_TILES;
+  BAD(rows_per_warp = 32, "rows_per_warp = 32 takes no block_mask", CLPA_ERR_UNSUPPORTED);
+  bad[n - 1].p.path = CLPA_PREFILL_MMA, bad[n - 1].p.block_mask = small;
+  bad[n - 1].p.mask_block = 64, bad[n - 1].p.mask_q_blocks = 1, bad[n - 1].p.mask_k_blocks = 1;
+  BAD(reserved32 = 1, "reserved32 = 1", CLPA_ERR_INVALID_ARG);
   BAD(precision = (clpa_precision)-1, "precision = -1", CLPA_ERR_INVALID_ARG);
   BAD(path = CLPA_PREFILL_MMA, "precision is f32", CLPA_ERR_UNSUPPORTED);
   bad[n - 1].p.precision = CLPA_PRECISION_F32;
@@ -1144,6 +1156,10 @@ int main(int argc, char **argv) {
   if (argc > 1 && strcmp(argv[1], "--sparse") == 0) { /* block masks alone */
     test_sparse();
     test_xattn_feeds_prefill();
+    return test_context_done(ctx);
+  }
+  if (argc > 1 && strcmp(argv[1], "--bad-args") == 0) { /* the refusals alone */
+    test_bad_args();
     return test_context_done(ctx);
   }
   if (argc > 1 && strcmp(argv[1], "--pages") == 0) { /* the page sizes alone */

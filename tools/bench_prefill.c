@@ -27,6 +27,7 @@ typedef struct prefill_args {
   clpa_kv_layout_kind layout;
   bench_shapes shapes; /* the defaults taken: gpu or cpu (auto until parse picks) */
   int json, tune;
+  int32_t warp_rows; /* mma: rows_per_warp (0 picks) */
 } prefill_args;
 
 /* The shape sets' batch: 8 x 2048 new tokens on a GPU; 1 x 2048 on a CPU
@@ -57,7 +58,7 @@ static const char *parse_dtype(const char *text, void *value) {
 static int parse(int argc, char **argv, prefill_args *a) {
   /* batch 0: not given, the shape set's */
   *a = (prefill_args){32, 8, 128, 16, 0, 2048, 0, 0, 0, CLPA_DTYPE_F16, CLPA_DTYPE_F16,
-                      CLPA_PREFILL_AUTO, CLPA_KV_LAYOUT_SPLIT_KEY, BENCH_SHAPES_AUTO, 0, 0};
+                      CLPA_PREFILL_AUTO, CLPA_KV_LAYOUT_SPLIT_KEY, BENCH_SHAPES_AUTO, 0, 0, 0};
   const cli_opt opts[] = {
       {"heads", CLI_INT, &a->heads, 1, MAX_DIM, "N", "query heads", NULL, NULL},
       {"kv-heads", CLI_INT, &a->kv_heads, 1, MAX_DIM, "N", "key/value heads, a divisor of --heads",
@@ -85,6 +86,8 @@ static int parse(int argc, char **argv, prefill_args *a) {
        NULL, NULL},
       {"keys", CLI_INT, &a->keys, 0, 64, "N", "keys per tile (8, 16, 32, 64); 0 picks", NULL,
        NULL},
+      {"warp-rows", CLI_INT, &a->warp_rows, 0, 32, "N",
+       "mma: query rows a warp (16, 32); 0 picks", NULL, NULL},
       {"tune", CLI_FLAG, &a->tune, 0, 0, NULL,
        "time every path and shape on these inputs and\nprint the tuning-table line for the best",
        NULL, NULL},
@@ -104,9 +107,10 @@ static int parse(int argc, char **argv, prefill_args *a) {
       "FLOPs: batch * heads * (2 * D * L^2 + 4 * D * L * C) for L new and C cached\n"
       "tokens. Method: random finite inputs, shuffled blocks, a first call (kernel\n"
       "builds), two warm-ups, then 7 batches timed around clFinish; the median.\n"
-      "JSON keys: op, device, lanes, path, heads, kv_heads, head_size, block_size,\n"
-      "layout, batch, new_tokens, cached_tokens, dtype, q_dtype, us_per_call, tflops,\n"
-      "fma_peak_tflops, ratio, shapes (the set the defaults came from: gpu or cpu).",
+      "JSON keys: op, device, lanes, path, rows (a work-group), rows_per_warp (mma;\n"
+      "else 0), heads, kv_heads, head_size, block_size, layout, batch, new_tokens,\n"
+      "cached_tokens, dtype, q_dtype, us_per_call, tflops, fma_peak_tflops, ratio,\n"
+      "shapes (the set the defaults came from: gpu or cpu).",
       clpa_version_string(),
   };
   int rc = cli_parse(&cmd, argc, argv);
@@ -183,6 +187,7 @@ int bench_prefill(int argc, char **argv) {
   p.q_dtype = a.q_dtype, p.scale = 1.0f / sqrtf((float)a.head_size), p.k_scale = p.v_scale = 0.01f;
   p.query = bq, p.block_tables = bt, p.out = out;
   p.rows_per_group = a.rows, p.keys_per_tile = a.keys, p.path = a.path;
+  p.rows_per_warp = a.warp_rows;
 
   if (a.tune) { /* every candidate on the same inputs; the best becomes the table's line */
     static const int cand[][3] = {{CLPA_PREFILL_TILES, 64, 16}, {CLPA_PREFILL_TILES, 32, 32},
@@ -248,6 +253,13 @@ int bench_prefill(int argc, char **argv) {
   if (clpa_prefill_choice(env.ctx, &p, &used, &used_rows, &used_keys) != CLPA_OK)
     FAIL("%s", clpa_context_last_error(env.ctx));
   const char *path = path_name(used);
+  clpa_plan *plan = NULL;
+  clpa_plan_info info;
+  if (clpa_plan_prefill(env.ctx, &p, &plan) != CLPA_OK || clpa_plan_describe(plan, &info) != CLPA_OK) {
+    clpa_plan_release(plan);
+    FAIL("%s", clpa_context_last_error(env.ctx));
+  }
+  clpa_plan_release(plan);
   if (a.json) {
     cli_json j;
     cli_json_begin(&j, stdout);
@@ -255,6 +267,8 @@ int bench_prefill(int argc, char **argv) {
     cli_json_str(&j, "device", env.info.name);
     cli_json_str(&j, "lanes", clpa_lanes_name(env.info.lanes));
     cli_json_str(&j, "path", path);
+    cli_json_int(&j, "rows", used_rows);
+    cli_json_int(&j, "rows_per_warp", info.rows_per_warp);
     cli_json_int(&j, "heads", a.heads);
     cli_json_int(&j, "kv_heads", a.kv_heads);
     cli_json_int(&j, "head_size", a.head_size);
@@ -272,8 +286,10 @@ int bench_prefill(int argc, char **argv) {
     cli_json_str(&j, "shapes", bench_shapes_name(a.shapes));
     cli_json_end(&j);
   } else {
-    printf("device      %s (%s lanes), %s path\n", env.info.name, clpa_lanes_name(env.info.lanes),
-           path);
+    printf("device      %s (%s lanes), %s path, %d rows a work-group", env.info.name,
+           clpa_lanes_name(env.info.lanes), path, used_rows);
+    if (info.rows_per_warp) printf(", %d a warp", info.rows_per_warp);
+    printf("\n");
     printf("shape       batch %d x %d new tokens over %d cached, heads %d/%d, head size %d,"
            " block %d, %s cache, %s queries; %s defaults\n",
            a.batch, L, C, a.heads, a.kv_heads, a.head_size, a.block_size,

@@ -448,7 +448,9 @@ class PrefillParams(Struct):
         ("page_indptr", cl_mem),
         ("page_indices", cl_mem),
         ("last_page_len", cl_mem),
-        ("reserved", c_uint64 * 4),
+        ("rows_per_warp", c_int32),
+        ("reserved32", c_int32),
+        ("reserved", c_uint64 * 3),
     ]
 
 
@@ -494,7 +496,7 @@ class PlanInfo(Struct):
         ("keys", c_int32),
         ("work_pairs", c_int64),
         ("list_entries", c_int32),
-        ("reserved32", c_int32),
+        ("rows_per_warp", c_int32),
         ("reserved", c_uint64 * 6),
     ]
 
