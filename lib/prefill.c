@@ -205,8 +205,8 @@ static double mean_key_tiles(const clpa_prefill_params *p, int qpk, int rows, in
 }
 
 /* Query rows a warp on the mma path, as 16-row tiles: forced
- * (rows_per_warp), else 2 where the tuning row's rule says: heads of 64
- * or 128 (head 96 ran slower), and work-groups that walk enough key tiles
+ * (rows_per_warp), else 2 where the tuning row's rule says: heads of 64,
+ * 112 or 128 (80 and 96 ran slower), and work-groups that walk enough key tiles
  * on average to earn back the queries' trip through local memory with
  * half the warps (docs/decisions/0041-prefill-mma-warp-rows.md); else 1.
  * Refused where forced and not possible: a block mask, heads past 128
@@ -223,7 +223,7 @@ static clpa_status mma_mt(clpa_context *ctx, const clpa_prefill_params *p, const
                  (unsigned long long)mma_lmem(ctx, 2), p->block_mask ? "given" : "NULL",
                  kv->head_size);
   const int from = ctx->prefill_tuning.mma_warp_rows_from;
-  const int measured = kv->head_size == 64 || kv->head_size == 128;
+  const int measured = kv->head_size == 64 || kv->head_size == 112 || kv->head_size == 128;
   *mt = p->rows_per_warp == 32 ||
                 (!p->rows_per_warp && can && measured && from > 0 &&
                  mean_key_tiles(p, p->num_heads / kv->num_kv_heads, rows, keys) >= from)
