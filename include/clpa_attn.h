@@ -393,11 +393,13 @@ CLPA_API void clpa_prefill_params_init(clpa_prefill_params *p);
 
 /* Enqueues prefill attention; does not wait. Heuristic (after the
  * tuning table): the rows path on CPUs (4 rows a work-item); on NVIDIA
- * the mma path (tensor cores) for f16/bf16 caches and head sizes that are
- * multiples of 16; elsewhere the tiles path with the first of 64 x 64, 64 x
- * 32, 32 x 64, 32 x 32 and smaller tiles (rows x keys) that fits the
- * device's local memory (docs/decisions/0017-tuning-cpu.md,
- * 0020-prefill-mma-tile.md, 0022-prefill-tiles-shape.md).
+ * the mma path (tensor cores) for f16/bf16/fp8 caches and head sizes that
+ * are multiples of 16, with 32 rows a warp for dense calls (heads 64, 112,
+ * 128) whose work-groups walk 16 key tiles or more on average; elsewhere
+ * the tiles path with the first of 64 x 64, 64 x 32, 32 x 64, 32 x 32 and
+ * smaller tiles (rows x keys) that fits the device's local memory
+ * (docs/decisions/0017-tuning-cpu.md, 0020-prefill-mma-tile.md,
+ * 0022-prefill-tiles-shape.md, 0041-prefill-mma-warp-rows.md).
  * Returns CLPA_OK, CLPA_ERR_INVALID_ARG (which field, which value: a
  * decreasing cu_seqlens_q, a sequence longer than its block-table row,
  * buffers too small), CLPA_ERR_UNSUPPORTED, CLPA_ERR_BUILD or
