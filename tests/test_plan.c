@@ -19,8 +19,9 @@
  *   own list, enqueued back to back (past the context's ring of staging
  *   arrays their list writes read; the queue held behind the first one's
  *   kernel while the next are enqueued), each against the reference;
- * - prefill (cached prefixes, an empty sequence, a block mask) and
- *   cascade on both layers, equal to clpa_prefill and clpa_cascade_decode;
+ * - prefill (cached prefixes, an empty sequence, a block mask; the mma
+ *   path forced at 32 rows a warp, which the plan reports) and cascade on
+ *   both layers, equal to clpa_prefill and clpa_cascade_decode;
  * - a plan made from the layout alone (no buffers) runs on the
  *   application's buffers as on the cache;
  * - XAttention's estimation (clpa_plan_xattn), f32 and mma paths (mma
@@ -284,7 +285,9 @@ static void test_layout_only(void) {
   batch_free(&b);
 }
 
-static void test_prefill(int masked) {
+/* warp_rows: 0 the path the device picks, else the mma path forced with
+ * that many query rows a warp (which the plan must report). */
+static void test_prefill(int masked, int warp_rows) {
   const int32_t cu[] = {0, 7, 7, 27, 28}, cached[] = {5, 9, 0, 40}, n = 4, total = 28;
   const size_t qn = (size_t)total * HEADS * HS, on = qn * sizeof(float);
   float *q = malloc(on);
@@ -302,10 +305,18 @@ static void test_prefill(int masked) {
   p.num_seqs = n, p.num_heads = HEADS, p.cache = cache, p.max_blocks_per_seq = MAXB;
   p.cu_seqlens_q = cu, p.cached_lens = cached, p.scale = 0.125f, p.query = bq, p.block_tables = bt;
   if (masked) p.block_mask = bm, p.mask_block = 64, p.mask_q_blocks = mqb, p.mask_k_blocks = mkb;
+  if (warp_rows) p.path = CLPA_PREFILL_MMA, p.rows_per_warp = warp_rows;
   clpa_plan *plan = NULL;
   if (!ok(clpa_plan_prefill(ctx, &p, &plan) == CLPA_OK, "prefill%s: plan (%s)",
           masked ? " (masked)" : "", clpa_last_error()))
     return;
+  if (warp_rows) {
+    clpa_plan_info info;
+    clpa_plan_describe(plan, &info);
+    ok(info.path == CLPA_PREFILL_MMA && info.rows_per_warp == warp_rows,
+       "prefill on mma with rows_per_warp %d: the plan says path %d, %d rows a warp", warp_rows,
+       info.path, info.rows_per_warp);
+  }
   int same = 1;
   for (int l = 0; l < LAYERS; l++) {
     test_poison(ctx, o1, on), test_poison(ctx, o2, on);
@@ -316,8 +327,9 @@ static void test_prefill(int masked) {
     p.layer = l, p.out = o2;
     same &= clpa_run(plan, &in) == CLPA_OK && clpa_prefill(ctx, &p) == CLPA_OK && same_bytes(o1, o2, on);
   }
-  ok(same, "prefill%s: one plan on %d layers equals clpa_prefill bit for bit (%s)",
-     masked ? " with a block mask" : "", LAYERS, clpa_last_error());
+  ok(same, "prefill%s%s: one plan on %d layers equals clpa_prefill bit for bit (%s)",
+     masked ? " with a block mask" : "", warp_rows ? ", mma at 32 rows a warp" : "", LAYERS,
+     clpa_last_error());
   if (masked) { /* a run without the plan's mask */
     clpa_attn_inputs in;
     clpa_attn_inputs_init(&in);
@@ -525,8 +537,9 @@ int main(int argc, char **argv) {
   test_decode_back_to_back();
   if (!merge_kernel) {
     test_layout_only();
-    test_prefill(0);
-    test_prefill(1);
+    test_prefill(0, 0);
+    test_prefill(1, 0);
+    test_prefill(0, 32);
     test_cascade();
     test_xattn(CLPA_XATTN_F32);
     test_xattn(CLPA_XATTN_MMA);
