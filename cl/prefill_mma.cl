@@ -532,8 +532,9 @@ inline void mma_queries(uint4 *qa, __global const io_t *q, const ulong *qrow, co
  * others element pair by pair. Successive work-items take successive
  * chunks of a row. */
 inline void mma_queries_local(__local uint4 *q_s, __global const io_t *q, int R0, int new_len,
-                              int pad, int qpk, int kv_head, int cached, int first, ulong q_stride) {
-  const int whole = CLPA_IO_DTYPE == CLPA_KV_DTYPE && q_stride % 8 == 0;
+                              int pad, int qpk, int kv_head, int cached, int first,
+                              ulong q_stride) {
+  const int whole = CLPA_IO_DTYPE == CLPA_KV_DTYPE && q_stride % 8 == 0, al = q_stride % 2 == 0;
   for (int e = get_local_id(0); e < ROWS * (HEAD_SIZE / 8); e += NUM_THREADS) {
     const int R = e / (HEAD_SIZE / 8), c = e % (HEAD_SIZE / 8);
     int head, pos;
@@ -545,8 +546,8 @@ inline void mma_queries_local(__local uint4 *q_s, __global const io_t *q, int R0
     const ulong i = (ulong)(first + pos - cached) * q_stride + (ulong)head * HEAD_SIZE + 8 * c;
     if (whole) mma_copy16(d, (__global const uint4 *)(q + i));
     else
-      *d = (uint4)(mma_q_pair(q, i, q_stride % 2 == 0), mma_q_pair(q, i + 2, q_stride % 2 == 0),
-                   mma_q_pair(q, i + 4, q_stride % 2 == 0), mma_q_pair(q, i + 6, q_stride % 2 == 0));
+      *d = (uint4)(mma_q_pair(q, i, al), mma_q_pair(q, i + 2, al), mma_q_pair(q, i + 4, al),
+                   mma_q_pair(q, i + 6, al));
   }
 }
 /* An A fragment's row address that lane l gives (in uint4 from the
@@ -604,10 +605,11 @@ inline void mma_scores(float4 *sc, const uint4 *qa, __local const uint *qw,
   }
 }
 
-/* The logits of row tile m's scores sc[] (its STILES) of tile k0 in base 2 (sc * c2 where `plain`: the scale rides
- * in the exponent's fma, the same arithmetic whether a tile is masked or
- * not, so that a mask keeping every block gives dense prefill's output bit
- * for bit), -inf where masked: row h past the end or its mask block not
+/* The logits of row tile m's scores sc[] (its STILES n-tiles) of tile k0
+ * in base 2 (sc * c2 where `plain`: the scale rides in the exponent's fma,
+ * the same arithmetic whether a tile is masked or not, so that a mask
+ * keeping every block gives dense prefill's output bit for bit), -inf
+ * where masked: row h past the end or its mask block not
  * kept (keep[h]), a part not read (ph), keys outside [k_lo, k_end), the
  * causal or window bound. A `full` tile masks nothing. */
 inline void mma_logits(float4 *sc, const mma_rows *r, const int *keep, const int *ph, int k0,
@@ -700,7 +702,8 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
   __local uint4 q_s[ROWS * (HEAD_SIZE / 8)];
 #endif
 #if QLOCAL && MMA_PTX
-  /* unused on NVIDIA (MMA_XCH is 1), where the tiles and queries can take all 48 KiB */
+  /* unused on NVIDIA (MMA_XCH is 1): no word past the tiles and queries, which may fill
+   * the local memory the host allows (lib/prefill.c's mma_lmem) */
   __local uint *xch = (__local uint *)k_s;
 #else
   __local uint xch[MMA_XCH];

@@ -166,7 +166,8 @@ static size_t mma_local_bytes(const clpa_kv_layout *kv, int rows, int keys, int 
   const size_t tile = 2 * 2 * (size_t)keys * row;
   const size_t queries = mt == 2 ? 2 * (size_t)rows * kv->head_size : 0;
   const size_t threads = 2 * (size_t)rows / mt;
-  return stages * tile + queries + (mt == 2 && !emulated ? 0 : 4 * (emulated ? 6 * threads : 1) + 64);
+  const size_t scratch = mt == 2 && !emulated ? 0 : 4 * (emulated ? 6 * threads : 1) + 64;
+  return stages * tile + queries + scratch;
 }
 
 /* The local memory the mma kernels may declare: with 32 rows a warp on
@@ -197,7 +198,8 @@ static double mean_key_tiles(const clpa_prefill_params *p, int qpk, int rows, in
     const int64_t w_end = ((int64_t)n * qpk + rows - 1) / rows;
     for (int64_t w = 0; w < w_end; w++) {
       const double hi = c + (p->causal ? fmin((double)(w + 1) * per, n) : n);
-      const double lo = p->sliding_window > 0 ? fmax(0.0, c + (double)w * per - p->sliding_window + 1) : 0.0;
+      const double lo =
+          p->sliding_window > 0 ? fmax(0.0, c + (double)w * per - p->sliding_window + 1) : 0.0;
       tiles += ceil((hi - lo) / keys), groups += 1.0;
     }
   }
