@@ -248,11 +248,7 @@ int bench_prefill(int argc, char **argv) {
   const double tflops = flops / per_call / 1e12;
   const double peak = bench_fma_tflops(&env);
   if (peak <= 0) FAIL("could not measure the FMA peak");
-  clpa_prefill_path used = CLPA_PREFILL_AUTO;
-  int32_t used_rows = 0, used_keys = 0;
-  if (clpa_prefill_choice(env.ctx, &p, &used, &used_rows, &used_keys) != CLPA_OK)
-    FAIL("%s", clpa_context_last_error(env.ctx));
-  const char *path = path_name(used);
+  /* what ran: the plan clpa_prefill made (path, rows a work-group and a warp) */
   clpa_plan *plan = NULL;
   clpa_plan_info info;
   if (clpa_plan_prefill(env.ctx, &p, &plan) != CLPA_OK || clpa_plan_describe(plan, &info) != CLPA_OK) {
@@ -260,6 +256,8 @@ int bench_prefill(int argc, char **argv) {
     FAIL("%s", clpa_context_last_error(env.ctx));
   }
   clpa_plan_release(plan);
+  const char *path = path_name((clpa_prefill_path)info.path);
+  const int32_t used_rows = info.rows;
   if (a.json) {
     cli_json j;
     cli_json_begin(&j, stdout);
