@@ -108,7 +108,7 @@ const clpa_family clpa_family_prefill_rows =
       "prefill");
 const clpa_family clpa_family_prefill_mma =
     F("prefill_mma", prefill_tunables, "common", "io", "kv", "mma", "prefill_args", "pages_args", "pages",
-      "prefill");
+      "prefill", "prefill_mma_tiles");
 const clpa_family clpa_family_merge = F("merge", merge_tunables, "common", "io", "merge_args");
 const clpa_family clpa_family_cache = F("cache", cache_tunables, "common", "kv", "cache_args");
 const clpa_family clpa_family_xattn =
