@@ -39,6 +39,22 @@
   ARG(GLOBAL_CONST, uchar, block_mask) SEP \
   ARG(VALUE, int, mask_block) SEP          \
   ARG(VALUE, int, mask_qb) SEP             \
-  ARG(VALUE, int, mask_kb)
+  ARG(VALUE, int, mask_kb) SEP             \
+  ARG(GLOBAL, io_t, part_out) SEP          \
+  ARG(GLOBAL, float, part_lse) SEP         \
+  ARG(VALUE, int, split_keys)
+
+/* prefill.cl's clpa_prefill_merge: the split items' partials into out and
+ * lse (prefill.cl's banner). */
+#define PREFILL_MERGE_ARG_LIST(ARG, SEP)   \
+  ARG(GLOBAL, io_t, out) SEP               \
+  ARG(GLOBAL, float, lse) SEP              \
+  ARG(GLOBAL_CONST, io_t, part_out) SEP    \
+  ARG(GLOBAL_CONST, float, part_lse) SEP   \
+  ARG(GLOBAL_CONST, int, seq_info) SEP     \
+  ARG(GLOBAL_CONST, int, groups) SEP       \
+  ARG(VALUE, int, groups_at) SEP           \
+  ARG(VALUE, int, num_heads) SEP           \
+  ARG(VALUE, int, num_kv_heads)
 
 #endif

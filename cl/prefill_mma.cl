@@ -340,11 +340,10 @@ inline void mma_values(float4 *o, const uint4 *pa, const float *alpha, __local c
 
 /* Normalises this lane's rows once (times vscale, an fp8 cache's value
  * scale, else 1) and writes them, and their LSE: row h is the warp's row
- * g + 8 h (row tile h / 2's o[]), new token tok[h] of the sequence's (from
- * token `first`). */
+ * g + 8 h (row tile h / 2's o[]), row orow[h] of out and lse. */
 inline void mma_write_rows(__global io_t *out, __global float *lse, const float4 *o, float *l,
-                           const float *m2, float vscale, const mma_rows *r, const int *tok,
-                           int first, int num_heads, int t, __local uint *xch) {
+                           const float *m2, float vscale, const mma_rows *r, const size_t *orow,
+                           int t, __local uint *xch) {
   float inv[RPL];
   for (int h = 0; h < RPL; h++) {
     l[h] = quad_reduce(l[h], 0, xch);
@@ -352,7 +351,7 @@ inline void mma_write_rows(__global io_t *out, __global float *lse, const float4
   }
   for (int h = 0; h < RPL; h++) {
     if (!r->live[h]) continue;
-    const size_t row = (size_t)(first + tok[h]) * num_heads + r->head[h];
+    const size_t row = orow[h];
     const float4 *oh = o + h / 2 * DTILES;
     MMA_UNROLL
     for (int n = 0; n < DTILES; n++)
@@ -380,7 +379,8 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
 #endif
 
   const int lid = get_local_id(0), lane = lid % 32, warp = lid / 32, g = lane / 4, t = lane % 4;
-  const int s = work[2 * get_group_id(0)], R0 = work[2 * get_group_id(0) + 1];
+  const work_item w = work_item_of(work, get_group_id(0));
+  const int s = w.s, R0 = w.R0;
   const int kv_head = get_group_id(1), qpk = num_heads / num_kv_heads;
   const int first = seq_info[3 * s], new_len = seq_info[3 * s + 1], cached = seq_info[3 * s + 2];
   const int pad = (new_len + ROWS - 1) / ROWS * ROWS, nrows = new_len * qpk;
@@ -397,7 +397,9 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
   }
   /* The work-group's key range. */
   const int p_lo = cached + MMA_TOKEN_LO(R0), p_hi = cached + MMA_TOKEN_HI(R0);
-  const int2 keys = tile_keys(p_lo, p_hi, kv_end, causal, window);
+  const int2 all_keys = tile_keys(p_lo, p_hi, kv_end, causal, window);
+  const int2 keys = item_keys(all_keys, w, split_keys); /* a split item's part of them */
+  const int sink = sinks && item_has_sink(all_keys, w);
   const int k_lo = keys.x, k_end = keys.y, sparse = block_mask != NULL;
   /* CLPA_SPARSE 2: the host's promise that mask blocks hold whole work-groups */
   const int one_row =
@@ -428,11 +430,19 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
   mma_queries(qa, q, qrow, &r, q_stride % 2 == 0);
 #endif
 
+  /* A warp whose rows are all past the sequence's (a decode row's item: its qpk rows in the
+   * first warp) copies its share of each tile and skips the products; on NVIDIA only, where
+   * they are the warp's own (emulated, they share local scratch between barriers). Rows are
+   * in order within a warp's, so its first row says. */
+  int idle_head, idle_pos;
+  const int idle = MMA_PTX && !mma_row(R0 + warp * 16 * MT, new_len, pad, qpk, kv_head, cached,
+                                       &idle_head, &idle_pos);
+
   /* Softmax state per row, base 2 (m2 = m log2 e); l is this lane's part. */
   float m2[RPL], l[RPL];
   for (int h = 0; h < RPL; h++) {
-    m2[h] = sinks ? sinks[r.head[h]] * LOG2E : -INFINITY;
-    l[h] = sinks && t == 0 ? 1.0f : 0.0f;
+    m2[h] = sink ? sinks[r.head[h]] * LOG2E : -INFINITY;
+    l[h] = sink && t == 0 ? 1.0f : 0.0f;
   }
   float4 o[MT * DTILES];
   MMA_UNROLL
@@ -476,17 +486,19 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
                (!causal || k0 + BK - 1 <= p_lo) && (window <= 0 || p_hi - k0 < window);
     for (int p = 0; p < NP; p++) full = full && ph[p] >= 0;
 
-    float4 sc[MT * STILES];
-    mma_scores(sc, qa, qw, kw, lane, xch);
-    /* online softmax per row; P as A fragments */
     float alpha[RPL];
     uint4 pa[MT * (BK / 16)];
-    MMA_UNROLL
-    for (int m = 0; m < MT; m++) {
-      mma_logits(sc + m * STILES, &r, keep, ph, k0, full, plain, &c, causal, window, qk_scale,
-                 soft_cap, t, m);
-      MMA_SOFTMAX_STEP(sc + m * STILES, STILES, c2, m2 + 2 * m, l + 2 * m, alpha + 2 * m,
-                       pa + m * (BK / 16), xch);
+    if (!idle) {
+      float4 sc[MT * STILES];
+      mma_scores(sc, qa, qw, kw, lane, xch);
+      /* online softmax per row; P as A fragments */
+      MMA_UNROLL
+      for (int m = 0; m < MT; m++) {
+        mma_logits(sc + m * STILES, &r, keep, ph, k0, full, plain, &c, causal, window, qk_scale,
+                   soft_cap, t, m);
+        MMA_SOFTMAX_STEP(sc + m * STILES, STILES, c2, m2 + 2 * m, l + 2 * m, alpha + 2 * m,
+                         pa + m * (BK / 16), xch);
+      }
     }
 #if STAGES == 1
     /* values here; the next tile's keys on their way */
@@ -496,14 +508,18 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
     const int next = MMA_NEXT_TILE(k0 + BK);
     if (next < k_end) mma_issue_tile(k_s, NULL, nph, pre, &pre_at, next, &c);
 #endif
-    mma_values(o, pa, alpha, vw, lane, xch);
+    if (!idle) mma_values(o, pa, alpha, vw, lane, xch);
 #if MMA_FP8_STAGED
     if (next < k_end) mma_store_tile(k_s + (1 - stage) * KTILE, v_s + (1 - stage) * VTILE, fk, fv);
 #endif
     for (int p = 0; p < NP; p++) ph[p] = nph[p];
     k0 = next;
   }
-  int tok[RPL];
-  for (int h = 0; h < RPL; h++) tok[h] = MMA_TOKEN(h);
-  mma_write_rows(out, lse, o, l, m2, vscale, &r, tok, first, num_heads, t, xch);
+  /* a split item's rows go to its partial slot (dense calls only: rows numbered as R) */
+  size_t orow[RPL];
+  for (int h = 0; h < RPL; h++)
+    orow[h] = w.slot < 0 ? (size_t)(first + MMA_TOKEN(h)) * num_heads + r.head[h]
+                         : item_row(w, row0 + 8 * h, first, qpk, num_heads, kv_head, num_kv_heads);
+  mma_write_rows(w.slot < 0 ? out : part_out, w.slot < 0 ? lse : part_lse, o, l, m2, vscale, &r,
+                 orow, t, xch);
 }

@@ -11,8 +11,9 @@
  * value row, which the value layout keeps contiguous over the block's
  * tokens. Same arguments, masks and results as clpa_prefill_paged.
  *
- * Grid:  (num_items, num_kv_heads), work-groups of 1; work[t] = (s, R0)
- *        with rows R0 .. R0 + RG - 1 of sequence s (RG = CLPA_ROWS).
+ * Grid:  (num_items, num_kv_heads), work-groups of 1; work[t] = (s, R0, kb,
+ *        slot) with rows R0 .. R0 + RG - 1 of sequence s (RG = CLPA_ROWS;
+ *        prefill.cl's work_item_of).
  */
 #define RG ROWS /* query rows per work-item */
 #define VLOADB(p) CAT(VLOAD, VB)(p)
@@ -85,7 +86,8 @@ inline void rows_values(floatB acc[RG][HEAD_SIZE], floatB pb[RG][GB * BCH],
 
 __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void clpa_prefill_rows(
     KERNEL_PARAMS(PREFILL_ARG_LIST) PAGE_PARAMS) {
-  const int s = work[2 * get_group_id(0)], R0 = work[2 * get_group_id(0) + 1];
+  const work_item w = work_item_of(work, get_group_id(0));
+  const int s = w.s, R0 = w.R0;
   const int kv_head = get_group_id(1), qpk = num_heads / num_kv_heads;
   const int first = seq_info[3 * s], new_len = seq_info[3 * s + 1], cached = seq_info[3 * s + 2];
   const int nrows = new_len * qpk, rows = min(RG, nrows - R0);
@@ -102,6 +104,10 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void clpa_prefill_rows(
   floatB acc[RG][HEAD_SIZE];
   float m[RG], l[RG], slope[RG];
   int pos[RG], head[RG];
+  /* the rows' keys (their first's window to their last's causal bound), the item's split of them */
+  const int2 all_keys = tile_keys(cached + R0 / qpk, cached + (R0 + rows - 1) / qpk, kv_end, causal,
+                                  window);
+  const int sink = sinks && item_has_sink(all_keys, w);
   for (int r = 0; r < RG; r++) {
     const int R = R0 + min(r, rows - 1); /* rows past the end repeat the last: never written */
     head[r] = kv_head * qpk + R % qpk;
@@ -112,13 +118,13 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void clpa_prefill_rows(
       qr[r][d] = IO_LOAD(q, t * q_stride + (ulong)head[r] * HEAD_SIZE + d);
       acc[r][d] = (floatB)(0.0f);
     }
-    m[r] = sinks ? sinks[head[r]] : -INFINITY;
-    l[r] = sinks ? 1.0f : 0.0f;
+    m[r] = sink ? sinks[head[r]] : -INFINITY;
+    l[r] = sink ? 1.0f : 0.0f;
   }
   float16 q16[RG][HEAD_SIZE / ROWS_X]; /* query chunks repeated VT times (rows.cl's QREP) */
   for (int r = 0; r < RG; r++)
     for (int c = 0; c < HEAD_SIZE / ROWS_X; c++) q16[r][c] = QREP(&qr[r][c * ROWS_X]);
-  const int2 keys = tile_keys(pos[0], pos[rows - 1], kv_end, causal, window);
+  const int2 keys = item_keys(all_keys, w, split_keys);
   const int k_lo = keys.x, k_end = keys.y;
 
   __global const uchar *mrow[RG];
@@ -188,12 +194,14 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void clpa_prefill_rows(
   }
 
   /* ---- 3. normalise once and write ---- */
+  __global io_t *dst = w.slot < 0 ? out : part_out;
+  __global float *dlse = w.slot < 0 ? lse : part_lse;
   for (int r = 0; r < rows; r++) {
-    const size_t row = (size_t)(first + (R0 + r) / qpk) * num_heads + head[r];
+    const size_t row = item_row(w, R0 + r, first, qpk, num_heads, kv_head, num_kv_heads);
     const float inv = l[r] > 0.0f ? 1.0f / l[r] : 0.0f;
     float res[HEAD_SIZE];
     row_sums(acc[r], res, HEAD_SIZE);
-    for (int d = 0; d < HEAD_SIZE; d++) IO_STORE(res[d] * inv, out, row * HEAD_SIZE + d);
-    if (lse) lse[row] = softmax_lse(softmax_state_of(m[r], l[r]));
+    for (int d = 0; d < HEAD_SIZE; d++) IO_STORE(res[d] * inv, dst, row * HEAD_SIZE + d);
+    if (dlse) dlse[row] = softmax_lse(softmax_state_of(m[r], l[r]));
   }
 }

@@ -340,6 +340,8 @@ typedef struct tiles_call {
   float scale, c2, soft_cap, kscale, vscale;
   __global const uchar *block_mask;
   int num_heads, mask_block, mask_qb, mask_kb;
+  work_item w; /* the work item: a split writes its partial slot (prefill.cl) */
+  int num_kv_heads;
 } tiles_call;
 
 typedef struct tiles_lds {
@@ -533,7 +535,8 @@ inline void tiles_write(const tiles_acc *a, tiles_lds m, const tiles_call *c,
     if (head < 0) continue;
     float sum = 0.0f;
     for (int k = 0; k < CG; k++) sum += m.red[r * RS + k];
-    const size_t row = (size_t)(c->first + R / c->qpk) * c->num_heads + head;
+    const size_t row = item_row(c->w, R, c->first, c->qpk, c->num_heads, c->kv_head,
+                                c->num_kv_heads);
     const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
 #pragma unroll
     for (int j = 0; j < DN; j++) {
@@ -564,7 +567,8 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
   /* The work-group's sequence and rows, and the call. */
   const int lid = get_local_id(0);
   tiles_call c;
-  c.s = work[2 * get_group_id(0)], c.R0 = work[2 * get_group_id(0) + 1];
+  c.w = work_item_of(work, get_group_id(0));
+  c.s = c.w.s, c.R0 = c.w.R0, c.num_kv_heads = num_kv_heads;
   c.kv_head = get_group_id(1), c.qpk = num_heads / num_kv_heads;
   c.first = seq_info[3 * c.s], c.cached = seq_info[3 * c.s + 2];
   c.nrows = seq_info[3 * c.s + 1] * c.qpk;
@@ -579,25 +583,28 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
   c.mask_block = mask_block, c.mask_qb = mask_qb, c.mask_kb = mask_kb;
   page_row table = PAGE_ROW_OF_LEN(c.s, c.cached + seq_info[3 * c.s + 1]);
 
+  /* The keys the rows see, and the item's split of them. */
+  c.p_lo = c.cached + c.R0 / c.qpk, c.p_hi = c.cached + (min(c.R0 + ROWS, c.nrows) - 1) / c.qpk;
+  const int2 all_keys =
+      tile_keys(c.p_lo, c.p_hi, c.cached + seq_info[3 * c.s + 1], causal, window);
+  const int2 keys = item_keys(all_keys, c.w, split_keys);
+  c.k_lo = keys.x, c.k_end = keys.y;
+  const int sink = sinks && item_has_sink(all_keys, c.w);
+
   /* The tile's rows (work-item lid: row lid) and the running max of row
    * lid (the sink as a logit that is already there). */
   if (lid < ROWS) {
     int head, p;
     const int live = tile_row(c.R0 + lid, c.nrows, c.qpk, c.kv_head, c.cached, &head, &p);
     rhead[lid] = live ? head : -1, rpos[lid] = p, rslope[lid] = alibi ? alibi[head] : 0.0f;
-    mst[lid] = sinks ? sinks[head] * LOG2E : -INFINITY; /* maxima in base 2 */
+    mst[lid] = sink ? sinks[head] * LOG2E : -INFINITY; /* maxima in base 2 */
   }
   barrier(CLK_LOCAL_MEM_FENCE);
-
-  /* The keys the rows see. */
-  c.p_lo = c.cached + c.R0 / c.qpk, c.p_hi = c.cached + (min(c.R0 + ROWS, c.nrows) - 1) / c.qpk;
-  const int2 keys = tile_keys(c.p_lo, c.p_hi, c.cached + seq_info[3 * c.s + 1], causal, window);
-  c.k_lo = keys.x, c.k_end = keys.y;
 
   tiles_acc a;
 #pragma unroll
   for (int i = 0; i < TM; i++) {
-    a.l[i] = sinks && lid % CG == 0 ? 1.0f : 0.0f;
+    a.l[i] = sink && lid % CG == 0 ? 1.0f : 0.0f;
 #pragma unroll
     for (int j = 0; j < DN; j++) a.acc[i][j] = (float4)(0.0f);
   }
@@ -632,5 +639,5 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
     __local long *const t_ = tb;
     tb = tb_next, tb_next = t_;
   }
-  tiles_write(&a, m, &c, out, lse);
+  tiles_write(&a, m, &c, c.w.slot < 0 ? out : part_out, c.w.slot < 0 ? lse : part_lse);
 }

@@ -383,8 +383,27 @@ typedef struct clpa_prefill_params {
    * key and value fragment serves twice the products; calls without a
    * block_mask, head sizes up to 128). */
   int32_t rows_per_warp;
+  /* A mixed step's decode rows (sequences whose new tokens' rows fill one
+   * work-group: one new token, or a few) over long contexts: their keys
+   * split into parts that run side by side, each a work-group, merged by
+   * their log-sum-exps in a second launch, as decode splits them. 0 = the
+   * tuning table's rule (on GPUs where measured: parts of a fair share of
+   * the batch's work, where such a row would otherwise walk the most keys
+   * in the call), -1 = never, N > 0 = parts of N keys (a multiple of 64)
+   * wherever a row spans more than one; calls with a block_mask are not
+   * split. */
+  int32_t split_keys;
+  /* Leading decode rows (sequences 0 .. n - 1 with one new token each at
+   * query rows 0 .. n - 1, as engines order a step: decodes first) on
+   * decode's kernel and plan (clpa_decode's work division, the same
+   * buffers' first rows; a second launch where the call has other rows):
+   * 0 = the tuning table's rule (on devices where measured: a call of
+   * decode rows alone, or whose decode rows read many K/V bytes; else every
+   * row in one launch), 1 = always (where decode takes the call's shape),
+   * -1 = never. */
+  int32_t decode_rows_kernel;
   int32_t reserved32;   /* 0 */
-  uint64_t reserved[3]; /* 0 (what ..._init leaves): room for fields to come, README's ABI */
+  uint64_t reserved[2]; /* 0 (what ..._init leaves): room for fields to come, README's ABI */
 } clpa_prefill_params;
 
 /* Fills p with the defaults: zeros and NULLs, causal 1, q_dtype f32,
@@ -399,7 +418,11 @@ CLPA_API void clpa_prefill_params_init(clpa_prefill_params *p);
  * the tiles path with the first of 64 x 64, 64 x 32, 32 x 64, 32 x 32 and
  * smaller tiles (rows x keys) that fits the device's local memory
  * (docs/decisions/0017-tuning-cpu.md, 0020-prefill-mma-tile.md,
- * 0022-prefill-tiles-shape.md, 0041-prefill-mma-warp-rows.md).
+ * 0022-prefill-tiles-shape.md, 0041-prefill-mma-warp-rows.md). A mixed
+ * step's decode rows: on NVIDIA the leading ones on decode's kernel where
+ * one walks more than 512 keys or the call has nothing else, else 64 rows
+ * a work-group where they make half its work, and long ones split
+ * (split_keys, decode_rows_kernel; 0042-prefill-mixed-step-splits.md).
  * Returns CLPA_OK, CLPA_ERR_INVALID_ARG (which field, which value: a
  * decreasing cu_seqlens_q, a sequence longer than its block-table row,
  * buffers too small), CLPA_ERR_UNSUPPORTED, CLPA_ERR_BUILD or
@@ -618,7 +641,12 @@ typedef struct clpa_plan_info {
   int32_t list_entries; /* decode without host lengths: the entries of the list the device makes
                            from its lengths each run (0: none) */
   int32_t rows_per_warp; /* prefill's mma path: query rows a warp (16 or 32); else 0 */
-  uint64_t reserved[6]; /* room for fields to come (README's ABI) */
+  int32_t split_keys;    /* prefill: keys a split part (0: nothing split) */
+  int32_t split_rows;    /* prefill: the row tiles split (each merged by a second launch) */
+  int32_t decode_rows;   /* prefill: the leading decode rows run by decode's kernel (0: none;
+                            variant, partition_size and heads_per_group then describe its plan) */
+  int32_t reserved32;
+  uint64_t reserved[4]; /* room for fields to come (README's ABI) */
 } clpa_plan_info;
 
 /* Fills *out for plan. Returns CLPA_OK or CLPA_ERR_INVALID_ARG (NULL). */

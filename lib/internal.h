@@ -27,7 +27,7 @@ typedef struct clpa_staging {
   size_t words;
   cl_event written;
 } clpa_staging;
-enum { CLPA_SCRATCH_SLOTS = 7, CLPA_STAGING_RING = 8 };
+enum { CLPA_SCRATCH_SLOTS = 10, CLPA_STAGING_RING = 8 };
 
 /* Prefill's part of a tuning-table row (tuning.c: each value names the
  * decision record that set it). */
@@ -36,6 +36,15 @@ typedef struct clpa_prefill_tuning {
                                  least this many key tiles on average (0: 16 rows always) */
   uint32_t mma_local_bytes;   /* mma with 32 rows a warp: local memory its kernels may declare
                                  (0: what the device reports) */
+  int32_t split_groups_per_cu; /* split_keys 0: a decode row's keys split into parts of a fair
+                                  share of this many work-groups a compute unit (0: never) */
+  int32_t split_min_keys;      /* ... and of this many keys at least */
+  int32_t decode_rows_alone;   /* decode_rows_kernel 0: a call of leading decode rows alone runs
+                                  them on decode's kernel (0: on prefill's) */
+  int32_t decode_rows_from_keys; /* ... as do a mixed call's where one walks more keys than
+                                    this (0: never) */
+  int32_t mixed_rows;          /* mma, rows the table's 128: rows a work-group where a call's
+                                  decode rows make half its work items or more (0: the table's) */
 } clpa_prefill_tuning;
 
 struct clpa_context {

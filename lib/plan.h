@@ -26,11 +26,21 @@ struct clpa_plan {
   clpa_prefill_params pp;
   clpa_prefill_spec ps;
   int32_t total;       /* new tokens: the query's and output's rows */
-  size_t tiles;        /* work-groups' row tiles, 0: nothing to run */
+  size_t tiles;        /* work items (row tiles and their split parts), 0: nothing to run */
+  int32_t split_keys;  /* keys a split part, 0: none split */
+  int64_t split_from;  /* split a decode row whose keys number more than this */
+  size_t split_rows;   /* row tiles split (merge groups), and their parts (partial slots) */
+  size_t split_slots;
+  /* the leading decode rows on decode's kernel: its plan, their count and
+   * context lengths (padded tables: a buffer of the plan's or the scratch's) */
+  struct clpa_plan *dec;
+  int32_t dec_rows;
+  cl_mem dec_lens;
   cl_mem info, work;   /* the work list: the plan's own, or the context's scratch (one call) */
   int owns_lists;
   size_t mask_bytes;   /* the block mask's, 0: the plan has none */
   cl_kernel pk;
+  cl_kernel mk;        /* prefill.cl's clpa_prefill_merge, where rows are split */
   /* cascade: the prefix and suffix plans, its own buffers and groups */
   struct clpa_plan *prefix, *suffix;
   cl_mem cascade_bufs[8];

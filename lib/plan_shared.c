@@ -29,11 +29,14 @@ void clpa_plan_fini(clpa_plan *pl) {
   if (pl->reduce) clReleaseKernel(pl->reduce);
   if (pl->dlist) clReleaseKernel(pl->dlist);
   if (pl->pk) clReleaseKernel(pl->pk);
+  if (pl->mk) clReleaseKernel(pl->mk);
   if (pl->split) clReleaseKernel(pl->split);
   if (pl->owns_lists) {
     if (pl->info) clReleaseMemObject(pl->info);
     if (pl->work) clReleaseMemObject(pl->work);
+    if (pl->dec_lens) clReleaseMemObject(pl->dec_lens);
   }
+  clpa_plan_release(pl->dec);
   for (size_t i = 0; i < sizeof pl->cascade_bufs / sizeof *pl->cascade_bufs; i++)
     if (pl->cascade_bufs[i]) clReleaseMemObject(pl->cascade_bufs[i]);
   clpa_plan_release(pl->prefix);
@@ -67,6 +70,14 @@ static clpa_status describe_impl(const clpa_plan *plan, clpa_plan_info *out) {
     out->path = plan->ps.path, out->rows = plan->ps.rows;
     out->keys = plan->ps.path == CLPA_PREFILL_ROWS ? 0 : plan->ps.keys;
     out->rows_per_warp = plan->ps.path == CLPA_PREFILL_MMA ? 16 * plan->ps.mt : 0;
+    out->split_keys = plan->split_keys, out->split_rows = (int32_t)plan->split_rows;
+    out->decode_rows = plan->dec_rows;
+    if (plan->dec) {
+      clpa_plan_info d;
+      describe_decode(&plan->dec->dc, &d);
+      out->variant = d.variant, out->partition_size = d.partition_size;
+      out->heads_per_group = d.heads_per_group;
+    }
   }
   return CLPA_OK;
 }

@@ -3,7 +3,9 @@
  * parameters are cl/prefill_args.h's list, set here by name) and clpa_merge_states
  * (cl/merge.cl; cl/merge_args.h's list): validate everything, including the host-side sequence
  * lengths, plan the work list of row tiles, upload it (plan) and launch
- * (run).
+ * (run). A mixed step's decode rows: split into parts merged by a second
+ * launch, or (the leading ones) on a decode plan of their own
+ * (docs/decisions/0042-prefill-mixed-step-splits.md).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -25,6 +27,10 @@ static const clpa_param prefill_params[] = {PREFILL_ARG_LIST(CLPA_PARAM_OF, )
                                                 PAGE_ARG_LIST(CLPA_PARAM_OF, )};
 #define PREFILL_SLOT(kind, type, name) PREFILL_ARG_##name,
 enum { PREFILL_ARG_LIST(PREFILL_SLOT, ) PAGE_ARG_LIST(PREFILL_SLOT, ) PREFILL_ALL_ARGS };
+/* prefill.cl's clpa_prefill_merge's: PMERGE_ARG_<name>. */
+static const clpa_param pmerge_params[] = {PREFILL_MERGE_ARG_LIST(CLPA_PARAM_OF, )};
+#define PMERGE_SLOT(kind, type, name) PMERGE_ARG_##name,
+enum { PREFILL_MERGE_ARG_LIST(PMERGE_SLOT, ) PMERGE_NUM_ARGS };
 /* clpa_merge_states's, from cl/merge_args.h: MERGE_ARG_<name>. */
 static const clpa_param merge_params[] = {MERGE_ARG_LIST(CLPA_PARAM_OF, )};
 #define MERGE_SLOT(kind, type, name) MERGE_ARG_##name,
@@ -32,6 +38,7 @@ enum { MERGE_ARG_LIST(MERGE_SLOT, ) MERGE_NUM_ARGS };
 
 #define PREFILL_THREADS 128
 #define MERGE_THREADS 64
+#define PMERGE_THREADS 32 /* prefill.cl's MERGE_THREADS */
 
 void clpa_prefill_params_init(clpa_prefill_params *p) {
   if (!p) return;
@@ -189,11 +196,13 @@ static int mma_stages(const clpa_context *ctx, const clpa_kv_layout *kv, int row
 
 /* The key tiles of `keys` that the call's work-groups of `rows` rows walk
  * on average (each up to its last token's causal bound, from its first
- * token's window). */
-static double mean_key_tiles(const clpa_prefill_params *p, int qpk, int rows, int keys) {
+ * token's window), over the sequences from `from` on (those before are
+ * decode's). */
+static double mean_key_tiles(const clpa_prefill_params *p, int32_t from, int qpk, int rows,
+                             int keys) {
   double tiles = 0.0, groups = 0.0;
   const double per = (double)rows / qpk; /* tokens a work-group */
-  for (int32_t s = 0; s < p->num_seqs; s++) {
+  for (int32_t s = from; s < p->num_seqs; s++) {
     const double n = p->cu_seqlens_q[s + 1] - p->cu_seqlens_q[s], c = p->cached_lens[s];
     const int64_t w_end = ((int64_t)n * qpk + rows - 1) / rows;
     for (int64_t w = 0; w < w_end; w++) {
@@ -215,7 +224,7 @@ static double mean_key_tiles(const clpa_prefill_params *p, int qpk, int rows, in
  * (the output accumulators alone would take the registers), tiles and
  * queries past local memory. */
 static clpa_status mma_mt(clpa_context *ctx, const clpa_prefill_params *p, const clpa_kv_layout *kv,
-                          int rows, int keys, int *mt) {
+                          int rows, int keys, int32_t from, int *mt) {
   const int fits = mma_local_bytes(kv, rows, keys, 1, 0, 2) <= mma_lmem(ctx, 2);
   const int can = !p->block_mask && kv->head_size <= 128 && fits;
   CLPA_CTX_CHECK(ctx, p->rows_per_warp == 32 && !can, CLPA_ERR_UNSUPPORTED,
@@ -224,11 +233,11 @@ static clpa_status mma_mt(clpa_context *ctx, const clpa_prefill_params *p, const
                  " head_size %d)", rows, kv->head_size, keys,
                  (unsigned long long)mma_lmem(ctx, 2), p->block_mask ? "given" : "NULL",
                  kv->head_size);
-  const int from = ctx->prefill_tuning.mma_warp_rows_from;
+  const int tiles = ctx->prefill_tuning.mma_warp_rows_from;
   const int measured = kv->head_size == 64 || kv->head_size == 112 || kv->head_size == 128;
   *mt = p->rows_per_warp == 32 ||
-                (!p->rows_per_warp && can && measured && from > 0 &&
-                 mean_key_tiles(p, p->num_heads / kv->num_kv_heads, rows, keys) >= from)
+                (!p->rows_per_warp && can && measured && tiles > 0 &&
+                 mean_key_tiles(p, from, p->num_heads / kv->num_kv_heads, rows, keys) >= tiles)
             ? 2
             : 1;
   return CLPA_OK;
@@ -361,20 +370,22 @@ static clpa_status pick_tiles(clpa_context *ctx, const clpa_prefill_params *p,
   return CLPA_OK;
 }
 
-/* A row tile of the plan and the end of the keys it walks (its last
+/* A work item of the plan (a row tile, or a split part of one: kb, slot,
+ * prefill.cl's work_item) and the end of the keys it walks (its last
  * position + 1). */
 typedef struct plan_tile {
   int64_t end;
-  int32_t seq, r0;
+  int32_t seq, r0, kb, slot;
 } plan_tile;
 
-/* Longest first, then by sequence and row: a total order, so the same
- * plan every time. */
+/* Longest first, then by sequence, row and part: a total order, so the
+ * same plan every time. */
 static int longest_first(const void *a, const void *b) {
   const plan_tile *x = a, *y = b;
   if (x->end != y->end) return x->end > y->end ? -1 : 1;
   if (x->seq != y->seq) return x->seq < y->seq ? -1 : 1;
-  return x->r0 < y->r0 ? -1 : x->r0 > y->r0;
+  if (x->r0 != y->r0) return x->r0 < y->r0 ? -1 : 1;
+  return x->kb < y->kb ? -1 : x->kb > y->kb;
 }
 
 /* A sequence's query rows as the kernel numbers them: qpk a token,
@@ -398,24 +409,213 @@ static int sparse_build(const clpa_prefill_params *p, int path, int rows) {
   return path == CLPA_PREFILL_MMA && p->mask_block % rows == 0 ? 2 : 1;
 }
 
-/* The per-sequence info (first token, new_len, cached_len) and the work
- * list of row tiles (sequence, first row) into host words hi[3 *
- * num_seqs] and hw[2 * tiles]. */
-static clpa_status make_lists(clpa_context *ctx, const clpa_prefill_params *p, int qpk, int rows,
-                              int apart, size_t tiles, int32_t *hi, int32_t *hw) {
+/* ---- Splits: a mixed step's decode rows over long contexts ----------- */
+
+/* The keys sequence s's rows see together, [*lo, *end): to its last
+ * token's (causal or not), from its first token's window start (the
+ * kernels' tile_keys for a tile of all its rows). */
+static void seq_keys(const clpa_prefill_params *p, int32_t s, int64_t *lo, int64_t *end) {
+  const int64_t c = p->cached_lens[s], n = p->cu_seqlens_q[s + 1] - p->cu_seqlens_q[s];
+  const int64_t w = p->sliding_window > 0 ? c - p->sliding_window + 1 : 0;
+  *end = c + n, *lo = w > 0 ? w : 0;
+}
+
+/* Whether sequence s is a decode row: new tokens whose rows fill at most
+ * one work item, the whole of which a split part then walks. */
+static int decode_row(const clpa_prefill_params *p, int32_t s, int qpk, int rows) {
+  const int64_t n = p->cu_seqlens_q[s + 1] - p->cu_seqlens_q[s];
+  return n > 0 && n * qpk <= rows;
+}
+
+/* The parts sequence s's keys are split into under pl's rule (1: none):
+ * one a multiple of split_keys, from its first key's. */
+static int64_t seq_parts(const clpa_plan *pl, const clpa_prefill_params *p, int32_t s, int qpk) {
+  if (!pl->split_keys || !decode_row(p, s, qpk, pl->ps.rows)) return 1;
+  int64_t lo, end;
+  seq_keys(p, s, &lo, &end);
+  const int64_t P = pl->split_keys;
+  if (end - lo <= P || end - lo <= pl->split_from) return 1;
+  return (end - 1) / P - lo / P + 1;
+}
+
+/* The split rule into pl (split_keys, split_from, split_rows,
+ * split_slots), and the parts' extra work items added to pl->tiles.
+ * Forced (split_keys > 0): every decode row that spans more than one part.
+ * Auto (0), where the tuning row says (GPUs measured, no block mask): parts
+ * of the decode rows' fair share of the call's work-groups, of at least
+ * the row's minimum, for decode rows that would otherwise walk more keys
+ * than any other work item (splitting a row shorter than the call's
+ * longest walk does not shorten the call, and adds a merge)
+ * (docs/decisions/0042-prefill-mixed-step-splits.md). */
+static clpa_status plan_splits(clpa_context *ctx, const clpa_prefill_params *p, int qpk,
+                               clpa_plan *pl) {
+  pl->split_keys = 0, pl->split_from = 0, pl->split_rows = pl->split_slots = 0;
+  const clpa_prefill_tuning *t = &ctx->prefill_tuning;
+  if (p->split_keys < 0 || p->block_mask) return CLPA_OK;
+  if (p->split_keys > 0) {
+    pl->split_keys = p->split_keys;
+  } else {
+    if (ctx->info.is_cpu || t->split_groups_per_cu <= 0) return CLPA_OK;
+    double work = 0.0;
+    int64_t other = 0; /* the longest walk of the other work items */
+    for (int32_t s = pl->dec_rows; s < p->num_seqs; s++) {
+      int64_t lo, end;
+      seq_keys(p, s, &lo, &end);
+      if (decode_row(p, s, qpk, pl->ps.rows)) work += (double)(end - lo);
+      else if (end > lo && end - lo > other) other = end - lo;
+    }
+    const double groups = (double)(ctx->info.compute_units ? ctx->info.compute_units : 1) *
+                          t->split_groups_per_cu / pl->kv.num_kv_heads;
+    double share = ceil(work / groups / 64.0) * 64.0;
+    if (share < t->split_min_keys) share = t->split_min_keys;
+    pl->split_keys = share > CLPA_MAX_CONTEXT_LEN ? CLPA_MAX_CONTEXT_LEN : (int32_t)share;
+    pl->split_from = other;
+  }
+  int64_t extra = 0, slots = 0;
+  for (int32_t s = pl->dec_rows; s < p->num_seqs; s++) {
+    const int64_t n = seq_parts(pl, p, s, qpk);
+    if (n > 1) pl->split_rows++, slots += n, extra += n - 1;
+  }
+  if (!pl->split_rows) {
+    pl->split_keys = 0;
+    return CLPA_OK;
+  }
+  /* the partials: io rows [slots, num_kv_heads, rows] and their LSEs */
+  const double rows = (double)slots * pl->kv.num_kv_heads * pl->ps.rows;
+  const double bytes = rows * pl->kv.head_size * clpa_dtype_size(p->q_dtype);
+  CLPA_CTX_CHECK(ctx, slots > INT32_MAX || bytes > (double)ctx->info.max_alloc_bytes,
+                 CLPA_ERR_UNSUPPORTED,
+                 "split_keys = %d splits %zu decode rows into %lld parts, whose partial outputs"
+                 " (%.0f bytes) pass the device's largest buffer (%llu bytes): larger parts, or"
+                 " -1 (none)", (int)pl->split_keys, pl->split_rows, (long long)slots, bytes,
+                 (unsigned long long)ctx->info.max_alloc_bytes);
+  pl->split_slots = (size_t)slots;
+  pl->tiles += (size_t)extra;
+  return CLPA_OK;
+}
+
+/* Whether the call's decode rows (from `from` on: one work item each)
+ * make half its work items of `rows` rows or more: the mma path then takes
+ * the tuning row's mixed_rows, as each such item keeps one warp busy
+ * (docs/decisions/0042-prefill-mixed-step-splits.md). */
+static int decode_rows_lead(const clpa_prefill_params *p, int32_t from, int qpk, int rows) {
+  int64_t dec = 0, other = 0;
+  for (int32_t s = from; s < p->num_seqs; s++) {
+    const int64_t n = p->cu_seqlens_q[s + 1] - p->cu_seqlens_q[s];
+    if (decode_row(p, s, qpk, rows)) dec++;
+    else other += (n * qpk + rows - 1) / rows;
+  }
+  return dec > 0 && dec >= other;
+}
+
+/* ---- Leading decode rows on decode's kernel --------------------------- */
+
+/* The leading decode rows: sequences 0 .. n - 1 with one new token each,
+ * at query rows 0 .. n - 1 (decode's query, output and LSE rows then; its
+ * block-table rows are theirs). */
+static int32_t leading_decode_rows(const clpa_prefill_params *p) {
+  int32_t n = 0;
+  while (n < p->num_seqs && p->cu_seqlens_q[n] == n && p->cu_seqlens_q[n + 1] == n + 1) n++;
+  return n;
+}
+
+/* Whether the tuning row's rule runs the n leading decode rows on decode's
+ * kernel: where the call has no other new tokens and the row says so, or
+ * where one of them walks more keys (to its window) than the row's bound:
+ * prefill's kernel walks a row's keys in turn, decode's side by side
+ * (docs/decisions/0042-prefill-mixed-step-splits.md). */
+static int decode_rows_rule(const clpa_context *ctx, const clpa_prefill_params *p, int32_t n) {
+  const clpa_prefill_tuning *t = &ctx->prefill_tuning;
+  if (p->cu_seqlens_q[p->num_seqs] == n && t->decode_rows_alone) return 1;
+  int64_t longest = 0;
+  for (int32_t s = 0; s < n; s++) {
+    int64_t lo, end;
+    seq_keys(p, s, &lo, &end);
+    if (end - lo > longest) longest = end - lo;
+  }
+  return t->decode_rows_from_keys > 0 && longest > t->decode_rows_from_keys;
+}
+
+/* Where decode_rows_kernel or the rule says: the leading decode rows'
+ * decode plan (made as `make` says, from their host lengths) into pl->dec
+ * and their count into pl->dec_rows (the lists upload their lengths). The
+ * rule falls back to prefill's kernel where decode refuses the shape;
+ * forced, its refusal is the call's. */
+static clpa_status plan_decode_rows(clpa_context *ctx, const clpa_prefill_params *p, int path,
+                                    int make, clpa_plan *pl) {
+  pl->dec = NULL, pl->dec_rows = 0;
+  const int32_t n = p->decode_rows_kernel < 0 || p->block_mask ? 0 : leading_decode_rows(p);
+  if (!n || (!p->decode_rows_kernel && !decode_rows_rule(ctx, p, n))) return CLPA_OK;
+  int32_t *h = malloc(sizeof(int32_t) * (size_t)n);
+  clpa_plan *d = calloc(1, sizeof *d);
+  if (!h || !d) {
+    free(h), free(d);
+    return CLPA_FAIL(ctx->error, CLPA_ERR_OUT_OF_MEMORY, "out of memory for %d decode rows", n);
+  }
+  int32_t longest = 0;
+  for (int32_t s = 0; s < n; s++) {
+    h[s] = p->cached_lens[s] + 1;
+    if (h[s] > longest) longest = h[s];
+  }
+  clpa_decode_params dp;
+  clpa_decode_params_init(&dp);
+  dp.num_seqs = n, dp.num_heads = p->num_heads, dp.cache = p->cache, dp.layer = p->layer;
+  dp.key_cache = p->key_cache, dp.value_cache = p->value_cache, dp.kv = p->kv;
+  dp.max_blocks_per_seq = p->max_blocks_per_seq, dp.max_context_len = longest;
+  dp.host_context_lens = h, dp.q_dtype = p->q_dtype, dp.scale = p->scale;
+  dp.k_scale = p->k_scale, dp.v_scale = p->v_scale, dp.soft_cap = p->soft_cap;
+  dp.sliding_window = p->sliding_window, dp.q_stride = p->q_stride;
+  /* the call's precision: f32 products where its path keeps them (tiles, rows) */
+  dp.precision = path == CLPA_PREFILL_MMA ? p->precision : CLPA_PRECISION_F32;
+  dp.page_table = p->page_table, dp.num_page_indices = p->num_page_indices;
+  char before[CLPA_ERROR_MAX];
+  memcpy(before, ctx->error, sizeof before);
+  const clpa_status st = clpa_decode_plan_fill(ctx, &dp, make, d);
+  free(h);
+  if (st != CLPA_OK) {
+    free(d);
+    if (p->decode_rows_kernel) return st;
+    memcpy(ctx->error, before, sizeof before); /* the rule's fallback: not an error */
+    return CLPA_OK;
+  }
+  pl->dec = d, pl->dec_rows = n;
+  return CLPA_OK;
+}
+
+/* The per-sequence info (first token, new_len, cached_len), the work
+ * items (sequence, first row, first key, partial slot: a split row's
+ * parts, in slots in order) and the merge groups (sequence, first row,
+ * first slot, slots) into host words hi[3 * num_seqs], hw[4 * (tiles +
+ * split_rows)]. */
+static clpa_status make_lists(clpa_context *ctx, const clpa_prefill_params *p, int qpk,
+                              const clpa_plan *pl, int32_t *hi, int32_t *hw) {
+  const int rows = pl->ps.rows, apart = heads_apart(&pl->ps);
+  const size_t tiles = pl->tiles;
   plan_tile *pt = malloc(sizeof(plan_tile) * tiles);
   if (!pt) return CLPA_FAIL(ctx->error, CLPA_ERR_OUT_OF_MEMORY, "out of memory for %zu tiles", tiles);
   size_t t = 0;
+  int32_t slot = 0, *grp = hw + 4 * tiles;
   for (int32_t s = 0; s < p->num_seqs; s++) {
     const int32_t new_len = p->cu_seqlens_q[s + 1] - p->cu_seqlens_q[s];
     hi[3 * s] = p->cu_seqlens_q[s], hi[3 * s + 1] = new_len, hi[3 * s + 2] = p->cached_lens[s];
+    if (s < pl->dec_rows) continue; /* decode's kernel takes it */
+    const int64_t parts = seq_parts(pl, p, s, qpk);
+    if (parts > 1) { /* a decode row: one tile, its keys in parts */
+      int64_t lo, end;
+      seq_keys(p, s, &lo, &end);
+      const int64_t P = pl->split_keys;
+      grp[0] = s, grp[1] = 0, grp[2] = slot, grp[3] = (int32_t)parts, grp += 4;
+      for (int64_t j = 0, kb = lo / P * P; j < parts; j++, kb += P, t++)
+        pt[t] = (plan_tile){kb + P < end ? kb + P : end, s, 0, (int32_t)kb, slot++};
+      continue;
+    }
     const int64_t nrows = seq_rows(new_len, qpk, rows, apart), pad = nrows / qpk;
     for (int64_t r0 = 0; r0 < nrows; r0 += rows, t++) {
       /* its last token */
       const int64_t last = apart ? (r0 % pad + rows < new_len ? r0 % pad + rows : new_len) - 1
                                  : ((r0 + rows < nrows ? r0 + rows : nrows) - 1) / qpk;
       const int64_t end = p->cached_lens[s] + (p->causal ? last + 1 : new_len);
-      pt[t] = (plan_tile){end, s, (int32_t)r0};
+      pt[t] = (plan_tile){end, s, (int32_t)r0, 0, -1};
     }
   }
   /* On GPUs longest first, as FlashAttention-2 orders causal tiles: the
@@ -424,47 +624,76 @@ static clpa_status make_lists(clpa_context *ctx, const clpa_prefill_params *p, i
    * sequence's tiles together, in order: consecutive tiles there reread
    * the same keys from cache (docs/decisions/0023-prefill-tile-order.md). */
   if (!ctx->info.is_cpu) qsort(pt, tiles, sizeof *pt, longest_first);
-  for (t = 0; t < tiles; t++) hw[2 * t] = pt[t].seq, hw[2 * t + 1] = pt[t].r0;
+  for (t = 0; t < tiles; t++)
+    hw[4 * t] = pt[t].seq, hw[4 * t + 1] = pt[t].r0, hw[4 * t + 2] = pt[t].kb,
+           hw[4 * t + 3] = pt[t].slot;
   free(pt);
   return CLPA_OK;
 }
 
-/* A plan's own work list: buffers made from the host words, which they
- * copy. */
-static clpa_status own_lists(clpa_context *ctx, const clpa_prefill_params *p, int qpk, int rows,
+/* The words of a plan's lists: the sequences' info, the work items and
+ * merge groups (where the prefill kernel runs), the decode rows' lengths
+ * (where decode's kernel takes them with a padded table). */
+static void list_words(const clpa_prefill_params *p, const clpa_plan *pl, size_t *ni, size_t *nw,
+                       size_t *nl) {
+  *ni = pl->tiles ? 3 * (size_t)p->num_seqs : 0;
+  *nw = pl->tiles ? 4 * (pl->tiles + pl->split_rows) : 0;
+  *nl = pl->dec && p->page_table == CLPA_PAGE_TABLE_PADDED ? (size_t)pl->dec_rows : 0;
+}
+
+/* The lists into h (list_words' counts, in that order). */
+static clpa_status fill_lists(clpa_context *ctx, const clpa_prefill_params *p, int qpk,
+                              const clpa_plan *pl, int32_t *h) {
+  size_t ni, nw, nl;
+  list_words(p, pl, &ni, &nw, &nl);
+  for (size_t s = 0; s < nl; s++) h[ni + nw + s] = p->cached_lens[s] + 1;
+  return ni ? make_lists(ctx, p, qpk, pl, h, h + ni) : CLPA_OK;
+}
+
+/* A plan's own lists: buffers made from the host words, which they copy. */
+static clpa_status own_lists(clpa_context *ctx, const clpa_prefill_params *p, int qpk,
                              clpa_plan *pl) {
-  const size_t ni = 3 * (size_t)p->num_seqs, words = ni + 2 * pl->tiles;
-  int32_t *h = malloc(sizeof(int32_t) * words);
+  size_t ni, nw, nl;
+  list_words(p, pl, &ni, &nw, &nl);
+  int32_t *h = malloc(sizeof(int32_t) * (ni + nw + nl + 1));
   if (!h) return CLPA_FAIL(ctx->error, CLPA_ERR_OUT_OF_MEMORY, "out of memory for %zu tiles", pl->tiles);
-  clpa_status st = make_lists(ctx, p, qpk, rows, heads_apart(&pl->ps), pl->tiles, h, h + ni);
+  clpa_status st = fill_lists(ctx, p, qpk, pl, h);
   cl_int err = CL_SUCCESS;
   const cl_mem_flags flags = CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR;
   pl->owns_lists = 1;
-  if (st == CLPA_OK) pl->info = clCreateBuffer(ctx->cl, flags, sizeof(int32_t) * ni, h, &err);
-  if (st == CLPA_OK && err == CL_SUCCESS)
-    pl->work = clCreateBuffer(ctx->cl, flags, sizeof(int32_t) * 2 * pl->tiles, h + ni, &err);
+  if (st == CLPA_OK && ni) pl->info = clCreateBuffer(ctx->cl, flags, sizeof(int32_t) * ni, h, &err);
+  if (st == CLPA_OK && err == CL_SUCCESS && nw)
+    pl->work = clCreateBuffer(ctx->cl, flags, sizeof(int32_t) * nw, h + ni, &err);
+  if (st == CLPA_OK && err == CL_SUCCESS && nl)
+    pl->dec_lens = clCreateBuffer(ctx->cl, flags, sizeof(int32_t) * nl, h + ni + nw, &err);
   free(h);
   if (st == CLPA_OK && err != CL_SUCCESS) st = CLPA_CL_FAIL(ctx, err, "clCreateBuffer(prefill plan)");
   return st;
 }
 
-/* One call's work list, in the context's grow-only scratch (slots 4, 5)
+/* One call's lists, in the context's grow-only scratch (slots 4, 5 and 9)
  * by writes that do not block from the context's staging ring: the queue is
  * in order, so they land after the last call's kernel has read the old list,
  * and no buffer is created per call (docs/decisions/0024-prefill-work-list.md). */
-static clpa_status scratch_lists(clpa_context *ctx, const clpa_prefill_params *p, int qpk, int rows,
+static clpa_status scratch_lists(clpa_context *ctx, const clpa_prefill_params *p, int qpk,
                                  clpa_plan *pl) {
-  const size_t ni = 3 * (size_t)p->num_seqs, nw = 2 * pl->tiles;
+  size_t ni, nw, nl;
+  list_words(p, pl, &ni, &nw, &nl);
   clpa_staging *s;
   clpa_status st;
-  if ((st = clpa_staging_take(ctx, ni + nw, &s)) ||
-      (st = make_lists(ctx, p, qpk, rows, heads_apart(&pl->ps), pl->tiles, s->host,
-                       s->host + ni)) ||
-      (st = clpa_scratch(ctx, 4, sizeof(int32_t) * ni, &pl->info)) ||
-      (st = clpa_scratch(ctx, 5, sizeof(int32_t) * nw, &pl->work)) ||
-      (st = clpa_staging_write(ctx, s, pl->info, 0, ni, 0, "clEnqueueWriteBuffer(prefill plan)")))
+  if (ni + nw + nl == 0) return CLPA_OK; /* decode's rows alone, CSR tables: nothing to write */
+  if ((st = clpa_staging_take(ctx, ni + nw + nl, &s)) ||
+      (st = fill_lists(ctx, p, qpk, pl, s->host)) ||
+      (ni && (st = clpa_scratch(ctx, 4, sizeof(int32_t) * ni, &pl->info))) ||
+      (nw && (st = clpa_scratch(ctx, 5, sizeof(int32_t) * nw, &pl->work))) ||
+      (nl && (st = clpa_scratch(ctx, 9, sizeof(int32_t) * nl, &pl->dec_lens))))
     return st;
-  return clpa_staging_write(ctx, s, pl->work, ni, nw, 1, "clEnqueueWriteBuffer(prefill plan)");
+  const char *what = "clEnqueueWriteBuffer(prefill plan)";
+  const int last = nl ? 2 : nw ? 1 : 0; /* the last write takes the staging's event */
+  if ((ni && (st = clpa_staging_write(ctx, s, pl->info, 0, ni, last == 0, what))) ||
+      (nw && (st = clpa_staging_write(ctx, s, pl->work, ni, nw, last == 1, what))))
+    return st;
+  return nl ? clpa_staging_write(ctx, s, pl->dec_lens, ni + nw, nl, 1, what) : CLPA_OK;
 }
 
 static clpa_status launch(clpa_context *ctx, const clpa_prefill_params *p, const clpa_attn *a,
@@ -484,7 +713,15 @@ static clpa_status launch(clpa_context *ctx, const clpa_prefill_params *p, const
   const cl_float scale = p->scale, ks = p->k_scale, vs = p->v_scale, cap = p->soft_cap;
   const cl_int mask_block = p->block_mask ? p->mask_block : 64;
   const cl_int mask_qb = p->mask_q_blocks, mask_kb = p->mask_k_blocks;
-  const cl_int npi = p->num_page_indices;
+  const cl_int npi = p->num_page_indices, split_keys = pl->split_keys;
+  /* split rows' partials (scratch slots 7, 8): io rows [slots, num_kv_heads, rows], their LSEs */
+  cl_mem part_out = NULL, part_lse = NULL;
+  const size_t part_rows = pl->split_slots * (size_t)a->kv.num_kv_heads * (size_t)spec->rows;
+  if (pl->split_rows &&
+      ((st = clpa_scratch(ctx, 7, part_rows * a->kv.head_size * clpa_dtype_size(p->q_dtype),
+                          &part_out)) ||
+       (st = clpa_scratch(ctx, 8, part_rows * sizeof(float), &part_lse))))
+    return st;
 #define A(name, v) [PREFILL_ARG_##name] = CLPA_ARG(v)
   const clpa_arg args[PREFILL_ALL_ARGS] = {
       A(out, p->out),
@@ -517,6 +754,9 @@ static clpa_status launch(clpa_context *ctx, const clpa_prefill_params *p, const
       A(mask_block, mask_block),
       A(mask_qb, mask_qb),
       A(mask_kb, mask_kb),
+      A(part_out, part_out),
+      A(part_lse, part_lse),
+      A(split_keys, split_keys),
       A(page_indptr, p->page_indptr),
       A(page_indices, p->page_indices),
       A(num_page_indices, npi),
@@ -530,8 +770,27 @@ static clpa_status launch(clpa_context *ctx, const clpa_prefill_params *p, const
                           {wg, 1},
                           p->num_wait_events,
                           p->wait_events,
-                          p->event};
-  return clpa_enqueue_listed(ctx, pl->pk, name, prefill_params, args, nargs, &r);
+                          pl->split_rows ? NULL : p->event};
+  if ((st = clpa_enqueue_listed(ctx, pl->pk, name, prefill_params, args, nargs, &r)) ||
+      !pl->split_rows)
+    return st;
+  /* the split rows' merge, after the kernel (the queue is in order) */
+  const cl_int groups_at = (cl_int)pl->tiles;
+#define M(name, v) [PMERGE_ARG_##name] = CLPA_ARG(v)
+  const clpa_arg margs[PMERGE_NUM_ARGS] = {M(out, p->out),         M(lse, p->lse),
+                                           M(part_out, part_out),   M(part_lse, part_lse),
+                                           M(seq_info, pl->info),   M(groups, pl->work),
+                                           M(groups_at, groups_at), M(num_heads, nh),
+                                           M(num_kv_heads, nkv)};
+#undef M
+  const clpa_ndrange mr = {2,
+                           {pl->split_rows * spec->rows * PMERGE_THREADS, (size_t)nkv},
+                           {PMERGE_THREADS, 1},
+                           0,
+                           NULL,
+                           p->event};
+  return clpa_enqueue_listed(ctx, pl->mk, "clpa_prefill_merge", pmerge_params, margs,
+                             PMERGE_NUM_ARGS, &mr);
 }
 
 /* The kernel a plan's spec names. */
@@ -543,15 +802,19 @@ static clpa_status prefill_kernel(clpa_context *ctx, clpa_plan *pl) {
   const clpa_family *fam = path == CLPA_PREFILL_ROWS  ? &clpa_family_prefill_rows
                            : path == CLPA_PREFILL_MMA ? &clpa_family_prefill_mma
                                                       : &clpa_family_prefill_tiles;
-  return clpa_family_kernel(ctx, fam, &pl->ps, name, &pl->pk);
+  clpa_status st = clpa_family_kernel(ctx, fam, &pl->ps, name, &pl->pk);
+  if (st == CLPA_OK && pl->split_rows)
+    st = clpa_family_kernel(ctx, fam, &pl->ps, "clpa_prefill_merge", &pl->mk);
+  return st;
 }
 
-/* The plan's row tiles into *tiles; refused where a sequence's rows pass
- * the kernels' 32-bit row numbers. */
+/* The plan's row tiles (of the sequences from `from` on: the others are
+ * decode's) into *tiles; refused where a sequence's rows pass the kernels'
+ * 32-bit row numbers. */
 static clpa_status count_tiles(clpa_context *ctx, const clpa_prefill_params *p, int qpk, int rows,
-                               int apart, size_t *tiles) {
+                               int apart, int32_t from, size_t *tiles) {
   *tiles = 0;
-  for (int32_t s = 0; s < p->num_seqs; s++) {
+  for (int32_t s = from; s < p->num_seqs; s++) {
     const int64_t new_len = p->cu_seqlens_q[s + 1] - p->cu_seqlens_q[s];
     const int64_t nrows = seq_rows(new_len, qpk, rows, apart);
     CLPA_CTX_CHECK(ctx, nrows + rows > INT32_MAX, CLPA_ERR_UNSUPPORTED,
@@ -568,6 +831,18 @@ clpa_status clpa_prefill_plan_fill(clpa_context *ctx, const clpa_prefill_params 
   clpa_status st = clpa_plan_begin(ctx, p, PLAN_PREFILL, pl);
   if (st != CLPA_OK) return st;
   CLPA_CHECK_RESERVED(ctx->error, p, "p->");
+  CLPA_CTX_CHECK(ctx, p->split_keys < -1 || (p->split_keys > 0 && p->split_keys % 64 != 0),
+                 CLPA_ERR_INVALID_ARG,
+                 "p->split_keys = %d (0 = auto, -1 = never, or a positive multiple of 64)",
+                 (int)p->split_keys);
+  CLPA_CTX_CHECK(ctx, p->split_keys > 0 && p->block_mask, CLPA_ERR_UNSUPPORTED,
+                 "p->split_keys = %d: calls with a block_mask are not split (0 or -1 there)",
+                 (int)p->split_keys);
+  CLPA_CTX_CHECK(ctx, p->decode_rows_kernel < -1 || p->decode_rows_kernel > 1,
+                 CLPA_ERR_INVALID_ARG, "p->decode_rows_kernel = %d (0 = auto, 1 = always, -1 ="
+                 " never)", (int)p->decode_rows_kernel);
+  CLPA_CTX_CHECK(ctx, p->decode_rows_kernel == 1 && p->block_mask, CLPA_ERR_UNSUPPORTED,
+                 "p->decode_rows_kernel = 1: decode's kernel takes no block_mask (0 or -1 there)");
   CLPA_CTX_CHECK(ctx, p->reserved32 != 0, CLPA_ERR_INVALID_ARG,
                  "p->reserved32 = %d (reserved words must be 0: fill the struct with its _init"
                  " function)", (int)p->reserved32);
@@ -596,7 +871,15 @@ clpa_status clpa_prefill_plan_fill(clpa_context *ctx, const clpa_prefill_params 
   CLPA_CTX_CHECK(ctx, p->rows_per_warp != 0 && !mma, CLPA_ERR_INVALID_ARG,
                  "rows_per_warp = %d is the mma path's, and the call takes the %s path (0 there)",
                  p->rows_per_warp, path == CLPA_PREFILL_TILES ? "tiles" : "rows");
-  if (mma && (st = mma_mt(ctx, p, &a.kv, rows, keys, &mt))) return st;
+  const int qpk = p->num_heads / a.kv.num_kv_heads;
+  if ((st = plan_decode_rows(ctx, p, path, make, pl))) return st;
+  if (mma && !p->rows_per_group && rows == 128 && ctx->prefill_tuning.mixed_rows &&
+      decode_rows_lead(p, pl->dec_rows, qpk, rows))
+    rows = ctx->prefill_tuning.mixed_rows;
+  if (mma && (st = mma_mt(ctx, p, &a.kv, rows, keys, pl->dec_rows, &mt))) {
+    clpa_plan_fini(pl);
+    return st;
+  }
   const clpa_prefill_spec spec = {a.kv.head_size,
                                   a.kv.block_size,
                                   (int32_t)a.kv.dtype,
@@ -616,11 +899,10 @@ clpa_status clpa_prefill_plan_fill(clpa_context *ctx, const clpa_prefill_params 
                                   (int32_t)p->page_table,
                                   mt};
   pl->ps = spec;
-  const int qpk = p->num_heads / a.kv.num_kv_heads;
-  if ((st = count_tiles(ctx, p, qpk, rows, heads_apart(&spec), &pl->tiles))) return st;
-  if (pl->tiles == 0 || make == PLAN_CHECK) return CLPA_OK;
-  if ((st = prefill_kernel(ctx, pl)) ||
-      (make == PLAN_OWN && (st = own_lists(ctx, p, qpk, rows, pl)))) {
+  if ((st = count_tiles(ctx, p, qpk, rows, heads_apart(&spec), pl->dec_rows, &pl->tiles)) ||
+      (st = plan_splits(ctx, p, qpk, pl)) ||
+      (make != PLAN_CHECK && pl->tiles && (st = prefill_kernel(ctx, pl))) ||
+      (make == PLAN_OWN && (pl->tiles || pl->dec) && (st = own_lists(ctx, p, qpk, pl)))) {
     clpa_plan_fini(pl);
     return st;
   }
@@ -647,13 +929,30 @@ static clpa_status run_check(const clpa_plan *pl, const clpa_attn_inputs *in,
                        : CLPA_OK;
 }
 
+/* A checked run: the leading decode rows on decode's plan first (its own
+ * checks pass where the run's did: the same buffers' first rows), with the
+ * wait list; then the other rows' kernel (and merge), the event with the
+ * last. */
+static clpa_status run_checked(clpa_plan *pl, const clpa_attn_inputs *in, clpa_prefill_params *q,
+                               const clpa_attn *a) {
+  if (!pl->tiles && !pl->dec) return clpa_run_nothing(pl->ctx, in);
+  if (pl->dec) {
+    clpa_attn_inputs d = *in;
+    d.context_lens = pl->dec_lens; /* NULL with CSR tables: their lengths */
+    if (pl->tiles) d.event = NULL;
+    const clpa_status st = clpa_decode_run(pl->dec, &d);
+    if (st != CLPA_OK || !pl->tiles) return st;
+    q->num_wait_events = 0, q->wait_events = NULL;
+  }
+  return launch(pl->ctx, q, a, pl);
+}
+
 clpa_status clpa_prefill_run(clpa_plan *pl, const clpa_attn_inputs *in) {
   clpa_prefill_params q;
   clpa_attn a;
   const clpa_status st = run_check(pl, in, &q, &a);
   if (st != CLPA_OK) return st;
-  if (pl->tiles == 0) return clpa_run_nothing(pl->ctx, in);
-  return launch(pl->ctx, &q, &a, pl);
+  return run_checked(pl, in, &q, &a);
 }
 
 static clpa_status clpa_prefill_choice_impl(clpa_context *ctx, const clpa_prefill_params *p,
@@ -689,10 +988,7 @@ static clpa_status clpa_prefill_impl(clpa_context *ctx, const clpa_prefill_param
   clpa_attn a;
   if ((st = run_check(&pl, &in, &q, &a))) goto done;
   const int qpk = p->num_heads / pl.kv.num_kv_heads;
-  if (pl.tiles == 0)
-    st = clpa_run_nothing(ctx, &in);
-  else if ((st = scratch_lists(ctx, p, qpk, pl.ps.rows, &pl)) == CLPA_OK)
-    st = launch(ctx, &q, &a, &pl);
+  if ((st = scratch_lists(ctx, p, qpk, &pl)) == CLPA_OK) st = run_checked(&pl, &in, &q, &a);
 done:
   clpa_plan_fini(&pl);
   return st;

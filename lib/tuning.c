@@ -57,7 +57,9 @@ static const tuning_entry table[] = {
      {.prefill_path = CLPA_PREFILL_MMA, .prefill_rows = 128, .prefill_keys = 32},
      {.partition = 2048, .resident = 4, HOPPER_DECODE_FACTS, .mma_work_list = 2,
       .mma_list_partition = 1024, .mma_device_list = 256},
-     {.mma_warp_rows_from = 16, .mma_local_bytes = 64 * 1024}},
+     {.mma_warp_rows_from = 16, .mma_local_bytes = 64 * 1024, .split_groups_per_cu = 4,
+      .split_min_keys = 512, .decode_rows_alone = 1, .decode_rows_from_keys = 512,
+      .mixed_rows = 64}},
     /* GPUs without an entry of their own: 512-token partitions and the largest prefill
      * tiles that fit, a default no such GPU measured
      * (docs/decisions/0018-tuning-gpu-default.md). */

@@ -156,7 +156,8 @@ int main(void) {
   F(clpa_prefill_params, page_table), F(clpa_prefill_params, num_page_indices);
   F(clpa_prefill_params, page_indptr), F(clpa_prefill_params, page_indices);
   F(clpa_prefill_params, last_page_len);
-  F(clpa_prefill_params, rows_per_warp), F(clpa_prefill_params, reserved32);
+  F(clpa_prefill_params, rows_per_warp), F(clpa_prefill_params, split_keys);
+  F(clpa_prefill_params, decode_rows_kernel), F(clpa_prefill_params, reserved32);
   F(clpa_prefill_params, reserved);
   end();
 
@@ -180,6 +181,8 @@ int main(void) {
   F(clpa_plan_info, path), F(clpa_plan_info, variant), F(clpa_plan_info, partition_size);
   F(clpa_plan_info, heads_per_group), F(clpa_plan_info, rows), F(clpa_plan_info, keys);
   F(clpa_plan_info, work_pairs), F(clpa_plan_info, list_entries), F(clpa_plan_info, rows_per_warp);
+  F(clpa_plan_info, split_keys), F(clpa_plan_info, split_rows), F(clpa_plan_info, decode_rows);
+  F(clpa_plan_info, reserved32);
   F(clpa_plan_info, reserved);
   end();
 

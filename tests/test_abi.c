@@ -145,9 +145,9 @@ static void op_structs(clpa_context *ctx) {
   refused(clpa_decode(ctx, &dp), CLPA_ERR_INVALID_ARG, "p->reserved[0]", "decode params");
   clpa_prefill_params pp;
   clpa_prefill_params_init(&pp);
-  POKE(pp, 2);
-  refused(clpa_prefill(ctx, &pp), CLPA_ERR_INVALID_ARG, "p->reserved[2]", "prefill params");
-  pp.reserved[2] = 0, pp.reserved32 = 7;
+  POKE(pp, 1);
+  refused(clpa_prefill(ctx, &pp), CLPA_ERR_INVALID_ARG, "p->reserved[1]", "prefill params");
+  pp.reserved[1] = 0, pp.reserved32 = 7;
   refused(clpa_prefill(ctx, &pp), CLPA_ERR_INVALID_ARG, "p->reserved32 = 7", "prefill's reserved32");
   clpa_cascade_params cp;
   clpa_cascade_params_init(&cp);

@@ -74,14 +74,37 @@ static void scene_of(const pcase *c, const int32_t *lens, const int32_t *cached,
   attn_scene_build(sc, &sp);
 }
 
+/* Set while cases run as a mixed step with split decode rows (test_splits):
+ * split_keys forced to this, and make_scene's batch a mixed step's; or
+ * (route) with its leading decode rows on decode's kernel. */
+static int32_t split;
+static int route;
+
 /* A case's scene: the first sequence at both maxima, the second without
  * a prefix, the third with one new token, the fourth with none, the
- * fifth's prefix ending mid-block; the others anywhere up to the maxima. */
+ * fifth's prefix ending mid-block; the others anywhere up to the maxima.
+ * With `split`, a mixed step: decode rows (one or two new tokens) over
+ * 150 to 549 cached ones, one with none cached, a prefill chunk second
+ * (the case's maxima), none in the sixth. */
 static void make_scene(const pcase *c, attn_scene *sc) {
   const int bs = c->bs;
   int32_t *lens = malloc(sizeof(int32_t) * (size_t)c->seqs);
   int32_t *cached = malloc(sizeof(int32_t) * (size_t)c->seqs);
-  for (int s = 0; s < c->seqs; s++) {
+  for (int s = 0; split && s < c->seqs; s++) {
+    int n = s == 2 ? 2 : 1, k = 150 + (int)rng_below(400);
+    if (s == 1) n = c->max_new, k = (int)rng_below((uint32_t)c->max_cached + 1);
+    if (s == 3) k = 0;
+    if (s == 5) n = 0;
+    cached[s] = k, lens[s] = k + n;
+  }
+  /* route: three leading decode rows (one with nothing cached), a chunk, a decode row after it */
+  for (int s = 0; route && s < c->seqs; s++) {
+    int n = 1, k = s == 2 ? 0 : 150 + (int)rng_below(400);
+    if (s == 3) n = c->max_new, k = (int)rng_below((uint32_t)c->max_cached + 1);
+    if (s == 5) n = 0;
+    cached[s] = k, lens[s] = k + n;
+  }
+  for (int s = 0; !split && !route && s < c->seqs; s++) {
     int n = (int)rng_below((uint32_t)c->max_new + 1), k = (int)rng_below((uint32_t)c->max_cached + 1);
     if (s == 0) n = c->max_new, k = c->max_cached;
     if (s == 1) k = 0;                      /* no prefix */
@@ -213,6 +236,63 @@ static int same_bytes(cl_mem m, const void *want, size_t n) {
   return same;
 }
 
+/* The decode rows a plan with split_keys P splits (a simple model of
+ * lib/prefill.c's rule, forced): new tokens whose rows fill at most one
+ * work-group of `rows`, over more than P keys (from the first token's
+ * window start to the last token). */
+static int32_t split_rows_model(const pcase *c, const attn_scene *in, int rows, int32_t P) {
+  const int qpk = c->heads / c->kv_heads;
+  int32_t n = 0;
+  for (int s = 0; s < c->seqs; s++) {
+    const int64_t len = in->cu[s + 1] - in->cu[s], k = in->cached[s];
+    const int64_t lo = in->window > 0 && k - in->window + 1 > 0 ? k - in->window + 1 : 0;
+    n += len > 0 && len * qpk <= rows && k + len - lo > P;
+  }
+  return n;
+}
+
+/* With `split` or `route`: the plan of p (after its call) splits the rows
+ * the model says, or gives decode's kernel the three leading decode rows,
+ * and two runs of it give the call's bits (the outputs hold the call's:
+ * poisoned before each run). */
+static int plan_agrees(const pcase *c, const attn_scene *in, attn_scene_dev *d,
+                       const clpa_prefill_params *p, const char *name) {
+  clpa_plan *plan = NULL;
+  clpa_plan_info info;
+  memset(&info, 0, sizeof info);
+  int good = ok(clpa_plan_prefill(ctx, p, &plan) == CLPA_OK &&
+                    clpa_plan_describe(plan, &info) == CLPA_OK,
+                "plan of %s", name);
+  const int32_t want = split ? split_rows_model(c, in, info.rows, split) : 0;
+  good &= ok(info.split_rows == want && info.split_keys == (want ? split : 0),
+             "the plan splits %d decode rows by %d keys (the model: %d rows of %d)",
+             info.split_rows, info.split_keys, want, info.rows);
+  good &= ok(info.decode_rows == (route ? 3 : 0), "the plan gives decode's kernel %d rows (%d)",
+             info.decode_rows, route ? 3 : 0);
+  void *o = malloc(d->out_bytes), *l = d->lse ? malloc(d->lse_bytes) : NULL;
+  test_read(ctx, d->out, o, d->out_bytes);
+  if (l) test_read(ctx, d->lse, l, d->lse_bytes);
+  clpa_attn_inputs run;
+  clpa_attn_inputs_init(&run);
+  run.key_cache = p->key_cache, run.value_cache = p->value_cache, run.query = p->query;
+  run.out = p->out, run.lse = p->lse, run.block_tables = p->block_tables;
+  run.k_scale = p->k_scale, run.v_scale = p->v_scale, run.k_scale_buffer = p->k_scale_buffer;
+  run.v_scale_buffer = p->v_scale_buffer, run.alibi_slopes = p->alibi_slopes;
+  run.sinks = p->sinks, run.num_page_indices = p->num_page_indices;
+  run.page_indptr = p->page_indptr, run.page_indices = p->page_indices;
+  run.last_page_len = p->last_page_len;
+  for (int r = 0; r < 2 && plan; r++) {
+    test_poison(ctx, d->out, d->out_bytes);
+    if (l) test_poison(ctx, d->lse, d->lse_bytes);
+    good &= ok(clpa_run(plan, &run) == CLPA_OK && same_bytes(d->out, o, d->out_bytes) &&
+                   (!l || same_bytes(d->lse, l, d->lse_bytes)),
+               "run %d of the plan: the call's output and lse, bit for bit", r + 1);
+  }
+  clpa_plan_release(plan);
+  free(o), free(l);
+  return good;
+}
+
 static int run_case_on(const pcase *c, clpa_prefill_path path) {
   char name[360], shape[320];
   describe(c, shape, sizeof shape);
@@ -254,6 +334,17 @@ static int run_case_on(const pcase *c, clpa_prefill_path path) {
     p.rows_per_warp = c->hs <= 128 && (c->hs / 16 + c->seqs + c->kv_heads) % 2 ? 32 : 0;
     if (p.rows_per_warp) strncat(name, ", 32 rows a warp", sizeof name - strlen(name) - 1);
   }
+  if (split) { /* every row on prefill's kernel: the splits are the case */
+    p.split_keys = split, p.decode_rows_kernel = -1;
+    char more[40];
+    snprintf(more, sizeof more, ", keys split by %d", (int)split);
+    strncat(name, more, sizeof name - strlen(name) - 1);
+  }
+  if (route) { /* decode's kernel in f32 where prefill's path keeps f32 (its own rounds as mma) */
+    p.decode_rows_kernel = 1, p.split_keys = -1;
+    if (path != CLPA_PREFILL_MMA) p.precision = CLPA_PRECISION_F32;
+    strncat(name, ", leading decode rows on decode's kernel", sizeof name - strlen(name) - 1);
+  }
   void *padded_out = NULL, *padded_lse = NULL;
   if (csr) padded_results(&p, &d, &padded_out, &padded_lse), use_csr(&in, &d, &p);
   clpa_status st = clpa_prefill(ctx, &p);
@@ -280,8 +371,15 @@ static int run_case_on(const pcase *c, clpa_prefill_path path) {
   }
   double atol = 0, rtol = 0;
   tolerance_for(c, taken, &atol, &rtol);
+  /* split rows' partials are rounded to the io dtype (as decode v2's): twice its tolerance */
+  if (split) atol *= 2, rtol *= 2;
+  if (split || route) good &= plan_agrees(c, &in, &d, &p, name);
   good &= compare("output", got, want, outn, atol, rtol, c->hs, c->heads);
-  if (c->lse) good &= compare("lse", gl, want_lse, rows, LSE_ATOL, LSE_RTOL, 1, c->heads);
+  /* decode's mma path sums its probabilities as it rounds them: its LSE within that rounding */
+  double lse_atol = LSE_ATOL, a2 = 0, r2 = 0;
+  if (route && taken == CLPA_PREFILL_MMA)
+    tolerance_of(attn_scene_mma_dtype(c->kv), &a2, &r2), lse_atol = fmax(lse_atol, r2);
+  if (c->lse) good &= compare("lse", gl, want_lse, rows, lse_atol, LSE_RTOL, 1, c->heads);
   if (!good) diag("failed case: %s", name);
   free(got), free(gl), free(want), free(want_lse);
   attn_scene_release(&d);
@@ -1011,7 +1109,18 @@ static void test_bad_args(void) {
   BAD(rows_per_warp = 32, "rows_per_warp = 32 takes no block_mask", CLPA_ERR_UNSUPPORTED);
   bad[n - 1].p.path = CLPA_PREFILL_MMA, bad[n - 1].p.block_mask = small;
   bad[n - 1].p.mask_block = 64, bad[n - 1].p.mask_q_blocks = 1, bad[n - 1].p.mask_k_blocks = 1;
+  BAD(split_keys = 100, "split_keys = 100 (0 = auto, -1 = never, or a positive multiple of 64)",
+      CLPA_ERR_INVALID_ARG);
+  BAD(split_keys = -2, "split_keys = -2", CLPA_ERR_INVALID_ARG);
+  BAD(decode_rows_kernel = 2, "decode_rows_kernel = 2 (0 = auto, 1 = always, -1 = never)",
+      CLPA_ERR_INVALID_ARG);
+  BAD(decode_rows_kernel = 1, "decode's kernel takes no block_mask", CLPA_ERR_UNSUPPORTED);
+  bad[n - 1].p.block_mask = small, bad[n - 1].p.mask_block = 64;
+  bad[n - 1].p.mask_q_blocks = 1, bad[n - 1].p.mask_k_blocks = 1;
   BAD(reserved32 = 1, "reserved32 = 1", CLPA_ERR_INVALID_ARG);
+  BAD(split_keys = 64, "calls with a block_mask are not split", CLPA_ERR_UNSUPPORTED);
+  bad[n - 1].p.block_mask = small, bad[n - 1].p.mask_block = 64;
+  bad[n - 1].p.mask_q_blocks = 1, bad[n - 1].p.mask_k_blocks = 1;
   BAD(precision = (clpa_precision)-1, "precision = -1", CLPA_ERR_INVALID_ARG);
   BAD(path = CLPA_PREFILL_MMA, "precision is f32", CLPA_ERR_UNSUPPORTED);
   bad[n - 1].p.precision = CLPA_PRECISION_F32;
@@ -1137,6 +1246,26 @@ static void test_csr_faults(void) {
   }
 }
 
+/* A mixed step (decode rows over long contexts beside a prefill chunk)
+ * with the decode rows' keys split (split_keys forced: 64 and 192 keys a
+ * part), on every path, against the reference; each plan splits the rows
+ * the model says and its runs give the call's bits. The grid's cases that
+ * run on every path, so that no program is built for these alone (the
+ * merge kernel is in each path's program); `all` every such case. */
+static void test_splits(int all) {
+  static const int cases[] = {11, 12, 4, 3, 2, 8, 10};
+  const size_t n = all ? sizeof cases / sizeof *cases : 4;
+  for (size_t i = 0; i < n; i++) {
+    split = i % 2 ? 192 : 64;
+    run_case(&default_grid[cases[i]]);
+  }
+  split = 0;
+  /* the leading decode rows on decode's kernel, beside a chunk and a decode row after it */
+  route = 1;
+  for (size_t i = 0; i < n; i++) run_case(&default_grid[cases[i]]);
+  route = 0;
+}
+
 int main(int argc, char **argv) {
   rng_seed_from_env();
   ctx = test_context(0);
@@ -1160,6 +1289,10 @@ int main(int argc, char **argv) {
   }
   if (argc > 1 && strcmp(argv[1], "--bad-args") == 0) { /* the refusals alone */
     test_bad_args();
+    return test_context_done(ctx);
+  }
+  if (argc > 1 && strcmp(argv[1], "--splits") == 0) { /* mixed steps' split rows alone */
+    test_splits(1);
     return test_context_done(ctx);
   }
   if (argc > 1 && strcmp(argv[1], "--pages") == 0) { /* the page sizes alone */
@@ -1191,6 +1324,7 @@ int main(int argc, char **argv) {
   test_layouts(0);
   test_pages(full);
   test_chunks();
+  test_splits(full);
   test_decode_equal();
   test_offset_rows();
   test_sparse();

@@ -449,8 +449,10 @@ class PrefillParams(Struct):
         ("page_indices", cl_mem),
         ("last_page_len", cl_mem),
         ("rows_per_warp", c_int32),
+        ("split_keys", c_int32),
+        ("decode_rows_kernel", c_int32),
         ("reserved32", c_int32),
-        ("reserved", c_uint64 * 3),
+        ("reserved", c_uint64 * 2),
     ]
 
 
@@ -497,7 +499,11 @@ class PlanInfo(Struct):
         ("work_pairs", c_int64),
         ("list_entries", c_int32),
         ("rows_per_warp", c_int32),
-        ("reserved", c_uint64 * 6),
+        ("split_keys", c_int32),
+        ("split_rows", c_int32),
+        ("decode_rows", c_int32),
+        ("reserved32", c_int32),
+        ("reserved", c_uint64 * 4),
     ]
 
 
