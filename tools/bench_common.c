@@ -541,3 +541,15 @@ void bench_trace_end(bench_trace *t, int chat, const int32_t *tokens, int32_t n,
   }
   t->busy[chat] = 0;
 }
+
+void bench_shuffled(int32_t *v, int32_t n) {
+  for (int32_t i = 0; i < n; i++) v[i] = i;
+  for (int32_t i = n - 1; i > 0; i--) {
+    const int32_t j = (int32_t)(bench_rand() % (uint64_t)(i + 1)), t = v[i];
+    v[i] = v[j], v[j] = t;
+  }
+}
+
+void bench_random_values(float *v, size_t n) {
+  for (size_t i = 0; i < n; i++) v[i] = (float)((double)(bench_rand() % 2001) / 1000.0 - 1.0);
+}

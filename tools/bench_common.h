@@ -128,6 +128,14 @@ typedef enum bench_lengths {
 } bench_lengths;
 
 const char *bench_lengths_name(bench_lengths l);
+/* n contexts as `kind` says, up to `context` (one-long: the others at short_len, 0: context / 64,
+ * at least 16; log-uniform from 16), by bench_rand. */
+void bench_make_lengths(bench_lengths kind, int32_t context, int32_t short_len, int n,
+                        int32_t *lens);
+/* v[0 .. n) = 0 .. n - 1 shuffled (a cache's blocks in random order), by bench_rand. */
+void bench_shuffled(int32_t *v, int32_t n);
+/* n random finite values in [-1, 1], by bench_rand. */
+void bench_random_values(float *v, size_t n);
 /* cli_opt parse functions: a bench_lengths, a clpa_dtype. */
 const char *bench_parse_lengths(const char *text, void *value);
 const char *bench_parse_dtype(const char *text, void *value);
@@ -180,6 +188,7 @@ int bench_decode_measure(bench_env *env, const bench_decode_shape *s, const benc
 int bench_decode(int argc, char **argv);
 int bench_sweep(int argc, char **argv);
 int bench_prefill(int argc, char **argv);
+int bench_mixed(int argc, char **argv);
 int bench_xattn(int argc, char **argv);
 int bench_linear(int argc, char **argv); /* with CLBlast (clpa-demo's linear layers) */
 int clpa_bench_radix(int argc, char **argv);

@@ -93,19 +93,17 @@ const char *bench_parse_path(const char *text, void *value) {
 /* ----------------------------------------------------------------------
  * One configuration
  * -------------------------------------------------------------------- */
-/* The sequences' lengths as s->lengths says (the rng is bench_rand's). */
-static void make_lengths(const bench_decode_shape *s, int32_t *lens) {
-  const int32_t lo = s->context < 16 ? s->context : 16;
-  const int32_t short_len = s->short_len     ? s->short_len
-                            : s->context / 64 > lo ? s->context / 64
-                                                   : lo;
-  for (int i = 0; i < s->batch; i++) {
-    if (s->lengths == BENCH_LENGTHS_LOGUNIFORM) {
+void bench_make_lengths(bench_lengths kind, int32_t context, int32_t short_len, int n,
+                        int32_t *lens) {
+  const int32_t lo = context < 16 ? context : 16;
+  const int32_t others = short_len ? short_len : context / 64 > lo ? context / 64 : lo;
+  for (int i = 0; i < n; i++) {
+    if (kind == BENCH_LENGTHS_LOGUNIFORM) {
       double u = (double)(bench_rand() >> 11) / 9007199254740992.0; /* [0, 1) */
-      lens[i] = (int32_t)floor(exp(log(lo) + u * (log(s->context + 1.0) - log(lo))));
-      if (lens[i] > s->context) lens[i] = s->context;
+      lens[i] = (int32_t)floor(exp(log(lo) + u * (log(context + 1.0) - log(lo))));
+      if (lens[i] > context) lens[i] = context;
     } else {
-      lens[i] = s->lengths == BENCH_LENGTHS_ONE_LONG && i > 0 ? short_len : s->context;
+      lens[i] = kind == BENCH_LENGTHS_ONE_LONG && i > 0 ? others : context;
     }
   }
 }
@@ -251,7 +249,7 @@ int bench_decode_measure(bench_env *env, const bench_decode_shape *s, const benc
   in.tables = calloc(table_n, sizeof(int32_t));
   in.q = malloc(sizeof(float) * qn);
   if (!in.lens || !in.tables || !in.q) WHY(BENCH_TOO_BIG, "out of host memory");
-  make_lengths(s, in.lens);
+  bench_make_lengths(s->lengths, s->context, s->short_len, s->batch, in.lens);
   /* Blocks for the tokens the lengths use, shuffled over the tables. */
   long long nblocks = 0;
   for (int i = 0; i < s->batch; i++) {

@@ -158,14 +158,10 @@ int bench_prefill(int argc, char **argv) {
   void *qs = malloc(qsz * qn);
   cl_mem kc = NULL, vc = NULL, bq = NULL, bt = NULL, out = NULL;
   if (!tables || !cu || !cached || !q || !qs) FAIL("out of host memory");
-  for (int i = 0; i < nblocks; i++) tables[i] = i;
-  for (int i = nblocks - 1; i > 0; i--) {
-    int j = (int)(bench_rand() % (uint64_t)(i + 1)), t = tables[i];
-    tables[i] = tables[j], tables[j] = t;
-  }
+  bench_shuffled(tables, nblocks);
   cu[0] = 0;
   for (int s = 0; s < a.batch; s++) cu[s + 1] = cu[s] + L, cached[s] = C;
-  for (size_t i = 0; i < qn; i++) q[i] = (float)((double)(bench_rand() % 2001) / 1000.0 - 1.0);
+  bench_random_values(q, qn);
   if (clpa_dtype_encode(a.q_dtype, q, qs, qn, 1.0f) != CLPA_OK) REFUSE(clpa_last_error());
   cli_progress("prefill: making random K/V caches (2 x %.0f MB)...",
                (double)(cache_elems * esz) / 1e6);

@@ -5,6 +5,7 @@
  *   clpa-bench decode [options]   decode attention on the selected device
  *   clpa-bench sweep [options]    decode over a grid of shapes: a CSV and a PNG
  *   clpa-bench prefill [options]  prefill attention on the selected device
+ *   clpa-bench mixed [options]    a mixed step: one prefill call against decode + prefill
  *   clpa-bench xattn [options]    XAttention: estimation, density, sparse speed-up
  *   clpa-bench radix [options]    the radix prefix cache on a synthetic trace; no device
  *   clpa-bench kvman [options]    KV-manager host work per decode step; no device
@@ -29,6 +30,8 @@ static const char USAGE[] =
     "            lengths, dtype): a CSV and, with gnuplot, a PNG of the ratio\n"
     "  prefill   prefill attention on the selected device: TFLOP/s next to the\n"
     "            device's f32 FMA peak\n"
+    "  mixed     a mixed step's attention (decode rows beside prefill chunks) as\n"
+    "            one clpa_prefill call against a decode and a prefill call\n"
     "  xattn     XAttention on long prompts: estimation time, mask density and the\n"
     "            speed-up of block-sparse over dense prefill, estimation included\n"
     "  radix     the prefix cache on a synthetic serving trace, through the KV\n"
@@ -54,6 +57,7 @@ int main(int argc, char **argv) {
   if (cmd && strcmp(cmd, "sweep") == 0) return bench_sweep(argc - 1, argv + 1);
   if (cmd && strcmp(cmd, "prefill") == 0) return bench_prefill(argc - 1, argv + 1);
   if (cmd && strcmp(cmd, "xattn") == 0) return bench_xattn(argc - 1, argv + 1);
+  if (cmd && strcmp(cmd, "mixed") == 0) return bench_mixed(argc - 1, argv + 1);
   if (cmd && strcmp(cmd, "radix") == 0) return clpa_bench_radix(argc - 1, argv + 1);
   if (cmd && strcmp(cmd, "kvman") == 0) return clpa_bench_kvman(argc - 1, argv + 1);
 #ifdef CLPA_BENCH_CLBLAST
@@ -68,11 +72,14 @@ int main(int argc, char **argv) {
     return 0;
   }
   if (!cmd)
-    fputs("clpa-bench: which command? decode, sweep, prefill, xattn, radix or kvman\n", stderr);
+    fputs("clpa-bench: which command? decode, sweep, prefill, mixed, xattn, radix or kvman\n",
+          stderr);
   else if (cmd[0] == '-')
     fprintf(stderr, "clpa-bench: unknown option '%s' (options follow the command)\n", cmd);
   else
-    fprintf(stderr, "clpa-bench: unknown command '%s' (decode, sweep, prefill, xattn, radix or kvman)\n", cmd);
+    fprintf(stderr,
+            "clpa-bench: unknown command '%s' (decode, sweep, prefill, mixed, xattn, radix or"
+            " kvman)\n", cmd);
   fputs("Try 'clpa-bench --help'.\n", stderr);
   return 2;
 }
