@@ -46,8 +46,8 @@ done
 D="$B/tools/clpa-demo --preset llama-1b --weight-dtype f16 --kv-dtype f16 --requests 64 --json"
 for extra in "" "--time-split" "--max-running 64" \
   "--no-prefix-cache --output-max 1 --token-budget 4096 --arrival-steps 0" \
-  "--output-min 64 --output-max 64 --arrival-steps 0" "--weight-quant q4_K" "--one-attention-call" \
-  "--max-running 64 --one-attention-call" "--no-warmup"; do
+  "--output-min 64 --output-max 64 --arrival-steps 0" "--weight-quant q4_K" "--two-attention-calls" \
+  "--max-running 64 --two-attention-calls" "--no-warmup"; do
   echo -n "demo $extra: "
   # shellcheck disable=SC2086
   timeout 120 $D $extra 2>/dev/null | tail -1 | tr ',' '\n' |

@@ -80,11 +80,12 @@ ok(p.returncode == 1 and "--weight-layout tiles" in p.stderr and "f16 weights" i
    % p.stderr.strip()[-160:])
 p = subprocess.run([demo, "--weight-layout", "columns"], capture_output=True, text=True)
 ok(p.returncode == 2 and "auto, rows or tiles" in p.stderr, "--weight-layout columns: exit 2")
-# each layer's attention as one clpa_prefill over the step's sequences (issue 45's mixed step)
-rc, h = run(*small, "--one-attention-call")
-ok(rc == 0 and h and h["check_ok"] and h["attention_calls"] == 1 and on and on["attention_calls"] == 2
+# each layer's attention as one clpa_prefill over the step's sequences (issue 45's mixed step: the
+# default) against a decode and a prefill call
+rc, h = run(*small, "--two-attention-calls")
+ok(rc == 0 and h and h["check_ok"] and h["attention_calls"] == 2 and on and on["attention_calls"] == 1
    and h["generated_tokens"] == on["generated_tokens"],
-   "--one-attention-call: --check passes, the same tokens served: %s" % (h or {}).get("check"))
+   "--two-attention-calls: --check passes, the same tokens served: %s" % (h or {}).get("check"))
 # the fused ops (issue 42: RoPE with the cache write, the step's inputs in one write) against
 # every op its own launch (--unfused): fewer ops a layer (4 in the tiny model) and outside the
 # layers, the same tokens and logits (the check's verdict names the

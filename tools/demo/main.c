@@ -36,7 +36,7 @@ typedef struct demo_args {
   const char *weight_quant;
   float temperature, top_p;
   int32_t top_k;
-  int no_prefix_cache, check, json, no_warmup, time_split, one_call, unfused;
+  int no_prefix_cache, check, json, no_warmup, time_split, two_calls, unfused;
   demo_linear_engine linear;
 } demo_args;
 
@@ -176,9 +176,10 @@ static int parse(int argc, char **argv, demo_args *a) {
       {"no-warmup", CLI_FLAG, &a->no_warmup, 0, 0, NULL,
        "time the first launch of every kernel too (by\ndefault the workload is served once untimed\n"
        "first, so that the figures are a warm run's)", NULL, NULL},
-      {"one-attention-call", CLI_FLAG, &a->one_call, 0, 0, NULL,
-       "each layer's attention as one clpa_prefill over\nthe step's sequences, decode rows as one-token\n"
-       "ones (default: a decode call and a prefill call)", NULL, NULL},
+      {"two-attention-calls", CLI_FLAG, &a->two_calls, 0, 0, NULL,
+       "each layer's attention as a clpa_decode over the\nstep's decode rows and a clpa_prefill over its\n"
+       "chunks (default: one clpa_prefill over all, decode\nrows first as one-token sequences)", NULL,
+       NULL},
       {"unfused", CLI_FLAG, &a->unfused, 0, 0, NULL,
        "every op its own launch, as before the fusions\n(RoPE, then clpa_reshape_and_cache; ...), to\n"
        "time them against (the same tokens)", NULL, NULL},
@@ -474,7 +475,7 @@ int main(int argc, char **argv) {
     goto out;
   }
   demo_model_set_timing(m, a.time_split);
-  demo_model_set_one_call(m, a.one_call);
+  demo_model_set_one_call(m, !a.two_calls);
   demo_model_set_fused(m, !a.unfused);
   /* The cache holds every running request's longest sequence, twice. */
   int32_t longest = 1;
@@ -582,7 +583,7 @@ int main(int argc, char **argv) {
                          linear_rule, copy_gbps, demo_model_weight_bytes(m),
                          2.0 * mc.layers * mc.kv_heads * mc.head_size *
                              (double)clpa_dtype_size(a.kv_dtype),
-                         warmup_s, warmup_built, a.one_call ? 1 : 2, mc.layers};
+                         warmup_s, warmup_built, a.two_calls ? 2 : 1, mc.layers};
   if (a.prompt && !a.json) { /* the answer, as text */
     int32_t count;
     const demo_result *res = demo_engine_results(e, &count);

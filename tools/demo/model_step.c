@@ -470,7 +470,7 @@ out:;
   cl_int e = clFinish(m->queue);
   if (st == CLPA_OK) st = demo_cl_check(e, "clFinish");
   if (st == CLPA_OK && m->profiling) demo_model_times(m, times);
-  if (st == CLPA_OK) demo_model_trace_step(m, T, S, nd, enqueue_s);
+  if (st == CLPA_OK) demo_model_trace_step(m, T, S, b->num_decode, enqueue_s); /* the step's, however called */
   if (times) times->ops = m->ops, times->layer_ops = layer_ops;
   demo_model_events_clear(m);
   return st;

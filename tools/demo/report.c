@@ -184,8 +184,8 @@ void demo_report_summary(FILE *out, const demo_engine *e, const demo_report_info
             avg(st->mixed_layer_ops, (int64_t)st->mixed_steps * in->layers));
   if (in->linear) fprintf(out, "  linear layers         %s\n", in->linear);
   fprintf(out, "  attention             %s\n",
-          in->attention_calls == 1 ? "one clpa_prefill call a layer (--one-attention-call)"
-                                   : "a decode call and a prefill call a layer");
+          in->attention_calls == 1 ? "one clpa_prefill call a layer"
+                                   : "a decode call and a prefill call a layer (--two-attention-calls)");
   if (floor_s > 0)
     fprintf(out, "  step floor            %8.2f ms  (%.3g MB of weights + %.3g MB of K/V a decode step at"
                  " %.0f GB/s, the copy bandwidth of this run); TPOT p50 is %.1fx it\n",
