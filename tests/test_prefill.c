@@ -1263,7 +1263,12 @@ static void test_splits(int all) {
   /* the leading decode rows on decode's kernel, beside a chunk and a decode row after it */
   route = 1;
   for (size_t i = 0; i < n; i++) run_case(&default_grid[cases[i]]);
-  route = 0;
+  /* both on CSR tables (test_csr's case): the padded table's results, bit for bit */
+  csr = 1;
+  run_case(&default_grid[1]);
+  route = 0, split = 64;
+  run_case(&default_grid[1]);
+  split = 0, csr = 0;
 }
 
 int main(int argc, char **argv) {
