@@ -89,7 +89,7 @@ VERSION = info.get("version", "?") if info else "?"
 SELECTED = info["devices"][info["selected"]] if info and info.get("selected") is not None else {}
 CPU = SELECTED.get("type") == "cpu"
 
-COMMANDS = ["decode", "sweep", "prefill", "xattn", "radix", "kvman"]
+COMMANDS = ["decode", "sweep", "prefill", "mixed", "xattn", "radix", "kvman"]
 if run(BENCH, "linear", "--help")[0] == 0:  # built with CLBlast
     COMMANDS.append("linear")
 for cmd in [[]] + [[c] for c in COMMANDS]:
@@ -153,7 +153,7 @@ if "linear" in COMMANDS:
     check_refused([BENCH, "linear", "--model", "tiny", "--dtype", "q4_K"],
                   "--dtype q4_K: qkv's rows of 128 are not whole blocks")
     check_refused([BENCH, "linear", "--dtype", "q3_K"], "--dtype q3_K (f32, f16, bf16, f16_tiled, bf16_tiled, q8_0")
-for cmd in ("decode", "sweep", "prefill", "xattn", "radix", "kvman"):
+for cmd in ("decode", "sweep", "prefill", "mixed", "xattn", "radix", "kvman"):
     check_refused([BENCH, cmd, "--foo"], "unknown option '--foo'")
 check_refused([INFO, "--foo=1"], "unknown option '--foo'")
 check_refused([BENCH, "frobnicate"], "unknown command 'frobnicate'")
@@ -178,6 +178,9 @@ check_refused([BENCH, "xattn", "--tokens", "512,x"], "--tokens takes")
 check_refused([BENCH, "xattn", "--input", "zipf"], "--input takes", "not 'zipf'")
 check_refused([BENCH, "xattn", "--path", "tc"], "--path takes auto, f32 or mma", "not 'tc'")
 check_refused([BENCH, "prefill", "--shapes", "tpu"], "--shapes takes auto, gpu or cpu", "not 'tpu'")
+check_refused([BENCH, "mixed", "--split-keys", "100"], "--split-keys 100: a multiple of 64")
+check_refused([BENCH, "mixed", "--decode-rows", "0", "--batch", "0"], "no sequences")
+check_refused([BENCH, "mixed", "--decode-kernel", "2"], "--decode-kernel")
 check_refused([BENCH, "sweep", "--quick", "--shapes", "cpu"],
               "--quick and --shapes exclude each other")
 
@@ -188,6 +191,16 @@ check_refused([BENCH, "sweep", "--quick", "--shapes", "cpu"],
 SHAPES = "cpu" if CPU else "gpu"
 TINY_PREFILL = ["--new-tokens", "64", "--heads", "4", "--kv-heads", "1", "--head-size", "64"]
 doc = check_json([BENCH, "prefill", "--json", *TINY_PREFILL], "prefill", ["shapes", "batch"])
+# a mixed step, one call against two: both timed, the plan's choices named
+doc_m = check_json([BENCH, "mixed", "--json", "--decode-rows", "3", "--decode-context", "80",
+                    "--new-tokens", "16", "--heads", "4", "--kv-heads", "2", "--head-size", "32",
+                    "--dtype", "f32", "--q-dtype", "f32", "--split-keys", "64", "--decode-kernel", "-1"],
+                   "mixed", ["us_one_call", "us_two_calls", "split_rows", "decode_kernel_rows"])
+if doc_m:
+    ok(doc_m["us_one_call"] > 0 and doc_m["us_two_calls"] > 0 and doc_m["decode_rows"] == 3
+       and doc_m["split_rows"] == 3 and doc_m["split_keys"] == 64 and doc_m["decode_kernel_rows"] == 0,
+       "mixed --split-keys 64 --decode-kernel -1: both timed, the three decode rows split",
+       json.dumps(doc_m))
 if doc:
     ok(doc["shapes"] == SHAPES and doc["batch"] == (1 if CPU else 8) and doc["new_tokens"] == 64,
        f"prefill on a {SELECTED.get('type')} device: the {SHAPES} shapes (batch "

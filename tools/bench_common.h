@@ -7,6 +7,17 @@
 #include "clpa.h"
 #include "tool_cli.h"
 
+/* A command's failure: ends the progress line, prints "clpa-bench CMD: " and the message on
+ * stderr, and jumps to the caller's `done` label (its cleanup). */
+#define BENCH_FAIL(cmd, ...)                   \
+  do {                                         \
+    cli_progress_end();                        \
+    fprintf(stderr, "clpa-bench " cmd ": ");   \
+    fprintf(stderr, __VA_ARGS__);              \
+    fputc('\n', stderr);                       \
+    goto done;                                 \
+  } while (0)
+
 typedef struct bench_env {
   clpa_context *ctx; /* made with profiling on: the cold timing reads events */
   clpa_device_info info;

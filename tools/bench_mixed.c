@@ -138,14 +138,7 @@ static clpa_status two_calls(clpa_context *ctx, const void *arg, cl_event *event
   return st;
 }
 
-#define FAIL(...)                              \
-  do {                                         \
-    cli_progress_end();                        \
-    fprintf(stderr, "clpa-bench mixed: ");     \
-    fprintf(stderr, __VA_ARGS__);              \
-    fputc('\n', stderr);                       \
-    goto done;                                 \
-  } while (0)
+#define FAIL(...) BENCH_FAIL("mixed", __VA_ARGS__)
 
 int bench_mixed(int argc, char **argv) {
   mixed_args a;

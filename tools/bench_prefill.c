@@ -124,14 +124,7 @@ static int parse(int argc, char **argv, prefill_args *a) {
   return CLI_RUN;
 }
 
-#define FAIL(...)                                 \
-  do {                                            \
-    cli_progress_end();                           \
-    fprintf(stderr, "clpa-bench prefill: ");      \
-    fprintf(stderr, __VA_ARGS__);                 \
-    fputc('\n', stderr);                          \
-    goto done;                                    \
-  } while (0)
+#define FAIL(...) BENCH_FAIL("prefill", __VA_ARGS__)
 #define REFUSE(why)                                                                     \
   do {                                                                                  \
     rc = 2;                                                                             \
