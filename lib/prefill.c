@@ -1,11 +1,9 @@
 /*
  * prefill.c — clpa_prefill (cl/prefill.cl and a path's file; the kernels'
- * parameters are cl/prefill_args.h's list, set here by name) and clpa_merge_states
- * (cl/merge.cl; cl/merge_args.h's list): validate everything, including the host-side sequence
+ * parameters are cl/prefill_args.h's list, set here by name): validate everything, including the host-side sequence
  * lengths, plan the work list of row tiles, upload it (plan) and launch
- * (run). A mixed step's decode rows: split into parts merged by a second
- * launch, or (the leading ones) on a decode plan of their own
- * (docs/decisions/0042-prefill-mixed-step-splits.md).
+ * (run). A mixed step's decode rows (split, or on decode's kernel) are
+ * planned in prefill_mixed.c; clpa_merge_states is merge.c's.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -13,8 +11,8 @@
 
 #include "block_mask.h"
 #include "decode_planner.h"
-#include "merge_args.h"
 #include "plan.h"
+#include "prefill_mixed.h"
 #include "pages_args.h"
 #include "prefill_args.h"
 #include "size_math.h"
@@ -31,13 +29,8 @@ enum { PREFILL_ARG_LIST(PREFILL_SLOT, ) PAGE_ARG_LIST(PREFILL_SLOT, ) PREFILL_AL
 static const clpa_param pmerge_params[] = {PREFILL_MERGE_ARG_LIST(CLPA_PARAM_OF, )};
 #define PMERGE_SLOT(kind, type, name) PMERGE_ARG_##name,
 enum { PREFILL_MERGE_ARG_LIST(PMERGE_SLOT, ) PMERGE_NUM_ARGS };
-/* clpa_merge_states's, from cl/merge_args.h: MERGE_ARG_<name>. */
-static const clpa_param merge_params[] = {MERGE_ARG_LIST(CLPA_PARAM_OF, )};
-#define MERGE_SLOT(kind, type, name) MERGE_ARG_##name,
-enum { MERGE_ARG_LIST(MERGE_SLOT, ) MERGE_NUM_ARGS };
 
 #define PREFILL_THREADS 128
-#define MERGE_THREADS 64
 #define PMERGE_THREADS 32 /* prefill.cl's MERGE_THREADS */
 
 void clpa_prefill_params_init(clpa_prefill_params *p) {
@@ -46,13 +39,6 @@ void clpa_prefill_params_init(clpa_prefill_params *p) {
   p->causal = 1;
   p->q_dtype = CLPA_DTYPE_F32;
   p->k_scale = p->v_scale = 1.0f;
-}
-
-void clpa_merge_states_params_init(clpa_merge_states_params *p) {
-  if (!p) return;
-  memset(p, 0, sizeof *p);
-  p->dtype = CLPA_DTYPE_F32;
-  p->num_inputs = 2;
 }
 
 static int is_tile_size(int32_t v) { return v == 8 || v == 16 || v == 32 || v == 64; }
@@ -409,179 +395,6 @@ static int sparse_build(const clpa_prefill_params *p, int path, int rows) {
   return path == CLPA_PREFILL_MMA && p->mask_block % rows == 0 ? 2 : 1;
 }
 
-/* ---- Splits: a mixed step's decode rows over long contexts ----------- */
-
-/* The keys sequence s's rows see together, [*lo, *end): to its last
- * token's (causal or not), from its first token's window start (the
- * kernels' tile_keys for a tile of all its rows). */
-static void seq_keys(const clpa_prefill_params *p, int32_t s, int64_t *lo, int64_t *end) {
-  const int64_t c = p->cached_lens[s], n = p->cu_seqlens_q[s + 1] - p->cu_seqlens_q[s];
-  const int64_t w = p->sliding_window > 0 ? c - p->sliding_window + 1 : 0;
-  *end = c + n, *lo = w > 0 ? w : 0;
-}
-
-/* Whether sequence s is a decode row: new tokens whose rows fill at most
- * one work item, the whole of which a split part then walks. */
-static int decode_row(const clpa_prefill_params *p, int32_t s, int qpk, int rows) {
-  const int64_t n = p->cu_seqlens_q[s + 1] - p->cu_seqlens_q[s];
-  return n > 0 && n * qpk <= rows;
-}
-
-/* The parts sequence s's keys are split into under pl's rule (1: none):
- * one a multiple of split_keys, from its first key's. */
-static int64_t seq_parts(const clpa_plan *pl, const clpa_prefill_params *p, int32_t s, int qpk) {
-  if (!pl->split_keys || !decode_row(p, s, qpk, pl->ps.rows)) return 1;
-  int64_t lo, end;
-  seq_keys(p, s, &lo, &end);
-  const int64_t P = pl->split_keys;
-  if (end - lo <= P || end - lo <= pl->split_from) return 1;
-  return (end - 1) / P - lo / P + 1;
-}
-
-/* The split rule into pl (split_keys, split_from, split_rows,
- * split_slots), and the parts' extra work items added to pl->tiles.
- * Forced (split_keys > 0): every decode row that spans more than one part.
- * Auto (0), where the tuning row says (GPUs measured, no block mask): parts
- * of the decode rows' fair share of the call's work-groups, of at least
- * the row's minimum, for decode rows that would otherwise walk more keys
- * than any other work item (splitting a row shorter than the call's
- * longest walk does not shorten the call, and adds a merge)
- * (docs/decisions/0042-prefill-mixed-step-splits.md). */
-static clpa_status plan_splits(clpa_context *ctx, const clpa_prefill_params *p, int qpk,
-                               clpa_plan *pl) {
-  pl->split_keys = 0, pl->split_from = 0, pl->split_rows = pl->split_slots = 0;
-  const clpa_prefill_tuning *t = &ctx->prefill_tuning;
-  if (p->split_keys < 0 || p->block_mask) return CLPA_OK;
-  if (p->split_keys > 0) {
-    pl->split_keys = p->split_keys;
-  } else {
-    if (ctx->info.is_cpu || t->split_groups_per_cu <= 0) return CLPA_OK;
-    double work = 0.0;
-    int64_t other = 0; /* the longest walk of the other work items */
-    for (int32_t s = pl->dec_rows; s < p->num_seqs; s++) {
-      int64_t lo, end;
-      seq_keys(p, s, &lo, &end);
-      if (decode_row(p, s, qpk, pl->ps.rows)) work += (double)(end - lo);
-      else if (end > lo && end - lo > other) other = end - lo;
-    }
-    const double groups = (double)(ctx->info.compute_units ? ctx->info.compute_units : 1) *
-                          t->split_groups_per_cu / pl->kv.num_kv_heads;
-    double share = ceil(work / groups / 64.0) * 64.0;
-    if (share < t->split_min_keys) share = t->split_min_keys;
-    pl->split_keys = share > CLPA_MAX_CONTEXT_LEN ? CLPA_MAX_CONTEXT_LEN : (int32_t)share;
-    pl->split_from = other;
-  }
-  int64_t extra = 0, slots = 0;
-  for (int32_t s = pl->dec_rows; s < p->num_seqs; s++) {
-    const int64_t n = seq_parts(pl, p, s, qpk);
-    if (n > 1) pl->split_rows++, slots += n, extra += n - 1;
-  }
-  if (!pl->split_rows) {
-    pl->split_keys = 0;
-    return CLPA_OK;
-  }
-  /* the partials: io rows [slots, num_kv_heads, rows] and their LSEs */
-  const double rows = (double)slots * pl->kv.num_kv_heads * pl->ps.rows;
-  const double bytes = rows * pl->kv.head_size * clpa_dtype_size(p->q_dtype);
-  CLPA_CTX_CHECK(ctx, slots > INT32_MAX || bytes > (double)ctx->info.max_alloc_bytes,
-                 CLPA_ERR_UNSUPPORTED,
-                 "split_keys = %d splits %zu decode rows into %lld parts, whose partial outputs"
-                 " (%.0f bytes) pass the device's largest buffer (%llu bytes): larger parts, or"
-                 " -1 (none)", (int)pl->split_keys, pl->split_rows, (long long)slots, bytes,
-                 (unsigned long long)ctx->info.max_alloc_bytes);
-  pl->split_slots = (size_t)slots;
-  pl->tiles += (size_t)extra;
-  return CLPA_OK;
-}
-
-/* Whether the call's decode rows (from `from` on: one work item each)
- * make half its work items of `rows` rows or more: the mma path then takes
- * the tuning row's mixed_rows, as each such item keeps one warp busy
- * (docs/decisions/0042-prefill-mixed-step-splits.md). */
-static int decode_rows_lead(const clpa_prefill_params *p, int32_t from, int qpk, int rows) {
-  int64_t dec = 0, other = 0;
-  for (int32_t s = from; s < p->num_seqs; s++) {
-    const int64_t n = p->cu_seqlens_q[s + 1] - p->cu_seqlens_q[s];
-    if (decode_row(p, s, qpk, rows)) dec++;
-    else other += (n * qpk + rows - 1) / rows;
-  }
-  return dec > 0 && dec >= other;
-}
-
-/* ---- Leading decode rows on decode's kernel --------------------------- */
-
-/* The leading decode rows: sequences 0 .. n - 1 with one new token each,
- * at query rows 0 .. n - 1 (decode's query, output and LSE rows then; its
- * block-table rows are theirs). */
-static int32_t leading_decode_rows(const clpa_prefill_params *p) {
-  int32_t n = 0;
-  while (n < p->num_seqs && p->cu_seqlens_q[n] == n && p->cu_seqlens_q[n + 1] == n + 1) n++;
-  return n;
-}
-
-/* Whether the tuning row's rule runs the n leading decode rows on decode's
- * kernel: where the call has no other new tokens and the row says so, or
- * where one of them walks more keys (to its window) than the row's bound:
- * prefill's kernel walks a row's keys in turn, decode's side by side
- * (docs/decisions/0042-prefill-mixed-step-splits.md). */
-static int decode_rows_rule(const clpa_context *ctx, const clpa_prefill_params *p, int32_t n) {
-  const clpa_prefill_tuning *t = &ctx->prefill_tuning;
-  if (p->cu_seqlens_q[p->num_seqs] == n && t->decode_rows_alone) return 1;
-  int64_t longest = 0;
-  for (int32_t s = 0; s < n; s++) {
-    int64_t lo, end;
-    seq_keys(p, s, &lo, &end);
-    if (end - lo > longest) longest = end - lo;
-  }
-  return t->decode_rows_from_keys > 0 && longest > t->decode_rows_from_keys;
-}
-
-/* Where decode_rows_kernel or the rule says: the leading decode rows'
- * decode plan (made as `make` says, from their host lengths) into pl->dec
- * and their count into pl->dec_rows (the lists upload their lengths). The
- * rule falls back to prefill's kernel where decode refuses the shape;
- * forced, its refusal is the call's. */
-static clpa_status plan_decode_rows(clpa_context *ctx, const clpa_prefill_params *p, int path,
-                                    int make, clpa_plan *pl) {
-  pl->dec = NULL, pl->dec_rows = 0;
-  const int32_t n = p->decode_rows_kernel < 0 || p->block_mask ? 0 : leading_decode_rows(p);
-  if (!n || (!p->decode_rows_kernel && !decode_rows_rule(ctx, p, n))) return CLPA_OK;
-  int32_t *h = malloc(sizeof(int32_t) * (size_t)n);
-  clpa_plan *d = calloc(1, sizeof *d);
-  if (!h || !d) {
-    free(h), free(d);
-    return CLPA_FAIL(ctx->error, CLPA_ERR_OUT_OF_MEMORY, "out of memory for %d decode rows", n);
-  }
-  int32_t longest = 0;
-  for (int32_t s = 0; s < n; s++) {
-    h[s] = p->cached_lens[s] + 1;
-    if (h[s] > longest) longest = h[s];
-  }
-  clpa_decode_params dp;
-  clpa_decode_params_init(&dp);
-  dp.num_seqs = n, dp.num_heads = p->num_heads, dp.cache = p->cache, dp.layer = p->layer;
-  dp.key_cache = p->key_cache, dp.value_cache = p->value_cache, dp.kv = p->kv;
-  dp.max_blocks_per_seq = p->max_blocks_per_seq, dp.max_context_len = longest;
-  dp.host_context_lens = h, dp.q_dtype = p->q_dtype, dp.scale = p->scale;
-  dp.k_scale = p->k_scale, dp.v_scale = p->v_scale, dp.soft_cap = p->soft_cap;
-  dp.sliding_window = p->sliding_window, dp.q_stride = p->q_stride;
-  /* the call's precision: f32 products where its path keeps them (tiles, rows) */
-  dp.precision = path == CLPA_PREFILL_MMA ? p->precision : CLPA_PRECISION_F32;
-  dp.page_table = p->page_table, dp.num_page_indices = p->num_page_indices;
-  char before[CLPA_ERROR_MAX];
-  memcpy(before, ctx->error, sizeof before);
-  const clpa_status st = clpa_decode_plan_fill(ctx, &dp, make, d);
-  free(h);
-  if (st != CLPA_OK) {
-    free(d);
-    if (p->decode_rows_kernel) return st;
-    memcpy(ctx->error, before, sizeof before); /* the rule's fallback: not an error */
-    return CLPA_OK;
-  }
-  pl->dec = d, pl->dec_rows = n;
-  return CLPA_OK;
-}
-
 /* The per-sequence info (first token, new_len, cached_len), the work
  * items (sequence, first row, first key, partial slot: a split row's
  * parts, in slots in order) and the merge groups (sequence, first row,
@@ -599,10 +412,10 @@ static clpa_status make_lists(clpa_context *ctx, const clpa_prefill_params *p, i
     const int32_t new_len = p->cu_seqlens_q[s + 1] - p->cu_seqlens_q[s];
     hi[3 * s] = p->cu_seqlens_q[s], hi[3 * s + 1] = new_len, hi[3 * s + 2] = p->cached_lens[s];
     if (s < pl->dec_rows) continue; /* decode's kernel takes it */
-    const int64_t parts = seq_parts(pl, p, s, qpk);
+    const int64_t parts = clpa_prefill_seq_parts(pl, p, s, qpk);
     if (parts > 1) { /* a decode row: one tile, its keys in parts */
       int64_t lo, end;
-      seq_keys(p, s, &lo, &end);
+      clpa_prefill_seq_keys(p, s, &lo, &end);
       const int64_t P = pl->split_keys;
       grp[0] = s, grp[1] = 0, grp[2] = slot, grp[3] = (int32_t)parts, grp += 4;
       for (int64_t j = 0, kb = lo / P * P; j < parts; j++, kb += P, t++)
@@ -872,9 +685,9 @@ clpa_status clpa_prefill_plan_fill(clpa_context *ctx, const clpa_prefill_params 
                  "rows_per_warp = %d is the mma path's, and the call takes the %s path (0 there)",
                  p->rows_per_warp, path == CLPA_PREFILL_TILES ? "tiles" : "rows");
   const int qpk = p->num_heads / a.kv.num_kv_heads;
-  if ((st = plan_decode_rows(ctx, p, path, make, pl))) return st;
+  if ((st = clpa_prefill_plan_decode_rows(ctx, p, path, make, pl))) return st;
   if (mma && !p->rows_per_group && rows == 128 && ctx->prefill_tuning.mixed_rows &&
-      decode_rows_lead(p, pl->dec_rows, qpk, rows))
+      clpa_prefill_decode_rows_lead(p, pl->dec_rows, qpk, rows))
     rows = ctx->prefill_tuning.mixed_rows;
   if (mma && (st = mma_mt(ctx, p, &a.kv, rows, keys, pl->dec_rows, &mt))) {
     clpa_plan_fini(pl);
@@ -900,7 +713,7 @@ clpa_status clpa_prefill_plan_fill(clpa_context *ctx, const clpa_prefill_params 
                                   mt};
   pl->ps = spec;
   if ((st = count_tiles(ctx, p, qpk, rows, heads_apart(&spec), pl->dec_rows, &pl->tiles)) ||
-      (st = plan_splits(ctx, p, qpk, pl)) ||
+      (st = clpa_prefill_plan_splits(ctx, p, qpk, pl)) ||
       (make != PLAN_CHECK && pl->tiles && (st = prefill_kernel(ctx, pl))) ||
       (make == PLAN_OWN && (pl->tiles || pl->dec) && (st = own_lists(ctx, p, qpk, pl)))) {
     clpa_plan_fini(pl);
@@ -996,67 +809,4 @@ done:
 
 clpa_status clpa_prefill(clpa_context *ctx, const clpa_prefill_params *p) {
   CLPA_API_CALL(clpa_prefill_impl(ctx, p));
-}
-
-/* ---- merge_states ------------------------------------------------------ */
-
-static clpa_status clpa_merge_states_impl(clpa_context *ctx, const clpa_merge_states_params *p) {
-  CLPA_CHECK(NULL, !ctx, CLPA_ERR_INVALID_ARG, "ctx must not be NULL");
-  CLPA_CTX_CHECK(ctx, !p, CLPA_ERR_INVALID_ARG, "p must not be NULL");
-  CLPA_CHECK_RESERVED(ctx->error, p, "p->");
-  CLPA_CTX_CHECK(ctx, p->num_rows < 0, CLPA_ERR_INVALID_ARG, "num_rows = %d", p->num_rows);
-  CLPA_CTX_CHECK(ctx, p->head_size <= 0, CLPA_ERR_INVALID_ARG, "head_size = %d", p->head_size);
-  CLPA_CTX_CHECK(ctx, p->num_inputs < 2 || p->num_inputs > CLPA_MERGE_MAX_INPUTS,
-                 CLPA_ERR_INVALID_ARG, "num_inputs = %d (2 .. %d)", p->num_inputs,
-                 CLPA_MERGE_MAX_INPUTS);
-  CLPA_CTX_CHECK(ctx, p->dtype != CLPA_DTYPE_F32 && p->dtype != CLPA_DTYPE_F16 &&
-                          p->dtype != CLPA_DTYPE_BF16,
-                 CLPA_ERR_UNSUPPORTED, "dtype = %s (outputs must be f32, f16 or bf16)",
-                 clpa_dtype_name(p->dtype));
-  clpa_status st = clpa_check_wait_list(ctx, p->num_wait_events, p->wait_events);
-  if (st != CLPA_OK) return st;
-  size_t need_o = 0, need_l = 0;
-  CLPA_CTX_CHECK(ctx, !clpa_size_mul_add((size_t)p->num_rows, (size_t)p->head_size, 0, &need_o) ||
-                          !clpa_size_mul_add(need_o, clpa_dtype_size(p->dtype), 0, &need_o) ||
-                          !clpa_size_mul_add((size_t)p->num_rows, 4, 0, &need_l),
-                 CLPA_ERR_INVALID_ARG, "num_rows = %d x head_size = %d overflows size_t",
-                 p->num_rows, p->head_size);
-  static const char *const on[] = {"outs[0]", "outs[1]", "outs[2]", "outs[3]",
-                                   "outs[4]", "outs[5]", "outs[6]", "outs[7]"};
-  static const char *const ln[] = {"lses[0]", "lses[1]", "lses[2]", "lses[3]",
-                                   "lses[4]", "lses[5]", "lses[6]", "lses[7]"};
-  for (int i = 0; i < p->num_inputs; i++)
-    if ((st = clpa_check_buffer(ctx, p->outs[i], on[i], need_o, 0)) ||
-        (st = clpa_check_buffer(ctx, p->lses[i], ln[i], need_l, 0)))
-      return st;
-  if ((st = clpa_check_buffer(ctx, p->out, "out", need_o, 0)) ||
-      (st = clpa_check_buffer(ctx, p->lse, "lse", need_l, 1)))
-    return st;
-  if (p->num_rows == 0) {
-    if (!p->event) return CLPA_OK;
-    CLPA_CL_CHECK(ctx, clEnqueueMarkerWithWaitList(ctx->queue, p->num_wait_events, p->wait_events,
-                                                   p->event), "clEnqueueMarkerWithWaitList");
-    return CLPA_OK;
-  }
-  const clpa_merge_spec spec = {(int32_t)p->dtype, MERGE_THREADS};
-  cl_kernel k;
-  if ((st = clpa_family_kernel(ctx, &clpa_family_merge, &spec, "clpa_merge_states", &k))) return st;
-  const cl_int n = p->num_inputs, hs = p->head_size;
-  cl_mem o[CLPA_MERGE_MAX_INPUTS] = {0}, l[CLPA_MERGE_MAX_INPUTS] = {0};
-  for (int i = 0; i < n; i++) o[i] = p->outs[i], l[i] = p->lses[i];
-#define A(name, v) [MERGE_ARG_##name] = CLPA_ARG(v)
-#define IN(i) A(o##i, o[i]), A(l##i, l[i])
-  const clpa_arg args[MERGE_NUM_ARGS] = {A(out, p->out), A(lse, p->lse), A(n, n), A(head_size, hs),
-                                         IN(0), IN(1), IN(2), IN(3), IN(4), IN(5), IN(6), IN(7)};
-#undef IN
-#undef A
-  const clpa_ndrange r = {1, {(size_t)p->num_rows * MERGE_THREADS}, {MERGE_THREADS},
-                          p->num_wait_events, p->wait_events, p->event};
-  st = clpa_enqueue_listed(ctx, k, "clpa_merge_states", merge_params, args, MERGE_NUM_ARGS, &r);
-  clReleaseKernel(k);
-  return st;
-}
-
-clpa_status clpa_merge_states(clpa_context *ctx, const clpa_merge_states_params *p) {
-  CLPA_API_CALL(clpa_merge_states_impl(ctx, p));
 }
