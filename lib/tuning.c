@@ -52,7 +52,11 @@ static const tuning_entry table[] = {
      * (docs/decisions/0013-decode-blind-partitions.md). Prefill's mma path takes 32 rows a
      * warp where a call's work-groups walk 16 key tiles or more on average, in kernels that
      * declare up to 64 KiB of local memory (more than the device reports: built and ran)
-     * (docs/decisions/0041-prefill-mma-warp-rows.md). */
+     * (docs/decisions/0041-prefill-mma-warp-rows.md). A mixed call's leading decode rows run
+     * on decode's kernel where one walks more than 512 keys or they are the call's only rows,
+     * else 64 rows a work-group where decode rows lead, and long ones split into parts of a
+     * fair share of 4 work-groups a compute unit, 512 keys at least
+     * (docs/decisions/0042-prefill-mixed-step-splits.md). */
     {BY_VENDOR, "NVIDIA",
      {.prefill_path = CLPA_PREFILL_MMA, .prefill_rows = 128, .prefill_keys = 32},
      {.partition = 2048, .resident = 4, HOPPER_DECODE_FACTS, .mma_work_list = 2,
