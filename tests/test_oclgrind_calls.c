@@ -25,6 +25,12 @@
  *   prefill_tiles  clpa_prefill, tiles path              prefill_tiles
  *   prefill_rows   rows path                             prefill_rows
  *   prefill_mma    mma path (emulated off NVIDIA)        prefill_mma
+ *   prefill_split_ a mixed step, every row on prefill's   prefill_tiles, _rows or _mma,
+ *   tiles/rows/mma kernel, the first decode row split in  with clpa_prefill_merge
+ *                  parts of 64 keys (split_keys)
+ *   prefill_mixed  a mixed step, its two decode rows on   decode (on oclgrind, a CPU:
+ *                  decode's kernel (decode_rows_kernel),  rows), then prefill_mma
+ *                  the rest on the mma path
  *   merge          clpa_merge_states                     merge
  *   cascade        clpa_cascade_decode, auto paths       blocks (clpa_blocks_cascade_split),
  *                  (on oclgrind, a CPU too: rows)        prefill_rows, decode_rows, merge
@@ -336,6 +342,27 @@ static void call_decode(const char *call, clpa_decode_path path, clpa_decode_var
   release_later(out), release_later(lse);
 }
 
+/* A prefill call's out and lse (then kept for release) against the
+ * reference over p's sequences (queries pq, host table rows `tables`). */
+static void check_prefill(const char *call, int mma, const clpa_prefill_params *p,
+                          const int32_t *tables_host, cl_mem out, cl_mem lse) {
+  const int32_t nq = p->cu_seqlens_q[p->num_seqs];
+  const size_t n = (size_t)nq * QROW, nl = (size_t)nq * HEADS;
+  double *want = xmalloc(sizeof(double) * n), *want_lse = xmalloc(sizeof(double) * nl);
+  float *qr = rounded(pq, n, mma);
+  const clpa_ref_prefill_args a = {.num_seqs = p->num_seqs, .num_heads = HEADS, .kv = kv,
+                                   .max_blocks_per_seq = p->max_blocks_per_seq, .query = qr,
+                                   .q_stride = QROW, .cu_seqlens_q = p->cu_seqlens_q,
+                                   .cached_lens = p->cached_lens, .key_cache = kf,
+                                   .value_cache = vf, .block_tables = tables_host,
+                                   .scale = 0.125f, .causal = 1, .out = want, .lse = want_lse};
+  if (clpa_ref_prefill(&a) != CLPA_OK) BAIL_OUT("reference prefill: %s", clpa_last_error());
+  check_floats(call, "out", out, want, n, mma ? 1e-3 : 1e-4, mma ? 2e-3 : 1e-4);
+  check_floats(call, "lse", lse, want_lse, nl, 1e-4, 1e-5);
+  free(qr), free(want), free(want_lse);
+  release_later(out), release_later(lse);
+}
+
 static void call_prefill(const char *call, clpa_prefill_path path) {
   const int mma = path == CLPA_PREFILL_MMA;
   const size_t n = (size_t)PREFILL_Q * QROW, nl = (size_t)PREFILL_Q * HEADS;
@@ -354,19 +381,52 @@ static void call_prefill(const char *call, clpa_prefill_path path) {
   ok(st == CLPA_OK, "%s: clpa_prefill %s", call, st ? clpa_context_last_error(ctx) : "ok");
   oclgrind_quiet(call);
   test_no_faults(ctx, call);
-  double *want = xmalloc(sizeof(double) * n), *want_lse = xmalloc(sizeof(double) * nl);
-  float *qr = rounded(pq, n, mma);
-  const clpa_ref_prefill_args a = {.num_seqs = SEQS, .num_heads = HEADS, .kv = kv,
-                                   .max_blocks_per_seq = MAX_BLOCKS, .query = qr,
-                                   .q_stride = QROW, .cu_seqlens_q = cu_seqlens,
-                                   .cached_lens = cached, .key_cache = kf, .value_cache = vf,
-                                   .block_tables = &tables[0][0], .scale = 0.125f, .causal = 1,
-                                   .out = want, .lse = want_lse};
-  if (clpa_ref_prefill(&a) != CLPA_OK) BAIL_OUT("reference prefill: %s", clpa_last_error());
-  check_floats(call, "out", out, want, n, mma ? 1e-3 : 1e-4, mma ? 2e-3 : 1e-4);
-  check_floats(call, "lse", lse, want_lse, nl, 1e-4, 1e-5);
-  free(qr), free(want), free(want_lse);
-  release_later(out), release_later(lse);
+  check_prefill(call, mma, &p, &tables[0][0], out, lse);
+}
+
+/* A mixed step (the scene's blocks, a table of its own): two decode rows
+ * first (one token over 119 cached, the table repeating blocks, and one over
+ * 49), then sequence 1's last 5 tokens over its 32 cached. split > 0: every
+ * row on prefill's kernel, the first decode row cut in parts of `split` keys
+ * (merged by clpa_prefill_merge); route: the two decode rows on decode's
+ * kernel and plan, the rest on `path`. */
+enum { MIX_SEQS = 3, MIX_BLOCKS = 8, MIX_Q = 7 };
+static const int32_t mix_tables[MIX_SEQS][MIX_BLOCKS] = {
+    {7, 2, 5, 9, 2, 7, 9, 5},
+    {7, 2, 5, 9, 0x7fff0000, 0x7fff0000, 0x7fff0000, 0x7fff0000},
+    {7, 2, 9, 0x7fff0000, 0x7fff0000, 0x7fff0000, 0x7fff0000, 0x7fff0000}};
+static const int32_t mix_cu[MIX_SEQS + 1] = {0, 1, 2, 7}, mix_cached[MIX_SEQS] = {119, 49, 32};
+
+static void call_mixed(const char *call, clpa_prefill_path path, int32_t split, int route) {
+  const int mma = path == CLPA_PREFILL_MMA;
+  const size_t n = (size_t)MIX_Q * QROW, nl = (size_t)MIX_Q * HEADS;
+  cl_mem out = poisoned_buffer(4 * n), lse = poisoned_buffer(4 * nl);
+  cl_mem d_mix = test_buffer(ctx, mix_tables, sizeof mix_tables);
+  clpa_prefill_params p;
+  clpa_prefill_params_init(&p);
+  p.num_seqs = MIX_SEQS, p.num_heads = HEADS, p.cache = cache, p.layer = 0;
+  p.max_blocks_per_seq = MIX_BLOCKS, p.cu_seqlens_q = mix_cu, p.cached_lens = mix_cached;
+  p.q_dtype = CLPA_DTYPE_F32, p.scale = 0.125f, p.query = d_pq, p.block_tables = d_mix;
+  p.out = out, p.lse = lse, p.path = path;
+  p.split_keys = split ? split : -1, p.decode_rows_kernel = route ? 1 : -1;
+  clpa_plan *plan = NULL;
+  clpa_plan_info info;
+  memset(&info, 0, sizeof info);
+  const int planned = clpa_plan_prefill(ctx, &p, &plan) == CLPA_OK &&
+                      clpa_plan_describe(plan, &info) == CLPA_OK;
+  if (!ok(planned && info.path == (int32_t)path && info.split_rows == (split ? 1 : 0) &&
+              info.decode_rows == (route ? 2 : 0),
+          "%s: the plan: path %d, %d rows split, %d decode rows on decode's kernel", call,
+          (int)info.path, (int)info.split_rows, (int)info.decode_rows))
+    diag("%s: %s", call, clpa_context_last_error(ctx));
+  clpa_plan_release(plan);
+  const clpa_status st = clpa_prefill(ctx, &p);
+  ok(st == CLPA_OK, "%s: clpa_prefill %s", call, st ? clpa_context_last_error(ctx) : "ok");
+  oclgrind_quiet(call);
+  test_no_faults(ctx, call);
+  /* split parts are written in the io dtype (f32 here) before their merge: no wider tolerance */
+  check_prefill(call, mma, &p, &mix_tables[0][0], out, lse);
+  release_later(d_mix);
 }
 
 static void call_merge(const char *call) {
@@ -565,7 +625,8 @@ static void make_scene(void) {
 static const char *const calls[] = {
     "smoke",       "copy_blocks",  "decode_v1",     "decode_v2",   "decode_mma",
     "decode_rows", "prefill_tiles", "prefill_rows", "prefill_mma", "merge",
-    "cascade",     "xattn",        "xattn_mma"};
+    "cascade",     "xattn",        "xattn_mma",    "prefill_split_tiles", "prefill_split_rows",
+    "prefill_split_mma", "prefill_mixed"};
 #define NCALLS (sizeof calls / sizeof *calls)
 
 static double now(void) {
@@ -596,6 +657,14 @@ static void run(const char *call) {
     call_prefill(call, CLPA_PREFILL_ROWS);
   } else if (!strcmp(call, "prefill_mma")) {
     call_prefill(call, CLPA_PREFILL_MMA);
+  } else if (!strcmp(call, "prefill_split_tiles")) {
+    call_mixed(call, CLPA_PREFILL_TILES, 64, 0);
+  } else if (!strcmp(call, "prefill_split_rows")) {
+    call_mixed(call, CLPA_PREFILL_ROWS, 64, 0);
+  } else if (!strcmp(call, "prefill_split_mma")) {
+    call_mixed(call, CLPA_PREFILL_MMA, 64, 0);
+  } else if (!strcmp(call, "prefill_mixed")) {
+    call_mixed(call, CLPA_PREFILL_MMA, 0, 1);
   } else if (!strcmp(call, "merge")) {
     call_merge(call);
   } else if (!strcmp(call, "cascade")) {
