@@ -22,7 +22,22 @@
 /* Key vectors sharing each query load: PTG x RG accumulators of 16 lanes. */
 #define PTG_ (RG >= 16 ? 1 : RG >= 8 ? 2 : 4)
 #define PTG (PTG_ < BLOCK_SIZE / VT ? PTG_ : BLOCK_SIZE / VT)
-#define GB 4 /* cache blocks a step: their P V products meet in registers */
+/* Cache blocks a step (their P V products meet in registers): 128 tokens,
+ * at most 8 blocks (docs/decisions/0043-prefill-rows-unmasked-blocks.md). */
+#define GB (BLOCK_SIZE >= 128 ? 1 : 128 / BLOCK_SIZE < 8 ? 128 / BLOCK_SIZE : 8)
+/* Key vectors whose token sums are taken together: PTG of 4 at once
+ * (rows.cl's token_sums4: SVT = 4 x VT tokens), else one at a time. */
+#if PTG == 4
+#define SVN 4
+#define SVT VT4
+#define ROWS_SUMS(ka, i, r) token_sums4(ka[i][r], ka[(i) + 1][r], ka[(i) + 2][r], ka[(i) + 3][r])
+#else
+#define SVN 1
+#define SVT VT
+#define ROWS_SUMS(ka, i, r) token_sums(ka[i][r])
+#endif
+#define floatS CAT(float, SVT)
+#define intS CAT(int, SVT)
 
 /* ---- The kernel's phases ---- */
 
@@ -57,10 +72,35 @@ inline void rows_online_softmax(floatB pb[RG][GB * BCH], float sc[RG][GB * BLOCK
 /* P V over a step's nv blocks (value tiles vbs, first tokens j0s): each
  * value row is contiguous over a block's tokens; the step's products for
  * one dimension meet in registers, then one add to each row's
- * accumulator. Slots outside [k_lo, k_end) may hold NaN: zeroed. */
-inline void rows_values(floatB acc[RG][HEAD_SIZE], floatB pb[RG][GB * BCH],
-                        __global const kv_t *const *vbs, const int *j0s, int nv, int k_lo,
-                        int k_end, float vscale, int ts) {
+ * accumulator. Slots outside [k_lo, k_end) may hold NaN: zeroed. inside:
+ * GB blocks, every slot inside (the loop without tests). Always inlined:
+ * PoCL's inliner left it a call once it held two loops, and a call keeps
+ * acc and pb in memory (record 0043). */
+inline __attribute__((always_inline)) void rows_values(floatB acc[RG][HEAD_SIZE],
+                                                       floatB pb[RG][GB * BCH],
+                                                       __global const kv_t *const *vbs,
+                                                       const int *j0s, int nv, int k_lo,
+                                                       int k_end, float vscale, int ts,
+                                                       int inside) {
+  if (inside) {
+    for (int d = 0; d < HEAD_SIZE; d++) {
+      floatB t[RG];
+#pragma unroll
+      for (int r = 0; r < RG; r++) t[r] = (floatB)(0.0f);
+#pragma unroll
+      for (int g = 0; g < GB; g++)
+#pragma unroll
+        for (int c = 0; c < BCH; c++) {
+          const floatB v =
+              KV_TOKENS(KV_LOAD, VB, vbs[g] + value_index(d, c * VB, BLOCK_SIZE, ts), ts) * vscale;
+#pragma unroll
+          for (int r = 0; r < RG; r++) t[r] = fma(pb[r][g * BCH + c], v, t[r]);
+        }
+#pragma unroll
+      for (int r = 0; r < RG; r++) acc[r][d] += t[r];
+    }
+    return;
+  }
   for (int d = 0; d < HEAD_SIZE; d++) {
     floatB t[RG];
 #pragma unroll
@@ -136,14 +176,14 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void clpa_prefill_rows(
     /* The step's blocks that count: nv of them, with their value tiles and
      * first tokens; the scores of block g at sc[r][g * BLOCK_SIZE ..]. */
     __global const kv_t *vbs[GB];
-    int j0s[GB], nv = 0;
+    int j0s[GB], nv = 0, inside = 1; /* inside: the blocks' slots all inside [k_lo, k_end) */
     float sc[RG][GB * BLOCK_SIZE];
     for (int b = b0; b < b0 + GB && b * BLOCK_SIZE < k_end; b++) {
       /* Block-sparse: rows that drop this block's mask block; none keeps it: skip. */
-      int keep[RG], any = 0;
+      int keep[RG], any = 0, all = 1;
       for (int r = 0; r < RG; r++) {
         keep[r] = !block_mask || (r < rows && mrow[r][(b * BLOCK_SIZE) / mask_block]);
-        any |= keep[r];
+        any |= keep[r], all &= keep[r];
       }
       if (!any) continue;
       const int phys = PAGE_OF(table, b);
@@ -155,6 +195,14 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void clpa_prefill_rows(
       __global const kv_t *kb = k_cache + tile;
       const int j0 = b * BLOCK_SIZE;
       vbs[nv] = v_cache + tile, j0s[nv] = j0;
+      inside &= j0 >= k_lo && j0 + BLOCK_SIZE <= k_end;
+
+      /* Whether every row keeps every key of the block (its keys inside the
+       * item's, at or before the first row's position, inside the last
+       * row's window): then no score is masked. */
+      const int whole = all && j0 >= k_lo && j0 + BLOCK_SIZE <= k_end &&
+                        (!causal || j0 + BLOCK_SIZE - 1 <= pos[0]) &&
+                        (window <= 0 || pos[RG - 1] - j0 < window);
 
       /* ---- 2. scores of the block's keys, per row: PTG key vectors (VT
        * tokens each, rows.cl) share each query load ---- */
@@ -163,22 +211,24 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void clpa_prefill_rows(
         ROWS_KEY_PRODUCTS(ka, PTG, RG, kb, o0, q16, kscale, BLOCK_SIZE, ts,
                           (__global const uchar *)0);
 #pragma unroll
-        for (int i = 0; i < PTG; i++) {
-          const int j = j0 + (o0 + i) * VT; /* tokens j .. j + VT - 1 */
-          const intT jj = IOTAT + j;
+        for (int i = 0; i < PTG; i += SVN) {
+          const int j = j0 + (o0 + i) * VT; /* tokens j .. j + SVT - 1 */
+          const intS jj = CAT(IOTA, SVT) + j;
 #pragma unroll
           for (int r = 0; r < RG; r++) {
-            floatT x = token_sums(ka[i][r]) * scale;
+            floatS x = ROWS_SUMS(ka, i, r) * scale;
             if (soft_cap > 0.0f) x = soft_cap * tanh(x / soft_cap);
-            if (alibi) x += slope[r] * CAT(TO_FLOAT, VT)(jj - pos[r]);
-            intT masked = (jj < k_lo) | (jj >= k_end);
-            if (causal) masked |= jj > pos[r];
-            if (window > 0) masked |= pos[r] - jj >= window;
-            x = keep[r] ? select(x, (floatT)(-INFINITY), masked) : (floatT)(-INFINITY);
-#if VT == 1
+            if (alibi) x += slope[r] * CAT(TO_FLOAT, SVT)(jj - pos[r]);
+            if (!whole) {
+              intS masked = (jj < k_lo) | (jj >= k_end);
+              if (causal) masked |= jj > pos[r];
+              if (window > 0) masked |= pos[r] - jj >= window;
+              x = keep[r] ? select(x, (floatS)(-INFINITY), masked) : (floatS)(-INFINITY);
+            }
+#if SVT == 1
             sc[r][nv * BLOCK_SIZE + j - j0] = x;
 #else
-            CAT(vstore, VT)(x, 0, &sc[r][nv * BLOCK_SIZE + j - j0]);
+            CAT(vstore, SVT)(x, 0, &sc[r][nv * BLOCK_SIZE + j - j0]);
 #endif
           }
         }
@@ -190,7 +240,7 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void clpa_prefill_rows(
     /* online softmax over the step's blocks, per row; then P V */
     floatB pb[RG][GB * BCH];
     rows_online_softmax(pb, sc, nv, m, l, acc);
-    rows_values(acc, pb, vbs, j0s, nv, k_lo, k_end, vscale, ts);
+    rows_values(acc, pb, vbs, j0s, nv, k_lo, k_end, vscale, ts, nv == GB && inside);
   }
 
   /* ---- 3. normalise once and write ---- */
