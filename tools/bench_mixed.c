@@ -13,8 +13,9 @@
  * out); each call has its own block-table rows. Method: random finite
  * inputs, shuffled blocks; a first call of each (kernel builds), then
  * timed as `decode` times (cold L2 on GPUs: from the flush's end to the
- * last kernel's end, profiling events, the median); K/V bytes read over
- * the copy bandwidth measured in the same run.
+ * last kernel's end, profiling events, the median), each twice, alternated,
+ * the lower kept; K/V bytes read over the copy bandwidth measured in the
+ * same run.
  */
 #include <math.h>
 #include <stdio.h>
@@ -89,8 +90,9 @@ static int parse(int argc, char **argv, mixed_args *a) {
       "each a plan made once and run as an engine runs it per layer.",
       opts,
       "Defaults: the demo's llama-1b step (32/8 heads, head 64): 16 decode rows\n"
-      "at 320 tokens and one 256-token chunk. K/V bytes: what the step's rows\n"
-      "read once, over the copy bandwidth measured in the same run.\n"
+      "at 320 tokens and one 256-token chunk. Each is timed twice, alternated,\n"
+      "and the lower kept. K/V bytes: what the step's rows read once, over the\n"
+      "copy bandwidth measured in the same run.\n"
       "JSON keys: op, device, lanes, timing, heads, kv_heads, head_size,\n"
       "block_size, dtype, q_dtype, decode_rows, decode_context, decode_lengths,\n"
       "batch, new_tokens, cached_tokens, kv_bytes, copy_gbps, us_one_call,\n"
@@ -242,10 +244,17 @@ int bench_mixed(int argc, char **argv) {
   if (st == CLPA_OK) st = clpa_context_finish(env.ctx);
   cli_progress_end();
   if (st != CLPA_OK) FAIL("%s", clpa_context_last_error(env.ctx));
+  /* each timed twice, alternated, the lower kept: on PoCL whatever was
+   * timed first read up to 1.8x slower (record 0042, "CPUs") */
   double t1 = 0, t2 = 0;
-  if (bench_measure(&env, "one call", one_call, &r, &timing, &t1) ||
-      bench_measure(&env, "two calls", two_calls, &r, &timing, &t2))
-    goto done;
+  for (int round = 0; round < 2; round++) {
+    double u1 = 0, u2 = 0;
+    if (bench_measure(&env, "one call", one_call, &r, &timing, &u1) ||
+        bench_measure(&env, "two calls", two_calls, &r, &timing, &u2))
+      goto done;
+    if (!round || u1 < t1) t1 = u1;
+    if (!round || u2 < t2) t2 = u2;
+  }
   if (clpa_context_check_faults(env.ctx, NULL) != CLPA_OK)
     FAIL("%s", clpa_context_last_error(env.ctx));
   const double kv_bytes = kv_tokens * 2.0 * a.kv_heads * a.head_size * (double)esz;
