@@ -421,8 +421,9 @@ CLPA_API void clpa_prefill_params_init(clpa_prefill_params *p);
  * 0022-prefill-tiles-shape.md, 0041-prefill-mma-warp-rows.md). A mixed
  * step's decode rows: on NVIDIA the leading ones on decode's kernel where
  * one walks more than 512 keys or the call has nothing else, else 64 rows
- * a work-group where they make half its work, and long ones split
- * (split_keys, decode_rows_kernel; 0042-prefill-mixed-step-splits.md).
+ * a work-group where they make half its work, and long ones split; on
+ * CPUs the leading ones on decode's kernel always (split_keys,
+ * decode_rows_kernel; 0042-prefill-mixed-step-splits.md).
  * Returns CLPA_OK, CLPA_ERR_INVALID_ARG (which field, which value: a
  * decreasing cu_seqlens_q, a sequence longer than its block-table row,
  * buffers too small), CLPA_ERR_UNSUPPORTED, CLPA_ERR_BUILD or

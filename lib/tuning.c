@@ -39,9 +39,11 @@ typedef struct tuning_entry {
 
 static const tuning_entry table[] = {
     /* CPUs: 2048-token partitions, prefill on the rows path with 4 rows a work-item
-     * (docs/decisions/0017-tuning-cpu.md). */
+     * (docs/decisions/0017-tuning-cpu.md); a mixed call's leading decode rows on decode's
+     * kernel whatever their length (docs/decisions/0042-prefill-mixed-step-splits.md, "CPUs"). */
     {BY_TYPE_CPU, NULL, {.prefill_path = CLPA_PREFILL_ROWS, .prefill_rows = 4, .prefill_keys = 16},
-     {.partition = 2048, .resident = 0, HOPPER_DECODE_FACTS}, {0}},
+     {.partition = 2048, .resident = 0, HOPPER_DECODE_FACTS},
+     {.decode_rows_alone = 1, .decode_rows_from_keys = 1}},
     /* NVIDIA: prefill on tensor cores where it applies (f16/bf16 caches, else the tiles
      * heuristic) with 128 rows and 32-key tiles (docs/decisions/0020-prefill-mma-tile.md);
      * the lanes path's partitions from 2048, 4 of its work-groups a compute unit
