@@ -163,12 +163,24 @@ clpa_status clpa_prefill_plan_decode_rows(clpa_context *ctx, const clpa_prefill_
   dp.host_context_lens = h, dp.q_dtype = p->q_dtype, dp.scale = p->scale;
   dp.k_scale = p->k_scale, dp.v_scale = p->v_scale, dp.soft_cap = p->soft_cap;
   dp.sliding_window = p->sliding_window, dp.q_stride = p->q_stride;
-  /* the call's precision: f32 products where its path keeps them (tiles, rows) */
+  /* the call's arithmetic: decode's tensor cores where its path is mma (where decode has
+   * them for the shape), else f32 products as the tiles and rows paths keep them */
   dp.precision = path == CLPA_PREFILL_MMA ? p->precision : CLPA_PRECISION_F32;
   dp.page_table = p->page_table, dp.num_page_indices = p->num_page_indices;
   char before[CLPA_ERROR_MAX];
   memcpy(before, ctx->error, sizeof before);
-  const clpa_status st = clpa_decode_plan_fill(ctx, &dp, make, d);
+  clpa_status st = CLPA_ERR_UNSUPPORTED;
+  if (path == CLPA_PREFILL_MMA) {
+    dp.path = CLPA_DECODE_PATH_MMA;
+    if ((st = clpa_decode_plan_fill(ctx, &dp, make, d)) != CLPA_OK) {
+      clpa_err_clear(); /* decode's own choice then, as below */
+      memcpy(ctx->error, before, sizeof before);
+    }
+  }
+  if (st != CLPA_OK) {
+    dp.path = CLPA_DECODE_PATH_AUTO;
+    st = clpa_decode_plan_fill(ctx, &dp, make, d);
+  }
   free(h);
   if (st != CLPA_OK) {
     free(d);

@@ -28,9 +28,9 @@
  *   prefill_split_ a mixed step, every row on prefill's   prefill_tiles, _rows or _mma,
  *   tiles/rows/mma kernel, the first decode row split in  with clpa_prefill_merge
  *                  parts of 64 keys (split_keys)
- *   prefill_mixed  a mixed step, its two decode rows on   decode (on oclgrind, a CPU:
- *                  decode's kernel (decode_rows_kernel),  rows), then prefill_mma
- *                  the rest on the mma path
+ *   prefill_mixed  a mixed step, its two decode rows on   decode_mma (emulated: the
+ *                  decode's kernel (decode_rows_kernel),  call's path is mma), then
+ *                  the rest on the mma path               prefill_mma
  *   merge          clpa_merge_states                     merge
  *   cascade        clpa_cascade_decode, auto paths       blocks (clpa_blocks_cascade_split),
  *                  (on oclgrind, a CPU too: rows)        prefill_rows, decode_rows, merge
