@@ -27,7 +27,7 @@
  *   prefill_mma    mma path (emulated off NVIDIA)        prefill_mma
  *   prefill_split_ a mixed step, every row on prefill's   prefill_tiles, _rows or _mma,
  *   tiles/rows/mma kernel, the first decode row split in  with clpa_prefill_merge
- *                  parts of 64 keys (split_keys)
+ *                  parts of 128 keys (split_keys)
  *   prefill_mixed  a mixed step, its two decode rows on   decode_mma (emulated: the
  *                  decode's kernel (decode_rows_kernel),  call's path is mma), then
  *                  the rest on the mma path               prefill_mma
@@ -385,17 +385,19 @@ static void call_prefill(const char *call, clpa_prefill_path path) {
 }
 
 /* A mixed step (the scene's blocks, a table of its own): two decode rows
- * first (one token over 119 cached, the table repeating blocks, and one over
+ * first (one token over 149 cached, the table repeating blocks, and one over
  * 49), then sequence 1's last 5 tokens over its 32 cached. split > 0: every
  * row on prefill's kernel, the first decode row cut in parts of `split` keys
- * (merged by clpa_prefill_merge); route: the two decode rows on decode's
- * kernel and plan, the rest on `path`. */
-enum { MIX_SEQS = 3, MIX_BLOCKS = 8, MIX_Q = 7 };
+ * (merged by clpa_prefill_merge; a first part of 128 keys is 8 whole blocks,
+ * the rows path's step without tests); route: the two decode rows on
+ * decode's kernel and plan, the rest on `path`. */
+enum { MIX_SEQS = 3, MIX_BLOCKS = 10, MIX_Q = 7 };
+#define NO_BLOCK 0x7fff0000 /* past the context: never read */
 static const int32_t mix_tables[MIX_SEQS][MIX_BLOCKS] = {
-    {7, 2, 5, 9, 2, 7, 9, 5},
-    {7, 2, 5, 9, 0x7fff0000, 0x7fff0000, 0x7fff0000, 0x7fff0000},
-    {7, 2, 9, 0x7fff0000, 0x7fff0000, 0x7fff0000, 0x7fff0000, 0x7fff0000}};
-static const int32_t mix_cu[MIX_SEQS + 1] = {0, 1, 2, 7}, mix_cached[MIX_SEQS] = {119, 49, 32};
+    {7, 2, 5, 9, 2, 7, 9, 5, 2, 7},
+    {7, 2, 5, 9, NO_BLOCK, NO_BLOCK, NO_BLOCK, NO_BLOCK, NO_BLOCK, NO_BLOCK},
+    {7, 2, 9, NO_BLOCK, NO_BLOCK, NO_BLOCK, NO_BLOCK, NO_BLOCK, NO_BLOCK, NO_BLOCK}};
+static const int32_t mix_cu[MIX_SEQS + 1] = {0, 1, 2, 7}, mix_cached[MIX_SEQS] = {149, 49, 32};
 
 static void call_mixed(const char *call, clpa_prefill_path path, int32_t split, int route) {
   const int mma = path == CLPA_PREFILL_MMA;
@@ -658,11 +660,11 @@ static void run(const char *call) {
   } else if (!strcmp(call, "prefill_mma")) {
     call_prefill(call, CLPA_PREFILL_MMA);
   } else if (!strcmp(call, "prefill_split_tiles")) {
-    call_mixed(call, CLPA_PREFILL_TILES, 64, 0);
+    call_mixed(call, CLPA_PREFILL_TILES, 128, 0);
   } else if (!strcmp(call, "prefill_split_rows")) {
-    call_mixed(call, CLPA_PREFILL_ROWS, 64, 0);
+    call_mixed(call, CLPA_PREFILL_ROWS, 128, 0);
   } else if (!strcmp(call, "prefill_split_mma")) {
-    call_mixed(call, CLPA_PREFILL_MMA, 64, 0);
+    call_mixed(call, CLPA_PREFILL_MMA, 128, 0);
   } else if (!strcmp(call, "prefill_mixed")) {
     call_mixed(call, CLPA_PREFILL_MMA, 0, 1);
   } else if (!strcmp(call, "merge")) {
