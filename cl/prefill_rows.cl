@@ -72,10 +72,31 @@ inline void rows_online_softmax(floatB pb[RG][GB * BCH], float sc[RG][GB * BLOCK
 /* P V over a step's nv blocks (value tiles vbs, first tokens j0s): each
  * value row is contiguous over a block's tokens; the step's products for
  * one dimension meet in registers, then one add to each row's
- * accumulator. Slots outside [k_lo, k_end) may hold NaN: zeroed. inside:
- * GB blocks, every slot inside (the loop without tests). Always inlined:
- * PoCL's inliner left it a call once it held two loops, and a call keeps
- * acc and pb in memory (record 0043). */
+ * accumulator. Slots outside [k_lo, k_end) may hold NaN: zeroed. ALL (a
+ * literal): GB blocks, every slot inside, so neither tested. */
+#define ROWS_VALUES(ALL)                                                                        \
+  for (int d = 0; d < HEAD_SIZE; d++) {                                                       \
+    floatB t[RG];                                                                             \
+    _Pragma("unroll") for (int r = 0; r < RG; r++) t[r] = (floatB)(0.0f);                      \
+    _Pragma("unroll") for (int g = 0; g < GB; g++) {                                          \
+      if ((ALL) || g < nv) {                                                                  \
+        _Pragma("unroll") for (int c = 0; c < BCH; c++) {                                     \
+          floatB v = KV_TOKENS(KV_LOAD, VB, vbs[g] + value_index(d, c * VB, BLOCK_SIZE, ts),  \
+                               ts) * vscale;                                                  \
+          if (!(ALL)) {                                                                       \
+            const intB jj = IOTAB + (j0s[g] + c * VB);                                        \
+            v = select((floatB)(0.0f), v, jj >= k_lo && jj < k_end);                          \
+          }                                                                                   \
+          _Pragma("unroll") for (int r = 0; r < RG; r++) t[r] = fma(pb[r][g * BCH + c], v, t[r]); \
+        }                                                                                     \
+      }                                                                                       \
+    }                                                                                         \
+    _Pragma("unroll") for (int r = 0; r < RG; r++) acc[r][d] += t[r];                         \
+  }
+
+/* ROWS_VALUES, its loop without tests where `inside` says every slot is.
+ * Always inlined: PoCL's inliner left it a call once it held two loops, and
+ * a call keeps acc and pb in memory (record 0043). */
 inline __attribute__((always_inline)) void rows_values(floatB acc[RG][HEAD_SIZE],
                                                        floatB pb[RG][GB * BCH],
                                                        __global const kv_t *const *vbs,
@@ -83,44 +104,9 @@ inline __attribute__((always_inline)) void rows_values(floatB acc[RG][HEAD_SIZE]
                                                        int k_end, float vscale, int ts,
                                                        int inside) {
   if (inside) {
-    for (int d = 0; d < HEAD_SIZE; d++) {
-      floatB t[RG];
-#pragma unroll
-      for (int r = 0; r < RG; r++) t[r] = (floatB)(0.0f);
-#pragma unroll
-      for (int g = 0; g < GB; g++)
-#pragma unroll
-        for (int c = 0; c < BCH; c++) {
-          const floatB v =
-              KV_TOKENS(KV_LOAD, VB, vbs[g] + value_index(d, c * VB, BLOCK_SIZE, ts), ts) * vscale;
-#pragma unroll
-          for (int r = 0; r < RG; r++) t[r] = fma(pb[r][g * BCH + c], v, t[r]);
-        }
-#pragma unroll
-      for (int r = 0; r < RG; r++) acc[r][d] += t[r];
-    }
-    return;
-  }
-  for (int d = 0; d < HEAD_SIZE; d++) {
-    floatB t[RG];
-#pragma unroll
-    for (int r = 0; r < RG; r++) t[r] = (floatB)(0.0f);
-#pragma unroll
-    for (int g = 0; g < GB; g++) {
-      if (g < nv) {
-#pragma unroll
-        for (int c = 0; c < BCH; c++) {
-          floatB v =
-              KV_TOKENS(KV_LOAD, VB, vbs[g] + value_index(d, c * VB, BLOCK_SIZE, ts), ts) * vscale;
-          const intB jj = IOTAB + (j0s[g] + c * VB);
-          v = select((floatB)(0.0f), v, jj >= k_lo && jj < k_end);
-#pragma unroll
-          for (int r = 0; r < RG; r++) t[r] = fma(pb[r][g * BCH + c], v, t[r]);
-        }
-      }
-    }
-#pragma unroll
-    for (int r = 0; r < RG; r++) acc[r][d] += t[r];
+    ROWS_VALUES(1)
+  } else {
+    ROWS_VALUES(0)
   }
 }
 
@@ -195,13 +181,13 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void clpa_prefill_rows(
       __global const kv_t *kb = k_cache + tile;
       const int j0 = b * BLOCK_SIZE;
       vbs[nv] = v_cache + tile, j0s[nv] = j0;
-      inside &= j0 >= k_lo && j0 + BLOCK_SIZE <= k_end;
+      const int in_keys = j0 >= k_lo && j0 + BLOCK_SIZE <= k_end; /* every slot the item's */
+      inside &= in_keys;
 
       /* Whether every row keeps every key of the block (its keys inside the
        * item's, at or before the first row's position, inside the last
        * row's window): then no score is masked. */
-      const int whole = all && j0 >= k_lo && j0 + BLOCK_SIZE <= k_end &&
-                        (!causal || j0 + BLOCK_SIZE - 1 <= pos[0]) &&
+      const int whole = all && in_keys && (!causal || j0 + BLOCK_SIZE - 1 <= pos[0]) &&
                         (window <= 0 || pos[RG - 1] - j0 < window);
 
       /* ---- 2. scores of the block's keys, per row: PTG key vectors (VT
