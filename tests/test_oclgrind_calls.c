@@ -342,10 +342,30 @@ static void call_decode(const char *call, clpa_decode_path path, clpa_decode_var
   release_later(out), release_later(lse);
 }
 
-/* A prefill call's out and lse (then kept for release) against the
- * reference over p's sequences (queries pq, host table rows `tables`). */
-static void check_prefill(const char *call, int mma, const clpa_prefill_params *p,
-                          const int32_t *tables_host, cl_mem out, cl_mem lse) {
+/* p over the scene's cache and queries (pq) for the given sequences and
+ * device table rows, with poisoned out and lse buffers of their rows. */
+static void prefill_params(clpa_prefill_params *p, int32_t seqs, int32_t max_blocks,
+                           const int32_t *cu, const int32_t *cached_lens, cl_mem tables_dev,
+                           clpa_prefill_path path) {
+  const size_t nq = (size_t)cu[seqs];
+  clpa_prefill_params_init(p);
+  p->num_seqs = seqs, p->num_heads = HEADS, p->cache = cache, p->layer = 0;
+  p->max_blocks_per_seq = max_blocks, p->cu_seqlens_q = cu, p->cached_lens = cached_lens;
+  p->q_dtype = CLPA_DTYPE_F32, p->scale = 0.125f, p->query = d_pq, p->block_tables = tables_dev;
+  p->out = poisoned_buffer(4 * nq * QROW), p->lse = poisoned_buffer(4 * nq * HEADS);
+  p->path = path;
+}
+
+/* Runs p (no oclgrind report, no fault), then checks its out and lse
+ * (then kept for release) against the reference over p's sequences (host
+ * table rows `tables_host`); the mma path's tolerance where p takes it. */
+static void run_prefill(const char *call, const clpa_prefill_params *p,
+                        const int32_t *tables_host) {
+  const clpa_status st = clpa_prefill(ctx, p);
+  ok(st == CLPA_OK, "%s: clpa_prefill %s", call, st ? clpa_context_last_error(ctx) : "ok");
+  oclgrind_quiet(call);
+  test_no_faults(ctx, call);
+  const int mma = p->path == CLPA_PREFILL_MMA;
   const int32_t nq = p->cu_seqlens_q[p->num_seqs];
   const size_t n = (size_t)nq * QROW, nl = (size_t)nq * HEADS;
   double *want = xmalloc(sizeof(double) * n), *want_lse = xmalloc(sizeof(double) * nl);
@@ -357,31 +377,20 @@ static void check_prefill(const char *call, int mma, const clpa_prefill_params *
                                    .value_cache = vf, .block_tables = tables_host,
                                    .scale = 0.125f, .causal = 1, .out = want, .lse = want_lse};
   if (clpa_ref_prefill(&a) != CLPA_OK) BAIL_OUT("reference prefill: %s", clpa_last_error());
-  check_floats(call, "out", out, want, n, mma ? 1e-3 : 1e-4, mma ? 2e-3 : 1e-4);
-  check_floats(call, "lse", lse, want_lse, nl, 1e-4, 1e-5);
+  check_floats(call, "out", p->out, want, n, mma ? 1e-3 : 1e-4, mma ? 2e-3 : 1e-4);
+  check_floats(call, "lse", p->lse, want_lse, nl, 1e-4, 1e-5);
   free(qr), free(want), free(want_lse);
-  release_later(out), release_later(lse);
+  release_later(p->out), release_later(p->lse);
 }
 
 static void call_prefill(const char *call, clpa_prefill_path path) {
-  const int mma = path == CLPA_PREFILL_MMA;
-  const size_t n = (size_t)PREFILL_Q * QROW, nl = (size_t)PREFILL_Q * HEADS;
-  cl_mem out = poisoned_buffer(4 * n), lse = poisoned_buffer(4 * nl);
   clpa_prefill_params p;
-  clpa_prefill_params_init(&p);
-  p.num_seqs = SEQS, p.num_heads = HEADS, p.cache = cache, p.layer = 0;
-  p.max_blocks_per_seq = MAX_BLOCKS, p.cu_seqlens_q = cu_seqlens, p.cached_lens = cached;
-  p.q_dtype = CLPA_DTYPE_F32, p.scale = 0.125f, p.query = d_pq, p.block_tables = d_tables;
-  p.out = out, p.lse = lse, p.path = path;
+  prefill_params(&p, SEQS, MAX_BLOCKS, cu_seqlens, cached, d_tables, path);
   clpa_prefill_path got_path = CLPA_PREFILL_AUTO;
   const clpa_status ch = clpa_prefill_choice(ctx, &p, &got_path, NULL, NULL);
   if (!ok(ch == CLPA_OK && got_path == path, "%s: the plan is path %d", call, (int)got_path))
     diag("%s: %s", call, clpa_context_last_error(ctx));
-  const clpa_status st = clpa_prefill(ctx, &p);
-  ok(st == CLPA_OK, "%s: clpa_prefill %s", call, st ? clpa_context_last_error(ctx) : "ok");
-  oclgrind_quiet(call);
-  test_no_faults(ctx, call);
-  check_prefill(call, mma, &p, &tables[0][0], out, lse);
+  run_prefill(call, &p, &tables[0][0]);
 }
 
 /* A mixed step (the scene's blocks, a table of its own): two decode rows
@@ -391,7 +400,7 @@ static void call_prefill(const char *call, clpa_prefill_path path) {
  * (merged by clpa_prefill_merge; a first part of 128 keys is 8 whole blocks,
  * the rows path's step without tests); route: the two decode rows on
  * decode's kernel and plan, the rest on `path`. */
-enum { MIX_SEQS = 3, MIX_BLOCKS = 10, MIX_Q = 7 };
+enum { MIX_SEQS = 3, MIX_BLOCKS = 10 };
 #define NO_BLOCK 0x7fff0000 /* past the context: never read */
 static const int32_t mix_tables[MIX_SEQS][MIX_BLOCKS] = {
     {7, 2, 5, 9, 2, 7, 9, 5, 2, 7},
@@ -400,16 +409,9 @@ static const int32_t mix_tables[MIX_SEQS][MIX_BLOCKS] = {
 static const int32_t mix_cu[MIX_SEQS + 1] = {0, 1, 2, 7}, mix_cached[MIX_SEQS] = {149, 49, 32};
 
 static void call_mixed(const char *call, clpa_prefill_path path, int32_t split, int route) {
-  const int mma = path == CLPA_PREFILL_MMA;
-  const size_t n = (size_t)MIX_Q * QROW, nl = (size_t)MIX_Q * HEADS;
-  cl_mem out = poisoned_buffer(4 * n), lse = poisoned_buffer(4 * nl);
   cl_mem d_mix = test_buffer(ctx, mix_tables, sizeof mix_tables);
   clpa_prefill_params p;
-  clpa_prefill_params_init(&p);
-  p.num_seqs = MIX_SEQS, p.num_heads = HEADS, p.cache = cache, p.layer = 0;
-  p.max_blocks_per_seq = MIX_BLOCKS, p.cu_seqlens_q = mix_cu, p.cached_lens = mix_cached;
-  p.q_dtype = CLPA_DTYPE_F32, p.scale = 0.125f, p.query = d_pq, p.block_tables = d_mix;
-  p.out = out, p.lse = lse, p.path = path;
+  prefill_params(&p, MIX_SEQS, MIX_BLOCKS, mix_cu, mix_cached, d_mix, path);
   p.split_keys = split ? split : -1, p.decode_rows_kernel = route ? 1 : -1;
   clpa_plan *plan = NULL;
   clpa_plan_info info;
@@ -422,12 +424,8 @@ static void call_mixed(const char *call, clpa_prefill_path path, int32_t split, 
           (int)info.path, (int)info.split_rows, (int)info.decode_rows))
     diag("%s: %s", call, clpa_context_last_error(ctx));
   clpa_plan_release(plan);
-  const clpa_status st = clpa_prefill(ctx, &p);
-  ok(st == CLPA_OK, "%s: clpa_prefill %s", call, st ? clpa_context_last_error(ctx) : "ok");
-  oclgrind_quiet(call);
-  test_no_faults(ctx, call);
   /* split parts are written in the io dtype (f32 here) before their merge: no wider tolerance */
-  check_prefill(call, mma, &p, &mix_tables[0][0], out, lse);
+  run_prefill(call, &p, &mix_tables[0][0]);
   release_later(d_mix);
 }
 
