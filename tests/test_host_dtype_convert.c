@@ -375,7 +375,10 @@ static void test_arrays(void) {
   enum { N = 4096 };
   static float src[N], back[N];
   static unsigned char buf[N * 4];
-  for (int i = 0; i < N; i++) src[i] = (float)rng_uniform(-600.0, 600.0);
+  /* half in [-600, 600], half any float or around each format's range (subnormals, overflow) */
+  for (int i = 0; i < N; i++)
+    src[i] = i < N / 2 ? (float)rng_uniform(-600.0, 600.0)
+                       : random_float(&fmts[(size_t)i % (sizeof fmts / sizeof fmts[0])], i % 3);
   src[0] = NAN;
   src[1] = INFINITY;
   src[2] = -0.0f;
