@@ -209,59 +209,86 @@ static clpa_status build_kernels(demo_model *m) {
   return CLPA_OK;
 }
 
-/* Host floats as f16 (rounded to nearest even), on the host's cores. */
-typedef struct f16_job {
-  const float *h;
-  uint16_t *out;
-} f16_job;
-
-static void f16_part(void *arg, int part, size_t lo, size_t hi) {
-  (void)part;
-  const f16_job *j = arg;
-  clpa_dtype_encode(CLPA_DTYPE_F16, j->h + lo, j->out + lo, hi - lo, 1.0f);
-}
-
-static void encode_f16(const float *h, uint16_t *out, size_t n) {
-  f16_job j = {h, out};
-  demo_parallel_for(n, 1 << 20, f16_part, &j);
-}
-
-/* A device buffer holding host floats as dtype (f32 or f16). */
-static clpa_status upload(demo_model *m, const float *h, size_t n, clpa_dtype dt, cl_mem *out) {
-  size_t bytes = n * clpa_dtype_size(dt);
-  void *tmp = NULL;
-  const void *src = h;
-  if (dt != CLPA_DTYPE_F32) {
-    if (!(tmp = malloc(bytes)))
-      return demo_fail(CLPA_ERR_OUT_OF_MEMORY, "upload: %zu bytes", bytes);
-    encode_f16(h, tmp, n); /* f16: the one other dtype callers pass */
-    src = tmp;
-  }
+/* A device buffer holding n host floats (the norms, the RoPE table). */
+static clpa_status upload(demo_model *m, const float *h, size_t n, cl_mem *out) {
   cl_int e;
-  *out = clCreateBuffer(m->clctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, bytes, (void *)src, &e);
-  free(tmp);
+  *out = clCreateBuffer(m->clctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, n * sizeof(float),
+                        (void *)h, &e);
   return demo_cl_check(e, "clCreateBuffer (weights)");
 }
 
-/* A matrix [n, k] of host floats in the weight dtype, as tiles where m->tiled is set. */
-static clpa_status upload_matrix(demo_model *m, const float *h, int32_t n, int32_t k, cl_mem *out) {
-  const size_t count = (size_t)n * (size_t)k;
-  if (!m->tiled) return upload(m, h, count, m->wdtype, out);
-  const size_t bytes = demo_wfmt_bytes(DEMO_W_F16_TILED, n, k);
-  uint16_t *rows = malloc(2 * count), *tiles = malloc(bytes ? bytes : 1);
-  clpa_status st = CLPA_OK;
-  if (!rows || !tiles || !bytes) {
-    st = demo_fail(bytes ? CLPA_ERR_OUT_OF_MEMORY : CLPA_ERR_INVALID_ARG,
-                   "upload: a %d x %d matrix as tiles (%zu bytes)", (int)n, (int)k, bytes);
-  } else {
-    encode_f16(h, rows, count);
-    demo_wfmt_tile(DEMO_W_F16_TILED, rows, tiles, n, k);
-    cl_int e;
-    *out = clCreateBuffer(m->clctx, CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR, bytes, tiles, &e);
-    st = demo_cl_check(e, "clCreateBuffer (weights)");
+/* A matrix's host floats as the device holds them: n rows of k in dt (f32 or f16), the gate and
+ * up rows interleaved (interleave_gu's order) where gu_f, their count each, is set. */
+typedef struct form_job {
+  const float *src;
+  void *dst;
+  size_t k;
+  int32_t gu_f;
+  clpa_dtype dt;
+} form_job;
+
+/* The host row that the device's row r holds. */
+static size_t source_row(size_t r, int32_t gu_f) {
+  if (!gu_f) return r;
+  const size_t t = r / 16, o = r % 16;
+  return o < 8 ? 8 * t + o : (size_t)gu_f + 8 * t + (o - 8);
+}
+
+static void form_rows(void *arg, int part, size_t lo, size_t hi) {
+  (void)part;
+  const form_job *j = arg;
+  for (size_t r = lo; r < hi; r++) {
+    const float *src = j->src + source_row(r, j->gu_f) * j->k;
+    if (j->dt == CLPA_DTYPE_F16)
+      clpa_dtype_encode(CLPA_DTYPE_F16, src, (uint16_t *)j->dst + r * j->k, j->k, 1.0f);
+    else
+      memcpy((float *)j->dst + r * j->k, src, j->k * sizeof(float));
   }
-  free(rows), free(tiles);
-  return st;
+}
+
+/* A matrix [n, k] of host floats in the weight dtype (as tiles where m->tiled is set), written
+ * on the host's cores straight into the mapped device buffer: on a CPU device that is the
+ * buffer's own memory, so a weight is written once (no staging copy, no second buffer). */
+static clpa_status upload_rows(demo_model *m, const float *src, int32_t n, int32_t k, int32_t gu_f,
+                               cl_mem *out) {
+  const size_t count = (size_t)n * (size_t)k;
+  const int tiled = m->tiled;
+  const size_t bytes = tiled ? demo_wfmt_bytes(DEMO_W_F16_TILED, n, k)
+                             : count * clpa_dtype_size(m->wdtype);
+  uint16_t *rows = tiled && bytes ? malloc(2 * count) : NULL;
+  if (!bytes || (tiled && !rows)) {
+    free(rows);
+    return demo_fail(bytes ? CLPA_ERR_OUT_OF_MEMORY : CLPA_ERR_INVALID_ARG,
+                     "upload: a %d x %d matrix%s (%zu bytes)", (int)n, (int)k,
+                     tiled ? " as tiles" : "", bytes);
+  }
+  cl_int e;
+  cl_mem buf = clCreateBuffer(m->clctx, CL_MEM_READ_ONLY, bytes, NULL, &e);
+  clpa_status st = demo_cl_check(e, "clCreateBuffer (weights)");
+  void *dst = NULL;
+  if (st == CLPA_OK) {
+    dst = clEnqueueMapBuffer(m->queue, buf, CL_TRUE, CL_MAP_WRITE_INVALIDATE_REGION, 0, bytes, 0,
+                             NULL, NULL, &e);
+    st = demo_cl_check(e, "clEnqueueMapBuffer (weights)");
+  }
+  if (st == CLPA_OK) {
+    form_job j = {src, tiled ? (void *)rows : dst, (size_t)k, gu_f,
+                  tiled ? CLPA_DTYPE_F16 : m->wdtype};
+    demo_parallel_for((size_t)n, ((size_t)1 << 20) / (size_t)k + 1, form_rows, &j);
+    if (tiled) demo_wfmt_tile(DEMO_W_F16_TILED, rows, dst, n, k);
+    cl_event done = NULL;
+    st = demo_cl_check(clEnqueueUnmapMemObject(m->queue, buf, dst, 0, NULL, &done),
+                       "clEnqueueUnmapMemObject (weights)");
+    if (st == CLPA_OK) st = demo_cl_check(clWaitForEvents(1, &done), "clWaitForEvents (weights)");
+    if (done) clReleaseEvent(done);
+  }
+  free(rows);
+  if (st != CLPA_OK) {
+    if (buf) clReleaseMemObject(buf);
+    return st;
+  }
+  *out = buf;
+  return CLPA_OK;
 }
 
 /* Whether every f16 matrix of the model (and its embedding) can be held as tiles: each k a
@@ -305,7 +332,7 @@ static clpa_status upload_rope(demo_model *m) {
       t[((size_t)p * half + i) * 2 + 1] = (float)sin(p * f);
     }
   }
-  clpa_status st = upload(m, t, n, CLPA_DTYPE_F32, &m->d_rope);
+  clpa_status st = upload(m, t, n, &m->d_rope);
   free(t);
   return st;
 }
@@ -420,14 +447,8 @@ static cl_mem *dev_matrix(demo_model *m, int32_t l, demo_matrix which) {
 static clpa_status upload_host_matrix(demo_model *m, int32_t l, demo_matrix which, cl_mem *out) {
   int32_t n, k;
   matrix_shape(m, which, &n, &k);
-  const float *src = host_matrix(m, l, which);
-  float *gu = which == DEMO_MAT_GU && m->gu_inter
-                  ? interleave_gu(src, (size_t)k * sizeof(float), m->cfg.ffn) : NULL;
-  if (which == DEMO_MAT_GU && m->gu_inter && !gu)
-    return demo_fail(CLPA_ERR_OUT_OF_MEMORY, "upload: the gate and up rows");
-  const clpa_status st = upload_matrix(m, gu ? gu : src, n, k, out);
-  free(gu);
-  return st;
+  const int32_t gu_f = which == DEMO_MAT_GU && m->gu_inter ? m->cfg.ffn : 0;
+  return upload_rows(m, host_matrix(m, l, which), n, k, gu_f, out);
 }
 
 /* Uploads every host weight (already rounded to the weight dtype). */
@@ -435,18 +456,18 @@ static clpa_status upload_all(demo_model *m) {
   const demo_config *c = &m->cfg;
   const size_t H = (size_t)c->hidden;
   clpa_status st;
-  TRY(upload_matrix(m, m->h_embed, c->vocab, c->hidden, &m->d_embed));
+  TRY(upload_rows(m, m->h_embed, c->vocab, c->hidden, 0, &m->d_embed));
   if (m->h_lm_head != m->h_embed) {
     if (!m->d_lm_head) TRY(upload_host_matrix(m, 0, DEMO_MAT_LM_HEAD, &m->d_lm_head));
   } else if ((st = demo_cl_check(clRetainMemObject(m->d_embed), "clRetainMemObject")) == CLPA_OK) {
     m->d_lm_head = m->d_embed; /* tied: one buffer */
   }
-  TRY(upload(m, m->h_final_norm, H, CLPA_DTYPE_F32, &m->d_final_norm));
+  TRY(upload(m, m->h_final_norm, H, &m->d_final_norm));
   for (int32_t l = 0; l < c->layers; l++) {
     host_layer *h = &m->hl[l];
     dev_layer *d = &m->dl[l];
-    TRY(upload(m, h->attn_norm, H, CLPA_DTYPE_F32, &d->attn_norm));
-    TRY(upload(m, h->ffn_norm, H, CLPA_DTYPE_F32, &d->ffn_norm));
+    TRY(upload(m, h->attn_norm, H, &d->attn_norm));
+    TRY(upload(m, h->ffn_norm, H, &d->ffn_norm));
     /* matrices the source gave as blocks are on the device already */
     for (int w = DEMO_MAT_QKV; w <= DEMO_MAT_DOWN; w++)
       if (!*dev_matrix(m, l, (demo_matrix)w))
@@ -526,7 +547,7 @@ clpa_status demo_model_set_weight_layout(demo_model *m, int tiled) {
   if (!fresh) return demo_fail(CLPA_ERR_OUT_OF_MEMORY, "demo_model_set_weight_layout: out of memory");
   m->tiled = tiled;
   const int tied = m->h_lm_head == m->h_embed;
-  clpa_status st = upload_matrix(m, m->h_embed, c->vocab, c->hidden, &fresh[0]);
+  clpa_status st = upload_rows(m, m->h_embed, c->vocab, c->hidden, 0, &fresh[0]);
   if (st == CLPA_OK && !tied && !m->lm_form)
     st = upload_host_matrix(m, 0, DEMO_MAT_LM_HEAD, &fresh[1]);
   for (int32_t l = 0; st == CLPA_OK && l < c->layers; l++)
