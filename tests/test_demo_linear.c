@@ -414,8 +414,8 @@ static void same_bits_dq(demo_linear *lq, demo_linear *lk, demo_wfmt dt, int32_t
 static void stream_grid(const demo_linear_tuning *t) {
   demo_linear *l = create(t);
   t = demo_linear_tuning_of(l);
-  diag("streaming kernel, %s: lanes %d, groups %d, nc %d", t->match, (int)t->lanes,
-       (int)t->groups, (int)t->nc);
+  diag("streaming kernel, %s: lanes %d, groups %d, nc %d, stream_sums %d", t->match,
+       (int)t->lanes, (int)t->groups, (int)t->nc, (int)t->stream_sums);
   const int32_t rows[] = {1, 3, 4, 5, 16, 17, 40};
   for (size_t d = 0; d < 3; d++)
     for (size_t r = 0; r < sizeof rows / sizeof *rows; r++) {
@@ -428,11 +428,23 @@ static void stream_grid(const demo_linear_tuning *t) {
 int main(void) {
   rng_seed_from_env();
   ctx = test_context(0);
-  const demo_linear_tuning gpu = {"forced: lanes split k", 64, 16, 8, 4, 0, 0, 4, 2, 0, 0, 0, 32, 1, 0, 4, 2, 1, 0, 4, 0, 0};
-  const demo_linear_tuning odd = {"forced: odd shape", 64, 4, 3, 3, 0, 0, 4, 2, 0, 0, 0, 32, 1, 0, 4, 2, 1, 0, 4, 0, 0};
+  const demo_linear_tuning gpu = {"forced: lanes split k", 64, 16, 8, 4, 0, 0, 4, 2, 0, 0, 0, 32, 1, 0, 4, 2, 1, 0, 4, 0, 0, 0};
+  const demo_linear_tuning odd = {"forced: odd shape", 64, 4, 3, 3, 0, 0, 4, 2, 0, 0, 0, 32, 1, 0, 4, 2, 1, 0, 4, 0, 0, 0};
+  /* one lane a column group, 3 columns, at most 8 sums: 3, 2 and 1 column at row blocks 1, 4
+   * and 16 (and the rule's arithmetic for each, against the table's nc where it does not apply) */
+  const demo_linear_tuning capped = {"forced: one lane, 8 sums", 64, 1, 5, 3, 0, 0, 4, 2, 0, 0, 0, 32, 1, 0, 4, 2, 1, 0, 4, 0, 0, 8};
+  const int32_t call_rows[] = {1, 2, 4, 5, 16, 40}, want_nc[] = {3, 2, 2, 1, 1, 1};
+  int rule_ok = 1;
+  for (int i = 0; i < 6; i++)
+    rule_ok &= demo_linear_stream_nc(&capped, call_rows[i]) == want_nc[i] &&
+               demo_linear_stream_nc(&odd, call_rows[i]) == odd.nc &&
+               demo_linear_stream_nc(&gpu, call_rows[i]) == gpu.nc;
+  ok(rule_ok, "stream_sums: one lane's columns lowered so that row block x nc <= stream_sums"
+     " (8 sums, nc 3: 3, 2, 1 at blocks 1, 4, 16); several lanes keep the table's nc");
   stream_grid(NULL);
   stream_grid(&gpu);
   stream_grid(&odd);
+  stream_grid(&capped);
   demo_linear *l = create(NULL);
   clpa_device_info info;
   clpa_context_device_info(ctx, &info);
@@ -440,7 +452,7 @@ int main(void) {
   /* the tensor-core kernel (emulated off NVIDIA): every row block, several
    * blocks, k in chunks of 32, partial stages; in the table's shape and in
    * an odd one that splits k across work-groups */
-  const demo_linear_tuning split = {"forced: split k", 0, 16, 8, 4, 1, 256, 2, 3, 64, 0, 0, 32, 1, 0, 4, 2, 1, 0, 4, 0, 0};
+  const demo_linear_tuning split = {"forced: split k", 0, 16, 8, 4, 1, 256, 2, 3, 64, 0, 0, 32, 1, 0, 4, 2, 1, 0, 4, 0, 0, 0};
   const demo_linear_tuning *mshapes[] = {NULL, &split};
   for (size_t s = 0; s < 2; s++) {
     demo_linear *lm = create(mshapes[s]);
@@ -474,7 +486,7 @@ int main(void) {
   /* ggml's block forms on the tensor-core kernel (forced): decoded, rounded to tf32; k split
    * across work-groups in the second shape */
   {
-    const demo_linear_tuning split = {"forced: split k", 0, 16, 8, 4, 1, 256, 2, 3, 64, 0, 0, 32, 1, 0, 4, 2, 1, 0, 4, 0, 0};
+    const demo_linear_tuning split = {"forced: split k", 0, 16, 8, 4, 1, 256, 2, 3, 64, 0, 0, 32, 1, 0, 4, 2, 1, 0, 4, 0, 0, 0};
     demo_linear *lm = create(&split);
     block_forms(l, DEMO_LINEAR_MMA, 20, 100, 4);
     block_forms(lm, DEMO_LINEAR_MMA, 40, 100, 16);
@@ -483,7 +495,7 @@ int main(void) {
   /* the tiled GEMM (emulated off NVIDIA): both row tiles (64 and 128 rows
    * a work-group), partial row and column tiles, one stage and several */
   {
-    const demo_linear_tuning g64 = {"forced: gemm 64 k a stage, 128 rows", 16, 16, 8, 4, 0, 0, 4, 2, 0, 0, 128, 64, 1, 0, 4, 2, 1, 0, 4, 0, 0};
+    const demo_linear_tuning g64 = {"forced: gemm 64 k a stage, 128 rows", 16, 16, 8, 4, 0, 0, 4, 2, 0, 0, 128, 64, 1, 0, 4, 2, 1, 0, 4, 0, 0, 0};
     const demo_linear_tuning *gshapes[] = {NULL, &g64};
     const int32_t rows[] = {1, 63, 64, 65, 130, 200};
     for (size_t s = 0; s < 2; s++) {
@@ -516,12 +528,12 @@ int main(void) {
   }
   /* ggml's block forms on the tiled GEMM: decoded, rounded to f16 */
   {
-    const demo_linear_tuning g64 = {"forced: gemm 64 k a stage", 16, 16, 8, 4, 0, 0, 4, 2, 0, 0, 0, 64, 1, 0, 4, 2, 1, 0, 4, 0, 0};
+    const demo_linear_tuning g64 = {"forced: gemm 64 k a stage", 16, 16, 8, 4, 0, 0, 4, 2, 0, 0, 0, 64, 1, 0, 4, 2, 1, 0, 4, 0, 0, 0};
     demo_linear *lg = create(&g64);
     block_forms(lg, DEMO_LINEAR_GEMM, 150, 200, 3);
     /* and through an f16 copy of the weight (gemm_dq_rows, here from 20 rows): the same bits
      * with f32 activations, f16 ones by cp.async, SwiGLU's out */
-    const demo_linear_tuning gq = {"forced: gemm 64 k a stage, f16 copy", 16, 16, 8, 4, 0, 0, 4, 2, 0, 0, 0, 64, 1, 0, 4, 2, 1, 0, 4, 0, 20};
+    const demo_linear_tuning gq = {"forced: gemm 64 k a stage, f16 copy", 16, 16, 8, 4, 0, 0, 4, 2, 0, 0, 0, 64, 1, 0, 4, 2, 1, 0, 4, 0, 20, 0};
     demo_linear *lq = create(&gq);
     for (size_t q = 0; q < 5; q++) {
       const int32_t kq = (quants[q] <= DEMO_W_Q4_0 ? 32 : 256) * (1 + (int32_t)rng_below(3));
@@ -542,8 +554,8 @@ int main(void) {
    * rule, then every form through it, 32 and 64 k a stage, f16 activations, one row block and
    * several, one call after another (on NVIDIA the tiles' counters are back at zero) */
   {
-    const demo_linear_tuning gs = {"forced: gemm split k", 16, 16, 8, 4, 0, 0, 4, 2, 0, 0, 0, 32, 1, 0, 4, 2, 1, 0, 4, 16, 0};
-    const demo_linear_tuning gs64 = {"forced: gemm split k, 64 k a stage", 16, 16, 8, 4, 0, 0, 4, 2, 0, 0, 0, 64, 1, 0, 4, 2, 1, 0, 4, 16, 0};
+    const demo_linear_tuning gs = {"forced: gemm split k", 16, 16, 8, 4, 0, 0, 4, 2, 0, 0, 0, 32, 1, 0, 4, 2, 1, 0, 4, 16, 0, 0};
+    const demo_linear_tuning gs64 = {"forced: gemm split k, 64 k a stage", 16, 16, 8, 4, 0, 0, 4, 2, 0, 0, 0, 64, 1, 0, 4, 2, 1, 0, 4, 16, 0, 0};
     demo_linear *la = create(&gs), *lb = create(&gs64);
     ok(demo_linear_gemm_split(la, 1, 20, 2048, 0) == 8 && demo_linear_gemm_split(la, 1, 20, 512, 0) == 2 &&
            demo_linear_gemm_split(la, 1, 20, 480, 0) == 1 && demo_linear_gemm_split(lb, 1, 20, 2048, 0) == 4 &&
@@ -585,8 +597,8 @@ int main(void) {
    * odd ones (3 warps, 3 chunks in flight, up to 2 column tiles: uneven splits of k and
    * chunks loaded twice; 16 warps over fewer chunks than warps, up to 4 column tiles) */
   {
-    const demo_linear_tuning v3 = {"forced: gemv 3 warps", 16, 16, 8, 4, 0, 0, 4, 2, 0, 0, 0, 32, 1, 64, 3, 3, 2, 0, 4, 0, 0};
-    const demo_linear_tuning v16 = {"forced: gemv 16 warps", 16, 16, 8, 4, 0, 0, 4, 2, 0, 0, 0, 32, 1, 64, 16, 1, 4, 0, 4, 0, 0};
+    const demo_linear_tuning v3 = {"forced: gemv 3 warps", 16, 16, 8, 4, 0, 0, 4, 2, 0, 0, 0, 32, 1, 64, 3, 3, 2, 0, 4, 0, 0, 0};
+    const demo_linear_tuning v16 = {"forced: gemv 16 warps", 16, 16, 8, 4, 0, 0, 4, 2, 0, 0, 0, 32, 1, 64, 16, 1, 4, 0, 4, 0, 0, 0};
     const demo_linear_tuning *vshapes[] = {NULL, &v3, &v16};
     for (size_t s = 0; s < 3; s++) {
       demo_linear *lv = create(vshapes[s]);
@@ -724,7 +736,7 @@ int main(void) {
   refused(l, DEMO_LINEAR_GEMM, DEMO_W_F16, 2, 4, 48, "multiple of 32", "the tiled GEMM with k 48");
   {
     cl_mem b = test_buffer(ctx, NULL, 4096);
-    const demo_linear_tuning f32a = {"forced: f32 activations", 16, 16, 8, 4, 0, 0, 4, 2, 0, 0, 0, 32, 0, 0, 4, 2, 1, 0, 4, 0, 0};
+    const demo_linear_tuning f32a = {"forced: f32 activations", 16, 16, 8, 4, 0, 0, 4, 2, 0, 0, 0, 32, 0, 0, 4, 2, 1, 0, 4, 0, 0, 0};
     demo_linear *la = create(&f32a);
     const struct { demo_linear *l; demo_linear_engine e; demo_wfmt w; int32_t k; const char *what; } no[] = {
         {l, DEMO_LINEAR_GEMM, DEMO_W_BF16, 32, "bf16 weights"},
@@ -750,7 +762,7 @@ int main(void) {
     demo_linear_destroy(la);
     clReleaseMemObject(b);
   }
-  const demo_linear_tuning bad = {"forced: bad", 64, 16, 128, 4, 0, 0, 4, 2, 0, 0, 0, 32, 1, 0, 4, 2, 1, 0, 4, 0, 0};
+  const demo_linear_tuning bad = {"forced: bad", 64, 16, 128, 4, 0, 0, 4, 2, 0, 0, 0, 32, 1, 0, 4, 2, 1, 0, 4, 0, 0, 0};
   demo_linear *nope = NULL;
   ok(demo_linear_create(clpa_context_cl_context(ctx), clpa_context_cl_device(ctx),
                         clpa_context_cl_queue(ctx), &bad, &nope) == CLPA_ERR_INVALID_ARG && !nope,
@@ -806,7 +818,7 @@ int main(void) {
     clReleaseMemObject(b);
   }
   refused(l, DEMO_LINEAR_STREAM, DEMO_W_Q4_K, 2, 4, 128, "whole number of q4_K blocks", "q4_K with k 128");
-  const demo_linear_tuning rule = {"forced: the rule", 16, 16, 8, 4, 17, 64, 4, 2, 0, 0, 0, 32, 1, 0, 4, 2, 1, 0, 4, 0, 0};
+  const demo_linear_tuning rule = {"forced: the rule", 16, 16, 8, 4, 17, 64, 4, 2, 0, 0, 0, 32, 1, 0, 4, 2, 1, 0, 4, 0, 0, 0};
   demo_linear *lr = create(&rule);
   const demo_wfmt F16 = DEMO_W_F16, F32 = DEMO_W_F32;
   ok(demo_linear_pick(lr, 16, 64, F32) == DEMO_LINEAR_STREAM &&
@@ -820,7 +832,7 @@ int main(void) {
      "the pick: mma from 17 to 64 rows on NVIDIA (k a multiple of 32, f16 or bf16), else stream up"
      " to 16 rows (k a multiple of 8), else clblast");
   demo_linear_destroy(lr);
-  const demo_linear_tuning first = {"forced: mma first", 16, 16, 8, 4, 2, 1 << 30, 4, 2, 16, 128, 0, 32, 1, 0, 4, 2, 1, 0, 4, 0, 0};
+  const demo_linear_tuning first = {"forced: mma first", 16, 16, 8, 4, 2, 1 << 30, 4, 2, 16, 128, 0, 32, 1, 0, 4, 2, 1, 0, 4, 0, 0, 0};
   lr = create(&first);
   const demo_wfmt Q4K = DEMO_W_Q4_K;
   ok(demo_linear_pick(lr, 1, 64, F16) == DEMO_LINEAR_STREAM &&
@@ -835,7 +847,7 @@ int main(void) {
      "the pick: mma from 2 rows on NVIDIA before stream, the tiled GEMM from 128; block forms"
      " (never mma) stream up to 16 rows, clblast past them, the tiled GEMM from 128 on NVIDIA");
   demo_linear_destroy(lr);
-  const demo_linear_tuning vfirst = {"forced: gemv first", 16, 16, 8, 4, 2, 1 << 30, 4, 2, 16, 128, 0, 32, 1, 8, 4, 2, 1, 0, 4, 0, 0};
+  const demo_linear_tuning vfirst = {"forced: gemv first", 16, 16, 8, 4, 2, 1 << 30, 4, 2, 16, 128, 0, 32, 1, 8, 4, 2, 1, 0, 4, 0, 0, 0};
   lr = create(&vfirst);
   ok(demo_linear_pick(lr, 1, 64, F16) == (nvidia ? DEMO_LINEAR_GEMV : DEMO_LINEAR_STREAM) &&
          demo_linear_pick(lr, 8, 64, DEMO_W_BF16) == (nvidia ? DEMO_LINEAR_GEMV : DEMO_LINEAR_STREAM) &&
@@ -886,7 +898,7 @@ int main(void) {
            demo_wfmt_untiled(DEMO_W_BF16_TILED) == DEMO_W_BF16,
        "the tiled forms' bytes (rows padded to 16), names, and ggml's types map to row-major forms");
     free(src), free(dst);
-    const demo_linear_tuning v16 = {"forced: gemv 16 warps", 16, 16, 8, 4, 0, 0, 4, 2, 0, 0, 0, 32, 1, 64, 16, 1, 4, 0, 4, 0, 0};
+    const demo_linear_tuning v16 = {"forced: gemv 16 warps", 16, 16, 8, 4, 0, 0, 4, 2, 0, 0, 0, 32, 1, 64, 16, 1, 4, 0, 4, 0, 0, 0};
     demo_linear *lv = create(&v16);
     const demo_linear_engine es[] = {DEMO_LINEAR_STREAM, DEMO_LINEAR_MMA, DEMO_LINEAR_GEMM,
                                      DEMO_LINEAR_GEMV, DEMO_LINEAR_CLBLAST};
@@ -912,7 +924,7 @@ int main(void) {
   /* gemv with up to 8 row tiles of 8 a work-group (gemv_nt 8): 33 to 64 rows in one row block,
    * more in several; 16-bit, tiled and block forms, f16 in, both epilogues */
   {
-    const demo_linear_tuning v8 = {"forced: gemv 64 rows a work-group", 16, 16, 8, 4, 0, 0, 4, 2, 0, 0, 0, 32, 1, 64, 16, 2, 4, 0, 8, 0, 0};
+    const demo_linear_tuning v8 = {"forced: gemv 64 rows a work-group", 16, 16, 8, 4, 0, 0, 4, 2, 0, 0, 0, 32, 1, 64, 16, 2, 4, 0, 8, 0, 0, 0};
     demo_linear *lv = create(&v8);
     const int32_t rows[] = {33, 48, 64, 73};
     const demo_wfmt forms8[] = {DEMO_W_F16, DEMO_W_BF16, DEMO_W_F16_TILED, DEMO_W_Q8_0};

@@ -25,7 +25,7 @@ typedef struct linear_args {
   rows_list rows;
   const char *engine;
   int32_t lanes, groups, nc, mwarps, fill, ct, gemm_bm, gemm_bk, gemm_f16a, gemv_warps, gemv_unroll,
-      gemv_ct, gemv_nt, gemm_fill, gemm_dq_rows;
+      gemv_ct, gemv_nt, gemm_fill, gemm_dq_rows, stream_sums;
   int json, cold, hot;
   int32_t repeats;
 } linear_args;
@@ -137,7 +137,7 @@ static double mma_peak(bench_env *env, demo_linear *l) {
 
 int bench_linear(int argc, char **argv) {
   linear_args a = {"llama-1b", "f16", {5, {1, 4, 16, 64, 256}}, "all", 0, 0, 0, 0, -1, 0,
-                   0, 0, -1, 0, 0, 0, 0, -1, -1, 0, 0, 0, 30};
+                   0, 0, -1, 0, 0, 0, 0, -1, -1, -1, 0, 0, 0, 30};
   const cli_opt opts[] = {
       {"model", CLI_WORD, &a.model, 0, 0, "NAME", "the weight shapes: llama-1b or tiny", "llama-1b",
        parse_word},
@@ -161,6 +161,9 @@ int bench_linear(int argc, char **argv) {
       {"gemm-bk", CLI_INT, &a.gemm_bk, 32, 64, "N", "its k a stage (32 or 64), forced", NULL, NULL},
       {"gemm-fill", CLI_INT, &a.gemm_fill, -1, 16, "N",
        "its split of k aims at N work-groups a compute unit,\nforced (0: no split)", NULL, NULL},
+      {"stream-sums", CLI_INT, &a.stream_sums, -1, 1024, "N",
+       "the streaming kernel with one lane: most float8 sums a\nwork-item keeps, forced (0: no"
+       " limit)", NULL, NULL},
       {"gemm-dq-rows", CLI_INT, &a.gemm_dq_rows, -1, 65536, "N",
        "ggml's blocks: the tiled GEMM through an f16 copy of the\nweight from N rows, forced (0:"
        " never)", NULL, NULL},
@@ -196,7 +199,7 @@ int bench_linear(int argc, char **argv) {
       "way: the call's floor), read_ratio (read_us over us_per_call), f16_copy_us\n"
       "(ggml's blocks: the weight's f16 copy that the tiled GEMM multiplies from\n"
       "gemm_dq_rows, timed the same way), lanes,\n"
-      "groups, nc, mwarps, fill, ct, ksplit (the tensor-core kernel's or the tiled\n"
+      "groups, nc (the streaming kernel's for the call), mwarps, fill, ct, ksplit (the tensor-core kernel's or the tiled\n"
       "GEMM's splits of k), gemm_bm, gemm_bk (the tiled GEMM's tile), gemm_fill,\n"
       "gemm_f16a (1: f16 activations), gemm_dq_rows,\n"
       "gemv_warps, gemv_ct (its shape for the call), gemv_unroll and gemv_nt;\n"
@@ -245,10 +248,10 @@ int bench_linear(int argc, char **argv) {
     engines[ne++] = DEMO_LINEAR_MMA, engines[ne++] = DEMO_LINEAR_GEMM, engines[ne++] = DEMO_LINEAR_GEMV;
   /* the table's entry, with what the options force */
   demo_linear *l = NULL;
-  demo_linear_tuning forced = {"forced", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 32, 1, 0, 4, 2, 1, 0, 4, 0, 0};
+  demo_linear_tuning forced = {"forced", 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 32, 1, 0, 4, 2, 1, 0, 4, 0, 0, 0};
   const int force = a.lanes || a.mwarps || a.fill >= 0 || a.ct || a.gemm_bm || a.gemm_bk ||
                     a.gemm_f16a >= 0 || a.gemv_warps || a.gemv_unroll || a.gemv_ct || a.gemv_nt ||
-                    a.gemm_fill >= 0 || a.gemm_dq_rows >= 0;
+                    a.gemm_fill >= 0 || a.gemm_dq_rows >= 0 || a.stream_sums >= 0;
   if (demo_linear_create(cl, clpa_context_cl_device(env.ctx), clpa_context_cl_queue(env.ctx), NULL,
                          &l) == CLPA_OK && force) {
     forced = *demo_linear_tuning_of(l);
@@ -267,6 +270,7 @@ int bench_linear(int argc, char **argv) {
     if (a.gemv_nt) forced.gemv_nt = a.gemv_nt;
     if (a.gemm_fill >= 0) forced.gemm_fill = a.gemm_fill;
     if (a.gemm_dq_rows >= 0) forced.gemm_dq_rows = a.gemm_dq_rows;
+    if (a.stream_sums >= 0) forced.stream_sums = a.stream_sums;
     demo_linear_destroy(l);
     l = NULL;
     demo_linear_create(cl, clpa_context_cl_device(env.ctx), clpa_context_cl_queue(env.ctx), &forced,
@@ -367,7 +371,7 @@ int bench_linear(int argc, char **argv) {
           if (demo_wfmt_is_block(form)) cli_json_num(&j, "f16_copy_us", f16_copy[i], 2);
           cli_json_int(&j, "lanes", tu->lanes);
           cli_json_int(&j, "groups", tu->groups);
-          cli_json_int(&j, "nc", tu->nc);
+          cli_json_int(&j, "nc", used == DEMO_LINEAR_STREAM ? demo_linear_stream_nc(tu, c.rows) : tu->nc);
           cli_json_int(&j, "mwarps", tu->mwarps);
           cli_json_int(&j, "fill", tu->mma_fill);
           cli_json_int(&j, "ct", tu->mma_ct);

@@ -31,20 +31,21 @@ clpa_status demo_linear_create(cl_context ctx, cl_device_id dev, cl_command_queu
       t->gemv_max_rows < 0 || t->gemv_warps < 1 || t->gemv_warps > 16 || t->gemv_unroll < 1 ||
       t->gemv_unroll > 8 || (t->gemv_ct != 1 && t->gemv_ct != 2 && t->gemv_ct != 4) ||
       (t->tiled != 0 && t->tiled != 1) || (t->gemv_nt != 4 && t->gemv_nt != 8) ||
-      t->gemm_fill < 0 || t->gemm_fill > 16 || t->gemm_dq_rows < 0)
+      t->gemm_fill < 0 || t->gemm_fill > 16 || t->gemm_dq_rows < 0 || t->stream_sums < 0 ||
+      t->stream_sums > 1024)
     return demo_fail(CLPA_ERR_INVALID_ARG,
                      "demo_linear_create: lanes %d, groups %d, nc %d, stream_max_rows %d,"
                      " mma rows %d to %d, mwarps %d, mma_ct %d, mma_fill %d, gemm_min_rows %d,"
                      " gemm_bm %d (0, 64 or 128), gemm_bk %d (32 or 64), gemm_f16a %d (0 or 1),"
                      " gemv_max_rows %d, gemv_warps %d (1 to 16), gemv_unroll %d (1 to 8),"
                      " gemv_ct %d (1, 2 or 4), tiled %d (0 or 1), gemv_nt %d (4 or 8),"
-                     " gemm_fill %d (0 to 16), gemm_dq_rows %d",
+                     " gemm_fill %d (0 to 16), gemm_dq_rows %d, stream_sums %d (0 to 1024)",
                      (int)t->lanes, (int)t->groups, (int)t->nc, (int)t->stream_max_rows,
                      (int)t->mma_min_rows, (int)t->mma_max_rows, (int)t->mwarps,
                      (int)t->mma_ct, (int)t->mma_fill, (int)t->gemm_min_rows, (int)t->gemm_bm,
                      (int)t->gemm_bk, (int)t->gemm_f16a, (int)t->gemv_max_rows,
                      (int)t->gemv_warps, (int)t->gemv_unroll, (int)t->gemv_ct, (int)t->tiled, (int)t->gemv_nt,
-                     (int)t->gemm_fill, (int)t->gemm_dq_rows);
+                     (int)t->gemm_fill, (int)t->gemm_dq_rows, (int)t->stream_sums);
   demo_linear *l = calloc(1, sizeof *l);
   if (!l) return demo_fail(CLPA_ERR_OUT_OF_MEMORY, "demo_linear_create: out of memory");
   l->ctx = ctx, l->dev = dev, l->queue = queue;
@@ -153,7 +154,8 @@ static clpa_status program(demo_linear *l, int d, int b) {
   if (l->stream[d][b]) return CLPA_OK;
   char opts[160];
   snprintf(opts, sizeof opts, "-DROWS=%d -DNC=%d -DLANES=%d -DGROUPS=%d", (int)row_blocks[b],
-           (int)l->tune.nc, (int)l->tune.lanes, (int)l->tune.groups);
+           (int)demo_linear_stream_nc(&l->tune, row_blocks[b]), (int)l->tune.lanes,
+           (int)l->tune.groups);
   clpa_status st = build(l, 0, d, opts, "demo_linear_stream", &l->prog[d][b], &l->stream[d][b]);
   if (st != CLPA_OK || l->widen[d]) return st;
   cl_int e;
@@ -300,7 +302,8 @@ static clpa_status run_stream(demo_linear *l, int d, cl_mem A, cl_mem W, cl_mem 
   if (st == CLPA_OK) st = set_args(l->stream[d][b], A, rows, k, W, n, C, accumulate);
   if (st != CLPA_OK) return st;
   const size_t wg = (size_t)l->tune.groups * (size_t)l->tune.lanes;
-  const size_t cols = (size_t)l->tune.groups * (size_t)l->tune.nc, rb = (size_t)row_blocks[b];
+  const size_t rb = (size_t)row_blocks[b];
+  const size_t cols = (size_t)l->tune.groups * (size_t)demo_linear_stream_nc(&l->tune, row_blocks[b]);
   return launch(l, l->stream[d][b], ((size_t)rows + rb - 1) / rb, ((size_t)n + cols - 1) / cols, wg,
                 ev, "demo_linear_run: clEnqueueNDRangeKernel(demo_linear_stream)");
 }

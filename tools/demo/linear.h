@@ -76,9 +76,17 @@ typedef struct demo_linear_tuning {
   int32_t gemm_dq_rows;    /* the tiled GEMM on ggml's blocks from this many rows decodes the
                               weight into an f16 copy first (a kernel a call) and multiplies
                               that as f16 weights (0: never; the blocks decoded in its loads) */
+  int32_t stream_sums;     /* the streaming kernel with one lane a column group: most float8
+                              sums a work-item keeps (row block x nc); nc is lowered to fit a
+                              larger row block (demo_linear_stream_nc; 0: no limit) */
 } demo_linear_tuning;
 
 typedef struct demo_linear demo_linear;
+
+/* The streaming kernel's columns a column group for a call of `rows` rows: the table's nc,
+ * lowered where one lane holds a column group's sums and its row block x nc would pass
+ * stream_sums. */
+int32_t demo_linear_stream_nc(const demo_linear_tuning *t, int32_t rows);
 
 /* The engines on a device and queue (the clpa context's), with the
  * table's entry for the device, or `tuning` where it is not NULL (tests

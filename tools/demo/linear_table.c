@@ -18,10 +18,12 @@ static const demo_linear_tuning table[] = {
        compute units; SwiGLU in its epilogue: record 0038), block forms the same, the GEMM on
        an f16 copy of the weight (record 0029); 16-bit weights in their tiled forms (record
        0036) */
-    {"vendor:NVIDIA", 16, 32, 4, 4, 2, 1 << 30, 4, 2, 16, 33, 0, 64, 1, 32, 16, 2, 4, 1, 4, 1, 33},
-    /* CPUs (PoCL): one work-item a column group, vector sums; faster than CLBlast at every row count */
-    {"type:cpu", 1 << 30, 1, 16, 2, 0, 0, 4, 2, 0, 0, 0, 32, 1, 0, 4, 2, 1, 0, 4, 0, 0},
-    {"default", 16, 16, 8, 4, 0, 0, 4, 2, 0, 0, 0, 32, 1, 0, 4, 2, 1, 0, 4, 0, 0},
+    {"vendor:NVIDIA", 16, 32, 4, 4, 2, 1 << 30, 4, 2, 16, 33, 0, 64, 1, 32, 16, 2, 4, 1, 4, 1, 33, 0},
+    /* CPUs (PoCL): one work-item a column group, vector sums; faster than CLBlast at every row
+       count; 4 columns a group, fewer where the row block's sums would pass 32 registers
+       (record 0044) */
+    {"type:cpu", 1 << 30, 1, 16, 4, 0, 0, 4, 2, 0, 0, 0, 32, 1, 0, 4, 2, 1, 0, 4, 0, 0, 32},
+    {"default", 16, 16, 8, 4, 0, 0, 4, 2, 0, 0, 0, 32, 1, 0, 4, 2, 1, 0, 4, 0, 0, 0},
 };
 
 /* The device's vendor into vendor (n bytes), "" where the query fails (the table's
@@ -78,6 +80,12 @@ demo_linear_engine demo_linear_pick(const demo_linear *l, int32_t rows, int32_t 
       demo_linear_mma_runs(k, w) && !demo_wfmt_is_block(w))
     return DEMO_LINEAR_MMA;
   return rows <= l->tune.stream_max_rows && k % 8 == 0 ? DEMO_LINEAR_STREAM : DEMO_LINEAR_CLBLAST;
+}
+
+int32_t demo_linear_stream_nc(const demo_linear_tuning *t, int32_t rows) {
+  const int32_t rb = row_blocks[demo_linear_block_in(row_blocks, NBLOCKS, rows)];
+  if (t->lanes != 1 || !t->stream_sums || rb * t->nc <= t->stream_sums) return t->nc;
+  return t->stream_sums / rb > 1 ? t->stream_sums / rb : 1;
 }
 
 int demo_linear_block_in(const int32_t *blocks, int count, int32_t rows) {
