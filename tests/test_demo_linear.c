@@ -430,21 +430,26 @@ int main(void) {
   ctx = test_context(0);
   const demo_linear_tuning gpu = {"forced: lanes split k", 64, 16, 8, 4, 0, 0, 4, 2, 0, 0, 0, 32, 1, 0, 4, 2, 1, 0, 4, 0, 0, 0};
   const demo_linear_tuning odd = {"forced: odd shape", 64, 4, 3, 3, 0, 0, 4, 2, 0, 0, 0, 32, 1, 0, 4, 2, 1, 0, 4, 0, 0, 0};
-  /* one lane a column group, 3 columns, at most 8 sums: 3, 2 and 1 column at row blocks 1, 4
-   * and 16 (and the rule's arithmetic for each, against the table's nc where it does not apply) */
-  const demo_linear_tuning capped = {"forced: one lane, 8 sums", 64, 1, 5, 3, 0, 0, 4, 2, 0, 0, 0, 32, 1, 0, 4, 2, 1, 0, 4, 0, 0, 8};
-  const int32_t call_rows[] = {1, 2, 4, 5, 16, 40}, want_nc[] = {3, 2, 2, 1, 1, 1};
+  /* one lane a column group with a cap on its sums: 3 columns and 12 sums take row blocks of 1
+   * and 4 rows; 2 columns and 16 sums blocks of 1, 4 and 8; several lanes 1, 4 and 16 */
+  const demo_linear_tuning capped = {"forced: one lane, 3 columns, 12 sums", 64, 1, 5, 3, 0, 0, 4, 2, 0, 0, 0, 32, 1, 0, 4, 2, 1, 0, 4, 0, 0, 12};
+  const demo_linear_tuning capped8 = {"forced: one lane, 2 columns, 16 sums", 64, 1, 7, 2, 0, 0, 4, 2, 0, 0, 0, 32, 1, 0, 4, 2, 1, 0, 4, 0, 0, 16};
+  const int32_t call_rows[] = {1, 2, 4, 5, 8, 9, 16, 40};
+  const int32_t want12[] = {1, 4, 4, 4, 4, 4, 4, 4}, want16[] = {1, 4, 4, 8, 8, 8, 8, 8};
+  const int32_t want_lanes[] = {1, 4, 4, 16, 16, 16, 16, 16};
   int rule_ok = 1;
-  for (int i = 0; i < 6; i++)
-    rule_ok &= demo_linear_stream_nc(&capped, call_rows[i]) == want_nc[i] &&
-               demo_linear_stream_nc(&odd, call_rows[i]) == odd.nc &&
-               demo_linear_stream_nc(&gpu, call_rows[i]) == gpu.nc;
-  ok(rule_ok, "stream_sums: one lane's columns lowered so that row block x nc <= stream_sums"
-     " (8 sums, nc 3: 3, 2, 1 at blocks 1, 4, 16); several lanes keep the table's nc");
+  for (int i = 0; i < 8; i++)
+    rule_ok &= demo_linear_stream_rows(&capped, call_rows[i]) == want12[i] &&
+               demo_linear_stream_rows(&capped8, call_rows[i]) == want16[i] &&
+               demo_linear_stream_rows(&odd, call_rows[i]) == want_lanes[i] &&
+               demo_linear_stream_rows(&gpu, call_rows[i]) == want_lanes[i];
+  ok(rule_ok, "stream_sums: one lane's row blocks hold at most stream_sums / nc rows (8 among"
+     " them); several lanes take 1, 4 and 16 rows");
   stream_grid(NULL);
   stream_grid(&gpu);
   stream_grid(&odd);
   stream_grid(&capped);
+  stream_grid(&capped8);
   demo_linear *l = create(NULL);
   clpa_device_info info;
   clpa_context_device_info(ctx, &info);

@@ -77,16 +77,17 @@ typedef struct demo_linear_tuning {
                               weight into an f16 copy first (a kernel a call) and multiplies
                               that as f16 weights (0: never; the blocks decoded in its loads) */
   int32_t stream_sums;     /* the streaming kernel with one lane a column group: most float8
-                              sums a work-item keeps (row block x nc); nc is lowered to fit a
-                              larger row block (demo_linear_stream_nc; 0: no limit) */
+                              sums a work-item keeps (row block x nc), so its row blocks are
+                              1, 4, 8 or 16 rows up to stream_sums / nc (0: 1, 4 and 16 rows,
+                              as with several lanes; demo_linear_stream_block) */
 } demo_linear_tuning;
 
 typedef struct demo_linear demo_linear;
 
-/* The streaming kernel's columns a column group for a call of `rows` rows: the table's nc,
- * lowered where one lane holds a column group's sums and its row block x nc would pass
- * stream_sums. */
-int32_t demo_linear_stream_nc(const demo_linear_tuning *t, int32_t rows);
+/* The streaming kernel's row block for a call of `rows` rows (the rows a work-group takes; more
+ * rows take several blocks): the first of 1, 4, (8,) 16 that holds them, capped by stream_sums
+ * where one lane holds a column group's sums. */
+int32_t demo_linear_stream_rows(const demo_linear_tuning *t, int32_t rows);
 
 /* The engines on a device and queue (the clpa context's), with the
  * table's entry for the device, or `tuning` where it is not NULL (tests

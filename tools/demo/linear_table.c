@@ -20,8 +20,8 @@ static const demo_linear_tuning table[] = {
        0036) */
     {"vendor:NVIDIA", 16, 32, 4, 4, 2, 1 << 30, 4, 2, 16, 33, 0, 64, 1, 32, 16, 2, 4, 1, 4, 1, 33, 0},
     /* CPUs (PoCL): one work-item a column group, vector sums; faster than CLBlast at every row
-       count; 4 columns a group, fewer where the row block's sums would pass 32 registers
-       (record 0044) */
+       count; 4 columns a group, row blocks of at most 8 rows so that their sums fit 32
+       registers (record 0044) */
     {"type:cpu", 1 << 30, 1, 16, 4, 0, 0, 4, 2, 0, 0, 0, 32, 1, 0, 4, 2, 1, 0, 4, 0, 0, 32},
     {"default", 16, 16, 8, 4, 0, 0, 4, 2, 0, 0, 0, 32, 1, 0, 4, 2, 1, 0, 4, 0, 0, 0},
 };
@@ -82,10 +82,21 @@ demo_linear_engine demo_linear_pick(const demo_linear *l, int32_t rows, int32_t 
   return rows <= l->tune.stream_max_rows && k % 8 == 0 ? DEMO_LINEAR_STREAM : DEMO_LINEAR_CLBLAST;
 }
 
-int32_t demo_linear_stream_nc(const demo_linear_tuning *t, int32_t rows) {
-  const int32_t rb = row_blocks[demo_linear_block_in(row_blocks, NBLOCKS, rows)];
-  if (t->lanes != 1 || !t->stream_sums || rb * t->nc <= t->stream_sums) return t->nc;
-  return t->stream_sums / rb > 1 ? t->stream_sums / rb : 1;
+/* linear_internal.h; the CPU row's cap is record 0044's. */
+int demo_linear_stream_block(const demo_linear_tuning *t, int32_t rows) {
+  const int one = t->lanes == 1 && t->stream_sums;
+  int best = 0;
+  for (int b = 0; b < NBLOCKS; b++) {
+    if (!one && row_blocks[b] == 8) continue; /* several lanes: 1, 4 and 16 rows, as measured */
+    if (one && b > 0 && row_blocks[b] * t->nc > t->stream_sums) break;
+    best = b;
+    if (rows <= row_blocks[b]) break;
+  }
+  return best;
+}
+
+int32_t demo_linear_stream_rows(const demo_linear_tuning *t, int32_t rows) {
+  return row_blocks[demo_linear_stream_block(t, rows)];
 }
 
 int demo_linear_block_in(const int32_t *blocks, int count, int32_t rows) {
