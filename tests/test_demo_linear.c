@@ -431,20 +431,29 @@ int main(void) {
   const demo_linear_tuning gpu = {"forced: lanes split k", 64, 16, 8, 4, 0, 0, 4, 2, 0, 0, 0, 32, 1, 0, 4, 2, 1, 0, 4, 0, 0, 0};
   const demo_linear_tuning odd = {"forced: odd shape", 64, 4, 3, 3, 0, 0, 4, 2, 0, 0, 0, 32, 1, 0, 4, 2, 1, 0, 4, 0, 0, 0};
   /* one lane a column group with a cap on its sums: 3 columns and 12 sums take row blocks of 1
-   * and 4 rows; 2 columns and 16 sums blocks of 1, 4 and 8; several lanes 1, 4 and 16 */
+   * and 4 rows; 2 columns and 16 sums blocks of 1, 4 and 8, and Q4_K and Q5_K 16 with 1 column;
+   * several lanes 1, 4 and 16 rows in the table's columns, whatever the form */
   const demo_linear_tuning capped = {"forced: one lane, 3 columns, 12 sums", 64, 1, 5, 3, 0, 0, 4, 2, 0, 0, 0, 32, 1, 0, 4, 2, 1, 0, 4, 0, 0, 12};
   const demo_linear_tuning capped8 = {"forced: one lane, 2 columns, 16 sums", 64, 1, 7, 2, 0, 0, 4, 2, 0, 0, 0, 32, 1, 0, 4, 2, 1, 0, 4, 0, 0, 16};
   const int32_t call_rows[] = {1, 2, 4, 5, 8, 9, 16, 40};
   const int32_t want12[] = {1, 4, 4, 4, 4, 4, 4, 4}, want16[] = {1, 4, 4, 8, 8, 8, 8, 8};
+  const int32_t want_wide[] = {1, 4, 4, 8, 8, 16, 16, 16};
   const int32_t want_lanes[] = {1, 4, 4, 16, 16, 16, 16, 16};
   int rule_ok = 1;
-  for (int i = 0; i < 8; i++)
-    rule_ok &= demo_linear_stream_rows(&capped, call_rows[i]) == want12[i] &&
-               demo_linear_stream_rows(&capped8, call_rows[i]) == want16[i] &&
-               demo_linear_stream_rows(&odd, call_rows[i]) == want_lanes[i] &&
-               demo_linear_stream_rows(&gpu, call_rows[i]) == want_lanes[i];
+  for (int i = 0; i < 8; i++) {
+    int32_t b12, n12, b16, n16, bq4, nq4, bq5, nq5, bo, no, bg, ng;
+    demo_linear_stream_shape(&capped, DEMO_W_F16, call_rows[i], &b12, &n12);
+    demo_linear_stream_shape(&capped8, DEMO_W_Q8_0, call_rows[i], &b16, &n16);
+    demo_linear_stream_shape(&capped8, DEMO_W_Q4_K, call_rows[i], &bq4, &nq4);
+    demo_linear_stream_shape(&capped8, DEMO_W_Q5_K, call_rows[i], &bq5, &nq5);
+    demo_linear_stream_shape(&odd, DEMO_W_F32, call_rows[i], &bo, &no);
+    demo_linear_stream_shape(&gpu, DEMO_W_Q4_K, call_rows[i], &bg, &ng);
+    rule_ok &= b12 == want12[i] && n12 == 3 && b16 == want16[i] && n16 == 2 &&
+               bq4 == want_wide[i] && nq4 == (bq4 == 16 ? 1 : 2) && bq5 == bq4 && nq5 == nq4 &&
+               bo == want_lanes[i] && no == odd.nc && bg == want_lanes[i] && ng == gpu.nc;
+  }
   ok(rule_ok, "stream_sums: one lane's row blocks hold at most stream_sums / nc rows (8 among"
-     " them); several lanes take 1, 4 and 16 rows");
+     " them), Q4_K and Q5_K up to 16 with fewer columns; several lanes take 1, 4 and 16 rows");
   stream_grid(NULL);
   stream_grid(&gpu);
   stream_grid(&odd);
@@ -779,10 +788,14 @@ int main(void) {
   run_case(l, DEMO_LINEAR_AUTO, DEMO_W_F16, 3, 300, 1024, 1, 0); /* a longer k */
   /* ggml's block forms, dequantized in the kernels: on the stream kernel
    * in each shape, and widened for CLBlast */
-  const demo_linear_tuning *shapes[] = {NULL, &gpu, &odd};
-  for (size_t s = 0; s < 3; s++) {
+  const demo_linear_tuning *shapes[] = {NULL, &gpu, &odd, &capped8};
+  for (size_t s = 0; s < 4; s++) {
     demo_linear *lq = create(shapes[s]);
     block_forms(lq, DEMO_LINEAR_STREAM, 20, 60, 4);
+    if (shapes[s] == &capped8) { /* Q4_K and Q5_K in blocks of 16 rows, one column a group */
+      run_case(lq, DEMO_LINEAR_STREAM, DEMO_W_Q4_K, 17, 45, 512, 0, 0);
+      run_case(lq, DEMO_LINEAR_STREAM, DEMO_W_Q5_K, 12, 33, 256, 1, 0);
+    }
     demo_linear_destroy(lq);
   }
   for (size_t q = 0; q < 5; q++)

@@ -199,7 +199,7 @@ int bench_linear(int argc, char **argv) {
       "way: the call's floor), read_ratio (read_us over us_per_call), f16_copy_us\n"
       "(ggml's blocks: the weight's f16 copy that the tiled GEMM multiplies from\n"
       "gemm_dq_rows, timed the same way), lanes,\n"
-      "groups, nc, row_block (the streaming kernel's), mwarps, fill, ct, ksplit (the tensor-core kernel's or the tiled\n"
+      "groups, nc and row_block (the streaming kernel's for the call), mwarps, fill, ct, ksplit (the tensor-core kernel's or the tiled\n"
       "GEMM's splits of k), gemm_bm, gemm_bk (the tiled GEMM's tile), gemm_fill,\n"
       "gemm_f16a (1: f16 activations), gemm_dq_rows,\n"
       "gemv_warps, gemv_ct (its shape for the call), gemv_unroll and gemv_nt;\n"
@@ -371,8 +371,10 @@ int bench_linear(int argc, char **argv) {
           if (demo_wfmt_is_block(form)) cli_json_num(&j, "f16_copy_us", f16_copy[i], 2);
           cli_json_int(&j, "lanes", tu->lanes);
           cli_json_int(&j, "groups", tu->groups);
-          cli_json_int(&j, "nc", tu->nc);
-          if (used == DEMO_LINEAR_STREAM) cli_json_int(&j, "row_block", demo_linear_stream_rows(tu, c.rows));
+          int32_t block = 0, nc = tu->nc;
+          if (used == DEMO_LINEAR_STREAM) demo_linear_stream_shape(tu, form, c.rows, &block, &nc);
+          cli_json_int(&j, "nc", nc);
+          if (block) cli_json_int(&j, "row_block", block);
           cli_json_int(&j, "mwarps", tu->mwarps);
           cli_json_int(&j, "fill", tu->mma_fill);
           cli_json_int(&j, "ct", tu->mma_ct);

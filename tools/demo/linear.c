@@ -152,9 +152,11 @@ static clpa_status build(demo_linear *l, int mma, int d, const char *shape, cons
  * demo_linear_widen of that dtype comes from it too. */
 static clpa_status program(demo_linear *l, int d, int b) {
   if (l->stream[d][b]) return CLPA_OK;
+  int32_t nc; /* the block's own rows give back b and its columns a group */
+  demo_linear_stream_block(&l->tune, (demo_wfmt)d, row_blocks[b], &nc);
   char opts[160];
   snprintf(opts, sizeof opts, "-DROWS=%d -DNC=%d -DLANES=%d -DGROUPS=%d", (int)row_blocks[b],
-           (int)l->tune.nc, (int)l->tune.lanes, (int)l->tune.groups);
+           (int)nc, (int)l->tune.lanes, (int)l->tune.groups);
   clpa_status st = build(l, 0, d, opts, "demo_linear_stream", &l->prog[d][b], &l->stream[d][b]);
   if (st != CLPA_OK || l->widen[d]) return st;
   cl_int e;
@@ -296,12 +298,13 @@ static clpa_status run_stream(demo_linear *l, int d, cl_mem A, cl_mem W, cl_mem 
     return demo_fail(CLPA_ERR_INVALID_ARG,
                      "demo_linear_run: the streaming kernel needs k a multiple of 8 (k %d)",
                      (int)k);
-  const int b = demo_linear_stream_block(&l->tune, rows);
+  int32_t nc;
+  const int b = demo_linear_stream_block(&l->tune, (demo_wfmt)d, rows, &nc);
   clpa_status st = program(l, d, b);
   if (st == CLPA_OK) st = set_args(l->stream[d][b], A, rows, k, W, n, C, accumulate);
   if (st != CLPA_OK) return st;
   const size_t wg = (size_t)l->tune.groups * (size_t)l->tune.lanes;
-  const size_t cols = (size_t)l->tune.groups * (size_t)l->tune.nc, rb = (size_t)row_blocks[b];
+  const size_t cols = (size_t)l->tune.groups * (size_t)nc, rb = (size_t)row_blocks[b];
   return launch(l, l->stream[d][b], ((size_t)rows + rb - 1) / rb, ((size_t)n + cols - 1) / cols, wg,
                 ev, "demo_linear_run: clEnqueueNDRangeKernel(demo_linear_stream)");
 }

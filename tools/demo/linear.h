@@ -78,16 +78,19 @@ typedef struct demo_linear_tuning {
                               that as f16 weights (0: never; the blocks decoded in its loads) */
   int32_t stream_sums;     /* the streaming kernel with one lane a column group: most float8
                               sums a work-item keeps (row block x nc), so its row blocks are
-                              1, 4, 8 or 16 rows up to stream_sums / nc (0: 1, 4 and 16 rows,
-                              as with several lanes; demo_linear_stream_block) */
+                              1, 4, 8 or 16 rows up to stream_sums / nc, nc lowered for Q4_K
+                              and Q5_K's 16 (0: 1, 4 and 16 rows, as with several lanes;
+                              demo_linear_stream_shape) */
 } demo_linear_tuning;
 
 typedef struct demo_linear demo_linear;
 
-/* The streaming kernel's row block for a call of `rows` rows (the rows a work-group takes; more
- * rows take several blocks): the first of 1, 4, (8,) 16 that holds them, capped by stream_sums
- * where one lane holds a column group's sums. */
-int32_t demo_linear_stream_rows(const demo_linear_tuning *t, int32_t rows);
+/* The streaming kernel's shape for a call of `rows` rows of form w: its row block (the rows a
+ * work-group takes; more rows take several blocks), the first of 1, 4, (8,) 16 that holds them,
+ * and its columns a column group, both capped by stream_sums where one lane holds a column
+ * group's sums. */
+void demo_linear_stream_shape(const demo_linear_tuning *t, demo_wfmt w, int32_t rows,
+                              int32_t *block, int32_t *nc);
 
 /* The engines on a device and queue (the clpa context's), with the
  * table's entry for the device, or `tuning` where it is not NULL (tests

@@ -13,9 +13,10 @@
  * column group (demo_linear_stream_block). */
 static const int32_t row_blocks[] = {1, 4, 8, 16};
 #define NBLOCKS (int)(sizeof row_blocks / sizeof row_blocks[0])
-/* The index in row_blocks of the streaming kernel's row block for `rows` (linear.h's
- * demo_linear_stream_rows). */
-int demo_linear_stream_block(const demo_linear_tuning *t, int32_t rows);
+/* The index in row_blocks of the streaming kernel's row block for `rows` rows of form w, and its
+ * columns a group in *nc (linear.h's demo_linear_stream_shape). */
+int demo_linear_stream_block(const demo_linear_tuning *t, demo_wfmt w, int32_t rows,
+                             int32_t *nc);
 static const int32_t mma_blocks[] = {8, 16, 32, 64}; /* 8 NT */
 #define NMMA (int)(sizeof mma_blocks / sizeof mma_blocks[0])
 /* the tiled GEMM's programs: MT 2 or 4 (64 or 128 rows a work-group) by KS 2 or 4 (32 or 64 k a

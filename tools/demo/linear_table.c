@@ -82,21 +82,28 @@ demo_linear_engine demo_linear_pick(const demo_linear *l, int32_t rows, int32_t 
   return rows <= l->tune.stream_max_rows && k % 8 == 0 ? DEMO_LINEAR_STREAM : DEMO_LINEAR_CLBLAST;
 }
 
-/* linear_internal.h; the CPU row's cap is record 0044's. */
-int demo_linear_stream_block(const demo_linear_tuning *t, int32_t rows) {
+/* linear_internal.h. One lane: blocks of up to stream_sums / nc rows, except Q4_K and Q5_K,
+ * whose weights cost more to decode than their rows' A loads: up to 16 rows, nc lowered so that
+ * the sums still fit (record 0044). */
+int demo_linear_stream_block(const demo_linear_tuning *t, demo_wfmt w, int32_t rows,
+                             int32_t *nc) {
   const int one = t->lanes == 1 && t->stream_sums;
+  const int wide = one && (w == DEMO_W_Q4_K || w == DEMO_W_Q5_K);
   int best = 0;
   for (int b = 0; b < NBLOCKS; b++) {
     if (!one && row_blocks[b] == 8) continue; /* several lanes: 1, 4 and 16 rows, as measured */
-    if (one && b > 0 && row_blocks[b] * t->nc > t->stream_sums) break;
+    if (one && !wide && b > 0 && row_blocks[b] * t->nc > t->stream_sums) break;
     best = b;
     if (rows <= row_blocks[b]) break;
   }
+  const int32_t fit = one ? t->stream_sums / row_blocks[best] : t->nc;
+  *nc = fit < 1 ? 1 : fit < t->nc ? fit : t->nc;
   return best;
 }
 
-int32_t demo_linear_stream_rows(const demo_linear_tuning *t, int32_t rows) {
-  return row_blocks[demo_linear_stream_block(t, rows)];
+void demo_linear_stream_shape(const demo_linear_tuning *t, demo_wfmt w, int32_t rows,
+                              int32_t *block, int32_t *nc) {
+  *block = row_blocks[demo_linear_stream_block(t, w, rows, nc)];
 }
 
 int demo_linear_block_in(const int32_t *blocks, int count, int32_t rows) {
