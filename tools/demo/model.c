@@ -218,7 +218,7 @@ static clpa_status upload(demo_model *m, const float *h, size_t n, cl_mem *out) 
 }
 
 /* A matrix's host floats as the device holds them: n rows of k in dt (f32 or f16), the gate and
- * up rows interleaved (interleave_gu's order) where gu_f, their count each, is set. */
+ * up rows interleaved (source_row) where gu_f, their count each, is set. */
 typedef struct form_job {
   const float *src;
   void *dst;
@@ -227,7 +227,8 @@ typedef struct form_job {
   clpa_dtype dt;
 } form_job;
 
-/* The host row that the device's row r holds. */
+/* The host row that the device's row r holds: the order interleave_gu's comment gives where
+ * gu_f (the gate's and the up's rows each) is set. */
 static size_t source_row(size_t r, int32_t gu_f) {
   if (!gu_f) return r;
   const size_t t = r / 16, o = r % 16;
@@ -307,12 +308,9 @@ static int tileable(const demo_model *m) {
 static void *interleave_gu(const void *src, size_t row_bytes, int32_t f) {
   unsigned char *dst = malloc(row_bytes * 2 * (size_t)f);
   if (!dst) return NULL;
-  for (int32_t i = 0; i < f; i++) {
-    const size_t p = 16 * (size_t)(i / 8) + (size_t)(i % 8);
-    memcpy(dst + p * row_bytes, (const unsigned char *)src + (size_t)i * row_bytes, row_bytes);
-    memcpy(dst + (p + 8) * row_bytes, (const unsigned char *)src + (size_t)(f + i) * row_bytes,
+  for (size_t r = 0; r < 2 * (size_t)f; r++)
+    memcpy(dst + r * row_bytes, (const unsigned char *)src + source_row(r, f) * row_bytes,
            row_bytes);
-  }
   return dst;
 }
 
