@@ -29,6 +29,9 @@
 #ifndef CLPA_MT
 #error "CLPA_MT: row tiles of 16 a warp (1, queries in registers; 2, in local memory); required"
 #endif
+#ifndef CLPA_ITEMS
+#error "CLPA_ITEMS: 1 where the work list has split items or warps without rows; required"
+#endif
 /* A warp's row tiles of 16 rows: 2 (FlashAttention-2's 32 rows a warp)
  * puts each key and value fragment into twice the products; their
  * queries then wait in local memory, read through ldmatrix a k-step at a
@@ -379,7 +382,13 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
 #endif
 
   const int lid = get_local_id(0), lane = lid % 32, warp = lid / 32, g = lane / 4, t = lane % 4;
+  /* Build 0 (CLPA_ITEMS): no item is split and every warp has rows, so
+   * the code for either folds away (docs/decisions/0045-prefill-mma-items-build.md). */
+#if CLPA_ITEMS
   const work_item w = work_item_of(work, get_group_id(0));
+#else
+  const work_item w = {work[4 * get_group_id(0)], work[4 * get_group_id(0) + 1], 0, -1};
+#endif
   const int s = w.s, R0 = w.R0;
   const int kv_head = get_group_id(1), qpk = num_heads / num_kv_heads;
   const int first = seq_info[3 * s], new_len = seq_info[3 * s + 1], cached = seq_info[3 * s + 2];
@@ -435,7 +444,7 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
    * they are the warp's own (emulated, they share local scratch between barriers). Rows are
    * in order within a warp's, so its first row says. */
   int idle_head, idle_pos;
-  const int idle = MMA_PTX && !mma_row(R0 + warp * 16 * MT, new_len, pad, qpk, kv_head, cached,
+  const int idle = CLPA_ITEMS && MMA_PTX && !mma_row(R0 + warp * 16 * MT, new_len, pad, qpk, kv_head, cached,
                                        &idle_head, &idle_pos);
 
   /* Softmax state per row, base 2 (m2 = m log2 e); l is this lane's part. */

@@ -49,6 +49,7 @@ static const clpa_tunable prefill_tunables[] = {
     T(clpa_prefill_spec, vkeys, "VKEYS"),
     T(clpa_prefill_spec, page_table, "PAGE_TABLE"),
     T(clpa_prefill_spec, mt, "MT"),
+    T(clpa_prefill_spec, items, "ITEMS"),
 };
 static const clpa_tunable merge_tunables[] = {
     T(clpa_merge_spec, io_dtype, "IO_DTYPE"),

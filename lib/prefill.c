@@ -639,6 +639,24 @@ static clpa_status count_tiles(clpa_context *ctx, const clpa_prefill_params *p, 
   return CLPA_OK;
 }
 
+/* The mma kernel's build for the plan's work items: 1 where some item is
+ * split or a sequence's one row tile leaves a warp without rows (a decode
+ * row's: the warp then skips the products), else 0, whose kernel has no
+ * code for either; a longer sequence's short last tile does not take 1
+ * (the test costs every tile more than the idle warps save:
+ * docs/decisions/0045-prefill-mma-items-build.md). */
+static int mma_items(const clpa_prefill_params *p, const clpa_plan *pl, int qpk) {
+  if (pl->ps.path != CLPA_PREFILL_MMA) return 0;
+  if (pl->split_rows) return 1;
+  const int apart = heads_apart(&pl->ps);
+  for (int32_t s = pl->dec_rows; s < p->num_seqs; s++) {
+    const int64_t new_len = p->cu_seqlens_q[s + 1] - p->cu_seqlens_q[s];
+    const int64_t n = apart ? new_len : new_len * qpk; /* rows (a head's, heads apart) */
+    if (n > 0 && n <= pl->ps.rows - 16 * pl->ps.mt) return 1;
+  }
+  return 0;
+}
+
 clpa_status clpa_prefill_plan_fill(clpa_context *ctx, const clpa_prefill_params *p, int make,
                                    clpa_plan *pl) {
   clpa_status st = clpa_plan_begin(ctx, p, PLAN_PREFILL, pl);
@@ -710,11 +728,16 @@ clpa_status clpa_prefill_plan_fill(clpa_context *ctx, const clpa_prefill_params 
                                       : 0,
                                   (int32_t)a.kv.kind,
                                   (int32_t)p->page_table,
-                                  mt};
+                                  mt,
+                                  0};
   pl->ps = spec;
   if ((st = count_tiles(ctx, p, qpk, rows, heads_apart(&spec), pl->dec_rows, &pl->tiles)) ||
-      (st = clpa_prefill_plan_splits(ctx, p, qpk, pl)) ||
-      (make != PLAN_CHECK && pl->tiles && (st = prefill_kernel(ctx, pl))) ||
+      (st = clpa_prefill_plan_splits(ctx, p, qpk, pl))) {
+    clpa_plan_fini(pl);
+    return st;
+  }
+  pl->ps.items = mma_items(p, pl, qpk);
+  if ((make != PLAN_CHECK && pl->tiles && (st = prefill_kernel(ctx, pl))) ||
       (make == PLAN_OWN && (pl->tiles || pl->dec) && (st = own_lists(ctx, p, qpk, pl)))) {
     clpa_plan_fini(pl);
     return st;
