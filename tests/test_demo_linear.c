@@ -360,6 +360,18 @@ static void refused(demo_linear *l, demo_linear_engine e, demo_wfmt w, int32_t r
   clReleaseMemObject(b);
 }
 
+/* A forced table row: its name and streaming kernel's shape (stream_max_rows, lanes, groups,
+ * nc), every other field as the "default" row's (no gemv, mma or GEMM rows); a case sets what
+ * it tests after. */
+static demo_linear_tuning forced(const char *name, int32_t max_rows, int32_t lanes,
+                                 int32_t groups, int32_t nc) {
+  const demo_linear_tuning t = {.match = name, .stream_max_rows = max_rows, .lanes = lanes,
+                                .groups = groups, .nc = nc, .mwarps = 4, .mma_ct = 2,
+                                .gemm_bk = 32, .gemm_f16a = 1, .gemv_warps = 4, .gemv_unroll = 2,
+                                .gemv_ct = 1, .gemv_nt = 4};
+  return t;
+}
+
 static demo_linear *create(const demo_linear_tuning *t) {
   demo_linear *l;
   if (demo_linear_create(clpa_context_cl_context(ctx), clpa_context_cl_device(ctx),
@@ -428,13 +440,15 @@ static void stream_grid(const demo_linear_tuning *t) {
 int main(void) {
   rng_seed_from_env();
   ctx = test_context(0);
-  const demo_linear_tuning gpu = {"forced: lanes split k", 64, 16, 8, 4, 0, 0, 4, 2, 0, 0, 0, 32, 1, 0, 4, 2, 1, 0, 4, 0, 0, 0};
-  const demo_linear_tuning odd = {"forced: odd shape", 64, 4, 3, 3, 0, 0, 4, 2, 0, 0, 0, 32, 1, 0, 4, 2, 1, 0, 4, 0, 0, 0};
+  const demo_linear_tuning gpu = forced("forced: lanes split k", 64, 16, 8, 4);
+  const demo_linear_tuning odd = forced("forced: odd shape", 64, 4, 3, 3);
   /* one lane a column group with a cap on its sums: 3 columns and 12 sums take row blocks of 1
    * and 4 rows; 2 columns and 16 sums blocks of 1, 4 and 8, and Q4_K and Q5_K 16 with 1 column;
    * several lanes 1, 4 and 16 rows in the table's columns, whatever the form */
-  const demo_linear_tuning capped = {"forced: one lane, 3 columns, 12 sums", 64, 1, 5, 3, 0, 0, 4, 2, 0, 0, 0, 32, 1, 0, 4, 2, 1, 0, 4, 0, 0, 12};
-  const demo_linear_tuning capped8 = {"forced: one lane, 2 columns, 16 sums", 64, 1, 7, 2, 0, 0, 4, 2, 0, 0, 0, 32, 1, 0, 4, 2, 1, 0, 4, 0, 0, 16};
+  demo_linear_tuning capped = forced("forced: one lane, 3 columns, 12 sums", 64, 1, 5, 3);
+  capped.stream_sums = 12;
+  demo_linear_tuning capped8 = forced("forced: one lane, 2 columns, 16 sums", 64, 1, 7, 2);
+  capped8.stream_sums = 16;
   const int32_t call_rows[] = {1, 2, 4, 5, 8, 9, 16, 40};
   const int32_t want12[] = {1, 4, 4, 4, 4, 4, 4, 4}, want16[] = {1, 4, 4, 8, 8, 8, 8, 8};
   const int32_t want_wide[] = {1, 4, 4, 8, 8, 16, 16, 16};
@@ -466,7 +480,9 @@ int main(void) {
   /* the tensor-core kernel (emulated off NVIDIA): every row block, several
    * blocks, k in chunks of 32, partial stages; in the table's shape and in
    * an odd one that splits k across work-groups */
-  const demo_linear_tuning split = {"forced: split k", 0, 16, 8, 4, 1, 256, 2, 3, 64, 0, 0, 32, 1, 0, 4, 2, 1, 0, 4, 0, 0, 0};
+  demo_linear_tuning split = forced("forced: split k", 0, 16, 8, 4);
+  split.mma_min_rows = 1, split.mma_max_rows = 256, split.mwarps = 2, split.mma_ct = 3,
+      split.mma_fill = 64;
   const demo_linear_tuning *mshapes[] = {NULL, &split};
   for (size_t s = 0; s < 2; s++) {
     demo_linear *lm = create(mshapes[s]);
@@ -500,7 +516,9 @@ int main(void) {
   /* ggml's block forms on the tensor-core kernel (forced): decoded, rounded to tf32; k split
    * across work-groups in the second shape */
   {
-    const demo_linear_tuning split = {"forced: split k", 0, 16, 8, 4, 1, 256, 2, 3, 64, 0, 0, 32, 1, 0, 4, 2, 1, 0, 4, 0, 0, 0};
+    demo_linear_tuning split = forced("forced: split k", 0, 16, 8, 4);
+    split.mma_min_rows = 1, split.mma_max_rows = 256, split.mwarps = 2, split.mma_ct = 3,
+        split.mma_fill = 64;
     demo_linear *lm = create(&split);
     block_forms(l, DEMO_LINEAR_MMA, 20, 100, 4);
     block_forms(lm, DEMO_LINEAR_MMA, 40, 100, 16);
@@ -509,7 +527,8 @@ int main(void) {
   /* the tiled GEMM (emulated off NVIDIA): both row tiles (64 and 128 rows
    * a work-group), partial row and column tiles, one stage and several */
   {
-    const demo_linear_tuning g64 = {"forced: gemm 64 k a stage, 128 rows", 16, 16, 8, 4, 0, 0, 4, 2, 0, 0, 128, 64, 1, 0, 4, 2, 1, 0, 4, 0, 0, 0};
+    demo_linear_tuning g64 = forced("forced: gemm 64 k a stage, 128 rows", 16, 16, 8, 4);
+    g64.gemm_bm = 128, g64.gemm_bk = 64;
     const demo_linear_tuning *gshapes[] = {NULL, &g64};
     const int32_t rows[] = {1, 63, 64, 65, 130, 200};
     for (size_t s = 0; s < 2; s++) {
@@ -542,12 +561,14 @@ int main(void) {
   }
   /* ggml's block forms on the tiled GEMM: decoded, rounded to f16 */
   {
-    const demo_linear_tuning g64 = {"forced: gemm 64 k a stage", 16, 16, 8, 4, 0, 0, 4, 2, 0, 0, 0, 64, 1, 0, 4, 2, 1, 0, 4, 0, 0, 0};
+    demo_linear_tuning g64 = forced("forced: gemm 64 k a stage", 16, 16, 8, 4);
+    g64.gemm_bk = 64;
     demo_linear *lg = create(&g64);
     block_forms(lg, DEMO_LINEAR_GEMM, 150, 200, 3);
     /* and through an f16 copy of the weight (gemm_dq_rows, here from 20 rows): the same bits
      * with f32 activations, f16 ones by cp.async, SwiGLU's out */
-    const demo_linear_tuning gq = {"forced: gemm 64 k a stage, f16 copy", 16, 16, 8, 4, 0, 0, 4, 2, 0, 0, 0, 64, 1, 0, 4, 2, 1, 0, 4, 0, 20, 0};
+    demo_linear_tuning gq = forced("forced: gemm 64 k a stage, f16 copy", 16, 16, 8, 4);
+    gq.gemm_bk = 64, gq.gemm_dq_rows = 20;
     demo_linear *lq = create(&gq);
     for (size_t q = 0; q < 5; q++) {
       const int32_t kq = (quants[q] <= DEMO_W_Q4_0 ? 32 : 256) * (1 + (int32_t)rng_below(3));
@@ -568,8 +589,10 @@ int main(void) {
    * rule, then every form through it, 32 and 64 k a stage, f16 activations, one row block and
    * several, one call after another (on NVIDIA the tiles' counters are back at zero) */
   {
-    const demo_linear_tuning gs = {"forced: gemm split k", 16, 16, 8, 4, 0, 0, 4, 2, 0, 0, 0, 32, 1, 0, 4, 2, 1, 0, 4, 16, 0, 0};
-    const demo_linear_tuning gs64 = {"forced: gemm split k, 64 k a stage", 16, 16, 8, 4, 0, 0, 4, 2, 0, 0, 0, 64, 1, 0, 4, 2, 1, 0, 4, 16, 0, 0};
+    demo_linear_tuning gs = forced("forced: gemm split k", 16, 16, 8, 4);
+    gs.gemm_fill = 16;
+    demo_linear_tuning gs64 = forced("forced: gemm split k, 64 k a stage", 16, 16, 8, 4);
+    gs64.gemm_bk = 64, gs64.gemm_fill = 16;
     demo_linear *la = create(&gs), *lb = create(&gs64);
     ok(demo_linear_gemm_split(la, 1, 20, 2048, 0) == 8 && demo_linear_gemm_split(la, 1, 20, 512, 0) == 2 &&
            demo_linear_gemm_split(la, 1, 20, 480, 0) == 1 && demo_linear_gemm_split(lb, 1, 20, 2048, 0) == 4 &&
@@ -611,8 +634,10 @@ int main(void) {
    * odd ones (3 warps, 3 chunks in flight, up to 2 column tiles: uneven splits of k and
    * chunks loaded twice; 16 warps over fewer chunks than warps, up to 4 column tiles) */
   {
-    const demo_linear_tuning v3 = {"forced: gemv 3 warps", 16, 16, 8, 4, 0, 0, 4, 2, 0, 0, 0, 32, 1, 64, 3, 3, 2, 0, 4, 0, 0, 0};
-    const demo_linear_tuning v16 = {"forced: gemv 16 warps", 16, 16, 8, 4, 0, 0, 4, 2, 0, 0, 0, 32, 1, 64, 16, 1, 4, 0, 4, 0, 0, 0};
+    demo_linear_tuning v3 = forced("forced: gemv 3 warps", 16, 16, 8, 4);
+    v3.gemv_max_rows = 64, v3.gemv_warps = 3, v3.gemv_unroll = 3, v3.gemv_ct = 2;
+    demo_linear_tuning v16 = forced("forced: gemv 16 warps", 16, 16, 8, 4);
+    v16.gemv_max_rows = 64, v16.gemv_warps = 16, v16.gemv_unroll = 1, v16.gemv_ct = 4;
     const demo_linear_tuning *vshapes[] = {NULL, &v3, &v16};
     for (size_t s = 0; s < 3; s++) {
       demo_linear *lv = create(vshapes[s]);
@@ -750,7 +775,8 @@ int main(void) {
   refused(l, DEMO_LINEAR_GEMM, DEMO_W_F16, 2, 4, 48, "multiple of 32", "the tiled GEMM with k 48");
   {
     cl_mem b = test_buffer(ctx, NULL, 4096);
-    const demo_linear_tuning f32a = {"forced: f32 activations", 16, 16, 8, 4, 0, 0, 4, 2, 0, 0, 0, 32, 0, 0, 4, 2, 1, 0, 4, 0, 0, 0};
+    demo_linear_tuning f32a = forced("forced: f32 activations", 16, 16, 8, 4);
+    f32a.gemm_f16a = 0;
     demo_linear *la = create(&f32a);
     const struct { demo_linear *l; demo_linear_engine e; demo_wfmt w; int32_t k; const char *what; } no[] = {
         {l, DEMO_LINEAR_GEMM, DEMO_W_BF16, 32, "bf16 weights"},
@@ -776,7 +802,7 @@ int main(void) {
     demo_linear_destroy(la);
     clReleaseMemObject(b);
   }
-  const demo_linear_tuning bad = {"forced: bad", 64, 16, 128, 4, 0, 0, 4, 2, 0, 0, 0, 32, 1, 0, 4, 2, 1, 0, 4, 0, 0, 0};
+  const demo_linear_tuning bad = forced("forced: bad", 64, 16, 128, 4);
   demo_linear *nope = NULL;
   ok(demo_linear_create(clpa_context_cl_context(ctx), clpa_context_cl_device(ctx),
                         clpa_context_cl_queue(ctx), &bad, &nope) == CLPA_ERR_INVALID_ARG && !nope,
@@ -836,7 +862,8 @@ int main(void) {
     clReleaseMemObject(b);
   }
   refused(l, DEMO_LINEAR_STREAM, DEMO_W_Q4_K, 2, 4, 128, "whole number of q4_K blocks", "q4_K with k 128");
-  const demo_linear_tuning rule = {"forced: the rule", 16, 16, 8, 4, 17, 64, 4, 2, 0, 0, 0, 32, 1, 0, 4, 2, 1, 0, 4, 0, 0, 0};
+  demo_linear_tuning rule = forced("forced: the rule", 16, 16, 8, 4);
+  rule.mma_min_rows = 17, rule.mma_max_rows = 64;
   demo_linear *lr = create(&rule);
   const demo_wfmt F16 = DEMO_W_F16, F32 = DEMO_W_F32;
   ok(demo_linear_pick(lr, 16, 64, F32) == DEMO_LINEAR_STREAM &&
@@ -850,7 +877,9 @@ int main(void) {
      "the pick: mma from 17 to 64 rows on NVIDIA (k a multiple of 32, f16 or bf16), else stream up"
      " to 16 rows (k a multiple of 8), else clblast");
   demo_linear_destroy(lr);
-  const demo_linear_tuning first = {"forced: mma first", 16, 16, 8, 4, 2, 1 << 30, 4, 2, 16, 128, 0, 32, 1, 0, 4, 2, 1, 0, 4, 0, 0, 0};
+  demo_linear_tuning first = forced("forced: mma first", 16, 16, 8, 4);
+  first.mma_min_rows = 2, first.mma_max_rows = 1 << 30, first.mma_fill = 16,
+      first.gemm_min_rows = 128;
   lr = create(&first);
   const demo_wfmt Q4K = DEMO_W_Q4_K;
   ok(demo_linear_pick(lr, 1, 64, F16) == DEMO_LINEAR_STREAM &&
@@ -865,7 +894,9 @@ int main(void) {
      "the pick: mma from 2 rows on NVIDIA before stream, the tiled GEMM from 128; block forms"
      " (never mma) stream up to 16 rows, clblast past them, the tiled GEMM from 128 on NVIDIA");
   demo_linear_destroy(lr);
-  const demo_linear_tuning vfirst = {"forced: gemv first", 16, 16, 8, 4, 2, 1 << 30, 4, 2, 16, 128, 0, 32, 1, 8, 4, 2, 1, 0, 4, 0, 0, 0};
+  demo_linear_tuning vfirst = forced("forced: gemv first", 16, 16, 8, 4);
+  vfirst.mma_min_rows = 2, vfirst.mma_max_rows = 1 << 30, vfirst.mma_fill = 16,
+      vfirst.gemm_min_rows = 128, vfirst.gemv_max_rows = 8;
   lr = create(&vfirst);
   ok(demo_linear_pick(lr, 1, 64, F16) == (nvidia ? DEMO_LINEAR_GEMV : DEMO_LINEAR_STREAM) &&
          demo_linear_pick(lr, 8, 64, DEMO_W_BF16) == (nvidia ? DEMO_LINEAR_GEMV : DEMO_LINEAR_STREAM) &&
@@ -916,7 +947,8 @@ int main(void) {
            demo_wfmt_untiled(DEMO_W_BF16_TILED) == DEMO_W_BF16,
        "the tiled forms' bytes (rows padded to 16), names, and ggml's types map to row-major forms");
     free(src), free(dst);
-    const demo_linear_tuning v16 = {"forced: gemv 16 warps", 16, 16, 8, 4, 0, 0, 4, 2, 0, 0, 0, 32, 1, 64, 16, 1, 4, 0, 4, 0, 0, 0};
+    demo_linear_tuning v16 = forced("forced: gemv 16 warps", 16, 16, 8, 4);
+    v16.gemv_max_rows = 64, v16.gemv_warps = 16, v16.gemv_unroll = 1, v16.gemv_ct = 4;
     demo_linear *lv = create(&v16);
     const demo_linear_engine es[] = {DEMO_LINEAR_STREAM, DEMO_LINEAR_MMA, DEMO_LINEAR_GEMM,
                                      DEMO_LINEAR_GEMV, DEMO_LINEAR_CLBLAST};
@@ -942,7 +974,8 @@ int main(void) {
   /* gemv with up to 8 row tiles of 8 a work-group (gemv_nt 8): 33 to 64 rows in one row block,
    * more in several; 16-bit, tiled and block forms, f16 in, both epilogues */
   {
-    const demo_linear_tuning v8 = {"forced: gemv 64 rows a work-group", 16, 16, 8, 4, 0, 0, 4, 2, 0, 0, 0, 32, 1, 64, 16, 2, 4, 0, 8, 0, 0, 0};
+    demo_linear_tuning v8 = forced("forced: gemv 64 rows a work-group", 16, 16, 8, 4);
+    v8.gemv_max_rows = 64, v8.gemv_warps = 16, v8.gemv_ct = 4, v8.gemv_nt = 8;
     demo_linear *lv = create(&v8);
     const int32_t rows[] = {33, 48, 64, 73};
     const demo_wfmt forms8[] = {DEMO_W_F16, DEMO_W_BF16, DEMO_W_F16_TILED, DEMO_W_Q8_0};
