@@ -444,8 +444,9 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_pref
    * they are the warp's own (emulated, they share local scratch between barriers). Rows are
    * in order within a warp's, so its first row says. */
   int idle_head, idle_pos;
-  const int idle = CLPA_ITEMS && MMA_PTX && !mma_row(R0 + warp * 16 * MT, new_len, pad, qpk, kv_head, cached,
-                                       &idle_head, &idle_pos);
+  const int idle = CLPA_ITEMS && MMA_PTX &&
+                   !mma_row(R0 + warp * 16 * MT, new_len, pad, qpk, kv_head, cached, &idle_head,
+                            &idle_pos);
 
   /* Softmax state per row, base 2 (m2 = m log2 e); l is this lane's part. */
   float m2[RPL], l[RPL];
