@@ -68,8 +68,8 @@ typedef struct clpa_prefill_spec {
   int32_t kv_layout;   /* the cache's clpa_kv_layout_kind (CLPA_KV_LAYOUT) */
   int32_t page_table;  /* the call's clpa_page_table (CLPA_PAGE_TABLE: pages.cl) */
   int32_t mt;          /* mma: row tiles of 16 a warp, 1 or 2 (prefill_mma.cl's MT); else 1 */
-  int32_t items;       /* mma: 1 where the plan has split items or warps without rows
-                        * (prefill.c mma_items), else 0 */
+  int32_t items;       /* mma: 1 where the plan has split items or a decode row's tile (its
+                        * idle warps skip the products; prefill.c mma_items), else 0 */
 } clpa_prefill_spec;
 
 /* merge.cl: clpa_merge_states. */
