@@ -212,6 +212,7 @@ static clpa_radix_node *split(clpa_radix *t, clpa_radix_node *n, int32_t k, clpa
   m->key = n->key;
   m->last_access = n->last_access;
   m->lock = n->lock;
+  m->pins = 0; /* the locks name n, which keeps its lower end */
   m->depth_blocks = n->depth_blocks - (n->num_blocks - k);
   /* m takes n's place in the sibling list and in the index */
   clpa_radix_node *p = n->parent;
@@ -386,6 +387,7 @@ clpa_status clpa_radix_lock(clpa_radix *t, clpa_radix_node *node) {
   while (top->parent != t->root) top = top->parent;
   /* the topmost node counts every lock below it, so it overflows first */
   CLPA_CHECK(NULL, top->lock == INT32_MAX, CLPA_ERR_STATE, "too many locks on one prefix");
+  node->pins++;
   for (clpa_radix_node *p = node; p != t->root; p = p->parent) {
     if (p->lock++ == 0) {
       t->st.evictable_blocks -= p->num_blocks;
@@ -399,7 +401,12 @@ clpa_status clpa_radix_lock(clpa_radix *t, clpa_radix_node *node) {
 clpa_status clpa_radix_unlock(clpa_radix *t, clpa_radix_node *node) {
   CLPA_CHECK(NULL, !t || !node, CLPA_ERR_INVALID_ARG, "tree and node must not be NULL");
   if (node == t->root) return CLPA_OK;
-  CLPA_CHECK(NULL, node->lock <= 0, CLPA_ERR_STATE, "the node is not locked");
+  /* its own locks, not its descendants': undoing one of theirs here would
+   * leave their ancestors' counts short, and negative at their unlock */
+  CLPA_CHECK(NULL, node->pins <= 0, CLPA_ERR_STATE,
+             "the node is not locked (%d lock(s) below it are its descendants')",
+             (int)node->lock);
+  node->pins--;
   for (clpa_radix_node *p = node; p != t->root; p = p->parent) {
     if (--p->lock == 0) {
       t->st.protected_blocks -= p->num_blocks;
@@ -515,7 +522,9 @@ static clpa_status validate_node(const clpa_radix *t, const clpa_radix_node *n, 
   }
   if (kids != n->num_children)
     BAD("node %p counts %d children, has %d", (void *)n, (int)n->num_children, (int)kids);
-  if (n->lock < child_locks) BAD("node %p has fewer locks than its children", (void *)n);
+  if (n->pins < 0 || n->lock != n->pins + child_locks)
+    BAD("node %p counts %d locks, has %d of its own and %d below", (void *)n, (int)n->lock,
+        (int)n->pins, (int)child_locks);
   int cand = clpa_radix_is_candidate_(t, n);
   if (cand != (n->heap_idx >= 0)) BAD("node %p is %sin the heap", (void *)n, cand ? "not " : "");
   if (cand && (n->heap_idx >= t->heap_n || t->heap[n->heap_idx] != n))

@@ -23,6 +23,7 @@ struct clpa_radix_node {
   int32_t depth_blocks; /* root to the end of this edge */
   int32_t num_children;
   int32_t lock;     /* locks on this node or a descendant */
+  int32_t pins;     /* of those, the ones on this node itself: what unlock may undo */
   int32_t heap_idx; /* slot in the eviction heap, -1 when not a candidate */
   int32_t data[];   /* tokens [cap_blocks * block_size], then blocks [cap_blocks] */
 };

@@ -178,7 +178,8 @@ CLPA_API clpa_status clpa_radix_lock(clpa_radix *tree, clpa_radix_node *node);
 
 /* Undoes one clpa_radix_lock of node. Unlocking the root does nothing.
  * Returns CLPA_OK, CLPA_ERR_INVALID_ARG (NULL tree or node) or
- * CLPA_ERR_STATE (node is not locked). */
+ * CLPA_ERR_STATE (node is not locked: locks on its descendants, which its
+ * lock_count also counts, are theirs to undo). */
 CLPA_API clpa_status clpa_radix_unlock(clpa_radix *tree, clpa_radix_node *node);
 
 typedef struct clpa_radix_stats {

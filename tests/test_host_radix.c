@@ -299,6 +299,37 @@ static void regress_insert_ref_failure_rolls_back(void) {
   teardown();
 }
 
+/* An ancestor's lock count includes its descendants' locks, and unlock
+ * used to take that for a lock of its own: unlocking the ancestor of a
+ * locked node returned CLPA_OK, made the ancestor evictable under a
+ * locked descendant, and the descendant's own unlock then drove the
+ * ancestor's count to -1 (clpa_radix_check: fewer locks than its child). */
+static void regress_unlock_ancestor_of_locked_node(void) {
+  setup(2, 8);
+  const int32_t s[] = {1, 2, 3, 4, 5, 6};
+  clpa_radix_insert_result upper = put(0, s, 4), lower = put(0, s, 6);
+  ok(clpa_radix_lock(tree, lower.node) == CLPA_OK, "lock the lower node");
+  char before[4096];
+  strcpy(before, dump_str());
+  ok(clpa_radix_unlock(tree, upper.node) == CLPA_ERR_STATE &&
+         strstr(clpa_last_error(), "not locked"),
+     "regress: unlocking its ancestor, which holds no lock of its own, is refused: %s",
+     clpa_last_error());
+  ok(strcmp(before, dump_str()) == 0 && stats().protected_blocks == 3 &&
+         clpa_radix_check(tree) == CLPA_OK,
+     "regress: the refused unlock changed nothing");
+  ok(clpa_radix_unlock(tree, lower.node) == CLPA_OK && stats().evictable_blocks == 3 &&
+         clpa_radix_check(tree) == CLPA_OK,
+     "regress: the lower node's own unlock leaves consistent counts");
+  clpa_radix_match_result m; /* a split's upper part takes no lock of its own either */
+  clpa_radix_lock(tree, lower.node);
+  clpa_radix_match(tree, 0, s, 2, NULL, 1, &m);
+  ok(m.num_blocks == 1 && clpa_radix_unlock(tree, m.node) == CLPA_ERR_STATE &&
+         clpa_radix_unlock(tree, lower.node) == CLPA_OK && clpa_radix_check(tree) == CLPA_OK,
+     "regress: nor does the upper part of a split locked node");
+  teardown();
+}
+
 int main(void) {
   test_header_picture();
   test_insert_cases();
@@ -307,5 +338,6 @@ int main(void) {
   test_lru_and_locks();
   test_errors();
   regress_insert_ref_failure_rolls_back();
+  regress_unlock_ancestor_of_locked_node();
   return done_testing();
 }

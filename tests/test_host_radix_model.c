@@ -292,10 +292,26 @@ static void op_insert(void) {
   maybe_lock(r.node, path, nb, 20);
 }
 
+/* Whether some held lock names node itself (not a descendant). */
+static int held_on(const clpa_radix_node *node) {
+  for (int i = 0; i < M.nlocks; i++)
+    if (M.locks[i].node == node) return 1;
+  return 0;
+}
+
 static void op_unlock(void) {
   if (!M.nlocks) return;
   int i = (int)rng_below((uint32_t)M.nlocks);
   held_lock *h = &M.locks[i];
+  clpa_radix_node_info info;
+  clpa_radix_node_get(tree, h->node, &info);
+  clpa_radix_node *up = (clpa_radix_node *)info.parent;
+  if (rng_below(4) == 0 && up && up != clpa_radix_root(tree) && !held_on(up)) {
+    /* its parent counts its lock but holds none of its own: refused, unchanged */
+    clpa_status s = clpa_radix_unlock(tree, up);
+    CHECK(s == CLPA_ERR_STATE, "unlock of a parent that holds no lock: status %d", (int)s);
+    return;
+  }
   clpa_status s = clpa_radix_unlock(tree, h->node);
   CHECK(s == CLPA_OK, "unlock failed: %s", clpa_last_error());
   for (int32_t j = 0; j < h->n; j++) M.blocks[h->blk[j]].lock--;
