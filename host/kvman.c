@@ -287,7 +287,7 @@ clpa_status clpa_kvman_append(clpa_kvman *km, clpa_kvreq *r, const int32_t *toke
   clpa_block_copy copy;
   s = clpa_seq_append(r->seq, n, slots, &copy);
   if (s != CLPA_OK) return s;
-  memcpy(r->tokens + r->num_tokens, tokens, (size_t)n * sizeof(int32_t));
+  if (n) memcpy(r->tokens + r->num_tokens, tokens, (size_t)n * sizeof(int32_t)); /* may be NULL */
   r->num_tokens += n;
   km->st.computed_tokens += n;
   return CLPA_OK;
@@ -379,6 +379,7 @@ clpa_status clpa_kvman_append_batch(clpa_kvman *km, clpa_kvreq *const *reqs, int
   for (int32_t i = 0; i < num_reqs; i++) {
     clpa_kvreq *r = reqs[i];
     int32_t n = counts ? counts[i] : 1;
+    if (n == 0) continue; /* tokens and slots may be NULL: no offsets into them */
     const clpa_seq *q = r->seq;
     /* a running request's partial last block is its own (the tree takes
      * whole blocks only), so no copy-on-write: checked, not assumed */

@@ -92,6 +92,27 @@ static void regress_boolean_arguments(void) {
   clpa_kvman_destroy(km);
 }
 
+/* Appending nothing takes NULL tokens and slots (the header allows them
+ * with no tokens to append); append used to memcpy from NULL and the
+ * batch append to offset into NULL, undefined behaviour that UBSan reports
+ * (run with UBSAN_OPTIONS=halt_on_error=1 to make it fail). */
+static void regress_append_nothing_null_buffers(void) {
+  clpa_kvman *km = make(8, 2);
+  int64_t slots[8];
+  clpa_kvman_admit_result a, b;
+  const int32_t p[] = {1, 2, 3};
+  clpa_kvman_admit(km, 0, p, 3, slots, &a);
+  clpa_kvman_admit(km, 0, p, 2, slots, &b);
+  ok(clpa_kvman_append(km, a.req, NULL, 0, NULL) == CLPA_OK && clpa_kvreq_num_tokens(a.req) == 3,
+     "regress: append of no tokens with NULL tokens and slots");
+  clpa_kvreq *reqs[2] = {a.req, b.req};
+  const int32_t zero[2] = {0, 0};
+  ok(clpa_kvman_append_batch(km, reqs, 2, zero, NULL, NULL) == CLPA_OK &&
+         clpa_kvreq_num_tokens(a.req) == 3 && clpa_kvreq_num_tokens(b.req) == 2,
+     "regress: a batch append of no tokens with NULL tokens and slots");
+  clpa_kvman_destroy(km);
+}
+
 /* The engine's step: rows, a batch append over every running request, the
  * batch view in row order, the reserve hint, the watermark. */
 static void test_decode_step_api(void) {
@@ -318,6 +339,7 @@ int main(void) {
      "num_blocks must be set: %s", clpa_last_error());
   regress_checkpoint_short_prompt();
   regress_boolean_arguments();
+  regress_append_nothing_null_buffers();
   test_decode_step_api();
   ok(live == 0, "no host memory left (%ld bytes)", live);
   return done_testing();
