@@ -116,6 +116,10 @@ static int same_bytes(cl_mem a, cl_mem b, size_t n) {
   return same;
 }
 
+/* The larger of two error ratios, a NaN infinitely bad (fmax would drop it: a NaN output, or
+ * test_poison's left unwritten, would pass). */
+static double worse(double worst, double r) { return isnan(r) ? INFINITY : fmax(worst, r); }
+
 /* The run's output against the double reference for layer l. */
 static double decode_error(const batch *b, int l, double tol) {
   double *want = poisoned((size_t)SEQS * HEADS * HS), *want_lse = poisoned((size_t)SEQS * HEADS);
@@ -130,9 +134,9 @@ static double decode_error(const batch *b, int l, double tol) {
   test_read(ctx, b->out_run, got, sizeof(float) * SEQS * HEADS * HS);
   test_read(ctx, b->lse_run, lse, sizeof(float) * SEQS * HEADS);
   for (int i = 0; i < SEQS * HEADS * HS; i++)
-    worst = fmax(worst, fabs(got[i] - want[i]) / (tol + tol * fabs(want[i])));
+    worst = worse(worst, fabs(got[i] - want[i]) / (tol + tol * fabs(want[i])));
   for (int i = 0; i < SEQS * HEADS; i++) /* lse: -inf for the empty sequence */
-    worst = fmax(worst, want_lse[i] == -INFINITY ? (lse[i] == -INFINITY ? 0.0 : INFINITY)
+    worst = worse(worst, want_lse[i] == -INFINITY ? (lse[i] == -INFINITY ? 0.0 : INFINITY)
                                                  : fabs(lse[i] - want_lse[i]) / (tol + tol * fabs(want_lse[i])));
   free(want), free(want_lse), free(got), free(lse);
   return worst;
