@@ -32,18 +32,30 @@ def run(*args):
     return p.returncode, j
 
 
+def checked(j):
+    """--check passed, and over every served request and every generated token: its verdict
+    counts them (a check that looked at nothing would pass too)."""
+    m = re.match(r"passed: (\d+) requests, (\d+) generated tokens ", j.get("check", ""))
+    good = bool(j.get("check_ok") and m and int(m.group(1)) == j["requests"] - j["refused"] > 0
+                and int(m.group(2)) == j["generated_tokens"] > 0)
+    if not good:
+        print("# --check: %s (%s requests, %s refused, %s generated tokens)"
+              % (j.get("check"), j.get("requests"), j.get("refused"), j.get("generated_tokens")))
+    return good
+
+
 small = ["--requests", "10", "--output-min", "4", "--output-max", "8", "--check", "--json"]
 rc, on = run(*small)
-ok(rc == 0 and on and on["check_ok"], "prefix cache on: --check passes: %s" % (on or {}).get("check"))
+ok(rc == 0 and on and checked(on), "prefix cache on: --check passes: %s" % (on or {}).get("check"))
 rc, off = run(*small, "--no-prefix-cache")
-ok(rc == 0 and off and off["check_ok"], "prefix cache off: --check passes")
+ok(rc == 0 and off and checked(off), "prefix cache off: --check passes")
 # f16 weights, on the table's engines and forced onto the tiled GEMM and gemv (emulated off
 # NVIDIA), which round the activations to f16: --check's tolerance for 16-bit weights holds
 rc, h = run(*small, "--weight-dtype", "f16")
-ok(rc == 0 and h and h["check_ok"], "f16 weights: --check passes: %s" % (h or {}).get("check"))
+ok(rc == 0 and h and checked(h), "f16 weights: --check passes: %s" % (h or {}).get("check"))
 # (the GEMM makes SwiGLU in its epilogue: one op fewer a layer)
 rc, h = run(*small, "--weight-dtype", "f16", "--linear", "gemm")
-ok(rc == 0 and h and h["check_ok"] and h["linear"] == "gemm (forced)" and on
+ok(rc == 0 and h and checked(h) and h["linear"] == "gemm (forced)" and on
    and h["ops_decode_layer"] == on["ops_decode_layer"] - 1,
    "f16 weights on the tiled GEMM: --check passes, SwiGLU made in its epilogue (%s ops a decode"
    " layer, %s on the table's engine): %s" % ((h or {}).get("ops_decode_layer"),
@@ -54,7 +66,7 @@ ok(rc == 0 and h and h["check_ok"] and h["linear"] == "gemm (forced)" and on
 # blocks of 16 and of 1
 for extra in ([], ["--kv-dtype", "f32", "--block-size", "1"]):
     rc, h = run(*small, "--weight-dtype", "f16", "--linear", "gemv", *extra)
-    ok(rc == 0 and h and h["check_ok"] and h["linear"] == "gemv (forced)" and on
+    ok(rc == 0 and h and checked(h) and h["linear"] == "gemv (forced)" and on
        and h["ops_decode_layer"] == on["ops_decode_layer"] - 2
        and abs(h["ops_mixed_layer"] - (on["ops_mixed_layer"] - 2)) < 1e-6,
        "f16 weights on gemv %s: --check passes; SwiGLU, and RoPE with the cache write, made in"
@@ -68,7 +80,7 @@ for extra in ([], ["--kv-dtype", "f32", "--block-size", "1"]):
 for eng in ([], ["--linear", "gemv"]):
     rc, t = run(*small, "--weight-dtype", "f16", "--weight-layout", "tiles", *eng)
     rc2, r = run(*small, "--weight-dtype", "f16", "--weight-layout", "rows", *eng)
-    ok(rc == 0 and rc2 == 0 and t and r and t["check_ok"] and r["check_ok"]
+    ok(rc == 0 and rc2 == 0 and t and r and checked(t) and checked(r)
        and t["weight_dtype"] == "f16_tiled" and r["weight_dtype"] == "f16"
        and t["ops_decode_layer"] == r["ops_decode_layer"],
        "--weight-layout tiles %s: --check passes (%s), as rows does (%s): %s"
@@ -83,7 +95,7 @@ ok(p.returncode == 2 and "auto, rows or tiles" in p.stderr, "--weight-layout col
 # each layer's attention as one clpa_prefill over the step's sequences (issue 45's mixed step: the
 # default) against a decode and a prefill call
 rc, h = run(*small, "--two-attention-calls")
-ok(rc == 0 and h and h["check_ok"] and h["attention_calls"] == 2 and on and on["attention_calls"] == 1
+ok(rc == 0 and h and checked(h) and h["attention_calls"] == 2 and on and on["attention_calls"] == 1
    and h["generated_tokens"] == on["generated_tokens"],
    "--two-attention-calls: --check passes, the same tokens served: %s" % (h or {}).get("check"))
 # the fused ops (issue 42: RoPE with the cache write, the step's inputs in one write) against
@@ -93,7 +105,7 @@ ok(rc == 0 and h and h["check_ok"] and h["attention_calls"] == 2 and on and on["
 for extra in ([], ["--kv-dtype", "f32", "--block-size", "1"]):
     rc, f = run(*small, *extra) if extra else (0, on)
     rc2, u = run(*small, *extra, "--unfused")
-    ok(rc == 0 and rc2 == 0 and f and u and f["check_ok"] and f["check"] == u["check"]
+    ok(rc == 0 and rc2 == 0 and f and u and checked(f) and f["check"] == u["check"]
        and f["generated_tokens"] == u["generated_tokens"]
        and 0 < f["ops_decode_layer"] < u["ops_decode_layer"]
        and 0 < f["ops_mixed_layer"] < u["ops_mixed_layer"]
@@ -107,7 +119,7 @@ for extra in ([], ["--kv-dtype", "f32", "--block-size", "1"]):
 # cache and clpa's attention; --check against the host reference
 for bs in ("1", "64"):
     rc, h = run(*small, "--block-size", bs)
-    ok(rc == 0 and h and h["check_ok"] and h["block_size"] == int(bs) and on
+    ok(rc == 0 and h and checked(h) and h["block_size"] == int(bs) and on
        and h["generated_tokens"] == on["generated_tokens"] and h["cached_tokens"] > 0,
        "--block-size %s: --check passes, prefixes shared: %s" % (bs, (h or {}).get("check")))
 p = subprocess.run([demo, "--block-size", "12"], capture_output=True, text=True, timeout=600)
@@ -117,7 +129,7 @@ ok(p.returncode == 2 and "--block-size takes a power of two from 1 to 256, not 1
 # ggml's blocks, the reference engine on their decoding
 rc, h = run(*small, "--weight-dtype", "f16", "--weight-quant", "q8_0")
 # (the embedding stays f16, tiled where the device's table holds 16-bit weights as tiles)
-ok(rc == 0 and h and h["check_ok"] and h["weight_dtype"] in ("f16, blocks q8_0", "f16_tiled, blocks q8_0")
+ok(rc == 0 and h and checked(h) and h["weight_dtype"] in ("f16, blocks q8_0", "f16_tiled, blocks q8_0")
    and on and h["step_floor_ms"] < on["step_floor_ms"],
    "--weight-quant q8_0: --check passes, the step reads fewer bytes: %s" % (h or {}).get("check"))
 p = subprocess.run([demo, "--weight-quant", "q4_K"], capture_output=True, text=True, timeout=600)
@@ -148,7 +160,7 @@ if on and off:
 
 rc, pre = run("--requests", "10", "--output-min", "40", "--output-max", "48", "--blocks", "30",
               "--kv-dtype", "f32", "--check", "--json")
-ok(rc == 0 and pre and pre["preemptions"] > 0 and pre["check_ok"],
+ok(rc == 0 and pre and pre["preemptions"] > 0 and checked(pre),
    "a 30-block cache preempts (%s times) and still matches the reference"
    % (pre or {}).get("preemptions"))
 ok(pre and pre["refused"] == 0 and pre["requests"] == 10, "and serves every request")
@@ -182,7 +194,7 @@ ok(on and on["warmup_s"] > 0 and on["programs_built"] + on["programs_loaded"] ==
    % ((on or {}).get("warmup_s"), (on or {}).get("programs_built"), (on or {}).get("programs_loaded")))
 rc, cold = run(*small, "--no-warmup")
 ok(rc == 0 and cold and cold["warmup_s"] == -1 and cold["programs_built"] + cold["programs_loaded"] >= 1
-   and cold["build_s"] > 0 and cold["check_ok"],
+   and cold["build_s"] > 0 and checked(cold),
    "--no-warmup: the run's program builds and loads are counted: %s built, %s loaded, %s s"
    % ((cold or {}).get("programs_built"), (cold or {}).get("programs_loaded"), (cold or {}).get("build_s")))
 env = dict(os.environ, CLPA_NO_BINARY_CACHE="1")
@@ -254,7 +266,7 @@ ok(p.returncode == 0 and "--no-prefix-cache" in p.stdout and "--check" in p.stdo
    "--help explains the flags")
 rc, fc = run("--requests", "6", "--output-min", "2", "--output-max", "4", "--schedule", "fcfs",
              "--check", "--json")
-ok(rc == 0 and fc and fc["check_ok"] and fc["schedule"] == "fcfs", "fcfs schedule passes --check")
+ok(rc == 0 and fc and checked(fc) and fc["schedule"] == "fcfs", "fcfs schedule passes --check")
 
 # regress (issue 42): --output-max below --output-min's default was refused
 # when given alone; now it sets both bounds (every answer that long: the
