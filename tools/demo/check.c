@@ -55,7 +55,10 @@ int demo_check(const demo_model *m, const demo_engine *e, double tol, char *verd
       const int32_t best = demo_ref_argmax(ref, cfg->vocab), tok = r->generated[k];
       double scale = 1, diff = 0;
       for (int32_t v = 0; v < cfg->vocab; v++) scale = fmax(scale, fabs(ref[v]));
-      for (int32_t v = 0; v < cfg->vocab; v++) diff = fmax(diff, fabs((double)got[v] - ref[v]));
+      for (int32_t v = 0; v < cfg->vocab; v++) { /* a NaN fails (fmax would drop it) */
+        const double d = fabs((double)got[v] - ref[v]);
+        diff = isnan(d) ? INFINITY : fmax(diff, d);
+      }
       diff /= scale;
       if (diff > worst) worst = diff, worst_req = i, worst_pos = k;
       tokens++;
