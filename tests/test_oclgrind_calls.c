@@ -170,7 +170,7 @@ static int og_read(og_reports *r) {
       open = 1, r->reports++;
       char *addr = strstr(line, " address 0x"); /* one kind, whichever address */
       if (addr) addr[8] = '\0';
-      snprintf(cur.what, sizeof cur.what, "%s", line);
+      snprintf(cur.what, sizeof cur.what, "%.*s", (int)sizeof cur.what - 1, line); /* what fits */
     } else if (open && !cur.kernel[0] && !strncmp(t, "Kernel: ", 8)) {
       snprintf(cur.kernel, sizeof cur.kernel, "%s", t + 8);
     } else if (open && !cur.where[0] && !strncmp(t, "At line ", 8)) {
