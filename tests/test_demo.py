@@ -4,7 +4,8 @@ host reference engine), as TAP: the prefix cache computes fewer prompt
 tokens than --no-prefix-cache and both produce tokens identical to the
 reference; a cache too small for the batch forces preemptions, which still
 produce the reference's tokens; one too small for every request fails
-(exit 1) saying what the smallest needs; a bad option is named with exit
+(exit 1) saying what the smallest needs, one sized from the workload
+past --blocks' limit is refused (exit 2); a bad option is named with exit
 status 2; sampling serves the synthetic workload and says so; --check
 refuses it; --output-max alone sets both bounds; the fused ops serve the
 unfused run's tokens in fewer ops a layer; --trace writes every op.
@@ -184,6 +185,17 @@ ok(rc == 0 and some and 0 < some["refused"] < some["requests"] and some["generat
 p = subprocess.run([demo, *tiny, "--blocks", str(need - 1)], capture_output=True, text=True, timeout=600)
 ok(p.returncode == 1 and "the smallest needs %d blocks" % need in p.stderr,
    "--blocks %d fails the same way: %s" % (need - 1, p.stderr.strip()[-200:]))
+
+# regress: the cache sized from the workload (no --blocks) was 2 x --max-running x the longest
+# request's blocks in 32 bits, which --max-running 4096 with --output-max 2^20 in blocks of 1
+# overflowed (UBSan: signed integer overflow; else a wrapped block count). It is counted in 64
+# bits, and past --blocks' own limit refused, exit 2, asking for --blocks.
+p = subprocess.run([demo, "--max-running", "4096", "--output-max", "1048576", "--block-size", "1",
+                    "--requests", "1", "--no-warmup"], capture_output=True, text=True, timeout=600)
+ok(p.returncode == 2 and "runtime error" not in p.stderr
+   and "takes 34363080704 blocks of 1, more than 16777216: give --blocks" in p.stderr,
+   "regress: a workload-sized cache past 2^31 blocks is refused, exit %d: %s"
+   % (p.returncode, p.stderr.strip()[-240:]))
 
 # By default the workload is served once untimed first, so the timed run
 # finds every program ready; with --no-warmup a fresh process gets its

@@ -26,6 +26,8 @@
 
 /* --output-min and --output-max when not given (0 marks "not given"). */
 enum { OUTPUT_MIN = 16, OUTPUT_MAX = 32 };
+/* --blocks' largest value, and the cache sized from the workload's. */
+#define MAX_BLOCKS (1 << 24)
 
 typedef struct demo_args {
   const char *preset, *model, *device, *schedule, *prompt, *prompts, *trace, *weight_layout;
@@ -148,7 +150,7 @@ static int parse(int argc, char **argv, demo_args *a) {
        "lpm: a request waiting this many steps goes\nfirst", NULL, NULL},
       {"no-prefix-cache", CLI_FLAG, &a->no_prefix_cache, 0, 0, NULL,
        "never match or cache prefixes (to compare)", NULL, NULL},
-      {"blocks", CLI_INT, &a->blocks, 0, 1 << 24, "N",
+      {"blocks", CLI_INT, &a->blocks, 0, MAX_BLOCKS, "N",
        "KV cache blocks per layer; 0 sizes it from\nthe workload (a small value forces preemption)",
        NULL, NULL},
       {"block-size", CLI_INT, &a->block_size, 1, 256, "N", "tokens per block: a power of two, 1 to 256", NULL,
@@ -500,7 +502,18 @@ int main(int argc, char **argv) {
   sc.token_budget = a.token_budget, sc.lpm = strcmp(a.schedule, "lpm") == 0, sc.max_wait = a.max_wait;
   sc.prefix_cache = !a.no_prefix_cache, sc.keep_logits = a.check, sc.sampler = smp;
   sc.eos = tok ? demo_tokenizer_eos(tok) : -1;
-  sc.num_blocks = a.blocks ? a.blocks : 2 * a.max_running * ((longest + a.block_size - 1) / a.block_size);
+  /* in 64 bits: --max-running 4096 by a long --output-max passes 2^31 */
+  const int64_t sized =
+      2 * (int64_t)a.max_running * (((int64_t)longest + a.block_size - 1) / a.block_size);
+  if (!a.blocks && sized > MAX_BLOCKS) {
+    cli_progress_end();
+    rc = cli_error(g_cmd, "a KV cache sized from the workload (--max-running %d requests of up "
+                   "to %d tokens, twice) takes %lld blocks of %d, more than %d: give --blocks",
+                   (int)a.max_running, (int)longest, (long long)sized, (int)a.block_size,
+                   MAX_BLOCKS);
+    goto out;
+  }
+  sc.num_blocks = a.blocks ? a.blocks : (int32_t)sized;
   cli_progress("clpa-demo: building kernels and the KV cache (fast with a warm kernel cache)...");
   if ((st = demo_engine_create(m, w, &sc, &e)) != CLPA_OK) {
     cli_progress_end();
