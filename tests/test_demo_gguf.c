@@ -775,6 +775,94 @@ static void test_spm(void) {
   demo_tokenizer_destroy(t);
 }
 
+/* SentencePiece's merges against a plain model (the quadratic scan: the best-scoring adjacent
+ * pair whose text is a token merges, ties leftmost, until none is), over random vocabularies of
+ * pieces from four symbols with few distinct scores (ties everywhere) and random texts. */
+static const char *const spm_sym[4] = {"\xe2\x96\x81", "a", "b", "c"};
+
+static int32_t model_piece(const char *s, size_t n) {
+  for (int32_t i = 259; i < SPM_VOCAB; i++)
+    if (strlen(spm_tokens[i]) == n && !memcmp(spm_tokens[i], s, n)) return i;
+  return -1;
+}
+
+static size_t model_encode(const char *text, int32_t *ids) {
+  char w[4 * 512];
+  size_t wn = 0, start[512], len[512], n = 0;
+  if (!*text) return 0;
+  memcpy(w, spm_sym[0], 3), wn = 3; /* add_space_prefix */
+  for (const char *c = text; *c; c++) {
+    const char *e = *c == ' ' ? spm_sym[0] : (char[2]){*c, 0};
+    memcpy(w + wn, e, strlen(e)), wn += strlen(e);
+  }
+  for (size_t i = 0; i < wn; i += len[n++]) /* a symbol a character: ▁ is 3 bytes */
+    start[n] = i, len[n] = strchr("abc", w[i]) ? 1 : 3;
+  for (;;) {
+    size_t best = n;
+    float top = 0;
+    for (size_t i = 0; i + 1 < n; i++) {
+      const int32_t id = model_piece(w + start[i], len[i] + len[i + 1]);
+      if (id >= 0 && (best == n || spm_scores[id] > top)) best = i, top = spm_scores[id];
+    }
+    if (best == n) break;
+    len[best] += len[best + 1];
+    memmove(start + best + 1, start + best + 2, (n - best - 2) * sizeof *start);
+    memmove(len + best + 1, len + best + 2, (n - best - 2) * sizeof *len);
+    n--;
+  }
+  for (size_t i = 0; i < n; i++) ids[i] = model_piece(w + start[i], len[i]);
+  return n;
+}
+
+static void test_spm_merges_model(void) {
+  char *saved[SPM_VOCAB - 259];
+  float saved_score[SPM_VOCAB - 259];
+  memcpy(saved, spm_tokens + 259, sizeof saved);
+  memcpy(saved_score, spm_scores + 259, sizeof saved_score);
+  int vocabs = 0, texts = 0, bad = 0;
+  for (int v = 0; v < 24; v++) {
+    for (int i = 259; i < SPM_VOCAB; i++) { /* the 4 symbols, then 13 distinct pieces of 2-5 */
+      char p[16] = "";
+      do {
+        p[0] = 0;
+        const int k = i < 263 ? 1 : 2 + (int)rng_below(4);
+        for (int j = 0; j < k; j++) strcat(p, spm_sym[i < 263 ? i - 259 : (int)rng_below(4)]);
+      } while (i >= 263 && model_piece(p, strlen(p)) >= 0 && model_piece(p, strlen(p)) < i);
+      spm_tokens[i] = dupstr(p);
+      spm_scores[i] = -(float)(1 + rng_below(3));
+    }
+    spec sp = {.tok = DEMO_TOKENIZER_SPM};
+    uint8_t *bytes;
+    demo_gguf *g = open_spec(&sp, &bytes);
+    demo_tokenizer *t = NULL;
+    if (!demo_tokenizer_create(g, &t)) {
+      vocabs++;
+      for (int x = 0; x < 40; x++, texts++) {
+        char text[401];
+        const size_t tl = rng_below(400);
+        for (size_t i = 0; i < tl; i++) text[i] = " abc"[rng_below(4)];
+        text[tl] = 0;
+        int32_t want[512], *ids = NULL;
+        size_t n = 0, nw = model_encode(text, want);
+        const bool differs =
+            demo_tokenizer_encode(t, text, tl, false, false, &ids, &n) || !ids_eq(ids, n, want, nw);
+        if (differs && !bad++)
+          diag("vocabulary %d, text '%s': %zu ids, the model %zu", v, text, n, nw);
+        free(ids);
+      }
+    }
+    demo_tokenizer_destroy(t);
+    demo_gguf_close(g);
+    free(bytes);
+    for (int i = 259; i < SPM_VOCAB; i++) free(spm_tokens[i]);
+  }
+  memcpy(spm_tokens + 259, saved, sizeof saved);
+  memcpy(spm_scores + 259, saved_score, sizeof saved_score);
+  ok(vocabs == 24 && bad == 0,
+     "SPM merges equal the quadratic scan's on %d random vocabularies, %d texts (%d differ)",
+     vocabs, texts, bad);
+}
+
 static void test_bpe(const char *pre) {
   spec sp = {.tok = DEMO_TOKENIZER_BPE, .pre = pre};
   uint8_t *bytes;
@@ -1145,6 +1233,7 @@ int main(int argc, char **argv) {
   test_tensors_and_config(DEMO_TOKENIZER_BPE);
   test_rope_convention();
   test_spm();
+  test_spm_merges_model();
   test_bpe("llama-bpe");
   test_bpe(NULL);
   test_corruptions();

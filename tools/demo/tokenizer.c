@@ -2,9 +2,9 @@
  * (see tokenizer.h). Token texts live in one arena with an open-addressing
  * hash from text to id; byte-level merges in a second hash from the pair
  * (left id, right id) to (rank, merged id). Each merge loop keeps the
- * symbols as a linked list over the word and scans it for the best pair:
- * O(n^2) in the length of a word (BPE) or a text segment (SentencePiece),
- * fine for prompts. */
+ * symbols as a linked list over the word and its pairs in a heap, best
+ * first: O(n log n) in the length of a word (BPE) or a text segment
+ * (SentencePiece), whose segment is the whole text between special tokens. */
 #include "tokenizer.h"
 
 #include <inttypes.h>
@@ -149,7 +149,16 @@ typedef struct sym {
   float best;         /* the pair (this, next)'s priority; -INFINITY-like if none */
   int32_t merged;     /* the pair's token */
   bool has_pair;
+  uint32_t ver; /* bumped whenever the pair (this, next) changes or goes */
 } sym;
+
+/* A pair in the merge heap: (a, a.next) as it was at version ver of a. */
+typedef struct cand {
+  float best;
+  size_t start; /* a's, for ties: leftmost first */
+  int32_t a;
+  uint32_t ver;
+} cand;
 
 /* The pair (a, a.next): SPM scores its concatenation, BPE ranks it. */
 static void score_pair(const demo_tokenizer *t, const char *word, sym *s, int32_t a) {
@@ -172,21 +181,58 @@ static void score_pair(const demo_tokenizer *t, const char *word, sym *s, int32_
   }
 }
 
-/* Merges until no pair qualifies; the best priority wins, ties leftmost. */
-static void merge_all(const demo_tokenizer *t, const char *word, sym *s, int32_t n) {
-  for (int32_t i = 0; i < n; i++) score_pair(t, word, s, i);
+/* Whether heap entry x goes before y: the higher priority, ties leftmost. */
+static bool cand_before(const cand *x, const cand *y) {
+  return x->best > y->best || (x->best == y->best && x->start < y->start);
+}
+
+/* Scores the pair (a, a.next) anew, and puts it on the heap h (of *hn) if it
+ * is one; the entries made before for a go stale (their version). */
+static void push_pair(const demo_tokenizer *t, const char *word, sym *s, int32_t a, cand *h,
+                      int32_t *hn) {
+  s[a].ver++;
+  score_pair(t, word, s, a);
+  if (!s[a].has_pair) return;
+  int32_t i = (*hn)++;
+  const cand c = {s[a].best, s[a].start, a, s[a].ver};
+  for (; i > 0 && cand_before(&c, &h[(i - 1) / 2]); i = (i - 1) / 2) h[i] = h[(i - 1) / 2];
+  h[i] = c;
+}
+
+/* The heap's first entry, taken off it. */
+static cand pop_pair(cand *h, int32_t *hn) {
+  const cand top = h[0], last = h[--*hn];
+  int32_t i = 0;
   for (;;) {
-    int32_t best = -1;
-    for (int32_t i = 0; i >= 0 && i < n; i = s[i].next)
-      if (s[i].has_pair && (best < 0 || s[i].best > s[best].best)) best = i;
-    if (best < 0) return;
+    int32_t c = 2 * i + 1;
+    if (c >= *hn) break;
+    if (c + 1 < *hn && cand_before(&h[c + 1], &h[c])) c++;
+    if (!cand_before(&h[c], &last)) break;
+    h[i] = h[c];
+    i = c;
+  }
+  if (*hn > 0) h[i] = last;
+  return top;
+}
+
+/* Merges until no pair qualifies; the best priority wins, ties leftmost. h
+ * holds 3 n entries: n - 1 pairs at first, then at most two for each of the
+ * n - 1 merges. */
+static void merge_all(const demo_tokenizer *t, const char *word, sym *s, int32_t n, cand *h) {
+  int32_t hn = 0;
+  for (int32_t i = 0; i < n; i++) push_pair(t, word, s, i, h, &hn);
+  while (hn > 0) {
+    const cand c = pop_pair(h, &hn);
+    const int32_t best = c.a;
+    if (c.ver != s[best].ver) continue; /* (best, its next) changed since */
     int32_t b = s[best].next;
     s[best].len += s[b].len;
     s[best].id = s[best].merged;
     s[best].next = s[b].next;
     if (s[b].next >= 0) s[s[b].next].prev = best;
-    score_pair(t, word, s, best);
-    if (s[best].prev >= 0) score_pair(t, word, s, s[best].prev);
+    s[b].ver++; /* b is gone: its pair too */
+    push_pair(t, word, s, best, h, &hn);
+    if (s[best].prev >= 0) push_pair(t, word, s, s[best].prev, h, &hn);
   }
 }
 
@@ -199,10 +245,12 @@ static clpa_status spm_segment(const demo_tokenizer *t, const char *text, size_t
   size_t cap = (len + 1) * 3 + 1;
   char *w = malloc(cap);
   sym *s = malloc((len + 1) * sizeof *s);
+  cand *h = malloc(3 * (len + 1) * sizeof *h);
   clpa_status st = CLPA_OK;
-  if (!w || !s) {
+  if (!w || !s || !h) {
     free(w);
     free(s);
+    free(h);
     return demo_fail(CLPA_ERR_OUT_OF_MEMORY, "out of memory (encode)");
   }
   size_t wn = 0;
@@ -222,11 +270,11 @@ static clpa_status spm_segment(const demo_tokenizer *t, const char *text, size_t
   for (size_t i = 0; i < wn; n++) {
     uint32_t cp;
     size_t l = demo_utf8_next((const uint8_t *)w + i, wn - i, &cp);
-    s[n] = (sym){i, l, -1, n - 1, n + 1, 0, 0, false};
+    s[n] = (sym){i, l, -1, n - 1, n + 1, 0, 0, false, 0};
     i += l;
   }
   if (n) s[n - 1].next = -1;
-  merge_all(t, w, s, n);
+  merge_all(t, w, s, n, h);
   for (int32_t i = 0; !st && i >= 0 && i < n; i = s[i].next) {
     int32_t id = lookup(t, w + s[i].start, s[i].len);
     if (id >= 0) st = push(out, id);
@@ -235,13 +283,14 @@ static clpa_status spm_segment(const demo_tokenizer *t, const char *text, size_t
   }
   free(w);
   free(s);
+  free(h);
   return st;
 }
 
 /* ----------------------------------------------------- byte-level BPE */
 
 static clpa_status bpe_word(const demo_tokenizer *t, const uint8_t *word, size_t len, sym *s,
-                            char *mapped, ids_buf *out) {
+                            cand *h, char *mapped, ids_buf *out) {
   if (t->pre == PRE_LLAMA3) {
     /* ignore_merges: a word that is a token as a whole */
     size_t mn = 0;
@@ -251,8 +300,8 @@ static clpa_status bpe_word(const demo_tokenizer *t, const uint8_t *word, size_t
   }
   int32_t n = (int32_t)len;
   for (int32_t i = 0; i < n; i++)
-    s[i] = (sym){(size_t)i, 1, t->byte_tok[word[i]], i - 1, i + 1 < n ? i + 1 : -1, 0, 0, false};
-  merge_all(t, NULL, s, n);
+    s[i] = (sym){(size_t)i, 1, t->byte_tok[word[i]], i - 1, i + 1 < n ? i + 1 : -1, 0, 0, false, 0};
+  merge_all(t, NULL, s, n, h);
   clpa_status st = CLPA_OK;
   for (int32_t i = 0; !st && i >= 0 && i < n; i = s[i].next) {
     if (s[i].id >= 0) st = push(out, s[i].id);
@@ -269,20 +318,22 @@ static clpa_status bpe_segment(const demo_tokenizer *t, const char *text, size_t
   demo_pretok x;
   const bool decoded = demo_pretok_init(&x, text, len);
   sym *s = malloc((len + 1) * sizeof *s);
+  cand *h = malloc(3 * (len + 1) * sizeof *h);
   char *mapped = malloc(len * 2 + 1);
   clpa_status st = CLPA_OK;
-  if (!decoded || !s || !mapped) {
+  if (!decoded || !s || !h || !mapped) {
     st = demo_fail(CLPA_ERR_OUT_OF_MEMORY, "out of memory (encode)");
     goto done;
   }
   for (size_t i = 0; !st && i < x.n;) {
     size_t e = demo_pretok_next(&x, i, t->pre == PRE_LLAMA3);
-    st = bpe_word(t, (const uint8_t *)text + x.off[i], x.off[e] - x.off[i], s, mapped, out);
+    st = bpe_word(t, (const uint8_t *)text + x.off[i], x.off[e] - x.off[i], s, h, mapped, out);
     i = e;
   }
 done:
   if (decoded) demo_pretok_free(&x);
   free(s);
+  free(h);
   free(mapped);
   return st;
 }
