@@ -153,7 +153,8 @@ static void grid_plan_text(clpa_status st, const char *msg, const grid_plan *p, 
   static const char *const paths[] = {"?", "lanes", "mma", "rows"};
   if (st != CLPA_OK) {
     const char *why = strstr(msg, ": "); /* past "function: " */
-    snprintf(buf, n, "%s %s", clpa_status_name(st), why ? why + 2 : msg);
+    if (snprintf(buf, n, "%s %s", clpa_status_name(st), why ? why + 2 : msg) >= (int)n && n > 1)
+      buf[n - 2] = '~'; /* cut: marked */
     return;
   }
   const int at = snprintf(buf, n, "%s v%d part=%d g=%d sg=%d parts=%d thr=%d kv=%d ls=%d chunk=%d"
