@@ -260,7 +260,7 @@ clpa_status clpa_radix_match(clpa_radix *t, uint64_t ns, const int32_t *tokens, 
              "tokens is NULL with num_tokens = %d", (int)num_tokens);
   int32_t nmax = num_tokens / t->bs;
   if (nmax > max_blocks) nmax = max_blocks;
-  walk_result w = walk(t, ns, tokens, nmax, blocks);
+  walk_result w = walk(t, ns, tokens, nmax, NULL); /* blocks: once nothing can fail */
   clpa_radix_node *end = w.node;
   if (w.partial) {
     clpa_radix_node *m = node_new(t, w.partial_blocks);
@@ -270,6 +270,10 @@ clpa_status clpa_radix_match(clpa_radix *t, uint64_t ns, const int32_t *tokens, 
     }
     end = split(t, w.partial, w.partial_blocks, m);
   }
+  /* the path's blocks, each edge at its depth, from the end up */
+  for (const clpa_radix_node *x = end; blocks && x != t->root; x = x->parent)
+    memcpy(blocks + (x->depth_blocks - x->num_blocks), NODE_BLOCKS(t, x),
+           (size_t)x->num_blocks * sizeof(int32_t));
   clpa_radix_touch_path_(t, end);
   out->num_blocks = w.blocks;
   out->num_tokens = w.blocks * t->bs;

@@ -86,7 +86,7 @@ int main(void) {
   if (!tree) return done_testing();
 
   static char before[sizeof snap];
-  int32_t tok[64], blk[16];
+  int32_t tok[64], blk[16], mblk[16];
   int failed_calls = 0, bad = 0;
   clpa_radix_node *locked[8];
   int nlocked = 0;
@@ -105,10 +105,12 @@ int main(void) {
     clpa_radix_match_result mr;
     clpa_radix_node *end;
     clpa_status s;
+    int32_t *mout = rng_below(2) ? mblk : NULL; /* a match's blocks, or only its length */
+    for (int i = 0; i < 16; i++) mblk[i] = -7;
     for (;;) {
       countdown = rng_below(3) ? (long)rng_below(3) : -1;
       s = is_insert ? clpa_radix_insert(tree, ns, tok, n, blk, &ir)
-                    : clpa_radix_match(tree, ns, tok, n, NULL, 16, &mr);
+                    : clpa_radix_match(tree, ns, tok, n, mout, 16, &mr);
       countdown = -1;
       if (s != CLPA_ERR_OUT_OF_MEMORY) break;
       failed_calls++;
@@ -116,6 +118,8 @@ int main(void) {
         bad++;
         diag("op %d: a failed %s changed the tree", op, is_insert ? "insert" : "match");
       }
+      for (int i = 0; i < 16; i++)
+        if (mblk[i] != -7 && !bad++) diag("op %d: a failed match wrote blocks[%d]", op, i);
     }
     if (s != CLPA_OK) {
       bad++;
