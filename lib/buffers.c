@@ -1,6 +1,7 @@
 /* buffers.c — buffer checks, the fault word, partition counters and scratch space. */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "internal.h"
 
@@ -99,11 +100,44 @@ static clpa_status staging_wait(clpa_context *ctx, clpa_staging *s) {
   return err == CL_SUCCESS ? CLPA_OK : CLPA_CL_FAIL(ctx, err, "clWaitForEvents(work list write)");
 }
 
+/* Whether s's last write is done, without waiting (its event released then): 1, or 0 while it
+ * is queued or running; a write that failed is the call's failure (*st), as a wait's would be,
+ * and an event whose state cannot be read is waited for. */
+static int staging_done(clpa_context *ctx, clpa_staging *s, clpa_status *st) {
+  if (!s->written) return 1;
+  cl_int state = CL_QUEUED;
+  if (clGetEventInfo(s->written, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof state, &state, NULL) !=
+      CL_SUCCESS) {
+    *st = staging_wait(ctx, s);
+    return 1;
+  }
+  if (state > CL_COMPLETE) return 0;
+  clReleaseEvent(s->written);
+  s->written = NULL;
+  if (state < 0) *st = CLPA_CL_FAIL(ctx, state, "work list write");
+  return 1;
+}
+
 clpa_status clpa_staging_take(clpa_context *ctx, size_t words, clpa_staging **out) {
-  clpa_staging *s = &ctx->staging[ctx->staging_next];
-  ctx->staging_next = (ctx->staging_next + 1) % CLPA_STAGING_RING;
-  clpa_status st = staging_wait(ctx, s);
+  clpa_status st = CLPA_OK;
+  int at = -1;
+  for (int i = 0; i < ctx->staging_count && at < 0 && st == CLPA_OK; i++) {
+    const int j = (ctx->staging_next + i) % ctx->staging_count;
+    if (staging_done(ctx, &ctx->staging[j], &st)) at = j;
+  }
   if (st != CLPA_OK) return st;
+  if (at < 0) { /* every array is still read by a queued write: the ring grows */
+    /* the queued writes submitted, so that the next calls find them done, as a wait would */
+    CLPA_CL_CHECK(ctx, clFlush(ctx->queue), "clFlush(work list writes)");
+    const int n = ctx->staging_count ? 2 * ctx->staging_count : CLPA_STAGING_RING;
+    clpa_staging *grown = realloc(ctx->staging, sizeof *grown * (size_t)n);
+    CLPA_CTX_CHECK(ctx, !grown, CLPA_ERR_OUT_OF_MEMORY, "out of memory for %d staging arrays", n);
+    memset(grown + ctx->staging_count, 0, sizeof *grown * (size_t)(n - ctx->staging_count));
+    at = ctx->staging_count;
+    ctx->staging = grown, ctx->staging_count = n;
+  }
+  clpa_staging *s = &ctx->staging[at];
+  ctx->staging_next = (at + 1) % ctx->staging_count;
   if (s->words < words) {
     int32_t *grown = realloc(s->host, sizeof(int32_t) * words);
     CLPA_CTX_CHECK(ctx, !grown, CLPA_ERR_OUT_OF_MEMORY, "out of memory for a work list of %zu words",
@@ -124,12 +158,13 @@ clpa_status clpa_staging_write(clpa_context *ctx, clpa_staging *s, cl_mem m, siz
 }
 
 void clpa_staging_free(clpa_context *ctx) {
-  for (int i = 0; i < CLPA_STAGING_RING; i++) {
+  for (int i = 0; i < ctx->staging_count; i++) {
     clpa_staging *s = &ctx->staging[i];
     if (s->written) clWaitForEvents(1, &s->written), clReleaseEvent(s->written);
     free(s->host);
-    s->host = NULL, s->words = 0, s->written = NULL;
   }
+  free(ctx->staging);
+  ctx->staging = NULL, ctx->staging_count = ctx->staging_next = 0;
 }
 
 static clpa_status clpa_context_check_faults_impl(clpa_context *ctx, int32_t *faults) {

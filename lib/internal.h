@@ -27,7 +27,7 @@ typedef struct clpa_staging {
   size_t words;
   cl_event written;
 } clpa_staging;
-enum { CLPA_SCRATCH_SLOTS = 10, CLPA_STAGING_RING = 8 };
+enum { CLPA_SCRATCH_SLOTS = 10, CLPA_STAGING_RING = 8 /* the ring's first size */ };
 
 /* Prefill's part of a tuning-table row (tuning.c: each value names the
  * decision record that set it). */
@@ -66,8 +66,8 @@ struct clpa_context {
   size_t scratch_size[CLPA_SCRATCH_SLOTS];
   cl_mem part_counts;  /* decode_mma.cl's v2 counters, zero between calls; grow-only */
   size_t part_counts_size;
-  clpa_staging staging[CLPA_STAGING_RING]; /* one calls' work lists on their way (clpa_staging_take) */
-  int staging_next;
+  clpa_staging *staging; /* one calls' work lists on their way (clpa_staging_take): a ring */
+  int staging_count, staging_next; /* of staging_count arrays (0: none yet), the next to try */
   int subgroup_size;   /* lanes of a subgroup in our kernels, learnt on first build (0: not yet) */
   int merge_in_launch; /* decode v2's work-group kernels merge their partitions (context.c's pick_merge) */
   const char *merge_std; /* the -cl-std option those programs need, or "" */
@@ -182,9 +182,11 @@ clpa_status clpa_part_counts(clpa_context *ctx, size_t n, cl_mem *out);
  * run makes on the device) of at least `size` bytes, contents undefined. The queue is in order,
  * so a later call may reuse it. */
 clpa_status clpa_scratch(clpa_context *ctx, int slot, size_t size, cl_mem *out);
-/* The ring's next staging array for a one call's work list, of at least `words` words, once the
- * write that last read it is done: a call waits only when the host is CLPA_STAGING_RING calls
- * ahead of the device, and creates no buffer (docs/decisions/0024-prefill-work-list.md). */
+/* A staging array of the ring for a one call's work list, of at least `words` words: the next
+ * whose last write is done, or where every write is still queued a new one (the ring grows):
+ * a call never waits for the device, whose queue may be held behind a user event that the
+ * application sets only after its calls return, and creates no buffer
+ * (docs/decisions/0024-prefill-work-list.md). */
 clpa_status clpa_staging_take(clpa_context *ctx, size_t words, clpa_staging **out);
 /* Writes `n` words of s->host from word `first` into m at its start, without blocking; `last`:
  * the final write from s, whose event frees s. A failed enqueue waits for the queue, which

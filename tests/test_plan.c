@@ -16,9 +16,10 @@
  *   take the busy partitions from a list (clpa_plan_info's work_pairs):
  *   the later steps' lengths pass and fall short of the listed partitions;
  *   again with a sliding window of 70 tokens; 19 such one calls, each its
- *   own list, enqueued back to back (past the context's ring of staging
- *   arrays their list writes read; the queue held behind the first one's
- *   kernel while the next are enqueued), each against the reference;
+ *   own list, enqueued back to back (past the context's first ring of
+ *   staging arrays their list writes read; the queue held behind the first
+ *   one's kernel until all are enqueued: none may wait for the device),
+ *   each against the reference;
  * - prefill (cached prefixes, an empty sequence, a block mask; the mma
  *   path forced at 32 rows a warp, which the plan reports) and cascade on
  *   both layers, equal to clpa_prefill and clpa_cascade_decode;
@@ -33,7 +34,9 @@
  *   another shape, a mask the plan lacks, ALiBi in a cascade run; an
  *   empty batch's run completes its event.
  */
+#include <signal.h>
 #include <stdio.h>
+#include <unistd.h>
 
 #include "cache_util.h"
 #include "cl_util.h"
@@ -225,13 +228,24 @@ static void test_decode_reuse(const char *name, clpa_decode_path path, clpa_deco
   batch_free(&b);
 }
 
+/* A call that does not return (the alarm): a failure, not a stuck test. */
+static void on_hang(int sig) {
+  (void)sig;
+  static const char msg[] = "not ok - regress_staging_ring_held_queue: a call blocked while the"
+                            " queue was held behind a user event (deadlock)\n";
+  if (write(1, msg, sizeof msg - 1) < 0) _exit(2);
+  _exit(1);
+}
+
 /* One calls planned from host lengths, each its own list, enqueued back to back with no wait
- * (more than twice the context's ring of staging arrays, which their non-blocking list writes
- * read): each matches the reference. The queue is held behind the first call's kernel (a user
- * event) until HELD calls are enqueued, so that their list writes wait in it while the host
- * makes the next lists. */
+ * (more than twice the context's first ring of staging arrays, which their non-blocking list
+ * writes read): each matches the reference. The queue is held behind the first call's kernel
+ * (a user event) until every call is enqueued, so that their list writes wait in it while the
+ * host makes the next lists (regress_staging_ring_held_queue: a call waited there for the
+ * write of the call 8 before it, which the held queue never ran: the application, which sets
+ * the event after its calls return, hung in the tenth). */
 static void test_decode_back_to_back(void) {
-  enum { CALLS = 19, HELD = 4 };
+  enum { CALLS = 19, HELD = CALLS };
   batch b[CALLS];
   const int maxc = MAXB * BS - 7;
   for (int i = 0; i < CALLS; i++) batch_make(&b[i]), batch_step(&b[i], maxc);
@@ -239,6 +253,8 @@ static void test_decode_back_to_back(void) {
   cl_event gate = clCreateUserEvent(clpa_context_cl_context(ctx), &err);
   clpa_status st = err == CL_SUCCESS ? CLPA_OK : CLPA_ERR_OPENCL;
   int listed = 0, i;
+  signal(SIGALRM, on_hang);
+  alarm(120);
   for (i = 0; i < CALLS && st == CLPA_OK; i++) {
     clpa_decode_params p;
     decode_params(&p, &b[i], maxc);
@@ -254,6 +270,7 @@ static void test_decode_back_to_back(void) {
     if (st == CLPA_OK) st = clpa_decode(ctx, &p);
     if (i == HELD - 1 && clSetUserEventStatus(gate, CL_COMPLETE) != CL_SUCCESS) st = CLPA_ERR_OPENCL;
   }
+  alarm(0);
   if (gate && i < HELD) clSetUserEventStatus(gate, CL_COMPLETE);
   ok(st == CLPA_OK && listed == CALLS, "decode: %d one calls back to back, %d of them listed (%s)",
      CALLS, listed, st == CLPA_OK ? "" : clpa_last_error());
