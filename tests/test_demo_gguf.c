@@ -194,7 +194,7 @@ static void make_bpe_vocab(void) {
   }
   static const char *more[] = {"<|begin_of_text|>", "<|end_of_text|>", "ll", "he", "hell", "hello",
                                "\xc4\xa0w", "or", "\xc4\xa0wor", "ld", "\xc4\xa0world",
-                               "\xc3\x83\xc2\xa9", "\xc4\xa0" "2"};
+                               "\xc3\x83\xc2\xa9", "\xc4\xa0\x32" /* Ġ2 */};
   for (int i = 0; i < 13; i++) {
     bpe_tokens[256 + i] = dupstr(more[i]);
     bpe_types[256 + i] = i < 2 ? DEMO_TOKEN_CONTROL : DEMO_TOKEN_NORMAL;

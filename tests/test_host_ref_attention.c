@@ -212,7 +212,8 @@ static void test_decode_known(void) {
   double out[8], lse[2];
   clpa_ref_decode_args a = {.num_seqs = 1,
                             .num_heads = 2,
-                            .kv = {CLPA_DTYPE_F32, 1, 2, 1, 4, 0, 0, 0, 0, 0}, /* derived fields: the reference computes them */
+                            .kv = {.dtype = CLPA_DTYPE_F32, .num_blocks = 1, .block_size = 2,
+                                   .num_kv_heads = 1, .head_size = 4}, /* the rest: derived */
                             .max_blocks_per_seq = 1,
                             .query = q,
                             .q_stride = 8,
@@ -461,7 +462,8 @@ static void test_cache_known(void) {
     value[i] = (float)(200 + i);
   }
   clpa_ref_cache_args a = {.num_tokens = 2,
-                           .kv = {CLPA_DTYPE_F32, 2, 2, 1, 8, 0, 0, 0, 0, 0}, /* x 4, derived by the reference */
+                           .kv = {.dtype = CLPA_DTYPE_F32, .num_blocks = 2, .block_size = 2,
+                                  .num_kv_heads = 1, .head_size = 8}, /* x 4 etc.: derived */
                            .key = key,
                            .key_stride = 10,
                            .value = value,

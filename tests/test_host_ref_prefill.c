@@ -469,7 +469,8 @@ static void test_prefill_known(void) {
   double out[12], lse[3];
   clpa_ref_prefill_args a = {.num_seqs = 1,
                              .num_heads = 1,
-                             .kv = {CLPA_DTYPE_F32, 2, 2, 1, 4},
+                             .kv = {.dtype = CLPA_DTYPE_F32, .num_blocks = 2, .block_size = 2,
+                                    .num_kv_heads = 1, .head_size = 4},
                              .max_blocks_per_seq = 2,
                              .query = q,
                              .q_stride = 4,
