@@ -209,11 +209,18 @@ class RadixCache(_Handle):
         check(lib.clpa_radix_insert(self._handle, ns, _p32(t), len(t), _p32(b), byref(out)))
         return InsertResult(out.num_tokens, out.cached_tokens, RadixNode(self, out.node))
 
+    def _node(self, node):
+        """node's pointer, refusing a node of another tree: C walks its parents up to
+        this tree's root, which another tree's node never reaches (a crash)."""
+        if not isinstance(node, RadixNode) or node.tree is not self:
+            raise ValueError("not a node of this tree: %r" % (node,))
+        return node.ptr
+
     def lock(self, node):
-        check(lib.clpa_radix_lock(self._handle, node.ptr))
+        check(lib.clpa_radix_lock(self._handle, self._node(node)))
 
     def unlock(self, node):
-        check(lib.clpa_radix_unlock(self._handle, node.ptr))
+        check(lib.clpa_radix_unlock(self._handle, self._node(node)))
 
     def evict(self, num_blocks):
         """Evicts least recently used unlocked leaves; returns the blocks freed."""
@@ -228,7 +235,7 @@ class RadixCache(_Handle):
 
     def node_info(self, node):
         out = S.RadixNodeInfo()
-        check(lib.clpa_radix_node_get(self._handle, node.ptr, byref(out)))
+        check(lib.clpa_radix_node_get(self._handle, self._node(node), byref(out)))
         bs = self.pool.block_size
         return {"parent": RadixNode(self, out.parent) if out.parent else None, "ns": out.ns,
                 "tokens": _copy32(out.tokens, out.num_blocks * bs),

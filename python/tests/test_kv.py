@@ -298,6 +298,24 @@ def test_radix_random_ops_against_a_model(rng):
     pool.close()
 
 
+def test_radix_refuses_another_trees_node():
+    """A node handle carries its tree: lock, unlock and node_info refuse one of
+    another tree (lock walked its parents to a root it never reached: a crash)."""
+    p1, p2 = clpa.Pool(8, 2), clpa.Pool(8, 2)
+    t1, t2 = clpa.RadixCache(p1), clpa.RadixCache(p2)
+    n1 = t1.insert([1, 2, 3, 4], p1.alloc(2)).node
+    for call in (t2.lock, t2.unlock, t2.node_info):
+        with pytest.raises(ValueError, match="not a node of this tree"):
+            call(n1)
+    t1.lock(n1)
+    with pytest.raises(ValueError, match="not a node of this tree"):
+        t2.unlock(n1)
+    t1.unlock(n1)
+    t1.check()
+    t2.check()
+    assert t2.stats().protected_blocks == 0 and t2.stats().cached_blocks == 0
+
+
 def test_pool_errors():
     pool = clpa.Pool(3, 16)
     blocks = pool.alloc(3)
