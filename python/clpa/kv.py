@@ -38,22 +38,48 @@ def _copy32(ptr, n):
     return np.ctypeslib.as_array(ptr, shape=(n,)).copy()
 
 
+class _Owned:
+    """A C object's handle, its class (whose _destroy frees it) and the _Owned of
+    what was made from it, held strongly: what a _Handle closes, children first.
+    The Python objects are not referenced, so they are collected as before."""
+
+    __slots__ = ("h", "cls", "parent", "children")
+
+    def __init__(self, h, cls, parent):
+        self.h, self.cls, self.parent, self.children = h, cls, parent, set()
+        if parent is not None:
+            parent.children.add(self)
+
+    def close(self):
+        for child in list(self.children):
+            child.close()
+        if self.parent is not None:
+            self.parent.children.discard(self)
+            self.parent = None
+        h, self.h = self.h, None
+        if h and self.cls._destroy is not None:
+            self.cls._destroy(h)
+
+
 class _Handle:
     """An owned C object: closed once (close(), `with`, or garbage collection).
 
     Objects made from it (a tree from a pool, a batch from a manager, a cache
     from a context) hold a reference to it, so it outlives them; an explicit
-    close() closes them first, as C requires."""
+    close() closes them first, as C requires. So does its garbage collection
+    where both die in one reference cycle (the collector then finalizes them in
+    any order): the parent's _Owned holds its children's handles, not weak
+    references to their objects, which the collector clears first."""
 
     _destroy = None
-    _h = None
-    _children = ()
+    _owned = None
 
     def __init__(self, handle, parent=None):
-        self._h = handle
-        self._children = weakref.WeakSet()
-        if parent is not None:
-            parent._children.add(self)
+        self._owned = _Owned(handle, type(self), parent._owned if parent is not None else None)
+
+    @property
+    def _h(self):
+        return self._owned.h if self._owned is not None else None
 
     @property
     def _handle(self):
@@ -62,11 +88,8 @@ class _Handle:
         return self._h
 
     def close(self):
-        for child in list(self._children):
-            child.close()
-        h, self._h = self._h, None
-        if h and self._destroy is not None:
-            type(self)._destroy(h)
+        if self._owned is not None:
+            self._owned.close()
 
     def __enter__(self):
         return self

@@ -11,6 +11,7 @@ rounding is not part of the error (reshape_and_cache's rounding is
 checked on its own, bit for bit against NumPy's float16)."""
 
 import ctypes
+import gc
 
 import numpy as np
 import pyopencl as cl
@@ -124,6 +125,29 @@ def test_context_wraps_the_pyopencl_queue(ctx, cl_queue):
     with pytest.raises(clpa.ClpaError) as e:
         clpa.Context(device="no such device, really")
     assert e.value.name == "CLPA_ERR_DEVICE_NOT_FOUND" and "no such device" in e.value.message
+
+
+def test_a_cycle_destroys_caches_and_plans_first(cl_queue, monkeypatch):
+    """A context, its caches and a plan that die together in a reference cycle: the
+    collector clears the context's weak set of children, then finalizes the context
+    first (made first). clpa_cache_destroy of a host cache then waited on the freed
+    context's queue (a crash), and C wants plans and caches released before it."""
+    order = []
+    for cls in (clpa.Context, clpa.Cache, clpa.Plan):
+        def destroy(h, real=cls._destroy, name=cls.__name__):
+            order.append(name)
+            real(h)
+        monkeypatch.setattr(cls, "_destroy", staticmethod(destroy))
+    c = clpa.Context(queue=cl_queue)
+    shape = dict(num_kv_heads=KV_HEADS, head_size=HEAD, block_size=BS, num_blocks=4)
+    cycle = [c, c.cache(**shape), c.cache(placement="host", **shape)]
+    cycle.append(c.plan_decode(num_seqs=1, num_heads=HEADS, cache=cycle[1],
+                               max_blocks_per_seq=4, max_context_len=4 * BS, scale=0.125))
+    cycle.append(cycle)
+    del c, cycle
+    gc.collect()
+    assert sorted(order) == ["Cache", "Cache", "Context", "Plan"], order
+    assert order[-1] == "Context", order
 
 
 def test_reshape_and_cache_bit_for_bit(ctx, cache, rng):

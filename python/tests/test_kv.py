@@ -3,6 +3,8 @@ driven by short random operation sequences and checked after every step
 against plain Python models (what is cached, who holds which block), plus
 the errors a caller sees. No device."""
 
+import gc
+
 import numpy as np
 import pytest
 
@@ -314,6 +316,41 @@ def test_radix_refuses_another_trees_node():
     t1.check()
     t2.check()
     assert t2.stats().protected_blocks == 0 and t2.stats().cached_blocks == 0
+
+
+def record_destroys(monkeypatch, classes):
+    """The names of classes whose C object is destroyed, in order."""
+    order = []
+    for cls in classes:
+        def destroy(h, real=cls._destroy, name=cls.__name__):
+            order.append(name)
+            real(h)
+        monkeypatch.setattr(cls, "_destroy", staticmethod(destroy))
+    return order
+
+
+def test_a_cycle_destroys_children_first(monkeypatch):
+    """A pool and its tree, a manager and its batch that die together in a reference
+    cycle: the collector clears weak references (the parent's set of children) before it
+    finalizes anything, then finalizes in its own order (the parent first, made first).
+    The parent went first, and clpa_radix_destroy unreferenced its blocks in the freed
+    pool, clpa_batch_destroy read the freed pool's allocator (valgrind: invalid reads)."""
+    order = record_destroys(monkeypatch, (clpa.Pool, clpa.RadixCache, clpa.KVManager,
+                                          clpa.Batch))
+    pool = clpa.Pool(8, 2)
+    tree = clpa.RadixCache(pool)
+    tree.insert([1, 2, 3, 4], pool.alloc(2))
+    km = clpa.KVManager(num_blocks=8, block_size=2)
+    batch = km.batch()
+    km.admit([1, 2, 3])
+    km.batch_build(batch)
+    cycle = [pool, tree, km, batch]
+    cycle.append(cycle)
+    del pool, tree, km, batch, cycle
+    gc.collect()
+    assert sorted(order) == ["Batch", "KVManager", "Pool", "RadixCache"], order
+    assert order.index("RadixCache") < order.index("Pool"), order
+    assert order.index("Batch") < order.index("KVManager"), order
 
 
 def test_pool_errors():
