@@ -384,11 +384,19 @@ clpa_status clpa_radix_insert(clpa_radix *t, uint64_t ns, const int32_t *tokens,
 /* ----------------------------------------------------------------------
  * Locks and eviction
  * -------------------------------------------------------------------- */
+/* The root's child above node (node itself at depth one), or NULL where node is not t's: its
+ * walk up ends at another tree's root. */
+static const clpa_radix_node *top_of(const clpa_radix *t, const clpa_radix_node *node) {
+  const clpa_radix_node *top = node;
+  while (top->parent && top->parent != t->root) top = top->parent;
+  return top->parent ? top : NULL;
+}
+
 clpa_status clpa_radix_lock(clpa_radix *t, clpa_radix_node *node) {
   CLPA_CHECK(NULL, !t || !node, CLPA_ERR_INVALID_ARG, "tree and node must not be NULL");
   if (node == t->root) return CLPA_OK;
-  clpa_radix_node *top = node;
-  while (top->parent != t->root) top = top->parent;
+  const clpa_radix_node *top = top_of(t, node);
+  CLPA_CHECK(NULL, !top, CLPA_ERR_INVALID_ARG, "the node is not one of this tree's");
   /* the topmost node counts every lock below it, so it overflows first */
   CLPA_CHECK(NULL, top->lock == INT32_MAX, CLPA_ERR_STATE, "too many locks on one prefix");
   node->pins++;
@@ -405,6 +413,7 @@ clpa_status clpa_radix_lock(clpa_radix *t, clpa_radix_node *node) {
 clpa_status clpa_radix_unlock(clpa_radix *t, clpa_radix_node *node) {
   CLPA_CHECK(NULL, !t || !node, CLPA_ERR_INVALID_ARG, "tree and node must not be NULL");
   if (node == t->root) return CLPA_OK;
+  CLPA_CHECK(NULL, !top_of(t, node), CLPA_ERR_INVALID_ARG, "the node is not one of this tree's");
   /* its own locks, not its descendants': undoing one of theirs here would
    * leave their ancestors' counts short, and negative at their unlock */
   CLPA_CHECK(NULL, node->pins <= 0, CLPA_ERR_STATE,
@@ -477,9 +486,7 @@ void clpa_radix_stats_get(const clpa_radix *t, clpa_radix_stats *out) {
  * -------------------------------------------------------------------- */
 clpa_radix_node *clpa_radix_root(const clpa_radix *t) { return t ? t->root : NULL; }
 
-clpa_status clpa_radix_node_get(const clpa_radix *t, const clpa_radix_node *n,
-                                clpa_radix_node_info *out) {
-  CLPA_CHECK(NULL, !t || !n || !out, CLPA_ERR_INVALID_ARG, "tree, node and out must not be NULL");
+static void node_info(const clpa_radix *t, const clpa_radix_node *n, clpa_radix_node_info *out) {
   out->parent = n->parent;
   out->ns = n->ns;
   out->tokens = NODE_TOKENS(n);
@@ -489,6 +496,14 @@ clpa_status clpa_radix_node_get(const clpa_radix *t, const clpa_radix_node *n,
   out->num_children = n->num_children;
   out->lock_count = n->lock;
   out->last_access = n->last_access;
+}
+
+clpa_status clpa_radix_node_get(const clpa_radix *t, const clpa_radix_node *n,
+                                clpa_radix_node_info *out) {
+  CLPA_CHECK(NULL, !t || !n || !out, CLPA_ERR_INVALID_ARG, "tree, node and out must not be NULL");
+  CLPA_CHECK(NULL, n != t->root && !top_of(t, n), CLPA_ERR_INVALID_ARG,
+             "the node is not one of this tree's");
+  node_info(t, n, out);
   return CLPA_OK;
 }
 
@@ -497,7 +512,7 @@ clpa_status clpa_radix_foreach(const clpa_radix *t, clpa_radix_visit_fn fn, void
   for (const clpa_radix_node *n = preorder_next(t->root, t->root); n;
        n = preorder_next(t->root, n)) {
     clpa_radix_node_info info;
-    clpa_radix_node_get(t, n, &info);
+    node_info(t, n, &info);
     if (fn(user, n, &info)) break;
   }
   return CLPA_OK;

@@ -172,12 +172,14 @@ CLPA_API clpa_status clpa_radix_insert(clpa_radix *tree, uint64_t ns, const int3
 
 /* Protects node and its ancestors from eviction (a count: lock twice,
  * unlock twice). Locking the root does nothing.
- * Returns CLPA_OK, CLPA_ERR_INVALID_ARG (NULL tree or node) or
- * CLPA_ERR_STATE (the prefix already holds INT32_MAX locks). */
+ * Returns CLPA_OK, CLPA_ERR_INVALID_ARG (NULL tree or node, or a node of
+ * another tree) or CLPA_ERR_STATE (the prefix already holds INT32_MAX
+ * locks). */
 CLPA_API clpa_status clpa_radix_lock(clpa_radix *tree, clpa_radix_node *node);
 
 /* Undoes one clpa_radix_lock of node. Unlocking the root does nothing.
- * Returns CLPA_OK, CLPA_ERR_INVALID_ARG (NULL tree or node) or
+ * Returns CLPA_OK, CLPA_ERR_INVALID_ARG (NULL tree or node, or a node of
+ * another tree) or
  * CLPA_ERR_STATE (node is not locked: locks on its descendants, which its
  * lock_count also counts, are theirs to undo). */
 CLPA_API clpa_status clpa_radix_unlock(clpa_radix *tree, clpa_radix_node *node);
@@ -229,7 +231,9 @@ typedef struct clpa_radix_node_info {
 } clpa_radix_node_info;
 
 /* Describes node; the pointers stay valid until the tree next changes.
- * Returns CLPA_OK or CLPA_ERR_INVALID_ARG (NULL tree, node or out). */
+ * Returns CLPA_OK or CLPA_ERR_INVALID_ARG (NULL tree, node or out, or a
+ * node of another tree). A node the tree has evicted is no node: its
+ * handle must not be passed to any call. */
 CLPA_API clpa_status clpa_radix_node_get(const clpa_radix *tree, const clpa_radix_node *node,
                                          clpa_radix_node_info *out);
 

@@ -330,6 +330,36 @@ static void regress_unlock_ancestor_of_locked_node(void) {
   teardown();
 }
 
+/* A node handed to another tree's lock walked up past that tree's root to a
+ * NULL parent (a crash; the Python package's first to find it). */
+static void regress_node_of_another_tree(void) {
+  setup(2, 8);
+  const int32_t s[] = {1, 2, 3, 4};
+  clpa_radix_node *mine = put(0, s, 4).node;
+  clpa_radix *other_tree = tree;
+  clpa_pool *other_pool = pool;
+  setup(2, 8);
+  clpa_radix_node *theirs = put(0, s, 4).node;
+  char before[4096];
+  strcpy(before, dump_str());
+  clpa_radix_node_info info;
+  const clpa_radix_node *other_root = clpa_radix_root(other_tree);
+  ok(clpa_radix_lock(tree, mine) == CLPA_ERR_INVALID_ARG &&
+         strstr(clpa_last_error(), "not one of this tree's") &&
+         clpa_radix_unlock(tree, mine) == CLPA_ERR_INVALID_ARG &&
+         clpa_radix_node_get(tree, mine, &info) == CLPA_ERR_INVALID_ARG &&
+         clpa_radix_node_get(tree, other_root, &info) == CLPA_ERR_INVALID_ARG &&
+         clpa_radix_lock(tree, (clpa_radix_node *)other_root) == CLPA_ERR_INVALID_ARG,
+     "regress: lock, unlock and node_get refuse another tree's node: %s", clpa_last_error());
+  ok(strcmp(before, dump_str()) == 0 && clpa_radix_lock(tree, theirs) == CLPA_OK &&
+         clpa_radix_node_get(tree, theirs, &info) == CLPA_OK && info.lock_count == 1 &&
+         clpa_radix_unlock(tree, theirs) == CLPA_OK && clpa_radix_check(tree) == CLPA_OK,
+     "regress: and change nothing; its own node still locks");
+  teardown();
+  tree = other_tree, pool = other_pool;
+  teardown();
+}
+
 int main(void) {
   test_header_picture();
   test_insert_cases();
@@ -339,5 +369,6 @@ int main(void) {
   test_errors();
   regress_insert_ref_failure_rolls_back();
   regress_unlock_ancestor_of_locked_node();
+  regress_node_of_another_tree();
   return done_testing();
 }
