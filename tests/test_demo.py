@@ -276,6 +276,15 @@ ok(p.returncode == 2 and "lpm or fcfs" in p.stderr, "a bad --schedule says what 
 p = subprocess.run([demo, "--help"], capture_output=True, text=True)
 ok(p.returncode == 0 and "--no-prefix-cache" in p.stdout and "--check" in p.stdout,
    "--help explains the flags")
+# regress: decode throughput divided every generated token by the decode rows' share of the time,
+# the first tokens too, which the prefill rows make (their time is prefill's). One request of 2
+# tokens: a prefill step (the first token), then one decode-only step (the second): 1 token in
+# decode_step_ms, where the old figure said 2.
+rc, j = run("--requests", "1", "--output-max", "2", "--arrival-steps", "0", "--json")
+ok(rc == 0 and j and j["generated_tokens"] == 2 and j["decode_step_ms"] > 0
+   and abs(j["decode_tokens_per_s"] * j["decode_step_ms"] / 1e3 - 1) < 0.02,
+   "regress: decode throughput counts the decode rows' tokens: %s tokens/s, a decode step %s ms"
+   % ((j or {}).get("decode_tokens_per_s"), (j or {}).get("decode_step_ms")))
 rc, fc = run("--requests", "6", "--output-min", "2", "--output-max", "4", "--schedule", "fcfs",
              "--check", "--json")
 ok(rc == 0 and fc and checked(fc) and fc["schedule"] == "fcfs", "fcfs schedule passes --check")

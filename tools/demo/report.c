@@ -62,7 +62,8 @@ void demo_report_summary(FILE *out, const demo_engine *e, const demo_report_info
   free(ttft), free(tpot);
   const double tps = st->seconds > 0 ? (double)(st->computed_tokens + st->generated_tokens) / st->seconds : 0;
   const double prefill_tps = st->prefill_s > 0 ? (double)st->prefill_tokens_in_prefill_steps / st->prefill_s : 0;
-  const double decode_tps = st->decode_s > 0 ? (double)(st->generated_tokens) / st->decode_s : 0;
+  /* the decode rows' tokens: a request's first token comes from its last prefill chunk */
+  const double decode_tps = st->decode_s > 0 ? (double)st->decode_tokens / st->decode_s : 0;
   const double dev = st->device.attention_s + st->device.gemm_s + st->device.other_s;
   /* The step floor: a decode step reads every weight and its sequences' K/V once. */
   const double kv_step = st->decode_steps ? (double)st->decode_kv_tokens / st->decode_steps * in->kv_bytes_per_token : 0;

@@ -390,6 +390,7 @@ static clpa_status step_once(demo_engine *e, int32_t step) {
   e->st.prefill_s += t * (all - decode_tokens) / all;
   e->st.decode_s += t * decode_tokens / all;
   e->st.prefill_tokens_in_prefill_steps += all - decode_tokens;
+  e->st.decode_tokens += decode_tokens;
   if (decode_tokens == all) { /* a decode step: its K/V, for the step floor (report.c) */
     e->st.decode_steps++;
     e->st.decode_step_s += t;

@@ -65,8 +65,10 @@ typedef struct demo_run_stats {
   int64_t prompt_tokens, cached_tokens, computed_tokens, generated_tokens;
   int64_t preemptions, evicted_blocks;
   int32_t peak_blocks;      /* blocks in use at the busiest step */
-  double seconds, prefill_s, decode_s; /* wall clock: all, steps with prefill, decode-only steps */
+  /* wall clock: all, and each step's split between its prefill and decode tokens by count */
+  double seconds, prefill_s, decode_s;
   int64_t prefill_tokens_in_prefill_steps;
+  int64_t decode_tokens;    /* decode rows run (one token each, in any step): decode_s's tokens */
   int32_t decode_steps;     /* steps that were all decodes */
   int64_t decode_kv_tokens; /* the context tokens those steps' attention read, summed */
   double decode_step_s;     /* those steps' wall clock, summed (host work and waits included) */
