@@ -25,6 +25,8 @@
 #include "model.h"
 #include "parallel.h"
 #include "reference.h"
+#include "scheduler.h"
+#include "workload.h"
 
 #define MAX_SEQS 8
 #define BLOCK 16
@@ -226,6 +228,39 @@ static void refusals(world *w) {
   st = demo_model_forward(w->m, w->cache, &b, NULL, next, NULL);
   ok(st == CLPA_ERR_INVALID_ARG, "a sequence past its block table is refused: %s",
      demo_last_error());
+}
+
+/* The engine (scheduler.c) on this model: prefill chunks take the token
+ * budget in admission order. Three prompts at step 0, a budget of 16: the
+ * short one is done in two steps, then the first long one's chunks go
+ * before the second's, so its first token comes first. (Finishing the
+ * short one moved the last running request into its place, and the
+ * second long prompt took every chunk until it was done.) */
+static void prefill_order(world *w) {
+  int32_t p0[4], p1[64], p2[64];
+  for (int32_t i = 0; i < 64; i++) {
+    if (i < 4) p0[i] = 1 + i;
+    p1[i] = 1 + (7 * i) % (w->cfg->vocab - 1), p2[i] = 1 + (11 * i + 3) % (w->cfg->vocab - 1);
+  }
+  const int32_t *prompts[3] = {p0, p1, p2};
+  const int32_t lens[3] = {4, 64, 64}, max_new[3] = {2, 2, 2};
+  demo_workload *wl = demo_workload_create_prompts(prompts, lens, max_new, 3);
+  if (!wl) BAIL_OUT("out of memory");
+  demo_sched_config c;
+  demo_sched_config_init(&c);
+  c.num_blocks = 64, c.block_size = BLOCK, c.max_running = 3, c.token_budget = 16;
+  demo_engine *e = NULL;
+  clpa_status st = demo_engine_create(w->m, wl, &c, &e);
+  if (st == CLPA_OK) st = demo_engine_run(e, NULL, NULL);
+  int32_t n = 0;
+  const demo_result *r = st == CLPA_OK ? demo_engine_results(e, &n) : NULL;
+  ok(st == CLPA_OK && n == 3 && r[0].num_generated == 2 && r[1].num_generated == 2 &&
+         r[2].num_generated == 2 && r[1].first_token_s < r[2].first_token_s,
+     "engine: prefill chunks in admission order, request 1's first token before request 2's"
+     " (%.2f ms, %.2f ms): %s", r ? r[1].first_token_s * 1e3 : 0,
+     r ? r[2].first_token_s * 1e3 : 0, st == CLPA_OK ? "ran" : demo_last_error());
+  demo_engine_destroy(e);
+  demo_workload_destroy(wl);
 }
 
 /* ---------------------------------------------------------------------
@@ -475,6 +510,7 @@ int main(void) {
   scenario(&w, 0);
   diag("f32: worst logit error %.3g of max |logit|", w.worst);
   refusals(&w);
+  prefill_order(&w);
   ok(demo_model_set_weight_layout(w.m, 1) == CLPA_ERR_INVALID_ARG &&
          strstr(demo_last_error(), "f16 weights") && !demo_model_tiled(w.m),
      "f32 weights: tiles refused, the model as it was: %s", demo_last_error());

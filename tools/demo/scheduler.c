@@ -316,6 +316,15 @@ static clpa_status preempt(demo_engine *e, live *l, int32_t step) {
   return CLPA_OK;
 }
 
+/* Takes l out of the running list, the others kept in admission order:
+ * the order step_once gives prefill chunks the budget in. */
+static void unrun(demo_engine *e, const live *l) {
+  int32_t n = 0;
+  for (int32_t i = 0; i < e->n_run; i++)
+    if (e->running[i] != l) e->running[n++] = e->running[i];
+  e->n_run = n;
+}
+
 /* Sequence s of the batch ran (its logits at row s): the device's argmax,
  * or the sampler's draw, is its next token unless a prefill chunk left
  * more of its prompt to go. */
@@ -346,8 +355,7 @@ static clpa_status take_token(demo_engine *e, int32_t s, int32_t step) {
   if (res->num_generated == 1) res->first_token_s = now_s(e);
   if (res->num_generated == l->req->max_new_tokens || tok == e->cfg.eos) {
     res->finish = tok == e->cfg.eos ? DEMO_FINISH_STOP : DEMO_FINISH_LENGTH;
-    for (int32_t i = 0; i < e->n_run; i++) /* out of the running list */
-      if (e->running[i] == l) e->running[i] = e->running[--e->n_run];
+    unrun(e, l);
     finish_request(e, l, step, e->cfg.prefix_cache);
     return CLPA_OK;
   }
@@ -357,8 +365,7 @@ static clpa_status take_token(demo_engine *e, int32_t s, int32_t step) {
     return CLPA_OK;
   }
   if (a != CLPA_ERR_POOL_EXHAUSTED) return demo_fail(a, "append: %s", clpa_last_error());
-  for (int32_t i = 0; i < e->n_run; i++)
-    if (e->running[i] == l) e->running[i] = e->running[--e->n_run];
+  unrun(e, l);
   return preempt(e, l, step);
 }
 
