@@ -11,6 +11,7 @@ def ok(cond, what, detail=""):
     """Prints check number N as passed or failed; detail goes under a failure."""
     global _count, _failed
     _count += 1
+    what = " ".join(str(what).split("\n"))  # one line, or TAP reads the rest as unknown output
     print(("ok %d - %s" if cond else "not ok %d - %s") % (_count, what))
     if not cond:
         _failed += 1
