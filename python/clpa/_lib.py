@@ -169,10 +169,29 @@ _PROTOS = [
     ("clpa_kvreq_row", c_int32, [_p]),
 ]
 
+def _checked(t):
+    """t as an argument type that refuses a Python int it cannot hold (ctypes keeps its low
+    bits: block 2**32 + 1 would be block 1) with an OverflowError naming the type."""
+    bits = 8 * ctypes.sizeof(t)
+    lo, hi = (0, 2**bits - 1) if t(-1).value > 0 else (-2**(bits - 1), 2**(bits - 1) - 1)
+
+    class Checked(t):
+        @classmethod
+        def from_param(cls, v):
+            if isinstance(v, int) and not lo <= v <= hi:
+                raise OverflowError("%d does not fit %s (%d to %d)" % (v, t.__name__, lo, hi))
+            return t.from_param(v)
+
+    Checked.__name__ = t.__name__
+    return Checked
+
+
+_CHECKED = {t: _checked(t) for t in (c_int, c_int32, c_int64, c_uint, c_uint64, c_size_t)}
+
 for _name, _res, _args in _PROTOS:
     _f = getattr(lib, _name)
     _f.restype = _res
-    _f.argtypes = _args
+    _f.argtypes = [_CHECKED.get(a, a) for a in _args]
 
 
 def version():

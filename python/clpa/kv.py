@@ -127,7 +127,8 @@ class Pool(_Handle):
 
     def alloc(self, n):
         """Takes n free blocks (all or nothing); returns their ids."""
-        out = np.zeros(max(n, 1), np.int32)
+        # more than the pool has: refused before anything is written, so no array of n
+        out = np.zeros(max(min(n, self.stats().num_blocks), 1), np.int32)
         check(lib.clpa_pool_alloc(self._handle, n, _p32(out)))
         return out[:n].copy()
 

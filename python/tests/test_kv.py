@@ -364,3 +364,11 @@ def test_pool_errors():
     with pytest.raises(clpa.ClpaError) as e:
         pool.unref(blocks[0])
     assert e.value.name == "CLPA_ERR_STATE" and str(int(blocks[0])) in e.value.message
+    # an id past 32 bits is refused, not cut to its low bits (2**32 + 1 was block 1)
+    before = pool.refcount(blocks[1])
+    with pytest.raises(Exception, match="does not fit c_int"):
+        pool.ref(2**32 + int(blocks[1]))
+    assert pool.refcount(blocks[1]) == before
+    with pytest.raises(clpa.ClpaError) as e:  # more than the pool holds: no array that long
+        pool.alloc(2**31 - 1)
+    assert e.value.name == "CLPA_ERR_POOL_EXHAUSTED"
