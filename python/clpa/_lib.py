@@ -169,11 +169,16 @@ _PROTOS = [
     ("clpa_kvreq_row", c_int32, [_p]),
 ]
 
+def int_bounds(t):
+    """The least and greatest values of the ctypes integer type t."""
+    bits = 8 * ctypes.sizeof(t)
+    return (0, 2**bits - 1) if t(-1).value > 0 else (-2**(bits - 1), 2**(bits - 1) - 1)
+
+
 def _checked(t):
     """t as an argument type that refuses a Python int it cannot hold (ctypes keeps its low
     bits: block 2**32 + 1 would be block 1) with an OverflowError naming the type."""
-    bits = 8 * ctypes.sizeof(t)
-    lo, hi = (0, 2**bits - 1) if t(-1).value > 0 else (-2**(bits - 1), 2**(bits - 1) - 1)
+    lo, hi = int_bounds(t)
 
     class Checked(t):
         @classmethod

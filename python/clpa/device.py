@@ -24,7 +24,7 @@ import numpy as np
 import pyopencl as cl
 
 from . import structs as S
-from ._lib import HEADER_VERSION, ClpaError, check, dtype_of, lib
+from ._lib import HEADER_VERSION, ClpaError, check, dtype_of, int_bounds, lib
 from .kv import _Handle
 
 
@@ -53,7 +53,11 @@ def _convert(ftype, value, name, keep):
     if issubclass(ftype, S.host_int32_array):
         if value is None:
             return None
-        a = np.ascontiguousarray(value, dtype=np.int32).reshape(-1)
+        a = np.asarray(value)
+        if a.dtype.kind in "iu" and a.size and (a.min() < -2**31 or a.max() >= 2**31):
+            raise OverflowError("%s: an entry does not fit int32 (%d to %d)"
+                                % (name, int(a.min()), int(a.max())))
+        a = np.ascontiguousarray(a, dtype=np.int32).reshape(-1)
         keep[name] = a
         return a.ctypes.data
     if issubclass(ftype, S.c_enum):
@@ -68,6 +72,12 @@ def _convert(ftype, value, name, keep):
         return int(value)
     if issubclass(ftype, (S.cl_event_p, S.cl_event_array)) or name == "num_wait_events":
         raise TypeError("%s: pass wait_for=[events]; the call returns its event" % name)
+    integer = issubclass(ftype, ctypes._SimpleCData) and ftype._type_ in "bBhHiIlLqQ"
+    if isinstance(value, int) and integer:
+        lo, hi = int_bounds(ftype)  # ctypes would keep the low bits
+        if not lo <= value <= hi:
+            raise OverflowError("%s: %d does not fit %s (%d to %d)"
+                                % (name, value, ftype.__name__, lo, hi))
     return value
 
 

@@ -368,6 +368,11 @@ def test_errors_name_the_field(ctx, cache):
         ctx.decode(event=None)
     with pytest.raises(ValueError, match="'tiles'"):
         ctx.decode(path="tiles")
+    # past the field's type: refused, not cut to the low bits (2**32 + 1 would be 1 sequence)
+    with pytest.raises(OverflowError, match="num_seqs: 4294967297 does not fit"):
+        ctx.decode(num_seqs=2**32 + 1)
+    with pytest.raises(OverflowError, match="host_context_lens"):
+        ctx.decode(num_seqs=1, host_context_lens=[2**32 + 5])
     with pytest.raises(clpa.ClpaError) as e:
         clpa.Cache(ctx, num_kv_heads=2, head_size=64, num_blocks=4, block_size=0)
     assert "block_size" in e.value.message
