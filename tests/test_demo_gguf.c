@@ -780,11 +780,14 @@ static void test_spm(void) {
  * pieces from four symbols with few distinct scores (ties everywhere) and random texts. */
 static const char *const spm_sym[4] = {"\xe2\x96\x81", "a", "b", "c"};
 
-static int32_t model_piece(const char *s, size_t n) {
-  for (int32_t i = 259; i < SPM_VOCAB; i++)
+/* The piece s[0..n) among ids 259 .. end - 1, or -1. */
+static int32_t piece_below(const char *s, size_t n, int32_t end) {
+  for (int32_t i = 259; i < end; i++)
     if (strlen(spm_tokens[i]) == n && !memcmp(spm_tokens[i], s, n)) return i;
   return -1;
 }
+
+static int32_t model_piece(const char *s, size_t n) { return piece_below(s, n, SPM_VOCAB); }
 
 static size_t model_encode(const char *text, int32_t *ids) {
   char w[4 * 512];
@@ -827,7 +830,7 @@ static void test_spm_merges_model(void) {
         p[0] = 0;
         const int k = i < 263 ? 1 : 2 + (int)rng_below(4);
         for (int j = 0; j < k; j++) strcat(p, spm_sym[i < 263 ? i - 259 : (int)rng_below(4)]);
-      } while (i >= 263 && model_piece(p, strlen(p)) >= 0 && model_piece(p, strlen(p)) < i);
+      } while (i >= 263 && piece_below(p, strlen(p), i) >= 0); /* (ids from i: last round's) */
       spm_tokens[i] = dupstr(p);
       spm_scores[i] = -(float)(1 + rng_below(3));
     }
