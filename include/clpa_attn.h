@@ -120,13 +120,12 @@ typedef enum clpa_decode_variant {
  * kernel merges them after the launch. */
 
 /* Which kernel computes the products (every path gives the same results,
- * up to the rounding below). Cache layouts (clpa_layout.h): lanes and rows
- * read every kind (split-key, HND, NHD); mma on NVIDIA reads split-key
- * caches only for now (every kind where it is emulated: docs/guide.md)
- * and, forced onto another kind, refuses with CLPA_ERR_UNSUPPORTED. */
+ * up to the rounding below). Cache layouts (clpa_layout.h): every path
+ * reads every kind (split-key, HND, NHD); mma takes f32 caches in HND and
+ * NHD with head sizes of multiples of 32 only (docs/guide.md). */
 typedef enum clpa_decode_path {
   /* rows on CPUs; mma on NVIDIA (compute capability 8.0 and later; 8.9
-   * for fp8) where it applies (split-key caches); else lanes */
+   * for fp8) where it applies; else lanes */
   CLPA_DECODE_PATH_AUTO = 0,
   CLPA_DECODE_PATH_LANES = 1, /* vLLM's kernel: lane groups, f32 FMAs, every dtype and head size */
   /* Tensor cores: mma.sync m16n8k16 on NVIDIA with the keys' tokens and the
@@ -315,10 +314,8 @@ CLPA_API clpa_status clpa_decode_choice(clpa_context *ctx, const clpa_decode_par
  * ==================================================================== */
 
 /* How the work is shaped; every path gives the same results. Cache
- * layouts (clpa_layout.h): tiles and rows read every kind (split-key, HND,
- * NHD); mma on NVIDIA reads split-key caches only for now (every kind
- * where it is emulated: docs/guide.md) and, forced onto another kind,
- * refuses with CLPA_ERR_UNSUPPORTED. */
+ * layouts (clpa_layout.h): every path reads every kind (split-key, HND,
+ * NHD). */
 typedef enum clpa_prefill_path {
   CLPA_PREFILL_AUTO = 0,  /* rows on CPUs, mma on NVIDIA where it applies, else tiles */
   CLPA_PREFILL_TILES = 1, /* FlashAttention-2 tiles in local memory, 128 work-items a group (GPUs) */
