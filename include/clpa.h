@@ -41,8 +41,8 @@
  * may be used from different threads concurrently, one object from two
  * threads needs the caller's lock. Processes may share a binary cache
  * directory. clpa reads its environment variables (CLPA_DEVICE,
- * CLPA_NO_BINARY_CACHE, CLPA_CACHE_MAX_MB, CLPA_DECODE_MERGE, XDG_CACHE_HOME,
- * HOME, TMPDIR)
+ * CLPA_NO_BINARY_CACHE, CLPA_CACHE_MAX_MB, CLPA_DECODE_MERGE,
+ * CLPA_DECODE_WORK_LIST, XDG_CACHE_HOME, HOME, TMPDIR)
  * in clpa_context_create and clpa_device_select; do not setenv() while
  * another thread is inside them.
  */

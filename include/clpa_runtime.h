@@ -94,9 +94,12 @@ CLPA_API void clpa_context_config_init_version(clpa_context_config *cfg, unsigne
 /* Creates a context on the device the config selects (cfg NULL = defaults).
  * Returns CLPA_OK and *out, or CLPA_ERR_DEVICE_NOT_FOUND (bad or unmatched
  * spec, no OpenCL platform, or platforms without devices: the message
- * tells these apart), CLPA_ERR_INVALID_ARG, CLPA_ERR_OPENCL (a platform
- * failed to start: named, with its error), CLPA_ERR_OUT_OF_MEMORY; on
- * failure *out is NULL and clpa_last_error() says why. */
+ * tells these apart), CLPA_ERR_INVALID_ARG, CLPA_ERR_UNSUPPORTED (a forced
+ * lanes path the device cannot run, an out-of-order cl_queue),
+ * CLPA_ERR_VERSION (header_version of another ABI, or 0), CLPA_ERR_OPENCL
+ * (a platform failed to start: named, with its error),
+ * CLPA_ERR_OUT_OF_MEMORY; on failure *out is NULL and clpa_last_error()
+ * says why. */
 CLPA_API clpa_status clpa_context_create(const clpa_context_config *cfg, clpa_context **out);
 
 /* Releases everything the context holds (NULL is fine). Does not wait for
@@ -147,7 +150,8 @@ CLPA_API clpa_status clpa_devices_list(clpa_device_info *out, size_t cap, size_t
 
 /* Resolves a device spec (NULL: CLPA_DEVICE, else the default rule) to the
  * index into clpa_devices_list's order. Returns CLPA_OK,
- * CLPA_ERR_DEVICE_NOT_FOUND or CLPA_ERR_OPENCL. */
+ * CLPA_ERR_DEVICE_NOT_FOUND, CLPA_ERR_INVALID_ARG (NULL index) or
+ * CLPA_ERR_OPENCL. */
 CLPA_API clpa_status clpa_device_select(const char *spec, size_t *index);
 
 /* Capabilities of the context's device. Returns CLPA_OK or CLPA_ERR_INVALID_ARG. */
