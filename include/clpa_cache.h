@@ -13,7 +13,8 @@
  *   key cache    [num_blocks, num_kv_heads, head_size / x, block_size, x]
  *   value cache  [num_blocks, num_kv_heads, head_size, block_size]
  *
- * one pair per layer. The block ids are the ones a clpa_pool hands out
+ * one pair per layer. That is the default split-key layout; cfg.layout
+ * picks HND or NHD instead (clpa_layout.h draws all three). The block ids are the ones a clpa_pool hands out
  * (clpa_kv.h): the pool decides which block holds which token, the cache
  * holds the bytes. clpa_cache_key / clpa_cache_value give each layer's
  * cl_mem to every op, clpa_decode included.
