@@ -156,7 +156,7 @@ if "linear" in COMMANDS:
 for cmd in ("decode", "sweep", "prefill", "mixed", "xattn", "radix", "kvman"):
     check_refused([BENCH, cmd, "--foo"], "unknown option '--foo'")
 check_refused([INFO, "--foo=1"], "unknown option '--foo'")
-check_refused([BENCH, "frobnicate"], "unknown command 'frobnicate'")
+check_refused([BENCH, "frobnicate"], "unknown command 'frobnicate'", *COMMANDS)  # it lists them
 check_refused([BENCH, "decode", "--batch", "x"], "--batch takes a positive integer, not 'x'")
 check_refused([BENCH, "decode", "--batch=0"], "--batch takes a positive integer, not '0'")
 check_refused([BENCH, "decode", "--context"], "--context needs a value")

@@ -51,6 +51,13 @@ static const char USAGE[] =
     "line whose \"op\" names the command. On a CPU, prefill, xattn and sweep default\n"
     "to shapes that end within a minute on 2 cores (their --shapes picks).\n";
 
+/* The commands this build has, as the messages below list them. */
+#ifdef CLPA_BENCH_CLBLAST
+#define COMMANDS "decode, sweep, prefill, mixed, xattn, radix, kvman or linear"
+#else
+#define COMMANDS "decode, sweep, prefill, mixed, xattn, radix or kvman"
+#endif
+
 int main(int argc, char **argv) {
   const char *cmd = argc >= 2 ? argv[1] : NULL;
   if (cmd && strcmp(cmd, "decode") == 0) return bench_decode(argc - 1, argv + 1);
@@ -72,14 +79,11 @@ int main(int argc, char **argv) {
     return 0;
   }
   if (!cmd)
-    fputs("clpa-bench: which command? decode, sweep, prefill, mixed, xattn, radix or kvman\n",
-          stderr);
+    fputs("clpa-bench: which command? " COMMANDS "\n", stderr);
   else if (cmd[0] == '-')
     fprintf(stderr, "clpa-bench: unknown option '%s' (options follow the command)\n", cmd);
   else
-    fprintf(stderr,
-            "clpa-bench: unknown command '%s' (decode, sweep, prefill, mixed, xattn, radix or"
-            " kvman)\n", cmd);
+    fprintf(stderr, "clpa-bench: unknown command '%s' (" COMMANDS ")\n", cmd);
   fputs("Try 'clpa-bench --help'.\n", stderr);
   return 2;
 }
