@@ -129,6 +129,16 @@ static void check_duration(double seconds, const char *want) {
   if (!ok(strcmp(buf, want) == 0, "duration %g s: '%s'", seconds, want)) diag("got '%s'", buf);
 }
 
+/* cli_quantile of v[0 .. n) at q against want (v is copied: the call sorts it). */
+static void check_quantile(const double *v, size_t n, double q, double want) {
+  double w[32];
+  memcpy(w, v, sizeof *v * n);
+  const double got = cli_quantile(w, n, q);
+  if (!ok(fabs(got - want) <= 1e-12 * (fabs(want) + 1), "quantile %g of %zu values: %g", q, n,
+          want))
+    diag("got %.17g", got);
+}
+
 int main(void) {
   check_json("escaping", strings,
              "{\"device\":\"Dev \\\"quoted\\\" \\\\back\\\\slash\","
@@ -192,6 +202,21 @@ int main(void) {
   check_duration(245, "4 min 05 s");
   check_duration(7380, "2 h 03 min");
   check_duration(INFINITY, "-");
+  /* the p50 and p99 of clpa-demo's TTFT and TPOT: an even count's median is the mean of the
+   * middle two (the nearest index above it made --requests 2's p50 the larger of the two) */
+  static const double two[] = {0.641, 0.290}, four[] = {4, 1, 3, 2}, three[] = {3, 1, 2};
+  double many[24];
+  for (int i = 0; i < 24; i++) many[i] = (double)((i * 7) % 24 + 1); /* 1 .. 24, shuffled */
+  check_quantile(two, 2, 0.5, (0.290 + 0.641) / 2);
+  check_quantile(two, 2, 0.99, 0.290 + 0.99 * (0.641 - 0.290));
+  check_quantile(two, 2, 0.0, 0.290);
+  check_quantile(two, 2, 1.0, 0.641);
+  check_quantile(four, 4, 0.5, 2.5);
+  check_quantile(three, 3, 0.5, 2);
+  check_quantile(many, 24, 0.5, 12.5);
+  check_quantile(many, 24, 0.99, 23.77);
+  check_quantile(three, 1, 0.99, 3);
+  check_quantile(three, 0, 0.5, 0);
   ok(run_parse("--foo", &o, NULL) == 2, "unknown option: 2");
   ok(run_parse("--n x", &o, NULL) == 2, "--n x: 2");
   ok(run_parse("--n 0", &o, NULL) == 2, "--n below its range: 2");

@@ -356,6 +356,19 @@ const char *cli_duration_text(char *buf, size_t size, double seconds) {
   return buf;
 }
 
+static int cmp_double(const void *a, const void *b) {
+  const double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+double cli_quantile(double *v, size_t n, double q) {
+  if (n == 0) return 0;
+  qsort(v, n, sizeof *v, cmp_double);
+  const double at = (q < 0 ? 0 : q > 1 ? 1 : q) * (double)(n - 1);
+  const size_t i = (size_t)at;
+  return i + 1 < n ? v[i] + (at - (double)i) * (v[i + 1] - v[i]) : v[n - 1];
+}
+
 /* ----------------------------------------------------------------------
  * Progress
  * -------------------------------------------------------------------- */

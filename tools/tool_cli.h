@@ -113,6 +113,10 @@ const char *cli_time_text(char *buf, size_t size, double seconds, int width);
 /* A duration to wait, rounded for a progress line: "35 s", "4 min 05 s",
  * "2 h 03 min"; "-" when negative or not finite. Returns buf. */
 const char *cli_duration_text(char *buf, size_t size, double seconds);
+/* The q-quantile (0 <= q <= 1) of v[0 .. n), which it sorts in place: linear
+ * between the two nearest order statistics (numpy's default), so that the
+ * median of an even count is the mean of the middle two; 0 when n is 0. */
+double cli_quantile(double *v, size_t n, double q);
 
 /* ----------------------------------------------------------------------
  * Progress: one status line on stderr, rewritten in place with \r, only

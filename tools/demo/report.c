@@ -28,19 +28,6 @@ void demo_report_progress(const demo_engine *e, void *user) {
                used, total);
 }
 
-static int cmp_double(const void *a, const void *b) {
-  const double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
-/* The q-quantile of v[0..n) (sorted in place); 0 for n == 0. */
-static double quantile(double *v, int32_t n, double q) {
-  if (n <= 0) return 0;
-  qsort(v, (size_t)n, sizeof *v, cmp_double);
-  int32_t i = (int32_t)(q * (double)(n - 1) + 0.5);
-  return v[i < n ? i : n - 1];
-}
-
 static double avg(int64_t sum, int64_t n) { return n > 0 ? (double)sum / (double)n : 0; }
 
 void demo_report_summary(FILE *out, const demo_engine *e, const demo_report_info *in, int json) {
@@ -57,8 +44,11 @@ void demo_report_summary(FILE *out, const demo_engine *e, const demo_report_info
     if (r->num_generated > 1)
       tpot[np++] = (r->done_s - r->first_token_s) / (double)(r->num_generated - 1);
   }
-  const double ttft50 = quantile(ttft, nt, 0.5), ttft99 = quantile(ttft, nt, 0.99);
-  const double tpot50 = quantile(tpot, np, 0.5), tpot99 = quantile(tpot, np, 0.99);
+  /* p50 of an even count: the mean of the middle two (cli_quantile) */
+  const double ttft50 = cli_quantile(ttft, (size_t)nt, 0.5);
+  const double ttft99 = cli_quantile(ttft, (size_t)nt, 0.99);
+  const double tpot50 = cli_quantile(tpot, (size_t)np, 0.5);
+  const double tpot99 = cli_quantile(tpot, (size_t)np, 0.99);
   free(ttft), free(tpot);
   const double tps = st->seconds > 0 ? (double)(st->computed_tokens + st->generated_tokens) / st->seconds : 0;
   const double prefill_tps = st->prefill_s > 0 ? (double)st->prefill_tokens_in_prefill_steps / st->prefill_s : 0;
