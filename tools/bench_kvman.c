@@ -212,11 +212,6 @@ static double step(kv_run *r) {
   return t;
 }
 
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
 /* Runs one size; with j, its results are the next element of j's array. */
 static int run_one(const kv_opts *o, int32_t running, cli_json *j) {
   kv_run r;
@@ -269,9 +264,8 @@ static int run_one(const kv_opts *o, int32_t running, cli_json *j) {
   cli_progress_end();
   clpa_kvman_stats s1;
   clpa_kvman_stats_get(r.km, &s1);
-  qsort(r.step_us, (size_t)o->steps, sizeof *r.step_us, cmp_double);
-  double p50 = r.step_us[o->steps / 2];
-  double p99 = r.step_us[(size_t)((double)o->steps * 0.99)];
+  const double p50 = cli_quantile(r.step_us, (size_t)o->steps, 0.5); /* sorts them */
+  const double p99 = cli_quantile(r.step_us, (size_t)o->steps, 0.99);
   double mean = 1e6 * total / o->steps;
   double hit = s1.prompt_tokens > s0.prompt_tokens
                    ? (double)(s1.hit_tokens - s0.hit_tokens) /
