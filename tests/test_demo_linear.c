@@ -996,6 +996,40 @@ int main(void) {
   refused(l, DEMO_LINEAR_AUTO, demo_wfmt_of_dtype(CLPA_DTYPE_FP8_E4M3), 2, 4, 16, "weight form",
           "fp8 weights");
   refused(l, DEMO_LINEAR_AUTO, DEMO_W_F16, -1, 4, 16, NULL, "rows -1");
+  { /* a NULL buffer: refused by every entry and engine, not a null pointer in a kernel */
+    cl_mem b = test_buffer(ctx, NULL, 4096);
+    demo_linear_tuning vn = forced("forced: gemv", 16, 16, 8, 4);
+    vn.gemv_max_rows = 8;
+    demo_linear *lv = create(&vn);
+    const demo_linear_engine es[] = {DEMO_LINEAR_STREAM, DEMO_LINEAR_MMA, DEMO_LINEAR_GEMM,
+                                     DEMO_LINEAR_GEMV, DEMO_LINEAR_CLBLAST};
+    demo_qkv_rope rp = {0};
+    rp.pos = rp.cs = rp.slots = rp.kc = rp.vc = b;
+    rp.hd = 8, rp.heads = 2, rp.kv_heads = 1, rp.B = 4, rp.x = 4, rp.nslots = 8;
+    int refusals = 0, calls = 0;
+    for (int z = 0; z < 3; z++) {
+      cl_mem A = z == 0 ? NULL : b, W = z == 1 ? NULL : b, C = z == 2 ? NULL : b;
+      clpa_status st[10];
+      int s = 0;
+      for (size_t i = 0; i < sizeof es / sizeof *es; i++)
+        st[s++] = demo_linear_run(lv, es[i], DEMO_W_F16, A, W, C, 2, 16, 64, 0, NULL);
+      st[s++] = demo_linear_run_f16(lv, DEMO_LINEAR_GEMV, DEMO_W_F16, A, W, C, 2, 16, 64, 0, NULL);
+      st[s++] = demo_linear_run_swiglu_out(lv, DEMO_LINEAR_GEMV, DEMO_W_F16, A, 0, W, C, 0, 2, 32,
+                                           64, NULL);
+      st[s++] = demo_linear_run_qkv_rope(lv, DEMO_LINEAR_GEMV, DEMO_W_F16, A, 0, W, C, 2, 32, 64,
+                                         &rp, NULL);
+      if (z) st[s++] = demo_linear_dequantize(lv, DEMO_W_Q8_0, W, C, 2, 64);
+      if (z) st[s++] = demo_linear_dequantize_f16(lv, DEMO_W_Q8_0, W, C, 2, 64, NULL);
+      for (int i = 0; i < s; i++) refusals += st[i] == CLPA_ERR_INVALID_ARG;
+      calls += s;
+      diag("  NULL %s: %s", z == 0 ? "A" : z == 1 ? "W" : "C", demo_last_error());
+    }
+    ok(refusals == calls && calls == 28 && strstr(demo_last_error(), "NULL"),
+       "a NULL A, W or C refused by every engine and entry (%d of %d): %s", refusals, calls,
+       demo_last_error());
+    demo_linear_destroy(lv);
+    clReleaseMemObject(b);
+  }
   demo_linear_destroy(l);
   return test_context_done(ctx);
 }

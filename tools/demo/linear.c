@@ -268,6 +268,14 @@ static clpa_status check(demo_wfmt w, int32_t rows, int32_t n, int32_t k) {
   return CLPA_OK;
 }
 
+/* The call's buffers (named by names, "A W C" as the call calls them) are all there: a NULL one
+ * would reach the kernels as a null pointer. */
+static clpa_status buffers(const char *fn, const char *names, cl_mem a, cl_mem b, cl_mem c) {
+  if (a && b && c) return CLPA_OK;
+  return demo_fail(CLPA_ERR_INVALID_ARG, "%s: %s must be buffers (the %s is NULL)", fn, names,
+                   !a ? "first" : !b ? "second" : "third");
+}
+
 static clpa_status set_args(cl_kernel kr, cl_mem A, int32_t rows, int32_t k, cl_mem W, int32_t n,
                             cl_mem C, int accumulate) {
   /* args 0-6; the mma kernel's 7 and 8 are set by run_mma */
@@ -393,7 +401,8 @@ clpa_status demo_linear_dequantize_f16(demo_linear *l, demo_wfmt w, cl_mem W, cl
     return demo_fail(CLPA_ERR_INVALID_ARG,
                      "demo_linear_dequantize_f16: w must be one of ggml's block forms (%s)",
                      demo_wfmt_name(w));
-  const clpa_status st = check(w, 1, n, k);
+  clpa_status st = check(w, 1, n, k);
+  if (st == CLPA_OK) st = buffers("demo_linear_dequantize_f16", "W and out", W, out, out);
   return st == CLPA_OK ? widen_h(l, (int)w, W, out, n, k, ev) : st;
 }
 
@@ -507,6 +516,7 @@ static clpa_status widen(demo_linear *l, int d, cl_mem W, cl_mem out, int32_t n,
 clpa_status demo_linear_dequantize(demo_linear *l, demo_wfmt w, cl_mem W, cl_mem out, int32_t n,
                                    int32_t k) {
   clpa_status st = check(w, 1, n, k);
+  if (st == CLPA_OK) st = buffers("demo_linear_dequantize", "W and out", W, out, out);
   if (st == CLPA_OK) st = program(l, (int)w, 0);
   return st == CLPA_OK ? widen(l, (int)w, W, out, n, k) : st;
 }
@@ -541,6 +551,7 @@ clpa_status demo_linear_run(demo_linear *l, demo_linear_engine e, demo_wfmt w, c
                             cl_event *ev) {
   const int d = (int)w;
   clpa_status st = check(w, rows, n, k);
+  if (st == CLPA_OK) st = buffers("demo_linear_run", "A, W and C", A, W, C);
   if (st != CLPA_OK || rows == 0) return st;
   if (e == DEMO_LINEAR_AUTO) e = demo_linear_pick(l, rows, k, w);
   return e == DEMO_LINEAR_STREAM ? run_stream(l, d, A, W, C, rows, n, k, accumulate, ev)
@@ -554,6 +565,7 @@ clpa_status demo_linear_run_swiglu_out(demo_linear *l, demo_linear_engine e, dem
                                        int a_half, cl_mem W, cl_mem act, int act_half,
                                        int32_t rows, int32_t n, int32_t k, cl_event *ev) {
   clpa_status st = check(w, rows, n, k);
+  if (st == CLPA_OK) st = buffers("demo_linear_run_swiglu_out", "A, W and act", A, W, act);
   if (st != CLPA_OK || rows == 0) return st;
   if (!demo_linear_takes_swiglu_out(l, e, rows, n, k, w) ||
       (a_half && !demo_linear_takes_f16(l, e, rows, k, w)))
@@ -574,6 +586,7 @@ clpa_status demo_linear_run_qkv_rope(demo_linear *l, demo_linear_engine e, demo_
                                      int32_t k, const demo_qkv_rope *r, cl_event *ev) {
   const char *fn = "demo_linear_run_qkv_rope";
   clpa_status st = check(w, rows, n, k);
+  if (st == CLPA_OK) st = buffers(fn, "A, W and qkv", A, W, qkv);
   if (st != CLPA_OK) return st;
   if (!demo_linear_takes_qkv_rope(l, e, rows, k, w) ||
       (a_half && !demo_linear_takes_f16(l, e, rows, k, w)))
@@ -601,6 +614,7 @@ clpa_status demo_linear_run_f16(demo_linear *l, demo_linear_engine e, demo_wfmt 
                                 cl_mem W, cl_mem C, int32_t rows, int32_t n, int32_t k,
                                 int accumulate, cl_event *ev) {
   clpa_status st = check(w, rows, n, k);
+  if (st == CLPA_OK) st = buffers("demo_linear_run_f16", "A, W and C", A, W, C);
   if (st != CLPA_OK || rows == 0) return st;
   if (!demo_linear_takes_f16(l, e, rows, k, w))
     return demo_fail(CLPA_ERR_INVALID_ARG,

@@ -158,7 +158,7 @@ const char *demo_linear_engine_name(demo_linear_engine e);
 /* Enqueues C = A . W^T (accumulate 0) or C += A . W^T (1) by engine e
  * (AUTO: demo_linear_pick's); *ev (if not NULL) gets the last command's
  * event. w is W's form. Returns CLPA_OK,
- * CLPA_ERR_INVALID_ARG (shapes, dtype; the message says which), CLPA_ERR_BUILD,
+ * CLPA_ERR_INVALID_ARG (shapes, dtype, a NULL buffer; the message says which), CLPA_ERR_BUILD,
  * CLPA_ERR_OPENCL, CLPA_ERR_DEVICE_MEMORY (CLBlast's f32 copy of W) or
  * CLPA_ERR_OUT_OF_RESOURCES. Messages go to demo_last_error(). */
 clpa_status demo_linear_run(demo_linear *l, demo_linear_engine e, demo_wfmt w, cl_mem A,
