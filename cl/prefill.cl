@@ -45,8 +45,10 @@
  *   block_mask   [num_seqs, num_heads, mask_qb, mask_kb] uchar, or NULL:
  *                block-sparse prefill (XAttention): query i of head h drops
  *                the keys of block j / mask_block when [i / mask_block] says 0
- *                (mask_block a multiple of 64, so a key tile or cache block
- *                lies in one mask block); a tile no row keeps is not read
+ *                (mask_block a multiple of 64, so a key tile lies in one
+ *                mask block; a cache block of the rows path may straddle
+ *                two, prefill_rows.cl's MASK_STRADDLES); a tile no row
+ *                keeps is not read
  *
  * Keys of a tile: positions k0 .. k0 + BK - 1 (k0 a multiple of BK). For
  * row position p they take part when j < cached_len + new_len, j <= p if

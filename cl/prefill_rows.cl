@@ -39,6 +39,28 @@
 #define floatS CAT(float, SVT)
 #define intS CAT(int, SVT)
 
+/* Block-sparse: mask_block is a multiple of 64, so a cache block lies in
+ * one mask block where BLOCK_SIZE divides 64; blocks of 128 or 256 tokens
+ * may straddle mask blocks, and then each key follows its own. */
+#define MASK_STRADDLES (BLOCK_SIZE > 64 || 64 % BLOCK_SIZE != 0)
+#if MASK_STRADDLES
+/* Whether mask row m keeps a key of [j0, j1]; *every: all of them. */
+inline int mask_keeps(__global const uchar *m, int j0, int j1, int mask_block, int *every) {
+  int any = 0, all = 1;
+  for (int b = j0 / mask_block; b <= j1 / mask_block; b++) any |= m[b] != 0, all &= m[b] != 0;
+  *every = all;
+  return any;
+}
+/* The lanes of tokens jj = j .. j + SVT - 1 that mask row m drops (SVT <=
+ * 64: in at most two mask blocks; keys past j_max, masked anyway, take
+ * j_max's block, the last the mask has). */
+inline intS mask_drops(__global const uchar *m, intS jj, int j, int j_max, int mask_block) {
+  const int b0 = min(j, j_max) / mask_block, b1 = min(j + SVT - 1, j_max) / mask_block;
+  const int cut = b1 * mask_block; /* lanes from cut on lie in block b1 */
+  return (jj < cut && m[b0] == 0) || (jj >= cut && m[b1] == 0);
+}
+#endif
+
 /* ---- The kernel's phases ---- */
 
 /* Online softmax over a step's nv blocks (scores sc), per row: their
@@ -168,8 +190,16 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void clpa_prefill_rows(
       /* Block-sparse: rows that drop this block's mask block; none keeps it: skip. */
       int keep[RG], any = 0, all = 1;
       for (int r = 0; r < RG; r++) {
+#if MASK_STRADDLES /* a row keeps the block where it keeps any of its keys */
+        int every = 1;
+        keep[r] = !block_mask || (r < rows && mask_keeps(mrow[r], b * BLOCK_SIZE,
+                                                         min((b + 1) * BLOCK_SIZE, k_end) - 1,
+                                                         mask_block, &every));
+        any |= keep[r], all &= keep[r] && every;
+#else
         keep[r] = !block_mask || (r < rows && mrow[r][(b * BLOCK_SIZE) / mask_block]);
         any |= keep[r], all &= keep[r];
+#endif
       }
       if (!any) continue;
       const int phys = PAGE_OF(table, b);
@@ -209,6 +239,10 @@ __kernel __attribute__((reqd_work_group_size(1, 1, 1))) void clpa_prefill_rows(
               intS masked = (jj < k_lo) | (jj >= k_end);
               if (causal) masked |= jj > pos[r];
               if (window > 0) masked |= pos[r] - jj >= window;
+#if MASK_STRADDLES
+              if (block_mask && keep[r])
+                masked |= mask_drops(mrow[r], jj, j, k_end - 1, mask_block);
+#endif
               x = keep[r] ? select(x, (floatS)(-INFINITY), masked) : (floatS)(-INFINITY);
             }
 #if SVT == 1

@@ -776,13 +776,16 @@ static void test_offset_rows(void) {
  * same mask, on every path: random masks (about half the blocks dropped,
  * some query blocks dropping every key), and an all-ones mask equals no
  * mask. The fp8 case takes the mma path's staged copies (mma_fetch_tile)
- * with a mask. */
+ * with a mask; cache blocks of 128 and 256 tokens straddle mask blocks. */
 static void test_sparse(void) {
   const pcase cases[] = {
       {4, 8, 2, 64, 16, 150, 200, F16, F32, 0, 0, 1, 0, 0, 0, 1, 1, 0, 0},
       {3, 4, 4, 128, 32, 130, 300, BF16, F16, 0, 0, 0, 1, 0, 1, 0, 1, 0, 0},
       {3, 8, 1, 96, 8, 100, 64, F32, F32, 0, 0, 1, 0, 1, 0, 0, 1, 0, 0},
       {3, 8, 2, 64, 16, 140, 260, E4M3, F16, 0, 0, 1, 0, 0, 0, 0, 1, 0, 1},
+      /* cache blocks that straddle mask blocks (the rows path's MASK_STRADDLES) */
+      {2, 4, 2, 64, 128, 150, 200, F16, F32, 0, 0, 1, 0, 0, 0, 1, 1, 0, 0},
+      {2, 4, 2, 64, 256, 150, 300, F32, F32, 0, 0, 1, 0, 1, 0, 0, 1, 0, 0},
   };
   for (size_t ci = 0; ci < sizeof cases / sizeof *cases; ci++)
     for (int pi = 0; pi < 3; pi++) {
@@ -791,7 +794,7 @@ static void test_sparse(void) {
        * a work-group, the group minimum) or 64 (one, the one-row build where B is 128) */
       const int B = ci % 2 ? 128 : 64, mma_rows = ci == 0 ? 128 : 64;
       const clpa_prefill_path path = (clpa_prefill_path)(pi + 1); /* tiles, rows, mma */
-      if (path == CLPA_PREFILL_MMA && !mma_applies(c)) continue;
+      if (path == CLPA_PREFILL_MMA && (!mma_applies(c) || c->bs > 32)) continue; /* mma: 8-32 */
       attn_scene in;
       make_scene(c, &in);
       if (path == CLPA_PREFILL_MMA) /* as the path rounds them */
