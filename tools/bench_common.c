@@ -132,11 +132,6 @@ double bench_now(void) {
 }
 #define now bench_now
 
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
 static int time_failed(bench_env *env) {
   cli_progress_end();
   fprintf(stderr, "clpa-bench: %s\n", clpa_context_last_error(env->ctx));
@@ -166,8 +161,7 @@ int bench_time(bench_env *env, const char *what, bench_fn fn, const void *arg, d
     batches[b] = (now() - t0) / n;
   }
   cli_progress_end();
-  qsort(batches, 7, sizeof *batches, cmp_double);
-  *per_call = batches[3];
+  *per_call = cli_quantile(batches, 7, 0.5); /* the median batch */
   return 0;
 }
 
@@ -284,8 +278,7 @@ int bench_time_cold(bench_env *env, const char *what, bench_event_fn fn, const v
   }
   cli_progress_end();
   if (rc == 0) {
-    qsort(t, (size_t)repeats, sizeof *t, cmp_double);
-    *per_call = repeats % 2 ? t[repeats / 2] : (t[repeats / 2 - 1] + t[repeats / 2]) / 2;
+    *per_call = cli_quantile(t, (size_t)repeats, 0.5); /* an even count: the middle two's mean */
   }
   free(t);
   return rc;

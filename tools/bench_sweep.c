@@ -412,11 +412,6 @@ static void measure_point(const bench_decode_shape *s, void *ctx) {
 /* ----------------------------------------------------------------------
  * The plot
  * -------------------------------------------------------------------- */
-static int cmp_double(const void *x, const void *y) {
-  double a = *(const double *)x, b = *(const double *)y;
-  return (a > b) - (a < b);
-}
-
 /* Writes s in a gnuplot single-quoted string (a quote is doubled). */
 static void gp_string(FILE *f, const char *s) {
   fputc('\'', f);
@@ -446,8 +441,7 @@ static double median_ratio(const sweep_run *r, int32_t dtype, int32_t lengths, i
       buf[n++] = r->rows[i].ratio;
   }
   if (!n) return -1;
-  qsort(buf, (size_t)n, sizeof *buf, cmp_double);
-  return n % 2 ? buf[n / 2] : (buf[n / 2 - 1] + buf[n / 2]) / 2;
+  return cli_quantile(buf, (size_t)n, 0.5);
 }
 
 /* The top of the panels' shared y range: a tenth above the highest point,
