@@ -100,8 +100,9 @@ void demo_model_weight_forms(const demo_model *m, char *buf, size_t cap);
  * layer's projections, the norms and the LM head. */
 double demo_model_weight_bytes(const demo_model *m);
 /* The device's copy bandwidth in GB/s (bytes read + written), the best of
- * three clEnqueueCopyBuffer of 64 MiB timed by profiling events; 0 when
- * the queue does not profile or a call fails. */
+ * three copies of 64 MiB by clEnqueueCopyBuffer and three by clpa's copy
+ * kernel (clpa-bench's two), timed by profiling events; 0 when the queue
+ * does not profile or a copy fails. */
 double demo_model_copy_gbps(demo_model *m);
 
 /* The host copy of the weights (floats, row-major [out][in] like the
