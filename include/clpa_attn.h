@@ -516,7 +516,10 @@ CLPA_API void clpa_cascade_params_init(clpa_cascade_params *p);
  * (docs/decisions/0025-cascade-when-it-pays.md). The prefix runs in
  * decode's precision: on prefill's mma path only when decode runs on
  * CLPA_DECODE_PATH_MMA with an f16 or bf16 cache (else tiles or rows:
- * decode's f32 products keep f32's precision), so the result is decode's.
+ * decode's f32 products keep f32's precision), so the result is decode's;
+ * but prefill's mma path takes blocks of 8 to 32 tokens only, and with
+ * other blocks the prefix keeps f32 (closer to the exact result than
+ * decode's rounded query: the two differ at the cache dtype's rounding).
  * Returns CLPA_OK, CLPA_ERR_INVALID_ARG (named: a group out of order or
  * too small for its members, a shared prefix past the table or past
  * max_context_len),

@@ -74,7 +74,9 @@ enum { SHARED, SUFFIX_TABLES, SUFFIX_LENS, GROUP_TABLES, PRE_OUT, PRE_LSE, SUF_O
 /* The groups' prefix plan: the group's decode queries, non-causal, over
  * its shared blocks, in decode's precision: tensor cores (queries and
  * probabilities rounded to the cache's dtype) only when decode runs on
- * them too. */
+ * them too, and prefill's take the cache (decode's take blocks that
+ * prefill's do not: 4 tokens, 64 to 256; there the prefix keeps f32, as
+ * on tiles, a closer result than decode's rounded one). */
 static clpa_status plan_prefix(clpa_context *ctx, const clpa_cascade_params *p, int make,
                                clpa_plan *pl) {
   const clpa_decode_params *d = &p->decode;
@@ -97,8 +99,20 @@ static clpa_status plan_prefix(clpa_context *ctx, const clpa_cascade_params *p, 
   clpa_plan check;
   clpa_status st = CLPA_OK;
   if (pl->suffix->dc.mma && rounded) {
+    char before[CLPA_ERROR_MAX];
+    memcpy(before, ctx->error, CLPA_ERROR_MAX);
     pp.path = CLPA_PREFILL_MMA;
-  } else if ((st = clpa_prefill_plan_fill(ctx, &pp, PLAN_CHECK, &check)) == CLPA_OK) {
+    if ((st = clpa_prefill_plan_fill(ctx, &pp, PLAN_CHECK, &check)) == CLPA_OK) {
+      clpa_plan_fini(&check);
+    } else if (st == CLPA_ERR_UNSUPPORTED) { /* not an error: the choice below, as decode's */
+      clpa_err_clear();
+      memcpy(ctx->error, before, CLPA_ERROR_MAX);
+      pp.path = CLPA_PREFILL_AUTO;
+      st = CLPA_OK;
+    }
+  }
+  if (st == CLPA_OK && pp.path != CLPA_PREFILL_MMA &&
+      (st = clpa_prefill_plan_fill(ctx, &pp, PLAN_CHECK, &check)) == CLPA_OK) {
     if (check.ps.path == CLPA_PREFILL_MMA) pp.path = CLPA_PREFILL_TILES;
     clpa_plan_fini(&check);
   }

@@ -24,6 +24,7 @@ typedef struct ccase {
   int groups, members, shared_blocks, loners; /* loners: sequences in no group */
   int sinks, softcap;
   int over; /* a grouped member's context_lens entry past max_context_len, by at most the shared tokens */
+  clpa_decode_path path; /* decode's, forced (0: auto) */
 } ccase;
 
 static double tol_a(clpa_dtype io) { return io == CLPA_DTYPE_F32 ? 2e-5 : io == CLPA_DTYPE_F16 ? 2e-3 : 1e-2; }
@@ -105,7 +106,7 @@ static int run_case(const ccase *c) {
   d->num_seqs = seqs, d->num_heads = c->heads, d->kv = kv, d->key_cache = bk, d->value_cache = bv;
   d->max_blocks_per_seq = max_blocks, d->max_context_len = maxc, d->q_dtype = c->io;
   d->scale = 1.0f / sqrtf((float)c->hs), d->k_scale = d->v_scale = scl;
-  d->soft_cap = c->softcap ? 2.5f : 0.0f, d->sinks = bs_;
+  d->soft_cap = c->softcap ? 2.5f : 0.0f, d->sinks = bs_, d->path = c->path;
   d->query = bq, d->block_tables = bt, d->context_lens = bl, d->out = o1, d->lse = l1;
   int good = ok(clpa_decode(ctx, d) == CLPA_OK, "plain decode: %s", clpa_last_error());
   if (c->over) good &= expect_bad_len("plain decode", lens[1], maxc);
@@ -139,9 +140,10 @@ static int run_case(const ccase *c) {
     if (!(e <= worst)) worst = isnan(e) ? INFINITY : e, at = i; /* a NaN stays worst */
   }
   /* fp8 on the mma path: decode rounds the queries to f16, the prefix
-   * (prefill, whose tensor cores take no fp8) does not, so the lse differ
-   * at f16's level too. */
-  const double lse_tol = path == CLPA_DECODE_PATH_MMA && kvr != c->kv ? 1e-3 : 1e-5;
+   * (prefill, whose tensor cores take no fp8, nor blocks of fewer than 8 or
+   * more than 32 tokens) does not, so the lse differ at f16's level too. */
+  const int prefix_f32 = kvr != c->kv || bs < 8 || bs > 32;
+  const double lse_tol = path == CLPA_DECODE_PATH_MMA && prefix_f32 ? 1e-3 : 1e-5;
   for (int i = 0; i < seqs * c->heads; i++) { /* equal -inf passes, a NaN fails (fmax drops it) */
     const double d = lb[i] == la[i] ? 0.0 : fabs((double)lb[i] - la[i]);
     const double e = d / (2 * lse_tol + lse_tol * fabs(la[i]));
@@ -217,17 +219,22 @@ int main(void) {
   rng_seed_from_env();
   ctx = test_context(0);
   const ccase grid[] = {
-      {4, 4, 64, 16, CLPA_DTYPE_F32, CLPA_DTYPE_F32, 2, 3, 4, 2, 0, 0, 0},
-      {8, 2, 128, 16, CLPA_DTYPE_F16, CLPA_DTYPE_F32, 1, 6, 40, 1, 1, 0, 0},  /* a long prefix: several partitions */
-      {8, 1, 64, 8, CLPA_DTYPE_BF16, CLPA_DTYPE_F16, 3, 2, 6, 0, 0, 1, 0},
-      {4, 2, 96, 32, CLPA_DTYPE_FP8_E4M3, CLPA_DTYPE_F32, 2, 4, 3, 3, 1, 1, 0},
-      {4, 4, 128, 16, CLPA_DTYPE_F16, CLPA_DTYPE_BF16, 1, 8, 8, 0, 0, 0, 0},
+      {4, 4, 64, 16, CLPA_DTYPE_F32, CLPA_DTYPE_F32, 2, 3, 4, 2, 0, 0, 0, 0},
+      /* a long prefix: several partitions */
+      {8, 2, 128, 16, CLPA_DTYPE_F16, CLPA_DTYPE_F32, 1, 6, 40, 1, 1, 0, 0, 0},
+      {8, 1, 64, 8, CLPA_DTYPE_BF16, CLPA_DTYPE_F16, 3, 2, 6, 0, 0, 1, 0, 0},
+      {4, 2, 96, 32, CLPA_DTYPE_FP8_E4M3, CLPA_DTYPE_F32, 2, 4, 3, 3, 1, 1, 0, 0},
+      {4, 4, 128, 16, CLPA_DTYPE_F16, CLPA_DTYPE_BF16, 1, 8, 8, 0, 0, 0, 0, 0},
       /* fp8 that decode's tensor cores take (NVIDIA) and prefill's do not */
-      {8, 2, 128, 16, CLPA_DTYPE_FP8_E5M2, CLPA_DTYPE_F32, 2, 3, 5, 2, 1, 0, 0},
+      {8, 2, 128, 16, CLPA_DTYPE_FP8_E5M2, CLPA_DTYPE_F32, 2, 3, 5, 2, 1, 0, 0, 0},
       /* regress_cascade_context_past_max: a member's length in (max_context_len,
        * max_context_len + shared], with and without sinks */
-      {4, 2, 64, 16, CLPA_DTYPE_F16, CLPA_DTYPE_F32, 2, 3, 4, 1, 0, 0, 1},
-      {4, 2, 64, 16, CLPA_DTYPE_F32, CLPA_DTYPE_F32, 1, 4, 3, 1, 1, 0, 1},
+      {4, 2, 64, 16, CLPA_DTYPE_F16, CLPA_DTYPE_F32, 2, 3, 4, 1, 0, 0, 1, 0},
+      {4, 2, 64, 16, CLPA_DTYPE_F32, CLPA_DTYPE_F32, 1, 4, 3, 1, 1, 0, 1, 0},
+      /* regress_cascade_mma_block_prefill_lacks: decode's tensor cores (auto on NVIDIA) take
+       * blocks prefill's do not (4, 64 to 256; prefill's take 8 to 32) */
+      {4, 2, 64, 64, CLPA_DTYPE_F16, CLPA_DTYPE_F32, 2, 3, 2, 1, 0, 0, 0, CLPA_DECODE_PATH_MMA},
+      {4, 4, 64, 4, CLPA_DTYPE_BF16, CLPA_DTYPE_BF16, 1, 3, 5, 1, 0, 0, 0, CLPA_DECODE_PATH_MMA},
   };
   for (size_t i = 0; i < sizeof grid / sizeof *grid; i++) run_case(&grid[i]);
   test_bad_args();
