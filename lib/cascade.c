@@ -105,8 +105,7 @@ static clpa_status plan_prefix(clpa_context *ctx, const clpa_cascade_params *p, 
     if ((st = clpa_prefill_plan_fill(ctx, &pp, PLAN_CHECK, &check)) == CLPA_OK) {
       clpa_plan_fini(&check);
     } else if (st == CLPA_ERR_UNSUPPORTED) { /* not an error: the choice below, as decode's */
-      clpa_err_clear();
-      memcpy(ctx->error, before, CLPA_ERROR_MAX);
+      clpa_forget_refusal(ctx, before);
       pp.path = CLPA_PREFILL_AUTO;
       st = CLPA_OK;
     }

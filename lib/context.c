@@ -638,6 +638,12 @@ void clpa_context_destroy(clpa_context *ctx) {
   free(ctx);
 }
 
+/* internal.h */
+void clpa_forget_refusal(clpa_context *ctx, const char *before) {
+  clpa_err_clear();
+  memcpy(ctx->error, before, CLPA_ERROR_MAX);
+}
+
 const char *clpa_context_last_error(const clpa_context *ctx) {
   return ctx ? ctx->error : "clpa_context_last_error: ctx is NULL";
 }

@@ -210,6 +210,10 @@ clpa_status clpa_status_from_cl(cl_int err);
     cl_int e_ = (err);                                             \
     if (e_ != CL_SUCCESS) return CLPA_CL_FAIL((ctx), e_, (what));  \
   } while (0)
+/* Forgets a refusal a plan falls back from: the thread's message as the call began (clear,
+ * clpa_api_begin's), the context's as it was (before, CLPA_ERROR_MAX bytes copied from
+ * ctx->error before the refused try). */
+void clpa_forget_refusal(clpa_context *ctx, const char *before);
 /* Argument checks that record in the context. */
 #define CLPA_CTX_CHECK(ctx, cond, status, ...) CLPA_CHECK((ctx)->error, cond, status, __VA_ARGS__)
 

@@ -134,13 +134,6 @@ static int decode_rows_rule(const clpa_context *ctx, const clpa_prefill_params *
   return t->decode_rows_from_keys > 0 && longest > t->decode_rows_from_keys;
 }
 
-/* Forgets a refusal the plan falls back from: the thread's message as the
- * call began (clear, clpa_api_begin's), the context's as it was (before). */
-static void forget_refusal(clpa_context *ctx, const char *before) {
-  clpa_err_clear();
-  memcpy(ctx->error, before, CLPA_ERROR_MAX);
-}
-
 /* Where decode_rows_kernel or the rule says: the leading decode rows'
  * decode plan (made as `make` says, from their host lengths) into pl->dec
  * and their count into pl->dec_rows (the lists upload their lengths). The
@@ -180,7 +173,7 @@ clpa_status clpa_prefill_plan_decode_rows(clpa_context *ctx, const clpa_prefill_
   if (path == CLPA_PREFILL_MMA) {
     dp.path = CLPA_DECODE_PATH_MMA;
     if ((st = clpa_decode_plan_fill(ctx, &dp, make, d)) != CLPA_OK)
-      forget_refusal(ctx, before); /* decode's own choice then, as below */
+      clpa_forget_refusal(ctx, before); /* decode's own choice then, as below */
   }
   if (st != CLPA_OK) {
     dp.path = CLPA_DECODE_PATH_AUTO;
@@ -190,7 +183,7 @@ clpa_status clpa_prefill_plan_decode_rows(clpa_context *ctx, const clpa_prefill_
   if (st != CLPA_OK) {
     free(d);
     if (p->decode_rows_kernel) return st;
-    forget_refusal(ctx, before); /* the rule's fallback is not an error */
+    clpa_forget_refusal(ctx, before); /* the rule's fallback is not an error */
     return CLPA_OK;
   }
   pl->dec = d, pl->dec_rows = n;
