@@ -79,7 +79,10 @@ clpa_status clpa_part_counts(clpa_context *ctx, size_t n, cl_mem *out) {
 clpa_status clpa_scratch(clpa_context *ctx, int slot, size_t size, cl_mem *out) {
   if (size == 0) size = 4;
   if (ctx->scratch_size[slot] < size) {
+    /* half again what it was (fewer regrowths), within the device's largest buffer */
     size_t grow = ctx->scratch_size[slot] + ctx->scratch_size[slot] / 2;
+    if (ctx->info.max_alloc_bytes && grow > ctx->info.max_alloc_bytes)
+      grow = (size_t)ctx->info.max_alloc_bytes;
     if (grow < size) grow = size;
     cl_int err;
     cl_mem m = clCreateBuffer(ctx->cl, CL_MEM_READ_WRITE, grow, NULL, &err);
