@@ -966,6 +966,12 @@ static void test_corruptions(void) {
   expect_open(b, n, CLPA_ERR_UNSUPPORTED, "version 1", "version 1 is not supported", NULL);
   patch_le(b, 4, 99, 4);
   expect_open(b, n, CLPA_ERR_UNSUPPORTED, "version 99", "version 99", NULL);
+  /* regress: a big-endian v3 file (GGUF allows one) was "version 50331648
+   * is not supported (only 2 and 3)", not saying why */
+  patch_le(b, 4, 0x03000000u, 4);
+  expect_open(b, n, CLPA_ERR_UNSUPPORTED, "regress: a big-endian GGUF v3",
+              "big-endian GGUF (version 3 read byte-swapped as 50331648)", "only little-endian",
+              NULL);
   patch_le(b, 4, 2, 4);
   demo_gguf *g2 = NULL;
   ok(demo_gguf_open_memory(b, n, &g2) == CLPA_OK && demo_gguf_version(g2) == 2, "version 2 opens");

@@ -35,6 +35,13 @@ static clpa_status parse_header(demo_gguf *g, rd *r) {
                      "bad magic: the file starts with %02x %02x %02x %02x, not \"GGUF\" (47 47 55 46)",
                      r->p[0], r->p[1], r->p[2], r->p[3]);
   if ((st = gguf_rd_u32(r, &g->version, "version"))) return st;
+  /* GGUF v3 may be big-endian (for big-endian hosts): its version reads
+   * here as 0x02000000 or 0x03000000, and every later field as swapped */
+  if (g->version == 0x02000000u || g->version == 0x03000000u)
+    return demo_fail(CLPA_ERR_UNSUPPORTED,
+                     "big-endian GGUF (version %" PRIu32 " read byte-swapped as %" PRIu32
+                     "): only little-endian files are supported",
+                     g->version >> 24, g->version);
   if (g->version != 2 && g->version != 3)
     return demo_fail(CLPA_ERR_UNSUPPORTED, "GGUF version %" PRIu32 " is not supported (only 2 and 3)",
                      g->version);

@@ -28,7 +28,8 @@
  * in demo_last_error() (error.h):
  *
  *   CLPA_ERR_IO           the file cannot be opened, sized or read
- *   CLPA_ERR_UNSUPPORTED  version other than 2/3, arrays of arrays, a
+ *   CLPA_ERR_UNSUPPORTED  version other than 2/3, a big-endian file (v3
+ *                         allows one; named as such), arrays of arrays, a
  *                         non-llama architecture, a tensor type the demo
  *                         cannot convert (asked for by name)
  *   CLPA_ERR_INVALID_ARG  malformed content (truncation, bad magic, bad
