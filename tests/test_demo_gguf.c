@@ -11,6 +11,7 @@
  * names the problem; and ends with seeded random byte flips that must
  * never crash (run under ASan/UBSan too).
  */
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -18,6 +19,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#if defined(__unix__) || defined(__APPLE__)
+#include <sys/stat.h>
+#include <unistd.h>
+#endif
 
 #include "../tools/demo/gguf.h"
 #include "../tools/demo/quant.h"
@@ -1180,6 +1185,38 @@ static void regress_string_with_nul_is_refused(void) {
                    "regress: nor \"llama\\0\" for a SentencePiece tokenizer");
 }
 
+/* A path that is not a regular file is refused, saying what it is: a
+ * directory was "not a readable regular file: " followed by whatever errno
+ * an earlier call had left (fstat had succeeded), and a FIFO blocked in
+ * open() until a writer came, forever (the alarm makes that a failure). */
+static void regress_special_files_are_refused(void) {
+#if defined(__unix__) || defined(__APPLE__)
+  demo_gguf *g = NULL;
+  errno = ENOENT;
+  clpa_status st = demo_gguf_open("/", &g);
+  const char *msg = demo_last_error();
+  ok(st == CLPA_ERR_IO && !g && strstr(msg, "'/' is a directory, not a regular file") &&
+         !strstr(msg, "No such file"),
+     "regress: a directory -> %s: %s", clpa_status_name(st), demo_last_error());
+  const char *tmp = getenv("CLPA_TEST_TMP");
+  char fifo[4096];
+  snprintf(fifo, sizeof fifo, "%s/test_demo_gguf_fifo_%ld", tmp ? tmp : "/tmp", (long)getpid());
+  unlink(fifo);
+  if (mkfifo(fifo, 0600)) {
+    ok(1, "# SKIP cannot make a FIFO at %s", fifo);
+    return;
+  }
+  alarm(20);
+  st = demo_gguf_open(fifo, &g);
+  alarm(0);
+  ok(st == CLPA_ERR_IO && !g && strstr(demo_last_error(), "is a FIFO, not a regular file"),
+     "regress: a FIFO is refused at once -> %s: %s", clpa_status_name(st), demo_last_error());
+  unlink(fifo);
+#else
+  ok(1, "# SKIP no FIFOs here");
+#endif
+}
+
 /* ================================================================= fuzz */
 
 static void fuzz(int iters) {
@@ -1248,6 +1285,7 @@ int main(int argc, char **argv) {
   test_corruptions();
   test_model_refusals();
   regress_string_with_nul_is_refused();
+  regress_special_files_are_refused();
   fuzz(iters);
   for (int i = 0; i < SPM_VOCAB; i++) free(spm_tokens[i]);
   for (int i = 0; i < BPE_VOCAB; i++) free(bpe_tokens[i]);

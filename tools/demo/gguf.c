@@ -106,17 +106,31 @@ clpa_status demo_gguf_open_memory(const void *data, size_t size, demo_gguf **out
   return CLPA_OK;
 }
 
+#ifdef DEMO_GGUF_MMAP
+/* For the message refusing what is not a regular file. */
+static const char *file_kind(mode_t m) {
+  if (S_ISDIR(m)) return "a directory";
+  if (S_ISFIFO(m)) return "a FIFO";
+  if (S_ISCHR(m) || S_ISBLK(m)) return "a device";
+  return S_ISSOCK(m) ? "a socket" : "a special file";
+}
+#endif
+
 /* Maps (or reads) the whole file. */
 static clpa_status load_file(const char *path, demo_gguf *g) {
 #ifdef DEMO_GGUF_MMAP
-  int fd = open(path, O_RDONLY);
+  /* O_NONBLOCK: open() of a FIFO would wait for a writer, forever */
+  int fd = open(path, O_RDONLY | O_NONBLOCK);
   if (fd < 0) return demo_fail(CLPA_ERR_IO, "cannot open '%s': %s", path, strerror(errno));
   struct stat sb;
-  if (fstat(fd, &sb) || !S_ISREG(sb.st_mode)) {
+  if (fstat(fd, &sb)) {
     int e = errno;
     close(fd);
-    return demo_fail(CLPA_ERR_IO, "'%s' is not a readable regular file%s%s", path, e ? ": " : "",
-                     e ? strerror(e) : "");
+    return demo_fail(CLPA_ERR_IO, "cannot stat '%s': %s", path, strerror(e));
+  }
+  if (!S_ISREG(sb.st_mode)) {
+    close(fd);
+    return demo_fail(CLPA_ERR_IO, "'%s' is %s, not a regular file", path, file_kind(sb.st_mode));
   }
   g->size = (uint64_t)sb.st_size;
   if ((uint64_t)sb.st_size > SIZE_MAX) {
