@@ -23,9 +23,10 @@
  * cannot convert as floats is CLPA_ERR_UNSUPPORTED), ne[0] a whole number
  * of the type's blocks, each tensor's size (rows x ne[0] / block x bytes
  * per block) within 64 bits and its [offset, offset + size) aligned and
- * inside the file. Overlapping tensors are not checked (harmless to
- * read). Every failure returns a status with a message naming the problem
- * in demo_last_error() (error.h):
+ * inside the file, no two sharing a byte (ggml packs them; sharing would
+ * let a small file make the loader allocate many times its size). Every
+ * failure returns a status with a message naming the problem in
+ * demo_last_error() (error.h):
  *
  *   CLPA_ERR_IO           the file cannot be opened, sized or read
  *   CLPA_ERR_UNSUPPORTED  version other than 2/3, a big-endian file (v3

@@ -117,6 +117,44 @@ clpa_status gguf_parse_tensors(demo_gguf *g, rd *r, uint64_t *fix_cap) {
   return CLPA_OK;
 }
 
+static _Thread_local const demo_gguf *sort_g; /* qsort has no context argument */
+
+static int cmp_offset_idx(const void *a, const void *b) {
+  uint64_t x = sort_g->tensors[*(const uint32_t *)a].offset;
+  uint64_t y = sort_g->tensors[*(const uint32_t *)b].offset;
+  return (x > y) - (x < y);
+}
+
+/* Refuses tensors that share bytes (ggml's reader wants them packed in
+ * order). The loader makes host floats of every tensor: were sharing
+ * allowed, a small file could name the same bytes for thousands of layers
+ * and make it allocate far more than the file holds. After placement:
+ * every [offset, offset + size) lies in the file. */
+static clpa_status check_overlaps(demo_gguf *g) {
+  uint32_t *by_offset = malloc((size_t)(g->n_tensors ? g->n_tensors : 1) * sizeof(uint32_t));
+  if (!by_offset) return demo_fail(CLPA_ERR_OUT_OF_MEMORY, "out of memory (index)");
+  for (uint64_t i = 0; i < g->n_tensors; i++) by_offset[i] = (uint32_t)i;
+  sort_g = g;
+  qsort(by_offset, (size_t)g->n_tensors, sizeof(uint32_t), cmp_offset_idx);
+  sort_g = NULL;
+  const demo_gguf_tensor *prev = NULL; /* the last tensor holding bytes */
+  clpa_status st = CLPA_OK;
+  for (uint64_t i = 0; i < g->n_tensors && !st; i++) {
+    const demo_gguf_tensor *t = &g->tensors[by_offset[i]];
+    if (!t->size) continue;
+    if (prev && t->offset < prev->offset + prev->size) {
+      const uint64_t at = g->data_start + t->offset, prev_at = g->data_start + prev->offset;
+      st = demo_fail(CLPA_ERR_INVALID_ARG,
+                     "tensor '%.100s': data [%" PRIu64 ", %" PRIu64
+                     ") overlaps tensor '%.100s' at [%" PRIu64 ", %" PRIu64 ")",
+                     t->name, at, at + t->size, prev->name, prev_at, prev_at + prev->size);
+    }
+    prev = t;
+  }
+  free(by_offset);
+  return st;
+}
+
 /* Places each tensor in the data section (after the arena copy: names are
  * NUL-terminated now). */
 clpa_status gguf_place_tensors(demo_gguf *g, const rd *r) {
@@ -149,12 +187,10 @@ clpa_status gguf_place_tensors(demo_gguf *g, const rd *r) {
     }
     t->data = r->p + g->data_start + t->offset;
   }
-  return CLPA_OK;
+  return check_overlaps(g);
 }
 
 /* ---------------------------------------------------- the name index */
-
-static _Thread_local const demo_gguf *sort_g; /* qsort has no context argument */
 
 static int cmp_tensor_idx(const void *a, const void *b) {
   const demo_gguf_tensor *x = &sort_g->tensors[*(const uint32_t *)a];
