@@ -12,6 +12,7 @@
  * never crash (run under ASan/UBSan too).
  */
 #include <errno.h>
+#include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -318,9 +319,12 @@ static void write_metadata(kvs *k, const spec *sp, marks *m) {
     put_le(&k->b, 7, 2);
   }
   if (!skip(k, "test.arr_f64")) {
-    kv_arr_head(k, DEMO_GGUF_F64, 2, NULL, NULL);
+    kv_arr_head(k, DEMO_GGUF_F64, 5, NULL, NULL);
     put_le(&k->b, f64_bits(0.5), 8);
     put_le(&k->b, f64_bits(-2), 8);
+    put_le(&k->b, f64_bits(0.49999999999999994), 8);
+    put_le(&k->b, f64_bits(4503599627370497.0), 8); /* 2^52 + 1 */
+    put_le(&k->b, f64_bits(-2.5), 8);
   }
   if (!skip(k, "test.arr_bool")) {
     kv_arr_head(k, DEMO_GGUF_BOOL, 2, NULL, NULL);
@@ -508,7 +512,18 @@ static void test_metadata(void) {
      "i16 array [-1, 7]");
   ok(!demo_gguf_get_arr(g, "test.arr_f64", DEMO_GGUF_F64, &a, NULL) && demo_gguf_arr_f64(&a, 0) == 0.5 &&
          demo_gguf_arr_f32(&a, 1) == -2.0f,
-     "f64 array [0.5, -2]");
+     "f64 array [0.5, -2, ...]");
+  /* regress: arr_i64 rounded by (int64_t)(d + 0.5), whose sum rounds first */
+  {
+    static const int64_t want[5] = {1, -2, 0, 4503599627370497, -3};
+    int64_t got[5];
+    bool same = true;
+    for (int i = 0; i < 5; i++) same &= (got[i] = demo_gguf_arr_i64(&a, (uint64_t)i)) == want[i];
+    ok(same,
+       "regress: f64 to the nearest, ties away from zero: 1 -2 0 4503599627370497 -3 = %" PRId64
+       " %" PRId64 " %" PRId64 " %" PRId64 " %" PRId64,
+       got[0], got[1], got[2], got[3], got[4]);
+  }
   ok(!demo_gguf_get_arr(g, "test.arr_bool", DEMO_GGUF_BOOL, &a, NULL) && demo_gguf_arr_i64(&a, 0) == 1 &&
          demo_gguf_arr_i64(&a, 1) == 0,
      "bool array [true, false]");

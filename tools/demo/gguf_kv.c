@@ -345,7 +345,12 @@ int64_t demo_gguf_arr_i64(const demo_gguf_arr *a, uint64_t i) {
     if (!(d == d)) return 0;
     if (d >= 9.2233720368547758e18) return INT64_MAX;
     if (d <= -9.2233720368547758e18) return INT64_MIN;
-    return (int64_t)(d < 0 ? d - 0.5 : d + 0.5);
+    /* ties away from zero; not (int64_t)(d + 0.5), whose sum rounds first:
+     * 0.49999999999999994 gave 1, and an odd integer past 2^52 the even one
+     * above it */
+    int64_t t = (int64_t)d;      /* toward zero: |d| < 2^63 here */
+    double frac = d - (double)t; /* exact */
+    return t + (frac >= 0.5) - (frac <= -0.5);
   }
   if (a->type == DEMO_GGUF_BOOL) return tmp.v.b;
   return type_is_signed(a->type) ? tmp.v.i : (int64_t)tmp.v.u;
