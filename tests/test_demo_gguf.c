@@ -981,6 +981,12 @@ static void test_corruptions(void) {
   FRESH();
   b[0] = 'X';
   expect_open(b, n, CLPA_ERR_INVALID_ARG, "bad magic", "bad magic", NULL);
+  /* regress: a file shorter than the header that is no GGUF at all was
+   * "truncated: the file is 6 bytes, shorter than the 24-byte GGUF header" */
+  expect_open((const uint8_t *)"hello\n", 6, CLPA_ERR_INVALID_ARG, "regress: a 6-byte text file",
+              "bad magic: the file starts with 68 65 6c 6c, not \"GGUF\"", NULL);
+  expect_open((const uint8_t *)"GX", 2, CLPA_ERR_INVALID_ARG, "regress: a 2-byte file, not GGUF",
+              "bad magic: the file starts with 47 58, not", NULL);
   FRESH();
   patch_le(b, 4, 1, 4);
   expect_open(b, n, CLPA_ERR_UNSUPPORTED, "version 1", "version 1 is not supported", NULL);

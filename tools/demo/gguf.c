@@ -25,15 +25,22 @@
 static clpa_status parse_header(demo_gguf *g, rd *r) {
   clpa_status st;
   uint32_t magic;
+  /* the magic first, over the bytes there are: a short file that is not
+   * GGUF at all is not a truncated one */
+  size_t have = r->size < 4 ? (size_t)r->size : 4;
+  if (memcmp(r->p, "GGUF", have)) {
+    char hex[16] = "";
+    for (size_t i = 0; i < have; i++)
+      snprintf(hex + 3 * i, sizeof hex - 3 * i, "%02x ", r->p[i]);
+    hex[3 * have - 1] = '\0';
+    return demo_fail(CLPA_ERR_INVALID_ARG,
+                     "bad magic: the file starts with %s, not \"GGUF\" (47 47 55 46)", hex);
+  }
   if (r->size < GGUF_HEADER_SIZE)
     return demo_fail(CLPA_ERR_INVALID_ARG,
                      "truncated: the file is %" PRIu64 " bytes, shorter than the %u-byte GGUF header",
                      r->size, GGUF_HEADER_SIZE);
   if ((st = gguf_rd_u32(r, &magic, "magic"))) return st;
-  if (memcmp(r->p, "GGUF", 4))
-    return demo_fail(CLPA_ERR_INVALID_ARG,
-                     "bad magic: the file starts with %02x %02x %02x %02x, not \"GGUF\" (47 47 55 46)",
-                     r->p[0], r->p[1], r->p[2], r->p[3]);
   if ((st = gguf_rd_u32(r, &g->version, "version"))) return st;
   /* GGUF v3 may be big-endian (for big-endian hosts): its version reads
    * here as 0x02000000 or 0x03000000, and every later field as swapped */
