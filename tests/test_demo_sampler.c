@@ -16,7 +16,9 @@
  *     within 5 standard deviations of its binomial expectation (a false
  *     failure about once in 1.7 million bins; the seed is printed), and a
  *     token the settings drop is never drawn
- *   - NaN logits count as -inf
+ *   - NaN logits count as -inf; +inf logits share all the mass evenly
+ *     (regress: exp(inf - inf) made every weight NaN and the draw took
+ *     token 0, or the top-k heap's first)
  */
 #include <math.h>
 #include <stdint.h>
@@ -304,6 +306,46 @@ static void test_nan(void) {
   demo_sampler_destroy(g), demo_sampler_destroy(s);
 }
 
+/* The probabilities and 1000 draws at T, k, p: the +inf tokens 1 and 3
+ * (the first `kept` of them) at 1 / kept each, every other token at 0;
+ * drawn 500 +- 100 times each where both are kept (binomial sd 16). */
+static int inf_case(const float *l, int32_t v, float t, int32_t k, float p, int32_t kept) {
+  demo_sampler *s = make(t, k, p, 9, v);
+  int32_t ids[8];
+  double probs[8], by_id[8] = {0};
+  const int32_t n = demo_sampler_probs(s, l, ids, probs);
+  for (int32_t i = 0; i < n; i++) by_id[ids[i]] = probs[i];
+  int good = ids[0] == 1;
+  for (int32_t i = 0; i < v; i++)
+    good = good && by_id[i] == (i == 1 || (i == 3 && kept == 2) ? 1.0 / kept : 0);
+  long count[8] = {0};
+  for (uint64_t d = 0; d < 1000; d++) count[demo_sampler_sample(s, l, 2, d)]++;
+  demo_sampler_destroy(s);
+  const long want3 = kept == 2 ? 500 : 0;
+  good = good && count[1] + count[3] == 1000 && labs(count[3] - want3) <= (kept == 2 ? 100 : 0);
+  if (!good)
+    diag("T %g, k %d, p %g: kept %d (first %d, %.17g), drew 1 %ld times and 3 %ld times", t, k, p,
+         n, ids[0], probs[0], count[1], count[3]);
+  return good;
+}
+
+static void test_inf(void) {
+  enum { V = 6 };
+  const float l[V] = {1, INFINITY, 3, INFINITY, 2, NAN};
+  demo_sampler *g = make(0, 0, 1, 1, V);
+  ok(demo_sampler_sample(g, l, 0, 0) == 1, "T 0: the first +inf logit is the argmax");
+  demo_sampler_destroy(g);
+  ok(inf_case(l, V, 1, 0, 1, 2), "T 1: the two +inf logits kept at 1/2 each, and only they drawn");
+  ok(inf_case(l, V, 0.3f, 3, 1, 2), "T 0.3, top-k 3: the same (the finite 3 kept, at weight 0)");
+  ok(inf_case(l, V, 2, 0, 0.5f, 1), "T 2, top-p 0.5: the first +inf alone reaches the mass");
+  const float one[V] = {1, INFINITY, 3, -INFINITY, 2, 0};
+  demo_sampler *s = make(1.5f, 4, 0.9f, 3, V);
+  int always = 1;
+  for (uint64_t d = 0; d < 200; d++) always = always && demo_sampler_sample(s, one, 0, d) == 1;
+  demo_sampler_destroy(s);
+  ok(always, "one +inf logit (T 1.5, top-k 4, top-p 0.9): 200 draws take it");
+}
+
 int main(void) {
   const uint64_t seed = rng_seed_from_env();
   test_config();
@@ -313,5 +355,6 @@ int main(void) {
   test_seeds(seed);
   test_distribution(seed);
   test_nan();
+  test_inf();
   return done_testing();
 }

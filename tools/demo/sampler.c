@@ -164,10 +164,12 @@ static int32_t keep(demo_sampler *s, const float *logits, int sorted, double *ma
     *mass = 1.0;
     return 1;
   }
+  /* +inf logits take all the mass, shared evenly (softmax's limit as they
+   * grow together): exp(inf - inf) would be NaN. */
   const double t = (double)s->cfg.temperature;
   double sum = 0;
   for (int32_t i = 0; i < n; i++) {
-    c[i].w = exp((c[i].w - max) / t);
+    c[i].w = max == INFINITY ? (c[i].w == INFINITY ? 1.0 : 0.0) : exp((c[i].w - max) / t);
     sum += c[i].w;
   }
   *mass = sum;

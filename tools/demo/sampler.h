@@ -55,7 +55,8 @@ demo_sampler *demo_sampler_create(const demo_sampler_config *c, int32_t vocab);
 void demo_sampler_destroy(demo_sampler *s);
 
 /* Draw n of stream `stream`: returns the token picked from logits[vocab]
- * (steps 1-4 above), in [0, vocab). Logits that are NaN count as -inf. */
+ * (steps 1-4 above), in [0, vocab). Logits that are NaN count as -inf;
+ * where some are +inf, those share all the probability evenly. */
 int32_t demo_sampler_sample(demo_sampler *s, const float *logits, uint64_t stream, uint64_t n);
 
 /* What steps 1-3 keep, for tests and for reading: writes the kept tokens,
