@@ -306,6 +306,14 @@ rc, j = run("--requests", "6", "--output-min", "4", "--output-max", "4", "--temp
             "--top-p", "0.9", "--json")
 ok(rc == 0 and j and j["generated_tokens"] == 24 and j["temperature"] == 0.8 and j["top_k"] == 40
    and j["top_p"] == 0.9, "sampling serves the synthetic workload, the settings in the JSON")
+# regress: the JSON had temperature and top-p to 4 decimals (1e-05 as 0.0000, a sampling run
+# reading as greedy; 0.99999 as 1.0000) and the seed as a signed integer (2^64 - 1 as -1).
+rc, j = run("--requests", "2", "--output-max", "2", "--temperature", "0.00001",
+            "--top-p", "0.99999", "--seed", "18446744073709551615", "--no-warmup", "--json")
+ok(rc == 0 and j and j["temperature"] == 0.00001 and j["top_p"] == 0.99999
+   and j["seed"] == 2**64 - 1,
+   "regress: the JSON gives temperature 1e-05, top-p 0.99999 and seed 2^64 - 1 as given: %s"
+   % {k: (j or {}).get(k) for k in ("temperature", "top_p", "seed")})
 p = subprocess.run([demo, "--top-p", "0"], capture_output=True, text=True)
 ok(p.returncode == 2 and "--top-p" in p.stderr, "--top-p 0 is refused: %s" % p.stderr.strip().split("\n")[0])
 p = subprocess.run([demo, "--temperature", "0.7", "--check"], capture_output=True, text=True)

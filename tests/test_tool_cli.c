@@ -1,7 +1,8 @@
 /*
  * test_tool_cli.c — the tools' JSON writer and option parser (tools/tool_cli.c)
  * on inputs a device name could bring: quotes, backslashes, control bytes,
- * bytes that are not UTF-8, numbers that are not finite; and the times
+ * bytes that are not UTF-8, numbers that are not finite, settings written as
+ * given (a seed past 2^63, floats in their fewest digits); and the times
  * printed for people (µs, ms or s by magnitude, the ETA). No device.
  */
 #include <math.h>
@@ -52,6 +53,18 @@ static void numbers(cli_json *j) {
   cli_json_num(j, "nan", NAN, 0);
   cli_json_bool(j, "t", 1);
   cli_json_bool(j, "f", 0);
+}
+
+/* Settings as given: the fewest digits that read back as the float. */
+static void settings(cli_json *j) {
+  cli_json_u64(j, "seed", 18446744073709551615ULL);
+  cli_json_float(j, "t", 0.8f);
+  cli_json_float(j, "small", 1e-5f);
+  cli_json_float(j, "p", 0.99999f);
+  cli_json_float(j, "third", 1.0f / 3);
+  cli_json_float(j, "max", 3.40282347e38f);
+  cli_json_float(j, "tiny", 1e-45f);
+  cli_json_float(j, "nan", NAN);
 }
 
 static void nested(cli_json *j) {
@@ -151,6 +164,9 @@ int main(void) {
   check_json("numbers", numbers,
              "{\"i\":-42,\"big\":4600790016,\"x\":1.23,\"inf\":null,\"nan\":null,"
              "\"t\":true,\"f\":false}\n");
+  check_json("settings", settings,
+             "{\"seed\":18446744073709551615,\"t\":0.8,\"small\":1e-05,\"p\":0.99999,"
+             "\"third\":0.33333334,\"max\":3.4028235e+38,\"tiny\":1e-45,\"nan\":null}\n");
   check_json("nesting", nested,
              "{\"op\":\"kvman\",\"runs\":[{\"running\":64},{\"running\":256}],\"empty\":[]}\n");
 

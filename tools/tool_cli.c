@@ -306,6 +306,25 @@ void cli_json_int(cli_json *j, const char *key, long long v) {
   fprintf(j->out, "%lld", v);
 }
 
+void cli_json_u64(cli_json *j, const char *key, unsigned long long v) {
+  member(j, key);
+  fprintf(j->out, "%llu", v);
+}
+
+void cli_json_float(cli_json *j, const char *key, float v) {
+  member(j, key);
+  if (!isfinite(v)) {
+    fputs("null", j->out);
+    return;
+  }
+  char text[32];
+  for (int digits = 1; digits <= 9; digits++) { /* 9 digits always read back as the float */
+    snprintf(text, sizeof text, "%.*g", digits, (double)v);
+    if (strtof(text, NULL) == v) break;
+  }
+  fputs(text, j->out);
+}
+
 void cli_json_num(cli_json *j, const char *key, double v, int decimals) {
   member(j, key);
   if (isfinite(v))

@@ -94,7 +94,11 @@ void cli_json_str(cli_json *j, const char *key, const char *s); /* NULL: null */
 /* len bytes of s, NUL bytes included (written \u0000). */
 void cli_json_strn(cli_json *j, const char *key, const char *s, size_t len);
 void cli_json_int(cli_json *j, const char *key, long long v);
+void cli_json_u64(cli_json *j, const char *key, unsigned long long v);
 void cli_json_num(cli_json *j, const char *key, double v, int decimals);
+/* A float setting as given: the fewest digits that read back as v (0.8,
+ * 1e-05), where a fixed count of decimals would round it away. */
+void cli_json_float(cli_json *j, const char *key, float v);
 void cli_json_bool(cli_json *j, const char *key, int v);
 /* Writes s as a JSON string (with its quotes); _n: len bytes of s. */
 void cli_json_string(FILE *out, const char *s);

@@ -71,11 +71,11 @@ void demo_report_summary(FILE *out, const demo_engine *e, const demo_report_info
     cli_json_str(&j, "weight_dtype", in->weight_dtype);
     cli_json_int(&j, "num_blocks", in->num_blocks);
     cli_json_int(&j, "block_size", in->block_size);
-    cli_json_num(&j, "temperature", in->temperature, 4);
+    cli_json_float(&j, "temperature", in->temperature);
     if (in->temperature > 0) {
       cli_json_int(&j, "top_k", in->top_k);
-      cli_json_num(&j, "top_p", in->top_p, 4);
-      cli_json_int(&j, "seed", (long long)in->seed);
+      cli_json_float(&j, "top_p", in->top_p);
+      cli_json_u64(&j, "seed", in->seed);
     }
     cli_json_int(&j, "requests", st->requests);
     cli_json_int(&j, "refused", st->refused);
