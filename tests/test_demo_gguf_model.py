@@ -246,6 +246,19 @@ with tempfile.TemporaryDirectory() as tmp:
        "a text prompt through a GGUF model: the answer printed, --check passes")
     if p.returncode != 0:
         print("# " + (p.stdout + p.stderr)[-1500:].replace("\n", "\n# "))
+    # --prompt with --json: the answer as a JSON line (op "answer", as --prompts writes one)
+    # before the summary's; it printed the summary alone
+    args = ("--prompt", "hello world the cat", "--output-min", "1", "--output-max", "12")
+    p = run("--model", model, *args, "--json")
+    js = [json.loads(x) for x in p.stdout.strip().splitlines()] if p.returncode == 0 else []
+    a = js[0] if len(js) == 2 else {}
+    text = alone(model, "hello world the cat", *args[2:])
+    ok(a.get("op") == "answer" and a.get("index") == 0 and "line" not in a and
+       a.get("generated_tokens", 0) >= 1 and a.get("finish_reason") in ("stop", "length") and
+       js[1].get("op") == "demo" and text is not None and
+       a.get("text") == text.decode("utf-8", "replace"),
+       "regress: --prompt --json writes the answer's line, then the summary's (%s)"
+       % [x.get("op") for x in js])
     p = run("--model", model, "--requests", "8", "--output-min", "4", "--output-max", "8", "--check", "--json")
     j = json.loads(p.stdout.strip().splitlines()[-1]) if p.returncode == 0 and p.stdout.strip() else {}
     ok(j.get("check_ok") is True and j.get("cached_tokens", 0) > 0,

@@ -195,7 +195,8 @@ static int parse(int argc, char **argv, demo_args *a) {
        "run every request again through the host\nreference engine and compare tokens and logits",
        NULL, NULL},
       {"json", CLI_FLAG, &a->json, 0, 0, NULL,
-       "print one JSON line instead of the table\n(with --prompts, one a request too)", NULL, NULL},
+       "print one JSON line instead of the table\n(with --prompt or --prompts, one a request\n"
+       "before it)", NULL, NULL},
       {NULL, 0, NULL, 0, 0, NULL, NULL, NULL, NULL},
   };
   static cli_cmd cmd;
@@ -564,8 +565,9 @@ int main(int argc, char **argv) {
     fprintf(stderr, "clpa-demo: %s\n", demo_last_error());
     goto out;
   }
-  if (a.prompts) { /* every request's answer, the refused ones included */
-    const demo_answers_info ai = {tok, sv.lines, mc.max_positions, sc.num_blocks, sc.block_size};
+  if (a.prompts || (a.prompt && a.json)) { /* every request's answer, the refused ones included */
+    const demo_answers_info ai = {tok, a.prompts ? sv.lines : NULL, mc.max_positions,
+                                  sc.num_blocks, sc.block_size};
     if (demo_report_answers(stdout, e, &ai, a.json)) {
       fprintf(stderr, "clpa-demo: out of memory writing the answers\n");
       goto out;
