@@ -306,6 +306,13 @@ rc, j = run("--requests", "6", "--output-min", "4", "--output-max", "4", "--temp
             "--top-p", "0.9", "--json")
 ok(rc == 0 and j and j["generated_tokens"] == 24 and j["temperature"] == 0.8 and j["top_k"] == 40
    and j["top_p"] == 0.9, "sampling serves the synthetic workload, the settings in the JSON")
+# --top-k -1 is off, as vLLM's top_k -1 (it was refused, exit 2)
+rc, j = run("--requests", "2", "--output-max", "3", "--temperature", "0.9", "--top-k", "-1", "--json")
+ok(rc == 0 and j and j["top_k"] == 0 and j["generated_tokens"] == 6,
+   "--top-k -1 is off, reported as 0 (exit %d)" % rc)
+p = subprocess.run([demo, "--top-k", "-2"], capture_output=True, text=True)
+ok(p.returncode == 2 and "--top-k takes an integer from -1 to 1073741824, not '-2'" in p.stderr,
+   "--top-k -2 is refused, the range named: %s" % p.stderr.strip()[:120])
 # regress: the JSON had temperature and top-p to 4 decimals (1e-05 as 0.0000, a sampling run
 # reading as greedy; 0.99999 as 1.0000) and the seed as a signed integer (2^64 - 1 as -1).
 rc, j = run("--requests", "2", "--output-max", "2", "--temperature", "0.00001",

@@ -31,7 +31,7 @@ static const char *describe_int(const cli_opt *o, char *buf, size_t cap, int bro
                                                                       : "an integer";
   if (broke_max && o->min >= 0)
     snprintf(buf, cap, "%s up to %ld", base, (long)o->max);
-  else if ((broke_min || broke_max) && o->min > 1)
+  else if ((broke_min || broke_max) && (o->min > 1 || o->min < 0)) /* -2 is "an integer" */
     snprintf(buf, cap, "an integer from %ld to %ld", (long)o->min, (long)o->max);
   else
     snprintf(buf, cap, "%s", base);

@@ -138,8 +138,8 @@ static int parse(int argc, char **argv, demo_args *a) {
       {"temperature", CLI_WORD, &a->temperature, 0, 0, "T",
        "sample at temperature T on the host from the\nlogits (0: greedy, the device's argmax)", "0",
        parse_temperature},
-      {"top-k", CLI_INT, &a->top_k, 0, 1 << 30, "K",
-       "sample among the K likeliest tokens (0: all;\nnothing at --temperature 0)", NULL, NULL},
+      {"top-k", CLI_INT, &a->top_k, -1, 1 << 30, "K",
+       "sample among the K likeliest tokens (0 or -1:\nall; nothing at --temperature 0)", NULL, NULL},
       {"top-p", CLI_WORD, &a->top_p, 0, 0, "P",
        "then among the likeliest whose probability\nsums to P (1: all; nothing at --temperature 0)",
        "1", parse_top_p},
@@ -243,6 +243,7 @@ static int parse(int argc, char **argv, demo_args *a) {
   if (a->output_max < a->output_min)
     return cli_error(&cmd, "--output-max %d is below --output-min %d", (int)a->output_max,
                      (int)a->output_min);
+  if (a->top_k < 0) a->top_k = 0; /* -1: off, as vLLM's top_k -1 */
   if (a->prompt && !a->model)
     return cli_error(&cmd, "--prompt needs --model (the random models have no tokenizer)");
   if (a->prompts && !a->model)
