@@ -4,7 +4,9 @@ host reference engine), as TAP: the prefix cache computes fewer prompt
 tokens than --no-prefix-cache and both produce tokens identical to the
 reference; a cache too small for the batch forces preemptions, which still
 produce the reference's tokens; one too small for every request fails
-(exit 1) saying what the smallest needs, one sized from the workload
+(exit 1) saying what the smallest needs (its prompt and output but the
+last token, never fed back), and that many blocks serve it, filling the
+last slot, with the reference's tokens; one sized from the workload
 past --blocks' limit is refused (exit 2); a bad option is named with exit
 status 2; sampling serves the synthetic workload and says so; --check
 refuses it; --output-max alone sets both bounds; the fused ops serve the
@@ -185,6 +187,20 @@ ok(rc == 0 and some and 0 < some["refused"] < some["requests"] and some["generat
 p = subprocess.run([demo, *tiny, "--blocks", str(need - 1)], capture_output=True, text=True, timeout=600)
 ok(p.returncode == 1 and "the smallest needs %d blocks" % need in p.stderr,
    "--blocks %d fails the same way: %s" % (need - 1, p.stderr.strip()[-200:]))
+
+# regress: a request was refused when prompt + max_tokens did not fit the cache, yet the last
+# generated token is never fed back, so its K/V is never written: prompt + max_tokens - 1 tokens
+# must fit. The 120-token prompts with 9 tokens out hold 128 tokens at their longest, 16 blocks of
+# 8, the last filled by decodes: 16 blocks serve them (the 312-token ones refused), matching the
+# reference; 15 fail, naming 16 blocks (128 tokens).
+exact = ["--requests", "10", "--output-max", "9", "--block-size", "8", "--kv-dtype", "f32"]
+rc, j = run(*exact, "--blocks", "16", "--check", "--json")
+ok(rc == 0 and j and checked(j) and 0 < j["refused"] < j["requests"] and j["peak_blocks"] == 16,
+   "regress: a request whose K/V fills the cache to its last slot is served (%s of %s refused):"
+   " %s" % ((j or {}).get("refused"), (j or {}).get("requests"), (j or {}).get("check")))
+p = subprocess.run([demo, *exact, "--blocks", "15"], capture_output=True, text=True, timeout=600)
+ok(p.returncode == 1 and "the smallest needs 16 blocks (128 tokens, 8 a block)" in p.stderr,
+   "--blocks 15 fails, naming what the smallest needs: %s" % p.stderr.strip()[-200:])
 
 # regress: the cache sized from the workload (no --blocks) was 2 x --max-running x the longest
 # request's blocks in 32 bits, which --max-running 4096 with --output-max 2^20 in blocks of 1

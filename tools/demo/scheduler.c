@@ -148,6 +148,10 @@ void demo_engine_live(const demo_engine *e, int32_t *done, int32_t *running, int
 
 /* ---- arrivals and admission ------------------------------------------- */
 
+int64_t demo_request_kv_tokens(const demo_request *r) {
+  return (int64_t)r->prompt_len + r->max_new_tokens - 1;
+}
+
 static void finish_request(demo_engine *e, live *l, int32_t step, int cache) {
   if (l->kv) clpa_kvman_finish(e->km, l->kv, cache);
   l->kv = NULL;
@@ -176,8 +180,9 @@ static clpa_status arrive(demo_engine *e, int32_t step) {
     l->waiting_since = step, l->state = WAITING;
     e->st.requests++;
     const int64_t need = (int64_t)r->prompt_len + r->max_new_tokens;
+    const int64_t kv = demo_request_kv_tokens(r);
     if (need > e->mc->max_positions ||
-        (need + e->cfg.block_size - 1) / e->cfg.block_size > e->cfg.num_blocks) {
+        (kv + e->cfg.block_size - 1) / e->cfg.block_size > e->cfg.num_blocks) {
       res->refused = 1; /* can never run: say so in the report, do not spin */
       res->finish = need > e->mc->max_positions ? DEMO_FINISH_CONTEXT : DEMO_FINISH_CACHE;
       e->st.refused++;

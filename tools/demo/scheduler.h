@@ -47,6 +47,13 @@ typedef enum demo_finish {
                            it could not be admitted into an empty cache) */
 } demo_finish;
 
+/* The most tokens whose K/V request r holds: its prompt and every
+ * generated token but the last, which ends the request before it is fed
+ * back (so its K/V is never written). Its blocks are this many tokens'
+ * blocks; the model's positions count the last token too (vLLM's
+ * prompt + max_tokens <= max_model_len). */
+int64_t demo_request_kv_tokens(const demo_request *r);
+
 /* What one request went through. */
 typedef struct demo_result {
   const demo_request *req;
