@@ -229,8 +229,9 @@ void clpa_programs_release(clpa_context *ctx);
 clpa_status clpa_kernel_create(clpa_context *ctx, const char *family, const char *options,
                                const char *name, cl_kernel *out);
 /* Build options with their words sorted and repeats dropped, so the same
- * defines in another order name the same program; caller frees (NULL: out
- * of memory). */
+ * defines in another order name the same program ("-D name" and "-I dir"
+ * joined first, as "-Dname" and "-Idir"); caller frees (NULL: out of
+ * memory). */
 char *clpa_options_canonical(const char *options);
 
 /* The tuning table's entry for a device (tuning.c): the public part and

@@ -183,7 +183,14 @@ char *clpa_options_canonical(const char *options) {
     return NULL;
   }
   memcpy(copy, options, len + 1);
-  for (char *w = strtok(copy, " \t\n"); w; w = strtok(NULL, " \t\n")) words[n++] = w;
+  for (char *w = strtok(copy, " \t\n"); w; w = strtok(NULL, " \t\n")) {
+    /* "-D name" is "-Dname" (OpenCL takes both): one word, or sorting would part them. The
+     * next word lies past this one's end, so it moves down in place. */
+    if (n && (strcmp(words[n - 1], "-D") == 0 || strcmp(words[n - 1], "-I") == 0))
+      memmove(words[n - 1] + 2, w, strlen(w) + 1);
+    else
+      words[n++] = w;
+  }
   qsort(words, n, sizeof *words, cmp_str);
   out[0] = '\0';
   for (size_t i = 0, o = 0; i < n; i++) {

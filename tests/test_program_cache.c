@@ -134,6 +134,14 @@ static void test_memory(void) {
          strstr(clpa_context_last_error(ctx), "build log"),
      "a failed build says CLPA_ERR_BUILD and carries the log");
   diag("%.300s", clpa_context_last_error(ctx));
+  /* regress_options_define_with_space: "-D name" was cut in two by the sort
+   * (CL_INVALID_BUILD_OPTIONS: "-D -DCLPA_LANES=1 CLPA_SMOKE_BREAK"). */
+  s = clpa_program_get(ctx, "smoke", "-D CLPA_SMOKE_BREAK", &c);
+  ok(s == CLPA_ERR_BUILD && strstr(clpa_context_last_error(ctx), "deliberately broken"),
+     "-D CLPA_SMOKE_BREAK (a space after -D) defines it: %s", clpa_status_name(s));
+  s = clpa_program_get(ctx, "smoke", "-D X=1  -D\tY=2", &b);
+  ok(s == CLPA_OK && clpa_program_get(ctx, "smoke", "-DY=2 -DX=1", &c) == CLPA_OK && b == c,
+     "-D X=1 -D Y=2 builds, and is the program of -DY=2 -DX=1: %s", clpa_status_name(s));
   ok(clpa_smoke_test(ctx, 10) == CLPA_OK, "the context still works after a failed build");
   clpa_context_destroy(ctx);
 }
