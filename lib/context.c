@@ -405,23 +405,30 @@ static clpa_status pick_work_list(clpa_context *ctx) {
 
 /* The cache directory in force. Without HOME (cron, services) the
  * fallback lives in the shared temporary directory, so it is per user:
- * program.c refuses it unless this user owns it and nobody else can
+ * binary_cache.c refuses it unless this user owns it and nobody else can
  * write it. */
 static char *default_cache_dir(const char *given) {
-  char buf[4096];
   const char *xdg = getenv("XDG_CACHE_HOME");
   const char *home = getenv("HOME");
   const char *tmp = getenv("TMPDIR");
-  if (given)
-    snprintf(buf, sizeof buf, "%s", given);
-  else if (xdg && xdg[0] == '/')
-    snprintf(buf, sizeof buf, "%s/clpa", xdg);
-  else if (home && home[0])
-    snprintf(buf, sizeof buf, "%s/.cache/clpa", home);
-  else
-    snprintf(buf, sizeof buf, "%s/clpa-%lu", tmp && tmp[0] == '/' ? tmp : "/tmp",
-             (unsigned long)geteuid());
-  return strdup(buf);
+  const char *head = given, *tail = "";
+  char uid[32];
+  if (given) {
+    /* as given */
+  } else if (xdg && xdg[0] == '/') {
+    head = xdg, tail = "/clpa";
+  } else if (home && home[0]) {
+    head = home, tail = "/.cache/clpa";
+  } else {
+    head = tmp && tmp[0] == '/' ? tmp : "/tmp";
+    snprintf(uid, sizeof uid, "/clpa-%lu", (unsigned long)geteuid());
+    tail = uid;
+  }
+  /* Sized to fit: a path cut short would be another directory (a parent). */
+  size_t n = strlen(head) + strlen(tail) + 1;
+  char *dir = malloc(n);
+  if (dir) snprintf(dir, n, "%s%s", head, tail);
+  return dir;
 }
 
 /* The binary cache settings from the config and the environment:

@@ -18,6 +18,8 @@
  * used first (a load refreshes a file), abandoned temporary files go,
  * other files stay.
  *
+ * regress_binary_cache_long_path: see test_long_path.
+ *
  * Other owners need root (CI runs as root): files and directories are
  * chowned to uid 65534; as another user those checks are skipped.
  */
@@ -272,6 +274,45 @@ static void test_tmp_fallback(void) {
   free(tmpdir);
 }
 
+/* regress_binary_cache_long_path: the directory's path was built in a
+ * 4096-byte buffer, so $XDG_CACHE_HOME of 4094 characters (a path Linux
+ * still opens) gave "$XDG_CACHE_HOME/" and the cache files went into
+ * XDG_CACHE_HOME itself. The whole path, too long to open, now means no
+ * disk cache. */
+static void test_long_path(void) {
+  char *xdg = getenv("XDG_CACHE_HOME") ? strdup(getenv("XDG_CACHE_HOME")) : NULL;
+  static char longdir[4095], want[4200];
+  snprintf(longdir, sizeof longdir, "%s", fresh_dir("long"));
+  size_t len = strlen(longdir);
+  while (len < sizeof longdir - 1) { /* components of up to 200 characters, each made */
+    size_t part = sizeof longdir - 1 - len > 201 ? 201 : sizeof longdir - 1 - len;
+    longdir[len] = '/';
+    memset(longdir + len + 1, 'd', part - 1);
+    len += part;
+    longdir[len] = '\0';
+    mkdir(longdir, 0700);
+  }
+  setenv("XDG_CACHE_HOME", longdir, 1);
+  snprintf(want, sizeof want, "%s/clpa", longdir);
+  clpa_context *ctx = NULL;
+  const char *got = NULL;
+  if (clpa_context_create(NULL, &ctx) == CLPA_OK) got = clpa_context_cache_dir(ctx);
+  ok(got && strcmp(got, want) == 0, "XDG_CACHE_HOME of %zu characters: the directory is it "
+     "and /clpa (got %zu characters, ending '%s')", len, got ? strlen(got) : 0,
+     got && strlen(got) > 8 ? got + strlen(got) - 8 : "");
+  clpa_context_destroy(ctx);
+  run_result r = run(NULL);
+  ok(r.smoke_ok && r.st.built_from_source == 1 && r.st.disk_write_failed == 1 &&
+         cache_files(longdir, NULL, 0) == 0,
+     "too long to open: built, not stored (write failed %u), nothing in XDG_CACHE_HOME",
+     r.st.disk_write_failed);
+  if (xdg)
+    setenv("XDG_CACHE_HOME", xdg, 1);
+  else
+    unsetenv("XDG_CACHE_HOME");
+  free(xdg);
+}
+
 /* The file that appeared in dir since names_before (one listing). */
 static void new_file(const char *dir, char before[][256], int nbefore, char *out) {
   DIR *d = opendir(dir);
@@ -399,6 +440,7 @@ int main(void) {
   test_planted_files();
   test_bad_dirs();
   test_tmp_fallback();
+  test_long_path();
   test_pruning();
   rm_tree(base);
   return done_testing();
