@@ -65,19 +65,40 @@ static char *cache_key_text(const clpa_context *ctx, const char *family, uint64_
   return s;
 }
 
-/* The program's binary for our one device; caller frees. */
-static unsigned char *program_binary(cl_program prog, size_t *len) {
-  size_t sz = 0;
-  if (clGetProgramInfo(prog, CL_PROGRAM_BINARY_SIZES, sizeof sz, &sz, NULL) != CL_SUCCESS ||
-      sz == 0)
+/* The program's binary for the context's device; caller frees. The program
+ * belongs to every device of the OpenCL context (an application's may have
+ * several), and the binary queries answer an entry a device, in the order
+ * of CL_PROGRAM_DEVICES (PoCL answers for the built devices only, here our
+ * one: the size it returns says how many). The entries of other devices
+ * stay NULL, which the driver skips. */
+static unsigned char *program_binary(const clpa_context *ctx, cl_program prog, size_t *len) {
+  cl_uint n = 0;
+  if (clGetProgramInfo(prog, CL_PROGRAM_NUM_DEVICES, sizeof n, &n, NULL) != CL_SUCCESS || n == 0)
     return NULL;
-  unsigned char *bin = malloc(sz);
-  if (!bin) return NULL;
-  if (clGetProgramInfo(prog, CL_PROGRAM_BINARIES, sizeof bin, &bin, NULL) != CL_SUCCESS) {
-    free(bin);
-    return NULL;
+  cl_device_id *devs = malloc(n * sizeof *devs);
+  size_t *sizes = calloc(n, sizeof *sizes), got = n * sizeof *sizes, entries = 0, at = 0;
+  unsigned char **bins = calloc(n, sizeof *bins), *bin = NULL;
+  if (!devs || !sizes || !bins ||
+      clGetProgramInfo(prog, CL_PROGRAM_DEVICES, n * sizeof *devs, devs, NULL) != CL_SUCCESS ||
+      clGetProgramInfo(prog, CL_PROGRAM_BINARY_SIZES, n * sizeof *sizes, sizes, &got) !=
+          CL_SUCCESS)
+    goto out;
+  entries = got / sizeof *sizes;
+  if (entries != 1)
+    while (at < n && devs[at] != ctx->dev) at++;
+  if (entries > n || at >= entries || sizes[at] == 0 || !(bins[at] = malloc(sizes[at])))
+    goto out;
+  if (clGetProgramInfo(prog, CL_PROGRAM_BINARIES, entries * sizeof *bins, bins, NULL) ==
+      CL_SUCCESS) {
+    bin = bins[at];
+    *len = sizes[at];
+  } else {
+    free(bins[at]);
   }
-  *len = sz;
+out:
+  free(devs);
+  free(sizes);
+  free(bins);
   return bin;
 }
 
@@ -149,7 +170,7 @@ static cl_program with_register_cap(clpa_context *ctx, cl_program prog, const ch
   const int n = m ? atoi(m + sizeof opt - 1) : 0;
   if (ctx->lanes != CLPA_LANES_NV_PTX || n <= 0) return prog;
   size_t len = 0, plen = 0;
-  unsigned char *bin = program_binary(prog, &len);
+  unsigned char *bin = program_binary(ctx, prog, &len);
   unsigned char *ptx = bin ? clpa_ptx_with_maxnreg(bin, len, n, &plen) : NULL;
   free(bin);
   cl_program capped = ptx ? from_binary(ctx, ptx, plen, options) : NULL;
@@ -260,7 +281,7 @@ static clpa_status program_entry(clpa_context *ctx, const char *family, const ch
       prog = with_register_cap(ctx, prog, opts);
       ctx->stats.built_from_source++;
       size_t blen = 0;
-      unsigned char *bin = dkey ? program_binary(prog, &blen) : NULL;
+      unsigned char *bin = dkey ? program_binary(ctx, prog, &blen) : NULL;
       if (bin) clpa_disk_cache_store(ctx, dkey, bin, blen);
       free(bin);
     }

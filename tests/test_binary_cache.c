@@ -18,12 +18,15 @@
  * used first (a load refreshes a file), abandoned temporary files go,
  * other files stay.
  *
- * regress_binary_cache_long_path: see test_long_path.
+ * regress_binary_cache_long_path and regress_binary_cache_multi_device: see
+ * test_long_path and test_multi_device.
  *
  * Other owners need root (CI runs as root): files and directories are
  * chowned to uid 65534; as another user those checks are skipped.
  */
+#define _GNU_SOURCE /* RTLD_NEXT */
 #include <dirent.h>
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -274,6 +277,71 @@ static void test_tmp_fallback(void) {
   free(tmpdir);
 }
 
+/* regress_binary_cache_multi_device: an application's OpenCL context may
+ * hold several devices, and a program then belongs to all of them, so the
+ * binary queries answer an entry a device (CL_PROGRAM_DEVICES' order).
+ * program.c asked for one entry: a conformant driver refuses that
+ * (CL_INVALID_VALUE) and nothing was ever stored; one that does not check
+ * writes past it. PoCL answers for the built devices only, so here
+ * clGetProgramInfo answers as a conformant driver does for a context of
+ * two devices, ours the second, the first one never built for. */
+static int two_devices;
+
+static cl_int answer(size_t size, void *value, size_t *ret, const void *data, size_t need) {
+  if (ret) *ret = need;
+  if (value && size < need) return CL_INVALID_VALUE;
+  if (value) memcpy(value, data, need);
+  return CL_SUCCESS;
+}
+
+cl_int clGetProgramInfo(cl_program prog, cl_program_info what, size_t size, void *value,
+                        size_t *ret) {
+  typedef cl_int (*info_fn)(cl_program, cl_program_info, size_t, void *, size_t *);
+  static info_fn real;
+  if (!real) {
+    void *f = dlsym(RTLD_NEXT, "clGetProgramInfo");
+    memcpy(&real, &f, sizeof f);
+  }
+  cl_device_id devs[2] = {(cl_device_id)&two_devices, NULL};
+  size_t sizes[2] = {0, 0};
+  if (!two_devices ||
+      real(prog, CL_PROGRAM_DEVICES, sizeof devs[1], &devs[1], NULL) != CL_SUCCESS ||
+      real(prog, CL_PROGRAM_BINARY_SIZES, sizeof sizes[1], &sizes[1], NULL) != CL_SUCCESS)
+    return real(prog, what, size, value, ret);
+  cl_uint n = 2;
+  switch (what) {
+  case CL_PROGRAM_NUM_DEVICES:
+    return answer(size, value, ret, &n, sizeof n);
+  case CL_PROGRAM_DEVICES:
+    return answer(size, value, ret, devs, sizeof devs);
+  case CL_PROGRAM_BINARY_SIZES:
+    return answer(size, value, ret, sizes, sizeof sizes);
+  case CL_PROGRAM_BINARIES: {
+    unsigned char **bins = value;
+    cl_int err = answer(size, NULL, ret, NULL, 2 * sizeof *bins);
+    if (value && size < 2 * sizeof *bins) return CL_INVALID_VALUE;
+    if (value && bins[1]) err = real(prog, what, sizeof bins[1], &bins[1], NULL);
+    return err; /* bins[0], a device not built for, is skipped */
+  }
+  default:
+    return real(prog, what, size, value, ret);
+  }
+}
+
+static void test_multi_device(void) {
+  const char *dir = fresh_dir("two-devices");
+  two_devices = 1;
+  run_result r = run(dir);
+  int stored = cache_files(dir, NULL, 0);
+  ok(r.smoke_ok && r.st.built_from_source == 1 && stored == 1,
+     "a context of two devices: built and stored (%d files)", stored);
+  r = run(dir);
+  ok(r.smoke_ok && r.st.loaded_from_disk == 1 && r.st.built_from_source == 0,
+     "... and the next context loads it (loaded %u, built %u)", r.st.loaded_from_disk,
+     r.st.built_from_source);
+  two_devices = 0;
+}
+
 /* regress_binary_cache_long_path: the directory's path was built in a
  * 4096-byte buffer, so $XDG_CACHE_HOME of 4094 characters (a path Linux
  * still opens) gave "$XDG_CACHE_HOME/" and the cache files went into
@@ -441,6 +509,7 @@ int main(void) {
   test_bad_dirs();
   test_tmp_fallback();
   test_long_path();
+  test_multi_device();
   test_pruning();
   rm_tree(base);
   return done_testing();
