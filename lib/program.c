@@ -49,19 +49,45 @@ static uint64_t source_hash(const clpa_cl_source *const *texts, size_t n) {
   return h;
 }
 
-/* The text that identifies a binary; caller frees. */
+/* A device string (d) or platform string (else) at its full length:
+ * clpa_device_info's fields keep "" for one longer than they hold. Caller
+ * frees; NULL when it cannot be read. */
+static char *cl_string(cl_platform_id p, cl_device_id d, cl_uint what) {
+  size_t n = 0;
+  cl_int err = d ? clGetDeviceInfo(d, what, 0, NULL, &n) : clGetPlatformInfo(p, what, 0, NULL, &n);
+  char *s = err == CL_SUCCESS ? malloc(n + 1) : NULL;
+  if (s && (d ? clGetDeviceInfo(d, what, n, s, NULL) : clGetPlatformInfo(p, what, n, s, NULL)) !=
+               CL_SUCCESS) {
+    free(s);
+    return NULL;
+  }
+  if (s) s[n] = '\0';
+  return s;
+}
+
+/* The text that identifies a binary; caller frees (NULL: out of memory, or
+ * a string that cannot be read: then no disk cache). */
 static char *cache_key_text(const clpa_context *ctx, const char *family, uint64_t src_hash,
                             const char *options) {
   const char *fmt = "clpa %s\ndevice %s\nvendor %s\ndriver %s\nplatform %s\nfamily %s\n"
                     "source %016llx\noptions %s\n";
-  const clpa_device_info *in = &ctx->info;
-  int n = snprintf(NULL, 0, fmt, clpa_version_string(), in->name, in->vendor, in->driver_version,
-                   in->platform_version, family, (unsigned long long)src_hash, options);
-  char *s = malloc((size_t)n + 1);
-  if (s)
-    snprintf(s, (size_t)n + 1, fmt, clpa_version_string(), in->name, in->vendor,
-             in->driver_version, in->platform_version, family, (unsigned long long)src_hash,
-             options);
+  char *name = cl_string(NULL, ctx->dev, CL_DEVICE_NAME);
+  char *vendor = cl_string(NULL, ctx->dev, CL_DEVICE_VENDOR);
+  char *driver = cl_string(NULL, ctx->dev, CL_DRIVER_VERSION);
+  char *platform = cl_string(ctx->platform, NULL, CL_PLATFORM_VERSION);
+  char *s = NULL;
+  if (name && vendor && driver && platform) {
+    int n = snprintf(NULL, 0, fmt, clpa_version_string(), name, vendor, driver, platform, family,
+                     (unsigned long long)src_hash, options);
+    s = malloc((size_t)n + 1);
+    if (s)
+      snprintf(s, (size_t)n + 1, fmt, clpa_version_string(), name, vendor, driver, platform,
+               family, (unsigned long long)src_hash, options);
+  }
+  free(name);
+  free(vendor);
+  free(driver);
+  free(platform);
   return s;
 }
 

@@ -18,8 +18,8 @@
  * used first (a load refreshes a file), abandoned temporary files go,
  * other files stay.
  *
- * regress_binary_cache_long_path and regress_binary_cache_multi_device: see
- * test_long_path and test_multi_device.
+ * regress_binary_cache_long_path, regress_binary_cache_multi_device and
+ * regress_binary_cache_key_long_strings: see the functions that test them.
  *
  * Other owners need root (CI runs as root): files and directories are
  * chowned to uid 65534; as another user those checks are skipped.
@@ -287,6 +287,13 @@ static void test_tmp_fallback(void) {
  * two devices, ours the second, the first one never built for. */
 static int two_devices;
 
+/* The loader's definition of an OpenCL entry point, into *fn (a function
+ * pointer; dlsym's object pointer is copied, as ISO C casts none). */
+static void next_definition(const char *name, void *fn) {
+  void *f = dlsym(RTLD_NEXT, name);
+  memcpy(fn, &f, sizeof f);
+}
+
 static cl_int answer(size_t size, void *value, size_t *ret, const void *data, size_t need) {
   if (ret) *ret = need;
   if (value && size < need) return CL_INVALID_VALUE;
@@ -298,10 +305,7 @@ cl_int clGetProgramInfo(cl_program prog, cl_program_info what, size_t size, void
                         size_t *ret) {
   typedef cl_int (*info_fn)(cl_program, cl_program_info, size_t, void *, size_t *);
   static info_fn real;
-  if (!real) {
-    void *f = dlsym(RTLD_NEXT, "clGetProgramInfo");
-    memcpy(&real, &f, sizeof f);
-  }
+  if (!real) next_definition("clGetProgramInfo", &real);
   cl_device_id devs[2] = {(cl_device_id)&two_devices, NULL};
   size_t sizes[2] = {0, 0};
   if (!two_devices ||
@@ -340,6 +344,44 @@ static void test_multi_device(void) {
      "... and the next context loads it (loaded %u, built %u)", r.st.loaded_from_disk,
      r.st.built_from_source);
   two_devices = 0;
+}
+
+/* regress_binary_cache_key_long_strings: the key took the device's name,
+ * vendor and driver version and the platform's version from
+ * clpa_device_info, whose 128-byte fields hold "" where the string is
+ * longer, so a long driver version dropped out of the key and a binary
+ * of another driver loaded. clGetDeviceInfo answers here with a
+ * 160-character driver version whose last character changes. */
+static char long_driver;
+
+cl_int clGetDeviceInfo(cl_device_id dev, cl_device_info what, size_t size, void *value,
+                       size_t *ret) {
+  typedef cl_int (*info_fn)(cl_device_id, cl_device_info, size_t, void *, size_t *);
+  static info_fn real;
+  if (!real) next_definition("clGetDeviceInfo", &real);
+  if (!long_driver || what != CL_DRIVER_VERSION) return real(dev, what, size, value, ret);
+  char version[161];
+  memset(version, '9', sizeof version - 2);
+  version[sizeof version - 2] = long_driver;
+  version[sizeof version - 1] = '\0';
+  return answer(size, value, ret, version, sizeof version);
+}
+
+static void test_key_long_strings(void) {
+  const char *dir = fresh_dir("long-driver");
+  long_driver = '1';
+  run_result r = run(dir);
+  ok(r.smoke_ok && r.st.built_from_source == 1 && cache_files(dir, NULL, 0) == 1,
+     "a driver version of 160 characters: built and stored");
+  r = run(dir);
+  ok(r.smoke_ok && r.st.loaded_from_disk == 1, "the same driver loads it (loaded %u)",
+     r.st.loaded_from_disk);
+  long_driver = '2';
+  r = run(dir);
+  ok(r.smoke_ok && r.st.loaded_from_disk == 0 && r.st.built_from_source == 1,
+     "a driver whose version differs in its 160th character builds anew (loaded %u, built %u)",
+     r.st.loaded_from_disk, r.st.built_from_source);
+  long_driver = 0;
 }
 
 /* regress_binary_cache_long_path: the directory's path was built in a
@@ -510,6 +552,7 @@ int main(void) {
   test_tmp_fallback();
   test_long_path();
   test_multi_device();
+  test_key_long_strings();
   test_pruning();
   rm_tree(base);
   return done_testing();
