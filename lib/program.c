@@ -230,7 +230,8 @@ char *clpa_options_canonical(const char *options) {
     return NULL;
   }
   memcpy(copy, options, len + 1);
-  for (char *w = strtok(copy, " \t\n"); w; w = strtok(NULL, " \t\n")) {
+  char *rest = NULL; /* strtok_r: contexts build in parallel threads, strtok's state is global */
+  for (char *w = strtok_r(copy, " \t\n", &rest); w; w = strtok_r(NULL, " \t\n", &rest)) {
     /* "-D name" is "-Dname" (OpenCL takes both): one word, or sorting would part them. The
      * next word lies past this one's end, so it moves down in place. */
     if (n && (strcmp(words[n - 1], "-D") == 0 || strcmp(words[n - 1], "-I") == 0))
