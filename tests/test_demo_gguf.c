@@ -139,7 +139,7 @@ static void kv_arr_strs(kvs *k, const char *key, char **v, size_t n, size_t *cou
 /* ------------------------------------------------------ tiny vocabularies */
 
 #define SPM_VOCAB 276
-#define BPE_VOCAB 269
+#define BPE_VOCAB 270
 static char *spm_tokens[SPM_VOCAB], *bpe_tokens[BPE_VOCAB];
 static float spm_scores[SPM_VOCAB];
 static int32_t spm_types[SPM_VOCAB], bpe_types[BPE_VOCAB];
@@ -200,8 +200,9 @@ static void make_bpe_vocab(void) {
   }
   static const char *more[] = {"<|begin_of_text|>", "<|end_of_text|>", "ll", "he", "hell", "hello",
                                "\xc4\xa0w", "or", "\xc4\xa0wor", "ld", "\xc4\xa0world",
-                               "\xc3\x83\xc2\xa9", "\xc4\xa0\x32" /* Ġ2 */};
-  for (int i = 0; i < 13; i++) {
+                               "\xc3\x83\xc2\xa9", "\xc4\xa0\x32" /* Ġ2 */,
+                               "world" /* no merge makes it */};
+  for (int i = 0; i < 14; i++) {
     bpe_tokens[256 + i] = dupstr(more[i]);
     bpe_types[256 + i] = i < 2 ? DEMO_TOKEN_CONTROL : DEMO_TOKEN_NORMAL;
   }
@@ -920,6 +921,45 @@ static void test_bpe(const char *pre) {
   demo_tokenizer_destroy(t);
 }
 
+/* A tokenizer from sp, or a bail-out. */
+static demo_tokenizer *tokenizer_of(const spec *sp) {
+  uint8_t *bytes;
+  demo_gguf *g = open_spec(sp, &bytes);
+  demo_tokenizer *t = NULL;
+  if (!g || demo_tokenizer_create(g, &t)) BAIL_OUT("tokenizer: %s", demo_last_error());
+  demo_gguf_close(g);
+  free(bytes);
+  return t;
+}
+
+/* tokenizer.ggml.pre as llama.cpp reads it: "llama-v3", "falcon3",
+ * "pixtral" (... all Llama 3's) split with Llama 3's regex, take a word
+ * that is a token whole ("world", which no merge makes) and add BOS when
+ * add_bos_token is missing; "smaug-bpe" splits the same way but merges
+ * "world" to w|or|ld and adds BOS only when asked. Before, the three were
+ * GPT-2's split without BOS, and smaug-bpe took "world" whole. */
+static void regress_llama3_pre_tokenizer_names(void) {
+  static const char *const pres[] = {"llama-bpe", "llama-v3", "falcon3", "pixtral", "smaug-bpe"};
+  for (int i = 0; i < 5; i++) {
+    const bool smaug = i == 4;
+    spec sp = {.tok = DEMO_TOKENIZER_BPE, .pre = pres[i],
+               .skip_key = "tokenizer.ggml.add_bos_token"};
+    demo_tokenizer *t = tokenizer_of(&sp);
+    ok(demo_tokenizer_add_bos(t) == !smaug, "regress: pre %s without add_bos_token: add_bos %d",
+       pres[i], demo_tokenizer_add_bos(t));
+    check_encode(t, "'S 2024", false, false, (const int32_t[]){'\'', 'S', 32, '2', '0', '2', '4'},
+                 7, true);
+    if (smaug) check_encode(t, "world", false, false, (const int32_t[]){'w', 263, 265}, 3, true);
+    else check_encode(t, "world", false, false, (const int32_t[]){269}, 1, true);
+    demo_tokenizer_destroy(t);
+  }
+  spec gpt2 = {.tok = DEMO_TOKENIZER_BPE, .skip_key = "tokenizer.ggml.add_bos_token"};
+  demo_tokenizer *t = tokenizer_of(&gpt2);
+  ok(!demo_tokenizer_add_bos(t), "regress: no pre, no add_bos_token: no BOS");
+  check_encode(t, "world", false, false, (const int32_t[]){'w', 263, 265}, 3, true);
+  demo_tokenizer_destroy(t);
+}
+
 /* ========================================================== corruptions */
 
 static void patch_le(uint8_t *p, size_t at, uint64_t v, int n) {
@@ -1313,6 +1353,7 @@ int main(int argc, char **argv) {
   test_spm_merges_model();
   test_bpe("llama-bpe");
   test_bpe(NULL);
+  regress_llama3_pre_tokenizer_names();
   test_corruptions();
   test_model_refusals();
   regress_string_with_nul_is_refused();

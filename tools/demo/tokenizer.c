@@ -28,6 +28,7 @@ enum { PRE_GPT2 = 0, PRE_LLAMA3 = 1 };
 struct demo_tokenizer {
   demo_tokenizer_kind kind;
   int pre;
+  bool ignore_merges; /* BPE: a word that is a token whole is taken as it is */
   int32_t n_vocab;
   char *text_arena;
   uint32_t *text_off, *text_len; /* [n_vocab] */
@@ -291,8 +292,8 @@ static clpa_status spm_segment(const demo_tokenizer *t, const char *text, size_t
 
 static clpa_status bpe_word(const demo_tokenizer *t, const uint8_t *word, size_t len, sym *s,
                             cand *h, char *mapped, ids_buf *out) {
-  if (t->pre == PRE_LLAMA3) {
-    /* ignore_merges: a word that is a token as a whole */
+  if (t->ignore_merges) {
+    /* a word that is a token as a whole */
     size_t mn = 0;
     for (size_t i = 0; i < len; i++) mn += demo_utf8_put(t->bmap.to_cp[word[i]], mapped + mn);
     int32_t id = lookup(t, mapped, mn);
@@ -593,8 +594,31 @@ static clpa_status build_merges(demo_tokenizer *t, const struct demo_gguf *g) {
   return CLPA_OK;
 }
 
+/* tokenizer.ggml.pre as llama.cpp's vocabulary loader reads it: the first
+ * names split with Llama 3's regex, take a word that is a token whole
+ * (ignore_merges) and add BOS unless add_bos_token says otherwise (Llama 3
+ * files converted before add_bos_token was written have none); the second
+ * use the same regex but always merge and add BOS only when asked. Any
+ * other name splits with GPT-2's regex. */
+static clpa_status pre_tokenizer(demo_tokenizer *t, const struct demo_gguf *g) {
+  static const char *const llama3[] = {"llama3",    "llama-v3", "llama-bpe", "falcon3",
+                                       "falcon-h1", "pixtral",  "midm-2.0",  "lfm2",
+                                       "jina-v5-nano"};
+  static const char *const llama3_regex[] = {"smaug-bpe", "dbrx"};
+  demo_gguf_str pre = {"", 0};
+  bool found;
+  clpa_status st = demo_gguf_get_str(g, "tokenizer.ggml.pre", &pre, &found);
+  t->pre = PRE_GPT2;
+  if (st || !found || t->kind != DEMO_TOKENIZER_BPE) return st;
+  for (size_t i = 0; i < sizeof llama3 / sizeof *llama3; i++)
+    if (!strcmp(pre.s, llama3[i])) t->pre = PRE_LLAMA3, t->ignore_merges = true;
+  for (size_t i = 0; i < sizeof llama3_regex / sizeof *llama3_regex; i++)
+    if (!strcmp(pre.s, llama3_regex[i])) t->pre = PRE_LLAMA3;
+  return CLPA_OK;
+}
+
 static clpa_status create(demo_tokenizer *t, const struct demo_gguf *g) {
-  demo_gguf_str model = {"", 0}, pre = {"", 0};
+  demo_gguf_str model = {"", 0};
   demo_gguf_arr toks;
   bool found;
   clpa_status st;
@@ -645,17 +669,14 @@ static clpa_status create(demo_tokenizer *t, const struct demo_gguf *g) {
   if ((st = opt_id(g, "tokenizer.ggml.unknown_token_id", t->n_vocab, &t->unk))) return st;
   if ((st = opt_id(g, "tokenizer.ggml.eot_token_id", t->n_vocab, &t->eot))) return st;
   if ((st = opt_id(g, "tokenizer.ggml.eom_token_id", t->n_vocab, &t->eom))) return st;
-  t->add_bos = t->kind == DEMO_TOKENIZER_SPM;
+  if ((st = pre_tokenizer(t, g))) return st;
+  t->add_bos = t->kind == DEMO_TOKENIZER_SPM || t->ignore_merges;
   if ((st = demo_gguf_get_bool(g, "tokenizer.ggml.add_bos_token", &t->add_bos, &found)))
     return st;
   t->add_space_prefix = t->kind == DEMO_TOKENIZER_SPM;
   if ((st = demo_gguf_get_bool(g, "tokenizer.ggml.add_space_prefix", &t->add_space_prefix, &found)))
     return st;
   if (t->kind == DEMO_TOKENIZER_BPE) t->add_space_prefix = false;
-  t->pre = PRE_GPT2;
-  if ((st = demo_gguf_get_str(g, "tokenizer.ggml.pre", &pre, &found))) return st;
-  if (found && (!strcmp(pre.s, "llama-bpe") || !strcmp(pre.s, "llama3") || !strcmp(pre.s, "smaug-bpe")))
-    t->pre = PRE_LLAMA3;
   if (t->unk < 0 && t->kind == DEMO_TOKENIZER_SPM) {
     /* llama.cpp's SPM default: token 0 when it is "<unk>" */
     if (t->text_len[0] == 5 && !memcmp(tok_text(t, 0), "<unk>", 5)) t->unk = 0;

@@ -18,9 +18,13 @@
  *            words by a pre-tokenizer, each word's bytes are mapped to
  *            characters by GPT-2's bytes_to_unicode table, then the adjacent
  *            pair with the lowest merge rank merges first (ties: leftmost).
- *            With tokenizer.ggml.pre "llama-bpe" (or "llama3", "smaug-bpe")
- *            a word that is a token as a whole is taken without merging
- *            (llama.cpp's ignore_merges), and the split is Llama 3's regex
+ *            With tokenizer.ggml.pre "llama-bpe" (or the other names
+ *            llama.cpp reads as Llama 3's: "llama3", "llama-v3", "falcon3",
+ *            "falcon-h1", "pixtral", "midm-2.0", "lfm2", "jina-v5-nano") a
+ *            word that is a token as a whole is taken without merging
+ *            (llama.cpp's ignore_merges), BOS is added unless
+ *            add_bos_token is false, and the split is Llama 3's regex
+ *            ("smaug-bpe" and "dbrx": the same split, but always merged)
  *              (?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}
  *              | ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
  *            otherwise GPT-2's
@@ -84,11 +88,11 @@ enum {
  *   tokenizer.ggml.token_type       i32 array (default: NORMAL, "<0xXX>" BYTE
  *                                   for "llama", bos/eos CONTROL)
  *   tokenizer.ggml.pre              string, the pre-tokenizer ("gpt2" style
- *                                   unless llama-bpe / llama3 / smaug-bpe)
+ *                                   unless one of Llama 3's, see above)
  *   tokenizer.ggml.bos_token_id, eos_token_id, unknown_token_id,
  *   eot_token_id, eom_token_id      u32 (optional; < vocab)
- *   tokenizer.ggml.add_bos_token    bool (default true for "llama", false
- *                                   for "gpt2")
+ *   tokenizer.ggml.add_bos_token    bool (default true for "llama" and
+ *                                   Llama 3's pre-tokenizers, else false)
  *   tokenizer.ggml.add_space_prefix bool (default true for "llama"; never
  *                                   used by "gpt2")
  * Copies what it needs: g may be closed afterwards. Returns CLPA_OK with
