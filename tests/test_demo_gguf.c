@@ -79,6 +79,7 @@ typedef struct spec {
   const char *tok_model;    /* tokenizer.ggml.model override */
   size_t arch_len, tok_model_len; /* their lengths when they hold a NUL (0: strlen) */
   uint32_t alignment;       /* 0: no general.alignment key (32) */
+  int32_t user_defined;     /* a token written as USER_DEFINED (0: none) */
   bool dup_key, bad_merge, block_count_as_string;
 } spec;
 
@@ -360,7 +361,11 @@ static void write_metadata(kvs *k, const spec *sp, marks *m) {
   if (!skip(k, "tokenizer.ggml.token_type")) {
     int n = spm ? SPM_VOCAB : BPE_VOCAB;
     kv_arr_head(k, DEMO_GGUF_I32, (uint64_t)n, NULL, NULL);
-    for (int i = 0; i < n; i++) put_le(&k->b, (uint32_t)(spm ? spm_types : bpe_types)[i], 4);
+    for (int i = 0; i < n; i++) {
+      const int32_t ty = i && i == sp->user_defined ? DEMO_TOKEN_USER_DEFINED
+                                                    : (spm ? spm_types : bpe_types)[i];
+      put_le(&k->b, (uint32_t)ty, 4);
+    }
   }
   if (!spm) {
     char *merges[11];
@@ -960,6 +965,28 @@ static void regress_llama3_pre_tokenizer_names(void) {
   demo_tokenizer_destroy(t);
 }
 
+/* A USER_DEFINED token is split out of the text even without
+ * parse_special, as llama.cpp's tokenizer_st_partition does (and HF's added
+ * tokens), and SentencePiece puts a space in front of the text after it;
+ * "<unk>" (UNKNOWN) is split out with parse_special. Before, both were plain
+ * text: "ohello!" with "hello" user-defined gave ▁ o hello ! [259 263 270
+ * 36] (llama.cpp: ▁ o | hello | ▁ ! [259 263 270 259 36]), byte-level "hello"
+ * with "ll" user-defined gave [261] (llama.cpp: he | ll | o [259 258 111]),
+ * and "<unk>" gave ▁ and its bytes (llama.cpp: [0]). */
+static void regress_user_defined_tokens_without_parse_special(void) {
+  spec sp = {.tok = DEMO_TOKENIZER_SPM, .user_defined = 270};
+  demo_tokenizer *t = tokenizer_of(&sp);
+  check_encode(t, "ohello!", false, false, (const int32_t[]){259, 263, 270, 259, 3 + '!'}, 5, false);
+  check_encode(t, "<unk>", false, true, (const int32_t[]){0}, 1, false);
+  check_encode(t, "<unk>", false, false,
+               (const int32_t[]){259, 3 + '<', 3 + 'u', 3 + 'n', 3 + 'k', 3 + '>'}, 6, true);
+  demo_tokenizer_destroy(t);
+  spec bp = {.tok = DEMO_TOKENIZER_BPE, .user_defined = 258};
+  t = tokenizer_of(&bp);
+  check_encode(t, "hello", false, false, (const int32_t[]){259, 258, 'o'}, 3, true);
+  demo_tokenizer_destroy(t);
+}
+
 /* ========================================================== corruptions */
 
 static void patch_le(uint8_t *p, size_t at, uint64_t v, int n) {
@@ -1354,6 +1381,7 @@ int main(int argc, char **argv) {
   test_bpe("llama-bpe");
   test_bpe(NULL);
   regress_llama3_pre_tokenizer_names();
+  regress_user_defined_tokens_without_parse_special();
   test_corruptions();
   test_model_refusals();
   regress_string_with_nul_is_refused();

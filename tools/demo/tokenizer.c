@@ -341,11 +341,15 @@ done:
 
 /* -------------------------------------------------------------- encode */
 
-/* The longest special token at text[i..len), or -1. */
-static int32_t special_at(const demo_tokenizer *t, const char *text, size_t len, size_t i) {
+/* The longest special token at text[i..len), or -1. USER_DEFINED tokens
+ * are always taken, CONTROL and UNKNOWN ones only with parse_special (as
+ * llama.cpp's tokenizer_st_partition and HF tokenizers' added tokens do). */
+static int32_t special_at(const demo_tokenizer *t, const char *text, size_t len, size_t i,
+                          bool parse_special) {
   for (int32_t k = 0; k < t->n_specials; k++) {
     int32_t id = t->specials[k];
     size_t n = t->text_len[id];
+    if (!parse_special && t->types[id] != DEMO_TOKEN_USER_DEFINED) continue;
     if (n <= len - i && !memcmp(text + i, tok_text(t, id), n)) return id;
   }
   return -1;
@@ -363,7 +367,7 @@ clpa_status demo_tokenizer_encode(const demo_tokenizer *t, const char *text, siz
   bool after_special = true; /* SentencePiece: a space prefix at the start and after specials */
   size_t seg = 0;
   for (size_t i = 0; !st && i <= len;) {
-    int32_t sp = i < len && parse_special ? special_at(t, text, len, i) : -1;
+    int32_t sp = i < len ? special_at(t, text, len, i, parse_special) : -1;
     if (sp < 0 && i < len) {
       i++;
       continue;
@@ -543,7 +547,9 @@ static clpa_status build_tables(demo_tokenizer *t, const struct demo_gguf *g) {
   t->specials = malloc((size_t)t->n_vocab * sizeof(int32_t));
   if (!t->specials) return demo_fail(CLPA_ERR_OUT_OF_MEMORY, "out of memory (tokenizer)");
   for (int32_t i = 0; i < t->n_vocab; i++)
-    if ((t->types[i] == DEMO_TOKEN_CONTROL || t->types[i] == DEMO_TOKEN_USER_DEFINED) && t->text_len[i])
+    if ((t->types[i] == DEMO_TOKEN_CONTROL || t->types[i] == DEMO_TOKEN_USER_DEFINED ||
+         t->types[i] == DEMO_TOKEN_UNKNOWN) &&
+        t->text_len[i])
       t->specials[t->n_specials++] = i;
   sort_t = t;
   qsort(t->specials, (size_t)t->n_specials, sizeof(int32_t), cmp_special_q);

@@ -42,9 +42,11 @@
  * normalization is applied (SentencePiece models usually ask for none at
  * inference in GGUF form).
  *
- * Special tokens (token types CONTROL and USER_DEFINED, e.g. "<s>",
- * "<|begin_of_text|>", "<|eot_id|>") are recognized in the text only when
- * encode is asked to (parse_special); otherwise they are plain text.
+ * Special tokens are split out of the text before it is tokenized, the
+ * longest first at each place: USER_DEFINED tokens always, CONTROL and
+ * UNKNOWN tokens (e.g. "<s>", "<unk>", "<|begin_of_text|>", "<|eot_id|>")
+ * only when encode is asked to (parse_special), otherwise they are plain
+ * text, as in llama.cpp.
  *
  * Errors return a clpa_status with a message in demo_last_error() (error.h):
  * CLPA_ERR_UNSUPPORTED for another tokenizer model ("bert", "t5", ...),
