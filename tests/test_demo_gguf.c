@@ -26,6 +26,7 @@
 #endif
 
 #include "../tools/demo/gguf.h"
+#include "../tools/demo/pretok.h"
 #include "../tools/demo/quant.h"
 #include "../tools/demo/tokenizer.h"
 #include "clpa_base.h"
@@ -987,6 +988,43 @@ static void regress_user_defined_tokens_without_parse_special(void) {
   demo_tokenizer_destroy(t);
 }
 
+/* text's words by the pre-tokenizer, joined by '|'. */
+static void check_split(const char *text, bool llama3, const char *want) {
+  demo_pretok x;
+  char got[256] = "";
+  if (!demo_pretok_init(&x, text, strlen(text))) BAIL_OUT("out of memory");
+  for (size_t i = 0, e; i < x.n && strlen(got) + x.off[x.n] + 2 < sizeof got; i = e) {
+    e = demo_pretok_next(&x, i, llama3);
+    if (i) strcat(got, "|");
+    strncat(got, text + x.off[i], x.off[e] - x.off[i]);
+  }
+  demo_pretok_free(&x);
+  ok(!strcmp(got, want), "%s split '%s' -> '%s' (want '%s')", llama3 ? "Llama 3" : "GPT-2", text,
+     got, want);
+}
+
+/* \p{L} is letters only, as in llama.cpp's unicode flags (and HF's regex):
+ * a combining mark (Devanagari's vowel signs and virama, U+0301) ends a
+ * word and starts the next as [^\r\n\p{L}\p{N}]? would, or joins a run of
+ * punctuation; the danda U+0964 is punctuation; Thai digits are \p{N}, in
+ * groups of 3. Before, every code point outside a short list was a letter:
+ * "नमस्ते दुनिया।" was two words (llama.cpp: नमस|्त|े| द|ुन|िय|ा।), "๑๒๓๔"
+ * one, "cafe\u0301" one. */
+static void regress_pretok_unicode_classes(void) {
+  check_split("\xe0\xa4\xa8\xe0\xa4\xae\xe0\xa4\xb8\xe0\xa5\x8d\xe0\xa4\xa4\xe0\xa5\x87 "
+              "\xe0\xa4\xa6\xe0\xa5\x81\xe0\xa4\xa8\xe0\xa4\xbf\xe0\xa4\xaf"
+              "\xe0\xa4\xbe\xe0\xa5\xa4",
+              true,
+              "\xe0\xa4\xa8\xe0\xa4\xae\xe0\xa4\xb8|\xe0\xa5\x8d\xe0\xa4\xa4|\xe0\xa5\x87| "
+              "\xe0\xa4\xa6|\xe0\xa5\x81\xe0\xa4\xa8|\xe0\xa4\xbf\xe0\xa4\xaf|"
+              "\xe0\xa4\xbe\xe0\xa5\xa4");
+  check_split("\xe0\xb9\x91\xe0\xb9\x92\xe0\xb9\x93\xe0\xb9\x94", true,
+              "\xe0\xb9\x91\xe0\xb9\x92\xe0\xb9\x93|\xe0\xb9\x94");
+  check_split("cafe\xcc\x81 ok", true, "cafe|\xcc\x81| ok");
+  check_split("cafe\xcc\x81 ok", false, "cafe|\xcc\x81| ok");
+  check_split("it's  2024!!\n\nok", true, "it|'s| | |202|4|!!\n\n|ok");
+}
+
 /* ========================================================== corruptions */
 
 static void patch_le(uint8_t *p, size_t at, uint64_t v, int n) {
@@ -1382,6 +1420,7 @@ int main(int argc, char **argv) {
   test_bpe(NULL);
   regress_llama3_pre_tokenizer_names();
   regress_user_defined_tokens_without_parse_special();
+  regress_pretok_unicode_classes();
   test_corruptions();
   test_model_refusals();
   regress_string_with_nul_is_refused();

@@ -63,29 +63,20 @@ int demo_byte_map_byte(const demo_byte_map *m, uint32_t cp) {
 
 /* --------------------------------------------- pre-tokenizer classes */
 
-enum { C_LETTER, C_NUMBER, C_SPACE, C_PUNCT };
+enum { C_LETTER, C_NUMBER, C_SPACE, C_PUNCT }; /* the order of pretok_classes.h */
 
-/* An approximation of \p{L}, \p{N}, \s (see tokenizer.h). */
+#include "pretok_classes.h"
+
+/* \p{L}, \p{N}, \s or the rest (marks, punctuation, symbols, controls):
+ * the range of the table that holds c. */
 static int cp_class(uint32_t c) {
-  if (c < 0x80) {
-    if ((c | 32) >= 'a' && (c | 32) <= 'z') return C_LETTER;
-    if (c >= '0' && c <= '9') return C_NUMBER;
-    if (c == ' ' || (c >= 9 && c <= 13)) return C_SPACE;
-    return C_PUNCT;
+  size_t lo = 0, hi = sizeof pretok_ranges / sizeof *pretok_ranges;
+  while (hi - lo > 1) { /* pretok_ranges[lo] starts at or below c */
+    const size_t mid = lo + (hi - lo) / 2;
+    if (pretok_ranges[mid] >> 2 <= c) lo = mid;
+    else hi = mid;
   }
-  if (c == 0x85 || c == 0xa0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200a) || c == 0x2028 ||
-      c == 0x2029 || c == 0x202f || c == 0x205f || c == 0x3000)
-    return C_SPACE;
-  if ((c >= 0x660 && c <= 0x669) || (c >= 0x6f0 && c <= 0x6f9) || (c >= 0x966 && c <= 0x96f) ||
-      (c >= 0xff10 && c <= 0xff19) || c == 0xb2 || c == 0xb3 || c == 0xb9 || (c >= 0xbc && c <= 0xbe))
-    return C_NUMBER;
-  if (c == 0xaa || c == 0xb5 || c == 0xba) return C_LETTER;
-  if ((c >= 0x80 && c <= 0xbf) || c == 0xd7 || c == 0xf7 || (c >= 0x2010 && c <= 0x2027) ||
-      (c >= 0x2030 && c <= 0x205e) || (c >= 0x20a0 && c <= 0x20cf) || (c >= 0x2190 && c <= 0x2bff) ||
-      (c >= 0x3001 && c <= 0x3003) || (c >= 0x3008 && c <= 0x3011) || (c >= 0xfe00 && c <= 0xfe0f) ||
-      (c >= 0xff01 && c <= 0xff0f) || (c >= 0xff1a && c <= 0xff20) || (c >= 0x1f000 && c <= 0x1faff))
-    return C_PUNCT;
-  return C_LETTER;
+  return (int)(pretok_ranges[lo] & 3);
 }
 
 bool demo_pretok_init(demo_pretok *x, const char *text, size_t len) {

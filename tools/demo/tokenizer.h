@@ -30,17 +30,14 @@
  *            otherwise GPT-2's
  *              's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
  *
- * What is simplified: the pre-tokenizer's Unicode classes come from a small
- * table, not the Unicode database. ASCII is exact; beyond it, a handful of
- * ranges are whitespace (U+0085, U+00A0, U+1680, U+2000-200A, U+2028/9,
- * U+202F, U+205F, U+3000), digits (Arabic-Indic, Devanagari, fullwidth),
- * or punctuation/symbols (Latin-1 signs, general punctuation, currency,
- * arrows/math/box drawing/dingbats, CJK punctuation, fullwidth ASCII
- * punctuation, emoji); every other code point counts as a letter. Text
- * that is mostly ASCII or letters tokenizes as llama.cpp does; other
- * pre-tokenizers (Qwen, DeepSeek, ...) are not modelled. No Unicode
- * normalization is applied (SentencePiece models usually ask for none at
- * inference in GGUF form).
+ * What is simplified: the pre-tokenizer's Unicode classes come from a
+ * table generated from Python's Unicode database (tools/demo/
+ * pretok_classes.h), of Unicode 14 where llama.cpp's may be newer; there,
+ * as in llama.cpp, \p{L} is letters only (a combining mark is not one),
+ * \p{N} numbers of every script, \s the 25 whitespace code points, and
+ * unassigned code points count as letters. Other pre-tokenizers (Qwen,
+ * DeepSeek, ...) are not modelled. No Unicode normalization is applied
+ * (SentencePiece models usually ask for none at inference in GGUF form).
  *
  * Special tokens are split out of the text before it is tokenized, the
  * longest first at each place: USER_DEFINED tokens always, CONTROL and
