@@ -1025,6 +1025,20 @@ static void regress_pretok_unicode_classes(void) {
   check_split("it's  2024!!\n\nok", true, "it|'s| | |202|4|!!\n\n|ok");
 }
 
+/* SentencePiece's symbols are as long as their first byte says, as in
+ * llama.cpp's llm_tokenizer_spm_session (unicode_len_utf8), also where the
+ * bytes after it are no continuation: "\xc3ll" is ▁ | \xc3 l | l, and
+ * \xc3 l is no piece, so its bytes [259 198 111 262]. Before, the invalid
+ * \xc3 was a symbol alone and "ll" merged: [259 198 268]. */
+static void regress_spm_invalid_utf8_symbols(void) {
+  spec sp = {.tok = DEMO_TOKENIZER_SPM};
+  demo_tokenizer *t = tokenizer_of(&sp);
+  check_encode(t, "\xc3ll", false, false, (const int32_t[]){259, 3 + 0xc3, 3 + 'l', 262}, 4, true);
+  check_encode(t, "ll\xe2\x96", false, false, (const int32_t[]){259, 268, 3 + 0xe2, 3 + 0x96}, 4,
+               true);
+  demo_tokenizer_destroy(t);
+}
+
 /* ========================================================== corruptions */
 
 static void patch_le(uint8_t *p, size_t at, uint64_t v, int n) {
@@ -1421,6 +1435,7 @@ int main(int argc, char **argv) {
   regress_llama3_pre_tokenizer_names();
   regress_user_defined_tokens_without_parse_special();
   regress_pretok_unicode_classes();
+  regress_spm_invalid_utf8_symbols();
   test_corruptions();
   test_model_refusals();
   regress_string_with_nul_is_refused();

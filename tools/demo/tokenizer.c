@@ -267,10 +267,14 @@ static clpa_status spm_segment(const demo_tokenizer *t, const char *text, size_t
       w[wn++] = text[i];
     }
   }
+  /* a symbol a character, as long as its first byte says (llama.cpp's
+   * unicode_len_utf8, whatever the bytes after it are), so that invalid
+   * UTF-8 makes the symbols llama.cpp's do */
+  static const uint8_t lead_len[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
   int32_t n = 0;
   for (size_t i = 0; i < wn; n++) {
-    uint32_t cp;
-    size_t l = demo_utf8_next((const uint8_t *)w + i, wn - i, &cp);
+    size_t l = lead_len[(uint8_t)w[i] >> 4];
+    if (l > wn - i) l = wn - i;
     s[n] = (sym){i, l, -1, n - 1, n + 1, 0, 0, false, 0};
     i += l;
   }
