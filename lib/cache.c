@@ -106,7 +106,7 @@ static void fill_info(clpa_cache *c, const clpa_cache_config *cfg, int32_t num_b
   in->dtype = cfg->dtype;
   in->x = (int32_t)(16 / clpa_dtype_size(cfg->dtype));
   in->block_bytes = block_bytes_of(cfg);
-  in->layer_bytes = in->block_bytes * (uint64_t)num_blocks;
+  in->layer_bytes = mul_capped(in->block_bytes, (uint64_t)num_blocks); /* 0: too big */
   in->bytes_per_block = clpa_cache_bytes_per_block(cfg);
   in->placement = cfg->placement;
   in->layout = cfg->layout;
@@ -182,6 +182,9 @@ static clpa_status plan_arenas(clpa_context *ctx, clpa_cache *c, size_t align,
                                uint64_t max_alloc) {
   const clpa_cache_info *in = &c->info;
   const int nslices = 2 * in->num_layers;
+  CLPA_CTX_CHECK(ctx, in->layer_bytes == 0, CLPA_ERR_DEVICE_MEMORY,
+                 "cfg->num_blocks = %d blocks of %llu bytes: one layer's key cache passes 2^62"
+                 " bytes", in->num_blocks, (unsigned long long)in->block_bytes);
   const uint64_t stride = round_up64(in->layer_bytes, align);
   CLPA_CTX_CHECK(ctx, stride > max_alloc || stride > SIZE_MAX, CLPA_ERR_DEVICE_MEMORY,
                  "one layer's key cache takes %llu bytes (%d blocks of %llu); %s at most %llu"

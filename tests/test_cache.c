@@ -293,6 +293,39 @@ static void test_too_large(void) {
   clpa_cache_destroy(c);
 }
 
+/* regress_layer_bytes_wrap: one layer's key cache (block bytes x
+ * num_blocks) was counted in 64 bits without a check, so a shape past
+ * 2^64 bytes wrapped: to 0 (a division by zero planning the arenas) or to
+ * a few bytes (a cache "of" 1.8e9 blocks of 10 GB in a buffer of 256
+ * bytes, which reshape_and_cache and copy_blocks then address). Both are
+ * refused before allocating, device and host caches alike. */
+static void regress_layer_bytes_wrap(void) {
+  /* fp8, heads of 16, blocks of 1 token: a block is 16 * num_kv_heads bytes */
+  const struct {
+    int32_t num_kv_heads, num_blocks;
+    const char *what;
+  } t[] = {{1 << 30, 1 << 30, "2^64 bytes (wraps to 0)"},
+           {631832658, 1824726041, "2^64 + 32 bytes (wraps to 32)"}};
+  for (size_t i = 0; i < sizeof t / sizeof *t; i++)
+    for (int host = 0; host <= 1; host++) {
+      clpa_cache_config cfg = shape(1, t[i].num_kv_heads, 16, 1, CLPA_DTYPE_FP8_E4M3,
+                                    t[i].num_blocks);
+      cfg.placement = host ? CLPA_CACHE_HOST : CLPA_CACHE_DEVICE;
+      clpa_cache *c = (clpa_cache *)&cfg;
+      clpa_status st = clpa_cache_create(ctx, &cfg, &c);
+      const char *msg = clpa_context_last_error(ctx);
+      if (!ok(st == CLPA_ERR_DEVICE_MEMORY && !c && strstr(msg, "cfg->num_blocks = ") &&
+                  strncmp(msg, "clpa_cache_create: ", 19) == 0,
+              "%s cache: a layer of %s refused", host ? "host" : "device", t[i].what)) {
+        clpa_cache_info in = {0};
+        if (st == CLPA_OK && c) clpa_cache_get_info(c, &in);
+        diag("%s: %s (layer_bytes %llu)", clpa_status_name(st), msg,
+             (unsigned long long)in.layer_bytes);
+        if (st == CLPA_OK) clpa_cache_destroy(c);
+      }
+    }
+}
+
 int main(void) {
   rng_seed_from_env();
   ctx = test_context(0);
@@ -304,6 +337,7 @@ int main(void) {
   test_wrap();
   test_refusals();
   test_too_large();
+  regress_layer_bytes_wrap();
   clpa_context_destroy(ctx);
   return done_testing();
 }
