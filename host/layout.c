@@ -48,6 +48,11 @@ static clpa_status layout_of(clpa_kv_layout *out, clpa_kv_layout_kind kind, clpa
              "a block of %d x %d x %d elements is past 2^31 - 1, which the %s layout's kernels"
              " index in 32 bits", num_kv_heads, block_size, head_size,
              clpa_kv_layout_kind_name(kind));
+  /* Split-key kernels index within a (block, head) tile in 32 bits too
+   * (kv.cl's key_index, value_index); only the tile's start is 64-bit. */
+  CLPA_CHECK(NULL, kind == CLPA_KV_LAYOUT_SPLIT_KEY && tile > INT32_MAX, CLPA_ERR_INVALID_ARG,
+             "a head's tile of %d x %d elements (head_size x block_size) is past 2^31 - 1, which"
+             " the split_key layout's kernels index in 32 bits", head_size, block_size);
   CLPA_CHECK(NULL, pitch && (pitch < block_stride || pitch % (uint64_t)x), CLPA_ERR_INVALID_ARG,
              "block_pitch = %llu (0 for packed blocks, else at least a block's %llu elements and"
              " a multiple of x = %d)", (unsigned long long)pitch,

@@ -108,8 +108,10 @@ typedef struct clpa_kv_layout {
  * block_size tokens, num_kv_heads heads of head_size elements, stored as
  * dtype, and the strides this implies. Returns CLPA_OK, or
  * CLPA_ERR_INVALID_ARG (a NULL out, an invalid dtype, a size out of
- * range, head_size not a multiple of x, or a cache whose byte size does
- * not fit in 64 bits; the message names the field) with *out untouched. */
+ * range, head_size not a multiple of x, a (block, KV head) tile of
+ * head_size x block_size past 2^31 - 1 elements, which the kernels index
+ * in 32 bits, or a cache whose byte size does not fit in 64 bits; the
+ * message names the field) with *out untouched. */
 CLPA_API clpa_status clpa_kv_layout_init(clpa_kv_layout *out, clpa_dtype dtype, int32_t num_blocks,
                                          int32_t block_size, int32_t num_kv_heads,
                                          int32_t head_size);

@@ -212,7 +212,7 @@ static void test_refusals(void) {
            {"head_size", 3},            {"head_size", 4},   {"block_size", 5},
            {"dtype", 6},                {"num_blocks", 7},  {"are both 0: set num_blocks", 8},
            {"mem_fraction", 9},         {"placement", 10},  {"pinned", 11},
-           {"host cache needs", 12},    {"too large", 13}};
+           {"host cache needs", 12},    {"too large", 13},  {"32 bits", 14}};
   for (size_t i = 0; i < sizeof t / sizeof *t; i++) {
     clpa_cache_config cfg = shape(2, 2, 64, 16, CLPA_DTYPE_F16, 4), *cp = &cfg;
     switch (t[i].field) {
@@ -230,6 +230,10 @@ static void test_refusals(void) {
       case 11: cfg.pinned = 2; break;
       case 12: cfg.placement = CLPA_CACHE_HOST, cfg.num_blocks = 0; break;
       case 13: cfg.num_layers = 1 << 20, cfg.num_kv_heads = 1 << 20, cfg.head_size = 1 << 20; break;
+      case 14: /* a head's split-key tile past 2^31 - 1 elements (4 GiB were allocated) */
+        cfg.num_layers = 1, cfg.num_kv_heads = 1, cfg.dtype = CLPA_DTYPE_FP8_E4M3;
+        cfg.head_size = 16, cfg.block_size = (1 << 27) + 1, cfg.num_blocks = 1;
+        break;
     }
     clpa_cache *c = (clpa_cache *)&cfg;
     clpa_status st = clpa_cache_create(ctx, cp, &c);

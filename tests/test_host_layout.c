@@ -156,6 +156,18 @@ int main(void) {
      "a block of 2^31 elements: refused in NHD (%s), taken in split-key",
      clpa_kv_layout_init_kind(&l, CLPA_KV_LAYOUT_NHD, CLPA_DTYPE_F32, 1, 1 << 16, 1 << 8, 1 << 7)
          ? clpa_last_error() : "");
+  /* regress_split_key_head_tile_32_bits: the split-key kernels index
+   * within a (block, head) tile in 32 bits (kv.cl's key_index,
+   * value_index), so a tile of head_size x block_size past 2^31 - 1
+   * elements is refused; it was taken, and reshape_and_cache's index
+   * wrapped to before the tile. */
+  ok(clpa_kv_layout_init(&l, CLPA_DTYPE_FP8_E4M3, 1, (1 << 27) + 1, 1, 16) ==
+             CLPA_ERR_INVALID_ARG &&
+         strstr(clpa_last_error(), "32 bits") && strstr(clpa_last_error(), "split_key") &&
+         clpa_kv_layout_init(&l, CLPA_DTYPE_FP8_E4M3, 1, (1 << 27) - 1, 1, 16) == CLPA_OK,
+     "a split-key head tile of 2^31 + 16 elements refused, of 2^31 - 16 taken: %s",
+     clpa_kv_layout_init(&l, CLPA_DTYPE_FP8_E4M3, 1, (1 << 27) + 1, 1, 16) ? clpa_last_error()
+                                                                            : "taken");
   ok(strcmp(clpa_kv_layout_kind_name(CLPA_KV_LAYOUT_SPLIT_KEY), "split_key") == 0 &&
          strcmp(clpa_kv_layout_kind_name(CLPA_KV_LAYOUT_HND), "hnd") == 0 &&
          strcmp(clpa_kv_layout_kind_name(CLPA_KV_LAYOUT_NHD), "nhd") == 0 &&
