@@ -296,7 +296,9 @@ CLPA_API void clpa_swap_blocks_params_init(clpa_swap_blocks_params *p);
 
 /* Enqueues the transfers; does not wait.
  * Returns CLPA_OK, CLPA_ERR_INVALID_ARG (mismatched caches, a pair out of
- * range, a repeated destination: named), CLPA_ERR_UNSUPPORTED (host to
+ * range, a repeated destination, or, between two caches that wrap the
+ * same buffer, a source and destination that overlap in it: named),
+ * CLPA_ERR_UNSUPPORTED (host to
  * host) or CLPA_ERR_OPENCL (a transfer failed to enqueue; the ones before
  * it are enqueued). */
 CLPA_API clpa_status clpa_swap_blocks(clpa_context *ctx, const clpa_swap_blocks_params *p);

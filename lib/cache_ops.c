@@ -394,6 +394,41 @@ static cl_int transfer(clpa_context *ctx, const clpa_swap_blocks_params *p, int 
                              p->num_wait_events, p->wait_events, ev);
 }
 
+/* How many pairs from i on are consecutive on both sides (src and dst
+ * both +1): one transfer per layer. */
+static int32_t run_of(const int64_t *pairs, int32_t m, int32_t i) {
+  int32_t run = 1;
+  while (i + run < m && pairs[2 * (i + run)] == pairs[2 * i] + run &&
+         pairs[2 * (i + run) + 1] == pairs[2 * i + 1] + run)
+    run++;
+  return run;
+}
+
+/* Two device caches can share a buffer (two wraps of the same cl_mem);
+ * a transfer whose source and destination overlap there fails to
+ * enqueue (CL_MEM_COPY_OVERLAP) after the ones before it: refused first. */
+static clpa_status swap_overlap(clpa_context *ctx, const clpa_swap_blocks_params *p,
+                                const int64_t *pairs, int32_t m, int lo, int hi) {
+  if (p->src->info.placement != CLPA_CACHE_DEVICE || p->dst->info.placement != CLPA_CACHE_DEVICE)
+    return CLPA_OK;
+  const uint64_t bb = p->src->info.block_bytes;
+  for (int s = lo; s < hi; s++) {
+    const clpa_cache_slice *a = &p->src->slices[s], *b = &p->dst->slices[s];
+    if (p->src->arenas[a->arena].mem != p->dst->arenas[b->arena].mem) continue;
+    for (int32_t i = 0, run; i < m; i += run) {
+      run = run_of(pairs, m, i);
+      const uint64_t so = a->offset + (uint64_t)pairs[2 * i] * bb;
+      const uint64_t d_o = b->offset + (uint64_t)pairs[2 * i + 1] * bb, n = (uint64_t)run * bb;
+      CLPA_CTX_CHECK(ctx, so < d_o + n && d_o < so + n, CLPA_ERR_INVALID_ARG,
+                     "blocks %lld .. %lld of src and %lld .. %lld of dst are the same memory"
+                     " (the caches share layer %d's %s buffer)", (long long)pairs[2 * i],
+                     (long long)pairs[2 * i] + run - 1, (long long)pairs[2 * i + 1],
+                     (long long)pairs[2 * i + 1] + run - 1, s / 2, s & 1 ? "value" : "key");
+    }
+  }
+  return CLPA_OK;
+}
+
 static clpa_status clpa_swap_blocks_impl(clpa_context *ctx, const clpa_swap_blocks_params *p) {
   CLPA_CHECK(NULL, !ctx, CLPA_ERR_INVALID_ARG, "ctx must not be NULL");
   CLPA_CTX_CHECK(ctx, !p, CLPA_ERR_INVALID_ARG, "p must not be NULL");
@@ -407,14 +442,15 @@ static clpa_status clpa_swap_blocks_impl(clpa_context *ctx, const clpa_swap_bloc
   if (m == 0) return marker(ctx, p->num_wait_events, p->wait_events, p->event);
   const size_t bb = (size_t)p->src->info.block_bytes;
   const int lo = 2 * p->first_layer, hi = 2 * (p->first_layer + layers);
+  if ((st = swap_overlap(ctx, p, pairs, m, lo, hi))) {
+    free(pairs);
+    return st;
+  }
   int commands = 0;
   cl_event last = NULL;
   cl_int err = CL_SUCCESS;
   for (int32_t i = 0; i < m && err == CL_SUCCESS;) {
-    int32_t run = 1; /* pairs i .. i + run - 1 are consecutive on both sides */
-    while (i + run < m && pairs[2 * (i + run)] == pairs[2 * i] + run &&
-           pairs[2 * (i + run) + 1] == pairs[2 * i + 1] + run)
-      run++;
+    const int32_t run = run_of(pairs, m, i); /* pairs i .. i + run - 1 */
     for (int s = lo; s < hi && err == CL_SUCCESS; s++) {
       if (last) clReleaseEvent(last);
       last = NULL;

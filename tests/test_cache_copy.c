@@ -329,6 +329,41 @@ static void test_swap_refusals(void) {
   clpa_cache_destroy(nhd);
 }
 
+/* regress_swap_shared_buffer_overlap: two caches that wrap the same
+ * buffers, and pairs whose second copies a block onto itself there. The
+ * first transfer was enqueued, then the second failed
+ * (CL_MEM_COPY_OVERLAP): CLPA_ERR_OPENCL after writing block 3. Now
+ * refused before any transfer, naming the blocks; a pair that does not
+ * overlap still swaps. */
+static void regress_swap_shared_buffer_overlap(void) {
+  clpa_cache *a = wrapped_cache(CLPA_DTYPE_F16, 1, 4);
+  clpa_cache_config cfg;
+  clpa_cache_config_init(&cfg);
+  cfg.num_layers = 1, cfg.num_kv_heads = 2, cfg.head_size = 64, cfg.block_size = 8;
+  cl_mem k = clpa_cache_key(a, 0), v = clpa_cache_value(a, 0);
+  clpa_cache *b = NULL;
+  ok(clpa_cache_wrap(ctx, &cfg, &k, &v, &b) == CLPA_OK, "a second cache over the same buffers");
+  cache_image before = cache_randomize(ctx, a);
+  clpa_block_copy pairs[] = {{2, 3}, {0, 0}};
+  clpa_swap_blocks_params p;
+  clpa_swap_blocks_params_init(&p);
+  p.src = a, p.dst = b, p.pairs = pairs, p.num_pairs = 2;
+  clpa_status st = clpa_swap_blocks(ctx, &p);
+  if (!ok(st == CLPA_ERR_INVALID_ARG && strstr(clpa_context_last_error(ctx), "same memory"),
+          "swap_blocks refuses a block onto itself through a shared buffer"))
+    diag("%s: %s", clpa_status_name(st), clpa_context_last_error(ctx));
+  cache_image after = cache_snapshot(ctx, a);
+  ok(image_equal(&after, &before, block_bytes(a), "after the refusal"), "it wrote nothing");
+  image_free(&after);
+  p.num_pairs = 1;
+  host_copy(&before, &before, pairs, 1, 0, 1, block_bytes(a));
+  ok(clpa_swap_blocks(ctx, &p) == CLPA_OK, "block 2 onto block 3 of the shared buffer swaps");
+  after = cache_snapshot(ctx, a);
+  ok(image_equal(&after, &before, block_bytes(a), "shared buffer"), "block 3 holds block 2");
+  image_free(&before), image_free(&after);
+  clpa_cache_destroy(a), clpa_cache_destroy(b);
+}
+
 int main(void) {
   rng_seed_from_env();
   ctx = test_context(0);
@@ -352,6 +387,7 @@ int main(void) {
   kind = CLPA_KV_LAYOUT_SPLIT_KEY;
   test_copy_refusals();
   test_swap_refusals();
+  regress_swap_shared_buffer_overlap();
   test_no_faults_left(ctx);
   clpa_context_destroy(ctx);
   return done_testing();
