@@ -141,7 +141,7 @@ static void kv_arr_strs(kvs *k, const char *key, char **v, size_t n, size_t *cou
 /* ------------------------------------------------------ tiny vocabularies */
 
 #define SPM_VOCAB 276
-#define BPE_VOCAB 270
+#define BPE_VOCAB 272
 static char *spm_tokens[SPM_VOCAB], *bpe_tokens[BPE_VOCAB];
 static float spm_scores[SPM_VOCAB];
 static int32_t spm_types[SPM_VOCAB], bpe_types[BPE_VOCAB];
@@ -203,10 +203,11 @@ static void make_bpe_vocab(void) {
   static const char *more[] = {"<|begin_of_text|>", "<|end_of_text|>", "ll", "he", "hell", "hello",
                                "\xc4\xa0w", "or", "\xc4\xa0wor", "ld", "\xc4\xa0world",
                                "\xc3\x83\xc2\xa9", "\xc4\xa0\x32" /* Ġ2 */,
-                               "world" /* no merge makes it */};
-  for (int i = 0; i < 14; i++) {
+                               "world" /* no merge makes it */,
+                               "<|eot_id|>", "<|im_end|>" /* end-of-generation texts */};
+  for (int i = 0; i < 16; i++) {
     bpe_tokens[256 + i] = dupstr(more[i]);
-    bpe_types[256 + i] = i < 2 ? DEMO_TOKEN_CONTROL : DEMO_TOKEN_NORMAL;
+    bpe_types[256 + i] = i < 2 || i >= 14 ? DEMO_TOKEN_CONTROL : DEMO_TOKEN_NORMAL;
   }
   static const char *merges[] = {"l l", "h e", "he ll", "\xc4\xa0 w", "o r", "hell o", "l d",
                                  "\xc4\xa0w or", "\xc4\xa0wor ld", "\xc3\x83 \xc2\xa9", "\xc4\xa0 2"};
@@ -988,6 +989,23 @@ static void regress_user_defined_tokens_without_parse_special(void) {
   demo_tokenizer_destroy(t);
 }
 
+/* What ends generation, as llama.cpp finds it: the file's eos
+ * (<|end_of_text|>, 257) and, with no eot_token_id, the tokens of its
+ * end-of-turn texts (<|eot_id|> 270, <|im_end|> 271), which an older Llama 3
+ * Instruct file ends its turns with. Before, only eos/eot/eom from the
+ * metadata: 270 and 271 did not end an answer. */
+static void regress_eog_by_text(void) {
+  spec sp = {.tok = DEMO_TOKENIZER_BPE, .pre = "llama-bpe"};
+  demo_tokenizer *t = tokenizer_of(&sp);
+  int32_t n = 0;
+  const int32_t *ids = demo_tokenizer_eog(t, &n);
+  ok(n == 3 && ids[0] == 257 && ids[1] == 270 && ids[2] == 271 && demo_tokenizer_is_eog(t, 257) &&
+         demo_tokenizer_is_eog(t, 270) && demo_tokenizer_is_eog(t, 271) &&
+         !demo_tokenizer_is_eog(t, 256) && !demo_tokenizer_is_eog(t, 'a'),
+     "regress: eos, <|eot_id|> and <|im_end|> end generation (%d ids)", (int)n);
+  demo_tokenizer_destroy(t);
+}
+
 /* text's words by the pre-tokenizer, joined by '|'. */
 static void check_split(const char *text, bool llama3, const char *want) {
   demo_pretok x;
@@ -1434,6 +1452,7 @@ int main(int argc, char **argv) {
   test_bpe(NULL);
   regress_llama3_pre_tokenizer_names();
   regress_user_defined_tokens_without_parse_special();
+  regress_eog_by_text();
   regress_pretok_unicode_classes();
   regress_spm_invalid_utf8_symbols();
   test_corruptions();

@@ -263,6 +263,55 @@ static void prefill_order(world *w) {
   demo_workload_destroy(wl);
 }
 
+/* Requests end at any token of the eog set: a greedy run's request 0
+ * generates t0 t1 ...; with eog {a token it never makes, t_k} (t_k its
+ * first token unlike those before it, k >= 1) the same request stops at
+ * t_k (k + 1 tokens, finish STOP). Before, the scheduler stopped at one
+ * token alone (the file's eos), so a Llama 3 Instruct file's <|eot_id|>
+ * did not end an answer. */
+static void eog_set(world *w) {
+  int32_t p0[8];
+  for (int32_t i = 0; i < 8; i++) p0[i] = 1 + (5 * i + 2) % (w->cfg->vocab - 1);
+  const int32_t *prompts[1] = {p0};
+  const int32_t lens[1] = {8}, max_new[1] = {12};
+  int32_t first[12], n0 = 0, k = -1, never = -1;
+  for (int run = 0; run < 2; run++) {
+    demo_workload *wl = demo_workload_create_prompts(prompts, lens, max_new, 1);
+    if (!wl) BAIL_OUT("out of memory");
+    demo_sched_config c;
+    demo_sched_config_init(&c);
+    c.num_blocks = 16, c.block_size = BLOCK, c.max_running = 1, c.token_budget = 64;
+    const int32_t eog[2] = {never, k >= 0 ? first[k] : -1};
+    if (run) c.eog = eog, c.n_eog = 2;
+    demo_engine *e = NULL;
+    clpa_status st = demo_engine_create(w->m, wl, &c, &e);
+    if (st == CLPA_OK) st = demo_engine_run(e, NULL, NULL);
+    int32_t n = 0;
+    const demo_result *r = st == CLPA_OK ? demo_engine_results(e, &n) : NULL;
+    if (!run) {
+      n0 = r && n == 1 ? r[0].num_generated : 0;
+      for (int32_t i = 0; i < n0; i++) first[i] = r[0].generated[i];
+      for (int32_t i = 1; i < n0 && k < 0; i++) {
+        k = i;
+        for (int32_t j = 0; j < i; j++) k = first[j] == first[i] ? -1 : k;
+      }
+      for (int32_t v = 0; v < w->cfg->vocab && never < 0; v++) {
+        never = v;
+        for (int32_t i = 0; i < n0; i++) never = first[i] == v ? -1 : never;
+      }
+    } else {
+      const int one = r && n == 1;
+      ok(st == CLPA_OK && n0 == 12 && k >= 1 && one && r[0].num_generated == k + 1 &&
+             r[0].finish == DEMO_FINISH_STOP &&
+             !memcmp(r[0].generated, first, sizeof *first * (size_t)(k + 1)),
+         "engine: a request ends at a token of the eog set (token %d of %d: %d tokens, finish %d)",
+         (int)k, (int)n0, one ? (int)r[0].num_generated : -1, one ? (int)r[0].finish : -1);
+    }
+    demo_engine_destroy(e);
+    demo_workload_destroy(wl);
+  }
+}
+
 /* ---------------------------------------------------------------------
  * The row kernels alone (kernels.c), against the host: the argmax over
  * rows cut into parts (ties across parts, NaN, all -inf, all NaN) and the
@@ -511,6 +560,7 @@ int main(void) {
   diag("f32: worst logit error %.3g of max |logit|", w.worst);
   refusals(&w);
   prefill_order(&w);
+  eog_set(&w);
   ok(demo_model_set_weight_layout(w.m, 1) == CLPA_ERR_INVALID_ARG &&
          strstr(demo_last_error(), "f16 weights") && !demo_model_tiled(w.m),
      "f32 weights: tiles refused, the model as it was: %s", demo_last_error());

@@ -504,7 +504,7 @@ int main(int argc, char **argv) {
   sc.block_size = a.block_size, sc.kv_dtype = a.kv_dtype, sc.max_running = a.max_running;
   sc.token_budget = a.token_budget, sc.lpm = strcmp(a.schedule, "lpm") == 0, sc.max_wait = a.max_wait;
   sc.prefix_cache = !a.no_prefix_cache, sc.keep_logits = a.check, sc.sampler = smp;
-  sc.eos = tok ? demo_tokenizer_eos(tok) : -1;
+  if (tok) sc.eog = demo_tokenizer_eog(tok, &sc.n_eog);
   /* in 64 bits: --max-running 4096 by a long --output-max passes 2^31 */
   const int64_t sized =
       2 * (int64_t)a.max_running * (((int64_t)longest + a.block_size - 1) / a.block_size);

@@ -57,7 +57,7 @@ void demo_sched_config_init(demo_sched_config *c) {
   memset(c, 0, sizeof *c);
   c->num_blocks = 1024, c->block_size = 16, c->kv_dtype = CLPA_DTYPE_F16;
   c->max_running = 16, c->token_budget = 512, c->lpm = 1, c->max_wait = 64;
-  c->prefix_cache = 1, c->eos = -1;
+  c->prefix_cache = 1, c->eog = NULL, c->n_eog = 0;
 }
 
 clpa_status demo_engine_create(demo_model *m, demo_workload *w, const demo_sched_config *cfg,
@@ -358,8 +358,10 @@ static clpa_status take_token(demo_engine *e, int32_t s, int32_t step) {
   res->num_generated++;
   e->st.generated_tokens++;
   if (res->num_generated == 1) res->first_token_s = now_s(e);
-  if (res->num_generated == l->req->max_new_tokens || tok == e->cfg.eos) {
-    res->finish = tok == e->cfg.eos ? DEMO_FINISH_STOP : DEMO_FINISH_LENGTH;
+  int stop = 0;
+  for (int32_t i = 0; i < e->cfg.n_eog && !stop; i++) stop = tok == e->cfg.eog[i];
+  if (res->num_generated == l->req->max_new_tokens || stop) {
+    res->finish = stop ? DEMO_FINISH_STOP : DEMO_FINISH_LENGTH;
     unrun(e, l);
     finish_request(e, l, step, e->cfg.prefix_cache);
     return CLPA_OK;

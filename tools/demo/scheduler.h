@@ -28,7 +28,8 @@ typedef struct demo_sched_config {
   int32_t max_wait;      /* lpm: a request waiting this many steps goes first */
   int prefix_cache;      /* 0: never match, never cache */
   int keep_logits;       /* store each generated token's logits (for --check) */
-  int32_t eos;           /* a token that ends a request early (GGUF), or -1 */
+  const int32_t *eog;    /* n_eog tokens that end a request early (GGUF: the tokenizer's */
+  int32_t n_eog;         /* end-of-generation set); not owned */
   /* NULL: greedy, the device's argmax. Else every token is drawn on the
    * host from its logits (read back each step), stream = the request's
    * id, n = the token's index in its output. Not owned. */
@@ -41,7 +42,7 @@ void demo_sched_config_init(demo_sched_config *c);
 typedef enum demo_finish {
   DEMO_FINISH_NONE = 0, /* still running (or never arrived) */
   DEMO_FINISH_LENGTH,   /* it generated max_new_tokens */
-  DEMO_FINISH_STOP,     /* it generated the eos token */
+  DEMO_FINISH_STOP,     /* it generated a token of eog */
   DEMO_FINISH_CONTEXT,  /* refused: prompt + max_new_tokens is past the model's positions */
   DEMO_FINISH_CACHE,    /* refused: the KV cache cannot hold it (too few blocks in all, or
                            it could not be admitted into an empty cache) */

@@ -45,6 +45,7 @@ struct demo_tokenizer {
   int32_t *specials; /* CONTROL / USER_DEFINED ids, longest text first */
   int32_t n_specials;
   int32_t bos, eos, eot, eom, unk;
+  int32_t eog[DEMO_TOKENIZER_MAX_EOG], n_eog; /* the tokens that end generation */
   bool add_bos, add_space_prefix;
 };
 
@@ -627,6 +628,47 @@ static clpa_status pre_tokenizer(demo_tokenizer *t, const struct demo_gguf *g) {
   return CLPA_OK;
 }
 
+/* The ids of texts[0 .. n) that are tokens, first found to last. */
+static int32_t find_texts(const demo_tokenizer *t, const char *const *texts, size_t n, int32_t *ids,
+                          int32_t cap) {
+  int32_t k = 0;
+  for (size_t i = 0; i < n && k < cap; i++) {
+    const int32_t id = lookup(t, texts[i], strlen(texts[i]));
+    if (id >= 0) ids[k++] = id;
+  }
+  return k;
+}
+
+static void eog_add(demo_tokenizer *t, int32_t id) {
+  if (id < 0 || t->n_eog == DEMO_TOKENIZER_MAX_EOG) return;
+  for (int32_t i = 0; i < t->n_eog; i++)
+    if (t->eog[i] == id) return;
+  t->eog[t->n_eog++] = id;
+}
+
+/* What ends generation, as llama.cpp's vocabulary loader finds it: without
+ * eot_token_id (or eom_token_id) the first of its end-of-turn texts that is
+ * a token (an older Llama 3 Instruct file: eos <|end_of_text|>, turns
+ * ended by <|eot_id|>), made CONTROL as llama.cpp makes it; then eos, eot,
+ * eom and every token of its end-of-generation texts. */
+static void find_eog(demo_tokenizer *t) {
+  static const char *const eot_texts[] = {
+      "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<EOT>", "_<EOT>",
+      "<\xef\xbd\x9c" "end\xe2\x96\x81" "of\xe2\x96\x81" "sentence\xef\xbd\x9c>"}; /* DeepSeek's */
+  static const char *const eom_texts[] = {"<|eom_id|>"};
+  static const char *const eog_texts[] = {"<|eot_id|>",    "<|im_end|>",    "<|end|>",
+                                          "<end_of_turn>", "<|endoftext|>", "<|eom_id|>",
+                                          "<EOT>",         "_<EOT>",        "<|end_of_text|>"};
+  if (t->eot < 0 && find_texts(t, eot_texts, sizeof eot_texts / sizeof *eot_texts, &t->eot, 1))
+    t->types[t->eot] = DEMO_TOKEN_CONTROL;
+  if (t->eom < 0 && find_texts(t, eom_texts, 1, &t->eom, 1)) t->types[t->eom] = DEMO_TOKEN_CONTROL;
+  eog_add(t, t->eos), eog_add(t, t->eot), eog_add(t, t->eom);
+  int32_t ids[sizeof eog_texts / sizeof *eog_texts];
+  const int32_t n = find_texts(t, eog_texts, sizeof eog_texts / sizeof *eog_texts, ids,
+                               (int32_t)(sizeof ids / sizeof *ids));
+  for (int32_t i = 0; i < n; i++) eog_add(t, ids[i]);
+}
+
 static clpa_status create(demo_tokenizer *t, const struct demo_gguf *g) {
   demo_gguf_str model = {"", 0};
   demo_gguf_arr toks;
@@ -693,6 +735,7 @@ static clpa_status create(demo_tokenizer *t, const struct demo_gguf *g) {
   }
   if ((st = build_tables(t, g))) return st;
   if (t->kind == DEMO_TOKENIZER_BPE && (st = build_merges(t, g))) return st;
+  find_eog(t);
   return CLPA_OK;
 }
 
@@ -731,7 +774,13 @@ int32_t demo_tokenizer_bos(const demo_tokenizer *t) { return t->bos; }
 int32_t demo_tokenizer_eos(const demo_tokenizer *t) { return t->eos; }
 bool demo_tokenizer_add_bos(const demo_tokenizer *t) { return t->add_bos; }
 bool demo_tokenizer_is_eog(const demo_tokenizer *t, int32_t id) {
-  return id >= 0 && (id == t->eos || id == t->eot || id == t->eom);
+  for (int32_t i = 0; i < t->n_eog; i++)
+    if (t->eog[i] == id) return true;
+  return false;
+}
+const int32_t *demo_tokenizer_eog(const demo_tokenizer *t, int32_t *n) {
+  *n = t->n_eog;
+  return t->eog;
 }
 int32_t demo_tokenizer_token_type(const demo_tokenizer *t, int32_t id) {
   return id >= 0 && id < t->n_vocab ? t->types[id] : DEMO_TOKEN_UNDEFINED;

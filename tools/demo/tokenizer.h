@@ -107,9 +107,18 @@ int32_t demo_tokenizer_bos(const demo_tokenizer *t);
 int32_t demo_tokenizer_eos(const demo_tokenizer *t);
 /* Whether prompts should start with BOS (tokenizer.ggml.add_bos_token). */
 bool demo_tokenizer_add_bos(const demo_tokenizer *t);
-/* Whether id ends generation: eos, eot or eom (Llama 3 instruct ends its
- * turns with <|eot_id|>). */
+/* The tokens that end generation, as llama.cpp finds them: eos, eot and eom
+ * (without eot_token_id, the first of "<|eot_id|>", "<|im_end|>", "<|end|>",
+ * "<end_of_turn>", "<|endoftext|>", "<EOT>", "_<EOT>" and DeepSeek's end of
+ * sentence that is a token, made CONTROL; without eom_token_id, "<|eom_id|>"),
+ * and every token of "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>",
+ * "<|endoftext|>", "<|eom_id|>", "<EOT>", "_<EOT>" and "<|end_of_text|>" (an
+ * older Llama 3 Instruct file has eos <|end_of_text|> and no eot_token_id,
+ * and ends its turns with <|eot_id|>). At most DEMO_TOKENIZER_MAX_EOG. */
+#define DEMO_TOKENIZER_MAX_EOG 16
 bool demo_tokenizer_is_eog(const demo_tokenizer *t, int32_t id);
+/* The same set: *n ids (owned by t). */
+const int32_t *demo_tokenizer_eog(const demo_tokenizer *t, int32_t *n);
 /* Token id's type (DEMO_TOKEN_*), and its text as stored in the vocabulary
  * (NUL-terminated; NULL for an id out of range). */
 int32_t demo_tokenizer_token_type(const demo_tokenizer *t, int32_t id);
