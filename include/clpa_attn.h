@@ -615,8 +615,10 @@ CLPA_API clpa_status clpa_plan_xattn(clpa_context *ctx, const clpa_xattn_params 
 
 /* Enqueues the planned attention over in's buffers; does not wait. Every
  * buffer is checked against the plan's shapes first, and the caches
- * against its layout. Returns CLPA_OK, CLPA_ERR_INVALID_ARG (named),
- * CLPA_ERR_OPENCL or CLPA_ERR_DEVICE_MEMORY. */
+ * against its layout; a buffer the plan's kind does not read (context_lens
+ * to a prefill plan, block_mask to decode or cascade, mass to any but
+ * XAttention's) is refused, not ignored. Returns CLPA_OK,
+ * CLPA_ERR_INVALID_ARG (named), CLPA_ERR_OPENCL or CLPA_ERR_DEVICE_MEMORY. */
 CLPA_API clpa_status clpa_run(clpa_plan *plan, const clpa_attn_inputs *in);
 
 /* What a plan runs: decode's path (clpa_decode_path), variant, partition

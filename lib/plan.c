@@ -63,10 +63,32 @@ clpa_status clpa_plan_xattn(clpa_context *ctx, const clpa_xattn_params *p, clpa_
   CLPA_API_CALL(plan_xattn_impl(ctx, p, plan));
 }
 
+/* A buffer the plan's kind does not read is refused, not ignored (XAttention's run refuses its
+ * own): a prefill plan's lengths are its cu_seqlens_q and cached_lens, so context_lens would
+ * change nothing; decode and cascade apply no block mask; only XAttention writes masses. */
+static clpa_status check_unread(const clpa_plan *plan, const clpa_attn_inputs *in) {
+  const int prefill = plan->kind == PLAN_PREFILL;
+  const char *kind = prefill ? "prefill" : plan->kind == PLAN_DECODE ? "decode" : "cascade";
+  CLPA_CTX_CHECK(plan->ctx, prefill && in->context_lens, CLPA_ERR_INVALID_ARG,
+                 "in->context_lens is given to a prefill plan, whose lengths are its params'"
+                 " cu_seqlens_q and cached_lens (plan again for others): leave it NULL");
+  CLPA_CTX_CHECK(plan->ctx, !prefill && in->block_mask, CLPA_ERR_INVALID_ARG,
+                 "in->block_mask is given to a %s plan, which applies no mask (a prefill plan"
+                 " made with one does): leave it NULL", kind);
+  CLPA_CTX_CHECK(plan->ctx, in->mass != NULL, CLPA_ERR_INVALID_ARG,
+                 "in->mass is given to a %s plan (only XAttention's run writes it): leave it NULL",
+                 kind);
+  return CLPA_OK;
+}
+
 static clpa_status run_impl(clpa_plan *plan, const clpa_attn_inputs *in) {
   CLPA_CHECK(NULL, !plan || !plan->ctx, CLPA_ERR_INVALID_ARG, "plan must not be NULL");
   CLPA_CTX_CHECK(plan->ctx, !in, CLPA_ERR_INVALID_ARG, "in must not be NULL");
   CLPA_CHECK_RESERVED(plan->ctx->error, in, "in->");
+  if (plan->kind != PLAN_XATTN) {
+    const clpa_status st = check_unread(plan, in);
+    if (st != CLPA_OK) return st;
+  }
   switch (plan->kind) {
     case PLAN_DECODE: return clpa_decode_run(plan, in);
     case PLAN_PREFILL: return clpa_prefill_run(plan, in);

@@ -31,8 +31,9 @@
  *   layout alone runs on a key_cache; a run with buffers it does not read
  *   is refused, nothing written;
  * - refusals with nothing written: a NULL plan or inputs, caches of
- *   another shape, a mask the plan lacks, ALiBi in a cascade run; an
- *   empty batch's run completes its event.
+ *   another shape, a mask the plan lacks, ALiBi in a cascade run, a buffer
+ *   the plan's kind does not read (context_lens to prefill, a block mask to
+ *   decode or cascade, masses); an empty batch's run completes its event.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -356,6 +357,21 @@ static void test_prefill(int masked, int warp_rows) {
   ok(same, "prefill%s%s: one plan on %d layers equals clpa_prefill bit for bit (%s)",
      masked ? " with a block mask" : "", warp_rows ? ", mma at 32 rows a warp" : "", LAYERS,
      clpa_last_error());
+  if (!masked && !warp_rows) { /* regress_run_refuses_unread: lengths are the plan's */
+    clpa_attn_inputs in;
+    clpa_attn_inputs_init(&in);
+    in.cache = cache, in.query = bq, in.block_tables = bt, in.out = o1, in.context_lens = bt;
+    test_poison(ctx, o1, on);
+    clpa_status st = clpa_run(plan, &in);
+    int refused =
+        st == CLPA_ERR_INVALID_ARG && strstr(clpa_last_error(), "clpa_run: in->context_lens");
+    in.context_lens = NULL, in.mass = bm;
+    st = clpa_run(plan, &in);
+    refused &= st == CLPA_ERR_INVALID_ARG && strstr(clpa_last_error(), "clpa_run: in->mass");
+    ok(refused && test_untouched(ctx, o1, on),
+       "prefill: a run given context_lens (the plan's lengths stay) or mass is refused, nothing"
+       " written (%s)", clpa_last_error());
+  }
   if (masked) { /* a run without the plan's mask */
     clpa_attn_inputs in;
     clpa_attn_inputs_init(&in);
@@ -477,6 +493,12 @@ static void test_cascade(void) {
   ok(clpa_run(plan, &in) == CLPA_ERR_UNSUPPORTED &&
          test_untouched(ctx, b.out_run, sizeof(float) * SEQS * HEADS * HS),
      "cascade: a run with ALiBi is refused, nothing written (%s)", clpa_last_error());
+  in.alibi_slopes = NULL, in.block_mask = b.bl; /* regress_run_refuses_unread */
+  ok(clpa_run(plan, &in) == CLPA_ERR_INVALID_ARG &&
+         strstr(clpa_last_error(), "clpa_run: in->block_mask") &&
+         test_untouched(ctx, b.out_run, sizeof(float) * SEQS * HEADS * HS),
+     "cascade: a run given a block mask (which it would not apply) is refused, nothing written"
+     " (%s)", clpa_last_error());
   test_no_faults(ctx, "cascade");
   clpa_plan_release(plan);
   batch_free(&b);
@@ -513,6 +535,16 @@ static void test_refusals(void) {
   in.cache = cache, in.layer = LAYERS;
   ok(clpa_run(plan, &in) == CLPA_ERR_INVALID_ARG, "run: layer %d of %d refused (%s)", LAYERS,
      LAYERS, clpa_last_error());
+  /* regress_run_refuses_unread: buffers a decode run would not read (it ran on without them) */
+  in.layer = 0, in.block_mask = b.bt;
+  st = clpa_run(plan, &in);
+  int refused = st == CLPA_ERR_INVALID_ARG && strstr(clpa_last_error(), "clpa_run: in->block_mask");
+  in.block_mask = NULL, in.mass = b.bt;
+  st = clpa_run(plan, &in);
+  refused &= st == CLPA_ERR_INVALID_ARG && strstr(clpa_last_error(), "clpa_run: in->mass");
+  ok(refused && test_untouched(ctx, b.out_run, sizeof(float) * SEQS * HEADS * HS),
+     "run: a decode plan given a block mask or masses is refused, nothing written (%s)",
+     clpa_last_error());
   clpa_plan_release(plan);
   clpa_cache_destroy(other);
   /* an empty batch: nothing runs, the event completes */
