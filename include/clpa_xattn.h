@@ -9,8 +9,8 @@
  * (cheap: one product in S per token pair), turns them into a softmax per
  * strided query row, sums the probabilities into block masses and keeps,
  * per query block, the fewest key blocks that hold a share tau of its
- * mass. The result is a block mask that a block-sparse attention kernel
- * (not part of clpa yet) or the caller's own scheduler consumes.
+ * mass. The result is a block mask that clpa_prefill's block_mask takes
+ * (block-sparse prefill; clpa_attn.h) or the caller's own scheduler consumes.
  *
  * ----------------------------------------------------------------------
  * Definitions (per query head h; KV head h / (num_heads / num_kv_heads))
