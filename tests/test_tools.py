@@ -165,6 +165,11 @@ check_refused([BENCH, "decode", "--json=yes"], "--json takes no value")
 check_refused([BENCH, "decode", "--he", "4"], "ambiguous option '--he'")
 check_refused([BENCH, "decode", "--cold", "--hot"], "--cold and --hot exclude each other")
 check_refused([BENCH, "decode", "--lengths", "zipf"], "--lengths takes", "not 'zipf'")
+# one-long's others past the longest: decode's block tables have --context's room (it overran them)
+check_refused([BENCH, "decode", *TINY_DECODE, "--lengths", "one-long", "--short", "40000"],
+              "--short 40000 is longer than --context 64")
+check_refused([BENCH, "mixed", "--decode-lengths", "one-long", "--decode-context", "80",
+               "--decode-short", "200"], "--decode-short 200 is longer than --decode-context 80")
 check_refused([BENCH, "decode", "--layout", "nchw"], "--layout takes split_key, hnd or nhd", "not 'nchw'")
 check_refused([BENCH, "prefill", "--layout", "nchw"], "--layout takes split_key, hnd or nhd", "not 'nchw'")
 check_refused([BENCH, "sweep", "--batch", "1,,4"], "--batch takes a comma-separated list")

@@ -454,6 +454,10 @@ static int parse(int argc, char **argv, decode_args *a) {
   int rc = cli_parse(&cmd, argc, argv);
   if (rc != CLI_RUN) return rc;
   if (a->cold && a->hot) return cli_error(&cmd, "--cold and --hot exclude each other");
+  /* the block tables have room for --context tokens a sequence */
+  if (s->lengths == BENCH_LENGTHS_ONE_LONG && s->short_len > s->context)
+    return cli_error(&cmd, "--short %d is longer than --context %d (the longest sequence)",
+                     (int)s->short_len, (int)s->context);
   if (a->work_list && setenv("CLPA_DECODE_WORK_LIST", a->work_list, 1) != 0)
     return cli_error(&cmd, "setenv(CLPA_DECODE_WORK_LIST) failed");
   long long blocks = (long long)(s->context + s->block_size - 1) / s->block_size * s->batch;

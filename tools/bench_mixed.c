@@ -105,6 +105,9 @@ static int parse(int argc, char **argv, mixed_args *a) {
   if (rc != CLI_RUN) return rc;
   if (a->decode_rows + a->batch == 0)
     return cli_error(&cmd, "no sequences: --decode-rows 0 and --batch 0");
+  if (a->lengths == BENCH_LENGTHS_ONE_LONG && a->decode_short > a->decode_context)
+    return cli_error(&cmd, "--decode-short %d is longer than --decode-context %d (the longest)",
+                     (int)a->decode_short, (int)a->decode_context);
   if (a->split_keys > 0 && a->split_keys % 64)
     return cli_error(&cmd, "--split-keys %d: a multiple of 64", (int)a->split_keys);
   const long long per = ((long long)a->cached + a->new_tokens) > a->decode_context
