@@ -163,7 +163,8 @@ check_refused([BENCH, "decode", "--context"], "--context needs a value")
 check_refused([BENCH, "decode", "--dtype", "f64"], "--dtype takes", "not 'f64'")
 check_refused([BENCH, "decode", "--json=yes"], "--json takes no value")
 check_refused([BENCH, "decode", "--he", "4"], "ambiguous option '--he'")
-check_refused([BENCH, "decode", "--cold", "--hot"], "--cold and --hot exclude each other")
+for cmd in ["decode", "mixed"] + (["linear"] if "linear" in COMMANDS else []):
+    check_refused([BENCH, cmd, "--cold", "--hot"], "--cold and --hot exclude each other")
 check_refused([BENCH, "decode", "--lengths", "zipf"], "--lengths takes", "not 'zipf'")
 # one-long's others past the longest: decode's block tables have --context's room (it overran them)
 check_refused([BENCH, "decode", *TINY_DECODE, "--lengths", "one-long", "--short", "40000"],

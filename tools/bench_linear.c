@@ -209,6 +209,7 @@ int bench_linear(int argc, char **argv) {
   };
   int rc = cli_parse(&cmd, argc, argv);
   if (rc != CLI_RUN) return rc;
+  if (a.cold && a.hot) return cli_error(&cmd, "--cold and --hot exclude each other");
   lin_shape shapes[5];
   const int ns = model_shapes(a.model, shapes);
   if (!ns) return cli_error(&cmd, "--model %s (llama-1b or tiny)", a.model);

@@ -103,6 +103,7 @@ static int parse(int argc, char **argv, mixed_args *a) {
   };
   int rc = cli_parse(&cmd, argc, argv);
   if (rc != CLI_RUN) return rc;
+  if (a->cold && a->hot) return cli_error(&cmd, "--cold and --hot exclude each other");
   if (a->decode_rows + a->batch == 0)
     return cli_error(&cmd, "no sequences: --decode-rows 0 and --batch 0");
   if (a->lengths == BENCH_LENGTHS_ONE_LONG && a->decode_short > a->decode_context)
