@@ -134,8 +134,10 @@ if "linear" in COMMANDS:
     ok(len(docs) == 6 and all(d["op"] == "linear" and d["dtype"] == "q4_0" and d["us_per_call"] > 0
                               for d in docs)
        and all(d.get("launch_us", 0) > 0 for d in docs[:5]) and docs[5]["shape"] == "step"
-       and docs[0]["weight_bytes"] == 256 * 128 // 32 * 18,
-       "linear --dtype q4_0: five shapes and the step, the weights' bytes in blocks (18 a 32)",
+       and docs[0]["weight_bytes"] == 256 * 128 // 32 * 18
+       and all(d.get("mode") in ("hot", "cold") for d in docs),
+       "linear --dtype q4_0: five shapes and the step, the weights' bytes in blocks (18 a 32),"
+       " each line's mode",
        show(args, rc, out, err))
     # each shape's read floor, and the step's: the calls' reads summed, each counted per_step
     # the JSON prints µs to 0.01 and ratios to 0.0001, so a ratio recomputed from the printed
@@ -196,19 +198,22 @@ check_refused([BENCH, "sweep", "--quick", "--shapes", "cpu"],
 # 32/8), sweep's GQA ratios, batches and lengths (CPU 3 points here).
 SHAPES = "cpu" if CPU else "gpu"
 TINY_PREFILL = ["--new-tokens", "64", "--heads", "4", "--kv-heads", "1", "--head-size", "64"]
-doc = check_json([BENCH, "prefill", "--json", *TINY_PREFILL], "prefill", ["shapes", "batch"])
+# every device command names its timing mode as decode does ("mode": prefill and xattn time hot)
+doc = check_json([BENCH, "prefill", "--json", *TINY_PREFILL], "prefill", ["shapes", "batch", "mode"])
 # a mixed step, one call against two: both timed, the plan's choices named
 doc_m = check_json([BENCH, "mixed", "--json", "--decode-rows", "3", "--decode-context", "80",
                     "--new-tokens", "16", "--heads", "4", "--kv-heads", "2", "--head-size", "32",
                     "--dtype", "f32", "--q-dtype", "f32", "--split-keys", "64", "--decode-kernel", "-1"],
-                   "mixed", ["us_one_call", "us_two_calls", "split_rows", "decode_kernel_rows"])
+                   "mixed", ["us_one_call", "us_two_calls", "split_rows", "decode_kernel_rows",
+                             "mode"])
 if doc_m:
     ok(doc_m["us_one_call"] > 0 and doc_m["us_two_calls"] > 0 and doc_m["decode_rows"] == 3
        and doc_m["split_rows"] == 3 and doc_m["split_keys"] == 64 and doc_m["decode_kernel_rows"] == 0,
        "mixed --split-keys 64 --decode-kernel -1: both timed, the three decode rows split",
        json.dumps(doc_m))
 if doc:
-    ok(doc["shapes"] == SHAPES and doc["batch"] == (1 if CPU else 8) and doc["new_tokens"] == 64,
+    ok(doc["shapes"] == SHAPES and doc["batch"] == (1 if CPU else 8) and doc["new_tokens"] == 64
+       and doc.get("mode") == "hot",
        f"prefill on a {SELECTED.get('type')} device: the {SHAPES} shapes (batch "
        f"{1 if CPU else 8})", json.dumps(doc))
 # --shapes gpu anywhere; the time in a unit that suits it (under 1000 of it)
@@ -219,7 +224,7 @@ ok(rc == 0 and "batch 8 x 64 new tokens" in out and "GPU defaults" in out and m 
    float(m.group(1)) < 1000, "prefill --shapes gpu: batch 8, the time in µs, ms or s",
    show(args, rc, out, err))
 doc = check_json([BENCH, "xattn", "--json", "--tokens", "256", "--head-size", "64", "--block",
-                  "64", "--input", "structured"], "xattn", ["shapes", "heads", "kv_heads"])
+                  "64", "--input", "structured"], "xattn", ["shapes", "heads", "kv_heads", "mode"])
 if doc:
     ok(doc["shapes"] == SHAPES and (doc["heads"], doc["kv_heads"]) == ((8, 2) if CPU else (32, 8)),
        f"xattn: the {SHAPES} shapes' heads", json.dumps(doc))

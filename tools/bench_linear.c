@@ -191,10 +191,11 @@ int bench_linear(int argc, char **argv) {
       "then a decode step of `rows` sequences: every layer's projections and the LM\n"
       "head, summed.",
       opts,
-      "JSON keys: op, device, engine, shape, dtype, rows, n, k, us_per_call,\n"
-      "weight_bytes, gbps, copy_gbps, ratio, tflops, fma_peak_tflops, mma_peak_tflops\n"
-      "(NVIDIA: f16 mma.sync back to back, same run), launch_us (a one-work-group\n"
-      "kernel back to back with itself: a dependent launch's least cost), read_us\n"
+      "JSON keys: op, device, mode (cold or hot), engine, shape, dtype, rows, n, k,\n"
+      "us_per_call, weight_bytes, gbps, copy_gbps, ratio, tflops, fma_peak_tflops,\n"
+      "mma_peak_tflops (NVIDIA: f16 mma.sync back to back, same run), launch_us (a\n"
+      "one-work-group kernel back to back with itself: a dependent launch's least\n"
+      "cost), read_us\n"
       "(one read of the shape's weight bytes by a plain read kernel, timed the same\n"
       "way: the call's floor), read_ratio (read_us over us_per_call), f16_copy_us\n"
       "(ggml's blocks: the weight's f16 copy that the tiled GEMM multiplies from\n"
@@ -415,6 +416,7 @@ int bench_linear(int argc, char **argv) {
         cli_json_begin(&j, stdout);
         cli_json_str(&j, "op", "linear");
         cli_json_str(&j, "device", env.info.name);
+        cli_json_str(&j, "mode", bench_mode_name(&t));
         cli_json_str(&j, "engine", demo_linear_engine_name(engines[e]));
         cli_json_str(&j, "shape", "step");
         cli_json_str(&j, "model", a.model);

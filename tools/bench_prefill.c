@@ -107,9 +107,10 @@ static int parse(int argc, char **argv, prefill_args *a) {
       "FLOPs: batch * heads * (2 * D * L^2 + 4 * D * L * C) for L new and C cached\n"
       "tokens. Method: random finite inputs, shuffled blocks, a first call (kernel\n"
       "builds), two warm-ups, then 7 batches timed around clFinish; the median.\n"
-      "JSON keys: op, device, lanes, path, rows (a work-group), rows_per_warp (mma;\n"
-      "else 0), heads, kv_heads, head_size, block_size, layout, batch, new_tokens,\n"
-      "cached_tokens, dtype, q_dtype, us_per_call, tflops, fma_peak_tflops, ratio,\n"
+      "JSON keys: op, device, lanes, mode (hot), path, rows (a work-group),\n"
+      "rows_per_warp (mma; else 0), heads, kv_heads, head_size, block_size, layout,\n"
+      "batch, new_tokens, cached_tokens, dtype, q_dtype, us_per_call, tflops,\n"
+      "fma_peak_tflops, ratio,\n"
       "shapes (the set the defaults came from: gpu or cpu).",
       clpa_version_string(),
   };
@@ -253,6 +254,7 @@ int bench_prefill(int argc, char **argv) {
     cli_json_str(&j, "op", "prefill");
     cli_json_str(&j, "device", env.info.name);
     cli_json_str(&j, "lanes", clpa_lanes_name(env.info.lanes));
+    cli_json_str(&j, "mode", "hot"); /* back-to-back calls, as decode's hot mode */
     cli_json_str(&j, "path", path);
     cli_json_int(&j, "rows", used_rows);
     cli_json_int(&j, "rows_per_warp", info.rows_per_warp);

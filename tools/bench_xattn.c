@@ -146,10 +146,10 @@ static int parse(int argc, char **argv, xattn_args *a) {
       "Inputs (a fixed seed): structured puts attention near the diagonal (8 rotary\n"
       "pairs), on the first 4 tokens and on 16 scattered keys; random is uniform in\n"
       "[-1, 1]. f16 caches and queries. Timing as clpa-bench prefill (median of 7\n"
-      "batches). JSON keys: op, device, heads, kv_heads, head_size, tau, stride,\n"
-      "block, path (the estimation's), shapes (the set the defaults came from: gpu\n"
-      "or cpu), runs (an array of: tokens, input, dense_ms, estimate_ms, sparse_ms,\n"
-      "density, speedup, estimate_share, and with --gemm gemm_ms).\n"
+      "batches). JSON keys: op, device, mode (hot), heads, kv_heads, head_size, tau,\n"
+      "stride, block, path (the estimation's), shapes (the set the defaults came\n"
+      "from: gpu or cpu), runs (an array of: tokens, input, dense_ms, estimate_ms,\n"
+      "sparse_ms, density, speedup, estimate_share, and with --gemm gemm_ms).\n"
       "--gemm: per head, the (L/S) x (S D) reshaped queries times the transposed\n"
       "reshaped keys into a full (L/S) x (L/S) f32 score matrix, one strided-batched\n"
       "CLBlastSgemm over the heads, from contiguous random matrices: the products\n"
@@ -408,6 +408,7 @@ int bench_xattn(int argc, char **argv) {
     cli_json_begin(&j, stdout);
     cli_json_str(&j, "op", "xattn");
     cli_json_str(&j, "device", env.info.name);
+    cli_json_str(&j, "mode", "hot"); /* back-to-back calls, as decode's hot mode */
     cli_json_int(&j, "heads", a.heads);
     cli_json_int(&j, "kv_heads", a.kv_heads);
     cli_json_int(&j, "head_size", a.head_size);
