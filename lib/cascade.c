@@ -96,30 +96,31 @@ static clpa_status plan_prefix(clpa_context *ctx, const clpa_cascade_params *p, 
    * cache's prefix stays on tiles (prefill's mma on fp8 is not measured in
    * cascade) */
   const int rounded = clpa_dtype_size(pl->kv.dtype) == 2;
-  clpa_plan check;
+  /* the prefix's work list is the plan's own: the suffix plan's run comes between */
+  const int how = make ? PLAN_OWN : PLAN_CHECK;
   clpa_status st = CLPA_OK;
-  if (pl->suffix->dc.mma && rounded) {
+  if (!(pl->prefix = malloc(sizeof *pl->prefix)))
+    st = CLPA_FAIL(ctx->error, CLPA_ERR_OUT_OF_MEMORY, "out of memory");
+  /* prefill's tensor cores tried first; where they refuse the cache, prefill's own choice */
+  if (st == CLPA_OK && pl->suffix->dc.mma && rounded) {
     char before[CLPA_ERROR_MAX];
     memcpy(before, ctx->error, CLPA_ERROR_MAX);
     pp.path = CLPA_PREFILL_MMA;
-    if ((st = clpa_prefill_plan_fill(ctx, &pp, PLAN_CHECK, &check)) == CLPA_OK) {
-      clpa_plan_fini(&check);
-    } else if (st == CLPA_ERR_UNSUPPORTED) { /* not an error: the choice below, as decode's */
+    st = clpa_prefill_plan_fill(ctx, &pp, how, pl->prefix);
+    if (st == CLPA_ERR_UNSUPPORTED) { /* not an error: the choice below, as decode's */
       clpa_forget_refusal(ctx, before);
       pp.path = CLPA_PREFILL_AUTO;
       st = CLPA_OK;
     }
   }
+  clpa_plan check;
   if (st == CLPA_OK && pp.path != CLPA_PREFILL_MMA &&
       (st = clpa_prefill_plan_fill(ctx, &pp, PLAN_CHECK, &check)) == CLPA_OK) {
     if (check.ps.path == CLPA_PREFILL_MMA) pp.path = CLPA_PREFILL_TILES;
     clpa_plan_fini(&check);
+    st = clpa_prefill_plan_fill(ctx, &pp, how, pl->prefix);
   }
-  if (st == CLPA_OK && !(pl->prefix = malloc(sizeof *pl->prefix)))
-    st = CLPA_FAIL(ctx->error, CLPA_ERR_OUT_OF_MEMORY, "out of memory");
-  /* the prefix's work list is the plan's own: the suffix plan's run comes between */
-  if (st == CLPA_OK && (st = clpa_prefill_plan_fill(ctx, &pp, make ? PLAN_OWN : PLAN_CHECK,
-                                                    pl->prefix)) != CLPA_OK) {
+  if (st != CLPA_OK) {
     free(pl->prefix);
     pl->prefix = NULL;
   }
