@@ -32,7 +32,10 @@
  * sends a read outside page_indices. Prefill's lengths are the host's
  * (cached_lens + new tokens): a row whose length is another sets
  * CLPA_FAULT_BAD_CONTEXT_LEN and gives no pages, so its keys are masked
- * (with CLPA_FAULT_BAD_BLOCK) as bad ids are.
+ * (with CLPA_FAULT_BAD_BLOCK) as bad ids are. Decode's context_lens, NULL
+ * from the API with a CSR table, holds those host lengths where a mixed
+ * step's decode rows run on decode's kernel (lib/prefill.c): a row whose
+ * length is another then has none, as a bad row.
  */
 #ifndef CLPA_PAGE_TABLE
 #error "CLPA_PAGE_TABLE: the page table, a clpa_codes.h page-table code; required"
@@ -85,12 +88,20 @@ inline page_row csr_row_of_len(page_row r, int n, __global volatile int *faults)
   return r;
 }
 
-#define PAGE_ROW(seq) csr_row(page_indptr, page_indices, num_page_indices, last_page_len, (seq))
+/* Row r of sequence seq, bad (no pages, no length) where `lens` is given
+ * and holds another length for it. */
+inline page_row csr_row_as(page_row r, __global const int *lens, int seq) {
+  if (lens && r.len != lens[seq]) r.count = 0, r.len = -1;
+  return r;
+}
+
+#define CSR_ROW(seq) csr_row(page_indptr, page_indices, num_page_indices, last_page_len, (seq))
+#define PAGE_ROW(seq) csr_row_as(CSR_ROW(seq), context_lens, (seq)) /* decode's families */
 #define PAGE_OF(row, i) ((int)(i) < (row).count ? (row).idx[i] : -1)
 #define PAGE_OF_CLAMPED(row, i, max_blocks) PAGE_OF(row, i)
 #define SEQ_LEN(seq) (PAGE_ROW(seq).len)
 #define PAGE_LEN(row, seq) ((row).len)
-#define PAGE_ROW_OF_LEN(seq, n) csr_row_of_len(PAGE_ROW(seq), (n), faults)
+#define PAGE_ROW_OF_LEN(seq, n) csr_row_of_len(CSR_ROW(seq), (n), faults)
 
 #else
 #error "CLPA_PAGE_TABLE: not a page-table code"

@@ -296,26 +296,31 @@ clpa_status clpa_decode_plan_fill(clpa_context *ctx, const clpa_decode_params *p
   return CLPA_OK;
 }
 
-clpa_status clpa_decode_run(clpa_plan *pl, const clpa_attn_inputs *in) {
+clpa_status clpa_decode_run_lens(clpa_plan *pl, const clpa_attn_inputs *in, cl_mem lens) {
   clpa_context *ctx = pl->ctx;
   clpa_decode_params q = pl->dp;
   CLPA_APPLY_INPUTS(&q, in);
-  q.context_lens = in->context_lens;
+  q.context_lens = lens;
   decode_call c = pl->dc;
   clpa_status st;
   CLPA_ATTN_OF(&c.a, &q);
   const int csr = q.page_table == CLPA_PAGE_TABLE_CSR;
-  CLPA_CTX_CHECK(ctx, csr && q.context_lens, CLPA_ERR_INVALID_ARG,
-                 "context_lens is given to a plan of CSR page tables (the lengths come from"
-                 " page_indptr and last_page_len): leave it NULL");
   if ((st = clpa_plan_caches(pl, in, &c.a)) || (st = clpa_attn_validate(ctx, &c.a)) ||
       (st = clpa_attn_check_buffers(ctx, &c.a, q.num_seqs, (size_t)q.num_seqs)) ||
-      (!csr &&
-       (st = clpa_check_buffer(ctx, q.context_lens, "context_lens", (size_t)q.num_seqs * 4, 0))))
+      ((!csr || lens) &&
+       (st = clpa_check_buffer(ctx, lens, "context_lens", (size_t)q.num_seqs * 4, 0))))
     return st;
   if (q.num_seqs == 0) return clpa_run_nothing(ctx, in);
   if (!c.v2) return launch_decode(ctx, &q, &c, pl->dk, NULL, NULL, NULL, q.event);
   return decode_v2(ctx, &q, pl, &c);
+}
+
+clpa_status clpa_decode_run(clpa_plan *pl, const clpa_attn_inputs *in) {
+  CLPA_CTX_CHECK(pl->ctx, pl->dp.page_table == CLPA_PAGE_TABLE_CSR && in->context_lens,
+                 CLPA_ERR_INVALID_ARG,
+                 "context_lens is given to a plan of CSR page tables (the lengths come from"
+                 " page_indptr and last_page_len): leave it NULL");
+  return clpa_decode_run_lens(pl, in, in->context_lens);
 }
 
 static clpa_status clpa_decode_choice_impl(clpa_context *ctx, const clpa_decode_params *p,

@@ -90,6 +90,11 @@ enum { PLAN_CHECK = 0, PLAN_KERNELS = 1, PLAN_OWN = 3 };
 clpa_status clpa_decode_plan_fill(clpa_context *ctx, const clpa_decode_params *p, int make,
                                   clpa_plan *pl);
 clpa_status clpa_decode_run(clpa_plan *pl, const clpa_attn_inputs *in);
+/* A decode run whose rows have the lengths `lens` holds (int32 a row, the
+ * host's): a padded table's context_lens; with a CSR table, a row whose
+ * length is another faults CLPA_FAULT_BAD_CONTEXT_LEN and has none (a
+ * mixed step's decode rows, which prefill's kernel checks so). */
+clpa_status clpa_decode_run_lens(clpa_plan *pl, const clpa_attn_inputs *in, cl_mem lens);
 clpa_status clpa_prefill_plan_fill(clpa_context *ctx, const clpa_prefill_params *p, int make,
                                    clpa_plan *pl);
 clpa_status clpa_prefill_run(clpa_plan *pl, const clpa_attn_inputs *in);

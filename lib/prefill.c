@@ -172,12 +172,13 @@ static clpa_status make_lists(clpa_context *ctx, const clpa_prefill_params *p, i
 
 /* The words of a plan's lists: the sequences' info, the work items and
  * merge groups (where the prefill kernel runs), the decode rows' lengths
- * (where decode's kernel takes them with a padded table). */
+ * (where decode's kernel takes them: a padded table's, or those a CSR
+ * table's rows must have). */
 static void list_words(const clpa_prefill_params *p, const clpa_plan *pl, size_t *ni, size_t *nw,
                        size_t *nl) {
   *ni = pl->tiles ? 3 * (size_t)p->num_seqs : 0;
   *nw = pl->tiles ? 4 * (pl->tiles + pl->split_rows) : 0;
-  *nl = pl->dec && p->page_table == CLPA_PAGE_TABLE_PADDED ? (size_t)pl->dec_rows : 0;
+  *nl = pl->dec ? (size_t)pl->dec_rows : 0;
 }
 
 /* The lists into h (list_words' counts, in that order). */
@@ -220,7 +221,7 @@ static clpa_status scratch_lists(clpa_context *ctx, const clpa_prefill_params *p
   list_words(p, pl, &ni, &nw, &nl);
   clpa_staging *s;
   clpa_status st;
-  if (ni + nw + nl == 0) return CLPA_OK; /* decode's rows alone, CSR tables: nothing to write */
+  if (ni + nw + nl == 0) return CLPA_OK; /* nothing to write */
   if ((st = clpa_staging_take(ctx, ni + nw + nl, &s)) ||
       (st = fill_lists(ctx, p, qpk, pl, s->host)) ||
       (ni && (st = clpa_scratch(ctx, 4, sizeof(int32_t) * ni, &pl->info))) ||
@@ -481,9 +482,8 @@ static clpa_status run_checked(clpa_plan *pl, const clpa_attn_inputs *in, clpa_p
   if (!pl->tiles && !pl->dec) return clpa_run_nothing(pl->ctx, in);
   if (pl->dec) {
     clpa_attn_inputs d = *in;
-    d.context_lens = pl->dec_lens; /* NULL with CSR tables: their lengths */
     if (pl->tiles) d.event = NULL;
-    const clpa_status st = clpa_decode_run(pl->dec, &d);
+    const clpa_status st = clpa_decode_run_lens(pl->dec, &d, pl->dec_lens);
     if (st != CLPA_OK || !pl->tiles) return st;
     q->num_wait_events = 0, q->wait_events = NULL;
   }

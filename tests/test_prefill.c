@@ -1193,18 +1193,24 @@ static void test_csr(int all) {
 /* A bad CSR table is never followed: a page index outside the cache sets
  * CLPA_FAULT_BAD_BLOCK and masks its keys; a row whose length is not the
  * host's (cached_lens + new tokens) sets CLPA_FAULT_BAD_CONTEXT_LEN and
- * gives no pages (its keys masked: CLPA_FAULT_BAD_BLOCK too); the other
- * sequences' rows are the padded table's, bit for bit. */
+ * gives no pages (its keys masked: CLPA_FAULT_BAD_BLOCK too, where
+ * prefill's kernel reads it; decode's reads none); the other sequences'
+ * rows are the padded table's, bit for bit. On each path, then (route) a
+ * mixed step whose leading decode rows run on decode's kernel, one of
+ * them spoilt. */
 static void test_csr_faults(void) {
   const pcase *c = &default_grid[1];
-  for (int pi = CLPA_PREFILL_TILES; pi <= CLPA_PREFILL_MMA; pi++) {
+  for (int pi = CLPA_PREFILL_TILES; pi <= CLPA_PREFILL_MMA + 1; pi++) {
     if (pi == CLPA_PREFILL_MMA && !mma_applies(c)) continue;
+    route = pi > CLPA_PREFILL_MMA;
     attn_scene in;
     make_scene(c, &in);
     attn_scene_dev d;
     clpa_prefill_params p;
     upload(c, &in, &d, &p);
-    p.path = (clpa_prefill_path)pi;
+    p.path = route ? CLPA_PREFILL_TILES : (clpa_prefill_path)pi;
+    if (route) p.decode_rows_kernel = 1, p.split_keys = -1;
+    route = 0;
     void *pout, *plse;
     padded_results(&p, &d, &pout, &plse);
     attn_scene_csr_host h;
@@ -1215,7 +1221,7 @@ static void test_csr_faults(void) {
       int32_t *ix = malloc(sizeof(int32_t) * (size_t)h.num_indices), *lp = malloc(sizeof(int32_t) * (size_t)c->seqs);
       memcpy(ix, h.indices, sizeof(int32_t) * (size_t)h.num_indices);
       memcpy(lp, h.last, sizeof(int32_t) * (size_t)c->seqs);
-      int want = CLPA_FAULT_BAD_CONTEXT_LEN | CLPA_FAULT_BAD_BLOCK;
+      int want = CLPA_FAULT_BAD_CONTEXT_LEN | (p.decode_rows_kernel > 0 ? 0 : CLPA_FAULT_BAD_BLOCK);
       if (e == 0) ix[h.indptr[s + 1] - 1] = in.num_blocks, want = CLPA_FAULT_BAD_BLOCK;
       if (e == 1) lp[s] = lp[s] > 1 ? lp[s] - 1 : 2; /* in [1, block_size], another length */
       if (e == 2) lp[s] = c->bs + 1;
@@ -1226,10 +1232,12 @@ static void test_csr_faults(void) {
       p.last_page_len = d.last, p.num_page_indices = h.num_indices;
       p.block_tables = NULL, p.max_blocks_per_seq = 0;
       test_poison(ctx, d.out, d.out_bytes), test_poison(ctx, d.lse, d.lse_bytes);
-      ok(clpa_prefill(ctx, &p) == CLPA_OK, "%s path, CSR fault %d: enqueued", path_name(p.path), e);
+      const char *on = p.decode_rows_kernel > 0 ? " (sequence 0 on decode's kernel)" : "";
+      ok(clpa_prefill(ctx, &p) == CLPA_OK, "%s path%s, CSR fault %d: enqueued", path_name(p.path),
+         on, e);
       int32_t f = 0;
       clpa_context_check_faults(ctx, &f);
-      ok(f == want, "%s path, %s: fault bits 0x%x (want 0x%x)", path_name(p.path),
+      ok(f == want, "%s path%s, %s: fault bits 0x%x (want 0x%x)", path_name(p.path), on,
          e == 0 ? "a page index = num_blocks" : e == 1 ? "a length not the host's" : "last_page_len = block_size + 1",
          f, want);
       char *o = malloc(d.out_bytes), *l = malloc(d.lse_bytes);
