@@ -190,7 +190,7 @@ typedef struct clpa_decode_params {
   int32_t max_context_len;    /* upper bound of every length: >= 0, <= max_blocks_per_seq *
                                  block_size (padded tables) and <= CLPA_MAX_CONTEXT_LEN */
   clpa_dtype q_dtype;         /* query and output: f32, f16 or bf16 */
-  float scale;                /* softmax scale, usually 1/sqrt(head_size) */
+  float scale;                /* softmax scale; 0 (the default): 1/sqrt(head_size) */
   float k_scale, v_scale;     /* fp8 per-tensor scales (1 by default) */
   cl_mem k_scale_buffer, v_scale_buffer; /* optional: the scales as float [1] on the device, used instead */
   float soft_cap;             /* 0: off */
@@ -227,9 +227,9 @@ typedef struct clpa_decode_params {
   uint64_t reserved[4]; /* 0 (what ..._init leaves): room for fields to come, README's ABI */
 } clpa_decode_params;
 
-/* Fills p with the defaults: zeros and NULLs, q_dtype f32, k_scale =
- * v_scale = 1, variant AUTO. The caller sets the shapes, the caches, the
- * scale and the buffers. */
+/* Fills p with the defaults: zeros and NULLs (scale 0: 1/sqrt(head_size)),
+ * q_dtype f32, k_scale = v_scale = 1, variant AUTO. The caller sets the
+ * shapes, the caches and the buffers. */
 CLPA_API void clpa_decode_params_init(clpa_decode_params *p);
 
 /* Enqueues decode attention on the context's queue; does not wait.
@@ -342,7 +342,7 @@ typedef struct clpa_prefill_params {
   const int32_t *cached_lens;     /* host [num_seqs]: tokens already in the cache before the new ones */
   int causal;                     /* 1 (default): query i attends to keys up to its own position */
   clpa_dtype q_dtype;             /* query and output: f32, f16 or bf16 */
-  float scale;
+  float scale;                    /* softmax scale; 0 (the default): 1/sqrt(head_size) */
   float k_scale, v_scale;         /* fp8 per-tensor scales (1 by default) */
   cl_mem k_scale_buffer, v_scale_buffer; /* optional: the scales as float [1] on the device */
   float soft_cap;                 /* 0: off */
@@ -403,8 +403,8 @@ typedef struct clpa_prefill_params {
   uint64_t reserved[2]; /* 0 (what ..._init leaves): room for fields to come, README's ABI */
 } clpa_prefill_params;
 
-/* Fills p with the defaults: zeros and NULLs, causal 1, q_dtype f32,
- * k_scale = v_scale = 1. */
+/* Fills p with the defaults: zeros and NULLs (scale 0: 1/sqrt(head_size)),
+ * causal 1, q_dtype f32, k_scale = v_scale = 1. */
 CLPA_API void clpa_prefill_params_init(clpa_prefill_params *p);
 
 /* Enqueues prefill attention; does not wait. Heuristic (after the

@@ -76,6 +76,10 @@ static clpa_status check_page_table(clpa_context *ctx, const clpa_attn *a) {
   return CLPA_OK;
 }
 
+float clpa_softmax_scale(float scale, int32_t head_size) {
+  return scale != 0.0f ? scale : 1.0f / sqrtf((float)head_size);
+}
+
 clpa_status clpa_attn_validate(clpa_context *ctx, const clpa_attn *a) {
   const clpa_kv_layout *kv = &a->kv;
   CLPA_CTX_CHECK(ctx, a->num_heads <= 0 || a->num_heads % kv->num_kv_heads != 0,

@@ -103,7 +103,8 @@ static clpa_status launch_decode(clpa_context *ctx, const clpa_decode_params *p,
   const cl_int maxb = p->max_blocks_per_seq, maxc = p->max_context_len, nb = c->a.kv.num_blocks;
   const cl_int nh = p->num_heads, nkv = c->a.kv.num_kv_heads, win = p->sliding_window;
   const cl_int mp = c->max_parts, ls = c->logits_stride, npi = p->num_page_indices;
-  const cl_float scale = p->scale, ks = p->k_scale, vs = p->v_scale, cap = p->soft_cap;
+  const cl_float scale = clpa_softmax_scale(p->scale, c->a.kv.head_size);
+  const cl_float ks = p->k_scale, vs = p->v_scale, cap = p->soft_cap;
   const int csr = p->page_table == CLPA_PAGE_TABLE_CSR;
 #define A(name, v) [DECODE_ARG_##name] = CLPA_ARG(v)
   const clpa_arg args[DECODE_ALL_ARGS] = {

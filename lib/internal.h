@@ -155,6 +155,9 @@ clpa_status clpa_attn_layout(clpa_context *ctx, clpa_attn *a, const clpa_cache *
 /* Heads, head and block sizes, dtypes, options, wait list; the page
  * table's form (padded or CSR: one of them, whole). */
 clpa_status clpa_attn_validate(clpa_context *ctx, const clpa_attn *a);
+/* The softmax scale a kernel takes: the call's, or for 0 (the params'
+ * default) 1/sqrt(head_size), as FlashInfer's sm_scale defaults. */
+float clpa_softmax_scale(float scale, int32_t head_size);
 /* Every buffer against what num_rows query rows (tokens) of num_seqs
  * sequences need; sets a->q_stride's default. */
 clpa_status clpa_attn_check_buffers(clpa_context *ctx, clpa_attn *a, int32_t num_seqs,

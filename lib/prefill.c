@@ -250,7 +250,8 @@ static clpa_status launch(clpa_context *ctx, const clpa_prefill_params *p, const
   const cl_ulong head_stride = a->kv.head_stride;
   const cl_int maxb = p->max_blocks_per_seq, nb = a->kv.num_blocks, nh = p->num_heads;
   const cl_int nkv = a->kv.num_kv_heads, win = p->sliding_window, causal = p->causal;
-  const cl_float scale = p->scale, ks = p->k_scale, vs = p->v_scale, cap = p->soft_cap;
+  const cl_float scale = clpa_softmax_scale(p->scale, a->kv.head_size);
+  const cl_float ks = p->k_scale, vs = p->v_scale, cap = p->soft_cap;
   const cl_int mask_block = p->block_mask ? p->mask_block : 64;
   const cl_int mask_qb = p->mask_q_blocks, mask_kb = p->mask_k_blocks;
   const cl_int npi = p->num_page_indices, split_keys = pl->split_keys;

@@ -137,7 +137,9 @@ static void upload(const pcase *c, const attn_scene *in, attn_scene_dev *d,
   p->num_seqs = c->seqs, p->num_heads = c->heads, p->kv = in->kv;
   p->key_cache = d->kc, p->value_cache = d->vc, p->max_blocks_per_seq = in->max_blocks;
   p->cu_seqlens_q = in->cu, p->cached_lens = in->cached, p->causal = c->causal;
-  p->q_dtype = c->io, p->scale = 1.0f / sqrtf((float)c->hs), p->soft_cap = in->soft_cap;
+  p->q_dtype = c->io, p->soft_cap = in->soft_cap;
+  /* about half the grid leaves the default (0: 1/sqrt(head_size), the reference's scale) */
+  p->scale = (c->hs / 16 + c->seqs) % 2 ? 0.0f : 1.0f / sqrtf((float)c->hs);
   p->sliding_window = in->window, p->q_stride = in->q_stride;
   if (c->dev_scale) /* the host values must be ignored: make them wrong */
     p->k_scale = 7.0f, p->v_scale = 9.0f, p->k_scale_buffer = d->ks, p->v_scale_buffer = d->vs;
