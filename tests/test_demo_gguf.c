@@ -1057,6 +1057,30 @@ static void regress_spm_invalid_utf8_symbols(void) {
   demo_tokenizer_destroy(t);
 }
 
+/* Byte-level BPE splits and merges the text llama.cpp's regex split gives
+ * back (unicode_cpts_from_utf8, then unicode_cpt_to_utf8): an invalid byte
+ * is U+FFFD, no letter (Llama 3's split puts it before the next word,
+ * GPT-2's alone) and its three bytes EF BF BD; an overlong form is its
+ * character ("\xc1\x81" is "A").
+ * Before, \xff was the letter U+00FF inside the word: "ll\xffll" gave
+ * [258 255 258] (llama.cpp: ll | \xef\xbf\xbd | ll, [258 239 191 189 258]). */
+static void regress_bpe_invalid_utf8(void) {
+  spec sp = {.tok = DEMO_TOKENIZER_BPE, .pre = "llama-bpe"};
+  demo_tokenizer *t = tokenizer_of(&sp);
+  check_encode(t, "ll\xffll", false, false, (const int32_t[]){258, 0xef, 0xbf, 0xbd, 258}, 5,
+               false);
+  check_encode(t, "he\xc3", false, false, (const int32_t[]){259, 0xef, 0xbf, 0xbd}, 4, false);
+  check_encode(t, "\xc1\x81", false, false, (const int32_t[]){'A'}, 1, false);
+  demo_tokenizer_destroy(t);
+  spec g2 = {.tok = DEMO_TOKENIZER_BPE};
+  t = tokenizer_of(&g2);
+  check_encode(t, "ll\xffll", false, false, (const int32_t[]){258, 0xef, 0xbf, 0xbd, 258}, 5,
+               false);
+  demo_tokenizer_destroy(t);
+  check_split("ll\xffll", true, "ll|\xffll");
+  check_split("ll\xffll", false, "ll|\xff|ll");
+}
+
 /* ========================================================== corruptions */
 
 static void patch_le(uint8_t *p, size_t at, uint64_t v, int n) {
@@ -1454,6 +1478,7 @@ int main(int argc, char **argv) {
   regress_user_defined_tokens_without_parse_special();
   regress_eog_by_text();
   regress_pretok_unicode_classes();
+  regress_bpe_invalid_utf8();
   regress_spm_invalid_utf8_symbols();
   test_corruptions();
   test_model_refusals();

@@ -47,6 +47,22 @@ size_t demo_utf8_put(uint32_t cp, char *out) {
   return 4;
 }
 
+/* Whether demo_utf8_next's character of length l at s is an invalid byte. */
+static bool utf8_invalid(const uint8_t *s, size_t l) { return l == 1 && s[0] >= 0x80; }
+
+char *demo_utf8_clean(const char *text, size_t len, size_t *out_len) {
+  char *out = malloc(3 * len + 1);
+  size_t w = 0;
+  for (size_t i = 0; out && i < len;) {
+    uint32_t cp;
+    const size_t l = demo_utf8_next((const uint8_t *)text + i, len - i, &cp);
+    w += demo_utf8_put(utf8_invalid((const uint8_t *)text + i, l) ? 0xfffdu : cp, out + w);
+    i += l;
+  }
+  *out_len = w;
+  return out;
+}
+
 void demo_byte_map_init(demo_byte_map *m) {
   uint32_t extra = 0;
   for (int i = 0; i < 256 + 68; i++) m->to_byte[i] = -1;
@@ -88,6 +104,7 @@ bool demo_pretok_init(demo_pretok *x, const char *text, size_t len) {
   }
   for (size_t i = 0; i < len;) {
     size_t l = demo_utf8_next((const uint8_t *)text + i, len - i, &x->cp[x->n]);
+    if (utf8_invalid((const uint8_t *)text + i, l)) x->cp[x->n] = 0xfffd;
     x->cls[x->n] = (uint8_t)cp_class(x->cp[x->n]);
     x->off[x->n++] = i;
     i += l;

@@ -24,6 +24,13 @@ size_t demo_utf8_next(const uint8_t *s, size_t n, uint32_t *cp);
 /* Writes code point cp as UTF-8 to out (room for 4 bytes); its length. */
 size_t demo_utf8_put(uint32_t cp, char *out);
 
+/* text[0..len) as llama.cpp's byte-level tokenizer sees it (its
+ * unicode_cpts_from_utf8, then unicode_cpt_to_utf8): each character
+ * written again (an overlong form in its shortest), an invalid byte as
+ * U+FFFD. A malloc'd array of *out_len (<= 3 len) bytes, or NULL when out
+ * of memory. */
+char *demo_utf8_clean(const char *text, size_t len, size_t *out_len);
+
 /* GPT-2's bytes_to_unicode: printable Latin-1 bytes map to themselves, the
  * other 68 to U+0100 onwards in byte order (space -> U+0120 "Ġ"). */
 typedef struct demo_byte_map {
@@ -45,8 +52,8 @@ typedef struct demo_pretok {
   size_t n;
 } demo_pretok;
 
-/* Decodes text[0..len) into *x. False when out of memory (then *x holds
- * nothing to free). */
+/* Decodes text[0..len) into *x (an invalid byte: U+FFFD, a character of
+ * its own). False when out of memory (then *x holds nothing to free). */
 bool demo_pretok_init(demo_pretok *x, const char *text, size_t len);
 void demo_pretok_free(demo_pretok *x);
 

@@ -320,9 +320,15 @@ static clpa_status bpe_word(const demo_tokenizer *t, const uint8_t *word, size_t
   return st;
 }
 
-static clpa_status bpe_segment(const demo_tokenizer *t, const char *text, size_t len, ids_buf *out) {
+/* A segment's words, split and merged as llama.cpp's: from its text
+ * cleaned as llama.cpp's regex split gives its words back (an invalid byte
+ * U+FFFD, its three bytes then; demo_utf8_clean). */
+static clpa_status bpe_segment(const demo_tokenizer *t, const char *raw, size_t raw_len,
+                               ids_buf *out) {
+  size_t len = 0;
+  char *text = demo_utf8_clean(raw, raw_len, &len);
   demo_pretok x;
-  const bool decoded = demo_pretok_init(&x, text, len);
+  const bool decoded = text && demo_pretok_init(&x, text, len);
   sym *s = malloc((len + 1) * sizeof *s);
   cand *h = malloc(3 * (len + 1) * sizeof *h);
   char *mapped = malloc(len * 2 + 1);
@@ -338,6 +344,7 @@ static clpa_status bpe_segment(const demo_tokenizer *t, const char *text, size_t
   }
 done:
   if (decoded) demo_pretok_free(&x);
+  free(text);
   free(s);
   free(h);
   free(mapped);

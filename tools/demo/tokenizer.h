@@ -29,6 +29,8 @@
  *              | ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+
  *            otherwise GPT-2's
  *              's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+ *            A byte that is no valid UTF-8 is U+FFFD there (its three bytes
+ *            in the word), as in llama.cpp.
  *
  * What is simplified: the pre-tokenizer's Unicode classes come from a
  * table generated from Python's Unicode database (tools/demo/
