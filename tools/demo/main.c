@@ -281,8 +281,7 @@ static int all_refused(const demo_engine *e, const demo_args *a, const demo_sche
     if (q && (!r || (int64_t)q->prompt_len + q->max_new_tokens < need))
       r = q, need = (int64_t)q->prompt_len + q->max_new_tokens;
   }
-  const int64_t kv = demo_request_kv_tokens(r); /* r: requests > 0 */
-  const int64_t blocks = (kv + sc->block_size - 1) / sc->block_size;
+  const int64_t blocks = demo_request_kv_blocks(r, sc->block_size); /* r: requests > 0 */
   if (need > context && a->prompt)
     fprintf(stderr, "clpa-demo: --prompt (%d tokens) plus --output-max %d does not fit the model's "
             "context of %d tokens\n", (int)r->prompt_len, (int)r->max_new_tokens, (int)context);
@@ -293,7 +292,7 @@ static int all_refused(const demo_engine *e, const demo_args *a, const demo_sche
   else if (blocks > sc->num_blocks)
     fprintf(stderr, "clpa-demo: --blocks %d is too small for every request: the smallest needs %lld "
             "blocks (%lld tokens, %d a block)\n", (int)sc->num_blocks, (long long)blocks,
-            (long long)kv, (int)sc->block_size);
+            (long long)demo_request_kv_tokens(r), (int)sc->block_size);
   else
     fprintf(stderr, "clpa-demo: every request was refused: none could be admitted into the %d "
             "blocks of the KV cache\n", (int)sc->num_blocks);

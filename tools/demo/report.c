@@ -217,7 +217,7 @@ char *demo_report_text(const demo_tokenizer *tok, const int32_t *ids, int32_t n,
 /* Why request r was refused, in a few words. */
 static void refusal(const demo_request *r, demo_finish f, const demo_answers_info *in, char *why,
                     size_t cap) {
-  const int64_t blocks = (demo_request_kv_tokens(r) + in->block_size - 1) / in->block_size;
+  const int64_t blocks = demo_request_kv_blocks(r, in->block_size);
   if (f == DEMO_FINISH_CONTEXT)
     snprintf(why, cap, "%d prompt tokens + max_tokens %d is past the model's context of %d tokens",
              (int)r->prompt_len, (int)r->max_new_tokens, (int)in->context);

@@ -152,6 +152,10 @@ int64_t demo_request_kv_tokens(const demo_request *r) {
   return (int64_t)r->prompt_len + r->max_new_tokens - 1;
 }
 
+int64_t demo_request_kv_blocks(const demo_request *r, int32_t block_size) {
+  return (demo_request_kv_tokens(r) + block_size - 1) / block_size;
+}
+
 static void finish_request(demo_engine *e, live *l, int32_t step, int cache) {
   if (l->kv) clpa_kvman_finish(e->km, l->kv, cache);
   l->kv = NULL;
@@ -180,9 +184,8 @@ static clpa_status arrive(demo_engine *e, int32_t step) {
     l->waiting_since = step, l->state = WAITING;
     e->st.requests++;
     const int64_t need = (int64_t)r->prompt_len + r->max_new_tokens;
-    const int64_t kv = demo_request_kv_tokens(r);
     if (need > e->mc->max_positions ||
-        (kv + e->cfg.block_size - 1) / e->cfg.block_size > e->cfg.num_blocks) {
+        demo_request_kv_blocks(r, e->cfg.block_size) > e->cfg.num_blocks) {
       res->refused = 1; /* can never run: say so in the report, do not spin */
       res->finish = need > e->mc->max_positions ? DEMO_FINISH_CONTEXT : DEMO_FINISH_CACHE;
       e->st.refused++;

@@ -54,6 +54,8 @@ typedef enum demo_finish {
  * blocks; the model's positions count the last token too (vLLM's
  * prompt + max_tokens <= max_model_len). */
 int64_t demo_request_kv_tokens(const demo_request *r);
+/* The cache blocks of block_size tokens those tokens take. */
+int64_t demo_request_kv_blocks(const demo_request *r, int32_t block_size);
 
 /* What one request went through. */
 typedef struct demo_result {
