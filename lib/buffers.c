@@ -156,7 +156,10 @@ clpa_status clpa_staging_write(clpa_context *ctx, clpa_staging *s, cl_mem m, siz
   const cl_int err = clEnqueueWriteBuffer(ctx->queue, m, CL_FALSE, 0, sizeof(int32_t) * n,
                                           s->host + first, 0, NULL, last ? &s->written : NULL);
   if (err == CL_SUCCESS) return CLPA_OK;
-  clFinish(ctx->queue);
+  /* the writes before this one read s->host until they run: s is taken again after them */
+  if (first > 0 && !s->written &&
+      clEnqueueMarkerWithWaitList(ctx->queue, 0, NULL, &s->written) != CL_SUCCESS)
+    clFinish(ctx->queue); /* no marker: a queue that cannot take one is past holding */
   return CLPA_CL_FAIL(ctx, err, what);
 }
 

@@ -192,8 +192,9 @@ clpa_status clpa_scratch(clpa_context *ctx, int slot, size_t size, cl_mem *out);
  * (docs/decisions/0024-prefill-work-list.md). */
 clpa_status clpa_staging_take(clpa_context *ctx, size_t words, clpa_staging **out);
 /* Writes `n` words of s->host from word `first` into m at its start, without blocking; `last`:
- * the final write from s, whose event frees s. A failed enqueue waits for the queue, which
- * earlier writes from s may still read; `what` names the write in the message. */
+ * the final write from s, whose event frees s. The writes from s go in order of `first`: where
+ * one fails after others (first > 0), s is freed by a marker behind them instead, as they may
+ * still read it (no wait: the queue may be held); `what` names the write in the message. */
 clpa_status clpa_staging_write(clpa_context *ctx, clpa_staging *s, cl_mem m, size_t first,
                                size_t n, int last, const char *what);
 /* Waits for every staging write and frees the arrays (the context's destroy). */

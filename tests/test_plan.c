@@ -33,8 +33,13 @@
  * - refusals with nothing written: a NULL plan or inputs, caches of
  *   another shape, a mask the plan lacks, ALiBi in a cascade run, a buffer
  *   the plan's kind does not read (context_lens to prefill, a block mask to
- *   decode or cascade, masses); an empty batch's run completes its event.
+ *   decode or cascade, masses); an empty batch's run completes its event;
+ * - calls whose list writes wait in a queue held behind a user event
+ *   never wait for it: back to back, and where a write fails (an
+ *   interposed clEnqueueWriteBuffer).
  */
+#define _GNU_SOURCE /* RTLD_NEXT */
+#include <dlfcn.h>
 #include <signal.h>
 #include <stdio.h>
 #include <unistd.h>
@@ -229,11 +234,30 @@ static void test_decode_reuse(const char *name, clpa_decode_path path, clpa_deco
   batch_free(&b);
 }
 
+/* clEnqueueWriteBuffer as the loader gives it, but for the write fail_write_in counts down
+ * to (from 1), which fails as a driver out of resources would. A definition of the test's
+ * own, so that libclpa's calls reach it first (test_binary_cache.c does so too). */
+static int fail_write_in;
+
+cl_int clEnqueueWriteBuffer(cl_command_queue q, cl_mem m, cl_bool blocking, size_t off,
+                            size_t size, const void *ptr, cl_uint n, const cl_event *wait,
+                            cl_event *ev) {
+  typedef cl_int (*write_fn)(cl_command_queue, cl_mem, cl_bool, size_t, size_t, const void *,
+                             cl_uint, const cl_event *, cl_event *);
+  static write_fn real;
+  if (!real) {
+    void *f = dlsym(RTLD_NEXT, "clEnqueueWriteBuffer");
+    memcpy(&real, &f, sizeof f);
+  }
+  if (fail_write_in > 0 && --fail_write_in == 0) return CL_OUT_OF_RESOURCES;
+  return real(q, m, blocking, off, size, ptr, n, wait, ev);
+}
+
 /* A call that does not return (the alarm): a failure, not a stuck test. */
 static void on_hang(int sig) {
   (void)sig;
-  static const char msg[] = "not ok - regress_staging_ring_held_queue: a call blocked while the"
-                            " queue was held behind a user event (deadlock)\n";
+  static const char msg[] = "not ok - a call blocked while the queue was held behind a user"
+                            " event (deadlock)\n";
   if (write(1, msg, sizeof msg - 1) < 0) _exit(2);
   _exit(1);
 }
@@ -380,6 +404,35 @@ static void test_prefill(int masked, int warp_rows) {
     const clpa_status st = clpa_run(plan, &in);
     ok(st == CLPA_ERR_INVALID_ARG && strstr(clpa_last_error(), "block_mask") && test_untouched(ctx, o1, on),
        "prefill: a run without the plan's block mask is refused, nothing written (%s)", clpa_last_error());
+  }
+  if (!masked && !warp_rows) { /* regress_staging_write_failed_held_queue */
+    /* The queue held behind a user event (a marker waiting on it), a one call whose second
+     * list write (its work items, after the sequences' info) fails: the call fails at once.
+     * It waited for the queue (clFinish), which the event held: a hang. Then the queue runs,
+     * and the next call's lists are right. */
+    cl_int err;
+    cl_event gate = clCreateUserEvent(clpa_context_cl_context(ctx), &err);
+    int held = err == CL_SUCCESS && clEnqueueMarkerWithWaitList(clpa_context_cl_queue(ctx), 1,
+                                                                &gate, NULL) == CL_SUCCESS;
+    signal(SIGALRM, on_hang);
+    alarm(60);
+    p.layer = 0, p.out = o2;
+    fail_write_in = 2;
+    const clpa_status st = held ? clpa_prefill(ctx, &p) : CLPA_OK;
+    alarm(0);
+    const int failed = st == CLPA_ERR_OUT_OF_RESOURCES && fail_write_in == 0 &&
+                       strstr(clpa_last_error(), "CL_OUT_OF_RESOURCES");
+    fail_write_in = 0;
+    if (gate) clSetUserEventStatus(gate, CL_COMPLETE), clReleaseEvent(gate);
+    clpa_attn_inputs in;
+    clpa_attn_inputs_init(&in);
+    in.cache = cache, in.query = bq, in.block_tables = bt, in.out = o1;
+    test_poison(ctx, o1, on), test_poison(ctx, o2, on);
+    const int after = clpa_run(plan, &in) == CLPA_OK && clpa_prefill(ctx, &p) == CLPA_OK &&
+                      same_bytes(o1, o2, on);
+    ok(held && failed && after,
+       "prefill: a list write that fails behind a held queue fails the call without a wait,"
+       " and the next call is right");
   }
   test_no_faults(ctx, "prefill");
   clpa_plan_release(plan);
