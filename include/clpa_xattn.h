@@ -43,12 +43,12 @@
  * with pictures; tests/test_xattn.c checks the device against it.
  *
  * How the device computes it (cl/xattn.cl): keys are cut into chunks of
- * `chunk` tokens; phase 1 computes every strided row's partial softmax
- * state (m, l) per key chunk; phase 3 merges a row's states (phase 2,
- * fused) and sums the normalised probabilities of each (query block, key
- * block) pair in a fixed order (rows increasing, columns increasing, as
- * the reference), so results are deterministic; phase 4 selects, one
- * work-item per (head, query block). Arithmetic is f32: masses match the
+ * `chunk` tokens; phase 1 computes every strided row's softmax state per
+ * key block and their merge (m, l) per key chunk; phase 2 merges a row's
+ * chunk states; phase 3 sums the normalised probabilities of each (query
+ * block, key block) pair in a fixed order (rows increasing, as the
+ * reference), so results are deterministic; phase 4 selects, a
+ * work-group per (head, query block). Arithmetic is f32: masses match the
  * reference to about 1e-5 relative, and a mask can differ from the
  * reference's only where a running sum lies within rounding of tau T (or
  * two masses at the cut are equal within rounding). On tensor cores
@@ -132,7 +132,8 @@ typedef struct clpa_xattn_params {
  * shapes, the cache and the buffers. */
 CLPA_API void clpa_xattn_params_init(clpa_xattn_params *p);
 
-/* Enqueues the estimation (three kernels) on the context's queue; does not
+/* Enqueues the estimation (four kernels: phases 1 to 3 per piece of heads
+ * and query blocks, then the selection) on the context's queue; does not
  * wait. The density (kept / causal pairs, causal pairs = sum over query
  * blocks of diag + 1) is the caller's to count from the mask once it is
  * read back.

@@ -2,7 +2,8 @@
  * xattn.c — clpa_xattn_estimate (cl/xattn.cl, cl/xattn_mma.cl; the
  * kernels' parameters are cl/xattn_args.h's lists, set here by name):
  * validate everything (the shapes the reference, host/ref_xattn.h,
- * requires; the key cache; every buffer), then launch the stats, mass and select kernels in order; and
+ * requires; the key cache; every buffer), then launch the stats, merge,
+ * mass and select kernels in order; and
  * its plans (clpa_plan_xattn, plan.h): the checks, the path and the
  * kernels once, a run per layer on that layer's buffers.
  */
