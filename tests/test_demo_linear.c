@@ -423,6 +423,45 @@ static void same_bits_dq(demo_linear *lq, demo_linear *lk, demo_wfmt dt, int32_t
   free(a), free(wf), free(got[0]), free(got[1]), free(w);
 }
 
+/* Blocks of random bytes decoded on the device, bit for bit as quant.c (ggml) decodes them:
+ * f16 scales of both signs, every 8th subnormal, and every scale byte random. quant.c's encoder
+ * never writes a negative d or a negative Q6_K scale, but ggml's does (quantize_row_q6_K_ref:
+ * d = 1 / iscale, iscale = -128 / max_scale; the sub-block with the largest scale gets -128). */
+static void random_blocks_decoded(demo_linear *l) {
+  const int32_t n = 5, k = 512;
+  for (size_t q = 0; q < 5; q++) {
+    const uint32_t t = ggml_of(quants[q]), bb = demo_quant_block_bytes(t);
+    const int scales = t == DEMO_GGML_Q4_K || t == DEMO_GGML_Q5_K ? 2 : 1; /* d, dmin */
+    const size_t bytes = demo_wfmt_row_bytes(quants[q], k) * n, count = (size_t)n * k;
+    uint8_t *blocks = malloc(bytes);
+    float *want = malloc(sizeof(float) * count), *got = malloc(sizeof(float) * count);
+    for (size_t i = 0; i < bytes; i++) blocks[i] = (uint8_t)rng_next();
+    for (size_t b = 0; b < bytes / bb; b++) {
+      uint8_t *p = blocks + b * bb + (t == DEMO_GGML_Q6_K ? 208 : 0);
+      for (int h = 0; h < scales; h++) {
+        const uint32_t v = (b % 8 == 7 ? rng_below(0x400) : rng_below(0x7c00)) | rng_below(2) << 15;
+        p[2 * h] = (uint8_t)v, p[2 * h + 1] = (uint8_t)(v >> 8);
+      }
+    }
+    const clpa_status hs = demo_quant_dequantize(t, blocks, want, count);
+    cl_mem W = test_buffer(ctx, blocks, bytes), out = test_buffer(ctx, NULL, sizeof(float) * count);
+    test_poison(ctx, out, sizeof(float) * count);
+    const clpa_status st = demo_linear_dequantize(l, quants[q], W, out, n, k);
+    test_read(ctx, out, got, sizeof(float) * count);
+    size_t bad = 0, first = 0;
+    for (size_t i = 0; i < count; i++)
+      if (memcmp(&got[i], &want[i], 4) && !bad++) first = i;
+    if (bad)
+      diag("%s: %zu elements differ, the first [%zu]: %a on the device, %a from quant.c",
+           demo_wfmt_name(quants[q]), bad, first, (double)got[first], (double)want[first]);
+    ok(hs == CLPA_OK && st == CLPA_OK && !bad,
+       "%s: random blocks (scales of both signs, subnormal ones) decoded on the device bit for bit"
+       " as quant.c (ggml)", demo_wfmt_name(quants[q]));
+    clReleaseMemObject(W), clReleaseMemObject(out);
+    free(blocks), free(want), free(got);
+  }
+}
+
 static void stream_grid(const demo_linear_tuning *t) {
   demo_linear *l = create(t);
   t = demo_linear_tuning_of(l);
@@ -853,6 +892,7 @@ int main(void) {
     clReleaseMemObject(W), clReleaseMemObject(out);
     free(want), free(got), free(blocks), free(want16), free(got16);
   }
+  random_blocks_decoded(l);
   {
     cl_mem b = test_buffer(ctx, NULL, 4096);
     ok(demo_linear_dequantize_f16(l, DEMO_W_F16, b, b, 2, 64, NULL) == CLPA_ERR_INVALID_ARG &&
