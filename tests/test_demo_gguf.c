@@ -82,6 +82,12 @@ typedef struct spec {
   uint32_t alignment;       /* 0: no general.alignment key (32) */
   int32_t user_defined;     /* a token written as USER_DEFINED (0: none) */
   bool dup_key, bad_merge, block_count_as_string;
+  struct {                  /* more metadata after the Llama config's (key NULL: none) */
+    const char *key;
+    uint32_t type;          /* DEMO_GGUF_U32, _F32, _BOOL or _STRING */
+    uint64_t bits;          /* the value's bits (f32_bits for f32) */
+    const char *str;        /* the value of a string */
+  } more[3];
 } spec;
 
 /* Offsets in the written file of fields the corruption tests patch. */
@@ -349,6 +355,11 @@ static void write_metadata(kvs *k, const spec *sp, marks *m) {
   kv_scalar(k, "llama.rope.freq_base", DEMO_GGUF_F32, f32_bits(500000.0f), 4);
   kv_scalar(k, "llama.attention.layer_norm_rms_epsilon", DEMO_GGUF_F32, f32_bits(1e-5f), 4);
   kv_scalar(k, "llama.rope.dimension_count", DEMO_GGUF_U32, HD, 4);
+  for (int i = 0; i < 3 && sp->more[i].key; i++) {
+    if (sp->more[i].type == DEMO_GGUF_STRING) kv_str(k, sp->more[i].key, sp->more[i].str, NULL);
+    else kv_scalar(k, sp->more[i].key, sp->more[i].type, sp->more[i].bits,
+                   sp->more[i].type == DEMO_GGUF_BOOL ? 1 : 4);
+  }
   /* the tokenizer */
   bool spm = sp->tok == DEMO_TOKENIZER_SPM;
   const char *tm = sp->tok_model ? sp->tok_model : spm ? "llama" : "gpt2";
@@ -1354,6 +1365,62 @@ static void test_model_refusals(void) {
                    "merge whose result is no token");
 }
 
+/* llama.cpp's RoPE scaling keys (llama-model.cpp's load_hparams): the type
+ * defaults to linear, the factor is rope.scaling.factor or the older
+ * rope.scale_linear, "none" never scales. They were ignored, so a linearly
+ * scaled model (a long-context fine-tune) ran with unscaled RoPE, and a
+ * YaRN one was taken for an unscaled one. */
+static void regress_rope_scaling_keys(void) {
+  static const struct {
+    const char *type;  /* rope.scaling.type, NULL: absent */
+    const char *key;   /* the factor's key, NULL: absent */
+    float factor, attn; /* attn 0: no attn_factor key */
+    clpa_status want;
+    float scale;       /* rope_linear_scale wanted */
+    const char *needle;
+  } cases[] = {
+      {NULL, NULL, 0, 0, CLPA_OK, 1.0f, ""},
+      {NULL, "llama.rope.scaling.factor", 4, 0, CLPA_OK, 4.0f, ""},
+      {"linear", "llama.rope.scaling.factor", 8, 1, CLPA_OK, 8.0f, ""},
+      {"linear", "llama.rope.scaling.factor", 0, 0, CLPA_OK, 1.0f, ""},
+      {NULL, "llama.rope.scale_linear", 2, 0, CLPA_OK, 2.0f, ""},
+      {"none", "llama.rope.scaling.factor", 4, 0, CLPA_OK, 1.0f, ""},
+      {"yarn", "llama.rope.scaling.factor", 4, 0, CLPA_ERR_UNSUPPORTED, 0,
+       "llama.rope.scaling.type 'yarn' is not supported (only linear and none)"},
+      {"longrope", NULL, 0, 0, CLPA_ERR_UNSUPPORTED, 0, "'longrope' is not supported"},
+      {"linear", "llama.rope.scaling.factor", 2, 0.5f, CLPA_ERR_UNSUPPORTED, 0,
+       "llama.rope.scaling.attn_factor = 0.5 is not supported"},
+      {"linear", "llama.rope.scaling.factor", -1, 0, CLPA_ERR_INVALID_ARG, 0,
+       "llama.rope.scaling.factor = -1 is not in [0, 1e6]"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    spec s = {.tok = DEMO_TOKENIZER_SPM};
+    int n = 0;
+    if (cases[i].type)
+      s.more[n].key = "llama.rope.scaling.type", s.more[n].type = DEMO_GGUF_STRING,
+      s.more[n++].str = cases[i].type;
+    if (cases[i].key)
+      s.more[n].key = cases[i].key, s.more[n].type = DEMO_GGUF_F32,
+      s.more[n++].bits = f32_bits(cases[i].factor);
+    if (cases[i].attn != 0)
+      s.more[n].key = "llama.rope.scaling.attn_factor", s.more[n].type = DEMO_GGUF_F32,
+      s.more[n++].bits = f32_bits(cases[i].attn);
+    uint8_t *bytes;
+    demo_gguf *g = open_spec(&s, &bytes);
+    demo_gguf_llama c;
+    memset(&c, 0, sizeof c);
+    clpa_status st = g ? demo_gguf_llama_config(g, &c) : CLPA_ERR_STATE;
+    ok(st == cases[i].want && (st != CLPA_OK || c.rope_linear_scale == cases[i].scale) &&
+           (st == CLPA_OK || strstr(demo_last_error(), cases[i].needle)),
+       "regress: rope.scaling.type %s, %s %g -> %s, scale %g%s%s",
+       cases[i].type ? cases[i].type : "-", cases[i].key ? cases[i].key : "no factor",
+       (double)cases[i].factor, clpa_status_name(st), (double)c.rope_linear_scale,
+       st ? ": " : "", st ? demo_last_error() : "");
+    demo_gguf_close(g);
+    free(bytes);
+  }
+}
+
 /* GGUF strings are length-prefixed: "llama\0x" (7 bytes) read as a C
  * string was "llama", and the demo took the file for a Llama (issue 41).
  * The file still opens (an unused value may hold anything); reading such a
@@ -1482,6 +1549,7 @@ int main(int argc, char **argv) {
   regress_spm_invalid_utf8_symbols();
   test_corruptions();
   test_model_refusals();
+  regress_rope_scaling_keys();
   regress_string_with_nul_is_refused();
   regress_special_files_are_refused();
   fuzz(iters);

@@ -11,6 +11,8 @@ quantized weight matrices (issue 42): Q8_0 / Q4_0 (encoded here, as
 ggml's reference quantizers do) and, on a hidden-256 model, Q4_K / Q5_K /
 Q6_K (valid blocks of random bits); a K-quant row that is not whole
 256-element blocks and a q4_1 tensor are refused, naming tensor and type.
+Linear RoPE scaling (llama.rope.scaling.*) answers as the same factor in
+rope_freqs.weight does; YaRN is refused.
 
 --prompts serves a file through continuous batching: plain text and JSON
 lines give, in the file's order, the answers each prompt gets alone with
@@ -124,9 +126,11 @@ def tensor_bytes(vals, typ):
     return struct.pack("<%dH" % len(vals), *[struct.unpack("<I", struct.pack("<f", v))[0] >> 16 for v in vals])
 
 
-def write_gguf(path, arch="llama", context=512, quant=None, odd=None):
+def write_gguf(path, arch="llama", context=512, quant=None, odd=None, more_meta=(),
+               more_tensors=()):
     """quant: None (f32/f16/bf16), "legacy" (Q8_0 / Q4_0 matrices) or "k" (Q4_K / Q5_K / Q6_K matrices, hidden
-    256); odd: (tensor name, ggml type) written with random bytes of that type's size instead."""
+    256); odd: (tensor name, ggml type) written with random bytes of that type's size instead;
+    more_meta: (key, type, value) added; more_tensors: (name, dims, f32 values) added."""
     rng = random.Random(7)
     hidden, layers, heads, kv_heads, hd, ffn = 64, 2, 2, 1, 32, 128
     if quant == "k":
@@ -146,6 +150,7 @@ def write_gguf(path, arch="llama", context=512, quant=None, odd=None):
             kv("tokenizer.ggml.model", STR, "llama"), kv("tokenizer.ggml.tokens", ARR, (STR, pieces)),
             kv("tokenizer.ggml.scores", ARR, (F32, scores)), kv("tokenizer.ggml.token_type", ARR, (I32, types)),
             kv("tokenizer.ggml.bos_token_id", U32, 1), kv("tokenizer.ggml.eos_token_id", U32, 2)]
+    meta += [kv(*m) for m in more_meta]
 
     # each matrix's type: plain, then with quant="legacy", then with quant="k"
     kinds = {"token_embd": (T_F32, T_Q8_0, T_Q6_K), "output": (T_F16, T_Q4_0, T_Q6_K),
@@ -174,6 +179,7 @@ def write_gguf(path, arch="llama", context=512, quant=None, odd=None):
                     (p + "ffn_gate.weight", [hidden, ffn], *mat("ffn_gate", ffn, hidden, hidden ** -0.5)),
                     (p + "ffn_up.weight", [hidden, ffn], *mat("ffn_up", ffn, hidden, hidden ** -0.5)),
                     (p + "ffn_down.weight", [ffn, hidden], *mat("ffn_down", hidden, ffn, ffn ** -0.5))]
+    tensors += [(name, dims, vals, T_F32) for name, dims, vals in more_tensors]
     if odd:
         for i, (name, dims, vals, typ) in enumerate(tensors):
             if name == odd[0]:
@@ -317,6 +323,29 @@ with tempfile.TemporaryDirectory() as tmp:
         want = "blocks q8_0" if quant == "legacy" else "blocks q4_K q6_K"
         ok(want in j.get("weight_dtype", ""), "%s: the device keeps blocks (weights: %s)"
            % (what, j.get("weight_dtype")))
+    # regress: llama.rope.scaling.type / .factor were ignored. Linear scaling divides every RoPE
+    # frequency by the factor (llama.cpp: freq_scale = 1 / factor), which is what rope_freqs.weight
+    # all equal to the factor does: the two files must answer alike, and unlike the unscaled one.
+    prompt = "the cat sat on the mat the cat sat on the mat hello world"
+    scaled, freqs = os.path.join(tmp, "linear.gguf"), os.path.join(tmp, "freqs.gguf")
+    write_gguf(scaled, more_meta=[("llama.rope.scaling.type", STR, "linear"),
+                                  ("llama.rope.scaling.factor", F32, 8.0)])
+    write_gguf(freqs, more_tensors=[("rope_freqs.weight", [16], [8.0] * 16)])
+    a_plain, a_scaled, a_freqs = (alone(m, prompt, "--output-max", "16")
+                                  for m in (model, scaled, freqs))
+    ok(a_scaled is not None and a_scaled == a_freqs and a_scaled != a_plain,
+       "regress: linear RoPE scaling (factor 8) answers as rope_freqs.weight of 8s does, not as the"
+       " unscaled model (%r, %r, %r)" % (a_scaled, a_freqs, a_plain))
+    p = run("--model", scaled, "--prompt", prompt, "--output-max", "16", "--check")
+    ok(p.returncode == 0 and "check: passed" in p.stdout,
+       "regress: linear RoPE scaling passes --check")
+    yarn = os.path.join(tmp, "yarn.gguf")
+    write_gguf(yarn, more_meta=[("llama.rope.scaling.type", STR, "yarn"),
+                                ("llama.rope.scaling.factor", F32, 4.0)])
+    p = run("--model", yarn, "--prompt", "hi")
+    ok(p.returncode == 1 and "llama.rope.scaling.type 'yarn' is not supported" in p.stderr,
+       "regress: YaRN RoPE scaling is refused: %s" % p.stderr.strip()[-200:])
+
     odd = os.path.join(tmp, "odd.gguf")
     write_gguf(odd, odd=("blk.0.attn_q.weight", T_Q4_K))
     p = run("--model", odd, "--prompt", "hi")

@@ -236,6 +236,12 @@ clpa_status demo_gguf_tensor_raw(const demo_gguf_tensor *t, demo_gguf_raw *out);
  *   llama.context_length*            max_positions
  *   llama.rope.freq_base             rope_theta (default 10000)
  *   llama.attention.layer_norm_rms_epsilon*  norm_eps
+ *   llama.rope.scaling.type          "linear" (llama.cpp's default) or "none"; others
+ *                                    (yarn, longrope) CLPA_ERR_UNSUPPORTED
+ *   llama.rope.scaling.factor        (or the older llama.rope.scale_linear) linear
+ *                                    scaling: every RoPE frequency divided by it
+ *                                    (0 or absent: 1; type "none": ignored)
+ *   llama.rope.scaling.attn_factor   must be 1
  *   llama.rope.dimension_count       must equal head_size (partial RoPE unsupported)
  *   llama.attention.key_length / value_length  must equal head_size
  *   llama.vocab_size / tokenizer.ggml.tokens   must agree with token_embd's rows
@@ -278,6 +284,7 @@ typedef struct demo_gguf_llama {
   int32_t max_positions;   /* llama.context_length */
   bool tied_embeddings;    /* no output.weight: use token_embd.weight as the LM head */
   bool has_rope_freqs;     /* rope_freqs.weight present (see above) */
+  float rope_linear_scale; /* linear RoPE scaling factor, 1 for none: frequencies / it */
 } demo_gguf_llama;
 
 /* Reads the configuration and checks every tensor above for presence,

@@ -52,6 +52,35 @@ static clpa_status llama_tensors(const demo_gguf *g, const demo_gguf_llama *c, b
   return CLPA_OK;
 }
 
+/* llama.cpp's RoPE scaling (llama-model.cpp's load_hparams and
+ * llama-context.cpp): rope.scaling.type defaults to "linear"; the factor is
+ * rope.scaling.factor, else the older rope.scale_linear, 0 or absent
+ * meaning 1; "none" never scales. Linear scaling divides every frequency
+ * by the factor (ggml_rope_ext's freq_scale = 1 / factor), so *linear is
+ * the factor, 1 for none. YaRN and LongRoPE the demo does not run, nor an
+ * attn_factor other than 1 (it scales cos and sin): refused, not ignored. */
+static clpa_status llama_rope_scaling(const demo_gguf *g, float *linear) {
+  demo_gguf_str type = {"linear", 6};
+  float factor = 0.0f, attn = 1.0f;
+  bool found;
+  clpa_status st;
+  if ((st = demo_gguf_get_str(g, "llama.rope.scaling.type", &type, &found))) return st;
+  if ((st = demo_gguf_get_f32(g, "llama.rope.scaling.factor", &factor, &found))) return st;
+  if (!found && (st = demo_gguf_get_f32(g, "llama.rope.scale_linear", &factor, &found))) return st;
+  if ((st = demo_gguf_get_f32(g, "llama.rope.scaling.attn_factor", &attn, &found))) return st;
+  if (strcmp(type.s, "linear") && strcmp(type.s, "none"))
+    return demo_fail(CLPA_ERR_UNSUPPORTED, "llama.rope.scaling.type '%.40s' is not supported"
+                     " (only linear and none)", type.s);
+  if (!(factor >= 0.0f) || factor > 1e6f)
+    return demo_fail(CLPA_ERR_INVALID_ARG, "llama.rope.scaling.factor = %g is not in [0, 1e6]",
+                     (double)factor);
+  if (attn != 1.0f)
+    return demo_fail(CLPA_ERR_UNSUPPORTED, "llama.rope.scaling.attn_factor = %g is not supported"
+                     " (only 1)", (double)attn);
+  *linear = strcmp(type.s, "none") && factor != 0.0f ? factor : 1.0f;
+  return CLPA_OK;
+}
+
 clpa_status demo_gguf_llama_config(const demo_gguf *g, demo_gguf_llama *out) {
   if (!g || !out) return demo_fail(CLPA_ERR_INVALID_ARG, "demo_gguf_llama_config: NULL argument");
   demo_gguf_llama c;
@@ -72,6 +101,7 @@ clpa_status demo_gguf_llama_config(const demo_gguf *g, demo_gguf_llama *out) {
   if ((st = demo_gguf_get_f32(g, "llama.rope.freq_base", &c.rope_theta, &found))) return st;
   if ((st = demo_gguf_get_f32(g, "llama.attention.layer_norm_rms_epsilon", &c.norm_eps, NULL)))
     return st;
+  if ((st = llama_rope_scaling(g, &c.rope_linear_scale))) return st;
   if (!(c.rope_theta > 0.0f) || c.rope_theta > 1e30f)
     return demo_fail(CLPA_ERR_INVALID_ARG, "llama.rope.freq_base = %g is not a positive number", (double)c.rope_theta);
   if (!(c.norm_eps > 0.0f) || c.norm_eps > 1.0f)

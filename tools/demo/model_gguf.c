@@ -5,7 +5,10 @@
  * rounded to the weight dtype and uploaded. The Q/K rows stay in GGUF's
  * order: the demo's RoPE is GGUF's interleaved one (reference.h), so no
  * unpermuting. A file without output.weight ties the LM head to the
- * embedding; rope_freqs.weight becomes the RoPE frequency factors.
+ * embedding; rope_freqs.weight becomes the RoPE frequency factors, times
+ * the linear RoPE scaling factor where the file has one (both divide the
+ * frequencies, as in ggml_rope_ext: theta = freq_scale * pos * base^(-2i/d)
+ * / factor_i).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -66,7 +69,8 @@ clpa_status demo_model_create_gguf(clpa_context *ctx, const struct demo_gguf *g,
                    L.rope_theta, L.norm_eps, L.max_positions};
   demo_model *m;
   demo_weight_slots w;
-  st = demo_model_begin(ctx, &c, weight_dtype, L.tied_embeddings, L.has_rope_freqs, &m, &w);
+  const bool factors = L.has_rope_freqs || L.rope_linear_scale != 1.0f;
+  st = demo_model_begin(ctx, &c, weight_dtype, L.tied_embeddings, factors, &m, &w);
   if (st != CLPA_OK) return st;
   const int64_t H = c.hidden, qd = (int64_t)c.heads * c.head_size;
   const int64_t kd = (int64_t)c.kv_heads * c.head_size;
@@ -75,6 +79,9 @@ clpa_status demo_model_create_gguf(clpa_context *ctx, const struct demo_gguf *g,
   if (st == CLPA_OK && !L.tied_embeddings) st = load(g, "output.weight", H, c.vocab, w.lm_head);
   if (st == CLPA_OK && L.has_rope_freqs)
     st = load(g, "rope_freqs.weight", c.head_size / 2, 0, w.rope_freq_factors);
+  for (int32_t i = 0; st == CLPA_OK && factors && i < c.head_size / 2; i++)
+    w.rope_freq_factors[i] = (L.has_rope_freqs ? w.rope_freq_factors[i] : 1.0f) *
+                             L.rope_linear_scale;
   for (int32_t l = 0; l < c.layers && st == CLPA_OK; l++) {
     demo_layer_slots *d = &w.layer[l];
     struct {
