@@ -82,6 +82,8 @@ typedef struct spec {
   uint32_t alignment;       /* 0: no general.alignment key (32) */
   int32_t user_defined;     /* a token written as USER_DEFINED (0: none) */
   bool dup_key, bad_merge, block_count_as_string;
+  bool no_extras;           /* without the extra.* tensors (the quantized ones) */
+  const char *more_tensor;  /* an f32 tensor of [HIDDEN] added (NULL: none) */
   struct {                  /* more metadata after the Llama config's (key NULL: none) */
     const char *key;
     uint32_t type;          /* DEMO_GGUF_U32, _F32, _BOOL or _STRING */
@@ -265,10 +267,12 @@ static int model_tensors(const spec *sp, tdesc *td) {
   T("extra.q5_K", DEMO_GGML_Q5_K, 512, 0);
   T("extra.q6_K", DEMO_GGML_Q6_K, 256, 3);
   T("extra.q8", DEMO_GGML_Q8_0, 32, 2); /* last: the corruption tests name it */
+  if (sp->more_tensor) T(sp->more_tensor, DEMO_GGML_F32, HIDDEN, 0);
 #undef T
   int w = 0;
   for (int i = 0; i < n; i++) {
     if (sp->skip_tensor && !strcmp(sp->skip_tensor, td[i].name)) continue;
+    if (sp->no_extras && !strncmp(td[i].name, "extra.", 6)) continue;
     if (sp->odd_tensor && !strcmp(sp->odd_tensor, td[i].name)) td[i].type = 24; /* i8 */
     td[w++] = td[i];
   }
@@ -668,6 +672,14 @@ static void test_tensors_and_config(int tok) {
 
   demo_gguf_llama c;
   st = demo_gguf_llama_config(g, &c);
+  ok(st == CLPA_ERR_UNSUPPORTED &&
+         strstr(demo_last_error(), "tensor 'extra.q4_0' is not one of the Llama tensors"),
+     "llama config of a file with tensors the model does not use: %s", demo_last_error());
+  demo_gguf_close(g);
+  free(bytes);
+  sp.no_extras = true;
+  g = open_spec(&sp, &bytes);
+  st = g ? demo_gguf_llama_config(g, &c) : CLPA_ERR_STATE;
   if (!ok(st == CLPA_OK, "llama config")) diag("%s", demo_last_error());
   int32_t vocab = tok == DEMO_TOKENIZER_SPM ? SPM_VOCAB : BPE_VOCAB;
   ok(c.vocab == vocab && c.hidden == HIDDEN && c.layers == LAYERS && c.heads == HEADS && c.kv_heads == KV_HEADS &&
@@ -1365,6 +1377,24 @@ static void test_model_refusals(void) {
                    "merge whose result is no token");
 }
 
+/* llama.cpp's Llama creates optional tensors (llama-model.cpp: the
+ * attention biases attn_q/k/v/output.bias, the MLP biases ffn_gate/up/
+ * down.bias, experts) and adds them where present; the demo ignored every
+ * tensor it did not ask for, so such a file ran without its biases. Now
+ * every tensor must be one the demo runs, as llama.cpp's loader refuses a
+ * tensor it does not create. */
+static void regress_unused_tensors_refused(void) {
+  static const char *const extra[] = {"blk.0.attn_q.bias", "blk.1.attn_output.bias",
+                                      "blk.0.ffn_down.bias", "blk.2.attn_norm.weight",
+                                      "blk.01.attn_norm.weight", "output_norm.bias"};
+  for (size_t i = 0; i < sizeof extra / sizeof extra[0]; i++) {
+    spec s = {.tok = DEMO_TOKENIZER_SPM, .no_extras = true, .more_tensor = extra[i]};
+    char needle[96];
+    snprintf(needle, sizeof needle, "tensor '%s' is not one of the Llama tensors", extra[i]);
+    expect_config(&s, CLPA_ERR_UNSUPPORTED, needle, "regress: a tensor the demo does not run");
+  }
+}
+
 /* llama.cpp's RoPE scaling keys (llama-model.cpp's load_hparams): the type
  * defaults to linear, the factor is rope.scaling.factor or the older
  * rope.scale_linear, "none" never scales. They were ignored, so a linearly
@@ -1394,7 +1424,7 @@ static void regress_rope_scaling_keys(void) {
        "llama.rope.scaling.factor = -1 is not in [0, 1e6]"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-    spec s = {.tok = DEMO_TOKENIZER_SPM};
+    spec s = {.tok = DEMO_TOKENIZER_SPM, .no_extras = true};
     int n = 0;
     if (cases[i].type)
       s.more[n].key = "llama.rope.scaling.type", s.more[n].type = DEMO_GGUF_STRING,
@@ -1479,7 +1509,9 @@ static void regress_special_files_are_refused(void) {
 /* ================================================================= fuzz */
 
 static void fuzz(int iters) {
-  spec specs[2] = {{.tok = DEMO_TOKENIZER_SPM}, {.tok = DEMO_TOKENIZER_BPE, .pre = "llama-bpe"}};
+  /* the BPE file without the extra.* tensors, so that its flips reach the whole llama config */
+  spec specs[2] = {{.tok = DEMO_TOKENIZER_SPM},
+                   {.tok = DEMO_TOKENIZER_BPE, .pre = "llama-bpe", .no_extras = true}};
   int opened = 0, configs = 0, toks = 0;
   for (int w = 0; w < 2; w++) {
     size_t n;
@@ -1550,6 +1582,7 @@ int main(int argc, char **argv) {
   test_corruptions();
   test_model_refusals();
   regress_rope_scaling_keys();
+  regress_unused_tensors_refused();
   regress_string_with_nul_is_refused();
   regress_special_files_are_refused();
   fuzz(iters);

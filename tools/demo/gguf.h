@@ -263,6 +263,11 @@ clpa_status demo_gguf_tensor_raw(const demo_gguf_tensor *t, demo_gguf_raw *out);
  *   rope_freqs.weight          [hd/2], optional     Llama 3.1+ RoPE scaling: divide
  *                                                   pair i's frequency by factor i
  *
+ * and no other tensor (CLPA_ERR_UNSUPPORTED naming it): llama.cpp's loader
+ * refuses a tensor its model does not create, and its Llama creates
+ * optional ones the demo does not run (blk.N.attn_q/k/v/output.bias,
+ * blk.N.ffn_gate/up/down.bias, experts), so none may be ignored.
+ *
  * RoPE. llama.cpp's converter permutes each head's rows of attn_q and
  * attn_k (convert_hf_to_gguf.py, LlamaModel.permute) so that its "normal"
  * RoPE (LLAMA_ROPE_TYPE_NORM) applies:

@@ -23,6 +23,27 @@ static clpa_status llama_int(const demo_gguf *g, const char *key, bool required,
   return CLPA_OK;
 }
 
+/* Whether name is one of the tensors demo_gguf_llama_config checks. */
+static bool llama_tensor_name(const char *name, int32_t layers) {
+  static const char *const top[] = {"token_embd.weight", "output_norm.weight", "output.weight",
+                                    "rope_freqs.weight"};
+  static const char *const per_layer[] = {"attn_norm", "attn_q",   "attn_k",
+                                          "attn_v",    "attn_output", "ffn_norm",
+                                          "ffn_gate",  "ffn_up",   "ffn_down"};
+  for (size_t i = 0; i < sizeof top / sizeof top[0]; i++)
+    if (!strcmp(name, top[i])) return true;
+  if (strncmp(name, "blk.", 4)) return false;
+  const char *d = name + 4, *e = d; /* "blk." l "." what ".weight", l in [0, layers) as %d */
+  while (*e >= '0' && *e <= '9') e++;
+  if (e == d || e - d > 9 || (*d == '0' && e - d > 1) || *e != '.' || atol(d) >= layers)
+    return false;
+  for (size_t i = 0; i < sizeof per_layer / sizeof per_layer[0]; i++) {
+    const size_t n = strlen(per_layer[i]);
+    if (!strncmp(e + 1, per_layer[i], n) && !strcmp(e + 1 + n, ".weight")) return true;
+  }
+  return false;
+}
+
 static clpa_status llama_tensors(const demo_gguf *g, const demo_gguf_llama *c, bool *tied) {
   const demo_gguf_tensor *t;
   clpa_status st;
@@ -49,6 +70,17 @@ static clpa_status llama_tensors(const demo_gguf *g, const demo_gguf_llama *c, b
   if (demo_gguf_get_tensor(g, "rope_freqs.weight") &&
       (st = demo_gguf_expect(g, "rope_freqs.weight", hd / 2, 0, &t)))
     return st;
+  /* llama.cpp refuses a file holding tensors its model does not create
+   * (done_getting_tensors: "wrong number of tensors"), and its Llama creates
+   * optional ones the demo does not run (attention and MLP biases, experts),
+   * which would change the answers: none may be ignored. */
+  for (uint64_t i = 0; i < demo_gguf_tensor_count(g); i++) {
+    const char *name = demo_gguf_tensor_at(g, i)->name;
+    if (!llama_tensor_name(name, c->layers))
+      return demo_fail(CLPA_ERR_UNSUPPORTED,
+                       "tensor '%.100s' is not one of the Llama tensors the demo runs (a bias,"
+                       " an expert, another architecture's): not supported", name);
+  }
   return CLPA_OK;
 }
 
