@@ -1395,6 +1395,39 @@ static void regress_unused_tensors_refused(void) {
   }
 }
 
+/* Keys that change the model the demo does not run were ignored: a Llama
+ * with experts (llama.expert_count: llama.cpp runs its MoE branch), a
+ * non-causal one, a sliding window shorter than the context, a clamped or
+ * rescaled attention. Each is refused, naming the key; harmless values
+ * (no experts, a window as long as the context) still load. */
+static void regress_unsupported_keys_refused(void) {
+  static const struct {
+    const char *key;
+    uint32_t type;
+    uint64_t bits;
+    const char *needle; /* NULL: loads */
+  } cases[] = {
+      {"llama.expert_count", DEMO_GGUF_U32, 8, "llama.expert_count = 8: mixture-of-experts"},
+      {"llama.expert_count", DEMO_GGUF_U32, 0, NULL},
+      {"llama.attention.causal", DEMO_GGUF_BOOL, 0, "llama.attention.causal = false"},
+      {"llama.attention.causal", DEMO_GGUF_BOOL, 1, NULL},
+      {"llama.attention.sliding_window", DEMO_GGUF_U32, 16,
+       "llama.attention.sliding_window = 16 (context 64): sliding-window attention"},
+      {"llama.attention.sliding_window", DEMO_GGUF_U32, 64, NULL},
+      {"llama.attention.clamp_kqv", DEMO_GGUF_F32, 0x41000000, "clamp_kqv = 8 is not supported"},
+      {"llama.attention.scale", DEMO_GGUF_F32, 0x3e000000, "scale = 0.125 is not supported"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    spec s = {.tok = DEMO_TOKENIZER_SPM, .no_extras = true};
+    s.more[0].key = cases[i].key, s.more[0].type = cases[i].type, s.more[0].bits = cases[i].bits;
+    char what[96];
+    snprintf(what, sizeof what, "regress: %s = %llu (bits)", cases[i].key,
+             (unsigned long long)cases[i].bits);
+    expect_config(&s, cases[i].needle ? CLPA_ERR_UNSUPPORTED : CLPA_OK,
+                  cases[i].needle ? cases[i].needle : "", what);
+  }
+}
+
 /* llama.cpp's RoPE scaling keys (llama-model.cpp's load_hparams): the type
  * defaults to linear, the factor is rope.scaling.factor or the older
  * rope.scale_linear, "none" never scales. They were ignored, so a linearly
@@ -1583,6 +1616,7 @@ int main(int argc, char **argv) {
   test_model_refusals();
   regress_rope_scaling_keys();
   regress_unused_tensors_refused();
+  regress_unsupported_keys_refused();
   regress_string_with_nul_is_refused();
   regress_special_files_are_refused();
   fuzz(iters);
