@@ -244,8 +244,8 @@ clpa_status demo_gguf_tensor_raw(const demo_gguf_tensor *t, demo_gguf_raw *out);
  *   llama.rope.scaling.attn_factor   must be 1
  *   llama.expert_count               must be 0 (no mixture of experts)
  *   llama.attention.causal           must be true
- *   llama.attention.sliding_window   must be 0 or at least context_length
- *   llama.attention.clamp_kqv / llama.attention.scale  must be absent (or 0)
+ *   (llama.attention.sliding_window, clamp_kqv and scale are ignored, as
+ *   llama.cpp ignores them for a Llama)
  *   llama.rope.dimension_count       must equal head_size (partial RoPE unsupported)
  *   llama.attention.key_length / value_length  must equal head_size
  *   llama.vocab_size / tokenizer.ggml.tokens   must agree with token_embd's rows

@@ -113,13 +113,12 @@ static clpa_status llama_rope_scaling(const demo_gguf *g, float *linear) {
   return CLPA_OK;
 }
 
-/* Keys that change a Llama's computation in ways the demo does not run
- * (llama.cpp runs experts and a non-causal mask for LLM_ARCH_LLAMA; the
- * others it reads for other architectures only, but a file carrying one
- * was made for a model that needs it): refused, never ignored. */
-static clpa_status llama_unsupported_keys(const demo_gguf *g, int32_t max_positions) {
+/* Keys with which llama.cpp runs a Llama (LLM_ARCH_LLAMA) that the demo
+ * does not: experts and a non-causal mask. Refused, never ignored; keys
+ * llama.cpp reads for other architectures only (sliding_window, clamp_kqv,
+ * attention.scale) it ignores here, and so does the demo. */
+static clpa_status llama_unsupported_keys(const demo_gguf *g) {
   uint32_t u = 0;
-  float f = 0.0f;
   bool b = true, found;
   clpa_status st;
   if ((st = demo_gguf_get_u32(g, "llama.expert_count", &u, &found))) return st;
@@ -130,16 +129,6 @@ static clpa_status llama_unsupported_keys(const demo_gguf *g, int32_t max_positi
   if (!b)
     return demo_fail(CLPA_ERR_UNSUPPORTED, "llama.attention.causal = false: non-causal attention"
                      " is not supported");
-  if ((st = demo_gguf_get_u32(g, "llama.attention.sliding_window", &u, &found))) return st;
-  if (found && u > 0 && u < (uint32_t)max_positions)
-    return demo_fail(CLPA_ERR_UNSUPPORTED, "llama.attention.sliding_window = %" PRIu32 " (context"
-                     " %" PRId32 "): sliding-window attention is not supported", u, max_positions);
-  static const char *const scales[] = {"llama.attention.clamp_kqv", "llama.attention.scale"};
-  for (int i = 0; i < 2; i++) {
-    if ((st = demo_gguf_get_f32(g, scales[i], &f, &found))) return st;
-    if (found && f != 0.0f)
-      return demo_fail(CLPA_ERR_UNSUPPORTED, "%s = %g is not supported", scales[i], (double)f);
-  }
   return CLPA_OK;
 }
 
@@ -164,7 +153,7 @@ clpa_status demo_gguf_llama_config(const demo_gguf *g, demo_gguf_llama *out) {
   if ((st = demo_gguf_get_f32(g, "llama.attention.layer_norm_rms_epsilon", &c.norm_eps, NULL)))
     return st;
   if ((st = llama_rope_scaling(g, &c.rope_linear_scale))) return st;
-  if ((st = llama_unsupported_keys(g, c.max_positions))) return st;
+  if ((st = llama_unsupported_keys(g))) return st;
   if (!(c.rope_theta > 0.0f) || c.rope_theta > 1e30f)
     return demo_fail(CLPA_ERR_INVALID_ARG, "llama.rope.freq_base = %g is not a positive number", (double)c.rope_theta);
   if (!(c.norm_eps > 0.0f) || c.norm_eps > 1.0f)
