@@ -19,7 +19,14 @@ lines give, in the file's order, the answers each prompt gets alone with
 --prompt (greedy), refused requests in their place with the reason, the
 summary on stderr; malformed lines are refused with FILE:LINE:COLUMN (exit
 2). Sampling repeats under one seed whatever the batching, changes with
-the seed, and top-k 1 is greedy; --check refuses it. TAP output.
+the seed, and top-k 1 is greedy; --check refuses it.
+
+Against an implementation not the demo's: a Llama with GQA made in Hugging
+Face's layout, written as llama.cpp's convert_hf_to_gguf.py writes it (Q
+and K rows permuted per head), run in NumPy from transformers'
+modeling_llama (rotate_half RoPE, repeat_kv) in float64; the demo's greedy
+tokens must be NumPy's, with an LM head and with tied embeddings. TAP
+output.
 
 usage: test_demo_gguf_model.py CLPA_DEMO"""
 import json
@@ -30,6 +37,10 @@ import struct
 import subprocess
 import sys
 import tempfile
+try:
+    import numpy as np
+except ImportError:
+    np = None
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from tap import done, ok  # noqa: E402
 
@@ -126,6 +137,24 @@ def tensor_bytes(vals, typ):
     return struct.pack("<%dH" % len(vals), *[struct.unpack("<I", struct.pack("<f", v))[0] >> 16 for v in vals])
 
 
+# The tokenizer of every file here: SentencePiece (llama.cpp's "llama" model) with byte fallback.
+# Only whole words are longer than one character, and no pair of characters is a token, so
+# text of these letters and spaces is one token a character (tokenize() below).
+WORDS = ["\u2581the", "\u2581a", "\u2581cat", "\u2581sat", "\u2581on", "\u2581mat", "\u2581hello",
+         "\u2581world", "\u2581", "e", "t", "a", "o", "n", "s", "h", "l", "r", "d", "w", "c", "m"]
+PIECES = ["<unk>", "<s>", "</s>"] + ["<0x%02X>" % b for b in range(256)] + WORDS
+TOKEN_TYPES = [2, 3, 3] + [6] * 256 + [1] * len(WORDS)  # unknown, control, byte, normal
+BOS, EOS = 1, 2
+
+
+def tokenizer_meta():
+    scores = [0.0, 0.0, 0.0] + [0.0] * 256 + [-float(i) for i in range(len(WORDS))]
+    return [kv("tokenizer.ggml.model", STR, "llama"),
+            kv("tokenizer.ggml.tokens", ARR, (STR, PIECES)), kv("tokenizer.ggml.scores", ARR, (F32, scores)),
+            kv("tokenizer.ggml.token_type", ARR, (I32, TOKEN_TYPES)),
+            kv("tokenizer.ggml.bos_token_id", U32, BOS), kv("tokenizer.ggml.eos_token_id", U32, EOS)]
+
+
 def write_gguf(path, arch="llama", context=512, quant=None, odd=None, more_meta=(),
                more_tensors=()):
     """quant: None (f32/f16/bf16), "legacy" (Q8_0 / Q4_0 matrices) or "k" (Q4_K / Q5_K / Q6_K matrices, hidden
@@ -135,21 +164,12 @@ def write_gguf(path, arch="llama", context=512, quant=None, odd=None, more_meta=
     hidden, layers, heads, kv_heads, hd, ffn = 64, 2, 2, 1, 32, 128
     if quant == "k":
         hidden, hd, ffn = 256, 128, 256
-    pieces = ["<unk>", "<s>", "</s>"] + ["<0x%02X>" % b for b in range(256)]
-    words = ["\u2581the", "\u2581a", "\u2581cat", "\u2581sat", "\u2581on", "\u2581mat", "\u2581hello",
-             "\u2581world", "\u2581", "e", "t", "a", "o", "n", "s", "h", "l", "r", "d", "w", "c", "m"]
-    pieces += words
-    vocab = len(pieces)
-    types = [2, 3, 3] + [6] * 256 + [1] * len(words)
-    scores = [0.0, 0.0, 0.0] + [0.0] * 256 + [-float(i) for i in range(len(words))]
+    vocab = len(PIECES)
     meta = [kv("general.architecture", STR, arch), kv("llama.embedding_length", U32, hidden),
             kv("llama.block_count", U32, layers), kv("llama.attention.head_count", U32, heads),
             kv("llama.attention.head_count_kv", U32, kv_heads), kv("llama.feed_forward_length", U32, ffn),
             kv("llama.context_length", U32, context), kv("llama.rope.freq_base", F32, 10000.0),
-            kv("llama.attention.layer_norm_rms_epsilon", F32, 1e-5),
-            kv("tokenizer.ggml.model", STR, "llama"), kv("tokenizer.ggml.tokens", ARR, (STR, pieces)),
-            kv("tokenizer.ggml.scores", ARR, (F32, scores)), kv("tokenizer.ggml.token_type", ARR, (I32, types)),
-            kv("tokenizer.ggml.bos_token_id", U32, 1), kv("tokenizer.ggml.eos_token_id", U32, 2)]
+            kv("llama.attention.layer_norm_rms_epsilon", F32, 1e-5)] + tokenizer_meta()
     meta += [kv(*m) for m in more_meta]
 
     # each matrix's type: plain, then with quant="legacy", then with quant="k"
@@ -186,6 +206,11 @@ def write_gguf(path, arch="llama", context=512, quant=None, odd=None, more_meta=
                 n = dims[0] * (dims[1] if len(dims) > 1 else 1)
                 elems, nbytes = BLOCK_BYTES[odd[1]]
                 tensors[i] = (name, dims, bytes(rng.getrandbits(8) for _ in range(-(-n // elems) * nbytes)), odd[1])
+    write_file(path, meta, tensors)
+
+
+def write_file(path, meta, tensors):
+    """A GGUF v3 file: meta, kv() items; tensors, (name, ggml dims, values, ggml type)."""
     infos, data = b"", b""
     for name, dims, vals, typ in tensors:
         while len(data) % 32:
@@ -198,6 +223,161 @@ def write_gguf(path, arch="llama", context=512, quant=None, odd=None, more_meta=
         head += b"\0"
     with open(path, "wb") as f:
         f.write(head + data)
+
+
+# ------------------------------------------------- a Hugging Face Llama, written as llama.cpp does
+# The demo against a model written from transformers' modeling_llama.py, not from tools/demo: the
+# weights are made in LlamaForCausalLM's layout (nn.Linear [out, in], rotate_half RoPE), written
+# as convert_hf_to_gguf.py's LlamaModel writes them, and run here in NumPy in float64. GQA: 4
+# query heads share 2 KV heads; head size 32 (the smallest clpa serves).
+HF = {"hidden": 128, "layers": 2, "heads": 4, "kv_heads": 2, "ffn": 256, "theta": 500000.0,
+      "eps": 1e-6}
+
+
+def hf_weights(seed, tied):
+    """Random f32 weights named as LlamaForCausalLM's state dict, [out, in] matrices; no norm
+    weight 1, so that one applied in the wrong place shows. Tied: no lm_head (the embedding). A
+    small embedding keeps the residual from echoing the last token; the large final norm spreads
+    the logits (standard deviation 3 to 8)."""
+    r = np.random.RandomState(seed)
+    H, hd, ffn, vocab = HF["hidden"], HF["hidden"] // HF["heads"], HF["ffn"], len(PIECES)
+
+    def lin(out, inp):
+        return r.normal(0, inp ** -0.5, (out, inp)).astype(np.float32)
+
+    w = {"model.embed_tokens.weight": r.normal(0, 0.1, (vocab, H)).astype(np.float32),
+         "model.norm.weight": r.uniform(2, 5, H).astype(np.float32)}
+    for l in range(HF["layers"]):
+        p = "model.layers.%d." % l
+        w.update({p + "input_layernorm.weight": r.uniform(0.5, 1.5, H).astype(np.float32),
+                  p + "self_attn.q_proj.weight": lin(HF["heads"] * hd, H),
+                  p + "self_attn.k_proj.weight": lin(HF["kv_heads"] * hd, H),
+                  p + "self_attn.v_proj.weight": lin(HF["kv_heads"] * hd, H),
+                  p + "self_attn.o_proj.weight": lin(H, HF["heads"] * hd),
+                  p + "post_attention_layernorm.weight": r.uniform(0.5, 1.5, H).astype(np.float32),
+                  p + "mlp.gate_proj.weight": lin(ffn, H),
+                  p + "mlp.up_proj.weight": lin(ffn, H),
+                  p + "mlp.down_proj.weight": lin(H, ffn)})
+    if not tied:
+        w["lm_head.weight"] = lin(vocab, H)
+    return w
+
+
+def hf_permute(w, n_head):
+    """convert_hf_to_gguf.py's LlamaModel.permute: each head's rows from rotate_half's order (the
+    two halves) to llama.cpp's RoPE pairs (adjacent rows)."""
+    return (w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:])
+            .swapaxes(1, 2).reshape(w.shape))
+
+
+def write_hf_gguf(path, w):
+    """The GGUF that convert_hf_to_gguf.py writes for these weights (f32): Q and K permuted
+    (K with the KV heads' count), an [out, in] matrix as it is (ggml's ne0 = in), no output.weight
+    when tied."""
+    names = {"model.embed_tokens": "token_embd", "model.norm": "output_norm", "lm_head": "output",
+             "self_attn.q_proj": "attn_q", "self_attn.k_proj": "attn_k", "self_attn.v_proj": "attn_v",
+             "self_attn.o_proj": "attn_output", "input_layernorm": "attn_norm",
+             "post_attention_layernorm": "ffn_norm", "mlp.gate_proj": "ffn_gate",
+             "mlp.up_proj": "ffn_up", "mlp.down_proj": "ffn_down"}
+    tensors = []
+    for name, t in w.items():
+        if name.endswith("q_proj.weight"):
+            t = hf_permute(t, HF["heads"])
+        elif name.endswith("k_proj.weight"):
+            t = hf_permute(t, HF["kv_heads"])
+        m = re.fullmatch(r"model\.layers\.(\d+)\.(.*)\.weight", name)
+        gname = "blk.%s.%s" % (m[1], names[m[2]]) if m else names[name[:-len(".weight")]]
+        tensors.append((gname + ".weight", list(t.shape[::-1]), t.astype("<f4").tobytes(), T_F32))
+    H = HF["hidden"]
+    meta = [kv("general.architecture", STR, "llama"), kv("llama.context_length", U32, 256),
+            kv("llama.embedding_length", U32, H), kv("llama.block_count", U32, HF["layers"]),
+            kv("llama.feed_forward_length", U32, HF["ffn"]),
+            kv("llama.rope.dimension_count", U32, H // HF["heads"]),
+            kv("llama.attention.head_count", U32, HF["heads"]),
+            kv("llama.attention.head_count_kv", U32, HF["kv_heads"]),
+            kv("llama.rope.freq_base", F32, HF["theta"]),
+            kv("llama.attention.layer_norm_rms_epsilon", F32, HF["eps"]),
+            kv("llama.vocab_size", U32, len(PIECES)), kv("general.file_type", U32, 0)]
+    write_file(path, meta + tokenizer_meta(), tensors)
+
+
+def hf_logits(w, ids):
+    """LlamaForCausalLM's logits [len(ids), vocab] (modeling_llama.py, eager attention), float64."""
+    f = {k: v.astype(np.float64) for k, v in w.items()}
+    T, nh, nkv = len(ids), HF["heads"], HF["kv_heads"]
+    d = HF["hidden"] // nh
+
+    def rms_norm(x, g):  # LlamaRMSNorm: the weight after the normalization
+        return x / np.sqrt((x * x).mean(-1, keepdims=True) + HF["eps"]) * g
+
+    inv_freq = 1.0 / HF["theta"] ** (np.arange(0, d, 2) / d)
+    emb = np.concatenate([np.outer(np.arange(T), inv_freq)] * 2, -1)[:, None, :]  # [T, 1, d]
+    cos, sin = np.cos(emb), np.sin(emb)
+
+    def rope(x):  # apply_rotary_pos_emb: x * cos + rotate_half(x) * sin
+        return x * cos + np.concatenate([-x[..., d // 2:], x[..., :d // 2]], -1) * sin
+
+    causal = np.triu(np.full((T, T), -np.inf), 1)
+    x = f["model.embed_tokens.weight"][ids]
+    for l in range(HF["layers"]):
+        p = "model.layers.%d." % l
+        h = rms_norm(x, f[p + "input_layernorm.weight"])
+        q = rope((h @ f[p + "self_attn.q_proj.weight"].T).reshape(T, nh, d))
+        k = rope((h @ f[p + "self_attn.k_proj.weight"].T).reshape(T, nkv, d))
+        v = (h @ f[p + "self_attn.v_proj.weight"].T).reshape(T, nkv, d)
+        k, v = np.repeat(k, nh // nkv, 1), np.repeat(v, nh // nkv, 1)  # repeat_kv: head i, KV i // n_rep
+        s = np.einsum("qhd,khd->hqk", q, k) / np.sqrt(d) + causal
+        a = np.exp(s - s.max(-1, keepdims=True))
+        o = np.einsum("hqk,khd->qhd", a / a.sum(-1, keepdims=True), v).reshape(T, nh * d)
+        x = x + o @ f[p + "self_attn.o_proj.weight"].T
+        h = rms_norm(x, f[p + "post_attention_layernorm.weight"])
+        g = h @ f[p + "mlp.gate_proj.weight"].T
+        u = h @ f[p + "mlp.up_proj.weight"].T
+        x = x + (g / (1 + np.exp(-g)) * u) @ f[p + "mlp.down_proj.weight"].T  # down(silu(gate) * up)
+    head = f.get("lm_head.weight", f["model.embed_tokens.weight"])
+    return rms_norm(x, f["model.norm.weight"]) @ head.T
+
+
+def hf_greedy(w, ids, n):
+    """Greedy decoding of n tokens (or to EOS): the tokens, and each step's top-1 margin over the
+    runner-up relative to the step's scale (max |logit|, at least 1, as --check's)."""
+    ids, out, margins = list(ids), [], []
+    for _ in range(n):
+        z = hf_logits(w, ids)[-1]
+        top2 = np.sort(z)[-2:]
+        margins.append((top2[1] - top2[0]) / max(1.0, np.abs(z).max()))
+        out.append(int(np.argmax(z)))
+        if out[-1] == EOS:
+            break
+        ids.append(out[-1])
+    return out, margins
+
+
+def tokenize(text):
+    """SentencePiece (llama.cpp's llm_tokenizer_spm) on this vocabulary, BOS first: ▁ in front and
+    for every space; the adjacent pair that makes the best-scored token merges first (ties:
+    leftmost); a character that is no token becomes its bytes' tokens."""
+    syms, score = list("\u2581" + text.replace(" ", "\u2581")), {w: -i for i, w in enumerate(WORDS)}
+    while True:
+        pairs = [(score[a + b], -i) for i, (a, b) in enumerate(zip(syms, syms[1:]))
+                 if a + b in score]
+        if not pairs:
+            break
+        i = -max(pairs)[1]
+        syms[i:i + 2] = [syms[i] + syms[i + 1]]
+    return [BOS] + [t for s in syms
+                    for t in ([PIECES.index(s)] if s in PIECES else [3 + b for b in s.encode()])]
+
+
+def piece_bytes(i):
+    """What the demo, as llama.cpp's token_to_piece, prints for token i."""
+    if TOKEN_TYPES[i] == 3:
+        return b""
+    if TOKEN_TYPES[i] == 2:
+        return "\u2585".encode()
+    if TOKEN_TYPES[i] == 6:
+        return bytes([int(PIECES[i][3:5], 16)])
+    return PIECES[i].replace("\u2581", " ").encode()
 
 
 def run(*args):
@@ -475,5 +655,40 @@ with tempfile.TemporaryDirectory() as tmp:
     p = run("--model", model, "--prompt", "hi", "--temperature", "0.5", "--check")
     ok(p.returncode == 2 and "--check" in p.stderr and "--temperature 0" in p.stderr,
        "--check with sampling is refused: %s" % p.stderr.strip().split("\n")[0])
+
+    # The demo against Hugging Face's Llama (hf_logits): greedy answers to two prompts, one past a
+    # 16-token KV block, each cut after 1, 2, ... N tokens (one request each, served together) so
+    # that every generated token's bytes are compared in its place. --check in the same run holds
+    # the demo's logits within 2e-3 of their scale of the host reference's, so where NumPy's top-1
+    # leads by twice that, a convention both share correctly cannot pick another token.
+    hf_prompts, n_gen = ["hello world", "the cat sat on a mat; a dog ate the hat, then sat"], 8
+    for tied in (False, True):
+        what = "tied embeddings" if tied else "an LM head"
+        if np is None:
+            ok(False, "the demo against a NumPy Llama (%s): no NumPy (apt-get install python3-numpy)"
+               % what)
+            continue
+        hf = hf_weights(2, tied)
+        path = os.path.join(tmp, "hf-llama%s.gguf" % ("-tied" if tied else ""))
+        write_hf_gguf(path, hf)
+        want, margins, lines = [], [], []
+        for text in hf_prompts:
+            gen, m = hf_greedy(hf, tokenize(text), n_gen)
+            margins += m
+            want += [plain_line(b"".join(map(piece_bytes, gen[:k]))) for k in range(1, n_gen + 1)]
+            lines += [json.dumps({"prompt": text, "max_tokens": k}) for k in range(1, n_gen + 1)]
+        jl = os.path.join(tmp, "hf.jsonl")
+        with open(jl, "w") as f:
+            f.write("\n".join(lines) + "\n")
+        p = run_bytes("--model", path, "--prompts", jl, "--kv-dtype", "f32", "--check")
+        got = p.stdout.split(b"\n")[:-1]
+        bad = [(i // n_gen, i % n_gen + 1, want[i], g) for i, g in enumerate(got) if g != want[i]]
+        ok(p.returncode == 0 and b"check: passed" in p.stderr and len(got) == len(want) and not bad
+           and min(margins) >= 4e-3,
+           "a Hugging Face Llama (GQA 4/2, %s) written as convert_hf_to_gguf.py does: the demo's %d"
+           " greedy tokens are NumPy's (top-1 margins >= %.3g of the scale)"
+           % (what, len(margins), min(margins)),
+           "exit %d; %d of %d answers; first difference (prompt, tokens, NumPy, demo): %s\n%s"
+           % (p.returncode, len(got), len(want), bad[:1], p.stderr.decode(errors="replace")[-600:]))
 
 done()
