@@ -1029,6 +1029,28 @@ static void regress_eog_by_text(void) {
   demo_tokenizer_destroy(t);
 }
 
+/* An UNKNOWN token prints nothing, as llama.cpp's token_to_piece gives it
+ * with special = false, the way llama-cli and llama-server print an answer
+ * (common_token_to_piece(ctx, id, params.special), --special off); with
+ * special it would be its text "<unk>". Before, SentencePiece's <unk> was
+ * "\xe2\x96\x85" (U+2585), what llama.cpp printed before its pull 7587
+ * (June 2024): "hi<unk>" read "hi\xe2\x96\x85" where llama.cpp shows "hi". */
+static void regress_unknown_piece_is_empty(void) {
+  spec sp = {.tok = DEMO_TOKENIZER_SPM};
+  demo_tokenizer *t = tokenizer_of(&sp);
+  const char *p = NULL;
+  size_t len = 99;
+  const bool got = !demo_tokenizer_piece(t, 0, &p, &len);
+  ok(got && len == 0, "regress: SPM piece <unk> is empty, as llama.cpp prints it (got %zu bytes)",
+     len);
+  char *text = NULL;
+  const clpa_status st = demo_tokenizer_decode(t, (const int32_t[]){260, 0}, 2, &text, &len);
+  ok(st == CLPA_OK && !strcmp(text, "h"), "regress: decode h <unk> is 'h' (got '%s')",
+     text ? text : "(null)");
+  free(text);
+  demo_tokenizer_destroy(t);
+}
+
 /* text's words by the pre-tokenizer, joined by '|'. */
 static void check_split(const char *text, bool llama3, const char *want) {
   demo_pretok x;
@@ -1607,6 +1629,7 @@ int main(int argc, char **argv) {
   regress_llama3_pre_tokenizer_names();
   regress_user_defined_tokens_without_parse_special();
   regress_eog_by_text();
+  regress_unknown_piece_is_empty();
   regress_pretok_unicode_classes();
   regress_bpe_invalid_utf8();
   regress_spm_invalid_utf8_symbols();

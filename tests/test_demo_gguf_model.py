@@ -370,11 +370,9 @@ def tokenize(text):
 
 
 def piece_bytes(i):
-    """What the demo, as llama.cpp's token_to_piece, prints for token i."""
-    if TOKEN_TYPES[i] == 3:
+    """What the demo, as llama.cpp's token_to_piece without special, prints for token i."""
+    if TOKEN_TYPES[i] in (2, 3):  # unknown, control: nothing
         return b""
-    if TOKEN_TYPES[i] == 2:
-        return "\u2585".encode()
     if TOKEN_TYPES[i] == 6:
         return bytes([int(PIECES[i][3:5], 16)])
     return PIECES[i].replace("\u2581", " ").encode()

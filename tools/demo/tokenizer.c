@@ -452,11 +452,8 @@ static size_t make_piece(const demo_tokenizer *t, int32_t id, char *out) {
   size_t n = t->text_len[id], w = 0;
   char tmp[4];
   switch (t->types[id]) {
-    case DEMO_TOKEN_CONTROL: return 0;
-    case DEMO_TOKEN_UNKNOWN:
-      if (t->kind == DEMO_TOKENIZER_BPE) return 0;
-      if (out) memcpy(out, "\xe2\x96\x85", 3);
-      return 3;
+    case DEMO_TOKEN_CONTROL:
+    case DEMO_TOKEN_UNKNOWN: return 0; /* llama.cpp's token_to_piece without special */
     case DEMO_TOKEN_BYTE:
       if (t->kind == DEMO_TOKENIZER_SPM && n == 6) {
         if (out) out[0] = (char)strtoul(s + 3, NULL, 16);

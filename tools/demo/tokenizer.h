@@ -137,8 +137,10 @@ clpa_status demo_tokenizer_encode(const demo_tokenizer *t, const char *text, siz
 
 /* The bytes that token id stands for, for streaming: "▁" is a space, a
  * byte token is its byte (so a piece may be part of a UTF-8 character:
- * print the bytes as they come), CONTROL tokens are empty, UNKNOWN is
- * "▅" (U+2585, as llama.cpp prints it) for "llama" and empty for "gpt2".
+ * print the bytes as they come), CONTROL and UNKNOWN tokens are empty (as
+ * llama.cpp's token_to_piece gives them without special, the way
+ * llama-cli and llama-server print an answer; before mid-2024 it gave "▅"
+ * for an UNKNOWN token of "llama").
  * *bytes stays valid while t lives (not NUL-terminated). Returns CLPA_OK or
  * CLPA_ERR_INVALID_ARG (id out of range). */
 clpa_status demo_tokenizer_piece(const demo_tokenizer *t, int32_t id, const char **bytes,
