@@ -1051,6 +1051,36 @@ static void regress_unknown_piece_is_empty(void) {
   demo_tokenizer_destroy(t);
 }
 
+/* A token typed UNUSED or UNDEFINED prints nothing: llama.cpp's
+ * token_to_piece copies only NORMAL, BYTE, USER_DEFINED (and, with special,
+ * CONTROL and UNKNOWN) tokens ("we accept all unsupported token types,
+ * suppressing them like CONTROL tokens"). Before, they were printed as
+ * NORMAL ones: SPM "\xe2\x96\x81hello" typed UNUSED read " hello",
+ * byte-level "\xc4\xa0world" " world" and UNDEFINED "world" "world"; a
+ * converter's padding tokens ("[PAD32000]", UNUSED) read as text. */
+static void regress_unused_piece_is_empty(void) {
+  spm_types[271] = DEMO_TOKEN_UNUSED;
+  spec sp = {.tok = DEMO_TOKENIZER_SPM};
+  demo_tokenizer *t = tokenizer_of(&sp);
+  spm_types[271] = DEMO_TOKEN_NORMAL;
+  const char *p = NULL;
+  size_t len = 99;
+  bool got = !demo_tokenizer_piece(t, 271, &p, &len);
+  ok(got && len == 0, "regress: SPM piece of UNUSED '\xe2\x96\x81hello' is empty (got %zu bytes)",
+     len);
+  demo_tokenizer_destroy(t);
+  bpe_types[266] = DEMO_TOKEN_UNUSED;
+  bpe_types[269] = DEMO_TOKEN_UNDEFINED;
+  spec bp = {.tok = DEMO_TOKENIZER_BPE};
+  t = tokenizer_of(&bp);
+  bpe_types[266] = bpe_types[269] = DEMO_TOKEN_NORMAL;
+  got = !demo_tokenizer_piece(t, 266, &p, &len);
+  ok(got && len == 0, "regress: BPE piece of UNUSED '\xc4\xa0world' is empty (got %zu bytes)", len);
+  got = !demo_tokenizer_piece(t, 269, &p, &len);
+  ok(got && len == 0, "regress: BPE piece of UNDEFINED 'world' is empty (got %zu bytes)", len);
+  demo_tokenizer_destroy(t);
+}
+
 /* text's words by the pre-tokenizer, joined by '|'. */
 static void check_split(const char *text, bool llama3, const char *want) {
   demo_pretok x;
@@ -1630,6 +1660,7 @@ int main(int argc, char **argv) {
   regress_user_defined_tokens_without_parse_special();
   regress_eog_by_text();
   regress_unknown_piece_is_empty();
+  regress_unused_piece_is_empty();
   regress_pretok_unicode_classes();
   regress_bpe_invalid_utf8();
   regress_spm_invalid_utf8_symbols();

@@ -371,7 +371,7 @@ def tokenize(text):
 
 def piece_bytes(i):
     """What the demo, as llama.cpp's token_to_piece without special, prints for token i."""
-    if TOKEN_TYPES[i] in (2, 3):  # unknown, control: nothing
+    if TOKEN_TYPES[i] not in (1, 4, 6):  # only normal, user-defined and byte tokens print
         return b""
     if TOKEN_TYPES[i] == 6:
         return bytes([int(PIECES[i][3:5], 16)])

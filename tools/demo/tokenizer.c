@@ -460,7 +460,9 @@ static size_t make_piece(const demo_tokenizer *t, int32_t id, char *out) {
         return 1;
       }
       break;
-    default: break;
+    case DEMO_TOKEN_NORMAL:
+    case DEMO_TOKEN_USER_DEFINED: break;
+    default: return 0; /* UNUSED, UNDEFINED: llama.cpp suppresses them like CONTROL */
   }
   if (t->kind == DEMO_TOKENIZER_SPM || t->types[id] == DEMO_TOKEN_USER_DEFINED) {
     for (size_t i = 0; i < n;) {
