@@ -1081,6 +1081,24 @@ static void regress_unused_piece_is_empty(void) {
   demo_tokenizer_destroy(t);
 }
 
+/* A USER_DEFINED token prints its text as it is, U+2581 included, in
+ * SentencePiece as in byte-level BPE: llama.cpp's token_to_piece copies
+ * it before it unescapes a NORMAL token's whitespace (convert_hf_to_gguf
+ * writes added tokens' spaces as spaces, so that encode finds them in the
+ * text; the demo's encode matches them as they are too). Before, SPM's
+ * user-defined "\xe2\x96\x81hello" read " hello". */
+static void regress_user_defined_piece_as_is(void) {
+  spec sp = {.tok = DEMO_TOKENIZER_SPM, .user_defined = 271};
+  demo_tokenizer *t = tokenizer_of(&sp);
+  const char *p = NULL;
+  size_t len = 0;
+  const bool got = !demo_tokenizer_piece(t, 271, &p, &len);
+  ok(got && len == 8 && !memcmp(p, "\xe2\x96\x81hello", 8),
+     "regress: SPM piece of USER_DEFINED '\xe2\x96\x81hello' is its text (got '%.*s')",
+     got ? (int)len : 0, got ? p : "");
+  demo_tokenizer_destroy(t);
+}
+
 /* text's words by the pre-tokenizer, joined by '|'. */
 static void check_split(const char *text, bool llama3, const char *want) {
   demo_pretok x;
@@ -1661,6 +1679,7 @@ int main(int argc, char **argv) {
   regress_eog_by_text();
   regress_unknown_piece_is_empty();
   regress_unused_piece_is_empty();
+  regress_user_defined_piece_as_is();
   regress_pretok_unicode_classes();
   regress_bpe_invalid_utf8();
   regress_spm_invalid_utf8_symbols();

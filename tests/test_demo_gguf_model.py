@@ -375,6 +375,8 @@ def piece_bytes(i):
         return b""
     if TOKEN_TYPES[i] == 6:
         return bytes([int(PIECES[i][3:5], 16)])
+    if TOKEN_TYPES[i] == 4:  # user-defined: as stored
+        return PIECES[i].encode()
     return PIECES[i].replace("\u2581", " ").encode()
 
 

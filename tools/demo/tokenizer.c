@@ -460,13 +460,15 @@ static size_t make_piece(const demo_tokenizer *t, int32_t id, char *out) {
         return 1;
       }
       break;
-    case DEMO_TOKEN_NORMAL:
-    case DEMO_TOKEN_USER_DEFINED: break;
+    case DEMO_TOKEN_USER_DEFINED: /* its text as is, U+2581 included, as llama.cpp's */
+      if (out) memcpy(out, s, n);
+      return n;
+    case DEMO_TOKEN_NORMAL: break;
     default: return 0; /* UNUSED, UNDEFINED: llama.cpp suppresses them like CONTROL */
   }
-  if (t->kind == DEMO_TOKENIZER_SPM || t->types[id] == DEMO_TOKEN_USER_DEFINED) {
+  if (t->kind == DEMO_TOKENIZER_SPM) {
     for (size_t i = 0; i < n;) {
-      if (t->kind == DEMO_TOKENIZER_SPM && n - i >= 3 && !memcmp(s + i, "\xe2\x96\x81", 3)) {
+      if (n - i >= 3 && !memcmp(s + i, "\xe2\x96\x81", 3)) {
         if (out) out[w] = ' ';
         w++;
         i += 3;

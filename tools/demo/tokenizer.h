@@ -140,7 +140,8 @@ clpa_status demo_tokenizer_encode(const demo_tokenizer *t, const char *text, siz
  * print the bytes as they come), CONTROL and UNKNOWN tokens are empty (as
  * llama.cpp's token_to_piece gives them without special, the way
  * llama-cli and llama-server print an answer; before mid-2024 it gave "▅"
- * for an UNKNOWN token of "llama"), and so are UNUSED and UNDEFINED ones.
+ * for an UNKNOWN token of "llama"), and so are UNUSED and UNDEFINED ones;
+ * a USER_DEFINED token is its text as stored ("▁" kept, as llama.cpp's).
  * *bytes stays valid while t lives (not NUL-terminated). Returns CLPA_OK or
  * CLPA_ERR_INVALID_ARG (id out of range). */
 clpa_status demo_tokenizer_piece(const demo_tokenizer *t, int32_t id, const char **bytes,
