@@ -1099,6 +1099,33 @@ static void regress_user_defined_piece_as_is(void) {
   demo_tokenizer_destroy(t);
 }
 
+/* Byte-level BPE: a character of a NORMAL token outside GPT-2's
+ * bytes_to_unicode table (an invalid byte: U+FFFD) prints as llama.cpp's
+ * llama_decode_text writes it, where unicode_utf8_to_byte throws:
+ * "[UNK_BYTE_0x" + the character's UTF-8 in hex + the token's whole text
+ * + "]". Before, the character was copied as it is: "\xe2\x96\x81is" read
+ * "\xe2\x96\x81is" (llama.cpp: "[UNK_BYTE_0xe29681\xe2\x96\x81is]is"), and
+ * "a\xff" "a\xff" (llama.cpp: "a[UNK_BYTE_0xefbfbda\xff]"). */
+static void regress_bpe_piece_outside_byte_table(void) {
+  static const char *const texts[] = {"\xe2\x96\x81is", "a\xff"};
+  static const char *const want[] = {"[UNK_BYTE_0xe29681\xe2\x96\x81is]is",
+                                     "a[UNK_BYTE_0xefbfbda\xff]"};
+  char *saved = bpe_tokens[269]; /* "world": no merge makes it */
+  for (int i = 0; i < 2; i++) {
+    bpe_tokens[269] = (char *)texts[i];
+    spec sp = {.tok = DEMO_TOKENIZER_BPE};
+    demo_tokenizer *t = tokenizer_of(&sp);
+    const char *p = NULL;
+    size_t len = 0;
+    const bool got = !demo_tokenizer_piece(t, 269, &p, &len);
+    ok(got && len == strlen(want[i]) && !memcmp(p, want[i], len),
+       "regress: BPE piece '%s' is '%s', as llama.cpp's (got '%.*s')", texts[i], want[i],
+       got ? (int)len : 0, got ? p : "");
+    demo_tokenizer_destroy(t);
+  }
+  bpe_tokens[269] = saved;
+}
+
 /* text's words by the pre-tokenizer, joined by '|'. */
 static void check_split(const char *text, bool llama3, const char *want) {
   demo_pretok x;
@@ -1680,6 +1707,7 @@ int main(int argc, char **argv) {
   regress_unknown_piece_is_empty();
   regress_unused_piece_is_empty();
   regress_user_defined_piece_as_is();
+  regress_bpe_piece_outside_byte_table();
   regress_pretok_unicode_classes();
   regress_bpe_invalid_utf8();
   regress_spm_invalid_utf8_symbols();

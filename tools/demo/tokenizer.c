@@ -450,7 +450,6 @@ clpa_status demo_tokenizer_decode(const demo_tokenizer *t, const int32_t *ids, s
 static size_t make_piece(const demo_tokenizer *t, int32_t id, char *out) {
   const char *s = tok_text(t, id);
   size_t n = t->text_len[id], w = 0;
-  char tmp[4];
   switch (t->types[id]) {
     case DEMO_TOKEN_CONTROL:
     case DEMO_TOKEN_UNKNOWN: return 0; /* llama.cpp's token_to_piece without special */
@@ -480,18 +479,28 @@ static size_t make_piece(const demo_tokenizer *t, int32_t id, char *out) {
     }
     return w;
   }
-  /* byte-level: each character back to its byte; others stay as UTF-8 */
+  /* byte-level: each character back to its byte, as llama_decode_text; one
+   * outside GPT-2's table (an invalid byte: U+FFFD) is written there as
+   * "[UNK_BYTE_0x" + its UTF-8 in hex + the token's whole text + "]" */
   for (size_t i = 0; i < n;) {
     uint32_t cp;
-    size_t l = demo_utf8_next((const uint8_t *)s + i, n - i, &cp);
-    int b = l > 1 || (uint8_t)s[i] < 0x80 ? demo_byte_map_byte(&t->bmap, cp) : -1;
+    const size_t l = demo_utf8_next((const uint8_t *)s + i, n - i, &cp);
+    if (l == 1 && (uint8_t)s[i] >= 0x80) cp = 0xfffd;
+    const int b = demo_byte_map_byte(&t->bmap, cp);
     if (b >= 0) {
       if (out) out[w] = (char)b;
       w++;
     } else {
-      size_t k = l == 1 ? 1 : demo_utf8_put(cp, tmp);
-      if (out) memcpy(out + w, l == 1 ? s + i : tmp, k);
-      w += k;
+      char tmp[4], mark[24] = "[UNK_BYTE_0x";
+      const size_t k = demo_utf8_put(cp, tmp);
+      for (size_t j = 0; j < k; j++) snprintf(mark + 12 + 2 * j, 3, "%02x", (uint8_t)tmp[j]);
+      const size_t ml = 12 + 2 * k;
+      if (out) {
+        memcpy(out + w, mark, ml);
+        memcpy(out + w + ml, s, n);
+        out[w + ml + n] = ']';
+      }
+      w += ml + n + 1;
     }
     i += l;
   }
@@ -571,6 +580,9 @@ static clpa_status build_tables(demo_tokenizer *t, const struct demo_gguf *g) {
   for (int32_t i = 0; i < t->n_vocab; i++) {
     t->piece_off[i] = (uint32_t)total;
     total += make_piece(t, i, NULL);
+    if (total > UINT32_MAX) /* "[UNK_BYTE_0x...]" repeats a token's text for each odd character */
+      return demo_fail(CLPA_ERR_INVALID_ARG,
+                       "tokenizer.ggml.tokens: the pieces up to token %" PRId32 " pass 4 GiB", i);
   }
   t->piece_off[t->n_vocab] = (uint32_t)total;
   t->piece_arena = malloc((size_t)total + 1);

@@ -142,6 +142,9 @@ clpa_status demo_tokenizer_encode(const demo_tokenizer *t, const char *text, siz
  * llama-cli and llama-server print an answer; before mid-2024 it gave "▅"
  * for an UNKNOWN token of "llama"), and so are UNUSED and UNDEFINED ones;
  * a USER_DEFINED token is its text as stored ("▁" kept, as llama.cpp's).
+ * For "gpt2", a character outside GPT-2's byte table in a NORMAL token is
+ * written as llama.cpp's llama_decode_text writes it: "[UNK_BYTE_0x", its
+ * UTF-8 in hex, the token's whole text, "]" (an invalid byte: U+FFFD's).
  * *bytes stays valid while t lives (not NUL-terminated). Returns CLPA_OK or
  * CLPA_ERR_INVALID_ARG (id out of range). */
 clpa_status demo_tokenizer_piece(const demo_tokenizer *t, int32_t id, const char **bytes,
