@@ -1126,6 +1126,38 @@ static void regress_bpe_piece_outside_byte_table(void) {
   bpe_tokens[269] = saved;
 }
 
+/* An end-of-generation token found by its text is made CONTROL before
+ * the pieces and the special tokens are made, as llama.cpp's vocabulary
+ * loader does for every token of its EOG texts (attr |= CONTROL, "this is
+ * probably a bug in the model") before it builds cache_special_tokens and
+ * cache_token_to_piece: so an answer that ends on it prints nothing for it
+ * (llama-cli and llama-server print it without special), and encode splits
+ * it out only with parse_special. Before, <|eot_id|> and <|im_end|> typed
+ * USER_DEFINED printed their text ("...<|eot_id|>" at an answer's end),
+ * <|eot_id|> was made CONTROL only after its piece, <|im_end|> never. */
+static void regress_eog_by_text_is_control(void) {
+  bpe_types[270] = bpe_types[271] = DEMO_TOKEN_USER_DEFINED;
+  spec sp = {.tok = DEMO_TOKENIZER_BPE, .pre = "llama-bpe"};
+  demo_tokenizer *t = tokenizer_of(&sp);
+  bpe_types[270] = bpe_types[271] = DEMO_TOKEN_CONTROL;
+  for (int32_t id = 270; id <= 271; id++) {
+    const char *p = NULL;
+    size_t len = 99;
+    const bool got = !demo_tokenizer_piece(t, id, &p, &len);
+    ok(got && len == 0 && demo_tokenizer_token_type(t, id) == DEMO_TOKEN_CONTROL,
+       "regress: USER_DEFINED %s ends generation: CONTROL (type %d), piece empty (%zu bytes)",
+       demo_tokenizer_token_text(t, id), (int)demo_tokenizer_token_type(t, id), len);
+  }
+  int32_t *ids = NULL;
+  size_t n = 0;
+  bool split = false;
+  if (demo_tokenizer_encode(t, "a<|im_end|>", 11, false, false, &ids, &n)) BAIL_OUT("encode");
+  for (size_t i = 0; i < n; i++) split |= ids[i] == 271;
+  free(ids);
+  ok(!split, "regress: <|im_end|> made CONTROL is text without parse_special");
+  demo_tokenizer_destroy(t);
+}
+
 /* text's words by the pre-tokenizer, joined by '|'. */
 static void check_split(const char *text, bool llama3, const char *want) {
   demo_pretok x;
@@ -1708,6 +1740,7 @@ int main(int argc, char **argv) {
   regress_unused_piece_is_empty();
   regress_user_defined_piece_as_is();
   regress_bpe_piece_outside_byte_table();
+  regress_eog_by_text_is_control();
   regress_pretok_unicode_classes();
   regress_bpe_invalid_utf8();
   regress_spm_invalid_utf8_symbols();

@@ -534,7 +534,10 @@ static int cmp_special(const void *a, const void *b, const demo_tokenizer *t) {
 static _Thread_local const demo_tokenizer *sort_t; /* qsort has no context argument */
 static int cmp_special_q(const void *a, const void *b) { return cmp_special(a, b, sort_t); }
 
-/* Everything after the vocabulary: types, hash, bytes, specials, pieces. */
+static void find_eog(demo_tokenizer *t);
+
+/* Everything after the vocabulary: types, hash, bytes, what ends generation
+ * (it may make tokens CONTROL), specials, pieces. */
 static clpa_status build_tables(demo_tokenizer *t, const struct demo_gguf *g) {
   demo_gguf_arr types;
   bool found;
@@ -566,6 +569,7 @@ static clpa_status build_tables(demo_tokenizer *t, const struct demo_gguf *g) {
     else n = demo_utf8_put(t->bmap.to_cp[b], buf);
     t->byte_tok[b] = lookup(t, buf, n);
   }
+  find_eog(t);
   t->specials = malloc((size_t)t->n_vocab * sizeof(int32_t));
   if (!t->specials) return demo_fail(CLPA_ERR_OUT_OF_MEMORY, "out of memory (tokenizer)");
   for (int32_t i = 0; i < t->n_vocab; i++)
@@ -669,8 +673,10 @@ static void eog_add(demo_tokenizer *t, int32_t id) {
 /* What ends generation, as llama.cpp's vocabulary loader finds it: without
  * eot_token_id (or eom_token_id) the first of its end-of-turn texts that is
  * a token (an older Llama 3 Instruct file: eos <|end_of_text|>, turns
- * ended by <|eot_id|>), made CONTROL as llama.cpp makes it; then eos, eot,
- * eom and every token of its end-of-generation texts. */
+ * ended by <|eot_id|>); then eos, eot, eom and every token of its
+ * end-of-generation texts. The tokens found by text are made CONTROL, as
+ * llama.cpp makes them before it builds its special tokens and pieces (so
+ * they print nothing and are split out only with parse_special). */
 static void find_eog(demo_tokenizer *t) {
   static const char *const eot_texts[] = {
       "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<|endoftext|>", "<EOT>", "_<EOT>",
@@ -686,7 +692,10 @@ static void find_eog(demo_tokenizer *t) {
   int32_t ids[sizeof eog_texts / sizeof *eog_texts];
   const int32_t n = find_texts(t, eog_texts, sizeof eog_texts / sizeof *eog_texts, ids,
                                (int32_t)(sizeof ids / sizeof *ids));
-  for (int32_t i = 0; i < n; i++) eog_add(t, ids[i]);
+  for (int32_t i = 0; i < n; i++) {
+    eog_add(t, ids[i]);
+    t->types[ids[i]] = DEMO_TOKEN_CONTROL;
+  }
 }
 
 static clpa_status create(demo_tokenizer *t, const struct demo_gguf *g) {
@@ -755,7 +764,6 @@ static clpa_status create(demo_tokenizer *t, const struct demo_gguf *g) {
   }
   if ((st = build_tables(t, g))) return st;
   if (t->kind == DEMO_TOKENIZER_BPE && (st = build_merges(t, g))) return st;
-  find_eog(t);
   return CLPA_OK;
 }
 

@@ -116,7 +116,10 @@ bool demo_tokenizer_add_bos(const demo_tokenizer *t);
  * and every token of "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>",
  * "<|endoftext|>", "<|eom_id|>", "<EOT>", "_<EOT>" and "<|end_of_text|>" (an
  * older Llama 3 Instruct file has eos <|end_of_text|> and no eot_token_id,
- * and ends its turns with <|eot_id|>). At most DEMO_TOKENIZER_MAX_EOG. */
+ * and ends its turns with <|eot_id|>). Every token found by its text is
+ * made CONTROL, as llama.cpp makes it: it prints nothing (demo_tokenizer_
+ * piece), and encode splits it out only with parse_special. At most
+ * DEMO_TOKENIZER_MAX_EOG. */
 #define DEMO_TOKENIZER_MAX_EOG 16
 bool demo_tokenizer_is_eog(const demo_tokenizer *t, int32_t id);
 /* The same set: *n ids (owned by t). */
