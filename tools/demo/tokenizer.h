@@ -156,8 +156,15 @@ clpa_status demo_tokenizer_piece(const demo_tokenizer *t, int32_t id, const char
 /* Concatenates the pieces of n ids into a malloc'd NUL-terminated *text
  * (free() it) of *len bytes; for "llama" with add_space_prefix, drops the
  * one space that encode put in front, so decode(encode(s)) == s for text
- * without special tokens. Returns CLPA_OK or CLPA_ERR_INVALID_ARG (an id
- * out of range, named by its index). */
+ * without special tokens. Not llama.cpp's llama_detokenize, which the
+ * demo's answers do not follow either (they are their pieces one after
+ * another, as llama-cli and llama-server print them, report.h): that one
+ * strips a space from the first id's piece only, so none after a BOS or
+ * another CONTROL id ([BOS ▁hello] is " hello" there, "hello" here), and
+ * for "gpt2" applies clean_up_tokenization_spaces (" ." to ".", " 's" to
+ * "'s", ...; llama.cpp's clean_spaces, set by tokenizer.ggml.pre, e.g. on
+ * for Llama 3, no GGUF key). Returns CLPA_OK or CLPA_ERR_INVALID_ARG (an
+ * id out of range, named by its index). */
 clpa_status demo_tokenizer_decode(const demo_tokenizer *t, const int32_t *ids, size_t n, char **text,
                                   size_t *len);
 
