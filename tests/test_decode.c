@@ -532,7 +532,12 @@ static void test_csr(int all) {
     }
     const dcase pages[] = {{4, 4, 2, 64, 1, 40, F16, F32, V2, 16, 1, 0, 1, 0, 0, 1, 0, 0},
                            {4, 4, 2, 64, 256, 700, F16, F32, V2, 256, 2, 0, 0, 0, 1, 1, 0, 0}};
-    run_case(&pages[0], CLPA_DECODE_PATH_LANES); /* lanes: blocks of 256 not with head 64 */
+    /* lanes: blocks of 256 not with head 64, and real lane groups (NVIDIA) take 8 to 32 tokens
+     * a block only, as test_pages says (they refused blocks of 1 here: 4 failures on an H100) */
+    clpa_device_info info;
+    clpa_context_device_info(ctx, &info);
+    if (info.lanes != CLPA_LANES_NV_PTX && info.lanes != CLPA_LANES_SUBGROUP)
+      run_case(&pages[0], CLPA_DECODE_PATH_LANES);
     run_case(&pages[0], CLPA_DECODE_PATH_ROWS);
     run_case(&pages[1], CLPA_DECODE_PATH_ROWS);
     layout = CLPA_KV_LAYOUT_HND;
