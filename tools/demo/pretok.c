@@ -47,17 +47,19 @@ size_t demo_utf8_put(uint32_t cp, char *out) {
   return 4;
 }
 
-/* Whether demo_utf8_next's character of length l at s is an invalid byte. */
-static bool utf8_invalid(const uint8_t *s, size_t l) { return l == 1 && s[0] >= 0x80; }
+size_t demo_utf8_next_cpt(const uint8_t *s, size_t n, uint32_t *cp) {
+  const size_t l = demo_utf8_next(s, n, cp);
+  if (l == 1 && s[0] >= 0x80) *cp = 0xfffd;
+  return l;
+}
 
 char *demo_utf8_clean(const char *text, size_t len, size_t *out_len) {
   char *out = malloc(3 * len + 1);
   size_t w = 0;
   for (size_t i = 0; out && i < len;) {
     uint32_t cp;
-    const size_t l = demo_utf8_next((const uint8_t *)text + i, len - i, &cp);
-    w += demo_utf8_put(utf8_invalid((const uint8_t *)text + i, l) ? 0xfffdu : cp, out + w);
-    i += l;
+    i += demo_utf8_next_cpt((const uint8_t *)text + i, len - i, &cp);
+    w += demo_utf8_put(cp, out + w);
   }
   *out_len = w;
   return out;
@@ -103,8 +105,7 @@ bool demo_pretok_init(demo_pretok *x, const char *text, size_t len) {
     return false;
   }
   for (size_t i = 0; i < len;) {
-    size_t l = demo_utf8_next((const uint8_t *)text + i, len - i, &x->cp[x->n]);
-    if (utf8_invalid((const uint8_t *)text + i, l)) x->cp[x->n] = 0xfffd;
+    size_t l = demo_utf8_next_cpt((const uint8_t *)text + i, len - i, &x->cp[x->n]);
     x->cls[x->n] = (uint8_t)cp_class(x->cp[x->n]);
     x->off[x->n++] = i;
     i += l;

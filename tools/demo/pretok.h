@@ -21,6 +21,10 @@
  * byte. */
 size_t demo_utf8_next(const uint8_t *s, size_t n, uint32_t *cp);
 
+/* demo_utf8_next as llama.cpp's unicode_cpts_from_utf8 reads a text: an
+ * invalid byte is U+FFFD (still one byte long). */
+size_t demo_utf8_next_cpt(const uint8_t *s, size_t n, uint32_t *cp);
+
 /* Writes code point cp as UTF-8 to out (room for 4 bytes); its length. */
 size_t demo_utf8_put(uint32_t cp, char *out);
 

@@ -484,8 +484,7 @@ static size_t make_piece(const demo_tokenizer *t, int32_t id, char *out) {
    * "[UNK_BYTE_0x" + its UTF-8 in hex + the token's whole text + "]" */
   for (size_t i = 0; i < n;) {
     uint32_t cp;
-    const size_t l = demo_utf8_next((const uint8_t *)s + i, n - i, &cp);
-    if (l == 1 && (uint8_t)s[i] >= 0x80) cp = 0xfffd;
+    const size_t l = demo_utf8_next_cpt((const uint8_t *)s + i, n - i, &cp);
     const int b = demo_byte_map_byte(&t->bmap, cp);
     if (b >= 0) {
       if (out) out[w] = (char)b;
