@@ -36,6 +36,9 @@ typedef struct clpa_prefill_tuning {
                                  least this many key tiles on average (0: 16 rows always) */
   uint32_t mma_local_bytes;   /* mma with 32 rows a warp: local memory its kernels may declare
                                  (0: what the device reports) */
+  int32_t mma_keys64_from;    /* ... and 64-key tiles (head 128, f16 or bf16 caches, two stages
+                                 in mma_local_bytes) where they walk at least this many 64-key
+                                 tiles on average (0: the table's keys always) */
   int32_t split_groups_per_cu; /* split_keys 0: a decode row's keys split into parts of a fair
                                   share of this many work-groups a compute unit (0: never) */
   int32_t split_min_keys;      /* ... and of this many keys at least */

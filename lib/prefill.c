@@ -435,7 +435,7 @@ clpa_status clpa_prefill_plan_fill(clpa_context *ctx, const clpa_prefill_params 
   if (mma && !p->rows_per_group && rows == 128 && ctx->prefill_tuning.mixed_rows &&
       clpa_prefill_decode_rows_lead(p, pl->dec_rows, qpk, rows))
     rows = ctx->prefill_tuning.mixed_rows;
-  if (mma && (st = clpa_prefill_mma_mt(ctx, p, &a.kv, rows, keys, pl->dec_rows, &mt))) {
+  if (mma && (st = clpa_prefill_mma_mt(ctx, p, &a.kv, rows, &keys, pl->dec_rows, &mt))) {
     clpa_plan_fini(pl);
     return st;
   }

@@ -122,6 +122,19 @@ static double mean_key_tiles(const clpa_prefill_params *p, int32_t from, int qpk
   return groups > 0.0 ? tiles / groups : 0.0;
 }
 
+/* 64-key tiles for a call with 32 rows a warp, where the tuning row's
+ * rule says: heads of 128 (64 ran slower, 96 even) in f16 or bf16 tiles
+ * (fp8 ran slower), 128 rows a work-group, two stages of them and the
+ * queries in local memory, and work-groups that walk enough 64-key tiles
+ * on average (docs/decisions/0046-prefill-mma-local-and-keys.md). */
+static int mma_keys64(const clpa_context *ctx, const clpa_prefill_params *p,
+                      const clpa_kv_layout *kv, int rows, int32_t from) {
+  const int from_tiles = ctx->prefill_tuning.mma_keys64_from;
+  return from_tiles > 0 && kv->head_size == 128 && clpa_dtype_size(kv->dtype) == 2 &&
+         rows == 128 && mma_local_bytes(kv, rows, 64, 2, 0, 2) <= mma_lmem(ctx, 2) &&
+         mean_key_tiles(p, from, p->num_heads / kv->num_kv_heads, rows, 64) >= from_tiles;
+}
+
 /* Query rows a warp on the mma path, as 16-row tiles: forced
  * (rows_per_warp), else 2 where the tuning row's rule says: heads of 64,
  * 112 or 128 (80 and 96 ran slower), and work-groups that walk enough key tiles
@@ -129,25 +142,28 @@ static double mean_key_tiles(const clpa_prefill_params *p, int32_t from, int qpk
  * half the warps (docs/decisions/0041-prefill-mma-warp-rows.md); else 1.
  * Refused where forced and not possible: a block mask, heads past 128
  * (the output accumulators alone would take the registers), tiles and
- * queries past local memory. */
+ * queries past local memory. With 2, *keys (the table's 32, not the
+ * caller's) becomes 64 where the row's rule says so (mma_keys64). */
 clpa_status clpa_prefill_mma_mt(clpa_context *ctx, const clpa_prefill_params *p,
-                                const clpa_kv_layout *kv, int rows, int keys, int32_t from,
+                                const clpa_kv_layout *kv, int rows, int *keys, int32_t from,
                                 int *mt) {
-  const int fits = mma_local_bytes(kv, rows, keys, 1, 0, 2) <= mma_lmem(ctx, 2);
+  const int fits = mma_local_bytes(kv, rows, *keys, 1, 0, 2) <= mma_lmem(ctx, 2);
   const int can = !p->block_mask && kv->head_size <= 128 && fits;
   CLPA_CTX_CHECK(ctx, p->rows_per_warp == 32 && !can, CLPA_ERR_UNSUPPORTED,
                  "rows_per_warp = 32 takes no block_mask, a head_size up to 128 and %d x %d"
                  " queries plus a tile of %d keys in %llu bytes of local memory (block_mask %s,"
-                 " head_size %d)", rows, kv->head_size, keys,
+                 " head_size %d)", rows, kv->head_size, *keys,
                  (unsigned long long)mma_lmem(ctx, 2), p->block_mask ? "given" : "NULL",
                  kv->head_size);
   const int tiles = ctx->prefill_tuning.mma_warp_rows_from;
   const int measured = kv->head_size == 64 || kv->head_size == 112 || kv->head_size == 128;
-  *mt = p->rows_per_warp == 32 ||
-                (!p->rows_per_warp && can && measured && tiles > 0 &&
-                 mean_key_tiles(p, from, p->num_heads / kv->num_kv_heads, rows, keys) >= tiles)
+  const int qpk = p->num_heads / kv->num_kv_heads;
+  *mt = p->rows_per_warp == 32 || (!p->rows_per_warp && can && measured && tiles > 0 &&
+                                   mean_key_tiles(p, from, qpk, rows, *keys) >= tiles)
             ? 2
             : 1;
+  if (*mt == 2 && !p->keys_per_tile && *keys == 32 && mma_keys64(ctx, p, kv, rows, from))
+    *keys = 64;
   return CLPA_OK;
 }
 

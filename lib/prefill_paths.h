@@ -20,10 +20,11 @@ clpa_status clpa_prefill_pick_path(clpa_context *ctx, const clpa_prefill_params 
                                    const clpa_kv_layout *kv, int *path, int *rows, int *keys);
 
 /* The mma path's row tiles of 16 a warp (1 or 2) for work-groups of
- * `rows` rows and tiles of `keys` keys over the sequences from `from` on.
- * Refuses a forced 32 rows a warp that cannot be. */
+ * `rows` rows and tiles of *keys keys over the sequences from `from` on,
+ * and with 2 the keys a tile where the tuning row takes 64 for the table's
+ * 32. Refuses a forced 32 rows a warp that cannot be. */
 clpa_status clpa_prefill_mma_mt(clpa_context *ctx, const clpa_prefill_params *p,
-                                const clpa_kv_layout *kv, int rows, int keys, int32_t from,
+                                const clpa_kv_layout *kv, int rows, int *keys, int32_t from,
                                 int *mt);
 
 /* The build of a path and shape (items 0: the plan sets it). */

@@ -52,9 +52,11 @@ static const tuning_entry table[] = {
      * work-groups would be busy, in partitions of 1024 tokens at most; without host lengths
      * (more than one sequence) the device makes a list, in partitions of 256 tokens at least
      * (docs/decisions/0013-decode-blind-partitions.md). Prefill's mma path takes 32 rows a
-     * warp where a call's work-groups walk 16 key tiles or more on average, in kernels that
-     * declare up to 64 KiB of local memory (more than the device reports: built and ran)
-     * (docs/decisions/0041-prefill-mma-warp-rows.md). A mixed call's leading decode rows run
+     * warp where a call's work-groups walk 16 key tiles or more on average
+     * (docs/decisions/0041-prefill-mma-warp-rows.md), in kernels that declare up to 96 KiB of
+     * local memory (more than the device reports: built and ran), and with heads of 128 in
+     * f16 or bf16 tiles of 64 keys where they walk 16 such tiles or more on average
+     * (docs/decisions/0046-prefill-mma-local-and-keys.md). A mixed call's leading decode rows run
      * on decode's kernel where one walks more than 512 keys or they are the call's only rows,
      * else 64 rows a work-group where decode rows lead, and long ones split into parts of a
      * fair share of 4 work-groups a compute unit, 512 keys at least
@@ -63,9 +65,9 @@ static const tuning_entry table[] = {
      {.prefill_path = CLPA_PREFILL_MMA, .prefill_rows = 128, .prefill_keys = 32},
      {.partition = 2048, .resident = 4, HOPPER_DECODE_FACTS, .mma_work_list = 2,
       .mma_list_partition = 1024, .mma_device_list = 256},
-     {.mma_warp_rows_from = 16, .mma_local_bytes = 64 * 1024, .split_groups_per_cu = 4,
-      .split_min_keys = 512, .decode_rows_alone = 1, .decode_rows_from_keys = 512,
-      .mixed_rows = 64}},
+     {.mma_warp_rows_from = 16, .mma_local_bytes = 96 * 1024, .mma_keys64_from = 16,
+      .split_groups_per_cu = 4, .split_min_keys = 512, .decode_rows_alone = 1,
+      .decode_rows_from_keys = 512, .mixed_rows = 64}},
     /* GPUs without an entry of their own: 512-token partitions and the largest prefill
      * tiles that fit, a default no such GPU measured
      * (docs/decisions/0018-tuning-gpu-default.md). */

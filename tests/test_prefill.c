@@ -1040,6 +1040,59 @@ static void test_faults(void) {
 
 /* Every bad argument is refused with a message naming it and the public
  * call, before anything is enqueued: the poisoned output stays. */
+/* The mma path's keys a tile (docs/decisions/0046-prefill-mma-local-and-keys.md):
+ * on NVIDIA the tuning row takes 64 for heads of 128 in f16 or bf16 where
+ * a call's work-groups walk 16 tiles of 64 keys or more on average, else
+ * the table's 32; elsewhere (no such row) always 32. Plans only: nothing
+ * runs. */
+static void test_mma_keys_rule(void) {
+  enum { HS = 128, BS = 16, BLOCKS = 256, HEADS = 4, LONG = BLOCKS * BS };
+  clpa_device_info info;
+  clpa_context_device_info(ctx, &info);
+  const int nv = info.lanes == CLPA_LANES_NV_PTX;
+  clpa_kv_layout kv;
+  if (!ok(clpa_kv_layout_init(&kv, F16, BLOCKS, BS, 1, HS) == CLPA_OK, "keys rule: layout (%s)",
+          clpa_last_error()))
+    return;
+  int32_t table[BLOCKS];
+  for (int i = 0; i < BLOCKS; i++) table[i] = BLOCKS - 1 - i;
+  const size_t qbytes = (size_t)LONG * HEADS * HS * 2;
+  cl_mem kc = test_buffer(ctx, NULL, kv.cache_bytes), vc = test_buffer(ctx, NULL, kv.cache_bytes);
+  cl_mem bt = test_buffer(ctx, table, sizeof table);
+  cl_mem q = test_buffer(ctx, NULL, qbytes), out = test_buffer(ctx, NULL, qbytes);
+  const struct {
+    int32_t new_len, cached;
+    clpa_dtype dtype;
+    int want_nv; /* keys on NVIDIA; 32 elsewhere */
+  } cases[] = {
+      {LONG, 0, F16, 64},                   /* about 32 tiles of 64 a work-group */
+      {LONG / 2, LONG / 2, CLPA_DTYPE_BF16, 64}, /* behind a cached prefix */
+      {512, 0, F16, 32},                    /* about 4: the tiles of 32 */
+      {LONG, 0, CLPA_DTYPE_FP8_E4M3, 32},   /* fp8: 32 */
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    clpa_kv_layout l;
+    clpa_kv_layout_init(&l, cases[i].dtype, BLOCKS, BS, 1, HS);
+    const int32_t cu[] = {0, cases[i].new_len}, cached[] = {cases[i].cached};
+    clpa_prefill_params p;
+    clpa_prefill_params_init(&p);
+    p.num_seqs = 1, p.num_heads = HEADS, p.key_cache = kc, p.value_cache = vc, p.kv = l;
+    p.block_tables = bt, p.max_blocks_per_seq = BLOCKS, p.cu_seqlens_q = cu;
+    p.cached_lens = cached, p.query = q, p.q_dtype = F16, p.out = out;
+    p.path = CLPA_PREFILL_MMA; /* emulated off NVIDIA: the same planning */
+    clpa_prefill_path path = CLPA_PREFILL_AUTO;
+    int32_t rows = 0, keys = 0;
+    const clpa_status st = clpa_prefill_choice(ctx, &p, &path, &rows, &keys);
+    const int want = nv ? cases[i].want_nv : 32;
+    ok(st == CLPA_OK && path == CLPA_PREFILL_MMA && keys == want,
+       "keys rule: %d new over %d cached, %s cache: %d keys a tile (want %d, %s) (%s)",
+       cases[i].new_len, cases[i].cached, clpa_dtype_name(cases[i].dtype), keys, want,
+       nv ? "NVIDIA" : "no NVIDIA row", st == CLPA_OK ? "ok" : clpa_last_error());
+  }
+  clReleaseMemObject(kc), clReleaseMemObject(vc), clReleaseMemObject(bt);
+  clReleaseMemObject(q), clReleaseMemObject(out);
+}
+
 static void test_bad_args(void) {
   clpa_kv_layout kv;
   clpa_kv_layout_init(&kv, F16, 4, 16, 2, 64);
@@ -1324,6 +1377,7 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < sizeof default_grid / sizeof *default_grid; i++) /* one path's grid */
       if (pi != CLPA_PREFILL_MMA || mma_applies(&default_grid[i]))
         run_case_on(&default_grid[i], (clpa_prefill_path)pi);
+    if (pi == CLPA_PREFILL_MMA) test_mma_keys_rule();
     return test_context_done(ctx);
   }
   /* Every case on the device's own path; half of them (all with --full: the
@@ -1353,5 +1407,6 @@ int main(int argc, char **argv) {
   test_csr(0);
   test_csr_faults();
   test_bad_args();
+  test_mma_keys_rule();
   return test_context_done(ctx);
 }

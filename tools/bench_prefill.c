@@ -108,8 +108,9 @@ static int parse(int argc, char **argv, prefill_args *a) {
       "tokens. Method: random finite inputs, shuffled blocks, a first call (kernel\n"
       "builds), two warm-ups, then 7 batches timed around clFinish; the median.\n"
       "JSON keys: op, device, lanes, mode (hot), path, rows (a work-group),\n"
-      "rows_per_warp (mma; else 0), heads, kv_heads, head_size, block_size, layout,\n"
-      "batch, new_tokens, cached_tokens, dtype, q_dtype, us_per_call, tflops,\n"
+      "rows_per_warp (mma; else 0), keys (a tile), heads, kv_heads, head_size,\n"
+      "block_size, layout,"
+      " batch, new_tokens, cached_tokens, dtype, q_dtype, us_per_call, tflops,\n"
       "fma_peak_tflops, ratio,\n"
       "shapes (the set the defaults came from: gpu or cpu).",
       clpa_version_string(),
@@ -258,6 +259,7 @@ int bench_prefill(int argc, char **argv) {
     cli_json_str(&j, "path", path);
     cli_json_int(&j, "rows", used_rows);
     cli_json_int(&j, "rows_per_warp", info.rows_per_warp);
+    cli_json_int(&j, "keys", info.keys);
     cli_json_int(&j, "heads", a.heads);
     cli_json_int(&j, "kv_heads", a.kv_heads);
     cli_json_int(&j, "head_size", a.head_size);
@@ -278,7 +280,7 @@ int bench_prefill(int argc, char **argv) {
     printf("device      %s (%s lanes), %s path, %d rows a work-group", env.info.name,
            clpa_lanes_name(env.info.lanes), path, used_rows);
     if (info.rows_per_warp) printf(", %d a warp", info.rows_per_warp);
-    printf("\n");
+    printf(", %d keys a tile\n", info.keys);
     printf("shape       batch %d x %d new tokens over %d cached, heads %d/%d, head size %d,"
            " block %d, %s cache, %s queries; %s defaults\n",
            a.batch, L, C, a.heads, a.kv_heads, a.head_size, a.block_size,
