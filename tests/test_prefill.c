@@ -1038,41 +1038,49 @@ static void test_faults(void) {
   attn_scene_free(&in);
 }
 
-/* Every bad argument is refused with a message naming it and the public
- * call, before anything is enqueued: the poisoned output stays. */
 /* The mma path's keys a tile (docs/decisions/0046-prefill-mma-local-and-keys.md):
- * on NVIDIA the tuning row takes 64 for heads of 128 in f16 or bf16 where
- * a call's work-groups walk 16 tiles of 64 keys or more on average, else
- * the table's 32; elsewhere (no such row) always 32. Plans only: nothing
- * runs. */
+ * on NVIDIA the tuning row takes 64 for heads of 128 in f16 or bf16, 128
+ * rows a work-group, where two stages of 64-key tiles and the queries fit
+ * its 96 KiB (split-key caches; HND and NHD, rows padded, take 100 KiB and
+ * keep 32) and a call's work-groups walk 16 tiles of 64 keys or more on
+ * average, else 32; elsewhere (no such row) always 32. The path is forced
+ * (mma runs emulated off NVIDIA), so the rows are too: a forced path takes
+ * 64 rows, not the table's 128. Plans only: nothing runs. */
 static void test_mma_keys_rule(void) {
   enum { HS = 128, BS = 16, BLOCKS = 256, HEADS = 4, LONG = BLOCKS * BS };
+  const clpa_kv_layout_kind SPLIT = CLPA_KV_LAYOUT_SPLIT_KEY;
   clpa_device_info info;
   clpa_context_device_info(ctx, &info);
   const int nv = info.lanes == CLPA_LANES_NV_PTX;
-  clpa_kv_layout kv;
-  if (!ok(clpa_kv_layout_init(&kv, F16, BLOCKS, BS, 1, HS) == CLPA_OK, "keys rule: layout (%s)",
-          clpa_last_error()))
+  clpa_kv_layout kv, nhd;
+  if (!ok(clpa_kv_layout_init(&kv, F16, BLOCKS, BS, 1, HS) == CLPA_OK &&
+              clpa_kv_layout_init_kind(&nhd, CLPA_KV_LAYOUT_NHD, F16, BLOCKS, BS, 1, HS) ==
+                  CLPA_OK,
+          "keys rule: layouts"))
     return;
   int32_t table[BLOCKS];
   for (int i = 0; i < BLOCKS; i++) table[i] = BLOCKS - 1 - i;
-  const size_t qbytes = (size_t)LONG * HEADS * HS * 2;
-  cl_mem kc = test_buffer(ctx, NULL, kv.cache_bytes), vc = test_buffer(ctx, NULL, kv.cache_bytes);
+  const size_t qbytes = (size_t)LONG * HEADS * HS * 2; /* f16 queries and output */
+  const size_t cbytes = kv.cache_bytes > nhd.cache_bytes ? kv.cache_bytes : nhd.cache_bytes;
+  cl_mem kc = test_buffer(ctx, NULL, cbytes), vc = test_buffer(ctx, NULL, cbytes);
   cl_mem bt = test_buffer(ctx, table, sizeof table);
   cl_mem q = test_buffer(ctx, NULL, qbytes), out = test_buffer(ctx, NULL, qbytes);
   const struct {
-    int32_t new_len, cached;
+    int32_t new_len, cached, rows;
     clpa_dtype dtype;
+    clpa_kv_layout_kind kind;
     int want_nv; /* keys on NVIDIA; 32 elsewhere */
   } cases[] = {
-      {LONG, 0, F16, 64},                   /* about 32 tiles of 64 a work-group */
-      {LONG / 2, LONG / 2, CLPA_DTYPE_BF16, 64}, /* behind a cached prefix */
-      {512, 0, F16, 32},                    /* about 4: the tiles of 32 */
-      {LONG, 0, CLPA_DTYPE_FP8_E4M3, 32},   /* fp8: 32 */
+      {LONG, 0, 128, F16, SPLIT, 64},                    /* about 32 tiles of 64 a work-group */
+      {LONG / 2, LONG / 2, 128, CLPA_DTYPE_BF16, SPLIT, 64}, /* behind a cached prefix */
+      {512, 0, 128, F16, SPLIT, 32},                     /* about 4: the tiles of 32 */
+      {LONG, 0, 128, CLPA_DTYPE_FP8_E4M3, SPLIT, 32},    /* fp8: 32 */
+      {LONG, 0, 64, F16, SPLIT, 32},                     /* 64 rows a work-group: 32 */
+      {LONG, 0, 128, F16, CLPA_KV_LAYOUT_NHD, 32},       /* two stages of 64 pass 96 KiB */
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
     clpa_kv_layout l;
-    clpa_kv_layout_init(&l, cases[i].dtype, BLOCKS, BS, 1, HS);
+    clpa_kv_layout_init_kind(&l, cases[i].kind, cases[i].dtype, BLOCKS, BS, 1, HS);
     const int32_t cu[] = {0, cases[i].new_len}, cached[] = {cases[i].cached};
     clpa_prefill_params p;
     clpa_prefill_params_init(&p);
@@ -1080,19 +1088,26 @@ static void test_mma_keys_rule(void) {
     p.block_tables = bt, p.max_blocks_per_seq = BLOCKS, p.cu_seqlens_q = cu;
     p.cached_lens = cached, p.query = q, p.q_dtype = F16, p.out = out;
     p.path = CLPA_PREFILL_MMA; /* emulated off NVIDIA: the same planning */
+    p.rows_per_group = cases[i].rows;
     clpa_prefill_path path = CLPA_PREFILL_AUTO;
     int32_t rows = 0, keys = 0;
     const clpa_status st = clpa_prefill_choice(ctx, &p, &path, &rows, &keys);
     const int want = nv ? cases[i].want_nv : 32;
-    ok(st == CLPA_OK && path == CLPA_PREFILL_MMA && keys == want,
-       "keys rule: %d new over %d cached, %s cache: %d keys a tile (want %d, %s) (%s)",
-       cases[i].new_len, cases[i].cached, clpa_dtype_name(cases[i].dtype), keys, want,
+    /* an fp8 cache where the device does not convert it (NVIDIA before 8.9): no mma at all */
+    const int fp8_refused = cases[i].dtype == CLPA_DTYPE_FP8_E4M3 && nv &&
+                            info.nv_compute_capability < 89 && st == CLPA_ERR_UNSUPPORTED;
+    ok(fp8_refused || (st == CLPA_OK && path == CLPA_PREFILL_MMA && keys == want),
+       "keys rule: %d new over %d cached, %s %s cache, %d rows: %d keys a tile (want %d, %s)"
+       " (%s)", cases[i].new_len, cases[i].cached, clpa_dtype_name(cases[i].dtype),
+       cases[i].kind == CLPA_KV_LAYOUT_NHD ? "nhd" : "split-key", rows, keys, want,
        nv ? "NVIDIA" : "no NVIDIA row", st == CLPA_OK ? "ok" : clpa_last_error());
   }
   clReleaseMemObject(kc), clReleaseMemObject(vc), clReleaseMemObject(bt);
   clReleaseMemObject(q), clReleaseMemObject(out);
 }
 
+/* Every bad argument is refused with a message naming it and the public
+ * call, before anything is enqueued: the poisoned output stays. */
 static void test_bad_args(void) {
   clpa_kv_layout kv;
   clpa_kv_layout_init(&kv, F16, 4, 16, 2, 64);
