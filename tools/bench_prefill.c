@@ -280,7 +280,8 @@ int bench_prefill(int argc, char **argv) {
     printf("device      %s (%s lanes), %s path, %d rows a work-group", env.info.name,
            clpa_lanes_name(env.info.lanes), path, used_rows);
     if (info.rows_per_warp) printf(", %d a warp", info.rows_per_warp);
-    printf(", %d keys a tile\n", info.keys);
+    if (info.keys) printf(", %d keys a tile", info.keys); /* 0: the rows path */
+    printf("\n");
     printf("shape       batch %d x %d new tokens over %d cached, heads %d/%d, head size %d,"
            " block %d, %s cache, %s queries; %s defaults\n",
            a.batch, L, C, a.heads, a.kv_heads, a.head_size, a.block_size,
