@@ -20,10 +20,7 @@ static clpa_status check_shape(const clpa_ref_xattn_shape *sh, clpa_ref_xattn_di
   CLPA_CHECK(NULL, sh->block_size <= 0 || sh->block_size % sh->stride != 0, CLPA_ERR_INVALID_ARG,
              "block_size = %d is not a positive multiple of stride = %d", sh->block_size,
              sh->stride);
-  CLPA_CHECK(NULL, sh->num_q % sh->stride != 0, CLPA_ERR_INVALID_ARG,
-             "num_q = %d is not a multiple of stride = %d", sh->num_q, sh->stride);
-  CLPA_CHECK(NULL, sh->num_k < 0 || sh->num_k % sh->stride != 0, CLPA_ERR_INVALID_ARG,
-             "num_k = %d is not a non-negative multiple of stride = %d", sh->num_k, sh->stride);
+  CLPA_CHECK(NULL, sh->num_k < 0, CLPA_ERR_INVALID_ARG, "num_k = %d must be >= 0", sh->num_k);
   CLPA_CHECK(NULL, sh->q_offset < 0 || sh->q_offset % sh->block_size != 0, CLPA_ERR_INVALID_ARG,
              "q_offset = %d is not a non-negative multiple of block_size = %d", sh->q_offset,
              sh->block_size);
@@ -31,7 +28,9 @@ static clpa_status check_shape(const clpa_ref_xattn_shape *sh, clpa_ref_xattn_di
              "q_offset + num_q = %d + %d exceeds num_k = %d (a query without its key)",
              sh->q_offset, sh->num_q, sh->num_k);
   const int32_t bs = sh->block_size / sh->stride;
-  const int32_t rows = sh->num_q / sh->stride, cols = sh->num_k / sh->stride;
+  /* Whole strided groups, the last one padded with zero tokens. */
+  const int32_t rows = (int32_t)(((int64_t)sh->num_q + sh->stride - 1) / sh->stride);
+  const int32_t cols = (int32_t)(((int64_t)sh->num_k + sh->stride - 1) / sh->stride);
   const int32_t qb = (int32_t)(((int64_t)rows + bs - 1) / bs);
   const int32_t kb = (int32_t)(((int64_t)cols + bs - 1) / bs);
   const size_t dim = (size_t)sh->head_dim;
@@ -142,6 +141,12 @@ static double xattn_scale(const clpa_ref_xattn_shape *sh) {
   return 1.0 / (sqrt((double)sh->head_dim) * (double)sh->stride);
 }
 
+/* Whether the pair (q[qi], k[kj]) adds to a score: a token past num_q or
+ * num_k is zero padding, neither read nor added. */
+static int real_pair(const clpa_ref_xattn_shape *sh, size_t qi, size_t kj) {
+  return qi < (size_t)sh->num_q && kj < (size_t)sh->num_k;
+}
+
 /* score(r, c) the reshape way: one dot of the two S*D vectors, element
  * e = t*D + dd of each being q[rS + S-1-t][dd] and k[cS + t][dd]. */
 static double strided_dot(const clpa_ref_xattn_shape *sh, const float *q, const float *k,
@@ -149,11 +154,17 @@ static double strided_dot(const clpa_ref_xattn_shape *sh, const float *q, const 
   const size_t dim = (size_t)sh->head_dim, s = (size_t)sh->stride;
   double dot = 0.0;
   for (size_t e = 0; e < s * dim; e++) {
-    const size_t t = e / dim, dd = e % dim;
-    dot += (double)q[((size_t)r * s + s - 1 - t) * dim + dd] *
-           (double)k[((size_t)c * s + t) * dim + dd];
+    const size_t t = e / dim, dd = e % dim, qi = (size_t)r * s + s - 1 - t, kj = (size_t)c * s + t;
+    if (real_pair(sh, qi, kj)) dot += (double)q[qi * dim + dd] * (double)k[kj * dim + dd];
   }
   return dot;
+}
+
+/* Token rows [first, first + n) of a [.][dim] float array cut at its
+ * last token, num (the padding is not read). */
+static clpa_status check_tokens(const char *name, const float *x, size_t dim, int64_t first,
+                                int64_t n, int64_t num) {
+  return check_floats(name, x, dim, first, (first + n < num ? first + n : num) - first);
 }
 
 clpa_status clpa_ref_xattn_scores(const clpa_ref_xattn_shape *shape, const float *q,
@@ -168,8 +179,8 @@ clpa_status clpa_ref_xattn_scores(const clpa_ref_xattn_shape *shape, const float
   const size_t dim = (size_t)shape->head_dim;
   /* The last row sees the most columns. */
   const int32_t kvis = visible(&d, chunk, chunk.q_len - 1);
-  st = check_floats("q", q, dim, chunk.q_start * s, chunk.q_len * s);
-  if (st == CLPA_OK) st = check_floats("k", k, dim, chunk.k_start * s, kvis * s);
+  st = check_tokens("q", q, dim, chunk.q_start * s, chunk.q_len * s, shape->num_q);
+  if (st == CLPA_OK) st = check_tokens("k", k, dim, chunk.k_start * s, kvis * s, shape->num_k);
   if (st != CLPA_OK) return st;
 
   const double scale = xattn_scale(shape);
@@ -385,6 +396,7 @@ static double antidiagonal(const clpa_ref_xattn_shape *sh, const float *q, const
   const size_t dim = (size_t)sh->head_dim, s = (size_t)sh->stride;
   double sum = 0.0;
   for (size_t t = 0; t < s; t++) {
+    if (!real_pair(sh, (size_t)r * s + s - 1 - t, (size_t)c * s + t)) continue;
     const float *qi = q + ((size_t)r * s + s - 1 - t) * dim, *kj = k + ((size_t)c * s + t) * dim;
     double dot = 0.0;
     for (size_t dd = 0; dd < dim; dd++) dot += (double)qi[dd] * (double)kj[dd];
@@ -404,9 +416,10 @@ clpa_status clpa_ref_xattn_estimate_dense(const clpa_ref_xattn_shape *shape, con
   CLPA_CHECK(NULL, !(tau > 0.0 && tau <= 1.0), CLPA_ERR_INVALID_ARG,
              "tau = %g is outside (0, 1]", tau);
   const size_t dim = (size_t)shape->head_dim;
-  /* Keys after the last query are never visible, so never read. */
+  /* Keys after the last query's group are never visible, so never read. */
+  const int64_t seen = ((int64_t)d.row0 + d.rows) * shape->stride;
   st = check_floats("q", q, dim, 0, shape->num_q);
-  if (st == CLPA_OK) st = check_floats("k", k, dim, 0, (int64_t)shape->q_offset + shape->num_q);
+  if (st == CLPA_OK) st = check_tokens("k", k, dim, 0, seen, shape->num_k);
   if (st != CLPA_OK) return st;
   double *logits = malloc((size_t)d.cols * sizeof *logits);
   ranked *order = malloc((size_t)d.k_blocks * sizeof *order);

@@ -22,7 +22,10 @@
  *   S  = stride            (tokens per strided row or column)
  *   B  = block_size        (tokens per block, a multiple of S)
  *   BS = B / S             (strided rows or columns per block)
- *   rows = num_q / S,  cols = num_k / S      (num_q, num_k multiples of S)
+ *   rows = ceil(num_q / S),  cols = ceil(num_k / S)
+ *   q[i] for i >= num_q and k[j] for j >= num_k are zero vectors (the
+ *   padding to whole groups, as XAttention's F.pad): they add nothing to
+ *   a score and are never read
  *   R(r) = q_offset / S + r   global strided index of strided query row r
  *
  * Strided rows and columns ("flat group GEMM with reshape"), S = 4:
@@ -65,7 +68,8 @@
  * key block diag(qb) = q_offset / B + qb, its diagonal block; key blocks
  * kb <= diag(qb) are the causal ones (kb > diag(qb) holds no visible
  * pair). q_offset + num_q <= num_k: every query's key is there (keys past
- * the last query are allowed and never visible).
+ * the last query are allowed; those past its strided group are never
+ * visible).
  *
  * ----------------------------------------------------------------------
  * The phases, for one query chunk x every key chunk
@@ -110,9 +114,9 @@
  * (the merged l is summed in another order), so a mask can differ only
  * where a cumulative mass lies within rounding of tau*T.
  *
- * Not modelled: XAttention's norm (1 here), kdb, padding of prompts that
- * are not whole strided groups (the caller pads; the reference refuses
- * num_q or num_k not multiples of S), keep_sink / keep_recent.
+ * Not modelled: XAttention's norm (1 here), kdb, keep_sink / keep_recent.
+ * Prompts that are not whole strided groups are: the last group of the
+ * queries and of the keys is padded with zero tokens, as above.
  *
  * Every function validates all its arguments before writing anything and
  * reports failures through clpa_last_error().
@@ -127,8 +131,8 @@
 
 /* The problem, as above. */
 typedef struct clpa_ref_xattn_shape {
-  int32_t num_q;      /* query tokens, > 0, a multiple of stride */
-  int32_t num_k;      /* key tokens, a multiple of stride, >= q_offset + num_q */
+  int32_t num_q;      /* query tokens, > 0 (the last group zero-padded to S) */
+  int32_t num_k;      /* key tokens, >= q_offset + num_q (the last group zero-padded to S) */
   int32_t q_offset;   /* position of query 0, >= 0, a multiple of block_size */
   int32_t head_dim;   /* D > 0 */
   int32_t stride;     /* S > 0 */
@@ -137,8 +141,8 @@ typedef struct clpa_ref_xattn_shape {
 
 /* What the shape implies (filled by clpa_ref_xattn_dims). */
 typedef struct clpa_ref_xattn_dims {
-  int32_t rows;           /* num_q / S: strided query rows */
-  int32_t cols;           /* num_k / S: strided key columns */
+  int32_t rows;           /* ceil(num_q / S): strided query rows */
+  int32_t cols;           /* ceil(num_k / S): strided key columns */
   int32_t rows_per_block; /* BS = B / S */
   int32_t q_blocks;       /* ceil(rows / BS) */
   int32_t k_blocks;       /* ceil(cols / BS) */
@@ -153,7 +157,7 @@ typedef struct clpa_ref_xattn_chunk {
 } clpa_ref_xattn_chunk;
 
 /* Checks the shape: num_q > 0, D > 0, S > 0, B a positive multiple of S,
- * num_q and num_k multiples of S, q_offset >= 0 and a multiple of B,
+ * num_k >= 0, q_offset >= 0 and a multiple of B,
  * q_offset + num_q <= num_k, and that q, k ([num][D] floats) and the
  * [q_blocks][k_blocks] arrays fit in size_t bytes. Fills *dims when not
  * NULL. Returns CLPA_OK or CLPA_ERR_INVALID_ARG (nothing written). */
@@ -161,7 +165,8 @@ clpa_status clpa_ref_xattn_dims_get(const clpa_ref_xattn_shape *shape, clpa_ref_
 
 /* Scores of one chunk: scores[i][j] ([q_len][k_len] doubles, row-major) =
  * score(q_start + i, k_start + j), or -inf where masked. Reads query
- * tokens of the chunk's rows and key tokens of its visible columns only.
+ * tokens of the chunk's rows and key tokens of its visible columns only
+ * (none past num_q or num_k).
  * Checks the shape, the chunk within [0, rows) x [0, cols), the pointers,
  * the scores array's size in size_t, and every float read finite.
  * Returns CLPA_OK or CLPA_ERR_INVALID_ARG (nothing written). */

@@ -7,7 +7,10 @@
  * Random scenes draw one head's dense Q and K (D 32..128, S in {4, 8, 16},
  * B in {4S, 64, 128}, up to a few thousand tokens), causal, the queries at
  * the end of the keys after a block-aligned prefix (sometimes with keys
- * after the last query, sometimes no prefix). For each scene:
+ * after the last query, sometimes no prefix; every other scene with token
+ * counts that are not whole strided groups). Q and K are followed by S
+ * NaN tokens, to prove that the padding past num_q and num_k is never
+ * read. For each scene:
  *
  *   - full scores (one chunk) hold -inf exactly where masked; a sample of
  *     visible ones equals the antidiagonal formula in long double;
@@ -25,8 +28,11 @@
  * Then: a structured scene (attention near the diagonal and on the first
  * tokens) gives low density at tau = 0.9; all-zero queries give exact
  * ties, broken by index; hand-worked scores and selections pin the
- * orientation, the scale, the causal rule and the cut; every bad argument
- * is refused, named, with nothing written.
+ * orientation, the scale, the causal rule, the zero padding and the cut;
+ * token counts that are not whole groups (num_q 1 and 3 among them, with
+ * and without a prefix) give, chunked and unchunked, exactly what the
+ * queries and keys padded with zero tokens give; every bad argument is
+ * refused, named, with nothing written.
  *
  * CLPA_TEST_SEED replays a run.
  */
@@ -72,8 +78,11 @@ static void scene_init(scene *sc, int32_t num_q, int32_t num_k, int32_t q_offset
   sc->sh = (clpa_ref_xattn_shape){num_q, num_k, q_offset, dim, stride, block};
   if (clpa_ref_xattn_dims_get(&sc->sh, &sc->d) != CLPA_OK)
     BAIL_OUT("shape: %s", clpa_last_error());
-  sc->q = xcalloc((size_t)num_q * (size_t)dim, sizeof(float));
-  sc->k = xcalloc((size_t)num_k * (size_t)dim, sizeof(float));
+  /* S NaN tokens after each: the reference must stop at num_q and num_k. */
+  sc->q = xcalloc((size_t)(num_q + stride) * (size_t)dim, sizeof(float));
+  sc->k = xcalloc((size_t)(num_k + stride) * (size_t)dim, sizeof(float));
+  for (size_t i = 0; i < (size_t)stride * (size_t)dim; i++)
+    sc->q[(size_t)num_q * (size_t)dim + i] = sc->k[(size_t)num_k * (size_t)dim + i] = NAN;
   snprintf(sc->desc, sizeof sc->desc, "num_q %d num_k %d q_offset %d D %d S %d B %d", num_q,
            num_k, q_offset, dim, stride, block);
 }
@@ -89,6 +98,14 @@ static size_t block_elems(const scene *sc) {
 
 /* R(r) >= c: the causal rule, written again. */
 static int is_visible(const scene *sc, int32_t r, int32_t c) { return c <= sc->d.row0 + r; }
+
+/* Element dd of query i and of key j, 0 past num_q and num_k (the padding). */
+static double q_at(const scene *sc, int64_t i, int32_t dd) {
+  return i < sc->sh.num_q ? sc->q[(size_t)i * (size_t)sc->sh.head_dim + (size_t)dd] : 0.0;
+}
+static double k_at(const scene *sc, int64_t j, int32_t dd) {
+  return j < sc->sh.num_k ? sc->k[(size_t)j * (size_t)sc->sh.head_dim + (size_t)dd] : 0.0;
+}
 
 /* ======================================================================
  * Chunkings
@@ -235,8 +252,8 @@ static void check_full_scores(const scene *sc, const double *full) {
     long double sum = 0;
     for (int32_t t = 0; t < S; t++)
       for (int32_t dd = 0; dd < D; dd++)
-        sum += (long double)sc->q[((size_t)r * S + (size_t)(S - 1 - t)) * (size_t)D + dd] *
-               sc->k[((size_t)c * S + (size_t)t) * (size_t)D + dd];
+        sum += (long double)q_at(sc, (int64_t)r * S + S - 1 - t, dd) *
+               k_at(sc, (int64_t)c * S + t, dd);
     long double want = sum / (sqrtl((long double)D) * S);
     double err = (double)fabsl((long double)full[(size_t)r * (size_t)cols + (size_t)c] - want) /
                  fmax(1.0, fabs((double)want));
@@ -430,12 +447,15 @@ static void draw_scene(scene *sc, int n, double cap) {
   const int32_t B = pick(blocks, 3);
   int32_t num_k, num_q, q_offset;
   double work;
+  /* odd scenes: token counts in whole tokens, not whole strided groups */
+  const int32_t unit = n % 2 ? 1 : S;
   do {
-    num_k = S * (1 + (int32_t)rng_below((uint32_t)(3200 / S)));
+    num_k = unit * (1 + (int32_t)rng_below((uint32_t)(3200 / unit)));
     /* queries at the end after a block-aligned prefix; scene 0 none */
-    q_offset = n == 0 ? 0 : B * (int32_t)rng_below((uint32_t)((num_k - S) / B + 1));
+    q_offset = n == 0 ? 0 : B * (int32_t)rng_below((uint32_t)((num_k - 1) / B + 1));
     num_q = num_k - q_offset;
-    if (n % 5 == 4) num_q = S * (1 + (int32_t)rng_below((uint32_t)(num_q / S))); /* keys after */
+    if (n % 5 == 4) /* keys after the last query */
+      num_q = unit * (1 + (int32_t)rng_below((uint32_t)(num_q / unit)));
     work = (double)num_q * num_k * D / S;
   } while (work > cap);
   scene_init(sc, num_q, num_k, q_offset, D, S, B);
@@ -447,6 +467,66 @@ static void test_random_scenes(void) {
     scene sc;
     draw_scene(&sc, n, n < 2 ? WORK_BIG : WORK_SMALL);
     check_scene(&sc);
+    scene_free(&sc);
+  }
+}
+
+/* The same problem with q and k padded by zero tokens to whole strided
+ * groups (num_q and num_k rounded up to multiples of S), as XAttention
+ * pads them: the masses and the mask are the same bit for bit (the
+ * padding's products are zeros, and adding a zero changes no sum). */
+static void check_zero_padded(const scene *sc, double tau) {
+  const clpa_ref_xattn_shape *sh = &sc->sh;
+  const int32_t S = sh->stride, D = sh->head_dim;
+  scene pad;
+  scene_init(&pad, sc->d.rows * S, sc->d.cols * S, sh->q_offset, D, S, sh->block_size);
+  memcpy(pad.q, sc->q, (size_t)sh->num_q * (size_t)D * sizeof(float));
+  memcpy(pad.k, sc->k, (size_t)sh->num_k * (size_t)D * sizeof(float));
+  const size_t nb = block_elems(sc);
+  double *mass_a = poisoned(nb), *mass_b = poisoned(nb), dens_a = -1, dens_b = -2;
+  uint8_t *mask_a = xcalloc(nb, 1), *mask_b = xcalloc(nb, 1);
+  const int ran =
+      clpa_ref_xattn_estimate_dense(sh, sc->q, sc->k, tau, mass_a, mask_a, &dens_a) == CLPA_OK &&
+      clpa_ref_xattn_estimate_dense(&pad.sh, pad.q, pad.k, tau, mass_b, mask_b, &dens_b) ==
+          CLPA_OK;
+  if (!ran) diag("estimate_dense: %s", clpa_last_error());
+  ok(ran && pad.d.q_blocks == sc->d.q_blocks && pad.d.k_blocks == sc->d.k_blocks &&
+         memcmp(mass_a, mass_b, nb * sizeof *mass_a) == 0 && memcmp(mask_a, mask_b, nb) == 0 &&
+         dens_a == dens_b,
+     "the same masses, mask and density as on inputs padded with zero tokens to %d queries, %d "
+     "keys (%s)",
+     pad.sh.num_q, pad.sh.num_k, sc->desc);
+  free(mass_a), free(mass_b), free(mask_a), free(mask_b);
+  scene_free(&pad);
+}
+
+/* Token counts that are not whole strided groups: fewer queries than S
+ * (1 and 3), with and without a prefix, keys after the last query (37
+ * queries at 32 of 100 keys): every check of a random scene, then the
+ * equivalence with zero-padded inputs; that too on random scenes of
+ * partial groups. */
+static void test_partial_groups(void) {
+  static const struct {
+    int32_t num_q, num_k, q_offset, D, S, B;
+  } shapes[] = {
+      {1, 1, 0, 32, 8, 64},       {3, 3, 0, 32, 4, 16},     {1, 65, 64, 16, 8, 64},
+      {3, 131, 128, 48, 16, 64},  {13, 77, 64, 32, 8, 32},  {37, 100, 32, 32, 4, 16},
+      {250, 378, 128, 64, 8, 64}, {517, 645, 128, 32, 16, 128},
+  };
+  for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
+    scene sc;
+    scene_init(&sc, shapes[i].num_q, shapes[i].num_k, shapes[i].q_offset, shapes[i].D,
+               shapes[i].S, shapes[i].B);
+    fill_random(&sc);
+    check_scene(&sc);
+    check_zero_padded(&sc, 0.9);
+    scene_free(&sc);
+  }
+  /* Each random scene with partial groups too. */
+  for (int n = 1; n < 6; n += 2) {
+    scene sc;
+    draw_scene(&sc, n, WORK_SMALL);
+    check_zero_padded(&sc, 0.9);
     scene_free(&sc);
   }
 }
@@ -547,6 +627,21 @@ static void test_hand_scores(void) {
   float ones[8] = {1, 1, 1, 1, 1, 1, 1, 1};
   st = clpa_ref_xattn_scores(&sh4, ones, ones, (clpa_ref_xattn_chunk){0, 1, 0, 1}, s);
   ok(st == CLPA_OK && s[0] == 2.0, "scale 1/(sqrt(D)*S): %g == 2", s[0]);
+
+  /* Zero padding, S = 4, D = 1: 3 queries and keys, so score(0, 0) =
+   * (q0 k3 + q1 k2 + q2 k1 + q3 k0) / 4 with q3 = k3 = 0: (2*11 + 3*7) / 4.
+   * One of each: the antidiagonal pairs q0 with k3 only, so 0. The NaN
+   * tokens after them are never read. */
+  float qp[4] = {1, 2, 3, NAN}, kp[4] = {5, 7, 11, NAN};
+  clpa_ref_xattn_shape shp = {3, 3, 0, 1, 4, 4};
+  s[0] = 42;
+  st = clpa_ref_xattn_scores(&shp, qp, kp, (clpa_ref_xattn_chunk){0, 1, 0, 1}, s);
+  ok(st == CLPA_OK && s[0] == 10.75, "zero padding: queries and keys past 3 count 0: %g == 10.75",
+     s[0]);
+  shp.num_q = shp.num_k = 1;
+  s[0] = 42;
+  st = clpa_ref_xattn_scores(&shp, qp, kp, (clpa_ref_xattn_chunk){0, 1, 0, 1}, s);
+  ok(st == CLPA_OK && s[0] == 0.0, "zero padding: one query, one key: %g == 0", s[0]);
 
   /* Causal: q_offset 4 with B = S = 2 puts rows 0, 1 at R = 2, 3. Keys
    * 0..3 (4 columns); row 0 sees columns 0..2. */
@@ -678,8 +773,8 @@ static void test_refusals(void) {
   SHAPE_BAD(sh.stride = 0, "stride", "stride 0");
   SHAPE_BAD(sh.head_dim = 0, "head_dim", "head_dim 0");
   SHAPE_BAD(sh.num_q = 0, "num_q", "num_q 0");
-  SHAPE_BAD(sh.num_q = 30, "num_q", "num_q not a multiple of stride");
-  SHAPE_BAD(sh.num_k = 66, "num_k", "num_k not a multiple of stride");
+  SHAPE_BAD(sh.num_q = -3, "num_q", "negative num_q");
+  SHAPE_BAD(sh.num_k = -4, "num_k", "negative num_k");
   SHAPE_BAD(sh.q_offset = 28, "q_offset", "q_offset not a multiple of block_size");
   SHAPE_BAD(sh.q_offset = -16, "q_offset", "negative q_offset");
   SHAPE_BAD(sh.num_k = 48, "exceeds num_k", "queries past the keys");
@@ -870,5 +965,6 @@ int main(void) {
   test_ties();
   test_structured();
   test_random_scenes();
+  test_partial_groups();
   return done_testing();
 }
