@@ -11,6 +11,9 @@
  *   strided key col   c = [ k[cS+0]   | ... | k[cS+S-1] ] (S * HEAD_SIZE)
  *   score(r, c) = scale * row r . col c,  scale = 1 / (sqrt(D) S) (host)
  *   visible iff c <= R(r)
+ *   rows = ceil(num_q / S), cols = ceil(num_k / S), num_k = q_offset + num_q:
+ *   queries q[i >= num_q] and keys k[j >= num_k] are zero tokens (the last
+ *   group's padding), never read
  *
  * Kernels (one launch each, in order on an in-order queue):
  * Phases 1 to 3 run per piece: heads head0 .. head0 + grid heads - 1,
@@ -54,7 +57,10 @@
  * Keys are read one token at a time through the table, X dimensions per
  * load (key_index). A key in a block outside [0, num_blocks) masks its
  * column and sets CLPA_FAULT_BAD_BLOCK; slots past the sequence are never
- * read (the columns stop at R(r)).
+ * read (the columns stop at R(r), and the last column's padding is a
+ * zero token whose table entry is not looked up either: the slots may
+ * hold NaN, and 0 * NaN is NaN, so the padding is masked, not multiplied
+ * by 0).
  */
 #ifndef CLPA_HEAD_SIZE
 #error "CLPA_HEAD_SIZE: elements a head; required"
@@ -81,8 +87,26 @@ typedef struct xattn_src {
   __global const int *table;
   ulong block_stride, head_stride;
   int kv_head, num_blocks, stride, ts; /* ts: kv_token_stride */
+  int num_q, num_k;             /* tokens past these are the zero padding */
   float scale;                  /* 1 / (sqrt(D) S), times k_scale */
 } xattn_src;
+
+/* Key token tok's first element through the table, or NULL for the
+ * padding past the keys (neither it nor its table entry is read); *bad
+ * is set where its block lies outside the cache (then block 0 stands in:
+ * the caller masks the column). */
+inline __global const kv_t *xattn_key(const xattn_src *s, int tok, int *bad) {
+  if (tok >= s->num_k) return NULL;
+  int phys = s->table[tok / BLOCK_SIZE];
+  if (phys < 0 || phys >= s->num_blocks) *bad = 1, phys = 0;
+  return s->k_cache + kv_tile((ulong)phys, s->kv_head, s->block_stride, s->head_stride) +
+         key_index(0, tok % BLOCK_SIZE, BLOCK_SIZE, s->ts);
+}
+
+/* Query token tok's head, or NULL for the padding past the queries. */
+inline __global const io_t *xattn_query(const xattn_src *s, int tok) {
+  return tok < s->num_q ? s->q + (ulong)tok * s->q_stride : NULL;
+}
 
 /* A register tile of scores: XROWS strided rows x XCOLS columns per
  * step, so each loaded query vector serves XCOLS columns and each key
@@ -95,6 +119,7 @@ typedef struct xattn_src {
 /* score(r, c) for rows r0 .. r0 + XROWS - 1 and columns c0 .. c0 +
  * XCOLS - 1, scaled, into acc[i][j]; rows past r0 + n - 1 repeat row
  * r0 + n - 1 and columns past c0 + nc - 1 repeat column c0 + nc - 1.
+ * A padding token (xattn_key, xattn_query: NULL) loads as zeros.
  * bad[j] is set when a key of column j lies in a block outside the cache
  * (its scores are garbage from block 0: the caller masks the column).
  * Computed in XSUB x XSUB sub-tiles with X-wide accumulators (one
@@ -112,22 +137,17 @@ inline void xattn_scores(const xattn_src *s, int r0, int n, int c0, int nc,
   for (int j = 0; j < XCOLS; j++) bad[j] = 0;
   for (int t = 0; t < s->stride; t++) {
     __global const kv_t *kt[XCOLS];
-    for (int j = 0; j < XCOLS; j++) {
-      const int tok = (c0 + min(j, nc - 1)) * s->stride + t;
-      int phys = s->table[tok / BLOCK_SIZE];
-      if (phys < 0 || phys >= s->num_blocks) bad[j] = 1, phys = 0;
-      kt[j] = s->k_cache + kv_tile((ulong)phys, s->kv_head, s->block_stride, s->head_stride) +
-              key_index(0, tok % BLOCK_SIZE, BLOCK_SIZE,
-                        s->ts);
-    }
+    for (int j = 0; j < XCOLS; j++)
+      kt[j] = xattn_key(s, (c0 + min(j, nc - 1)) * s->stride + t, &bad[j]);
     __global const io_t *qt[XROWS];
     for (int i = 0; i < XROWS; i++)
-      qt[i] = s->q + (ulong)((r0 + min(i, n - 1)) * s->stride + s->stride - 1 - t) * s->q_stride;
+      qt[i] = xattn_query(s, (r0 + min(i, n - 1)) * s->stride + s->stride - 1 - t);
     for (int d = 0; d < HEAD_SIZE; d += KV_X) {
       floatX k[XCOLS];
-      for (int j = 0; j < XCOLS; j++) k[j] = KV_LOAD(KV_X, kt[j] + key_dim_offset(d, BLOCK_SIZE));
+      for (int j = 0; j < XCOLS; j++)
+        k[j] = kt[j] ? KV_LOAD(KV_X, kt[j] + key_dim_offset(d, BLOCK_SIZE)) : (floatX)(0.0f);
       for (int i = 0; i < XROWS; i++) {
-        const floatX qv = IO_LOADX(qt[i], d);
+        const floatX qv = qt[i] ? IO_LOADX(qt[i], d) : (floatX)(0.0f);
         for (int j = 0; j < XCOLS; j++) acc[i][j] = VDOT(KV_X, qv, k[j], acc[i][j]);
       }
     }
@@ -150,26 +170,19 @@ inline void xattn_scores(const xattn_src *s, int r0, int n, int c0, int nc,
       for (int t = 0; t < s->stride; t++) {
         __global const kv_t *kt[XSUB];
 #pragma unroll
-        for (int j = 0; j < XSUB; j++) {
-          const int tok = (c0 + min(j0 + j, nc - 1)) * s->stride + t;
-          int phys = s->table[tok / BLOCK_SIZE];
-          if (phys < 0 || phys >= s->num_blocks) bad[j0 + j] = 1, phys = 0;
-          kt[j] = s->k_cache + kv_tile((ulong)phys, s->kv_head, s->block_stride, s->head_stride) +
-                  key_index(0, tok % BLOCK_SIZE, BLOCK_SIZE,
-                        s->ts);
-        }
+        for (int j = 0; j < XSUB; j++)
+          kt[j] = xattn_key(s, (c0 + min(j0 + j, nc - 1)) * s->stride + t, &bad[j0 + j]);
         __global const io_t *qt[XSUB];
 #pragma unroll
         for (int i = 0; i < XSUB; i++)
-          qt[i] = s->q + (ulong)((r0 + min(i0 + i, n - 1)) * s->stride + s->stride - 1 - t) *
-                             s->q_stride;
+          qt[i] = xattn_query(s, (r0 + min(i0 + i, n - 1)) * s->stride + s->stride - 1 - t);
         for (int d = 0; d < HEAD_SIZE; d += KV_X) {
           floatX k[XSUB], qv[XSUB];
 #pragma unroll
           for (int j = 0; j < XSUB; j++) /* key_index(d, o) = key_index(0, o) + key_dim_offset(d) */
-            k[j] = KV_LOAD(KV_X, kt[j] + key_dim_offset(d, BLOCK_SIZE));
+            k[j] = kt[j] ? KV_LOAD(KV_X, kt[j] + key_dim_offset(d, BLOCK_SIZE)) : (floatX)(0.0f);
 #pragma unroll
-          for (int i = 0; i < XSUB; i++) qv[i] = IO_LOADX(qt[i], d);
+          for (int i = 0; i < XSUB; i++) qv[i] = qt[i] ? IO_LOADX(qt[i], d) : (floatX)(0.0f);
 #pragma unroll
           for (int i = 0; i < XSUB; i++)
 #pragma unroll
@@ -187,7 +200,8 @@ inline void xattn_scores(const xattn_src *s, int r0, int n, int c0, int nc,
 inline xattn_src xattn_src_of(__global const io_t *q, ulong q_stride, int head,
                               __global const kv_t *k_cache, __global const int *table,
                               ulong block_stride, ulong head_stride, int num_blocks,
-                              int num_kv_heads, int qpk, int stride, float scale) {
+                              int num_kv_heads, int qpk, int stride, float scale, int num_q,
+                              int row0) {
   xattn_src s;
   s.q = q + (ulong)head * HEAD_SIZE;
   s.q_stride = q_stride;
@@ -199,6 +213,8 @@ inline xattn_src xattn_src_of(__global const io_t *q, ulong q_stride, int head,
   s.kv_head = head / qpk;
   s.num_blocks = num_blocks;
   s.stride = stride;
+  s.num_q = num_q;
+  s.num_k = row0 * stride + num_q; /* q_offset + num_q */
   s.scale = scale;
   return s;
 }
@@ -222,7 +238,7 @@ __kernel void clpa_xattn_stats(KERNEL_PARAMS(XATTN_STATS_ARG_LIST)) {
   if (r0 >= rend) return;
   const int n = min(XROWS, rend - r0);
   const xattn_src s = xattn_src_of(q, q_stride, head, k_cache, table, block_stride, head_stride,
-                                   num_blocks, num_kv_heads, qpk, stride, scale);
+                                   num_blocks, num_kv_heads, qpk, stride, scale, num_q, row0);
   const int c0 = ch * chunk_cols; /* a multiple of bs: a block lies in one chunk */
   const int c1 = min(c0 + chunk_cols, row0 + r0 + n); /* visible to the last row: c <= R(r) */
   float m[XROWS], l[XROWS], bm[XROWS], bl[XROWS], x[XROWS][XCOLS];

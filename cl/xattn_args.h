@@ -27,6 +27,7 @@
   ARG(VALUE, int, qpk) SEP             \
   ARG(VALUE, int, stride) SEP          \
   ARG(VALUE, float, scale) SEP         \
+  ARG(VALUE, int, num_q) SEP           \
   ARG(VALUE, int, rows) SEP            \
   ARG(VALUE, int, row0) SEP            \
   ARG(VALUE, int, chunk_cols) SEP      \
@@ -51,6 +52,7 @@
   ARG(VALUE, int, num_blocks) SEP          \
   ARG(VALUE, int, qpk) SEP                 \
   ARG(VALUE, float, scale) SEP             \
+  ARG(VALUE, int, num_q) SEP               \
   ARG(VALUE, int, rows) SEP                \
   ARG(VALUE, int, row0) SEP                \
   ARG(VALUE, int, chunk_cols) SEP          \

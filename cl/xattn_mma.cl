@@ -26,7 +26,10 @@
  * Scores: scale times the f32 sum of products of operands rounded to the
  * cache's dtype (the query is rounded; the keys are stored so). A column
  * whose keys lie in a block outside the cache is masked and sets
- * CLPA_FAULT_BAD_BLOCK; slots past the sequence are never read.
+ * CLPA_FAULT_BAD_BLOCK; slots past the sequence are never read: the last
+ * group's queries past num_q and keys past num_k (= row0 S + num_q) are
+ * zero padding, copied in as zeros without reading them or their table
+ * entries (xattn.cl says why masked, not multiplied by 0).
  *
  * Grid: (num_chunks * NUM_THREADS, piece heads, ceil(piece rows / ROWS)),
  * work-groups of NUM_THREADS: a row tile's chunks and heads run together
@@ -104,24 +107,26 @@
 
 typedef struct xm_src {
   __global const io_t *q[QI];   /* row's token rS + S - 1 at its chunk's dims; NULL: past r_last */
+  int q_pad[QI];                /* the row's first t that is no padding: rS + S-1-t < num_q */
   __global const uint4 *k[KI];  /* ONEBLOCK: the column's block at its first key + u / 4; NULL: none */
 } xm_src;
 
 /* Step `it`'s operands into stage `st`: the rows' query slices and the
- * tile's key slices (zeros for rows past r_last, columns past c1 and keys
- * in bad blocks). At a tile's first step also its column flags and (ONEBLOCK)
- * the columns' blocks. */
+ * tile's key slices (zeros for rows past r_last, columns past c1, keys
+ * in bad blocks and the padding past num_q and num_k). At a tile's first
+ * step also its column flags and (ONEBLOCK) the columns' blocks. */
 inline void xm_load(__local uint4 *qs, __local uint4 *ks, __local int *colok, xm_src *src, int it,
                     int st, ulong q_stride, int q_direct, __global const kv_t *k_cache,
                     ulong block_stride, ulong head_stride, __global const int *table,
-                    int num_blocks, int kv_head, int c0, int c1, __global volatile int *faults) {
+                    int num_blocks, int kv_head, int c0, int c1, int num_k,
+                    __global volatile int *faults) {
   const int lid = get_local_id(0), u = lid % CPR, tile = it / NSTEP, step = it % NSTEP;
   const int t0 = step / (HEAD_SIZE / 32) * TP, d0 = step % (HEAD_SIZE / 32) * 32;
   const int cb = c0 + tile * BN;
   if (step == 0 && lid < BN) { /* the tile's column flags */
     const int c = cb + lid;
     int ok = c < c1;
-    for (int t = 0; ok && t < STRIDE; t++) {
+    for (int t = 0; ok && t < STRIDE && c * STRIDE + t < num_k; t++) {
       const int b = table[(c * STRIDE + t) / BLOCK_SIZE];
       if (b < 0 || b >= num_blocks) ok = 0, atomic_or(faults, CLPA_FAULT_BAD_BLOCK);
     }
@@ -131,7 +136,7 @@ inline void xm_load(__local uint4 *qs, __local uint4 *ks, __local int *colok, xm
   MMA_UNROLL
   for (int i = 0; i < QI; i++) {
     __local uint4 *dst = qd + i * (NUM_THREADS / CPR) * (ROWW / 4);
-    if (!src->q[i]) {
+    if (!src->q[i] || t0 + u / 4 < src->q_pad[i]) {
       *dst = (uint4)(0u);
       continue;
     }
@@ -163,14 +168,15 @@ inline void xm_load(__local uint4 *qs, __local uint4 *ks, __local int *colok, xm
                                                                    head_stride)) +
                             tok % BLOCK_SIZE;
     }
-    if (!src->k[i]) {
+    if (!src->k[i] || c * STRIDE + t0 + u / 4 >= num_k) {
       *dst = (uint4)(0u);
       continue;
     }
     /* key_index(8 w, o): chunk w of token o is uint4 number w * BLOCK_SIZE + o */
     mma_copy16(dst, src->k[i] + (d0 / 8 + u % 4) * BLOCK_SIZE + t0);
 #else
-    const int tok = c * STRIDE + t0 + u / 4, b = c < c1 ? table[tok / BLOCK_SIZE] : -1;
+    const int tok = c * STRIDE + t0 + u / 4;
+    const int b = c < c1 && tok < num_k ? table[tok / BLOCK_SIZE] : -1;
     if (b < 0 || b >= num_blocks) {
       *dst = (uint4)(0u);
       continue;
@@ -220,6 +226,7 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_xatt
   const int c0 = ch * chunk_cols; /* a multiple of BCOLS: a block lies in one chunk */
   const int c1 = min(c0 + chunk_cols, row0 + r_last + 1); /* visible to the last row */
   const int total = c0 < c1 ? (c1 - c0 + BN - 1) / BN * NSTEP : 0;
+  const int num_k = row0 * STRIDE + num_q; /* q_offset + num_q: keys past it are padding */
   __global const io_t *qh = q + (ulong)head * HEAD_SIZE;
 
   /* This lane's rows: m-tile m, half h (g, g + 8) */
@@ -237,12 +244,13 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_xatt
   for (int i = 0; i < QI; i++) {
     const int r = r_wg + lid / CPR + i * (NUM_THREADS / CPR), u = lid % CPR;
     src.q[i] = r <= r_last ? qh + (ulong)(r * STRIDE + STRIDE - 1) * q_stride + u % 4 * 8 : NULL;
+    src.q_pad[i] = max(0, (r + 1) * STRIDE - num_q);
   }
   /* Steps 0 .. STAGES - 2 in flight, one copy group each (empty past the end). */
   for (int it = 0; it < STAGES - 1; it++) {
     if (it < total)
       xm_load(qs, ks, colok, &src, it, it, q_stride, q_direct, k_cache, block_stride,
-              head_stride, table, num_blocks, kv_head, c0, c1, faults);
+              head_stride, table, num_blocks, kv_head, c0, c1, num_k, faults);
     mma_copy_commit();
   }
   for (int it = 0; it < total; it++) {
@@ -257,7 +265,7 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_xatt
     const int ahead = it + STAGES - 1;
     if (ahead < total)
       xm_load(qs, ks, colok, &src, ahead, ahead % STAGES, q_stride, q_direct, k_cache,
-              block_stride, head_stride, table, num_blocks, kv_head, c0, c1, faults);
+              block_stride, head_stride, table, num_blocks, kv_head, c0, c1, num_k, faults);
     mma_copy_commit();
     const int stage = it % STAGES;
     __local const uint *qw = (__local const uint *)qs + stage * XR * ROWW + warp * MT * 16 * ROWW;

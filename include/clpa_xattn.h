@@ -20,7 +20,9 @@
  *   through block_table (the cached prefix and the new tokens, which the
  *   caller has already written with clpa_reshape_and_cache).
  *   S = stride, B = block (tokens per mask block), BS = B / S.
- *   rows = num_q / S, cols = num_k / S, R(r) = q_offset / S + r.
+ *   rows = ceil(num_q / S), cols = ceil(num_k / S), R(r) = q_offset / S + r.
+ *   Any num_q will do: as XAttention pads, queries i >= num_q and keys
+ *   j >= num_k count as zero vectors in the scores (they are not read).
  *
  *   score(r, c) = sum_{t=0}^{S-1} q[rS + S-1-t] . k[cS + t] / (sqrt(D) S)
  *                 (the antidiagonal of the S x S tile of token products)
@@ -104,7 +106,7 @@ typedef struct clpa_xattn_params {
   cl_mem query;
   clpa_dtype q_dtype;          /* f32, f16 or bf16 */
   size_t q_stride;             /* elements between tokens; 0 = num_heads * head_size */
-  int32_t num_q;               /* new tokens: > 0, a multiple of stride */
+  int32_t num_q;               /* new tokens: > 0 (the last strided group is zero-padded) */
   int32_t q_offset;            /* cached tokens before them: >= 0, a multiple of block */
   /* Shape of the estimation. */
   int32_t stride;              /* S: 4, 8 or 16 (default 8) */
@@ -148,7 +150,7 @@ CLPA_API void clpa_xattn_params_init(clpa_xattn_params *p);
  * of the context's scratch (each row's softmax state per chunk; the mma
  * path cuts the keys into about 8 chunks where `chunk` leaves fewer, so
  * that a row tile's chunks run side by side and share its queries), rows =
- * num_q / stride, the masses when mass is NULL, and each row's state per
+ * ceil(num_q / stride), the masses when mass is NULL, and each row's state per
  * key block (2 * rows * k_blocks floats a head: the scores are computed
  * once), for as many heads and query blocks at a time as scratch_limit
  * allows (at least one query block of one head).

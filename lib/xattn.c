@@ -94,8 +94,7 @@ static clpa_status check_shape(clpa_context *ctx, const clpa_xattn_params *p, xa
                  p->chunk, p->block);
   CLPA_CTX_CHECK(ctx, !(p->tau > 0 && p->tau <= 1), CLPA_ERR_INVALID_ARG,
                  "tau = %g (must be in (0, 1])", p->tau);
-  CLPA_CTX_CHECK(ctx, p->num_q <= 0 || p->num_q % p->stride != 0, CLPA_ERR_INVALID_ARG,
-                 "num_q = %d is not a positive multiple of stride = %d", p->num_q, p->stride);
+  CLPA_CTX_CHECK(ctx, p->num_q <= 0, CLPA_ERR_INVALID_ARG, "num_q = %d must be > 0", p->num_q);
   CLPA_CTX_CHECK(ctx, p->q_offset < 0 || p->q_offset % p->block != 0, CLPA_ERR_INVALID_ARG,
                  "q_offset = %d is not a non-negative multiple of block = %d", p->q_offset,
                  p->block);
@@ -110,8 +109,10 @@ static clpa_status check_shape(clpa_context *ctx, const clpa_xattn_params *p, xa
   CLPA_CTX_CHECK(ctx, num_k > CLPA_MAX_CONTEXT_LEN, CLPA_ERR_UNSUPPORTED,
                  "q_offset + num_q = %d + %d keys are past CLPA_MAX_CONTEXT_LEN = %d", p->q_offset,
                  p->num_q, CLPA_MAX_CONTEXT_LEN);
-  const int32_t cols = (int32_t)(num_k / p->stride);
-  x->rows = p->num_q / p->stride;
+  /* Whole strided groups: the last of the queries and of the keys is
+   * zero-padded (the kernels mask the tokens past num_q and num_k). */
+  const int32_t cols = (int32_t)((num_k + p->stride - 1) / p->stride);
+  x->rows = (p->num_q + p->stride - 1) / p->stride;
   x->row0 = p->q_offset / p->stride;
   x->bs = p->block / p->stride;
   x->q_blocks = (x->rows + x->bs - 1) / x->bs;
@@ -268,7 +269,7 @@ static clpa_status enqueue_all(clpa_context *ctx, const clpa_xattn_params *p, co
   const cl_ulong q_stride = x->q_stride, block_stride = x->kv.block_stride;
   const cl_ulong head_stride = x->kv.head_stride;
   const cl_int nb = x->kv.num_blocks, nkv = x->kv.num_kv_heads, qpk = p->num_heads / nkv;
-  const cl_int S = p->stride;
+  const cl_int S = p->stride, num_q = p->num_q;
   const cl_int rows = x->rows, row0 = x->row0, cc = x->chunk_cols, nch = x->num_chunks;
   const cl_int bs = x->bs, diag0 = x->diag0, kbl = x->k_blocks, qbl = x->q_blocks;
   const cl_int keep_all = p->tau >= 1.0;
@@ -289,8 +290,9 @@ static clpa_status enqueue_all(clpa_context *ctx, const clpa_xattn_params *p, co
           A(stat_m, sm), A(stat_l, sl), A(bstat, bst), A(q, p->query), A(q_stride, q_stride),
           A(k_cache, x->k), A(block_stride, block_stride), A(head_stride, head_stride),
           A(table, p->block_table), A(num_blocks, nb), A(num_kv_heads, nkv), A(qpk, qpk),
-          A(stride, S), A(scale, scale), A(rows, rows), A(row0, row0), A(chunk_cols, cc), A(bs, bs),
-          A(k_blocks, kbl), A(head0, head0), A(rbase, rbase), A(rend, rend), A(faults, faults)};
+          A(stride, S), A(scale, scale), A(num_q, num_q), A(rows, rows), A(row0, row0),
+          A(chunk_cols, cc), A(bs, bs), A(k_blocks, kbl), A(head0, head0), A(rbase, rbase),
+          A(rend, rend), A(faults, faults)};
 #undef A
       const clpa_ndrange r1 = {3,
                                {(size_t)(rend - rbase + XROWS - 1) / XROWS, hn,
@@ -306,8 +308,8 @@ static clpa_status enqueue_all(clpa_context *ctx, const clpa_xattn_params *p, co
           A(stat_m, sm), A(stat_l, sl), A(bstat, bst), A(q, p->query), A(q_stride, q_stride),
           A(q_direct, q_direct), A(k_cache, x->k), A(block_stride, block_stride),
           A(head_stride, head_stride), A(table, p->block_table), A(num_blocks, nb), A(qpk, qpk),
-          A(scale, scale), A(rows, rows), A(row0, row0), A(chunk_cols, cc), A(k_blocks, kbl),
-          A(head0, head0), A(rbase, rbase), A(rend, rend), A(faults, faults)};
+          A(scale, scale), A(num_q, num_q), A(rows, rows), A(row0, row0), A(chunk_cols, cc),
+          A(k_blocks, kbl), A(head0, head0), A(rbase, rbase), A(rend, rend), A(faults, faults)};
 #undef A
       const clpa_ndrange r1m = {3,
                                 {(size_t)x->num_chunks * MMA_THREADS, hn,
@@ -365,7 +367,7 @@ static clpa_status enqueue_all(clpa_context *ctx, const clpa_xattn_params *p, co
  * tiles and key blocks (mma_applies: bs divides the tile or the tile bs),
  * unless the caller's are smaller. */
 static clpa_status mma_chunks(clpa_context *ctx, const clpa_xattn_params *p, xattn_plan *x) {
-  const int64_t cols = ((int64_t)p->q_offset + p->num_q) / p->stride;
+  const int64_t cols = ((int64_t)p->q_offset + p->num_q + p->stride - 1) / p->stride;
   const int64_t unit = x->bs > MMA_COLS ? x->bs : MMA_COLS;
   const int64_t want = (cols + MMA_CHUNKS - 1) / MMA_CHUNKS;
   const int32_t cap = (int32_t)((want + unit - 1) / unit * unit);

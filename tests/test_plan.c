@@ -26,10 +26,10 @@
  * - a plan made from the layout alone (no buffers) runs on the
  *   application's buffers as on the cache;
  * - XAttention's estimation (clpa_plan_xattn), f32 and mma paths (mma
- *   emulated off NVIDIA): one plan on both layers equals
- *   clpa_xattn_estimate's mask and masses byte for byte; one made from the
- *   layout alone runs on a key_cache; a run with buffers it does not read
- *   is refused, nothing written;
+ *   emulated off NVIDIA), num_q not a multiple of the stride: one plan on
+ *   both layers equals clpa_xattn_estimate's mask and masses byte for
+ *   byte; one made from the layout alone runs on a key_cache; a run with
+ *   buffers it does not read is refused, nothing written;
  * - refusals with nothing written: a NULL plan or inputs, caches of
  *   another shape, a mask the plan lacks, ALiBi in a cascade run, a buffer
  *   the plan's kind does not read (context_lens to prefill, a block mask to
@@ -443,7 +443,9 @@ static void test_prefill(int masked, int warp_rows) {
 
 static void test_xattn(clpa_xattn_path path) {
   const char *name = path == CLPA_XATTN_MMA ? "xattn mma" : "xattn f32";
-  enum { NQ = 64, OFF = 64, QB = 1, KB = 2 }; /* stride 8, block 64: 1 x 2 mask blocks a head */
+  /* stride 8, block 64: 1 x 2 mask blocks a head; 61 queries, the last
+   * strided group padded */
+  enum { NQ = 61, OFF = 64, QB = 1, KB = 2 };
   const size_t qn = (size_t)NQ * HEADS * HS, nmask = (size_t)HEADS * QB * KB;
   float *q = malloc(sizeof(float) * qn);
   for (size_t i = 0; i < qn; i++) q[i] = rnd(-2, 2);

@@ -7,6 +7,12 @@
  * and 128, strides 4/8/16, blocks 64/128, one, two, three and uneven key
  * chunks, q_offset 0 and > 0, GQA and MQA, f32/f16/bf16/fp8 caches and
  * f32/f16/bf16 queries. The oracle reads the same stored (decoded) values.
+ * Prompts that are not whole strided groups (num_q % S != 0, as few as 1
+ * and 3 queries, strides 4/8/16, cache blocks shorter than S so that the
+ * padding reaches the unused table column): the kernels must treat the
+ * padding as zero tokens without reading it, so the query buffer holds S
+ * NaN tokens after the last, the cache slots after the last token are NaN,
+ * and no case may raise a fault.
  *
  * Tolerances: masses |got - want| <= MASS_ATOL + MASS_RTOL |want| (the
  * device sums f32 scores and probabilities where the oracle uses double;
@@ -114,11 +120,25 @@ static void reference(const xcase *c, const attn_scene *in, clpa_ref_xattn_dims 
   free(qh), free(kh);
 }
 
+/* The queries again, with S NaN tokens (all bits set: NaN in every io
+ * dtype) after the last, which the kernels must never read. */
+static cl_mem query_nan_tail(const xcase *c, const attn_scene *in) {
+  const size_t tok = in->q_stride * clpa_dtype_size(c->io), have = tok * (size_t)c->num_q;
+  uint8_t *bytes = xmalloc(have + tok * (size_t)c->S);
+  memcpy(bytes, in->q_store, have);
+  memset(bytes + have, 0xff, tok * (size_t)c->S);
+  cl_mem q = test_buffer(ctx, bytes, have + tok * (size_t)c->S);
+  free(bytes);
+  return q;
+}
+
 /* Runs the device on a case; fills got_mass and got_mask. Returns the status. */
 static clpa_status run_device(const xcase *c, const attn_scene *in, size_t nblocks, float *got_mass,
                               uint8_t *got_mask) {
   attn_scene_dev d;
   attn_scene_upload(ctx, in, 0, 0, &d);
+  clReleaseMemObject(d.q);
+  d.q = query_nan_tail(c, in);
   cl_mem mask = test_buffer(ctx, NULL, nblocks), mass = test_buffer(ctx, NULL, 4 * nblocks);
   test_poison(ctx, mask, nblocks);
   test_poison(ctx, mass, 4 * nblocks);
@@ -208,7 +228,8 @@ static double check_case(const xcase *c, const attn_scene *in, double *ref_densi
   float *got_mass = xmalloc(sizeof(float) * n);
   reference(c, in, &dims, want_mass, want_mask);
   const clpa_status st = run_device(c, in, n, got_mass, got_mask);
-  ok(st == CLPA_OK, "%s: enqueued (%s)", name, clpa_status_name(st));
+  ok(st == CLPA_OK && last_faults == 0, "%s: enqueued (%s), no fault (%d)", name,
+     clpa_status_name(st), last_faults);
   double density = -1;
   if (st == CLPA_OK) {
     size_t at;
@@ -246,6 +267,22 @@ static double check_case(const xcase *c, const attn_scene *in, double *ref_densi
 static void run_case(const xcase *c) {
   attn_scene in;
   make_scene(c, &in, NULL, NULL);
+  check_case(c, &in, NULL);
+  attn_scene_free(&in);
+}
+
+/* A prompt of partial strided groups: the cache slots after the last
+ * token in its last block made NaN here (as the scene leaves them), so a
+ * kernel that reads the padding's keys fails the case. */
+static void run_partial(const xcase *c) {
+  attn_scene in;
+  make_scene(c, &in, NULL, NULL);
+  const int len = c->q_offset + c->num_q, bs = c->bs;
+  const int32_t last = in.tables[(len - 1) / bs];
+  for (int h = 0; h < c->kv_heads; h++)
+    for (int o = len % bs ? len % bs : bs; o < bs; o++)
+      for (int d = 0; d < c->hs; d++) in.kf[clpa_kv_key_index(&in.kv, last, h, o, d)] = NAN;
+  attn_scene_store(&in);
   check_case(c, &in, NULL);
   attn_scene_free(&in);
 }
@@ -388,7 +425,7 @@ static void test_bad_args(void) {
   BAD(tau = 1.5, "tau = 1.5", CLPA_ERR_INVALID_ARG);
   BAD(tau = NAN, "tau = nan", CLPA_ERR_INVALID_ARG);
   BAD(num_q = 0, "num_q = 0", CLPA_ERR_INVALID_ARG);
-  BAD(num_q = 60, "num_q = 60", CLPA_ERR_INVALID_ARG);
+  BAD(num_q = -8, "num_q = -8", CLPA_ERR_INVALID_ARG);
   BAD(q_offset = 32, "q_offset = 32", CLPA_ERR_INVALID_ARG);
   BAD(q_offset = -64, "q_offset = -64", CLPA_ERR_INVALID_ARG);
   BAD(q_offset = 2147483584, "block table", CLPA_ERR_INVALID_ARG);
@@ -427,6 +464,22 @@ static const xcase grid[] = {
     {2, 1, 64, 16, 16, 64, 128, 512, 64, F16, F32, 0.9, 0},    /* 4 columns a block: per column */
     {1, 1, 16, 16, 8, 64, 0, 64, 131136, F16, F32, 0.9, 0},    /* 2048 candidates: the whole sort */
     {1, 1, 16, 16, 8, 64, 0, 64, 131200, F16, F32, 0.9, 0},    /* 2049: one work-item selects */
+};
+
+/* Partial strided groups (num_q % S != 0; the f32 path, then the mma
+ * path where it applies): 1 and 3 queries, with and without a prefix;
+ * cache blocks of 8 under S 16 (a column's padding lies in the next,
+ * unused, table entry), an f32 cache, fp8, key chunks, the mma path's
+ * own chunks (4350 queries: 1088 columns). */
+static const xcase partial_grid[] = {
+    {2, 1, 64, 16, 8, 64, 0, 1, 0, F16, F32, 0.9, 0},         /* one query */
+    {2, 2, 64, 16, 8, 64, 128, 3, 128, F16, F32, 0.9, 1},     /* three, after a prefix */
+    {2, 1, 64, 16, 4, 64, 128, 301, 64, F16, F16, 0.9, 1},    /* S 4, chunks */
+    {4, 2, 64, 8, 16, 128, 256, 517, 128, BF16, F32, 0.9, 0}, /* S 16 over blocks of 8 */
+    {2, 2, 128, 16, 8, 128, 0, 775, 256, F32, F32, 0.95, 0},  /* f32 cache */
+    {2, 1, 64, 8, 8, 64, 64, 250, 64, E4M3, F16, 0.5, 0},     /* fp8, a chunk a block */
+    {2, 1, 64, 16, 16, 256, 512, 1001, 512, F16, F32, 0.9, 1}, /* 16 columns a block */
+    {1, 1, 32, 16, 4, 64, 0, 4350, 0, F16, F16, 0.9, 0},      /* the mma path's chunks */
 };
 
 /* The tensor-core path's own cases: key blocks of 128 columns (a block's
@@ -508,6 +561,8 @@ int main(void) {
     for (size_t i = 0; i < sizeof grid / sizeof *grid; i++)
       if (!pass || mma_applies(&grid[i])) run_case(&grid[i]);
     for (size_t i = 0; pass && i < sizeof mma_grid / sizeof *mma_grid; i++) run_case(&mma_grid[i]);
+    for (size_t i = 0; i < sizeof partial_grid / sizeof *partial_grid; i++)
+      if (!pass || mma_applies(&partial_grid[i])) run_partial(&partial_grid[i]);
     test_tau_one();
     test_no_mass_and_faults();
     test_pieces();
