@@ -50,7 +50,7 @@ typedef struct xattn_plan {
   cl_mem k;
   clpa_kv_layout kv;
   size_t q_stride;
-  int32_t rows, row0, bs, q_blocks, k_blocks, diag0, chunk_cols, num_chunks;
+  int32_t rows, cols, row0, bs, q_blocks, k_blocks, diag0, chunk_cols, num_chunks;
   size_t blocks;     /* num_heads * q_blocks * k_blocks */
   size_t stats;      /* num_heads * num_chunks * rows */
 } xattn_plan;
@@ -111,7 +111,8 @@ static clpa_status check_shape(clpa_context *ctx, const clpa_xattn_params *p, xa
                  p->num_q, CLPA_MAX_CONTEXT_LEN);
   /* Whole strided groups: the last of the queries and of the keys is
    * zero-padded (the kernels mask the tokens past num_q and num_k). */
-  const int32_t cols = (int32_t)((num_k + p->stride - 1) / p->stride);
+  x->cols = (int32_t)((num_k + p->stride - 1) / p->stride);
+  const int32_t cols = x->cols;
   x->rows = (p->num_q + p->stride - 1) / p->stride;
   x->row0 = p->q_offset / p->stride;
   x->bs = p->block / p->stride;
@@ -367,7 +368,7 @@ static clpa_status enqueue_all(clpa_context *ctx, const clpa_xattn_params *p, co
  * tiles and key blocks (mma_applies: bs divides the tile or the tile bs),
  * unless the caller's are smaller. */
 static clpa_status mma_chunks(clpa_context *ctx, const clpa_xattn_params *p, xattn_plan *x) {
-  const int64_t cols = ((int64_t)p->q_offset + p->num_q + p->stride - 1) / p->stride;
+  const int64_t cols = x->cols;
   const int64_t unit = x->bs > MMA_COLS ? x->bs : MMA_COLS;
   const int64_t want = (cols + MMA_CHUNKS - 1) / MMA_CHUNKS;
   const int32_t cap = (int32_t)((want + unit - 1) / unit * unit);
