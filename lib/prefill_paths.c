@@ -128,11 +128,11 @@ static double mean_key_tiles(const clpa_prefill_params *p, int32_t from, int qpk
  * queries in local memory, and work-groups that walk enough 64-key tiles
  * on average (docs/decisions/0046-prefill-mma-local-and-keys.md). */
 static int mma_keys64(const clpa_context *ctx, const clpa_prefill_params *p,
-                      const clpa_kv_layout *kv, int rows, int32_t from) {
+                      const clpa_kv_layout *kv, int qpk, int rows, int32_t from) {
   const int from_tiles = ctx->prefill_tuning.mma_keys64_from;
   return from_tiles > 0 && kv->head_size == 128 && clpa_dtype_size(kv->dtype) == 2 &&
          rows == 128 && mma_local_bytes(kv, rows, 64, 2, 0, 2) <= mma_lmem(ctx, 2) &&
-         mean_key_tiles(p, from, p->num_heads / kv->num_kv_heads, rows, 64) >= from_tiles;
+         mean_key_tiles(p, from, qpk, rows, 64) >= from_tiles;
 }
 
 /* Query rows a warp on the mma path, as 16-row tiles: forced
@@ -162,7 +162,7 @@ clpa_status clpa_prefill_mma_mt(clpa_context *ctx, const clpa_prefill_params *p,
                                    mean_key_tiles(p, from, qpk, rows, *keys) >= tiles)
             ? 2
             : 1;
-  if (*mt == 2 && !p->keys_per_tile && *keys == 32 && mma_keys64(ctx, p, kv, rows, from))
+  if (*mt == 2 && !p->keys_per_tile && *keys == 32 && mma_keys64(ctx, p, kv, qpk, rows, from))
     *keys = 64;
   return CLPA_OK;
 }
