@@ -16,16 +16,15 @@ usage: test_demo.py CLPA_DEMO"""
 import json
 import os
 import re
-import subprocess
 import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from tap import done, ok  # noqa: E402
+from tap import done, ok, run_child  # noqa: E402
 
 demo = sys.argv[1]
 
 
 def run(*args):
-    p = subprocess.run([demo, *args], capture_output=True, text=True, timeout=600)
+    p = run_child([demo, *args], capture_output=True, text=True, timeout=600)
     try:
         j = json.loads(p.stdout.strip().splitlines()[-1]) if p.stdout.strip() else None
     except json.JSONDecodeError:
@@ -89,11 +88,11 @@ for eng in ([], ["--linear", "gemv"]):
        "--weight-layout tiles %s: --check passes (%s), as rows does (%s): %s"
        % (" ".join(eng) or "(the table's engine)", (t or {}).get("weight_dtype"),
           (r or {}).get("weight_dtype"), (t or {}).get("check")))
-p = subprocess.run([demo, "--weight-layout", "tiles", "--requests", "2"], capture_output=True, text=True)
+p = run_child([demo, "--weight-layout", "tiles", "--requests", "2"], capture_output=True, text=True)
 ok(p.returncode == 1 and "--weight-layout tiles" in p.stderr and "f16 weights" in p.stderr,
    "--weight-layout tiles with f32 weights: exit 1, a message naming the option: %s"
    % p.stderr.strip()[-160:])
-p = subprocess.run([demo, "--weight-layout", "columns"], capture_output=True, text=True)
+p = run_child([demo, "--weight-layout", "columns"], capture_output=True, text=True)
 ok(p.returncode == 2 and "auto, rows or tiles" in p.stderr, "--weight-layout columns: exit 2")
 # each layer's attention as one clpa_prefill over the step's sequences (issue 45's mixed step: the
 # default) against a decode and a prefill call
@@ -125,7 +124,7 @@ for bs in ("1", "64"):
     ok(rc == 0 and h and checked(h) and h["block_size"] == int(bs) and on
        and h["generated_tokens"] == on["generated_tokens"] and h["cached_tokens"] > 0,
        "--block-size %s: --check passes, prefixes shared: %s" % (bs, (h or {}).get("check")))
-p = subprocess.run([demo, "--block-size", "12"], capture_output=True, text=True, timeout=600)
+p = run_child([demo, "--block-size", "12"], capture_output=True, text=True, timeout=600)
 ok(p.returncode == 2 and "--block-size takes a power of two from 1 to 256, not 12" in p.stderr,
    "--block-size 12: refused, exit 2")
 # a random model quantized on the host (--weight-quant): every layer matrix and the LM head in
@@ -135,10 +134,10 @@ rc, h = run(*small, "--weight-dtype", "f16", "--weight-quant", "q8_0")
 ok(rc == 0 and h and checked(h) and h["weight_dtype"] in ("f16, blocks q8_0", "f16_tiled, blocks q8_0")
    and on and h["step_floor_ms"] < on["step_floor_ms"],
    "--weight-quant q8_0: --check passes, the step reads fewer bytes: %s" % (h or {}).get("check"))
-p = subprocess.run([demo, "--weight-quant", "q4_K"], capture_output=True, text=True, timeout=600)
+p = run_child([demo, "--weight-quant", "q4_K"], capture_output=True, text=True, timeout=600)
 ok(p.returncode == 1 and "qkv rows of 128 do not make whole q4_K blocks of 256" in p.stderr,
    "--weight-quant q4_K on the tiny model (hidden 128): refused, exit 1: %s" % p.stderr.strip()[-200:])
-p = subprocess.run([demo, "--weight-quant", "q3_K"], capture_output=True, text=True, timeout=600)
+p = run_child([demo, "--weight-quant", "q3_K"], capture_output=True, text=True, timeout=600)
 ok(p.returncode == 2 and "q3_K" in p.stderr and "q4_0, q8_0, q4_K, q5_K and q6_K" in p.stderr,
    "--weight-quant q3_K: named, the forms listed, exit 2")
 if on and off:
@@ -173,7 +172,7 @@ ok(pre and pre["refused"] == 0 and pre["requests"] == 10, "and serves every requ
 # request needs; that many blocks serve it (and refuse only the larger ones,
 # counted in the summary), one fewer fails again.
 tiny = ["--requests", "10", "--output-min", "2", "--output-max", "2", "--json"]
-p = subprocess.run([demo, *tiny, "--blocks", "2"], capture_output=True, text=True, timeout=600)
+p = run_child([demo, *tiny, "--blocks", "2"], capture_output=True, text=True, timeout=600)
 m = re.search(r"clpa-demo: --blocks 2 is too small for every request: the smallest needs (\d+) blocks "
               r"\((\d+) tokens, 16 a block\)", p.stderr)
 ok(p.returncode == 1 and not p.stdout.strip() and m and int(m.group(1)) == (int(m.group(2)) + 15) // 16 > 2,
@@ -184,7 +183,7 @@ rc, some = run(*tiny, "--blocks", str(need))
 ok(rc == 0 and some and 0 < some["refused"] < some["requests"] and some["generated_tokens"] > 0,
    "--blocks %d: the larger requests are refused and counted (%s of %s), the rest served"
    % (need, (some or {}).get("refused"), (some or {}).get("requests")))
-p = subprocess.run([demo, *tiny, "--blocks", str(need - 1)], capture_output=True, text=True, timeout=600)
+p = run_child([demo, *tiny, "--blocks", str(need - 1)], capture_output=True, text=True, timeout=600)
 ok(p.returncode == 1 and "the smallest needs %d blocks" % need in p.stderr,
    "--blocks %d fails the same way: %s" % (need - 1, p.stderr.strip()[-200:]))
 
@@ -198,7 +197,7 @@ rc, j = run(*exact, "--blocks", "16", "--check", "--json")
 ok(rc == 0 and j and checked(j) and 0 < j["refused"] < j["requests"] and j["peak_blocks"] == 16,
    "regress: a request whose K/V fills the cache to its last slot is served (%s of %s refused):"
    " %s" % ((j or {}).get("refused"), (j or {}).get("requests"), (j or {}).get("check")))
-p = subprocess.run([demo, *exact, "--blocks", "15"], capture_output=True, text=True, timeout=600)
+p = run_child([demo, *exact, "--blocks", "15"], capture_output=True, text=True, timeout=600)
 ok(p.returncode == 1 and "the smallest needs 16 blocks (128 tokens, 8 a block)" in p.stderr,
    "--blocks 15 fails, naming what the smallest needs: %s" % p.stderr.strip()[-200:])
 
@@ -206,7 +205,7 @@ ok(p.returncode == 1 and "the smallest needs 16 blocks (128 tokens, 8 a block)" 
 # request's blocks in 32 bits, which --max-running 4096 with --output-max 2^20 in blocks of 1
 # overflowed (UBSan: signed integer overflow; else a wrapped block count). It is counted in 64
 # bits, and past --blocks' own limit refused, exit 2, asking for --blocks.
-p = subprocess.run([demo, "--max-running", "4096", "--output-max", "1048576", "--block-size", "1",
+p = run_child([demo, "--max-running", "4096", "--output-max", "1048576", "--block-size", "1",
                     "--requests", "1", "--no-warmup"], capture_output=True, text=True, timeout=600)
 ok(p.returncode == 2 and "runtime error" not in p.stderr
    and "takes 34363080704 blocks of 1, more than 16777216: give --blocks" in p.stderr,
@@ -226,12 +225,12 @@ ok(rc == 0 and cold and cold["warmup_s"] == -1 and cold["programs_built"] + cold
    "--no-warmup: the run's program builds and loads are counted: %s built, %s loaded, %s s"
    % ((cold or {}).get("programs_built"), (cold or {}).get("programs_loaded"), (cold or {}).get("build_s")))
 env = dict(os.environ, CLPA_NO_BINARY_CACHE="1")
-p = subprocess.run([demo, "--requests", "2", "--output-min", "2", "--output-max", "2", "--no-warmup"],
+p = run_child([demo, "--requests", "2", "--output-min", "2", "--output-max", "2", "--no-warmup"],
                    capture_output=True, text=True, timeout=600, env=env)
 line = [l for l in p.stdout.splitlines() if l.strip().startswith("kernel builds")]
 ok(p.returncode == 0 and len(line) == 1 and re.search(r"\(([1-9][0-9]*) programs built on first use", line[0]),
    "without the binary cache the summary names the builds: %s" % (line[0].strip() if line else p.stdout[-300:]))
-p = subprocess.run([demo, "--requests", "2", "--output-min", "2", "--output-max", "2"],
+p = run_child([demo, "--requests", "2", "--output-min", "2", "--output-max", "2"],
                    capture_output=True, text=True, timeout=600, env=env)
 line = [l for l in p.stdout.splitlines() if l.strip().startswith("warm-up")]
 ok(p.returncode == 0 and len(line) == 1 and re.search(r"untimed first, ([1-9][0-9]*) programs built", line[0])
@@ -239,11 +238,11 @@ ok(p.returncode == 0 and len(line) == 1 and re.search(r"untimed first, ([1-9][0-
    "without the binary cache and with the warm-up, the warm-up line names the builds: %s"
    % (line[0].strip() if line else p.stdout[-300:]))
 for _ in range(2):  # the first stores what the second loads
-    p = subprocess.run([demo, "--requests", "2", "--output-min", "2", "--output-max", "2"],
+    p = run_child([demo, "--requests", "2", "--output-min", "2", "--output-max", "2"],
                        capture_output=True, text=True, timeout=600)
 ok(p.returncode == 0 and "kernel builds" not in p.stdout and "device time           not split" in p.stdout,
    "with a warm binary cache it does not; without --time-split the device time is not split")
-p = subprocess.run([demo, "--requests", "2", "--output-min", "2", "--output-max", "2", "--time-split", "--json"],
+p = run_child([demo, "--requests", "2", "--output-min", "2", "--output-max", "2", "--time-split", "--json"],
                    capture_output=True, text=True, timeout=600)
 h = json.loads(p.stdout.splitlines()[-1]) if p.returncode == 0 else {}
 ok(h.get("time_split") is True and h["gemm_s"] > 0 and h["attention_s"] > 0 and h["other_s"] > 0
@@ -270,8 +269,8 @@ ordered = all(None not in [o[k] for k in stamps] and
 counts = all(sum(1 for o in opl if o["step"] == s["step"]) == s["ops"] for s in heads)
 dec = [s["ops"] for s in heads if s["decode_seqs"] == s["seqs"]]
 trace_script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts", "demo_trace.py")
-summary = subprocess.run([sys.executable, trace_script, trace], capture_output=True, text=True)
-by_rows = subprocess.run([sys.executable, trace_script, trace, "--by-rows"], capture_output=True, text=True)
+summary = run_child([sys.executable, trace_script, trace], capture_output=True, text=True)
+by_rows = run_child([sys.executable, trace_script, trace, "--by-rows"], capture_output=True, text=True)
 groups = [l.split() for l in by_rows.stdout.splitlines()[1:]]
 ok(rc == 0 and h and len(heads) == h["steps"] and opl and counts and ordered and
    all(o["name"] for o in opl) and dec and abs(sum(dec) / len(dec) - h["ops_decode_step"]) < 0.1 and
@@ -285,11 +284,11 @@ if os.path.exists(trace):
 rc, h = run("--requests", "1", "--trace", "/nonexistent-dir/t.jsonl", "--json")
 ok(rc == 1 and h is None, "--trace into a folder that does not exist fails, exit 1")
 
-p = subprocess.run([demo, "--no-such-flag"], capture_output=True, text=True)
+p = run_child([demo, "--no-such-flag"], capture_output=True, text=True)
 ok(p.returncode == 2 and "no-such-flag" in p.stderr, "an unknown flag is named, exit 2")
-p = subprocess.run([demo, "--schedule", "sjf"], capture_output=True, text=True)
+p = run_child([demo, "--schedule", "sjf"], capture_output=True, text=True)
 ok(p.returncode == 2 and "lpm or fcfs" in p.stderr, "a bad --schedule says what it takes")
-p = subprocess.run([demo, "--help"], capture_output=True, text=True)
+p = run_child([demo, "--help"], capture_output=True, text=True)
 ok(p.returncode == 0 and "--no-prefix-cache" in p.stdout and "--check" in p.stdout,
    "--help explains the flags")
 # regress: decode throughput divided every generated token by the decode rows' share of the time,
@@ -315,7 +314,7 @@ ok(rc == 0 and j and j["generated_tokens"] == 18 and j["requests"] == 6,
 rc, j = run("--requests", "3", "--output-min", "40", "--json")
 ok(rc == 0 and j and j["generated_tokens"] == 120,
    "--output-min 40 alone: 3 answers of 40 tokens (%s)" % (j or {}).get("generated_tokens"))
-p = subprocess.run([demo, "--output-min", "50", "--output-max", "40"], capture_output=True, text=True)
+p = run_child([demo, "--output-min", "50", "--output-max", "40"], capture_output=True, text=True)
 ok(p.returncode == 2 and "--output-max 40 is below --output-min 50" in p.stderr, "both given, crossed: exit 2")
 
 rc, j = run("--requests", "6", "--output-min", "4", "--output-max", "4", "--temperature", "0.8", "--top-k", "40",
@@ -326,7 +325,7 @@ ok(rc == 0 and j and j["generated_tokens"] == 24 and j["temperature"] == 0.8 and
 rc, j = run("--requests", "2", "--output-max", "3", "--temperature", "0.9", "--top-k", "-1", "--json")
 ok(rc == 0 and j and j["top_k"] == 0 and j["generated_tokens"] == 6,
    "--top-k -1 is off, reported as 0 (exit %d)" % rc)
-p = subprocess.run([demo, "--top-k", "-2"], capture_output=True, text=True)
+p = run_child([demo, "--top-k", "-2"], capture_output=True, text=True)
 ok(p.returncode == 2 and "--top-k takes an integer from -1 to 1073741824, not '-2'" in p.stderr,
    "--top-k -2 is refused, the range named: %s" % p.stderr.strip()[:120])
 # regress: the JSON had temperature and top-p to 4 decimals (1e-05 as 0.0000, a sampling run
@@ -337,9 +336,9 @@ ok(rc == 0 and j and j["temperature"] == 0.00001 and j["top_p"] == 0.99999
    and j["seed"] == 2**64 - 1,
    "regress: the JSON gives temperature 1e-05, top-p 0.99999 and seed 2^64 - 1 as given: %s"
    % {k: (j or {}).get(k) for k in ("temperature", "top_p", "seed")})
-p = subprocess.run([demo, "--top-p", "0"], capture_output=True, text=True)
+p = run_child([demo, "--top-p", "0"], capture_output=True, text=True)
 ok(p.returncode == 2 and "--top-p" in p.stderr, "--top-p 0 is refused: %s" % p.stderr.strip().split("\n")[0])
-p = subprocess.run([demo, "--temperature", "0.7", "--check"], capture_output=True, text=True)
+p = run_child([demo, "--temperature", "0.7", "--check"], capture_output=True, text=True)
 ok(p.returncode == 2 and "--temperature 0" in p.stderr, "--check with sampling is refused, exit 2")
 
 done()

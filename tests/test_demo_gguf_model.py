@@ -34,7 +34,6 @@ import os
 import random
 import re
 import struct
-import subprocess
 import sys
 import tempfile
 try:
@@ -42,7 +41,7 @@ try:
 except ImportError:
     np = None
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from tap import done, ok  # noqa: E402
+from tap import done, ok, run_child  # noqa: E402
 
 demo = sys.argv[1]
 
@@ -381,11 +380,11 @@ def piece_bytes(i):
 
 
 def run(*args):
-    return subprocess.run([demo, *args], capture_output=True, text=True, errors="replace", timeout=600)
+    return run_child([demo, *args], capture_output=True, text=True, errors="replace", timeout=600)
 
 
 def run_bytes(*args):
-    return subprocess.run([demo, *args], capture_output=True, timeout=600)
+    return run_child([demo, *args], capture_output=True, timeout=600)
 
 
 def plain_line(answer):

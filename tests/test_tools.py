@@ -25,7 +25,7 @@ import subprocess
 import sys
 import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from tap import done, ok, skip  # noqa: E402
+from tap import done, ok, run_child, skip  # noqa: E402
 
 BENCH, INFO = sys.argv[1], sys.argv[2]
 DEMO = sys.argv[3] if len(sys.argv) > 3 else None
@@ -34,7 +34,7 @@ TINY_DECODE = ["--batch", "2", "--context", "64", "--heads", "4", "--kv-heads", 
 
 
 def run(*args, env=None):
-    p = subprocess.run(list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    p = run_child(list(args), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                        timeout=240, check=False, env=env)
     return p.returncode, p.stdout.decode("utf-8", "replace"), p.stderr.decode("utf-8", "replace")
 

@@ -144,8 +144,8 @@ int bench_time(bench_env *env, const char *what, bench_fn fn, const void *arg, d
     if (fn(env->ctx, arg) != CLPA_OK || clpa_context_finish(env->ctx) != CLPA_OK)
       return time_failed(env);
   double t0 = now();
-  fn(env->ctx, arg);
-  clpa_context_finish(env->ctx);
+  if (fn(env->ctx, arg) != CLPA_OK || clpa_context_finish(env->ctx) != CLPA_OK)
+    return time_failed(env);
   double one = now() - t0;
   int n = one > 0 ? (int)(0.05 / one) : 100;
   if (n < 1) n = 1;

@@ -302,6 +302,7 @@ typedef struct xresult {
 typedef struct gemm_run {
   cl_mem a, b, c;
   size_t m, k, heads;
+  CLBlastStatusCode *status; /* the last call's, for the message */
 } gemm_run;
 
 static clpa_status gemm_once(clpa_context *ctx, const void *arg) {
@@ -311,13 +312,16 @@ static clpa_status gemm_once(clpa_context *ctx, const void *arg) {
       CLBlastLayoutRowMajor, CLBlastTransposeNo, CLBlastTransposeYes, g->m, g->m, g->k, 1.0f, g->a,
       0, g->k, g->m * g->k, g->b, 0, g->k, g->m * g->k, 0.0f, g->c, 0, g->m, g->m * g->m,
       g->heads, &q, NULL);
+  *g->status = e;
   return e == CLBlastSuccess ? CLPA_OK : CLPA_ERR_OPENCL;
 }
 
 /* Seconds per call of the GEMM route's products for L tokens, or an error. */
 static const char *gemm_time(bench_env *env, const xattn_args *a, int L, double *secs) {
+  static char text[96];
+  CLBlastStatusCode status = CLBlastSuccess;
   gemm_run g = {NULL, NULL, NULL, (size_t)(L / a->stride), (size_t)a->stride * a->head_size,
-                (size_t)a->heads};
+                (size_t)a->heads, &status};
   const size_t in = g.heads * g.m * g.k, out = g.heads * g.m * g.m;
   float *host = malloc(sizeof(float) * in);
   const char *why = NULL;
@@ -328,10 +332,11 @@ static const char *gemm_time(bench_env *env, const xattn_args *a, int L, double 
   g.c = bench_buffer_quiet(env, NULL, sizeof(float) * out);
   free(host);
   if (!g.a || !g.b || !g.c) why = "the device could not hold the GEMM's matrices";
-  else if (gemm_once(env->ctx, &g) != CLPA_OK || clpa_context_finish(env->ctx) != CLPA_OK)
-    why = "CLBlastSgemmStridedBatched failed";
-  else if (bench_time(env, "GEMM route", gemm_once, &g, secs))
-    why = "timing failed";
+  else if (gemm_once(env->ctx, &g) != CLPA_OK || clpa_context_finish(env->ctx) != CLPA_OK ||
+           bench_time(env, "GEMM route", gemm_once, &g, secs)) {
+    snprintf(text, sizeof text, "CLBlastSgemmStridedBatched returned status %d", (int)status);
+    why = status != CLBlastSuccess ? text : clpa_context_last_error(env->ctx);
+  }
   cl_mem all[] = {g.a, g.b, g.c};
   for (int i = 0; i < 3; i++)
     if (all[i]) clReleaseMemObject(all[i]);
