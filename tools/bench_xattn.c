@@ -150,11 +150,12 @@ static int parse(int argc, char **argv, xattn_args *a) {
       "stride, block, path (the estimation's), shapes (the set the defaults came\n"
       "from: gpu or cpu), runs (an array of: tokens, input, dense_ms, estimate_ms,\n"
       "sparse_ms, density, speedup, estimate_share, and with --gemm gemm_ms).\n"
-      "--gemm: per head, the (L/S) x (S D) reshaped queries times the transposed\n"
-      "reshaped keys into a full (L/S) x (L/S) f32 score matrix, one strided-batched\n"
-      "CLBlastSgemm over the heads, from contiguous random matrices: the products\n"
-      "alone (the reshape copies out of the paged cache and the softmax passes over\n"
-      "the stored scores are not counted), so a lower bound on that route's cost.",
+      "--gemm: per head, the ceil(L/S) x (S D) reshaped queries times the\n"
+      "transposed reshaped keys into a full square f32 score matrix, one\n"
+      "strided-batched CLBlastSgemm over the heads, from contiguous random\n"
+      "matrices: the products alone (the reshape copies out of the paged cache and\n"
+      "the softmax passes over the stored scores are not counted), so a lower bound\n"
+      "on that route's cost.",
       clpa_version_string(),
   };
   int rc = cli_parse(&cmd, argc, argv);
@@ -320,8 +321,9 @@ static clpa_status gemm_once(clpa_context *ctx, const void *arg) {
 static const char *gemm_time(bench_env *env, const xattn_args *a, int L, double *secs) {
   static char text[96];
   CLBlastStatusCode status = CLBlastSuccess;
-  gemm_run g = {NULL, NULL, NULL, (size_t)(L / a->stride), (size_t)a->stride * a->head_size,
-                (size_t)a->heads, &status};
+  const size_t groups = (size_t)(L + a->stride - 1) / (size_t)a->stride; /* padded, as estimated */
+  gemm_run g = {NULL, NULL, NULL, groups, (size_t)a->stride * a->head_size, (size_t)a->heads,
+                &status};
   const size_t in = g.heads * g.m * g.k, out = g.heads * g.m * g.m;
   float *host = malloc(sizeof(float) * in);
   const char *why = NULL;
@@ -385,7 +387,7 @@ int bench_xattn(int argc, char **argv) {
   for (int li = 0; li < a.n_lengths; li++)
     for (int kind = 1; kind <= 2; kind++) {
       if (a.input && a.input != kind) continue;
-      const int L = a.lengths[li] / a.stride * a.stride;
+      const int L = a.lengths[li];
       xrun r;
       cli_progress("xattn: %d tokens, %s input: making the inputs...", L,
                    kind == 1 ? "structured" : "random");
