@@ -26,6 +26,11 @@ static int fail(const char *what, clpa_context *ctx) {
   return 1;
 }
 
+static int cl_fail(const char *what, cl_int err) {
+  fprintf(stderr, "%s: OpenCL error %d\n", what, (int)err);
+  return 1;
+}
+
 int main(void) {
   clpa_context *ctx;
   if (clpa_context_create(NULL, &ctx) != CLPA_OK) return fail("context", NULL);
@@ -59,16 +64,20 @@ int main(void) {
   cl_context cl = clpa_context_cl_context(ctx);
   cl_int err;
   const cl_mem_flags in = CL_MEM_READ_ONLY | CL_MEM_COPY_HOST_PTR;
-  cl_mem bk = clCreateBuffer(cl, in, sizeof k, k, &err);
-  cl_mem bv = clCreateBuffer(cl, in, sizeof v, v, &err);
-  cl_mem bs = clCreateBuffer(cl, in, sizeof(int64_t) * (size_t)r.num_new_tokens, slots, &err);
-  cl_mem bq = clCreateBuffer(cl, in, sizeof q, q, &err);
   const clpa_seq *seq = clpa_kvreq_seq(r.req);
   int32_t len = clpa_seq_num_tokens(seq);
-  cl_mem bt = clCreateBuffer(cl, in, sizeof(int32_t) * (size_t)clpa_seq_num_blocks(seq),
-                             (void *)clpa_seq_block_table(seq), &err);
-  cl_mem bl = clCreateBuffer(cl, in, sizeof len, &len, &err);
-  cl_mem bo = clCreateBuffer(cl, CL_MEM_WRITE_ONLY, sizeof out, NULL, &err);
+  cl_mem bk, bv = NULL, bs = NULL, bq = NULL, bt = NULL, bl = NULL, bo = NULL;
+  bk = clCreateBuffer(cl, in, sizeof k, k, &err);
+  if (err == CL_SUCCESS) bv = clCreateBuffer(cl, in, sizeof v, v, &err);
+  if (err == CL_SUCCESS)
+    bs = clCreateBuffer(cl, in, sizeof(int64_t) * (size_t)r.num_new_tokens, slots, &err);
+  if (err == CL_SUCCESS) bq = clCreateBuffer(cl, in, sizeof q, q, &err);
+  if (err == CL_SUCCESS)
+    bt = clCreateBuffer(cl, in, sizeof(int32_t) * (size_t)clpa_seq_num_blocks(seq),
+                        (void *)clpa_seq_block_table(seq), &err);
+  if (err == CL_SUCCESS) bl = clCreateBuffer(cl, in, sizeof len, &len, &err);
+  if (err == CL_SUCCESS) bo = clCreateBuffer(cl, CL_MEM_WRITE_ONLY, sizeof out, NULL, &err);
+  if (err != CL_SUCCESS) return cl_fail("clCreateBuffer", err);
 
   /* Write the new tokens' K/V into layer 0 through their slots. */
   clpa_reshape_and_cache_params w;
@@ -86,7 +95,9 @@ int main(void) {
   p.query = bq, p.block_tables = bt, p.context_lens = bl, p.out = bo;
   if (clpa_decode(ctx, &p) != CLPA_OK) return fail("decode", ctx);
   if (clpa_context_check_faults(ctx, NULL) != CLPA_OK) return fail("faults", ctx);
-  clEnqueueReadBuffer(clpa_context_cl_queue(ctx), bo, CL_TRUE, 0, sizeof out, out, 0, NULL, NULL);
+  err = clEnqueueReadBuffer(clpa_context_cl_queue(ctx), bo, CL_TRUE, 0, sizeof out, out, 0, NULL,
+                            NULL);
+  if (err != CL_SUCCESS) return cl_fail("clEnqueueReadBuffer", err);
 
   /* Equal keys: the output is the mean value, (PROMPT - 1) / 2 + e / 100. */
   double worst = 0;

@@ -39,6 +39,11 @@ static int fail(const char *what, clpa_context *ctx) {
   return 1;
 }
 
+static int cl_fail(const char *what, cl_int err) {
+  fprintf(stderr, "%s: OpenCL error %d\n", what, (int)err);
+  return 1;
+}
+
 /* A multiple of 1/512 in [-1, 1] drawn from x: exact in f16, so the f16
  * cache holds exactly what the host reference reads. */
 static float draw(uint64_t x) {
@@ -183,8 +188,10 @@ int main(void) {
   in.cache = cache, in.layer = 0, in.query = bq, in.out = bo, in.block_tables = bt;
   if (clpa_run(plan, &in) != CLPA_OK) return fail("run", ctx);
   if (clpa_context_check_faults(ctx, NULL) != CLPA_OK) return fail("faults", ctx);
-  clEnqueueReadBuffer(clpa_context_cl_queue(ctx), bo, CL_TRUE, 0,
-                      sizeof(float) * HEADS * HEAD_SIZE * (size_t)n, out, 0, NULL, NULL);
+  const cl_int read = clEnqueueReadBuffer(clpa_context_cl_queue(ctx), bo, CL_TRUE, 0,
+                                          sizeof(float) * HEADS * HEAD_SIZE * (size_t)n, out, 0,
+                                          NULL, NULL);
+  if (read != CL_SUCCESS) return cl_fail("clEnqueueReadBuffer", read);
 
   /* The reference: new token i sits at position cached + i and attends to
    * positions 0 .. cached + i, keys and values recomputed from the tokens. */
