@@ -54,7 +54,8 @@
  * clpa_ref_merge_states (1e-5 / 1e-5), XAttention (its own cache: 2 heads
  * of 32, stride 4, blocks of 32) against clpa_ref_xattn_estimate_dense
  * (masses 1e-6 / 1e-4, masks exactly: with 2 key blocks both are always
- * kept), the caches byte for byte.
+ * kept; 30 queries after 32 cached, neither a multiple of the stride, the
+ * padding past them out of bounds), the caches byte for byte.
  */
 #include <stdio.h>
 
@@ -503,17 +504,23 @@ static void call_copy_blocks(const char *call) {
 static void call_xattn(const char *call, clpa_xattn_path path) {
   /* Its own key cache, smaller than the scene's: the emulated mma tile
    * (64 strided rows, 64 columns, 128 work-items) is oclgrind's slowest. */
-  enum { XH = 2, XKV = 1, XD = 32, S = 4, B = 32, NQ = 32, QOFF = 32 };
-  enum { NK = QOFF + NQ, NB = NK / BS + 1, XROW = XH * XD };
+  /* NQ and NK are not multiples of S: the last strided group is padding,
+   * which the kernels must not read. The query buffer and the block table
+   * end where the tokens do, so a read of the padding is out of bounds
+   * (reported by oclgrind); the slots past NK hold NaN. */
+  enum { XH = 2, XKV = 1, XD = 32, S = 4, B = 32, NQ = 30, QOFF = 32 };
+  enum { NK = QOFF + NQ, NT = (NK + BS - 1) / BS, NB = NT + 1, XROW = XH * XD };
   clpa_kv_layout xl;
   if (clpa_kv_layout_init(&xl, F16, NB, BS, XKV, XD) != CLPA_OK)
     BAIL_OUT("layout: %s", clpa_last_error());
   const size_t elems = xl.block_stride * NB, nqe = (size_t)NQ * XROW;
-  int32_t table[NB]; /* blocks in reverse; the spare (block 0) NaN, never read */
-  for (int b = 0; b < NB; b++) table[b] = NB - 1 - b;
+  int32_t table[NT]; /* blocks in reverse; the spare (block 0) NaN, never read */
+  for (int b = 0; b < NT; b++) table[b] = NB - 1 - b;
   float *k = xmalloc(sizeof(float) * elems), *xq = xmalloc(sizeof(float) * nqe);
   for (size_t i = 0; i < elems; i++)
     k[i] = i < xl.block_stride ? NAN : (float)rng_uniform(-1.5, 1.5);
+  for (int j = NK; j < NT * BS; j++)
+    for (int d = 0; d < XD; d++) k[clpa_kv_key_index(&xl, table[j / BS], 0, j % BS, d)] = NAN;
   for (size_t i = 0; i < nqe; i++) xq[i] = (float)rng_uniform(-2, 2);
   void *kst = xmalloc(2 * elems);
   clpa_dtype_encode(F16, k, kst, elems, 1.0f);
@@ -539,7 +546,7 @@ static void call_xattn(const char *call, clpa_xattn_path path) {
   cl_mem mask = poisoned_buffer(n), mass = poisoned_buffer(4 * n);
   clpa_xattn_params p;
   clpa_xattn_params_init(&p);
-  p.num_heads = XH, p.key_cache = dk, p.kv = xl, p.block_table = dt, p.max_blocks_per_seq = NB;
+  p.num_heads = XH, p.key_cache = dk, p.kv = xl, p.block_table = dt, p.max_blocks_per_seq = NT;
   p.query = dq, p.num_q = NQ, p.q_offset = QOFF, p.stride = S, p.block = B, p.chunk = B;
   p.mask = mask, p.mass = mass, p.path = path;
   const clpa_status st = clpa_xattn_estimate(ctx, &p);
