@@ -8,7 +8,8 @@
 # leak report ("detected memory leaks") and not a failed check. Every other
 # outcome is the test's own, and so is the second run's, leak check
 # included. The test's output is held until it is final, so that meson
-# parses one run's TAP; a rerun says so on both streams.
+# parses one run's TAP; a rerun says so on both streams. The tools a Python
+# test runs get the same rule there (tests/tap.py, run_child).
 set -u
 out=$(mktemp) err=$(mktemp)
 trap 'rm -f "$out" "$err"' EXIT
