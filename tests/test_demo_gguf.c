@@ -1209,6 +1209,27 @@ static void regress_spm_invalid_utf8_symbols(void) {
   demo_tokenizer_destroy(t);
 }
 
+/* A lead byte before a space takes the first byte of its U+2581 into its
+ * symbol, and the other two become symbols alone: "\xc0 " is U+2581 |
+ * \xc0 \xe2 | \x96 | \x81, four symbols of two bytes of text. The symbol
+ * and heap buffers were sized by the text's length (len + 1 symbols), so
+ * such text wrote past them (ASan: heap-buffer-overflow in spm_segment). */
+static void regress_spm_lead_byte_before_space(void) {
+  spec sp = {.tok = DEMO_TOKENIZER_SPM};
+  demo_tokenizer *t = tokenizer_of(&sp);
+  check_encode(t, "\xc0 ", false, false,
+               (const int32_t[]){259, 3 + 0xc0, 3 + 0xe2, 3 + 0x96, 3 + 0x81}, 5, false);
+  char text[301];
+  for (int i = 0; i < 300; i += 2) text[i] = '\xc0', text[i + 1] = ' ';
+  text[300] = '\0';
+  int32_t *ids = NULL;
+  size_t n = 0;
+  const clpa_status st = demo_tokenizer_encode(t, text, 300, false, false, &ids, &n);
+  ok(st == CLPA_OK && n == 1 + 150 * 4, "regress: 150 x \"\\xc0 \" -> %zu ids (601)", n);
+  free(ids);
+  demo_tokenizer_destroy(t);
+}
+
 /* Byte-level BPE splits and merges the text llama.cpp's regex split gives
  * back (unicode_cpts_from_utf8, then unicode_cpt_to_utf8): an invalid byte
  * is U+FFFD, no letter (Llama 3's split puts it before the next word,
@@ -1744,6 +1765,7 @@ int main(int argc, char **argv) {
   regress_pretok_unicode_classes();
   regress_bpe_invalid_utf8();
   regress_spm_invalid_utf8_symbols();
+  regress_spm_lead_byte_before_space();
   test_corruptions();
   test_model_refusals();
   regress_rope_scaling_keys();

@@ -141,17 +141,8 @@ static void merge_all(const demo_tokenizer *t, const char *word, sym *s, int32_t
 static clpa_status spm_segment(const demo_tokenizer *t, const char *text, size_t len, bool prefix,
                                ids_buf *out) {
   /* escape: optional leading space, every ' ' -> U+2581 (3 bytes) */
-  size_t cap = (len + 1) * 3 + 1;
-  char *w = malloc(cap);
-  sym *s = malloc((len + 1) * sizeof *s);
-  cand *h = malloc(3 * (len + 1) * sizeof *h);
-  clpa_status st = CLPA_OK;
-  if (!w || !s || !h) {
-    free(w);
-    free(s);
-    free(h);
-    return demo_fail(CLPA_ERR_OUT_OF_MEMORY, "out of memory (encode)");
-  }
+  char *w = malloc((len + 1) * 3 + 1);
+  if (!w) return demo_fail(CLPA_ERR_OUT_OF_MEMORY, "out of memory (encode)");
   size_t wn = 0;
   if (prefix) {
     memcpy(w, "\xe2\x96\x81", 3);
@@ -167,8 +158,25 @@ static clpa_status spm_segment(const demo_tokenizer *t, const char *text, size_t
   }
   /* a symbol a character, as long as its first byte says (llama.cpp's
    * unicode_len_utf8, whatever the bytes after it are), so that invalid
-   * UTF-8 makes the symbols llama.cpp's do */
+   * UTF-8 makes the symbols llama.cpp's do. Counted first: a lead byte
+   * before a space takes the U+2581's first byte, and its other two are
+   * symbols alone ("\xc0 " is 4 symbols), so len + 1 does not bound them. */
   static const uint8_t lead_len[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
+  size_t n_sym = 0;
+  for (size_t i = 0; i < wn; n_sym++) i += lead_len[(uint8_t)w[i] >> 4];
+  if (n_sym > INT32_MAX / 4) { /* symbols are int32_t, the heap 3 n of them */
+    free(w);
+    return demo_fail(CLPA_ERR_INVALID_ARG, "encode: a text segment of %zu bytes is too long", len);
+  }
+  sym *s = malloc((n_sym + 1) * sizeof *s);
+  cand *h = malloc(3 * (n_sym + 1) * sizeof *h);
+  clpa_status st = CLPA_OK;
+  if (!s || !h) {
+    free(w);
+    free(s);
+    free(h);
+    return demo_fail(CLPA_ERR_OUT_OF_MEMORY, "out of memory (encode)");
+  }
   int32_t n = 0;
   for (size_t i = 0; i < wn; n++) {
     size_t l = lead_len[(uint8_t)w[i] >> 4];
