@@ -1254,6 +1254,73 @@ static void regress_bpe_invalid_utf8(void) {
   check_split("ll\xffll", false, "ll|\xff|ll");
 }
 
+/* A file of a byte-level BPE tokenizer alone: the tiny vocabulary and
+ * merges, then one more token, text[0 .. n) (free the bytes). */
+static uint8_t *bpe_file_with_token(const char *text, size_t n, size_t *size) {
+  spec sp = {.tok = DEMO_TOKENIZER_BPE};
+  kvs k = {{NULL, 0, 0}, 0, &sp, 24};
+  kv_str(&k, "tokenizer.ggml.model", "gpt2", NULL);
+  put_str(&k.b, "tokenizer.ggml.tokens");
+  k.n++;
+  kv_arr_head(&k, DEMO_GGUF_STRING, BPE_VOCAB + 1, NULL, NULL);
+  for (int i = 0; i < BPE_VOCAB; i++) put_str(&k.b, bpe_tokens[i]);
+  put_strn(&k.b, text, n);
+  kv_arr_strs(&k, "tokenizer.ggml.merges", bpe_merges, 11, NULL);
+  buf f = {NULL, 0, 0};
+  put(&f, "GGUF", 4);
+  put_le(&f, 3, 4);
+  put_le(&f, 0, 8);
+  put_le(&f, k.n, 8);
+  put(&f, k.b.p, k.b.n);
+  free(k.b.p);
+  *size = f.n;
+  return f.p;
+}
+
+/* A byte-level token's piece spells each character outside GPT-2's byte
+ * table as "[UNK_BYTE_0x" + its UTF-8 + the token's whole text + "]" (as
+ * llama.cpp's llama_decode_text), so a token of n such characters has a
+ * piece of about n * n bytes. The pieces were capped at 4 GiB only: one
+ * token of 60000 bytes 0xff (a 63 KB file) made the tokenizer allocate and
+ * write 3.6 GB. Pieces may now be at most 64 times the tokens' texts (and
+ * 1 MiB more); a real vocabulary's are about as long as its texts. */
+static void regress_bpe_pieces_bounded_by_texts(void) {
+  const size_t n = 60000;
+  char *text = malloc(n);
+  if (!text) BAIL_OUT("out of memory");
+  memset(text, 0xff, n);
+  size_t size;
+  uint8_t *bytes = bpe_file_with_token(text, n, &size);
+  demo_gguf *g = NULL;
+  demo_tokenizer *t = NULL;
+  clpa_status st = demo_gguf_open_memory(bytes, size, &g);
+  if (st == CLPA_OK) st = demo_tokenizer_create(g, &t);
+  ok(st == CLPA_ERR_INVALID_ARG && !t && strstr(demo_last_error(), "token 272") &&
+         strstr(demo_last_error(), "pieces"),
+     "regress: a %zu-byte file whose one token's piece is %zu bytes -> %s: %s", size,
+     n * (n + 19), clpa_status_name(st), demo_last_error());
+  demo_tokenizer_destroy(t);
+  demo_gguf_close(g);
+  free(bytes);
+  /* a few such characters still decode as llama.cpp's */
+  bytes = bpe_file_with_token("a\xff" "b", 3, &size);
+  t = NULL;
+  g = NULL;
+  st = demo_gguf_open_memory(bytes, size, &g);
+  if (st == CLPA_OK) st = demo_tokenizer_create(g, &t);
+  const char *p = NULL;
+  size_t len = 0;
+  if (st == CLPA_OK) st = demo_tokenizer_piece(t, BPE_VOCAB, &p, &len);
+  static const char want[] = "a[UNK_BYTE_0xefbfbda\xff" "b]b";
+  ok(st == CLPA_OK && len == sizeof want - 1 && !memcmp(p, want, len),
+     "a token 'a\\xffb' still has the piece a[UNK_BYTE_0xefbfbd...]b: %s",
+     st ? demo_last_error() : "");
+  demo_tokenizer_destroy(t);
+  demo_gguf_close(g);
+  free(bytes);
+  free(text);
+}
+
 /* ========================================================== corruptions */
 
 static void patch_le(uint8_t *p, size_t at, uint64_t v, int n) {
@@ -1766,6 +1833,7 @@ int main(int argc, char **argv) {
   regress_bpe_invalid_utf8();
   regress_spm_invalid_utf8_symbols();
   regress_spm_lead_byte_before_space();
+  regress_bpe_pieces_bounded_by_texts();
   test_corruptions();
   test_model_refusals();
   regress_rope_scaling_keys();

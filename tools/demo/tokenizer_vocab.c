@@ -209,13 +209,23 @@ static clpa_status build_tables(demo_tokenizer *t, const struct demo_gguf *g) {
   sort_t = t;
   qsort(t->specials, (size_t)t->n_specials, sizeof(int32_t), cmp_special_q);
   sort_t = NULL;
-  uint64_t total = 0;
+  /* "[UNK_BYTE_0x...]" repeats a token's text for each character outside
+   * the byte table, so a token of n such characters has a piece of n * n
+   * bytes: bounded by the texts (a real vocabulary's pieces are about as
+   * long), or a 64 KB file would ask for 4 GiB */
+  uint64_t texts = 0, total = 0;
+  for (int32_t i = 0; i < t->n_vocab; i++) texts += t->text_len[i];
+  const uint64_t limit = 64 * texts + (1u << 20) < UINT32_MAX ? 64 * texts + (1u << 20)
+                                                               : UINT32_MAX;
   for (int32_t i = 0; i < t->n_vocab; i++) {
     t->piece_off[i] = (uint32_t)total;
     total += make_piece(t, i, NULL);
-    if (total > UINT32_MAX) /* "[UNK_BYTE_0x...]" repeats a token's text for each odd character */
+    if (total > limit)
       return demo_fail(CLPA_ERR_INVALID_ARG,
-                       "tokenizer.ggml.tokens: the pieces up to token %" PRId32 " pass 4 GiB", i);
+                       "tokenizer.ggml.tokens: the pieces up to token %" PRId32 " pass %" PRIu64
+                       " bytes (64 times the texts' %" PRIu64 " bytes, and 1 MiB): token %" PRId32
+                       "'s text repeats in its piece for each character outside the byte table",
+                       i, limit, texts, i);
   }
   t->piece_off[t->n_vocab] = (uint32_t)total;
   t->piece_arena = malloc((size_t)total + 1);
