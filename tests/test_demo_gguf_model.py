@@ -484,6 +484,15 @@ with tempfile.TemporaryDirectory() as tmp:
     ok(p.returncode == 1 and m and int(m.group(1)) + 20 > 16 and int(m.group(1)) < 16,
        "regress: a short prompt whose answer passes the context: exit %d, %s"
        % (p.returncode, p.stderr.strip()[-200:]))
+    # regress: llama.context_length sized the RoPE table (positions x head_size / 2 pairs):
+    # 2^31 - 1 made this 350 KB file ask for 256 GiB (ASan: out of memory in upload_rope);
+    # now served up to 2^20 positions, the same answer as with a 512-token context
+    huge = os.path.join(tmp, "huge-context.gguf")
+    write_gguf(huge, context=2 ** 31 - 1)
+    want = alone(model, "hello world", "--output-min", "1", "--output-max", "4")
+    got = alone(huge, "hello world", "--output-min", "1", "--output-max", "4")
+    ok(got is not None and got == want, "regress: a context_length of 2^31 - 1 is served up to 2^20"
+       " positions: %r (512: %r)" % (got, want))
     # issue 42: quantized weight matrices; where every tensor of a fused matrix has one block
     # form (here the output projection, the down projection and the LM head) its blocks go to
     # the device as they are, decoded in the kernels

@@ -54,7 +54,9 @@ clpa_status demo_model_create_random(clpa_context *ctx, const demo_config *cfg, 
 clpa_status demo_model_create_random_quant(clpa_context *ctx, const demo_config *cfg, uint64_t seed,
                                            clpa_dtype weight_dtype, demo_wfmt quant,
                                            demo_model **out);
-/* From a GGUF file already opened by demo_gguf_open (gguf.h). */
+/* From a GGUF file already opened by demo_gguf_open (gguf.h); its
+ * max_positions is llama.context_length, at most 2^20 (a longer context is
+ * served up to that). */
 struct demo_gguf;
 clpa_status demo_model_create_gguf(clpa_context *ctx, const struct demo_gguf *g,
                                    clpa_dtype weight_dtype, demo_model **out);

@@ -17,6 +17,13 @@
 #include "gguf.h"
 #include "model_build.h"
 
+/* The longest sequence served from a file. llama.context_length sizes the
+ * RoPE table (max_positions x head_size / 2 (cos, sin) pairs, computed on
+ * the host and uploaded), the block tables and the reference's scratch: a
+ * file's 2^31 - 1 made a 350 KB model ask for 256 GiB. A longer context is
+ * served up to this many positions (8 times Llama 3.1's 128Ki). */
+#define DEMO_GGUF_MAX_POSITIONS (1 << 20)
+
 /* Tensor name into the model's slot dst; shape [ne0] (ne1 == 0) or [ne0, ne1] in GGUF order. */
 static clpa_status load(const demo_gguf *g, const char *name, int64_t ne0, int64_t ne1,
                         float *dst) {
@@ -65,8 +72,10 @@ clpa_status demo_model_create_gguf(clpa_context *ctx, const struct demo_gguf *g,
   clpa_status st = demo_gguf_llama_config(g, &L);
   if (st != CLPA_OK)
     return demo_fail(st, "demo_model_create_gguf: %s", demo_last_error());
+  const int32_t positions =
+      L.max_positions < DEMO_GGUF_MAX_POSITIONS ? L.max_positions : DEMO_GGUF_MAX_POSITIONS;
   demo_config c = {L.vocab, L.hidden, L.layers, L.heads, L.kv_heads, L.head_size, L.ffn,
-                   L.rope_theta, L.norm_eps, L.max_positions};
+                   L.rope_theta, L.norm_eps, positions};
   demo_model *m;
   demo_weight_slots w;
   const bool factors = L.has_rope_freqs || L.rope_linear_scale != 1.0f;
