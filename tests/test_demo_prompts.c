@@ -257,8 +257,37 @@ static void test_files(void) {
   remove(path);
 }
 
-int main(void) {
+/* regress: the line number is an int32_t, counted for blank lines too; a
+ * file of 2^31 "\n" then a prompt overflowed it (UBSan: signed integer
+ * overflow in demo_prompts_parse) and the prompt's line was -2147483647.
+ * 2 GiB and about a minute under ASan: the slow suite's (--lines). */
+static void regress_line_count_overflow(void) {
+  const size_t n = (size_t)INT32_MAX;
+  char *d = malloc(n + 2);
+  if (!d) {
+    ok(1, "# SKIP no 2 GiB here");
+    return;
+  }
+  memset(d, '\n', n);
+  memcpy(d + n, "x\n", 2);
+  demo_prompts p; /* 2^31 - 2 blank lines, then the prompt on line 2^31 - 1 */
+  clpa_status st = demo_prompts_parse(d + 1, n + 1, "f", &p);
+  ok(st == CLPA_OK && p.count == 1 && p.items[0].line == INT32_MAX,
+     "2^31 - 1 lines, the last a prompt: line %d", p.count ? (int)p.items[0].line : 0);
+  demo_prompts_free(&p);
+  st = demo_prompts_parse(d, n + 2, "f", &p); /* the prompt on line 2^31 */
+  ok(st == CLPA_ERR_INVALID_ARG && strstr(demo_last_error(), "f: more than 2147483647 lines"),
+     "regress: 2^31 lines, then a prompt -> %s", demo_last_error());
+  demo_prompts_free(&p);
+  free(d);
+}
+
+int main(int argc, char **argv) {
   rng_seed_from_env();
+  if (argc > 1 && !strcmp(argv[1], "--lines")) {
+    regress_line_count_overflow();
+    return done_testing();
+  }
   test_plain();
   test_json();
   test_errors();

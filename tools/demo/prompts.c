@@ -242,6 +242,10 @@ clpa_status demo_prompts_parse(const char *data, size_t size, const char *name, 
   clpa_status st = CLPA_OK;
   while (st == CLPA_OK && p < end) {
     const char *nl = memchr(p, '\n', (size_t)(end - p)), *eol = nl ? nl : end;
+    if (c.line == INT32_MAX) { /* blank lines count too: 2 GiB of "\n" */
+      st = demo_fail(CLPA_ERR_INVALID_ARG, "%s: more than %d lines", name, (int)INT32_MAX);
+      break;
+    }
     c.line++;
     c.line_start = c.p = p;
     c.end = eol > p && eol[-1] == '\r' ? eol - 1 : eol;
