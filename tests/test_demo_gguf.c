@@ -1321,6 +1321,81 @@ static void regress_bpe_pieces_bounded_by_texts(void) {
   free(text);
 }
 
+/* A file of a SentencePiece tokenizer alone: the tiny vocabulary's tokens,
+ * n_scores scores and n_types token types (-1: no such key), bos as the
+ * BOS id and merges, when not NULL, as tokenizer.ggml.merges of a "gpt2"
+ * model instead (free the bytes). */
+static uint8_t *spm_file(int n_scores, int n_types, uint32_t bos, const char *merge,
+                         size_t *size) {
+  spec sp = {.tok = DEMO_TOKENIZER_SPM};
+  kvs k = {{NULL, 0, 0}, 0, &sp, 24};
+  kv_str(&k, "tokenizer.ggml.model", merge ? "gpt2" : "llama", NULL);
+  kv_arr_strs(&k, "tokenizer.ggml.tokens", spm_tokens, SPM_VOCAB, NULL);
+  if (n_scores >= 0) {
+    put_str(&k.b, "tokenizer.ggml.scores");
+    k.n++;
+    kv_arr_head(&k, DEMO_GGUF_F32, (uint64_t)n_scores, NULL, NULL);
+    for (int i = 0; i < n_scores; i++) put_le(&k.b, f32_bits(spm_scores[i % SPM_VOCAB]), 4);
+  }
+  if (n_types >= 0) {
+    put_str(&k.b, "tokenizer.ggml.token_type");
+    k.n++;
+    kv_arr_head(&k, DEMO_GGUF_I32, (uint64_t)n_types, NULL, NULL);
+    for (int i = 0; i < n_types; i++) put_le(&k.b, (uint32_t)spm_types[i % SPM_VOCAB], 4);
+  }
+  if (merge) {
+    char *m[1] = {(char *)merge};
+    kv_arr_strs(&k, "tokenizer.ggml.merges", m, 1, NULL);
+  }
+  kv_scalar(&k, "tokenizer.ggml.bos_token_id", DEMO_GGUF_U32, bos, 4);
+  buf f = {NULL, 0, 0};
+  put(&f, "GGUF", 4);
+  put_le(&f, 3, 4);
+  put_le(&f, 0, 8);
+  put_le(&f, k.n, 8);
+  put(&f, k.b.p, k.b.n);
+  free(k.b.p);
+  *size = f.n;
+  return f.p;
+}
+
+/* The vocabulary's arrays and ids against each other: each mismatch is
+ * refused, naming the key (checked safe; pinned so that it stays so). */
+static void test_vocab_mismatches(void) {
+  static const struct {
+    int n_scores, n_types;
+    uint32_t bos;
+    const char *merge, *needle, *what;
+  } cases[] = {
+      {SPM_VOCAB - 1, SPM_VOCAB, 1, NULL, "tokenizer.ggml.scores has 275 scores for 276 tokens",
+       "one score fewer than tokens"},
+      {SPM_VOCAB + 1, SPM_VOCAB, 1, NULL, "tokenizer.ggml.scores has 277 scores", "one score more"},
+      {SPM_VOCAB, SPM_VOCAB - 1, 1, NULL, "tokenizer.ggml.token_type is 275 i32, expected 276",
+       "one token type fewer"},
+      {SPM_VOCAB, SPM_VOCAB, SPM_VOCAB, NULL,
+       "tokenizer.ggml.bos_token_id = 276 is not a token id (vocab 276)", "bos one past the vocab"},
+      {SPM_VOCAB, SPM_VOCAB, UINT32_MAX, NULL, "bos_token_id = 4294967295 is not a token id",
+       "bos 2^32 - 1"},
+      {-1, SPM_VOCAB, 1, "h zz", "merges[0] = 'h zz': the right part is not a token",
+       "a merge naming an unknown token"},
+      {-1, SPM_VOCAB, 1, "hz", "merges[0] = 'hz' is not \"left right\"", "a merge without a space"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    size_t size;
+    uint8_t *bytes = spm_file(cases[i].n_scores, cases[i].n_types, cases[i].bos, cases[i].merge,
+                              &size);
+    demo_gguf *g = NULL;
+    demo_tokenizer *t = NULL;
+    clpa_status st = demo_gguf_open_memory(bytes, size, &g);
+    if (st == CLPA_OK) st = demo_tokenizer_create(g, &t);
+    ok(st == CLPA_ERR_INVALID_ARG && !t && strstr(demo_last_error(), cases[i].needle),
+       "%s -> %s: %s", cases[i].what, clpa_status_name(st), demo_last_error());
+    demo_tokenizer_destroy(t);
+    demo_gguf_close(g);
+    free(bytes);
+  }
+}
+
 /* ========================================================== corruptions */
 
 static void patch_le(uint8_t *p, size_t at, uint64_t v, int n) {
@@ -1834,6 +1909,7 @@ int main(int argc, char **argv) {
   regress_spm_invalid_utf8_symbols();
   regress_spm_lead_byte_before_space();
   regress_bpe_pieces_bounded_by_texts();
+  test_vocab_mismatches();
   test_corruptions();
   test_model_refusals();
   regress_rope_scaling_keys();
