@@ -179,7 +179,7 @@ inline int k_dim(int t) { return 4 * ((int)get_local_id(0) / BK) + K_STEP * t; }
 
 /* The element offset of the work-group's query row R (the work-item
  * copies row R0 + lid % ROWS), or -1 past the sequence. */
-inline long q_row(int R, int nrows, int qpk, int first, int kv_head, int q_stride) {
+inline long q_row(int R, int nrows, int qpk, int first, int kv_head, ulong q_stride) {
   if (R >= nrows) return -1;
   return (long)(first + R / qpk) * (long)q_stride + (long)(kv_head * qpk + R % qpk) * HEAD_SIZE +
          (QK_EXACT ? q_dim(0) : 0);

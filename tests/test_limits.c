@@ -152,6 +152,54 @@ static void sweep_create(void) {
      " cache) or made", calls);
 }
 
+/* Prefill's tiles path with q_stride past 2^31 - 1 elements: the second query row starts 2^31 +
+ * 64 halves in (a 4 GiB buffer, written only where the rows lie), and the call must give the
+ * row of a compact query, bit for bit. */
+static void regress_prefill_tiles_wide_q_stride(void) {
+  enum { HS = 64, BS = 16 };
+  clpa_kv_layout kv;
+  clpa_kv_layout_init(&kv, CLPA_DTYPE_F32, 1, BS, 1, HS);
+  float kvh[BS * HS], qf[HS];
+  for (int i = 0; i < BS * HS; i++) kvh[i] = (float)rng_uniform(-1, 1);
+  for (int i = 0; i < HS; i++) qf[i] = (float)rng_uniform(-4, 4);
+  uint16_t qh[2 * HS] = {0};
+  clpa_dtype_encode(CLPA_DTYPE_F16, qf, qh + HS, HS, 1.0f);
+  const int32_t table[1] = {0}, cu[2] = {1, 2}, cached[1] = {3};
+  const size_t wide = ((size_t)1 << 31) + 64;
+  cl_int err;
+  cl_mem big = clCreateBuffer(clpa_context_cl_context(ctx), CL_MEM_READ_WRITE,
+                              (wide + HS) * 2, NULL, &err);
+  if (err != CL_SUCCESS) {
+    ok(1, "prefill tiles, q_stride 2^31 + 64: not run, no buffer of %zu bytes here (%d)",
+       (wide + HS) * 2, (int)err);
+    return;
+  }
+  clEnqueueWriteBuffer(clpa_context_cl_queue(ctx), big, CL_TRUE, wide * 2, HS * 2, qh + HS, 0,
+                       NULL, NULL);
+  cl_mem k = test_buffer(ctx, kvh, sizeof kvh), v = test_buffer(ctx, kvh, sizeof kvh);
+  cl_mem q = test_buffer(ctx, qh, sizeof qh), bt = test_buffer(ctx, table, sizeof table);
+  cl_mem o1 = test_buffer(ctx, NULL, 4 * HS), o2 = test_buffer(ctx, NULL, 4 * HS);
+  clpa_prefill_params p;
+  clpa_prefill_params_init(&p);
+  p.num_seqs = 1, p.num_heads = 1, p.key_cache = k, p.value_cache = v, p.kv = kv;
+  p.max_blocks_per_seq = 1, p.cu_seqlens_q = cu, p.cached_lens = cached;
+  p.q_dtype = CLPA_DTYPE_F16, p.path = CLPA_PREFILL_TILES, p.block_tables = bt;
+  p.query = q, p.out = o1;
+  const clpa_status s1 = clpa_prefill(ctx, &p);
+  p.query = big, p.q_stride = wide, p.out = o2;
+  const clpa_status s2 = clpa_prefill(ctx, &p);
+  uint16_t a[2 * HS], b[2 * HS];
+  test_read(ctx, o1, a, sizeof a), test_read(ctx, o2, b, sizeof b);
+  int32_t faults = 0;
+  clpa_context_check_faults(ctx, &faults);
+  if (!ok(s1 == CLPA_OK && s2 == CLPA_OK && faults == 0 && memcmp(a + HS, b + HS, HS * 2) == 0,
+          "prefill tiles, q_stride 2^31 + 64: the row a compact query gives, bit for bit"))
+    diag("%s, %s, faults 0x%x: %s", clpa_status_name(s1), clpa_status_name(s2), faults,
+         clpa_context_last_error(ctx));
+  clReleaseMemObject(big), clReleaseMemObject(k), clReleaseMemObject(v), clReleaseMemObject(q);
+  clReleaseMemObject(bt), clReleaseMemObject(o1), clReleaseMemObject(o2);
+}
+
 int main(void) {
   rng_seed_from_env();
   ctx = test_context(0);
@@ -167,6 +215,7 @@ int main(void) {
   sweep_reshape(cache, &in);
   sweep_copy(cache, host, &in);
   sweep_create();
+  regress_prefill_tiles_wide_q_stride();
 
   /* smoke test n, merge_states sizes, the host converters' n and scale. */
   const size_t ns[] = {0, 1, (size_t)1 << 26, ((size_t)1 << 26) + 1, SIZE_MAX};
