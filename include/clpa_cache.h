@@ -229,7 +229,8 @@ CLPA_API void clpa_reshape_and_cache_params_init(clpa_reshape_and_cache_params *
  * block_size is skipped and sets CLPA_FAULT_BAD_BLOCK. Two tokens with the
  * same slot race (one of them wins): do not.
  * Returns CLPA_OK, CLPA_ERR_INVALID_ARG (named), CLPA_ERR_UNSUPPORTED
- * (src_dtype), CLPA_ERR_BUILD or CLPA_ERR_OPENCL. */
+ * (src_dtype; a cache of num_kv_heads * head_size past 2^31 - 1 elements a
+ * token), CLPA_ERR_BUILD or CLPA_ERR_OPENCL. */
 CLPA_API clpa_status clpa_reshape_and_cache(clpa_context *ctx,
                                             const clpa_reshape_and_cache_params *p);
 

@@ -110,6 +110,10 @@ static clpa_status reshape_validate(clpa_context *ctx, const clpa_reshape_and_ca
                  CLPA_ERR_INVALID_ARG, "k_scale = %g, v_scale = %g (must be finite and > 0)",
                  (double)p->k_scale, (double)p->v_scale);
   const size_t row = (size_t)in->num_kv_heads * (size_t)in->head_size;
+  /* cache.cl numbers a token's elements in 32 bits (the grid's first dimension) */
+  CLPA_CTX_CHECK(ctx, row > INT32_MAX, CLPA_ERR_UNSUPPORTED,
+                 "cache: num_kv_heads * head_size = %d x %d = %zu elements a token, past the"
+                 " kernel's 2^31 - 1", in->num_kv_heads, in->head_size, row);
   CLPA_CTX_CHECK(ctx, p->key_stride != 0 && p->key_stride < row, CLPA_ERR_INVALID_ARG,
                  "key_stride = %zu is less than num_kv_heads * head_size = %zu", p->key_stride,
                  row);

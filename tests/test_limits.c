@@ -200,6 +200,56 @@ static void regress_prefill_tiles_wide_q_stride(void) {
   clReleaseMemObject(bt), clReleaseMemObject(o1), clReleaseMemObject(o2);
 }
 
+/* reshape_and_cache into a cache whose token rows hold 2^31 elements (2^23 KV heads of 256 fp8
+ * elements: one 2 GiB block a layer, wrapped, never touched): refused with the call named, or
+ * run, its last element written. */
+static void regress_reshape_row_past_int32(void) {
+  clpa_cache_config cc;
+  clpa_cache_config_init(&cc);
+  cc.num_kv_heads = 1 << 23, cc.head_size = 256, cc.block_size = 1, cc.num_blocks = 1;
+  cc.dtype = CLPA_DTYPE_FP8_E4M3;
+  const size_t row = (size_t)1 << 31;
+  cl_context cl = clpa_context_cl_context(ctx);
+  cl_command_queue q = clpa_context_cl_queue(ctx);
+  cl_int e1, e2, e3;
+  cl_mem kc = clCreateBuffer(cl, CL_MEM_READ_WRITE, row, NULL, &e1);
+  cl_mem vc = clCreateBuffer(cl, CL_MEM_READ_WRITE, row, NULL, &e2);
+  cl_mem src = clCreateBuffer(cl, CL_MEM_READ_WRITE, 2 * row, NULL, &e3);
+  clpa_cache *cache = NULL;
+  if (e1 || e2 || e3 || clpa_cache_wrap(ctx, &cc, &kc, &vc, &cache) != CLPA_OK) {
+    ok(1, "reshape_and_cache, rows of 2^31 elements: not run, no 2 GiB cache here (%s)",
+       clpa_context_last_error(ctx));
+  } else {
+    const uint16_t one = 0x3C00; /* 1.0 in f16 */
+    const unsigned char poison = 0xFF;
+    const int64_t slot = 0;
+    cl_mem sm = test_buffer(ctx, &slot, sizeof slot);
+    clEnqueueWriteBuffer(q, src, CL_TRUE, 2 * (row - 1), 2, &one, 0, NULL, NULL);
+    clEnqueueWriteBuffer(q, kc, CL_TRUE, row - 1, 1, &poison, 0, NULL, NULL);
+    clpa_reshape_and_cache_params p;
+    clpa_reshape_and_cache_params_init(&p);
+    p.cache = cache, p.num_tokens = 1, p.key = p.value = src, p.slot_mapping = sm;
+    p.src_dtype = CLPA_DTYPE_F16;
+    const clpa_status st = clpa_reshape_and_cache(ctx, &p);
+    unsigned char last = poison;
+    clEnqueueReadBuffer(q, kc, CL_TRUE, row - 1, 1, &last, 0, NULL, NULL);
+    int32_t faults = 0;
+    clpa_context_check_faults(ctx, &faults);
+    if (!ok(st == CLPA_OK ? last != poison && faults == 0 : named("clpa_reshape_and_cache: "),
+            "reshape_and_cache, rows of 2^31 elements: refused with the call named, or the"
+            " row's last element written"))
+      diag("%s, last key byte 0x%02x, faults 0x%x: %s", clpa_status_name(st), last, faults,
+           clpa_context_last_error(ctx));
+    else
+      diag("%s: %s", clpa_status_name(st), st == CLPA_OK ? "" : clpa_context_last_error(ctx));
+    clReleaseMemObject(sm);
+  }
+  clpa_cache_destroy(cache);
+  if (!e1) clReleaseMemObject(kc);
+  if (!e2) clReleaseMemObject(vc);
+  if (!e3) clReleaseMemObject(src);
+}
+
 int main(void) {
   rng_seed_from_env();
   ctx = test_context(0);
@@ -216,6 +266,7 @@ int main(void) {
   sweep_copy(cache, host, &in);
   sweep_create();
   regress_prefill_tiles_wide_q_stride();
+  regress_reshape_row_past_int32();
 
   /* smoke test n, merge_states sizes, the host converters' n and scale. */
   const size_t ns[] = {0, 1, (size_t)1 << 26, ((size_t)1 << 26) + 1, SIZE_MAX};
