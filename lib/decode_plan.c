@@ -7,6 +7,7 @@
  */
 
 #include "decode_plan.h"
+#include "size_math.h"
 
 clpa_status clpa_decode_validate(clpa_context *ctx, const clpa_decode_params *p,
                                  const clpa_kv_layout *kv) {
@@ -95,5 +96,15 @@ clpa_status clpa_decode_plan(clpa_context *ctx, const clpa_decode_params *p, dec
   c->logits_stride = d.logits_stride, c->threads = d.threads, c->chunk = d.chunk;
   c->pipe = d.pipe, c->maxnreg = d.maxnreg, c->work_pairs = d.work_pairs;
   c->list_entries = d.list_entries, c->list_want = d.list_want;
+  /* v2's partials (decode.c's decode_v2): f32 [num_seqs, num_heads, max_parts, head_size] */
+  size_t n = 0;
+  const size_t seqs = (size_t)p->num_seqs, row = (size_t)c->a.kv.head_size * sizeof(float);
+  CLPA_CTX_CHECK(ctx, c->v2 && (!clpa_size_mul_add(seqs, (size_t)p->num_heads, 0, &n) ||
+                                !clpa_size_mul_add(n, (size_t)c->max_parts, 0, &n) ||
+                                !clpa_size_mul_add(n, row, 0, &n)),
+                 CLPA_ERR_UNSUPPORTED,
+                 "v2 with %d sequences x %d heads x %d partitions of %d tokens: its partial"
+                 " outputs' size overflows size_t (a longer partition_size)", p->num_seqs,
+                 p->num_heads, c->max_parts, c->partition);
   return CLPA_OK;
 }

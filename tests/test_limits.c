@@ -250,6 +250,23 @@ static void regress_reshape_row_past_int32(void) {
   if (!e3) clReleaseMemObject(src);
 }
 
+/* Decode v2 whose partials (f32 [num_seqs, num_heads, max_parts, head_size]) pass 2^64 bytes:
+ * 2^24 heads of 256 over 2^30 tokens in partitions of one (the buffers would be legal: an 8 GiB
+ * query and output, a 4 GiB table). Asked of clpa_decode_choice, which reads no buffer. */
+static void regress_decode_v2_partials_overflow(void) {
+  clpa_kv_layout kv;
+  clpa_kv_layout_init(&kv, CLPA_DTYPE_F16, 1, 1, 1, 256);
+  clpa_decode_params p;
+  clpa_decode_params_init(&p);
+  p.num_seqs = 1, p.num_heads = 1 << 24, p.kv = kv, p.max_blocks_per_seq = 1 << 30;
+  p.max_context_len = 1 << 30, p.q_dtype = CLPA_DTYPE_F16, p.variant = CLPA_DECODE_V2;
+  p.partition_size = 1;
+  const clpa_status st = clpa_decode_choice(ctx, &p, NULL, NULL, NULL, NULL);
+  if (!ok(st == CLPA_ERR_UNSUPPORTED && named("clpa_decode_choice: "),
+          "decode v2, partials of 2^64 bytes: refused with the call named"))
+    diag("%s: %s", clpa_status_name(st), clpa_context_last_error(ctx));
+}
+
 int main(void) {
   rng_seed_from_env();
   ctx = test_context(0);
@@ -267,6 +284,7 @@ int main(void) {
   sweep_create();
   regress_prefill_tiles_wide_q_stride();
   regress_reshape_row_past_int32();
+  regress_decode_v2_partials_overflow();
 
   /* smoke test n, merge_states sizes, the host converters' n and scale. */
   const size_t ns[] = {0, 1, (size_t)1 << 26, ((size_t)1 << 26) + 1, SIZE_MAX};
