@@ -358,7 +358,7 @@ __kernel __attribute__((reqd_work_group_size(NUM_THREADS, 1, 1))) void clpa_deco
   const int num_tokens = (end_block - start_block) * BLOCK_SIZE; /* padded to whole blocks */
   page_row table = PAGE_ROW(seq);
 
-  load_query(q_s, q + seq * q_stride + head0 * HEAD_SIZE);
+  load_query(q_s, q + seq * q_stride + (size_t)head0 * HEAD_SIZE);
 
   const float kscale = !KV_IS_FP8 ? 1.0f : k_scales ? k_scales[0] : k_scale;
   const int ts = kv_token_stride(num_kv_heads, head_stride, BLOCK_SIZE); /* HND, NHD */

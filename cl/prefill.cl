@@ -129,7 +129,7 @@ inline int2 tile_keys(int p_lo, int p_hi, int kv_end, int causal, int window) {
 typedef struct work_item {
   int s, R0, kb, slot;
 } work_item;
-inline work_item work_item_of(__global const int *work, int t) {
+inline work_item work_item_of(__global const int *work, size_t t) { /* 4 t may pass 2^31 */
   const work_item w = {work[4 * t], work[4 * t + 1], work[4 * t + 2], work[4 * t + 3]};
   return w;
 }
