@@ -1254,6 +1254,19 @@ static void regress_bpe_invalid_utf8(void) {
   check_split("ll\xffll", false, "ll|\xff|ll");
 }
 
+/* A file of metadata k alone (no tensors); k's bytes are freed. */
+static uint8_t *metadata_file(kvs *k, size_t *size) {
+  buf f = {NULL, 0, 0};
+  put(&f, "GGUF", 4);
+  put_le(&f, 3, 4);
+  put_le(&f, 0, 8);
+  put_le(&f, k->n, 8);
+  put(&f, k->b.p, k->b.n);
+  free(k->b.p);
+  *size = f.n;
+  return f.p;
+}
+
 /* A file of a byte-level BPE tokenizer alone: the tiny vocabulary and
  * merges, then one more token, text[0 .. n) (free the bytes). */
 static uint8_t *bpe_file_with_token(const char *text, size_t n, size_t *size) {
@@ -1266,15 +1279,7 @@ static uint8_t *bpe_file_with_token(const char *text, size_t n, size_t *size) {
   for (int i = 0; i < BPE_VOCAB; i++) put_str(&k.b, bpe_tokens[i]);
   put_strn(&k.b, text, n);
   kv_arr_strs(&k, "tokenizer.ggml.merges", bpe_merges, 11, NULL);
-  buf f = {NULL, 0, 0};
-  put(&f, "GGUF", 4);
-  put_le(&f, 3, 4);
-  put_le(&f, 0, 8);
-  put_le(&f, k.n, 8);
-  put(&f, k.b.p, k.b.n);
-  free(k.b.p);
-  *size = f.n;
-  return f.p;
+  return metadata_file(&k, size);
 }
 
 /* A byte-level token's piece spells each character outside GPT-2's byte
@@ -1348,15 +1353,7 @@ static uint8_t *spm_file(int n_scores, int n_types, uint32_t bos, const char *me
     kv_arr_strs(&k, "tokenizer.ggml.merges", m, 1, NULL);
   }
   kv_scalar(&k, "tokenizer.ggml.bos_token_id", DEMO_GGUF_U32, bos, 4);
-  buf f = {NULL, 0, 0};
-  put(&f, "GGUF", 4);
-  put_le(&f, 3, 4);
-  put_le(&f, 0, 8);
-  put_le(&f, k.n, 8);
-  put(&f, k.b.p, k.b.n);
-  free(k.b.p);
-  *size = f.n;
-  return f.p;
+  return metadata_file(&k, size);
 }
 
 /* The vocabulary's arrays and ids against each other: each mismatch is
