@@ -232,6 +232,11 @@ static clpa_status bpe_segment(const demo_tokenizer *t, const char *raw, size_t 
                                ids_buf *out) {
   size_t len = 0;
   char *text = demo_utf8_clean(raw, raw_len, &len);
+  if (text && len > INT32_MAX / 4) { /* a word's symbols are int32_t, the heap 3 n of them */
+    free(text);
+    return demo_fail(CLPA_ERR_INVALID_ARG, "encode: a text segment of %zu bytes is too long",
+                     raw_len);
+  }
   demo_pretok x;
   const bool decoded = text && demo_pretok_init(&x, text, len);
   sym *s = malloc((len + 1) * sizeof *s);
