@@ -208,7 +208,7 @@ static clpa_status launch_list(clpa_context *ctx, const clpa_decode_params *p, c
 
 static clpa_status decode_v2(clpa_context *ctx, const clpa_decode_params *p, const clpa_plan *pl,
                              const decode_call *c) {
-  const size_t stats = (size_t)p->num_seqs * (size_t)p->num_heads * (size_t)c->max_parts;
+  const size_t stats = c->partials; /* the plan checked stats * head_size floats */
   cl_mem tmp_out, max_logits, exp_sums;
   clpa_status st;
   if ((st = clpa_scratch(ctx, 0, stats * (size_t)c->a.kv.head_size * sizeof(float), &tmp_out)) ||

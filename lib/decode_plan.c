@@ -97,11 +97,12 @@ clpa_status clpa_decode_plan(clpa_context *ctx, const clpa_decode_params *p, dec
   c->pipe = d.pipe, c->maxnreg = d.maxnreg, c->work_pairs = d.work_pairs;
   c->list_entries = d.list_entries, c->list_want = d.list_want;
   /* v2's partials (decode.c's decode_v2): f32 [num_seqs, num_heads, max_parts, head_size] */
-  size_t n = 0;
+  size_t bytes = 0;
   const size_t seqs = (size_t)p->num_seqs, row = (size_t)c->a.kv.head_size * sizeof(float);
-  CLPA_CTX_CHECK(ctx, c->v2 && (!clpa_size_mul_add(seqs, (size_t)p->num_heads, 0, &n) ||
-                                !clpa_size_mul_add(n, (size_t)c->max_parts, 0, &n) ||
-                                !clpa_size_mul_add(n, row, 0, &n)),
+  c->partials = 0;
+  CLPA_CTX_CHECK(ctx, c->v2 && (!clpa_size_mul_add(seqs, (size_t)p->num_heads, 0, &bytes) ||
+                                !clpa_size_mul_add(bytes, (size_t)c->max_parts, 0, &c->partials) ||
+                                !clpa_size_mul_add(c->partials, row, 0, &bytes)),
                  CLPA_ERR_UNSUPPORTED,
                  "v2 with %d sequences x %d heads x %d partitions of %d tokens: its partial"
                  " outputs' size overflows size_t (a longer partition_size)", p->num_seqs,

@@ -11,6 +11,8 @@
 typedef struct decode_call {
   clpa_attn a;          /* caches, layout, query, options (attention.c) */
   int v2, partition, heads_per_group, sg, max_parts;
+  size_t partials;      /* v2: num_seqs x num_heads x max_parts (times head_size floats: checked
+                           to fit size_t) */
   int mma;              /* decode_mma.cl's tensor-core kernel */
   int rows;             /* decode_rows.cl's CPU kernel */
   int key_vectors;      /* rows: key vectors a query load (TG there) */
