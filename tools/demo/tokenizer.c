@@ -158,18 +158,17 @@ static clpa_status spm_segment(const demo_tokenizer *t, const char *text, size_t
   }
   /* a symbol a character, as long as its first byte says (llama.cpp's
    * unicode_len_utf8, whatever the bytes after it are), so that invalid
-   * UTF-8 makes the symbols llama.cpp's do. Counted first: a lead byte
-   * before a space takes the U+2581's first byte, and its other two are
-   * symbols alone ("\xc0 " is 4 symbols), so len + 1 does not bound them. */
+   * UTF-8 makes the symbols llama.cpp's do. A symbol takes at least one
+   * byte of w, so wn bounds them; len + 1 does not: a lead byte before a
+   * space takes the U+2581's first byte, and its other two are symbols
+   * alone ("\xc0 " is 4 symbols). */
   static const uint8_t lead_len[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
-  size_t n_sym = 0;
-  for (size_t i = 0; i < wn; n_sym++) i += lead_len[(uint8_t)w[i] >> 4];
-  if (n_sym > INT32_MAX / 4) { /* symbols are int32_t, the heap 3 n of them */
+  if (wn > INT32_MAX / 4) { /* symbols are int32_t, the heap 3 n of them */
     free(w);
     return demo_fail(CLPA_ERR_INVALID_ARG, "encode: a text segment of %zu bytes is too long", len);
   }
-  sym *s = malloc((n_sym + 1) * sizeof *s);
-  cand *h = malloc(3 * (n_sym + 1) * sizeof *h);
+  sym *s = malloc((wn + 1) * sizeof *s);
+  cand *h = malloc(3 * (wn + 1) * sizeof *h);
   clpa_status st = CLPA_OK;
   if (!s || !h) {
     free(w);
