@@ -74,21 +74,37 @@ static inline cl_mem test_buffer(clpa_context *ctx, const void *host, size_t byt
   return m;
 }
 
+/* bytes of host into m from byte `at` on, blocking. */
+static inline void test_write_at(clpa_context *ctx, cl_mem m, size_t at, const void *host,
+                                 size_t bytes) {
+  cl_int err =
+      clEnqueueWriteBuffer(clpa_context_cl_queue(ctx), m, CL_TRUE, at, bytes, host, 0, NULL, NULL);
+  if (err != CL_SUCCESS) {
+    printf("not ok - clEnqueueWriteBuffer failed: %d\n", err);
+    exit(1);
+  }
+}
+
 /* Fills a device buffer with 0xFF bytes: NaN as f32, f16 and bf16. */
 static inline void test_poison(clpa_context *ctx, cl_mem m, size_t bytes) {
   unsigned char *p = malloc(bytes ? bytes : 1);
   memset(p, 0xFF, bytes);
-  clEnqueueWriteBuffer(clpa_context_cl_queue(ctx), m, CL_TRUE, 0, bytes, p, 0, NULL, NULL);
+  test_write_at(ctx, m, 0, p, bytes);
   free(p);
 }
 
-static inline void test_read(clpa_context *ctx, cl_mem m, void *host, size_t bytes) {
+/* bytes of m from byte `at` on into host, blocking. */
+static inline void test_read_at(clpa_context *ctx, cl_mem m, size_t at, void *host, size_t bytes) {
   cl_int err =
-      clEnqueueReadBuffer(clpa_context_cl_queue(ctx), m, CL_TRUE, 0, bytes, host, 0, NULL, NULL);
+      clEnqueueReadBuffer(clpa_context_cl_queue(ctx), m, CL_TRUE, at, bytes, host, 0, NULL, NULL);
   if (err != CL_SUCCESS) {
     printf("not ok - clEnqueueReadBuffer failed: %d\n", err);
     exit(1);
   }
+}
+
+static inline void test_read(clpa_context *ctx, cl_mem m, void *host, size_t bytes) {
+  test_read_at(ctx, m, 0, host, bytes);
 }
 
 /* 1 when the first bytes of m are still test_poison's 0xFF. */

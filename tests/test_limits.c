@@ -170,12 +170,11 @@ static void regress_prefill_tiles_wide_q_stride(void) {
   cl_mem big = clCreateBuffer(clpa_context_cl_context(ctx), CL_MEM_READ_WRITE,
                               (wide + HS) * 2, NULL, &err);
   if (err != CL_SUCCESS) {
-    ok(1, "prefill tiles, q_stride 2^31 + 64: not run, no buffer of %zu bytes here (%d)",
+    ok(1, "# SKIP prefill tiles, q_stride 2^31 + 64: no buffer of %zu bytes here (%d)",
        (wide + HS) * 2, (int)err);
     return;
   }
-  clEnqueueWriteBuffer(clpa_context_cl_queue(ctx), big, CL_TRUE, wide * 2, HS * 2, qh + HS, 0,
-                       NULL, NULL);
+  test_write_at(ctx, big, wide * 2, qh + HS, HS * 2);
   cl_mem k = test_buffer(ctx, kvh, sizeof kvh), v = test_buffer(ctx, kvh, sizeof kvh);
   cl_mem q = test_buffer(ctx, qh, sizeof qh), bt = test_buffer(ctx, table, sizeof table);
   cl_mem o1 = test_buffer(ctx, NULL, 4 * HS), o2 = test_buffer(ctx, NULL, 4 * HS);
@@ -210,29 +209,28 @@ static void regress_reshape_row_past_int32(void) {
   cc.dtype = CLPA_DTYPE_FP8_E4M3;
   const size_t row = (size_t)1 << 31;
   cl_context cl = clpa_context_cl_context(ctx);
-  cl_command_queue q = clpa_context_cl_queue(ctx);
   cl_int e1, e2, e3;
   cl_mem kc = clCreateBuffer(cl, CL_MEM_READ_WRITE, row, NULL, &e1);
   cl_mem vc = clCreateBuffer(cl, CL_MEM_READ_WRITE, row, NULL, &e2);
   cl_mem src = clCreateBuffer(cl, CL_MEM_READ_WRITE, 2 * row, NULL, &e3);
   clpa_cache *cache = NULL;
   if (e1 || e2 || e3 || clpa_cache_wrap(ctx, &cc, &kc, &vc, &cache) != CLPA_OK) {
-    ok(1, "reshape_and_cache, rows of 2^31 elements: not run, no 2 GiB cache here (%s)",
+    ok(1, "# SKIP reshape_and_cache, rows of 2^31 elements: no 2 GiB cache here (%s)",
        clpa_context_last_error(ctx));
   } else {
     const uint16_t one = 0x3C00; /* 1.0 in f16 */
     const unsigned char poison = 0xFF;
     const int64_t slot = 0;
     cl_mem sm = test_buffer(ctx, &slot, sizeof slot);
-    clEnqueueWriteBuffer(q, src, CL_TRUE, 2 * (row - 1), 2, &one, 0, NULL, NULL);
-    clEnqueueWriteBuffer(q, kc, CL_TRUE, row - 1, 1, &poison, 0, NULL, NULL);
+    test_write_at(ctx, src, 2 * (row - 1), &one, 2);
+    test_write_at(ctx, kc, row - 1, &poison, 1);
     clpa_reshape_and_cache_params p;
     clpa_reshape_and_cache_params_init(&p);
     p.cache = cache, p.num_tokens = 1, p.key = p.value = src, p.slot_mapping = sm;
     p.src_dtype = CLPA_DTYPE_F16;
     const clpa_status st = clpa_reshape_and_cache(ctx, &p);
     unsigned char last = poison;
-    clEnqueueReadBuffer(q, kc, CL_TRUE, row - 1, 1, &last, 0, NULL, NULL);
+    test_read_at(ctx, kc, row - 1, &last, 1);
     int32_t faults = 0;
     clpa_context_check_faults(ctx, &faults);
     if (!ok(st == CLPA_OK ? last != poison && faults == 0 : named("clpa_reshape_and_cache: "),
